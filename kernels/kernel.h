@@ -1,0 +1,93 @@
+// The kernel contract. A kernel sees tensors and attributes, never the graph. Its factory runs
+// once at Session::Load (validate attributes it depends on, prepack constant inputs such as
+// weights); Compute runs per call, must be const and thread-safe, and writes into outputs the
+// runtime has already allocated with the dims the op's shape inference gave.
+// Two providers: kReference (plain loops, the truth) and kCpu (fast). A provider that lacks an
+// op falls back to the reference kernel.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/ir/attribute.h"
+#include "lib/ir/status.h"
+#include "lib/ir/tensor.h"
+
+namespace whittle {
+
+enum class Provider { kReference = 0, kCpu = 1 };
+const char* ProviderName(Provider p);
+
+struct KernelInit {
+  const AttributeMap& attrs;
+  int opset = 0;
+  std::vector<DType> input_dtypes;        // kUndefined for absent inputs
+  std::vector<const Tensor*> const_inputs;  // values of constant inputs, nullptr otherwise
+  int num_outputs = 1;
+  std::string node_name;                  // for error messages
+};
+
+struct KernelContext {
+  std::vector<const Tensor*> inputs;  // nullptr for absent optional inputs
+  std::vector<Tensor*> outputs;       // preallocated (dtype, dims); nullptr for absent outputs
+  int num_threads = 1;
+};
+
+class OpKernel {
+ public:
+  virtual ~OpKernel() = default;
+  virtual Status Compute(KernelContext& ctx) const = 0;
+  // >= 0: output 0 is input k's bytes with the inferred dims (Reshape, Flatten, Identity ...).
+  // The runtime then shares the buffer and does not call Compute.
+  virtual int OutputAliasesInput() const { return -1; }
+};
+
+using KernelFactory = std::function<StatusOr<std::unique_ptr<OpKernel>>(const KernelInit&)>;
+
+class KernelRegistry {
+ public:
+  static KernelRegistry& Global();
+  void Register(Provider p, const std::string& domain, const std::string& op_type, KernelFactory f);
+  // Exact provider only; nullptr if none.
+  const KernelFactory* Find(Provider p, const std::string& domain, const std::string& op_type) const;
+
+ private:
+  struct Entry {
+    Provider provider;
+    std::string domain, op_type;
+    KernelFactory factory;
+  };
+  std::vector<Entry> entries_;
+};
+
+// Registers every reference and CPU kernel (idempotent, thread-safe).
+void RegisterAllKernels();
+
+// A kernel whose Compute is a plain function of (attrs-derived state, ctx): convenient for
+// element-wise and shape kernels with no prepacking.
+template <class Fn>
+class FnKernel : public OpKernel {
+ public:
+  explicit FnKernel(Fn fn) : fn_(std::move(fn)) {}
+  Status Compute(KernelContext& ctx) const override { return fn_(ctx); }
+
+ private:
+  Fn fn_;
+};
+template <class Fn>
+std::unique_ptr<OpKernel> MakeFnKernel(Fn fn) { return std::make_unique<FnKernel<Fn>>(std::move(fn)); }
+
+// Kernel that aliases input k (see OpKernel::OutputAliasesInput).
+class AliasKernel : public OpKernel {
+ public:
+  explicit AliasKernel(int k) : k_(k) {}
+  Status Compute(KernelContext&) const override { return Status::Ok(); }
+  int OutputAliasesInput() const override { return k_; }
+
+ private:
+  int k_;
+};
+
+}  // namespace whittle

@@ -1,0 +1,34 @@
+// The one place that lists every kernel family (each registers its reference and CPU kernels).
+#include <mutex>
+
+#include "kernels/kernel.h"
+
+namespace whittle {
+
+void RegisterElementwiseKernels(KernelRegistry& r);  // kernels/{reference,cpu}/elementwise*
+void RegisterReduceKernels(KernelRegistry& r);
+void RegisterConvKernels(KernelRegistry& r);
+void RegisterLinearKernels(KernelRegistry& r);
+void RegisterNormKernels(KernelRegistry& r);
+void RegisterPoolKernels(KernelRegistry& r);
+void RegisterShapeKernels(KernelRegistry& r);
+void RegisterTensorKernels(KernelRegistry& r);
+void RegisterQuantKernels(KernelRegistry& r);
+
+void RegisterAllKernels() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    KernelRegistry& r = KernelRegistry::Global();
+    RegisterElementwiseKernels(r);
+    RegisterReduceKernels(r);
+    RegisterConvKernels(r);
+    RegisterLinearKernels(r);
+    RegisterNormKernels(r);
+    RegisterPoolKernels(r);
+    RegisterShapeKernels(r);
+    RegisterTensorKernels(r);
+    RegisterQuantKernels(r);
+  });
+}
+
+}  // namespace whittle

@@ -1,0 +1,110 @@
+// Graph: the model IR. Nodes live in a vector; values are addressed by integer id (index into
+// values()). A value carries dtype and an optional symbolic shape; initializers are values with
+// a constant Tensor. Graph::Verify() checks references, unique names, single producers and the
+// absence of cycles. Passes match first, then apply, then call Compact() and Verify().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "lib/ir/attribute.h"
+#include "lib/ir/status.h"
+#include "lib/ir/tensor.h"
+
+namespace whittle {
+
+// A dimension: a known size (value >= 0), a named symbol (param, e.g. "batch"), or unknown.
+struct Dim {
+  int64_t value = -1;
+  std::string param;
+  Dim() = default;
+  Dim(int64_t v) : value(v) {}  // NOLINT: implicit for brevity in shape code
+  static Dim Symbol(std::string p) { Dim d; d.param = std::move(p); return d; }
+  bool known() const { return value >= 0; }
+  bool operator==(const Dim& o) const { return value == o.value && param == o.param; }
+  bool operator!=(const Dim& o) const { return !(*this == o); }
+};
+using SymShape = std::vector<Dim>;
+std::string SymShapeToString(const SymShape& s);
+SymShape ToSymShape(const Dims& d);
+// Concrete dims if every dim is known.
+std::optional<Dims> ToDims(const SymShape& s);
+
+struct Value {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  std::optional<SymShape> shape;  // nullopt: rank unknown
+  int producer = -1;              // node index, -1 for graph inputs and initializers
+  std::optional<Tensor> initializer;
+  bool is_constant() const { return initializer.has_value(); }
+};
+
+struct Node {
+  std::string name;
+  std::string op_type;
+  std::string domain;            // "" is the default ONNX domain ("ai.onnx")
+  std::vector<int> inputs;       // value ids; -1 for an absent optional input
+  std::vector<int> outputs;      // value ids; -1 for an absent optional output
+  AttributeMap attrs;
+  std::string DebugName() const;  // "node 'name' (OpType)"
+};
+
+class Graph {
+ public:
+  // Adds a value; the name must be unique (WH_CHECK). Returns its id.
+  int AddValue(const std::string& name, DType dtype = DType::kUndefined, std::optional<SymShape> shape = std::nullopt);
+  int AddInitializer(const std::string& name, Tensor t);
+  // Adds a node and sets the producer of its outputs. Returns its index.
+  int AddNode(Node n);
+  // A fresh value name with the given prefix that no value uses yet.
+  std::string UniqueName(const std::string& prefix) const;
+
+  int FindValue(const std::string& name) const;  // -1 if absent
+  Value& value(int id) { return values_[static_cast<size_t>(id)]; }
+  const Value& value(int id) const { return values_[static_cast<size_t>(id)]; }
+  std::vector<Value>& values() { return values_; }
+  const std::vector<Value>& values() const { return values_; }
+  std::vector<Node>& nodes() { return nodes_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  std::vector<int>& inputs() { return inputs_; }     // graph inputs (not initializers)
+  const std::vector<int>& inputs() const { return inputs_; }
+  std::vector<int>& outputs() { return outputs_; }
+  const std::vector<int>& outputs() const { return outputs_; }
+
+  // Node indices that read value id (a node appears once even if it reads the value twice).
+  std::vector<int> Consumers(int value_id) const;
+  bool IsGraphOutput(int value_id) const;
+  // Node indices in an order where producers come first; error on a cycle.
+  StatusOr<std::vector<int>> TopologicalOrder() const;
+  // Structural checks: ids in range, unique value names, one producer per value, no cycles,
+  // every node input produced, an input or an initializer.
+  Status Verify() const;
+  // Drops nodes whose outputs are unused (transitively) and values nobody references, and
+  // sorts nodes topologically. Ids change: call after a pass has finished editing.
+  Status Compact();
+  // Rebuilds the name index and producers after direct edits of values()/nodes().
+  void Reindex();
+
+  int64_t OpsetFor(const std::string& domain) const;  // 0 if not imported
+  std::map<std::string, int64_t> opset_imports;       // "" for ai.onnx
+  std::string name = "main";
+  std::string producer_name;
+  std::string producer_version;
+  int64_t ir_version = 8;
+  int64_t model_version = 0;
+  std::string doc_string;
+  std::map<std::string, std::string> metadata;
+
+ private:
+  std::vector<Node> nodes_;
+  std::vector<Value> values_;
+  std::vector<int> inputs_;
+  std::vector<int> outputs_;
+  std::unordered_map<std::string, int> index_;
+};
+
+}  // namespace whittle

@@ -1,0 +1,86 @@
+#include "lib/ir/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace whittle {
+
+int64_t NumElements(const Dims& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    WH_CHECK(d >= 0);
+    n *= d;
+  }
+  return n;
+}
+
+StatusOr<int64_t> CheckedNumElements(const Dims& dims) {
+  constexpr int64_t kLimit = int64_t{1} << 62;
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) return InvalidArgument("negative dimension " + std::to_string(d) + " in shape " + DimsToString(dims));
+    if (d != 0 && n > kLimit / d)
+      return InvalidArgument("shape " + DimsToString(dims) + " has too many elements (overflow)");
+    n *= d;
+  }
+  return n;
+}
+
+std::string DimsToString(const Dims& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
+std::shared_ptr<Buffer> Buffer::Allocate(size_t bytes) {
+  auto b = std::shared_ptr<Buffer>(new Buffer());
+  size_t rounded = ((bytes + 63) / 64) * 64;
+  if (rounded == 0) rounded = 64;
+  b->data_ = std::aligned_alloc(64, rounded);
+  if (!b->data_) {
+    std::fprintf(stderr, "whittle: out of memory allocating %zu bytes\n", bytes);
+    std::abort();
+  }
+  std::memset(b->data_, 0, rounded);
+  b->size_ = bytes;
+  return b;
+}
+
+Buffer::~Buffer() { std::free(data_); }
+
+Tensor::Tensor(DType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)) {
+  WH_CHECK(DTypeSize(dtype) > 0);
+  buffer_ = Buffer::Allocate(static_cast<size_t>(NumElements(dims_)) * DTypeSize(dtype));
+}
+
+Tensor::Tensor(DType dtype, Dims dims, std::shared_ptr<Buffer> buffer, size_t offset)
+    : dtype_(dtype), dims_(std::move(dims)), buffer_(std::move(buffer)), offset_(offset) {
+  WH_CHECK(buffer_ != nullptr);
+  WH_CHECK(offset_ + static_cast<size_t>(NumElements(dims_)) * DTypeSize(dtype_) <= buffer_->size());
+}
+
+Tensor Tensor::Reshaped(const Dims& dims) const {
+  WH_CHECK(NumElements(dims) == numel());
+  Tensor t = *this;
+  t.dims_ = dims;
+  return t;
+}
+
+Tensor Tensor::Clone() const {
+  if (!defined()) return Tensor();
+  Tensor t(dtype_, dims_);
+  std::memcpy(t.raw_data(), raw_data(), nbytes());
+  t.quant = quant;
+  return t;
+}
+
+bool Tensor::BitwiseEquals(const Tensor& o) const {
+  if (dtype_ != o.dtype_ || dims_ != o.dims_) return false;
+  if (!defined() || !o.defined()) return defined() == o.defined();
+  return std::memcmp(raw_data(), o.raw_data(), nbytes()) == 0;
+}
+
+}  // namespace whittle

@@ -1,0 +1,124 @@
+#include "lib/ops/op_def.h"
+
+#include <mutex>
+
+namespace whittle {
+
+OpRegistry& OpRegistry::Global() {
+  static OpRegistry r;
+  return r;
+}
+
+void OpRegistry::Register(OpDef def) {
+  WH_CHECK(Find(def.domain, def.op_type) == nullptr);
+  defs_.push_back(std::make_unique<OpDef>(std::move(def)));
+}
+
+const OpDef* OpRegistry::Find(const std::string& domain, const std::string& op_type) const {
+  const std::string d = domain == "ai.onnx" ? "" : domain;
+  for (const auto& p : defs_)
+    if (p->domain == d && p->op_type == op_type) return p.get();
+  return nullptr;
+}
+
+std::vector<const OpDef*> OpRegistry::All() const {
+  std::vector<const OpDef*> r;
+  for (const auto& p : defs_) r.push_back(p.get());
+  return r;
+}
+
+Status ValidateNode(const Node& node, int opset) {
+  const OpDef* def = OpRegistry::Global().Find(node.domain, node.op_type);
+  if (!def) {
+    return Unimplemented(node.DebugName() + ": unsupported op '" + node.op_type + "'" +
+                         (node.domain.empty() ? "" : " in domain '" + node.domain + "'"));
+  }
+  if (opset < def->since_opset)
+    return Unimplemented(node.DebugName() + ": opset " + std::to_string(opset) + " is older than the " +
+                         std::to_string(def->since_opset) + " this op supports");
+  // Trailing absent inputs do not count.
+  int n_in = static_cast<int>(node.inputs.size());
+  while (n_in > 0 && node.inputs[static_cast<size_t>(n_in - 1)] < 0) --n_in;
+  if (n_in < def->min_inputs || n_in > def->max_inputs)
+    return InvalidArgument(node.DebugName() + ": has " + std::to_string(n_in) + " inputs, expected " +
+                           std::to_string(def->min_inputs) + ".." + std::to_string(def->max_inputs));
+  for (int i = 0; i < def->min_inputs; ++i)
+    if (node.inputs[static_cast<size_t>(i)] < 0)
+      return InvalidArgument(node.DebugName() + ": required input " + std::to_string(i) + " is missing");
+  int n_out = static_cast<int>(node.outputs.size());
+  if (n_out < def->min_outputs || n_out > def->max_outputs)
+    return InvalidArgument(node.DebugName() + ": has " + std::to_string(n_out) + " outputs, expected " +
+                           std::to_string(def->min_outputs) + ".." + std::to_string(def->max_outputs));
+  for (const auto& [name, attr] : node.attrs.all()) {
+    if (!name.empty() && name[0] == '_') continue;  // runtime-internal (fusions)
+    const AttrSpec* spec = nullptr;
+    for (const auto& s : def->attrs)
+      if (s.name == name) spec = &s;
+    if (!spec) return InvalidArgument(node.DebugName() + ": unknown attribute '" + name + "'");
+    if (spec->type != attr.type)
+      return InvalidArgument(node.DebugName() + ": attribute '" + name + "' must be " + AttrTypeName(spec->type) +
+                             ", got " + AttrTypeName(attr.type));
+  }
+  for (const auto& s : def->attrs)
+    if (s.required && !node.attrs.Has(s.name))
+      return InvalidArgument(node.DebugName() + ": required attribute '" + s.name + "' is missing");
+  if (def->check) WH_RETURN_IF_ERROR(def->check(node, opset));
+  return Status::Ok();
+}
+
+Status InferNode(const OpDef& def, InferContext& ctx) {
+  if (!def.infer) return Status::Ok();
+  return def.infer(ctx);
+}
+
+Status InferShapes(Graph& graph) {
+  WH_ASSIGN_OR_RETURN(std::vector<int> order, graph.TopologicalOrder());
+  for (int ni : order) {
+    const Node& node = graph.nodes()[static_cast<size_t>(ni)];
+    const OpDef* def = OpRegistry::Global().Find(node.domain, node.op_type);
+    if (!def) return Unimplemented(node.DebugName() + ": unsupported op '" + node.op_type + "'");
+    InferContext ctx(node, static_cast<int>(graph.OpsetFor(node.domain)));
+    for (int v : node.inputs) {
+      if (v < 0) {
+        ctx.AddInput(false, DType::kUndefined, std::nullopt, nullptr);
+        continue;
+      }
+      const Value& val = graph.value(v);
+      ctx.AddInput(true, val.dtype, val.shape, val.initializer ? &*val.initializer : nullptr);
+    }
+    for (int o : node.outputs) ctx.AddOutputSlot(o >= 0);
+    WH_RETURN_IF_ERROR(InferNode(*def, ctx));
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      int o = node.outputs[i];
+      if (o < 0) continue;
+      Value& out = graph.value(o);
+      DType dt = ctx.OutputDType(static_cast<int>(i));
+      const auto& shp = ctx.OutputShape(static_cast<int>(i));
+      if (dt != DType::kUndefined) {
+        if (out.dtype != DType::kUndefined && out.dtype != dt)
+          return InvalidArgument(node.DebugName() + ": output '" + out.name + "' is declared " +
+                                 DTypeName(out.dtype) + " but the op produces " + DTypeName(dt));
+        out.dtype = dt;
+      }
+      if (shp) {
+        // Keep declared symbolic names where inference only knows "unknown".
+        if (out.shape && out.shape->size() == shp->size()) {
+          SymShape merged = *shp;
+          for (size_t k = 0; k < merged.size(); ++k) {
+            const Dim& declared = (*out.shape)[k];
+            if (!merged[k].known() && merged[k].param.empty()) merged[k] = declared;
+            else if (merged[k].known() && declared.known() && declared.value != merged[k].value)
+              return InvalidArgument(node.DebugName() + ": output '" + out.name + "' is declared with shape " +
+                                     SymShapeToString(*out.shape) + " but the op produces " + SymShapeToString(*shp));
+          }
+          out.shape = merged;
+        } else {
+          out.shape = shp;
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace whittle

@@ -1,0 +1,119 @@
+// OpDef: everything Whittle knows about an operator apart from how to compute it — ONNX name and
+// domain, arity, attribute schema, op-specific attribute checks and shape/type inference.
+// Inference works on symbolic shapes at load time and on concrete shapes at run time (the
+// runtime calls the same function with every input value known), so output shapes are defined
+// once. Every op family registers itself from RegisterAllOps(); nothing else is a central switch.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/ir/graph.h"
+#include "lib/ir/status.h"
+
+namespace whittle {
+
+class InferContext {
+ public:
+  InferContext(const Node& node, int opset) : node_(node), opset_(opset) {}
+
+  const Node& node() const { return node_; }
+  const AttributeMap& attrs() const { return node_.attrs; }
+  int opset() const { return opset_; }
+  int num_inputs() const { return static_cast<int>(in_dtype_.size()); }
+  int num_outputs() const { return static_cast<int>(out_dtype_.size()); }
+  bool HasInput(int i) const { return i < num_inputs() && in_present_[static_cast<size_t>(i)]; }
+  DType InputDType(int i) const { return HasInput(i) ? in_dtype_[static_cast<size_t>(i)] : DType::kUndefined; }
+  // nullptr when the rank is unknown or the input is absent.
+  const SymShape* InputShape(int i) const {
+    return HasInput(i) && in_shape_[static_cast<size_t>(i)] ? &*in_shape_[static_cast<size_t>(i)] : nullptr;
+  }
+  // The input's value when it is known (an initializer at load time; always at run time).
+  const Tensor* InputValue(int i) const { return HasInput(i) ? in_value_[static_cast<size_t>(i)] : nullptr; }
+  bool HasOutput(int i) const { return i < num_outputs() && out_present_[static_cast<size_t>(i)]; }
+
+  void SetOutput(int i, DType dtype, std::optional<SymShape> shape) {
+    out_dtype_[static_cast<size_t>(i)] = dtype;
+    out_shape_[static_cast<size_t>(i)] = std::move(shape);
+  }
+  DType OutputDType(int i) const { return out_dtype_[static_cast<size_t>(i)]; }
+  const std::optional<SymShape>& OutputShape(int i) const { return out_shape_[static_cast<size_t>(i)]; }
+
+  // Error naming this node.
+  Status Error(const std::string& what) const { return InvalidArgument(node_.DebugName() + ": " + what); }
+
+  // Filled by the caller (shape inference or the runtime).
+  void AddInput(bool present, DType dt, std::optional<SymShape> shape, const Tensor* value) {
+    in_present_.push_back(present);
+    in_dtype_.push_back(dt);
+    in_shape_.push_back(std::move(shape));
+    in_value_.push_back(value);
+  }
+  void AddOutputSlot(bool present) {
+    out_present_.push_back(present);
+    out_dtype_.push_back(DType::kUndefined);
+    out_shape_.push_back(std::nullopt);
+  }
+
+ private:
+  const Node& node_;
+  int opset_;
+  std::vector<bool> in_present_;
+  std::vector<DType> in_dtype_;
+  std::vector<std::optional<SymShape>> in_shape_;
+  std::vector<const Tensor*> in_value_;
+  std::vector<bool> out_present_;
+  std::vector<DType> out_dtype_;
+  std::vector<std::optional<SymShape>> out_shape_;
+};
+
+struct AttrSpec {
+  std::string name;
+  AttrType type;
+  bool required = false;
+};
+
+struct OpDef {
+  std::string domain;  // "" for ai.onnx
+  std::string op_type;
+  int since_opset = 1;  // oldest opset of its domain whose semantics we implement
+  int min_inputs = 1, max_inputs = 1;
+  int min_outputs = 1, max_outputs = 1;
+  // Every attribute the op has in any supported opset. Unknown names are rejected.
+  std::vector<AttrSpec> attrs;
+  // Op-specific attribute checks (ranges, lengths); may be empty.
+  std::function<Status(const Node&, int opset)> check;
+  // Output dtypes and shapes from inputs; must give concrete shapes when all inputs are concrete
+  // and their values are known.
+  std::function<Status(InferContext&)> infer;
+};
+
+class OpRegistry {
+ public:
+  static OpRegistry& Global();
+  void Register(OpDef def);
+  const OpDef* Find(const std::string& domain, const std::string& op_type) const;
+  std::vector<const OpDef*> All() const;
+
+ private:
+  std::vector<std::unique_ptr<OpDef>> defs_;
+};
+
+// Registers every op family (idempotent, thread-safe).
+void RegisterAllOps();
+
+// Checks a node against its OpDef: known op and domain, arity, attribute names and types, and the
+// op's own check. The message names the node and what was expected.
+Status ValidateNode(const Node& node, int opset);
+
+// Fills dtype and shape of every non-constant value in topological order. Values whose shape
+// cannot be inferred keep shape == nullopt. Fails on type or shape conflicts.
+Status InferShapes(Graph& graph);
+
+// Runs one node's inference with the given inputs; used by InferShapes and the runtime.
+// On success ctx's outputs hold dtypes and shapes.
+Status InferNode(const OpDef& def, InferContext& ctx);
+
+}  // namespace whittle

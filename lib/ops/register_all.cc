@@ -1,0 +1,34 @@
+// The one place that lists every op family.
+#include <mutex>
+
+#include "lib/ops/op_def.h"
+
+namespace whittle {
+
+void RegisterElementwiseOps(OpRegistry& r);  // lib/ops/elementwise.cc
+void RegisterReduceOps(OpRegistry& r);       // lib/ops/reduce.cc
+void RegisterConvOps(OpRegistry& r);         // lib/ops/conv.cc
+void RegisterLinearOps(OpRegistry& r);       // lib/ops/linear.cc
+void RegisterNormOps(OpRegistry& r);         // lib/ops/norm.cc
+void RegisterPoolOps(OpRegistry& r);         // lib/ops/pool.cc
+void RegisterShapeOps(OpRegistry& r);        // lib/ops/shape_ops.cc
+void RegisterTensorOps(OpRegistry& r);       // lib/ops/tensor_ops.cc
+void RegisterQuantOps(OpRegistry& r);        // lib/ops/quant.cc
+
+void RegisterAllOps() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    OpRegistry& r = OpRegistry::Global();
+    RegisterElementwiseOps(r);
+    RegisterReduceOps(r);
+    RegisterConvOps(r);
+    RegisterLinearOps(r);
+    RegisterNormOps(r);
+    RegisterPoolOps(r);
+    RegisterShapeOps(r);
+    RegisterTensorOps(r);
+    RegisterQuantOps(r);
+  });
+}
+
+}  // namespace whittle

@@ -1,0 +1,83 @@
+#include "lib/ops/shape_helpers.h"
+
+#include <algorithm>
+
+namespace whittle {
+
+StatusOr<SymShape> BroadcastShapes(const SymShape& a, const SymShape& b) {
+  size_t r = std::max(a.size(), b.size());
+  SymShape out(r);
+  for (size_t i = 0; i < r; ++i) {
+    const Dim da = i < r - a.size() ? Dim(1) : a[i - (r - a.size())];
+    const Dim db = i < r - b.size() ? Dim(1) : b[i - (r - b.size())];
+    if (da.known() && db.known()) {
+      if (da.value == db.value || db.value == 1) out[i] = da;
+      else if (da.value == 1) out[i] = db;
+      else return InvalidArgument("shapes " + SymShapeToString(a) + " and " + SymShapeToString(b) + " do not broadcast");
+    } else if (da.known() && da.value == 1) {
+      out[i] = db;
+    } else if (db.known() && db.value == 1) {
+      out[i] = da;
+    } else if (!da.known() && !db.known() && da == db) {
+      out[i] = da;
+    } else if (da.known()) {
+      out[i] = da;
+    } else if (db.known()) {
+      out[i] = db;
+    } else {
+      out[i] = Dim();
+    }
+  }
+  return out;
+}
+
+StatusOr<std::optional<SymShape>> BroadcastInputs(const InferContext& ctx) {
+  std::optional<SymShape> acc;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.HasInput(i)) continue;
+    const SymShape* s = ctx.InputShape(i);
+    if (!s) return std::optional<SymShape>();
+    if (!acc) {
+      acc = *s;
+    } else {
+      auto r = BroadcastShapes(*acc, *s);
+      if (!r.ok()) return ctx.Error(r.status().message());
+      acc = *r;
+    }
+  }
+  return acc;
+}
+
+StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank, const std::string& what) {
+  if (axis < -rank || axis >= rank)
+    return InvalidArgument(what + " " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+std::vector<int64_t> ToInt64Vector(const Tensor& t) {
+  std::vector<int64_t> r(static_cast<size_t>(t.numel()));
+  if (t.dtype() == DType::kInt64) {
+    const int64_t* p = t.data<int64_t>();
+    std::copy(p, p + r.size(), r.begin());
+  } else if (t.dtype() == DType::kInt32) {
+    const int32_t* p = t.data<int32_t>();
+    std::copy(p, p + r.size(), r.begin());
+  } else {
+    WH_CHECK(false && "ToInt64Vector on a non-integer tensor");
+  }
+  return r;
+}
+
+Status InferSameAsBroadcast(InferContext& ctx) {
+  WH_ASSIGN_OR_RETURN(std::optional<SymShape> s, BroadcastInputs(ctx));
+  ctx.SetOutput(0, ctx.InputDType(0), s);
+  return Status::Ok();
+}
+
+Status InferSameAsInput0(InferContext& ctx) {
+  const SymShape* s = ctx.InputShape(0);
+  ctx.SetOutput(0, ctx.InputDType(0), s ? std::optional<SymShape>(*s) : std::nullopt);
+  return Status::Ok();
+}
+
+}  // namespace whittle

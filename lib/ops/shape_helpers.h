@@ -1,0 +1,25 @@
+// Small helpers shared by op inference functions: broadcasting, axis normalisation,
+// reading int64 tensors (shape/axes inputs) and common checks.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "lib/ops/op_def.h"
+
+namespace whittle {
+
+// Numpy-style multidirectional broadcast of symbolic shapes. Error when sizes conflict.
+StatusOr<SymShape> BroadcastShapes(const SymShape& a, const SymShape& b);
+// Broadcast of all present inputs of ctx; nullopt if any input shape is unknown.
+StatusOr<std::optional<SymShape>> BroadcastInputs(const InferContext& ctx);
+// Normalises axis into [0, rank); error if out of [-rank, rank).
+StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank, const std::string& what = "axis");
+// Values of an integer (int32/int64) tensor as int64.
+std::vector<int64_t> ToInt64Vector(const Tensor& t);
+// Element-wise inference: output dtype = input 0's dtype, shape = broadcast of inputs.
+Status InferSameAsBroadcast(InferContext& ctx);
+// Output 0 has input 0's dtype and shape.
+Status InferSameAsInput0(InferContext& ctx);
+
+}  // namespace whittle

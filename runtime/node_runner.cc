@@ -1,0 +1,73 @@
+#include "runtime/node_runner.h"
+
+namespace whittle {
+
+StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Provider provider,
+                                                 const std::vector<DType>& input_dtypes,
+                                                 const std::vector<const Tensor*>& const_inputs) {
+  RegisterAllKernels();
+  const KernelFactory* f = KernelRegistry::Global().Find(provider, node.domain, node.op_type);
+  if (!f) f = KernelRegistry::Global().Find(Provider::kReference, node.domain, node.op_type);
+  if (!f) return Unimplemented(node.DebugName() + ": no kernel for op '" + node.op_type + "'");
+  KernelInit init{node.attrs, opset, input_dtypes, const_inputs, static_cast<int>(node.outputs.size()), node.name};
+  auto k = (*f)(init);
+  if (!k.ok()) return k.status().WithContext(node.DebugName());
+  return k;
+}
+
+Status InferConcrete(const OpDef& def, const Node& node, int opset, const std::vector<const Tensor*>& inputs,
+                     std::vector<DType>* out_dtypes, std::vector<Dims>* out_dims) {
+  InferContext ctx(node, opset);
+  for (const Tensor* t : inputs) {
+    if (!t) ctx.AddInput(false, DType::kUndefined, std::nullopt, nullptr);
+    else ctx.AddInput(true, t->dtype(), ToSymShape(t->dims()), t);
+  }
+  for (int o : node.outputs) ctx.AddOutputSlot(o >= 0);
+  WH_RETURN_IF_ERROR(InferNode(def, ctx));
+  out_dtypes->assign(node.outputs.size(), DType::kUndefined);
+  out_dims->assign(node.outputs.size(), Dims());
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    if (node.outputs[i] < 0) continue;
+    const auto& s = ctx.OutputShape(static_cast<int>(i));
+    std::optional<Dims> d = s ? ToDims(*s) : std::nullopt;
+    if (!d) return Internal(node.DebugName() + ": output " + std::to_string(i) + " has no concrete shape at run time");
+    auto n = CheckedNumElements(*d);
+    if (!n.ok()) return n.status().WithContext(node.DebugName());
+    (*out_dtypes)[i] = ctx.OutputDType(static_cast<int>(i));
+    (*out_dims)[i] = std::move(*d);
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<Tensor>> RunNode(const Node& node, int opset, const std::vector<Tensor>& inputs,
+                                      Provider provider, int num_threads, bool treat_inputs_as_const) {
+  RegisterAllOps();
+  WH_RETURN_IF_ERROR(ValidateNode(node, opset));
+  const OpDef* def = OpRegistry::Global().Find(node.domain, node.op_type);
+  std::vector<const Tensor*> in;
+  std::vector<DType> dts;
+  for (const Tensor& t : inputs) {
+    in.push_back(t.defined() ? &t : nullptr);
+    dts.push_back(t.defined() ? t.dtype() : DType::kUndefined);
+  }
+  std::vector<const Tensor*> consts = treat_inputs_as_const ? in : std::vector<const Tensor*>(in.size(), nullptr);
+  WH_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, CreateKernel(node, opset, provider, dts, consts));
+  std::vector<DType> odt;
+  std::vector<Dims> odims;
+  WH_RETURN_IF_ERROR(InferConcrete(*def, node, opset, in, &odt, &odims));
+  std::vector<Tensor> outs(node.outputs.size());
+  KernelContext ctx;
+  ctx.inputs = in;
+  ctx.num_threads = num_threads;
+  int alias = kernel->OutputAliasesInput();
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (node.outputs[i] < 0) { ctx.outputs.push_back(nullptr); continue; }
+    if (i == 0 && alias >= 0) outs[i] = in[static_cast<size_t>(alias)]->Reshaped(odims[i]);
+    else outs[i] = Tensor(odt[i], odims[i]);
+    ctx.outputs.push_back(&outs[i]);
+  }
+  if (alias < 0) WH_RETURN_IF_ERROR(kernel->Compute(ctx).WithContext(node.DebugName()));
+  return outs;
+}
+
+}  // namespace whittle

@@ -1,0 +1,30 @@
+// Runs one node outside a graph: infers its output shapes from the concrete inputs, builds the
+// kernel of the requested provider (falling back to the reference kernel), allocates outputs and
+// computes. Session uses the same pieces per node; op tests use this directly to compare the
+// reference and CPU kernels.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kernels/kernel.h"
+#include "lib/ops/op_def.h"
+
+namespace whittle {
+
+// Builds the kernel for node with the given provider; falls back to kReference.
+// const_inputs[i] is the value of input i if it is constant at load time.
+StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Provider provider,
+                                                 const std::vector<DType>& input_dtypes,
+                                                 const std::vector<const Tensor*>& const_inputs);
+
+// Infers output dims for concrete inputs (absent inputs: nullptr). outputs gets dtype/dims.
+Status InferConcrete(const OpDef& def, const Node& node, int opset, const std::vector<const Tensor*>& inputs,
+                     std::vector<DType>* out_dtypes, std::vector<Dims>* out_dims);
+
+// Validates, infers, builds the kernel (inputs are treated as constants at build time when
+// treat_inputs_as_const) and runs it. Returns one tensor per node output (undefined if absent).
+StatusOr<std::vector<Tensor>> RunNode(const Node& node, int opset, const std::vector<Tensor>& inputs,
+                                      Provider provider, int num_threads = 1, bool treat_inputs_as_const = false);
+
+}  // namespace whittle

@@ -1,0 +1,112 @@
+#include "tests/util/test_util.h"
+
+#include <cmath>
+#include <random>
+
+namespace whittle::testing {
+
+Tensor RandomFloat(const Dims& dims, uint32_t seed, float lo, float hi) {
+  Tensor t(DType::kFloat32, dims);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = d(rng);
+  return t;
+}
+
+Tensor RandomInt64(const Dims& dims, uint32_t seed, int64_t lo, int64_t hi) {
+  Tensor t(DType::kInt64, dims);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int64_t> d(lo, hi);
+  int64_t* p = t.data<int64_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = d(rng);
+  return t;
+}
+
+Tensor RandomInt8(const Dims& dims, uint32_t seed) {
+  Tensor t(DType::kInt8, dims);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(-128, 127);
+  int8_t* p = t.data<int8_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<int8_t>(d(rng));
+  return t;
+}
+
+Tensor RandomUInt8(const Dims& dims, uint32_t seed) {
+  Tensor t(DType::kUInt8, dims);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(0, 255);
+  uint8_t* p = t.data<uint8_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<uint8_t>(d(rng));
+  return t;
+}
+
+float MaxAbsDiff(const Tensor& a, const Tensor& b) {
+  WH_CHECK(a.dims() == b.dims());
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  float m = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::fabs(pa[i] - pb[i]));
+  return m;
+}
+
+namespace {
+template <class T>
+::testing::AssertionResult CloseT(const Tensor& a, const Tensor& b, double atol, double rtol) {
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double x = static_cast<double>(pa[i]), y = static_cast<double>(pb[i]);
+    if (std::isnan(x) && std::isnan(y)) continue;
+    if (std::isinf(x) || std::isinf(y)) {
+      if (x == y) continue;
+    } else if (std::fabs(x - y) <= atol + rtol * std::fabs(y)) {
+      continue;
+    }
+    return ::testing::AssertionFailure() << "element " << i << ": " << x << " vs " << y;
+  }
+  return ::testing::AssertionSuccess();
+}
+}  // namespace
+
+::testing::AssertionResult TensorsClose(const Tensor& a, const Tensor& b, float atol, float rtol) {
+  if (a.dtype() != b.dtype())
+    return ::testing::AssertionFailure() << "dtype " << DTypeName(a.dtype()) << " vs " << DTypeName(b.dtype());
+  if (a.dims() != b.dims())
+    return ::testing::AssertionFailure() << "dims " << DimsToString(a.dims()) << " vs " << DimsToString(b.dims());
+  if (a.dtype() == DType::kFloat32) return CloseT<float>(a, b, atol, rtol);
+  if (a.dtype() == DType::kFloat64) return CloseT<double>(a, b, atol, rtol);
+  if (a.BitwiseEquals(b)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "contents differ";
+}
+
+Node MakeNode(const std::string& op_type, int num_inputs, int num_outputs, AttributeMap attrs,
+              const std::string& domain) {
+  Node n;
+  n.name = "test_" + op_type;
+  n.op_type = op_type;
+  n.domain = domain;
+  n.attrs = std::move(attrs);
+  for (int i = 0; i < num_inputs; ++i) n.inputs.push_back(i);
+  for (int i = 0; i < num_outputs; ++i) n.outputs.push_back(num_inputs + i);
+  return n;
+}
+
+std::vector<Tensor> ExpectCpuMatchesReference(const Node& node, const std::vector<Tensor>& inputs, float atol,
+                                              float rtol, int opset, int threads) {
+  Node n = node;
+  for (size_t i = 0; i < inputs.size() && i < n.inputs.size(); ++i)
+    if (!inputs[i].defined()) n.inputs[i] = -1;
+  auto ref = RunNode(n, opset, inputs, Provider::kReference, 1);
+  EXPECT_TRUE(ref.ok()) << ref.status().message();
+  auto cpu = RunNode(n, opset, inputs, Provider::kCpu, threads);
+  EXPECT_TRUE(cpu.ok()) << cpu.status().message();
+  if (!ref.ok() || !cpu.ok()) return {};
+  for (size_t i = 0; i < ref->size(); ++i) {
+    if (!(*ref)[i].defined()) continue;
+    EXPECT_TRUE(TensorsClose((*cpu)[i], (*ref)[i], atol, rtol)) << node.op_type << " output " << i;
+  }
+  return *ref;
+}
+
+}  // namespace whittle::testing

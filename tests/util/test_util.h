@@ -1,0 +1,40 @@
+// Helpers shared by the test suites: deterministic random tensors, closeness checks, and
+// running a single node with the reference and the CPU kernels.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lib/ir/graph.h"
+#include "lib/ir/tensor.h"
+#include "runtime/node_runner.h"
+
+namespace whittle::testing {
+
+// Uniform floats in [lo, hi) from a fixed seed.
+Tensor RandomFloat(const Dims& dims, uint32_t seed, float lo = -1.f, float hi = 1.f);
+// Uniform integers in [lo, hi].
+Tensor RandomInt64(const Dims& dims, uint32_t seed, int64_t lo, int64_t hi);
+Tensor RandomInt8(const Dims& dims, uint32_t seed);
+Tensor RandomUInt8(const Dims& dims, uint32_t seed);
+
+// Max |a-b| over elements (float32); dims must match.
+float MaxAbsDiff(const Tensor& a, const Tensor& b);
+// gtest assertion: same dtype and dims; float types within atol + rtol*|b|; others bitwise.
+::testing::AssertionResult TensorsClose(const Tensor& a, const Tensor& b, float atol = 1e-5f, float rtol = 1e-5f);
+
+// Builds a node with op_type, the given attributes and n inputs/outputs (value ids are
+// placeholders: RunNode only looks at which are present).
+Node MakeNode(const std::string& op_type, int num_inputs, int num_outputs, AttributeMap attrs = {},
+              const std::string& domain = "");
+
+// Runs node with the reference and the CPU provider and expects close outputs; returns the
+// reference outputs. opset defaults to 17.
+std::vector<Tensor> ExpectCpuMatchesReference(const Node& node, const std::vector<Tensor>& inputs,
+                                              float atol = 1e-5f, float rtol = 1e-5f, int opset = 17,
+                                              int threads = 2);
+
+}  // namespace whittle::testing
