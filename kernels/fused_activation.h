@@ -1,0 +1,59 @@
+// Activation fused into a producer kernel (Conv, Gemm, MatMul). Session::Load folds a single
+// consumer activation into the producer by setting internal attributes on the producer node:
+//   "_activation": "Relu" | "LeakyRelu" | "Sigmoid" | "Tanh" | "Clip" | "HardSigmoid" | "HardSwish"
+//   "_alpha", "_beta" (LeakyRelu alpha; HardSigmoid alpha/beta), "_min", "_max" (Clip bounds).
+// Kernels parse it once at build time and apply it to each output block while it is in cache.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "lib/ir/attribute.h"
+
+namespace whittle {
+
+struct FusedActivation {
+  enum Kind { kNone, kRelu, kLeakyRelu, kSigmoid, kTanh, kClip, kHardSigmoid, kHardSwish } kind = kNone;
+  float alpha = 0.01f, beta = 0.5f;
+  float min = -std::numeric_limits<float>::infinity();
+  float max = std::numeric_limits<float>::infinity();
+
+  static FusedActivation FromAttrs(const AttributeMap& a) {
+    FusedActivation f;
+    const std::string k = a.GetString("_activation", "");
+    if (k == "Relu") f.kind = kRelu;
+    else if (k == "LeakyRelu") f.kind = kLeakyRelu;
+    else if (k == "Sigmoid") f.kind = kSigmoid;
+    else if (k == "Tanh") f.kind = kTanh;
+    else if (k == "Clip") f.kind = kClip;
+    else if (k == "HardSigmoid") f.kind = kHardSigmoid;
+    else if (k == "HardSwish") f.kind = kHardSwish;
+    f.alpha = a.GetFloat("_alpha", f.kind == kHardSigmoid ? 0.2f : 0.01f);
+    f.beta = a.GetFloat("_beta", 0.5f);
+    f.min = a.GetFloat("_min", f.min);
+    f.max = a.GetFloat("_max", f.max);
+    return f;
+  }
+
+  void Apply(float* p, int64_t n) const {
+    switch (kind) {
+      case kNone: return;
+      case kRelu: for (int64_t i = 0; i < n; ++i) p[i] = p[i] > 0.f ? p[i] : 0.f; return;
+      case kLeakyRelu: for (int64_t i = 0; i < n; ++i) p[i] = p[i] >= 0.f ? p[i] : alpha * p[i]; return;
+      case kSigmoid: for (int64_t i = 0; i < n; ++i) p[i] = 1.f / (1.f + std::exp(-p[i])); return;
+      case kTanh: for (int64_t i = 0; i < n; ++i) p[i] = std::tanh(p[i]); return;
+      case kClip: for (int64_t i = 0; i < n; ++i) p[i] = std::min(std::max(p[i], min), max); return;
+      case kHardSigmoid:
+        for (int64_t i = 0; i < n; ++i) p[i] = std::max(0.f, std::min(1.f, alpha * p[i] + beta));
+        return;
+      case kHardSwish:
+        for (int64_t i = 0; i < n; ++i) p[i] = p[i] * std::max(0.f, std::min(1.f, p[i] / 6.f + 0.5f));
+        return;
+    }
+  }
+};
+
+}  // namespace whittle
