@@ -1,1 +1,242 @@
-// PLACEHOLDER
+#include "runtime/session.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "lib/onnx/model_io.h"
+#include "lib/ops/op_def.h"
+#include "runtime/node_runner.h"
+#include "runtime/optimizer.h"
+
+namespace whittle {
+
+struct Session::Step {
+  const Node* node = nullptr;
+  const OpDef* def = nullptr;
+  int opset = 0;
+  std::unique_ptr<OpKernel> kernel;
+  int alias = -1;
+};
+
+// Recycled buffers of one Run call. A buffer goes back to the free list only when no tensor
+// outside the arena still shares it (use_count == 1), so outputs handed to the caller and
+// aliases (Reshape) are never reused under someone's feet.
+struct Session::Arena {
+  std::vector<Tensor> slots;
+  std::vector<std::shared_ptr<Buffer>> free;
+  int64_t allocated = 0, reused = 0;
+
+  std::shared_ptr<Buffer> Take(size_t bytes) {
+    size_t best = free.size();
+    for (size_t i = 0; i < free.size(); ++i)
+      if (free[i]->size() >= bytes && (best == free.size() || free[i]->size() < free[best]->size())) best = i;
+    if (best != free.size() && free[best]->size() <= 4 * bytes + 4096) {
+      std::shared_ptr<Buffer> b = std::move(free[best]);
+      free.erase(free.begin() + static_cast<long>(best));
+      ++reused;
+      return b;
+    }
+    ++allocated;
+    return Buffer::Allocate(bytes);
+  }
+  void Release(Tensor& t) {
+    if (t.defined() && t.buffer().use_count() == 1) free.push_back(t.buffer());
+    t = Tensor();
+  }
+};
+
+Session::~Session() = default;
+
+StatusOr<std::unique_ptr<Session>> Session::Load(const std::string& path, const SessionOptions& opts) {
+  auto g = LoadModel(path);
+  if (!g.ok()) return g.status();
+  return FromGraph(std::move(*g), opts);
+}
+
+StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, const SessionOptions& opts) {
+  if (opts.device != Device::kCpu)
+    return Unimplemented("device 'cuda' is not available in this build (only the CPU backend is built)");
+  if (opts.num_threads < 0) return InvalidArgument("num_threads must be >= 0, got " + std::to_string(opts.num_threads));
+  RegisterAllOps();
+  RegisterAllKernels();
+  std::unique_ptr<Session> s(new Session());
+  s->opts_ = opts;
+  if (s->opts_.num_threads == 0) s->opts_.num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  s->graph_ = std::move(graph);
+  WH_RETURN_IF_ERROR(s->graph_.Verify());
+  for (const Node& n : s->graph_.nodes()) WH_RETURN_IF_ERROR(ValidateNode(n, static_cast<int>(s->graph_.OpsetFor(n.domain))));
+  WH_RETURN_IF_ERROR(InferShapes(s->graph_));
+  if (opts.optimize) {
+    auto r = OptimizeForRuntime(s->graph_);
+    if (!r.ok()) return r.status().WithContext("optimizing the graph");
+  }
+  WH_RETURN_IF_ERROR(s->Prepare());
+  return s;
+}
+
+Status Session::Prepare() {
+  const Graph& g = graph_;
+  for (int i : g.inputs()) {
+    const Value& v = g.value(i);
+    if (v.is_constant()) continue;
+    inputs_.push_back({v.name, v.dtype, v.shape ? *v.shape : SymShape{}});
+  }
+  for (int o : g.outputs()) {
+    const Value& v = g.value(o);
+    outputs_.push_back({v.name, v.dtype, v.shape ? *v.shape : SymShape{}});
+  }
+  WH_ASSIGN_OR_RETURN(std::vector<int> order, g.TopologicalOrder());
+  const size_t nv = g.values().size();
+  release_after_.assign(nv, -1);
+  for (int ni : order) {
+    const Node& n = g.nodes()[static_cast<size_t>(ni)];
+    auto step = std::make_unique<Step>();
+    step->node = &n;
+    step->def = OpRegistry::Global().Find(n.domain, n.op_type);
+    step->opset = static_cast<int>(g.OpsetFor(n.domain));
+    std::vector<DType> dts;
+    std::vector<const Tensor*> consts;
+    for (int i : n.inputs) {
+      dts.push_back(i < 0 ? DType::kUndefined : g.value(i).dtype);
+      consts.push_back(i >= 0 && g.value(i).initializer ? &*g.value(i).initializer : nullptr);
+    }
+    WH_ASSIGN_OR_RETURN(step->kernel, CreateKernel(n, step->opset, opts_.provider, dts, consts));
+    step->alias = step->kernel->OutputAliasesInput();
+    const int si = static_cast<int>(steps_.size());
+    for (int i : n.inputs)
+      if (i >= 0 && !g.value(i).is_constant()) release_after_[static_cast<size_t>(i)] = si;
+    for (int o : n.outputs)
+      if (o >= 0 && release_after_[static_cast<size_t>(o)] < 0) release_after_[static_cast<size_t>(o)] = si;
+    steps_.push_back(std::move(step));
+  }
+  for (int o : g.outputs()) release_after_[static_cast<size_t>(o)] = -1;
+  release_at_step_.assign(steps_.size(), {});
+  for (size_t v = 0; v < nv; ++v)
+    if (release_after_[v] >= 0) release_at_step_[static_cast<size_t>(release_after_[v])].push_back(static_cast<int>(v));
+  return Status::Ok();
+}
+
+StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& inputs, RunStats* stats) const {
+  using Clock = std::chrono::steady_clock;
+  const auto t_start = Clock::now();
+  const Graph& g = graph_;
+  for (const auto& [name, t] : inputs) {
+    bool known = false;
+    for (const IoInfo& in : inputs_) known |= in.name == name;
+    if (!known) return InvalidArgument("the model has no input named '" + name + "'");
+  }
+  std::unique_ptr<Arena> arena;
+  {
+    std::lock_guard<std::mutex> lock(arenas_mu_);
+    if (!idle_arenas_.empty()) {
+      arena = std::move(idle_arenas_.back());
+      idle_arenas_.pop_back();
+    }
+  }
+  if (!arena) arena = std::make_unique<Arena>();
+  arena->allocated = arena->reused = 0;
+  std::vector<Tensor>& slots = arena->slots;
+  slots.assign(g.values().size(), Tensor());
+  for (size_t v = 0; v < g.values().size(); ++v)
+    if (g.values()[v].initializer) slots[v] = *g.values()[v].initializer;
+
+  Status st = Status::Ok();
+  for (int id : g.inputs()) {
+    const Value& v = g.value(id);
+    auto it = inputs.find(v.name);
+    if (it == inputs.end()) {
+      if (v.is_constant()) continue;
+      st = InvalidArgument("missing input '" + v.name + "'");
+      break;
+    }
+    const Tensor& t = it->second;
+    if (!t.defined()) { st = InvalidArgument("input '" + v.name + "' is empty"); break; }
+    if (v.dtype != DType::kUndefined && t.dtype() != v.dtype) {
+      st = InvalidArgument("input '" + v.name + "' must be " + DTypeName(v.dtype) + ", got " + DTypeName(t.dtype()));
+      break;
+    }
+    if (v.shape) {
+      bool ok = v.shape->size() == t.dims().size();
+      for (size_t k = 0; ok && k < t.dims().size(); ++k) ok = !(*v.shape)[k].known() || (*v.shape)[k].value == t.dims()[k];
+      if (!ok) {
+        st = InvalidArgument("input '" + v.name + "' must have shape " + SymShapeToString(*v.shape) + ", got " +
+                             DimsToString(t.dims()));
+        break;
+      }
+    }
+    slots[static_cast<size_t>(id)] = t;
+  }
+
+  const int prev_threads = omp_get_max_threads();
+  omp_set_num_threads(opts_.num_threads);
+  if (stats) stats->nodes.clear();
+  std::vector<const Tensor*> in;
+  std::vector<Tensor*> out;
+  std::vector<DType> odt;
+  std::vector<Dims> odims;
+  for (size_t si = 0; st.ok() && si < steps_.size(); ++si) {
+    const Step& step = *steps_[si];
+    const Node& n = *step.node;
+    const auto t0 = stats ? Clock::now() : Clock::time_point();
+    in.clear();
+    for (int i : n.inputs) in.push_back(i >= 0 ? &slots[static_cast<size_t>(i)] : nullptr);
+    st = InferConcrete(*step.def, n, step.opset, in, &odt, &odims);
+    if (!st.ok()) break;
+    out.clear();
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      int o = n.outputs[k];
+      if (o < 0) { out.push_back(nullptr); continue; }
+      Tensor& t = slots[static_cast<size_t>(o)];
+      if (k == 0 && step.alias >= 0) {
+        t = in[static_cast<size_t>(step.alias)]->Reshaped(odims[k]);
+      } else {
+        const size_t bytes = static_cast<size_t>(NumElements(odims[k])) * DTypeSize(odt[k]);
+        t = Tensor(odt[k], odims[k], arena->Take(bytes));
+      }
+      out.push_back(&t);
+    }
+    if (step.alias < 0) {
+      KernelContext ctx{in, out, opts_.num_threads};
+      st = step.kernel->Compute(ctx);
+      if (!st.ok()) {
+        st = st.WithContext(n.DebugName());
+        break;
+      }
+    }
+    for (int v : release_at_step_[si]) arena->Release(slots[static_cast<size_t>(v)]);
+    if (stats) {
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      stats->nodes.push_back({n.name, n.op_type + (n.attrs.Has("_activation") ? "+" + n.attrs.GetString("_activation", "") : ""), ms});
+    }
+  }
+  omp_set_num_threads(prev_threads);
+
+  std::vector<Tensor> results;
+  if (st.ok()) {
+    for (int o : g.outputs()) {
+      Tensor& t = slots[static_cast<size_t>(o)];
+      // Never hand out a constant's or an input's buffer: the caller may write into results.
+      bool shared = g.value(o).is_constant();
+      for (const auto& [name, x] : inputs) shared |= t.defined() && x.defined() && x.buffer() == t.buffer();
+      results.push_back(shared ? t.Clone() : t);
+    }
+  }
+  for (Tensor& t : slots) t = Tensor();  // drop references; arena keeps only free buffers
+  const int64_t allocated = arena->allocated, reused = arena->reused;
+  {
+    std::lock_guard<std::mutex> lock(arenas_mu_);
+    idle_arenas_.push_back(std::move(arena));
+  }
+  if (!st.ok()) return st;
+  if (stats) {
+    stats->total_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_start).count();
+    stats->buffers_allocated = allocated;
+    stats->buffers_reused = reused;
+  }
+  return results;
+}
+
+}  // namespace whittle

@@ -1,0 +1,152 @@
+#include "runtime/evaluate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+namespace whittle {
+namespace {
+
+Tensor RowsOf(const Tensor& t, int64_t begin, int64_t end) {
+  Dims d = t.dims();
+  const int64_t row = t.numel() / std::max<int64_t>(1, d[0]);
+  d[0] = end - begin;
+  Tensor r(t.dtype(), d);
+  std::memcpy(r.raw_data(), static_cast<const char*>(t.raw_data()) + begin * row * DTypeSize(t.dtype()),
+              static_cast<size_t>((end - begin) * row) * DTypeSize(t.dtype()));
+  return r;
+}
+
+}  // namespace
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t k = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+  k = std::min(std::max<size_t>(k, 1), v.size());
+  return v[k - 1];
+}
+
+StatusOr<EvalResult> EvaluateTop1(const Session& session, const Tensor& inputs, const Tensor& labels,
+                                  int64_t batch_size, const ProgressFn& progress) {
+  if (session.inputs().empty() || session.outputs().empty()) return InvalidArgument("the model has no inputs or outputs");
+  if (!labels.defined()) return InvalidArgument("evaluation needs labels");
+  if (labels.dtype() != DType::kInt64 || labels.rank() != 1 || inputs.rank() < 1 || labels.dim(0) != inputs.dim(0))
+    return InvalidArgument("labels must be int64 [N] matching " + std::to_string(inputs.rank() ? inputs.dim(0) : 0) + " inputs");
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t n = inputs.dim(0);
+  EvalResult r;
+  for (int64_t b = 0; b < n; b += batch_size) {
+    const int64_t e = std::min(n, b + batch_size);
+    WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session.Run({{session.inputs()[0].name, RowsOf(inputs, b, e)}}));
+    const Tensor& logits = outs[0];
+    if (logits.dtype() != DType::kFloat32 || logits.rank() != 2 || logits.dim(0) != e - b)
+      return InvalidArgument("output '" + session.outputs()[0].name + "' must be float32 [batch, classes] for accuracy, got " +
+                             DimsToString(logits.dims()));
+    const int64_t k = logits.dim(1);
+    for (int64_t i = 0; i < e - b; ++i) {
+      const float* row = logits.data<float>() + i * k;
+      const int64_t pred = std::max_element(row, row + k) - row;
+      r.correct += pred == labels.data<int64_t>()[b + i];
+    }
+    r.samples = e;
+    if (progress) progress(e, n);
+  }
+  r.accuracy = r.samples ? static_cast<double>(r.correct) / static_cast<double>(r.samples) : 0;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+StatusOr<Tensor> MakeBatchInput(const Session& session, int64_t batch, const Tensor* src) {
+  if (session.inputs().empty()) return InvalidArgument("the model has no inputs");
+  const IoInfo& in = session.inputs()[0];
+  if (in.dtype != DType::kFloat32) return Unimplemented("benchmarking needs a float32 first input; '" + in.name + "' is " + DTypeName(in.dtype));
+  Dims d;
+  for (size_t i = 0; i < in.shape.size(); ++i) {
+    if (i == 0) d.push_back(batch);
+    else if (in.shape[i].known()) d.push_back(in.shape[i].value);
+    else return InvalidArgument("input '" + in.name + "' has an unknown dimension " + std::to_string(i) + " (only the batch may be symbolic)");
+  }
+  if (d.empty()) return InvalidArgument("input '" + in.name + "' has rank 0; cannot batch it");
+  Tensor t(DType::kFloat32, d);
+  const int64_t row = t.numel() / batch;
+  float* p = t.data<float>();
+  if (src && src->dtype() == DType::kFloat32 && src->rank() >= 1 && src->dim(0) > 0 && src->numel() / src->dim(0) == row) {
+    for (int64_t b = 0; b < batch; ++b)
+      std::memcpy(p + b * row, src->data<float>() + (b % src->dim(0)) * row, static_cast<size_t>(row) * sizeof(float));
+  } else {
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.f;
+  }
+  return t;
+}
+
+StatusOr<std::vector<BenchResult>> Benchmark(const Session& session, const BenchOptions& opts, const Tensor* src,
+                                             ProfileResult* profile) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<BenchResult> results;
+  std::map<std::string, ProfileEntry> by_type, by_node;
+  std::vector<std::string> node_order;
+  double all_ms = 0;
+  for (int64_t batch : opts.batches) {
+    if (batch <= 0) return InvalidArgument("batch sizes must be positive, got " + std::to_string(batch));
+    WH_ASSIGN_OR_RETURN(Tensor x, MakeBatchInput(session, batch, src));
+    std::map<std::string, Tensor> feed{{session.inputs()[0].name, x}};
+    for (int i = 0; i < opts.warmup; ++i) WH_RETURN_IF_ERROR(session.Run(feed).status());
+    std::vector<double> lat;
+    const auto start = Clock::now();
+    while (static_cast<int>(lat.size()) < opts.min_iterations ||
+           std::chrono::duration<double>(Clock::now() - start).count() < opts.min_seconds) {
+      RunStats stats;
+      const auto t0 = Clock::now();
+      WH_RETURN_IF_ERROR(session.Run(feed, profile && opts.profile ? &stats : nullptr).status());
+      lat.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      if (profile && opts.profile) {
+        ++profile->runs;
+        for (const auto& nt : stats.nodes) {
+          auto& t = by_type[nt.op_type];
+          t.name = t.op_type = nt.op_type;
+          t.total_ms += nt.ms;
+          ++t.calls;
+          if (!by_node.count(nt.name)) node_order.push_back(nt.name);
+          auto& nn = by_node[nt.name];
+          nn.name = nt.name;
+          nn.op_type = nt.op_type;
+          nn.total_ms += nt.ms;
+          ++nn.calls;
+          all_ms += nt.ms;
+        }
+      }
+      if (lat.size() > 100000) break;
+    }
+    BenchResult r;
+    r.batch = batch;
+    r.iterations = static_cast<int>(lat.size());
+    r.p50_ms = Percentile(lat, 50);
+    r.p90_ms = Percentile(lat, 90);
+    r.p99_ms = Percentile(lat, 99);
+    double sum = 0;
+    for (double v : lat) sum += v;
+    r.mean_ms = sum / static_cast<double>(lat.size());
+    r.throughput = r.p50_ms > 0 ? static_cast<double>(batch) * 1000.0 / r.p50_ms : 0;
+    results.push_back(r);
+  }
+  if (profile && opts.profile) {
+    for (auto& [k, e] : by_type) {
+      e.share = all_ms > 0 ? e.total_ms / all_ms : 0;
+      profile->by_op_type.push_back(e);
+    }
+    for (const std::string& k : node_order) {
+      ProfileEntry e = by_node[k];
+      e.share = all_ms > 0 ? e.total_ms / all_ms : 0;
+      profile->by_node.push_back(e);
+    }
+    auto desc = [](const ProfileEntry& a, const ProfileEntry& b) { return a.total_ms > b.total_ms; };
+    std::sort(profile->by_op_type.begin(), profile->by_op_type.end(), desc);
+    std::sort(profile->by_node.begin(), profile->by_node.end(), desc);
+  }
+  return results;
+}
+
+}  // namespace whittle

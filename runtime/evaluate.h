@@ -1,0 +1,70 @@
+// Evaluation and benchmarking on top of Session, shared by run-model, compress-model and
+// services: top-1 accuracy over a dataset in batches, and a latency/throughput benchmark with
+// warm-up and percentiles. Inputs are fed to the model's first input; the first output is taken
+// as logits.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/session.h"
+
+namespace whittle {
+
+struct EvalResult {
+  double accuracy = 0;  // fraction in [0, 1]
+  int64_t samples = 0;
+  int64_t correct = 0;
+  double seconds = 0;
+};
+
+// Progress callback: (samples done, total).
+using ProgressFn = std::function<void(int64_t, int64_t)>;
+
+// inputs: N x ... float32 (N along dim 0), labels: int64 [N].
+StatusOr<EvalResult> EvaluateTop1(const Session& session, const Tensor& inputs, const Tensor& labels,
+                                  int64_t batch_size = 256, const ProgressFn& progress = nullptr);
+
+struct BenchOptions {
+  std::vector<int64_t> batches = {1, 64};
+  int warmup = 10;
+  int min_iterations = 20;
+  double min_seconds = 1.0;
+  bool profile = false;
+};
+
+struct BenchResult {
+  int64_t batch = 0;
+  int iterations = 0;
+  double p50_ms = 0, p90_ms = 0, p99_ms = 0, mean_ms = 0;
+  double throughput = 0;  // samples per second (batch / median latency)
+};
+
+struct ProfileEntry {
+  std::string name;     // node name or op type
+  std::string op_type;
+  double total_ms = 0;  // summed over profiled runs
+  double share = 0;     // fraction of all node time
+  int64_t calls = 0;
+};
+
+struct ProfileResult {
+  std::vector<ProfileEntry> by_op_type;  // sorted by time, descending
+  std::vector<ProfileEntry> by_node;
+  int runs = 0;
+};
+
+// Builds an input tensor for the model's first input with batch size `batch` (dim 0 replaced;
+// other dims must be known), filled from `sample_source` rows when given (cycled), else with a
+// deterministic pattern.
+StatusOr<Tensor> MakeBatchInput(const Session& session, int64_t batch, const Tensor* sample_source = nullptr);
+
+StatusOr<std::vector<BenchResult>> Benchmark(const Session& session, const BenchOptions& opts,
+                                             const Tensor* sample_source = nullptr,
+                                             ProfileResult* profile = nullptr);
+
+// Percentile (0..100) of values by nearest rank on a sorted copy.
+double Percentile(std::vector<double> values, double p);
+
+}  // namespace whittle

@@ -1,0 +1,81 @@
+// Session: the public entry point of Whittle's runtime. Load() validates a model, infers shapes,
+// runs the runtime's own rewrites (constant folding, Conv+BatchNormalization folding,
+// bias/activation fusion), builds and prepacks one kernel per node, and plans buffer reuse from
+// value lifetimes. Run() is const and thread-safe: each call takes its own arena, so many
+// threads may share one Session and get results identical to a single-threaded run.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel.h"
+#include "lib/ir/graph.h"
+#include "lib/ir/status.h"
+#include "lib/ir/tensor.h"
+
+namespace whittle {
+
+enum class Device { kCpu = 0, kCuda = 1 };
+
+struct SessionOptions {
+  Device device = Device::kCpu;
+  Provider provider = Provider::kCpu;  // kReference runs the plain reference kernels
+  int num_threads = 1;                 // intra-op threads; 0 = all hardware threads
+  bool optimize = true;                // runtime rewrites (folding, fusion)
+};
+
+struct IoInfo {
+  std::string name;
+  DType dtype;
+  SymShape shape;
+};
+
+// Per-node timings of one Run (filled when a RunStats* is passed).
+struct RunStats {
+  struct NodeTime {
+    std::string name, op_type;
+    double ms = 0;
+  };
+  std::vector<NodeTime> nodes;
+  double total_ms = 0;
+  int64_t buffers_allocated = 0;  // fresh allocations this run (the rest came from reuse)
+  int64_t buffers_reused = 0;
+};
+
+class Session {
+ public:
+  static StatusOr<std::unique_ptr<Session>> Load(const std::string& path, const SessionOptions& opts = {});
+  // From a graph built or rewritten in memory (passes); validates it like a loaded model.
+  static StatusOr<std::unique_ptr<Session>> FromGraph(Graph graph, const SessionOptions& opts = {});
+  ~Session();
+
+  // Inputs by name; returns outputs in the order of outputs(). Thread-safe.
+  StatusOr<std::vector<Tensor>> Run(const std::map<std::string, Tensor>& inputs, RunStats* stats = nullptr) const;
+
+  const std::vector<IoInfo>& inputs() const { return inputs_; }
+  const std::vector<IoInfo>& outputs() const { return outputs_; }
+  // The graph as executed (after the runtime's rewrites).
+  const Graph& graph() const { return graph_; }
+  const SessionOptions& options() const { return opts_; }
+
+  struct Arena;  // per-call buffers and scratch (defined in session.cc)
+  struct Step;   // one planned node
+
+ private:
+  Session() = default;
+  Status Prepare();
+
+  SessionOptions opts_;
+  Graph graph_;
+  std::vector<IoInfo> inputs_, outputs_;
+  std::vector<std::unique_ptr<Step>> steps_;
+  std::vector<int> release_after_;      // per value: step index after which it can be recycled (-1 never)
+  std::vector<std::vector<int>> release_at_step_;  // per step: values that die after it
+  mutable std::mutex arenas_mu_;
+  mutable std::vector<std::unique_ptr<Arena>> idle_arenas_;
+};
+
+}  // namespace whittle

@@ -1,0 +1,227 @@
+// run-model: run, evaluate, benchmark and profile an ONNX model on Whittle's runtime.
+// All logic lives in runtime/ (Session, EvaluateTop1, Benchmark); this file parses flags,
+// prints tables or one JSON object, and turns every failure into one line and a non-zero exit.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "lib/data/dataset.h"
+#include "lib/data/npy.h"
+#include "runtime/evaluate.h"
+#include "runtime/session.h"
+
+namespace {
+
+using whittle::Status;
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "run-model: error: %s\n", msg.c_str());
+  return 1;
+}
+
+std::string SafeFileName(const std::string& name) {
+  std::string s;
+  for (char c : name) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.') ? c : '_';
+  if (s.empty() || s == "." || s == "..") s = "output";
+  return s;
+}
+
+whittle::StatusOr<std::vector<int64_t>> ParseBatches(const std::string& spec) {
+  std::vector<int64_t> r;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t pos = 0;
+      long long v = std::stoll(item, &pos);
+      if (pos != item.size() || v <= 0 || v > (1 << 20)) throw std::invalid_argument(item);
+      r.push_back(v);
+    } catch (...) {
+      return whittle::InvalidArgument("--batch expects positive integers separated by commas, got '" + spec + "'");
+    }
+  }
+  if (r.empty()) return whittle::InvalidArgument("--batch is empty");
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "run-model: run, evaluate and benchmark an ONNX model on Whittle's runtime.\n\n"
+      "Examples:\n"
+      "  run-model model.onnx --input image=x.npy --output-dir out/\n"
+      "  run-model model.onnx --eval-data fashion-mnist:test --limit 1000\n"
+      "  run-model model.onnx --bench --batch 1,64 --threads 2 --profile --json\n\n"
+      "Data specs: fashion-mnist:train|test, idx:IMAGES:LABELS, npy:INPUTS.npy[:LABELS.npy]"};
+  app.set_version_flag("--version", "run-model (Whittle) 0.1.0");
+  std::string model;
+  std::vector<std::string> input_specs;
+  std::string output_dir, eval_spec, batch_spec = "1,64", provider = "cpu", device = "cpu";
+  int64_t limit = -1, eval_batch = 256;
+  int threads = 1, warmup = 10, iterations = 20;
+  double min_time = 1.0;
+  bool bench = false, profile = false, json = false, no_optimize = false;
+  app.add_option("model", model, "ONNX model file")->required();
+  app.add_option("--input", input_specs, "Feed input NAME from a NumPy file (NAME=FILE.npy); repeatable");
+  app.add_option("--output-dir", output_dir, "Write each model output as DIR/<output name>.npy");
+  app.add_option("--eval-data", eval_spec, "Report top-1 accuracy on a labelled data set (spec above)");
+  app.add_option("--limit", limit, "Use only the first N samples of --eval-data")->check(CLI::PositiveNumber);
+  app.add_option("--eval-batch", eval_batch, "Batch size for evaluation")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_flag("--bench", bench, "Benchmark latency (p50/p90/p99) and throughput per batch size");
+  app.add_option("--batch", batch_spec, "Batch sizes for --bench, comma-separated")->capture_default_str();
+  app.add_option("--threads", threads, "Intra-op threads (0 = all cores)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--warmup", warmup, "Warm-up runs per batch size")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--iterations", iterations, "Minimum timed runs per batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--min-time", min_time, "Minimum seconds of timed runs per batch size")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_flag("--profile", profile, "Print time per op type and per node (share of the total)");
+  app.add_flag("--json", json, "Print one JSON object on stdout instead of tables");
+  app.add_option("--provider", provider, "Kernels: cpu (fast) or reference (plain loops)")
+      ->check(CLI::IsMember({"cpu", "reference"}))->capture_default_str();
+  app.add_option("--device", device, "Device: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  app.add_flag("--no-optimize", no_optimize, "Skip the runtime's graph rewrites (folding, fusion)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "run-model: error: %s (see --help)\n", e.what());
+    return 2;
+  }
+
+  whittle::SessionOptions so;
+  so.num_threads = threads;
+  so.provider = provider == "reference" ? whittle::Provider::kReference : whittle::Provider::kCpu;
+  so.device = device == "cuda" ? whittle::Device::kCuda : whittle::Device::kCpu;
+  so.optimize = !no_optimize;
+  auto session_or = whittle::Session::Load(model, so);
+  if (!session_or.ok()) return Fail(session_or.status().message());
+  const whittle::Session& session = **session_or;
+
+  nlohmann::json out = nlohmann::json::object();
+  out["model"] = model;
+  bool did_something = false;
+
+  // Explicit inputs.
+  if (!input_specs.empty() || !output_dir.empty()) {
+    std::map<std::string, whittle::Tensor> feeds;
+    for (const std::string& spec : input_specs) {
+      const size_t eq = spec.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+        return Fail("--input expects NAME=FILE.npy, got '" + spec + "'");
+      auto t = whittle::ReadNpy(spec.substr(eq + 1));
+      if (!t.ok()) return Fail(t.status().message());
+      feeds[spec.substr(0, eq)] = *t;
+    }
+    auto res = session.Run(feeds);
+    if (!res.ok()) return Fail(res.status().message());
+    nlohmann::json files = nlohmann::json::array();
+    if (!output_dir.empty()) {
+      ::mkdir(output_dir.c_str(), 0755);
+      struct stat st{};
+      if (::stat(output_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        return Fail("cannot create output directory '" + output_dir + "'");
+      for (size_t i = 0; i < res->size(); ++i) {
+        const std::string path = output_dir + "/" + SafeFileName(session.outputs()[i].name) + ".npy";
+        Status s = whittle::WriteNpy(path, (*res)[i]);
+        if (!s.ok()) return Fail(s.message());
+        files.push_back(path);
+        if (!json) std::printf("wrote %s %s\n", path.c_str(), whittle::DimsToString((*res)[i].dims()).c_str());
+      }
+    } else if (!json) {
+      for (size_t i = 0; i < res->size(); ++i)
+        std::printf("output %s: %s %s\n", session.outputs()[i].name.c_str(), whittle::DTypeName((*res)[i].dtype()),
+                    whittle::DimsToString((*res)[i].dims()).c_str());
+    }
+    out["outputs"] = files;
+    did_something = true;
+  }
+
+  whittle::Tensor sample_source;
+  if (!eval_spec.empty()) {
+    auto ds = whittle::LoadDataset(eval_spec, limit);
+    if (!ds.ok()) return Fail(ds.status().message());
+    sample_source = ds->inputs;
+    const bool tty = !json && isatty(fileno(stderr));
+    auto progress = [&](int64_t done, int64_t total) {
+      if (tty) std::fprintf(stderr, "\revaluating %lld/%lld", static_cast<long long>(done), static_cast<long long>(total));
+    };
+    auto r = whittle::EvaluateTop1(session, ds->inputs, ds->labels, eval_batch, progress);
+    if (tty) std::fprintf(stderr, "\n");
+    if (!r.ok()) return Fail(r.status().message());
+    out["accuracy"] = r->accuracy;
+    out["samples"] = r->samples;
+    out["correct"] = r->correct;
+    out["eval_seconds"] = r->seconds;
+    if (!json)
+      std::printf("accuracy: %.4f (%lld/%lld correct, %s) in %.2f s\n", r->accuracy, static_cast<long long>(r->correct),
+                  static_cast<long long>(r->samples), eval_spec.c_str(), r->seconds);
+    did_something = true;
+  }
+
+  if (bench || profile) {
+    whittle::BenchOptions bo;
+    auto batches = ParseBatches(batch_spec);
+    if (!batches.ok()) return Fail(batches.status().message());
+    bo.batches = *batches;
+    bo.warmup = warmup;
+    bo.min_iterations = iterations;
+    bo.min_seconds = min_time;
+    bo.profile = profile;
+    whittle::ProfileResult prof;
+    auto r = whittle::Benchmark(session, bo, sample_source.defined() ? &sample_source : nullptr, &prof);
+    if (!r.ok()) return Fail(r.status().message());
+    nlohmann::json rows = nlohmann::json::array();
+    if (!json) {
+      std::printf("benchmark: %s, %d thread(s), provider %s\n", model.c_str(), so.num_threads, provider.c_str());
+      std::printf("%8s %10s %10s %10s %10s %16s\n", "batch", "runs", "p50 ms", "p90 ms", "p99 ms", "samples/s");
+    }
+    for (const auto& b : *r) {
+      rows.push_back({{"batch", b.batch}, {"iterations", b.iterations}, {"p50_ms", b.p50_ms}, {"p90_ms", b.p90_ms},
+                      {"p99_ms", b.p99_ms}, {"mean_ms", b.mean_ms}, {"throughput", b.throughput}});
+      if (!json)
+        std::printf("%8lld %10d %10.4f %10.4f %10.4f %16.1f\n", static_cast<long long>(b.batch), b.iterations, b.p50_ms,
+                    b.p90_ms, b.p99_ms, b.throughput);
+    }
+    out["bench"] = rows;
+    out["threads"] = so.num_threads;
+    if (profile) {
+      nlohmann::json pt = nlohmann::json::array(), pn = nlohmann::json::array();
+      for (const auto& e : prof.by_op_type)
+        pt.push_back({{"op_type", e.op_type}, {"total_ms", e.total_ms}, {"share", e.share}, {"calls", e.calls}});
+      for (const auto& e : prof.by_node)
+        pn.push_back({{"node", e.name}, {"op_type", e.op_type}, {"total_ms", e.total_ms}, {"share", e.share}, {"calls", e.calls}});
+      out["profile"] = {{"runs", prof.runs}, {"by_op_type", pt}, {"by_node", pn}};
+      if (!json) {
+        std::printf("\nprofile over %d runs (all batch sizes): time per op type\n", prof.runs);
+        std::printf("%-28s %12s %8s\n", "op type", "total ms", "share");
+        for (const auto& e : prof.by_op_type) std::printf("%-28s %12.3f %7.1f%%\n", e.op_type.c_str(), e.total_ms, 100 * e.share);
+        std::printf("\ntime per node\n%-36s %-24s %12s %8s\n", "node", "op type", "total ms", "share");
+        for (const auto& e : prof.by_node)
+          std::printf("%-36s %-24s %12.3f %7.1f%%\n", e.name.c_str(), e.op_type.c_str(), e.total_ms, 100 * e.share);
+      }
+    }
+    did_something = true;
+  }
+
+  if (!did_something && !json) {
+    std::printf("model %s: %zu node(s) after runtime rewrites\n", model.c_str(), session.graph().nodes().size());
+    for (const auto& i : session.inputs())
+      std::printf("  input  %s: %s %s\n", i.name.c_str(), whittle::DTypeName(i.dtype), whittle::SymShapeToString(i.shape).c_str());
+    for (const auto& o : session.outputs())
+      std::printf("  output %s: %s %s\n", o.name.c_str(), whittle::DTypeName(o.dtype), whittle::SymShapeToString(o.shape).c_str());
+    std::printf("(use --input, --eval-data or --bench; see --help)\n");
+  }
+  if (json) std::cout << out.dump() << std::endl;
+  return 0;
+}
