@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Side-by-side FP32 throughput of Whittle's runtime (run-model --bench --json) and ONNX Runtime
+on the same model, batch sizes and thread count. Runs alternate (ORT, Whittle, ORT, ...) for
+--rounds rounds and reports the median of each; ratio = Whittle throughput / ORT throughput.
+
+  pip install onnxruntime numpy
+  python3 tests/bench/compare_ort.py models/mlp.onnx models/cnn.onnx --batch 1,64 --threads 2
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnxruntime as ort
+
+
+def ort_latency_ms(path, batch, threads, seconds, warmup):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    inp = sess.get_inputs()[0]
+    shape = [batch] + [d if isinstance(d, int) else 1 for d in inp.shape[1:]]
+    x = np.random.default_rng(0).random(shape, dtype=np.float32)
+    for _ in range(warmup):
+        sess.run(None, {inp.name: x})
+    lat = []
+    start = time.perf_counter()
+    while len(lat) < 20 or time.perf_counter() - start < seconds:
+        t0 = time.perf_counter()
+        sess.run(None, {inp.name: x})
+        lat.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(lat)
+
+
+def whittle_latency_ms(run_model, path, batch, threads, seconds, warmup):
+    out = subprocess.run([run_model, path, "--bench", "--batch", str(batch), "--threads", str(threads),
+                          "--min-time", str(seconds), "--warmup", str(warmup), "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["bench"][0]["p50_ms"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("models", nargs="+")
+    ap.add_argument("--batch", default="1,64")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--run-model", default="build/bin/run-model")
+    args = ap.parse_args()
+    print(f"onnxruntime {ort.__version__}, {args.threads} thread(s), medians of {args.rounds} alternating rounds")
+    print(f"{'model':<20} {'batch':>6} {'ORT samples/s':>15} {'Whittle samples/s':>18} {'ratio':>7}")
+    for m in args.models:
+        for b in [int(x) for x in args.batch.split(",")]:
+            o, w = [], []
+            for _ in range(args.rounds):
+                o.append(ort_latency_ms(m, b, args.threads, args.seconds, args.warmup))
+                w.append(whittle_latency_ms(args.run_model, m, b, args.threads, args.seconds, args.warmup))
+            ot = b * 1e3 / statistics.median(o)
+            wt = b * 1e3 / statistics.median(w)
+            print(f"{m:<20} {b:>6} {ot:>15.1f} {wt:>18.1f} {wt / ot:>7.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
