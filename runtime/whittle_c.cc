@@ -1,0 +1,82 @@
+#include "runtime/whittle_c.h"
+
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "runtime/session.h"
+
+struct whittle_session {
+  std::unique_ptr<whittle::Session> s;
+};
+struct whittle_tensor {
+  whittle::Tensor t;
+};
+
+namespace {
+thread_local std::string g_last_error;
+
+int SetError(const std::string& m) {
+  g_last_error = m;
+  return 1;
+}
+}  // namespace
+
+extern "C" {
+
+int whittle_session_load(const char* model_path, int num_threads, whittle_session** out) {
+  if (!model_path || !out) return SetError("whittle_session_load: null argument");
+  whittle::SessionOptions so;
+  so.num_threads = num_threads;
+  auto r = whittle::Session::Load(model_path, so);
+  if (!r.ok()) return SetError(r.status().message());
+  *out = new whittle_session{std::move(*r)};  // owned by the caller: whittle_session_free
+  return 0;
+}
+
+void whittle_session_free(whittle_session* s) { delete s; }
+size_t whittle_session_num_inputs(const whittle_session* s) { return s ? s->s->inputs().size() : 0; }
+size_t whittle_session_num_outputs(const whittle_session* s) { return s ? s->s->outputs().size() : 0; }
+const char* whittle_session_input_name(const whittle_session* s, size_t i) {
+  return s && i < s->s->inputs().size() ? s->s->inputs()[i].name.c_str() : nullptr;
+}
+const char* whittle_session_output_name(const whittle_session* s, size_t i) {
+  return s && i < s->s->outputs().size() ? s->s->outputs()[i].name.c_str() : nullptr;
+}
+
+int whittle_tensor_create(int32_t dtype, const int64_t* dims, size_t rank, const void* data, whittle_tensor** out) {
+  if (!out || (rank && !dims)) return SetError("whittle_tensor_create: null argument");
+  if (!whittle::IsSupportedDType(dtype)) return SetError("whittle_tensor_create: unsupported dtype " + std::to_string(dtype));
+  whittle::Dims d(dims, dims + rank);
+  auto n = whittle::CheckedNumElements(d);
+  if (!n.ok()) return SetError("whittle_tensor_create: " + n.status().message());
+  whittle::Tensor t(static_cast<whittle::DType>(dtype), d);
+  if (t.nbytes() && !data) return SetError("whittle_tensor_create: null data");
+  if (t.nbytes()) std::memcpy(t.raw_data(), data, t.nbytes());
+  *out = new whittle_tensor{std::move(t)};  // owned by the caller: whittle_tensor_free
+  return 0;
+}
+
+void whittle_tensor_free(whittle_tensor* t) { delete t; }
+int32_t whittle_tensor_dtype(const whittle_tensor* t) { return t ? static_cast<int32_t>(t->t.dtype()) : 0; }
+size_t whittle_tensor_rank(const whittle_tensor* t) { return t ? t->t.dims().size() : 0; }
+const int64_t* whittle_tensor_dims(const whittle_tensor* t) { return t ? t->t.dims().data() : nullptr; }
+const void* whittle_tensor_data(const whittle_tensor* t) { return t && t->t.defined() ? t->t.raw_data() : nullptr; }
+
+int whittle_session_run(const whittle_session* s, const char* const* input_names, const whittle_tensor* const* inputs,
+                        size_t n_inputs, whittle_tensor** outputs) {
+  if (!s || (n_inputs && (!input_names || !inputs)) || !outputs) return SetError("whittle_session_run: null argument");
+  std::map<std::string, whittle::Tensor> feeds;
+  for (size_t i = 0; i < n_inputs; ++i) {
+    if (!input_names[i] || !inputs[i]) return SetError("whittle_session_run: null input " + std::to_string(i));
+    feeds[input_names[i]] = inputs[i]->t;
+  }
+  auto r = s->s->Run(feeds);
+  if (!r.ok()) return SetError(r.status().message());
+  for (size_t i = 0; i < r->size(); ++i) outputs[i] = new whittle_tensor{std::move((*r)[i])};
+  return 0;
+}
+
+const char* whittle_last_error(void) { return g_last_error.c_str(); }
+
+}  // extern "C"

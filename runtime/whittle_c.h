@@ -1,0 +1,44 @@
+/* Whittle's C API: load a model and run it from C or any language with a C FFI.
+ * Every call returns 0 on success or a non-zero code; whittle_last_error() gives the one-line
+ * message of the calling thread's last failure. Sessions are thread-safe to run concurrently.
+ * Tensors passed in are borrowed; tensors returned are owned by the caller (whittle_tensor_free). */
+#ifndef WHITTLE_C_H_
+#define WHITTLE_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct whittle_session whittle_session;
+typedef struct whittle_tensor whittle_tensor;
+
+/* dtype codes equal ONNX TensorProto.DataType (1 = float32, 7 = int64, ...). */
+int whittle_session_load(const char* model_path, int num_threads, whittle_session** out);
+void whittle_session_free(whittle_session* s);
+size_t whittle_session_num_inputs(const whittle_session* s);
+size_t whittle_session_num_outputs(const whittle_session* s);
+const char* whittle_session_input_name(const whittle_session* s, size_t i);
+const char* whittle_session_output_name(const whittle_session* s, size_t i);
+
+/* Copies data (dims[0..rank) elements of dtype) into a new tensor. */
+int whittle_tensor_create(int32_t dtype, const int64_t* dims, size_t rank, const void* data, whittle_tensor** out);
+void whittle_tensor_free(whittle_tensor* t);
+int32_t whittle_tensor_dtype(const whittle_tensor* t);
+size_t whittle_tensor_rank(const whittle_tensor* t);
+const int64_t* whittle_tensor_dims(const whittle_tensor* t);
+const void* whittle_tensor_data(const whittle_tensor* t);
+
+/* Runs with n_inputs named inputs; outputs[i] receives output i (num_outputs of them). */
+int whittle_session_run(const whittle_session* s, const char* const* input_names, const whittle_tensor* const* inputs,
+                        size_t n_inputs, whittle_tensor** outputs);
+
+const char* whittle_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WHITTLE_C_H_ */
