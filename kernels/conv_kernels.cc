@@ -1,5 +1,13 @@
-// PLACEHOLDER: replaced by the kernel family's registration.
+// Registers the Conv kernels: the reference (any rank, float/double) and the fast CPU one.
+#include "kernels/cpu/conv.h"
 #include "kernels/kernel.h"
+#include "kernels/reference/conv.h"
+
 namespace whittle {
-void RegisterConvKernels(KernelRegistry&) {}
+
+void RegisterConvKernels(KernelRegistry& r) {
+  r.Register(Provider::kReference, "", "Conv", CreateConvReferenceKernel);
+  r.Register(Provider::kCpu, "", "Conv", CreateConvCpuKernel);
+}
+
 }  // namespace whittle

@@ -1,5 +1,202 @@
-// PLACEHOLDER: replaced by the kernel family's registration.
+// Registration of the element-wise kernels (reference and CPU). Factories read the attributes and
+// check the input element types they know at load time; Compute dispatches on the runtime dtype.
+// float16/bfloat16 tensors are computed in float32 (ew::RunWithHalfAsFloat) except by Cast,
+// CastLike and Where, which handle them natively.
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "kernels/cpu/elementwise.h"
 #include "kernels/kernel.h"
+#include "kernels/reference/elementwise.h"
+#include "kernels/reference/elementwise_util.h"
+
 namespace whittle {
-void RegisterElementwiseKernels(KernelRegistry&) {}
+namespace {
+
+using reference::BinaryOp;
+using reference::UnaryOp;
+using ew::TypeSet;
+using KernelOr = StatusOr<std::unique_ptr<OpKernel>>;
+
+constexpr Provider kBoth[] = {Provider::kReference, Provider::kCpu};
+
+Status NeedInputs(const KernelContext& ctx, size_t n) {
+  if (ctx.inputs.size() < n || ctx.outputs.empty() || !ctx.outputs[0]) return Internal("missing output");
+  for (size_t i = 0; i < n; ++i)
+    if (!ctx.inputs[i]) return InvalidArgument("required input " + std::to_string(i) + " is missing");
+  return Status::Ok();
+}
+
+Status CheckBool(const KernelInit& init, size_t i, const char* op) {
+  if (i < init.input_dtypes.size() && init.input_dtypes[i] != DType::kUndefined && init.input_dtypes[i] != DType::kBool)
+    return Unimplemented(std::string(op) + ": input " + std::to_string(i) + " must be bool, got " +
+                         DTypeName(init.input_dtypes[i]));
+  return Status::Ok();
+}
+
+// Fixed BinaryOp, or one chosen from the attributes (Mod's fmod, BitShift's direction).
+KernelOr MakeBinary(const KernelInit& init, BinaryOp op, bool fast) {
+  const char* name = reference::BinaryOpName(op);
+  if (op == BinaryOp::kMod) {
+    if (init.attrs.GetInt("fmod", 0) != 0) op = BinaryOp::kFmod;
+    const DType t = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
+    if (op == BinaryOp::kMod && (t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 ||
+                                 t == DType::kBFloat16))
+      return InvalidArgument("Mod: fmod must be 1 for floating-point inputs");
+  }
+  if (op == BinaryOp::kBitShiftLeft && init.attrs.GetString("direction", "LEFT") == "RIGHT")
+    op = BinaryOp::kBitShiftRight;
+  for (size_t i = 0; i < 2; ++i) {
+    if (reference::IsLogical(op)) {
+      WH_RETURN_IF_ERROR(CheckBool(init, i, name));
+    } else {
+      const TypeSet set = reference::IsCompare(op)                                                   ? TypeSet::kNumericBool
+                          : (op == BinaryOp::kBitShiftLeft || op == BinaryOp::kBitShiftRight) ? TypeSet::kInteger
+                                                                                                : TypeSet::kNumeric;
+      WH_RETURN_IF_ERROR(ew::CheckDType(init, static_cast<int>(i), set, name));
+    }
+  }
+  return MakeFnKernel([op, fast](KernelContext& ctx) -> Status {
+    WH_RETURN_IF_ERROR(NeedInputs(ctx, 2));
+    return ew::RunWithHalfAsFloat(ctx, [op, fast](KernelContext& c) {
+      return fast ? cpu::Binary(op, *c.inputs[0], *c.inputs[1], *c.outputs[0], c.num_threads)
+                 : reference::Binary(op, *c.inputs[0], *c.inputs[1], *c.outputs[0]);
+    });
+  });
+}
+
+KernelOr MakeVariadic(const KernelInit& init, BinaryOp op, bool mean, bool fast) {
+  for (size_t i = 0; i < init.input_dtypes.size(); ++i)
+    WH_RETURN_IF_ERROR(ew::CheckDType(init, static_cast<int>(i), TypeSet::kNumeric, reference::BinaryOpName(op)));
+  return MakeFnKernel([op, mean, fast](KernelContext& ctx) -> Status {
+    WH_RETURN_IF_ERROR(NeedInputs(ctx, 1));
+    return ew::RunWithHalfAsFloat(ctx, [op, mean, fast](KernelContext& c) -> Status {
+      std::vector<const Tensor*> ins;
+      for (const Tensor* t : c.inputs)
+        if (t) ins.push_back(t);
+      return fast ? cpu::Variadic(op, mean, ins, *c.outputs[0], c.num_threads)
+                 : reference::Variadic(op, mean, ins, *c.outputs[0]);
+    });
+  });
+}
+
+KernelOr MakeUnary(const KernelInit& init, UnaryOp op, bool fast) {
+  const char* name = reference::UnaryOpName(op);
+  if (op == UnaryOp::kNot) WH_RETURN_IF_ERROR(CheckBool(init, 0, name));
+  else WH_RETURN_IF_ERROR(ew::CheckDType(init, 0, reference::UnaryAcceptsIntegers(op) ? TypeSet::kNumeric : TypeSet::kFloat, name));
+  reference::UnaryParams p;
+  const AttributeMap& a = init.attrs;
+  switch (op) {
+    case UnaryOp::kLeakyRelu: p.alpha = a.GetFloat("alpha", 0.01f); break;
+    case UnaryOp::kElu: case UnaryOp::kCelu: case UnaryOp::kThresholdedRelu: p.alpha = a.GetFloat("alpha", 1.f); break;
+    case UnaryOp::kSelu:
+      p.alpha = a.GetFloat("alpha", 1.67326319217681884765625f);
+      p.gamma = a.GetFloat("gamma", 1.05070102214813232421875f);
+      break;
+    case UnaryOp::kHardSigmoid:
+      p.alpha = a.GetFloat("alpha", 0.2f);
+      p.beta = a.GetFloat("beta", 0.5f);
+      break;
+    case UnaryOp::kShrink:
+      p.lambd = a.GetFloat("lambd", 0.5f);
+      p.bias = a.GetFloat("bias", 0.f);
+      break;
+    case UnaryOp::kIsInf:
+      p.detect_negative = a.GetInt("detect_negative", 1) != 0;
+      p.detect_positive = a.GetInt("detect_positive", 1) != 0;
+      break;
+    default: break;
+  }
+  if (op == UnaryOp::kCelu && p.alpha == 0.f) return InvalidArgument("Celu: alpha must not be 0");
+  return MakeFnKernel([op, p, fast](KernelContext& ctx) -> Status {
+    WH_RETURN_IF_ERROR(NeedInputs(ctx, 1));
+    return ew::RunWithHalfAsFloat(ctx, [op, p, fast](KernelContext& c) {
+      return fast ? cpu::Unary(op, p, *c.inputs[0], *c.outputs[0], c.num_threads)
+                 : reference::Unary(op, p, *c.inputs[0], *c.outputs[0]);
+    });
+  });
+}
+
+KernelOr MakeClip(const KernelInit& init, bool fast) {
+  WH_RETURN_IF_ERROR(ew::CheckDType(init, 0, TypeSet::kNumeric, "Clip"));
+  std::optional<float> lo, hi;
+  if (init.opset < 11) {
+    if (init.attrs.Has("min")) lo = init.attrs.GetFloat("min", 0.f);
+    if (init.attrs.Has("max")) hi = init.attrs.GetFloat("max", 0.f);
+  }
+  return MakeFnKernel([lo, hi, fast](KernelContext& ctx) -> Status {
+    WH_RETURN_IF_ERROR(NeedInputs(ctx, 1));
+    return ew::RunWithHalfAsFloat(ctx, [lo, hi, fast](KernelContext& c) {
+      const Tensor* tlo = c.inputs.size() > 1 ? c.inputs[1] : nullptr;
+      const Tensor* thi = c.inputs.size() > 2 ? c.inputs[2] : nullptr;
+      return fast ? cpu::Clip(*c.inputs[0], tlo, thi, lo, hi, *c.outputs[0], c.num_threads)
+                 : reference::Clip(*c.inputs[0], tlo, thi, lo, hi, *c.outputs[0]);
+    });
+  });
+}
+
+KernelOr MakeCast(const KernelInit& init, bool like) {
+  if (!like) {
+    const int64_t to = init.attrs.GetInt("to", 0);
+    if (to < 0 || to > 0xffff || !IsSupportedDType(static_cast<int32_t>(to)))
+      return Unimplemented("Cast: unsupported target type " + std::to_string(to));
+  }
+  for (size_t i = 0; i < init.input_dtypes.size(); ++i)
+    WH_RETURN_IF_ERROR(ew::CheckDType(init, static_cast<int>(i), TypeSet::kAll, like ? "CastLike" : "Cast"));
+  return MakeFnKernel([](KernelContext& ctx) -> Status {
+    WH_RETURN_IF_ERROR(NeedInputs(ctx, 1));
+    return reference::Cast(*ctx.inputs[0], *ctx.outputs[0]);
+  });
+}
+
+KernelOr MakeWhere(const KernelInit& init) {
+  WH_RETURN_IF_ERROR(CheckBool(init, 0, "Where"));
+  return MakeFnKernel([](KernelContext& ctx) -> Status {
+    WH_RETURN_IF_ERROR(NeedInputs(ctx, 3));
+    return reference::Where(*ctx.inputs[0], *ctx.inputs[1], *ctx.inputs[2], *ctx.outputs[0]);
+  });
+}
+
+}  // namespace
+
+void RegisterElementwiseKernels(KernelRegistry& r) {
+  const std::pair<const char*, BinaryOp> binary[] = {
+      {"Add", BinaryOp::kAdd}, {"Sub", BinaryOp::kSub}, {"Mul", BinaryOp::kMul}, {"Div", BinaryOp::kDiv},
+      {"Pow", BinaryOp::kPow}, {"Mod", BinaryOp::kMod}, {"PRelu", BinaryOp::kPRelu},
+      {"BitShift", BinaryOp::kBitShiftLeft}, {"Equal", BinaryOp::kEqual}, {"Greater", BinaryOp::kGreater},
+      {"Less", BinaryOp::kLess}, {"GreaterOrEqual", BinaryOp::kGreaterEqual}, {"LessOrEqual", BinaryOp::kLessEqual},
+      {"And", BinaryOp::kAnd}, {"Or", BinaryOp::kOr}, {"Xor", BinaryOp::kXor}};
+  const std::pair<const char*, UnaryOp> unary[] = {
+      {"Neg", UnaryOp::kNeg}, {"Abs", UnaryOp::kAbs}, {"Sign", UnaryOp::kSign}, {"Relu", UnaryOp::kRelu},
+      {"Not", UnaryOp::kNot}, {"Sqrt", UnaryOp::kSqrt}, {"Exp", UnaryOp::kExp}, {"Log", UnaryOp::kLog},
+      {"Erf", UnaryOp::kErf}, {"Reciprocal", UnaryOp::kReciprocal}, {"Floor", UnaryOp::kFloor},
+      {"Ceil", UnaryOp::kCeil}, {"Round", UnaryOp::kRound}, {"Sin", UnaryOp::kSin}, {"Cos", UnaryOp::kCos},
+      {"Tan", UnaryOp::kTan}, {"Asin", UnaryOp::kAsin}, {"Acos", UnaryOp::kAcos}, {"Atan", UnaryOp::kAtan},
+      {"Sinh", UnaryOp::kSinh}, {"Cosh", UnaryOp::kCosh}, {"Asinh", UnaryOp::kAsinh}, {"Acosh", UnaryOp::kAcosh},
+      {"Atanh", UnaryOp::kAtanh}, {"Sigmoid", UnaryOp::kSigmoid}, {"Tanh", UnaryOp::kTanh},
+      {"LeakyRelu", UnaryOp::kLeakyRelu}, {"Elu", UnaryOp::kElu}, {"Selu", UnaryOp::kSelu}, {"Celu", UnaryOp::kCelu},
+      {"Softplus", UnaryOp::kSoftplus}, {"Softsign", UnaryOp::kSoftsign}, {"HardSigmoid", UnaryOp::kHardSigmoid},
+      {"HardSwish", UnaryOp::kHardSwish}, {"ThresholdedRelu", UnaryOp::kThresholdedRelu}, {"Shrink", UnaryOp::kShrink},
+      {"IsNaN", UnaryOp::kIsNaN}, {"IsInf", UnaryOp::kIsInf}};
+  const std::pair<const char*, std::pair<BinaryOp, bool>> variadic[] = {{"Max", {BinaryOp::kMax, false}},
+                                                                        {"Min", {BinaryOp::kMin, false}},
+                                                                        {"Sum", {BinaryOp::kAdd, false}},
+                                                                        {"Mean", {BinaryOp::kAdd, true}}};
+  for (Provider p : kBoth) {
+    const bool fast = p == Provider::kCpu;
+    for (const auto& [name, op] : binary)
+      r.Register(p, "", name, [op = op, fast](const KernelInit& init) { return MakeBinary(init, op, fast); });
+    for (const auto& [name, op] : unary)
+      r.Register(p, "", name, [op = op, fast](const KernelInit& init) { return MakeUnary(init, op, fast); });
+    for (const auto& [name, v] : variadic)
+      r.Register(p, "", name, [v = v, fast](const KernelInit& init) { return MakeVariadic(init, v.first, v.second, fast); });
+    r.Register(p, "", "Clip", [fast](const KernelInit& init) { return MakeClip(init, fast); });
+    // Cast and Where only move or convert values: one plain loop serves both providers.
+    r.Register(p, "", "Cast", [](const KernelInit& init) { return MakeCast(init, false); });
+    r.Register(p, "", "CastLike", [](const KernelInit& init) { return MakeCast(init, true); });
+    r.Register(p, "", "Where", [](const KernelInit& init) { return MakeWhere(init); });
+  }
+}
+
 }  // namespace whittle

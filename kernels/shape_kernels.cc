@@ -1,5 +1,106 @@
-// PLACEHOLDER: replaced by the kernel family's registration.
+// Kernels for the shape ops. Flatten, Reshape, Squeeze, Unsqueeze, Identity and Dropout without a
+// mask output alias their input (zero copy: the runtime shares the buffer with the inferred
+// dims). Shape, Constant, ConstantOfShape and Dropout with a mask write small outputs; the CPU
+// provider reuses the reference kernels, there is nothing to speed up.
+#include <algorithm>
+#include <string>
+
 #include "kernels/kernel.h"
+#include "kernels/reference/shape.h"
+
 namespace whittle {
-void RegisterShapeKernels(KernelRegistry&) {}
+namespace {
+
+template <class Fn>
+StatusOr<std::unique_ptr<OpKernel>> Wrap(Fn fn) {
+  return std::unique_ptr<OpKernel>(MakeFnKernel(std::move(fn)));
+}
+
+StatusOr<std::unique_ptr<OpKernel>> Alias0(const KernelInit&) {
+  return std::unique_ptr<OpKernel>(std::make_unique<AliasKernel>(0));
+}
+
+// True when Dropout's training_mode input is a known true, i.e. real dropout was asked for.
+StatusOr<bool> TrainingRequested(const Tensor* training, const Tensor* ratio) {
+  if (!training) return false;
+  if (training->dtype() != DType::kBool || training->numel() != 1)
+    return InvalidArgument("training_mode must be a bool scalar");
+  if (!training->data<bool>()[0]) return false;
+  // Training with ratio 0 keeps every element, so it is still the identity.
+  if (ratio && ratio->numel() == 1) {
+    if (ratio->dtype() == DType::kFloat32 && ratio->data<float>()[0] == 0.f) return false;
+    if (ratio->dtype() == DType::kFloat64 && ratio->data<double>()[0] == 0.0) return false;
+  }
+  return true;
+}
+
+Status TrainingUnsupported() {
+  return Unimplemented("Dropout with training_mode=true and a non-zero ratio is not supported (inference only)");
+}
+
+StatusOr<std::unique_ptr<OpKernel>> MakeDropout(const KernelInit& init) {
+  auto input = [&](size_t i) -> const Tensor* { return i < init.const_inputs.size() ? init.const_inputs[i] : nullptr; };
+  if (init.opset >= 12 && input(2)) {
+    WH_ASSIGN_OR_RETURN(bool training, TrainingRequested(input(2), input(1)));
+    if (training) return TrainingUnsupported();
+  }
+  const bool training_input = init.opset >= 12 && init.input_dtypes.size() > 2 &&
+                              init.input_dtypes[2] != DType::kUndefined && !input(2);
+  // The alias is only safe when nothing can ask for training at run time and no mask is wanted.
+  if (init.num_outputs < 2 && !training_input) return Alias0(init);
+  const int opset = init.opset;
+  return Wrap([opset](KernelContext& ctx) -> Status {
+    if (opset >= 12 && ctx.inputs.size() > 2) {
+      WH_ASSIGN_OR_RETURN(bool training, TrainingRequested(ctx.inputs[2], ctx.inputs.size() > 1 ? ctx.inputs[1] : nullptr));
+      if (training) return TrainingUnsupported();
+    }
+    return DropoutReference(*ctx.inputs[0], ctx.outputs[0], ctx.outputs.size() > 1 ? ctx.outputs[1] : nullptr);
+  });
+}
+
+StatusOr<std::unique_ptr<OpKernel>> MakeShape(const KernelInit& init) {
+  const int64_t start = init.attrs.GetInt("start", 0);
+  const bool has_end = init.attrs.Has("end");
+  const int64_t end = init.attrs.GetInt("end", 0);
+  return Wrap([=](KernelContext& ctx) -> Status {
+    const Tensor& in = *ctx.inputs[0];
+    return ShapeReference(in, start, has_end ? end : in.rank(), ctx.outputs[0]);
+  });
+}
+
+StatusOr<std::unique_ptr<OpKernel>> MakeConstant(const KernelInit& init) {
+  WH_ASSIGN_OR_RETURN(Tensor value, ConstantFromAttrs(init.attrs));
+  return Wrap([value](KernelContext& ctx) -> Status {
+    Tensor* out = ctx.outputs[0];
+    if (out->dtype() != value.dtype() || out->dims() != value.dims())
+      return Internal("Constant output was allocated with the wrong type or shape");
+    std::copy_n(static_cast<const char*>(value.raw_data()), value.nbytes(), static_cast<char*>(out->raw_data()));
+    return Status::Ok();
+  });
+}
+
+StatusOr<std::unique_ptr<OpKernel>> MakeConstantOfShape(const KernelInit& init) {
+  Tensor value = Tensor::Scalar<float>(0.f);
+  if (const Tensor* v = init.attrs.GetTensor("value")) {
+    if (!v->defined() || v->numel() != 1) return InvalidArgument("attribute 'value' must hold exactly one element");
+    value = *v;
+  }
+  return Wrap([value](KernelContext& ctx) -> Status { return FillWithElement(value, ctx.outputs[0]); });
+}
+
+void RegisterBoth(KernelRegistry& r, const std::string& op, const KernelFactory& f) {
+  r.Register(Provider::kReference, "", op, f);
+  r.Register(Provider::kCpu, "", op, f);
+}
+
+}  // namespace
+
+void RegisterShapeKernels(KernelRegistry& r) {
+  for (const char* op : {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity"}) RegisterBoth(r, op, Alias0);
+  RegisterBoth(r, "Dropout", MakeDropout);
+  RegisterBoth(r, "Shape", MakeShape);
+  RegisterBoth(r, "Constant", MakeConstant);
+  RegisterBoth(r, "ConstantOfShape", MakeConstantOfShape);
+}
+
 }  // namespace whittle

@@ -1,1 +1,228 @@
-// PLACEHOLDER: replaced by the data loaders.
+#include "lib/data/dataset.h"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "lib/data/idx.h"
+#include "lib/data/npy.h"
+
+namespace whittle {
+namespace {
+
+constexpr char kFashionMnistDefaultDir[] = "/usr/share/datasets/fashion-mnist";
+constexpr char kFashionMnistDirEnv[] = "WHITTLE_FASHION_MNIST_DIR";
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t pos = s.find(sep, start);
+    parts.push_back(s.substr(start, pos == std::string::npos ? std::string::npos : pos - start));
+    if (pos == std::string::npos) return parts;
+    start = pos + 1;
+  }
+}
+
+Status BadSpec(const std::string& spec, const std::string& why) {
+  return InvalidArgument("bad dataset spec '" + spec + "' (" + why + "): expected " + DatasetSpecHelp());
+}
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+template <class T>
+void CastToFloat(const Tensor& src, Tensor& dst, float scale) {
+  const T* in = src.data<T>();
+  float* out = dst.data<float>();
+  const int64_t n = src.numel();
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]) * scale;
+}
+
+// Inputs as float32; uint8 is taken to be 8-bit pixels and scaled to [0,1].
+StatusOr<Tensor> ToFloatInputs(const Tensor& t, const std::string& name) {
+  if (t.rank() < 1) return InvalidArgument(name + ": inputs must have a leading sample dimension, got a scalar");
+  if (t.dtype() == DType::kFloat32) return t;
+  Tensor out(DType::kFloat32, t.dims());
+  switch (t.dtype()) {
+    case DType::kUInt8: CastToFloat<uint8_t>(t, out, 1.f / 255.f); break;
+    case DType::kFloat64: CastToFloat<double>(t, out, 1.f); break;
+    case DType::kInt8: CastToFloat<int8_t>(t, out, 1.f); break;
+    case DType::kInt16: CastToFloat<int16_t>(t, out, 1.f); break;
+    case DType::kUInt16: CastToFloat<uint16_t>(t, out, 1.f); break;
+    case DType::kInt32: CastToFloat<int32_t>(t, out, 1.f); break;
+    case DType::kUInt32: CastToFloat<uint32_t>(t, out, 1.f); break;
+    case DType::kInt64: CastToFloat<int64_t>(t, out, 1.f); break;
+    case DType::kUInt64: CastToFloat<uint64_t>(t, out, 1.f); break;
+    default:
+      return InvalidArgument(name + ": unsupported input dtype " + DTypeName(t.dtype()) +
+                             " (expected float32, float64 or an integer type)");
+  }
+  return out;
+}
+
+template <class T>
+Status CopyLabels(const Tensor& src, Tensor& dst, const std::string& name) {
+  const T* in = src.data<T>();
+  int64_t* out = dst.data<int64_t>();
+  const int64_t n = src.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    // Compare before converting so huge uint64 values cannot wrap to a valid-looking label.
+    bool bad = false;
+    if constexpr (std::is_signed_v<T>) {
+      bad = in[i] < 0;
+    } else {
+      bad = static_cast<uint64_t>(in[i]) > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    }
+    if (bad)
+      return InvalidArgument(name + ": label " + std::to_string(i) + " is " + std::to_string(in[i]) +
+                             ", labels must be class indices >= 0");
+    out[i] = static_cast<int64_t>(in[i]);
+  }
+  return Status::Ok();
+}
+
+// Labels as int64 [N]; [N,1] is accepted and flattened since many tools save labels that way.
+StatusOr<Tensor> ToLabels(const Tensor& t, const std::string& name) {
+  const bool column = t.rank() == 2 && t.dim(1) == 1;
+  if (t.rank() != 1 && !column)
+    return InvalidArgument(name + ": labels must be one-dimensional [N], got shape " + DimsToString(t.dims()));
+  Tensor out(DType::kInt64, {t.dim(0)});
+  Status st;
+  switch (t.dtype()) {
+    case DType::kUInt8: st = CopyLabels<uint8_t>(t, out, name); break;
+    case DType::kInt8: st = CopyLabels<int8_t>(t, out, name); break;
+    case DType::kInt16: st = CopyLabels<int16_t>(t, out, name); break;
+    case DType::kUInt16: st = CopyLabels<uint16_t>(t, out, name); break;
+    case DType::kInt32: st = CopyLabels<int32_t>(t, out, name); break;
+    case DType::kUInt32: st = CopyLabels<uint32_t>(t, out, name); break;
+    case DType::kInt64: st = CopyLabels<int64_t>(t, out, name); break;
+    case DType::kUInt64: st = CopyLabels<uint64_t>(t, out, name); break;
+    default:
+      return InvalidArgument(name + ": labels must have an integer dtype, got " + DTypeName(t.dtype()));
+  }
+  WH_RETURN_IF_ERROR(st);
+  return out;
+}
+
+std::string Describe(const std::string& name, const Dataset& d) {
+  Dims sample(d.inputs.dims().begin() + 1, d.inputs.dims().end());
+  std::string s = name + ": " + std::to_string(d.size()) + " samples of float32 " + DimsToString(sample);
+  if (!d.has_labels()) return s + ", no labels";
+  int64_t max_label = -1;
+  const int64_t* l = d.labels.data<int64_t>();
+  for (int64_t i = 0; i < d.labels.numel(); ++i) max_label = l[i] > max_label ? l[i] : max_label;
+  if (max_label < 0) return s + ", labels int64";
+  return s + ", labels 0.." + std::to_string(max_label);
+}
+
+// Shared tail of every loader: count check, limit, conversions, description.
+StatusOr<Dataset> Assemble(Tensor inputs, Tensor labels, const std::string& name, int64_t limit,
+                           bool images_add_channel) {
+  if (inputs.rank() < 1) return InvalidArgument(name + ": inputs must have a leading sample dimension");
+  const int64_t n = inputs.dim(0);
+  if (labels.defined()) {
+    if (labels.rank() < 1 || labels.dim(0) != n)
+      return InvalidArgument(name + ": " + std::to_string(labels.rank() < 1 ? 1 : labels.dim(0)) +
+                             " labels for " + std::to_string(n) + " inputs (counts must match)");
+  }
+  if (limit >= 0 && limit < n) {
+    inputs = SliceBatch(inputs, 0, limit);
+    if (labels.defined()) labels = SliceBatch(labels, 0, limit);
+  }
+  Dataset d;
+  WH_ASSIGN_OR_RETURN(d.inputs, ToFloatInputs(inputs, name));
+  if (images_add_channel && d.inputs.rank() == 3) {
+    d.inputs = d.inputs.Reshaped({d.inputs.dim(0), 1, d.inputs.dim(1), d.inputs.dim(2)});
+  }
+  if (labels.defined()) {
+    WH_ASSIGN_OR_RETURN(d.labels, ToLabels(labels, name));
+  }
+  d.description = Describe(name, d);
+  return d;
+}
+
+StatusOr<Dataset> LoadIdxPair(const std::string& images_path, const std::string& labels_path,
+                              const std::string& name, int64_t limit) {
+  WH_ASSIGN_OR_RETURN(Tensor images, ReadIdx(images_path));
+  WH_ASSIGN_OR_RETURN(Tensor labels, ReadIdx(labels_path));
+  if (images.rank() < 2)
+    return InvalidArgument(name + ": " + images_path + " holds shape " + DimsToString(images.dims()) +
+                           ", expected images [N,H,W] or [N,...]");
+  return Assemble(std::move(images), std::move(labels), name, limit, /*images_add_channel=*/true);
+}
+
+StatusOr<Dataset> LoadFashionMnist(const std::string& spec, const std::string& split, int64_t limit) {
+  const char* env = std::getenv(kFashionMnistDirEnv);
+  const std::string dir = env && *env ? env : kFashionMnistDefaultDir;
+  const std::string prefix = dir + "/" + (split == "train" ? "train" : "t10k");
+  const std::string images = prefix + "-images-idx3-ubyte.gz";
+  const std::string labels = prefix + "-labels-idx1-ubyte.gz";
+  for (const std::string& f : {images, labels}) {
+    if (!FileExists(f))
+      return NotFound("dataset '" + spec + "': " + f + " not found; install the Debian package " +
+                      "dataset-fashion-mnist (apt-get install dataset-fashion-mnist) or set " +
+                      kFashionMnistDirEnv + " to a directory holding the IDX files");
+  }
+  return LoadIdxPair(images, labels, spec, limit);
+}
+
+}  // namespace
+
+const char* DatasetSpecHelp() {
+  return "fashion-mnist:train, fashion-mnist:test, idx:IMAGES:LABELS or npy:INPUTS.npy[:LABELS.npy]";
+}
+
+StatusOr<Dataset> MakeDataset(const Tensor& inputs, const Tensor& labels, const std::string& name, int64_t limit) {
+  if (!inputs.defined()) return InvalidArgument(name + ": no inputs");
+  return Assemble(inputs, labels, name, limit, /*images_add_channel=*/false);
+}
+
+StatusOr<Dataset> LoadDataset(const std::string& spec, int64_t limit) {
+  const std::vector<std::string> parts = Split(spec, ':');
+  for (const std::string& p : parts) {
+    if (p.empty()) return BadSpec(spec, "empty part");
+  }
+  const std::string& kind = parts[0];
+  if (kind == "fashion-mnist") {
+    if (parts.size() != 2 || (parts[1] != "train" && parts[1] != "test"))
+      return BadSpec(spec, "fashion-mnist takes train or test");
+    return LoadFashionMnist(spec, parts[1], limit);
+  }
+  if (kind == "idx") {
+    if (parts.size() != 3) return BadSpec(spec, "idx needs an images file and a labels file");
+    return LoadIdxPair(parts[1], parts[2], spec, limit);
+  }
+  if (kind == "npy") {
+    if (parts.size() != 2 && parts.size() != 3) return BadSpec(spec, "npy needs an inputs file and optional labels");
+    WH_ASSIGN_OR_RETURN(Tensor inputs, ReadNpy(parts[1]));
+    Tensor labels;
+    if (parts.size() == 3) {
+      WH_ASSIGN_OR_RETURN(labels, ReadNpy(parts[2]));
+    }
+    return Assemble(std::move(inputs), std::move(labels), spec, limit, /*images_add_channel=*/false);
+  }
+  return BadSpec(spec, "unknown kind '" + kind + "'");
+}
+
+Tensor SliceBatch(const Tensor& t, int64_t begin, int64_t end) {
+  WH_CHECK(t.defined() && t.rank() >= 1);
+  WH_CHECK(0 <= begin && begin <= end && end <= t.dim(0));
+  Dims dims = t.dims();
+  const int64_t row = dims[0] == 0 ? 0 : t.numel() / dims[0];
+  dims[0] = end - begin;
+  Tensor out(t.dtype(), dims);
+  const size_t row_bytes = static_cast<size_t>(row) * DTypeSize(t.dtype());
+  if (out.nbytes() > 0)
+    std::memcpy(out.raw_data(), static_cast<const char*>(t.raw_data()) + static_cast<size_t>(begin) * row_bytes,
+                out.nbytes());
+  return out;
+}
+
+}  // namespace whittle

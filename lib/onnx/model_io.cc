@@ -1,1 +1,136 @@
-// PLACEHOLDER: replaced by the ONNX loader/saver.
+// Public ONNX entry points: read and parse with limits, convert, validate ops and shapes; save
+// atomically (model and external-data file each written to a temp file, fsynced, renamed).
+#include "lib/onnx/model_io.h"
+
+#include <onnx/checker.h>
+
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <exception>
+
+#include "lib/onnx/file_io.h"
+#include "lib/onnx/proto_convert.h"
+#include "lib/ops/op_def.h"
+
+namespace whittle {
+namespace {
+
+Status CheckDefaultOpset(const Graph& g) {
+  auto it = g.opset_imports.find("");
+  if (it == g.opset_imports.end()) return Status::Ok();
+  if (it->second < kMinSupportedOpset || it->second > kMaxSupportedOpset)
+    return Unimplemented("ai.onnx opset " + std::to_string(it->second) + " is not supported; Whittle supports opsets " +
+                         std::to_string(kMinSupportedOpset) + " to " + std::to_string(kMaxSupportedOpset));
+  return Status::Ok();
+}
+
+Status ValidateOps(Graph& g) {
+  WH_RETURN_IF_ERROR(CheckDefaultOpset(g));
+  RegisterAllOps();
+  for (const Node& n : g.nodes())
+    WH_RETURN_IF_ERROR(ValidateNode(n, static_cast<int>(g.OpsetFor(n.domain))));
+  return InferShapes(g);
+}
+
+StatusOr<Graph> ParseWithContext(const std::string& bytes, const std::string& base_dir, const LoadOptions& opts,
+                                 const std::string& context) {
+  onnx::ModelProto m;
+  if (!onnx_io::ParseProtoBytes(bytes, &m))
+    return InvalidArgument(context + ": cannot parse the ONNX protobuf (" + std::to_string(bytes.size()) +
+                           " bytes): the file is truncated, corrupted or not an ONNX model");
+  auto g = onnx_io::GraphFromModelProto(m, base_dir);
+  if (!g.ok()) return g.status().WithContext(context);
+  if (opts.validate_ops) {
+    Status st = ValidateOps(*g);
+    if (!st.ok()) return st.WithContext(context);
+  }
+  return g;
+}
+
+}  // namespace
+
+StatusOr<Graph> LoadModel(const std::string& path, const LoadOptions& opts) {
+  const std::string context = "loading '" + path + "'";
+  auto bytes = onnx_io::ReadWholeFile(path, onnx_io::kMaxProtoBytes);
+  if (!bytes.ok()) return bytes.status().WithContext(context);
+  return ParseWithContext(*bytes, onnx_io::DirName(path), opts, context);
+}
+
+StatusOr<Graph> ParseModel(const std::string& bytes, const std::string& base_dir, const LoadOptions& opts) {
+  return ParseWithContext(bytes, base_dir, opts, "parsing an in-memory model");
+}
+
+StatusOr<Tensor> LoadTensorProtoFile(const std::string& path, std::string* name) {
+  const std::string context = "loading tensor '" + path + "'";
+  auto bytes = onnx_io::ReadWholeFile(path, onnx_io::kMaxProtoBytes);
+  if (!bytes.ok()) return bytes.status().WithContext(context);
+  onnx::TensorProto tp;
+  if (!onnx_io::ParseProtoBytes(*bytes, &tp))
+    return InvalidArgument(context + ": cannot parse the TensorProto (" + std::to_string(bytes->size()) +
+                           " bytes): the file is truncated, corrupted or not a tensor");
+  auto t = onnx_io::TensorFromProto(tp, onnx_io::DirName(path), "tensor '" + tp.name() + "'");
+  if (!t.ok()) return t.status().WithContext(context);
+  if (name) *name = tp.name();
+  return t;
+}
+
+Status SaveModel(const Graph& g, const std::string& path, const SaveOptions& opts) {
+  const std::string context = "saving '" + path + "'";
+  const std::string base = onnx_io::BaseName(path);
+  if (base.empty() || base == "." || base == "..") return InvalidArgument(context + ": not a file path");
+  onnx_io::ExternalDataPlan plan;
+  plan.location = base + ".data";
+  plan.threshold = opts.external_data_threshold;
+  onnx::ModelProto m;
+  WH_RETURN_IF_ERROR(onnx_io::GraphToModelProto(g, &plan, &m).WithContext(context));
+  if (m.ByteSizeLong() > onnx_io::kMaxProtoBytes)
+    return InvalidArgument(context + ": the model would be " + std::to_string(m.ByteSizeLong()) +
+                           " bytes, over the 2 GiB protobuf limit; set an external_data_threshold");
+
+  // The data file is renamed into place before the model so that a model at `path` never
+  // references data that is not there yet.
+  const std::string data_path = onnx_io::DirName(path) + "/" + plan.location;
+  onnx_io::AtomicFileWriter data(data_path);
+  if (!plan.pieces.empty()) {
+    WH_RETURN_IF_ERROR(data.Open().WithContext(context));
+    int64_t pos = 0;
+    for (const auto& piece : plan.pieces) {
+      WH_RETURN_IF_ERROR(data.WriteZeros(static_cast<size_t>(piece.offset - pos)).WithContext(context));
+      WH_RETURN_IF_ERROR(data.Write(piece.tensor->raw_data(), piece.tensor->nbytes()).WithContext(context));
+      pos = piece.offset + static_cast<int64_t>(piece.tensor->nbytes());
+    }
+    WH_RETURN_IF_ERROR(data.Sync().WithContext(context));
+  }
+  onnx_io::AtomicFileWriter model(path);
+  WH_RETURN_IF_ERROR(model.Open().WithContext(context));
+  {
+    google::protobuf::io::FileOutputStream os(model.fd());
+    if (!m.SerializeToZeroCopyStream(&os) || !os.Flush()) {
+      errno = os.GetErrno();
+      return model.ErrnoStatus("write").WithContext(context);
+    }
+  }
+  WH_RETURN_IF_ERROR(model.Sync().WithContext(context));
+  if (!plan.pieces.empty()) WH_RETURN_IF_ERROR(data.Commit().WithContext(context));
+  Status st = model.Commit();
+  if (!st.ok()) {
+    if (!plan.pieces.empty()) ::unlink(data_path.c_str());
+    return st.WithContext(context);
+  }
+  return Status::Ok();
+}
+
+Status CheckModelWithOnnxChecker(const std::string& path) {
+  try {
+    onnx::checker::check_model(path);
+  } catch (const std::exception& e) {
+    return InvalidArgument("onnx::checker rejects '" + path + "': " + e.what());
+  } catch (...) {
+    return InvalidArgument("onnx::checker rejects '" + path + "' (unknown exception)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace whittle

@@ -1,8 +1,11 @@
 // ONNX model I/O: load a .onnx file (including external-data tensors) into the Graph IR with
-// full validation, and save a Graph back atomically. (API declared by the lead; the ONNX I/O
-// helper owns this file and may extend it.)
+// full validation, and save a Graph back atomically. Every failure is a Status whose message
+// names the file, node, op and value; hostile files never crash, hang or allocate beyond their
+// size. kUnimplemented = valid ONNX that Whittle does not support (op, opset, dtype, subgraph);
+// kInvalidArgument = malformed model; kNotFound/kIoError = file system problems.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "lib/ir/graph.h"
@@ -10,18 +13,34 @@
 
 namespace whittle {
 
+// The ai.onnx opsets whose semantics Whittle implements.
+constexpr int64_t kMinSupportedOpset = 7;
+constexpr int64_t kMaxSupportedOpset = 17;
+
 struct LoadOptions {
+  // Check the ai.onnx opset range, every node against its OpDef (ValidateNode) and run
+  // InferShapes. Off: structure only (names, types, data, topology), e.g. to inspect or convert
+  // a model with ops Whittle cannot run.
   bool validate_ops = true;
 };
 
 struct SaveOptions {
+  // Tensors (initializers and tensor attributes) of at least this many bytes are written to
+  // `<model file name>.data` beside the model, at 64-byte-aligned offsets. < 0: all inline.
   int64_t external_data_threshold = -1;
 };
 
+// Reads and validates a model. External data is resolved relative to the model's folder.
 StatusOr<Graph> LoadModel(const std::string& path, const LoadOptions& opts = {});
+// Same from serialized bytes; external data is resolved under base_dir ("" refuses it).
 StatusOr<Graph> ParseModel(const std::string& bytes, const std::string& base_dir, const LoadOptions& opts = {});
+// Writes g (which must pass Verify()) atomically: on error nothing new is left at path. Attributes
+// whose names start with '_' are runtime-internal and are not saved.
 Status SaveModel(const Graph& g, const std::string& path, const SaveOptions& opts = {});
+// Reads a serialized TensorProto (the ONNX backend tests' input_N.pb/output_N.pb); *name gets the
+// tensor's name ("" when it has none).
 StatusOr<Tensor> LoadTensorProtoFile(const std::string& path, std::string* name = nullptr);
+// Runs onnx::checker::check_model on a saved file (for tests and passes, not for loading).
 Status CheckModelWithOnnxChecker(const std::string& path);
 
 }  // namespace whittle

@@ -1,5 +1,177 @@
-// PLACEHOLDER: replaced by the op family's implementation.
+// OpDef for Conv, plus the sliding-window attribute checks and output-size inference that the
+// pooling ops (lib/ops/pool.cc) share: CheckWindowAttributes and InferWindowOutput are declared
+// there. Sizes follow ONNX 1.12: explicit pads, auto_pad SAME_UPPER/SAME_LOWER/VALID, dilations,
+// ceil_mode (pools). The kernels recompute the same geometry (kernels/reference/conv.h).
+#include <string>
+#include <vector>
+
 #include "lib/ops/op_def.h"
+#include "lib/ops/shape_helpers.h"
+
 namespace whittle {
-void RegisterConvOps(OpRegistry&) {}
+namespace {
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+Status CheckLen(const Node& node, const char* name, size_t got, size_t want) {
+  if (got != 0 && got != want)
+    return InvalidArgument(node.DebugName() + ": " + name + " has " + Str(static_cast<int64_t>(got)) +
+                           " values, expected " + Str(static_cast<int64_t>(want)));
+  return Status::Ok();
+}
+
+Status CheckFlag(const Node& node, const char* name) {
+  const int64_t v = node.attrs.GetInt(name, 0);
+  if (v != 0 && v != 1) return InvalidArgument(node.DebugName() + ": " + name + " must be 0 or 1, got " + Str(v));
+  return Status::Ok();
+}
+
+}  // namespace
+
+// Value and length checks of kernel_shape, strides, dilations, pads and auto_pad (and the 0/1
+// flags of the pools). Rank-dependent checks happen in InferWindowOutput.
+Status CheckWindowAttributes(const Node& node) {
+  const std::string ap = node.attrs.GetString("auto_pad", "NOTSET");
+  if (ap != "NOTSET" && ap != "SAME_UPPER" && ap != "SAME_LOWER" && ap != "VALID" && !ap.empty())
+    return InvalidArgument(node.DebugName() + ": auto_pad '" + ap +
+                           "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
+  const auto ks = node.attrs.GetInts("kernel_shape"), st = node.attrs.GetInts("strides");
+  const auto dl = node.attrs.GetInts("dilations"), pd = node.attrs.GetInts("pads");
+  for (int64_t v : ks)
+    if (v <= 0) return InvalidArgument(node.DebugName() + ": kernel_shape values must be > 0, got " + Str(v));
+  for (int64_t v : st)
+    if (v <= 0) return InvalidArgument(node.DebugName() + ": strides must be > 0, got " + Str(v));
+  for (int64_t v : dl)
+    if (v <= 0) return InvalidArgument(node.DebugName() + ": dilations must be > 0, got " + Str(v));
+  for (int64_t v : pd)
+    if (v < 0) return InvalidArgument(node.DebugName() + ": pads must be >= 0, got " + Str(v));
+  if (pd.size() % 2 != 0)
+    return InvalidArgument(node.DebugName() + ": pads must have 2 values per spatial dim, got " +
+                           Str(static_cast<int64_t>(pd.size())));
+  if (node.attrs.Has("kernel_shape") && ks.empty())
+    return InvalidArgument(node.DebugName() + ": kernel_shape must not be empty");
+  size_t n = ks.size();
+  if (n == 0) n = !st.empty() ? st.size() : !dl.empty() ? dl.size() : pd.size() / 2;
+  WH_RETURN_IF_ERROR(CheckLen(node, "strides", st.size(), n));
+  WH_RETURN_IF_ERROR(CheckLen(node, "dilations", dl.size(), n));
+  WH_RETURN_IF_ERROR(CheckLen(node, "pads", pd.size(), 2 * n));
+  for (const char* flag : {"ceil_mode", "count_include_pad", "storage_order"})
+    if (node.attrs.Has(flag)) WH_RETURN_IF_ERROR(CheckFlag(node, flag));
+  return Status::Ok();
+}
+
+// Output spatial dims for input spatial dims `in` and kernel dims `kernel` (-1: unknown).
+Status InferWindowOutput(const InferContext& ctx, const SymShape& in, const std::vector<int64_t>& kernel,
+                         SymShape* out) {
+  const AttributeMap& a = ctx.attrs();
+  const size_t n = in.size();
+  const auto st = a.GetInts("strides"), dl = a.GetInts("dilations"), pd = a.GetInts("pads");
+  const auto ks = a.GetInts("kernel_shape");
+  if (!ks.empty() && ks.size() != n)
+    return ctx.Error("kernel_shape has " + Str(static_cast<int64_t>(ks.size())) + " values for an input with " +
+                     Str(static_cast<int64_t>(n)) + " spatial dims");
+  if (!st.empty() && st.size() != n)
+    return ctx.Error("strides has " + Str(static_cast<int64_t>(st.size())) + " values, expected " +
+                     Str(static_cast<int64_t>(n)));
+  if (!dl.empty() && dl.size() != n)
+    return ctx.Error("dilations has " + Str(static_cast<int64_t>(dl.size())) + " values, expected " +
+                     Str(static_cast<int64_t>(n)));
+  if (!pd.empty() && pd.size() != 2 * n)
+    return ctx.Error("pads has " + Str(static_cast<int64_t>(pd.size())) + " values, expected " +
+                     Str(static_cast<int64_t>(2 * n)));
+  const std::string ap = a.GetString("auto_pad", "NOTSET");
+  const bool ceil_mode = a.GetInt("ceil_mode", 0) != 0;
+  out->assign(n, Dim());
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t s = st.empty() ? 1 : st[i], d = dl.empty() ? 1 : dl[i];
+    if (!in[i].known()) continue;
+    const int64_t x = in[i].value;
+    if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+      (*out)[i] = Dim((x + s - 1) / s);
+      continue;
+    }
+    if (kernel[i] < 0) continue;
+    const int64_t eff = (kernel[i] - 1) * d + 1;
+    const int64_t pads = (ap == "VALID" || pd.empty()) ? 0 : pd[i] + pd[i + n];
+    const int64_t span = x + pads - eff;
+    if (span < 0)
+      return ctx.Error("window of extent " + Str(eff) + " does not fit spatial dim " + Str(static_cast<int64_t>(i)) +
+                       " of size " + Str(x) + " with total padding " + Str(pads));
+    (*out)[i] = Dim((ceil_mode ? (span + s - 1) / s : span / s) + 1);
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+Status CheckConv(const Node& node, int) {
+  WH_RETURN_IF_ERROR(CheckWindowAttributes(node));
+  const int64_t group = node.attrs.GetInt("group", 1);
+  if (group < 1) return InvalidArgument(node.DebugName() + ": group must be >= 1, got " + Str(group));
+  return Status::Ok();
+}
+
+Status InferConv(InferContext& ctx) {
+  const DType dt = ctx.InputDType(0);
+  if (ctx.InputDType(1) != DType::kUndefined && dt != DType::kUndefined && ctx.InputDType(1) != dt)
+    return ctx.Error(std::string("W is ") + DTypeName(ctx.InputDType(1)) + " but X is " + DTypeName(dt));
+  const SymShape* x = ctx.InputShape(0);
+  const SymShape* w = ctx.InputShape(1);
+  if (x && x->size() < 3) return ctx.Error("X must have rank >= 3 (N, C, spatial...), got " + SymShapeToString(*x));
+  if (x && w && w->size() != x->size())
+    return ctx.Error("W " + SymShapeToString(*w) + " must have the rank of X " + SymShapeToString(*x));
+  if (!x && w && w->size() < 3) return ctx.Error("W must have rank >= 3, got " + SymShapeToString(*w));
+  const int64_t group = ctx.attrs().GetInt("group", 1);
+  Dim m;
+  if (w) {
+    m = (*w)[0];
+    if (m.known() && m.value % group != 0)
+      return ctx.Error("group " + Str(group) + " does not divide the " + Str(m.value) + " output channels of W");
+    if (x && (*x)[1].known() && (*w)[1].known() && (*x)[1].value != (*w)[1].value * group)
+      return ctx.Error("X has " + Str((*x)[1].value) + " channels but W " + SymShapeToString(*w) + " with group " +
+                       Str(group) + " expects " + Str((*w)[1].value * group));
+  }
+  if (ctx.HasInput(2)) {
+    const SymShape* b = ctx.InputShape(2);
+    if (b && b->size() != 1) return ctx.Error("B must be 1-D, got " + SymShapeToString(*b));
+    if (b && (*b)[0].known() && m.known() && (*b)[0].value != m.value)
+      return ctx.Error("B " + SymShapeToString(*b) + " must have one value per output channel (" + Str(m.value) + ")");
+  }
+  if (!x) {
+    ctx.SetOutput(0, dt, std::nullopt);
+    return Status::Ok();
+  }
+  const size_t spatial = x->size() - 2;
+  std::vector<int64_t> kernel(spatial, -1);
+  const auto ks = ctx.attrs().GetInts("kernel_shape");
+  for (size_t i = 0; i < spatial; ++i) {
+    if (i < ks.size()) kernel[i] = ks[i];
+    if (w && (*w)[i + 2].known()) {
+      if (i < ks.size() && ks[i] != (*w)[i + 2].value)
+        return ctx.Error("kernel_shape does not match W " + SymShapeToString(*w));
+      kernel[i] = (*w)[i + 2].value;
+    }
+  }
+  SymShape out_spatial;
+  WH_RETURN_IF_ERROR(InferWindowOutput(ctx, SymShape(x->begin() + 2, x->end()), kernel, &out_spatial));
+  SymShape out{(*x)[0], m};
+  out.insert(out.end(), out_spatial.begin(), out_spatial.end());
+  ctx.SetOutput(0, dt, out);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterConvOps(OpRegistry& r) {
+  OpDef conv;
+  conv.op_type = "Conv";
+  conv.min_inputs = 2;
+  conv.max_inputs = 3;
+  conv.attrs = {{"auto_pad", AttrType::kString}, {"dilations", AttrType::kInts}, {"group", AttrType::kInt},
+                {"kernel_shape", AttrType::kInts}, {"pads", AttrType::kInts}, {"strides", AttrType::kInts}};
+  conv.check = CheckConv;
+  conv.infer = InferConv;
+  r.Register(std::move(conv));
+}
+
 }  // namespace whittle

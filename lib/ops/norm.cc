@@ -1,5 +1,112 @@
-// PLACEHOLDER: replaced by the op family's implementation.
+// OpDefs for BatchNormalization (inference only: training_mode=1, is_test=0 before opset 7 and
+// the training statistics outputs are rejected as Unimplemented; `spatial` of opsets < 9 is
+// honoured) and LayerNormalization (opset 17; optional Mean and InvStdDev outputs, float32 as
+// stash_type 1 prescribes; other stash types are rejected).
+#include <string>
+
 #include "lib/ops/op_def.h"
+#include "lib/ops/shape_helpers.h"
+
 namespace whittle {
-void RegisterNormOps(OpRegistry&) {}
+namespace {
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+Status CheckBatchNorm(const Node& node, int opset) {
+  if (node.attrs.GetInt("training_mode", 0) != 0)
+    return Unimplemented(node.DebugName() + ": training_mode=1 is not supported (inference only)");
+  if (opset < 7 && node.attrs.GetInt("is_test", 0) == 0)
+    return Unimplemented(node.DebugName() + ": is_test=0 (training) is not supported (inference only)");
+  for (size_t i = 1; i < node.outputs.size(); ++i)
+    if (node.outputs[i] >= 0)
+      return Unimplemented(node.DebugName() + ": output " + Str(static_cast<int64_t>(i)) +
+                           " (training statistics) is not supported; only Y");
+  return Status::Ok();
+}
+
+Status InferBatchNorm(InferContext& ctx) {
+  const DType dt = ctx.InputDType(0);
+  for (int i = 1; i < 5; ++i)
+    if (ctx.InputDType(i) != DType::kUndefined && dt != DType::kUndefined && ctx.InputDType(i) != dt)
+      return ctx.Error("input " + Str(i) + " is " + DTypeName(ctx.InputDType(i)) + " but X is " + DTypeName(dt));
+  const SymShape* x = ctx.InputShape(0);
+  if (x && x->size() < 2) return ctx.Error("X must have rank >= 2 (N, C, ...), got " + SymShapeToString(*x));
+  const bool spatial = ctx.opset() >= 9 || ctx.attrs().GetInt("spatial", 1) != 0;
+  const Dim c = x ? (*x)[1] : Dim();
+  if (spatial) {
+    for (int i = 1; i < 5; ++i) {
+      const SymShape* p = ctx.InputShape(i);
+      if (!p) continue;
+      if (p->size() != 1) return ctx.Error("input " + Str(i) + " must be 1-D [C], got " + SymShapeToString(*p));
+      if (c.known() && (*p)[0].known() && (*p)[0].value != c.value)
+        return ctx.Error("input " + Str(i) + " " + SymShapeToString(*p) + " must have C=" + Str(c.value) + " values");
+    }
+  }
+  ctx.SetOutput(0, dt, x ? std::optional<SymShape>(*x) : std::nullopt);
+  for (int i = 1; i < ctx.num_outputs(); ++i)
+    if (ctx.HasOutput(i)) ctx.SetOutput(i, dt, SymShape{c});
+  return Status::Ok();
+}
+
+Status CheckLayerNorm(const Node& node, int) {
+  const int64_t stash = node.attrs.GetInt("stash_type", 1);
+  if (stash != 1)
+    return Unimplemented(node.DebugName() + ": stash_type " + Str(stash) + " is not supported (only 1, float)");
+  return Status::Ok();
+}
+
+Status InferLayerNorm(InferContext& ctx) {
+  const DType dt = ctx.InputDType(0);
+  for (int i = 1; i < 3; ++i)
+    if (ctx.HasInput(i) && ctx.InputDType(i) != DType::kUndefined && dt != DType::kUndefined &&
+        ctx.InputDType(i) != dt)
+      return ctx.Error("input " + Str(i) + " is " + DTypeName(ctx.InputDType(i)) + " but X is " + DTypeName(dt));
+  const SymShape* x = ctx.InputShape(0);
+  std::optional<SymShape> stats;
+  if (x) {
+    const int64_t rank = static_cast<int64_t>(x->size());
+    auto axis = NormalizeAxis(ctx.attrs().GetInt("axis", -1), rank);
+    if (!axis.ok()) return ctx.Error(axis.status().message());
+    for (int i = 1; i < 3; ++i) {
+      const SymShape* p = ctx.InputShape(i);
+      if (p && static_cast<int64_t>(p->size()) > rank)
+        return ctx.Error("input " + Str(i) + " " + SymShapeToString(*p) + " has a higher rank than X");
+    }
+    stats = *x;
+    for (int64_t i = *axis; i < rank; ++i) (*stats)[static_cast<size_t>(i)] = Dim(1);
+  }
+  ctx.SetOutput(0, dt, x ? std::optional<SymShape>(*x) : std::nullopt);
+  for (int i = 1; i < ctx.num_outputs() && i < 3; ++i)
+    if (ctx.HasOutput(i)) ctx.SetOutput(i, DType::kFloat32, stats);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterNormOps(OpRegistry& r) {
+  OpDef bn;
+  bn.op_type = "BatchNormalization";
+  bn.min_inputs = 5;
+  bn.max_inputs = 5;
+  bn.min_outputs = 1;
+  bn.max_outputs = 5;
+  bn.attrs = {{"epsilon", AttrType::kFloat}, {"momentum", AttrType::kFloat}, {"spatial", AttrType::kInt},
+              {"is_test", AttrType::kInt}, {"consumed_inputs", AttrType::kInts}, {"training_mode", AttrType::kInt}};
+  bn.check = CheckBatchNorm;
+  bn.infer = InferBatchNorm;
+  r.Register(std::move(bn));
+
+  OpDef ln;
+  ln.op_type = "LayerNormalization";
+  ln.since_opset = 17;
+  ln.min_inputs = 2;
+  ln.max_inputs = 3;
+  ln.min_outputs = 1;
+  ln.max_outputs = 3;
+  ln.attrs = {{"axis", AttrType::kInt}, {"epsilon", AttrType::kFloat}, {"stash_type", AttrType::kInt}};
+  ln.check = CheckLayerNorm;
+  ln.infer = InferLayerNorm;
+  r.Register(std::move(ln));
+}
+
 }  // namespace whittle

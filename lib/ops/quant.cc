@@ -1,5 +1,108 @@
-// PLACEHOLDER: replaced by the op family's implementation.
+// QuantizeLinear and DequantizeLinear (opset 10: per-tensor; opset 13: per-axis via 'axis').
+// Bad quantization parameters are rejected in inference, so a model whose scale/zero-point
+// initializers are broken fails at load with the node named, not with garbage at run time:
+// scale <= 0, NaN or Inf; per-axis lengths != dim[axis]; scale and zero-point shapes that
+// differ; zero-point types other than int8/uint8 (int32 also for DequantizeLinear); bad axis.
+#include <cmath>
+#include <string>
+
 #include "lib/ops/op_def.h"
+#include "lib/ops/shape_helpers.h"
+
 namespace whittle {
-void RegisterQuantOps(OpRegistry&) {}
+namespace {
+
+// A scalar or a one-element 1-D tensor: per-tensor parameters.
+bool IsPerTensorShape(const SymShape& s) { return s.empty() || (s.size() == 1 && s[0] == Dim(1)); }
+
+std::string Str(const SymShape& s) { return SymShapeToString(s); }
+
+// Shared by both ops: input 0 is the tensor, input 1 the scale, input 2 the optional zero point.
+Status CheckQuantParams(const InferContext& ctx, bool dequantize) {
+  const DType x_dt = ctx.InputDType(0);
+  if (dequantize) {
+    if (x_dt != DType::kInt8 && x_dt != DType::kUInt8 && x_dt != DType::kInt32)
+      return ctx.Error(std::string("x must be int8, uint8 or int32, got ") + DTypeName(x_dt));
+  } else if (x_dt != DType::kFloat32 && x_dt != DType::kInt32) {
+    return ctx.Error(std::string("x must be float32 or int32, got ") + DTypeName(x_dt));
+  }
+  if (ctx.InputDType(1) != DType::kFloat32)
+    return ctx.Error(std::string("scale must be float32, got ") + DTypeName(ctx.InputDType(1)));
+  if (ctx.HasInput(2)) {
+    const DType zp_dt = ctx.InputDType(2);
+    if (dequantize) {
+      if (zp_dt != x_dt)
+        return ctx.Error(std::string("zero_point must have x's type ") + DTypeName(x_dt) + ", got " + DTypeName(zp_dt));
+    } else if (zp_dt != DType::kInt8 && zp_dt != DType::kUInt8) {
+      return ctx.Error(std::string("zero_point must be int8 or uint8, got ") + DTypeName(zp_dt));
+    }
+  }
+  const SymShape* x = ctx.InputShape(0);
+  const SymShape* scale = ctx.InputShape(1);
+  const SymShape* zp = ctx.HasInput(2) ? ctx.InputShape(2) : nullptr;
+  if (scale && scale->size() > 1)
+    return ctx.Error("scale must be a scalar or 1-D, got shape " + Str(*scale));
+  if (scale && zp && !(IsPerTensorShape(*scale) && IsPerTensorShape(*zp)) && *scale != *zp)
+    return ctx.Error("scale shape " + Str(*scale) + " and zero_point shape " + Str(*zp) + " differ");
+  if (zp && !scale && zp->size() > 1)
+    return ctx.Error("zero_point must be a scalar or 1-D, got shape " + Str(*zp));
+  const SymShape* params = scale ? scale : zp;
+  if (params && !IsPerTensorShape(*params)) {
+    if (ctx.opset() < 13)
+      return ctx.Error("per-axis parameters (shape " + Str(*params) + ") need opset 13; opset " +
+                       std::to_string(ctx.opset()) + " allows a scalar scale only");
+    if (x) {
+      const int64_t r = static_cast<int64_t>(x->size());
+      const int64_t axis_attr = ctx.attrs().GetInt("axis", 1);
+      auto axis = NormalizeAxis(axis_attr, r);
+      if (!axis.ok())
+        return ctx.Error("axis " + std::to_string(axis_attr) + " is out of range for x of rank " + std::to_string(r));
+      const Dim& d = (*x)[static_cast<size_t>(*axis)];
+      const Dim& n = (*params)[0];
+      if (d.known() && n.known() && d.value != n.value)
+        return ctx.Error("per-axis scale/zero_point have " + std::to_string(n.value) + " entries but x has " +
+                         std::to_string(d.value) + " along axis " + std::to_string(*axis) + " (x shape " + Str(*x) +
+                         ")");
+    }
+  }
+  if (const Tensor* s = ctx.InputValue(1)) {
+    const float* p = s->data<float>();
+    for (int64_t i = 0; i < s->numel(); ++i)
+      if (!(p[i] > 0.f) || !std::isfinite(p[i]))
+        return ctx.Error("scale[" + std::to_string(i) + "] = " + std::to_string(p[i]) +
+                         " is invalid: scales must be positive and finite");
+  }
+  return Status::Ok();
+}
+
+Status InferQuantize(InferContext& ctx) {
+  WH_RETURN_IF_ERROR(CheckQuantParams(ctx, false));
+  const DType out = ctx.HasInput(2) ? ctx.InputDType(2) : DType::kUInt8;
+  const SymShape* x = ctx.InputShape(0);
+  ctx.SetOutput(0, out, x ? std::optional<SymShape>(*x) : std::nullopt);
+  return Status::Ok();
+}
+
+Status InferDequantize(InferContext& ctx) {
+  WH_RETURN_IF_ERROR(CheckQuantParams(ctx, true));
+  const SymShape* x = ctx.InputShape(0);
+  ctx.SetOutput(0, DType::kFloat32, x ? std::optional<SymShape>(*x) : std::nullopt);
+  return Status::Ok();
+}
+
+Status CheckQuantAxis(const Node& node, int opset) {
+  if (opset < 13 && node.attrs.Has("axis"))
+    return InvalidArgument(node.DebugName() + ": attribute 'axis' needs opset 13 (this model imports opset " +
+                           std::to_string(opset) + ")");
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterQuantOps(OpRegistry& r) {
+  r.Register(OpDef{"", "QuantizeLinear", 10, 2, 3, 1, 1, {{"axis", AttrType::kInt}}, CheckQuantAxis, InferQuantize});
+  r.Register(
+      OpDef{"", "DequantizeLinear", 10, 2, 3, 1, 1, {{"axis", AttrType::kInt}}, CheckQuantAxis, InferDequantize});
+}
+
 }  // namespace whittle

@@ -1,5 +1,502 @@
-// PLACEHOLDER: replaced by the op family's implementation.
+// Data-movement ops: Transpose, Concat, Split, Slice, Gather, Expand, Pad, Tile and Range.
+// Inference follows ONNX 1.12 semantics for opsets 7..17, including the attribute-to-input moves
+// (Slice 10, Pad 11, Split 13). When index inputs (starts, pads, split, repeats ...) are not
+// known yet, the output keeps its rank with unknown dims; at run time every value is known and
+// the shapes are concrete.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
 #include "lib/ops/op_def.h"
+#include "lib/ops/shape_helpers.h"
+
 namespace whittle {
-void RegisterTensorOps(OpRegistry&) {}
+namespace {
+
+constexpr int kMaxArity = 1 << 20;
+
+// Value of an int32/int64 input (rank <= 1) when present and known; *known is false otherwise.
+Status ReadInts(const InferContext& ctx, int i, const char* what, bool* known, std::vector<int64_t>* out) {
+  const Tensor* t = ctx.InputValue(i);
+  *known = t != nullptr;
+  if (!t) return Status::Ok();
+  if (t->dtype() != DType::kInt64 && t->dtype() != DType::kInt32)
+    return ctx.Error(std::string(what) + " must be int64, got " + DTypeName(t->dtype()));
+  if (t->rank() > 1) return ctx.Error(std::string(what) + " must be 1-D, got shape " + DimsToString(t->dims()));
+  *out = ToInt64Vector(*t);
+  return Status::Ok();
+}
+
+SymShape UnknownDims(size_t rank) { return SymShape(rank, Dim()); }
+
+// ---------------------------------------------------------------- Transpose
+
+Status CheckTranspose(const Node& node, int) {
+  const std::vector<int64_t> perm = node.attrs.GetInts("perm");
+  std::vector<bool> seen(perm.size(), false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(perm.size()) || seen[static_cast<size_t>(p)])
+      return InvalidArgument(node.DebugName() + ": perm " + DimsToString(perm) + " is not a permutation of 0.." +
+                             std::to_string(static_cast<int64_t>(perm.size()) - 1));
+    seen[static_cast<size_t>(p)] = true;
+  }
+  return Status::Ok();
+}
+
+Status InferTranspose(InferContext& ctx) {
+  const DType dt = ctx.InputDType(0);
+  const SymShape* in = ctx.InputShape(0);
+  std::vector<int64_t> perm = ctx.attrs().GetInts("perm");
+  if (!in) {
+    ctx.SetOutput(0, dt, perm.empty() ? std::nullopt : std::optional<SymShape>(UnknownDims(perm.size())));
+    return Status::Ok();
+  }
+  if (perm.empty())
+    for (size_t i = in->size(); i > 0; --i) perm.push_back(static_cast<int64_t>(i - 1));
+  if (perm.size() != in->size())
+    return ctx.Error("perm " + DimsToString(perm) + " has " + std::to_string(perm.size()) +
+                     " entries for an input of rank " + std::to_string(in->size()));
+  SymShape out;
+  for (int64_t p : perm) out.push_back((*in)[static_cast<size_t>(p)]);
+  ctx.SetOutput(0, dt, out);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- Concat
+
+Status InferConcat(InferContext& ctx) {
+  const DType dt = ctx.InputDType(0);
+  const SymShape* first = nullptr;
+  bool all_known = true;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.HasInput(i)) return ctx.Error("input " + std::to_string(i) + " is missing");
+    if (ctx.InputDType(i) != dt)
+      return ctx.Error("input " + std::to_string(i) + " is " + DTypeName(ctx.InputDType(i)) + " but input 0 is " +
+                       DTypeName(dt));
+    const SymShape* s = ctx.InputShape(i);
+    if (!s) {
+      all_known = false;
+      continue;
+    }
+    if (!first) first = s;
+    else if (s->size() != first->size())
+      return ctx.Error("inputs have different ranks: " + SymShapeToString(*first) + " and " + SymShapeToString(*s));
+  }
+  if (!first) {
+    ctx.SetOutput(0, dt, std::nullopt);
+    return Status::Ok();
+  }
+  const int64_t r = static_cast<int64_t>(first->size());
+  auto axis_or = NormalizeAxis(ctx.attrs().GetInt("axis", 0), r);
+  if (!axis_or.ok()) return ctx.Error(axis_or.status().message());
+  const size_t axis = static_cast<size_t>(*axis_or);
+  SymShape out = *first;
+  int64_t sum = 0;
+  bool sum_known = all_known;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const SymShape* s = ctx.InputShape(i);
+    if (!s) continue;
+    for (size_t k = 0; k < s->size(); ++k) {
+      const Dim& d = (*s)[k];
+      if (k == axis) {
+        if (d.known()) sum += d.value;
+        else sum_known = false;
+      } else if (d.known() && out[k].known() && d.value != out[k].value) {
+        return ctx.Error("input " + std::to_string(i) + " has shape " + SymShapeToString(*s) + ", which differs from " +
+                         SymShapeToString(*first) + " outside axis " + std::to_string(axis));
+      } else if (d.known() && !out[k].known()) {
+        out[k] = d;
+      }
+    }
+  }
+  out[axis] = sum_known ? Dim(sum) : Dim();
+  ctx.SetOutput(0, dt, out);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- Split
+
+Status CheckSplit(const Node& node, int opset) {
+  if (opset >= 13 && node.attrs.Has("split"))
+    return InvalidArgument(node.DebugName() + ": attribute 'split' was replaced by the 'split' input in opset 13");
+  if (opset < 13 && node.inputs.size() > 1 && node.inputs[1] >= 0)
+    return InvalidArgument(node.DebugName() + ": the 'split' input needs opset 13; use the 'split' attribute");
+  for (int64_t s : node.attrs.GetInts("split"))
+    if (s < 0) return InvalidArgument(node.DebugName() + ": split sizes must be >= 0, got " + std::to_string(s));
+  return Status::Ok();
+}
+
+Status InferSplit(InferContext& ctx) {
+  const DType dt = ctx.InputDType(0);
+  const SymShape* in = ctx.InputShape(0);
+  const int n = ctx.num_outputs();
+  if (!in) {
+    for (int i = 0; i < n; ++i) ctx.SetOutput(i, dt, std::nullopt);
+    return Status::Ok();
+  }
+  auto axis_or = NormalizeAxis(ctx.attrs().GetInt("axis", 0), static_cast<int64_t>(in->size()));
+  if (!axis_or.ok()) return ctx.Error(axis_or.status().message());
+  const size_t axis = static_cast<size_t>(*axis_or);
+  const Dim d = (*in)[axis];
+  std::vector<int64_t> split;
+  bool have_split = false, known = true;
+  if (ctx.opset() < 13 && ctx.attrs().Has("split")) {
+    split = ctx.attrs().GetInts("split");
+    have_split = true;
+  } else if (ctx.opset() >= 13 && ctx.HasInput(1)) {
+    WH_RETURN_IF_ERROR(ReadInts(ctx, 1, "the split input", &known, &split));
+    have_split = known;
+  }
+  std::vector<Dim> sizes(static_cast<size_t>(n), Dim());
+  if (have_split) {
+    if (static_cast<int>(split.size()) != n)
+      return ctx.Error("split " + DimsToString(split) + " has " + std::to_string(split.size()) + " entries for " +
+                       std::to_string(n) + " outputs");
+    int64_t sum = 0;
+    for (size_t i = 0; i < split.size(); ++i) {
+      if (split[i] < 0) return ctx.Error("split sizes must be >= 0, got " + DimsToString(split));
+      sum += split[i];
+      sizes[i] = Dim(split[i]);
+    }
+    if (d.known() && sum != d.value)
+      return ctx.Error("split " + DimsToString(split) + " sums to " + std::to_string(sum) + " but axis " +
+                       std::to_string(axis) + " has size " + std::to_string(d.value));
+  } else if (known && d.known()) {
+    if (d.value % n != 0)
+      return ctx.Error("axis " + std::to_string(axis) + " of size " + std::to_string(d.value) +
+                       " cannot be split into " + std::to_string(n) + " equal parts");
+    for (Dim& s : sizes) s = Dim(d.value / n);
+  }
+  for (int i = 0; i < n; ++i) {
+    SymShape out = *in;
+    out[axis] = sizes[static_cast<size_t>(i)];
+    ctx.SetOutput(i, dt, out);
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- Slice
+
+Status CheckSlice(const Node& node, int opset) {
+  if (opset < 10) {
+    if (!node.attrs.Has("starts") || !node.attrs.Has("ends"))
+      return InvalidArgument(node.DebugName() + ": attributes 'starts' and 'ends' are required before opset 10");
+    if (node.inputs.size() > 1)
+      return InvalidArgument(node.DebugName() + ": inputs starts/ends/axes/steps need opset 10");
+  } else {
+    if (node.attrs.Has("starts") || node.attrs.Has("ends") || node.attrs.Has("axes"))
+      return InvalidArgument(node.DebugName() + ": attributes starts/ends/axes became inputs in opset 10");
+    if (node.inputs.size() < 3 || node.inputs[1] < 0 || node.inputs[2] < 0)
+      return InvalidArgument(node.DebugName() + ": inputs 'starts' and 'ends' are required");
+  }
+  return Status::Ok();
+}
+
+// Output size of one sliced axis of known size d, as ONNX defines the clamping.
+int64_t SliceLength(int64_t d, int64_t start, int64_t end, int64_t step) {
+  if (d == 0) return 0;
+  if (start < 0) start += d;
+  if (end < 0) end += d;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, d);
+    end = std::clamp<int64_t>(end, 0, d);
+    return end > start ? (end - start - 1) / step + 1 : 0;  // no overflow for huge steps
+  }
+  start = std::clamp<int64_t>(start, 0, d - 1);
+  end = std::clamp<int64_t>(end, -1, d - 1);
+  // step == INT64_MIN has no positive counterpart; INT64_MAX gives the same single element.
+  const int64_t s = step == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -step;
+  return start > end ? (start - end - 1) / s + 1 : 0;
+}
+
+Status InferSlice(InferContext& ctx) {
+  const DType dt = ctx.InputDType(0);
+  const SymShape* in = ctx.InputShape(0);
+  if (!in) {
+    ctx.SetOutput(0, dt, std::nullopt);
+    return Status::Ok();
+  }
+  const int64_t r = static_cast<int64_t>(in->size());
+  std::vector<int64_t> starts, ends, axes, steps;
+  bool known = true, axes_known = true;
+  if (ctx.opset() < 10) {
+    starts = ctx.attrs().GetInts("starts");
+    ends = ctx.attrs().GetInts("ends");
+    axes = ctx.attrs().GetInts("axes");
+  } else {
+    bool k;
+    WH_RETURN_IF_ERROR(ReadInts(ctx, 1, "starts", &k, &starts));
+    known &= k;
+    WH_RETURN_IF_ERROR(ReadInts(ctx, 2, "ends", &k, &ends));
+    known &= k;
+    if (ctx.HasInput(3)) {
+      WH_RETURN_IF_ERROR(ReadInts(ctx, 3, "axes", &axes_known, &axes));
+      known &= axes_known;
+    }
+    if (ctx.HasInput(4)) {
+      WH_RETURN_IF_ERROR(ReadInts(ctx, 4, "steps", &k, &steps));
+      known &= k;
+    }
+  }
+  const bool default_axes = axes.empty() && axes_known && !(ctx.opset() >= 10 && ctx.HasInput(3));
+  if (default_axes && known)
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (axes_known && !axes.empty()) {
+    std::vector<bool> seen(static_cast<size_t>(r), false);
+    for (int64_t& a : axes) {
+      auto n = NormalizeAxis(a, r);
+      if (!n.ok()) return ctx.Error(n.status().message());
+      if (seen[static_cast<size_t>(*n)]) return ctx.Error("axis " + std::to_string(a) + " is repeated");
+      seen[static_cast<size_t>(*n)] = true;
+      a = *n;
+    }
+  }
+  if (!known) {
+    SymShape out = *in;
+    if (axes_known && !default_axes) {
+      for (int64_t a : axes) out[static_cast<size_t>(a)] = Dim();
+    } else {
+      out = UnknownDims(in->size());
+    }
+    ctx.SetOutput(0, dt, out);
+    return Status::Ok();
+  }
+  if (starts.size() != ends.size() || starts.size() != axes.size() || (!steps.empty() && steps.size() != starts.size()))
+    return ctx.Error("starts, ends, axes and steps must have the same length, got " + std::to_string(starts.size()) +
+                     ", " + std::to_string(ends.size()) + ", " + std::to_string(axes.size()) + ", " +
+                     std::to_string(steps.size()));
+  SymShape out = *in;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t step = steps.empty() ? 1 : steps[i];
+    if (step == 0) return ctx.Error("steps may not contain 0");
+    Dim& d = out[static_cast<size_t>(axes[i])];
+    if (d.known()) {
+      d = Dim(SliceLength(d.value, starts[i], ends[i], step));
+    } else {
+      // A full slice ([0:INT_MAX] or reversed [-1:-INT_MAX:-1]) keeps a symbolic dim.
+      constexpr int64_t kBig = std::numeric_limits<int32_t>::max();
+      const bool full = (starts[i] == 0 && step == 1 && ends[i] >= kBig) ||
+                        (starts[i] == -1 && step == -1 && ends[i] <= -kBig);
+      if (!full) d = Dim();
+    }
+  }
+  ctx.SetOutput(0, dt, out);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- Gather
+
+Status InferGather(InferContext& ctx) {
+  const DType dt = ctx.InputDType(0);
+  const DType it = ctx.InputDType(1);
+  if (it != DType::kInt32 && it != DType::kInt64)
+    return ctx.Error(std::string("indices must be int32 or int64, got ") + DTypeName(it));
+  const SymShape* data = ctx.InputShape(0);
+  const SymShape* ind = ctx.InputShape(1);
+  if (data && data->empty()) return ctx.Error("data must have rank >= 1");
+  if (!data || !ind) {
+    ctx.SetOutput(0, dt, std::nullopt);
+    return Status::Ok();
+  }
+  auto axis_or = NormalizeAxis(ctx.attrs().GetInt("axis", 0), static_cast<int64_t>(data->size()));
+  if (!axis_or.ok()) return ctx.Error(axis_or.status().message());
+  const size_t axis = static_cast<size_t>(*axis_or);
+  SymShape out(data->begin(), data->begin() + static_cast<std::ptrdiff_t>(axis));
+  out.insert(out.end(), ind->begin(), ind->end());
+  out.insert(out.end(), data->begin() + static_cast<std::ptrdiff_t>(axis) + 1, data->end());
+  ctx.SetOutput(0, dt, out);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- Expand
+
+Status InferExpand(InferContext& ctx) {
+  const DType dt = ctx.InputDType(0);
+  const SymShape* in = ctx.InputShape(0);
+  bool known;
+  std::vector<int64_t> shape;
+  WH_RETURN_IF_ERROR(ReadInts(ctx, 1, "the shape input", &known, &shape));
+  if (!known) {
+    const SymShape* ss = ctx.InputShape(1);
+    if (in && ss && ss->size() == 1 && (*ss)[0].known())
+      ctx.SetOutput(0, dt, UnknownDims(std::max<size_t>(in->size(), static_cast<size_t>((*ss)[0].value))));
+    else
+      ctx.SetOutput(0, dt, std::nullopt);
+    return Status::Ok();
+  }
+  for (int64_t d : shape)
+    if (d < 0) return ctx.Error("the shape input has a negative dim: " + DimsToString(shape));
+  if (!in) {
+    ctx.SetOutput(0, dt, std::nullopt);
+    return Status::Ok();
+  }
+  auto out = BroadcastShapes(*in, ToSymShape(shape));
+  if (!out.ok()) return ctx.Error(out.status().message());
+  ctx.SetOutput(0, dt, *out);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- Pad
+
+Status CheckPad(const Node& node, int opset) {
+  const std::string mode = node.attrs.GetString("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return InvalidArgument(node.DebugName() + ": mode '" + mode + "' is not one of constant, reflect, edge");
+  if (opset < 11) {
+    if (!node.attrs.Has("pads")) return InvalidArgument(node.DebugName() + ": attribute 'pads' is required");
+    if (node.inputs.size() > 1) return InvalidArgument(node.DebugName() + ": inputs 'pads'/'constant_value' need opset 11");
+  } else {
+    if (node.attrs.Has("pads") || node.attrs.Has("value"))
+      return InvalidArgument(node.DebugName() + ": attributes 'pads' and 'value' became inputs in opset 11");
+    if (node.inputs.size() < 2 || node.inputs[1] < 0)
+      return InvalidArgument(node.DebugName() + ": input 'pads' is required");
+  }
+  return Status::Ok();
+}
+
+Status InferPad(InferContext& ctx) {
+  const DType dt = ctx.InputDType(0);
+  const SymShape* in = ctx.InputShape(0);
+  std::vector<int64_t> pads;
+  bool known = true;
+  if (ctx.opset() < 11) pads = ctx.attrs().GetInts("pads");
+  else WH_RETURN_IF_ERROR(ReadInts(ctx, 1, "pads", &known, &pads));
+  if (ctx.opset() >= 11 && ctx.HasInput(2)) {
+    if (ctx.InputDType(2) != dt)
+      return ctx.Error(std::string("constant_value is ") + DTypeName(ctx.InputDType(2)) + " but data is " + DTypeName(dt));
+    const Tensor* v = ctx.InputValue(2);
+    if (v && v->numel() != 1) return ctx.Error("constant_value must be a scalar, got shape " + DimsToString(v->dims()));
+  }
+  if (!in) {
+    ctx.SetOutput(0, dt, std::nullopt);
+    return Status::Ok();
+  }
+  if (!known) {
+    ctx.SetOutput(0, dt, UnknownDims(in->size()));
+    return Status::Ok();
+  }
+  const size_t r = in->size();
+  if (pads.size() != 2 * r)
+    return ctx.Error("pads " + DimsToString(pads) + " must have 2 * rank = " + std::to_string(2 * r) + " entries");
+  const bool constant = ctx.attrs().GetString("mode", "constant") == "constant";
+  SymShape out = *in;
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t b = pads[i], e = pads[i + r];
+    if (!out[i].known()) {
+      if (b != 0 || e != 0) out[i] = Dim();
+      continue;
+    }
+    const int64_t d = out[i].value;
+    if (!constant && d == 0 && (b > 0 || e > 0))
+      return ctx.Error("cannot pad axis " + std::to_string(i) + " of size 0 in mode '" +
+                       ctx.attrs().GetString("mode", "") + "'");
+    int64_t n;
+    if (__builtin_add_overflow(d, b, &n) || __builtin_add_overflow(n, e, &n))
+      return ctx.Error("pads " + DimsToString(pads) + " overflow the size of axis " + std::to_string(i));
+    if (n < 0)
+      return ctx.Error("pads " + DimsToString(pads) + " remove more than axis " + std::to_string(i) + " of size " +
+                       std::to_string(d) + " holds");
+    out[i] = Dim(n);
+  }
+  ctx.SetOutput(0, dt, out);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- Tile
+
+Status InferTile(InferContext& ctx) {
+  const DType dt = ctx.InputDType(0);
+  const SymShape* in = ctx.InputShape(0);
+  bool known;
+  std::vector<int64_t> reps;
+  WH_RETURN_IF_ERROR(ReadInts(ctx, 1, "repeats", &known, &reps));
+  if (!in) {
+    ctx.SetOutput(0, dt, std::nullopt);
+    return Status::Ok();
+  }
+  if (!known) {
+    ctx.SetOutput(0, dt, UnknownDims(in->size()));
+    return Status::Ok();
+  }
+  if (reps.size() != in->size())
+    return ctx.Error("repeats " + DimsToString(reps) + " must have one entry per input dim (rank " +
+                     std::to_string(in->size()) + ")");
+  SymShape out = *in;
+  for (size_t i = 0; i < reps.size(); ++i) {
+    if (reps[i] < 0) return ctx.Error("repeats must be >= 0, got " + DimsToString(reps));
+    int64_t v;
+    if (out[i].known() && !__builtin_mul_overflow(out[i].value, reps[i], &v)) out[i] = Dim(v);
+    else if (reps[i] == 0) out[i] = Dim(0);
+    else if (reps[i] != 1) out[i] = Dim();
+  }
+  ctx.SetOutput(0, dt, out);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- Range
+
+template <class T>
+StatusOr<int64_t> RangeCount(const InferContext& ctx) {
+  const T start = ctx.InputValue(0)->data<T>()[0];
+  const T limit = ctx.InputValue(1)->data<T>()[0];
+  const T delta = ctx.InputValue(2)->data<T>()[0];
+  if (delta == T(0)) return ctx.Error("delta must not be 0");
+  const double n = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) / static_cast<double>(delta));
+  if (!(n < 4.0e18)) return ctx.Error("the range is too long or not finite");
+  return n > 0 ? static_cast<int64_t>(n) : int64_t{0};
+}
+
+Status InferRange(InferContext& ctx) {
+  const DType dt = ctx.InputDType(0);
+  for (int i = 1; i < 3; ++i)
+    if (ctx.InputDType(i) != dt)
+      return ctx.Error("start, limit and delta must have the same type, got " + std::string(DTypeName(dt)) + " and " +
+                       DTypeName(ctx.InputDType(i)));
+  if (dt != DType::kFloat32 && dt != DType::kFloat64 && dt != DType::kInt16 && dt != DType::kInt32 &&
+      dt != DType::kInt64)
+    return ctx.Error(std::string("type ") + DTypeName(dt) + " is not one of float, double, int16, int32, int64");
+  for (int i = 0; i < 3; ++i) {
+    const SymShape* s = ctx.InputShape(i);
+    if (s && !(s->empty() || (s->size() == 1 && (*s)[0] == Dim(1))))
+      return ctx.Error("start, limit and delta must be scalars, input " + std::to_string(i) + " has shape " +
+                       SymShapeToString(*s));
+  }
+  if (!ctx.InputValue(0) || !ctx.InputValue(1) || !ctx.InputValue(2)) {
+    ctx.SetOutput(0, dt, SymShape{Dim()});
+    return Status::Ok();
+  }
+  StatusOr<int64_t> n = int64_t{0};
+  switch (dt) {
+    case DType::kFloat32: n = RangeCount<float>(ctx); break;
+    case DType::kFloat64: n = RangeCount<double>(ctx); break;
+    case DType::kInt16: n = RangeCount<int16_t>(ctx); break;
+    case DType::kInt32: n = RangeCount<int32_t>(ctx); break;
+    default: n = RangeCount<int64_t>(ctx); break;
+  }
+  if (!n.ok()) return n.status();
+  ctx.SetOutput(0, dt, SymShape{Dim(*n)});
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterTensorOps(OpRegistry& r) {
+  r.Register(OpDef{"", "Transpose", 1, 1, 1, 1, 1, {{"perm", AttrType::kInts}}, CheckTranspose, InferTranspose});
+  r.Register(OpDef{"", "Concat", 4, 1, kMaxArity, 1, 1, {{"axis", AttrType::kInt, true}}, nullptr, InferConcat});
+  r.Register(OpDef{"", "Split", 2, 1, 2, 1, kMaxArity, {{"axis", AttrType::kInt}, {"split", AttrType::kInts}},
+                   CheckSplit, InferSplit});
+  r.Register(OpDef{"", "Slice", 1, 1, 5, 1, 1,
+                   {{"starts", AttrType::kInts}, {"ends", AttrType::kInts}, {"axes", AttrType::kInts}}, CheckSlice,
+                   InferSlice});
+  r.Register(OpDef{"", "Gather", 1, 2, 2, 1, 1, {{"axis", AttrType::kInt}}, nullptr, InferGather});
+  r.Register(OpDef{"", "Expand", 8, 2, 2, 1, 1, {}, nullptr, InferExpand});
+  r.Register(OpDef{"", "Pad", 2, 1, 3, 1, 1,
+                   {{"mode", AttrType::kString}, {"pads", AttrType::kInts}, {"value", AttrType::kFloat}}, CheckPad,
+                   InferPad});
+  r.Register(OpDef{"", "Tile", 6, 2, 2, 1, 1, {}, nullptr, InferTile});
+  r.Register(OpDef{"", "Range", 11, 3, 3, 1, 1, {}, nullptr, InferRange});
+}
+
 }  // namespace whittle

@@ -1,0 +1,337 @@
+#include "kernels/cpu/conv.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/sgemm.h"
+#include "kernels/fused_activation.h"
+#include "kernels/reference/conv.h"
+
+namespace whittle {
+namespace {
+
+// Below this many multiply-adds a Conv runs on one thread: OpenMP fork/join costs more.
+constexpr int64_t kMinParallelMacs = 1 << 17;
+
+// im2col scratch, one per thread, grown on demand and kept: no allocation in steady state.
+float* Scratch(size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+// Runs body(i) for i in [0, n): on an OpenMP team when threads > 1, else inline (entering an
+// OpenMP region sets up a team even when its `if` clause is false, which small ops notice).
+template <class Body>
+void ParallelFor(int64_t n, int threads, const Body& body) {
+  if (threads <= 1 || n <= 1) {
+    for (int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < n; ++i) body(i);
+}
+
+// Output columns [lo, hi) of a dim whose tap at offset `off` (input index = o*stride + off)
+// lands inside [0, in).
+inline void ValidRange(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
+  *lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
+  *hi = in - 1 - off >= 0 ? std::min(out, (in - 1 - off) / stride + 1) : 0;
+  if (*hi < *lo) *hi = *lo;
+}
+
+// 2-D geometry view (1-D convs are 2-D with a height of one).
+struct Geo2D {
+  int64_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+};
+
+Geo2D To2D(const WindowGeometry& g) {
+  if (g.spatial == 1)
+    return {1, g.in[0], 1, g.out[0], 1, g.kernel[0], 1, g.stride[0], 1, g.dilation[0], 0, g.pad_begin[0], 0,
+            g.pad_end[0]};
+  return {g.in[0],     g.in[1],     g.out[0],       g.out[1],       g.kernel[0],  g.kernel[1],  g.stride[0],
+          g.stride[1], g.dilation[0], g.dilation[1], g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
+}
+
+// Stride-1 im2col over "padded rows": output columns are laid out with the padded input width
+// wp, so the column row of every (channel, kh, kw) is one contiguous run of the (padded) input
+// and is built with a single memcpy. The wp - ow extra columns per row are computed and dropped.
+// Rows [oh0, oh1) need padded input rows [oh0, oh1 + (kh-1)*dh); `part` (channels x rows x wp)
+// receives them when there is padding, else the input planes are read in place.
+void Im2ColPaddedRows(const float* x, int64_t channels, const Geo2D& g, int64_t oh0, int64_t oh1, float* part,
+                      float* col) {
+  const int64_t wp = g.iw + g.pl + g.pr, rows = oh1 - oh0, n = rows * wp;
+  const int64_t r_need = rows + (g.kh - 1) * g.dh;
+  const bool padded = g.pt != 0 || g.pb != 0 || g.pl != 0 || g.pr != 0;
+  for (int64_t c = 0; c < channels; ++c) {
+    const float* plane;
+    int64_t plane_len;
+    if (padded) {
+      float* dst_plane = part + c * r_need * wp;
+      for (int64_t r = 0; r < r_need; ++r) {
+        float* dst = dst_plane + r * wp;
+        const int64_t ih = oh0 + r - g.pt;
+        if (ih < 0 || ih >= g.ih) {
+          std::memset(dst, 0, static_cast<size_t>(wp) * sizeof(float));
+          continue;
+        }
+        for (int64_t i = 0; i < g.pl; ++i) dst[i] = 0.f;
+        std::memcpy(dst + g.pl, x + (c * g.ih + ih) * g.iw, static_cast<size_t>(g.iw) * sizeof(float));
+        for (int64_t i = g.pl + g.iw; i < wp; ++i) dst[i] = 0.f;
+      }
+      plane = dst_plane;
+      plane_len = r_need * wp;
+    } else {
+      plane = x + (c * g.ih + oh0) * g.iw;
+      plane_len = (g.ih - oh0) * g.iw;
+    }
+    for (int64_t kh = 0; kh < g.kh; ++kh) {
+      for (int64_t kw = 0; kw < g.kw; ++kw) {
+        float* dst = col + ((c * g.kh + kh) * g.kw + kw) * n;
+        const int64_t start = kh * g.dh * wp + kw * g.dw;
+        // The last row's extra columns may run past the plane: they are dropped, so zero them.
+        const int64_t len = std::min(n, plane_len - start);
+        std::memcpy(dst, plane + start, static_cast<size_t>(len) * sizeof(float));
+        for (int64_t i = len; i < n; ++i) dst[i] = 0.f;
+      }
+    }
+  }
+}
+
+// dst[i] = activation(src[i] + bias).
+inline void CopyBiasActivation(float* dst, const float* src, int64_t n, float bias, const FusedActivation& act) {
+  if (act.kind == FusedActivation::kRelu) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = std::max(src[i] + bias, 0.f);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i] + bias;
+  act.Apply(dst, n);
+}
+
+// col[(c*KH + kh)*KW + kw][(oh - oh0)*OW + ow] for output rows [oh0, oh1).
+void Im2Col2D(const float* x, int64_t channels, const Geo2D& g, int64_t oh0, int64_t oh1, float* col) {
+  const int64_t cols = (oh1 - oh0) * g.ow;
+  for (int64_t c = 0; c < channels; ++c) {
+    const float* xc = x + c * g.ih * g.iw;
+    for (int64_t kh = 0; kh < g.kh; ++kh) {
+      for (int64_t kw = 0; kw < g.kw; ++kw) {
+        float* row = col + ((c * g.kh + kh) * g.kw + kw) * cols;
+        const int64_t off = kw * g.dw - g.pl;
+        int64_t lo, hi;
+        ValidRange(off, g.sw, g.iw, g.ow, &lo, &hi);
+        for (int64_t oh = oh0; oh < oh1; ++oh) {
+          float* dst = row + (oh - oh0) * g.ow;
+          const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
+          if (ih < 0 || ih >= g.ih) {
+            std::memset(dst, 0, static_cast<size_t>(g.ow) * sizeof(float));
+            continue;
+          }
+          const float* src = xc + ih * g.iw + off;
+          for (int64_t o = 0; o < lo; ++o) dst[o] = 0.f;
+          if (g.sw == 1) std::memcpy(dst + lo, src + lo, static_cast<size_t>(hi - lo) * sizeof(float));
+          else for (int64_t o = lo; o < hi; ++o) dst[o] = src[o * g.sw];
+          for (int64_t o = hi; o < g.ow; ++o) dst[o] = 0.f;
+        }
+      }
+    }
+  }
+}
+
+// Any spatial rank: col[c*K + k][o], one output position at a time.
+void Im2ColND(const float* x, int64_t channels, const WindowGeometry& g, float* col) {
+  const int n = g.spatial;
+  const int64_t in_size = g.InSize(), out_size = g.OutSize(), k_size = g.KernelSize();
+  int64_t k_idx[kMaxSpatialDims], o_idx[kMaxSpatialDims];
+  for (int64_t kp = 0; kp < k_size; ++kp) {
+    int64_t r = kp;
+    for (int i = n - 1; i >= 0; --i) { k_idx[i] = r % g.kernel[i]; r /= g.kernel[i]; }
+    for (int64_t op = 0; op < out_size; ++op) {
+      int64_t ro = op;
+      for (int i = n - 1; i >= 0; --i) { o_idx[i] = ro % g.out[i]; ro /= g.out[i]; }
+      int64_t off = 0;
+      bool inside = true;
+      for (int i = 0; i < n && inside; ++i) {
+        const int64_t p = o_idx[i] * g.stride[i] - g.pad_begin[i] + k_idx[i] * g.dilation[i];
+        inside = p >= 0 && p < g.in[i];
+        off = off * g.in[i] + p;
+      }
+      for (int64_t c = 0; c < channels; ++c)
+        col[(c * k_size + kp) * out_size + op] = inside ? x[c * in_size + off] : 0.f;
+    }
+  }
+}
+
+// One depthwise plane (one input channel, one output channel), 2-D.
+void DepthwisePlane(const float* x, const float* w, float bias, const Geo2D& g, const FusedActivation& act,
+                    float* y) {
+  for (int64_t oh = 0; oh < g.oh; ++oh) {
+    float* out = y + oh * g.ow;
+    for (int64_t o = 0; o < g.ow; ++o) out[o] = bias;
+    for (int64_t kh = 0; kh < g.kh; ++kh) {
+      const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
+      if (ih < 0 || ih >= g.ih) continue;
+      const float* in = x + ih * g.iw;
+      for (int64_t kw = 0; kw < g.kw; ++kw) {
+        const float wv = w[kh * g.kw + kw];
+        const int64_t off = kw * g.dw - g.pl;
+        int64_t lo, hi;
+        ValidRange(off, g.sw, g.iw, g.ow, &lo, &hi);
+        if (g.sw == 1) {
+          const float* src = in + off;
+          for (int64_t o = lo; o < hi; ++o) out[o] += wv * src[o];
+        } else {
+          for (int64_t o = lo; o < hi; ++o) out[o] += wv * in[o * g.sw + off];
+        }
+      }
+    }
+    act.Apply(out, g.ow);
+  }
+}
+
+class ConvCpuKernel : public OpKernel {
+ public:
+  ConvCpuKernel(WindowAttrs a, int64_t group, FusedActivation act, const Tensor* w, const Tensor* b)
+      : attrs_(std::move(a)), group_(group), act_(act) {
+    if (w) w_ = *w;
+    if (b) b_ = *b;
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor& x = *ctx.inputs[0];
+    const Tensor& w = w_.defined() ? w_ : *ctx.inputs[1];
+    const Tensor* b = b_.defined() ? &b_ : (ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr);
+    ConvShape s;
+    WH_RETURN_IF_ERROR(ResolveConvShape(attrs_, group_, x, w, b, &s));
+    Tensor& y = *ctx.outputs[0];
+    if (y.numel() != s.batch * s.out_channels * s.geo.OutSize())
+      return Internal("Conv output " + DimsToString(y.dims()) + " does not match the resolved geometry");
+    if (y.numel() == 0) return Status::Ok();
+    const float* bias = b ? b->data<float>() : nullptr;
+    const int64_t cg = s.in_channels / s.group;
+    const int64_t macs = s.batch * s.out_channels * cg * s.geo.KernelSize() * s.geo.OutSize();
+    const int threads = macs >= kMinParallelMacs ? std::max(1, ctx.num_threads) : 1;
+    if (s.geo.spatial <= 2 && cg == 1 && s.group > 1) {
+      Depthwise(s, x.data<float>(), w.data<float>(), bias, threads, y.data<float>());
+    } else if (s.geo.spatial <= 2) {
+      Gemm2D(s, x.data<float>(), w.data<float>(), bias, threads, y.data<float>());
+    } else {
+      GemmND(s, x.data<float>(), w.data<float>(), bias, threads, y.data<float>());
+    }
+    return Status::Ok();
+  }
+
+ private:
+  void Depthwise(const ConvShape& s, const float* x, const float* w, const float* bias, int threads,
+                 float* y) const {
+    const Geo2D g = To2D(s.geo);
+    const int64_t planes = s.batch * s.out_channels, k = g.kh * g.kw, mult = s.out_channels / s.group;
+    const int64_t in_plane = g.ih * g.iw, out_plane = g.oh * g.ow;
+    ParallelFor(planes, threads, [&](int64_t p) {
+      const int64_t n = p / s.out_channels, m = p % s.out_channels;
+      const float* xc = x + (n * s.in_channels + m / mult) * in_plane;
+      DepthwisePlane(xc, w + m * k, bias ? bias[m] : 0.f, g, act_, y + p * out_plane);
+    });
+  }
+
+  // Tasks are (image, group, block of output rows); with few images the rows are split so every
+  // thread gets work, and each task runs im2col + a single-threaded GEMM on its own columns.
+  void Gemm2D(const ConvShape& s, const float* x, const float* w, const float* bias, int threads,
+              float* y) const {
+    const Geo2D g = To2D(s.geo);
+    const int64_t cg = s.in_channels / s.group, mg = s.out_channels / s.group;
+    const int64_t kdim = cg * g.kh * g.kw, in_plane = g.ih * g.iw, out_plane = g.oh * g.ow;
+    const bool direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 &&
+                        g.ih == g.oh && g.iw == g.ow;
+    const bool padded_rows = !direct && g.sh == 1 && g.sw == 1;
+    const int64_t units = s.batch * s.group;
+    int64_t blocks = 1;
+    if (threads > 1 && units < threads) blocks = std::min<int64_t>(g.oh, (threads + units - 1) / units);
+    const int64_t rows_per_block = (g.oh + blocks - 1) / blocks;
+    const int64_t tasks = units * blocks;
+    ParallelFor(tasks, threads, [&](int64_t t) {
+      const int64_t unit = t / blocks, blk = t % blocks;
+      const int64_t n = unit / s.group, grp = unit % s.group;
+      const int64_t oh0 = blk * rows_per_block, oh1 = std::min(g.oh, oh0 + rows_per_block);
+      if (oh0 >= oh1) return;
+      const int64_t cols = (oh1 - oh0) * g.ow;
+      const float* xg = x + (n * s.in_channels + grp * cg) * in_plane;
+      const float* wg = w + grp * mg * kdim;
+      float* yg = y + (n * s.out_channels + grp * mg) * out_plane + oh0 * g.ow;
+      const int gemm_threads = tasks > 1 ? 1 : threads;
+      if (padded_rows) {
+        const int64_t wp = g.iw + g.pl + g.pr, rows = oh1 - oh0, wide = rows * wp;
+        const int64_t part_size = cg * (rows + (g.kh - 1) * g.dh) * wp;
+        float* part = Scratch(static_cast<size_t>(part_size + kdim * wide + mg * wide));
+        float* col = part + part_size;
+        float* ywide = col + kdim * wide;
+        Im2ColPaddedRows(xg, cg, g, oh0, oh1, part, col);
+        Sgemm(false, false, mg, wide, kdim, 1.f, wg, kdim, col, wide, 0.f, ywide, wide, gemm_threads);
+        for (int64_t m = 0; m < mg; ++m) {
+          const float b = bias ? bias[grp * mg + m] : 0.f;
+          for (int64_t r = 0; r < rows; ++r)
+            CopyBiasActivation(yg + m * out_plane + r * g.ow, ywide + m * wide + r * wp, g.ow, b, act_);
+        }
+        return;
+      }
+      const float* col;
+      int64_t ldcol;
+      if (direct) {
+        col = xg + oh0 * g.ow;
+        ldcol = out_plane;
+      } else {
+        float* scratch = Scratch(static_cast<size_t>(kdim * cols));
+        Im2Col2D(xg, cg, g, oh0, oh1, scratch);
+        col = scratch;
+        ldcol = cols;
+      }
+      Sgemm(false, false, mg, cols, kdim, 1.f, wg, kdim, col, ldcol, 0.f, yg, out_plane, gemm_threads);
+      for (int64_t m = 0; m < mg; ++m)
+        BiasActivationRow(yg + m * out_plane, cols, bias ? bias[grp * mg + m] : 0.f, nullptr, act_);
+    });
+  }
+
+  void GemmND(const ConvShape& s, const float* x, const float* w, const float* bias, int threads,
+              float* y) const {
+    const int64_t cg = s.in_channels / s.group, mg = s.out_channels / s.group;
+    const int64_t kdim = cg * s.geo.KernelSize(), in_size = s.geo.InSize(), out_size = s.geo.OutSize();
+    const int64_t tasks = s.batch * s.group;
+    ParallelFor(tasks, threads, [&](int64_t t) {
+      const int64_t n = t / s.group, grp = t % s.group;
+      float* col = Scratch(static_cast<size_t>(kdim * out_size));
+      Im2ColND(x + (n * s.in_channels + grp * cg) * in_size, cg, s.geo, col);
+      float* yg = y + (n * s.out_channels + grp * mg) * out_size;
+      Sgemm(false, false, mg, out_size, kdim, 1.f, w + grp * mg * kdim, kdim, col, out_size, 0.f, yg, out_size,
+            tasks > 1 ? 1 : threads);
+      for (int64_t m = 0; m < mg; ++m)
+        BiasActivationRow(yg + m * out_size, out_size, bias ? bias[grp * mg + m] : 0.f, nullptr, act_);
+    });
+  }
+
+  WindowAttrs attrs_;
+  int64_t group_;
+  FusedActivation act_;
+  Tensor w_, b_;  // constant weights/bias captured at load time (undefined otherwise)
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<OpKernel>> CreateConvCpuKernel(const KernelInit& init) {
+  const DType dt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
+  if (dt != DType::kFloat32) return CreateConvReferenceKernel(init);
+  WH_ASSIGN_OR_RETURN(WindowAttrs a, ParseWindowAttrs(init.attrs));
+  const int64_t group = init.attrs.GetInt("group", 1);
+  if (group < 1) return InvalidArgument("group must be >= 1, got " + std::to_string(group));
+  auto konst = [&](size_t i) { return i < init.const_inputs.size() ? init.const_inputs[i] : nullptr; };
+  const Tensor* w = konst(1);
+  const Tensor* b = konst(2);
+  if (w && (w->dtype() != DType::kFloat32 || w->rank() < 3))
+    return InvalidArgument("Conv weight must be a float32 tensor of rank >= 3, got " + DimsToString(w->dims()));
+  if (w && w->dim(0) % group != 0)
+    return InvalidArgument("Conv group " + std::to_string(group) + " does not divide the " +
+                           std::to_string(w->dim(0)) + " output channels");
+  return std::unique_ptr<OpKernel>(
+      std::make_unique<ConvCpuKernel>(std::move(a), group, FusedActivation::FromAttrs(init.attrs), w, b));
+}
+
+}  // namespace whittle

@@ -1,0 +1,16 @@
+// Fast CPU Conv (float32): im2col + Sgemm per (image, group, block of output rows), a direct path
+// for 1x1 stride-1 unpadded kernels (no im2col) and a direct depthwise path; bias and the fused
+// activation are applied to each output block while it is in cache. Work is split over OpenMP
+// threads only when it is large enough to pay for it; im2col scratch is per thread and reused
+// across calls. Constant W/B are captured at factory time. Other dtypes use the reference kernel.
+#pragma once
+
+#include <memory>
+
+#include "kernels/kernel.h"
+
+namespace whittle {
+
+StatusOr<std::unique_ptr<OpKernel>> CreateConvCpuKernel(const KernelInit& init);
+
+}  // namespace whittle

@@ -1,0 +1,312 @@
+#include "kernels/cpu/elementwise.h"
+
+#include <Eigen/Core>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/reference/elementwise_scalar.h"
+#include "kernels/reference/elementwise_util.h"
+
+namespace whittle::cpu {
+
+using reference::BinaryOp;
+using reference::UnaryOp;
+
+namespace {
+
+// The broadcast of two inputs to the output, with size-1 output axes dropped and adjacent axes
+// merged wherever both inputs stay contiguous (or stay broadcast) across them. The last axis is
+// the inner run; its input strides are 0 (broadcast scalar) or 1 (contiguous).
+struct Plan {
+  std::vector<int64_t> dims, sa, sb;
+  int64_t total = 0;
+};
+
+StatusOr<Plan> MakePlan(const Tensor& a, const Tensor& b, const Dims& out) {
+  WH_ASSIGN_OR_RETURN(std::vector<int64_t> sa, ew::BroadcastStrides(a, out));
+  WH_ASSIGN_OR_RETURN(std::vector<int64_t> sb, ew::BroadcastStrides(b, out));
+  Plan p;
+  p.total = NumElements(out);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t d = out[i];
+    if (d == 1) continue;
+    if (!p.dims.empty() && p.sa.back() == sa[i] * d && p.sb.back() == sb[i] * d) {
+      p.dims.back() *= d;
+      p.sa.back() = sa[i];
+      p.sb.back() = sb[i];
+    } else {
+      p.dims.push_back(d);
+      p.sa.push_back(sa[i]);
+      p.sb.push_back(sb[i]);
+    }
+  }
+  if (p.dims.empty()) {  // one element
+    p.dims = {1};
+    p.sa = {1};
+    p.sb = {1};
+  }
+  return p;
+}
+
+template <class TA, class TB, class TO, class F>
+void RunPlan(const Plan& p, const TA* a, const TB* b, TO* o, F f, int threads) {
+  const size_t r = p.dims.size();
+  const int64_t len = p.dims[r - 1];
+  const int64_t isa = p.sa[r - 1], isb = p.sb[r - 1];
+  const int64_t rows = p.total / len;
+  auto inner = [f, isa, isb](const TA* pa, const TB* pb, TO* po, int64_t n) {
+    if (isa && isb) {
+      for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
+    } else if (isa) {
+      const TB y = *pb;
+      for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], y);
+    } else if (isb) {
+      const TA x = *pa;
+      for (int64_t i = 0; i < n; ++i) po[i] = f(x, pb[i]);
+    } else {
+      const TO v = f(*pa, *pb);
+      for (int64_t i = 0; i < n; ++i) po[i] = v;
+    }
+  };
+  if (rows == 1) {
+    ParallelRange(len, threads, [&](int64_t s, int64_t e) { inner(a + s * isa, b + s * isb, o + s, e - s); });
+    return;
+  }
+  // Rows [r0, r1): find the first row's input offsets, then walk the outer axes incrementally.
+  auto do_rows = [&](int64_t r0, int64_t r1) {
+    std::vector<int64_t> idx(r - 1, 0);
+    int64_t oa = 0, ob = 0, rem = r0;
+    for (size_t d = r - 1; d-- > 0;) {
+      idx[d] = rem % p.dims[d];
+      rem /= p.dims[d];
+      oa += idx[d] * p.sa[d];
+      ob += idx[d] * p.sb[d];
+    }
+    for (int64_t row = r0; row < r1; ++row) {
+      inner(a + oa, b + ob, o + row * len, len);
+      for (size_t d = r - 1; d-- > 0;) {
+        ++idx[d];
+        oa += p.sa[d];
+        ob += p.sb[d];
+        if (idx[d] < p.dims[d]) break;
+        oa -= p.sa[d] * p.dims[d];
+        ob -= p.sb[d] * p.dims[d];
+        idx[d] = 0;
+      }
+    }
+  };
+  if (threads <= 1 || p.total < kParallelMinElements) {
+    do_rows(0, rows);
+  } else if (rows >= threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int c = 0; c < threads; ++c) do_rows(rows * c / threads, rows * (c + 1) / threads);
+  } else {
+    // Few long rows: split each row instead.
+    for (int64_t row = 0; row < rows; ++row) {
+      int64_t rem = row, oa = 0, ob = 0;
+      for (size_t d = r - 1; d-- > 0;) {
+        const int64_t i = rem % p.dims[d];
+        rem /= p.dims[d];
+        oa += i * p.sa[d];
+        ob += i * p.sb[d];
+      }
+      ParallelRange(len, threads, [&](int64_t s, int64_t e) {
+        inner(a + oa + s * isa, b + ob + s * isb, o + row * len + s, e - s);
+      });
+    }
+  }
+}
+
+template <class T, class F>
+Status RunBinary(const Tensor& a, const Tensor& b, Tensor& out, F f, int threads) {
+  using TO = decltype(f(T(), T()));
+  if (out.dtype() != DTypeOf<TO>()) return Internal("binary output has an unexpected element type");
+  WH_ASSIGN_OR_RETURN(Plan p, MakePlan(a, b, out.dims()));
+  if (p.total == 0) return Status::Ok();
+  RunPlan(p, a.data<T>(), b.data<T>(), out.data<TO>(), f, threads);
+  return Status::Ok();
+}
+
+template <class T, class F>
+Status Compare(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, int threads, F fallback) {
+  switch (op) {
+    case BinaryOp::kEqual: return RunBinary<T>(a, b, out, [](T x, T y) { return x == y; }, threads);
+    case BinaryOp::kGreater: return RunBinary<T>(a, b, out, [](T x, T y) { return x > y; }, threads);
+    case BinaryOp::kLess: return RunBinary<T>(a, b, out, [](T x, T y) { return x < y; }, threads);
+    case BinaryOp::kGreaterEqual: return RunBinary<T>(a, b, out, [](T x, T y) { return x >= y; }, threads);
+    case BinaryOp::kLessEqual: return RunBinary<T>(a, b, out, [](T x, T y) { return x <= y; }, threads);
+    default: return fallback();
+  }
+}
+
+template <class T>
+Status BinaryFloat(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, int threads) {
+  auto fallback = [&] { return reference::Binary(op, a, b, out); };
+  switch (op) {
+    case BinaryOp::kAdd: return RunBinary<T>(a, b, out, [](T x, T y) { return x + y; }, threads);
+    case BinaryOp::kSub: return RunBinary<T>(a, b, out, [](T x, T y) { return x - y; }, threads);
+    case BinaryOp::kMul: return RunBinary<T>(a, b, out, [](T x, T y) { return x * y; }, threads);
+    case BinaryOp::kDiv: return RunBinary<T>(a, b, out, [](T x, T y) { return x / y; }, threads);
+    case BinaryOp::kMax: return RunBinary<T>(a, b, out, [](T x, T y) { return ew::MaxValue(x, y); }, threads);
+    case BinaryOp::kMin: return RunBinary<T>(a, b, out, [](T x, T y) { return ew::MinValue(x, y); }, threads);
+    case BinaryOp::kPRelu: return RunBinary<T>(a, b, out, [](T x, T s) { return x < T(0) ? x * s : x; }, threads);
+    case BinaryOp::kPow:
+      if (b.numel() == 1 && b.data<T>()[0] == T(2))
+        return RunBinary<T>(a, b, out, [](T x, T) { return x * x; }, threads);
+      return RunBinary<T>(a, b, out, [](T x, T y) { return std::pow(x, y); }, threads);
+    default: return Compare<T>(op, a, b, out, threads, fallback);
+  }
+}
+
+template <class T>
+Status BinaryInt(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, int threads) {
+  auto fallback = [&] { return reference::Binary(op, a, b, out); };
+  switch (op) {
+    case BinaryOp::kAdd: return RunBinary<T>(a, b, out, [](T x, T y) { return ew::WrapAdd(x, y); }, threads);
+    case BinaryOp::kSub: return RunBinary<T>(a, b, out, [](T x, T y) { return ew::WrapSub(x, y); }, threads);
+    case BinaryOp::kMul: return RunBinary<T>(a, b, out, [](T x, T y) { return ew::WrapMul(x, y); }, threads);
+    case BinaryOp::kMax: return RunBinary<T>(a, b, out, [](T x, T y) { return x >= y ? x : y; }, threads);
+    case BinaryOp::kMin: return RunBinary<T>(a, b, out, [](T x, T y) { return x <= y ? x : y; }, threads);
+    default: return Compare<T>(op, a, b, out, threads, fallback);
+  }
+}
+
+Status BinaryBool(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, int threads) {
+  switch (op) {
+    case BinaryOp::kAnd: return RunBinary<bool>(a, b, out, [](bool x, bool y) { return x && y; }, threads);
+    case BinaryOp::kOr: return RunBinary<bool>(a, b, out, [](bool x, bool y) { return x || y; }, threads);
+    case BinaryOp::kXor: return RunBinary<bool>(a, b, out, [](bool x, bool y) { return x != y; }, threads);
+    case BinaryOp::kEqual: return RunBinary<bool>(a, b, out, [](bool x, bool y) { return x == y; }, threads);
+    default: return reference::Binary(op, a, b, out);
+  }
+}
+
+}  // namespace
+
+Status Binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, int threads) {
+  if (a.dtype() != b.dtype()) return reference::Binary(op, a, b, out);  // Pow with a mixed exponent type
+  switch (a.dtype()) {
+    case DType::kFloat32: return BinaryFloat<float>(op, a, b, out, threads);
+    case DType::kFloat64: return BinaryFloat<double>(op, a, b, out, threads);
+    case DType::kInt32: return BinaryInt<int32_t>(op, a, b, out, threads);
+    case DType::kInt64: return BinaryInt<int64_t>(op, a, b, out, threads);
+    case DType::kBool: return BinaryBool(op, a, b, out, threads);
+    default: return reference::Binary(op, a, b, out);
+  }
+}
+
+Status Variadic(BinaryOp op, bool mean, const std::vector<const Tensor*>& inputs, Tensor& out, int threads) {
+  bool all_same = out.dtype() == DType::kFloat32;
+  for (const Tensor* t : inputs) all_same = all_same && t->dtype() == out.dtype() && t->dims() == out.dims();
+  if (!all_same) {
+    if (inputs.size() == 2 && !mean) return Binary(op, *inputs[0], *inputs[1], out, threads);
+    return reference::Variadic(op, mean, inputs, out);
+  }
+  if (op != BinaryOp::kAdd && op != BinaryOp::kMax && op != BinaryOp::kMin)
+    return reference::Variadic(op, mean, inputs, out);
+  float* po = out.data<float>();
+  const float scale = mean ? 1.f / static_cast<float>(inputs.size()) : 1.f;
+  ParallelRange(out.numel(), threads, [&](int64_t s, int64_t e) {
+    // memmove: the runtime may run this in place on input 0's buffer.
+    std::memmove(po + s, inputs[0]->data<float>() + s, static_cast<size_t>(e - s) * sizeof(float));
+    for (size_t k = 1; k < inputs.size(); ++k) {
+      const float* pi = inputs[k]->data<float>();
+      if (op == BinaryOp::kAdd) {
+        for (int64_t i = s; i < e; ++i) po[i] += pi[i];
+      } else if (op == BinaryOp::kMax) {
+        for (int64_t i = s; i < e; ++i) po[i] = ew::MaxValue(po[i], pi[i]);
+      } else {
+        for (int64_t i = s; i < e; ++i) po[i] = ew::MinValue(po[i], pi[i]);
+      }
+    }
+    if (mean)
+      for (int64_t i = s; i < e; ++i) po[i] *= scale;
+  });
+  return Status::Ok();
+}
+
+namespace {
+
+using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
+using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
+
+template <class G>
+void MapFloat(const float* px, float* po, int64_t n, int threads, G g) {
+  ParallelRange(n, threads, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) po[i] = g(px[i]);
+  });
+}
+
+// Eigen's packet math gives vectorised exp/log/tanh/logistic, which plain loops over std::
+// functions do not get without -ffast-math.
+template <class G>
+void MapEigen(const float* px, float* po, int64_t n, int threads, G g) {
+  ParallelRange(n, threads, [&](int64_t s, int64_t e) {
+    ConstArrayMap in(px + s, e - s);
+    ArrayMap o(po + s, e - s);
+    g(in, o);
+  });
+}
+
+}  // namespace
+
+Status Unary(UnaryOp op, const reference::UnaryParams& p, const Tensor& x, Tensor& out, int threads) {
+  if (x.dtype() != DType::kFloat32 || out.dtype() != DType::kFloat32) return reference::Unary(op, p, x, out);
+  if (out.numel() != x.numel()) return Internal("unary output size differs from input");
+  const float* px = x.data<float>();
+  float* po = out.data<float>();
+  const int64_t n = x.numel();
+  const float alpha = p.alpha, beta = p.beta;
+  switch (op) {
+    case UnaryOp::kRelu: MapFloat(px, po, n, threads, [](float v) { return v > 0.f ? v : 0.f; }); break;
+    case UnaryOp::kNeg: MapFloat(px, po, n, threads, [](float v) { return -v; }); break;
+    case UnaryOp::kAbs: MapFloat(px, po, n, threads, [](float v) { return std::fabs(v); }); break;
+    case UnaryOp::kReciprocal: MapFloat(px, po, n, threads, [](float v) { return 1.f / v; }); break;
+    case UnaryOp::kFloor: MapFloat(px, po, n, threads, [](float v) { return std::floor(v); }); break;
+    case UnaryOp::kCeil: MapFloat(px, po, n, threads, [](float v) { return std::ceil(v); }); break;
+    case UnaryOp::kSoftsign: MapFloat(px, po, n, threads, [](float v) { return v / (1.f + std::fabs(v)); }); break;
+    case UnaryOp::kLeakyRelu:
+      MapFloat(px, po, n, threads, [alpha](float v) { return v >= 0.f ? v : alpha * v; });
+      break;
+    case UnaryOp::kHardSigmoid:
+      MapFloat(px, po, n, threads, [alpha, beta](float v) { return std::max(0.f, std::min(1.f, alpha * v + beta)); });
+      break;
+    case UnaryOp::kHardSwish:
+      MapFloat(px, po, n, threads,
+               [](float v) { return v * std::max(0.f, std::min(1.f, v * static_cast<float>(1.0 / 6.0) + 0.5f)); });
+      break;
+    case UnaryOp::kThresholdedRelu:
+      MapFloat(px, po, n, threads, [alpha](float v) { return v > alpha ? v : 0.f; });
+      break;
+    case UnaryOp::kExp: MapEigen(px, po, n, threads, [](const ConstArrayMap& in, ArrayMap& o) { o = in.exp(); }); break;
+    case UnaryOp::kLog: MapEigen(px, po, n, threads, [](const ConstArrayMap& in, ArrayMap& o) { o = in.log(); }); break;
+    case UnaryOp::kSqrt: MapEigen(px, po, n, threads, [](const ConstArrayMap& in, ArrayMap& o) { o = in.sqrt(); }); break;
+    case UnaryOp::kTanh: MapEigen(px, po, n, threads, [](const ConstArrayMap& in, ArrayMap& o) { o = in.tanh(); }); break;
+    case UnaryOp::kSigmoid:
+      MapEigen(px, po, n, threads, [](const ConstArrayMap& in, ArrayMap& o) { o = in.logistic(); });
+      break;
+    case UnaryOp::kElu:
+      MapEigen(px, po, n, threads, [alpha](const ConstArrayMap& in, ArrayMap& o) {
+        o = (in >= 0.f).select(in, alpha * (in.exp() - 1.f));
+      });
+      break;
+    default: return reference::Unary(op, p, x, out);
+  }
+  return Status::Ok();
+}
+
+Status Clip(const Tensor& x, const Tensor* lo, const Tensor* hi, std::optional<float> lo_attr,
+            std::optional<float> hi_attr, Tensor& out, int threads) {
+  const bool fast = x.dtype() == DType::kFloat32 && out.dtype() == DType::kFloat32 && out.numel() == x.numel() &&
+                    (!lo || (lo->dtype() == DType::kFloat32 && lo->numel() == 1)) &&
+                    (!hi || (hi->dtype() == DType::kFloat32 && hi->numel() == 1));
+  if (!fast) return reference::Clip(x, lo, hi, lo_attr, hi_attr, out);
+  const float lov = lo ? lo->data<float>()[0] : lo_attr.value_or(-std::numeric_limits<float>::infinity());
+  const float hiv = hi ? hi->data<float>()[0] : hi_attr.value_or(std::numeric_limits<float>::infinity());
+  MapFloat(x.data<float>(), out.data<float>(), x.numel(), threads,
+           [lov, hiv](float v) { return std::min(std::max(v, lov), hiv); });
+  return Status::Ok();
+}
+
+}  // namespace whittle::cpu

@@ -1,0 +1,210 @@
+#include "kernels/cpu/linear.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/sgemm.h"
+#include "kernels/fused_activation.h"
+#include "kernels/reference/linear.h"
+
+namespace whittle {
+namespace {
+
+// Below this many multiply-adds a GEMM runs on one thread: OpenMP fork/join costs more.
+constexpr int64_t kMinParallelMacs = 1 << 17;
+
+// Layout constant weights are stored in: [N, K] (op(B) = B^T) when true, [K, N] otherwise.
+// tests/bench/gemm_bench.cc measured no consistent winner between the two layouts for the
+// MLP shapes, so weights keep the layout the model gives them (no copy at load).
+constexpr bool kPreferTransposedWeights = false;
+
+int GemmThreads(int64_t M, int64_t N, int64_t K, int requested) {
+  return M * N * K >= kMinParallelMacs ? std::max(1, requested) : 1;
+}
+
+// Runs body(i) for i in [0, n): on an OpenMP team when threads > 1, else inline (entering an
+// OpenMP region sets up a team even when its `if` clause is false, which small ops notice).
+template <class Body>
+void ParallelFor(int64_t n, int threads, const Body& body) {
+  if (threads <= 1 || n <= 1) {
+    for (int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < n; ++i) body(i);
+}
+
+// Copy of b with the two dims swapped.
+Tensor Transposed(const Tensor& b) {
+  const int64_t r = b.dim(0), c = b.dim(1);
+  Tensor t(DType::kFloat32, {c, r});
+  const float* src = b.data<float>();
+  float* dst = t.data<float>();
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < c; ++j) dst[j * r + i] = src[i * c + j];
+  return t;
+}
+
+// A constant 2-D weight kept in the preferred layout; `trans` says whether it holds op(B)^T.
+struct StoredWeight {
+  Tensor t;
+  bool trans = false;
+  static StoredWeight Make(const Tensor& b, bool trans) {
+    if (trans == kPreferTransposedWeights || b.rank() != 2) return {b, trans};
+    return {Transposed(b), !trans};
+  }
+};
+
+class GemmCpuKernel : public OpKernel {
+ public:
+  GemmCpuKernel(bool ta, bool tb, float alpha, float beta, FusedActivation act, const Tensor* b, const Tensor* c)
+      : ta_(ta), tb_(tb), alpha_(alpha), beta_(beta), act_(act) {
+    if (b && b->rank() == 2) w_ = StoredWeight::Make(*b, tb);
+    // A constant C that is the same for every row becomes a pre-scaled bias vector.
+    if (c && (c->rank() <= 1 || (c->rank() == 2 && c->dim(0) == 1))) {
+      const float* p = c->data<float>();
+      row_bias_.resize(static_cast<size_t>(c->numel()));
+      for (size_t j = 0; j < row_bias_.size(); ++j) row_bias_[j] = beta * p[j];
+      has_row_bias_ = true;
+    }
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor& a = *ctx.inputs[0];
+    const Tensor& b_in = *ctx.inputs[1];
+    const Tensor* c = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+    int64_t M, N, K;
+    WH_RETURN_IF_ERROR(ResolveGemmDims(a.dims(), b_in.dims(), ta_, tb_, &M, &N, &K));
+    if (b_in.dtype() != DType::kFloat32 || (c && c->dtype() != DType::kFloat32))
+      return InvalidArgument("Gemm inputs must share one element type");
+    const bool stored = w_.t.defined();
+    const float* B = stored ? w_.t.data<float>() : b_in.data<float>();
+    const bool tb = stored ? w_.trans : tb_;
+    Tensor& y = *ctx.outputs[0];
+    if (y.numel() != M * N) return Internal("Gemm output " + DimsToString(y.dims()) + " is not [M, N]");
+    float* Y = y.data<float>();
+    Sgemm(ta_, tb, M, N, K, alpha_, a.data<float>(), ta_ ? M : K, B, tb ? K : N, 0.f, Y, N,
+          GemmThreads(M, N, K, ctx.num_threads));
+    if (c && beta_ != 0.f) {
+      if (has_row_bias_) {
+        if (row_bias_.size() != 1 && static_cast<int64_t>(row_bias_.size()) != N)
+          return InvalidArgument("Gemm C " + DimsToString(c->dims()) + " does not broadcast to [" +
+                                 std::to_string(M) + "," + std::to_string(N) + "]");
+        const bool scalar = row_bias_.size() == 1;
+        for (int64_t i = 0; i < M; ++i)
+          BiasActivationRow(Y + i * N, N, scalar ? row_bias_[0] : 0.f, scalar ? nullptr : row_bias_.data(), act_);
+        return Status::Ok();
+      }
+      WH_ASSIGN_OR_RETURN(GemmBias cb, GemmBias::Resolve(c->dims(), M, N));
+      const float* C = c->data<float>();
+      for (int64_t i = 0; i < M; ++i) {
+        float* row = Y + i * N;
+        const float* crow = C + i * cb.row_step;
+        if (cb.col_step == 1) {
+          for (int64_t j = 0; j < N; ++j) row[j] += beta_ * crow[j];
+        } else {
+          for (int64_t j = 0; j < N; ++j) row[j] += beta_ * crow[0];
+        }
+      }
+    }
+    act_.Apply(Y, M * N);
+    return Status::Ok();
+  }
+
+ private:
+  bool ta_, tb_;
+  float alpha_, beta_;
+  FusedActivation act_;
+  StoredWeight w_;
+  std::vector<float> row_bias_;
+  bool has_row_bias_ = false;
+};
+
+class MatMulCpuKernel : public OpKernel {
+ public:
+  MatMulCpuKernel(FusedActivation act, const Tensor* b) : act_(act) {
+    if (b && b->rank() == 2 && b->dtype() == DType::kFloat32) w_ = StoredWeight::Make(*b, false);
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor& a = *ctx.inputs[0];
+    const Tensor& b = *ctx.inputs[1];
+    if (b.dtype() != DType::kFloat32) return InvalidArgument("MatMul inputs must share one element type");
+    Tensor& y = *ctx.outputs[0];
+    float* Y = y.data<float>();
+    // B is one matrix (or vector) for every row of A: a single GEMM over all of A's rows.
+    if (b.rank() <= 2 && a.rank() >= 1) {
+      const int64_t K = a.dim(a.rank() - 1);
+      const int64_t N = b.rank() == 2 ? b.dim(1) : 1;
+      const int64_t kb = b.dim(0);
+      if (kb != K)
+        return InvalidArgument("MatMul inner dims differ: A " + DimsToString(a.dims()) + " x B " +
+                               DimsToString(b.dims()));
+      const int64_t M = K == 0 ? (a.numel() == 0 ? 0 : 1) : a.numel() / K;
+      const int64_t rows = K == 0 ? y.numel() / std::max<int64_t>(N, 1) : M;
+      if (y.numel() != rows * N) return Internal("MatMul output " + DimsToString(y.dims()) + " is inconsistent");
+      const bool stored = w_.t.defined();
+      const float* B = stored ? w_.t.data<float>() : b.data<float>();
+      const bool tb = stored && w_.trans;
+      Sgemm(false, tb, rows, N, K, 1.f, a.data<float>(), K, B, tb ? K : N, 0.f, Y, N,
+            GemmThreads(rows, N, K, ctx.num_threads));
+      act_.Apply(Y, y.numel());
+      return Status::Ok();
+    }
+    MatMulPlan p;
+    WH_RETURN_IF_ERROR(p.Resolve(a.dims(), b.dims()));
+    if (y.dims() != p.out_dims)
+      return Internal("MatMul output " + DimsToString(y.dims()) + " differs from " + DimsToString(p.out_dims));
+    const float* A = a.data<float>();
+    const float* B = b.data<float>();
+    if (p.b_shared && p.a_contiguous) {
+      const int64_t rows = p.batch * p.M;
+      Sgemm(false, false, rows, p.N, p.K, 1.f, A, p.K, B, p.N, 0.f, Y, p.N,
+            GemmThreads(rows, p.N, p.K, ctx.num_threads));
+    } else {
+      const int threads = GemmThreads(p.batch * p.M, p.N, p.K, ctx.num_threads);
+      const bool across = threads > 1 && p.batch >= threads;
+      ParallelFor(p.batch, across ? threads : 1, [&](int64_t i) {
+        int64_t am, bm;
+        p.Offsets(i, &am, &bm);
+        Sgemm(false, false, p.M, p.N, p.K, 1.f, A + am * p.M * p.K, p.K, B + bm * p.K * p.N, p.N, 0.f,
+              Y + i * p.M * p.N, p.N, across ? 1 : threads);
+      });
+    }
+    act_.Apply(Y, y.numel());
+    return Status::Ok();
+  }
+
+ private:
+  FusedActivation act_;
+  StoredWeight w_;
+};
+
+const Tensor* ConstInput(const KernelInit& init, size_t i) {
+  return i < init.const_inputs.size() ? init.const_inputs[i] : nullptr;
+}
+
+bool AllFloat(const KernelInit& init) {
+  for (DType t : init.input_dtypes)
+    if (t != DType::kFloat32 && t != DType::kUndefined) return false;
+  return !init.input_dtypes.empty() && init.input_dtypes[0] == DType::kFloat32;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<OpKernel>> CreateGemmCpuKernel(const KernelInit& init) {
+  if (!AllFloat(init)) return CreateGemmReferenceKernel(init);
+  const AttributeMap& a = init.attrs;
+  return std::unique_ptr<OpKernel>(std::make_unique<GemmCpuKernel>(
+      a.GetInt("transA", 0) != 0, a.GetInt("transB", 0) != 0, a.GetFloat("alpha", 1.f), a.GetFloat("beta", 1.f),
+      FusedActivation::FromAttrs(a), ConstInput(init, 1), ConstInput(init, 2)));
+}
+
+StatusOr<std::unique_ptr<OpKernel>> CreateMatMulCpuKernel(const KernelInit& init) {
+  if (!AllFloat(init)) return CreateMatMulReferenceKernel(init);
+  return std::unique_ptr<OpKernel>(
+      std::make_unique<MatMulCpuKernel>(FusedActivation::FromAttrs(init.attrs), ConstInput(init, 1)));
+}
+
+}  // namespace whittle

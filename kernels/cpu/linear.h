@@ -1,0 +1,18 @@
+// Fast CPU Gemm and MatMul (float32) on Sgemm: one GEMM call for Gemm and for MatMul whenever
+// the batch folds into M (B shared by every batch), otherwise one GEMM per batch matrix with the
+// batches spread over threads. Constant B is captured (and, for Gemm/MatMul weights, stored in
+// the layout the GEMM benchmark found fastest) and a constant row-broadcast C is pre-scaled by
+// beta at factory time; bias and the fused activation are applied per output row. Other dtypes
+// use the reference kernels.
+#pragma once
+
+#include <memory>
+
+#include "kernels/kernel.h"
+
+namespace whittle {
+
+StatusOr<std::unique_ptr<OpKernel>> CreateGemmCpuKernel(const KernelInit& init);
+StatusOr<std::unique_ptr<OpKernel>> CreateMatMulCpuKernel(const KernelInit& init);
+
+}  // namespace whittle

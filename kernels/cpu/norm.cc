@@ -1,0 +1,171 @@
+#include "kernels/cpu/norm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/reference/norm.h"
+
+namespace whittle {
+namespace {
+
+// Below this many elements a normalisation runs on one thread.
+constexpr int64_t kMinParallelElems = 1 << 15;
+
+// Runs body(i) for i in [0, n): on an OpenMP team when threads > 1, else inline (entering an
+// OpenMP region sets up a team even when its `if` clause is false, which small ops notice).
+template <class Body>
+void ParallelFor(int64_t n, int threads, const Body& body) {
+  if (threads <= 1 || n <= 1) {
+    for (int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < n; ++i) body(i);
+}
+
+class BatchNormCpuKernel : public OpKernel {
+ public:
+  // params: the four constant parameter tensors, or nullptrs (folded per call then).
+  BatchNormCpuKernel(float eps, const Tensor* const params[4]) : eps_(eps) {
+    if (!(params[0] && params[1] && params[2] && params[3])) return;
+    const int64_t c = params[0]->numel();
+    for (int i = 1; i < 4; ++i)
+      if (params[i]->numel() != c) return;  // Compute reports the mismatch
+    mul_.resize(static_cast<size_t>(c));
+    add_.resize(static_cast<size_t>(c));
+    Fold(params, 0, c, mul_.data(), add_.data());
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    for (size_t i = 1; i < ctx.outputs.size(); ++i)
+      if (ctx.outputs[i]) return Unimplemented("BatchNormalization training outputs are not supported");
+    const Tensor& x = *ctx.inputs[0];
+    const Tensor* params[4] = {ctx.inputs[1], ctx.inputs[2], ctx.inputs[3], ctx.inputs[4]};
+    BatchNormShape s;
+    WH_RETURN_IF_ERROR(ResolveBatchNormShape(x, params, true, &s));
+    const bool folded = static_cast<int64_t>(mul_.size()) == s.channels;
+    const float* xp = x.data<float>();
+    float* yp = ctx.outputs[0]->data<float>();
+    const int64_t planes = s.batch * s.channels;
+    const int threads = planes * s.inner >= kMinParallelElems ? std::max(1, ctx.num_threads) : 1;
+    ParallelFor(planes, threads, [&](int64_t p) {
+      const int64_t c = p % s.channels;
+      float a, b;
+      if (folded) {
+        a = mul_[static_cast<size_t>(c)];
+        b = add_[static_cast<size_t>(c)];
+      } else {
+        Fold(params, c, c + 1, &a, &b);
+      }
+      const float* xi = xp + p * s.inner;
+      float* yi = yp + p * s.inner;
+      for (int64_t i = 0; i < s.inner; ++i) yi[i] = xi[i] * a + b;
+    });
+    return Status::Ok();
+  }
+
+ private:
+  // a = scale / sqrt(var + eps), b = B - mean * a for channels [c0, c1).
+  void Fold(const Tensor* const params[4], int64_t c0, int64_t c1, float* a, float* b) const {
+    const float* scale = params[0]->data<float>();
+    const float* bias = params[1]->data<float>();
+    const float* mean = params[2]->data<float>();
+    const float* var = params[3]->data<float>();
+    for (int64_t c = c0; c < c1; ++c) {
+      const double m = static_cast<double>(scale[c]) / std::sqrt(static_cast<double>(var[c]) + eps_);
+      a[c - c0] = static_cast<float>(m);
+      b[c - c0] = static_cast<float>(static_cast<double>(bias[c]) - static_cast<double>(mean[c]) * m);
+    }
+  }
+
+  double eps_;
+  std::vector<float> mul_, add_;
+};
+
+class LayerNormCpuKernel : public OpKernel {
+ public:
+  LayerNormCpuKernel(int64_t axis, float eps) : axis_(axis), eps_(eps) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor& x = *ctx.inputs[0];
+    const Tensor& scale = *ctx.inputs[1];
+    const Tensor* bias = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+    LayerNormShape s;
+    WH_RETURN_IF_ERROR(ResolveLayerNormShape(x, axis_, scale, bias, &s));
+    Tensor* mean_t = ctx.outputs.size() > 1 ? ctx.outputs[1] : nullptr;
+    Tensor* inv_t = ctx.outputs.size() > 2 ? ctx.outputs[2] : nullptr;
+    if ((mean_t && mean_t->numel() != s.outer) || (inv_t && inv_t->numel() != s.outer))
+      return Internal("LayerNormalization Mean/InvStdDev outputs must have one value per row");
+    float* mean_out = mean_t ? mean_t->data<float>() : nullptr;
+    float* inv_out = inv_t ? inv_t->data<float>() : nullptr;
+    const float* xp = x.data<float>();
+    const float* sp = scale.data<float>();
+    const float* bp = bias ? bias->data<float>() : nullptr;
+    const bool scalar_scale = scale.numel() == 1 && s.inner != 1;
+    const bool scalar_bias = bias && bias->numel() == 1 && s.inner != 1;
+    float* yp = ctx.outputs[0]->data<float>();
+    const int threads = s.outer * s.inner >= kMinParallelElems ? std::max(1, ctx.num_threads) : 1;
+    const float inv_n = 1.f / static_cast<float>(s.inner);
+    ParallelFor(s.outer, threads, [&](int64_t r) {
+      const float* xr = xp + r * s.inner;
+      float* yr = yp + r * s.inner;
+      float sum = 0.f;
+      for (int64_t i = 0; i < s.inner; ++i) sum += xr[i];
+      const float mean = sum * inv_n;
+      float sq = 0.f;
+      for (int64_t i = 0; i < s.inner; ++i) {
+        const float d = xr[i] - mean;
+        sq += d * d;
+      }
+      const float inv = 1.f / std::sqrt(sq * inv_n + eps_);
+      if (!scalar_scale && !scalar_bias) {
+        if (bp) {
+          for (int64_t i = 0; i < s.inner; ++i) yr[i] = (xr[i] - mean) * inv * sp[i] + bp[i];
+        } else {
+          for (int64_t i = 0; i < s.inner; ++i) yr[i] = (xr[i] - mean) * inv * sp[i];
+        }
+      } else {
+        for (int64_t i = 0; i < s.inner; ++i) {
+          const float sc = sp[scalar_scale ? 0 : i];
+          const float b = bp ? bp[scalar_bias ? 0 : i] : 0.f;
+          yr[i] = (xr[i] - mean) * inv * sc + b;
+        }
+      }
+      if (mean_out) mean_out[r] = mean;
+      if (inv_out) inv_out[r] = inv;
+    });
+    return Status::Ok();
+  }
+
+ private:
+  int64_t axis_;
+  float eps_;
+};
+
+bool AllFloat(const KernelInit& init) {
+  for (DType t : init.input_dtypes)
+    if (t != DType::kFloat32 && t != DType::kUndefined) return false;
+  return !init.input_dtypes.empty() && init.input_dtypes[0] == DType::kFloat32;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<OpKernel>> CreateBatchNormCpuKernel(const KernelInit& init) {
+  WH_RETURN_IF_ERROR(CheckBatchNormInit(init));
+  const bool spatial = init.opset >= 9 || init.attrs.GetInt("spatial", 1) != 0;
+  if (!AllFloat(init) || !spatial) return CreateBatchNormReferenceKernel(init);
+  const Tensor* params[4] = {nullptr, nullptr, nullptr, nullptr};
+  for (size_t i = 0; i < 4; ++i)
+    if (i + 1 < init.const_inputs.size()) params[i] = init.const_inputs[i + 1];
+  return std::unique_ptr<OpKernel>(std::make_unique<BatchNormCpuKernel>(init.attrs.GetFloat("epsilon", 1e-5f), params));
+}
+
+StatusOr<std::unique_ptr<OpKernel>> CreateLayerNormCpuKernel(const KernelInit& init) {
+  WH_RETURN_IF_ERROR(CheckLayerNormInit(init));
+  if (!AllFloat(init)) return CreateLayerNormReferenceKernel(init);
+  return std::unique_ptr<OpKernel>(
+      std::make_unique<LayerNormCpuKernel>(init.attrs.GetInt("axis", -1), init.attrs.GetFloat("epsilon", 1e-5f)));
+}
+
+}  // namespace whittle

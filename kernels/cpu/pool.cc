@@ -1,0 +1,204 @@
+#include "kernels/cpu/pool.h"
+
+#include <algorithm>
+#include <limits>
+
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+
+#include "kernels/reference/conv.h"
+
+namespace whittle {
+namespace {
+
+// Below this much work (taps visited) a pool runs on one thread.
+constexpr int64_t kMinParallelWork = 1 << 16;
+
+// Runs body(i) for i in [0, n): on an OpenMP team when threads > 1, else inline (entering an
+// OpenMP region sets up a team even when its `if` clause is false, which small ops notice).
+template <class Body>
+void ParallelFor(int64_t n, int threads, const Body& body) {
+  if (threads <= 1 || n <= 1) {
+    for (int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < n; ++i) body(i);
+}
+
+inline void ValidRange(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
+  *lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
+  *hi = in - 1 - off >= 0 ? std::min(out, (in - 1 - off) / stride + 1) : 0;
+  if (*hi < *lo) *hi = *lo;
+}
+
+struct Geo2D {
+  int64_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+};
+
+Geo2D To2D(const WindowGeometry& g) {
+  if (g.spatial == 1)
+    return {1, g.in[0], 1, g.out[0], 1, g.kernel[0], 1, g.stride[0], 1, g.dilation[0], 0, g.pad_begin[0], 0,
+            g.pad_end[0]};
+  return {g.in[0],       g.in[1],       g.out[0],      g.out[1],      g.kernel[0], g.kernel[1], g.stride[0],
+          g.stride[1],   g.dilation[0], g.dilation[1], g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
+}
+
+// out[o] = max of the 2x2 block at columns 2o, 2o+1 of rows r0 and r1.
+inline void MaxRow2x2(const float* r0, const float* r1, int64_t ow, float* out) {
+  int64_t o = 0;
+#ifdef __AVX2__
+  for (; o + 8 <= ow; o += 8) {
+    const __m256 v0 = _mm256_max_ps(_mm256_loadu_ps(r0 + 2 * o), _mm256_loadu_ps(r1 + 2 * o));
+    const __m256 v1 = _mm256_max_ps(_mm256_loadu_ps(r0 + 2 * o + 8), _mm256_loadu_ps(r1 + 2 * o + 8));
+    // Pairwise max of even and odd columns; the shuffles leave 128-bit halves as [0 1 4 5 | 2 3 6 7].
+    const __m256 m = _mm256_max_ps(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
+    _mm256_storeu_ps(out + o, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(m), _MM_SHUFFLE(3, 1, 2, 0))));
+  }
+#endif
+  for (; o < ow; ++o) out[o] = std::max(std::max(r0[2 * o], r0[2 * o + 1]), std::max(r1[2 * o], r1[2 * o + 1]));
+}
+
+void MaxPlane(const float* x, const Geo2D& g, float* y) {
+  const bool two_by_two = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 &&
+                          g.pt == 0 && g.pl == 0 && 2 * g.oh <= g.ih && 2 * g.ow <= g.iw;
+  if (two_by_two) {
+    for (int64_t oh = 0; oh < g.oh; ++oh) MaxRow2x2(x + 2 * oh * g.iw, x + (2 * oh + 1) * g.iw, g.ow, y + oh * g.ow);
+    return;
+  }
+  for (int64_t oh = 0; oh < g.oh; ++oh) {
+    float* out = y + oh * g.ow;
+    for (int64_t o = 0; o < g.ow; ++o) out[o] = std::numeric_limits<float>::lowest();
+    for (int64_t kh = 0; kh < g.kh; ++kh) {
+      const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
+      if (ih < 0 || ih >= g.ih) continue;
+      const float* in = x + ih * g.iw;
+      for (int64_t kw = 0; kw < g.kw; ++kw) {
+        const int64_t off = kw * g.dw - g.pl;
+        int64_t lo, hi;
+        ValidRange(off, g.sw, g.iw, g.ow, &lo, &hi);
+        if (g.sw == 1) {
+          const float* src = in + off;
+          for (int64_t o = lo; o < hi; ++o) out[o] = std::max(out[o], src[o]);
+        } else {
+          for (int64_t o = lo; o < hi; ++o) out[o] = std::max(out[o], in[o * g.sw + off]);
+        }
+      }
+    }
+  }
+}
+
+// Taps of one dim whose position lies in [lo_bound, hi_bound).
+inline int64_t TapsIn(int64_t start, int64_t k, int64_t d, int64_t lo_bound, int64_t hi_bound) {
+  int64_t c = 0;
+  for (int64_t t = 0; t < k; ++t) {
+    const int64_t p = start + t * d;
+    c += p >= lo_bound && p < hi_bound;
+  }
+  return c;
+}
+
+void AveragePlane(const float* x, const Geo2D& g, bool include_pad, float* y) {
+  for (int64_t oh = 0; oh < g.oh; ++oh) {
+    float* out = y + oh * g.ow;
+    for (int64_t o = 0; o < g.ow; ++o) out[o] = 0.f;
+    const int64_t h0 = oh * g.sh - g.pt;
+    for (int64_t kh = 0; kh < g.kh; ++kh) {
+      const int64_t ih = h0 + kh * g.dh;
+      if (ih < 0 || ih >= g.ih) continue;
+      const float* in = x + ih * g.iw;
+      for (int64_t kw = 0; kw < g.kw; ++kw) {
+        const int64_t off = kw * g.dw - g.pl;
+        int64_t lo, hi;
+        ValidRange(off, g.sw, g.iw, g.ow, &lo, &hi);
+        if (g.sw == 1) {
+          const float* src = in + off;
+          for (int64_t o = lo; o < hi; ++o) out[o] += src[o];
+        } else {
+          for (int64_t o = lo; o < hi; ++o) out[o] += in[o * g.sw + off];
+        }
+      }
+    }
+    const int64_t ch = include_pad ? TapsIn(h0, g.kh, g.dh, -g.pt, g.ih + g.pb) : TapsIn(h0, g.kh, g.dh, 0, g.ih);
+    for (int64_t o = 0; o < g.ow; ++o) {
+      const int64_t w0 = o * g.sw - g.pl;
+      const int64_t cw =
+          include_pad ? TapsIn(w0, g.kw, g.dw, -g.pl, g.iw + g.pr) : TapsIn(w0, g.kw, g.dw, 0, g.iw);
+      const int64_t count = ch * cw;
+      out[o] = count == 0 ? 0.f : out[o] / static_cast<float>(count);
+    }
+  }
+}
+
+class PoolCpuKernel : public OpKernel {
+ public:
+  PoolCpuKernel(PoolKind kind, WindowAttrs a, bool include_pad, std::unique_ptr<OpKernel> fallback)
+      : kind_(kind), attrs_(std::move(a)), include_pad_(include_pad), fallback_(std::move(fallback)) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor& x = *ctx.inputs[0];
+    const bool wants_indices = ctx.outputs.size() > 1 && ctx.outputs[1];
+    if (x.dtype() != DType::kFloat32 || x.rank() < 3 || x.rank() > 4 || wants_indices) return fallback_->Compute(ctx);
+    Tensor& y = *ctx.outputs[0];
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    const int64_t planes = x.dim(0) * x.dim(1);
+    if (kind_ == PoolKind::kGlobalMax || kind_ == PoolKind::kGlobalAverage) {
+      const int64_t size = planes == 0 ? 0 : x.numel() / planes;
+      if (y.numel() != planes) return Internal("global pool output " + DimsToString(y.dims()) + " is not [N, C, 1...]");
+      const int threads = x.numel() >= kMinParallelWork ? std::max(1, ctx.num_threads) : 1;
+      const bool is_max = kind_ == PoolKind::kGlobalMax;
+      ParallelFor(planes, threads, [&](int64_t p) {
+        const float* v = xp + p * size;
+        if (is_max) {
+          float m = size > 0 ? v[0] : 0.f;
+          for (int64_t i = 1; i < size; ++i) m = std::max(m, v[i]);
+          yp[p] = m;
+        } else {
+          float s = 0.f;
+          for (int64_t i = 0; i < size; ++i) s += v[i];
+          yp[p] = size > 0 ? s / static_cast<float>(size) : 0.f;
+        }
+      });
+      return Status::Ok();
+    }
+    WindowGeometry wg;
+    WH_RETURN_IF_ERROR(ResolveWindow(attrs_, x.dims().data() + 2, attrs_.kernel_shape.data(), x.rank() - 2, &wg));
+    if (y.numel() != planes * wg.OutSize())
+      return Internal("pool output " + DimsToString(y.dims()) + " does not match the resolved window geometry");
+    const Geo2D g = To2D(wg);
+    const int64_t in_plane = g.ih * g.iw, out_plane = g.oh * g.ow;
+    const int64_t work = planes * out_plane * g.kh * g.kw;
+    const int threads = work >= kMinParallelWork ? std::max(1, ctx.num_threads) : 1;
+    const bool is_max = kind_ == PoolKind::kMax;
+    ParallelFor(planes, threads, [&](int64_t p) {
+      if (is_max) MaxPlane(xp + p * in_plane, g, yp + p * out_plane);
+      else AveragePlane(xp + p * in_plane, g, include_pad_, yp + p * out_plane);
+    });
+    return Status::Ok();
+  }
+
+ private:
+  PoolKind kind_;
+  WindowAttrs attrs_;
+  bool include_pad_;
+  std::unique_ptr<OpKernel> fallback_;  // reference kernel for the cases above
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<OpKernel>> CreatePoolCpuKernel(PoolKind kind, const KernelInit& init) {
+  WH_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> ref, CreatePoolReferenceKernel(kind, init));
+  const DType dt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
+  if (dt != DType::kFloat32) return ref;
+  WindowAttrs a;
+  if (kind == PoolKind::kMax || kind == PoolKind::kAverage) {
+    WH_ASSIGN_OR_RETURN(a, ParseWindowAttrs(init.attrs));
+  }
+  const bool include_pad = kind == PoolKind::kAverage && init.attrs.GetInt("count_include_pad", 0) != 0;
+  return std::unique_ptr<OpKernel>(std::make_unique<PoolCpuKernel>(kind, std::move(a), include_pad, std::move(ref)));
+}
+
+}  // namespace whittle

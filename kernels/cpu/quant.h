@@ -1,0 +1,19 @@
+// Fast CPU QuantizeLinear / DequantizeLinear: one branch-free, vectorizable loop per block of
+// equal scale, split across OpenMP threads for large tensors. Bit-identical to
+// kernels/reference/quant.h (clamping before rounding gives the same integer as rounding
+// before saturating, because the clamp bounds are integers).
+#pragma once
+
+#include <cstdint>
+
+#include "lib/ir/status.h"
+#include "lib/ir/tensor.h"
+
+namespace whittle {
+
+Status QuantizeLinearCpu(const Tensor& x, const Tensor& scale, const Tensor* zp, int64_t axis, Tensor* y,
+                         int threads);
+Status DequantizeLinearCpu(const Tensor& x, const Tensor& scale, const Tensor* zp, int64_t axis, Tensor* y,
+                           int threads);
+
+}  // namespace whittle

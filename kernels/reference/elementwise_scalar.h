@@ -1,0 +1,111 @@
+// Scalar semantics of the binary element-wise ops, shared by the reference kernels and by the
+// CPU kernels' non-vectorised paths so that both agree on the corner cases: wrapping integer
+// arithmetic, truncating integer division, Python-style Mod versus C fmod, NaN-propagating
+// Max/Min, shifts past the bit width. Integer division by zero is rejected before these run.
+#pragma once
+
+#include <cmath>
+#include <type_traits>
+
+#include "kernels/reference/elementwise.h"
+#include "kernels/reference/elementwise_util.h"
+
+namespace whittle::ew {
+
+template <class T>
+T MaxValue(T a, T b) {
+  if constexpr (kIsFloat<T>) return (a >= b || std::isnan(a)) ? a : b;
+  else return a >= b ? a : b;
+}
+template <class T>
+T MinValue(T a, T b) {
+  if constexpr (kIsFloat<T>) return (a <= b || std::isnan(a)) ? a : b;
+  else return a <= b ? a : b;
+}
+
+template <class T>
+T DivValue(T a, T b) {
+  if constexpr (kIsInt<T>) {
+    if (b == 0) return 0;
+    if constexpr (std::is_signed_v<T>) {
+      if (b == -1) return WrapSub(T(0), a);  // INT_MIN / -1 wraps instead of trapping
+    }
+    return static_cast<T>(a / b);
+  } else {
+    return a / b;
+  }
+}
+
+// fmod: the remainder has the dividend's sign (C); otherwise the divisor's sign (Python).
+template <class T>
+T ModValue(T a, T b, bool fmod) {
+  if constexpr (kIsInt<T>) {
+    if (b == 0) return 0;
+    if constexpr (std::is_signed_v<T>) {
+      if (b == -1) return 0;
+      T r = static_cast<T>(a % b);
+      if (!fmod && r != 0 && ((r < 0) != (b < 0))) r = static_cast<T>(r + b);
+      return r;
+    } else {
+      return static_cast<T>(a % b);
+    }
+  } else {
+    T r = std::fmod(a, b);
+    if (!fmod && r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+  }
+}
+
+template <class T>
+T ShiftValue(T a, T b, bool left) {
+  if constexpr (kIsInt<T>) {
+    using U = std::make_unsigned_t<T>;
+    const U ua = static_cast<U>(a);
+    const U ub = static_cast<U>(b);
+    if (ub >= sizeof(T) * 8) return 0;
+    if constexpr (sizeof(T) < sizeof(unsigned)) {
+      return static_cast<T>(left ? static_cast<unsigned>(ua) << ub : static_cast<unsigned>(ua) >> ub);
+    } else {
+      return static_cast<T>(left ? static_cast<U>(ua << ub) : static_cast<U>(ua >> ub));
+    }
+  } else {
+    return a;
+  }
+}
+
+template <class T>
+T ApplyArith(reference::BinaryOp op, T a, T b) {
+  using reference::BinaryOp;
+  switch (op) {
+    case BinaryOp::kAdd: return WrapAdd(a, b);
+    case BinaryOp::kSub: return WrapSub(a, b);
+    case BinaryOp::kMul: return WrapMul(a, b);
+    case BinaryOp::kDiv: return DivValue(a, b);
+    case BinaryOp::kMod: return ModValue(a, b, false);
+    case BinaryOp::kFmod: return ModValue(a, b, true);
+    case BinaryOp::kMax: return MaxValue(a, b);
+    case BinaryOp::kMin: return MinValue(a, b);
+    case BinaryOp::kPRelu:
+      if constexpr (std::is_unsigned_v<T>) return a;
+      else return a < T(0) ? WrapMul(a, b) : a;
+    case BinaryOp::kBitShiftLeft: return ShiftValue(a, b, true);
+    case BinaryOp::kBitShiftRight: return ShiftValue(a, b, false);
+    case BinaryOp::kPow: return CastValue<T>(std::pow(static_cast<double>(a), static_cast<double>(b)));
+    default: return a;
+  }
+}
+
+template <class T>
+bool ApplyCompare(reference::BinaryOp op, T a, T b) {
+  using reference::BinaryOp;
+  switch (op) {
+    case BinaryOp::kEqual: return a == b;
+    case BinaryOp::kGreater: return a > b;
+    case BinaryOp::kLess: return a < b;
+    case BinaryOp::kGreaterEqual: return a >= b;
+    case BinaryOp::kLessEqual: return a <= b;
+    default: return false;
+  }
+}
+
+}  // namespace whittle::ew

@@ -1,0 +1,120 @@
+#include "kernels/reference/quant.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace whittle {
+
+StatusOr<QuantLayout> ResolveQuantLayout(const Tensor& x, const Tensor& scale, const Tensor* zp, int64_t axis) {
+  if (scale.dtype() != DType::kFloat32)
+    return InvalidArgument(std::string("scale must be float32, got ") + DTypeName(scale.dtype()));
+  if (scale.rank() > 1) return InvalidArgument("scale must be a scalar or 1-D, got " + DimsToString(scale.dims()));
+  if (zp) {
+    if (zp->dtype() != DType::kUInt8 && zp->dtype() != DType::kInt8 && zp->dtype() != DType::kInt32)
+      return InvalidArgument(std::string("zero_point must be int8, uint8 or int32, got ") + DTypeName(zp->dtype()));
+    if (zp->numel() != scale.numel())
+      return InvalidArgument("zero_point " + DimsToString(zp->dims()) + " and scale " + DimsToString(scale.dims()) +
+                             " differ in size");
+  }
+  const float* s = scale.data<float>();
+  for (int64_t i = 0; i < scale.numel(); ++i)
+    if (!(s[i] > 0.f) || !std::isfinite(s[i]))
+      return InvalidArgument("scale[" + std::to_string(i) + "] = " + std::to_string(s[i]) +
+                             " is invalid: scales must be positive and finite");
+  QuantLayout l;
+  if (scale.numel() == 1) {
+    l.inner = x.numel();
+    return l;
+  }
+  const int64_t r = x.rank();
+  if (axis < -r || axis >= r)
+    return InvalidArgument("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+  if (axis < 0) axis += r;
+  l.channels = x.dim(static_cast<int>(axis));
+  if (l.channels != scale.numel())
+    return InvalidArgument("per-axis scale has " + std::to_string(scale.numel()) + " entries but x has " +
+                           std::to_string(l.channels) + " along axis " + std::to_string(axis));
+  for (int k = 0; k < axis; ++k) l.outer *= x.dim(k);
+  for (int k = static_cast<int>(axis) + 1; k < r; ++k) l.inner *= x.dim(k);
+  return l;
+}
+
+int64_t ZeroPointAt(const Tensor* zp, int64_t c) {
+  if (!zp) return 0;
+  switch (zp->dtype()) {
+    case DType::kUInt8: return static_cast<const uint8_t*>(zp->raw_data())[c];
+    case DType::kInt8: return static_cast<const int8_t*>(zp->raw_data())[c];
+    default: return static_cast<const int32_t*>(zp->raw_data())[c];
+  }
+}
+
+namespace {
+
+template <class X, class Q>
+void Quantize(const X* x, const QuantLayout& l, const float* scale, const Tensor* zp, Q* y) {
+  constexpr double qmin = std::numeric_limits<Q>::min(), qmax = std::numeric_limits<Q>::max();
+  for (int64_t o = 0; o < l.outer; ++o)
+    for (int64_t c = 0; c < l.channels; ++c) {
+      const int64_t zero = ZeroPointAt(zp, c);
+      for (int64_t i = 0; i < l.inner; ++i) {
+        const int64_t k = (o * l.channels + c) * l.inner + i;
+        const float v = static_cast<float>(x[k]) / scale[c];
+        if (std::isnan(v)) {
+          y[k] = static_cast<Q>(zero);
+          continue;
+        }
+        double q = static_cast<double>(std::nearbyint(v)) + static_cast<double>(zero);  // half to even
+        q = q < qmin ? qmin : (q > qmax ? qmax : q);
+        y[k] = static_cast<Q>(q);
+      }
+    }
+}
+
+template <class X>
+void Dequantize(const X* x, const QuantLayout& l, const float* scale, const Tensor* zp, float* y) {
+  for (int64_t o = 0; o < l.outer; ++o)
+    for (int64_t c = 0; c < l.channels; ++c) {
+      const int64_t zero = ZeroPointAt(zp, c);
+      for (int64_t i = 0; i < l.inner; ++i) {
+        const int64_t k = (o * l.channels + c) * l.inner + i;
+        y[k] = static_cast<float>(static_cast<int64_t>(x[k]) - zero) * scale[c];
+      }
+    }
+}
+
+template <class X>
+Status QuantizeTo(const Tensor& x, const QuantLayout& l, const Tensor& scale, const Tensor* zp, Tensor* y) {
+  const X* px = x.data<X>();
+  if (y->dtype() == DType::kUInt8) Quantize(px, l, scale.data<float>(), zp, y->data<uint8_t>());
+  else if (y->dtype() == DType::kInt8) Quantize(px, l, scale.data<float>(), zp, y->data<int8_t>());
+  else return InvalidArgument(std::string("QuantizeLinear output must be uint8 or int8, got ") + DTypeName(y->dtype()));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status QuantizeLinearReference(const Tensor& x, const Tensor& scale, const Tensor* zp, int64_t axis, Tensor* y) {
+  WH_ASSIGN_OR_RETURN(QuantLayout l, ResolveQuantLayout(x, scale, zp, axis));
+  if (zp && zp->dtype() != y->dtype()) return InvalidArgument("zero_point type differs from the output type");
+  if (x.dtype() == DType::kFloat32) return QuantizeTo<float>(x, l, scale, zp, y);
+  if (x.dtype() == DType::kInt32) return QuantizeTo<int32_t>(x, l, scale, zp, y);
+  return InvalidArgument(std::string("QuantizeLinear input must be float32 or int32, got ") + DTypeName(x.dtype()));
+}
+
+Status DequantizeLinearReference(const Tensor& x, const Tensor& scale, const Tensor* zp, int64_t axis, Tensor* y) {
+  WH_ASSIGN_OR_RETURN(QuantLayout l, ResolveQuantLayout(x, scale, zp, axis));
+  if (zp && zp->dtype() != x.dtype()) return InvalidArgument("zero_point type differs from the input type");
+  float* py = y->data<float>();
+  switch (x.dtype()) {
+    case DType::kUInt8: Dequantize(x.data<uint8_t>(), l, scale.data<float>(), zp, py); break;
+    case DType::kInt8: Dequantize(x.data<int8_t>(), l, scale.data<float>(), zp, py); break;
+    case DType::kInt32: Dequantize(x.data<int32_t>(), l, scale.data<float>(), zp, py); break;
+    default:
+      return InvalidArgument(std::string("DequantizeLinear input must be uint8, int8 or int32, got ") +
+                             DTypeName(x.dtype()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace whittle

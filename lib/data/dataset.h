@@ -1,0 +1,42 @@
+// Datasets named by the spec strings every CLI accepts (--eval-data, --calibration-data, ...):
+//   fashion-mnist:train|test      the Debian package dataset-fashion-mnist (IDX, gzipped);
+//                                 WHITTLE_FASHION_MNIST_DIR overrides its directory
+//   idx:IMAGES:LABELS             any IDX image/label pair (raw or gzipped)
+//   npy:INPUTS.npy[:LABELS.npy]   NumPy arrays; inputs are converted to float32
+// Inputs come back float32 with N first (uint8 images scaled to [0,1], rank-3 images as N×1×H×W);
+// labels, when present, int64 [N] and >= 0. Every failure is a Status naming the spec and file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "lib/ir/status.h"
+#include "lib/ir/tensor.h"
+
+namespace whittle {
+
+struct Dataset {
+  Tensor inputs;       // float32 [N, ...]
+  Tensor labels;       // int64 [N], or undefined when the spec names no labels
+  std::string description;  // one line for logs, e.g. "fashion-mnist:test: 100 samples of float32 [1,28,28], labels 0..9"
+
+  int64_t size() const { return inputs.defined() ? inputs.dim(0) : 0; }
+  bool has_labels() const { return labels.defined(); }
+};
+
+// The one-line list of accepted spec forms, used in error messages and CLI help.
+const char* DatasetSpecHelp();
+
+// Loads the dataset named by spec; limit >= 0 keeps only the first `limit` samples.
+StatusOr<Dataset> LoadDataset(const std::string& spec, int64_t limit = -1);
+
+// Builds a Dataset from raw arrays with the same conversions and checks as the npy: form
+// (inputs to float32, uint8 scaled; labels to int64, count and sign checked).
+StatusOr<Dataset> MakeDataset(const Tensor& inputs, const Tensor& labels, const std::string& name,
+                              int64_t limit = -1);
+
+// Rows [begin, end) of t along dim 0, copied into a new tensor. Bounds are the caller's
+// invariant (WH_CHECK): 0 <= begin <= end <= t.dim(0), rank >= 1.
+Tensor SliceBatch(const Tensor& t, int64_t begin, int64_t end);
+
+}  // namespace whittle

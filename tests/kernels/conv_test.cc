@@ -1,0 +1,198 @@
+// Conv kernels: the reference against hand-computed values, the CPU kernel against the reference
+// over groups, depthwise, strides, pads, dilations, auto_pad, 1-D/3-D, constant weights and fused
+// activations.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/util/test_util.h"
+
+namespace whittle {
+namespace {
+
+using ::whittle::testing::ExpectCpuMatchesReference;
+using ::whittle::testing::MakeNode;
+using ::whittle::testing::RandomFloat;
+using ::whittle::testing::TensorsClose;
+
+Tensor Iota(const Dims& dims) {
+  Tensor t(DType::kFloat32, dims);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(i);
+  return t;
+}
+
+Tensor Ones(const Dims& dims) {
+  Tensor t(DType::kFloat32, dims);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = 1.f;
+  return t;
+}
+
+AttributeMap Attrs(std::vector<std::pair<std::string, Attribute>> kv) {
+  AttributeMap m;
+  for (auto& [k, v] : kv) m.Set(k, v);
+  return m;
+}
+
+std::vector<float> Values(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); }
+
+TEST(ConvReference, BasicWithAndWithoutPadding) {
+  // ONNX test_basic_conv_with_padding / _without_padding: 5x5 ramp, 3x3 ones.
+  const Tensor x = Iota({1, 1, 5, 5}), w = Ones({1, 1, 3, 3});
+  for (Provider p : {Provider::kReference, Provider::kCpu}) {
+    auto padded = RunNode(MakeNode("Conv", 2, 1, Attrs({{"kernel_shape", Attribute::Ints({3, 3})},
+                                                         {"pads", Attribute::Ints({1, 1, 1, 1})}})),
+                          17, {x, w}, p);
+    ASSERT_TRUE(padded.ok()) << padded.status().message();
+    EXPECT_EQ((*padded)[0].dims(), (Dims{1, 1, 5, 5}));
+    EXPECT_EQ(Values((*padded)[0]),
+              (std::vector<float>{12, 21, 27, 33, 24, 33, 54, 63, 72, 51, 63, 99, 108, 117, 81,
+                                  93, 144, 153, 162, 111, 72, 111, 117, 123, 84}));
+    auto valid = RunNode(MakeNode("Conv", 2, 1), 17, {x, w}, p);
+    ASSERT_TRUE(valid.ok()) << valid.status().message();
+    EXPECT_EQ(Values((*valid)[0]), (std::vector<float>{54, 63, 72, 99, 108, 117, 144, 153, 162}));
+  }
+}
+
+TEST(ConvReference, StridesAsymmetricPadsBiasAndGroups) {
+  // test_conv_with_strides_and_asymmetric_padding: 7x5 ramp, pads (1,0,1,0), stride 2 -> 4x2.
+  const Tensor x = Iota({1, 1, 7, 5}), w = Ones({1, 1, 3, 3});
+  auto r = RunNode(MakeNode("Conv", 2, 1, Attrs({{"pads", Attribute::Ints({1, 0, 1, 0})},
+                                                  {"strides", Attribute::Ints({2, 2})}})),
+                   17, {x, w}, Provider::kReference);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ((*r)[0].dims(), (Dims{1, 1, 4, 2}));
+  EXPECT_EQ(Values((*r)[0]), (std::vector<float>{21, 33, 99, 117, 189, 207, 171, 183}));
+  // Two groups of one channel each, 1x1 kernels with weights 2 and 3, bias 10 and 20.
+  const Tensor x2 = Tensor::FromVector<float>({1, 2, 1, 2}, {1, 2, 3, 4});
+  const Tensor w2 = Tensor::FromVector<float>({2, 1, 1, 1}, {2, 3});
+  const Tensor b2 = Tensor::FromVector<float>({2}, {10, 20});
+  auto g = RunNode(MakeNode("Conv", 3, 1, Attrs({{"group", Attribute::Int(2)}})), 17, {x2, w2, b2},
+                   Provider::kReference);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(Values((*g)[0]), (std::vector<float>{12, 14, 29, 32}));
+}
+
+TEST(ConvReference, AutoPadSameLowerStride2) {
+  // test_conv_with_autopad_same: 5x5 ramp, SAME_LOWER, stride 2 -> 3x3 with pads 1 on each side.
+  auto r = RunNode(MakeNode("Conv", 2, 1, Attrs({{"auto_pad", Attribute::String("SAME_LOWER")},
+                                                  {"kernel_shape", Attribute::Ints({3, 3})},
+                                                  {"strides", Attribute::Ints({2, 2})}})),
+                   17, {Iota({1, 1, 5, 5}), Ones({1, 1, 3, 3})}, Provider::kReference);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(Values((*r)[0]), (std::vector<float>{12, 27, 24, 63, 108, 81, 72, 117, 84}));
+}
+
+struct ConvCase {
+  std::string name;
+  Dims x, w;
+  bool bias;
+  AttributeMap attrs;
+};
+
+std::vector<ConvCase> Cases() {
+  std::vector<ConvCase> c;
+  auto add = [&](std::string n, Dims x, Dims w, bool b, std::vector<std::pair<std::string, Attribute>> a) {
+    c.push_back({std::move(n), std::move(x), std::move(w), b, Attrs(std::move(a))});
+  };
+  add("plain3x3", {2, 3, 9, 8}, {4, 3, 3, 3}, true, {});
+  add("pad1_batch1", {1, 1, 28, 28}, {16, 1, 3, 3}, true, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  add("pad1_batch3", {3, 16, 14, 14}, {32, 16, 3, 3}, true, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  add("asym_pads_strides", {2, 3, 11, 9}, {5, 3, 3, 2}, true,
+      {{"pads", Attribute::Ints({2, 0, 1, 1})}, {"strides", Attribute::Ints({2, 3})}});
+  add("dilated", {1, 2, 12, 12}, {3, 2, 3, 3}, false,
+      {{"dilations", Attribute::Ints({2, 3})}, {"pads", Attribute::Ints({1, 2, 1, 2})}});
+  add("groups", {2, 6, 7, 7}, {4, 3, 3, 3}, true, {{"group", Attribute::Int(2)}});
+  add("depthwise", {2, 4, 10, 9}, {4, 1, 3, 3}, true,
+      {{"group", Attribute::Int(4)}, {"pads", Attribute::Ints({1, 1, 1, 1})}});
+  add("depthwise_strided_dilated", {1, 3, 13, 11}, {3, 1, 3, 3}, true,
+      {{"group", Attribute::Int(3)}, {"strides", Attribute::Ints({2, 2})}, {"dilations", Attribute::Ints({2, 1})},
+       {"pads", Attribute::Ints({2, 1, 0, 1})}});
+  add("depthwise_multiplier", {2, 3, 8, 8}, {6, 1, 3, 3}, false, {{"group", Attribute::Int(3)}});
+  add("one_by_one", {2, 8, 5, 6}, {7, 8, 1, 1}, true, {});
+  add("one_by_one_strided", {1, 4, 7, 7}, {3, 4, 1, 1}, true, {{"strides", Attribute::Ints({2, 2})}});
+  add("same_upper", {1, 2, 7, 6}, {3, 2, 4, 3}, true,
+      {{"auto_pad", Attribute::String("SAME_UPPER")}, {"strides", Attribute::Ints({2, 2})}});
+  add("same_lower", {1, 2, 7, 6}, {3, 2, 4, 3}, true,
+      {{"auto_pad", Attribute::String("SAME_LOWER")}, {"strides", Attribute::Ints({2, 1})}});
+  add("valid", {1, 2, 7, 6}, {3, 2, 3, 3}, true,
+      {{"auto_pad", Attribute::String("VALID")}, {"strides", Attribute::Ints({2, 2})}});
+  add("conv1d", {2, 3, 20}, {4, 3, 5}, true, {{"pads", Attribute::Ints({2, 1})}, {"strides", Attribute::Ints({2})}});
+  add("conv1d_groups_dilated", {1, 4, 16}, {4, 2, 3}, false,
+      {{"group", Attribute::Int(2)}, {"dilations", Attribute::Ints({2})}});
+  add("conv3d", {1, 2, 5, 6, 4}, {3, 2, 2, 3, 2}, true,
+      {{"pads", Attribute::Ints({1, 0, 1, 0, 1, 0})}, {"strides", Attribute::Ints({1, 2, 1})}});
+  add("conv3d_groups", {2, 4, 4, 4, 4}, {2, 2, 3, 3, 3}, true,
+      {{"group", Attribute::Int(2)}, {"pads", Attribute::Ints({1, 1, 1, 1, 1, 1})}});
+  add("kernel_shape_attr", {1, 3, 6, 6}, {2, 3, 3, 3}, true, {{"kernel_shape", Attribute::Ints({3, 3})}});
+  add("wide_rows_split", {1, 2, 40, 33}, {8, 2, 3, 3}, true, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  return c;
+}
+
+TEST(ConvCpu, MatchesReference) {
+  uint32_t seed = 10;
+  for (const ConvCase& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    std::vector<Tensor> in = {RandomFloat(c.x, seed++), RandomFloat(c.w, seed++)};
+    if (c.bias) in.push_back(RandomFloat({c.w[0]}, seed++));
+    const Node n = MakeNode("Conv", c.bias ? 3 : 2, 1, c.attrs);
+    for (int threads : {1, 2}) {
+      auto ref = ExpectCpuMatchesReference(n, in, 1e-4f, 1e-4f, 17, threads);
+      ASSERT_EQ(ref.size(), 1u);
+    }
+    // Constant weights take the prepacked path.
+    auto ref = RunNode(n, 17, in, Provider::kReference, 1, true);
+    auto cpu = RunNode(n, 17, in, Provider::kCpu, 2, true);
+    ASSERT_TRUE(ref.ok() && cpu.ok());
+    EXPECT_TRUE(TensorsClose((*cpu)[0], (*ref)[0], 1e-4f, 1e-4f));
+  }
+}
+
+TEST(ConvCpu, FusedActivationsAfterBias) {
+  const std::vector<Tensor> in = {RandomFloat({2, 3, 8, 8}, 1), RandomFloat({4, 3, 3, 3}, 2), RandomFloat({4}, 3)};
+  const std::vector<Tensor> dw = {RandomFloat({1, 4, 8, 8}, 4), RandomFloat({4, 1, 3, 3}, 5), RandomFloat({4}, 6)};
+  for (const char* act : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish"}) {
+    SCOPED_TRACE(act);
+    AttributeMap a = Attrs({{"pads", Attribute::Ints({1, 1, 1, 1})}, {"_activation", Attribute::String(act)}});
+    if (std::string(act) == "Clip") {
+      a.Set("_min", Attribute::Float(-0.2f));
+      a.Set("_max", Attribute::Float(0.3f));
+    }
+    auto fused = ExpectCpuMatchesReference(MakeNode("Conv", 3, 1, a), in, 1e-4f, 1e-4f);
+    a.Set("group", Attribute::Int(4));
+    ExpectCpuMatchesReference(MakeNode("Conv", 3, 1, a), dw, 1e-4f, 1e-4f);
+    if (std::string(act) == "Relu") {
+      ASSERT_EQ(fused.size(), 1u);
+      auto plain = RunNode(MakeNode("Conv", 3, 1, Attrs({{"pads", Attribute::Ints({1, 1, 1, 1})}})), 17, in,
+                           Provider::kReference);
+      ASSERT_TRUE(plain.ok());
+      const float* p = (*plain)[0].data<float>();
+      const float* f = fused[0].data<float>();
+      for (int64_t i = 0; i < fused[0].numel(); ++i) ASSERT_FLOAT_EQ(f[i], p[i] > 0 ? p[i] : 0.f);
+    }
+  }
+}
+
+TEST(ConvCpu, DoubleFallsBackToReference) {
+  Tensor x(DType::kFloat64, {1, 1, 3, 3}), w(DType::kFloat64, {1, 1, 2, 2});
+  for (int i = 0; i < 9; ++i) x.data<double>()[i] = i;
+  for (int i = 0; i < 4; ++i) w.data<double>()[i] = 1;
+  auto r = RunNode(MakeNode("Conv", 2, 1), 17, {x, w}, Provider::kCpu);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const double* y = (*r)[0].data<double>();
+  EXPECT_EQ(std::vector<double>(y, y + 4), (std::vector<double>{8, 12, 20, 24}));
+}
+
+TEST(ConvCpu, RejectsBadShapes) {
+  // 3 channels do not split into 2 groups.
+  auto r = RunNode(MakeNode("Conv", 2, 1, Attrs({{"group", Attribute::Int(2)}})), 17,
+                   {RandomFloat({1, 3, 5, 5}, 1), RandomFloat({4, 1, 3, 3}, 2)}, Provider::kCpu);
+  EXPECT_FALSE(r.ok());
+  // Bias with the wrong length.
+  r = RunNode(MakeNode("Conv", 3, 1), 17, {RandomFloat({1, 1, 5, 5}, 1), RandomFloat({2, 1, 3, 3}, 2),
+                                           RandomFloat({3}, 3)}, Provider::kCpu);
+  EXPECT_FALSE(r.ok());
+}
+
+}  // namespace
+}  // namespace whittle

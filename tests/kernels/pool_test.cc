@@ -1,0 +1,179 @@
+// Pooling kernels: hand-computed values (indices, storage order, ceil mode, count_include_pad)
+// and the CPU kernels against the reference over 1-D/2-D/3-D windows and their attributes.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/util/test_util.h"
+
+namespace whittle {
+namespace {
+
+using ::whittle::testing::ExpectCpuMatchesReference;
+using ::whittle::testing::MakeNode;
+using ::whittle::testing::RandomFloat;
+
+AttributeMap Attrs(std::vector<std::pair<std::string, Attribute>> kv) {
+  AttributeMap m;
+  for (auto& [k, v] : kv) m.Set(k, v);
+  return m;
+}
+
+template <class T>
+std::vector<T> Values(const Tensor& t) {
+  return std::vector<T>(t.data<T>(), t.data<T>() + t.numel());
+}
+
+Tensor Ramp(const Dims& dims, float start = 1.f) {
+  Tensor t(DType::kFloat32, dims);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = start + static_cast<float>(i);
+  return t;
+}
+
+TEST(MaxPoolReference, IndicesInBothStorageOrders) {
+  const Tensor x = Ramp({1, 1, 5, 5});
+  for (Provider p : {Provider::kReference, Provider::kCpu}) {
+    // test_maxpool_with_argmax_2d_precomputed_strides (column-major indices).
+    auto r = RunNode(MakeNode("MaxPool", 1, 2, Attrs({{"kernel_shape", Attribute::Ints({2, 2})},
+                                                       {"strides", Attribute::Ints({2, 2})},
+                                                       {"storage_order", Attribute::Int(1)}})),
+                     12, {x}, p);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(Values<float>((*r)[0]), (std::vector<float>{7, 9, 17, 19}));
+    EXPECT_EQ(Values<int64_t>((*r)[1]), (std::vector<int64_t>{6, 16, 8, 18}));
+    // test_maxpool_with_argmax_2d_precomputed_pads (row-major indices).
+    r = RunNode(MakeNode("MaxPool", 1, 2, Attrs({{"kernel_shape", Attribute::Ints({5, 5})},
+                                                  {"pads", Attribute::Ints({2, 2, 2, 2})}})),
+                12, {x}, p);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(Values<float>((*r)[0]), (std::vector<float>{13, 14, 15, 15, 15, 18, 19, 20, 20, 20, 23, 24, 25, 25, 25,
+                                                          23, 24, 25, 25, 25, 23, 24, 25, 25, 25}));
+    EXPECT_EQ(Values<int64_t>((*r)[1]), (std::vector<int64_t>{12, 13, 14, 14, 14, 17, 18, 19, 19, 19, 22, 23, 24, 24,
+                                                              24, 22, 23, 24, 24, 24, 22, 23, 24, 24, 24}));
+  }
+  // Indices count whole planes: the second channel's indices start at 25.
+  auto r = RunNode(MakeNode("MaxPool", 1, 2, Attrs({{"kernel_shape", Attribute::Ints({5, 5})}})), 12,
+                   {Ramp({1, 2, 5, 5})}, Provider::kCpu);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Values<int64_t>((*r)[1]), (std::vector<int64_t>{24, 49}));
+}
+
+TEST(MaxPoolReference, CeilModeDilationsAndUint8) {
+  for (Provider p : {Provider::kReference, Provider::kCpu}) {
+    // test_maxpool_2d_ceil: 4x4 ramp, k3 s2 ceil -> 2x2.
+    auto r = RunNode(MakeNode("MaxPool", 1, 1, Attrs({{"kernel_shape", Attribute::Ints({3, 3})},
+                                                       {"strides", Attribute::Ints({2, 2})},
+                                                       {"ceil_mode", Attribute::Int(1)}})),
+                     12, {Ramp({1, 1, 4, 4})}, p);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(Values<float>((*r)[0]), (std::vector<float>{11, 12, 15, 16}));
+    // test_maxpool_2d_dilations: 4x4 ramp, k2 d2 -> 2x2.
+    r = RunNode(MakeNode("MaxPool", 1, 1, Attrs({{"kernel_shape", Attribute::Ints({2, 2})},
+                                                  {"dilations", Attribute::Ints({2, 2})}})),
+                12, {Ramp({1, 1, 4, 4})}, p);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(Values<float>((*r)[0]), (std::vector<float>{11, 12, 15, 16}));
+    Tensor u(DType::kUInt8, {1, 1, 2, 3});
+    for (int i = 0; i < 6; ++i) u.data<uint8_t>()[i] = static_cast<uint8_t>(200 + 10 * (i % 3) - i);
+    r = RunNode(MakeNode("MaxPool", 1, 1, Attrs({{"kernel_shape", Attribute::Ints({2, 2})}})), 12, {u}, p);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(Values<uint8_t>((*r)[0]), (std::vector<uint8_t>{209, 218}));
+  }
+}
+
+TEST(AveragePoolReference, CountIncludePad) {
+  const Tensor x = Tensor::FromVector<float>({1, 1, 2, 2}, {1, 2, 3, 4});
+  for (Provider p : {Provider::kReference, Provider::kCpu}) {
+    for (int include : {0, 1}) {
+      auto r = RunNode(MakeNode("AveragePool", 1, 1, Attrs({{"kernel_shape", Attribute::Ints({2, 2})},
+                                                             {"pads", Attribute::Ints({1, 1, 1, 1})},
+                                                             {"strides", Attribute::Ints({2, 2})},
+                                                             {"count_include_pad", Attribute::Int(include)}})),
+                       11, {x}, p);
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      EXPECT_EQ(Values<float>((*r)[0]), include ? (std::vector<float>{0.25f, 0.5f, 0.75f, 1.f})
+                                                : (std::vector<float>{1, 2, 3, 4}));
+    }
+    // Windows over a 3-wide row with k2 s1 pad 1 (1-D): (0+1)/1, (1+2)/2, (2+3)/2, 3/1.
+    auto r = RunNode(MakeNode("AveragePool", 1, 1, Attrs({{"kernel_shape", Attribute::Ints({2})},
+                                                           {"pads", Attribute::Ints({1, 1})}})),
+                     11, {Ramp({1, 1, 3})}, p);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(Values<float>((*r)[0]), (std::vector<float>{1, 1.5f, 2.5f, 3}));
+  }
+}
+
+TEST(GlobalPools, HandComputed) {
+  const Tensor x = Tensor::FromVector<float>({1, 2, 2, 2}, {1, 2, 3, 4, -1, -5, -2, -3});
+  for (Provider p : {Provider::kReference, Provider::kCpu}) {
+    auto avg = RunNode(MakeNode("GlobalAveragePool", 1, 1), 17, {x}, p);
+    auto mx = RunNode(MakeNode("GlobalMaxPool", 1, 1), 17, {x}, p);
+    ASSERT_TRUE(avg.ok() && mx.ok());
+    EXPECT_EQ((*avg)[0].dims(), (Dims{1, 2, 1, 1}));
+    EXPECT_EQ(Values<float>((*avg)[0]), (std::vector<float>{2.5f, -2.75f}));
+    EXPECT_EQ(Values<float>((*mx)[0]), (std::vector<float>{4, -1}));
+  }
+}
+
+TEST(PoolCpu, MatchesReference) {
+  struct Case {
+    std::string op;
+    Dims x;
+    std::vector<std::pair<std::string, Attribute>> attrs;
+  };
+  const std::vector<Case> cases = {
+      {"MaxPool", {64, 16, 28, 28}, {{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}}},
+      {"MaxPool", {2, 3, 9, 7}, {{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}}},
+      {"MaxPool", {2, 3, 9, 7}, {{"kernel_shape", Attribute::Ints({3, 3})}, {"pads", Attribute::Ints({1, 1, 1, 1})},
+                                 {"strides", Attribute::Ints({2, 2})}}},
+      {"MaxPool", {1, 2, 10, 11}, {{"kernel_shape", Attribute::Ints({3, 2})}, {"dilations", Attribute::Ints({2, 3})},
+                                   {"pads", Attribute::Ints({2, 0, 1, 3})}}},
+      {"MaxPool", {1, 2, 8, 9}, {{"kernel_shape", Attribute::Ints({3, 3})}, {"strides", Attribute::Ints({2, 2})},
+                                 {"ceil_mode", Attribute::Int(1)}}},
+      {"MaxPool", {1, 3, 8, 8}, {{"kernel_shape", Attribute::Ints({2, 2})}, {"auto_pad", Attribute::String("SAME_UPPER")}}},
+      {"MaxPool", {1, 3, 8, 8}, {{"kernel_shape", Attribute::Ints({3, 3})}, {"auto_pad", Attribute::String("SAME_LOWER")},
+                                 {"strides", Attribute::Ints({2, 2})}}},
+      {"MaxPool", {2, 3, 17}, {{"kernel_shape", Attribute::Ints({4})}, {"strides", Attribute::Ints({3})},
+                               {"pads", Attribute::Ints({1, 2})}}},
+      {"MaxPool", {1, 2, 5, 6, 7}, {{"kernel_shape", Attribute::Ints({2, 2, 2})}, {"pads", Attribute::Ints({1, 0, 1, 0, 1, 0})}}},
+      {"AveragePool", {2, 3, 9, 7}, {{"kernel_shape", Attribute::Ints({3, 3})}, {"pads", Attribute::Ints({1, 1, 1, 1})}}},
+      {"AveragePool", {2, 3, 9, 7}, {{"kernel_shape", Attribute::Ints({3, 3})}, {"pads", Attribute::Ints({1, 2, 2, 1})},
+                                     {"count_include_pad", Attribute::Int(1)}, {"strides", Attribute::Ints({2, 1})}}},
+      {"AveragePool", {1, 2, 8, 9}, {{"kernel_shape", Attribute::Ints({3, 3})}, {"strides", Attribute::Ints({2, 2})},
+                                     {"ceil_mode", Attribute::Int(1)}}},
+      {"AveragePool", {1, 2, 8, 9}, {{"kernel_shape", Attribute::Ints({3, 3})}, {"strides", Attribute::Ints({2, 2})},
+                                     {"ceil_mode", Attribute::Int(1)}, {"count_include_pad", Attribute::Int(1)},
+                                     {"pads", Attribute::Ints({1, 1, 1, 1})}}},
+      {"AveragePool", {1, 3, 8, 8}, {{"kernel_shape", Attribute::Ints({2, 2})}, {"auto_pad", Attribute::String("SAME_LOWER")}}},
+      {"AveragePool", {1, 3, 9, 9}, {{"kernel_shape", Attribute::Ints({3, 3})}, {"auto_pad", Attribute::String("VALID")},
+                                     {"strides", Attribute::Ints({2, 2})}}},
+      {"AveragePool", {2, 3, 17}, {{"kernel_shape", Attribute::Ints({3})}, {"count_include_pad", Attribute::Int(1)},
+                                   {"pads", Attribute::Ints({1, 1})}}},
+      {"AveragePool", {1, 2, 4, 5, 6}, {{"kernel_shape", Attribute::Ints({2, 3, 2})}, {"strides", Attribute::Ints({2, 1, 2})}}},
+      {"GlobalAveragePool", {2, 3, 5, 6}, {}},
+      {"GlobalMaxPool", {2, 3, 5, 6}, {}},
+      {"GlobalAveragePool", {64, 32, 7, 7}, {}},
+      {"GlobalMaxPool", {2, 3, 7}, {}},
+      {"GlobalAveragePool", {1, 2, 3, 4, 5}, {}},
+  };
+  uint32_t seed = 1;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op + " " + DimsToString(c.x) + " #" + std::to_string(seed));
+    const Tensor x = RandomFloat(c.x, seed++);
+    AttributeMap a = Attrs(c.attrs);
+    for (int threads : {1, 2}) ExpectCpuMatchesReference(MakeNode(c.op, 1, 1, a), {x}, 1e-5f, 1e-5f, 12, threads);
+  }
+}
+
+TEST(PoolCpu, RejectsWindowLargerThanInput) {
+  auto r = RunNode(MakeNode("MaxPool", 1, 1, Attrs({{"kernel_shape", Attribute::Ints({4, 4})}})), 12,
+                   {RandomFloat({1, 1, 3, 3}, 1)}, Provider::kCpu);
+  EXPECT_FALSE(r.ok());
+  r = RunNode(MakeNode("AveragePool", 1, 1, Attrs({{"kernel_shape", Attribute::Ints({2, 2})}})), 12,
+              {RandomFloat({1, 3}, 1)}, Provider::kCpu);
+  EXPECT_FALSE(r.ok());
+}
+
+}  // namespace
+}  // namespace whittle
