@@ -14,53 +14,39 @@ namespace {
 // Below this many multiply-adds a GEMM runs on one thread: OpenMP fork/join costs more.
 constexpr int64_t kMinParallelMacs = 1 << 17;
 
-// Layout constant weights are stored in: [N, K] (op(B) = B^T) when true, [K, N] otherwise.
-// tests/bench/gemm_bench.cc measured no consistent winner between the two layouts for the
-// MLP shapes, so weights keep the layout the model gives them (no copy at load).
-constexpr bool kPreferTransposedWeights = false;
-
 int GemmThreads(int64_t M, int64_t N, int64_t K, int requested) {
   return M * N * K >= kMinParallelMacs ? std::max(1, requested) : 1;
 }
 
 // Runs body(i) for i in [0, n): on an OpenMP team when threads > 1, else inline (entering an
 // OpenMP region sets up a team even when its `if` clause is false, which small ops notice).
+// Chunks are handed out dynamically (about 8 per thread) so a thread the OS delays does not
+// hold back a fixed share of the work.
 template <class Body>
 void ParallelFor(int64_t n, int threads, const Body& body) {
   if (threads <= 1 || n <= 1) {
     for (int64_t i = 0; i < n; ++i) body(i);
     return;
   }
-#pragma omp parallel for num_threads(threads) schedule(static)
+  const int64_t chunk = std::max<int64_t>(1, n / (8 * static_cast<int64_t>(threads)));
+#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
   for (int64_t i = 0; i < n; ++i) body(i);
 }
 
-// Copy of b with the two dims swapped.
-Tensor Transposed(const Tensor& b) {
-  const int64_t r = b.dim(0), c = b.dim(1);
-  Tensor t(DType::kFloat32, {c, r});
-  const float* src = b.data<float>();
-  float* dst = t.data<float>();
-  for (int64_t i = 0; i < r; ++i)
-    for (int64_t j = 0; j < c; ++j) dst[j * r + i] = src[i * c + j];
-  return t;
-}
-
-// A constant 2-D weight kept in the preferred layout; `trans` says whether it holds op(B)^T.
+// A constant 2-D weight captured at load time; `trans` says whether it holds op(B)^T ([N, K]).
+// It keeps the model's layout: tests/bench/gemm_bench.cc measured [K, N] and [N, K] within
+// noise of each other for the batched MLP shapes (and [N, K], PyTorch's layout, ahead on tiny
+// GEMVs), so a load-time transpose would buy nothing.
 struct StoredWeight {
   Tensor t;
   bool trans = false;
-  static StoredWeight Make(const Tensor& b, bool trans) {
-    if (trans == kPreferTransposedWeights || b.rank() != 2) return {b, trans};
-    return {Transposed(b), !trans};
-  }
 };
 
 class GemmCpuKernel : public OpKernel {
  public:
   GemmCpuKernel(bool ta, bool tb, float alpha, float beta, FusedActivation act, const Tensor* b, const Tensor* c)
       : ta_(ta), tb_(tb), alpha_(alpha), beta_(beta), act_(act) {
-    if (b && b->rank() == 2) w_ = StoredWeight::Make(*b, tb);
+    if (b && b->rank() == 2) w_ = {*b, tb};
     // A constant C that is the same for every row becomes a pre-scaled bias vector.
     if (c && (c->rank() <= 1 || (c->rank() == 2 && c->dim(0) == 1))) {
       const float* p = c->data<float>();
@@ -124,7 +110,7 @@ class GemmCpuKernel : public OpKernel {
 class MatMulCpuKernel : public OpKernel {
  public:
   MatMulCpuKernel(FusedActivation act, const Tensor* b) : act_(act) {
-    if (b && b->rank() == 2 && b->dtype() == DType::kFloat32) w_ = StoredWeight::Make(*b, false);
+    if (b && b->rank() == 2 && b->dtype() == DType::kFloat32) w_ = {*b, false};
   }
 
   Status Compute(KernelContext& ctx) const override {

@@ -1,9 +1,8 @@
 // Fast CPU Gemm and MatMul (float32) on Sgemm: one GEMM call for Gemm and for MatMul whenever
 // the batch folds into M (B shared by every batch), otherwise one GEMM per batch matrix with the
-// batches spread over threads. Constant B is captured (and, for Gemm/MatMul weights, stored in
-// the layout the GEMM benchmark found fastest) and a constant row-broadcast C is pre-scaled by
-// beta at factory time; bias and the fused activation are applied per output row. Other dtypes
-// use the reference kernels.
+// batches spread over threads. Constant B is captured at factory time (in the model's layout)
+// and a constant row-broadcast C is pre-scaled by beta; bias and the fused activation are applied
+// per output row in one pass. Other dtypes use the reference kernels.
 #pragma once
 
 #include <memory>

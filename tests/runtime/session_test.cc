@@ -1,0 +1,172 @@
+#include "runtime/session.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "tests/util/graph_builder.h"
+#include "tests/util/test_util.h"
+
+namespace whittle {
+namespace {
+
+using testing::GraphBuilder;
+using testing::RandomFloat;
+using testing::TensorsClose;
+
+AttributeMap Attrs(std::initializer_list<std::pair<const char*, Attribute>> kv) {
+  AttributeMap m;
+  for (const auto& [k, v] : kv) m.Set(k, v);
+  return m;
+}
+
+Graph MakeMlp() {
+  return GraphBuilder()
+      .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 32})
+      .Init("w1", RandomFloat({64, 32}, 1)).Init("b1", RandomFloat({64}, 2))
+      .Init("w2", RandomFloat({10, 64}, 3)).Init("b2", RandomFloat({10}, 4))
+      .Op("Gemm", {"x", "w1", "b1"}, {"h"}, Attrs({{"transB", Attribute::Int(1)}}))
+      .Op("Relu", {"h"}, {"hr"})
+      .Op("Gemm", {"hr", "w2", "b2"}, {"y"}, Attrs({{"transB", Attribute::Int(1)}}))
+      .Output("y")
+      .Build();
+}
+
+Graph MakeConvBnRelu() {
+  Tensor var = RandomFloat({8}, 15, 0.5f, 2.f);
+  return GraphBuilder()
+      .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 3, 12, 12})
+      .Init("w", RandomFloat({8, 3, 3, 3}, 11)).Init("b", RandomFloat({8}, 12))
+      .Init("scale", RandomFloat({8}, 13, 0.5f, 1.5f)).Init("beta", RandomFloat({8}, 14))
+      .Init("mean", RandomFloat({8}, 16)).Init("var", var)
+      .Op("Conv", {"x", "w", "b"}, {"c"}, Attrs({{"pads", Attribute::Ints({1, 1, 1, 1})}}))
+      .Op("BatchNormalization", {"c", "scale", "beta", "mean", "var"}, {"bn"})
+      .Op("Relu", {"bn"}, {"y"})
+      .Output("y")
+      .Build();
+}
+
+std::vector<Tensor> RunOnce(const Graph& g, SessionOptions so, const Tensor& x) {
+  auto s = Session::FromGraph(g, so);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  if (!s.ok()) return {};
+  auto r = (*s)->Run({{"x", x}});
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : std::vector<Tensor>{};
+}
+
+TEST(SessionTest, OptimizedCpuMatchesUnoptimizedReference) {
+  Tensor x = RandomFloat({5, 32}, 7);
+  SessionOptions fast;
+  fast.num_threads = 2;
+  SessionOptions ref;
+  ref.provider = Provider::kReference;
+  ref.optimize = false;
+  auto a = RunOnce(MakeMlp(), fast, x);
+  auto b = RunOnce(MakeMlp(), ref, x);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(a[0].dims(), (Dims{5, 10}));
+  EXPECT_TRUE(TensorsClose(a[0], b[0], 1e-4f, 1e-4f));
+}
+
+TEST(SessionTest, FoldsConvBatchNormAndFusesRelu) {
+  auto s = Session::FromGraph(MakeConvBnRelu());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  for (const Node& n : (*s)->graph().nodes()) {
+    EXPECT_NE(n.op_type, "BatchNormalization");
+    EXPECT_NE(n.op_type, "Relu");
+  }
+  ASSERT_EQ((*s)->graph().nodes().size(), 1u);
+  EXPECT_EQ((*s)->graph().nodes()[0].attrs.GetString("_activation", ""), "Relu");
+  Tensor x = RandomFloat({2, 3, 12, 12}, 9);
+  SessionOptions ref;
+  ref.provider = Provider::kReference;
+  ref.optimize = false;
+  auto want = RunOnce(MakeConvBnRelu(), ref, x);
+  auto got = (*s)->Run({{"x", x}});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  ASSERT_EQ(want.size(), 1u);
+  EXPECT_TRUE(TensorsClose((*got)[0], want[0], 1e-4f, 1e-4f));
+}
+
+TEST(SessionTest, ConcurrentRunsAreBitIdentical) {
+  SessionOptions so;
+  so.num_threads = 2;
+  auto s = Session::FromGraph(MakeConvBnRelu(), so);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  Tensor x = RandomFloat({4, 3, 12, 12}, 21);
+  auto base = (*s)->Run({{"x", x}});
+  ASSERT_TRUE(base.ok());
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(8, 0), failures(8, 0);
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        auto r = (*s)->Run({{"x", x}});
+        if (!r.ok()) {
+          ++failures[static_cast<size_t>(t)];
+          continue;
+        }
+        if (!(*r)[0].BitwiseEquals((*base)[0])) ++mismatches[static_cast<size_t>(t)];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 8; ++t) {
+    EXPECT_EQ(failures[static_cast<size_t>(t)], 0) << "thread " << t;
+    EXPECT_EQ(mismatches[static_cast<size_t>(t)], 0) << "thread " << t;
+  }
+}
+
+TEST(SessionTest, ReusesIntermediateBuffers) {
+  GraphBuilder b;
+  b.Input("x", DType::kFloat32, {64, 256});
+  std::string prev = "x";
+  for (int i = 0; i < 6; ++i) {
+    std::string next = "t" + std::to_string(i);
+    b.Op(i % 2 ? "Sigmoid" : "Tanh", {prev}, {next});
+    prev = next;
+  }
+  b.Output(prev);
+  auto s = Session::FromGraph(b.Build());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  RunStats st;
+  auto r = (*s)->Run({{"x", RandomFloat({64, 256}, 3)}}, &st);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  // Six values are produced; liveness lets later ones take earlier buffers.
+  EXPECT_LE(st.buffers_allocated, 3);
+  EXPECT_GE(st.buffers_reused, 3);
+  EXPECT_EQ(st.nodes.size(), 6u);
+}
+
+TEST(SessionTest, RejectsBadInputs) {
+  auto s = Session::FromGraph(MakeMlp());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto missing = (*s)->Run({});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("missing input 'x'"), std::string::npos);
+  auto wrong_name = (*s)->Run({{"nope", RandomFloat({1, 32}, 1)}});
+  ASSERT_FALSE(wrong_name.ok());
+  EXPECT_NE(wrong_name.status().message().find("no input named 'nope'"), std::string::npos);
+  auto wrong_shape = (*s)->Run({{"x", RandomFloat({1, 31}, 1)}});
+  ASSERT_FALSE(wrong_shape.ok());
+  EXPECT_NE(wrong_shape.status().message().find("must have shape"), std::string::npos);
+  auto wrong_type = (*s)->Run({{"x", Tensor(DType::kInt64, {1, 32})}});
+  ASSERT_FALSE(wrong_type.ok());
+  EXPECT_NE(wrong_type.status().message().find("must be float32"), std::string::npos);
+}
+
+TEST(SessionTest, RejectsInvalidGraph) {
+  Graph g = GraphBuilder()
+                .Input("x", DType::kFloat32, {2, 2})
+                .Op("Relu", {"x", "x"}, {"y"})
+                .Output("y")
+                .Build();
+  auto s = Session::FromGraph(g);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("inputs, expected"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace whittle

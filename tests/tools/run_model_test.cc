@@ -1,0 +1,110 @@
+// End-to-end tests of the run-model CLI: JSON evaluation and benchmark output, NumPy inputs and
+// outputs, and one-line errors with a non-zero exit on bad input.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "lib/data/npy.h"
+#include "runtime/session.h"
+#include "tests/util/test_util.h"
+
+namespace whittle {
+namespace {
+
+struct CmdResult {
+  int code = -1;
+  std::string out;
+};
+
+CmdResult Sh(const std::string& args, bool with_stderr = false) {
+  const std::string cmd = std::string(WHITTLE_BINARY_DIR) + "/bin/run-model " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  CmdResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string Model(const std::string& m) { return std::string(WHITTLE_SOURCE_DIR) + "/models/" + m + ".onnx"; }
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/whittle_cli_XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+TEST(RunModelCli, EvalJson) {
+  auto r = Sh(Model("mlp") + " --eval-data fashion-mnist:test --limit 500 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["samples"].get<int>(), 500);
+  EXPECT_GT(j["accuracy"].get<double>(), 0.8);
+  EXPECT_LE(j["accuracy"].get<double>(), 1.0);
+}
+
+TEST(RunModelCli, BenchJsonAndProfile) {
+  auto r = Sh(Model("cnn") + " --bench --batch 1,4 --threads 2 --warmup 1 --iterations 3 --min-time 0 --profile --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["bench"].size(), 2u);
+  EXPECT_EQ(j["bench"][1]["batch"].get<int>(), 4);
+  for (const auto& b : j["bench"]) {
+    EXPECT_GT(b["throughput"].get<double>(), 0);
+    EXPECT_LE(b["p50_ms"].get<double>(), b["p99_ms"].get<double>());
+  }
+  double share = 0;
+  for (const auto& e : j["profile"]["by_op_type"]) share += e["share"].get<double>();
+  EXPECT_NEAR(share, 1.0, 1e-6);
+  EXPECT_FALSE(j["profile"]["by_node"].empty());
+}
+
+TEST(RunModelCli, NpyInputsAndOutputs) {
+  const std::string dir = TempDir();
+  Tensor x = testing::RandomFloat({3, 1, 28, 28}, 5, 0.f, 1.f);
+  ASSERT_TRUE(WriteNpy(dir + "/x.npy", x).ok());
+  auto r = Sh(Model("mlp") + " --input image=" + dir + "/x.npy --output-dir " + dir + "/out");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto y = ReadNpy(dir + "/out/logits.npy");
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  auto s = Session::Load(Model("mlp"));
+  ASSERT_TRUE(s.ok());
+  auto want = (*s)->Run({{"image", x}});
+  ASSERT_TRUE(want.ok());
+  EXPECT_TRUE((*want)[0].BitwiseEquals(*y));
+}
+
+TEST(RunModelCli, ErrorsAreOneLineAndNonZero) {
+  const std::string dir = TempDir();
+  {
+    std::ofstream(dir + "/garbage.onnx") << "this is not a protobuf model at all";
+  }
+  const std::vector<std::string> bad = {
+      dir + "/garbage.onnx",
+      dir + "/missing.onnx",
+      Model("mlp") + " --bogus-flag",
+      Model("mlp") + " --bench --batch 1,x",
+      Model("mlp") + " --eval-data nosuch:spec",
+      Model("mlp") + " --input image=" + dir + "/missing.npy",
+      Model("mlp") + " --threads -3",
+  };
+  for (const std::string& args : bad) {
+    auto r = Sh(args, true);
+    EXPECT_NE(r.code, 0) << args;
+    ASSERT_FALSE(r.out.empty()) << args;
+    std::string body = r.out;
+    while (!body.empty() && body.back() == '\n') body.pop_back();
+    EXPECT_EQ(body.find('\n'), std::string::npos) << args << ":\n" << r.out;
+    EXPECT_NE(body.find("error"), std::string::npos) << args << ": " << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace whittle
