@@ -14,6 +14,8 @@ void RegisterPoolKernels(KernelRegistry& r);
 void RegisterShapeKernels(KernelRegistry& r);
 void RegisterTensorKernels(KernelRegistry& r);
 void RegisterQuantKernels(KernelRegistry& r);
+void RegisterIndexKernels(KernelRegistry& r);
+void RegisterLossKernels(KernelRegistry& r);
 
 void RegisterAllKernels() {
   static std::once_flag once;
@@ -28,6 +30,8 @@ void RegisterAllKernels() {
     RegisterShapeKernels(r);
     RegisterTensorKernels(r);
     RegisterQuantKernels(r);
+    RegisterIndexKernels(r);
+    RegisterLossKernels(r);
   });
 }
 

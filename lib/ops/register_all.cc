@@ -14,6 +14,8 @@ void RegisterPoolOps(OpRegistry& r);         // lib/ops/pool.cc
 void RegisterShapeOps(OpRegistry& r);        // lib/ops/shape_ops.cc
 void RegisterTensorOps(OpRegistry& r);       // lib/ops/tensor_ops.cc
 void RegisterQuantOps(OpRegistry& r);        // lib/ops/quant.cc
+void RegisterIndexOps(OpRegistry& r);        // lib/ops/index_ops.cc
+void RegisterLossOps(OpRegistry& r);         // lib/ops/loss.cc
 
 void RegisterAllOps() {
   static std::once_flag once;
@@ -28,6 +30,8 @@ void RegisterAllOps() {
     RegisterShapeOps(r);
     RegisterTensorOps(r);
     RegisterQuantOps(r);
+    RegisterIndexOps(r);
+    RegisterLossOps(r);
   });
 }
 

@@ -1,0 +1,5 @@
+// PLACEHOLDER: replaced by the kernel family's registration.
+#include "kernels/kernel.h"
+namespace whittle {
+void RegisterLossKernels(KernelRegistry&) {}
+}  // namespace whittle
