@@ -1,5 +1,51 @@
-// PLACEHOLDER: replaced by the kernel family's registration.
+// Kernels for the loss ops: the factory parses reduction/ignore_index once; Compute runs the
+// reference kernels of kernels/reference/loss.h, which the CPU provider also registers (losses
+// are evaluated on small label tensors, outside the inference hot path).
+#include <string>
+
 #include "kernels/kernel.h"
+#include "kernels/reference/loss.h"
+
 namespace whittle {
-void RegisterLossKernels(KernelRegistry&) {}
+namespace {
+
+using Factory = StatusOr<std::unique_ptr<OpKernel>>;
+
+StatusOr<LossOptions> ReadOptions(const KernelInit& init) {
+  LossOptions opt;
+  auto red = ParseLossReduction(init.attrs.GetString("reduction", "mean"));
+  if (!red.ok()) return InvalidArgument(init.node_name + ": " + red.status().message());
+  opt.reduction = *red;
+  opt.has_ignore_index = init.attrs.Has("ignore_index");
+  opt.ignore_index = init.attrs.GetInt("ignore_index", 0);
+  return opt;
+}
+
+const Tensor* Optional(const KernelContext& ctx, size_t i) { return i < ctx.inputs.size() ? ctx.inputs[i] : nullptr; }
+
+Factory MakeNll(const KernelInit& init) {
+  WH_ASSIGN_OR_RETURN(LossOptions opt, ReadOptions(init));
+  return std::unique_ptr<OpKernel>(MakeFnKernel([opt](KernelContext& ctx) {
+    return NllLossReference(*ctx.inputs[0], *ctx.inputs[1], Optional(ctx, 2), opt, ctx.outputs[0]);
+  }));
+}
+
+Factory MakeSce(const KernelInit& init) {
+  WH_ASSIGN_OR_RETURN(LossOptions opt, ReadOptions(init));
+  return std::unique_ptr<OpKernel>(MakeFnKernel([opt](KernelContext& ctx) {
+    Tensor* log_prob = ctx.outputs.size() > 1 ? ctx.outputs[1] : nullptr;
+    return SoftmaxCrossEntropyReference(*ctx.inputs[0], *ctx.inputs[1], Optional(ctx, 2), opt, ctx.outputs[0],
+                                        log_prob);
+  }));
+}
+
+}  // namespace
+
+void RegisterLossKernels(KernelRegistry& r) {
+  for (Provider p : {Provider::kReference, Provider::kCpu}) {
+    r.Register(p, "", "NegativeLogLikelihoodLoss", MakeNll);
+    r.Register(p, "", "SoftmaxCrossEntropyLoss", MakeSce);
+  }
+}
+
 }  // namespace whittle
