@@ -28,6 +28,7 @@ std::vector<const OpDef*> OpRegistry::All() const {
 }
 
 Status ValidateNode(const Node& node, int opset) {
+  RegisterAllOps();  // library users need not remember to
   const OpDef* def = OpRegistry::Global().Find(node.domain, node.op_type);
   if (!def) {
     return Unimplemented(node.DebugName() + ": unsupported op '" + node.op_type + "'" +
@@ -72,6 +73,7 @@ Status InferNode(const OpDef& def, InferContext& ctx) {
 }
 
 Status InferShapes(Graph& graph) {
+  RegisterAllOps();
   WH_ASSIGN_OR_RETURN(std::vector<int> order, graph.TopologicalOrder());
   for (int ni : order) {
     const Node& node = graph.nodes()[static_cast<size_t>(ni)];
