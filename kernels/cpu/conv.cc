@@ -57,59 +57,45 @@ Geo2D To2D(const WindowGeometry& g) {
           g.stride[1], g.dilation[0], g.dilation[1], g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
 }
 
-// Stride-1 im2col over "padded rows": output columns are laid out with the padded input width
-// wp, so the column row of every (channel, kh, kw) is one contiguous run of the (padded) input
-// and is built with a single memcpy. The wp - ow extra columns per row are computed and dropped.
-// Rows [oh0, oh1) need padded input rows [oh0, oh1 + (kh-1)*dh); `part` (channels x rows x wp)
-// receives them when there is padding, else the input planes are read in place.
-void Im2ColPaddedRows(const float* x, int64_t channels, const Geo2D& g, int64_t oh0, int64_t oh1, float* part,
-                      float* col) {
-  const int64_t wp = g.iw + g.pl + g.pr, rows = oh1 - oh0, n = rows * wp;
+// Stride-1 im2col through a padded copy: `part` receives padded input rows [oh0, oh1 + (kh-1)*dh)
+// of every channel (zeros in the padding), then each (channel, kh, kw) column row is assembled
+// from contiguous runs of those rows. Runs are copied 8 floats at a time, overshooting by up to 7:
+// the overshoot lands where the next run (or the slack) is written later, which saves the
+// per-run tail handling that dominates small images. part needs Stride1PartSize floats and col
+// (channels*kh*kw) x (rows*ow) + 8.
+int64_t Stride1PartSize(const Geo2D& g, int64_t channels, int64_t rows) {
+  return channels * (rows + (g.kh - 1) * g.dh) * (g.iw + g.pl + g.pr) + 8;
+}
+
+void Im2ColStride1(const float* x, int64_t channels, const Geo2D& g, int64_t oh0, int64_t oh1, float* part,
+                   float* col) {
+  const int64_t wp = g.iw + g.pl + g.pr, rows = oh1 - oh0, n = rows * g.ow;
   const int64_t r_need = rows + (g.kh - 1) * g.dh;
-  const bool padded = g.pt != 0 || g.pb != 0 || g.pl != 0 || g.pr != 0;
   for (int64_t c = 0; c < channels; ++c) {
-    const float* plane;
-    int64_t plane_len;
-    if (padded) {
-      float* dst_plane = part + c * r_need * wp;
-      for (int64_t r = 0; r < r_need; ++r) {
-        float* dst = dst_plane + r * wp;
-        const int64_t ih = oh0 + r - g.pt;
-        if (ih < 0 || ih >= g.ih) {
-          std::memset(dst, 0, static_cast<size_t>(wp) * sizeof(float));
-          continue;
-        }
-        for (int64_t i = 0; i < g.pl; ++i) dst[i] = 0.f;
-        std::memcpy(dst + g.pl, x + (c * g.ih + ih) * g.iw, static_cast<size_t>(g.iw) * sizeof(float));
-        for (int64_t i = g.pl + g.iw; i < wp; ++i) dst[i] = 0.f;
+    for (int64_t r = 0; r < r_need; ++r) {
+      float* dst = part + (c * r_need + r) * wp;
+      const int64_t ih = oh0 + r - g.pt;
+      if (ih < 0 || ih >= g.ih) {
+        for (int64_t i = 0; i < wp; ++i) dst[i] = 0.f;
+        continue;
       }
-      plane = dst_plane;
-      plane_len = r_need * wp;
-    } else {
-      plane = x + (c * g.ih + oh0) * g.iw;
-      plane_len = (g.ih - oh0) * g.iw;
+      const float* src = x + (c * g.ih + ih) * g.iw;
+      for (int64_t i = 0; i < g.pl; ++i) dst[i] = 0.f;
+      std::memcpy(dst + g.pl, src, static_cast<size_t>(g.iw) * sizeof(float));
+      for (int64_t i = g.pl + g.iw; i < wp; ++i) dst[i] = 0.f;
     }
+  }
+  for (int64_t i = 0; i < 8; ++i) part[channels * r_need * wp + i] = 0.f;  // over-read slack
+  for (int64_t c = 0; c < channels; ++c) {
     for (int64_t kh = 0; kh < g.kh; ++kh) {
       for (int64_t kw = 0; kw < g.kw; ++kw) {
         float* dst = col + ((c * g.kh + kh) * g.kw + kw) * n;
-        const int64_t start = kh * g.dh * wp + kw * g.dw;
-        // The last row's extra columns may run past the plane: they are dropped, so zero them.
-        const int64_t len = std::min(n, plane_len - start);
-        std::memcpy(dst, plane + start, static_cast<size_t>(len) * sizeof(float));
-        for (int64_t i = len; i < n; ++i) dst[i] = 0.f;
+        const float* src = part + (c * r_need + kh * g.dh) * wp + kw * g.dw;
+        for (int64_t r = 0; r < rows; ++r, dst += g.ow, src += wp)
+          for (int64_t j = 0; j < g.ow; j += 8) std::memcpy(dst + j, src + j, 8 * sizeof(float));
       }
     }
   }
-}
-
-// dst[i] = activation(src[i] + bias).
-inline void CopyBiasActivation(float* dst, const float* src, int64_t n, float bias, const FusedActivation& act) {
-  if (act.kind == FusedActivation::kRelu) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = std::max(src[i] + bias, 0.f);
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) dst[i] = src[i] + bias;
-  act.Apply(dst, n);
 }
 
 // col[(c*KH + kh)*KW + kw][(oh - oh0)*OW + ow] for output rows [oh0, oh1).
@@ -246,7 +232,7 @@ class ConvCpuKernel : public OpKernel {
     const int64_t kdim = cg * g.kh * g.kw, in_plane = g.ih * g.iw, out_plane = g.oh * g.ow;
     const bool direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 &&
                         g.ih == g.oh && g.iw == g.ow;
-    const bool padded_rows = !direct && g.sh == 1 && g.sw == 1;
+    const bool stride1 = !direct && g.sh == 1 && g.sw == 1;
     const int64_t units = s.batch * s.group;
     int64_t blocks = 1;
     if (threads > 1 && units < threads) blocks = std::min<int64_t>(g.oh, (threads + units - 1) / units);
@@ -262,19 +248,14 @@ class ConvCpuKernel : public OpKernel {
       const float* wg = w + grp * mg * kdim;
       float* yg = y + (n * s.out_channels + grp * mg) * out_plane + oh0 * g.ow;
       const int gemm_threads = tasks > 1 ? 1 : threads;
-      if (padded_rows) {
-        const int64_t wp = g.iw + g.pl + g.pr, rows = oh1 - oh0, wide = rows * wp;
-        const int64_t part_size = cg * (rows + (g.kh - 1) * g.dh) * wp;
-        float* part = Scratch(static_cast<size_t>(part_size + kdim * wide + mg * wide));
+      if (stride1) {
+        const int64_t part_size = Stride1PartSize(g, cg, oh1 - oh0);
+        float* part = Scratch(static_cast<size_t>(part_size + kdim * cols + 8));
         float* col = part + part_size;
-        float* ywide = col + kdim * wide;
-        Im2ColPaddedRows(xg, cg, g, oh0, oh1, part, col);
-        Sgemm(false, false, mg, wide, kdim, 1.f, wg, kdim, col, wide, 0.f, ywide, wide, gemm_threads);
-        for (int64_t m = 0; m < mg; ++m) {
-          const float b = bias ? bias[grp * mg + m] : 0.f;
-          for (int64_t r = 0; r < rows; ++r)
-            CopyBiasActivation(yg + m * out_plane + r * g.ow, ywide + m * wide + r * wp, g.ow, b, act_);
-        }
+        Im2ColStride1(xg, cg, g, oh0, oh1, part, col);
+        Sgemm(false, false, mg, cols, kdim, 1.f, wg, kdim, col, cols, 0.f, yg, out_plane, gemm_threads);
+        for (int64_t m = 0; m < mg; ++m)
+          BiasActivationRow(yg + m * out_plane, cols, bias ? bias[grp * mg + m] : 0.f, nullptr, act_);
         return;
       }
       const float* col;
