@@ -1,3 +1,4 @@
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/conv.h"
 
 #include <algorithm>
@@ -19,21 +20,6 @@ float* Scratch(size_t n) {
   thread_local std::vector<float> buf;
   if (buf.size() < n) buf.resize(n);
   return buf.data();
-}
-
-// Runs body(i) for i in [0, n): on an OpenMP team when threads > 1, else inline (entering an
-// OpenMP region sets up a team even when its `if` clause is false, which small ops notice).
-// Chunks are handed out dynamically (about 8 per thread) so a thread the OS delays does not
-// hold back a fixed share of the work.
-template <class Body>
-void ParallelFor(int64_t n, int threads, const Body& body) {
-  if (threads <= 1 || n <= 1) {
-    for (int64_t i = 0; i < n; ++i) body(i);
-    return;
-  }
-  const int64_t chunk = std::max<int64_t>(1, n / (8 * static_cast<int64_t>(threads)));
-#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
-  for (int64_t i = 0; i < n; ++i) body(i);
 }
 
 // Output columns [lo, hi) of a dim whose tap at offset `off` (input index = o*stride + off)

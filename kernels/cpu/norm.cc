@@ -1,3 +1,4 @@
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/norm.h"
 
 #include <algorithm>
@@ -11,21 +12,6 @@ namespace {
 
 // Below this many elements a normalisation runs on one thread.
 constexpr int64_t kMinParallelElems = 1 << 15;
-
-// Runs body(i) for i in [0, n): on an OpenMP team when threads > 1, else inline (entering an
-// OpenMP region sets up a team even when its `if` clause is false, which small ops notice).
-// Chunks are handed out dynamically (about 8 per thread) so a thread the OS delays does not
-// hold back a fixed share of the work.
-template <class Body>
-void ParallelFor(int64_t n, int threads, const Body& body) {
-  if (threads <= 1 || n <= 1) {
-    for (int64_t i = 0; i < n; ++i) body(i);
-    return;
-  }
-  const int64_t chunk = std::max<int64_t>(1, n / (8 * static_cast<int64_t>(threads)));
-#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
-  for (int64_t i = 0; i < n; ++i) body(i);
-}
 
 class BatchNormCpuKernel : public OpKernel {
  public:

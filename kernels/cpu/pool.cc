@@ -1,3 +1,4 @@
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/pool.h"
 
 #include <algorithm>
@@ -14,21 +15,6 @@ namespace {
 
 // Below this much work (taps visited) a pool runs on one thread.
 constexpr int64_t kMinParallelWork = 1 << 16;
-
-// Runs body(i) for i in [0, n): on an OpenMP team when threads > 1, else inline (entering an
-// OpenMP region sets up a team even when its `if` clause is false, which small ops notice).
-// Chunks are handed out dynamically (about 8 per thread) so a thread the OS delays does not
-// hold back a fixed share of the work.
-template <class Body>
-void ParallelFor(int64_t n, int threads, const Body& body) {
-  if (threads <= 1 || n <= 1) {
-    for (int64_t i = 0; i < n; ++i) body(i);
-    return;
-  }
-  const int64_t chunk = std::max<int64_t>(1, n / (8 * static_cast<int64_t>(threads)));
-#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
-  for (int64_t i = 0; i < n; ++i) body(i);
-}
 
 inline void ValidRange(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
   *lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
