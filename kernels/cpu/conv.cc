@@ -1,10 +1,10 @@
-#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/conv.h"
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/sgemm.h"
 #include "kernels/fused_activation.h"
 #include "kernels/reference/conv.h"

@@ -1,10 +1,10 @@
-#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/linear.h"
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/sgemm.h"
 #include "kernels/fused_activation.h"
 #include "kernels/reference/linear.h"

@@ -1,10 +1,10 @@
-#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/norm.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/reference/norm.h"
 
 namespace whittle {

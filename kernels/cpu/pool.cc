@@ -1,4 +1,3 @@
-#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/pool.h"
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include <immintrin.h>
 #endif
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/reference/conv.h"
 
 namespace whittle {
