@@ -13,17 +13,6 @@ namespace {
 
 using Factory = StatusOr<std::unique_ptr<OpKernel>>;
 
-template <class Fn>
-Factory Wrap(Fn fn) {
-  return std::unique_ptr<OpKernel>(MakeFnKernel(std::move(fn)));
-}
-
-StatusOr<int64_t> AxisFor(int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= rank)
-    return InvalidArgument("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  return axis < 0 ? axis + rank : axis;
-}
-
 // Single value of an optional scalar-like input; def when absent.
 StatusOr<int64_t> ScalarInput(const KernelContext& ctx, size_t i, int64_t def, const char* what) {
   if (i >= ctx.inputs.size() || !ctx.inputs[i]) return def;
@@ -37,20 +26,20 @@ StatusOr<int64_t> ScalarInput(const KernelContext& ctx, size_t i, int64_t def, c
 }
 
 Factory MakeSize(const KernelInit&) {
-  return Wrap([](KernelContext& ctx) { return SizeReference(*ctx.inputs[0], ctx.outputs[0]); });
+  return WrapFnKernel([](KernelContext& ctx) { return SizeReference(*ctx.inputs[0], ctx.outputs[0]); });
 }
 
 Factory MakeGatherElements(const KernelInit& init) {
   const int64_t axis_attr = init.attrs.GetInt("axis", 0);
-  return Wrap([axis_attr](KernelContext& ctx) -> Status {
-    WH_ASSIGN_OR_RETURN(int64_t axis, AxisFor(axis_attr, ctx.inputs[0]->rank()));
+  return WrapFnKernel([axis_attr](KernelContext& ctx) -> Status {
+    WH_ASSIGN_OR_RETURN(int64_t axis, KernelAxis(axis_attr, ctx.inputs[0]->rank()));
     return GatherElementsReference(*ctx.inputs[0], *ctx.inputs[1], axis, ctx.outputs[0]);
   });
 }
 
 Factory MakeTrilu(const KernelInit& init) {
   const bool upper = init.attrs.GetInt("upper", 1) != 0;
-  return Wrap([upper](KernelContext& ctx) -> Status {
+  return WrapFnKernel([upper](KernelContext& ctx) -> Status {
     WH_ASSIGN_OR_RETURN(int64_t k, ScalarInput(ctx, 1, 0, "Trilu k"));
     return TriluReference(*ctx.inputs[0], k, upper, ctx.outputs[0]);
   });
@@ -58,26 +47,26 @@ Factory MakeTrilu(const KernelInit& init) {
 
 Factory MakeCumSum(const KernelInit& init) {
   const bool exclusive = init.attrs.GetInt("exclusive", 0) != 0, reverse = init.attrs.GetInt("reverse", 0) != 0;
-  return Wrap([exclusive, reverse](KernelContext& ctx) -> Status {
+  return WrapFnKernel([exclusive, reverse](KernelContext& ctx) -> Status {
     const Tensor& in = *ctx.inputs[0];
     WH_ASSIGN_OR_RETURN(int64_t a, ScalarInput(ctx, 1, 0, "CumSum axis"));
-    WH_ASSIGN_OR_RETURN(int64_t axis, AxisFor(a, in.rank()));
+    WH_ASSIGN_OR_RETURN(int64_t axis, KernelAxis(a, in.rank()));
     return CumSumReference(in, axis, exclusive, reverse, ctx.outputs[0]);
   });
 }
 
 Factory MakeEyeLike(const KernelInit& init) {
   const int64_t k = init.attrs.GetInt("k", 0);
-  return Wrap([k](KernelContext& ctx) { return EyeLikeReference(k, ctx.outputs[0]); });
+  return WrapFnKernel([k](KernelContext& ctx) { return EyeLikeReference(k, ctx.outputs[0]); });
 }
 
 Factory MakeOneHot(const KernelInit& init) {
   const int64_t axis_attr = init.attrs.GetInt("axis", -1);
-  return Wrap([axis_attr](KernelContext& ctx) -> Status {
+  return WrapFnKernel([axis_attr](KernelContext& ctx) -> Status {
     const Tensor& indices = *ctx.inputs[0];
     WH_ASSIGN_OR_RETURN(int64_t depth, ScalarInput(ctx, 1, 0, "OneHot depth"));
     if (depth < 1) return InvalidArgument("OneHot depth must be >= 1, got " + std::to_string(depth));
-    WH_ASSIGN_OR_RETURN(int64_t axis, AxisFor(axis_attr, indices.rank() + 1));
+    WH_ASSIGN_OR_RETURN(int64_t axis, KernelAxis(axis_attr, indices.rank() + 1));
     return OneHotReference(indices, depth, *ctx.inputs[2], axis, ctx.outputs[0]);
   });
 }
@@ -88,22 +77,22 @@ Factory MakeDepthToSpace(const KernelInit& init) {
   if (b < 1) return InvalidArgument(init.node_name + ": blocksize must be >= 1");
   if (mode != "DCR" && mode != "CRD") return InvalidArgument(init.node_name + ": mode must be DCR or CRD, got " + mode);
   const bool crd = mode == "CRD";
-  return Wrap([b, crd](KernelContext& ctx) { return DepthToSpaceReference(*ctx.inputs[0], b, crd, ctx.outputs[0]); });
+  return WrapFnKernel([b, crd](KernelContext& ctx) { return DepthToSpaceReference(*ctx.inputs[0], b, crd, ctx.outputs[0]); });
 }
 
 Factory MakeSpaceToDepth(const KernelInit& init) {
   const int64_t b = init.attrs.GetInt("blocksize", 0);
   if (b < 1) return InvalidArgument(init.node_name + ": blocksize must be >= 1");
-  return Wrap([b](KernelContext& ctx) { return SpaceToDepthReference(*ctx.inputs[0], b, ctx.outputs[0]); });
+  return WrapFnKernel([b](KernelContext& ctx) { return SpaceToDepthReference(*ctx.inputs[0], b, ctx.outputs[0]); });
 }
 
 Factory MakeTopK(const KernelInit& init) {
   const int64_t axis_attr = init.attrs.GetInt("axis", -1);
   const bool largest = init.attrs.GetInt("largest", 1) != 0, sorted = init.attrs.GetInt("sorted", 1) != 0;
   if (init.num_outputs != 2) return InvalidArgument(init.node_name + ": TopK needs its two outputs");
-  return Wrap([=](KernelContext& ctx) -> Status {
+  return WrapFnKernel([=](KernelContext& ctx) -> Status {
     const Tensor& in = *ctx.inputs[0];
-    WH_ASSIGN_OR_RETURN(int64_t axis, AxisFor(axis_attr, in.rank()));
+    WH_ASSIGN_OR_RETURN(int64_t axis, KernelAxis(axis_attr, in.rank()));
     if (!ctx.outputs[0] || !ctx.outputs[1]) return Unimplemented("TopK with an absent output is not supported");
     return TopKReference(in, axis, largest, sorted, ctx.outputs[0], ctx.outputs[1]);
   });
@@ -111,7 +100,7 @@ Factory MakeTopK(const KernelInit& init) {
 
 Factory MakeGatherND(const KernelInit& init) {
   const int64_t b = init.attrs.GetInt("batch_dims", 0);
-  return Wrap([b](KernelContext& ctx) { return GatherNDReference(*ctx.inputs[0], *ctx.inputs[1], b, ctx.outputs[0]); });
+  return WrapFnKernel([b](KernelContext& ctx) { return GatherNDReference(*ctx.inputs[0], *ctx.inputs[1], b, ctx.outputs[0]); });
 }
 
 Factory MakeScatterElements(const KernelInit& init) {
@@ -119,8 +108,8 @@ Factory MakeScatterElements(const KernelInit& init) {
   auto red = ParseScatterReduction(init.attrs.GetString("reduction", "none"));
   if (!red.ok()) return InvalidArgument(init.node_name + ": " + red.status().message());
   const ScatterReduction r = *red;
-  return Wrap([axis_attr, r](KernelContext& ctx) -> Status {
-    WH_ASSIGN_OR_RETURN(int64_t axis, AxisFor(axis_attr, ctx.inputs[0]->rank()));
+  return WrapFnKernel([axis_attr, r](KernelContext& ctx) -> Status {
+    WH_ASSIGN_OR_RETURN(int64_t axis, KernelAxis(axis_attr, ctx.inputs[0]->rank()));
     return ScatterElementsReference(*ctx.inputs[0], *ctx.inputs[1], *ctx.inputs[2], axis, r, ctx.outputs[0]);
   });
 }
@@ -129,7 +118,7 @@ Factory MakeScatterND(const KernelInit& init) {
   auto red = ParseScatterReduction(init.attrs.GetString("reduction", "none"));
   if (!red.ok()) return InvalidArgument(init.node_name + ": " + red.status().message());
   const ScatterReduction r = *red;
-  return Wrap([r](KernelContext& ctx) {
+  return WrapFnKernel([r](KernelContext& ctx) {
     return ScatterNDReference(*ctx.inputs[0], *ctx.inputs[1], *ctx.inputs[2], r, ctx.outputs[0]);
   });
 }

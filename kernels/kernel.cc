@@ -2,6 +2,12 @@
 
 namespace whittle {
 
+StatusOr<int64_t> KernelAxis(int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return InvalidArgument("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
 const char* ProviderName(Provider p) { return p == Provider::kReference ? "reference" : "cpu"; }
 
 KernelRegistry& KernelRegistry::Global() {

@@ -79,6 +79,15 @@ class FnKernel : public OpKernel {
 template <class Fn>
 std::unique_ptr<OpKernel> MakeFnKernel(Fn fn) { return std::make_unique<FnKernel<Fn>>(std::move(fn)); }
 
+// Wraps a Compute function as a factory result.
+template <class Fn>
+StatusOr<std::unique_ptr<OpKernel>> WrapFnKernel(Fn fn) {
+  return std::unique_ptr<OpKernel>(MakeFnKernel(std::move(fn)));
+}
+
+// Normalises axis into [0, rank), or says it is out of range (kernels cannot see lib/ops helpers).
+StatusOr<int64_t> KernelAxis(int64_t axis, int64_t rank);
+
 // Kernel that aliases input k (see OpKernel::OutputAliasesInput).
 class AliasKernel : public OpKernel {
  public:

@@ -15,17 +15,6 @@ namespace {
 
 using Factory = StatusOr<std::unique_ptr<OpKernel>>;
 
-template <class Fn>
-Factory Wrap(Fn fn) {
-  return std::unique_ptr<OpKernel>(MakeFnKernel(std::move(fn)));
-}
-
-StatusOr<int64_t> AxisFor(int64_t axis, int rank) {
-  if (axis < -rank || axis >= rank)
-    return InvalidArgument("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  return axis < 0 ? axis + rank : axis;
-}
-
 // Values of an optional int32/int64 index input; empty when absent.
 StatusOr<std::vector<int64_t>> IndexInput(const KernelContext& ctx, size_t i, const char* what) {
   if (i >= ctx.inputs.size() || !ctx.inputs[i]) return std::vector<int64_t>();
@@ -40,7 +29,7 @@ StatusOr<std::vector<int64_t>> IndexInput(const KernelContext& ctx, size_t i, co
 
 Factory MakeTranspose(const KernelInit& init, bool cpu) {
   const std::vector<int64_t> perm_attr = init.attrs.GetInts("perm");
-  return Wrap([perm_attr, cpu](KernelContext& ctx) -> Status {
+  return WrapFnKernel([perm_attr, cpu](KernelContext& ctx) -> Status {
     const Tensor& in = *ctx.inputs[0];
     WH_ASSIGN_OR_RETURN(std::vector<int64_t> perm, ResolvePerm(perm_attr, in.rank()));
     return cpu ? TransposeCpu(in, perm, ctx.outputs[0], ctx.num_threads) : TransposeReference(in, perm, ctx.outputs[0]);
@@ -49,7 +38,7 @@ Factory MakeTranspose(const KernelInit& init, bool cpu) {
 
 Factory MakeConcat(const KernelInit& init, bool cpu) {
   const int64_t axis_attr = init.attrs.GetInt("axis", 0);
-  return Wrap([axis_attr, cpu](KernelContext& ctx) -> Status {
+  return WrapFnKernel([axis_attr, cpu](KernelContext& ctx) -> Status {
     std::vector<const Tensor*> ins;
     for (const Tensor* t : ctx.inputs) {
       if (!t) return InvalidArgument("Concat inputs may not be absent");
@@ -57,18 +46,18 @@ Factory MakeConcat(const KernelInit& init, bool cpu) {
         return InvalidArgument("Concat inputs must share the output's rank and type");
       ins.push_back(t);
     }
-    WH_ASSIGN_OR_RETURN(int64_t axis, AxisFor(axis_attr, ctx.outputs[0]->rank()));
+    WH_ASSIGN_OR_RETURN(int64_t axis, KernelAxis(axis_attr, ctx.outputs[0]->rank()));
     return cpu ? ConcatCpu(ins, axis, ctx.outputs[0], ctx.num_threads) : ConcatReference(ins, axis, ctx.outputs[0]);
   });
 }
 
 Factory MakeSplit(const KernelInit& init, bool cpu) {
   const int64_t axis_attr = init.attrs.GetInt("axis", 0);
-  return Wrap([axis_attr, cpu](KernelContext& ctx) -> Status {
+  return WrapFnKernel([axis_attr, cpu](KernelContext& ctx) -> Status {
     const Tensor& in = *ctx.inputs[0];
     for (const Tensor* t : ctx.outputs)
       if (!t) return Unimplemented("Split with an absent output is not supported");
-    WH_ASSIGN_OR_RETURN(int64_t axis, AxisFor(axis_attr, in.rank()));
+    WH_ASSIGN_OR_RETURN(int64_t axis, KernelAxis(axis_attr, in.rank()));
     return cpu ? SplitCpu(in, axis, ctx.outputs, ctx.num_threads) : SplitReference(in, axis, ctx.outputs);
   });
 }
@@ -77,7 +66,7 @@ Factory MakeSlice(const KernelInit& init, bool cpu) {
   const int opset = init.opset;
   const std::vector<int64_t> starts_attr = init.attrs.GetInts("starts"), ends_attr = init.attrs.GetInts("ends"),
                              axes_attr = init.attrs.GetInts("axes");
-  return Wrap([=](KernelContext& ctx) -> Status {
+  return WrapFnKernel([=](KernelContext& ctx) -> Status {
     const Tensor& in = *ctx.inputs[0];
     std::vector<int64_t> starts = starts_attr, ends = ends_attr, axes = axes_attr, steps;
     if (opset >= 10) {
@@ -93,17 +82,17 @@ Factory MakeSlice(const KernelInit& init, bool cpu) {
 
 Factory MakeGather(const KernelInit& init, bool cpu) {
   const int64_t axis_attr = init.attrs.GetInt("axis", 0);
-  return Wrap([axis_attr, cpu](KernelContext& ctx) -> Status {
+  return WrapFnKernel([axis_attr, cpu](KernelContext& ctx) -> Status {
     const Tensor& data = *ctx.inputs[0];
     const Tensor& indices = *ctx.inputs[1];
-    WH_ASSIGN_OR_RETURN(int64_t axis, AxisFor(axis_attr, data.rank()));
+    WH_ASSIGN_OR_RETURN(int64_t axis, KernelAxis(axis_attr, data.rank()));
     return cpu ? GatherCpu(data, indices, axis, ctx.outputs[0], ctx.num_threads)
                : GatherReference(data, indices, axis, ctx.outputs[0]);
   });
 }
 
 Factory MakeExpand(const KernelInit&, bool cpu) {
-  return Wrap([cpu](KernelContext& ctx) -> Status {
+  return WrapFnKernel([cpu](KernelContext& ctx) -> Status {
     return cpu ? ExpandCpu(*ctx.inputs[0], ctx.outputs[0], ctx.num_threads)
                : ExpandReference(*ctx.inputs[0], ctx.outputs[0]);
   });
@@ -114,7 +103,7 @@ Factory MakePad(const KernelInit& init, bool cpu) {
   const int opset = init.opset;
   const std::vector<int64_t> pads_attr = init.attrs.GetInts("pads");
   const float value_attr = init.attrs.GetFloat("value", 0.f);
-  return Wrap([=](KernelContext& ctx) -> Status {
+  return WrapFnKernel([=](KernelContext& ctx) -> Status {
     const Tensor& in = *ctx.inputs[0];
     std::vector<int64_t> pads = pads_attr;
     uint64_t bits = 0;
@@ -137,11 +126,11 @@ Factory MakePad(const KernelInit& init, bool cpu) {
 }
 
 Factory MakeTile(const KernelInit&, bool) {
-  return Wrap([](KernelContext& ctx) -> Status { return TileReference(*ctx.inputs[0], ctx.outputs[0]); });
+  return WrapFnKernel([](KernelContext& ctx) -> Status { return TileReference(*ctx.inputs[0], ctx.outputs[0]); });
 }
 
 Factory MakeRange(const KernelInit&, bool) {
-  return Wrap(
+  return WrapFnKernel(
       [](KernelContext& ctx) -> Status { return RangeReference(*ctx.inputs[0], *ctx.inputs[2], ctx.outputs[0]); });
 }
 
