@@ -11,11 +11,6 @@
 namespace whittle {
 namespace {
 
-template <class Fn>
-StatusOr<std::unique_ptr<OpKernel>> Wrap(Fn fn) {
-  return std::unique_ptr<OpKernel>(MakeFnKernel(std::move(fn)));
-}
-
 StatusOr<std::unique_ptr<OpKernel>> Alias0(const KernelInit&) {
   return std::unique_ptr<OpKernel>(std::make_unique<AliasKernel>(0));
 }
@@ -49,7 +44,7 @@ StatusOr<std::unique_ptr<OpKernel>> MakeDropout(const KernelInit& init) {
   // The alias is only safe when nothing can ask for training at run time and no mask is wanted.
   if (init.num_outputs < 2 && !training_input) return Alias0(init);
   const int opset = init.opset;
-  return Wrap([opset](KernelContext& ctx) -> Status {
+  return WrapFnKernel([opset](KernelContext& ctx) -> Status {
     if (opset >= 12 && ctx.inputs.size() > 2) {
       WH_ASSIGN_OR_RETURN(bool training, TrainingRequested(ctx.inputs[2], ctx.inputs.size() > 1 ? ctx.inputs[1] : nullptr));
       if (training) return TrainingUnsupported();
@@ -62,7 +57,7 @@ StatusOr<std::unique_ptr<OpKernel>> MakeShape(const KernelInit& init) {
   const int64_t start = init.attrs.GetInt("start", 0);
   const bool has_end = init.attrs.Has("end");
   const int64_t end = init.attrs.GetInt("end", 0);
-  return Wrap([=](KernelContext& ctx) -> Status {
+  return WrapFnKernel([=](KernelContext& ctx) -> Status {
     const Tensor& in = *ctx.inputs[0];
     return ShapeReference(in, start, has_end ? end : in.rank(), ctx.outputs[0]);
   });
@@ -70,7 +65,7 @@ StatusOr<std::unique_ptr<OpKernel>> MakeShape(const KernelInit& init) {
 
 StatusOr<std::unique_ptr<OpKernel>> MakeConstant(const KernelInit& init) {
   WH_ASSIGN_OR_RETURN(Tensor value, ConstantFromAttrs(init.attrs));
-  return Wrap([value](KernelContext& ctx) -> Status {
+  return WrapFnKernel([value](KernelContext& ctx) -> Status {
     Tensor* out = ctx.outputs[0];
     if (out->dtype() != value.dtype() || out->dims() != value.dims())
       return Internal("Constant output was allocated with the wrong type or shape");
@@ -85,7 +80,7 @@ StatusOr<std::unique_ptr<OpKernel>> MakeConstantOfShape(const KernelInit& init) 
     if (!v->defined() || v->numel() != 1) return InvalidArgument("attribute 'value' must hold exactly one element");
     value = *v;
   }
-  return Wrap([value](KernelContext& ctx) -> Status { return FillWithElement(value, ctx.outputs[0]); });
+  return WrapFnKernel([value](KernelContext& ctx) -> Status { return FillWithElement(value, ctx.outputs[0]); });
 }
 
 void RegisterBoth(KernelRegistry& r, const std::string& op, const KernelFactory& f) {
