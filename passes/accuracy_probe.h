@@ -1,0 +1,34 @@
+// AccuracyProbe: measures how well a candidate graph does on calibration data, for passes that
+// choose per-layer settings by sensitivity (AIMET-style) and for the CLI's before/after figures.
+// Accuracy is top-1 against the dataset's labels when it has them, otherwise agreement with the
+// original model's top-1 (so unlabeled calibration data still ranks layers).
+#pragma once
+
+#include <memory>
+
+#include "lib/data/dataset.h"
+#include "lib/ir/graph.h"
+#include "runtime/session.h"
+
+namespace whittle {
+
+class AccuracyProbe {
+ public:
+  // original: the reference graph (used for labels when data has none); data must outlive the
+  // probe. Evaluates with `num_threads` intra-op threads.
+  static StatusOr<AccuracyProbe> Make(const Graph& original, const Dataset& data, int num_threads = 1);
+  // Fraction in [0, 1].
+  StatusOr<double> Measure(const Graph& candidate) const;
+  double baseline() const { return baseline_; }
+
+ private:
+  const Dataset* data_ = nullptr;
+  Tensor labels_;
+  int num_threads_ = 1;
+  double baseline_ = 0;
+};
+
+// Top-1 class per row of the model's first output for every sample (batched).
+StatusOr<Tensor> PredictTop1(const Session& session, const Tensor& inputs, int64_t batch_size = 256);
+
+}  // namespace whittle

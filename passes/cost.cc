@@ -1,0 +1,82 @@
+#include "passes/cost.h"
+
+#include <set>
+
+namespace whittle {
+namespace {
+
+// Known dims with symbolic/unknown ones as 1 (per-sample accounting).
+bool PerSampleDims(const Graph& g, int id, Dims* out) {
+  if (id < 0) return false;
+  const Value& v = g.value(id);
+  if (v.initializer) {
+    *out = v.initializer->dims();
+    return true;
+  }
+  if (!v.shape) return false;
+  out->clear();
+  for (const Dim& d : *v.shape) out->push_back(d.known() ? d.value : 1);
+  return true;
+}
+
+int64_t Prod(const Dims& d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to && i < d.size(); ++i) p *= d[i];
+  return p;
+}
+
+}  // namespace
+
+int64_t NodeMacs(const Graph& g, const Node& n) {
+  if (!n.domain.empty() && n.domain != "ai.onnx") return 0;
+  const std::string& op = n.op_type;
+  Dims out, w, a;
+  if (op == "Conv" || op == "ConvInteger" || op == "QLinearConv") {
+    int wi = op == "QLinearConv" ? 3 : 1;
+    if (n.inputs.size() <= static_cast<size_t>(wi) || n.outputs.empty()) return 0;
+    if (!PerSampleDims(g, n.outputs[0], &out) || !PerSampleDims(g, n.inputs[static_cast<size_t>(wi)], &w)) return 0;
+    if (out.size() < 2 || w.size() < 2) return 0;
+    // Each output element needs Cin/group * prod(kernel) MACs; w is [Cout, Cin/group, k...].
+    return Prod(out, 1, out.size()) * Prod(w, 1, w.size());
+  }
+  if (op == "Gemm") {
+    if (n.inputs.size() < 2 || !PerSampleDims(g, n.inputs[1], &w) || w.size() != 2) return 0;
+    if (!PerSampleDims(g, n.outputs[0], &out) || out.size() != 2) return 0;
+    // Per sample: K * N, with K read from B (transB decides which side).
+    int64_t k = n.attrs.GetInt("transB", 0) ? w[1] : w[0];
+    return k * out[1];
+  }
+  if (op == "MatMul" || op == "MatMulInteger" || op == "QLinearMatMul") {
+    int ai = 0, bi = op == "QLinearMatMul" ? 3 : 1;
+    if (n.inputs.size() <= static_cast<size_t>(bi)) return 0;
+    if (!PerSampleDims(g, n.inputs[static_cast<size_t>(ai)], &a) || !PerSampleDims(g, n.inputs[static_cast<size_t>(bi)], &w)) return 0;
+    if (!PerSampleDims(g, n.outputs[0], &out) || out.empty() || a.empty()) return 0;
+    // Output elements times the contracted dimension.
+    return Prod(out, 0, out.size()) * a.back();
+  }
+  return 0;
+}
+
+int64_t NodeParams(const Graph& g, const Node& n) {
+  int64_t p = 0;
+  std::set<int> seen;
+  for (int id : n.inputs) {
+    if (id < 0 || !seen.insert(id).second) continue;
+    const Value& v = g.value(id);
+    if (v.initializer && v.initializer->dtype() != DType::kInt64) p += v.initializer->numel();
+  }
+  return p;
+}
+
+GraphCost ComputeCost(const Graph& g) {
+  GraphCost c;
+  for (const Value& v : g.values()) {
+    if (!v.initializer) continue;
+    c.param_bytes += static_cast<int64_t>(v.initializer->nbytes());
+    if (v.initializer->dtype() != DType::kInt64) c.params += v.initializer->numel();
+  }
+  for (const Node& n : g.nodes()) c.macs += NodeMacs(g, n);
+  return c;
+}
+
+}  // namespace whittle

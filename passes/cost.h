@@ -1,0 +1,25 @@
+// Size and cost accounting shared by every pass and the CLI: parameters (elements of constant
+// initializers), their bytes, and multiply-accumulates per sample. MACs count the ops that
+// dominate inference (Conv, Gemm, MatMul, ConvInteger/MatMulInteger/QLinear*); symbolic dims
+// (the batch) count as 1, so MACs are per sample. Shapes must have been inferred.
+#pragma once
+
+#include <cstdint>
+
+#include "lib/ir/graph.h"
+
+namespace whittle {
+
+struct GraphCost {
+  int64_t params = 0;       // elements of all initializers
+  int64_t param_bytes = 0;  // bytes of all initializers
+  int64_t macs = 0;         // per sample
+};
+
+// MACs of one node per sample; 0 for ops not counted or when shapes are unknown.
+int64_t NodeMacs(const Graph& g, const Node& n);
+// Elements of the node's constant inputs (its weights and biases).
+int64_t NodeParams(const Graph& g, const Node& n);
+GraphCost ComputeCost(const Graph& g);
+
+}  // namespace whittle
