@@ -2,6 +2,8 @@
 // outputs, and one-line errors with a non-zero exit on bad input.
 #include <gtest/gtest.h>
 
+#include "tests/util/scratch_dir.h"
+
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -36,11 +38,6 @@ CmdResult Sh(const std::string& args, bool with_stderr = false) {
 
 std::string Model(const std::string& m) { return std::string(WHITTLE_SOURCE_DIR) + "/models/" + m + ".onnx"; }
 
-std::string TempDir() {
-  char tmpl[] = "/tmp/whittle_cli_XXXXXX";
-  return mkdtemp(tmpl);
-}
-
 TEST(RunModelCli, EvalJson) {
   auto r = Sh(Model("mlp") + " --eval-data fashion-mnist:test --limit 500 --json");
   ASSERT_EQ(r.code, 0) << r.out;
@@ -67,7 +64,8 @@ TEST(RunModelCli, BenchJsonAndProfile) {
 }
 
 TEST(RunModelCli, NpyInputsAndOutputs) {
-  const std::string dir = TempDir();
+  testing::ScratchDir scratch;
+  const std::string dir = scratch.path();
   Tensor x = testing::RandomFloat({3, 1, 28, 28}, 5, 0.f, 1.f);
   ASSERT_TRUE(WriteNpy(dir + "/x.npy", x).ok());
   auto r = Sh(Model("mlp") + " --input image=" + dir + "/x.npy --output-dir " + dir + "/out");
@@ -82,7 +80,8 @@ TEST(RunModelCli, NpyInputsAndOutputs) {
 }
 
 TEST(RunModelCli, ErrorsAreOneLineAndNonZero) {
-  const std::string dir = TempDir();
+  testing::ScratchDir scratch;
+  const std::string dir = scratch.path();
   {
     std::ofstream(dir + "/garbage.onnx") << "this is not a protobuf model at all";
   }

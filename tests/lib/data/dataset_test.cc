@@ -1,6 +1,8 @@
 #include "lib/data/dataset.h"
 
 #include <gtest/gtest.h>
+
+#include "tests/util/scratch_dir.h"
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <zlib.h>
@@ -17,14 +19,6 @@ namespace whittle {
 namespace {
 
 constexpr char kFashionDir[] = "/usr/share/datasets/fashion-mnist";
-
-std::string MakeTempDir() {
-  std::string tmpl = ::testing::TempDir() + "whittle_dataset_XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  EXPECT_NE(mkdtemp(buf.data()), nullptr);
-  return std::string(buf.data());
-}
 
 std::string IdxU8(const std::vector<uint32_t>& dims, const std::vector<uint8_t>& values) {
   std::string s = {'\0', '\0', '\x08', static_cast<char>(dims.size())};
@@ -101,7 +95,8 @@ TEST(DatasetTest, LoadsFashionMnistTestSplit) {
 }
 
 TEST(DatasetTest, FashionMnistDirectoryOverrideAndMissingPackage) {
-  const std::string dir = MakeTempDir();
+  testing::ScratchDir scratch;
+  const std::string dir = scratch.path();
   // A 2-image, 2x3 stand-in for the Debian files.
   WriteGz(dir + "/train-images-idx3-ubyte.gz", IdxU8({2, 2, 3}, {0, 51, 102, 153, 204, 255, 1, 2, 3, 4, 5, 6}));
   WriteGz(dir + "/train-labels-idx1-ubyte.gz", IdxU8({2}, {3, 0}));
@@ -124,7 +119,8 @@ TEST(DatasetTest, FashionMnistDirectoryOverrideAndMissingPackage) {
 }
 
 TEST(DatasetTest, LoadsIdxPairsWithLimit) {
-  const std::string dir = MakeTempDir();
+  testing::ScratchDir scratch;
+  const std::string dir = scratch.path();
   ASSERT_TRUE(WriteFileAtomically(dir + "/img", IdxU8({3, 1, 2}, {0, 255, 85, 170, 10, 20})).ok());
   WriteGz(dir + "/lbl.gz", IdxU8({3}, {1, 2, 0}));
   StatusOr<Dataset> d = LoadDataset("idx:" + dir + "/img:" + dir + "/lbl.gz", 2);
@@ -146,7 +142,8 @@ TEST(DatasetTest, LoadsIdxPairsWithLimit) {
 }
 
 TEST(DatasetTest, LoadsNpyWithConversions) {
-  const std::string dir = MakeTempDir();
+  testing::ScratchDir scratch;
+  const std::string dir = scratch.path();
   ASSERT_TRUE(WriteNpy(dir + "/x64.npy", Tensor::FromVector<double>({3, 2}, {0.5, -1, 2, 3, 4, 5})).ok());
   ASSERT_TRUE(WriteNpy(dir + "/y32.npy", Tensor::FromVector<int32_t>({3}, {4, 0, 7})).ok());
   ASSERT_TRUE(WriteNpy(dir + "/x8.npy", Tensor::FromVector<uint8_t>({2, 2}, {0, 255, 51, 102})).ok());
@@ -174,7 +171,8 @@ TEST(DatasetTest, LoadsNpyWithConversions) {
 }
 
 TEST(DatasetTest, RejectsBadLabels) {
-  const std::string dir = MakeTempDir();
+  testing::ScratchDir scratch;
+  const std::string dir = scratch.path();
   const std::string x = dir + "/x.npy";
   ASSERT_TRUE(WriteNpy(x, Tensor::FromVector<float>({2, 1}, {1, 2})).ok());
   ASSERT_TRUE(WriteNpy(dir + "/neg.npy", Tensor::FromVector<int64_t>({2}, {1, -3})).ok());

@@ -1,6 +1,8 @@
 #include "lib/data/idx.h"
 
 #include <gtest/gtest.h>
+
+#include "tests/util/scratch_dir.h"
 #include <stdlib.h>
 #include <zlib.h>
 
@@ -13,14 +15,6 @@
 
 namespace whittle {
 namespace {
-
-std::string MakeTempDir() {
-  std::string tmpl = ::testing::TempDir() + "whittle_idx_XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  EXPECT_NE(mkdtemp(buf.data()), nullptr);
-  return std::string(buf.data());
-}
 
 std::string Be32(uint32_t v) {
   std::string s(4, '\0');
@@ -57,7 +51,8 @@ void WriteGz(const std::string& path, const std::string& bytes) {
 }
 
 TEST(IdxTest, ReadsRawUint8Images) {
-  const std::string dir = MakeTempDir();
+  testing::ScratchDir scratch;
+  const std::string dir = scratch.path();
   const std::vector<uint8_t> pixels = {0, 1, 2, 3, 4, 5, 250, 251, 252, 253, 254, 255};
   WriteRaw(dir + "/images.idx", IdxHeader(0x08, {2, 3, 2}) + std::string(pixels.begin(), pixels.end()));
   StatusOr<Tensor> t = ReadIdx(dir + "/images.idx");
@@ -68,7 +63,8 @@ TEST(IdxTest, ReadsRawUint8Images) {
 }
 
 TEST(IdxTest, ReadsGzippedFilesRegardlessOfName) {
-  const std::string dir = MakeTempDir();
+  testing::ScratchDir scratch;
+  const std::string dir = scratch.path();
   const std::string bytes = IdxHeader(0x08, {4}) + std::string("\x09\x02\x01\x07", 4);
   WriteGz(dir + "/labels.gz", bytes);
   WriteGz(dir + "/labels_no_suffix", bytes);  // detected by the gzip magic, not the name
@@ -142,7 +138,8 @@ TEST(IdxTest, RejectsMalformedFiles) {
 }
 
 TEST(IdxTest, RejectsCorruptFilesOnDisk) {
-  const std::string dir = MakeTempDir();
+  testing::ScratchDir scratch;
+  const std::string dir = scratch.path();
   const std::string bytes = IdxHeader(0x08, {3}) + std::string("\x01\x02\x03", 3);
   // Payload one byte short inside a valid gzip stream.
   WriteGz(dir + "/short.gz", bytes.substr(0, bytes.size() - 1));

@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+
+#include "tests/util/scratch_dir.h"
 #include <stdlib.h>
 
 #include <cstdint>
@@ -12,14 +14,6 @@
 
 namespace whittle {
 namespace {
-
-std::string MakeTempDir() {
-  std::string tmpl = ::testing::TempDir() + "whittle_npy_XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  EXPECT_NE(mkdtemp(buf.data()), nullptr);
-  return std::string(buf.data());
-}
 
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> names;
@@ -62,7 +56,8 @@ void ExpectRoundTrip(const std::string& dir, const Dims& dims, const std::vector
 }
 
 TEST(NpyTest, RoundTripsEveryDType) {
-  const std::string dir = MakeTempDir();
+  testing::ScratchDir scratch;
+  const std::string dir = scratch.path();
   ExpectRoundTrip<float>(dir, {2, 3}, {0.f, -1.5f, 3.25f, 1e-30f, -7.f, 42.f});
   ExpectRoundTrip<double>(dir, {3}, {1e300, -0.5, 2.0});
   ExpectRoundTrip<int64_t>(dir, {2, 1, 2}, {INT64_MIN, -1, 0, INT64_MAX});
@@ -185,7 +180,8 @@ TEST(NpyTest, RejectsCorruptFiles) {
 }
 
 TEST(NpyTest, FileErrorsNameThePath) {
-  const std::string dir = MakeTempDir();
+  testing::ScratchDir scratch;
+  const std::string dir = scratch.path();
   StatusOr<Tensor> missing = ReadNpy(dir + "/absent.npy");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
@@ -201,7 +197,8 @@ TEST(NpyTest, FileErrorsNameThePath) {
 }
 
 TEST(NpyTest, WriteIsAtomicAndReplacesTheOldFile) {
-  const std::string dir = MakeTempDir();
+  testing::ScratchDir scratch;
+  const std::string dir = scratch.path();
   const std::string path = dir + "/a.npy";
   ASSERT_TRUE(WriteNpy(path, Tensor::FromVector<int32_t>({3}, {1, 2, 3})).ok());
   ASSERT_TRUE(WriteNpy(path, Tensor::FromVector<int32_t>({2}, {7, 8})).ok());

@@ -13,33 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "tests/util/scratch_dir.h"
+
 #include "lib/ir/graph.h"
 
 namespace whittle::testing {
-
-// A fresh folder under the gtest temp dir, removed with everything in it on destruction.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = ::testing::TempDir() + "whittle_onnx_XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    char* p = ::mkdtemp(buf.data());
-    EXPECT_NE(p, nullptr) << "mkdtemp failed";
-    path_ = p ? p : "/nonexistent";
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 inline void WriteBytes(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
