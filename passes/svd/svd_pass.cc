@@ -1,6 +1,429 @@
-// PLACEHOLDER (helper replaces this file)
+// The --svd pass: options, the rank choice per layer (rank=, energy=, or the ratio= allocation
+// by measured sensitivity), and the report. Matching and the rewrite are in low_rank_layer.h,
+// the SVD numerics in linalg.h, the greedy allocation in rank_allocation.h.
 #include "passes/svd/svd_pass.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "passes/accuracy_probe.h"
+#include "passes/cost.h"
+#include "passes/svd/linalg.h"
+#include "passes/svd/low_rank_layer.h"
+#include "passes/svd/rank_allocation.h"
+
 namespace whittle {
-StatusOr<std::unique_ptr<Pass>> MakeSvdPass(PassOptions) { return Unimplemented("--svd: not built yet"); }
-const char* SvdPassHelp() { return "--svd: not built yet"; }
+namespace {
+
+// Randomized SVD settings (Halko et al.): oversampling keeps the top-k subspace accurate,
+// power iterations sharpen the slowly decaying spectra of trained weights.
+constexpr int64_t kOversample = 16;
+constexpr int kPowerIters = 2;
+// algo=auto uses the randomized SVD from this size on, when the wanted rank is at most a
+// quarter of the full rank; below that the full SVD is cheap or not much slower.
+constexpr int64_t kRandomizedMinSize = 512;
+constexpr size_t kSpectrumCap = 512;
+
+enum class Criterion { kRank, kEnergy, kRatio };
+
+struct LayerOverride {
+  bool skip = false;
+  std::optional<int64_t> rank;
+  std::optional<double> energy;
+  std::optional<bool> spatial;
+};
+
+struct SvdConfig {
+  Criterion criterion = Criterion::kEnergy;
+  int64_t rank = 0;
+  double energy = 0.95;
+  double ratio = 0;
+  bool spatial = false;
+  int64_t round = 8;
+  std::string algo = "auto";
+  int64_t candidates = 8;
+  std::vector<std::string> exclude;
+  std::map<std::string, LayerOverride> layers;
+  std::string spec;
+};
+
+std::string Fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+// r rounded up to a multiple of `round`, never past the full rank.
+int64_t RoundRank(int64_t r, int64_t round, int64_t full) {
+  r = std::max<int64_t>(r, 1);
+  if (round > 1) r = (r + round - 1) / round * round;
+  return std::min(r, full);
+}
+
+uint64_t LayerSeed(uint64_t seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return seed ^ h;
+}
+
+// The SVD a layer needs: the top `need` triplets for rank=/ratio=, or (energy >= 0) enough of
+// the spectrum to find the energy rank up to `need` (the largest useful rank: past it the
+// layer is skipped anyway, so more values are never needed).
+SvdResult LayerSvd(const Matrix& w, const std::string& algo, int64_t need, double energy, uint64_t seed) {
+  const int64_t full = std::min(w.rows, w.cols);
+  need = std::max<int64_t>(1, std::min(need, full));
+  const bool big = full >= kRandomizedMinSize;
+  if (algo == "full" || (algo == "auto" && !big)) return FullSvd(w);
+  const int64_t auto_cap = full / 4;  // auto: beyond this the full SVD is not much slower
+  if (energy < 0) {
+    if (algo == "auto" && need + kOversample > auto_cap) return FullSvd(w);
+    return RandomizedSvd(w, need, kOversample, kPowerIters, seed);
+  }
+  // Energy: grow k until the top-k values hold the energy or reach `need`.
+  int64_t k = std::min(need, std::max<int64_t>(64, full / 16));
+  while (true) {
+    if (algo == "auto" && k + kOversample > auto_cap) return FullSvd(w);
+    SvdResult r = RandomizedSvd(w, k, kOversample, kPowerIters, seed);
+    if (k >= need || ReachesEnergy(r, energy)) return r;
+    k = std::min(need, 2 * k);
+  }
+}
+
+StatusOr<SvdConfig> ParseConfig(PassOptions& o) {
+  SvdConfig c;
+  c.spec = o.spec();
+  int given = o.Has("rank") + o.Has("energy") + o.Has("ratio");
+  if (given > 1) return InvalidArgument("--svd: give only one of rank=, energy= and ratio=");
+  WH_ASSIGN_OR_RETURN(c.rank, o.GetInt("rank", 0, 1, int64_t{1} << 40));
+  WH_ASSIGN_OR_RETURN(c.energy, o.GetDouble("energy", 0.95, 0, 1));
+  WH_ASSIGN_OR_RETURN(c.ratio, o.GetDouble("ratio", 0.5, 0, 1));
+  if (o.Has("rank")) c.criterion = Criterion::kRank;
+  if (o.Has("ratio")) c.criterion = Criterion::kRatio;
+  if (o.Has("energy") && c.energy <= 0) return InvalidArgument("--svd: energy must be in (0, 1], got 0");
+  if (o.Has("ratio") && (c.ratio <= 0 || c.ratio >= 1))
+    return InvalidArgument("--svd: ratio must be in (0, 1) (the fraction of the model's MACs to remove)");
+  WH_ASSIGN_OR_RETURN(std::string mode, o.GetChoice("mode", "channel", {"channel", "spatial"}));
+  c.spatial = mode == "spatial";
+  WH_ASSIGN_OR_RETURN(c.round, o.GetInt("round", 8, 1, 4096));
+  WH_ASSIGN_OR_RETURN(c.algo, o.GetChoice("algo", "auto", {"auto", "full", "randomized"}));
+  WH_ASSIGN_OR_RETURN(c.candidates, o.GetInt("candidates", 8, 2, 256));
+  if (o.Has("candidates") && c.criterion != Criterion::kRatio)
+    return InvalidArgument("--svd: candidates= only applies to ratio=");
+  for (const std::string& name : o.GetList("exclude")) {
+    if (name.empty()) return InvalidArgument("--svd: exclude= has an empty layer name");
+    c.exclude.push_back(name);
+  }
+  for (auto& [name, lo] : o.layers()) {
+    LayerOverride ov;
+    WH_ASSIGN_OR_RETURN(int64_t skip, lo.GetInt("skip", 0, 0, 1));
+    ov.skip = skip != 0;
+    if (lo.Has("rank") && lo.Has("energy"))
+      return InvalidArgument("--svd layer=" + name + ": give only one of rank= and energy=");
+    if (ov.skip && (lo.Has("rank") || lo.Has("energy") || lo.Has("mode")))
+      return InvalidArgument("--svd layer=" + name + ": skip=1 takes no other settings");
+    if (lo.Has("rank")) {
+      WH_ASSIGN_OR_RETURN(int64_t r, lo.GetInt("rank", 0, 1, int64_t{1} << 40));
+      ov.rank = r;
+    }
+    if (lo.Has("energy")) {
+      WH_ASSIGN_OR_RETURN(double e, lo.GetDouble("energy", 0.95, 0, 1));
+      if (e <= 0) return InvalidArgument("--svd layer=" + name + ": energy must be in (0, 1], got 0");
+      ov.energy = e;
+    }
+    if (lo.Has("mode")) {
+      WH_ASSIGN_OR_RETURN(std::string m, lo.GetChoice("mode", "channel", {"channel", "spatial"}));
+      ov.spatial = m == "spatial";
+    }
+    c.layers[name] = ov;
+  }
+  WH_RETURN_IF_ERROR(o.Finish());
+  return c;
+}
+
+// One matched layer with its decision so far.
+struct Work {
+  LowRankLayer layer;
+  Matrix matrix;
+  SvdResult svd;
+  int64_t rank = 0;  // chosen; 0 = left alone
+  std::string skip_reason;
+  std::string note;  // detail suffix, e.g. " (energy 0.951)"
+  std::vector<SensitivityPoint> sensitivity;
+  std::vector<int64_t> allowed;  // ratio=: ranks it may take
+};
+
+LayerReport SkippedReport(const Graph& g, int index, const std::string& reason) {
+  const Node& n = g.nodes()[static_cast<size_t>(index)];
+  LayerReport r;
+  r.node = n.name;
+  r.op_type = n.op_type;
+  r.action = "skipped";
+  r.reason = reason;
+  r.params_before = r.params_after = NodeParams(g, n);
+  r.macs_before = r.macs_after = NodeMacs(g, n);
+  return r;
+}
+
+double EnergyKept(const SvdResult& svd, int64_t r) {
+  double acc = 0;
+  for (int64_t i = 0; i < r && i < svd.rank(); ++i) acc += static_cast<double>(svd.s[static_cast<size_t>(i)]) * svd.s[static_cast<size_t>(i)];
+  return svd.total_energy > 0 ? acc / svd.total_energy : 1.0;
+}
+
+class SvdPass : public Pass {
+ public:
+  explicit SvdPass(SvdConfig c) : c_(std::move(c)) {}
+  std::string name() const override { return "svd"; }
+  StatusOr<PassReport> Run(Graph& g, const PassContext& ctx) override;
+
+ private:
+  Status CheckNames(const Graph& g) const;
+  Status AllocateByRatio(const Graph& g, const PassContext& ctx, std::vector<Work*>& eligible, int64_t fixed_saved,
+                         PassReport* rep) const;
+  SvdConfig c_;
+};
+
+Status SvdPass::CheckNames(const Graph& g) const {
+  std::set<std::string> nodes;
+  for (const Node& n : g.nodes()) nodes.insert(n.name);
+  std::string missing;
+  for (const std::string& e : c_.exclude)
+    if (!nodes.count(e)) missing += (missing.empty() ? "'" : ", '") + e + "' (exclude=)";
+  for (const auto& [name, ov] : c_.layers)
+    if (!nodes.count(name)) missing += (missing.empty() ? "'" : ", '") + name + "' (layer=)";
+  if (!missing.empty()) return InvalidArgument("--svd: no node named " + missing + " in the model");
+  return Status::Ok();
+}
+
+StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
+  WH_RETURN_IF_ERROR(CheckNames(g));
+  if (c_.criterion == Criterion::kRatio && !ctx.calibration)
+    return InvalidArgument("--svd ratio= allocates ranks by measured accuracy and needs --calibration-data");
+  PassReport rep;
+  rep.pass = "svd";
+  rep.config = c_.spec;
+  const std::set<std::string> excluded(c_.exclude.begin(), c_.exclude.end());
+
+  // Match every candidate node first; nothing is edited until all decisions are made.
+  std::vector<Work> work;
+  std::map<int, LayerReport> skipped;  // node index -> report
+  for (int i = 0; i < static_cast<int>(g.nodes().size()); ++i) {
+    const Node& n = g.nodes()[static_cast<size_t>(i)];
+    auto ov = c_.layers.find(n.name);
+    const LayerOverride* o = ov == c_.layers.end() ? nullptr : &ov->second;
+    const bool spatial = o && o->spatial ? *o->spatial : c_.spatial;
+    Work w;
+    std::string reason;
+    if (!MatchLowRankLayer(g, i, spatial, &w.layer, &reason)) {
+      if (!reason.empty()) skipped[i] = SkippedReport(g, i, reason);
+      continue;
+    }
+    if (excluded.count(n.name)) {
+      skipped[i] = SkippedReport(g, i, "excluded by exclude=");
+      continue;
+    }
+    if (o && o->skip) {
+      skipped[i] = SkippedReport(g, i, "skip=1 for this layer");
+      continue;
+    }
+    work.push_back(std::move(w));
+  }
+
+  // Decide ranks: explicit rank/energy now; ratio= layers after the sensitivity analysis.
+  std::vector<Work*> eligible;
+  int64_t fixed_saved = 0;
+  for (size_t k = 0; k < work.size(); ++k) {
+    Work& w = work[k];
+    const LowRankLayer& l = w.layer;
+    ctx.Progress("svd: factorizing " + l.name, static_cast<int64_t>(k), static_cast<int64_t>(work.size()));
+    auto ov = c_.layers.find(l.name);
+    const LayerOverride* o = ov == c_.layers.end() ? nullptr : &ov->second;
+    Criterion crit = c_.criterion;
+    int64_t want_rank = c_.rank;
+    double energy = c_.energy;
+    if (o && o->rank) crit = Criterion::kRank, want_rank = *o->rank;
+    if (o && o->energy) crit = Criterion::kEnergy, energy = *o->energy;
+    const int64_t full = l.full_rank(), useful = l.MaxUsefulRank();
+    const uint64_t seed = LayerSeed(ctx.seed, l.name);
+    if (RoundRank(1, c_.round, full) > useful) {
+      w.skip_reason = "no rank" + (c_.round > 1 ? " that is a multiple of round=" + std::to_string(c_.round) : std::string()) +
+                      " reduces MACs (break-even rank " + std::to_string(useful) + " of " + std::to_string(full) + ")";
+      continue;
+    }
+    if (crit == Criterion::kRank) {
+      const int64_t r = RoundRank(want_rank, c_.round, full);
+      if (r > useful) {
+        w.skip_reason = "rank " + std::to_string(r) + " would not reduce MACs (break-even rank " +
+                        std::to_string(useful) + " of " + std::to_string(full) + ")";
+        continue;
+      }
+      w.matrix = LayerMatrix(g, l);
+      w.svd = LayerSvd(w.matrix, c_.algo, r, -1, seed);
+      w.rank = r;
+      w.note = " (energy " + Fmt("%.3f", EnergyKept(w.svd, r)) + (w.svd.complete ? "" : ", estimated") + ")";
+    } else if (crit == Criterion::kEnergy) {
+      w.matrix = LayerMatrix(g, l);
+      w.svd = LayerSvd(w.matrix, c_.algo, std::max<int64_t>(useful, 1), energy, seed);
+      const bool reached = ReachesEnergy(w.svd, energy);
+      const int64_t r = RoundRank(RankForEnergy(w.svd, energy), c_.round, full);
+      if (!reached || r > useful) {
+        w.skip_reason = "energy " + Fmt("%.3g", energy) + " needs rank " + (reached ? "" : "> ") +
+                        std::to_string(reached ? r : w.svd.rank()) + ", which would not reduce MACs (break-even rank " +
+                        std::to_string(useful) + " of " + std::to_string(full) + ")";
+        continue;
+      }
+      w.rank = r;
+      w.note = " (energy " + Fmt("%.3f", EnergyKept(w.svd, r)) + ")";
+    } else {
+      for (int64_t r = c_.round; r <= useful; r += c_.round) w.allowed.push_back(r);
+      w.matrix = LayerMatrix(g, l);
+      w.svd = LayerSvd(w.matrix, c_.algo, w.allowed.back(), -1, seed);
+      eligible.push_back(&w);
+      continue;
+    }
+    fixed_saved += l.macs_before - l.MacsAfter(w.rank);
+  }
+  ctx.Progress("svd: factorizing", static_cast<int64_t>(work.size()), static_cast<int64_t>(work.size()));
+  if (c_.criterion == Criterion::kRatio) WH_RETURN_IF_ERROR(AllocateByRatio(g, ctx, eligible, fixed_saved, &rep));
+
+  // Report in node order, then apply (ApplyLowRank only appends, so indices stay valid).
+  for (Work& w : work)
+    if (w.rank == 0 && !w.skip_reason.empty()) skipped[w.layer.node] = SkippedReport(g, w.layer.node, w.skip_reason);
+  std::map<int, LayerReport> done;
+  for (Work& w : work) {
+    if (w.rank == 0) continue;
+    const LowRankLayer& l = w.layer;
+    LayerReport r;
+    r.node = l.name;
+    r.op_type = l.op_type;
+    r.action = l.Action();
+    r.detail = "rank " + std::to_string(w.rank) + " of " + std::to_string(l.full_rank()) + w.note;
+    r.params_before = l.params_before;
+    r.params_after = l.ParamsAfter(w.rank);
+    r.macs_before = l.macs_before;
+    r.macs_after = l.MacsAfter(w.rank);
+    r.setting = w.rank;
+    r.full_setting = l.full_rank();
+    r.spectrum.assign(w.svd.s.begin(), w.svd.s.begin() + static_cast<std::ptrdiff_t>(std::min(w.svd.s.size(), kSpectrumCap)));
+    r.sensitivity = w.sensitivity;
+    done[l.node] = std::move(r);
+  }
+  for (auto& [idx, r] : skipped) done[idx] = std::move(r);
+  for (auto& [idx, r] : done) rep.layers.push_back(std::move(r));
+  for (Work& w : work) {
+    if (w.rank == 0) continue;
+    Matrix a, b;
+    SplitFactors(w.svd, w.rank, &a, &b);
+    ApplyLowRank(g, w.layer, a, b);
+  }
+  WH_RETURN_IF_ERROR(g.Compact());
+  return rep;
+}
+
+Status SvdPass::AllocateByRatio(const Graph& g, const PassContext& ctx, std::vector<Work*>& eligible,
+                                int64_t fixed_saved, PassReport* rep) const {
+  const int64_t total = ComputeCost(g).macs;
+  const int64_t target = static_cast<int64_t>(std::ceil(c_.ratio * static_cast<double>(total)));
+  const int64_t remaining = target - fixed_saved;
+  WH_ASSIGN_OR_RETURN(AccuracyProbe probe, AccuracyProbe::Make(g, *ctx.calibration, ctx.num_threads));
+  const double base = probe.baseline();
+  std::vector<RankCurve> curves;
+  if (remaining > 0) {
+    // Sensitivity: each layer alone at a few candidate ranks, the rest of the model intact.
+    int64_t total_evals = 0, done = 0;
+    std::vector<std::vector<int64_t>> cands;
+    for (Work* w : eligible) {
+      cands.push_back(PickCandidates(w->allowed, c_.candidates));
+      total_evals += static_cast<int64_t>(cands.back().size());
+    }
+    for (size_t i = 0; i < eligible.size(); ++i) {
+      Work& w = *eligible[i];
+      for (int64_t r : cands[i]) {
+        ctx.Progress("svd: sensitivity of " + w.layer.name, done++, total_evals);
+        Graph cand = g;
+        Matrix a, b;
+        SplitFactors(w.svd, r, &a, &b);
+        ApplyLowRank(cand, w.layer, a, b);
+        WH_RETURN_IF_ERROR(cand.Compact());
+        WH_ASSIGN_OR_RETURN(double acc, probe.Measure(cand));
+        const double comp = 1.0 - static_cast<double>(w.layer.MacsAfter(r)) / static_cast<double>(w.layer.macs_before);
+        w.sensitivity.push_back({r, comp, acc});
+      }
+      RankCurve c;
+      c.macs_full = w.layer.macs_before;
+      c.ranks = w.allowed;
+      for (int64_t r : w.allowed) c.macs.push_back(w.layer.MacsAfter(r));
+      c.loss = InterpolateLoss(w.allowed, w.sensitivity, base, w.layer.full_rank());
+      curves.push_back(std::move(c));
+    }
+    ctx.Progress("svd: sensitivity", total_evals, total_evals);
+  }
+  RankAllocation alloc = AllocateRanks(curves, remaining);
+  int64_t saved = fixed_saved + alloc.macs_saved;
+  for (size_t i = 0; i < eligible.size(); ++i) {
+    Work& w = *eligible[i];
+    w.rank = alloc.rank.empty() ? 0 : alloc.rank[i];
+    if (w.rank > 0) {
+      w.note = " (energy " + Fmt("%.3f", EnergyKept(w.svd, w.rank)) + (w.svd.complete ? "" : ", estimated") + ")";
+    } else {
+      w.skip_reason = "the ratio allocation kept this layer whole (the target was met by less sensitive layers)";
+    }
+  }
+  auto pct = [&](int64_t x) { return Fmt("%.1f %%", 100.0 * static_cast<double>(x) / static_cast<double>(std::max<int64_t>(total, 1))); };
+  rep->notes.push_back("ratio=" + Fmt("%g", c_.ratio) + ": target " + std::to_string(target) + " of " +
+                       std::to_string(total) + " MACs removed (" + pct(target) + "), achieved " +
+                       std::to_string(saved) + " (" + pct(saved) + ")" +
+                       (saved >= target ? "" : " — target not reachable: every eligible layer is at its lowest rank"));
+  // The combined result on the calibration data (losses were assumed to add; this checks it).
+  if (saved > fixed_saved) {
+    Graph combined = g;
+    for (Work* w : eligible) {
+      if (w->rank == 0) continue;
+      Matrix a, b;
+      SplitFactors(w->svd, w->rank, &a, &b);
+      ApplyLowRank(combined, w->layer, a, b);
+    }
+    WH_RETURN_IF_ERROR(combined.Compact());
+    WH_ASSIGN_OR_RETURN(double acc, probe.Measure(combined));
+    rep->notes.push_back("calibration accuracy " + Fmt("%.4f", base) + " -> " + Fmt("%.4f", acc) +
+                         " with the allocated ranks (predicted loss " + Fmt("%.4f", alloc.predicted_loss) + ", on " +
+                         std::to_string(ctx.calibration->size()) + " samples)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Pass>> MakeSvdPass(PassOptions options) {
+  WH_ASSIGN_OR_RETURN(SvdConfig c, ParseConfig(options));
+  return std::unique_ptr<Pass>(std::make_unique<SvdPass>(std::move(c)));
+}
+
+const char* SvdPassHelp() {
+  return "--svd OPTIONS  low-rank factorization of Gemm/MatMul with a constant weight (W ~ U*V as two ops, bias on "
+         "the second) and of group-1 Conv. Options (comma-separated key=value):\n"
+         "  rank=N | energy=E | ratio=R   how ranks are chosen (one of them; default energy=0.95):\n"
+         "      rank=N     the same rank N for every layer;\n"
+         "      energy=E   the smallest rank keeping fraction E (0<E<=1) of the squared singular values;\n"
+         "      ratio=R    remove fraction R (0<R<1) of the whole model's MACs (per sample), ranks allocated\n"
+         "                 greedily by measured accuracy on --calibration-data (required): each layer alone\n"
+         "                 is evaluated at a few candidate ranks, losses are assumed to add, and rank is taken\n"
+         "                 where accuracy suffers least per MAC saved;\n"
+         "  mode=channel|spatial   Conv factorization (default channel): channel = kxk conv with r filters then\n"
+         "                 1x1 conv; spatial = kx1 conv then 1xk conv (2-D kernels only);\n"
+         "  round=8        ranks rounded up to a multiple of this (round=1: off), never past the full rank;\n"
+         "  algo=auto|full|randomized   SVD algorithm (default auto: randomized top-k for matrices with\n"
+         "                 min(m,n) >= 512 when the needed rank is <= a quarter of it, full otherwise);\n"
+         "  candidates=8   ratio=: candidate ranks measured per layer (between round and the break-even rank);\n"
+         "  exclude=NAME,...           layers (node names) left alone;\n"
+         "  layer=NAME:rank=N|energy=E|skip=1[:mode=channel|spatial]   per-layer overrides.\n"
+         "A layer is left alone (reported with the reason) when the factorization at its rank would not reduce\n"
+         "MACs, its weight is not a constant float32 initializer, its shapes are unknown, it is a grouped conv,\n"
+         "or it is already a factor made by --svd (names '<node>/svd_u', '<node>/svd_v').";
+}
+
 }  // namespace whittle

@@ -1,0 +1,121 @@
+#include "passes/prune/prune_scores.h"
+
+#include <cmath>
+
+#include "runtime/session.h"
+
+namespace whittle::prune {
+namespace {
+
+const Tensor* ConstAt(const Graph& g, const Node& n, size_t slot) {
+  if (slot >= n.inputs.size() || n.inputs[slot] < 0) return nullptr;
+  const Value& v = g.value(n.inputs[slot]);
+  return v.initializer && v.initializer->dtype() == DType::kFloat32 ? &*v.initializer : nullptr;
+}
+
+// Per-unit scale of a BatchNormalization that is the producer output's only reader (1 when there
+// is none): BN multiplies unit c by scale[c] / sqrt(var[c] + eps), so that is how much of the
+// unit's weights reach the next layer.
+std::vector<double> FoldedBatchNormScale(const Graph& g, const Producer& p) {
+  std::vector<double> s(static_cast<size_t>(p.width), 1.0);
+  std::vector<int> readers = g.Consumers(p.value);
+  if (readers.size() != 1 || g.IsGraphOutput(p.value)) return s;
+  const Node& bn = g.nodes()[static_cast<size_t>(readers[0])];
+  if (bn.op_type != "BatchNormalization" || bn.inputs.empty() || bn.inputs[0] != p.value || p.axis != 1) return s;
+  const Tensor *scale = ConstAt(g, bn, 1), *var = ConstAt(g, bn, 4);
+  if (!scale || !var || scale->numel() != p.width || var->numel() != p.width) return s;
+  const double eps = bn.attrs.GetFloat("epsilon", 1e-5f);
+  for (int64_t c = 0; c < p.width; ++c)
+    s[static_cast<size_t>(c)] = scale->data<float>()[c] / std::sqrt(static_cast<double>(var->data<float>()[c]) + eps);
+  return s;
+}
+
+}  // namespace
+
+std::vector<double> WeightScores(const Graph& g, const Producer& p, bool l2) {
+  const Node& n = g.nodes()[static_cast<size_t>(p.node)];
+  const Tensor& w = *ConstAt(g, n, 1);
+  const int64_t units = p.width;
+  std::vector<double> sum(static_cast<size_t>(units), 0.0);
+  auto acc = [&](int64_t u, double v) { sum[static_cast<size_t>(u)] += l2 ? v * v : std::fabs(v); };
+  const float* pw = w.data<float>();
+  if (n.op_type == "Gemm") {
+    const bool trans_b = n.attrs.GetInt("transB", 0) != 0;
+    for (int64_t i = 0; i < w.dim(0); ++i)
+      for (int64_t j = 0; j < w.dim(1); ++j) acc(trans_b ? i : j, pw[i * w.dim(1) + j]);
+  } else if (n.op_type == "MatMul") {
+    for (int64_t i = 0; i < w.dim(0); ++i)
+      for (int64_t j = 0; j < w.dim(1); ++j) acc(j, pw[i * w.dim(1) + j]);
+  } else {  // Conv: [units, in/group, k...]
+    const int64_t per = w.numel() / units;
+    for (int64_t u = 0; u < units; ++u)
+      for (int64_t k = 0; k < per; ++k) acc(u, pw[u * per + k]);
+  }
+  std::vector<double> s = FoldedBatchNormScale(g, p);
+  for (size_t u = 0; u < sum.size(); ++u) sum[u] = std::fabs(s[u]) * (l2 ? std::sqrt(sum[u]) : sum[u]);
+  return sum;
+}
+
+StatusOr<std::map<int, ValueStats>> CollectStats(const Graph& g, const std::map<int, int>& value_axes,
+                                                 const Dataset& data, const PassContext& ctx) {
+  std::map<int, ValueStats> stats;
+  if (value_axes.empty()) return stats;
+  if (g.inputs().size() != 1)
+    return InvalidArgument("calibration needs a model with one input, this one has " + std::to_string(g.inputs().size()));
+  if (data.size() == 0) return InvalidArgument("calibration data '" + data.description + "' is empty");
+  Graph probe = g;
+  probe.outputs().clear();
+  std::vector<int> order;
+  for (const auto& [id, axis] : value_axes) {
+    probe.outputs().push_back(id);
+    order.push_back(id);
+  }
+  SessionOptions so;
+  so.num_threads = ctx.num_threads;
+  WH_ASSIGN_OR_RETURN(auto session, Session::FromGraph(std::move(probe), so));
+  std::map<int, std::vector<double>> sum, sum_abs;
+  std::map<int, double> count;
+  const int64_t n = data.size(), batch = 256;
+  const std::string input = session->inputs()[0].name;
+  for (int64_t b = 0; b < n; b += batch) {
+    const int64_t e = std::min(n, b + batch);
+    ctx.Progress("prune: calibration", b, n);
+    WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->Run({{input, SliceBatch(data.inputs, b, e)}}));
+    for (size_t k = 0; k < order.size(); ++k) {
+      const Tensor& x = outs[k];
+      const int axis = value_axes.at(order[k]);
+      if (x.dtype() != DType::kFloat32 || axis >= x.rank())
+        return Internal("calibration output '" + g.value(order[k]).name + "' is not float32 with a channel axis");
+      int64_t outer = 1, inner = 1;
+      for (int d = 0; d < axis; ++d) outer *= x.dim(d);
+      for (int d = axis + 1; d < x.rank(); ++d) inner *= x.dim(d);
+      const int64_t p = x.dim(axis);
+      std::vector<double>& s = sum[order[k]];
+      std::vector<double>& sa = sum_abs[order[k]];
+      s.resize(static_cast<size_t>(p), 0.0);
+      sa.resize(static_cast<size_t>(p), 0.0);
+      const float* v = x.data<float>();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t c = 0; c < p; ++c) {
+          double a = 0, aa = 0;
+          const float* row = v + (o * p + c) * inner;
+          for (int64_t i = 0; i < inner; ++i) {
+            a += row[i];
+            aa += std::fabs(row[i]);
+          }
+          s[static_cast<size_t>(c)] += a;
+          sa[static_cast<size_t>(c)] += aa;
+        }
+      count[order[k]] += static_cast<double>(outer * inner);
+    }
+  }
+  ctx.Progress("prune: calibration", n, n);
+  for (int id : order) {
+    ValueStats& vs = stats[id];
+    for (double v : sum[id]) vs.mean.push_back(v / count[id]);
+    for (double v : sum_abs[id]) vs.mean_abs.push_back(v / count[id]);
+  }
+  return stats;
+}
+
+}  // namespace whittle::prune

@@ -1,0 +1,59 @@
+// CompressionReport: what a compression run did to a model — every pass's PassReport plus
+// whole-model figures before and after — and its three renderings: aligned text tables for a
+// terminal (ToText), JSON for machines (ToJson) and one self-contained HTML page with inline CSS
+// and SVG charts, no scripts and no network references (ToHtml). Renderers only format: the
+// caller fills in what it measured, and a figure left at -1 is "not measured" (omitted from the
+// tables, null in JSON). Text from the model (node names, specs) is escaped in the HTML.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "passes/pass.h"
+
+namespace whittle {
+
+// Whole-model figures at one end of the run.
+struct ModelFigures {
+  int64_t file_bytes = -1;  // size of the model file; -1 = unknown
+  int64_t params = -1;      // elements of all initializers (passes/cost.h)
+  int64_t param_bytes = -1;
+  int64_t macs = -1;            // per sample
+  double accuracy = -1;         // top-1 in [0, 1] on the eval data; < 0 = not measured
+  double latency_p50_ms = -1;   // median latency at CompressionReport::bench_batch
+  double throughput = -1;       // samples per second at bench_batch
+};
+
+struct CompressionReport {
+  std::string input_path, output_path;
+  std::vector<PassReport> passes;  // in the order they ran
+  ModelFigures before, after;
+  std::string eval_data;            // data spec of the accuracy figures ("" = none)
+  int64_t eval_samples = 0;
+  std::string calibration_data;     // data spec the passes calibrated on ("" = none)
+  int64_t calibration_samples = 0;
+  int64_t bench_batch = 0;          // batch of the latency figures (0 = not benchmarked)
+  int threads = 1;
+  double seconds = 0;               // wall time of the whole run
+};
+
+// Aligned tables: one per pass (every layer it rewrote or skipped, with the reason), then the
+// before → after summary. UTF-8; ends with a newline.
+std::string ToText(const CompressionReport& report);
+// The per-pass table alone, and the summary table alone (what ToText concatenates).
+std::string PassTableText(const PassReport& pass, int index);
+std::string SummaryText(const CompressionReport& report);
+
+// {input, output, eval_data, ..., passes: [{pass, config, seconds, notes, layers: [...]}],
+//  summary: {before: {...}, after: {...}}}; every LayerReport field, unmeasured figures null.
+nlohmann::json ToJson(const CompressionReport& report);
+
+// One HTML5 document: summary, per-pass layer tables, a singular-value spectrum chart (log y,
+// chosen rank marked) per layer that has a spectrum, and an accuracy-vs-compression chart per
+// pass whose layers carry sensitivity curves.
+std::string ToHtml(const CompressionReport& report);
+
+}  // namespace whittle

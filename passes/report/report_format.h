@@ -1,0 +1,45 @@
+// Formatting helpers shared by the report renderers (text, HTML): grouped integers, signed
+// percentages, ratios, UTF-8 display widths for aligned tables, and HTML escaping. Internal to
+// passes/report; the figures themselves come from the CompressionReport unchanged.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace whittle::report {
+
+// 1234567 -> "1,234,567".
+std::string Grouped(int64_t v);
+// printf("%.*f").
+std::string Fixed(double v, int digits);
+// Change from before to after as a signed percentage: (100, 40) -> "-60.0%"; "" when before <= 0.
+std::string ChangePercent(double before, double after);
+// after / before as "0.40x"; "" when before <= 0.
+std::string Ratio(double before, double after);
+// Latency before/after as "2.50x faster" or "1.25x slower"; unit is "x" or "×".
+std::string SpeedupText(double before_ms, double after_ms, const std::string& unit);
+// Bytes with a binary unit: "919.1 KiB".
+std::string HumanBytes(int64_t bytes);
+// Columns a UTF-8 string occupies in a terminal (code points; no wide-character tables).
+size_t DisplayWidth(const std::string& s);
+// Escapes & < > " ' for HTML text and attribute values.
+std::string HtmlEscape(const std::string& s);
+
+// A text table: columns sized to their widest cell, numbers right-aligned.
+class TextTable {
+ public:
+  enum Align { kLeft, kRight };
+  void Columns(std::vector<std::string> headers, std::vector<Align> align);
+  void Row(std::vector<std::string> cells);
+  // Each line starts with `indent`; trailing spaces are trimmed.
+  std::string Render(const std::string& indent) const;
+  bool empty() const { return rows_.empty(); }
+
+ private:
+  std::vector<std::string> headers_;
+  std::vector<Align> align_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+}  // namespace whittle::report

@@ -1,0 +1,299 @@
+#include "passes/report/svg_chart.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "passes/report/report_format.h"
+
+namespace whittle::report {
+namespace {
+
+const char* const kPalette[] = {"#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c",
+                                "#0891b2", "#db2777", "#65a30d", "#4f46e5", "#ca8a04"};
+constexpr int kPaletteSize = sizeof(kPalette) / sizeof(kPalette[0]);
+
+// Coordinates with one decimal: enough for a screen, and keeps the page small.
+std::string N(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+// A tick label with as many decimals as the tick step needs.
+std::string TickLabel(double v, double step) {
+  int decimals = 0;
+  if (step > 0 && step < 1) decimals = static_cast<int>(std::ceil(-std::log10(step) - 1e-9));
+  if (std::fabs(v) < step * 1e-6) v = 0;  // no "-0"
+  return Fixed(v, std::min(decimals, 6));
+}
+
+// A power-of-ten label on a log axis: 0.001 .. 10000 written out, beyond that 1e-5, 1e6.
+std::string PowerLabel(double mantissa, int exp) {
+  if (exp >= -3 && exp <= 4) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", mantissa * std::pow(10.0, exp));
+    return buf;
+  }
+  return (mantissa == 1 ? "" : TickLabel(mantissa, 1) + "×") + "1e" + std::to_string(exp);
+}
+
+std::string Text(double x, double y, const std::string& s, const std::string& attrs) {
+  return "<text x=\"" + N(x) + "\" y=\"" + N(y) + "\" " + attrs + ">" + HtmlEscape(s) + "</text>";
+}
+
+std::string Line(double x1, double y1, double x2, double y2, const std::string& attrs) {
+  return "<line x1=\"" + N(x1) + "\" y1=\"" + N(y1) + "\" x2=\"" + N(x2) + "\" y2=\"" + N(y2) + "\" " + attrs + "/>";
+}
+
+std::string SvgOpen(int w, int h, const std::string& cls, const std::string& label) {
+  return "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"" + cls + "\" viewBox=\"0 0 " + std::to_string(w) + " " +
+         std::to_string(h) + "\" width=\"" + std::to_string(w) + "\" height=\"" + std::to_string(h) +
+         "\" role=\"img\" aria-label=\"" + HtmlEscape(label) + "\" font-family=\"inherit\" font-size=\"11\">";
+}
+
+// Shortens long names for legends, keeping both ends ("/encoder/layer.0/…/query/MatMul"): layer
+// names from exporters share long prefixes and differ in the middle or at the end. The full
+// name stays in a tooltip.
+std::string Shorten(const std::string& s, size_t max_chars) {
+  std::vector<std::string> chars;  // UTF-8 code points
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 || chars.empty()) chars.emplace_back();
+    chars.back() += s[i];
+  }
+  if (chars.size() <= max_chars) return s;
+  const size_t head = (max_chars - 1) / 2, tail = max_chars - 1 - head;
+  std::string out;
+  for (size_t i = 0; i < head; ++i) out += chars[i];
+  out += "…";
+  for (size_t i = chars.size() - tail; i < chars.size(); ++i) out += chars[i];
+  return out;
+}
+
+}  // namespace
+
+std::vector<double> NiceTicks(double lo, double hi, int count) {
+  if (!(hi > lo)) {
+    const double pad = std::fabs(lo) > 0 ? std::fabs(lo) * 0.05 : 1.0;
+    lo -= pad;
+    hi += pad;
+  }
+  const double raw = (hi - lo) / std::max(1, count);
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
+    step = m * mag;
+    if (step >= raw) break;
+  }
+  std::vector<double> ticks;
+  const double start = std::floor(lo / step + 1e-9) * step;
+  for (double t = start; t <= hi + step * (1 - 1e-9) && ticks.size() < 64; t += step) ticks.push_back(t);
+  if (ticks.back() < hi - 1e-9 * step) ticks.push_back(ticks.back() + step);
+  return ticks;
+}
+
+std::string SpectrumSvg(const LayerReport& l) {
+  const std::vector<float>& s = l.spectrum;
+  if (s.empty()) return "";
+  const int W = 440, H = 250;
+  const double x0 = 56, y0 = 26, w = W - x0 - 18, h = H - y0 - 44;
+  const int n = static_cast<int>(s.size());
+
+  double maxv = 0, minpos = 0;
+  for (float v : s) {
+    const double d = v;
+    if (!std::isfinite(d)) continue;
+    maxv = std::max(maxv, d);
+    if (d > 0 && (minpos == 0 || d < minpos)) minpos = d;
+  }
+  std::string svg = SvgOpen(W, H, "chart spectrum", "singular values of " + l.node);
+  if (maxv <= 0) {
+    svg += Text(W / 2.0, H / 2.0, "all singular values are zero", "text-anchor=\"middle\" fill=\"#6b7280\"");
+    return svg + "</svg>";
+  }
+  // Log y over whole decades; very small values (numerical zeros) sit on the floor.
+  int hi_exp = static_cast<int>(std::ceil(std::log10(maxv) - 1e-9));
+  int lo_exp = static_cast<int>(std::floor(std::log10(minpos) + 1e-9));
+  if (hi_exp - lo_exp > 8) lo_exp = hi_exp - 8;
+  if (lo_exp >= hi_exp) lo_exp = hi_exp - 1;
+  const double llo = lo_exp, lhi = hi_exp;
+  auto Y = [&](double v) {
+    const double lv = v > 0 ? std::max(llo, std::log10(v)) : llo;
+    return y0 + h - (lv - llo) / (lhi - llo) * h;
+  };
+  auto X = [&](double i) { return n == 1 ? x0 + w / 2 : x0 + (i - 1) / (n - 1) * w; };
+
+  // Grid and y ticks: decades, thinned when many; 2 and 5 as well when the range is one decade.
+  const int span = hi_exp - lo_exp;
+  const int every = std::max(1, (span + 4) / 5);
+  for (int e = lo_exp; e <= hi_exp; ++e) {
+    if ((e - lo_exp) % every != 0) continue;
+    const double y = Y(std::pow(10.0, e));
+    svg += Line(x0, y, x0 + w, y, "stroke=\"#e5e7eb\"");
+    svg += Text(x0 - 6, y + 3.5, PowerLabel(1, e), "text-anchor=\"end\" fill=\"#6b7280\"");
+  }
+  if (span == 1) {
+    for (double m : {2.0, 5.0}) {
+      const double y = Y(m * std::pow(10.0, lo_exp));
+      svg += Line(x0, y, x0 + w, y, "stroke=\"#f1f5f9\"");
+      svg += Text(x0 - 6, y + 3.5, PowerLabel(m, lo_exp), "text-anchor=\"end\" fill=\"#9ca3af\"");
+    }
+  }
+  // x ticks: integer indices.
+  for (double t : NiceTicks(1, n, 6)) {
+    if (t < 1 || t > n || std::fabs(t - std::round(t)) > 1e-9) continue;
+    const double x = X(t);
+    svg += Line(x, y0 + h, x, y0 + h + 4, "stroke=\"#9ca3af\"");
+    svg += Text(x, y0 + h + 16, std::to_string(static_cast<int64_t>(t)), "text-anchor=\"middle\" fill=\"#6b7280\"");
+  }
+  svg += Line(x0, y0 + h, x0 + w, y0 + h, "stroke=\"#9ca3af\"");
+  svg += Line(x0, y0, x0, y0 + h, "stroke=\"#9ca3af\"");
+  svg += Text(x0 + w / 2, H - 8, "singular value index", "text-anchor=\"middle\" fill=\"#374151\"");
+  svg += Text(14, y0 + h / 2, "σ (log scale)",
+              "text-anchor=\"middle\" fill=\"#374151\" transform=\"rotate(-90 14 " + N(y0 + h / 2) + ")\"");
+
+  const bool marked = l.setting > 0 && l.action != "skipped" && l.setting <= n;
+  const int kept = marked ? static_cast<int>(l.setting) : 0;
+  std::string all, keep;
+  for (int i = 0; i < n; ++i) {
+    const std::string pt = N(X(i + 1)) + "," + N(Y(s[i])) + " ";
+    all += pt;
+    if (i < kept) keep += pt;
+  }
+  if (kept > 0) {
+    svg += "<polygon points=\"" + N(X(1)) + "," + N(y0 + h) + " " + keep + N(X(kept)) + "," + N(y0 + h) +
+           "\" fill=\"#2563eb\" fill-opacity=\"0.14\"/>";
+  }
+  svg += "<polyline points=\"" + all + "\" fill=\"none\" stroke=\"#94a3b8\" stroke-width=\"1.5\"/>";
+  if (kept > 0) {
+    svg += "<polyline points=\"" + keep + "\" fill=\"none\" stroke=\"#2563eb\" stroke-width=\"2\"/>";
+    double total = 0, part = 0;
+    for (int i = 0; i < n; ++i) {
+      const double sq = static_cast<double>(s[i]) * s[i];
+      total += sq;
+      if (i < kept) part += sq;
+    }
+    const double x = X(kept);
+    svg += Line(x, y0 - 4, x, y0 + h, "class=\"rank-marker\" stroke=\"#dc2626\" stroke-width=\"1.5\" stroke-dasharray=\"4 3\"");
+    const bool left = x > x0 + 0.68 * w;
+    const std::string anchor = left ? "text-anchor=\"end\"" : "text-anchor=\"start\"";
+    const double tx = left ? x - 6 : x + 6;
+    svg += Text(tx, y0 + 10, "rank " + std::to_string(kept), anchor + " font-weight=\"600\" fill=\"#dc2626\"");
+    if (total > 0) {
+      // Two decimals near 100 % so that a truncated spectrum never reads as "100.0%".
+      const double pct = 100 * part / total;
+      std::string label = Fixed(pct, pct >= 99 && part < total ? 2 : 1) + "% energy";
+      if (part < total && label.rfind("100.", 0) == 0) label = "> 99.99% energy";
+      svg += Text(tx, y0 + 24, label, anchor + " fill=\"#dc2626\"");
+    }
+  }
+  return svg + "</svg>";
+}
+
+std::string SensitivitySvg(const PassReport& pass) {
+  std::vector<const LayerReport*> layers;
+  for (const LayerReport& l : pass.layers)
+    if (!l.sensitivity.empty()) layers.push_back(&l);
+  if (layers.empty()) return "";
+
+  double xmin = 0, xmax = 1, ymin = 1, ymax = 0;
+  for (const LayerReport* l : layers)
+    for (const SensitivityPoint& p : l->sensitivity) {
+      xmin = std::min(xmin, p.compression);
+      xmax = std::max(xmax, p.compression);
+      ymin = std::min(ymin, p.accuracy);
+      ymax = std::max(ymax, p.accuracy);
+    }
+  const int legend_w = 200;
+  const int W = 880, H = std::max(340, 60 + 18 * static_cast<int>(layers.size()));
+  const double x0 = 60, y0 = 20, w = W - x0 - legend_w - 20, h = H - y0 - 48;
+  const std::vector<double> xt = NiceTicks(100 * xmin, 100 * xmax, 10);
+  const std::vector<double> yt = NiceTicks(100 * ymin, 100 * ymax, 6);
+  const double xlo = xt.front(), xhi = xt.back(), ylo = yt.front(), yhi = yt.back();
+  auto X = [&](double c) { return x0 + (100 * c - xlo) / (xhi - xlo) * w; };
+  auto Y = [&](double a) { return y0 + h - (100 * a - ylo) / (yhi - ylo) * h; };
+
+  std::string svg = SvgOpen(W, H, "chart sensitivity", "accuracy versus compression per layer, pass " + pass.pass);
+  const double xstep = xt.size() > 1 ? xt[1] - xt[0] : 1, ystep = yt.size() > 1 ? yt[1] - yt[0] : 1;
+  for (double t : yt) {
+    const double y = Y(t / 100);
+    svg += Line(x0, y, x0 + w, y, "stroke=\"#e5e7eb\"");
+    svg += Text(x0 - 6, y + 3.5, TickLabel(t, ystep), "text-anchor=\"end\" fill=\"#6b7280\"");
+  }
+  for (double t : xt) {
+    const double x = X(t / 100);
+    svg += Line(x, y0, x, y0 + h, "stroke=\"#f1f5f9\"");
+    svg += Line(x, y0 + h, x, y0 + h + 4, "stroke=\"#9ca3af\"");
+    svg += Text(x, y0 + h + 16, TickLabel(t, xstep), "text-anchor=\"middle\" fill=\"#6b7280\"");
+  }
+  svg += Line(x0, y0 + h, x0 + w, y0 + h, "stroke=\"#9ca3af\"");
+  svg += Line(x0, y0, x0, y0 + h, "stroke=\"#9ca3af\"");
+  svg += Text(x0 + w / 2, H - 10, "MACs removed in the layer (%)", "text-anchor=\"middle\" fill=\"#374151\"");
+  svg += Text(16, y0 + h / 2, "accuracy on calibration data (%)",
+              "text-anchor=\"middle\" fill=\"#374151\" transform=\"rotate(-90 16 " + N(y0 + h / 2) + ")\"");
+
+  // Legend labels drop a prefix every name shares (up to a separator), so that names like
+  // "/encoder/layer.3/attention/MatMul" show the part that tells them apart.
+  size_t common = layers.size() > 1 ? layers[0]->node.size() : 0;
+  for (const LayerReport* l : layers) {
+    size_t i = 0;
+    while (i < common && i < l->node.size() && l->node[i] == layers[0]->node[i]) ++i;
+    common = i;
+  }
+  while (common > 0 && std::string("/._:").find(layers[0]->node[common - 1]) == std::string::npos) --common;
+  for (const LayerReport* l : layers)
+    if (l->node.size() <= common) common = 0;
+  if (common < 4) common = 0;
+
+  const double lx = x0 + w + 24;
+  for (size_t k = 0; k < layers.size(); ++k) {
+    const LayerReport& l = *layers[k];
+    const std::string color = kPalette[k % kPaletteSize];
+    // Past the palette, lines differ by dash pattern as well.
+    const char* const dashes[] = {"", " stroke-dasharray=\"6 3\"", " stroke-dasharray=\"2 3\"", " stroke-dasharray=\"8 3 2 3\""};
+    const std::string dash = dashes[(k / kPaletteSize) % 4];
+    std::vector<SensitivityPoint> pts = l.sensitivity;
+    std::stable_sort(pts.begin(), pts.end(),
+                     [](const SensitivityPoint& a, const SensitivityPoint& b) { return a.compression < b.compression; });
+    std::string line;
+    for (const SensitivityPoint& p : pts) line += N(X(p.compression)) + "," + N(Y(p.accuracy)) + " ";
+    svg += "<g class=\"series\"><title>" + HtmlEscape(l.node) + "</title>";
+    svg += "<polyline points=\"" + line + "\" fill=\"none\" stroke=\"" + color + "\" stroke-width=\"1.8\"" + dash + "/>";
+    for (const SensitivityPoint& p : pts) {
+      const bool chosen = l.setting > 0 && p.setting == l.setting && l.action != "skipped";
+      svg += "<circle cx=\"" + N(X(p.compression)) + "\" cy=\"" + N(Y(p.accuracy)) + "\" r=\"" + (chosen ? "5" : "2.6") +
+             "\" " + (chosen ? "fill=\"#fff\" stroke=\"" + color + "\" stroke-width=\"2\"" : "fill=\"" + color + "\"") +
+             "><title>" + HtmlEscape(l.node + ": setting " + std::to_string(p.setting) + ", " +
+                                     Fixed(100 * p.compression, 1) + "% MACs removed, accuracy " +
+                                     Fixed(100 * p.accuracy, 2) + "%" + (chosen ? " (chosen)" : "")) +
+             "</title></circle>";
+    }
+    // A chosen setting that was not a measured point (e.g. a rank topped up after allocation)
+    // is placed on the curve at its MAC reduction, with a dashed ring to show it is interpolated.
+    const bool measured = std::any_of(pts.begin(), pts.end(), [&](const SensitivityPoint& p) { return p.setting == l.setting; });
+    if (!measured && l.setting > 0 && l.action != "skipped" && l.macs_before > 0 && pts.size() >= 2) {
+      const double c = 1.0 - static_cast<double>(l.macs_after) / static_cast<double>(l.macs_before);
+      for (size_t i = 0; i + 1 < pts.size(); ++i) {
+        const SensitivityPoint &a = pts[i], &b = pts[i + 1];
+        if (c < a.compression || c > b.compression || b.compression <= a.compression) continue;
+        const double acc = a.accuracy + (b.accuracy - a.accuracy) * (c - a.compression) / (b.compression - a.compression);
+        svg += "<circle cx=\"" + N(X(c)) + "\" cy=\"" + N(Y(acc)) + "\" r=\"5\" fill=\"#fff\" stroke=\"" + color +
+               "\" stroke-width=\"2\" stroke-dasharray=\"2 2\"><title>" +
+               HtmlEscape(l.node + ": chosen setting " + std::to_string(l.setting) + ", " + Fixed(100 * c, 1) +
+                          "% MACs removed (between measured points)") +
+               "</title></circle>";
+        break;
+      }
+    }
+    svg += "</g>";
+    const double ly = y0 + 8 + 18 * static_cast<double>(k);
+    svg += Line(lx, ly - 5, lx + 16, ly - 5, "stroke=\"" + color + "\" stroke-width=\"2.5\"" + dash);
+    svg += "<text x=\"" + N(lx + 20) + "\" y=\"" + N(ly - 1) + "\" fill=\"#374151\"><title>" + HtmlEscape(l.node) +
+           "</title>" + HtmlEscape(Shorten(common ? "…" + l.node.substr(common) : l.node, 30)) + "</text>";
+  }
+  svg += Text(lx, H - 24, "ringed: chosen setting", "fill=\"#6b7280\"");
+  svg += Text(lx, H - 10, "dashed ring: interpolated", "fill=\"#6b7280\"");
+  return svg + "</svg>";
+}
+
+}  // namespace whittle::report

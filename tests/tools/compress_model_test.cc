@@ -1,0 +1,260 @@
+// End-to-end tests of the compress-model CLI: help, one-line errors that leave -o untouched,
+// a real run whose output loads and passes the ONNX checker, the JSON/HTML reports, pass order
+// and merging of repeated flags, --stop-after, and a tiny benchmark.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "lib/onnx/model_io.h"
+#include "passes/pass_registry.h"
+#include "tests/util/scratch_dir.h"
+
+namespace whittle {
+namespace {
+
+struct CmdResult {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Runs compress-model with args; stdout and stderr come back separately.
+CmdResult Cli(const testing::ScratchDir& dir, const std::string& args) {
+  const std::string err_path = dir / "stderr.txt";
+  const std::string cmd = std::string(WHITTLE_BINARY_DIR) + "/bin/compress-model " + args + " 2>" + err_path;
+  CmdResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.err = ReadAll(err_path);
+  std::filesystem::remove(err_path);
+  return r;
+}
+
+std::string Model(const std::string& m) { return std::string(WHITTLE_SOURCE_DIR) + "/models/" + m + ".onnx"; }
+
+std::vector<std::string> Files(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+const char kFast[] = " --no-bench --quiet";
+
+TEST(CompressModelCli, HelpListsEveryPassFlagAndOption) {
+  testing::ScratchDir dir;
+  auto r = Cli(dir, "--help");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const std::string& name : PassNames()) {
+    EXPECT_NE(r.out.find("--" + name + " "), std::string::npos) << name;
+    // And the pass's own option paragraph.
+    EXPECT_NE(r.out.find(PassHelp(name)), std::string::npos) << name;
+  }
+  for (const char* opt : {"-o,--output", "--eval-data", "--eval-limit", "--calibration-data", "--calibration-samples",
+                          "--threads", "--seed", "--bench-batch", "--no-bench", "--report-json", "--report ",
+                          "--stop-after", "--quiet"})
+    EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
+}
+
+TEST(CompressModelCli, ErrorsAreOneLineAndLeaveOutputUntouched) {
+  testing::ScratchDir dir;
+  const std::string out = dir / "out.onnx";
+  {
+    // Random bytes, not an ONNX model.
+    std::mt19937 rng(7);
+    std::string junk(4096, '\0');
+    for (char& c : junk) c = static_cast<char>(rng());
+    std::ofstream(dir / "junk.onnx", std::ios::binary) << junk;
+    std::ofstream(dir / "notes.txt") << "not a directory";
+  }
+  const std::string mlp = Model("mlp");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {mlp + " --svd rank=64", "--output is required"},
+      {mlp + " -o " + out, "no pass given"},
+      {mlp + " -o " + out + " --svd typo=1", "unknown option 'typo'"},
+      {mlp + " -o " + out + " --svd rank=abc", "not an integer"},
+      {mlp + " -o " + out + " --svd rank", "not key=value"},
+      {mlp + " -o " + out + " --prune ratio=1.5", "out of range"},
+      {mlp + " -o " + out + " --bogus-flag", "bogus"},
+      {dir / "missing.onnx" + " -o " + out + " --svd rank=64", "missing.onnx"},
+      {dir / "junk.onnx" + " -o " + out + " --svd rank=64", "junk.onnx"},
+      {"--svd " + mlp + " -o " + out, "took"},
+      {mlp + " -o " + out + " --svd rank=64 --eval-data nosuch:spec", "--eval-data"},
+      {mlp + " -o " + out + " --svd rank=64 --calibration-data fashion-mnist:nope", "--calibration-data"},
+      {mlp + " -o " + dir / "no/such/dir/out.onnx" + " --svd rank=64", "does not exist"},
+      {mlp + " -o " + out + " --svd rank=64 --report-json " + dir / "notes.txt/r.json", "--report-json"},
+      {mlp + " -o " + out + " --svd rank=64 --report " + dir.path(), "is a directory"},
+      {mlp + " -o " + out + " --svd rank=64 --threads -2", "--threads"},
+      // Fails only at the very end, after the model was saved to its temporary file.
+      {mlp + " -o " + out + " --svd rank=64 --report " + dir / (std::string(300, 'r') + ".html"), "too long"},
+  };
+  for (bool existing : {false, true}) {
+    if (existing) std::ofstream(out) << "keep me";
+    const std::vector<std::string> before = Files(dir.path());
+    for (const auto& [args, expect] : cases) {
+      auto r = Cli(dir, args + kFast);
+      EXPECT_NE(r.code, 0) << args;
+      EXPECT_TRUE(r.out.empty()) << args << ": " << r.out;
+      std::string body = r.err;
+      while (!body.empty() && body.back() == '\n') body.pop_back();
+      EXPECT_EQ(body.find('\n'), std::string::npos) << args << ":\n" << r.err;
+      EXPECT_EQ(body.rfind("compress-model: error: ", 0), 0u) << args << ": " << r.err;
+      EXPECT_NE(body.find(expect), std::string::npos) << args << ": " << r.err;
+      // Nothing new in the folder (no output, no temporary), and an existing output unchanged.
+      EXPECT_EQ(Files(dir.path()), before) << args;
+      if (existing) {
+        EXPECT_EQ(ReadAll(out), "keep me") << args;
+      }
+    }
+  }
+}
+
+TEST(CompressModelCli, SvdRunWritesCheckedModelTablesAndReports) {
+  testing::ScratchDir dir;
+  const std::string out = dir / "out.onnx", json = dir / "report.json", html = dir / "report.html";
+  std::ofstream(out) << "replaced on success";
+  auto r = Cli(dir, Model("mlp") + " -o " + out + " --svd rank=64 --eval-data fashion-mnist:test --eval-limit 200" +
+                        " --no-bench --report-json " + json + " --report " + html);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Files(dir.path()), (std::vector<std::string>{"out.onnx", "report.html", "report.json"}));
+
+  auto g = LoadModel(out);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  Status checked = CheckModelWithOnnxChecker(out);
+  EXPECT_TRUE(checked.ok()) << checked.message();
+
+  // Tables: the pass with its layers, then the summary.
+  for (const char* s : {"pass 1: svd rank=64", "fc1", "64/256", "params", "MACs", "summary:", "file bytes",
+                        "MACs/sample", "accuracy", "wrote " })
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  EXPECT_LT(r.out.find("pass 1: svd"), r.out.find("summary:"));
+
+  const nlohmann::json j = nlohmann::json::parse(ReadAll(json));
+  EXPECT_EQ(j["output"], out);
+  ASSERT_EQ(j["passes"].size(), 1u);
+  EXPECT_EQ(j["passes"][0]["pass"], "svd");
+  EXPECT_EQ(j["passes"][0]["config"], "rank=64");
+  bool fc1 = false;
+  for (const auto& l : j["passes"][0]["layers"]) {
+    for (const char* key : {"node", "op_type", "action", "params_before", "params_after", "macs_before", "macs_after",
+                            "setting", "full_setting", "spectrum", "sensitivity"})
+      EXPECT_TRUE(l.contains(key)) << key;
+    if (l["node"] == "fc1") {
+      fc1 = true;
+      EXPECT_EQ(l["action"], "svd");
+      EXPECT_EQ(l["setting"].get<int64_t>(), 64);
+      EXPECT_EQ(l["macs_before"].get<int64_t>(), 784 * 256);
+      EXPECT_EQ(l["spectrum"].size(), 256u);
+    }
+  }
+  EXPECT_TRUE(fc1);
+  const auto& before = j["summary"]["before"];
+  const auto& after = j["summary"]["after"];
+  EXPECT_EQ(before["file_bytes"].get<int64_t>(), static_cast<int64_t>(std::filesystem::file_size(Model("mlp"))));
+  EXPECT_EQ(after["file_bytes"].get<int64_t>(), static_cast<int64_t>(std::filesystem::file_size(out)));
+  EXPECT_LT(after["macs"].get<int64_t>(), before["macs"].get<int64_t>());
+  EXPECT_LT(after["params"].get<int64_t>(), before["params"].get<int64_t>());
+  EXPECT_GT(after["accuracy"].get<double>(), 0.75);
+  EXPECT_EQ(j["eval_samples"].get<int64_t>(), 200);
+  EXPECT_TRUE(after["latency_p50_ms"].is_null());  // --no-bench
+
+  const std::string page = ReadAll(html);
+  EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(page.find("class=\"chart spectrum\""), std::string::npos);
+  EXPECT_NE(page.find(">rank 64</text>"), std::string::npos);
+}
+
+std::vector<std::string> PassOrder(const nlohmann::json& j) {
+  std::vector<std::string> order;
+  for (const auto& p : j["passes"]) order.push_back(p["pass"].get<std::string>() + " " + p["config"].get<std::string>());
+  return order;
+}
+
+TEST(CompressModelCli, PassesRunInTheOrderGivenAndRepeatsMerge) {
+  testing::ScratchDir dir;
+  const std::string base = Model("mlp") + " -o " + dir / "out.onnx" + " --no-bench --report-json - ";
+  {
+    auto r = Cli(dir, base + "--prune ratio=0.25 --svd rank=32");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(PassOrder(nlohmann::json::parse(r.out)), (std::vector<std::string>{"prune ratio=0.25", "svd rank=32"}));
+  }
+  {
+    auto r = Cli(dir, base + "--svd rank=32 --prune ratio=0.25 --svd rank=16");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(PassOrder(nlohmann::json::parse(r.out)),
+              (std::vector<std::string>{"svd rank=32", "prune ratio=0.25", "svd rank=16"}));
+  }
+  {
+    // Consecutive repeats are one pass with merged options: fc1 gets its own rank.
+    auto r = Cli(dir, base + "--svd rank=64 --svd layer=fc1:rank=16");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["passes"].size(), 1u) << r.out;
+    for (const auto& l : j["passes"][0]["layers"]) {
+      if (l["node"] == "fc1") {
+        EXPECT_EQ(l["setting"].get<int64_t>(), 16);
+      }
+      if (l["node"] == "fc2") {
+        EXPECT_EQ(l["setting"].get<int64_t>(), 64);
+      }
+    }
+  }
+  {
+    // --stop-after runs only the first N passes.
+    auto r = Cli(dir, base + "--prune ratio=0.25 --svd rank=32 --stop-after 1");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(PassOrder(nlohmann::json::parse(r.out)), (std::vector<std::string>{"prune ratio=0.25"}));
+  }
+  {
+    // A pass flag without a spec runs the pass with its defaults.
+    auto r = Cli(dir, base + "--svd");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(PassOrder(nlohmann::json::parse(r.out)), (std::vector<std::string>{"svd "}));
+  }
+}
+
+TEST(CompressModelCli, QuietPrintsNothingAndTinyBenchMeasuresBoth) {
+  testing::ScratchDir dir;
+  {
+    auto r = Cli(dir, Model("mlp") + " -o " + dir / "q.onnx" + " --svd rank=64" + kFast);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_TRUE(r.err.empty()) << r.err;
+  }
+  auto r = Cli(dir, Model("mlp") + " -o " + dir / "b.onnx" +
+                        " --svd rank=64 --bench-batch 8 --bench-time 0 --bench-iterations 3 --bench-rounds 1"
+                        " --threads 1 --report-json -");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["bench_batch"].get<int64_t>(), 8);
+  for (const char* side : {"before", "after"}) {
+    EXPECT_GT(j["summary"][side]["latency_p50_ms"].get<double>(), 0) << side;
+    EXPECT_GT(j["summary"][side]["throughput"].get<double>(), 0) << side;
+  }
+  // Progress went to stderr, not into the JSON on stdout.
+  EXPECT_NE(r.err.find("[bench]"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace whittle
