@@ -108,4 +108,17 @@ std::string TextTable::Render(const std::string& indent) const {
   return out;
 }
 
+RewrittenTotals SumRewritten(const PassReport& pass) {
+  RewrittenTotals t;
+  for (const LayerReport& l : pass.layers) {
+    if (l.action == "skipped") continue;
+    ++t.layers;
+    t.params_before += l.params_before;
+    t.params_after += l.params_after;
+    t.macs_before += l.macs_before;
+    t.macs_after += l.macs_after;
+  }
+  return t;
+}
+
 }  // namespace whittle::report

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "passes/pass.h"
+
 namespace whittle::report {
 
 // 1234567 -> "1,234,567".
@@ -25,6 +27,13 @@ std::string HumanBytes(int64_t bytes);
 size_t DisplayWidth(const std::string& s);
 // Escapes & < > " ' for HTML text and attribute values.
 std::string HtmlEscape(const std::string& s);
+
+// Sums over the layers a pass rewrote (skipped rows left out): the tables' total row.
+struct RewrittenTotals {
+  int layers = 0;
+  int64_t params_before = 0, params_after = 0, macs_before = 0, macs_after = 0;
+};
+RewrittenTotals SumRewritten(const PassReport& pass);
 
 // A text table: columns sized to their widest cell, numbers right-aligned.
 class TextTable {

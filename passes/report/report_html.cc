@@ -185,8 +185,6 @@ std::string SummaryTable(const CompressionReport& r) {
 std::string LayerTable(const PassReport& p) {
   if (p.layers.empty()) return "<p class=\"empty\">No layer matched.</p>";
   std::string rows;
-  int64_t pb = 0, pa = 0, mb = 0, ma = 0;
-  int rewritten = 0;
   for (const LayerReport& l : p.layers) {
     const bool skipped = l.action == "skipped";
     std::string setting = "—";
@@ -199,18 +197,14 @@ std::string LayerTable(const PassReport& p) {
             Td("num", BeforeAfter(l.macs_before, l.macs_after, !skipped)) +
             Td("num " + ChangeClass(l.macs_before, l.macs_after), ChangePercent(l.macs_before, l.macs_after)) +
             Td("detail", HtmlEscape(skipped ? l.reason : l.detail)) + "</tr>";
-    if (!skipped) {
-      pb += l.params_before;
-      pa += l.params_after;
-      mb += l.macs_before;
-      ma += l.macs_after;
-      ++rewritten;
-    }
   }
-  if (rewritten > 1)
-    rows += "<tr class=\"total\"><td colspan=\"4\">Total (" + std::to_string(rewritten) + " rewritten layers)</td>" +
-            Td("num", BeforeAfter(pb, pa, false)) + Td("num", BeforeAfter(mb, ma, true)) +
-            Td("num " + ChangeClass(mb, ma), ChangePercent(mb, ma)) + Td("", "") + "</tr>";
+  const report::RewrittenTotals t = report::SumRewritten(p);
+  if (t.layers > 1)
+    rows += "<tr class=\"total\"><td colspan=\"4\">Total (" + std::to_string(t.layers) + " rewritten layers)</td>" +
+            Td("num", BeforeAfter(t.params_before, t.params_after, false)) +
+            Td("num", BeforeAfter(t.macs_before, t.macs_after, true)) +
+            Td("num " + ChangeClass(t.macs_before, t.macs_after), ChangePercent(t.macs_before, t.macs_after)) +
+            Td("", "") + "</tr>";
   return "<table class=\"layers\"><thead><tr><th>Node</th><th>Op</th><th>Action</th><th class=\"num\">Rank / kept</th>"
          "<th class=\"num\">Params</th><th class=\"num\">MACs / sample</th><th class=\"num\">Change</th><th>Detail</th>"
          "</tr></thead><tbody>" +

@@ -36,24 +36,17 @@ std::string PassTableText(const PassReport& pass, int index) {
     t.Columns({"node", "op", "action", "rank/kept", "params", "→ after", "MACs", "→ after", "MACs change", "detail"},
               {TextTable::kLeft, TextTable::kLeft, TextTable::kLeft, TextTable::kRight, TextTable::kRight,
                TextTable::kRight, TextTable::kRight, TextTable::kRight, TextTable::kRight, TextTable::kLeft});
-    int64_t pb = 0, pa = 0, mb = 0, ma = 0;
-    int rewritten = 0;
     for (const LayerReport& l : pass.layers) {
       const bool skipped = l.action == "skipped";
       t.Row({l.node, l.op_type, l.action, Setting(l), Grouped(l.params_before), Grouped(l.params_after),
              Grouped(l.macs_before), Grouped(l.macs_after), ChangePercent(l.macs_before, l.macs_after),
              skipped ? l.reason : l.detail});
-      if (!skipped) {
-        pb += l.params_before;
-        pa += l.params_after;
-        mb += l.macs_before;
-        ma += l.macs_after;
-        ++rewritten;
-      }
     }
-    if (rewritten > 1)
-      t.Row({"total (" + std::to_string(rewritten) + " rewritten)", "", "", "", Grouped(pb), Grouped(pa), Grouped(mb),
-             Grouped(ma), ChangePercent(mb, ma), ""});
+    const report::RewrittenTotals s = report::SumRewritten(pass);
+    if (s.layers > 1)
+      t.Row({"total (" + std::to_string(s.layers) + " rewritten)", "", "", "", Grouped(s.params_before),
+             Grouped(s.params_after), Grouped(s.macs_before), Grouped(s.macs_after),
+             ChangePercent(s.macs_before, s.macs_after), ""});
     out += t.Render("  ");
   }
   for (const std::string& n : pass.notes) out += "  note: " + n + "\n";

@@ -11,6 +11,7 @@
 #include "passes/pass_manager.h"
 #include "passes/prune/prune_pass.h"
 #include "runtime/session.h"
+#include "tests/passes/pass_test_util.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"
 
@@ -21,13 +22,9 @@ using testing::GraphBuilder;
 using testing::RandomFloat;
 
 StatusOr<PassReport> Prune(Graph& g, const std::string& spec, const Dataset* calib = nullptr) {
-  WH_ASSIGN_OR_RETURN(PassOptions o, PassOptions::Parse("prune", spec));
-  WH_ASSIGN_OR_RETURN(std::unique_ptr<Pass> p, MakePrunePass(std::move(o)));
   PassContext ctx;
   ctx.calibration = calib;
-  WH_ASSIGN_OR_RETURN(PassReport r, p->Run(g, ctx));
-  WH_RETURN_IF_ERROR(CheckPassOutput(g));
-  return r;
+  return testing::RunPass(g, "prune", spec, ctx);
 }
 
 Tensor RunModel(const Graph& g, const Tensor& x) {

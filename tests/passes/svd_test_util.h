@@ -12,8 +12,7 @@
 #include <vector>
 
 #include "lib/ir/graph.h"
-#include "passes/pass_manager.h"
-#include "passes/svd/svd_pass.h"
+#include "tests/passes/pass_test_util.h"
 #include "runtime/session.h"
 
 namespace whittle::testing {
@@ -64,11 +63,7 @@ inline std::vector<double> GeometricSpectrum(int64_t n, double first, double dec
 
 // Runs --svd with `spec` on g and the PassManager's check (Compact + InferShapes + Verify).
 inline StatusOr<PassReport> RunSvd(Graph& g, const std::string& spec, const PassContext& ctx = {}) {
-  WH_ASSIGN_OR_RETURN(PassOptions o, PassOptions::Parse("svd", spec));
-  WH_ASSIGN_OR_RETURN(std::unique_ptr<Pass> pass, MakeSvdPass(std::move(o)));
-  WH_ASSIGN_OR_RETURN(PassReport r, pass->Run(g, ctx));
-  WH_RETURN_IF_ERROR(CheckPassOutput(g));
-  return r;
+  return RunPass(g, "svd", spec, ctx);
 }
 
 inline StatusOr<std::vector<Tensor>> RunGraph(const Graph& g, const std::map<std::string, Tensor>& inputs) {

@@ -3,7 +3,6 @@
 // and merging of repeated flags, --stop-after, and a tiny benchmark.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -17,15 +16,13 @@
 
 #include "lib/onnx/model_io.h"
 #include "passes/pass_registry.h"
+#include "tests/util/run_command.h"
 #include "tests/util/scratch_dir.h"
 
 namespace whittle {
 namespace {
 
-struct CmdResult {
-  int code = -1;
-  std::string out, err;
-};
+using testing::CmdResult;
 
 std::string ReadAll(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -38,14 +35,7 @@ std::string ReadAll(const std::string& path) {
 CmdResult Cli(const testing::ScratchDir& dir, const std::string& args) {
   const std::string err_path = dir / "stderr.txt";
   const std::string cmd = std::string(WHITTLE_BINARY_DIR) + "/bin/compress-model " + args + " 2>" + err_path;
-  CmdResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  CmdResult r = testing::RunCommand(cmd);
   r.err = ReadAll(err_path);
   std::filesystem::remove(err_path);
   return r;

@@ -2,10 +2,6 @@
 // outputs, and one-line errors with a non-zero exit on bad input.
 #include <gtest/gtest.h>
 
-#include "tests/util/scratch_dir.h"
-
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -13,27 +9,18 @@
 
 #include "lib/data/npy.h"
 #include "runtime/session.h"
+#include "tests/util/run_command.h"
+#include "tests/util/scratch_dir.h"
 #include "tests/util/test_util.h"
 
 namespace whittle {
 namespace {
 
-struct CmdResult {
-  int code = -1;
-  std::string out;
-};
+using testing::CmdResult;
 
 CmdResult Sh(const std::string& args, bool with_stderr = false) {
-  const std::string cmd = std::string(WHITTLE_BINARY_DIR) + "/bin/run-model " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  CmdResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return testing::RunCommand(std::string(WHITTLE_BINARY_DIR) + "/bin/run-model " + args +
+                             (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 std::string Model(const std::string& m) { return std::string(WHITTLE_SOURCE_DIR) + "/models/" + m + ".onnx"; }
