@@ -14,6 +14,7 @@ void RegisterPoolKernels(KernelRegistry& r);
 void RegisterShapeKernels(KernelRegistry& r);
 void RegisterTensorKernels(KernelRegistry& r);
 void RegisterQuantKernels(KernelRegistry& r);
+void RegisterQLinearKernels(KernelRegistry& r);  // kernels/qlinear_kernels.cc
 void RegisterIndexKernels(KernelRegistry& r);
 void RegisterLossKernels(KernelRegistry& r);
 
@@ -30,6 +31,7 @@ void RegisterAllKernels() {
     RegisterShapeKernels(r);
     RegisterTensorKernels(r);
     RegisterQuantKernels(r);
+    RegisterQLinearKernels(r);
     RegisterIndexKernels(r);
     RegisterLossKernels(r);
   });

@@ -5,6 +5,7 @@
 
 #include "lib/ops/op_def.h"
 #include "runtime/node_runner.h"
+#include "runtime/qdq_fusion.h"
 
 namespace whittle {
 namespace {
@@ -199,6 +200,17 @@ Status FuseActivations(Graph& g, int* count) {
 
 StatusOr<OptimizeReport> OptimizeForRuntime(Graph& g) {
   OptimizeReport r;
+  // Before folding: FoldConstants would turn DequantizeLinear(int8 weight) into a float weight
+  // and the int8 pattern would be lost.
+  QdqFusionCounts q;
+  WH_RETURN_IF_ERROR(FuseQdq(g, &q));
+  r.fused_qdq = q.fused;
+  r.int8_passthrough = q.passthrough;
+  if (q.fused + q.passthrough > 0) {
+    // Drop the Dequantize nodes nobody reads any more before folding would evaluate them.
+    WH_RETURN_IF_ERROR(g.Compact());
+    WH_RETURN_IF_ERROR(InferShapes(g));
+  }
   WH_RETURN_IF_ERROR(FoldConstants(g, &r.folded_constants));
   WH_RETURN_IF_ERROR(FoldConvBatchNorm(g, &r.folded_batchnorms));
   WH_RETURN_IF_ERROR(FuseActivations(g, &r.fused_activations));

@@ -13,12 +13,15 @@ struct OptimizeReport {
   int folded_constants = 0;
   int folded_batchnorms = 0;
   int fused_activations = 0;
+  int fused_qdq = 0;          // Conv/Gemm/MatMul running as int8 QConv/QGemm
+  int int8_passthrough = 0;   // MaxPool/Flatten/Reshape moved onto int8 data
 };
 
 Status FoldConstants(Graph& g, int* count);
 Status FoldConvBatchNorm(Graph& g, int* count);
 Status FuseActivations(Graph& g, int* count);
-// All of the above, then Compact() and InferShapes().
+// QDQ fusion (runtime/qdq_fusion.h) first, then all of the above, then Compact() and
+// InferShapes().
 StatusOr<OptimizeReport> OptimizeForRuntime(Graph& g);
 
 }  // namespace whittle

@@ -10,6 +10,7 @@
 #include "lib/ops/op_def.h"
 #include "runtime/node_runner.h"
 #include "runtime/optimizer.h"
+#include "runtime/quant_validation.h"
 
 namespace whittle {
 
@@ -68,7 +69,11 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, const Session
   s->graph_ = std::move(graph);
   WH_RETURN_IF_ERROR(s->graph_.Verify());
   for (const Node& n : s->graph_.nodes()) WH_RETURN_IF_ERROR(ValidateNode(n, static_cast<int>(s->graph_.OpsetFor(n.domain))));
+  // Quantization parameters are checked before inference (so every op reports them the same
+  // way) and again after it, when activation shapes are known for the per-axis lengths.
+  WH_RETURN_IF_ERROR(ValidateQuantParams(s->graph_));
   WH_RETURN_IF_ERROR(InferShapes(s->graph_));
+  WH_RETURN_IF_ERROR(ValidateQuantParams(s->graph_));
   if (opts.optimize) {
     auto r = OptimizeForRuntime(s->graph_);
     if (!r.ok()) return r.status().WithContext("optimizing the graph");

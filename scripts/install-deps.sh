@@ -5,6 +5,7 @@ set -euo pipefail
 PKGS=(build-essential cmake pkg-config zlib1g-dev
       libonnx-dev libprotobuf-dev protobuf-compiler libeigen3-dev libfftw3-dev libcli11-dev
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libdnnl-dev
+      ocl-icd-opencl-dev opencl-headers
       dataset-fashion-mnist libonnx-testdata)
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,7 +1,9 @@
 #include "kernels/cpu/pool.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #ifdef __AVX2__
 #include <immintrin.h>
@@ -50,26 +52,66 @@ inline void MaxRow2x2(const float* r0, const float* r1, int64_t ow, float* out) 
   for (; o < ow; ++o) out[o] = std::max(std::max(r0[2 * o], r0[2 * o + 1]), std::max(r1[2 * o], r1[2 * o + 1]));
 }
 
-void MaxPlane(const float* x, const Geo2D& g, float* y) {
+#ifdef __AVX2__
+// Pairwise max of adjacent unsigned bytes of a and b: 16 results from each, in order a..., b....
+inline __m256i PairMaxU8(__m256i a, __m256i b) {
+  const __m256i lo = _mm256_set1_epi16(0x00ff);
+  const __m256i ma = _mm256_max_epi16(_mm256_and_si256(a, lo), _mm256_srli_epi16(a, 8));
+  const __m256i mb = _mm256_max_epi16(_mm256_and_si256(b, lo), _mm256_srli_epi16(b, 8));
+  // packus interleaves 128-bit lanes as [a0 b0 | a1 b1]; the permute restores [a0 a1 b0 b1].
+  return _mm256_permute4x64_epi64(_mm256_packus_epi16(ma, mb), _MM_SHUFFLE(3, 1, 2, 0));
+}
+#endif
+
+// 8-bit 2x2/stride-2 rows. int8 is mapped onto uint8 order by flipping the sign bit (x ^ 0x80),
+// which keeps max exact.
+template <typename T>
+inline void MaxRow2x2Int8(const T* r0, const T* r1, int64_t ow, T* out) {
+  static_assert(sizeof(T) == 1, "8-bit only");
+  int64_t o = 0;
+#ifdef __AVX2__
+  const __m256i flip = _mm256_set1_epi8(std::is_signed<T>::value ? static_cast<char>(0x80) : 0);
+  for (; o + 32 <= ow; o += 32) {
+    auto load = [&](const T* p) {
+      return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), flip);
+    };
+    const __m256i a = _mm256_max_epu8(load(r0 + 2 * o), load(r1 + 2 * o));
+    const __m256i b = _mm256_max_epu8(load(r0 + 2 * o + 32), load(r1 + 2 * o + 32));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + o), _mm256_xor_si256(PairMaxU8(a, b), flip));
+  }
+#endif
+  for (; o < ow; ++o) out[o] = std::max(std::max(r0[2 * o], r0[2 * o + 1]), std::max(r1[2 * o], r1[2 * o + 1]));
+}
+
+inline void MaxRow2x2T(const float* r0, const float* r1, int64_t ow, float* out) { MaxRow2x2(r0, r1, ow, out); }
+inline void MaxRow2x2T(const uint8_t* r0, const uint8_t* r1, int64_t ow, uint8_t* out) {
+  MaxRow2x2Int8(r0, r1, ow, out);
+}
+inline void MaxRow2x2T(const int8_t* r0, const int8_t* r1, int64_t ow, int8_t* out) {
+  MaxRow2x2Int8(r0, r1, ow, out);
+}
+
+template <typename T>
+void MaxPlane(const T* x, const Geo2D& g, T* y) {
   const bool two_by_two = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 &&
                           g.pt == 0 && g.pl == 0 && 2 * g.oh <= g.ih && 2 * g.ow <= g.iw;
   if (two_by_two) {
-    for (int64_t oh = 0; oh < g.oh; ++oh) MaxRow2x2(x + 2 * oh * g.iw, x + (2 * oh + 1) * g.iw, g.ow, y + oh * g.ow);
+    for (int64_t oh = 0; oh < g.oh; ++oh) MaxRow2x2T(x + 2 * oh * g.iw, x + (2 * oh + 1) * g.iw, g.ow, y + oh * g.ow);
     return;
   }
   for (int64_t oh = 0; oh < g.oh; ++oh) {
-    float* out = y + oh * g.ow;
-    for (int64_t o = 0; o < g.ow; ++o) out[o] = std::numeric_limits<float>::lowest();
+    T* out = y + oh * g.ow;
+    for (int64_t o = 0; o < g.ow; ++o) out[o] = std::numeric_limits<T>::lowest();
     for (int64_t kh = 0; kh < g.kh; ++kh) {
       const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
       if (ih < 0 || ih >= g.ih) continue;
-      const float* in = x + ih * g.iw;
+      const T* in = x + ih * g.iw;
       for (int64_t kw = 0; kw < g.kw; ++kw) {
         const int64_t off = kw * g.dw - g.pl;
         int64_t lo, hi;
         ValidRange(off, g.sw, g.iw, g.ow, &lo, &hi);
         if (g.sw == 1) {
-          const float* src = in + off;
+          const T* src = in + off;
           for (int64_t o = lo; o < hi; ++o) out[o] = std::max(out[o], src[o]);
         } else {
           for (int64_t o = lo; o < hi; ++o) out[o] = std::max(out[o], in[o * g.sw + off]);
@@ -129,7 +171,10 @@ class PoolCpuKernel : public OpKernel {
   Status Compute(KernelContext& ctx) const override {
     const Tensor& x = *ctx.inputs[0];
     const bool wants_indices = ctx.outputs.size() > 1 && ctx.outputs[1];
-    if (x.dtype() != DType::kFloat32 || x.rank() < 3 || x.rank() > 4 || wants_indices) return fallback_->Compute(ctx);
+    if (x.rank() < 3 || x.rank() > 4 || wants_indices) return fallback_->Compute(ctx);
+    if (x.dtype() == DType::kUInt8 && kind_ == PoolKind::kMax) return WindowMax<uint8_t>(ctx);
+    if (x.dtype() == DType::kInt8 && kind_ == PoolKind::kMax) return WindowMax<int8_t>(ctx);
+    if (x.dtype() != DType::kFloat32) return fallback_->Compute(ctx);
     Tensor& y = *ctx.outputs[0];
     const float* xp = x.data<float>();
     float* yp = y.data<float>();
@@ -170,6 +215,25 @@ class PoolCpuKernel : public OpKernel {
   }
 
  private:
+  // MaxPool over 8-bit tensors (the quantized CNN's pools run on uint8/int8 between QConv nodes).
+  template <typename T>
+  Status WindowMax(KernelContext& ctx) const {
+    const Tensor& x = *ctx.inputs[0];
+    Tensor& y = *ctx.outputs[0];
+    WindowGeometry wg;
+    WH_RETURN_IF_ERROR(ResolveWindow(attrs_, x.dims().data() + 2, attrs_.kernel_shape.data(), x.rank() - 2, &wg));
+    const int64_t planes = x.dim(0) * x.dim(1);
+    if (y.numel() != planes * wg.OutSize())
+      return Internal("pool output " + DimsToString(y.dims()) + " does not match the resolved window geometry");
+    const Geo2D g = To2D(wg);
+    const int64_t in_plane = g.ih * g.iw, out_plane = g.oh * g.ow;
+    const int threads = planes * out_plane * g.kh * g.kw >= kMinParallelWork ? std::max(1, ctx.num_threads) : 1;
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    ParallelFor(planes, threads, [&](int64_t p) { MaxPlane(xp + p * in_plane, g, yp + p * out_plane); });
+    return Status::Ok();
+  }
+
   PoolKind kind_;
   WindowAttrs attrs_;
   bool include_pad_;
@@ -181,7 +245,8 @@ class PoolCpuKernel : public OpKernel {
 StatusOr<std::unique_ptr<OpKernel>> CreatePoolCpuKernel(PoolKind kind, const KernelInit& init) {
   WH_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> ref, CreatePoolReferenceKernel(kind, init));
   const DType dt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
-  if (dt != DType::kFloat32) return ref;
+  const bool eight_bit_max = kind == PoolKind::kMax && (dt == DType::kUInt8 || dt == DType::kInt8);
+  if (dt != DType::kFloat32 && !eight_bit_max) return ref;
   WindowAttrs a;
   if (kind == PoolKind::kMax || kind == PoolKind::kAverage) {
     WH_ASSIGN_OR_RETURN(a, ParseWindowAttrs(init.attrs));

@@ -14,6 +14,7 @@ void RegisterPoolOps(OpRegistry& r);         // lib/ops/pool.cc
 void RegisterShapeOps(OpRegistry& r);        // lib/ops/shape_ops.cc
 void RegisterTensorOps(OpRegistry& r);       // lib/ops/tensor_ops.cc
 void RegisterQuantOps(OpRegistry& r);        // lib/ops/quant.cc
+void RegisterQLinearOps(OpRegistry& r);      // lib/ops/qlinear.cc
 void RegisterIndexOps(OpRegistry& r);        // lib/ops/index_ops.cc
 void RegisterLossOps(OpRegistry& r);         // lib/ops/loss.cc
 
@@ -30,6 +31,7 @@ void RegisterAllOps() {
     RegisterShapeOps(r);
     RegisterTensorOps(r);
     RegisterQuantOps(r);
+    RegisterQLinearOps(r);
     RegisterIndexOps(r);
     RegisterLossOps(r);
   });

@@ -166,6 +166,34 @@ TEST(PoolCpu, MatchesReference) {
   }
 }
 
+// The quantized CNN pools uint8/int8 activations between QConv nodes: the CPU MaxPool runs on
+// 8-bit data (AVX2 2x2 path and the general window loop) and must equal the reference bit for bit.
+TEST(PoolCpu, EightBitMaxPoolMatchesReference) {
+  const std::vector<std::pair<Dims, AttributeMap>> cases = {
+      {{64, 16, 28, 28}, Attrs({{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}})},
+      {{2, 3, 130, 131}, Attrs({{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}})},
+      {{2, 3, 9, 7}, Attrs({{"kernel_shape", Attribute::Ints({3, 3})}, {"pads", Attribute::Ints({1, 1, 1, 1})},
+                            {"strides", Attribute::Ints({2, 2})}})},
+      {{1, 2, 10, 11}, Attrs({{"kernel_shape", Attribute::Ints({3, 2})}, {"dilations", Attribute::Ints({2, 3})},
+                              {"pads", Attribute::Ints({2, 0, 1, 3})}})},
+      {{2, 3, 17}, Attrs({{"kernel_shape", Attribute::Ints({4})}, {"strides", Attribute::Ints({3})},
+                          {"pads", Attribute::Ints({1, 2})}})},
+  };
+  uint32_t seed = 100;
+  for (const auto& [dims, attrs] : cases) {
+    for (bool is_signed : {false, true}) {
+      SCOPED_TRACE(DimsToString(dims) + (is_signed ? " int8" : " uint8"));
+      const Tensor x = is_signed ? ::whittle::testing::RandomInt8(dims, seed++)
+                                 : ::whittle::testing::RandomUInt8(dims, seed++);
+      for (int threads : {1, 2}) {
+        const auto ref = ExpectCpuMatchesReference(MakeNode("MaxPool", 1, 1, attrs), {x}, 0.f, 0.f, 12, threads);
+        ASSERT_EQ(ref.size(), 1u);
+        EXPECT_EQ(ref[0].dtype(), x.dtype());
+      }
+    }
+  }
+}
+
 TEST(PoolCpu, RejectsWindowLargerThanInput) {
   auto r = RunNode(MakeNode("MaxPool", 1, 1, Attrs({{"kernel_shape", Attribute::Ints({4, 4})}})), 12,
                    {RandomFloat({1, 1, 3, 3}, 1)}, Provider::kCpu);

@@ -1,0 +1,568 @@
+#include "kernels/cpu/qgemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <oneapi/dnnl/dnnl.h>
+#include <string>
+
+#include "kernels/cpu/parallel.h"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+namespace whittle {
+namespace {
+
+// Chosen by tests/bench/qgemm_bench.cc on the 2-core AVX2 (Zen 3, no VNNI) build machine: oneDNN's
+// dnnl_gemm_u8s8s32 is at most ~1.2x faster on the MLP shapes (and slower on the conv shapes), but
+// its accumulators differ from the exact int32 sums on full-range data (vpmaddubsw saturates int16
+// pair sums), so it cannot be the default: the fast kernel must match the reference bit for bit.
+constexpr QGemmBackend kBuiltInDefault = QGemmBackend::kOwn;
+
+int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+int32_t ZpAt(const std::vector<int32_t>* zp, int64_t i) {
+  if (!zp) return 0;
+  return zp->size() == 1 ? (*zp)[0] : (*zp)[static_cast<size_t>(i)];
+}
+
+// Per-call epilogue state: the output format in plain fields (so stores through byte pointers do
+// not force reloads) and each local row's or column's multiplier and bias, padded to kQNr.
+struct Epilogue {
+  const QOutput* out = nullptr;
+  QOutput::Kind kind = QOutput::Kind::kInt32;
+  bool u8 = false, relu = false, channel_is_row = false;
+  float lo = 0.f, hi = 0.f;  // clamp bounds relative to the zero point
+  int32_t zp = 0;
+  std::vector<float> mult;
+  std::vector<int32_t> bias;
+};
+
+Epilogue MakeEpilogue(const QOutput& out, bool channel_is_row, int64_t channel_offset, int64_t rows, int64_t cols) {
+  Epilogue e;
+  e.out = &out;
+  e.kind = out.kind;
+  e.u8 = out.dtype == DType::kUInt8;
+  e.relu = out.relu;
+  e.channel_is_row = channel_is_row;
+  e.lo = static_cast<float>(out.qmin - out.zero_point);
+  e.hi = static_cast<float>(out.qmax - out.zero_point);
+  e.zp = out.zero_point;
+  const int64_t n = channel_is_row ? rows : cols;
+  const int64_t np = RoundUp(std::max<int64_t>(n, 1), kQNr);
+  e.mult.assign(static_cast<size_t>(np), 0.f);
+  e.bias.assign(static_cast<size_t>(np), 0);
+  for (int64_t c = 0; c < n; ++c) {
+    if (!out.multiplier.empty()) e.mult[static_cast<size_t>(c)] = out.MultiplierAt(channel_offset + c);
+    e.bias[static_cast<size_t>(c)] = out.BiasAt(channel_offset + c);
+  }
+  return e;
+}
+
+size_t OutElemSize(DType t) { return t == DType::kUInt8 || t == DType::kInt8 ? 1 : 4; }
+
+// Scalar epilogue of one element — the reference formula, written so the vector path's
+// clamp-then-round order gives identical results (the bounds are integers).
+void EpilogueScalar(const Epilogue& e, int32_t acc, float mult, int32_t bias, void* y, int64_t i) {
+  const int32_t a = WrapAdd(acc, bias);
+  switch (e.kind) {
+    case QOutput::Kind::kInt32:
+      static_cast<int32_t*>(y)[i] = a;
+      return;
+    case QOutput::Kind::kFloat: {
+      const float v = QRequantize(a, mult);
+      static_cast<float*>(y)[i] = e.relu ? std::max(v, 0.f) : v;
+      return;
+    }
+    case QOutput::Kind::kQuantized: {
+      const float v = std::min(std::max(QRequantize(a, mult), e.lo), e.hi);
+      const int32_t q = static_cast<int32_t>(std::nearbyint(v)) + e.zp;
+      if (e.u8) static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(q);
+      else static_cast<int8_t*>(y)[i] = static_cast<int8_t>(q);
+      return;
+    }
+  }
+}
+
+#if defined(__AVX2__)
+// 8 outputs from 8 accumulators; bias and multiplier already per lane.
+template <QOutput::Kind kKind>
+inline void Epilogue8(const Epilogue& e, __m256i a, __m256i b, __m256 m, void* y, int64_t j) {
+  a = _mm256_add_epi32(a, b);
+  if constexpr (kKind == QOutput::Kind::kInt32) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<int32_t*>(y) + j), a);
+  } else if constexpr (kKind == QOutput::Kind::kFloat) {
+    __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), m);
+    if (e.relu) v = _mm256_max_ps(v, _mm256_setzero_ps());
+    _mm256_storeu_ps(static_cast<float*>(y) + j, v);
+  } else {
+    __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), m);
+    v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(e.lo)), _mm256_set1_ps(e.hi));
+    // Default MXCSR rounding: half to even.
+    const __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(v), _mm256_set1_epi32(e.zp));
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    const __m128i b8 = e.u8 ? _mm_packus_epi16(w16, w16) : _mm_packs_epi16(w16, w16);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(static_cast<uint8_t*>(y) + j), b8);
+  }
+}
+
+template <QOutput::Kind kKind>
+int64_t EpilogueVector(const Epilogue& e, const int32_t* acc, int64_t n, int64_t r, int64_t c0, void* y) {
+  int64_t j = 0;
+  if (e.channel_is_row) {
+    const __m256i b = _mm256_set1_epi32(e.bias[static_cast<size_t>(r)]);
+    const __m256 m = _mm256_set1_ps(e.mult[static_cast<size_t>(r)]);
+    for (; j + 8 <= n; j += 8)
+      Epilogue8<kKind>(e, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j)), b, m, y, j);
+  } else {
+    const int32_t* bias = e.bias.data() + c0;
+    const float* mult = e.mult.data() + c0;
+    for (; j + 8 <= n; j += 8)
+      Epilogue8<kKind>(e, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j)),
+                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + j)), _mm256_loadu_ps(mult + j), y, j);
+  }
+  return j;
+}
+#endif
+
+// n accumulators of local row r, columns c0.. -> y (already offset to (r, c0)).
+void EpilogueSegment(const Epilogue& e, const int32_t* acc, int64_t n, int64_t r, int64_t c0, void* y) {
+  int64_t j = 0;
+#if defined(__AVX2__)
+  switch (e.kind) {
+    case QOutput::Kind::kInt32: j = EpilogueVector<QOutput::Kind::kInt32>(e, acc, n, r, c0, y); break;
+    case QOutput::Kind::kFloat: j = EpilogueVector<QOutput::Kind::kFloat>(e, acc, n, r, c0, y); break;
+    case QOutput::Kind::kQuantized: j = EpilogueVector<QOutput::Kind::kQuantized>(e, acc, n, r, c0, y); break;
+  }
+#endif
+  for (; j < n; ++j) {
+    const size_t c = static_cast<size_t>(e.channel_is_row ? r : c0 + j);
+    EpilogueScalar(e, acc[j], e.mult[c], e.bias[c], y, j);
+  }
+}
+
+int32_t LoadPair(const int16_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+#if defined(__AVX2__)
+// c + (pairwise int16 products summed into int32). With AVX-VNNI / AVX512-VNNI this is one
+// vpdpwssd (non-saturating, so the same bits as vpmaddwd + vpaddd).
+inline __m256i MulAddPairs(__m256i c, __m256i a, __m256i b) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpwssd_epi32(c, a, b);
+#elif defined(__AVXVNNI__)
+  return _mm256_dpwssd_avx_epi32(c, a, b);
+#else
+  return _mm256_add_epi32(c, _mm256_madd_epi16(a, b));
+#endif
+}
+#endif
+
+// tile[kQMr][kQNr] (row stride ldt) = A rows (row stride lda int16) * B panel over kpairs k-pairs.
+void MicroKernel(const int16_t* ap, int64_t lda, const int16_t* bp, int64_t kpairs, int32_t* tile, int64_t ldt) {
+  static_assert(kQMr == 6 && kQNr == 16, "micro-kernel shape");
+  const int16_t* a0 = ap;
+  const int16_t* a1 = ap + lda;
+  const int16_t* a2 = ap + 2 * lda;
+  const int16_t* a3 = ap + 3 * lda;
+  const int16_t* a4 = ap + 4 * lda;
+  const int16_t* a5 = ap + 5 * lda;
+#if defined(__AVX2__)
+  __m256i c00 = _mm256_setzero_si256(), c01 = _mm256_setzero_si256();
+  __m256i c10 = _mm256_setzero_si256(), c11 = _mm256_setzero_si256();
+  __m256i c20 = _mm256_setzero_si256(), c21 = _mm256_setzero_si256();
+  __m256i c30 = _mm256_setzero_si256(), c31 = _mm256_setzero_si256();
+  __m256i c40 = _mm256_setzero_si256(), c41 = _mm256_setzero_si256();
+  __m256i c50 = _mm256_setzero_si256(), c51 = _mm256_setzero_si256();
+  for (int64_t kk = 0; kk < kpairs; ++kk) {
+    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp));
+    const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + 16));
+    __m256i a = _mm256_set1_epi32(LoadPair(a0 + 2 * kk));
+    c00 = MulAddPairs(c00, a, b0);
+    c01 = MulAddPairs(c01, a, b1);
+    a = _mm256_set1_epi32(LoadPair(a1 + 2 * kk));
+    c10 = MulAddPairs(c10, a, b0);
+    c11 = MulAddPairs(c11, a, b1);
+    a = _mm256_set1_epi32(LoadPair(a2 + 2 * kk));
+    c20 = MulAddPairs(c20, a, b0);
+    c21 = MulAddPairs(c21, a, b1);
+    a = _mm256_set1_epi32(LoadPair(a3 + 2 * kk));
+    c30 = MulAddPairs(c30, a, b0);
+    c31 = MulAddPairs(c31, a, b1);
+    a = _mm256_set1_epi32(LoadPair(a4 + 2 * kk));
+    c40 = MulAddPairs(c40, a, b0);
+    c41 = MulAddPairs(c41, a, b1);
+    a = _mm256_set1_epi32(LoadPair(a5 + 2 * kk));
+    c50 = MulAddPairs(c50, a, b0);
+    c51 = MulAddPairs(c51, a, b1);
+    bp += 2 * kQNr;
+  }
+  auto store = [&](int64_t i, int64_t half, __m256i v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * ldt + half * 8), v);
+  };
+  store(0, 0, c00);
+  store(0, 1, c01);
+  store(1, 0, c10);
+  store(1, 1, c11);
+  store(2, 0, c20);
+  store(2, 1, c21);
+  store(3, 0, c30);
+  store(3, 1, c31);
+  store(4, 0, c40);
+  store(4, 1, c41);
+  store(5, 0, c50);
+  store(5, 1, c51);
+#else
+  const int16_t* rows[kQMr] = {a0, a1, a2, a3, a4, a5};
+  for (int64_t i = 0; i < kQMr; ++i) std::fill(tile + i * ldt, tile + i * ldt + kQNr, 0);
+  for (int64_t kk = 0; kk < kpairs; ++kk) {
+    for (int64_t i = 0; i < kQMr; ++i) {
+      const int32_t x0 = rows[i][2 * kk], x1 = rows[i][2 * kk + 1];
+      for (int64_t j = 0; j < kQNr; ++j)
+        tile[i * ldt + j] = WrapAdd(tile[i * ldt + j], x0 * bp[2 * j] + x1 * bp[2 * j + 1]);
+    }
+    bp += 2 * kQNr;
+  }
+#endif
+}
+
+// Row r of a byte matrix minus zero points (one, or per column) as int16.
+template <class T>
+void RowToInt16(const T* src, int64_t n, const std::vector<int32_t>* zp, int64_t zp_offset, bool zp_per_col,
+                int16_t* dst) {
+  if (!zp_per_col) {
+    const int16_t z = static_cast<int16_t>(zp ? (*zp)[0] : 0);
+    for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<int16_t>(static_cast<int16_t>(src[j]) - z);
+  } else {
+    const int32_t* z = zp->data() + zp_offset;
+    for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<int16_t>(static_cast<int32_t>(src[j]) - z[j]);
+  }
+}
+
+void ByteRowToInt16(const void* src, DType dt, int64_t n, const std::vector<int32_t>* zp, int64_t zp_offset,
+                    bool zp_per_col, int16_t* dst) {
+  if (dt == DType::kUInt8) RowToInt16(static_cast<const uint8_t*>(src), n, zp, zp_offset, zp_per_col, dst);
+  else RowToInt16(static_cast<const int8_t*>(src), n, zp, zp_offset, zp_per_col, dst);
+}
+
+// Interleaves int16 rows r0 (k) and r1 (k + 1) of n columns (r1 may be null: zeros) into the
+// panel layout at k-pair kk: dst + panel * kQNr * Kp + kk * 2 * kQNr.
+void InterleavePair(const int16_t* r0, const int16_t* r1, int64_t n, int64_t Kp, int64_t kk, int16_t* dst) {
+  int64_t j = 0;
+#if defined(__AVX2__)
+  for (; j + kQNr <= n; j += kQNr) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + j));
+    const __m256i y = r1 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1 + j)) : _mm256_setzero_si256();
+    const __m256i lo = _mm256_unpacklo_epi16(x, y);  // cols 0-3 | 8-11
+    const __m256i hi = _mm256_unpackhi_epi16(x, y);  // cols 4-7 | 12-15
+    int16_t* d = dst + (j / kQNr) * kQNr * Kp + kk * 2 * kQNr;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), _mm256_permute2x128_si256(lo, hi, 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 16), _mm256_permute2x128_si256(lo, hi, 0x31));
+  }
+#endif
+  for (; j < RoundUp(n, kQNr); ++j) {  // the last panel's padding columns are zeros
+    int16_t* d = dst + (j / kQNr) * kQNr * Kp + kk * 2 * kQNr + (j % kQNr) * 2;
+    d[0] = j < n ? r0[j] : int16_t{0};
+    d[1] = j < n && r1 ? r1[j] : int16_t{0};
+  }
+}
+
+// dst[0, n) = 0; may write up to 15 elements past n (see CopyRowOvershoot).
+inline void ZeroRowOvershoot(int64_t n, int16_t* dst) {
+#if defined(__AVX2__)
+  // The first two chunks unrolled: a plain loop becomes a memset call, too slow for short rows.
+  const __m256i z = _mm256_setzero_si256();
+  if (n > 0) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), z);
+  if (n > 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 16), z);
+  for (int64_t j = 32; j < n; j += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), z);
+#else
+  for (int64_t j = 0; j < n; ++j) dst[j] = 0;
+#endif
+}
+
+// dst[0, n) = src[0, n); may write up to 15 elements past n (the caller's buffers are padded and
+// overwrite them later). Short rows are the common case: no library call per row.
+inline void CopyRowOvershoot(const int16_t* src, int64_t n, int16_t* dst) {
+#if defined(__AVX2__)
+  auto copy16 = [&](int64_t j) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + j)));
+  };
+  // The first two chunks unrolled: a plain loop becomes a memcpy call, too slow for short rows.
+  if (n > 0) copy16(0);
+  if (n > 16) copy16(16);
+  for (int64_t j = 32; j < n; j += 16) copy16(j);
+#else
+  for (int64_t j = 0; j < n; ++j) dst[j] = src[j];
+#endif
+}
+
+// RAII OpenMP team size for oneDNN (it sizes its team with omp_get_max_threads()).
+class ScopedOmp {
+ public:
+  explicit ScopedOmp(int n) : prev_(omp_get_max_threads()) { omp_set_num_threads(std::max(1, n)); }
+  ~ScopedOmp() { omp_set_num_threads(prev_); }
+  ScopedOmp(const ScopedOmp&) = delete;
+  ScopedOmp& operator=(const ScopedOmp&) = delete;
+
+ private:
+  int prev_;
+};
+
+}  // namespace
+
+void QPackA(const QMatrix& a, int64_t M, int64_t K, QPackedA* out, int threads) {
+  out->M = M;
+  out->K = K;
+  out->Kp = RoundUp(K, 2);
+  const int64_t Kp = out->Kp;
+  out->data.assign(static_cast<size_t>(RoundUp(M, kQMr) * Kp), 0);
+  const bool per_row = a.zero_point && a.zero_point->size() > 1;
+  const size_t es = 1;
+  ParallelFor(M, M * K >= (1 << 17) ? threads : 1, [&](int64_t i) {
+    const std::vector<int32_t> zp{ZpAt(a.zero_point, per_row ? i : 0)};
+    ByteRowToInt16(static_cast<const char*>(a.data) + static_cast<size_t>(i * a.ld) * es, a.dtype, K, &zp, 0, false,
+                   out->data.data() + i * Kp);
+  });
+}
+
+void QPackB(const QMatrix& b, int64_t K, int64_t N, QPackedB* out, int threads) {
+  out->K = K;
+  out->N = N;
+  out->Kp = RoundUp(K, 2);
+  const int64_t Kp = out->Kp;
+  out->data.resize(static_cast<size_t>(RoundUp(N, kQNr) * Kp));  // InterleavePair writes every element
+  const bool per_col = b.zero_point && b.zero_point->size() > 1;
+  ParallelFor(Kp / 2, K * N >= (1 << 17) ? threads : 1, [&](int64_t kk) {
+    std::vector<int16_t> r0(static_cast<size_t>(N)), r1(static_cast<size_t>(N));
+    const char* base = static_cast<const char*>(b.data);
+    ByteRowToInt16(base + 2 * kk * b.ld, b.dtype, N, b.zero_point, 0, per_col, r0.data());
+    const bool has1 = 2 * kk + 1 < K;
+    if (has1) ByteRowToInt16(base + (2 * kk + 1) * b.ld, b.dtype, N, b.zero_point, 0, per_col, r1.data());
+    InterleavePair(r0.data(), has1 ? r1.data() : nullptr, N, Kp, kk, out->data.data());
+  });
+}
+
+void QPackIm2Col(const ConvShape& s, const void* x_image, DType x_dtype, int32_t x_zp, int64_t group,
+                 QPackedB* out) {
+  const WindowGeometry& g = s.geo;
+  const int64_t cg = s.in_channels / s.group, ksize = g.KernelSize(), in_size = g.InSize();
+  const int64_t K = cg * ksize, N = g.OutSize();
+  out->K = K;
+  out->N = N;
+  out->Kp = RoundUp(K, 2);
+  const int64_t Kp = out->Kp;
+  out->data.resize(static_cast<size_t>(RoundUp(N, kQNr) * Kp));  // InterleavePair writes every element
+  // Each im2col row (channel, tap) is built as int16 (x - x_zp, 0 in the padding), then pairs of
+  // rows are interleaved into the panels.
+  // Both padded for CopyRowOvershoot.
+  std::vector<int16_t> rows(static_cast<size_t>(2 * N + 16));
+  std::vector<int16_t> xrow(static_cast<size_t>(in_size + 16));
+  const std::vector<int32_t> zp{x_zp};
+  int64_t k_idx[kMaxSpatialDims], o_idx[kMaxSpatialDims];
+  int64_t cur_c = -1;
+  for (int64_t k = 0; k < Kp; ++k) {
+    int16_t* dst = rows.data() + (k & 1) * N;
+    if (k < K) {
+      const int64_t c = k / ksize, t = k % ksize;
+      if (c != cur_c) {  // the channel's plane as int16 once
+        ByteRowToInt16(static_cast<const char*>(x_image) + (group * cg + c) * in_size, x_dtype, in_size, &zp, 0, false,
+                       xrow.data());
+        cur_c = c;
+      }
+      for (int64_t d = g.spatial - 1, r = t; d >= 0; --d) {
+        k_idx[d] = r % g.kernel[d];
+        r /= g.kernel[d];
+      }
+      if (g.spatial == 2) {
+        const int64_t sw = g.stride[1], off = k_idx[1] * g.dilation[1] - g.pad_begin[1];
+        // Outputs [lo, hi) of a row read inside the input row (iw = ow * sw + off); the rest is padding.
+        const int64_t lo = std::min(g.out[1], off >= 0 ? 0 : (-off + sw - 1) / sw);
+        const int64_t hi = std::max(lo, std::min(g.out[1], g.in[1] - 1 - off < 0 ? 0 : (g.in[1] - 1 - off) / sw + 1));
+        for (int64_t oh = 0; oh < g.out[0]; ++oh) {
+          const int64_t ih = oh * g.stride[0] - g.pad_begin[0] + k_idx[0] * g.dilation[0];
+          int16_t* drow = dst + oh * g.out[1];
+          if (ih < 0 || ih >= g.in[0]) {
+            ZeroRowOvershoot(g.out[1], drow);
+            continue;
+          }
+          const int16_t* srow = xrow.data() + ih * g.in[1] + off;
+          // Left padding first, then the copy, then the right padding; each may overshoot into
+          // later positions that are written afterwards (no memset/memcpy call per short row).
+          ZeroRowOvershoot(lo, drow);
+          if (sw == 1) {
+            CopyRowOvershoot(srow + lo, hi - lo, drow + lo);
+          } else {
+            for (int64_t ow = lo; ow < hi; ++ow) drow[ow] = srow[ow * sw];
+          }
+          ZeroRowOvershoot(g.out[1] - hi, drow + hi);
+        }
+      } else {
+        for (int64_t o = 0; o < N; ++o) {
+          for (int64_t d = g.spatial - 1, r = o; d >= 0; --d) {
+            o_idx[d] = r % g.out[d];
+            r /= g.out[d];
+          }
+          int64_t off = 0;
+          bool inside = true;
+          for (int d = 0; d < g.spatial; ++d) {
+            const int64_t p = o_idx[d] * g.stride[d] - g.pad_begin[d] + k_idx[d] * g.dilation[d];
+            if (p < 0 || p >= g.in[d]) inside = false;
+            off = off * g.in[d] + p;
+          }
+          dst[o] = inside ? xrow[static_cast<size_t>(off)] : int16_t{0};
+        }
+      }
+    }
+    if (k & 1) InterleavePair(rows.data(), k < K ? rows.data() + N : nullptr, N, Kp, k / 2, out->data.data());
+  }
+}
+
+bool QConvUsesPaddedPlanes(const ConvShape& s) {
+  const WindowGeometry& g = s.geo;
+  if (g.spatial != 2 || g.stride[0] != 1 || g.stride[1] != 1) return false;
+  const int64_t hp = g.in[0] + g.pad_begin[0] + g.pad_end[0], wp = g.in[1] + g.pad_begin[1] + g.pad_end[1];
+  // Stride 1: the output spans the padded plane minus the dilated kernel.
+  return g.out[0] == hp - g.dilation[0] * (g.kernel[0] - 1) && g.out[1] == wp - g.dilation[1] * (g.kernel[1] - 1);
+}
+
+void QPackConvPadded(const ConvShape& s, const void* x_image, DType x_dtype, int32_t x_zp, int64_t group,
+                     std::vector<int16_t>* planes, QPackedB* out, int64_t* pitch) {
+  const WindowGeometry& g = s.geo;
+  const int64_t cg = s.in_channels / s.group, taps = g.KernelSize();
+  const int64_t hp = g.in[0] + g.pad_begin[0] + g.pad_end[0], wp = g.in[1] + g.pad_begin[1] + g.pad_end[1];
+  // Slices start at most (KH-1)*dh rows + (KW-1)*dw into a plane and run OH * Wp elements: the
+  // last one ends (KW-1)*dw past the plane, inside this slack.
+  const int64_t plane = hp * wp + g.dilation[1] * (g.kernel[1] - 1) + 16;
+  const int64_t N = g.out[0] * wp, K = cg * taps;
+  planes->assign(static_cast<size_t>(cg * plane), 0);
+  const std::vector<int32_t> zp{x_zp};
+  // Each channel is converted in one vectorizable pass, then its rows are placed with 16-element
+  // copies whose overshoot is re-zeroed right after (padding must read as 0; later rows overwrite
+  // the rest), so short rows cost no library call and no scalar tail.
+  std::vector<int16_t> conv(static_cast<size_t>(g.InSize() + 16));
+  for (int64_t c = 0; c < cg; ++c) {
+    const char* src = static_cast<const char*>(x_image) + (group * cg + c) * g.InSize();
+    ByteRowToInt16(src, x_dtype, g.InSize(), &zp, 0, false, conv.data());
+    int16_t* dst = planes->data() + c * plane + g.pad_begin[0] * wp + g.pad_begin[1];
+    for (int64_t ih = 0; ih < g.in[0]; ++ih) {
+      CopyRowOvershoot(conv.data() + ih * g.in[1], g.in[1], dst + ih * wp);
+      ZeroRowOvershoot(16, dst + ih * wp + g.in[1]);
+    }
+  }
+  out->K = K;
+  out->N = N;
+  out->Kp = RoundUp(K, 2);
+  out->data.resize(static_cast<size_t>(RoundUp(N, kQNr) * out->Kp));  // InterleavePair writes every element
+  auto row = [&](int64_t k) -> const int16_t* {
+    const int64_t c = k / taps, t = k % taps;
+    const int64_t kh = t / g.kernel[1], kw = t % g.kernel[1];
+    return planes->data() + c * plane + kh * g.dilation[0] * wp + kw * g.dilation[1];
+  };
+  for (int64_t kk = 0; kk < out->Kp / 2; ++kk)
+    InterleavePair(row(2 * kk), 2 * kk + 1 < K ? row(2 * kk + 1) : nullptr, N, out->Kp, kk, out->data.data());
+  *pitch = wp;
+}
+
+void QCompactConvRows(const void* tmp, int64_t rows, int64_t oh, int64_t ow, int64_t pitch, size_t elem_size, void* y) {
+  const char* src = static_cast<const char*>(tmp);
+  char* dst = static_cast<char*>(y);
+  const size_t run = static_cast<size_t>(ow) * elem_size;
+  const int64_t runs = rows * oh;
+  for (int64_t i = 0; i < runs; ++i) {
+    const char* s = src + static_cast<size_t>(i * pitch) * elem_size;
+    char* d = dst + static_cast<size_t>(i) * run;
+#if defined(__AVX2__)
+    // 16- or 8-byte chunks, each shorter than a run: the overshoot lands on the next run (written
+    // next) and the reads stay inside the next source row. The last run is exact: past it lies
+    // memory another thread may be writing.
+    if (i + 1 < runs && run >= 16) {
+      for (size_t b = 0; b < run; b += 16)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + b), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + b)));
+      continue;
+    }
+    if (i + 1 < runs && run >= 8) {
+      for (size_t b = 0; b < run; b += 8)
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(d + b), _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + b)));
+      continue;
+    }
+#endif
+    std::memcpy(d, s, run);
+  }
+}
+
+void QGemmPacked(const QPackedA& a, const QPackedB& b, const QOutput& out, bool channel_is_row,
+                 int64_t channel_offset, void* y, int64_t ldy, int threads) {
+  WH_CHECK(a.Kp == b.Kp);
+  const int64_t M = a.M, N = b.N, Kp = a.Kp;
+  const Epilogue e = MakeEpilogue(out, channel_is_row, channel_offset, M, N);
+  const int64_t nrp = (M + kQMr - 1) / kQMr, ncp = (N + kQNr - 1) / kQNr;
+  const size_t es = OutElemSize(out.dtype);
+  const int work_threads = M * N * Kp >= (1 << 15) ? threads : 1;
+  // A work item is one row panel times up to kChunkPanels column panels: the micro-kernel fills an
+  // L1-resident strip of accumulators and the epilogue then runs over whole strip rows.
+  constexpr int64_t kChunkPanels = 16;
+  const int64_t nchunks = (ncp + kChunkPanels - 1) / kChunkPanels;
+  ParallelFor(nrp * nchunks, work_threads, [&](int64_t t) {
+    const int64_t chunk = t / nrp, rp = t % nrp;
+    alignas(32) int32_t strip[kQMr * kChunkPanels * kQNr];
+    const int64_t cp0 = chunk * kChunkPanels, cp1 = std::min(ncp, cp0 + kChunkPanels);
+    const int64_t ldt = (cp1 - cp0) * kQNr;
+    const int16_t* ap = a.data.data() + rp * kQMr * Kp;
+    for (int64_t cp = cp0; cp < cp1; ++cp)
+      MicroKernel(ap, Kp, b.data.data() + cp * kQNr * Kp, Kp / 2, strip + (cp - cp0) * kQNr, ldt);
+    const int64_t r0 = rp * kQMr, c0 = cp0 * kQNr;
+    const int64_t nr = std::min(kQMr, M - r0), nc = std::min(ldt, N - c0);
+    for (int64_t i = 0; i < nr; ++i)
+      EpilogueSegment(e, strip + i * ldt, nc, r0 + i, c0,
+                      static_cast<char*>(y) + static_cast<size_t>((r0 + i) * ldy + c0) * es);
+  });
+}
+
+void QEpilogueCpu(const QOutput& out, const int32_t* acc, int64_t rows, int64_t cols, bool channel_is_row,
+                  int64_t channel_offset, void* y, int64_t ldy, int threads) {
+  const Epilogue e = MakeEpilogue(out, channel_is_row, channel_offset, rows, cols);
+  const size_t es = OutElemSize(out.dtype);
+  ParallelFor(rows, rows * cols >= (1 << 15) ? threads : 1, [&](int64_t r) {
+    EpilogueSegment(e, acc + r * cols, cols, r, 0, static_cast<char*>(y) + static_cast<size_t>(r * ldy) * es);
+  });
+}
+
+bool QGemmAccOneDnn(const QMatrix& a, const QMatrix& b, int64_t M, int64_t N, int64_t K, int32_t* acc, int threads) {
+  if (b.dtype != DType::kInt8) return false;
+  if ((a.zero_point && a.zero_point->size() != 1) || (b.zero_point && b.zero_point->size() != 1)) return false;
+  const int32_t azp = ZpAt(a.zero_point, 0), bzp = ZpAt(b.zero_point, 0);
+  const int32_t co = 0;
+  ScopedOmp team(threads);
+  dnnl_status_t st;
+  if (a.dtype == DType::kUInt8) {
+    st = dnnl_gemm_u8s8s32('N', 'N', 'F', M, N, K, 1.f, static_cast<const uint8_t*>(a.data), a.ld,
+                           static_cast<uint8_t>(azp), static_cast<const int8_t*>(b.data), b.ld,
+                           static_cast<int8_t>(bzp), 0.f, acc, N, &co);
+  } else {
+    st = dnnl_gemm_s8s8s32('N', 'N', 'F', M, N, K, 1.f, static_cast<const int8_t*>(a.data), a.ld,
+                           static_cast<int8_t>(azp), static_cast<const int8_t*>(b.data), b.ld,
+                           static_cast<int8_t>(bzp), 0.f, acc, N, &co);
+  }
+  return st == dnnl_success;
+}
+
+QGemmBackend DefaultQGemmBackend() {
+  static const QGemmBackend backend = [] {
+    const char* env = std::getenv("WHITTLE_QGEMM");
+    const std::string v = env ? env : "";
+    if (v == "own") return QGemmBackend::kOwn;
+    if (v == "onednn") return QGemmBackend::kOneDnn;
+    return kBuiltInDefault;
+  }();
+  return backend;
+}
+
+}  // namespace whittle

@@ -1,0 +1,254 @@
+#include "kernels/reference/qlinear.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace whittle {
+namespace {
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+bool IsByte(DType t) { return t == DType::kUInt8 || t == DType::kInt8; }
+
+int32_t ByteAt(const void* p, DType dt, int64_t i) {
+  return dt == DType::kUInt8 ? static_cast<int32_t>(static_cast<const uint8_t*>(p)[i])
+                             : static_cast<int32_t>(static_cast<const int8_t*>(p)[i]);
+}
+
+// 1 value, or `channels` values (1-D) when channels >= 0.
+Status CheckParamLength(const std::string& node, const std::string& what, const Tensor& t, int64_t channels) {
+  if (t.rank() > 1) return InvalidArgument(node + ": " + what + " must be a scalar or 1-D, got " + DimsToString(t.dims()));
+  const int64_t n = t.numel();
+  if (n == 1) return Status::Ok();
+  if (channels < 0)
+    return InvalidArgument(node + ": " + what + " must be per-tensor (one value), got " + DimsToString(t.dims()));
+  if (n != channels)
+    return InvalidArgument(node + ": " + what + " has " + Str(n) + " values, expected 1 or " + Str(channels) +
+                           " (one per channel)");
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::vector<int32_t>> ReadZeroPoints(const std::string& node, const std::string& what, const Tensor* zp,
+                                              DType data_dtype, int64_t channels) {
+  if (!zp) return std::vector<int32_t>{0};
+  if (zp->dtype() != data_dtype)
+    return InvalidArgument(node + ": " + what + " must have its data's type " + DTypeName(data_dtype) + ", got " +
+                           DTypeName(zp->dtype()));
+  if (!IsByte(zp->dtype()))
+    return InvalidArgument(node + ": " + what + " must be int8 or uint8, got " + DTypeName(zp->dtype()));
+  WH_RETURN_IF_ERROR(CheckParamLength(node, what, *zp, channels));
+  std::vector<int32_t> v(static_cast<size_t>(zp->numel()));
+  for (int64_t i = 0; i < zp->numel(); ++i) v[static_cast<size_t>(i)] = ByteAt(zp->raw_data(), zp->dtype(), i);
+  return v;
+}
+
+StatusOr<QChannelParams> ReadQParams(const std::string& node, const std::string& what, const Tensor* scale,
+                                     const Tensor* zero_point, DType data_dtype, int64_t channels) {
+  if (!scale) return InvalidArgument(node + ": " + what + " is missing");
+  if (scale->dtype() != DType::kFloat32)
+    return InvalidArgument(node + ": " + what + " must be float32, got " + DTypeName(scale->dtype()));
+  WH_RETURN_IF_ERROR(CheckParamLength(node, what, *scale, channels));
+  QChannelParams p;
+  const float* s = scale->data<float>();
+  for (int64_t i = 0; i < scale->numel(); ++i) {
+    if (!(std::isfinite(s[i]) && s[i] > 0.f))
+      return InvalidArgument(node + ": " + what + " must be finite and > 0, got " + std::to_string(s[i]) +
+                             (scale->numel() > 1 ? " at index " + Str(i) : std::string()));
+    p.scale.push_back(s[i]);
+  }
+  const std::string zp_what = what.size() > 5 && what.compare(what.size() - 5, 5, "scale") == 0
+                                  ? what.substr(0, what.size() - 5) + "zero_point"
+                                  : what + " zero point";
+  WH_ASSIGN_OR_RETURN(p.zero_point, ReadZeroPoints(node, zp_what, zero_point, data_dtype, channels));
+  if (p.zero_point.size() > 1 && p.scale.size() > 1 && p.zero_point.size() != p.scale.size())
+    return InvalidArgument(node + ": " + what + " and " + zp_what + " have different lengths");
+  return p;
+}
+
+QOutput Int32QOutput() { return QOutput{}; }
+
+StatusOr<QOutput> MakeQOutput(const std::string& node, const QChannelParams& x, const QChannelParams& w,
+                              const Tensor* y_scale, const Tensor* y_zero_point, const Tensor* bias,
+                              int64_t channels, bool relu) {
+  QOutput out;
+  out.relu = relu;
+  if (x.scale.size() != 1) return InvalidArgument(node + ": the input scale must be per-tensor");
+  const int64_t n = static_cast<int64_t>(w.scale.size());
+  if (n != 1 && n != channels)
+    return InvalidArgument(node + ": weight scale has " + Str(n) + " values, expected 1 or " + Str(channels));
+  if (bias) {
+    if (bias->dtype() != DType::kInt32)
+      return InvalidArgument(node + ": bias must be int32, got " + DTypeName(bias->dtype()));
+    if (bias->rank() != 1 || bias->dim(0) != channels)
+      return InvalidArgument(node + ": bias must have shape [" + Str(channels) + "], got " + DimsToString(bias->dims()));
+    out.bias.assign(bias->data<int32_t>(), bias->data<int32_t>() + channels);
+  }
+  if (!y_scale) {
+    if (y_zero_point) return InvalidArgument(node + ": y_zero_point given without y_scale");
+    out.kind = QOutput::Kind::kFloat;
+    out.dtype = DType::kFloat32;
+    for (int64_t c = 0; c < n; ++c) out.multiplier.push_back(x.scale[0] * w.ScaleAt(c));
+    return out;
+  }
+  const DType ydt = y_zero_point ? y_zero_point->dtype() : DType::kUInt8;
+  WH_ASSIGN_OR_RETURN(QChannelParams y, ReadQParams(node, "y_scale", y_scale, y_zero_point, ydt, -1));
+  out.kind = QOutput::Kind::kQuantized;
+  out.dtype = ydt;
+  out.zero_point = y.zero_point[0];
+  out.qmin = ydt == DType::kUInt8 ? 0 : -128;
+  out.qmax = ydt == DType::kUInt8 ? 255 : 127;
+  if (relu) out.qmin = std::max(out.qmin, out.zero_point);
+  for (int64_t c = 0; c < n; ++c) {
+    const float s = x.scale[0] * w.ScaleAt(c);
+    out.multiplier.push_back(s / y.scale[0]);
+  }
+  return out;
+}
+
+void QEpilogueReference(const QOutput& out, const int32_t* acc, int64_t rows, int64_t cols, bool channel_is_row,
+                        void* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t col = 0; col < cols; ++col) {
+      const int64_t i = r * cols + col;
+      const int64_t c = channel_is_row ? r : col;
+      const int32_t a = WrapAdd(acc[i], out.BiasAt(c));
+      switch (out.kind) {
+        case QOutput::Kind::kInt32:
+          static_cast<int32_t*>(y)[i] = a;
+          break;
+        case QOutput::Kind::kFloat: {
+          const float v = QRequantize(a, out.MultiplierAt(c));
+          static_cast<float*>(y)[i] = out.relu ? std::max(v, 0.f) : v;
+          break;
+        }
+        case QOutput::Kind::kQuantized: {
+          // Round half to even (default rounding mode), add the zero point, saturate; the
+          // comparison in double keeps huge products from overflowing the int conversion.
+          const double r = static_cast<double>(std::nearbyint(QRequantize(a, out.MultiplierAt(c)))) + out.zero_point;
+          const int32_t q = static_cast<int32_t>(std::min<double>(std::max<double>(r, out.qmin), out.qmax));
+          if (out.dtype == DType::kUInt8) static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(q);
+          else static_cast<int8_t*>(y)[i] = static_cast<int8_t>(q);
+          break;
+        }
+      }
+    }
+  }
+}
+
+int32_t QMatrixAt(const QMatrix& m, int64_t r, int64_t c, int64_t zp_index) {
+  const int32_t v = ByteAt(m.data, m.dtype, r * m.ld + c);
+  if (!m.zero_point) return v;
+  const auto& zp = *m.zero_point;
+  return v - (zp.size() == 1 ? zp[0] : zp[static_cast<size_t>(zp_index)]);
+}
+
+void QGemmAccReference(const QMatrix& a, const QMatrix& b, int64_t M, int64_t N, int64_t K, int32_t* acc) {
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      int64_t s = 0;  // int64 then wrapped: int32 arithmetic as the SIMD kernels do it, without UB
+      for (int64_t k = 0; k < K; ++k) s += QMatrixAt(a, i, k, i) * QMatrixAt(b, k, j, j);
+      acc[i * N + j] = static_cast<int32_t>(static_cast<uint32_t>(s));
+    }
+  }
+}
+
+StatusOr<ConvShape> ResolveQConvShape(const std::string& node, const AttributeMap& attrs, const Dims& x,
+                                      const Dims& w) {
+  auto wa = ParseWindowAttrs(attrs);
+  if (!wa.ok()) return InvalidArgument(node + ": " + wa.status().message());
+  const int64_t group = attrs.GetInt("group", 1);
+  if (x.size() < 3) return InvalidArgument(node + ": x must have rank >= 3, got " + DimsToString(x));
+  if (w.size() != x.size())
+    return InvalidArgument(node + ": w " + DimsToString(w) + " must have the rank of x " + DimsToString(x));
+  if (group < 1) return InvalidArgument(node + ": group must be >= 1, got " + Str(group));
+  if (x.size() - 2 > static_cast<size_t>(kMaxSpatialDims))
+    return InvalidArgument(node + ": too many spatial dims in " + DimsToString(x));
+  ConvShape s;
+  s.batch = x[0];
+  s.in_channels = x[1];
+  s.out_channels = w[0];
+  s.group = group;
+  if (w[1] * group != s.in_channels)
+    return InvalidArgument(node + ": x has " + Str(s.in_channels) + " channels but w " + DimsToString(w) +
+                           " with group " + Str(group) + " expects " + Str(w[1] * group));
+  if (s.out_channels % group != 0)
+    return InvalidArgument(node + ": group " + Str(group) + " does not divide the " + Str(s.out_channels) +
+                           " output channels");
+  const int spatial = static_cast<int>(x.size()) - 2;
+  for (int i = 0; i < spatial && static_cast<size_t>(i) < wa->kernel_shape.size(); ++i)
+    if (wa->kernel_shape[static_cast<size_t>(i)] != w[static_cast<size_t>(i) + 2])
+      return InvalidArgument(node + ": kernel_shape does not match w " + DimsToString(w));
+  Status st = ResolveWindow(*wa, x.data() + 2, w.data() + 2, spatial, &s.geo);
+  if (!st.ok()) return InvalidArgument(node + ": " + st.message());
+  return s;
+}
+
+void QConvAccReference(const ConvShape& s, const void* x, DType x_dtype, int32_t x_zp, const void* w, DType w_dtype,
+                       const std::vector<int32_t>& w_zp, int32_t* acc) {
+  const WindowGeometry& g = s.geo;
+  const int64_t cg = s.in_channels / s.group, mg = s.out_channels / s.group;
+  const int64_t in_size = g.InSize(), out_size = g.OutSize(), ksize = g.KernelSize();
+  int64_t o_idx[kMaxSpatialDims], k_idx[kMaxSpatialDims];
+  for (int64_t n = 0; n < s.batch; ++n) {
+    for (int64_t m = 0; m < s.out_channels; ++m) {
+      const int64_t grp = m / mg;
+      const int32_t wz = w_zp.size() == 1 ? w_zp[0] : w_zp[static_cast<size_t>(m)];
+      for (int64_t o = 0; o < out_size; ++o) {
+        for (int64_t d = g.spatial - 1, r = o; d >= 0; --d) {
+          o_idx[d] = r % g.out[d];
+          r /= g.out[d];
+        }
+        int64_t sum = 0;  // wrapped to int32 below, as the SIMD kernels do
+        for (int64_t c = 0; c < cg; ++c) {
+          const int64_t xc = (n * s.in_channels + grp * cg + c) * in_size;
+          const int64_t wc = (m * cg + c) * ksize;
+          for (int64_t k = 0; k < ksize; ++k) {
+            for (int64_t d = g.spatial - 1, r = k; d >= 0; --d) {
+              k_idx[d] = r % g.kernel[d];
+              r /= g.kernel[d];
+            }
+            int64_t off = 0;
+            bool inside = true;
+            for (int d = 0; d < g.spatial; ++d) {
+              const int64_t p = o_idx[d] * g.stride[d] - g.pad_begin[d] + k_idx[d] * g.dilation[d];
+              if (p < 0 || p >= g.in[d]) inside = false;
+              off = off * g.in[d] + p;
+            }
+            const int32_t xv = inside ? ByteAt(x, x_dtype, xc + off) - x_zp : 0;
+            sum += xv * (ByteAt(w, w_dtype, wc + k) - wz);
+          }
+        }
+        acc[(n * s.out_channels + m) * out_size + o] = static_cast<int32_t>(static_cast<uint32_t>(sum));
+      }
+    }
+  }
+}
+
+void DynamicQuantizeLinearReference(const float* x, int64_t n, uint8_t* y, float* y_scale, uint8_t* y_zero_point) {
+  float lo = 0.f, hi = 0.f;
+  for (int64_t i = 0; i < n; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  const float scale = (hi - lo) / 255.f;
+  // An all-zero input has no range; ONNX Runtime then uses zero point 0 and outputs zeros.
+  if (!(scale > 0.f) || !std::isfinite(scale)) {
+    *y_scale = scale;
+    *y_zero_point = 0;
+    for (int64_t i = 0; i < n; ++i) y[i] = 0;
+    return;
+  }
+  const float zp_f = std::nearbyint(std::min(std::max(0.f - lo / scale, 0.f), 255.f));
+  const int32_t zp = static_cast<int32_t>(zp_f);
+  *y_scale = scale;
+  *y_zero_point = static_cast<uint8_t>(zp);
+  for (int64_t i = 0; i < n; ++i) {
+    const float q = std::nearbyint(x[i] / scale) + static_cast<float>(zp);
+    y[i] = static_cast<uint8_t>(std::min(std::max(q, 0.f), 255.f));
+  }
+}
+
+}  // namespace whittle

@@ -1,0 +1,39 @@
+// The --int8 configuration and its parsing from the CLI spec
+// ("mode=static,calibration=percentile:99.99,per-channel=1,activations=u8,format=qdq,
+// op-types=Conv,MatMul,Gemm,exclude=fc3,layer=fc1:skip=1"). Every option is validated here,
+// with the option named in the error, before any model is read.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lib/ir/dtype.h"
+#include "passes/pass_options.h"
+#include "passes/quantize/calibration.h"
+
+namespace whittle::quant {
+
+struct Int8LayerOverride {
+  bool skip = false;
+  int per_channel = -1;  // -1: the global setting
+};
+
+struct Int8Config {
+  bool dynamic = false;
+  CalibConfig calib;  // method mse unless calibration= says otherwise (set by ParseInt8Config)
+  std::string calibration_text = "mse";  // as the user wrote it, for the report
+  bool per_channel = true;
+  bool reduce_range = true;  // weights in [-63, 63] (the default; see Int8PassHelp)
+  DType activations = DType::kUInt8;
+  bool qoperator = false;
+  std::set<std::string> op_types = {"Conv", "MatMul", "Gemm"};
+  std::set<std::string> exclude;
+  std::map<std::string, Int8LayerOverride> layers;
+  std::string spec;
+};
+
+StatusOr<Int8Config> ParseInt8Config(PassOptions& o);
+
+}  // namespace whittle::quant

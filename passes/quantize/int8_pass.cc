@@ -1,0 +1,187 @@
+// The --int8 pass: preparation (opset 13, BatchNormalization folding), the plan, calibration,
+// the choice of activation parameters, emission in the chosen format, and the report.
+#include "passes/quantize/int8_pass.h"
+
+#include <cstdio>
+
+#include "passes/cost.h"
+#include "passes/quantize/calibration.h"
+#include "passes/quantize/int8_options.h"
+#include "passes/quantize/int8_plan.h"
+#include "passes/quantize/opset_upgrade.h"
+#include "passes/quantize/qdq_emit.h"
+#include "passes/quantize/qoperator_emit.h"
+
+namespace whittle {
+namespace {
+
+using quant::ActParams;
+using quant::Int8Config;
+using quant::Int8Plan;
+using quant::ParamTable;
+
+std::string Fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+std::string Describe(const ActParams& p) {
+  return "[" + Fmt("%.4g", p.lo) + ", " + Fmt("%.4g", p.hi) + "] scale " + Fmt("%.4g", p.scale) + " zp " +
+         std::to_string(p.zero_point);
+}
+
+int64_t InitBytes(const Graph& g, int id) {
+  return id >= 0 && g.value(id).initializer ? static_cast<int64_t>(g.value(id).initializer->nbytes()) : 0;
+}
+
+// Activation parameters of every value the plan quantizes.
+StatusOr<ParamTable> ChooseParams(const Graph& g, const Int8Plan& plan, const Int8Config& c,
+                                  const std::map<int, quant::TensorRange>& ranges) {
+  ParamTable t;
+  for (const auto& [v, p] : plan.existing) t.params[v] = p;
+  for (int v : plan.calibrate) {
+    const quant::TensorRange& r = ranges.at(v);
+    t.params[v] = quant::ChooseActParams(r.lo, r.hi, c.activations);
+  }
+  // Inherited chains resolve in at most |inherit| rounds.
+  for (size_t round = 0; round <= plan.inherit.size(); ++round) {
+    bool missing = false;
+    for (const auto& [out, in] : plan.inherit) {
+      if (t.has(out)) continue;
+      if (t.has(in)) {
+        t.params[out] = t.at(in);
+      } else {
+        missing = true;
+      }
+    }
+    if (!missing) return t;
+  }
+  return Internal("--int8: quantization parameters of '" + g.value(plan.inherit.begin()->first).name + "' could not be resolved");
+}
+
+class Int8Pass : public Pass {
+ public:
+  explicit Int8Pass(Int8Config c) : c_(std::move(c)) {}
+  std::string name() const override { return "int8"; }
+
+  StatusOr<PassReport> Run(Graph& g, const PassContext& ctx) override {
+    PassReport rep;
+    rep.pass = "int8";
+    rep.config = c_.spec;
+    if (!c_.dynamic && !ctx.calibration)
+      return InvalidArgument("--int8 mode=static needs --calibration-data (activation ranges are measured on it); "
+                             "or use --int8 mode=dynamic");
+    const int64_t bytes_before = ComputeCost(g).param_bytes;
+    WH_RETURN_IF_ERROR(quant::UpgradeOpsetTo13(g, &rep.notes));
+    if (!c_.dynamic && c_.op_types.count("Conv")) {
+      const int folded = quant::FoldBatchNorms(g);
+      if (folded) rep.notes.push_back(std::to_string(folded) + " BatchNormalization node(s) folded into the Conv before them");
+    }
+    WH_ASSIGN_OR_RETURN(Int8Plan plan, quant::MakePlan(g, c_));
+
+    ParamTable params;
+    if (!c_.dynamic) {
+      std::map<int, quant::TensorRange> ranges;
+      if (!plan.calibrate.empty()) {
+        auto r = quant::CalibrateRanges(g, plan.calibrate, *ctx.calibration, c_.calib, ctx);
+        if (!r.ok()) return r.status().WithContext("--int8: calibrating on '" + ctx.calibration->description + "'");
+        ranges = std::move(r).value();
+      }
+      WH_ASSIGN_OR_RETURN(params, ChooseParams(g, plan, c_, ranges));
+      rep.notes.push_back("calibration " + c_.calibration_text + " on " + std::to_string(ctx.calibration->size()) +
+                          " samples (" + std::to_string(plan.calibrate.size()) + " activation tensors measured, " +
+                          (c_.calib.method == quant::CalibMethod::kMinMax ? "1 pass: running min/max"
+                                                                          : "2 passes: min/max, then 2048-bin histograms") +
+                          ")");
+    }
+
+    // Per-layer facts that the emission changes (node indices stay valid until the end).
+    std::map<int, LayerReport> done;
+    for (const quant::QuantLayer& l : plan.layers) {
+      const Node& n = g.nodes()[static_cast<size_t>(l.node)];
+      LayerReport r;
+      r.node = l.name;
+      r.op_type = l.op_type;
+      r.action = "int8";
+      r.params_before = r.params_after = NodeParams(g, n);
+      r.macs_before = r.macs_after = NodeMacs(g, n);
+      r.detail = "weight+bias bytes " + std::to_string(InitBytes(g, l.weight) + InitBytes(g, l.bias));
+      done[l.node] = std::move(r);
+    }
+    std::map<std::string, quant::EmittedWeight> weights;
+    std::map<int, std::string> act_detail;
+    for (const quant::QuantLayer& l : plan.layers) {
+      if (c_.dynamic) continue;
+      act_detail[l.node] = "; input " + g.value(l.input).name + " " + Describe(params.at(l.input)) + "; output " +
+                           g.value(l.output).name + " " + Describe(params.at(l.output)) +
+                           (l.relu >= 0 ? " (Relu fused before the output QuantizeLinear)" : "");
+    }
+    if (c_.dynamic) {
+      WH_RETURN_IF_ERROR(quant::EmitDynamic(g, plan, &weights));
+    } else if (c_.qoperator) {
+      WH_RETURN_IF_ERROR(quant::EmitQOperator(g, plan, params, &weights));
+    } else {
+      WH_RETURN_IF_ERROR(quant::EmitQdq(g, plan, params, &weights));
+    }
+    for (const quant::QuantLayer& l : plan.layers) {
+      LayerReport& r = done[l.node];
+      const quant::EmittedWeight& w = weights.at(l.name);
+      r.detail += " -> " + std::to_string(w.bytes) + "; weights int8 " +
+                  (w.axis >= 0 ? "per-channel (" + std::to_string(w.scales.size()) + " scales)" : std::string("per-tensor")) +
+                  (c_.dynamic ? "; activations quantized at run time (DynamicQuantizeLinear)" : act_detail[l.node]);
+    }
+    for (auto& [idx, r] : plan.skipped) done[idx] = std::move(r);
+    for (auto& [idx, r] : done) rep.layers.push_back(std::move(r));
+    WH_RETURN_IF_ERROR(g.Compact());
+    const int64_t bytes_after = ComputeCost(g).param_bytes;
+    rep.notes.push_back(std::string(c_.dynamic ? "mode dynamic" : "mode static") + ", format " +
+                        (c_.dynamic ? "integer ops (DynamicQuantizeLinear + MatMulInteger)" : c_.qoperator ? "qoperator" : "qdq") +
+                        ", weights " + (c_.per_channel ? "per-channel" : "per-tensor") + " symmetric int8" +
+                        (c_.dynamic ? "" : std::string(", activations ") + (c_.activations == DType::kInt8 ? "s8 symmetric" : "u8 asymmetric")) +
+                        "; " + std::to_string(plan.layers.size()) + " layer(s) quantized, " +
+                        std::to_string(plan.skipped.size()) + " left float");
+    rep.notes.push_back("initializer bytes " + std::to_string(bytes_before) + " -> " + std::to_string(bytes_after) +
+                        (bytes_after > 0 ? " (" + Fmt("%.2f", static_cast<double>(bytes_before) / static_cast<double>(bytes_after)) + "x smaller)" : std::string()));
+    return rep;
+  }
+
+ private:
+  Int8Config c_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Pass>> MakeInt8Pass(PassOptions options) {
+  WH_ASSIGN_OR_RETURN(Int8Config c, quant::ParseInt8Config(options));
+  return std::unique_ptr<Pass>(std::make_unique<Int8Pass>(std::move(c)));
+}
+
+const char* Int8PassHelp() {
+  return "--int8 [OPTIONS]  INT8 quantization of Conv, Gemm and MatMul with a constant weight, as standard ONNX.\n"
+         "  Options (comma-separated key=value):\n"
+         "  mode=static|dynamic   static (default): activation ranges measured on --calibration-data (required);\n"
+         "                 dynamic: weights int8 ahead of time, activations quantized at run time\n"
+         "                 (DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul -> Add; MatMul/Gemm only);\n"
+         "  calibration=minmax|percentile:P|entropy|mse   static: how activation ranges are chosen (default\n"
+         "                 mse): observed min/max; each side's P-th percentile (e.g. percentile:99.99);\n"
+         "                 entropy = TensorRT's KL-divergence threshold; mse = the threshold minimizing the\n"
+         "                 expected quantization error. The last three use 2048-bin histograms (a 2nd pass);\n"
+         "  per-channel=1|0       weights symmetric int8 per output channel (default 1) or per tensor;\n"
+         "  reduce-range=1|0      1 (default): weights in [-63, 63] (7 bits), so u8 x s8 pair sums fit in int16\n"
+         "                 and ONNX Runtime's int8 kernels on x86 CPUs without VNNI do not saturate\n"
+         "                 (measured: 97.8% top-1 agreement with Whittle on the CNN at 0, 100% at 1);\n"
+         "                 0: full [-127, 127], for runtimes without that limit (Whittle's own kernels are exact);\n"
+         "  activations=u8|s8     u8 asymmetric with a zero point (default) or s8 symmetric;\n"
+         "  format=qdq|qoperator  qdq (default): QuantizeLinear/DequantizeLinear around float ops;\n"
+         "                 qoperator: QLinearConv, QLinearMatMul, and MatMulInteger+Add+Cast+Mul for Gemm\n"
+         "                 with a bias (QLinearMatMul has none); MaxPool/Flatten/Reshape run on uint8;\n"
+         "  op-types=Conv,MatMul,Gemm   op types to quantize (default all three);\n"
+         "  exclude=NAME,...      layers (node names) left float;\n"
+         "  layer=NAME:skip=1|per-channel=0|1   per-layer overrides.\n"
+         "A Relu right after a layer is kept before the output QuantizeLinear (static mode);\n"
+         "BatchNormalization after a Conv is folded into it first; the opset is raised to 13 when lower.\n"
+         "Layers already quantized (weight from a DequantizeLinear) are left alone.";
+}
+
+}  // namespace whittle

@@ -1,0 +1,245 @@
+#include "passes/quantize/int8_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "passes/cost.h"
+
+namespace whittle::quant {
+namespace {
+
+const Tensor* ConstInput(const Graph& g, const Node& n, size_t slot) {
+  if (slot >= n.inputs.size() || n.inputs[slot] < 0) return nullptr;
+  const Value& v = g.value(n.inputs[slot]);
+  return v.initializer ? &*v.initializer : nullptr;
+}
+
+int SoleConsumer(const Graph& g, int value) {
+  if (g.IsGraphOutput(value)) return -1;
+  std::vector<int> c = g.Consumers(value);
+  return c.size() == 1 ? c[0] : -1;
+}
+
+bool ProducedBy(const Graph& g, int value, const char* op) {
+  if (value < 0) return false;
+  const int p = g.value(value).producer;
+  return p >= 0 && g.nodes()[static_cast<size_t>(p)].op_type == op;
+}
+
+// Ops that move or select values without arithmetic: on quantized data they give the quantized
+// result with the input's scale and zero point.
+bool IsPassthrough(const Node& n) {
+  if (!n.domain.empty() && n.domain != "ai.onnx") return false;
+  return n.op_type == "MaxPool" || n.op_type == "Flatten" || n.op_type == "Reshape" || n.op_type == "Transpose" ||
+         n.op_type == "Squeeze" || n.op_type == "Unsqueeze";
+}
+
+LayerReport Skip(const Graph& g, const Node& n, const std::string& reason) {
+  LayerReport r;
+  r.node = n.name;
+  r.op_type = n.op_type;
+  r.action = "skipped";
+  r.reason = reason;
+  r.params_before = r.params_after = NodeParams(g, n);
+  r.macs_before = r.macs_after = NodeMacs(g, n);
+  return r;
+}
+
+// Scale/zero point of a DequantizeLinear that already feeds a layer (per-tensor only).
+bool ExistingParams(const Graph& g, int value, ActParams* p) {
+  if (!ProducedBy(g, value, "DequantizeLinear")) return false;
+  const Node& dq = g.nodes()[static_cast<size_t>(g.value(value).producer)];
+  const Tensor* s = ConstInput(g, dq, 1);
+  const Tensor* z = ConstInput(g, dq, 2);
+  if (!s || s->numel() != 1 || s->dtype() != DType::kFloat32) return false;
+  p->scale = s->data<float>()[0];
+  p->dtype = z ? z->dtype() : DType::kUInt8;
+  p->zero_point = !z ? 0 : z->dtype() == DType::kInt8 ? z->data<int8_t>()[0] : z->data<uint8_t>()[0];
+  return p->dtype == DType::kUInt8 || p->dtype == DType::kInt8;
+}
+
+// Why node n cannot be quantized as a layer ("" if it can); fills l on success.
+std::string MatchLayer(const Graph& g, int idx, const Int8Config& c, QuantLayer* l) {
+  const Node& n = g.nodes()[static_cast<size_t>(idx)];
+  l->node = idx;
+  l->name = n.name;
+  l->op_type = n.op_type;
+  if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0) return "missing input";
+  if (ProducedBy(g, n.inputs[1], "DequantizeLinear"))
+    return "already quantized (its weight comes from a DequantizeLinear)";
+  const Tensor* w = ConstInput(g, n, 1);
+  if (!w || w->dtype() != DType::kFloat32) return "weight is not a constant float32 initializer";
+  if (g.value(n.inputs[0]).dtype != DType::kFloat32) return "input is not float32";
+  l->input = n.inputs[0];
+  l->weight = n.inputs[1];
+  l->output = n.outputs.empty() ? -1 : n.outputs[0];
+  if (l->output < 0) return "no output";
+  if (n.op_type == "Conv") {
+    if (w->rank() < 3) return "weight rank " + std::to_string(w->rank()) + " < 3";
+    l->weight_axis = 0;
+  } else if (n.op_type == "Gemm") {
+    if (n.attrs.GetFloat("alpha", 1.f) != 1.f || n.attrs.GetFloat("beta", 1.f) != 1.f)
+      return "alpha/beta other than 1";
+    if (n.attrs.GetInt("transA", 0) != 0) return "transA=1";
+    if (w->rank() != 2) return "weight is not 2-D";
+    l->trans_b = n.attrs.GetInt("transB", 0) != 0;
+    l->weight_axis = l->trans_b ? 0 : 1;
+  } else {  // MatMul
+    if (w->rank() != 2) return "weight is not 2-D (batched MatMul weights are not quantized)";
+    const Value& a = g.value(n.inputs[0]);
+    if (!a.shape || a.shape->size() < 2) return "input rank unknown or < 2";
+    l->weight_axis = 1;
+  }
+  const int64_t units = w->dim(static_cast<int>(l->weight_axis));
+  if (n.op_type != "MatMul" && n.inputs.size() > 2 && n.inputs[2] >= 0) {
+    const Tensor* b = ConstInput(g, n, 2);
+    if (!b || b->dtype() != DType::kFloat32) return "bias is not a constant float32 initializer";
+    if (b->numel() != units || (b->rank() == 2 && b->dim(0) != 1) || b->rank() > 2)
+      return "bias shape " + DimsToString(b->dims()) + " is not [" + std::to_string(units) + "]";
+    l->bias = n.inputs[2];
+  }
+  if (n.op_type == "Conv" && c.dynamic)
+    return "mode=dynamic quantizes MatMul/Gemm only: ONNX Runtime's ConvInteger takes uint8 weights, not the "
+           "symmetric int8 ones this pass makes (use mode=static for Conv)";
+  return "";
+}
+
+}  // namespace
+
+int FoldBatchNorms(Graph& g) {
+  struct Match {
+    int conv, bn;
+  };
+  std::vector<Match> matches;
+  for (size_t bi = 0; bi < g.nodes().size(); ++bi) {
+    const Node& bn = g.nodes()[bi];
+    if (bn.op_type != "BatchNormalization" || !bn.domain.empty() || bn.inputs.size() < 5 || bn.inputs[0] < 0) continue;
+    if (bn.attrs.GetInt("training_mode", 0) != 0) continue;
+    bool extra = false;
+    for (size_t i = 1; i < bn.outputs.size(); ++i) extra |= bn.outputs[i] >= 0;
+    if (extra) continue;
+    const int ci = g.value(bn.inputs[0]).producer;
+    if (ci < 0 || SoleConsumer(g, bn.inputs[0]) != static_cast<int>(bi)) continue;
+    const Node& conv = g.nodes()[static_cast<size_t>(ci)];
+    if (conv.op_type != "Conv" || !conv.domain.empty()) continue;
+    const Tensor* w = ConstInput(g, conv, 1);
+    if (!w || w->dtype() != DType::kFloat32 || w->rank() < 3) continue;
+    if (conv.inputs.size() > 2 && conv.inputs[2] >= 0 && !ConstInput(g, conv, 2)) continue;
+    bool ok = true;
+    for (size_t i = 1; i < 5; ++i) {
+      const Tensor* t = ConstInput(g, bn, i);
+      ok &= t && t->dtype() == DType::kFloat32 && t->numel() == w->dim(0);
+    }
+    if (ok) matches.push_back({ci, static_cast<int>(bi)});
+  }
+  std::vector<bool> dead(g.nodes().size(), false);
+  for (const Match& m : matches) {
+    const Node& bn = g.nodes()[static_cast<size_t>(m.bn)];
+    const Node& conv0 = g.nodes()[static_cast<size_t>(m.conv)];
+    const Tensor& w = *ConstInput(g, conv0, 1);
+    const Tensor* b = ConstInput(g, conv0, 2);
+    const float* scale = ConstInput(g, bn, 1)->data<float>();
+    const float* beta = ConstInput(g, bn, 2)->data<float>();
+    const float* mean = ConstInput(g, bn, 3)->data<float>();
+    const float* var = ConstInput(g, bn, 4)->data<float>();
+    const float eps = bn.attrs.GetFloat("epsilon", 1e-5f);
+    const int64_t oc = w.dim(0), per = w.numel() / oc;
+    Tensor nw = w.Clone();
+    Tensor nb(DType::kFloat32, {oc});
+    for (int64_t ch = 0; ch < oc; ++ch) {
+      const float s = scale[ch] / std::sqrt(var[ch] + eps);
+      float* wp = nw.data<float>() + ch * per;
+      for (int64_t k = 0; k < per; ++k) wp[k] *= s;
+      nb.data<float>()[ch] = ((b ? b->data<float>()[ch] : 0.f) - mean[ch]) * s + beta[ch];
+    }
+    const std::string wname = g.UniqueName(g.value(conv0.inputs[1]).name + "_bnfold");
+    const std::string bname = g.UniqueName(conv0.name + "_bias_bnfold");
+    const int wid = g.AddInitializer(wname, std::move(nw));
+    const int bid = g.AddInitializer(bname, std::move(nb));
+    const int out = g.nodes()[static_cast<size_t>(m.bn)].outputs[0];
+    Node& conv = g.nodes()[static_cast<size_t>(m.conv)];
+    conv.inputs.resize(3, -1);
+    conv.inputs[1] = wid;
+    conv.inputs[2] = bid;
+    conv.outputs[0] = out;
+    dead[static_cast<size_t>(m.bn)] = true;
+  }
+  if (matches.empty()) return 0;
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes().size(); ++i)
+    if (!dead[i]) kept.push_back(std::move(g.nodes()[i]));
+  g.nodes() = std::move(kept);
+  g.Reindex();
+  return static_cast<int>(matches.size());
+}
+
+StatusOr<Int8Plan> MakePlan(const Graph& g, const Int8Config& c) {
+  std::set<std::string> names;
+  for (const Node& n : g.nodes()) names.insert(n.name);
+  std::string missing;
+  for (const std::string& e : c.exclude)
+    if (!names.count(e)) missing += (missing.empty() ? "'" : ", '") + e + "' (exclude=)";
+  for (const auto& [name, ov] : c.layers)
+    if (!names.count(name)) missing += (missing.empty() ? "'" : ", '") + name + "' (layer=)";
+  if (!missing.empty()) return InvalidArgument("--int8: no node named " + missing + " in the model");
+
+  Int8Plan plan;
+  WH_ASSIGN_OR_RETURN(std::vector<int> order, g.TopologicalOrder());
+  std::set<int> quantized;  // values that will carry quantization parameters
+  std::set<int> calibrate_set;
+  std::set<int> fused_relus;
+  auto need = [&](int v) {
+    if (quantized.count(v)) return;
+    ActParams p;
+    if (ExistingParams(g, v, &p)) {
+      plan.existing[v] = p;
+    } else {
+      calibrate_set.insert(v);
+      plan.calibrate.push_back(v);
+    }
+    quantized.insert(v);
+  };
+  for (int idx : order) {
+    const Node& n = g.nodes()[static_cast<size_t>(idx)];
+    const bool std_domain = n.domain.empty() || n.domain == "ai.onnx";
+    if (std_domain && (n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul")) {
+      if (!c.op_types.count(n.op_type)) {
+        plan.skipped[idx] = Skip(g, n, "op type not in op-types=");
+        continue;
+      }
+      QuantLayer l;
+      std::string why = MatchLayer(g, idx, c, &l);
+      if (why.empty() && c.exclude.count(n.name)) why = "excluded by exclude=";
+      auto ov = c.layers.find(n.name);
+      if (why.empty() && ov != c.layers.end() && ov->second.skip) why = "skip=1 for this layer";
+      if (!why.empty()) {
+        plan.skipped[idx] = Skip(g, n, why);
+        continue;
+      }
+      l.weight_qmax = c.reduce_range ? 63 : 127;
+      l.per_channel = ov != c.layers.end() && ov->second.per_channel >= 0 ? ov->second.per_channel != 0 : c.per_channel;
+      if (!c.dynamic) {
+        const int r = SoleConsumer(g, l.output);
+        if (r >= 0 && g.nodes()[static_cast<size_t>(r)].op_type == "Relu" &&
+            g.nodes()[static_cast<size_t>(r)].domain.empty()) {
+          l.relu = r;
+          l.output = g.nodes()[static_cast<size_t>(r)].outputs[0];
+          fused_relus.insert(r);
+        }
+        need(l.input);
+        need(l.output);
+      }
+      plan.layers.push_back(l);
+      continue;
+    }
+    if (!c.dynamic && IsPassthrough(n) && !n.inputs.empty() && n.inputs[0] >= 0 && quantized.count(n.inputs[0]) &&
+        n.outputs.size() == 1 && n.outputs[0] >= 0 && !quantized.count(n.outputs[0])) {
+      plan.passthrough.push_back(idx);
+      plan.inherit[n.outputs[0]] = n.inputs[0];
+      quantized.insert(n.outputs[0]);
+    }
+  }
+  return plan;
+}
+
+}  // namespace whittle::quant
