@@ -5,6 +5,7 @@
 // when they are constants (scale finite and > 0, per-axis length = channel count, zero point of
 // the data's type), else on each call; errors name the node and the parameter.
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -187,7 +188,7 @@ class QMatMulKernel : public OpKernel {
       QEpilogueReference(p.out, acc.data(), rows, N, false, y);
       return Status::Ok();
     }
-    if (DefaultQGemmBackend() == QGemmBackend::kOneDnn) {
+    if (PreferOneDnnQGemm(am, bm, K)) {
       std::vector<int32_t> acc(static_cast<size_t>(rows * N));
       if (QGemmAccOneDnn(am, bm, rows, N, K, acc.data(), ctx.num_threads)) {
         QEpilogueCpu(p.out, acc.data(), rows, N, false, 0, y, N, ctx.num_threads);
@@ -261,6 +262,12 @@ class QConvKernel : public OpKernel {
       }
       return Status::Ok();
     }
+    if (s.group == 1 && s.geo.spatial <= 2 && x.dtype() == DType::kUInt8) {
+      const std::vector<int32_t> xzp{x_zp};
+      const QMatrix am{x.raw_data(), x.dtype(), 0, &xzp};
+      const QMatrix bm{w.raw_data(), w.dtype(), 0, &p->w_zp};
+      if (PreferOneDnnQGemm(am, bm, w.numel() / s.out_channels) && ConvOneDnn(ctx, s, x, w, *p, y)) return Status::Ok();
+    }
     std::shared_ptr<const std::vector<QPackedA>> packed = packed_w_;
     if (!packed) packed = PackWeights(w, p->w_zp);
     const int64_t mg = s.out_channels / s.group;
@@ -300,6 +307,57 @@ class QConvKernel : public OpKernel {
 
  private:
   static size_t ElemSize(DType t) { return t == DType::kUInt8 || t == DType::kInt8 ? 1 : 4; }
+
+  // Group-1 convolution as one oneDNN GEMM per chunk of images: acc[m, n*P + p] = W * im2col, with
+  // the uint8 im2col shifted to int8 (x ^ 0x80 = x - 128, zero point x_zp - 128) so that the
+  // weights can be the GEMM's A (oneDNN's u8 x s8 wants the unsigned operand first). Each image's
+  // accumulators go through the same epilogue as our kernel. Chunks are sized so that the byte
+  // im2col and the int32 accumulators stay in L2, and run in parallel (a single-threaded GEMM
+  // each) when there are enough images; buffers are per thread and reused across calls. False
+  // when oneDNN refuses the operands (the caller falls back to our kernel).
+  bool ConvOneDnn(KernelContext& ctx, const ConvShape& s, const Tensor& x, const Tensor& w, const QParams& p,
+                  Tensor& y) const {
+    const WindowGeometry& g = s.geo;
+    const int64_t Cout = s.out_channels, K = w.numel() / Cout;
+    const int64_t OH = g.spatial == 2 ? g.out[0] : 1, OW = g.out[g.spatial - 1];
+    const bool padded = g.spatial == 2 && g.stride[0] == 1 && g.stride[1] == 1;
+    const int64_t pitch = padded ? g.in[1] + g.pad_begin[1] + g.pad_end[1] : OW;
+    const int64_t cols = OH * pitch;  // GEMM columns per image
+    const int64_t in_image = s.in_channels * g.InSize();
+    const size_t y_es = ElemSize(y.dtype());
+    const int threads = std::max(1, ctx.num_threads);
+    const int64_t per_image_bytes = cols * (K + 4 * Cout);
+    int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(s.batch, (int64_t{384} << 10) / per_image_bytes));
+    // Enough chunks for every thread (when there are enough images).
+    chunk = std::min(chunk, std::max<int64_t>(1, s.batch / threads));
+    const int64_t chunks = (s.batch + chunk - 1) / chunk;
+    const bool parallel_chunks = chunks >= threads;
+    const std::vector<int32_t> col_zp{p.x_zp[0] - 128};
+    const uint8_t x_zp = static_cast<uint8_t>(p.x_zp[0]);
+    std::atomic<bool> ok{true};
+    ParallelFor(chunks, parallel_chunks ? threads : 1, [&](int64_t ci) {
+      thread_local std::vector<uint8_t> col, planes;
+      thread_local std::vector<int32_t> acc;
+      const int64_t n0 = ci * chunk, nb = std::min(chunk, s.batch - n0), ld = nb * cols;
+      col.resize(static_cast<size_t>(K * ld));
+      acc.resize(static_cast<size_t>(Cout * ld));
+      for (int64_t i = 0; i < nb; ++i) {
+        const uint8_t* xi = static_cast<const uint8_t*>(x.raw_data()) + (n0 + i) * in_image;
+        if (padded) QIm2ColBytesPadded(s, xi, x_zp, 0x80, &planes, col.data() + i * cols, ld);
+        else QIm2ColBytes(s, xi, x_zp, 0x80, col.data() + i * cols, ld);
+      }
+      const QMatrix am{w.raw_data(), w.dtype(), K, &p.w_zp};
+      const QMatrix bm{col.data(), DType::kInt8, ld, &col_zp};
+      if (!QGemmAccOneDnn(am, bm, Cout, ld, K, acc.data(), parallel_chunks ? 1 : threads)) {
+        ok = false;  // the kernel falls back as a whole
+        return;
+      }
+      QConvEpilogueCpu(p.out, acc.data(), Cout, ld, nb, cols, OH, OW, pitch,
+                       static_cast<char*>(y.raw_data()) + static_cast<size_t>(n0 * Cout * OH * OW) * y_es,
+                       parallel_chunks ? 1 : threads);
+    });
+    return ok.load();
+  }
 
   // W [M, C/group, k...] as one A matrix per group: rows = the group's output channels.
   std::shared_ptr<const std::vector<QPackedA>> PackWeights(const Tensor& w, const std::vector<int32_t>& w_zp) const {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #ifdef __AVX2__
 #include <immintrin.h>
@@ -71,16 +72,54 @@ inline void MaxRow2x2Int8(const T* r0, const T* r1, int64_t ow, T* out) {
   int64_t o = 0;
 #ifdef __AVX2__
   const __m256i flip = _mm256_set1_epi8(std::is_signed<T>::value ? static_cast<char>(0x80) : 0);
+  auto load = [&](const T* p) {
+    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), flip);
+  };
   for (; o + 32 <= ow; o += 32) {
-    auto load = [&](const T* p) {
-      return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), flip);
-    };
     const __m256i a = _mm256_max_epu8(load(r0 + 2 * o), load(r1 + 2 * o));
     const __m256i b = _mm256_max_epu8(load(r0 + 2 * o + 32), load(r1 + 2 * o + 32));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + o), _mm256_xor_si256(PairMaxU8(a, b), flip));
   }
+  if (o < ow && ow >= 32) {  // the tail as one overlapping vector (same values rewritten)
+    o = ow - 32;
+    const __m256i a = _mm256_max_epu8(load(r0 + 2 * o), load(r1 + 2 * o));
+    const __m256i b = _mm256_max_epu8(load(r0 + 2 * o + 32), load(r1 + 2 * o + 32));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + o), _mm256_xor_si256(PairMaxU8(a, b), flip));
+    return;
+  }
 #endif
   for (; o < ow; ++o) out[o] = std::max(std::max(r0[2 * o], r0[2 * o + 1]), std::max(r1[2 * o], r1[2 * o + 1]));
+}
+
+// d[i] = max(r0[i], r1[i]) over n 8-bit values. Short rows (the CNN's 28 and 14) are covered by
+// two overlapping vectors instead of a scalar tail: recomputing an element writes the same value.
+template <typename T>
+inline void VerticalMax8(const T* r0, const T* r1, int64_t n, T* d) {
+  int64_t i = 0;
+#ifdef __AVX2__
+  constexpr bool kSigned = std::is_signed<T>::value;
+  auto v16 = [&](int64_t j) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + j));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + j));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + j), kSigned ? _mm_max_epi8(a, b) : _mm_max_epu8(a, b));
+  };
+  auto v8 = [&](int64_t j) {
+    const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(r0 + j));
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(r1 + j));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(d + j), kSigned ? _mm_max_epi8(a, b) : _mm_max_epu8(a, b));
+  };
+  if (n >= 16) {
+    for (; i + 16 <= n; i += 16) v16(i);
+    if (i < n) v16(n - 16);
+    return;
+  }
+  if (n >= 8) {
+    v8(0);
+    v8(n - 8);
+    return;
+  }
+#endif
+  for (; i < n; ++i) d[i] = std::max(r0[i], r1[i]);
 }
 
 inline void MaxRow2x2T(const float* r0, const float* r1, int64_t ow, float* out) { MaxRow2x2(r0, r1, ow, out); }
@@ -95,6 +134,18 @@ template <typename T>
 void MaxPlane(const T* x, const Geo2D& g, T* y) {
   const bool two_by_two = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 &&
                           g.pt == 0 && g.pl == 0 && 2 * g.oh <= g.ih && 2 * g.ow <= g.iw;
+  if (two_by_two && sizeof(T) == 1 && g.iw == 2 * g.ow) {
+    // 8-bit planes with short rows (the CNN's 28- and 14-wide maps): the vertical max of each row
+    // pair into one flat buffer, then a single horizontal pass over all of it, so the vector
+    // loop is not cut off at every short row.
+    thread_local std::vector<T> rows;
+    const int64_t iw = g.iw, oh_n = g.oh;  // locals: byte stores may alias g's fields
+    rows.resize(static_cast<size_t>(oh_n * iw));
+    T* flat = rows.data();
+    for (int64_t oh = 0; oh < oh_n; ++oh) VerticalMax8(x + 2 * oh * iw, x + (2 * oh + 1) * iw, iw, flat + oh * iw);
+    MaxRow2x2T(flat, flat, oh_n * g.ow, y);
+    return;
+  }
   if (two_by_two) {
     for (int64_t oh = 0; oh < g.oh; ++oh) MaxRow2x2T(x + 2 * oh * g.iw, x + (2 * oh + 1) * g.iw, g.ow, y + oh * g.ow);
     return;

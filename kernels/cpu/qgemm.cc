@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -18,11 +19,20 @@
 namespace whittle {
 namespace {
 
-// Chosen by tests/bench/qgemm_bench.cc on the 2-core AVX2 (Zen 3, no VNNI) build machine: oneDNN's
-// dnnl_gemm_u8s8s32 is at most ~1.2x faster on the MLP shapes (and slower on the conv shapes), but
-// its accumulators differ from the exact int32 sums on full-range data (vpmaddubsw saturates int16
-// pair sums), so it cannot be the default: the fast kernel must match the reference bit for bit.
-constexpr QGemmBackend kBuiltInDefault = QGemmBackend::kOwn;
+// The backend split (own kernel vs oneDNN) is measured by tests/bench/qgemm_bench.cc. On the
+// AVX2 machine without VNNI (Zen 3) oneDNN was at most ~1.2x faster on the MLP shapes, slower on
+// the conv shapes, and its accumulators differ from the exact int32 sums on full-range data
+// (vpmaddubsw saturates int16 pair sums): ours is used. On an AVX512-VNNI machine (Sapphire
+// Rapids class) oneDNN is exact and 2-4x faster than ours for K >= 128: it is used there.
+
+// The common value of a zero-point vector (null: 0); false when the entries differ.
+bool ScalarZp(const std::vector<int32_t>* zp, int32_t* v) {
+  *v = zp && !zp->empty() ? (*zp)[0] : 0;
+  if (!zp) return true;
+  for (int32_t z : *zp)
+    if (z != *v) return false;
+  return true;
+}
 
 int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
@@ -90,9 +100,19 @@ void EpilogueScalar(const Epilogue& e, int32_t acc, float mult, int32_t bias, vo
 }
 
 #if defined(__AVX2__)
+// The epilogue's constants in registers: stores through byte pointers may alias the Epilogue
+// struct, so reading its fields inside the loop would reload them on every vector.
+struct EpilogueRegs {
+  __m256 lo, hi;
+  __m256i zp;
+  bool u8, relu;
+  explicit EpilogueRegs(const Epilogue& e)
+      : lo(_mm256_set1_ps(e.lo)), hi(_mm256_set1_ps(e.hi)), zp(_mm256_set1_epi32(e.zp)), u8(e.u8), relu(e.relu) {}
+};
+
 // 8 outputs from 8 accumulators; bias and multiplier already per lane.
 template <QOutput::Kind kKind>
-inline void Epilogue8(const Epilogue& e, __m256i a, __m256i b, __m256 m, void* y, int64_t j) {
+inline void Epilogue8(const EpilogueRegs& e, __m256i a, __m256i b, __m256 m, void* y, int64_t j) {
   a = _mm256_add_epi32(a, b);
   if constexpr (kKind == QOutput::Kind::kInt32) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<int32_t*>(y) + j), a);
@@ -102,9 +122,9 @@ inline void Epilogue8(const Epilogue& e, __m256i a, __m256i b, __m256 m, void* y
     _mm256_storeu_ps(static_cast<float*>(y) + j, v);
   } else {
     __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), m);
-    v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(e.lo)), _mm256_set1_ps(e.hi));
+    v = _mm256_min_ps(_mm256_max_ps(v, e.lo), e.hi);
     // Default MXCSR rounding: half to even.
-    const __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(v), _mm256_set1_epi32(e.zp));
+    const __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(v), e.zp);
     const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
     const __m128i b8 = e.u8 ? _mm_packus_epi16(w16, w16) : _mm_packs_epi16(w16, w16);
     _mm_storel_epi64(reinterpret_cast<__m128i*>(static_cast<uint8_t*>(y) + j), b8);
@@ -114,16 +134,17 @@ inline void Epilogue8(const Epilogue& e, __m256i a, __m256i b, __m256 m, void* y
 template <QOutput::Kind kKind>
 int64_t EpilogueVector(const Epilogue& e, const int32_t* acc, int64_t n, int64_t r, int64_t c0, void* y) {
   int64_t j = 0;
+  const EpilogueRegs regs(e);
   if (e.channel_is_row) {
     const __m256i b = _mm256_set1_epi32(e.bias[static_cast<size_t>(r)]);
     const __m256 m = _mm256_set1_ps(e.mult[static_cast<size_t>(r)]);
     for (; j + 8 <= n; j += 8)
-      Epilogue8<kKind>(e, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j)), b, m, y, j);
+      Epilogue8<kKind>(regs, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j)), b, m, y, j);
   } else {
     const int32_t* bias = e.bias.data() + c0;
     const float* mult = e.mult.data() + c0;
     for (; j + 8 <= n; j += 8)
-      Epilogue8<kKind>(e, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j)),
+      Epilogue8<kKind>(regs, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j)),
                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + j)), _mm256_loadu_ps(mult + j), y, j);
   }
   return j;
@@ -535,34 +556,153 @@ void QEpilogueCpu(const QOutput& out, const int32_t* acc, int64_t rows, int64_t 
   });
 }
 
-bool QGemmAccOneDnn(const QMatrix& a, const QMatrix& b, int64_t M, int64_t N, int64_t K, int32_t* acc, int threads) {
-  if (b.dtype != DType::kInt8) return false;
-  if ((a.zero_point && a.zero_point->size() != 1) || (b.zero_point && b.zero_point->size() != 1)) return false;
-  const int32_t azp = ZpAt(a.zero_point, 0), bzp = ZpAt(b.zero_point, 0);
+bool QGemmAccOneDnn(const QMatrix& a, const QMatrix& b, int64_t M, int64_t N, int64_t K, int32_t* acc, int threads,
+                    bool a_trans, bool b_trans) {
+  if (b.dtype != DType::kInt8 || (a.dtype != DType::kUInt8 && a.dtype != DType::kInt8)) return false;
+  int32_t azp = 0, bzp = 0;
+  if (!ScalarZp(a.zero_point, &azp) || !ScalarZp(b.zero_point, &bzp)) return false;
+  if (bzp < -128 || bzp > 127 || azp < (a.dtype == DType::kUInt8 ? 0 : -128) || azp > (a.dtype == DType::kUInt8 ? 255 : 127))
+    return false;
   const int32_t co = 0;
   ScopedOmp team(threads);
+  const char ta = a_trans ? 'T' : 'N', tb = b_trans ? 'T' : 'N';
   dnnl_status_t st;
   if (a.dtype == DType::kUInt8) {
-    st = dnnl_gemm_u8s8s32('N', 'N', 'F', M, N, K, 1.f, static_cast<const uint8_t*>(a.data), a.ld,
+    st = dnnl_gemm_u8s8s32(ta, tb, 'F', M, N, K, 1.f, static_cast<const uint8_t*>(a.data), a.ld,
                            static_cast<uint8_t>(azp), static_cast<const int8_t*>(b.data), b.ld,
                            static_cast<int8_t>(bzp), 0.f, acc, N, &co);
   } else {
-    st = dnnl_gemm_s8s8s32('N', 'N', 'F', M, N, K, 1.f, static_cast<const int8_t*>(a.data), a.ld,
+    st = dnnl_gemm_s8s8s32(ta, tb, 'F', M, N, K, 1.f, static_cast<const int8_t*>(a.data), a.ld,
                            static_cast<int8_t>(azp), static_cast<const int8_t*>(b.data), b.ld,
                            static_cast<int8_t>(bzp), 0.f, acc, N, &co);
   }
   return st == dnnl_success;
 }
 
+bool CpuHasVnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = __builtin_cpu_supports("avx512vnni");
+  return has;
+#else
+  return false;
+#endif
+}
+
+namespace {
+std::atomic<int> g_backend_override{-1};
+}  // namespace
+
 QGemmBackend DefaultQGemmBackend() {
+  const int forced = g_backend_override.load(std::memory_order_relaxed);
+  if (forced >= 0) return static_cast<QGemmBackend>(forced);
   static const QGemmBackend backend = [] {
     const char* env = std::getenv("WHITTLE_QGEMM");
     const std::string v = env ? env : "";
     if (v == "own") return QGemmBackend::kOwn;
     if (v == "onednn") return QGemmBackend::kOneDnn;
-    return kBuiltInDefault;
+    return QGemmBackend::kAuto;
   }();
   return backend;
+}
+
+void SetQGemmBackend(QGemmBackend backend) {
+  g_backend_override.store(static_cast<int>(backend), std::memory_order_relaxed);
+}
+
+bool PreferOneDnnQGemm(const QMatrix& a, const QMatrix& b, int64_t K) {
+  switch (DefaultQGemmBackend()) {
+    case QGemmBackend::kOwn:
+      return false;
+    case QGemmBackend::kOneDnn:
+      return true;
+    case QGemmBackend::kAuto:
+      break;
+  }
+  int32_t zp = 0;
+  return CpuHasVnni() && a.dtype == DType::kUInt8 && b.dtype == DType::kInt8 && K >= kOneDnnMinK &&
+         ScalarZp(a.zero_point, &zp) && ScalarZp(b.zero_point, &zp);
+}
+
+void QIm2ColBytes(const ConvShape& s, const uint8_t* x_image, uint8_t x_zp, uint8_t flip, uint8_t* dst, int64_t ld) {
+  const WindowGeometry& g = s.geo;
+  const int64_t ksize = g.KernelSize(), in_size = g.InSize();
+  const int64_t K = s.in_channels / s.group * ksize;
+  const int64_t kw = g.kernel[g.spatial - 1];
+  const int64_t IH = g.spatial == 2 ? g.in[0] : 1, IW = g.in[g.spatial - 1];
+  const int64_t OH = g.spatial == 2 ? g.out[0] : 1, OW = g.out[g.spatial - 1];
+  const int64_t sh = g.spatial == 2 ? g.stride[0] : 1, sw = g.stride[g.spatial - 1];
+  const int64_t dh = g.spatial == 2 ? g.dilation[0] : 1, dw = g.dilation[g.spatial - 1];
+  const int64_t ph = g.spatial == 2 ? g.pad_begin[0] : 0, pw = g.pad_begin[g.spatial - 1];
+  const uint8_t pad = static_cast<uint8_t>(x_zp ^ flip);
+  for (int64_t k = 0; k < K; ++k) {
+    const int64_t c = k / ksize, t = k % ksize, ti = t / kw, tj = t % kw;
+    const uint8_t* plane = x_image + c * in_size;
+    uint8_t* row = dst + k * ld;
+    const int64_t off = tj * dw - pw;
+    const int64_t lo = std::min(OW, off >= 0 ? 0 : (-off + sw - 1) / sw);
+    const int64_t hi = std::max(lo, std::min(OW, IW - 1 - off < 0 ? 0 : (IW - 1 - off) / sw + 1));
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      uint8_t* out = row + oh * OW;
+      const int64_t ih = oh * sh - ph + ti * dh;
+      if (ih < 0 || ih >= IH) {
+        std::memset(out, pad, static_cast<size_t>(OW));
+        continue;
+      }
+      const uint8_t* in = plane + ih * IW + off;
+      std::memset(out, pad, static_cast<size_t>(lo));
+      if (sw == 1) {
+        for (int64_t ow = lo; ow < hi; ++ow) out[ow] = in[ow] ^ flip;
+      } else {
+        for (int64_t ow = lo; ow < hi; ++ow) out[ow] = in[ow * sw] ^ flip;
+      }
+      std::memset(out + hi, pad, static_cast<size_t>(OW - hi));
+    }
+  }
+}
+
+int64_t QIm2ColBytesPadded(const ConvShape& s, const uint8_t* x_image, uint8_t x_zp, uint8_t flip,
+                           std::vector<uint8_t>* planes, uint8_t* dst, int64_t ld) {
+  const WindowGeometry& g = s.geo;
+  const int64_t C = s.in_channels, IH = g.in[0], IW = g.in[1];
+  const int64_t Hp = IH + g.pad_begin[0] + g.pad_end[0], Wp = IW + g.pad_begin[1] + g.pad_end[1];
+  const int64_t kh = g.kernel[0], kw = g.kernel[1], dh = g.dilation[0], dw = g.dilation[1];
+  const int64_t plane = Hp * Wp, cols = g.out[0] * Wp;
+  const uint8_t pad = static_cast<uint8_t>(x_zp ^ flip);
+  // Slack past the last plane: the last taps' rows run (kw - 1) * dw bytes beyond it (garbage
+  // columns, dropped by the epilogue).
+  planes->resize(static_cast<size_t>(C * plane + (kw - 1) * dw + 64));
+  uint8_t* pp = planes->data();
+  std::memset(pp, pad, planes->size());
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t ih = 0; ih < IH; ++ih) {
+      const uint8_t* in = x_image + (c * IH + ih) * IW;
+      uint8_t* out = pp + c * plane + (ih + g.pad_begin[0]) * Wp + g.pad_begin[1];
+      for (int64_t iw = 0; iw < IW; ++iw) out[iw] = in[iw] ^ flip;
+    }
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t ti = 0; ti < kh; ++ti)
+      for (int64_t tj = 0; tj < kw; ++tj)
+        std::memcpy(dst + ((c * kh + ti) * kw + tj) * ld, pp + c * plane + ti * dh * Wp + tj * dw,
+                    static_cast<size_t>(cols));
+  return Wp;
+}
+
+void QConvEpilogueCpu(const QOutput& out, const int32_t* acc, int64_t cout, int64_t acc_ld, int64_t images,
+                      int64_t image_stride, int64_t oh, int64_t ow, int64_t pitch, void* y, int threads) {
+  const Epilogue e = MakeEpilogue(out, true, 0, cout, 0);
+  const size_t es = OutElemSize(out.dtype);
+  ParallelFor(images * cout, images * cout * oh * ow >= (1 << 15) ? threads : 1, [&](int64_t im) {
+    const int64_t i = im / cout, m = im % cout;
+    const int32_t* a = acc + m * acc_ld + i * image_stride;
+    char* yp = static_cast<char*>(y) + static_cast<size_t>((i * cout + m) * oh * ow) * es;
+    // Rows but the last run over whole vectors (n >= ow): the overshoot lands in the next row
+    // of the same channel, which is written afterwards (needs ow >= 8 so that the last row's
+    // exact write covers the previous row's overshoot; n stays within the accumulator row pair).
+    const int64_t n = RoundUp(ow, 8);
+    const bool overshoot = ow >= 8 && n <= pitch + ow;
+    for (int64_t r = 0; r < oh; ++r)
+      EpilogueSegment(e, a + r * pitch, overshoot && r + 1 < oh ? n : ow, m, 0, yp + static_cast<size_t>(r * ow) * es);
+  });
 }
 
 }  // namespace whittle

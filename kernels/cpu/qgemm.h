@@ -55,12 +55,45 @@ void QGemmPacked(const QPackedA& a, const QPackedB& b, const QOutput& out, bool 
 void QEpilogueCpu(const QOutput& out, const int32_t* acc, int64_t rows, int64_t cols, bool channel_is_row,
                   int64_t channel_offset, void* y, int64_t ldy, int threads);
 
-// oneDNN's dnnl_gemm_{u8,s8}s8s32: acc = (a - a_zp) * (b - b_zp) with scalar zero points; b must
-// be int8. Returns false (and computes nothing) when the operands do not fit that interface.
-bool QGemmAccOneDnn(const QMatrix& a, const QMatrix& b, int64_t M, int64_t N, int64_t K, int32_t* acc, int threads);
+// oneDNN's dnnl_gemm_{u8,s8}s8s32: acc = op(a - a_zp) * op(b - b_zp) with scalar zero points (a
+// zero-point vector whose entries are all equal counts as scalar); b must be int8. a_trans: a is
+// stored K x M (row stride a.ld); b_trans: b is stored N x K. acc is M x N, row-major. Returns
+// false (and computes nothing) when the operands do not fit that interface.
+bool QGemmAccOneDnn(const QMatrix& a, const QMatrix& b, int64_t M, int64_t N, int64_t K, int32_t* acc, int threads,
+                    bool a_trans = false, bool b_trans = false);
 
-enum class QGemmBackend { kOwn = 0, kOneDnn = 1 };
-// WHITTLE_QGEMM=own|onednn, else the built-in default chosen by tests/bench/qgemm_bench.cc.
+// AVX512-VNNI at run time. oneDNN's u8 x s8 GEMM then accumulates with vpdpbusd, whose int32 sums
+// are exact; without it oneDNN adds product pairs in int16 (vpmaddubsw), which saturates.
+bool CpuHasVnni();
+
+enum class QGemmBackend { kAuto = 0, kOwn = 1, kOneDnn = 2 };
+// WHITTLE_QGEMM=own|onednn forces a backend; otherwise kAuto. SetQGemmBackend overrides both
+// for the whole process (tests run every backend with it).
 QGemmBackend DefaultQGemmBackend();
+void SetQGemmBackend(QGemmBackend backend);
+// Inner sizes below this stay on our kernel under kAuto (tests/bench/qgemm_bench.cc: at K = 9,
+// the CNN's first conv, ours is faster than oneDNN even with VNNI).
+constexpr int64_t kOneDnnMinK = 32;
+// Whether the product a * b with inner size K runs on oneDNN: forced by WHITTLE_QGEMM, else (kAuto)
+// when the CPU has VNNI, a is uint8, b int8, both zero points scalar and K >= kOneDnnMinK.
+bool PreferOneDnnQGemm(const QMatrix& a, const QMatrix& b, int64_t K);
+
+// im2col of one 1-D/2-D uint8 image (group 1) as bytes: rows k = (channel, tap) in weight order,
+// columns = output positions, row stride ld; taps in the padding read x_zp. Every byte is
+// XORed with flip (0x80 maps uint8 v to the int8 v - 128, for oneDNN's s8 x s8 GEMM).
+void QIm2ColBytes(const ConvShape& s, const uint8_t* x_image, uint8_t x_zp, uint8_t flip, uint8_t* dst, int64_t ld);
+
+// The same for stride-1 2-D convolutions without the per-row copies: the image's planes are
+// padded once (into *planes, reused) and every im2col row is one contiguous slice of them, at
+// the padded row pitch Wp (returned): out[0] * Wp columns per image, of which those with
+// ow >= out[1] are garbage for the epilogue to skip.
+int64_t QIm2ColBytesPadded(const ConvShape& s, const uint8_t* x_image, uint8_t x_zp, uint8_t flip,
+                           std::vector<uint8_t>* planes, uint8_t* dst, int64_t ld);
+
+// Epilogue of convolution accumulators laid out as cout rows (row stride acc_ld) of images
+// side by side (image i's channel-m row starts at acc + m * acc_ld + i * image_stride, oh rows
+// of ow values at row pitch `pitch`), into y as [images, cout, oh, ow].
+void QConvEpilogueCpu(const QOutput& out, const int32_t* acc, int64_t cout, int64_t acc_ld, int64_t images,
+                      int64_t image_stride, int64_t oh, int64_t ow, int64_t pitch, void* y, int threads);
 
 }  // namespace whittle

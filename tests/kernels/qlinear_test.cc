@@ -1,12 +1,14 @@
 // Integer linear kernels (QGemm, QConv, QLinearMatMul, QLinearConv, MatMulInteger, ConvInteger,
 // DynamicQuantizeLinear): hand-computed cases (rounding ties, bias, Relu, per-channel), the fast
 // CPU kernels bit-identical to the reference loops on random shapes (odd sizes, u8/s8, per-tensor
-// and per-channel, constant and per-call weights, 1 and 2 threads), and bad quantization
+// and per-channel, constant and per-call weights, 1 and 2 threads; our kernel and, on CPUs with
+// AVX512-VNNI, oneDNN and the automatic split), and bad quantization
 // parameters rejected with a message naming the node and the parameter. The ONNX backend test
 // data (tests/conformance) checks the reference against values we did not compute.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <random>
 #include <string>
@@ -25,6 +27,29 @@ using ::whittle::testing::RandomUInt8;
 using ::whittle::testing::TensorsClose;
 
 constexpr const char* kDomain = "ai.whittle";
+
+// The int8 GEMM backends to check bit-exactness under: ours always; oneDNN (forced, and the
+// automatic split that sends K >= 32 there) only where it accumulates exactly (AVX512-VNNI).
+std::vector<QGemmBackend> BackendsToCheck() {
+  if (!CpuHasVnni()) {
+    static bool said = false;
+    if (!said) std::printf("[ qlinear ] oneDNN int8 backend not checked: this CPU has no AVX512-VNNI, where "
+                           "oneDNN's u8 x s8 GEMM saturates and Whittle never uses it\n");
+    said = true;
+    return {QGemmBackend::kOwn};
+  }
+  return {QGemmBackend::kOwn, QGemmBackend::kOneDnn, QGemmBackend::kAuto};
+}
+
+const char* BackendName(QGemmBackend b) {
+  return b == QGemmBackend::kOwn ? "own" : b == QGemmBackend::kOneDnn ? "onednn" : "auto";
+}
+
+// Restores the automatic choice when a test ends.
+struct ScopedBackend {
+  explicit ScopedBackend(QGemmBackend b) { SetQGemmBackend(b); }
+  ~ScopedBackend() { SetQGemmBackend(QGemmBackend::kAuto); }
+};
 
 Tensor RandomBytes(DType dt, const Dims& dims, uint32_t seed) {
   return dt == DType::kUInt8 ? RandomUInt8(dims, seed) : RandomInt8(dims, seed);
@@ -123,6 +148,7 @@ TEST(QLinearKernelsTest, DynamicQuantizeLinearByHand) {
 struct Quant {
   DType x_dt = DType::kUInt8, w_dt = DType::kInt8;
   bool per_channel = true, bias = true, relu = false, quantized_out = true;
+  bool symmetric_w = false;  // weight zero points all 0 (what --int8 emits)
   DType y_dt = DType::kUInt8;
 };
 
@@ -136,7 +162,7 @@ std::vector<Tensor> QParamsFor(const Quant& q, int64_t channels, int64_t K, uint
   std::vector<float> w_scale(q.per_channel ? static_cast<size_t>(channels) : 1);
   for (float& s : w_scale) s = ws(rng);
   std::vector<int> w_zp(w_scale.size());
-  for (int& z : w_zp) z = q.w_dt == DType::kInt8 ? zp(rng) : 128 + zp(rng);
+  for (int& z : w_zp) z = q.symmetric_w ? 0 : q.w_dt == DType::kInt8 ? zp(rng) : 128 + zp(rng);
   std::vector<Tensor> p(9);
   p[1] = Tensor::Scalar<float>(x_scale);
   p[2] = ByteScalar(q.x_dt, x_zp);
@@ -158,6 +184,9 @@ std::vector<Quant> QuantVariants() {
   std::vector<Quant> v;
   Quant q;
   v.push_back(q);                                              // u8 x s8, per-channel, bias, u8 out
+  q.symmetric_w = true;                                        // ... with symmetric weights
+  v.push_back(q);
+  q.symmetric_w = false;
   q.per_channel = false, q.bias = false, q.relu = true;        // per-tensor, Relu
   v.push_back(q);
   q.x_dt = DType::kInt8, q.y_dt = DType::kInt8, q.relu = false, q.bias = true;  // s8 activations
@@ -172,6 +201,9 @@ std::vector<Quant> QuantVariants() {
 TEST(QLinearKernelsTest, QGemmCpuMatchesReference) {
   const std::vector<std::vector<int64_t>> shapes = {{1, 1, 1}, {5, 7, 3}, {17, 33, 19}, {64, 784, 32},
                                                     {3, 128, 10}, {9, 1, 40}, {4, 16, 16}};
+  for (QGemmBackend backend : BackendsToCheck()) {
+  ScopedBackend use(backend);
+  SCOPED_TRACE(BackendName(backend));
   uint32_t seed = 1;
   for (const Quant& q : QuantVariants()) {
     for (const auto& s : shapes) {
@@ -182,6 +214,7 @@ TEST(QLinearKernelsTest, QGemmCpuMatchesReference) {
       SCOPED_TRACE("M=" + std::to_string(M) + " K=" + std::to_string(K) + " N=" + std::to_string(N));
       ExpectBitExact(MakeNode("QGemm", 9, 1, q.relu ? Relu() : AttributeMap{}, kDomain), in);
     }
+  }
   }
 }
 
@@ -252,6 +285,9 @@ TEST(QLinearKernelsTest, QConvCpuMatchesReference) {
       {{2, 4, 11}, {6, 4, 3}, {2}, {1, 1}, {1}, 1},                          // 1-D
       {{1, 2, 4, 5, 3}, {3, 2, 2, 3, 2}, {1, 2, 1}, {1, 0, 1, 0, 1, 0}, {1, 1, 1}, 1},  // 3-D
   };
+  for (QGemmBackend backend : BackendsToCheck()) {
+  ScopedBackend use(backend);
+  SCOPED_TRACE(BackendName(backend));
   uint32_t seed = 100;
   for (const Quant& q : QuantVariants()) {
     for (const ConvCase& c : cases) {
@@ -265,6 +301,7 @@ TEST(QLinearKernelsTest, QConvCpuMatchesReference) {
         ExpectBitExact(MakeNode("QLinearConv", 9, 1, ConvAttrs(c.strides, c.pads, c.dilations, c.group, false)), in);
       }
     }
+  }
   }
 }
 
