@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set-up command 1: install packages, build, and run the demo on the bundled Fashion-MNIST
 # models: run-model evaluates and benchmarks them, then compress-model makes them smaller
-# (SVD for the MLP, channel pruning for the CNN) and reports what that cost and bought.
+# (SVD for the MLP, channel pruning and INT8 quantization for the CNN) and reports what that cost
+# and bought.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -21,5 +22,9 @@ echo "== compress-model models/cnn.onnx --prune ratio=0.2,round=1 (channels phys
 build/bin/compress-model models/cnn.onnx -o build/demo/cnn_prune.onnx --prune ratio=0.2,round=1 \
   --calibration-data fashion-mnist:train --eval-data fashion-mnist:test \
   --report build/demo/cnn_prune.html
+echo "== compress-model models/cnn.onnx --int8 (static, per-channel weights, activations calibrated on 500 images)"
+build/bin/compress-model models/cnn.onnx -o build/demo/cnn_int8.onnx --int8 \
+  --calibration-data fashion-mnist:train --calibration-samples 500 --eval-data fashion-mnist:test \
+  --report build/demo/cnn_int8.html
 echo "== the compressed models and their reports (open the .html files in a browser) are in build/demo/"
 ls -l build/demo

@@ -96,6 +96,11 @@ TEST(CompressModelCli, ErrorsAreOneLineAndLeaveOutputUntouched) {
       {mlp + " -o " + out + " --svd rank=64 --report-json " + dir / "notes.txt/r.json", "--report-json"},
       {mlp + " -o " + out + " --svd rank=64 --report " + dir.path(), "is a directory"},
       {mlp + " -o " + out + " --svd rank=64 --threads -2", "--threads"},
+      {mlp + " -o " + out + " --int8", "needs --calibration-data"},
+      {mlp + " -o " + out + " --int8 calibration=bogus --calibration-data fashion-mnist:train", "calibration='bogus'"},
+      {mlp + " -o " + out + " --int8 mode=dynamic,calibration=mse", "mode=dynamic"},
+      {mlp + " -o " + out + " --int8 op-types=Relu --calibration-data fashion-mnist:train", "op-types='Relu'"},
+      {mlp + " -o " + out + " --int8 exclude=nosuch --calibration-data fashion-mnist:train", "'nosuch'"},
       // Fails only at the very end, after the model was saved to its temporary file.
       {mlp + " -o " + out + " --svd rank=64 --report " + dir / (std::string(300, 'r') + ".html"), "too long"},
   };
@@ -173,6 +178,45 @@ TEST(CompressModelCli, SvdRunWritesCheckedModelTablesAndReports) {
   EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_NE(page.find("class=\"chart spectrum\""), std::string::npos);
   EXPECT_NE(page.find(">rank 64</text>"), std::string::npos);
+}
+
+// --prune, --svd and --int8 in one run: calibration progress on stderr, the passes in order in
+// the report, and an output that passes the ONNX checker, is >= 3.5x smaller than the pruned and
+// factorized float model would be, holds Q/DQ pairs around every layer and still classifies.
+TEST(CompressModelCli, Int8ComposesWithPruneAndSvd) {
+  testing::ScratchDir dir;
+  const std::string out = dir / "out.onnx", json = dir / "report.json";
+  auto r = Cli(dir, Model("cnn") + " -o " + out + " --prune ratio=0.25,round=1 --svd energy=0.95 --int8" +
+                        " --calibration-data fashion-mnist:train --calibration-samples 200" +
+                        " --eval-data fashion-mnist:test --eval-limit 300 --no-bench --report-json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("[int8] calibration (min/max) 200/200"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[int8] calibration (histograms) 200/200"), std::string::npos) << r.err;
+  Status checked = CheckModelWithOnnxChecker(out);
+  EXPECT_TRUE(checked.ok()) << checked.message();
+
+  const nlohmann::json j = nlohmann::json::parse(ReadAll(json));
+  ASSERT_EQ(j["passes"].size(), 3u);
+  EXPECT_EQ(j["passes"][0]["pass"], "prune");
+  EXPECT_EQ(j["passes"][1]["pass"], "svd");
+  EXPECT_EQ(j["passes"][2]["pass"], "int8");
+  int quantized = 0;
+  for (const auto& l : j["passes"][2]["layers"]) quantized += l["action"] == "int8";
+  EXPECT_GE(quantized, 5) << j["passes"][2]["layers"].dump();  // 2 convs + the factorized fc layers
+
+  auto g = LoadModel(out);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  int q = 0, dq = 0;
+  for (const Node& n : g->nodes()) {
+    q += n.op_type == "QuantizeLinear";
+    dq += n.op_type == "DequantizeLinear";
+  }
+  EXPECT_GE(q, 1);
+  EXPECT_GE(dq, 2 * quantized);  // each layer's weight and input
+  const auto& before = j["summary"]["before"];
+  const auto& after = j["summary"]["after"];
+  EXPECT_GT(before["file_bytes"].get<double>() / after["file_bytes"].get<double>(), 3.5 * 1.5);
+  EXPECT_GT(after["accuracy"].get<double>(), 0.75);
 }
 
 std::vector<std::string> PassOrder(const nlohmann::json& j) {
