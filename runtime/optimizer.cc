@@ -10,34 +10,6 @@
 namespace whittle {
 namespace {
 
-// Removes the given nodes and re-derives producers. Values they produced become dangling unless
-// another node now produces them; Compact() drops what is unused.
-void RemoveNodes(Graph& g, const std::set<int>& dead) {
-  if (dead.empty()) return;
-  std::vector<Node> kept;
-  kept.reserve(g.nodes().size() - dead.size());
-  for (size_t i = 0; i < g.nodes().size(); ++i)
-    if (!dead.count(static_cast<int>(i))) kept.push_back(std::move(g.nodes()[i]));
-  g.nodes() = std::move(kept);
-  g.Reindex();
-}
-
-const Tensor* ConstInput(const Graph& g, const Node& n, size_t i) {
-  if (i >= n.inputs.size() || n.inputs[i] < 0) return nullptr;
-  const Value& v = g.value(n.inputs[i]);
-  return v.initializer ? &*v.initializer : nullptr;
-}
-
-// The only consumer of value v, or -1 (also -1 when v is a graph output).
-int SoleConsumer(const Graph& g, int v) {
-  if (g.IsGraphOutput(v)) return -1;
-  std::vector<int> c = g.Consumers(v);
-  if (c.size() != 1) return -1;
-  int uses = 0;
-  for (int i : g.nodes()[static_cast<size_t>(c[0])].inputs) uses += (i == v);
-  return uses == 1 ? c[0] : -1;
-}
-
 }  // namespace
 
 Status FoldConstants(Graph& g, int* count) {
@@ -53,7 +25,7 @@ Status FoldConstants(Graph& g, int* count) {
         inputs.emplace_back();
         continue;
       }
-      const Tensor* t = ConstInput(g, n, i);
+      const Tensor* t = g.ConstInput(n, i);
       if (!t) {
         all_const = false;
         break;
@@ -82,7 +54,7 @@ Status FoldConstants(Graph& g, int* count) {
     }
     dead.insert(ni);
   }
-  RemoveNodes(g, dead);
+  g.RemoveNodes(dead);
   *count += static_cast<int>(dead.size());
   return Status::Ok();
 }
@@ -105,13 +77,13 @@ Status FoldConvBatchNorm(Graph& g, int* count) {
     if (ci < 0) continue;
     const Node& conv = g.nodes()[static_cast<size_t>(ci)];
     if (conv.op_type != "Conv" || !conv.domain.empty() || conv.attrs.Has("_activation")) continue;
-    if (SoleConsumer(g, x) != static_cast<int>(bi)) continue;
-    const Tensor* w = ConstInput(g, conv, 1);
+    if (g.SoleConsumer(x) != static_cast<int>(bi)) continue;
+    const Tensor* w = g.ConstInput(conv, 1);
     if (!w || w->dtype() != DType::kFloat32 || w->rank() < 3) continue;
-    if (conv.inputs.size() > 2 && conv.inputs[2] >= 0 && !ConstInput(g, conv, 2)) continue;
+    if (conv.inputs.size() > 2 && conv.inputs[2] >= 0 && !g.ConstInput(conv, 2)) continue;
     bool stats_const = true;
     for (size_t i = 1; i < 5; ++i) {
-      const Tensor* t = ConstInput(g, bn, i);
+      const Tensor* t = g.ConstInput(bn, i);
       stats_const &= t && t->dtype() == DType::kFloat32 && t->numel() == w->dim(0);
     }
     if (!stats_const) continue;
@@ -121,16 +93,16 @@ Status FoldConvBatchNorm(Graph& g, int* count) {
   for (const Match& m : matches) {
     Node& conv = g.nodes()[static_cast<size_t>(m.conv)];
     const Node& bn = g.nodes()[static_cast<size_t>(m.bn)];
-    const Tensor& w = *ConstInput(g, conv, 1);
-    const float* scale = ConstInput(g, bn, 1)->data<float>();
-    const float* beta = ConstInput(g, bn, 2)->data<float>();
-    const float* mean = ConstInput(g, bn, 3)->data<float>();
-    const float* var = ConstInput(g, bn, 4)->data<float>();
+    const Tensor& w = *g.ConstInput(conv, 1);
+    const float* scale = g.ConstInput(bn, 1)->data<float>();
+    const float* beta = g.ConstInput(bn, 2)->data<float>();
+    const float* mean = g.ConstInput(bn, 3)->data<float>();
+    const float* var = g.ConstInput(bn, 4)->data<float>();
     const float eps = bn.attrs.GetFloat("epsilon", 1e-5f);
     const int64_t oc = w.dim(0), per = w.numel() / oc;
     Tensor nw = w.Clone();
     Tensor nb(DType::kFloat32, {oc});
-    const Tensor* b = ConstInput(g, conv, 2);
+    const Tensor* b = g.ConstInput(conv, 2);
     for (int64_t c = 0; c < oc; ++c) {
       const float s = scale[c] / std::sqrt(var[c] + eps);
       float* wp = nw.data<float>() + c * per;
@@ -146,7 +118,7 @@ Status FoldConvBatchNorm(Graph& g, int* count) {
     conv.outputs[0] = bn.outputs[0];
     dead.insert(m.bn);
   }
-  RemoveNodes(g, dead);
+  g.RemoveNodes(dead);
   *count += static_cast<int>(dead.size());
   return Status::Ok();
 }
@@ -160,7 +132,7 @@ Status FuseActivations(Graph& g, int* count) {
     if (!kProducers.count(p.op_type) || !p.domain.empty() || p.attrs.Has("_activation") || p.outputs.empty()) continue;
     int y = p.outputs[0];
     if (y < 0 || g.value(y).dtype != DType::kFloat32) continue;
-    int ai = SoleConsumer(g, y);
+    int ai = g.SoleConsumer(y);
     if (ai < 0 || dead.count(ai)) continue;
     const Node& a = g.nodes()[static_cast<size_t>(ai)];
     if (!kActs.count(a.op_type) || !a.domain.empty() || a.inputs.empty() || a.inputs[0] != y) continue;
@@ -179,7 +151,7 @@ Status FuseActivations(Graph& g, int* count) {
         bool ok = true;
         for (size_t i = 1; i < a.inputs.size() && i < 3; ++i) {
           if (a.inputs[i] < 0) continue;
-          const Tensor* t = ConstInput(g, a, i);
+          const Tensor* t = g.ConstInput(a, i);
           if (!t || t->dtype() != DType::kFloat32 || t->numel() != 1) {
             ok = false;
             break;
@@ -193,7 +165,7 @@ Status FuseActivations(Graph& g, int* count) {
     p.outputs[0] = a.outputs[0];
     dead.insert(ai);
   }
-  RemoveNodes(g, dead);
+  g.RemoveNodes(dead);
   *count += static_cast<int>(dead.size());
   return Status::Ok();
 }

@@ -34,16 +34,6 @@ const Node* Producer(const Graph& g, int id) {
   return p < 0 ? nullptr : &g.nodes()[static_cast<size_t>(p)];
 }
 
-// The only node reading value v, read once; -1 when v is a graph output or has other readers.
-int SoleConsumer(const Graph& g, int v) {
-  if (g.IsGraphOutput(v)) return -1;
-  const std::vector<int> c = g.Consumers(v);
-  if (c.size() != 1) return -1;
-  int uses = 0;
-  for (int i : g.nodes()[static_cast<size_t>(c[0])].inputs) uses += (i == v);
-  return uses == 1 ? c[0] : -1;
-}
-
 int64_t IntAt(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
     case DType::kInt8: return t.data<int8_t>()[i];
@@ -51,15 +41,6 @@ int64_t IntAt(const Tensor& t, int64_t i) {
     case DType::kInt32: return t.data<int32_t>()[i];
     default: WH_CHECK(false && "IntAt: unexpected dtype"); return 0;
   }
-}
-
-void RemoveNodes(Graph& g, const std::set<int>& dead) {
-  if (dead.empty()) return;
-  std::vector<Node> kept;
-  for (size_t i = 0; i < g.nodes().size(); ++i)
-    if (!dead.count(static_cast<int>(i))) kept.push_back(std::move(g.nodes()[i]));
-  g.nodes() = std::move(kept);
-  g.Reindex();
 }
 
 // Scalar (per-tensor) quantization parameters of a Q or DQ node, all constant.
@@ -111,7 +92,7 @@ struct OutQ {
   ScalarQ p;
 };
 std::optional<OutQ> MatchOutQ(const Graph& g, int v) {
-  const int ci = SoleConsumer(g, v);
+  const int ci = g.SoleConsumer(v);
   if (ci < 0) return std::nullopt;
   const Node& q = g.nodes()[static_cast<size_t>(ci)];
   if (!IsOp(q, "QuantizeLinear") || InputAt(q, 0) != v || q.outputs.empty() || q.outputs[0] < 0) return std::nullopt;
@@ -271,7 +252,7 @@ std::optional<LinearMatch> MatchLinear(const Graph& g, int ni) {
   m.bias = std::move(*bias);
 
   m.y = n.outputs[0];
-  const int ci = SoleConsumer(g, m.y);
+  const int ci = g.SoleConsumer(m.y);
   if (ci >= 0 && IsOp(g.nodes()[static_cast<size_t>(ci)], "Relu")) {
     const Node& r = g.nodes()[static_cast<size_t>(ci)];
     if (r.outputs.size() == 1 && r.outputs[0] >= 0) {
@@ -393,7 +374,7 @@ Status FuseQdq(Graph& g, QdqFusionCounts* counts) {
       n.outputs[0] = g.nodes()[static_cast<size_t>(m.q_node)].outputs[0];
       dead.insert(m.q_node);
     }
-    RemoveNodes(g, dead);
+    g.RemoveNodes(dead);
     counts->passthrough += static_cast<int>(matches.size());
   }
   // Phase 2: the linear ops (only those this build has an OpDef and a kernel for).
@@ -404,7 +385,7 @@ Status FuseQdq(Graph& g, QdqFusionCounts* counts) {
   if (matches.empty()) return Status::Ok();
   std::set<int> dead;
   for (const LinearMatch& m : matches) ApplyLinear(g, m, &dead);
-  RemoveNodes(g, dead);
+  g.RemoveNodes(dead);
   if (g.OpsetFor(kDomain) == 0) g.opset_imports[kDomain] = 1;
   counts->fused += static_cast<int>(matches.size());
   return Status::Ok();

@@ -325,18 +325,6 @@ inline void CopyRowOvershoot(const int16_t* src, int64_t n, int16_t* dst) {
 #endif
 }
 
-// RAII OpenMP team size for oneDNN (it sizes its team with omp_get_max_threads()).
-class ScopedOmp {
- public:
-  explicit ScopedOmp(int n) : prev_(omp_get_max_threads()) { omp_set_num_threads(std::max(1, n)); }
-  ~ScopedOmp() { omp_set_num_threads(prev_); }
-  ScopedOmp(const ScopedOmp&) = delete;
-  ScopedOmp& operator=(const ScopedOmp&) = delete;
-
- private:
-  int prev_;
-};
-
 }  // namespace
 
 void QPackA(const QMatrix& a, int64_t M, int64_t K, QPackedA* out, int threads) {
@@ -564,7 +552,7 @@ bool QGemmAccOneDnn(const QMatrix& a, const QMatrix& b, int64_t M, int64_t N, in
   if (bzp < -128 || bzp > 127 || azp < (a.dtype == DType::kUInt8 ? 0 : -128) || azp > (a.dtype == DType::kUInt8 ? 255 : 127))
     return false;
   const int32_t co = 0;
-  ScopedOmp team(threads);
+  ScopedOmpThreads team(threads);
   const char ta = a_trans ? 'T' : 'N', tb = b_trans ? 'T' : 'N';
   dnnl_status_t st;
   if (a.dtype == DType::kUInt8) {

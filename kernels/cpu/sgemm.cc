@@ -9,6 +9,7 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.h>
 
+#include "kernels/cpu/parallel.h"
 #include "lib/ir/status.h"
 
 namespace whittle {
@@ -28,20 +29,6 @@ void InitEigenOnce() {
   static std::once_flag once;
   std::call_once(once, [] { Eigen::initParallel(); });
 }
-
-// Sets the calling thread's OpenMP team size for the duration of one call: both backends size
-// their teams with omp_get_max_threads(), and the setting is per thread, so concurrent callers
-// do not disturb each other.
-class ScopedOmpThreads {
- public:
-  explicit ScopedOmpThreads(int n) : prev_(omp_get_max_threads()) { omp_set_num_threads(std::max(1, n)); }
-  ~ScopedOmpThreads() { omp_set_num_threads(prev_); }
-  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
-  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
-
- private:
-  int prev_;
-};
 
 template <class OpA, class OpB>
 void EigenProduct(const OpA& a, const OpB& b, float alpha, float beta, MutMap& c) {

@@ -94,6 +94,31 @@ std::vector<int> Graph::Consumers(int value_id) const {
   return r;
 }
 
+void Graph::RemoveNodes(const std::set<int>& dead) {
+  if (dead.empty()) return;
+  std::vector<Node> kept;
+  kept.reserve(nodes_.size() - std::min(dead.size(), nodes_.size()));
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (!dead.count(static_cast<int>(i))) kept.push_back(std::move(nodes_[i]));
+  nodes_ = std::move(kept);
+  Reindex();
+}
+
+const Tensor* Graph::ConstInput(const Node& n, size_t slot) const {
+  if (slot >= n.inputs.size() || n.inputs[slot] < 0) return nullptr;
+  const Value& v = value(n.inputs[slot]);
+  return v.initializer ? &*v.initializer : nullptr;
+}
+
+int Graph::SoleConsumer(int value_id) const {
+  if (IsGraphOutput(value_id)) return -1;
+  const std::vector<int> c = Consumers(value_id);
+  if (c.size() != 1) return -1;
+  int uses = 0;
+  for (int i : nodes_[static_cast<size_t>(c[0])].inputs) uses += (i == value_id);
+  return uses == 1 ? c[0] : -1;
+}
+
 bool Graph::IsGraphOutput(int value_id) const {
   return std::find(outputs_.begin(), outputs_.end(), value_id) != outputs_.end();
 }

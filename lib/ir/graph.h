@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -88,6 +89,15 @@ class Graph {
   Status Compact();
   // Rebuilds the name index and producers after direct edits of values()/nodes().
   void Reindex();
+  // Removes the nodes with the given indices and reindexes; values only they produced dangle
+  // until Compact() drops them.
+  void RemoveNodes(const std::set<int>& dead);
+
+  // The initializer behind input `slot` of n, or null (no such input, or not a constant).
+  const Tensor* ConstInput(const Node& n, size_t slot) const;
+  // The only node reading value_id, reading it once; -1 when it is a graph output or has other
+  // readers.
+  int SoleConsumer(int value_id) const;
 
   int64_t OpsetFor(const std::string& domain) const;  // 0 if not imported
   std::map<std::string, int64_t> opset_imports;       // "" for ai.onnx

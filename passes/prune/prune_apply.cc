@@ -24,12 +24,6 @@ void ReplaceConst(Graph& g, int ni, int slot, Tensor t) {
   g.nodes()[static_cast<size_t>(ni)].inputs[static_cast<size_t>(slot)] = nid;
 }
 
-const Tensor* ConstInput(const Graph& g, const Node& n, size_t slot) {
-  if (slot >= n.inputs.size() || n.inputs[slot] < 0) return nullptr;
-  const Value& v = g.value(n.inputs[slot]);
-  return v.initializer ? &*v.initializer : nullptr;
-}
-
 std::vector<int64_t> Complement(const std::vector<int64_t>& kept, int64_t total) {
   std::vector<bool> k(static_cast<size_t>(total), false);
   for (int64_t i : kept) k[static_cast<size_t>(i)] = true;
@@ -112,7 +106,7 @@ class Applier {
     return it->second;
   }
   void SliceInput(int ni, int slot, int axis, const std::vector<int64_t>& keep) {
-    const Tensor* t = ConstInput(g_, g_.nodes()[static_cast<size_t>(ni)], static_cast<size_t>(slot));
+    const Tensor* t = g_.ConstInput(g_.nodes()[static_cast<size_t>(ni)], static_cast<size_t>(slot));
     if (!t) return;  // absent optional input (e.g. a Conv without bias)
     ReplaceConst(g_, ni, slot, SliceAxis(*t, axis, keep));
   }
@@ -134,7 +128,7 @@ class Applier {
 
   void ApplyGemm(int ni, const NodePlan& np) {
     const Node& n = g_.nodes()[static_cast<size_t>(ni)];
-    Tensor b = *ConstInput(g_, n, 1);
+    Tensor b = *g_.ConstInput(n, 1);
     const bool trans_b = n.attrs.GetInt("transB", 0) != 0;
     const int k_axis = trans_b ? 1 : 0, n_axis = 1 - k_axis;
     const int64_t n_full = b.dim(n_axis);
@@ -146,7 +140,7 @@ class Applier {
       for (auto [k, mean] : removed)
         for (int64_t j = 0; j < n_full; ++j)
           delta[static_cast<size_t>(j)] += mean * (trans_b ? w[j * b.dim(1) + k] : w[k * b.dim(1) + j]);
-      const Tensor* c = ConstInput(g_, n, 2);
+      const Tensor* c = g_.ConstInput(n, 2);
       Tensor cf = BroadcastLast(beta != 0 ? c : nullptr, n_full);
       float scale = alpha / (beta != 0 ? beta : 1.f);
       AddAlongLast(cf, delta, scale);
@@ -156,18 +150,18 @@ class Applier {
     if (np.rows) b = SliceAxis(b, k_axis, np.kept_rows);
     if (np.cols) b = SliceAxis(b, n_axis, np.kept_cols);
     if (np.rows || np.cols) ReplaceConst(g_, ni, 1, b);
-    const Tensor* c = ConstInput(g_, g_.nodes()[static_cast<size_t>(ni)], 2);
+    const Tensor* c = g_.ConstInput(g_.nodes()[static_cast<size_t>(ni)], 2);
     if (np.cols && c && c->rank() >= 1 && c->dims().back() == n_full)
       ReplaceConst(g_, ni, 2, SliceAxis(*c, c->rank() - 1, np.kept_cols));
   }
 
   void ApplyMatMul(int ni, const NodePlan& np) {
-    Tensor b = *ConstInput(g_, g_.nodes()[static_cast<size_t>(ni)], 1);
+    Tensor b = *g_.ConstInput(g_.nodes()[static_cast<size_t>(ni)], 1);
     const int64_t n_full = b.dim(1);
     auto removed = RemovedMeans(np, b);
     if (np.rows) b = SliceAxis(b, 0, np.kept_rows);
     if (np.cols) b = SliceAxis(b, 1, np.kept_cols);
-    const Tensor original = *ConstInput(g_, g_.nodes()[static_cast<size_t>(ni)], 1);
+    const Tensor original = *g_.ConstInput(g_.nodes()[static_cast<size_t>(ni)], 1);
     ReplaceConst(g_, ni, 1, b);
     if (removed.empty()) return;
     // MatMul has no bias: the removed rows' mean contribution goes into an Add right after it.
@@ -194,7 +188,7 @@ class Applier {
   }
 
   void ApplyConv(int ni, const NodePlan& np) {
-    Tensor w = *ConstInput(g_, g_.nodes()[static_cast<size_t>(ni)], 1);
+    Tensor w = *g_.ConstInput(g_.nodes()[static_cast<size_t>(ni)], 1);
     const int64_t o_full = w.dim(0), i_full = w.dim(1);
     const int64_t spatial = w.numel() / (o_full * i_full);
     auto removed = RemovedMeans(np, w);
@@ -207,7 +201,7 @@ class Applier {
           for (int64_t k = 0; k < spatial; ++k) s += p[(o * i_full + c) * spatial + k];
           delta[static_cast<size_t>(o)] += mean * s;
         }
-      Tensor bias = BroadcastLast(ConstInput(g_, g_.nodes()[static_cast<size_t>(ni)], 2), o_full);
+      Tensor bias = BroadcastLast(g_.ConstInput(g_.nodes()[static_cast<size_t>(ni)], 2), o_full);
       AddAlongLast(bias, delta, 1.f);
       SetOrAddInput(ni, 2, std::move(bias), "_bias");
     }

@@ -49,14 +49,4 @@ EmittedWeight EmitWeight(Graph& g, const QuantLayer& l, bool as_kn) {
   return e;
 }
 
-void RemoveNodes(Graph& g, const std::set<int>& dead) {
-  if (dead.empty()) return;
-  std::vector<Node> kept;
-  kept.reserve(g.nodes().size() - dead.size());
-  for (size_t i = 0; i < g.nodes().size(); ++i)
-    if (!dead.count(static_cast<int>(i))) kept.push_back(std::move(g.nodes()[i]));
-  g.nodes() = std::move(kept);
-  g.Reindex();
-}
-
 }  // namespace whittle::quant

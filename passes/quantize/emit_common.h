@@ -35,7 +35,4 @@ struct EmittedWeight {
 // Zero points (all 0) have the scales' shape: a vector per channel, a scalar per tensor.
 EmittedWeight EmitWeight(Graph& g, const QuantLayer& l, bool as_kn);
 
-// Removes the given nodes and rebuilds producers.
-void RemoveNodes(Graph& g, const std::set<int>& dead);
-
 }  // namespace whittle::quant

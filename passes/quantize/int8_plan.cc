@@ -8,18 +8,6 @@
 namespace whittle::quant {
 namespace {
 
-const Tensor* ConstInput(const Graph& g, const Node& n, size_t slot) {
-  if (slot >= n.inputs.size() || n.inputs[slot] < 0) return nullptr;
-  const Value& v = g.value(n.inputs[slot]);
-  return v.initializer ? &*v.initializer : nullptr;
-}
-
-int SoleConsumer(const Graph& g, int value) {
-  if (g.IsGraphOutput(value)) return -1;
-  std::vector<int> c = g.Consumers(value);
-  return c.size() == 1 ? c[0] : -1;
-}
-
 bool ProducedBy(const Graph& g, int value, const char* op) {
   if (value < 0) return false;
   const int p = g.value(value).producer;
@@ -49,8 +37,8 @@ LayerReport Skip(const Graph& g, const Node& n, const std::string& reason) {
 bool ExistingParams(const Graph& g, int value, ActParams* p) {
   if (!ProducedBy(g, value, "DequantizeLinear")) return false;
   const Node& dq = g.nodes()[static_cast<size_t>(g.value(value).producer)];
-  const Tensor* s = ConstInput(g, dq, 1);
-  const Tensor* z = ConstInput(g, dq, 2);
+  const Tensor* s = g.ConstInput(dq, 1);
+  const Tensor* z = g.ConstInput(dq, 2);
   if (!s || s->numel() != 1 || s->dtype() != DType::kFloat32) return false;
   p->scale = s->data<float>()[0];
   p->dtype = z ? z->dtype() : DType::kUInt8;
@@ -67,7 +55,7 @@ std::string MatchLayer(const Graph& g, int idx, const Int8Config& c, QuantLayer*
   if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0) return "missing input";
   if (ProducedBy(g, n.inputs[1], "DequantizeLinear"))
     return "already quantized (its weight comes from a DequantizeLinear)";
-  const Tensor* w = ConstInput(g, n, 1);
+  const Tensor* w = g.ConstInput(n, 1);
   if (!w || w->dtype() != DType::kFloat32) return "weight is not a constant float32 initializer";
   if (g.value(n.inputs[0]).dtype != DType::kFloat32) return "input is not float32";
   l->input = n.inputs[0];
@@ -92,7 +80,7 @@ std::string MatchLayer(const Graph& g, int idx, const Int8Config& c, QuantLayer*
   }
   const int64_t units = w->dim(static_cast<int>(l->weight_axis));
   if (n.op_type != "MatMul" && n.inputs.size() > 2 && n.inputs[2] >= 0) {
-    const Tensor* b = ConstInput(g, n, 2);
+    const Tensor* b = g.ConstInput(n, 2);
     if (!b || b->dtype() != DType::kFloat32) return "bias is not a constant float32 initializer";
     if (b->numel() != units || (b->rank() == 2 && b->dim(0) != 1) || b->rank() > 2)
       return "bias shape " + DimsToString(b->dims()) + " is not [" + std::to_string(units) + "]";
@@ -119,15 +107,15 @@ int FoldBatchNorms(Graph& g) {
     for (size_t i = 1; i < bn.outputs.size(); ++i) extra |= bn.outputs[i] >= 0;
     if (extra) continue;
     const int ci = g.value(bn.inputs[0]).producer;
-    if (ci < 0 || SoleConsumer(g, bn.inputs[0]) != static_cast<int>(bi)) continue;
+    if (ci < 0 || g.SoleConsumer(bn.inputs[0]) != static_cast<int>(bi)) continue;
     const Node& conv = g.nodes()[static_cast<size_t>(ci)];
     if (conv.op_type != "Conv" || !conv.domain.empty()) continue;
-    const Tensor* w = ConstInput(g, conv, 1);
+    const Tensor* w = g.ConstInput(conv, 1);
     if (!w || w->dtype() != DType::kFloat32 || w->rank() < 3) continue;
-    if (conv.inputs.size() > 2 && conv.inputs[2] >= 0 && !ConstInput(g, conv, 2)) continue;
+    if (conv.inputs.size() > 2 && conv.inputs[2] >= 0 && !g.ConstInput(conv, 2)) continue;
     bool ok = true;
     for (size_t i = 1; i < 5; ++i) {
-      const Tensor* t = ConstInput(g, bn, i);
+      const Tensor* t = g.ConstInput(bn, i);
       ok &= t && t->dtype() == DType::kFloat32 && t->numel() == w->dim(0);
     }
     if (ok) matches.push_back({ci, static_cast<int>(bi)});
@@ -136,12 +124,12 @@ int FoldBatchNorms(Graph& g) {
   for (const Match& m : matches) {
     const Node& bn = g.nodes()[static_cast<size_t>(m.bn)];
     const Node& conv0 = g.nodes()[static_cast<size_t>(m.conv)];
-    const Tensor& w = *ConstInput(g, conv0, 1);
-    const Tensor* b = ConstInput(g, conv0, 2);
-    const float* scale = ConstInput(g, bn, 1)->data<float>();
-    const float* beta = ConstInput(g, bn, 2)->data<float>();
-    const float* mean = ConstInput(g, bn, 3)->data<float>();
-    const float* var = ConstInput(g, bn, 4)->data<float>();
+    const Tensor& w = *g.ConstInput(conv0, 1);
+    const Tensor* b = g.ConstInput(conv0, 2);
+    const float* scale = g.ConstInput(bn, 1)->data<float>();
+    const float* beta = g.ConstInput(bn, 2)->data<float>();
+    const float* mean = g.ConstInput(bn, 3)->data<float>();
+    const float* var = g.ConstInput(bn, 4)->data<float>();
     const float eps = bn.attrs.GetFloat("epsilon", 1e-5f);
     const int64_t oc = w.dim(0), per = w.numel() / oc;
     Tensor nw = w.Clone();
@@ -219,7 +207,7 @@ StatusOr<Int8Plan> MakePlan(const Graph& g, const Int8Config& c) {
       l.weight_qmax = c.reduce_range ? 63 : 127;
       l.per_channel = ov != c.layers.end() && ov->second.per_channel >= 0 ? ov->second.per_channel != 0 : c.per_channel;
       if (!c.dynamic) {
-        const int r = SoleConsumer(g, l.output);
+        const int r = g.SoleConsumer(l.output);
         if (r >= 0 && g.nodes()[static_cast<size_t>(r)].op_type == "Relu" &&
             g.nodes()[static_cast<size_t>(r)].domain.empty()) {
           l.relu = r;

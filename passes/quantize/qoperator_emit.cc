@@ -55,7 +55,7 @@ class QOperatorEmitter {
       Emit(g_, "DequantizeLinear", name + "_DequantizeLinear", {qv_.at(v), ScaleInit(g_, name, p.scale), ZeroPointInit(g_, name, p)},
            {v});
     }
-    RemoveNodes(g_, replaced_);
+    g_.RemoveNodes(replaced_);
     return Status::Ok();
   }
 
@@ -193,7 +193,7 @@ Status EmitDynamic(Graph& g, const Int8Plan& plan, std::map<std::string, Emitted
     replaced.insert(l.node);
     (*weights)[l.name] = w;
   }
-  RemoveNodes(g, replaced);
+  g.RemoveNodes(replaced);
   return Status::Ok();
 }
 
