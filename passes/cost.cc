@@ -79,4 +79,15 @@ GraphCost ComputeCost(const Graph& g) {
   return c;
 }
 
+LayerReport SkippedLayer(const Graph& g, const Node& n, const std::string& reason) {
+  LayerReport r;
+  r.node = n.name;
+  r.op_type = n.op_type;
+  r.action = "skipped";
+  r.reason = reason;
+  r.params_before = r.params_after = NodeParams(g, n);
+  r.macs_before = r.macs_after = NodeMacs(g, n);
+  return r;
+}
+
 }  // namespace whittle

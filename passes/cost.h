@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "lib/ir/graph.h"
+#include "passes/pass.h"
 
 namespace whittle {
 
@@ -20,6 +22,9 @@ struct GraphCost {
 int64_t NodeMacs(const Graph& g, const Node& n);
 // Elements of the node's constant inputs (its weights and biases).
 int64_t NodeParams(const Graph& g, const Node& n);
+// The report row of a layer a pass left alone: action "skipped", the reason, and its unchanged
+// params and MACs.
+LayerReport SkippedLayer(const Graph& g, const Node& n, const std::string& reason);
 GraphCost ComputeCost(const Graph& g);
 
 }  // namespace whittle

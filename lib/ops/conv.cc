@@ -1,12 +1,12 @@
 // OpDef for Conv, plus the sliding-window attribute checks and output-size inference that the
-// pooling ops (lib/ops/pool.cc) share: CheckWindowAttributes and InferWindowOutput are declared
-// there. Sizes follow ONNX 1.12: explicit pads, auto_pad SAME_UPPER/SAME_LOWER/VALID, dilations,
-// ceil_mode (pools). The kernels recompute the same geometry (kernels/reference/conv.h).
+// pools and the integer convs share (declared in lib/ops/window.h). Sizes follow ONNX 1.12:
+// explicit pads, auto_pad SAME_UPPER/SAME_LOWER/VALID, dilations, ceil_mode (pools). The kernels recompute the same geometry (kernels/reference/conv.h).
 #include <string>
 #include <vector>
 
 #include "lib/ops/op_def.h"
 #include "lib/ops/shape_helpers.h"
+#include "lib/ops/window.h"
 
 namespace whittle {
 namespace {
@@ -102,21 +102,9 @@ Status InferWindowOutput(const InferContext& ctx, const SymShape& in, const std:
   return Status::Ok();
 }
 
-namespace {
-
-Status CheckConv(const Node& node, int) {
-  WH_RETURN_IF_ERROR(CheckWindowAttributes(node));
-  const int64_t group = node.attrs.GetInt("group", 1);
-  if (group < 1) return InvalidArgument(node.DebugName() + ": group must be >= 1, got " + Str(group));
-  return Status::Ok();
-}
-
-Status InferConv(InferContext& ctx) {
-  const DType dt = ctx.InputDType(0);
-  if (ctx.InputDType(1) != DType::kUndefined && dt != DType::kUndefined && ctx.InputDType(1) != dt)
-    return ctx.Error(std::string("W is ") + DTypeName(ctx.InputDType(1)) + " but X is " + DTypeName(dt));
-  const SymShape* x = ctx.InputShape(0);
-  const SymShape* w = ctx.InputShape(1);
+StatusOr<std::optional<SymShape>> InferConvOutput(const InferContext& ctx, int xi, int wi) {
+  const SymShape* x = ctx.InputShape(xi);
+  const SymShape* w = ctx.InputShape(wi);
   if (x && x->size() < 3) return ctx.Error("X must have rank >= 3 (N, C, spatial...), got " + SymShapeToString(*x));
   if (x && w && w->size() != x->size())
     return ctx.Error("W " + SymShapeToString(*w) + " must have the rank of X " + SymShapeToString(*x));
@@ -131,16 +119,7 @@ Status InferConv(InferContext& ctx) {
       return ctx.Error("X has " + Str((*x)[1].value) + " channels but W " + SymShapeToString(*w) + " with group " +
                        Str(group) + " expects " + Str((*w)[1].value * group));
   }
-  if (ctx.HasInput(2)) {
-    const SymShape* b = ctx.InputShape(2);
-    if (b && b->size() != 1) return ctx.Error("B must be 1-D, got " + SymShapeToString(*b));
-    if (b && (*b)[0].known() && m.known() && (*b)[0].value != m.value)
-      return ctx.Error("B " + SymShapeToString(*b) + " must have one value per output channel (" + Str(m.value) + ")");
-  }
-  if (!x) {
-    ctx.SetOutput(0, dt, std::nullopt);
-    return Status::Ok();
-  }
+  if (!x) return std::optional<SymShape>();
   const size_t spatial = x->size() - 2;
   std::vector<int64_t> kernel(spatial, -1);
   const auto ks = ctx.attrs().GetInts("kernel_shape");
@@ -156,6 +135,31 @@ Status InferConv(InferContext& ctx) {
   WH_RETURN_IF_ERROR(InferWindowOutput(ctx, SymShape(x->begin() + 2, x->end()), kernel, &out_spatial));
   SymShape out{(*x)[0], m};
   out.insert(out.end(), out_spatial.begin(), out_spatial.end());
+  return std::optional<SymShape>(out);
+}
+
+namespace {
+
+Status CheckConv(const Node& node, int) {
+  WH_RETURN_IF_ERROR(CheckWindowAttributes(node));
+  const int64_t group = node.attrs.GetInt("group", 1);
+  if (group < 1) return InvalidArgument(node.DebugName() + ": group must be >= 1, got " + Str(group));
+  return Status::Ok();
+}
+
+Status InferConv(InferContext& ctx) {
+  const DType dt = ctx.InputDType(0);
+  if (ctx.InputDType(1) != DType::kUndefined && dt != DType::kUndefined && ctx.InputDType(1) != dt)
+    return ctx.Error(std::string("W is ") + DTypeName(ctx.InputDType(1)) + " but X is " + DTypeName(dt));
+  WH_ASSIGN_OR_RETURN(std::optional<SymShape> out, InferConvOutput(ctx, 0, 1));
+  const SymShape* w = ctx.InputShape(1);
+  if (ctx.HasInput(2) && w) {
+    const Dim m = (*w)[0];
+    const SymShape* b = ctx.InputShape(2);
+    if (b && b->size() != 1) return ctx.Error("B must be 1-D, got " + SymShapeToString(*b));
+    if (b && (*b)[0].known() && m.known() && (*b)[0].value != m.value)
+      return ctx.Error("B " + SymShapeToString(*b) + " must have one value per output channel (" + Str(m.value) + ")");
+  }
   ctx.SetOutput(0, dt, out);
   return Status::Ok();
 }

@@ -4,13 +4,10 @@
 #include <vector>
 
 #include "lib/ops/op_def.h"
+#include "lib/ops/window.h"
 
 namespace whittle {
 
-// Defined in lib/ops/conv.cc.
-Status CheckWindowAttributes(const Node& node);
-Status InferWindowOutput(const InferContext& ctx, const SymShape& in, const std::vector<int64_t>& kernel,
-                         SymShape* out);
 
 namespace {
 

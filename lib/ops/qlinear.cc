@@ -10,13 +10,9 @@
 
 #include "lib/ops/op_def.h"
 #include "lib/ops/shape_helpers.h"
+#include "lib/ops/window.h"
 
 namespace whittle {
-
-// lib/ops/conv.cc
-Status CheckWindowAttributes(const Node& node);
-Status InferWindowOutput(const InferContext& ctx, const SymShape& in, const std::vector<int64_t>& kernel,
-                         SymShape* out);
 
 namespace {
 
@@ -73,43 +69,6 @@ StatusOr<std::optional<SymShape>> MatMulShape(const InferContext& ctx, int ai, i
   return std::optional<SymShape>(out);
 }
 
-// Conv output shape for data input xi and weight wi (same rules as Conv).
-StatusOr<std::optional<SymShape>> ConvShape(const InferContext& ctx, int xi, int wi) {
-  const SymShape* x = ctx.InputShape(xi);
-  const SymShape* w = ctx.InputShape(wi);
-  if (x && x->size() < 3) return ctx.Error("X must have rank >= 3 (N, C, spatial...), got " + SymShapeToString(*x));
-  if (x && w && w->size() != x->size())
-    return ctx.Error("W " + SymShapeToString(*w) + " must have the rank of X " + SymShapeToString(*x));
-  if (!x) return std::optional<SymShape>();
-  const int64_t group = ctx.attrs().GetInt("group", 1);
-  Dim m;
-  if (w) {
-    m = (*w)[0];
-    if (m.known() && m.value % group != 0)
-      return ctx.Error("group " + std::to_string(group) + " does not divide the output channels of W " +
-                       SymShapeToString(*w));
-    if ((*x)[1].known() && (*w)[1].known() && (*x)[1].value != (*w)[1].value * group)
-      return ctx.Error("X has " + std::to_string((*x)[1].value) + " channels but W " + SymShapeToString(*w) +
-                       " with group " + std::to_string(group) + " expects " + std::to_string((*w)[1].value * group));
-  }
-  const size_t spatial = x->size() - 2;
-  std::vector<int64_t> kernel(spatial, -1);
-  const auto ks = ctx.attrs().GetInts("kernel_shape");
-  for (size_t i = 0; i < spatial; ++i) {
-    if (i < ks.size()) kernel[i] = ks[i];
-    if (w && (*w)[i + 2].known()) {
-      if (i < ks.size() && ks[i] != (*w)[i + 2].value)
-        return ctx.Error("kernel_shape does not match W " + SymShapeToString(*w));
-      kernel[i] = (*w)[i + 2].value;
-    }
-  }
-  SymShape out_spatial;
-  WH_RETURN_IF_ERROR(InferWindowOutput(ctx, SymShape(x->begin() + 2, x->end()), kernel, &out_spatial));
-  SymShape out{(*x)[0], m};
-  out.insert(out.end(), out_spatial.begin(), out_spatial.end());
-  return std::optional<SymShape>(out);
-}
-
 Status CheckBias(const InferContext& ctx, int i) {
   if (!ctx.HasInput(i)) return Status::Ok();
   const DType t = ctx.InputDType(i);
@@ -163,7 +122,7 @@ Status InferQGemm(InferContext& ctx) {
 
 Status InferQConv(InferContext& ctx) {
   WH_RETURN_IF_ERROR(CheckQLinearInputs(ctx));
-  WH_ASSIGN_OR_RETURN(std::optional<SymShape> s, ConvShape(ctx, 0, 3));
+  WH_ASSIGN_OR_RETURN(std::optional<SymShape> s, InferConvOutput(ctx, 0, 3));
   ctx.SetOutput(0, OutputType(ctx), s);
   return Status::Ok();
 }
@@ -183,7 +142,7 @@ Status InferConvInteger(InferContext& ctx) {
   WH_RETURN_IF_ERROR(CheckByteInput(ctx, 1, "w"));
   WH_RETURN_IF_ERROR(CheckZeroPoint(ctx, 2, 0, "x_zero_point"));
   WH_RETURN_IF_ERROR(CheckZeroPoint(ctx, 3, 1, "w_zero_point"));
-  WH_ASSIGN_OR_RETURN(std::optional<SymShape> s, ConvShape(ctx, 0, 1));
+  WH_ASSIGN_OR_RETURN(std::optional<SymShape> s, InferConvOutput(ctx, 0, 1));
   ctx.SetOutput(0, DType::kInt32, s);
   return Status::Ok();
 }

@@ -22,17 +22,6 @@ bool IsPassthrough(const Node& n) {
          n.op_type == "Squeeze" || n.op_type == "Unsqueeze";
 }
 
-LayerReport Skip(const Graph& g, const Node& n, const std::string& reason) {
-  LayerReport r;
-  r.node = n.name;
-  r.op_type = n.op_type;
-  r.action = "skipped";
-  r.reason = reason;
-  r.params_before = r.params_after = NodeParams(g, n);
-  r.macs_before = r.macs_after = NodeMacs(g, n);
-  return r;
-}
-
 // Scale/zero point of a DequantizeLinear that already feeds a layer (per-tensor only).
 bool ExistingParams(const Graph& g, int value, ActParams* p) {
   if (!ProducedBy(g, value, "DequantizeLinear")) return false;
@@ -192,7 +181,7 @@ StatusOr<Int8Plan> MakePlan(const Graph& g, const Int8Config& c) {
     const bool std_domain = n.domain.empty() || n.domain == "ai.onnx";
     if (std_domain && (n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul")) {
       if (!c.op_types.count(n.op_type)) {
-        plan.skipped[idx] = Skip(g, n, "op type not in op-types=");
+        plan.skipped[idx] = SkippedLayer(g, n, "op type not in op-types=");
         continue;
       }
       QuantLayer l;
@@ -201,7 +190,7 @@ StatusOr<Int8Plan> MakePlan(const Graph& g, const Int8Config& c) {
       auto ov = c.layers.find(n.name);
       if (why.empty() && ov != c.layers.end() && ov->second.skip) why = "skip=1 for this layer";
       if (!why.empty()) {
-        plan.skipped[idx] = Skip(g, n, why);
+        plan.skipped[idx] = SkippedLayer(g, n, why);
         continue;
       }
       l.weight_qmax = c.reduce_range ? 63 : 127;

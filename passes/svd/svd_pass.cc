@@ -156,18 +156,6 @@ struct Work {
   std::vector<int64_t> allowed;  // ratio=: ranks it may take
 };
 
-LayerReport SkippedReport(const Graph& g, int index, const std::string& reason) {
-  const Node& n = g.nodes()[static_cast<size_t>(index)];
-  LayerReport r;
-  r.node = n.name;
-  r.op_type = n.op_type;
-  r.action = "skipped";
-  r.reason = reason;
-  r.params_before = r.params_after = NodeParams(g, n);
-  r.macs_before = r.macs_after = NodeMacs(g, n);
-  return r;
-}
-
 double EnergyKept(const SvdResult& svd, int64_t r) {
   double acc = 0;
   for (int64_t i = 0; i < r && i < svd.rank(); ++i) acc += static_cast<double>(svd.s[static_cast<size_t>(i)]) * svd.s[static_cast<size_t>(i)];
@@ -219,15 +207,15 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
     Work w;
     std::string reason;
     if (!MatchLowRankLayer(g, i, spatial, &w.layer, &reason)) {
-      if (!reason.empty()) skipped[i] = SkippedReport(g, i, reason);
+      if (!reason.empty()) skipped[i] = SkippedLayer(g, g.nodes()[static_cast<size_t>(i)], reason);
       continue;
     }
     if (excluded.count(n.name)) {
-      skipped[i] = SkippedReport(g, i, "excluded by exclude=");
+      skipped[i] = SkippedLayer(g, g.nodes()[static_cast<size_t>(i)], "excluded by exclude=");
       continue;
     }
     if (o && o->skip) {
-      skipped[i] = SkippedReport(g, i, "skip=1 for this layer");
+      skipped[i] = SkippedLayer(g, g.nodes()[static_cast<size_t>(i)], "skip=1 for this layer");
       continue;
     }
     work.push_back(std::move(w));
@@ -292,7 +280,8 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
 
   // Report in node order, then apply (ApplyLowRank only appends, so indices stay valid).
   for (Work& w : work)
-    if (w.rank == 0 && !w.skip_reason.empty()) skipped[w.layer.node] = SkippedReport(g, w.layer.node, w.skip_reason);
+    if (w.rank == 0 && !w.skip_reason.empty())
+      skipped[w.layer.node] = SkippedLayer(g, g.nodes()[static_cast<size_t>(w.layer.node)], w.skip_reason);
   std::map<int, LayerReport> done;
   for (Work& w : work) {
     if (w.rank == 0) continue;
