@@ -188,10 +188,11 @@ class QMatMulKernel : public OpKernel {
       QEpilogueReference(p.out, acc.data(), rows, N, false, y);
       return Status::Ok();
     }
-    if (PreferOneDnnQGemm(am, bm, K)) {
+    if (PreferOneDnnQGemm(am, bm, rows, N, K)) {
       std::vector<int32_t> acc(static_cast<size_t>(rows * N));
-      if (QGemmAccOneDnn(am, bm, rows, N, K, acc.data(), ctx.num_threads)) {
-        QEpilogueCpu(p.out, acc.data(), rows, N, false, 0, y, N, ctx.num_threads);
+      const int threads = rows * N * K >= (int64_t{1} << 21) ? ctx.num_threads : 1;  // as in ConvOneDnn
+      if (QGemmAccOneDnn(am, bm, rows, N, K, acc.data(), threads)) {
+        QEpilogueCpu(p.out, acc.data(), rows, N, false, 0, y, N, threads);
         return Status::Ok();
       }
     }
@@ -266,7 +267,9 @@ class QConvKernel : public OpKernel {
       const std::vector<int32_t> xzp{x_zp};
       const QMatrix am{x.raw_data(), x.dtype(), 0, &xzp};
       const QMatrix bm{w.raw_data(), w.dtype(), 0, &p->w_zp};
-      if (PreferOneDnnQGemm(am, bm, w.numel() / s.out_channels) && ConvOneDnn(ctx, s, x, w, *p, y)) return Status::Ok();
+      if (PreferOneDnnQGemm(am, bm, s.out_channels, s.batch * s.geo.OutSize(), w.numel() / s.out_channels) &&
+          ConvOneDnn(ctx, s, x, w, *p, y))
+        return Status::Ok();
     }
     std::shared_ptr<const std::vector<QPackedA>> packed = packed_w_;
     if (!packed) packed = PackWeights(w, p->w_zp);
@@ -332,6 +335,9 @@ class QConvKernel : public OpKernel {
     chunk = std::min(chunk, std::max<int64_t>(1, s.batch / threads));
     const int64_t chunks = (s.batch + chunk - 1) / chunk;
     const bool parallel_chunks = chunks >= threads;
+    // One GEMM for everything: threads inside it only when it is big enough to pay for them
+    // (below ~2M multiply-adds, e.g. conv2 at batch 1, 2 threads were slower than 1).
+    const int gemm_threads = parallel_chunks || Cout * s.batch * cols * K < (int64_t{1} << 21) ? 1 : threads;
     const std::vector<int32_t> col_zp{p.x_zp[0] - 128};
     const uint8_t x_zp = static_cast<uint8_t>(p.x_zp[0]);
     std::atomic<bool> ok{true};
@@ -348,13 +354,13 @@ class QConvKernel : public OpKernel {
       }
       const QMatrix am{w.raw_data(), w.dtype(), K, &p.w_zp};
       const QMatrix bm{col.data(), DType::kInt8, ld, &col_zp};
-      if (!QGemmAccOneDnn(am, bm, Cout, ld, K, acc.data(), parallel_chunks ? 1 : threads)) {
+      if (!QGemmAccOneDnn(am, bm, Cout, ld, K, acc.data(), gemm_threads)) {
         ok = false;  // the kernel falls back as a whole
         return;
       }
       QConvEpilogueCpu(p.out, acc.data(), Cout, ld, nb, cols, OH, OW, pitch,
                        static_cast<char*>(y.raw_data()) + static_cast<size_t>(n0 * Cout * OH * OW) * y_es,
-                       parallel_chunks ? 1 : threads);
+                       gemm_threads);
     });
     return ok.load();
   }

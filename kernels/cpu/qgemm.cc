@@ -187,72 +187,82 @@ inline __m256i MulAddPairs(__m256i c, __m256i a, __m256i b) {
 }
 #endif
 
-// tile[kQMr][kQNr] (row stride ldt) = A rows (row stride lda int16) * B panel over kpairs k-pairs.
-void MicroKernel(const int16_t* ap, int64_t lda, const int16_t* bp, int64_t kpairs, int32_t* tile, int64_t ldt) {
-  static_assert(kQMr == 6 && kQNr == 16, "micro-kernel shape");
-  const int16_t* a0 = ap;
-  const int16_t* a1 = ap + lda;
-  const int16_t* a2 = ap + 2 * lda;
-  const int16_t* a3 = ap + 3 * lda;
-  const int16_t* a4 = ap + 4 * lda;
-  const int16_t* a5 = ap + 5 * lda;
+// tile[R][kQNr] (row stride ldt) = R rows of A (row stride lda int16) * B panel over kpairs
+// k-pairs. R < kQMr for the last row panel (and for single-row GEMVs at batch 1), so no work is
+// spent on A's zero padding rows.
+template <int R>
+void MicroKernelRows(const int16_t* ap, int64_t lda, const int16_t* bp, int64_t kpairs, int32_t* tile, int64_t ldt) {
+  static_assert(R >= 1 && R <= kQMr && kQNr == 16, "micro-kernel shape");
 #if defined(__AVX2__)
-  __m256i c00 = _mm256_setzero_si256(), c01 = _mm256_setzero_si256();
-  __m256i c10 = _mm256_setzero_si256(), c11 = _mm256_setzero_si256();
-  __m256i c20 = _mm256_setzero_si256(), c21 = _mm256_setzero_si256();
-  __m256i c30 = _mm256_setzero_si256(), c31 = _mm256_setzero_si256();
-  __m256i c40 = _mm256_setzero_si256(), c41 = _mm256_setzero_si256();
-  __m256i c50 = _mm256_setzero_si256(), c51 = _mm256_setzero_si256();
+  if constexpr (R == 1) {
+    // One row has only two accumulators: alternate four pairs of them over k so consecutive
+    // multiply-adds do not wait on each other's latency, then sum (int32 adds wrap alike).
+    __m256i c[4][2];
+    for (auto& v : c) v[0] = v[1] = _mm256_setzero_si256();
+    int64_t kk = 0;
+    for (; kk + 4 <= kpairs; kk += 4) {
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) {
+        const __m256i a = _mm256_set1_epi32(LoadPair(ap + 2 * (kk + u)));
+        c[u][0] = MulAddPairs(c[u][0], a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + 32 * u)));
+        c[u][1] = MulAddPairs(c[u][1], a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + 32 * u + 16)));
+      }
+      bp += 4 * 2 * kQNr;
+    }
+    for (; kk < kpairs; ++kk) {
+      const __m256i a = _mm256_set1_epi32(LoadPair(ap + 2 * kk));
+      c[0][0] = MulAddPairs(c[0][0], a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp)));
+      c[0][1] = MulAddPairs(c[0][1], a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + 16)));
+      bp += 2 * kQNr;
+    }
+    for (int h = 0; h < 2; ++h) {
+      const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(c[0][h], c[1][h]), _mm256_add_epi32(c[2][h], c[3][h]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + 8 * h), sum);
+    }
+    return;
+  }
+  __m256i c0[R], c1[R];
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i) c0[i] = c1[i] = _mm256_setzero_si256();
   for (int64_t kk = 0; kk < kpairs; ++kk) {
     const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp));
     const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + 16));
-    __m256i a = _mm256_set1_epi32(LoadPair(a0 + 2 * kk));
-    c00 = MulAddPairs(c00, a, b0);
-    c01 = MulAddPairs(c01, a, b1);
-    a = _mm256_set1_epi32(LoadPair(a1 + 2 * kk));
-    c10 = MulAddPairs(c10, a, b0);
-    c11 = MulAddPairs(c11, a, b1);
-    a = _mm256_set1_epi32(LoadPair(a2 + 2 * kk));
-    c20 = MulAddPairs(c20, a, b0);
-    c21 = MulAddPairs(c21, a, b1);
-    a = _mm256_set1_epi32(LoadPair(a3 + 2 * kk));
-    c30 = MulAddPairs(c30, a, b0);
-    c31 = MulAddPairs(c31, a, b1);
-    a = _mm256_set1_epi32(LoadPair(a4 + 2 * kk));
-    c40 = MulAddPairs(c40, a, b0);
-    c41 = MulAddPairs(c41, a, b1);
-    a = _mm256_set1_epi32(LoadPair(a5 + 2 * kk));
-    c50 = MulAddPairs(c50, a, b0);
-    c51 = MulAddPairs(c51, a, b1);
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      const __m256i a = _mm256_set1_epi32(LoadPair(ap + i * lda + 2 * kk));
+      c0[i] = MulAddPairs(c0[i], a, b0);
+      c1[i] = MulAddPairs(c1[i], a, b1);
+    }
     bp += 2 * kQNr;
   }
-  auto store = [&](int64_t i, int64_t half, __m256i v) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * ldt + half * 8), v);
-  };
-  store(0, 0, c00);
-  store(0, 1, c01);
-  store(1, 0, c10);
-  store(1, 1, c11);
-  store(2, 0, c20);
-  store(2, 1, c21);
-  store(3, 0, c30);
-  store(3, 1, c31);
-  store(4, 0, c40);
-  store(4, 1, c41);
-  store(5, 0, c50);
-  store(5, 1, c51);
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * ldt), c0[i]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * ldt + 8), c1[i]);
+  }
 #else
-  const int16_t* rows[kQMr] = {a0, a1, a2, a3, a4, a5};
-  for (int64_t i = 0; i < kQMr; ++i) std::fill(tile + i * ldt, tile + i * ldt + kQNr, 0);
+  for (int64_t i = 0; i < R; ++i) std::fill(tile + i * ldt, tile + i * ldt + kQNr, 0);
   for (int64_t kk = 0; kk < kpairs; ++kk) {
-    for (int64_t i = 0; i < kQMr; ++i) {
-      const int32_t x0 = rows[i][2 * kk], x1 = rows[i][2 * kk + 1];
+    for (int64_t i = 0; i < R; ++i) {
+      const int32_t x0 = ap[i * lda + 2 * kk], x1 = ap[i * lda + 2 * kk + 1];
       for (int64_t j = 0; j < kQNr; ++j)
         tile[i * ldt + j] = WrapAdd(tile[i * ldt + j], x0 * bp[2 * j] + x1 * bp[2 * j + 1]);
     }
     bp += 2 * kQNr;
   }
 #endif
+}
+
+void MicroKernel(int64_t rows, const int16_t* ap, int64_t lda, const int16_t* bp, int64_t kpairs, int32_t* tile,
+                 int64_t ldt) {
+  switch (rows) {
+    case 1: return MicroKernelRows<1>(ap, lda, bp, kpairs, tile, ldt);
+    case 2: return MicroKernelRows<2>(ap, lda, bp, kpairs, tile, ldt);
+    case 3: return MicroKernelRows<3>(ap, lda, bp, kpairs, tile, ldt);
+    case 4: return MicroKernelRows<4>(ap, lda, bp, kpairs, tile, ldt);
+    case 5: return MicroKernelRows<5>(ap, lda, bp, kpairs, tile, ldt);
+    default: return MicroKernelRows<6>(ap, lda, bp, kpairs, tile, ldt);
+  }
 }
 
 // Row r of a byte matrix minus zero points (one, or per column) as int16.
@@ -514,21 +524,26 @@ void QGemmPacked(const QPackedA& a, const QPackedB& b, const QOutput& out, bool 
   const Epilogue e = MakeEpilogue(out, channel_is_row, channel_offset, M, N);
   const int64_t nrp = (M + kQMr - 1) / kQMr, ncp = (N + kQNr - 1) / kQNr;
   const size_t es = OutElemSize(out.dtype);
-  const int work_threads = M * N * Kp >= (1 << 15) ? threads : 1;
+  // Below ~1M multiply-adds (a batch-1 GEMV) an OpenMP fork/join costs more than it saves.
+  const int work_threads = M * N * Kp >= (1 << 20) ? threads : 1;
   // A work item is one row panel times up to kChunkPanels column panels: the micro-kernel fills an
   // L1-resident strip of accumulators and the epilogue then runs over whole strip rows.
   constexpr int64_t kChunkPanels = 16;
-  const int64_t nchunks = (ncp + kChunkPanels - 1) / kChunkPanels;
+  // Few row panels (small batches): narrower chunks, so that every thread gets work.
+  int64_t chunk_panels = kChunkPanels;
+  while (chunk_panels > 1 && nrp * ((ncp + chunk_panels - 1) / chunk_panels) < 4 * work_threads) chunk_panels /= 2;
+  const int64_t nchunks = (ncp + chunk_panels - 1) / chunk_panels;
   ParallelFor(nrp * nchunks, work_threads, [&](int64_t t) {
     const int64_t chunk = t / nrp, rp = t % nrp;
     alignas(32) int32_t strip[kQMr * kChunkPanels * kQNr];
-    const int64_t cp0 = chunk * kChunkPanels, cp1 = std::min(ncp, cp0 + kChunkPanels);
+    const int64_t cp0 = chunk * chunk_panels, cp1 = std::min(ncp, cp0 + chunk_panels);
     const int64_t ldt = (cp1 - cp0) * kQNr;
     const int16_t* ap = a.data.data() + rp * kQMr * Kp;
+    const int64_t r0 = rp * kQMr, nr = std::min(kQMr, M - r0);
     for (int64_t cp = cp0; cp < cp1; ++cp)
-      MicroKernel(ap, Kp, b.data.data() + cp * kQNr * Kp, Kp / 2, strip + (cp - cp0) * kQNr, ldt);
-    const int64_t r0 = rp * kQMr, c0 = cp0 * kQNr;
-    const int64_t nr = std::min(kQMr, M - r0), nc = std::min(ldt, N - c0);
+      MicroKernel(nr, ap, Kp, b.data.data() + cp * kQNr * Kp, Kp / 2, strip + (cp - cp0) * kQNr, ldt);
+    const int64_t c0 = cp0 * kQNr;
+    const int64_t nc = std::min(ldt, N - c0);
     for (int64_t i = 0; i < nr; ++i)
       EpilogueSegment(e, strip + i * ldt, nc, r0 + i, c0,
                       static_cast<char*>(y) + static_cast<size_t>((r0 + i) * ldy + c0) * es);
@@ -597,7 +612,7 @@ void SetQGemmBackend(QGemmBackend backend) {
   g_backend_override.store(static_cast<int>(backend), std::memory_order_relaxed);
 }
 
-bool PreferOneDnnQGemm(const QMatrix& a, const QMatrix& b, int64_t K) {
+bool PreferOneDnnQGemm(const QMatrix& a, const QMatrix& b, int64_t M, int64_t N, int64_t K) {
   switch (DefaultQGemmBackend()) {
     case QGemmBackend::kOwn:
       return false;
@@ -608,6 +623,7 @@ bool PreferOneDnnQGemm(const QMatrix& a, const QMatrix& b, int64_t K) {
   }
   int32_t zp = 0;
   return CpuHasVnni() && a.dtype == DType::kUInt8 && b.dtype == DType::kInt8 && K >= kOneDnnMinK &&
+         M * N >= kOneDnnMinOutputs &&
          ScalarZp(a.zero_point, &zp) && ScalarZp(b.zero_point, &zp);
 }
 

@@ -71,12 +71,15 @@ enum class QGemmBackend { kAuto = 0, kOwn = 1, kOneDnn = 2 };
 // for the whole process (tests run every backend with it).
 QGemmBackend DefaultQGemmBackend();
 void SetQGemmBackend(QGemmBackend backend);
-// Inner sizes below this stay on our kernel under kAuto (tests/bench/qgemm_bench.cc: at K = 9,
-// the CNN's first conv, ours is faster than oneDNN even with VNNI).
+// Products smaller than these stay on our kernel under kAuto (tests/bench/qgemm_bench.cc and
+// run-model --profile: at K = 9, the CNN's first conv, ours is faster even with VNNI; below ~4096
+// outputs, e.g. a batch-1 GEMV, oneDNN's per-call cost dominates).
 constexpr int64_t kOneDnnMinK = 32;
-// Whether the product a * b with inner size K runs on oneDNN: forced by WHITTLE_QGEMM, else (kAuto)
-// when the CPU has VNNI, a is uint8, b int8, both zero points scalar and K >= kOneDnnMinK.
-bool PreferOneDnnQGemm(const QMatrix& a, const QMatrix& b, int64_t K);
+constexpr int64_t kOneDnnMinOutputs = 4096;
+// Whether the M x N product a * b with inner size K runs on oneDNN: forced by WHITTLE_QGEMM, else
+// (kAuto) when the CPU has VNNI, a is uint8, b int8, both zero points scalar, K >= kOneDnnMinK
+// and M * N >= kOneDnnMinOutputs.
+bool PreferOneDnnQGemm(const QMatrix& a, const QMatrix& b, int64_t M, int64_t N, int64_t K);
 
 // im2col of one 1-D/2-D uint8 image (group 1) as bytes: rows k = (channel, tap) in weight order,
 // columns = output positions, row stride ld; taps in the padding read x_zp. Every byte is

@@ -199,7 +199,7 @@ std::vector<Quant> QuantVariants() {
 }
 
 TEST(QLinearKernelsTest, QGemmCpuMatchesReference) {
-  const std::vector<std::vector<int64_t>> shapes = {{1, 1, 1}, {5, 7, 3}, {17, 33, 19}, {64, 784, 32},
+  const std::vector<std::vector<int64_t>> shapes = {{1, 1, 1}, {5, 7, 3}, {17, 33, 19}, {64, 784, 32}, {64, 72, 128},
                                                     {3, 128, 10}, {9, 1, 40}, {4, 16, 16}};
   for (QGemmBackend backend : BackendsToCheck()) {
   ScopedBackend use(backend);
