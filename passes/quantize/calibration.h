@@ -32,7 +32,11 @@ const char* CalibMethodName(CalibMethod m);
 struct TensorRange {
   float min = 0, max = 0;  // observed over all samples
   float lo = 0, hi = 0;    // chosen (lo <= 0 <= hi)
+  double clipped = 0;      // fraction of the observed values outside [lo, hi] (histogram bins)
 };
+
+// Fraction of the count in the bins at or beyond threshold t (as ChooseThreshold returns it).
+double CountBeyond(const std::vector<double>& counts, double limit, double t);
 
 // Threshold on a one-sided histogram: counts[i] covers [i, i+1) * limit / counts.size() of |x|.
 // levels is the number of quantization steps available on that side (255 for a non-negative

@@ -15,6 +15,9 @@
 namespace whittle {
 namespace {
 
+// Share of a tensor's calibration values outside its chosen range above which the pass says so.
+constexpr double kClipWarn = 0.01;
+
 using quant::ActParams;
 using quant::Int8Config;
 using quant::Int8Plan;
@@ -94,6 +97,17 @@ class Int8Pass : public Pass {
                           (c_.calib.method == quant::CalibMethod::kMinMax ? "1 pass: running min/max"
                                                                           : "2 passes: min/max, then 2048-bin histograms") +
                           ")");
+      // A range that cuts off a visible share of a tensor's values is the usual cause of an
+      // accuracy collapse: say which tensors, so the user can pick another method.
+      for (const auto& [v, r] : ranges) {
+        if (r.clipped < kClipWarn) continue;
+        char buf[320];
+        std::snprintf(buf, sizeof(buf),
+                      "calibration %s clips %.1f%% of %s's values (range [%.4g, %.4g] of observed [%.4g, %.4g]); if "
+                      "accuracy drops, try calibration=mse or percentile:99.99",
+                      c_.calibration_text.c_str(), 100 * r.clipped, g.value(v).name.c_str(), r.lo, r.hi, r.min, r.max);
+        rep.notes.push_back(buf);
+      }
     }
 
     // Per-layer facts that the emission changes (node indices stay valid until the end).

@@ -10,6 +10,7 @@
 #include "lib/data/dataset.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
+#include "passes/quantize/calibration.h"
 #include "runtime/session.h"
 #include "tests/passes/svd_test_util.h"
 #include "tests/util/graph_builder.h"
@@ -210,6 +211,35 @@ TEST(Int8Pass, ReduceRangeKeepsWeightsWithinSevenBits) {
   }
   EXPECT_EQ(weights, 3);
   }
+}
+
+// A range that cuts off a visible share of a tensor's values is reported by name (the usual cause
+// of an accuracy collapse); ranges that keep everything are not.
+TEST(Int8Pass, ReportsTensorsWhoseRangeClipsManyValues) {
+  for (const auto& [spec, expect] : {std::pair<const char*, bool>{"calibration=percentile:90", true},
+                                     {"calibration=minmax", false}}) {
+    Graph g = SmallCnn();
+    Dataset calib = Calibration();
+    PassContext ctx;
+    ctx.calibration = &calib;
+    auto r = RunPass(g, "int8", spec, ctx);
+    ASSERT_TRUE(r.ok()) << spec << ": " << r.status().message();
+    int clip_notes = 0;
+    for (const std::string& n : r->notes) {
+      if (n.find(" clips ") == std::string::npos) continue;
+      ++clip_notes;
+      EXPECT_NE(n.find("try calibration=mse"), std::string::npos) << n;
+    }
+    if (expect) EXPECT_GE(clip_notes, 1) << spec;
+    else EXPECT_EQ(clip_notes, 0) << spec;
+  }
+}
+
+TEST(Int8Math, CountBeyondCountsTheBinsPastTheThreshold) {
+  const std::vector<double> h = {5, 4, 3, 2, 1};  // limit 10: bins of width 2
+  EXPECT_DOUBLE_EQ(quant::CountBeyond(h, 10.0, 10.0), 0.0);
+  EXPECT_DOUBLE_EQ(quant::CountBeyond(h, 10.0, 6.0), 3.0);
+  EXPECT_DOUBLE_EQ(quant::CountBeyond(h, 10.0, 2.0), 10.0);
 }
 
 TEST(Int8Pass, RunningTwiceEqualsRunningOnce) {

@@ -37,6 +37,9 @@ CONFIGS = [
     ("mlp", "format=qoperator", True),
     ("cnn", "format=qoperator", True),
     ("mlp", "mode=dynamic", True),
+    ("cnn", "activations=s8", True),
+    ("cnn", "calibration=entropy", True),
+    ("mlp", "per-channel=0,calibration=percentile:99.99", True),
     ("mlp", "format=qdq,reduce-range=0", False),
     ("cnn", "format=qdq,reduce-range=0", False),
 ]
