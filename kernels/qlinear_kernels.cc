@@ -112,6 +112,11 @@ class QMatMulKernel : public OpKernel {
       packed_b_ = std::make_shared<QPackedB>();
       QMatrix b{w->raw_data(), w->dtype(), w->dim(1), &params_->w_zp};
       QPackB(b, w->dim(0), w->dim(1), packed_b_.get());
+      if (w->dtype() == DType::kInt8 &&
+          Q8WeightsFit(static_cast<const int8_t*>(w->raw_data()), w->dim(1), w->dim(0), true, params_->w_zp)) {
+        packed_b8_ = std::make_shared<QPacked8>();
+        Q8PackWeightsB(static_cast<const int8_t*>(w->raw_data()), w->dim(0), w->dim(1), packed_b8_.get());
+      }
     }
     return Status::Ok();
   }
@@ -196,6 +201,14 @@ class QMatMulKernel : public OpKernel {
         return Status::Ok();
       }
     }
+    if (b_is_weight && packed_b8_ && p.x_zp.size() == 1 && AllowQ8Kernel()) {
+      // The byte kernel: activations as unsigned bytes (int8 shifted by 128), weights as packed.
+      const bool s8 = a_dt == DType::kInt8;
+      QPacked8 pa;
+      Q8PackActivationsA(a, rows, K, K, s8 ? 0x80 : 0, &pa, ctx.num_threads);
+      QGemmPacked8(pa, *packed_b8_, false, p.x_zp[0] + (s8 ? 128 : 0), p.out, false, 0, y, N, ctx.num_threads);
+      return Status::Ok();
+    }
     QPackedA pa;
     QPackA(am, rows, K, &pa, ctx.num_threads);
     if (b_is_weight && packed_b_) {
@@ -213,6 +226,7 @@ class QMatMulKernel : public OpKernel {
   std::string node_;
   std::optional<QParams> params_;
   std::shared_ptr<QPackedB> packed_b_;
+  std::shared_ptr<QPacked8> packed_b8_;  // when the byte kernel is exact for these weights
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -233,7 +247,16 @@ class QConvKernel : public OpKernel {
       WH_ASSIGN_OR_RETURN(params_, ResolveQParams(node_, q_, init.const_inputs, InDType(init, q_.x), w->dtype(),
                                                   w->dim(0), -1, relu_));
     }
-    if (cpu_ && params_ && w->dim(0) % group_ == 0) packed_w_ = PackWeights(*w, params_->w_zp);
+    if (cpu_ && params_ && w->dim(0) % group_ == 0) {
+      packed_w_ = PackWeights(*w, params_->w_zp);
+      const int64_t M = w->dim(0), K = w->numel() / M, mg = M / group_;
+      const int8_t* wp = static_cast<const int8_t*>(w->raw_data());
+      if (w->dtype() == DType::kInt8 && w->rank() <= 4 && Q8WeightsFit(wp, M, K, false, params_->w_zp)) {
+        auto packed = std::make_shared<std::vector<QPacked8>>(static_cast<size_t>(group_));
+        for (int64_t g = 0; g < group_; ++g) Q8PackWeightsA(wp + g * mg * K, mg, K, &(*packed)[static_cast<size_t>(g)]);
+        packed_w8_ = std::move(packed);
+      }
+    }
     return Status::Ok();
   }
 
@@ -271,6 +294,7 @@ class QConvKernel : public OpKernel {
           ConvOneDnn(ctx, s, x, w, *p, y))
         return Status::Ok();
     }
+    if (packed_w8_ && AllowQ8Kernel() && s.geo.spatial <= 2) return ConvBytes(ctx, s, x, *p, y);
     std::shared_ptr<const std::vector<QPackedA>> packed = packed_w_;
     if (!packed) packed = PackWeights(w, p->w_zp);
     const int64_t mg = s.out_channels / s.group;
@@ -310,6 +334,52 @@ class QConvKernel : public OpKernel {
 
  private:
   static size_t ElemSize(DType t) { return t == DType::kUInt8 || t == DType::kInt8 ? 1 : 4; }
+
+  // The byte kernel (see kernels/cpu/qgemm.h): per image and group, the im2col as bytes (int8
+  // inputs shifted to unsigned), packed into panels, times the packed weights. Stride-1 2-D convs
+  // take the padded-plane im2col (no per-row copies) and are compacted from the padded pitch.
+  Status ConvBytes(KernelContext& ctx, const ConvShape& s, const Tensor& x, const QParams& p, Tensor& y) const {
+    const WindowGeometry& g = s.geo;
+    const int64_t mg = s.out_channels / s.group, cg = s.in_channels / s.group;
+    const int64_t K = cg * g.KernelSize(), out_size = g.OutSize(), in_size = g.InSize();
+    const int64_t OH = g.spatial == 2 ? g.out[0] : 1, OW = g.out[g.spatial - 1];
+    const bool padded = g.spatial == 2 && g.stride[0] == 1 && g.stride[1] == 1;
+    const int64_t pitch = padded ? g.in[1] + g.pad_begin[1] + g.pad_end[1] : OW;
+    const int64_t cols = OH * pitch;
+    const bool s8 = x.dtype() == DType::kInt8;
+    const uint8_t flip = s8 ? 0x80 : 0;
+    const uint8_t zp_byte = static_cast<uint8_t>(p.x_zp[0]);
+    const int32_t zx = p.x_zp[0] + (s8 ? 128 : 0);
+    const size_t y_es = ElemSize(y.dtype());
+    const bool per_image = s.batch >= ctx.num_threads;
+    const int gemm_threads = per_image ? 1 : ctx.num_threads;
+    const int64_t blocks = per_image ? std::min<int64_t>(s.batch, 4 * ctx.num_threads) : 1;
+    ParallelFor(blocks, per_image ? ctx.num_threads : 1, [&](int64_t blk) {
+      thread_local std::vector<uint8_t> rows, planes;
+      thread_local std::vector<char> tmp;
+      QPacked8 panel;
+      rows.resize(static_cast<size_t>(K * cols));
+      if (padded) tmp.resize(static_cast<size_t>(mg * cols) * y_es);
+      for (int64_t n = blk * s.batch / blocks; n < (blk + 1) * s.batch / blocks; ++n) {
+        for (int64_t gi = 0; gi < s.group; ++gi) {
+          const uint8_t* xg = static_cast<const uint8_t*>(x.raw_data()) + (n * s.in_channels + gi * cg) * in_size;
+          char* yp = static_cast<char*>(y.raw_data()) +
+                     static_cast<size_t>((n * s.out_channels + gi * mg) * out_size) * y_es;
+          if (padded) QIm2ColBytesPadded(s, xg, zp_byte, flip, &planes, rows.data(), cols);
+          else QIm2ColBytes(s, xg, zp_byte, flip, rows.data(), cols);
+          Q8PackRowsB(rows.data(), K, cols, cols, &panel);
+          const QPacked8& w8 = (*packed_w8_)[static_cast<size_t>(gi)];
+          if (padded) {
+            QGemmPacked8(w8, panel, true, zx, p.out, true, gi * mg, tmp.data(), cols, gemm_threads);
+            QCompactConvRows(tmp.data(), mg, OH, OW, pitch, y_es, yp);
+          } else {
+            QGemmPacked8(w8, panel, true, zx, p.out, true, gi * mg, yp, out_size, gemm_threads);
+          }
+        }
+      }
+    });
+    return Status::Ok();
+  }
 
   // Group-1 convolution as one oneDNN GEMM per chunk of images: acc[m, n*P + p] = W * im2col, with
   // the uint8 im2col shifted to int8 (x ^ 0x80 = x - 128, zero point x_zp - 128) so that the
@@ -386,6 +456,7 @@ class QConvKernel : public OpKernel {
   int64_t group_ = 1;
   std::optional<QParams> params_;
   std::shared_ptr<const std::vector<QPackedA>> packed_w_;
+  std::shared_ptr<const std::vector<QPacked8>> packed_w8_;  // when the byte kernel is exact for these weights
 };
 
 template <class K>

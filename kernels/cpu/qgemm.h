@@ -55,6 +55,42 @@ void QGemmPacked(const QPackedA& a, const QPackedB& b, const QOutput& out, bool 
 void QEpilogueCpu(const QOutput& out, const int32_t* acc, int64_t rows, int64_t cols, bool channel_is_row,
                   int64_t channel_offset, void* y, int64_t ldy, int threads);
 
+// ---------------------------------------------------------------------------------------------
+// u8 x s8 byte kernel. Without VNNI, vpmaddubsw multiplies unsigned by signed bytes and adds
+// adjacent pairs into int16 with saturation, then vpmaddwd by ones sums pairs into int32: 32
+// multiply-adds per three instructions (the int16 kernel above does 16 per two, like FP32 FMA).
+// It is exact only when no pair sum can saturate: every two adjacent weights (k even, k + 1)
+// need |w_k| + |w_k+1| <= 128 (255 * 128 < 32768) — always true with reduce-range=1 weights in
+// [-63, 63]; with VNNI (vpdpbusd, no int16 step) it is always exact. The signed operand must be
+// int8 with zero point 0 (symmetric weights, what --int8 emits); the unsigned one may be uint8,
+// or int8 shifted by 128, with one zero point zx, folded in as -zx * sum_k(w) per channel.
+constexpr int64_t kQ8Mr = 4;   // rows per A panel / micro-tile (AVX2 has 16 registers)
+constexpr int64_t kQ8Nr = 16;  // columns per B panel
+
+struct QPacked8 {
+  int64_t rows = 0;  // A: M rows; B: N columns
+  int64_t K = 0, Kq = 0;  // Kq: K rounded up to 4
+  std::vector<uint8_t> data;  // A: [M rounded up to kQ8Mr][Kq]; B: [ceil(N/kQ8Nr)][Kq/4][kQ8Nr][4]; padding 0
+  std::vector<int32_t> sums;  // the signed operand: sum_k w per row (A) or column (B)
+};
+
+// Whether the byte kernel computes exact results for int8 weights w (M x K rows, or K x N when
+// k_major) with zero points w_zp.
+bool Q8WeightsFit(const int8_t* w, int64_t M, int64_t K, bool k_major, const std::vector<int32_t>& w_zp);
+// Weights (int8) packed as the A rows (conv: M output channels x K) or the B panels (GEMM: K x N).
+void Q8PackWeightsA(const int8_t* w, int64_t M, int64_t K, QPacked8* out);
+void Q8PackWeightsB(const int8_t* w, int64_t K, int64_t N, QPacked8* out);
+// Activations: M x K rows (row stride ld) of uint8, or of int8 with flip = 0x80 (x ^ 0x80 = x + 128).
+void Q8PackActivationsA(const void* x, int64_t M, int64_t K, int64_t ld, uint8_t flip, QPacked8* out, int threads);
+// Activations as B panels from K byte rows of N values (row stride ld), e.g. QIm2ColBytes output.
+void Q8PackRowsB(const uint8_t* rows, int64_t K, int64_t N, int64_t ld, QPacked8* out);
+
+// y = epilogue(A * B - zx * sums[channel]): a.rows x b.rows written at y (row stride ldy). One of
+// a, b holds the weights (its sums are used); channel_is_row says which side the channel is on
+// (conv: the rows, A = weights; GEMM: the columns, B = weights).
+void QGemmPacked8(const QPacked8& a, const QPacked8& b, bool a_is_weights, int32_t zx, const QOutput& out,
+                  bool channel_is_row, int64_t channel_offset, void* y, int64_t ldy, int threads);
+
 // oneDNN's dnnl_gemm_{u8,s8}s8s32: acc = op(a - a_zp) * op(b - b_zp) with scalar zero points (a
 // zero-point vector whose entries are all equal counts as scalar); b must be int8. a_trans: a is
 // stored K x M (row stride a.ld); b_trans: b is stored N x K. acc is M x N, row-major. Returns
@@ -62,12 +98,15 @@ void QEpilogueCpu(const QOutput& out, const int32_t* acc, int64_t rows, int64_t 
 bool QGemmAccOneDnn(const QMatrix& a, const QMatrix& b, int64_t M, int64_t N, int64_t K, int32_t* acc, int threads,
                     bool a_trans = false, bool b_trans = false);
 
-// AVX512-VNNI at run time. oneDNN's u8 x s8 GEMM then accumulates with vpdpbusd, whose int32 sums
-// are exact; without it oneDNN adds product pairs in int16 (vpmaddubsw), which saturates.
+// Whether oneDNN runs with AVX512-VNNI (its effective ISA: the CPU, capped by ONEDNN_MAX_CPU_ISA).
+// Its u8 x s8 GEMM then accumulates with vpdpbusd, whose int32 sums are exact; without it oneDNN
+// adds product pairs in int16 (vpmaddubsw), which saturates.
 bool CpuHasVnni();
 
-enum class QGemmBackend { kAuto = 0, kOwn = 1, kOneDnn = 2 };
-// WHITTLE_QGEMM=own|onednn forces a backend; otherwise kAuto. SetQGemmBackend overrides both
+// kOwn: our kernels (the byte kernel where exact, else the int16 one); kOwn16: only the int16
+// kernel (tests and benchmarks); kOneDnn: oneDNN wherever its interface fits.
+enum class QGemmBackend { kAuto = 0, kOwn = 1, kOneDnn = 2, kOwn16 = 3 };
+// WHITTLE_QGEMM=own|own16|onednn forces a backend; otherwise kAuto. SetQGemmBackend overrides both
 // for the whole process (tests run every backend with it).
 QGemmBackend DefaultQGemmBackend();
 void SetQGemmBackend(QGemmBackend backend);
@@ -80,6 +119,8 @@ constexpr int64_t kOneDnnMinOutputs = 4096;
 // (kAuto) when the CPU has VNNI, a is uint8, b int8, both zero points scalar, K >= kOneDnnMinK
 // and M * N >= kOneDnnMinOutputs.
 bool PreferOneDnnQGemm(const QMatrix& a, const QMatrix& b, int64_t M, int64_t N, int64_t K);
+// Whether the byte kernel may be used (false only under kOwn16).
+bool AllowQ8Kernel();
 
 // im2col of one 1-D/2-D uint8 image (group 1) as bytes: rows k = (channel, tap) in weight order,
 // columns = output positions, row stride ld; taps in the padding read x_zp. Every byte is

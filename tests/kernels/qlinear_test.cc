@@ -7,6 +7,7 @@
 // data (tests/conformance) checks the reference against values we did not compute.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -28,21 +29,25 @@ using ::whittle::testing::TensorsClose;
 
 constexpr const char* kDomain = "ai.whittle";
 
-// The int8 GEMM backends to check bit-exactness under: ours always; oneDNN (forced, and the
-// automatic split that sends K >= 32 there) only where it accumulates exactly (AVX512-VNNI).
+// The int8 GEMM backends to check bit-exactness under: ours always (the byte kernel where it is
+// exact, and the int16 kernel alone); oneDNN (forced, and the automatic split) only where it
+// accumulates exactly (AVX512-VNNI).
 std::vector<QGemmBackend> BackendsToCheck() {
   if (!CpuHasVnni()) {
     static bool said = false;
-    if (!said) std::printf("[ qlinear ] oneDNN int8 backend not checked: this CPU has no AVX512-VNNI, where "
+    if (!said) std::printf("[ qlinear ] oneDNN int8 backend not checked: oneDNN runs without AVX512-VNNI here, where "
                            "oneDNN's u8 x s8 GEMM saturates and Whittle never uses it\n");
     said = true;
-    return {QGemmBackend::kOwn};
+    return {QGemmBackend::kOwn, QGemmBackend::kOwn16};
   }
-  return {QGemmBackend::kOwn, QGemmBackend::kOneDnn, QGemmBackend::kAuto};
+  return {QGemmBackend::kOwn, QGemmBackend::kOwn16, QGemmBackend::kOneDnn, QGemmBackend::kAuto};
 }
 
 const char* BackendName(QGemmBackend b) {
-  return b == QGemmBackend::kOwn ? "own" : b == QGemmBackend::kOneDnn ? "onednn" : "auto";
+  return b == QGemmBackend::kOwn     ? "own"
+         : b == QGemmBackend::kOwn16 ? "own16"
+         : b == QGemmBackend::kOneDnn ? "onednn"
+                                      : "auto";
 }
 
 // Restores the automatic choice when a test ends.
@@ -149,6 +154,7 @@ struct Quant {
   DType x_dt = DType::kUInt8, w_dt = DType::kInt8;
   bool per_channel = true, bias = true, relu = false, quantized_out = true;
   bool symmetric_w = false;  // weight zero points all 0 (what --int8 emits)
+  bool reduced_w = false;    // weights in [-63, 63] (reduce-range=1): the byte kernel's exact case
   DType y_dt = DType::kUInt8;
 };
 
@@ -180,13 +186,29 @@ std::vector<Tensor> QParamsFor(const Quant& q, int64_t channels, int64_t K, uint
   return p;
 }
 
+// Random weights of q's type; reduced: halved into [-64, 63] and then clamped to [-63, 63].
+Tensor WeightBytes(const Quant& q, const Dims& dims, uint32_t seed) {
+  Tensor t = RandomBytes(q.w_dt, dims, seed);
+  if (q.reduced_w && q.w_dt == DType::kInt8) {
+    int8_t* p = t.data<int8_t>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<int8_t>(std::max(-63, p[i] / 2));
+  }
+  return t;
+}
+
 std::vector<Quant> QuantVariants() {
   std::vector<Quant> v;
   Quant q;
   v.push_back(q);                                              // u8 x s8, per-channel, bias, u8 out
   q.symmetric_w = true;                                        // ... with symmetric weights
   v.push_back(q);
-  q.symmetric_w = false;
+  q.reduced_w = true;                                          // ... in [-63, 63]
+  v.push_back(q);
+  q.relu = true, q.per_channel = false;                        // ... per tensor, Relu
+  v.push_back(q);
+  q.x_dt = DType::kInt8, q.y_dt = DType::kInt8, q.relu = false;  // ... s8 activations
+  v.push_back(q);
+  q = Quant();
   q.per_channel = false, q.bias = false, q.relu = true;        // per-tensor, Relu
   v.push_back(q);
   q.x_dt = DType::kInt8, q.y_dt = DType::kInt8, q.relu = false, q.bias = true;  // s8 activations
@@ -210,7 +232,7 @@ TEST(QLinearKernelsTest, QGemmCpuMatchesReference) {
       const int64_t M = s[0], K = s[1], N = s[2];
       auto in = QParamsFor(q, N, K, seed++);
       in[0] = RandomBytes(q.x_dt, {M, K}, seed++);
-      in[3] = RandomBytes(q.w_dt, {K, N}, seed++);
+      in[3] = WeightBytes(q, {K, N}, seed++);
       SCOPED_TRACE("M=" + std::to_string(M) + " K=" + std::to_string(K) + " N=" + std::to_string(N));
       ExpectBitExact(MakeNode("QGemm", 9, 1, q.relu ? Relu() : AttributeMap{}, kDomain), in);
     }
@@ -294,7 +316,7 @@ TEST(QLinearKernelsTest, QConvCpuMatchesReference) {
       const int64_t M = c.w[0], K = c.w[1] * c.w[2] * (c.w.size() > 3 ? c.w[3] : 1);
       auto in = QParamsFor(q, M, K, seed++);
       in[0] = RandomBytes(q.x_dt, c.x, seed++);
-      in[3] = RandomBytes(q.w_dt, c.w, seed++);
+      in[3] = WeightBytes(q, c.w, seed++);
       SCOPED_TRACE("x=" + DimsToString(c.x) + " w=" + DimsToString(c.w));
       ExpectBitExact(MakeNode("QConv", 9, 1, ConvAttrs(c.strides, c.pads, c.dilations, c.group, q.relu), kDomain), in);
       if (!q.relu && q.quantized_out) {
