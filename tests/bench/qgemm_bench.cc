@@ -26,8 +26,12 @@
 namespace whittle {
 namespace {
 
-enum Impl { kOwn = 0, kOneDnn = 1, kFp32 = 2 };
-const char* ImplName(int i) { return i == kOwn ? "own-int8" : i == kOneDnn ? "onednn-int8" : "fp32-sgemm"; }
+// own-int8: the int16 kernel; own8-int8: the u8 x s8 byte kernel (weights in [-63, 63], as
+// reduce-range=1 makes them, so it is exact with or without VNNI).
+enum Impl { kOwn = 0, kOneDnn = 1, kFp32 = 2, kOwn8 = 3 };
+const char* ImplName(int i) {
+  return i == kOwn ? "own-int8" : i == kOneDnn ? "onednn-int8" : i == kOwn8 ? "own8-int8" : "fp32-sgemm";
+}
 
 template <class T>
 std::vector<T> RandomInts(int64_t n, int lo, int hi, uint32_t seed) {
@@ -57,7 +61,7 @@ void BM_QGemm(benchmark::State& state) {
   const int64_t M = state.range(1), N = state.range(2), K = state.range(3);
   const int threads = static_cast<int>(state.range(4));
   const auto a = RandomInts<uint8_t>(M * K, 0, 255, 1);
-  const auto b = RandomInts<int8_t>(K * N, -128, 127, 2);
+  const auto b = impl == kOwn8 ? RandomInts<int8_t>(K * N, -63, 63, 2) : RandomInts<int8_t>(K * N, -128, 127, 2);
   const std::vector<int32_t> a_zp{128}, b_zp{0};
   const QMatrix am{a.data(), DType::kUInt8, K, &a_zp}, bm{b.data(), DType::kInt8, N, &b_zp};
   const QOutput out = U8Output(N);
@@ -79,6 +83,27 @@ void BM_QGemm(benchmark::State& state) {
       QPackedA pa;
       QPackA(am, M, K, &pa, threads);
       QGemmPacked(pa, pb, out, false, 0, y.data(), N, threads);
+      benchmark::DoNotOptimize(y.data());
+      benchmark::ClobberMemory();
+    }
+  } else if (impl == kOwn8) {
+    if (!Q8WeightsFit(b.data(), N, K, true, b_zp)) {
+      state.SkipWithError("weights do not fit the byte kernel");
+      return;
+    }
+    QPacked8 pb;
+    Q8PackWeightsB(b.data(), K, N, &pb);
+    const int64_t m_chk = std::min<int64_t>(M, 8);
+    std::vector<int32_t> want(static_cast<size_t>(m_chk * N)), got(want.size());
+    QGemmAccReference(am, bm, m_chk, N, K, want.data());
+    QPacked8 pa_chk;
+    Q8PackActivationsA(a.data(), m_chk, K, K, 0, &pa_chk, 1);
+    QGemmPacked8(pa_chk, pb, false, a_zp[0], Int32QOutput(), false, 0, got.data(), N, threads);
+    exact = want == got ? 1 : 0;
+    for (auto _ : state) {
+      QPacked8 pa;
+      Q8PackActivationsA(a.data(), M, K, K, 0, &pa, threads);
+      QGemmPacked8(pa, pb, false, a_zp[0], out, false, 0, y.data(), N, threads);
       benchmark::DoNotOptimize(y.data());
       benchmark::ClobberMemory();
     }
@@ -120,7 +145,7 @@ void QGemmShapes(benchmark::internal::Benchmark* b) {
   };
   for (int thr : {1, 2})
     for (const auto& s : shapes)
-      for (int impl : {kOwn, kOneDnn, kFp32}) b->Args({impl, s[0], s[1], s[2], thr});
+      for (int impl : {kOwn, kOwn8, kOneDnn, kFp32}) b->Args({impl, s[0], s[1], s[2], thr});
 }
 
 BENCHMARK(BM_QGemm)->Apply(QGemmShapes)->UseRealTime();
