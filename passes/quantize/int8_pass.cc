@@ -11,6 +11,7 @@
 #include "passes/quantize/opset_upgrade.h"
 #include "passes/quantize/qdq_emit.h"
 #include "passes/quantize/qoperator_emit.h"
+#include "runtime/optimizer.h"
 
 namespace whittle {
 namespace {
@@ -78,7 +79,9 @@ class Int8Pass : public Pass {
     const int64_t bytes_before = ComputeCost(g).param_bytes;
     WH_RETURN_IF_ERROR(quant::UpgradeOpsetTo13(g, &rep.notes));
     if (!c_.dynamic && c_.op_types.count("Conv")) {
-      const int folded = quant::FoldBatchNorms(g);
+      // The runtime's own Conv+BatchNormalization fold, so the folded Conv quantizes as one layer.
+      int folded = 0;
+      WH_RETURN_IF_ERROR(FoldConvBatchNorm(g, &folded));
       if (folded) rep.notes.push_back(std::to_string(folded) + " BatchNormalization node(s) folded into the Conv before them");
     }
     WH_ASSIGN_OR_RETURN(Int8Plan plan, quant::MakePlan(g, c_));

@@ -1,7 +1,6 @@
 #include "passes/quantize/int8_plan.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "passes/cost.h"
 
@@ -82,73 +81,6 @@ std::string MatchLayer(const Graph& g, int idx, const Int8Config& c, QuantLayer*
 }
 
 }  // namespace
-
-int FoldBatchNorms(Graph& g) {
-  struct Match {
-    int conv, bn;
-  };
-  std::vector<Match> matches;
-  for (size_t bi = 0; bi < g.nodes().size(); ++bi) {
-    const Node& bn = g.nodes()[bi];
-    if (bn.op_type != "BatchNormalization" || !bn.domain.empty() || bn.inputs.size() < 5 || bn.inputs[0] < 0) continue;
-    if (bn.attrs.GetInt("training_mode", 0) != 0) continue;
-    bool extra = false;
-    for (size_t i = 1; i < bn.outputs.size(); ++i) extra |= bn.outputs[i] >= 0;
-    if (extra) continue;
-    const int ci = g.value(bn.inputs[0]).producer;
-    if (ci < 0 || g.SoleConsumer(bn.inputs[0]) != static_cast<int>(bi)) continue;
-    const Node& conv = g.nodes()[static_cast<size_t>(ci)];
-    if (conv.op_type != "Conv" || !conv.domain.empty()) continue;
-    const Tensor* w = g.ConstInput(conv, 1);
-    if (!w || w->dtype() != DType::kFloat32 || w->rank() < 3) continue;
-    if (conv.inputs.size() > 2 && conv.inputs[2] >= 0 && !g.ConstInput(conv, 2)) continue;
-    bool ok = true;
-    for (size_t i = 1; i < 5; ++i) {
-      const Tensor* t = g.ConstInput(bn, i);
-      ok &= t && t->dtype() == DType::kFloat32 && t->numel() == w->dim(0);
-    }
-    if (ok) matches.push_back({ci, static_cast<int>(bi)});
-  }
-  std::vector<bool> dead(g.nodes().size(), false);
-  for (const Match& m : matches) {
-    const Node& bn = g.nodes()[static_cast<size_t>(m.bn)];
-    const Node& conv0 = g.nodes()[static_cast<size_t>(m.conv)];
-    const Tensor& w = *g.ConstInput(conv0, 1);
-    const Tensor* b = g.ConstInput(conv0, 2);
-    const float* scale = g.ConstInput(bn, 1)->data<float>();
-    const float* beta = g.ConstInput(bn, 2)->data<float>();
-    const float* mean = g.ConstInput(bn, 3)->data<float>();
-    const float* var = g.ConstInput(bn, 4)->data<float>();
-    const float eps = bn.attrs.GetFloat("epsilon", 1e-5f);
-    const int64_t oc = w.dim(0), per = w.numel() / oc;
-    Tensor nw = w.Clone();
-    Tensor nb(DType::kFloat32, {oc});
-    for (int64_t ch = 0; ch < oc; ++ch) {
-      const float s = scale[ch] / std::sqrt(var[ch] + eps);
-      float* wp = nw.data<float>() + ch * per;
-      for (int64_t k = 0; k < per; ++k) wp[k] *= s;
-      nb.data<float>()[ch] = ((b ? b->data<float>()[ch] : 0.f) - mean[ch]) * s + beta[ch];
-    }
-    const std::string wname = g.UniqueName(g.value(conv0.inputs[1]).name + "_bnfold");
-    const std::string bname = g.UniqueName(conv0.name + "_bias_bnfold");
-    const int wid = g.AddInitializer(wname, std::move(nw));
-    const int bid = g.AddInitializer(bname, std::move(nb));
-    const int out = g.nodes()[static_cast<size_t>(m.bn)].outputs[0];
-    Node& conv = g.nodes()[static_cast<size_t>(m.conv)];
-    conv.inputs.resize(3, -1);
-    conv.inputs[1] = wid;
-    conv.inputs[2] = bid;
-    conv.outputs[0] = out;
-    dead[static_cast<size_t>(m.bn)] = true;
-  }
-  if (matches.empty()) return 0;
-  std::vector<Node> kept;
-  for (size_t i = 0; i < g.nodes().size(); ++i)
-    if (!dead[i]) kept.push_back(std::move(g.nodes()[i]));
-  g.nodes() = std::move(kept);
-  g.Reindex();
-  return static_cast<int>(matches.size());
-}
 
 StatusOr<Int8Plan> MakePlan(const Graph& g, const Int8Config& c) {
   std::set<std::string> names;

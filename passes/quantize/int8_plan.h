@@ -40,9 +40,6 @@ struct Int8Plan {
   std::map<int, LayerReport> skipped;  // node index -> candidate layer left alone, with the reason
 };
 
-// Folds BatchNormalization into the Conv before it (constant statistics, the Conv's only
-// reader) so the folded Conv quantizes as one layer. Returns the number folded.
-int FoldBatchNorms(Graph& g);
 
 // Matches layers on g (shapes inferred). Errors name unknown exclude=/layer= nodes.
 StatusOr<Int8Plan> MakePlan(const Graph& g, const Int8Config& c);
