@@ -1,0 +1,69 @@
+// Internals shared by the int8 GEMM drivers (kernels/cpu/qgemm.cc: int16 kernel, qgemm8.cc: byte
+// kernel) and the epilogues (qgemm_epilogue.cc): the per-call epilogue state and the tiled loop
+// over row panels x column-panel chunks that both kernels run. Not part of the public interface.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/parallel.h"
+#include "kernels/reference/qlinear.h"
+
+namespace whittle::qgemm_internal {
+
+inline int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+inline size_t OutElemSize(DType t) { return t == DType::kUInt8 || t == DType::kInt8 ? 1 : 4; }
+
+// Per-call epilogue state: the output format in plain fields (so stores through byte pointers do
+// not force reloads) and each local row's or column's multiplier and bias, padded to kQNr.
+struct Epilogue {
+  const QOutput* out = nullptr;
+  QOutput::Kind kind = QOutput::Kind::kInt32;
+  bool u8 = false, relu = false, channel_is_row = false;
+  float lo = 0.f, hi = 0.f;  // clamp bounds relative to the zero point
+  int32_t zp = 0;
+  std::vector<float> mult;
+  std::vector<int32_t> bias;
+};
+
+// Multiplier and bias per local channel (rows or columns), padded to a multiple of 16.
+Epilogue MakeEpilogue(const QOutput& out, bool channel_is_row, int64_t channel_offset, int64_t rows, int64_t cols);
+
+// n accumulators of local row r, columns c0.. -> y (already offset to (r, c0)).
+void EpilogueSegment(const Epilogue& e, const int32_t* acc, int64_t n, int64_t r, int64_t c0, void* y);
+
+// Column panels per work item at most (the strip is kMr x kTileChunkPanels * kNr int32).
+constexpr int64_t kTileChunkPanels = 16;
+
+// y (M x N, row stride ldy) = epilogue of the products the micro-kernel computes tile by tile:
+// tile(rows, rp, cp, out, ldt) writes rows (<= kMr) x kNr accumulators of row panel rp and column
+// panel cp at out (row stride ldt). A work item is one row panel times up to 16 column panels:
+// the micro-kernel fills an L1-resident strip and the epilogue then runs over whole strip rows.
+// K (the padded inner size) only sizes the threading decision.
+template <int64_t kMr, int64_t kNr, class Tile>
+void TiledGemm(int64_t M, int64_t N, int64_t K, const Epilogue& e, void* y, int64_t ldy, int threads,
+               const Tile& tile) {
+  const int64_t nrp = (M + kMr - 1) / kMr, ncp = (N + kNr - 1) / kNr;
+  const size_t es = OutElemSize(e.out->dtype);
+  // Below ~1M multiply-adds (a batch-1 GEMV) an OpenMP fork/join costs more than it saves.
+  const int work_threads = M * N * K >= (1 << 20) ? threads : 1;
+  // Few row panels (small batches): narrower chunks, so that every thread gets work.
+  int64_t chunk_panels = kTileChunkPanels;
+  while (chunk_panels > 1 && nrp * ((ncp + chunk_panels - 1) / chunk_panels) < 4 * work_threads) chunk_panels /= 2;
+  const int64_t nchunks = (ncp + chunk_panels - 1) / chunk_panels;
+  ParallelFor(nrp * nchunks, work_threads, [&](int64_t t) {
+    const int64_t chunk = t / nrp, rp = t % nrp;
+    alignas(32) int32_t strip[kMr * kTileChunkPanels * kNr];
+    const int64_t cp0 = chunk * chunk_panels, cp1 = std::min(ncp, cp0 + chunk_panels);
+    const int64_t ldt = (cp1 - cp0) * kNr;
+    const int64_t r0 = rp * kMr, nr = std::min(kMr, M - r0);
+    for (int64_t cp = cp0; cp < cp1; ++cp) tile(nr, rp, cp, strip + (cp - cp0) * kNr, ldt);
+    const int64_t c0 = cp0 * kNr, nc = std::min(ldt, N - c0);
+    for (int64_t i = 0; i < nr; ++i)
+      EpilogueSegment(e, strip + i * ldt, nc, r0 + i, c0,
+                      static_cast<char*>(y) + static_cast<size_t>((r0 + i) * ldy + c0) * es);
+  });
+}
+
+}  // namespace whittle::qgemm_internal
