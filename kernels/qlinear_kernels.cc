@@ -109,13 +109,16 @@ class QMatMulKernel : public OpKernel {
                                                   channels, -1, relu_));
     }
     if (cpu_ && w->rank() == 2 && params_) {
-      packed_b_ = std::make_shared<QPackedB>();
-      QMatrix b{w->raw_data(), w->dtype(), w->dim(1), &params_->w_zp};
-      QPackB(b, w->dim(0), w->dim(1), packed_b_.get());
+      // One packed copy: for the byte kernel where it is exact, else for the int16 kernel (which
+      // then packs per call in the rare case it runs anyway: WHITTLE_QGEMM=own16).
       if (w->dtype() == DType::kInt8 &&
           Q8WeightsFit(static_cast<const int8_t*>(w->raw_data()), w->dim(1), w->dim(0), true, params_->w_zp)) {
         packed_b8_ = std::make_shared<QPacked8>();
         Q8PackWeightsB(static_cast<const int8_t*>(w->raw_data()), w->dim(0), w->dim(1), packed_b8_.get());
+      } else {
+        packed_b_ = std::make_shared<QPackedB>();
+        QMatrix b{w->raw_data(), w->dtype(), w->dim(1), &params_->w_zp};
+        QPackB(b, w->dim(0), w->dim(1), packed_b_.get());
       }
     }
     return Status::Ok();
@@ -248,13 +251,15 @@ class QConvKernel : public OpKernel {
                                                   w->dim(0), -1, relu_));
     }
     if (cpu_ && params_ && w->dim(0) % group_ == 0) {
-      packed_w_ = PackWeights(*w, params_->w_zp);
+      // One packed copy, as in QMatMulKernel: the byte kernel's where exact, else the int16 one's.
       const int64_t M = w->dim(0), K = w->numel() / M, mg = M / group_;
       const int8_t* wp = static_cast<const int8_t*>(w->raw_data());
       if (w->dtype() == DType::kInt8 && w->rank() <= 4 && Q8WeightsFit(wp, M, K, false, params_->w_zp)) {
         auto packed = std::make_shared<std::vector<QPacked8>>(static_cast<size_t>(group_));
         for (int64_t g = 0; g < group_; ++g) Q8PackWeightsA(wp + g * mg * K, mg, K, &(*packed)[static_cast<size_t>(g)]);
         packed_w8_ = std::move(packed);
+      } else {
+        packed_w_ = PackWeights(*w, params_->w_zp);
       }
     }
     return Status::Ok();
