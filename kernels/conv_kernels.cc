@@ -6,8 +6,9 @@
 namespace whittle {
 
 void RegisterConvKernels(KernelRegistry& r) {
-  r.Register(Provider::kReference, "", "Conv", CreateConvReferenceKernel);
-  r.Register(Provider::kCpu, "", "Conv", CreateConvCpuKernel);
+  r.Register("", "Conv", [](const KernelInit& init) {
+    return init.backend == Backend::kCpu ? CreateConvCpuKernel(init) : CreateConvReferenceKernel(init);
+  });
 }
 
 }  // namespace whittle

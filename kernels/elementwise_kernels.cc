@@ -19,8 +19,6 @@ using reference::UnaryOp;
 using ew::TypeSet;
 using KernelOr = StatusOr<std::unique_ptr<OpKernel>>;
 
-constexpr Provider kBoth[] = {Provider::kReference, Provider::kCpu};
-
 Status NeedInputs(const KernelContext& ctx, size_t n) {
   if (ctx.inputs.size() < n || ctx.outputs.empty() || !ctx.outputs[0]) return Internal("missing output");
   for (size_t i = 0; i < n; ++i)
@@ -183,19 +181,20 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
                                                                         {"Min", {BinaryOp::kMin, false}},
                                                                         {"Sum", {BinaryOp::kAdd, false}},
                                                                         {"Mean", {BinaryOp::kAdd, true}}};
-  for (Provider p : kBoth) {
-    const bool fast = p == Provider::kCpu;
+  {
     for (const auto& [name, op] : binary)
-      r.Register(p, "", name, [op = op, fast](const KernelInit& init) { return MakeBinary(init, op, fast); });
+      r.Register("", name, [op = op](const KernelInit& init) { return MakeBinary(init, op, init.backend == Backend::kCpu); });
     for (const auto& [name, op] : unary)
-      r.Register(p, "", name, [op = op, fast](const KernelInit& init) { return MakeUnary(init, op, fast); });
+      r.Register("", name, [op = op](const KernelInit& init) { return MakeUnary(init, op, init.backend == Backend::kCpu); });
     for (const auto& [name, v] : variadic)
-      r.Register(p, "", name, [v = v, fast](const KernelInit& init) { return MakeVariadic(init, v.first, v.second, fast); });
-    r.Register(p, "", "Clip", [fast](const KernelInit& init) { return MakeClip(init, fast); });
+      r.Register("", name, [v = v](const KernelInit& init) {
+        return MakeVariadic(init, v.first, v.second, init.backend == Backend::kCpu);
+      });
+    r.Register("", "Clip", [](const KernelInit& init) { return MakeClip(init, init.backend == Backend::kCpu); });
     // Cast and Where only move or convert values: one plain loop serves both providers.
-    r.Register(p, "", "Cast", [](const KernelInit& init) { return MakeCast(init, false); });
-    r.Register(p, "", "CastLike", [](const KernelInit& init) { return MakeCast(init, true); });
-    r.Register(p, "", "Where", [](const KernelInit& init) { return MakeWhere(init); });
+    r.Register("", "Cast", [](const KernelInit& init) { return MakeCast(init, false); });
+    r.Register("", "CastLike", [](const KernelInit& init) { return MakeCast(init, true); });
+    r.Register("", "Where", [](const KernelInit& init) { return MakeWhere(init); });
   }
 }
 

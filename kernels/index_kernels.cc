@@ -123,27 +123,26 @@ Factory MakeScatterND(const KernelInit& init) {
   });
 }
 
-void RegisterBoth(KernelRegistry& r, const std::string& op, Factory (*make)(const KernelInit&)) {
-  r.Register(Provider::kReference, "", op, make);
-  r.Register(Provider::kCpu, "", op, make);
+void RegisterOp(KernelRegistry& r, const std::string& op, Factory (*make)(const KernelInit&)) {
+  r.Register("", op, make);
 }
 
 }  // namespace
 
 void RegisterIndexKernels(KernelRegistry& r) {
-  RegisterBoth(r, "Size", MakeSize);
-  RegisterBoth(r, "GatherElements", MakeGatherElements);
-  RegisterBoth(r, "Trilu", MakeTrilu);
-  RegisterBoth(r, "CumSum", MakeCumSum);
-  RegisterBoth(r, "EyeLike", MakeEyeLike);
-  RegisterBoth(r, "OneHot", MakeOneHot);
-  RegisterBoth(r, "DepthToSpace", MakeDepthToSpace);
-  RegisterBoth(r, "SpaceToDepth", MakeSpaceToDepth);
-  RegisterBoth(r, "TopK", MakeTopK);
-  RegisterBoth(r, "GatherND", MakeGatherND);
-  RegisterBoth(r, "ScatterElements", MakeScatterElements);
-  RegisterBoth(r, "Scatter", MakeScatterElements);
-  RegisterBoth(r, "ScatterND", MakeScatterND);
+  RegisterOp(r, "Size", MakeSize);
+  RegisterOp(r, "GatherElements", MakeGatherElements);
+  RegisterOp(r, "Trilu", MakeTrilu);
+  RegisterOp(r, "CumSum", MakeCumSum);
+  RegisterOp(r, "EyeLike", MakeEyeLike);
+  RegisterOp(r, "OneHot", MakeOneHot);
+  RegisterOp(r, "DepthToSpace", MakeDepthToSpace);
+  RegisterOp(r, "SpaceToDepth", MakeSpaceToDepth);
+  RegisterOp(r, "TopK", MakeTopK);
+  RegisterOp(r, "GatherND", MakeGatherND);
+  RegisterOp(r, "ScatterElements", MakeScatterElements);
+  RegisterOp(r, "Scatter", MakeScatterElements);
+  RegisterOp(r, "ScatterND", MakeScatterND);
 }
 
 }  // namespace whittle

@@ -8,22 +8,36 @@ StatusOr<int64_t> KernelAxis(int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
-const char* ProviderName(Provider p) { return p == Provider::kReference ? "reference" : "cpu"; }
+const char* BackendName(Backend b) {
+  switch (b) {
+    case Backend::kReference: return "reference";
+    case Backend::kCpu: return "cpu";
+    case Backend::kCuda: return "cuda";
+  }
+  return "?";
+}
+
+DeviceType BackendDevice(Backend b) { return b == Backend::kCuda ? DeviceType::kCuda : DeviceType::kCpu; }
+
+const std::vector<Backend>& BuiltBackends() {
+  static const std::vector<Backend> kBuilt = {Backend::kReference, Backend::kCpu};
+  return kBuilt;
+}
 
 KernelRegistry& KernelRegistry::Global() {
   static KernelRegistry r;
   return r;
 }
 
-void KernelRegistry::Register(Provider p, const std::string& domain, const std::string& op_type, KernelFactory f) {
-  WH_CHECK(Find(p, domain, op_type) == nullptr);
-  entries_.push_back({p, domain, op_type, std::move(f)});
+void KernelRegistry::Register(const std::string& domain, const std::string& op_type, KernelFactory f) {
+  WH_CHECK(Find(domain, op_type) == nullptr);
+  entries_.push_back({domain, op_type, std::move(f)});
 }
 
-const KernelFactory* KernelRegistry::Find(Provider p, const std::string& domain, const std::string& op_type) const {
+const KernelFactory* KernelRegistry::Find(const std::string& domain, const std::string& op_type) const {
   const std::string d = domain == "ai.onnx" ? "" : domain;
   for (const auto& e : entries_)
-    if (e.provider == p && e.domain == d && e.op_type == op_type) return &e.factory;
+    if (e.domain == d && e.op_type == op_type) return &e.factory;
   return nullptr;
 }
 

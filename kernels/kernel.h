@@ -2,13 +2,17 @@
 // once at Session::Load (validate attributes it depends on, prepack constant inputs such as
 // weights); Compute runs per call, must be const and thread-safe, and writes into outputs the
 // runtime has already allocated with the dims the op's shape inference gave.
-// Two providers: kReference (plain loops, the truth) and kCpu (fast). A provider that lacks an
-// op falls back to the reference kernel.
+// Backends: kReference (plain loops, the truth), kCpu (fast), kCuda (when built). Each op is
+// registered once: its factory parses and checks the attributes, then picks the compute function
+// of init.backend from its family's BackendTable; a backend that lacks the op gets the reference
+// kernel. A new backend is one folder of compute functions plus one table row per op family.
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lib/ir/attribute.h"
@@ -17,8 +21,12 @@
 
 namespace whittle {
 
-enum class Provider { kReference = 0, kCpu = 1 };
-const char* ProviderName(Provider p);
+enum class Backend { kReference = 0, kCpu = 1, kCuda = 2 };
+const char* BackendName(Backend b);
+// The device a backend's kernels read and write (DeviceType is the one device enum).
+DeviceType BackendDevice(Backend b);
+// The backends compiled into this build, kReference first.
+const std::vector<Backend>& BuiltBackends();
 
 struct KernelInit {
   const AttributeMap& attrs;
@@ -27,6 +35,7 @@ struct KernelInit {
   std::vector<const Tensor*> const_inputs;  // values of constant inputs, nullptr otherwise
   int num_outputs = 1;
   std::string node_name;                  // for error messages
+  Backend backend = Backend::kReference;  // whose compute function the factory picks
 };
 
 struct KernelContext {
@@ -46,24 +55,45 @@ class OpKernel {
 
 using KernelFactory = std::function<StatusOr<std::unique_ptr<OpKernel>>(const KernelInit&)>;
 
+// One factory per (domain, op_type), for every backend.
 class KernelRegistry {
  public:
   static KernelRegistry& Global();
-  void Register(Provider p, const std::string& domain, const std::string& op_type, KernelFactory f);
-  // Exact provider only; nullptr if none.
-  const KernelFactory* Find(Provider p, const std::string& domain, const std::string& op_type) const;
+  void Register(const std::string& domain, const std::string& op_type, KernelFactory f);
+  // nullptr if the op has no kernel.
+  const KernelFactory* Find(const std::string& domain, const std::string& op_type) const;
 
  private:
   struct Entry {
-    Provider provider;
     std::string domain, op_type;
     KernelFactory factory;
   };
   std::vector<Entry> entries_;
 };
 
-// Registers every reference and CPU kernel (idempotent, thread-safe).
+// Registers every kernel family (idempotent, thread-safe).
 void RegisterAllKernels();
+
+// A family's compute functions per backend. Fns is the family's struct of function pointers
+// (e.g. struct NormFns { MakeBatchNormFn batch_norm; ... }); each backend folder defines one
+// instance, and the family's glue lists them, one row per backend. Pick returns the requested
+// backend's function, or the reference backend's where that one is absent (null).
+template <class Fns>
+class BackendTable {
+ public:
+  BackendTable(std::initializer_list<std::pair<Backend, const Fns*>> rows) : rows_(rows) {}
+  template <class F>
+  F Pick(Backend b, F Fns::*member) const {
+    for (const auto& [backend, fns] : rows_)
+      if (backend == b && fns && fns->*member) return fns->*member;
+    for (const auto& [backend, fns] : rows_)
+      if (backend == Backend::kReference) return fns->*member;
+    return nullptr;
+  }
+
+ private:
+  std::vector<std::pair<Backend, const Fns*>> rows_;
+};
 
 // A kernel whose Compute is a plain function of (attrs-derived state, ctx): convenient for
 // element-wise and shape kernels with no prepacking.

@@ -6,10 +6,12 @@
 namespace whittle {
 
 void RegisterLinearKernels(KernelRegistry& r) {
-  r.Register(Provider::kReference, "", "Gemm", CreateGemmReferenceKernel);
-  r.Register(Provider::kCpu, "", "Gemm", CreateGemmCpuKernel);
-  r.Register(Provider::kReference, "", "MatMul", CreateMatMulReferenceKernel);
-  r.Register(Provider::kCpu, "", "MatMul", CreateMatMulCpuKernel);
+  r.Register("", "Gemm", [](const KernelInit& init) {
+    return init.backend == Backend::kCpu ? CreateGemmCpuKernel(init) : CreateGemmReferenceKernel(init);
+  });
+  r.Register("", "MatMul", [](const KernelInit& init) {
+    return init.backend == Backend::kCpu ? CreateMatMulCpuKernel(init) : CreateMatMulReferenceKernel(init);
+  });
 }
 
 }  // namespace whittle

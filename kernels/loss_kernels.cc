@@ -42,9 +42,9 @@ Factory MakeSce(const KernelInit& init) {
 }  // namespace
 
 void RegisterLossKernels(KernelRegistry& r) {
-  for (Provider p : {Provider::kReference, Provider::kCpu}) {
-    r.Register(p, "", "NegativeLogLikelihoodLoss", MakeNll);
-    r.Register(p, "", "SoftmaxCrossEntropyLoss", MakeSce);
+  {
+    r.Register("", "NegativeLogLikelihoodLoss", MakeNll);
+    r.Register("", "SoftmaxCrossEntropyLoss", MakeSce);
   }
 }
 

@@ -6,10 +6,12 @@
 namespace whittle {
 
 void RegisterNormKernels(KernelRegistry& r) {
-  r.Register(Provider::kReference, "", "BatchNormalization", CreateBatchNormReferenceKernel);
-  r.Register(Provider::kCpu, "", "BatchNormalization", CreateBatchNormCpuKernel);
-  r.Register(Provider::kReference, "", "LayerNormalization", CreateLayerNormReferenceKernel);
-  r.Register(Provider::kCpu, "", "LayerNormalization", CreateLayerNormCpuKernel);
+  r.Register("", "BatchNormalization", [](const KernelInit& init) {
+    return init.backend == Backend::kCpu ? CreateBatchNormCpuKernel(init) : CreateBatchNormReferenceKernel(init);
+  });
+  r.Register("", "LayerNormalization", [](const KernelInit& init) {
+    return init.backend == Backend::kCpu ? CreateLayerNormCpuKernel(init) : CreateLayerNormReferenceKernel(init);
+  });
 }
 
 }  // namespace whittle

@@ -12,8 +12,9 @@ void RegisterPoolKernels(KernelRegistry& r) {
                                                   {"GlobalAveragePool", PoolKind::kGlobalAverage}};
   for (const auto& [name, kind] : ops) {
     const PoolKind k = kind;
-    r.Register(Provider::kReference, "", name, [k](const KernelInit& init) { return CreatePoolReferenceKernel(k, init); });
-    r.Register(Provider::kCpu, "", name, [k](const KernelInit& init) { return CreatePoolCpuKernel(k, init); });
+    r.Register("", name, [k](const KernelInit& init) {
+      return init.backend == Backend::kCpu ? CreatePoolCpuKernel(k, init) : CreatePoolReferenceKernel(k, init);
+    });
   }
 }
 

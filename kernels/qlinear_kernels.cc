@@ -489,15 +489,14 @@ Factory MakeDynamicQuantize(const KernelInit& init) {
 }  // namespace
 
 void RegisterQLinearKernels(KernelRegistry& r) {
-  for (Provider pv : {Provider::kReference, Provider::kCpu}) {
-    const bool cpu = pv == Provider::kCpu;
-    r.Register(pv, "ai.whittle", "QGemm", [cpu](const KernelInit& i) { return Make<QMatMulKernel>(i, kQMatMulInputs, cpu); });
-    r.Register(pv, "", "QLinearMatMul", [cpu](const KernelInit& i) { return Make<QMatMulKernel>(i, kQMatMulInputs, cpu); });
-    r.Register(pv, "", "MatMulInteger", [cpu](const KernelInit& i) { return Make<QMatMulKernel>(i, kMatMulIntegerInputs, cpu); });
-    r.Register(pv, "ai.whittle", "QConv", [cpu](const KernelInit& i) { return Make<QConvKernel>(i, kQConvInputs, cpu); });
-    r.Register(pv, "", "QLinearConv", [cpu](const KernelInit& i) { return Make<QConvKernel>(i, kQConvInputs, cpu); });
-    r.Register(pv, "", "ConvInteger", [cpu](const KernelInit& i) { return Make<QConvKernel>(i, kConvIntegerInputs, cpu); });
-    r.Register(pv, "", "DynamicQuantizeLinear", MakeDynamicQuantize);
+  {
+    r.Register("ai.whittle", "QGemm", [](const KernelInit& i) { return Make<QMatMulKernel>(i, kQMatMulInputs, i.backend == Backend::kCpu); });
+    r.Register("", "QLinearMatMul", [](const KernelInit& i) { return Make<QMatMulKernel>(i, kQMatMulInputs, i.backend == Backend::kCpu); });
+    r.Register("", "MatMulInteger", [](const KernelInit& i) { return Make<QMatMulKernel>(i, kMatMulIntegerInputs, i.backend == Backend::kCpu); });
+    r.Register("ai.whittle", "QConv", [](const KernelInit& i) { return Make<QConvKernel>(i, kQConvInputs, i.backend == Backend::kCpu); });
+    r.Register("", "QLinearConv", [](const KernelInit& i) { return Make<QConvKernel>(i, kQConvInputs, i.backend == Backend::kCpu); });
+    r.Register("", "ConvInteger", [](const KernelInit& i) { return Make<QConvKernel>(i, kConvIntegerInputs, i.backend == Backend::kCpu); });
+    r.Register("", "DynamicQuantizeLinear", MakeDynamicQuantize);
   }
 }
 

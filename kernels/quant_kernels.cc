@@ -31,8 +31,7 @@ Factory MakeQuant(const KernelInit& init, bool dequantize, bool cpu) {
 void RegisterQuantKernels(KernelRegistry& r) {
   for (bool dq : {false, true}) {
     const std::string op = dq ? "DequantizeLinear" : "QuantizeLinear";
-    r.Register(Provider::kReference, "", op, [dq](const KernelInit& init) { return MakeQuant(init, dq, false); });
-    r.Register(Provider::kCpu, "", op, [dq](const KernelInit& init) { return MakeQuant(init, dq, true); });
+    r.Register("", op, [dq](const KernelInit& init) { return MakeQuant(init, dq, init.backend == Backend::kCpu); });
   }
 }
 

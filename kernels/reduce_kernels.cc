@@ -93,15 +93,14 @@ void RegisterReduceKernels(KernelRegistry& r) {
       {"ReduceLogSum", ReduceOp::kLogSum}, {"ReduceLogSumExp", ReduceOp::kLogSumExp}};
   const std::pair<const char*, SoftmaxOp> softmax[] = {
       {"Softmax", SoftmaxOp::kSoftmax}, {"LogSoftmax", SoftmaxOp::kLogSoftmax}, {"Hardmax", SoftmaxOp::kHardmax}};
-  for (Provider p : {Provider::kReference, Provider::kCpu}) {
-    const bool fast = p == Provider::kCpu;
+  {
     for (const auto& [name, op] : reduce)
-      r.Register(p, "", name, [op = op, fast](const KernelInit& init) { return MakeReduce(init, op, fast); });
+      r.Register("", name, [op = op](const KernelInit& init) { return MakeReduce(init, op, init.backend == Backend::kCpu); });
     for (const auto& [name, op] : softmax)
-      r.Register(p, "", name, [op = op, fast](const KernelInit& init) { return MakeSoftmax(init, op, fast); });
+      r.Register("", name, [op = op](const KernelInit& init) { return MakeSoftmax(init, op, init.backend == Backend::kCpu); });
     // ArgMax/ArgMin are rare and cheap: the plain loop serves both providers.
-    r.Register(p, "", "ArgMax", [](const KernelInit& init) { return MakeArg(init, true); });
-    r.Register(p, "", "ArgMin", [](const KernelInit& init) { return MakeArg(init, false); });
+    r.Register("", "ArgMax", [](const KernelInit& init) { return MakeArg(init, true); });
+    r.Register("", "ArgMin", [](const KernelInit& init) { return MakeArg(init, false); });
   }
 }
 

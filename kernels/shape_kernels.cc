@@ -83,19 +83,18 @@ StatusOr<std::unique_ptr<OpKernel>> MakeConstantOfShape(const KernelInit& init) 
   return WrapFnKernel([value](KernelContext& ctx) -> Status { return FillWithElement(value, ctx.outputs[0]); });
 }
 
-void RegisterBoth(KernelRegistry& r, const std::string& op, const KernelFactory& f) {
-  r.Register(Provider::kReference, "", op, f);
-  r.Register(Provider::kCpu, "", op, f);
+void RegisterOp(KernelRegistry& r, const std::string& op, const KernelFactory& f) {
+  r.Register("", op, f);
 }
 
 }  // namespace
 
 void RegisterShapeKernels(KernelRegistry& r) {
-  for (const char* op : {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity"}) RegisterBoth(r, op, Alias0);
-  RegisterBoth(r, "Dropout", MakeDropout);
-  RegisterBoth(r, "Shape", MakeShape);
-  RegisterBoth(r, "Constant", MakeConstant);
-  RegisterBoth(r, "ConstantOfShape", MakeConstantOfShape);
+  for (const char* op : {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity"}) RegisterOp(r, op, Alias0);
+  RegisterOp(r, "Dropout", MakeDropout);
+  RegisterOp(r, "Shape", MakeShape);
+  RegisterOp(r, "Constant", MakeConstant);
+  RegisterOp(r, "ConstantOfShape", MakeConstantOfShape);
 }
 
 }  // namespace whittle

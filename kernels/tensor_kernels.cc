@@ -134,23 +134,22 @@ Factory MakeRange(const KernelInit&, bool) {
       [](KernelContext& ctx) -> Status { return RangeReference(*ctx.inputs[0], *ctx.inputs[2], ctx.outputs[0]); });
 }
 
-void RegisterBoth(KernelRegistry& r, const std::string& op, Factory (*make)(const KernelInit&, bool)) {
-  r.Register(Provider::kReference, "", op, [make](const KernelInit& init) { return make(init, false); });
-  r.Register(Provider::kCpu, "", op, [make](const KernelInit& init) { return make(init, true); });
+void RegisterOp(KernelRegistry& r, const std::string& op, Factory (*make)(const KernelInit&, bool)) {
+  r.Register("", op, [make](const KernelInit& init) { return make(init, init.backend == Backend::kCpu); });
 }
 
 }  // namespace
 
 void RegisterTensorKernels(KernelRegistry& r) {
-  RegisterBoth(r, "Transpose", MakeTranspose);
-  RegisterBoth(r, "Concat", MakeConcat);
-  RegisterBoth(r, "Split", MakeSplit);
-  RegisterBoth(r, "Slice", MakeSlice);
-  RegisterBoth(r, "Gather", MakeGather);
-  RegisterBoth(r, "Expand", MakeExpand);
-  RegisterBoth(r, "Pad", MakePad);
-  RegisterBoth(r, "Tile", MakeTile);
-  RegisterBoth(r, "Range", MakeRange);
+  RegisterOp(r, "Transpose", MakeTranspose);
+  RegisterOp(r, "Concat", MakeConcat);
+  RegisterOp(r, "Split", MakeSplit);
+  RegisterOp(r, "Slice", MakeSlice);
+  RegisterOp(r, "Gather", MakeGather);
+  RegisterOp(r, "Expand", MakeExpand);
+  RegisterOp(r, "Pad", MakePad);
+  RegisterOp(r, "Tile", MakeTile);
+  RegisterOp(r, "Range", MakeRange);
 }
 
 }  // namespace whittle

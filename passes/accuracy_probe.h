@@ -8,7 +8,7 @@
 
 #include "lib/data/dataset.h"
 #include "lib/ir/graph.h"
-#include "runtime/session.h"
+#include "whittle/session.h"
 
 namespace whittle {
 

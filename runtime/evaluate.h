@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/session.h"
+#include "whittle/session.h"
 
 namespace whittle {
 

@@ -2,14 +2,14 @@
 
 namespace whittle {
 
-StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Provider provider,
+StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Backend backend,
                                                  const std::vector<DType>& input_dtypes,
                                                  const std::vector<const Tensor*>& const_inputs) {
   RegisterAllKernels();
-  const KernelFactory* f = KernelRegistry::Global().Find(provider, node.domain, node.op_type);
-  if (!f) f = KernelRegistry::Global().Find(Provider::kReference, node.domain, node.op_type);
+  const KernelFactory* f = KernelRegistry::Global().Find(node.domain, node.op_type);
   if (!f) return Unimplemented(node.DebugName() + ": no kernel for op '" + node.op_type + "'");
-  KernelInit init{node.attrs, opset, input_dtypes, const_inputs, static_cast<int>(node.outputs.size()), node.name};
+  KernelInit init{node.attrs, opset, input_dtypes, const_inputs, static_cast<int>(node.outputs.size()), node.name,
+                  backend};
   auto k = (*f)(init);
   if (!k.ok()) return k.status().WithContext(node.DebugName());
   return k;
@@ -40,7 +40,7 @@ Status InferConcrete(const OpDef& def, const Node& node, int opset, const std::v
 }
 
 StatusOr<std::vector<Tensor>> RunNode(const Node& node, int opset, const std::vector<Tensor>& inputs,
-                                      Provider provider, int num_threads, bool treat_inputs_as_const) {
+                                      Backend backend, int num_threads, bool treat_inputs_as_const) {
   RegisterAllOps();
   WH_RETURN_IF_ERROR(ValidateNode(node, opset));
   const OpDef* def = OpRegistry::Global().Find(node.domain, node.op_type);
@@ -51,7 +51,7 @@ StatusOr<std::vector<Tensor>> RunNode(const Node& node, int opset, const std::ve
     dts.push_back(t.defined() ? t.dtype() : DType::kUndefined);
   }
   std::vector<const Tensor*> consts = treat_inputs_as_const ? in : std::vector<const Tensor*>(in.size(), nullptr);
-  WH_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, CreateKernel(node, opset, provider, dts, consts));
+  WH_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, CreateKernel(node, opset, backend, dts, consts));
   std::vector<DType> odt;
   std::vector<Dims> odims;
   WH_RETURN_IF_ERROR(InferConcrete(*def, node, opset, in, &odt, &odims));

@@ -1,5 +1,5 @@
 // Runs one node outside a graph: infers its output shapes from the concrete inputs, builds the
-// kernel of the requested provider (falling back to the reference kernel), allocates outputs and
+// kernel of the requested backend (the reference kernel where that backend lacks the op), allocates outputs and
 // computes. Session uses the same pieces per node; op tests use this directly to compare the
 // reference and CPU kernels.
 #pragma once
@@ -12,9 +12,9 @@
 
 namespace whittle {
 
-// Builds the kernel for node with the given provider; falls back to kReference.
+// Builds the kernel for node with the given backend (its family falls back to kReference).
 // const_inputs[i] is the value of input i if it is constant at load time.
-StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Provider provider,
+StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Backend backend,
                                                  const std::vector<DType>& input_dtypes,
                                                  const std::vector<const Tensor*>& const_inputs);
 
@@ -25,6 +25,6 @@ Status InferConcrete(const OpDef& def, const Node& node, int opset, const std::v
 // Validates, infers, builds the kernel (inputs are treated as constants at build time when
 // treat_inputs_as_const) and runs it. Returns one tensor per node output (undefined if absent).
 StatusOr<std::vector<Tensor>> RunNode(const Node& node, int opset, const std::vector<Tensor>& inputs,
-                                      Provider provider, int num_threads = 1, bool treat_inputs_as_const = false);
+                                      Backend backend, int num_threads = 1, bool treat_inputs_as_const = false);
 
 }  // namespace whittle

@@ -42,7 +42,7 @@ Status FoldConstants(Graph& g, int* count) {
       }
     }
     if (!all_const) continue;
-    auto out = RunNode(n, static_cast<int>(g.OpsetFor(n.domain)), inputs, Provider::kReference, 1, true);
+    auto out = RunNode(n, static_cast<int>(g.OpsetFor(n.domain)), inputs, Backend::kReference, 1, true);
     if (!out.ok()) return out.status();
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       int o = n.outputs[i];

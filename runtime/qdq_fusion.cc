@@ -356,7 +356,7 @@ bool Available(const char* op) {
   RegisterAllOps();
   RegisterAllKernels();
   return OpRegistry::Global().Find(kDomain, op) != nullptr &&
-         KernelRegistry::Global().Find(Provider::kReference, kDomain, op) != nullptr;
+         KernelRegistry::Global().Find(kDomain, op) != nullptr;
 }
 
 }  // namespace

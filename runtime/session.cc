@@ -1,4 +1,4 @@
-#include "runtime/session.h"
+#include "whittle/session.h"
 
 #include <omp.h>
 
@@ -58,8 +58,9 @@ StatusOr<std::unique_ptr<Session>> Session::Load(const std::string& path, const 
 }
 
 StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, const SessionOptions& opts) {
-  if (opts.device != Device::kCpu)
-    return Unimplemented("device 'cuda' is not available in this build (only the CPU backend is built)");
+  if (std::find(BuiltBackends().begin(), BuiltBackends().end(), opts.backend) == BuiltBackends().end())
+    return Unimplemented(std::string("device '") + BackendName(opts.backend) +
+                         "' is not available in this build (only the CPU backend is built)");
   if (opts.num_threads < 0) return InvalidArgument("num_threads must be >= 0, got " + std::to_string(opts.num_threads));
   RegisterAllOps();
   RegisterAllKernels();
@@ -108,7 +109,7 @@ Status Session::Prepare() {
       dts.push_back(i < 0 ? DType::kUndefined : g.value(i).dtype);
       consts.push_back(i >= 0 && g.value(i).initializer ? &*g.value(i).initializer : nullptr);
     }
-    WH_ASSIGN_OR_RETURN(step->kernel, CreateKernel(n, step->opset, opts_.provider, dts, consts));
+    WH_ASSIGN_OR_RETURN(step->kernel, CreateKernel(n, step->opset, opts_.backend, dts, consts));
     step->alias = step->kernel->OutputAliasesInput();
     const int si = static_cast<int>(steps_.size());
     for (int i : n.inputs)

@@ -1,10 +1,10 @@
-#include "runtime/whittle_c.h"
+#include "whittle/whittle_c.h"
 
 #include <cstring>
 #include <map>
 #include <string>
 
-#include "runtime/session.h"
+#include "whittle/session.h"
 
 struct whittle_session {
   std::unique_ptr<whittle::Session> s;

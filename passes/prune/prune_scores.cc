@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "runtime/session.h"
+#include "whittle/session.h"
 
 namespace whittle::prune {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/session.h"
+#include "whittle/session.h"
 
 namespace whittle::quant {
 namespace {

@@ -41,7 +41,7 @@ void RunKernel(benchmark::State& state, const Node& n, const std::vector<Tensor>
     consts.push_back(i == 0 ? nullptr : &in[i]);
     ptrs.push_back(&in[i]);
   }
-  auto kernel = CreateKernel(n, 17, Provider::kCpu, dts, consts);
+  auto kernel = CreateKernel(n, 17, Backend::kCpu, dts, consts);
   if (!kernel.ok()) {
     state.SkipWithError(kernel.status().message().c_str());
     return;

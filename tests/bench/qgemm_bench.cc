@@ -205,7 +205,7 @@ void BM_QLayer(benchmark::State& state) {
     dtypes.push_back(in[i].dtype());
     consts.push_back(i == 0 ? nullptr : &in[i]);
   }
-  auto kernel = CreateKernel(n, 13, Provider::kCpu, dtypes, consts);
+  auto kernel = CreateKernel(n, 13, Backend::kCpu, dtypes, consts);
   if (!kernel.ok()) {
     state.SkipWithError(kernel.status().message().c_str());
     return;

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "lib/onnx/model_io.h"
-#include "runtime/session.h"
+#include "whittle/session.h"
 
 namespace {
 

@@ -11,7 +11,7 @@
 namespace whittle {
 namespace {
 
-using ::whittle::testing::ExpectCpuMatchesReference;
+using ::whittle::testing::ExpectBackendsMatchReference;
 using ::whittle::testing::MakeNode;
 using ::whittle::testing::RandomFloat;
 using ::whittle::testing::TensorsClose;
@@ -39,7 +39,7 @@ std::vector<float> Values(const Tensor& t) { return std::vector<float>(t.data<fl
 TEST(ConvReference, BasicWithAndWithoutPadding) {
   // ONNX test_basic_conv_with_padding / _without_padding: 5x5 ramp, 3x3 ones.
   const Tensor x = Iota({1, 1, 5, 5}), w = Ones({1, 1, 3, 3});
-  for (Provider p : {Provider::kReference, Provider::kCpu}) {
+  for (Backend p : {Backend::kReference, Backend::kCpu}) {
     auto padded = RunNode(MakeNode("Conv", 2, 1, Attrs({{"kernel_shape", Attribute::Ints({3, 3})},
                                                          {"pads", Attribute::Ints({1, 1, 1, 1})}})),
                           17, {x, w}, p);
@@ -59,7 +59,7 @@ TEST(ConvReference, StridesAsymmetricPadsBiasAndGroups) {
   const Tensor x = Iota({1, 1, 7, 5}), w = Ones({1, 1, 3, 3});
   auto r = RunNode(MakeNode("Conv", 2, 1, Attrs({{"pads", Attribute::Ints({1, 0, 1, 0})},
                                                   {"strides", Attribute::Ints({2, 2})}})),
-                   17, {x, w}, Provider::kReference);
+                   17, {x, w}, Backend::kReference);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ((*r)[0].dims(), (Dims{1, 1, 4, 2}));
   EXPECT_EQ(Values((*r)[0]), (std::vector<float>{21, 33, 99, 117, 189, 207, 171, 183}));
@@ -68,7 +68,7 @@ TEST(ConvReference, StridesAsymmetricPadsBiasAndGroups) {
   const Tensor w2 = Tensor::FromVector<float>({2, 1, 1, 1}, {2, 3});
   const Tensor b2 = Tensor::FromVector<float>({2}, {10, 20});
   auto g = RunNode(MakeNode("Conv", 3, 1, Attrs({{"group", Attribute::Int(2)}})), 17, {x2, w2, b2},
-                   Provider::kReference);
+                   Backend::kReference);
   ASSERT_TRUE(g.ok()) << g.status().message();
   EXPECT_EQ(Values((*g)[0]), (std::vector<float>{12, 14, 29, 32}));
 }
@@ -78,7 +78,7 @@ TEST(ConvReference, AutoPadSameLowerStride2) {
   auto r = RunNode(MakeNode("Conv", 2, 1, Attrs({{"auto_pad", Attribute::String("SAME_LOWER")},
                                                   {"kernel_shape", Attribute::Ints({3, 3})},
                                                   {"strides", Attribute::Ints({2, 2})}})),
-                   17, {Iota({1, 1, 5, 5}), Ones({1, 1, 3, 3})}, Provider::kReference);
+                   17, {Iota({1, 1, 5, 5}), Ones({1, 1, 3, 3})}, Backend::kReference);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(Values((*r)[0]), (std::vector<float>{12, 27, 24, 63, 108, 81, 72, 117, 84}));
 }
@@ -137,12 +137,12 @@ TEST(ConvCpu, MatchesReference) {
     if (c.bias) in.push_back(RandomFloat({c.w[0]}, seed++));
     const Node n = MakeNode("Conv", c.bias ? 3 : 2, 1, c.attrs);
     for (int threads : {1, 2}) {
-      auto ref = ExpectCpuMatchesReference(n, in, 1e-4f, 1e-4f, 17, threads);
+      auto ref = ExpectBackendsMatchReference(n, in, 1e-4f, 1e-4f, 17, threads);
       ASSERT_EQ(ref.size(), 1u);
     }
     // Constant weights take the prepacked path.
-    auto ref = RunNode(n, 17, in, Provider::kReference, 1, true);
-    auto cpu = RunNode(n, 17, in, Provider::kCpu, 2, true);
+    auto ref = RunNode(n, 17, in, Backend::kReference, 1, true);
+    auto cpu = RunNode(n, 17, in, Backend::kCpu, 2, true);
     ASSERT_TRUE(ref.ok() && cpu.ok());
     EXPECT_TRUE(TensorsClose((*cpu)[0], (*ref)[0], 1e-4f, 1e-4f));
   }
@@ -158,13 +158,13 @@ TEST(ConvCpu, FusedActivationsAfterBias) {
       a.Set("_min", Attribute::Float(-0.2f));
       a.Set("_max", Attribute::Float(0.3f));
     }
-    auto fused = ExpectCpuMatchesReference(MakeNode("Conv", 3, 1, a), in, 1e-4f, 1e-4f);
+    auto fused = ExpectBackendsMatchReference(MakeNode("Conv", 3, 1, a), in, 1e-4f, 1e-4f);
     a.Set("group", Attribute::Int(4));
-    ExpectCpuMatchesReference(MakeNode("Conv", 3, 1, a), dw, 1e-4f, 1e-4f);
+    ExpectBackendsMatchReference(MakeNode("Conv", 3, 1, a), dw, 1e-4f, 1e-4f);
     if (std::string(act) == "Relu") {
       ASSERT_EQ(fused.size(), 1u);
       auto plain = RunNode(MakeNode("Conv", 3, 1, Attrs({{"pads", Attribute::Ints({1, 1, 1, 1})}})), 17, in,
-                           Provider::kReference);
+                           Backend::kReference);
       ASSERT_TRUE(plain.ok());
       const float* p = (*plain)[0].data<float>();
       const float* f = fused[0].data<float>();
@@ -177,7 +177,7 @@ TEST(ConvCpu, DoubleFallsBackToReference) {
   Tensor x(DType::kFloat64, {1, 1, 3, 3}), w(DType::kFloat64, {1, 1, 2, 2});
   for (int i = 0; i < 9; ++i) x.data<double>()[i] = i;
   for (int i = 0; i < 4; ++i) w.data<double>()[i] = 1;
-  auto r = RunNode(MakeNode("Conv", 2, 1), 17, {x, w}, Provider::kCpu);
+  auto r = RunNode(MakeNode("Conv", 2, 1), 17, {x, w}, Backend::kCpu);
   ASSERT_TRUE(r.ok()) << r.status().message();
   const double* y = (*r)[0].data<double>();
   EXPECT_EQ(std::vector<double>(y, y + 4), (std::vector<double>{8, 12, 20, 24}));
@@ -186,11 +186,11 @@ TEST(ConvCpu, DoubleFallsBackToReference) {
 TEST(ConvCpu, RejectsBadShapes) {
   // 3 channels do not split into 2 groups.
   auto r = RunNode(MakeNode("Conv", 2, 1, Attrs({{"group", Attribute::Int(2)}})), 17,
-                   {RandomFloat({1, 3, 5, 5}, 1), RandomFloat({4, 1, 3, 3}, 2)}, Provider::kCpu);
+                   {RandomFloat({1, 3, 5, 5}, 1), RandomFloat({4, 1, 3, 3}, 2)}, Backend::kCpu);
   EXPECT_FALSE(r.ok());
   // Bias with the wrong length.
   r = RunNode(MakeNode("Conv", 3, 1), 17, {RandomFloat({1, 1, 5, 5}, 1), RandomFloat({2, 1, 3, 3}, 2),
-                                           RandomFloat({3}, 3)}, Provider::kCpu);
+                                           RandomFloat({3}, 3)}, Backend::kCpu);
   EXPECT_FALSE(r.ok());
 }
 

@@ -10,7 +10,7 @@
 namespace whittle {
 namespace {
 
-using testing::ExpectCpuMatchesReference;
+using testing::ExpectBackendsMatchReference;
 using testing::MakeNode;
 using testing::RandomFloat;
 using testing::RandomInt64;
@@ -36,7 +36,7 @@ void ExpectValues(const Tensor& t, const Dims& dims, const std::vector<T>& want,
 
 // Runs both providers (checking they agree) and returns output 0.
 Tensor RunBoth(const Node& node, const std::vector<Tensor>& inputs, int opset = 17) {
-  auto outs = ExpectCpuMatchesReference(node, inputs, 1e-6f, 1e-6f, opset);
+  auto outs = ExpectBackendsMatchReference(node, inputs, 1e-6f, 1e-6f, opset);
   EXPECT_FALSE(outs.empty());
   return outs.empty() ? Tensor() : outs[0];
 }
@@ -74,7 +74,7 @@ TEST(ElementwiseKernelsTest, IntegerArithmetic) {
   ExpectValues<uint8_t>(RunBoth(MakeNode("Add", 2, 1), {u, v}), {2}, {4, 8});  // wraps like numpy
   ExpectValues<uint8_t>(RunBoth(MakeNode("Sub", 2, 1), {u, v}), {2}, {240, 254});
   Tensor zero = Tensor::FromVector<int64_t>({4}, {1, 0, 1, 1});
-  auto r = RunNode(MakeNode("Div", 2, 1), 17, {a, zero}, Provider::kCpu);
+  auto r = RunNode(MakeNode("Div", 2, 1), 17, {a, zero}, Backend::kCpu);
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("division by zero"), std::string::npos) << r.status().message();
 }
@@ -101,7 +101,7 @@ TEST(ElementwiseKernelsTest, ModFollowsFmodAttribute) {
   Tensor x = Tensor::FromVector<float>({6}, {-4.3f, 7.2f, 5.0f, 4.3f, -7.2f, 8.0f});
   Tensor y = Tensor::FromVector<float>({6}, {2.1f, -3.4f, 8.0f, -2.1f, 3.4f, 5.0f});
   ExpectValues<float>(RunBoth(MakeNode("Mod", 2, 1, f), {x, y}), {6}, {-0.1f, 0.4f, 5.f, 0.1f, -0.4f, 3.f}, 1e-5);
-  EXPECT_FALSE(RunNode(MakeNode("Mod", 2, 1), 17, {x, y}, Provider::kReference).ok());
+  EXPECT_FALSE(RunNode(MakeNode("Mod", 2, 1), 17, {x, y}, Backend::kReference).ok());
 }
 
 TEST(ElementwiseKernelsTest, ComparisonsAndLogic) {
@@ -252,7 +252,7 @@ TEST(ElementwiseKernelsTest, CastSemantics) {
   ExpectValues<int64_t>(RunBoth(MakeNode("CastLike", 2, 1), {f, Tensor::Scalar<int64_t>(0)}), {5},
                         {2, -2, 0, 10000000000LL, 0});
 
-  auto bad = RunNode(MakeNode("Cast", 1, 1, To(DType::kString)), 13, {f}, Provider::kCpu);
+  auto bad = RunNode(MakeNode("Cast", 1, 1, To(DType::kString)), 13, {f}, Backend::kCpu);
   EXPECT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kUnimplemented);
 }
@@ -293,13 +293,13 @@ TEST(ElementwiseKernelsTest, CpuMatchesReferenceOnBroadcasts) {
                            "GreaterOrEqual", "LessOrEqual"}) {
       SCOPED_TRACE(op);
       if (large && std::string(op) != "Add" && std::string(op) != "Mul" && std::string(op) != "Greater") continue;
-      ExpectCpuMatchesReference(MakeNode(op, 2, 1), {std::string(op) == "Pow" ? b : a, std::string(op) == "Pow" ? a : b},
+      ExpectBackendsMatchReference(MakeNode(op, 2, 1), {std::string(op) == "Pow" ? b : a, std::string(op) == "Pow" ? a : b},
                                 1e-6f, 1e-6f);
-      ExpectCpuMatchesReference(MakeNode(op, 2, 1), {b, a}, 1e-6f, 1e-6f);
+      ExpectBackendsMatchReference(MakeNode(op, 2, 1), {b, a}, 1e-6f, 1e-6f);
     }
     Tensor ia = RandomInt64(da, seed++, -50, 50), ib = RandomInt64(db, seed++, 1, 9);
     for (const char* op : {"Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Equal", "Greater"})
-      ExpectCpuMatchesReference(MakeNode(op, 2, 1), {ia, ib});
+      ExpectBackendsMatchReference(MakeNode(op, 2, 1), {ia, ib});
   }
 }
 
@@ -309,17 +309,17 @@ TEST(ElementwiseKernelsTest, CpuMatchesReferenceOnUnaryOps) {
   for (const char* op : {"Relu", "Neg", "Abs", "Floor", "Ceil", "Exp", "Tanh", "Sigmoid", "Softsign", "Erf",
                          "HardSigmoid", "HardSwish", "Softplus", "Sign", "Round", "Sin"}) {
     SCOPED_TRACE(op);
-    ExpectCpuMatchesReference(MakeNode(op, 1, 1), {x}, 1e-6f, 2e-6f);
+    ExpectBackendsMatchReference(MakeNode(op, 1, 1), {x}, 1e-6f, 2e-6f);
   }
-  for (const char* op : {"Sqrt", "Log", "Reciprocal"}) ExpectCpuMatchesReference(MakeNode(op, 1, 1), {pos}, 1e-6f, 2e-6f);
-  ExpectCpuMatchesReference(MakeNode("LeakyRelu", 1, 1, Alpha(0.2f)), {x});
-  ExpectCpuMatchesReference(MakeNode("Elu", 1, 1, Alpha(1.5f)), {x}, 1e-6f, 2e-6f);
-  ExpectCpuMatchesReference(MakeNode("Clip", 3, 1), {x, Tensor::Scalar<float>(-1.f), Tensor::Scalar<float>(2.f)});
-  ExpectCpuMatchesReference(MakeNode("Sum", 3, 1), {x, pos, x});
-  ExpectCpuMatchesReference(MakeNode("Mean", 2, 1), {x, pos});
-  ExpectCpuMatchesReference(MakeNode("Max", 3, 1), {x, pos, Tensor::Scalar<float>(0.f)});
-  ExpectCpuMatchesReference(MakeNode("Where", 3, 1),
-                            {RunNode(MakeNode("Greater", 2, 1), 17, {x, pos}, Provider::kCpu).value()[0], x, pos});
+  for (const char* op : {"Sqrt", "Log", "Reciprocal"}) ExpectBackendsMatchReference(MakeNode(op, 1, 1), {pos}, 1e-6f, 2e-6f);
+  ExpectBackendsMatchReference(MakeNode("LeakyRelu", 1, 1, Alpha(0.2f)), {x});
+  ExpectBackendsMatchReference(MakeNode("Elu", 1, 1, Alpha(1.5f)), {x}, 1e-6f, 2e-6f);
+  ExpectBackendsMatchReference(MakeNode("Clip", 3, 1), {x, Tensor::Scalar<float>(-1.f), Tensor::Scalar<float>(2.f)});
+  ExpectBackendsMatchReference(MakeNode("Sum", 3, 1), {x, pos, x});
+  ExpectBackendsMatchReference(MakeNode("Mean", 2, 1), {x, pos});
+  ExpectBackendsMatchReference(MakeNode("Max", 3, 1), {x, pos, Tensor::Scalar<float>(0.f)});
+  ExpectBackendsMatchReference(MakeNode("Where", 3, 1),
+                            {RunNode(MakeNode("Greater", 2, 1), 17, {x, pos}, Backend::kCpu).value()[0], x, pos});
 }
 
 }  // namespace

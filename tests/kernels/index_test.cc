@@ -12,7 +12,7 @@
 namespace whittle {
 namespace {
 
-using ::whittle::testing::ExpectCpuMatchesReference;
+using ::whittle::testing::ExpectBackendsMatchReference;
 using ::whittle::testing::MakeNode;
 using ::whittle::testing::TensorsClose;
 
@@ -31,7 +31,7 @@ Tensor Iota(const Dims& dims) {
 }
 
 std::vector<Tensor> Both(const Node& n, const std::vector<Tensor>& in, int opset = 17) {
-  return ExpectCpuMatchesReference(n, in, 0.f, 0.f, opset);
+  return ExpectBackendsMatchReference(n, in, 0.f, 0.f, opset);
 }
 
 TEST(IndexKernelsTest, Size) {
@@ -162,10 +162,10 @@ TEST(IndexKernelsTest, OutOfRangeIndicesAreErrors) {
   RegisterAllOps();
   RegisterAllKernels();
   const Node g = MakeNode("GatherElements", 2, 1);
-  auto r = RunNode(g, 17, {F({2}, {1, 2}), I64({1}, {2})}, Provider::kReference);
+  auto r = RunNode(g, 17, {F({2}, {1, 2}), I64({1}, {2})}, Backend::kReference);
   EXPECT_FALSE(r.ok());
   const Node s = MakeNode("ScatterND", 3, 1);
-  auto r2 = RunNode(s, 17, {F({2}, {1, 2}), I64({1, 1}, {-3}), F({1}, {0})}, Provider::kReference);
+  auto r2 = RunNode(s, 17, {F({2}, {1, 2}), I64({1, 1}, {-3}), F({1}, {0})}, Backend::kReference);
   EXPECT_FALSE(r2.ok());
 }
 

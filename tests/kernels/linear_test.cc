@@ -11,7 +11,7 @@
 namespace whittle {
 namespace {
 
-using ::whittle::testing::ExpectCpuMatchesReference;
+using ::whittle::testing::ExpectBackendsMatchReference;
 using ::whittle::testing::MakeNode;
 using ::whittle::testing::RandomFloat;
 using ::whittle::testing::TensorsClose;
@@ -29,8 +29,8 @@ std::vector<T> Values(const Tensor& t) {
 
 // Compares CPU and reference with every input constant (the prepacking path).
 void ExpectConstPathMatches(const Node& n, const std::vector<Tensor>& in) {
-  auto ref = RunNode(n, 17, in, Provider::kReference, 1, true);
-  auto cpu = RunNode(n, 17, in, Provider::kCpu, 2, true);
+  auto ref = RunNode(n, 17, in, Backend::kReference, 1, true);
+  auto cpu = RunNode(n, 17, in, Backend::kCpu, 2, true);
   ASSERT_TRUE(ref.ok()) << ref.status().message();
   ASSERT_TRUE(cpu.ok()) << cpu.status().message();
   EXPECT_TRUE(TensorsClose((*cpu)[0], (*ref)[0], 1e-4f, 1e-4f));
@@ -41,7 +41,7 @@ TEST(GemmReference, HandComputed) {
   const Tensor b = Tensor::FromVector<float>({3, 2}, {1, 0, 0, 1, 1, 1});
   const Tensor c = Tensor::FromVector<float>({2}, {10, 20});
   // A*B = [[4, 5], [10, 11]]; 2*A*B + 0.5*C.
-  for (Provider p : {Provider::kReference, Provider::kCpu}) {
+  for (Backend p : {Backend::kReference, Backend::kCpu}) {
     auto r = RunNode(MakeNode("Gemm", 3, 1, Attrs({{"alpha", Attribute::Float(2.f)}, {"beta", Attribute::Float(0.5f)}})),
                      17, {a, b, c}, p);
     ASSERT_TRUE(r.ok()) << r.status().message();
@@ -58,7 +58,7 @@ TEST(GemmReference, HandComputed) {
   auto r = RunNode(MakeNode("Gemm", 3, 1), 17,
                    {Tensor::FromVector<int32_t>({1, 2}, {3, 4}), Tensor::FromVector<int32_t>({2, 1}, {5, 6}),
                     Tensor::FromVector<int32_t>({1}, {7})},
-                   Provider::kCpu);
+                   Backend::kCpu);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(Values<int32_t>((*r)[0]), (std::vector<int32_t>{46}));
 }
@@ -77,7 +77,7 @@ TEST(GemmCpu, MatchesReferenceOverTransposesAndBiasShapes) {
         const Node n = MakeNode("Gemm", static_cast<int>(in.size()), 1,
                                 Attrs({{"transA", Attribute::Int(ta)}, {"transB", Attribute::Int(tb)},
                                        {"alpha", Attribute::Float(0.75f)}, {"beta", Attribute::Float(-1.5f)}}));
-        ExpectCpuMatchesReference(n, in, 1e-4f, 1e-4f);
+        ExpectBackendsMatchReference(n, in, 1e-4f, 1e-4f);
         ExpectConstPathMatches(n, in);
       }
 }
@@ -91,15 +91,15 @@ TEST(GemmCpu, MlpShapesAndFusedActivations) {
       AttributeMap a = Attrs({{"transB", Attribute::Int(1)}});
       if (*act) a.Set("_activation", Attribute::String(act));
       const Node n = MakeNode("Gemm", 3, 1, a);
-      ExpectCpuMatchesReference(n, in, 1e-4f, 1e-4f);
+      ExpectBackendsMatchReference(n, in, 1e-4f, 1e-4f);
       ExpectConstPathMatches(n, in);
     }
   }
   // Relu really clamps: compare with the unfused result.
   const std::vector<Tensor> in = {RandomFloat({3, 4}, 5), RandomFloat({4, 6}, 6), RandomFloat({6}, 7)};
-  auto plain = RunNode(MakeNode("Gemm", 3, 1), 17, in, Provider::kCpu);
+  auto plain = RunNode(MakeNode("Gemm", 3, 1), 17, in, Backend::kCpu);
   auto fused = RunNode(MakeNode("Gemm", 3, 1, Attrs({{"_activation", Attribute::String("Relu")}})), 17, in,
-                       Provider::kCpu, 1, true);
+                       Backend::kCpu, 1, true);
   ASSERT_TRUE(plain.ok() && fused.ok());
   for (int64_t i = 0; i < 18; ++i) {
     const float p = (*plain)[0].data<float>()[i];
@@ -108,7 +108,7 @@ TEST(GemmCpu, MlpShapesAndFusedActivations) {
 }
 
 TEST(GemmCpu, RejectsMismatchedInnerDims) {
-  auto r = RunNode(MakeNode("Gemm", 2, 1), 17, {RandomFloat({2, 3}, 1), RandomFloat({4, 2}, 2)}, Provider::kCpu);
+  auto r = RunNode(MakeNode("Gemm", 2, 1), 17, {RandomFloat({2, 3}, 1), RandomFloat({4, 2}, 2)}, Backend::kCpu);
   EXPECT_FALSE(r.ok());
 }
 
@@ -116,7 +116,7 @@ TEST(MatMulReference, HandComputedAndPromotion) {
   const Tensor a = Tensor::FromVector<float>({2, 2}, {1, 2, 3, 4});
   const Tensor b = Tensor::FromVector<float>({2, 2}, {5, 6, 7, 8});
   const Tensor v = Tensor::FromVector<float>({2}, {1, 1});
-  for (Provider p : {Provider::kReference, Provider::kCpu}) {
+  for (Backend p : {Backend::kReference, Backend::kCpu}) {
     auto r = RunNode(MakeNode("MatMul", 2, 1), 17, {a, b}, p);
     ASSERT_TRUE(r.ok()) << r.status().message();
     EXPECT_EQ(Values<float>((*r)[0]), (std::vector<float>{19, 22, 43, 50}));
@@ -134,7 +134,7 @@ TEST(MatMulReference, HandComputedAndPromotion) {
   }
   auto r = RunNode(MakeNode("MatMul", 2, 1), 17,
                    {Tensor::FromVector<int64_t>({1, 2}, {2, 3}), Tensor::FromVector<int64_t>({2, 1}, {4, 5})},
-                   Provider::kCpu);
+                   Backend::kCpu);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(Values<int64_t>((*r)[0]), (std::vector<int64_t>{23}));
 }
@@ -150,17 +150,17 @@ TEST(MatMulCpu, MatchesReferenceOnBatchedAndBroadcastShapes) {
   for (const auto& [da, db] : shapes) {
     SCOPED_TRACE(DimsToString(da) + " x " + DimsToString(db));
     const std::vector<Tensor> in = {RandomFloat(da, seed++), RandomFloat(db, seed++)};
-    for (int threads : {1, 2}) ExpectCpuMatchesReference(MakeNode("MatMul", 2, 1), in, 1e-4f, 1e-4f, 17, threads);
+    for (int threads : {1, 2}) ExpectBackendsMatchReference(MakeNode("MatMul", 2, 1), in, 1e-4f, 1e-4f, 17, threads);
     ExpectConstPathMatches(MakeNode("MatMul", 2, 1), in);
   }
   const std::vector<Tensor> in = {RandomFloat({4, 6}, 1), RandomFloat({6, 3}, 2)};
-  ExpectCpuMatchesReference(MakeNode("MatMul", 2, 1, Attrs({{"_activation", Attribute::String("LeakyRelu")},
+  ExpectBackendsMatchReference(MakeNode("MatMul", 2, 1, Attrs({{"_activation", Attribute::String("LeakyRelu")},
                                                             {"_alpha", Attribute::Float(0.2f)}})),
                             in, 1e-5f, 1e-5f);
 }
 
 TEST(MatMulCpu, RejectsMismatchedInnerDims) {
-  auto r = RunNode(MakeNode("MatMul", 2, 1), 17, {RandomFloat({2, 3}, 1), RandomFloat({4, 2}, 2)}, Provider::kCpu);
+  auto r = RunNode(MakeNode("MatMul", 2, 1), 17, {RandomFloat({2, 3}, 1), RandomFloat({4, 2}, 2)}, Backend::kCpu);
   EXPECT_FALSE(r.ok());
 }
 

@@ -11,7 +11,7 @@
 namespace whittle {
 namespace {
 
-using ::whittle::testing::ExpectCpuMatchesReference;
+using ::whittle::testing::ExpectBackendsMatchReference;
 using ::whittle::testing::MakeNode;
 using ::whittle::testing::TensorsClose;
 
@@ -25,7 +25,7 @@ Tensor F(const Dims& dims, std::vector<float> v) { return Tensor::FromVector<flo
 Tensor I64(const Dims& dims, std::vector<int64_t> v) { return Tensor::FromVector<int64_t>(dims, v); }
 
 std::vector<Tensor> Both(const Node& n, const std::vector<Tensor>& in) {
-  return ExpectCpuMatchesReference(n, in, 1e-6f, 1e-5f, 13);
+  return ExpectBackendsMatchReference(n, in, 1e-6f, 1e-5f, 13);
 }
 
 const Tensor kInput = F({2, 3}, {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f});
@@ -74,7 +74,7 @@ TEST(LossKernelsTest, SoftmaxCrossEntropyWithLogProb) {
 TEST(LossKernelsTest, TargetOutOfRangeIsAnError) {
   RegisterAllOps();
   RegisterAllKernels();
-  auto r = RunNode(Nll("mean", 2), 13, {kInput, I64({2}, {3, 0})}, Provider::kReference);
+  auto r = RunNode(Nll("mean", 2), 13, {kInput, I64({2}, {3, 0})}, Backend::kReference);
   EXPECT_FALSE(r.ok());
 }
 

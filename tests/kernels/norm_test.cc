@@ -11,7 +11,7 @@
 namespace whittle {
 namespace {
 
-using ::whittle::testing::ExpectCpuMatchesReference;
+using ::whittle::testing::ExpectBackendsMatchReference;
 using ::whittle::testing::MakeNode;
 using ::whittle::testing::RandomFloat;
 using ::whittle::testing::TensorsClose;
@@ -33,7 +33,7 @@ TEST(BatchNormReference, HandComputed) {
   const std::vector<Tensor> in = {Tensor::FromVector<float>({1, 2, 1, 2}, {1, 2, 3, 4}),
                                   Tensor::FromVector<float>({2}, {1, 2}), Tensor::FromVector<float>({2}, {0, 1}),
                                   Tensor::FromVector<float>({2}, {1, 3}), Tensor::FromVector<float>({2}, {4, 1})};
-  for (Provider p : {Provider::kReference, Provider::kCpu}) {
+  for (Backend p : {Backend::kReference, Backend::kCpu}) {
     for (bool konst : {false, true}) {
       auto r = RunNode(MakeNode("BatchNormalization", 5, 1, Attrs({{"epsilon", Attribute::Float(0.f)}})), 15, in, p,
                        1, konst);
@@ -51,9 +51,9 @@ TEST(BatchNormCpu, MatchesReference) {
     const auto in = BnInputs(d, d[1], seed);
     seed += 10;
     const Node n = MakeNode("BatchNormalization", 5, 1, Attrs({{"epsilon", Attribute::Float(1e-3f)}}));
-    ExpectCpuMatchesReference(n, in, 1e-5f, 1e-4f);
-    auto ref = RunNode(n, 17, in, Provider::kReference, 1, true);
-    auto cpu = RunNode(n, 17, in, Provider::kCpu, 2, true);
+    ExpectBackendsMatchReference(n, in, 1e-5f, 1e-4f);
+    auto ref = RunNode(n, 17, in, Backend::kReference, 1, true);
+    auto cpu = RunNode(n, 17, in, Backend::kCpu, 2, true);
     ASSERT_TRUE(ref.ok() && cpu.ok());
     EXPECT_TRUE(TensorsClose((*cpu)[0], (*ref)[0], 1e-5f, 1e-4f));
   }
@@ -65,7 +65,7 @@ TEST(BatchNorm, SpatialZeroInOldOpsets) {
   const Tensor s = RandomFloat({2, 3}, 2), b = RandomFloat({2, 3}, 3), m = RandomFloat({2, 3}, 4);
   const Tensor v = RandomFloat({2, 3}, 5, 0.5f, 1.5f);
   const Node n = MakeNode("BatchNormalization", 5, 1, Attrs({{"spatial", Attribute::Int(0)}, {"epsilon", Attribute::Float(0.f)}}));
-  auto r = RunNode(n, 7, {x, s, b, m, v}, Provider::kCpu);
+  auto r = RunNode(n, 7, {x, s, b, m, v}, Backend::kCpu);
   ASSERT_TRUE(r.ok()) << r.status().message();
   for (int64_t i = 0; i < x.numel(); ++i) {
     const int64_t p = i % 6;
@@ -78,14 +78,14 @@ TEST(BatchNorm, SpatialZeroInOldOpsets) {
 TEST(BatchNorm, TrainingIsUnimplemented) {
   const auto in = BnInputs({2, 3, 4, 5}, 3, 1);
   auto r = RunNode(MakeNode("BatchNormalization", 5, 1, Attrs({{"training_mode", Attribute::Int(1)}})), 15, in,
-                   Provider::kCpu);
+                   Backend::kCpu);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
-  r = RunNode(MakeNode("BatchNormalization", 5, 3), 15, in, Provider::kCpu);
+  r = RunNode(MakeNode("BatchNormalization", 5, 3), 15, in, Backend::kCpu);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
   // Opset 6 with is_test=1 is inference and runs.
-  r = RunNode(MakeNode("BatchNormalization", 5, 1, Attrs({{"is_test", Attribute::Int(1)}})), 6, in, Provider::kCpu);
+  r = RunNode(MakeNode("BatchNormalization", 5, 1, Attrs({{"is_test", Attribute::Int(1)}})), 6, in, Backend::kCpu);
   EXPECT_TRUE(r.ok()) << r.status().message();
 }
 
@@ -94,7 +94,7 @@ TEST(BatchNorm, DoubleUsesReference) {
   in.push_back(Tensor::FromVector<double>({1, 1, 2}, {1, 3}));
   for (double v : {2.0, 1.0, 2.0, 1.0}) in.push_back(Tensor::FromVector<double>({1}, {v}));
   auto r = RunNode(MakeNode("BatchNormalization", 5, 1, Attrs({{"epsilon", Attribute::Float(0.f)}})), 15, in,
-                   Provider::kCpu);
+                   Backend::kCpu);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_DOUBLE_EQ((*r)[0].data<double>()[0], -1.0);  // (1-2)*2+1
   EXPECT_DOUBLE_EQ((*r)[0].data<double>()[1], 3.0);   // (3-2)*2+1
@@ -104,7 +104,7 @@ TEST(LayerNormReference, HandComputedWithStatistics) {
   const Tensor x = Tensor::FromVector<float>({2, 4}, {1, 2, 3, 4, 2, 2, 2, 6});
   const Tensor s = Tensor::FromVector<float>({4}, {1, 1, 2, 2});
   const Tensor b = Tensor::FromVector<float>({4}, {0, 0, 0, 1});
-  for (Provider p : {Provider::kReference, Provider::kCpu}) {
+  for (Backend p : {Backend::kReference, Backend::kCpu}) {
     auto r = RunNode(MakeNode("LayerNormalization", 3, 3, Attrs({{"epsilon", Attribute::Float(0.f)}})), 17, {x, s, b}, p);
     ASSERT_TRUE(r.ok()) << r.status().message();
     // Row 0: mean 2.5, var 1.25; row 1: mean 3, var 3.
@@ -138,7 +138,7 @@ TEST(LayerNormCpu, MatchesReference) {
     if (c.bias) in.push_back(RandomFloat(c.scale, seed++));
     const Node n = MakeNode("LayerNormalization", static_cast<int>(in.size()), c.outputs,
                             Attrs({{"axis", Attribute::Int(c.axis)}, {"epsilon", Attribute::Float(1e-3f)}}));
-    auto out = ExpectCpuMatchesReference(n, in, 1e-4f, 1e-4f);
+    auto out = ExpectBackendsMatchReference(n, in, 1e-4f, 1e-4f);
     EXPECT_EQ(out.size(), static_cast<size_t>(c.outputs));
   }
 }
@@ -146,12 +146,12 @@ TEST(LayerNormCpu, MatchesReference) {
 TEST(LayerNorm, RejectsUnsupportedStashTypeAndBadAxis) {
   const std::vector<Tensor> in = {RandomFloat({2, 3}, 1), RandomFloat({3}, 2)};
   auto r = RunNode(MakeNode("LayerNormalization", 2, 1, Attrs({{"stash_type", Attribute::Int(11)}})), 17, in,
-                   Provider::kCpu);
+                   Backend::kCpu);
   EXPECT_FALSE(r.ok());
-  r = RunNode(MakeNode("LayerNormalization", 2, 1, Attrs({{"axis", Attribute::Int(2)}})), 17, in, Provider::kCpu);
+  r = RunNode(MakeNode("LayerNormalization", 2, 1, Attrs({{"axis", Attribute::Int(2)}})), 17, in, Backend::kCpu);
   EXPECT_FALSE(r.ok());
   // Scale that is not X.shape[axis:].
-  r = RunNode(MakeNode("LayerNormalization", 2, 1), 17, {RandomFloat({2, 3}, 1), RandomFloat({2}, 2)}, Provider::kCpu);
+  r = RunNode(MakeNode("LayerNormalization", 2, 1), 17, {RandomFloat({2, 3}, 1), RandomFloat({2}, 2)}, Backend::kCpu);
   EXPECT_FALSE(r.ok());
 }
 

@@ -10,7 +10,7 @@
 namespace whittle {
 namespace {
 
-using ::whittle::testing::ExpectCpuMatchesReference;
+using ::whittle::testing::ExpectBackendsMatchReference;
 using ::whittle::testing::MakeNode;
 using ::whittle::testing::RandomFloat;
 
@@ -33,7 +33,7 @@ Tensor Ramp(const Dims& dims, float start = 1.f) {
 
 TEST(MaxPoolReference, IndicesInBothStorageOrders) {
   const Tensor x = Ramp({1, 1, 5, 5});
-  for (Provider p : {Provider::kReference, Provider::kCpu}) {
+  for (Backend p : {Backend::kReference, Backend::kCpu}) {
     // test_maxpool_with_argmax_2d_precomputed_strides (column-major indices).
     auto r = RunNode(MakeNode("MaxPool", 1, 2, Attrs({{"kernel_shape", Attribute::Ints({2, 2})},
                                                        {"strides", Attribute::Ints({2, 2})},
@@ -54,13 +54,13 @@ TEST(MaxPoolReference, IndicesInBothStorageOrders) {
   }
   // Indices count whole planes: the second channel's indices start at 25.
   auto r = RunNode(MakeNode("MaxPool", 1, 2, Attrs({{"kernel_shape", Attribute::Ints({5, 5})}})), 12,
-                   {Ramp({1, 2, 5, 5})}, Provider::kCpu);
+                   {Ramp({1, 2, 5, 5})}, Backend::kCpu);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(Values<int64_t>((*r)[1]), (std::vector<int64_t>{24, 49}));
 }
 
 TEST(MaxPoolReference, CeilModeDilationsAndUint8) {
-  for (Provider p : {Provider::kReference, Provider::kCpu}) {
+  for (Backend p : {Backend::kReference, Backend::kCpu}) {
     // test_maxpool_2d_ceil: 4x4 ramp, k3 s2 ceil -> 2x2.
     auto r = RunNode(MakeNode("MaxPool", 1, 1, Attrs({{"kernel_shape", Attribute::Ints({3, 3})},
                                                        {"strides", Attribute::Ints({2, 2})},
@@ -84,7 +84,7 @@ TEST(MaxPoolReference, CeilModeDilationsAndUint8) {
 
 TEST(AveragePoolReference, CountIncludePad) {
   const Tensor x = Tensor::FromVector<float>({1, 1, 2, 2}, {1, 2, 3, 4});
-  for (Provider p : {Provider::kReference, Provider::kCpu}) {
+  for (Backend p : {Backend::kReference, Backend::kCpu}) {
     for (int include : {0, 1}) {
       auto r = RunNode(MakeNode("AveragePool", 1, 1, Attrs({{"kernel_shape", Attribute::Ints({2, 2})},
                                                              {"pads", Attribute::Ints({1, 1, 1, 1})},
@@ -106,7 +106,7 @@ TEST(AveragePoolReference, CountIncludePad) {
 
 TEST(GlobalPools, HandComputed) {
   const Tensor x = Tensor::FromVector<float>({1, 2, 2, 2}, {1, 2, 3, 4, -1, -5, -2, -3});
-  for (Provider p : {Provider::kReference, Provider::kCpu}) {
+  for (Backend p : {Backend::kReference, Backend::kCpu}) {
     auto avg = RunNode(MakeNode("GlobalAveragePool", 1, 1), 17, {x}, p);
     auto mx = RunNode(MakeNode("GlobalMaxPool", 1, 1), 17, {x}, p);
     ASSERT_TRUE(avg.ok() && mx.ok());
@@ -162,7 +162,7 @@ TEST(PoolCpu, MatchesReference) {
     SCOPED_TRACE(c.op + " " + DimsToString(c.x) + " #" + std::to_string(seed));
     const Tensor x = RandomFloat(c.x, seed++);
     AttributeMap a = Attrs(c.attrs);
-    for (int threads : {1, 2}) ExpectCpuMatchesReference(MakeNode(c.op, 1, 1, a), {x}, 1e-5f, 1e-5f, 12, threads);
+    for (int threads : {1, 2}) ExpectBackendsMatchReference(MakeNode(c.op, 1, 1, a), {x}, 1e-5f, 1e-5f, 12, threads);
   }
 }
 
@@ -186,7 +186,7 @@ TEST(PoolCpu, EightBitMaxPoolMatchesReference) {
       const Tensor x = is_signed ? ::whittle::testing::RandomInt8(dims, seed++)
                                  : ::whittle::testing::RandomUInt8(dims, seed++);
       for (int threads : {1, 2}) {
-        const auto ref = ExpectCpuMatchesReference(MakeNode("MaxPool", 1, 1, attrs), {x}, 0.f, 0.f, 12, threads);
+        const auto ref = ExpectBackendsMatchReference(MakeNode("MaxPool", 1, 1, attrs), {x}, 0.f, 0.f, 12, threads);
         ASSERT_EQ(ref.size(), 1u);
         EXPECT_EQ(ref[0].dtype(), x.dtype());
       }
@@ -196,10 +196,10 @@ TEST(PoolCpu, EightBitMaxPoolMatchesReference) {
 
 TEST(PoolCpu, RejectsWindowLargerThanInput) {
   auto r = RunNode(MakeNode("MaxPool", 1, 1, Attrs({{"kernel_shape", Attribute::Ints({4, 4})}})), 12,
-                   {RandomFloat({1, 1, 3, 3}, 1)}, Provider::kCpu);
+                   {RandomFloat({1, 1, 3, 3}, 1)}, Backend::kCpu);
   EXPECT_FALSE(r.ok());
   r = RunNode(MakeNode("AveragePool", 1, 1, Attrs({{"kernel_shape", Attribute::Ints({2, 2})}})), 12,
-              {RandomFloat({1, 3}, 1)}, Provider::kCpu);
+              {RandomFloat({1, 3}, 1)}, Backend::kCpu);
   EXPECT_FALSE(r.ok());
 }
 

@@ -12,7 +12,7 @@
 namespace whittle {
 namespace {
 
-using ::whittle::testing::ExpectCpuMatchesReference;
+using ::whittle::testing::ExpectBackendsMatchReference;
 using ::whittle::testing::MakeNode;
 using ::whittle::testing::RandomFloat;
 using ::whittle::testing::RandomInt8;
@@ -28,7 +28,7 @@ AttributeMap Axis(int64_t a) {
 Tensor F(const Dims& dims, std::vector<float> v) { return Tensor::FromVector<float>(dims, v); }
 
 std::vector<Tensor> Both(const Node& n, const std::vector<Tensor>& in, int opset = 13) {
-  return ExpectCpuMatchesReference(n, in, 0.f, 0.f, opset);
+  return ExpectBackendsMatchReference(n, in, 0.f, 0.f, opset);
 }
 
 TEST(QuantKernelsTest, QuantizeOnnxExample) {
@@ -124,7 +124,7 @@ TEST(QuantKernelsTest, CpuBitIdenticalOnLargeTensors) {
 
 TEST(QuantKernelsTest, KernelRejectsBadParameters) {
   Tensor x = F({2}, {1, 2});
-  for (Provider p : {Provider::kReference, Provider::kCpu}) {
+  for (Backend p : {Backend::kReference, Backend::kCpu}) {
     auto r = RunNode(MakeNode("QuantizeLinear", 2, 1), 13, {x, Tensor::Scalar<float>(0.f)}, p);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find("test_QuantizeLinear"), std::string::npos) << r.status().message();

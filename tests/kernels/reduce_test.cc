@@ -9,7 +9,7 @@
 namespace whittle {
 namespace {
 
-using testing::ExpectCpuMatchesReference;
+using testing::ExpectBackendsMatchReference;
 using testing::MakeNode;
 using testing::RandomFloat;
 
@@ -24,7 +24,7 @@ void ExpectValues(const Tensor& t, const Dims& dims, const std::vector<T>& want,
 }
 
 Tensor RunBoth(const Node& node, const std::vector<Tensor>& inputs, int opset = 17) {
-  auto outs = ExpectCpuMatchesReference(node, inputs, 1e-6f, 1e-6f, opset);
+  auto outs = ExpectBackendsMatchReference(node, inputs, 1e-6f, 1e-6f, opset);
   EXPECT_FALSE(outs.empty());
   return outs.empty() ? Tensor() : outs[0];
 }
@@ -87,7 +87,7 @@ TEST(ReduceKernelsTest, ReduceSumAxesInput) {
   AttributeMap noop;
   noop.Set("noop_with_empty_axes", Attribute::Int(1));
   ExpectValues<float>(RunBoth(MakeNode("ReduceSum", 2, 1, noop), {x, empty}, 13), {2, 2}, {1, 2, 3, 4});
-  auto bad = RunNode(MakeNode("ReduceSum", 2, 1), 13, {x, Tensor::FromVector<int64_t>({1}, {2})}, Provider::kCpu);
+  auto bad = RunNode(MakeNode("ReduceSum", 2, 1), 13, {x, Tensor::FromVector<int64_t>({1}, {2})}, Backend::kCpu);
   EXPECT_FALSE(bad.ok());
 }
 
@@ -125,7 +125,7 @@ TEST(ReduceKernelsTest, SoftmaxAxisSemanticsDependOnOpset) {
   // Opset 13: along axis 1 only, pairing (1, 3) and (2, 4).
   const float p = 1 / (1 + std::exp(2.f));
   ExpectValues<float>(RunBoth(MakeNode("Softmax", 1, 1, Axis(1)), {x}, 13), {1, 2, 2}, {p, p, 1 - p, 1 - p});
-  auto bad = RunNode(MakeNode("Softmax", 1, 1, Axis(3)), 13, {x}, Provider::kCpu);
+  auto bad = RunNode(MakeNode("Softmax", 1, 1, Axis(3)), 13, {x}, Backend::kCpu);
   EXPECT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("out of range"), std::string::npos) << bad.status().message();
 }
@@ -139,14 +139,14 @@ TEST(ReduceKernelsTest, CpuMatchesReferenceOnReductions) {
     for (const auto& axes : axes_cases) {
       for (int keep : {0, 1}) {
         SCOPED_TRACE(std::string(op) + " axes " + DimsToString(axes) + " keepdims " + std::to_string(keep));
-        ExpectCpuMatchesReference(MakeNode(op, 1, 1, Axes(axes, keep)), {small}, 1e-5f, 1e-5f, 11);
+        ExpectBackendsMatchReference(MakeNode(op, 1, 1, Axes(axes, keep)), {small}, 1e-5f, 1e-5f, 11);
         if (std::string(op) != "ReduceProd")
-          ExpectCpuMatchesReference(MakeNode(op, 1, 1, Axes(axes, keep)), {big}, 1e-4f, 1e-4f, 11);
+          ExpectBackendsMatchReference(MakeNode(op, 1, 1, Axes(axes, keep)), {big}, 1e-4f, 1e-4f, 11);
       }
     }
   }
   const Tensor pos = RandomFloat({64, 32, 40}, 13, 0.1f, 1.f);
-  ExpectCpuMatchesReference(MakeNode("ReduceLogSum", 1, 1, Axes({1}, 1)), {pos}, 1e-5f, 1e-5f, 11);
+  ExpectBackendsMatchReference(MakeNode("ReduceLogSum", 1, 1, Axes({1}, 1)), {pos}, 1e-5f, 1e-5f, 11);
 }
 
 TEST(ReduceKernelsTest, CpuMatchesReferenceOnSoftmax) {
@@ -155,11 +155,11 @@ TEST(ReduceKernelsTest, CpuMatchesReferenceOnSoftmax) {
   const Tensor wide = RandomFloat({16, 80, 64}, 23, -3.f, 3.f);  // strided axis, threaded blocks
   for (const char* op : {"Softmax", "LogSoftmax", "Hardmax"}) {
     SCOPED_TRACE(op);
-    ExpectCpuMatchesReference(MakeNode(op, 1, 1), {logits}, 1e-6f, 1e-5f);
-    ExpectCpuMatchesReference(MakeNode(op, 1, 1, Axis(1)), {wide}, 1e-6f, 1e-5f);
+    ExpectBackendsMatchReference(MakeNode(op, 1, 1), {logits}, 1e-6f, 1e-5f);
+    ExpectBackendsMatchReference(MakeNode(op, 1, 1, Axis(1)), {wide}, 1e-6f, 1e-5f);
     for (int axis : {0, 1, 2, -1}) {
-      ExpectCpuMatchesReference(MakeNode(op, 1, 1, Axis(axis)), {cube}, 1e-6f, 1e-5f, 13);
-      ExpectCpuMatchesReference(MakeNode(op, 1, 1, Axis(axis)), {cube}, 1e-6f, 1e-5f, 11);
+      ExpectBackendsMatchReference(MakeNode(op, 1, 1, Axis(axis)), {cube}, 1e-6f, 1e-5f, 13);
+      ExpectBackendsMatchReference(MakeNode(op, 1, 1, Axis(axis)), {cube}, 1e-6f, 1e-5f, 11);
     }
   }
 }

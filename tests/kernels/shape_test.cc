@@ -10,7 +10,7 @@
 namespace whittle {
 namespace {
 
-using ::whittle::testing::ExpectCpuMatchesReference;
+using ::whittle::testing::ExpectBackendsMatchReference;
 using ::whittle::testing::MakeNode;
 using ::whittle::testing::TensorsClose;
 
@@ -22,7 +22,7 @@ AttributeMap Attrs(std::initializer_list<std::pair<const std::string, Attribute>
 
 Tensor I64(std::vector<int64_t> v) { return Tensor::FromVector<int64_t>({static_cast<int64_t>(v.size())}, v); }
 
-std::vector<Tensor> RunRef(const Node& n, int opset, const std::vector<Tensor>& in, Provider p = Provider::kReference) {
+std::vector<Tensor> RunRef(const Node& n, int opset, const std::vector<Tensor>& in, Backend p = Backend::kReference) {
   auto r = RunNode(n, opset, in, p);
   EXPECT_TRUE(r.ok()) << r.status().message();
   return r.ok() ? *r : std::vector<Tensor>();
@@ -30,7 +30,7 @@ std::vector<Tensor> RunRef(const Node& n, int opset, const std::vector<Tensor>& 
 
 TEST(ShapeKernelsTest, ReshapeAliasesInput) {
   Tensor x = Tensor::FromVector<int64_t>({2, 3}, {1, 2, 3, 4, 5, 6});
-  for (Provider p : {Provider::kReference, Provider::kCpu}) {
+  for (Backend p : {Backend::kReference, Backend::kCpu}) {
     auto out = RunRef(MakeNode("Reshape", 2, 1), 14, {x, I64({3, -1})}, p);
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].dims(), (Dims{3, 2}));
@@ -41,7 +41,7 @@ TEST(ShapeKernelsTest, ReshapeAliasesInput) {
 
 TEST(ShapeKernelsTest, ReshapeElementCountMismatchIsAnError) {
   Tensor x = Tensor::FromVector<float>({2, 3}, {1, 2, 3, 4, 5, 6});
-  auto r = RunNode(MakeNode("Reshape", 2, 1), 14, {x, I64({4, 2})}, Provider::kCpu);
+  auto r = RunNode(MakeNode("Reshape", 2, 1), 14, {x, I64({4, 2})}, Backend::kCpu);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("elements"), std::string::npos) << r.status().message();
 }
@@ -65,7 +65,7 @@ TEST(ShapeKernelsTest, DropoutInference) {
   Tensor x = Tensor::FromVector<float>({2, 2}, {1, -2, 3, -4});
   auto y = RunRef(MakeNode("Dropout", 1, 1), 13, {x});
   EXPECT_TRUE(TensorsClose(y[0], x));
-  auto ym = ExpectCpuMatchesReference(MakeNode("Dropout", 2, 2), {x, Tensor::Scalar<float>(0.5f)}, 0, 0, 13);
+  auto ym = ExpectBackendsMatchReference(MakeNode("Dropout", 2, 2), {x, Tensor::Scalar<float>(0.5f)}, 0, 0, 13);
   ASSERT_EQ(ym.size(), 2u);
   EXPECT_TRUE(TensorsClose(ym[0], x));
   EXPECT_TRUE(TensorsClose(ym[1], Tensor::FromVector<bool>({2, 2}, {true, true, true, true})));
@@ -81,7 +81,7 @@ TEST(ShapeKernelsTest, DropoutTrainingIsUnimplemented) {
   Tensor x = Tensor::FromVector<float>({2}, {1, 2});
   Node n = MakeNode("Dropout", 3, 1);
   for (bool as_const : {false, true}) {
-    auto r = RunNode(n, 13, {x, Tensor::Scalar<float>(0.5f), Tensor::Scalar<bool>(true)}, Provider::kCpu, 1, as_const);
+    auto r = RunNode(n, 13, {x, Tensor::Scalar<float>(0.5f), Tensor::Scalar<bool>(true)}, Backend::kCpu, 1, as_const);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented) << r.status().message();
   }
@@ -93,7 +93,7 @@ TEST(ShapeKernelsTest, ShapeWithStartEnd) {
   EXPECT_TRUE(TensorsClose(all[0], I64({3, 4, 5})));
   auto mid = RunRef(MakeNode("Shape", 1, 1, Attrs({{"start", Attribute::Int(-2)}, {"end", Attribute::Int(-1)}})), 15, {x});
   EXPECT_TRUE(TensorsClose(mid[0], I64({4})));
-  auto tail = ExpectCpuMatchesReference(MakeNode("Shape", 1, 1, Attrs({{"start", Attribute::Int(1)}})), {x}, 0, 0, 15);
+  auto tail = ExpectBackendsMatchReference(MakeNode("Shape", 1, 1, Attrs({{"start", Attribute::Int(1)}})), {x}, 0, 0, 15);
   EXPECT_TRUE(TensorsClose(tail[0], I64({4, 5})));
 }
 
@@ -103,7 +103,7 @@ TEST(ShapeKernelsTest, Constant) {
   auto i = RunRef(MakeNode("Constant", 0, 1, Attrs({{"value_int", Attribute::Int(-7)}})), 13, {});
   EXPECT_TRUE(TensorsClose(i[0], Tensor::Scalar<int64_t>(-7)));
   Tensor v = Tensor::FromVector<int8_t>({2, 2}, {1, -2, 3, -4});
-  auto t = ExpectCpuMatchesReference(MakeNode("Constant", 0, 1, Attrs({{"value", Attribute::TensorValue(v)}})), {}, 0,
+  auto t = ExpectBackendsMatchReference(MakeNode("Constant", 0, 1, Attrs({{"value", Attribute::TensorValue(v)}})), {}, 0,
                                      0, 13);
   EXPECT_TRUE(TensorsClose(t[0], v));
   EXPECT_NE(t[0].buffer(), v.buffer());  // the output is a copy the caller may write
@@ -114,7 +114,7 @@ TEST(ShapeKernelsTest, ConstantOfShape) {
   EXPECT_TRUE(TensorsClose(z[0], Tensor::FromVector<float>({2, 2}, {0, 0, 0, 0})));
   Node n = MakeNode("ConstantOfShape", 1, 1,
                     Attrs({{"value", Attribute::TensorValue(Tensor::FromVector<int32_t>({1}, {5}))}}));
-  auto f = ExpectCpuMatchesReference(n, {I64({3})}, 0, 0, 9);
+  auto f = ExpectBackendsMatchReference(n, {I64({3})}, 0, 0, 9);
   EXPECT_TRUE(TensorsClose(f[0], Tensor::FromVector<int32_t>({3}, {5, 5, 5})));
   auto empty = RunRef(n, 9, {I64({0})});
   EXPECT_EQ(empty[0].dims(), (Dims{0}));

@@ -12,7 +12,7 @@
 namespace whittle {
 namespace {
 
-using ::whittle::testing::ExpectCpuMatchesReference;
+using ::whittle::testing::ExpectBackendsMatchReference;
 using ::whittle::testing::MakeNode;
 using ::whittle::testing::RandomFloat;
 using ::whittle::testing::RandomInt64;
@@ -38,7 +38,7 @@ Tensor F(const Dims& dims, std::vector<float> v) { return Tensor::FromVector<flo
 
 // Reference outputs, also checked against the CPU kernels.
 std::vector<Tensor> Both(const Node& n, const std::vector<Tensor>& in, int opset = 13) {
-  return ExpectCpuMatchesReference(n, in, 0.f, 0.f, opset);
+  return ExpectBackendsMatchReference(n, in, 0.f, 0.f, opset);
 }
 
 TEST(TensorKernelsTest, TransposeHandComputed) {
@@ -148,7 +148,7 @@ TEST(TensorKernelsTest, GatherNegativeIndices) {
 }
 
 TEST(TensorKernelsTest, GatherIndexOutOfRangeIsComputeError) {
-  for (Provider p : {Provider::kReference, Provider::kCpu}) {
+  for (Backend p : {Backend::kReference, Backend::kCpu}) {
     auto r = RunNode(MakeNode("Gather", 2, 1), 13, {Iota({5}), I64({1, 5})}, p);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);

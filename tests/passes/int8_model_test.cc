@@ -9,7 +9,7 @@
 #include "lib/onnx/model_io.h"
 #include "passes/accuracy_probe.h"
 #include "passes/cost.h"
-#include "runtime/session.h"
+#include "whittle/session.h"
 #include "tests/passes/pass_test_util.h"
 
 namespace whittle {

@@ -11,7 +11,7 @@
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
 #include "passes/quantize/calibration.h"
-#include "runtime/session.h"
+#include "whittle/session.h"
 #include "tests/passes/svd_test_util.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/scratch_dir.h"

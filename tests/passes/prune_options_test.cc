@@ -10,7 +10,7 @@
 #include "passes/pass_manager.h"
 #include "passes/prune/prune_pass.h"
 #include "runtime/evaluate.h"
-#include "runtime/session.h"
+#include "whittle/session.h"
 #include "tests/passes/pass_test_util.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/scratch_dir.h"

@@ -10,7 +10,7 @@
 #include "passes/cost.h"
 #include "passes/pass_manager.h"
 #include "passes/prune/prune_pass.h"
-#include "runtime/session.h"
+#include "whittle/session.h"
 #include "tests/passes/pass_test_util.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"

@@ -13,7 +13,7 @@
 
 #include "lib/ir/graph.h"
 #include "tests/passes/pass_test_util.h"
-#include "runtime/session.h"
+#include "whittle/session.h"
 
 namespace whittle::testing {
 

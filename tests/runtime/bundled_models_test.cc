@@ -8,7 +8,7 @@
 #include "lib/data/dataset.h"
 #include "lib/data/npy.h"
 #include "runtime/evaluate.h"
-#include "runtime/session.h"
+#include "whittle/session.h"
 #include "tests/util/test_util.h"
 
 namespace whittle {

@@ -1,4 +1,4 @@
-#include "runtime/whittle_c.h"
+#include "whittle/whittle_c.h"
 
 #include <gtest/gtest.h>
 

@@ -13,7 +13,7 @@
 
 #include "lib/ops/op_def.h"
 #include "runtime/optimizer.h"
-#include "runtime/session.h"
+#include "whittle/session.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"
 
@@ -87,7 +87,7 @@ struct Compared {
 Compared RunBoth(const Graph& g, const std::map<std::string, Tensor>& inputs) {
   Compared c;
   auto fused = Session::FromGraph(g, {.optimize = true});
-  auto emu = Session::FromGraph(g, {.provider = Provider::kReference, .optimize = false});
+  auto emu = Session::FromGraph(g, {.backend = Backend::kReference, .optimize = false});
   EXPECT_TRUE(fused.ok()) << fused.status().message();
   EXPECT_TRUE(emu.ok()) << emu.status().message();
   if (!fused.ok() || !emu.ok()) return c;

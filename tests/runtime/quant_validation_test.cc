@@ -11,7 +11,7 @@
 #include <string>
 
 #include "lib/onnx/model_io.h"
-#include "runtime/session.h"
+#include "whittle/session.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/run_command.h"
 #include "tests/util/scratch_dir.h"

@@ -1,4 +1,4 @@
-#include "runtime/session.h"
+#include "whittle/session.h"
 
 #include <gtest/gtest.h>
 
@@ -60,7 +60,7 @@ TEST(SessionTest, OptimizedCpuMatchesUnoptimizedReference) {
   SessionOptions fast;
   fast.num_threads = 2;
   SessionOptions ref;
-  ref.provider = Provider::kReference;
+  ref.backend = Backend::kReference;
   ref.optimize = false;
   auto a = RunOnce(MakeMlp(), fast, x);
   auto b = RunOnce(MakeMlp(), ref, x);
@@ -81,7 +81,7 @@ TEST(SessionTest, FoldsConvBatchNormAndFusesRelu) {
   EXPECT_EQ((*s)->graph().nodes()[0].attrs.GetString("_activation", ""), "Relu");
   Tensor x = RandomFloat({2, 3, 12, 12}, 9);
   SessionOptions ref;
-  ref.provider = Provider::kReference;
+  ref.backend = Backend::kReference;
   ref.optimize = false;
   auto want = RunOnce(MakeConvBnRelu(), ref, x);
   auto got = (*s)->Run({{"x", x}});

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "lib/data/npy.h"
-#include "runtime/session.h"
+#include "whittle/session.h"
 #include "tests/util/run_command.h"
 #include "tests/util/scratch_dir.h"
 #include "tests/util/test_util.h"

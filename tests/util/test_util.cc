@@ -92,19 +92,24 @@ Node MakeNode(const std::string& op_type, int num_inputs, int num_outputs, Attri
   return n;
 }
 
-std::vector<Tensor> ExpectCpuMatchesReference(const Node& node, const std::vector<Tensor>& inputs, float atol,
-                                              float rtol, int opset, int threads) {
+std::vector<Tensor> ExpectBackendsMatchReference(const Node& node, const std::vector<Tensor>& inputs, float atol,
+                                                 float rtol, int opset, int threads, bool inputs_const) {
   Node n = node;
   for (size_t i = 0; i < inputs.size() && i < n.inputs.size(); ++i)
     if (!inputs[i].defined()) n.inputs[i] = -1;
-  auto ref = RunNode(n, opset, inputs, Provider::kReference, 1);
+  auto ref = RunNode(n, opset, inputs, Backend::kReference, 1, inputs_const);
   EXPECT_TRUE(ref.ok()) << ref.status().message();
-  auto cpu = RunNode(n, opset, inputs, Provider::kCpu, threads);
-  EXPECT_TRUE(cpu.ok()) << cpu.status().message();
-  if (!ref.ok() || !cpu.ok()) return {};
-  for (size_t i = 0; i < ref->size(); ++i) {
-    if (!(*ref)[i].defined()) continue;
-    EXPECT_TRUE(TensorsClose((*cpu)[i], (*ref)[i], atol, rtol)) << node.op_type << " output " << i;
+  if (!ref.ok()) return {};
+  for (Backend b : BuiltBackends()) {
+    if (b == Backend::kReference) continue;
+    auto got = RunNode(n, opset, inputs, b, threads, inputs_const);
+    EXPECT_TRUE(got.ok()) << BackendName(b) << ": " << got.status().message();
+    if (!got.ok()) continue;
+    for (size_t i = 0; i < ref->size(); ++i) {
+      if (!(*ref)[i].defined()) continue;
+      EXPECT_TRUE(TensorsClose((*got)[i], (*ref)[i], atol, rtol))
+          << node.op_type << " output " << i << " on backend " << BackendName(b);
+    }
   }
   return *ref;
 }

@@ -1,5 +1,5 @@
 // Helpers shared by the test suites: deterministic random tensors, closeness checks, and
-// running a single node with the reference and the CPU kernels.
+// running a single node on every built backend against the reference.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -31,10 +31,12 @@ float MaxAbsDiff(const Tensor& a, const Tensor& b);
 Node MakeNode(const std::string& op_type, int num_inputs, int num_outputs, AttributeMap attrs = {},
               const std::string& domain = "");
 
-// Runs node with the reference and the CPU provider and expects close outputs; returns the
-// reference outputs. opset defaults to 17.
-std::vector<Tensor> ExpectCpuMatchesReference(const Node& node, const std::vector<Tensor>& inputs,
-                                              float atol = 1e-5f, float rtol = 1e-5f, int opset = 17,
-                                              int threads = 2);
+// The one cross-backend check: runs node on the reference backend and on every other built
+// backend (BuiltBackends(): the CPU one, CUDA when built) and expects close outputs; returns the
+// reference outputs. opset defaults to 17; inputs_const hands the inputs to the kernel factories
+// as constants (the prepacking path).
+std::vector<Tensor> ExpectBackendsMatchReference(const Node& node, const std::vector<Tensor>& inputs,
+                                                 float atol = 1e-5f, float rtol = 1e-5f, int opset = 17,
+                                                 int threads = 2, bool inputs_const = false);
 
 }  // namespace whittle::testing

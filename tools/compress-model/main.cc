@@ -29,7 +29,7 @@
 #include "passes/pass_registry.h"
 #include "passes/report/report.h"
 #include "runtime/evaluate.h"
-#include "runtime/session.h"
+#include "whittle/session.h"
 #include "tools/compress-model/progress.h"
 
 namespace {

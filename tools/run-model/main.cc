@@ -17,7 +17,7 @@
 #include "lib/data/dataset.h"
 #include "lib/data/npy.h"
 #include "runtime/evaluate.h"
-#include "runtime/session.h"
+#include "whittle/session.h"
 
 namespace {
 
@@ -102,8 +102,9 @@ int main(int argc, char** argv) {
 
   whittle::SessionOptions so;
   so.num_threads = threads;
-  so.provider = provider == "reference" ? whittle::Provider::kReference : whittle::Provider::kCpu;
-  so.device = device == "cuda" ? whittle::Device::kCuda : whittle::Device::kCpu;
+  so.backend = device == "cuda"            ? whittle::Backend::kCuda
+               : provider == "reference" ? whittle::Backend::kReference
+                                         : whittle::Backend::kCpu;
   so.optimize = !no_optimize;
   auto session_or = whittle::Session::Load(model, so);
   if (!session_or.ok()) return Fail(session_or.status().message());

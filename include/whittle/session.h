@@ -18,11 +18,8 @@
 
 namespace whittle {
 
-enum class Device { kCpu = 0, kCuda = 1 };
-
 struct SessionOptions {
-  Device device = Device::kCpu;
-  Provider provider = Provider::kCpu;  // kReference runs the plain reference kernels
+  Backend backend = Backend::kCpu;  // kReference runs the plain reference kernels; kCuda needs a CUDA build
   int num_threads = 1;                 // intra-op threads; 0 = all hardware threads
   bool optimize = true;                // runtime rewrites (folding, fusion)
 };
