@@ -17,7 +17,6 @@ namespace {
 using reference::BinaryOp;
 using reference::UnaryOp;
 using ew::TypeSet;
-using KernelOr = StatusOr<std::unique_ptr<OpKernel>>;
 
 Status NeedInputs(const KernelContext& ctx, size_t n) {
   if (ctx.inputs.size() < n || ctx.outputs.empty() || !ctx.outputs[0]) return Internal("missing output");

@@ -74,24 +74,50 @@ class KernelRegistry {
 // Registers every kernel family (idempotent, thread-safe).
 void RegisterAllKernels();
 
+using KernelOr = StatusOr<std::unique_ptr<OpKernel>>;
+
 // A family's compute functions per backend. Fns is the family's struct of function pointers
 // (e.g. struct NormFns { MakeBatchNormFn batch_norm; ... }); each backend folder defines one
-// instance, and the family's glue lists them, one row per backend. Pick returns the requested
-// backend's function, or the reference backend's where that one is absent (null).
+// instance, and the family's glue lists them, one row per backend:
+//   const BackendTable<NormFns> kNorm{{Backend::kReference, &reference::kNormFns},
+//                                     {Backend::kCpu, &cpu::kNormFns}};
+// Pick returns the requested backend's function, or the reference backend's where that one is
+// absent (null). Make calls a kernel-building member with args; where the backend's builder is
+// absent or returns a null kernel ("not for these dtypes/attributes"), the reference builds it.
 template <class Fns>
 class BackendTable {
  public:
   BackendTable(std::initializer_list<std::pair<Backend, const Fns*>> rows) : rows_(rows) {}
+
   template <class F>
   F Pick(Backend b, F Fns::*member) const {
     for (const auto& [backend, fns] : rows_)
       if (backend == b && fns && fns->*member) return fns->*member;
-    for (const auto& [backend, fns] : rows_)
-      if (backend == Backend::kReference) return fns->*member;
-    return nullptr;
+    return Reference(member);
+  }
+
+  template <class F, class... Args>
+  KernelOr Make(Backend b, F Fns::*member, Args&&... args) const {
+    if (b != Backend::kReference) {
+      F f = Pick(b, member);
+      if (f && f != Reference(member)) {
+        KernelOr k = f(args...);
+        if (!k.ok() || *k) return k;
+      }
+    }
+    F ref = Reference(member);
+    if (!ref) return Unimplemented(std::string("no reference kernel for ") + BackendName(b));
+    return ref(args...);
   }
 
  private:
+  template <class F>
+  F Reference(F Fns::*member) const {
+    for (const auto& [backend, fns] : rows_)
+      if (backend == Backend::kReference && fns) return fns->*member;
+    return nullptr;
+  }
+
   std::vector<std::pair<Backend, const Fns*>> rows_;
 };
 

@@ -17,7 +17,6 @@ namespace {
 using reference::ReduceOp;
 using reference::SoftmaxOp;
 using ew::TypeSet;
-using KernelOr = StatusOr<std::unique_ptr<OpKernel>>;
 
 Status NeedInput0(const KernelContext& ctx) {
   if (ctx.inputs.empty() || !ctx.inputs[0]) return InvalidArgument("required input 0 is missing");
