@@ -12,7 +12,7 @@ void RegisterLinearKernels(KernelRegistry& r);
 void RegisterNormKernels(KernelRegistry& r);
 void RegisterPoolKernels(KernelRegistry& r);
 void RegisterShapeKernels(KernelRegistry& r);
-void RegisterTensorKernels(KernelRegistry& r);
+void RegisterMovementKernels(KernelRegistry& r);
 void RegisterQuantKernels(KernelRegistry& r);
 void RegisterQLinearKernels(KernelRegistry& r);  // kernels/qlinear_kernels.cc
 void RegisterIndexKernels(KernelRegistry& r);
@@ -29,7 +29,7 @@ void RegisterAllKernels() {
     RegisterNormKernels(r);
     RegisterPoolKernels(r);
     RegisterShapeKernels(r);
-    RegisterTensorKernels(r);
+    RegisterMovementKernels(r);
     RegisterQuantKernels(r);
     RegisterQLinearKernels(r);
     RegisterIndexKernels(r);

@@ -5,7 +5,7 @@
 #include <string>
 #include <type_traits>
 
-#include "kernels/cpu/tensor.h"
+#include "kernels/cpu/movement.h"
 #include "kernels/reference/quant.h"
 
 namespace whittle {

@@ -5,7 +5,7 @@
 #include <numeric>
 #include <vector>
 
-#include "kernels/reference/tensor.h"
+#include "kernels/reference/movement.h"
 
 namespace whittle {
 namespace {

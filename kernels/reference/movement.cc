@@ -1,4 +1,4 @@
-#include "kernels/reference/tensor.h"
+#include "kernels/reference/movement.h"
 
 #include <algorithm>
 #include <cstring>

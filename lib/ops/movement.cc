@@ -482,7 +482,7 @@ Status InferRange(InferContext& ctx) {
 
 }  // namespace
 
-void RegisterTensorOps(OpRegistry& r) {
+void RegisterMovementOps(OpRegistry& r) {
   r.Register(OpDef{"", "Transpose", 1, 1, 1, 1, 1, {{"perm", AttrType::kInts}}, CheckTranspose, InferTranspose});
   r.Register(OpDef{"", "Concat", 4, 1, kMaxArity, 1, 1, {{"axis", AttrType::kInt, true}}, nullptr, InferConcat});
   r.Register(OpDef{"", "Split", 2, 1, 2, 1, kMaxArity, {{"axis", AttrType::kInt}, {"split", AttrType::kInts}},

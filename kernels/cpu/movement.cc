@@ -1,4 +1,4 @@
-#include "kernels/cpu/tensor.h"
+#include "kernels/cpu/movement.h"
 
 #include <cstring>
 #include <numeric>

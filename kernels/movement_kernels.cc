@@ -1,14 +1,14 @@
 // Kernels for the data-movement ops. Each factory reads the attributes once; Compute reads the
 // index inputs (starts, pads, axes ...) of the call, resolves them with the helpers of
-// kernels/reference/tensor.h and calls the reference or the CPU implementation. Tile and Range
+// kernels/reference/movement.h and calls the reference or the CPU implementation. Tile and Range
 // have no fast path: the CPU provider uses the reference kernels.
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/tensor.h"
+#include "kernels/cpu/movement.h"
 #include "kernels/kernel.h"
-#include "kernels/reference/tensor.h"
+#include "kernels/reference/movement.h"
 
 namespace whittle {
 namespace {
@@ -140,7 +140,7 @@ void RegisterOp(KernelRegistry& r, const std::string& op, Factory (*make)(const 
 
 }  // namespace
 
-void RegisterTensorKernels(KernelRegistry& r) {
+void RegisterMovementKernels(KernelRegistry& r) {
   RegisterOp(r, "Transpose", MakeTranspose);
   RegisterOp(r, "Concat", MakeConcat);
   RegisterOp(r, "Split", MakeSplit);
