@@ -9,7 +9,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/elementwise.h"
-#include "kernels/reference/elementwise_util.h"
+#include "kernels/common/dtype_dispatch.h"
 
 namespace whittle {
 namespace {

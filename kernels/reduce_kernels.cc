@@ -8,7 +8,7 @@
 
 #include "kernels/cpu/reduce.h"
 #include "kernels/kernel.h"
-#include "kernels/reference/elementwise_util.h"
+#include "kernels/common/dtype_dispatch.h"
 #include "kernels/reference/reduce.h"
 
 namespace whittle {
@@ -48,7 +48,7 @@ KernelOr MakeReduce(const KernelInit& init, ReduceOp op, bool fast) {
       }
       for (int i = 0; i < x.rank(); ++i) axes.push_back(i);
     }
-    WH_ASSIGN_OR_RETURN(std::vector<int64_t> norm, reference::NormalizeAxes(axes, x.rank()));
+    WH_ASSIGN_OR_RETURN(std::vector<int64_t> norm, NormalizeAxes(axes, x.rank()));
     return ew::RunWithHalfAsFloat(ctx, [op, fast, &norm](KernelContext& c) {
       return fast ? cpu::Reduce(op, *c.inputs[0], norm, *c.outputs[0], c.num_threads)
                   : reference::Reduce(op, *c.inputs[0], norm, *c.outputs[0]);

@@ -5,8 +5,9 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/reference/elementwise_scalar.h"
-#include "kernels/reference/elementwise_util.h"
+#include "kernels/common/broadcast.h"
+#include "kernels/common/dtype_dispatch.h"
+#include "kernels/common/elementwise_scalar.h"
 
 namespace whittle::cpu {
 

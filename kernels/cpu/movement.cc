@@ -3,6 +3,9 @@
 #include <cstring>
 #include <numeric>
 
+#include "kernels/common/broadcast.h"
+#include "kernels/common/dtype_dispatch.h"
+
 namespace whittle {
 namespace {
 

@@ -2,8 +2,9 @@
 
 #include <string>
 
-#include "kernels/reference/elementwise_scalar.h"
-#include "kernels/reference/elementwise_util.h"
+#include "kernels/common/broadcast.h"
+#include "kernels/common/dtype_dispatch.h"
+#include "kernels/common/elementwise_scalar.h"
 
 namespace whittle::reference {
 

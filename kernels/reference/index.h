@@ -8,42 +8,11 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/common/index.h"
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
 
 namespace whittle {
-
-// Calls fn(T{}) with T the C++ type of an arithmetic dtype (no float16); error otherwise.
-template <class Fn>
-Status DispatchArithmetic(DType dt, Fn&& fn) {
-  switch (dt) {
-    case DType::kFloat32:
-      return fn(float{});
-    case DType::kFloat64:
-      return fn(double{});
-    case DType::kInt8:
-      return fn(int8_t{});
-    case DType::kUInt8:
-      return fn(uint8_t{});
-    case DType::kInt16:
-      return fn(int16_t{});
-    case DType::kUInt16:
-      return fn(uint16_t{});
-    case DType::kInt32:
-      return fn(int32_t{});
-    case DType::kUInt32:
-      return fn(uint32_t{});
-    case DType::kInt64:
-      return fn(int64_t{});
-    case DType::kUInt64:
-      return fn(uint64_t{});
-    default:
-      return Unimplemented(std::string("unsupported element type ") + DTypeName(dt));
-  }
-}
-
-// Element i of an integer (or float) tensor as int64; used for index-like inputs.
-int64_t ReadIndexElement(const Tensor& t, int64_t i);
 
 Status SizeReference(const Tensor& in, Tensor* out);
 Status GatherElementsReference(const Tensor& data, const Tensor& indices, int64_t axis, Tensor* out);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/common/dtype_dispatch.h"
 #include "kernels/reference/index.h"
 
 namespace whittle {
