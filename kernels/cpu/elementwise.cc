@@ -310,4 +310,6 @@ Status Clip(const Tensor& x, const Tensor* lo, const Tensor* hi, std::optional<f
   return Status::Ok();
 }
 
+const reference::ElementwiseFns kElementwiseFns{Binary, Unary, Variadic, Clip, nullptr, nullptr};
+
 }  // namespace whittle::cpu

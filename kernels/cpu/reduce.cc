@@ -201,4 +201,6 @@ Status Softmax(SoftmaxOp op, const Tensor& x, int64_t axis, bool coerce_2d, Tens
   return Status::Ok();
 }
 
+const reference::ReduceFns kReduceFns{Reduce, nullptr, Softmax};
+
 }  // namespace whittle::cpu

@@ -74,4 +74,18 @@ Status DequantizeLinearReference(const Tensor& x, const Tensor& scale, const Ten
   return Status::Ok();
 }
 
+namespace reference {
+namespace {
+// The table's signature carries a thread budget that plain loops do not use.
+Status QuantizeRow(const Tensor& x, const Tensor& scale, const Tensor* zp, int64_t axis, Tensor* y, int) {
+  return QuantizeLinearReference(x, scale, zp, axis, y);
+}
+Status DequantizeRow(const Tensor& x, const Tensor& scale, const Tensor* zp, int64_t axis, Tensor* y, int) {
+  return DequantizeLinearReference(x, scale, zp, axis, y);
+}
+}  // namespace
+
+const QuantFns kQuantFns{QuantizeRow, DequantizeRow};
+}  // namespace reference
+
 }  // namespace whittle

@@ -18,4 +18,16 @@ Status QuantizeLinearReference(const Tensor& x, const Tensor& scale, const Tenso
 // x: uint8, int8 or int32; y: float32.
 Status DequantizeLinearReference(const Tensor& x, const Tensor& scale, const Tensor* zp, int64_t axis, Tensor* y);
 
+// The family's compute functions, one instance per backend (kernels/kernel.h BackendTable); a
+// null member means "use the reference's". `threads` is the intra-op budget a backend may use.
+using QuantizeLinearFn = Status (*)(const Tensor& x, const Tensor& scale, const Tensor* zp, int64_t axis, Tensor* y,
+                                    int threads);
+struct QuantFns {
+  QuantizeLinearFn quantize = nullptr;
+  QuantizeLinearFn dequantize = nullptr;
+};
+namespace reference {
+extern const QuantFns kQuantFns;
+}  // namespace reference
+
 }  // namespace whittle

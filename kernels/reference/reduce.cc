@@ -178,4 +178,19 @@ Status Softmax(SoftmaxOp op, const Tensor& x, int64_t axis, bool coerce_2d, Tens
   });
 }
 
+namespace {
+// The table's signature carries a thread budget that plain loops do not use.
+Status ReduceRow(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, Tensor& out, int) {
+  return Reduce(op, x, axes, out);
+}
+Status ArgReduceRow(bool is_max, const Tensor& x, int64_t axis, bool select_last, Tensor& out, int) {
+  return ArgReduce(is_max, x, axis, select_last, out);
+}
+Status SoftmaxRow(SoftmaxOp op, const Tensor& x, int64_t axis, bool coerce_2d, Tensor& out, int) {
+  return Softmax(op, x, axis, coerce_2d, out);
+}
+}  // namespace
+
+const ReduceFns kReduceFns{ReduceRow, ArgReduceRow, SoftmaxRow};
+
 }  // namespace whittle::reference

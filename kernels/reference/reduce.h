@@ -27,4 +27,16 @@ Status ArgReduce(bool is_max, const Tensor& x, int64_t axis, bool select_last, T
 enum class SoftmaxOp { kSoftmax, kLogSoftmax, kHardmax };
 Status Softmax(SoftmaxOp op, const Tensor& x, int64_t axis, bool coerce_2d, Tensor& out);
 
+// The family's compute functions, one instance per backend (kernels/kernel.h BackendTable); a
+// null member means "use the reference's". `threads` is the intra-op budget a backend may use.
+using ReduceFn = Status (*)(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, Tensor& out, int threads);
+using ArgReduceFn = Status (*)(bool is_max, const Tensor& x, int64_t axis, bool select_last, Tensor& out, int threads);
+using SoftmaxFn = Status (*)(SoftmaxOp op, const Tensor& x, int64_t axis, bool coerce_2d, Tensor& out, int threads);
+struct ReduceFns {
+  ReduceFn reduce = nullptr;
+  ArgReduceFn arg_reduce = nullptr;
+  SoftmaxFn softmax = nullptr;
+};
+extern const ReduceFns kReduceFns;
+
 }  // namespace whittle::reference
