@@ -413,4 +413,9 @@ Status PadCpu(const Tensor& in, const std::vector<int64_t>& pads, PadMode mode, 
   });
 }
 
+namespace cpu {
+const MovementFns kMovementFns{TransposeCpu, ConcatCpu, SplitCpu, SliceCpu, GatherCpu,
+                               ExpandCpu,    PadCpu,    nullptr,  nullptr};
+}  // namespace cpu
+
 }  // namespace whittle

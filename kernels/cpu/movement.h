@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/common/index.h"
+#include "kernels/reference/movement.h"
 
 namespace whittle {
 
@@ -37,5 +37,10 @@ Status GatherCpu(const Tensor& data, const Tensor& indices, int64_t axis, Tensor
 Status ExpandCpu(const Tensor& in, Tensor* out, int threads);
 Status PadCpu(const Tensor& in, const std::vector<int64_t>& pads, PadMode mode, uint64_t value_bits, Tensor* out,
               int threads);
+
+namespace cpu {
+// Tile and Range take the reference's (no fast path).
+extern const MovementFns kMovementFns;
+}  // namespace cpu
 
 }  // namespace whittle

@@ -226,4 +226,34 @@ Status RangeReference(const Tensor& start, const Tensor& delta, Tensor* out) {
   return Status::Ok();
 }
 
+namespace reference {
+namespace {
+// The table's signature carries a thread budget that plain loops do not use.
+Status TransposeRow(const Tensor& in, const std::vector<int64_t>& perm, Tensor* out, int) {
+  return TransposeReference(in, perm, out);
+}
+Status ConcatRow(const std::vector<const Tensor*>& ins, int64_t axis, Tensor* out, int) {
+  return ConcatReference(ins, axis, out);
+}
+Status SplitRow(const Tensor& in, int64_t axis, const std::vector<Tensor*>& outs, int) {
+  return SplitReference(in, axis, outs);
+}
+Status SliceRow(const Tensor& in, const SliceParams& p, Tensor* out, int) { return SliceReference(in, p, out); }
+Status GatherRow(const Tensor& data, const Tensor& indices, int64_t axis, Tensor* out, int) {
+  return GatherReference(data, indices, axis, out);
+}
+Status ExpandRow(const Tensor& in, Tensor* out, int) { return ExpandReference(in, out); }
+Status PadRow(const Tensor& in, const std::vector<int64_t>& pads, PadMode mode, uint64_t value_bits, Tensor* out, int) {
+  return PadReference(in, pads, mode, value_bits, out);
+}
+Status TileRow(const Tensor& in, Tensor* out, int) { return TileReference(in, out); }
+Status RangeRow(const Tensor& start, const Tensor& delta, Tensor* out, int) {
+  return RangeReference(start, delta, out);
+}
+}  // namespace
+
+const MovementFns kMovementFns{TransposeRow, ConcatRow, SplitRow, SliceRow, GatherRow,
+                               ExpandRow,    PadRow,    TileRow,  RangeRow};
+}  // namespace reference
+
 }  // namespace whittle
