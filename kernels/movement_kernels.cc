@@ -144,22 +144,18 @@ Factory MakeRange(const KernelInit& init) {
   });
 }
 
-void RegisterOp(KernelRegistry& r, const std::string& op, Factory (*make)(const KernelInit&)) {
-  r.Register("", op, make);
-}
-
 }  // namespace
 
 void RegisterMovementKernels(KernelRegistry& r) {
-  RegisterOp(r, "Transpose", MakeTranspose);
-  RegisterOp(r, "Concat", MakeConcat);
-  RegisterOp(r, "Split", MakeSplit);
-  RegisterOp(r, "Slice", MakeSlice);
-  RegisterOp(r, "Gather", MakeGather);
-  RegisterOp(r, "Expand", MakeExpand);
-  RegisterOp(r, "Pad", MakePad);
-  RegisterOp(r, "Tile", MakeTile);
-  RegisterOp(r, "Range", MakeRange);
+  r.Register("", "Transpose", MakeTranspose);
+  r.Register("", "Concat", MakeConcat);
+  r.Register("", "Split", MakeSplit);
+  r.Register("", "Slice", MakeSlice);
+  r.Register("", "Gather", MakeGather);
+  r.Register("", "Expand", MakeExpand);
+  r.Register("", "Pad", MakePad);
+  r.Register("", "Tile", MakeTile);
+  r.Register("", "Range", MakeRange);
 }
 
 }  // namespace whittle

@@ -352,4 +352,11 @@ Status ScatterNDReference(const Tensor& data, const Tensor& indices, const Tenso
   return DispatchArithmetic(data.dtype(), run);
 }
 
+namespace reference {
+const IndexFns kIndexFns{SizeReference,         GatherElementsReference, TriluReference,
+                         CumSumReference,       EyeLikeReference,        OneHotReference,
+                         DepthToSpaceReference, SpaceToDepthReference,   TopKReference,
+                         GatherNDReference,     ScatterElementsReference, ScatterNDReference};
+}  // namespace reference
+
 }  // namespace whittle

@@ -99,4 +99,8 @@ Status SoftmaxCrossEntropyReference(const Tensor& scores, const Tensor& labels, 
   });
 }
 
+namespace reference {
+const LossFns kLossFns{NllLossReference, SoftmaxCrossEntropyReference};
+}  // namespace reference
+
 }  // namespace whittle
