@@ -16,6 +16,19 @@ bool NextIndex(std::vector<int64_t>& idx, const Dims& dims) {
   return false;
 }
 
+StatusOr<std::vector<int64_t>> ExpandStrides(const Dims& in, const Dims& out) {
+  const int r = static_cast<int>(out.size()), ir = static_cast<int>(in.size());
+  const std::vector<int64_t> is = StridesOf(in);
+  std::vector<int64_t> bstride(static_cast<size_t>(r), 0);  // 0 on broadcast axes
+  for (int k = 0; k < ir; ++k) {
+    const size_t ik = static_cast<size_t>(k), ok = static_cast<size_t>(k + r - ir);
+    if (in[ik] == out[ok]) bstride[ok] = in[ik] == 1 ? 0 : is[ik];
+    else if (in[ik] != 1)
+      return Internal("Expand input " + DimsToString(in) + " does not broadcast to " + DimsToString(out));
+  }
+  return bstride;
+}
+
 namespace ew {
 
 StatusOr<std::vector<int64_t>> BroadcastStrides(const Tensor& in, const Dims& out_dims) {

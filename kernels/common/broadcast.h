@@ -17,6 +17,11 @@ std::vector<int64_t> StridesOf(const Dims& dims);
 // Advances a row-major multi-index over dims; false once it wraps around.
 bool NextIndex(std::vector<int64_t>& idx, const Dims& dims);
 
+// Element strides of an input of dims `in` broadcast to `out` (Expand: rank(in) <= rank(out),
+// checked by the caller), 0 on broadcast axes; an Internal error when the dims do not broadcast
+// (shape inference has already agreed on them).
+StatusOr<std::vector<int64_t>> ExpandStrides(const Dims& in, const Dims& out);
+
 namespace ew {
 
 // Element strides of `in` broadcast (numpy rules) to out_dims: 0 along broadcast axes.

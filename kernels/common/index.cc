@@ -150,6 +150,21 @@ StatusOr<uint64_t> PadValueBits(float value, DType dtype) {
   }
 }
 
+StatusOr<std::vector<int64_t>> ResolveGatherIndices(const Tensor& indices, int64_t axis, int64_t d) {
+  if (indices.dtype() != DType::kInt32 && indices.dtype() != DType::kInt64)
+    return InvalidArgument("Gather indices must be int32 or int64");
+  const int64_t n = indices.numel();
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = indices.dtype() == DType::kInt64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
+    if (v < -d || v >= d)
+      return OutOfRange("Gather index " + std::to_string(v) + " at position " + std::to_string(i) +
+                        " is out of range for axis " + std::to_string(axis) + " of size " + std::to_string(d));
+    idx[static_cast<size_t>(i)] = v < 0 ? v + d : v;
+  }
+  return idx;
+}
+
 int64_t ReadIndexElement(const Tensor& t, int64_t i) {
   const size_t k = static_cast<size_t>(i);
   switch (t.dtype()) {

@@ -33,6 +33,10 @@ int64_t PadSourceIndex(int64_t o, int64_t pad_begin, int64_t d, PadMode mode);
 // Element bytes of a float pad value converted to dtype (opset < 11 'value' attribute).
 StatusOr<uint64_t> PadValueBits(float value, DType dtype);
 
+// Gather's indices (int32 or int64) checked against an axis of size d and made non-negative;
+// an index outside [-d, d) is an OutOfRange error naming its position.
+StatusOr<std::vector<int64_t>> ResolveGatherIndices(const Tensor& indices, int64_t axis, int64_t d);
+
 // Element i of an integer (or float) tensor as int64; used for index-like inputs.
 int64_t ReadIndexElement(const Tensor& t, int64_t i);
 

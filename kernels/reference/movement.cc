@@ -8,9 +8,11 @@
 #include <limits>
 
 namespace whittle {
-
-Status TransposeReference(const Tensor& in, const std::vector<int64_t>& perm, Tensor* out) {
-  const std::vector<int64_t> is = StridesOf(in.dims());
+namespace {
+// out[o] = in[source(idx)] for every row-major multi-index idx of out's dims: the one loop of
+// the ops that only reorder elements (Transpose, Slice, Expand, Tile).
+template <class Source>
+Status CopyFromSource(const Tensor& in, Tensor* out, Source source) {
   return DispatchByElementSize(DTypeSize(in.dtype()), [&](auto e) -> Status {
     using E = decltype(e);
     const E* src = static_cast<const E*>(in.raw_data());
@@ -19,13 +21,37 @@ Status TransposeReference(const Tensor& in, const std::vector<int64_t>& perm, Te
     std::vector<int64_t> idx(out->dims().size(), 0);
     int64_t o = 0;
     do {
-      int64_t off = 0;
-      for (size_t k = 0; k < idx.size(); ++k) off += idx[k] * is[static_cast<size_t>(perm[k])];
-      dst[o++] = src[off];
+      dst[o++] = src[source(idx)];
     } while (NextIndex(idx, out->dims()));
     return Status::Ok();
   });
 }
+}  // namespace
+
+Status TransposeReference(const Tensor& in, const std::vector<int64_t>& perm, Tensor* out) {
+  const std::vector<int64_t> is = StridesOf(in.dims());
+  return CopyFromSource(in, out, [&](const std::vector<int64_t>& idx) {
+    int64_t off = 0;
+    for (size_t k = 0; k < idx.size(); ++k) off += idx[k] * is[static_cast<size_t>(perm[k])];
+    return off;
+  });
+}
+
+namespace {
+// Calls f(i, off) for every element of a block of dims `part` that sits at `offset` along axis
+// inside a tensor of row-major strides ws: i is the block's flat index, off the tensor's.
+template <class F>
+void ForEachInBlock(const Dims& part, const std::vector<int64_t>& ws, int64_t axis, int64_t offset, F f) {
+  std::vector<int64_t> idx(part.size(), 0);
+  int64_t i = 0;
+  do {
+    int64_t off = 0;
+    for (size_t k = 0; k < idx.size(); ++k)
+      off += (idx[k] + (static_cast<int64_t>(k) == axis ? offset : 0)) * ws[k];
+    f(i++, off);
+  } while (NextIndex(idx, part));
+}
+}  // namespace
 
 Status ConcatReference(const std::vector<const Tensor*>& ins, int64_t axis, Tensor* out) {
   const std::vector<int64_t> os = StridesOf(out->dims());
@@ -35,16 +61,8 @@ Status ConcatReference(const std::vector<const Tensor*>& ins, int64_t axis, Tens
     int64_t offset = 0;  // position of this input along axis
     for (const Tensor* t : ins) {
       const E* src = static_cast<const E*>(t->raw_data());
-      if (t->numel() > 0) {
-        std::vector<int64_t> idx(t->dims().size(), 0);
-        int64_t i = 0;
-        do {
-          int64_t off = 0;
-          for (size_t k = 0; k < idx.size(); ++k)
-            off += (idx[k] + (static_cast<int64_t>(k) == axis ? offset : 0)) * os[k];
-          dst[off] = src[i++];
-        } while (NextIndex(idx, t->dims()));
-      }
+      if (t->numel() > 0)
+        ForEachInBlock(t->dims(), os, axis, offset, [&](int64_t i, int64_t off) { dst[off] = src[i]; });
       offset += t->dim(static_cast<int>(axis));
     }
     return Status::Ok();
@@ -62,16 +80,8 @@ Status SplitReference(const Tensor& in, int64_t axis, const std::vector<Tensor*>
     int64_t offset = 0;
     for (Tensor* t : outs) {
       E* dst = static_cast<E*>(t->raw_data());
-      if (t->numel() > 0) {
-        std::vector<int64_t> idx(t->dims().size(), 0);
-        int64_t i = 0;
-        do {
-          int64_t off = 0;
-          for (size_t k = 0; k < idx.size(); ++k)
-            off += (idx[k] + (static_cast<int64_t>(k) == axis ? offset : 0)) * is[k];
-          dst[i++] = src[off];
-        } while (NextIndex(idx, t->dims()));
-      }
+      if (t->numel() > 0)
+        ForEachInBlock(t->dims(), is, axis, offset, [&](int64_t i, int64_t off) { dst[i] = src[off]; });
       offset += t->dim(static_cast<int>(axis));
     }
     return Status::Ok();
@@ -82,39 +92,21 @@ Status SliceReference(const Tensor& in, const SliceParams& p, Tensor* out) {
   if (p.len != out->dims())
     return Internal("slice output dims " + DimsToString(out->dims()) + " differ from " + DimsToString(p.len));
   const std::vector<int64_t> is = StridesOf(in.dims());
-  return DispatchByElementSize(DTypeSize(in.dtype()), [&](auto e) -> Status {
-    using E = decltype(e);
-    const E* src = static_cast<const E*>(in.raw_data());
-    E* dst = static_cast<E*>(out->raw_data());
-    if (out->numel() == 0) return Status::Ok();
-    std::vector<int64_t> idx(p.len.size(), 0);
-    int64_t o = 0;
-    do {
-      int64_t off = 0;
-      for (size_t k = 0; k < idx.size(); ++k) off += (p.start[k] + idx[k] * p.step[k]) * is[k];
-      dst[o++] = src[off];
-    } while (NextIndex(idx, p.len));
-    return Status::Ok();
+  return CopyFromSource(in, out, [&](const std::vector<int64_t>& idx) {
+    int64_t off = 0;
+    for (size_t k = 0; k < idx.size(); ++k) off += (p.start[k] + idx[k] * p.step[k]) * is[k];
+    return off;
   });
 }
 
 Status GatherReference(const Tensor& data, const Tensor& indices, int64_t axis, Tensor* out) {
-  if (indices.dtype() != DType::kInt32 && indices.dtype() != DType::kInt64)
-    return InvalidArgument("Gather indices must be int32 or int64");
   const int a = static_cast<int>(axis);
   const int64_t d = data.dim(a);
+  WH_ASSIGN_OR_RETURN(std::vector<int64_t> idx, ResolveGatherIndices(indices, axis, d));
   int64_t outer = 1, inner = 1;
   for (int k = 0; k < a; ++k) outer *= data.dim(k);
   for (int k = a + 1; k < data.rank(); ++k) inner *= data.dim(k);
   const int64_t n = indices.numel();
-  std::vector<int64_t> idx(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t v = indices.dtype() == DType::kInt64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
-    if (v < -d || v >= d)
-      return OutOfRange("Gather index " + std::to_string(v) + " at position " + std::to_string(i) +
-                        " is out of range for axis " + std::to_string(axis) + " of size " + std::to_string(d));
-    idx[static_cast<size_t>(i)] = v < 0 ? v + d : v;
-  }
   return DispatchByElementSize(DTypeSize(data.dtype()), [&](auto e) -> Status {
     using E = decltype(e);
     const E* src = static_cast<const E*>(data.raw_data());
@@ -130,27 +122,11 @@ Status GatherReference(const Tensor& data, const Tensor& indices, int64_t axis, 
 Status ExpandReference(const Tensor& in, Tensor* out) {
   const int r = out->rank(), ir = in.rank();
   if (ir > r) return Internal("Expand output has a lower rank than its input");
-  const std::vector<int64_t> is = StridesOf(in.dims());
-  std::vector<int64_t> bstride(static_cast<size_t>(r), 0);  // 0 on broadcast axes
-  for (int k = 0; k < ir; ++k) {
-    const int ok = k + r - ir;
-    if (in.dim(k) == out->dim(ok)) bstride[static_cast<size_t>(ok)] = in.dim(k) == 1 ? 0 : is[static_cast<size_t>(k)];
-    else if (in.dim(k) != 1)
-      return Internal("Expand input " + DimsToString(in.dims()) + " does not broadcast to " + DimsToString(out->dims()));
-  }
-  return DispatchByElementSize(DTypeSize(in.dtype()), [&](auto e) -> Status {
-    using E = decltype(e);
-    const E* src = static_cast<const E*>(in.raw_data());
-    E* dst = static_cast<E*>(out->raw_data());
-    if (out->numel() == 0) return Status::Ok();
-    std::vector<int64_t> idx(static_cast<size_t>(r), 0);
-    int64_t o = 0;
-    do {
-      int64_t off = 0;
-      for (size_t k = 0; k < idx.size(); ++k) off += idx[k] * bstride[k];
-      dst[o++] = src[off];
-    } while (NextIndex(idx, out->dims()));
-    return Status::Ok();
+  WH_ASSIGN_OR_RETURN(const std::vector<int64_t> bstride, ExpandStrides(in.dims(), out->dims()));
+  return CopyFromSource(in, out, [&](const std::vector<int64_t>& idx) {
+    int64_t off = 0;
+    for (size_t k = 0; k < idx.size(); ++k) off += idx[k] * bstride[k];
+    return off;
   });
 }
 
@@ -187,19 +163,10 @@ Status PadReference(const Tensor& in, const std::vector<int64_t>& pads, PadMode 
 Status TileReference(const Tensor& in, Tensor* out) {
   if (in.rank() != out->rank()) return Internal("Tile output rank differs from its input");
   const std::vector<int64_t> is = StridesOf(in.dims());
-  return DispatchByElementSize(DTypeSize(in.dtype()), [&](auto e) -> Status {
-    using E = decltype(e);
-    const E* src = static_cast<const E*>(in.raw_data());
-    E* dst = static_cast<E*>(out->raw_data());
-    if (out->numel() == 0) return Status::Ok();
-    std::vector<int64_t> idx(static_cast<size_t>(out->rank()), 0);
-    int64_t o = 0;
-    do {
-      int64_t off = 0;
-      for (size_t k = 0; k < idx.size(); ++k) off += (idx[k] % in.dims()[k]) * is[k];
-      dst[o++] = src[off];
-    } while (NextIndex(idx, out->dims()));
-    return Status::Ok();
+  return CopyFromSource(in, out, [&](const std::vector<int64_t>& idx) {
+    int64_t off = 0;
+    for (size_t k = 0; k < idx.size(); ++k) off += (idx[k] % in.dims()[k]) * is[k];
+    return off;
   });
 }
 
