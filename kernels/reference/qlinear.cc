@@ -1,5 +1,7 @@
 #include "kernels/reference/qlinear.h"
 
+#include "kernels/common/index.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -197,26 +199,15 @@ void QConvAccReference(const ConvShape& s, const void* x, DType x_dtype, int32_t
       const int64_t grp = m / mg;
       const int32_t wz = w_zp.size() == 1 ? w_zp[0] : w_zp[static_cast<size_t>(m)];
       for (int64_t o = 0; o < out_size; ++o) {
-        for (int64_t d = g.spatial - 1, r = o; d >= 0; --d) {
-          o_idx[d] = r % g.out[d];
-          r /= g.out[d];
-        }
+        UnravelIndex(o, g.out, g.spatial, o_idx);
         int64_t sum = 0;  // wrapped to int32 below, as the SIMD kernels do
         for (int64_t c = 0; c < cg; ++c) {
           const int64_t xc = (n * s.in_channels + grp * cg + c) * in_size;
           const int64_t wc = (m * cg + c) * ksize;
           for (int64_t k = 0; k < ksize; ++k) {
-            for (int64_t d = g.spatial - 1, r = k; d >= 0; --d) {
-              k_idx[d] = r % g.kernel[d];
-              r /= g.kernel[d];
-            }
+            UnravelIndex(k, g.kernel, g.spatial, k_idx);
             int64_t off = 0;
-            bool inside = true;
-            for (int d = 0; d < g.spatial; ++d) {
-              const int64_t p = o_idx[d] * g.stride[d] - g.pad_begin[d] + k_idx[d] * g.dilation[d];
-              if (p < 0 || p >= g.in[d]) inside = false;
-              off = off * g.in[d] + p;
-            }
+            const bool inside = WindowTapOffset(g, o_idx, k_idx, &off);
             const int32_t xv = inside ? ByteAt(x, x_dtype, xc + off) - x_zp : 0;
             sum += xv * (ByteAt(w, w_dtype, wc + k) - wz);
           }
