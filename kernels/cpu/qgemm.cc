@@ -9,22 +9,11 @@
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/qgemm_tile.h"
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 namespace whittle {
 namespace {
 
-using qgemm_internal::Epilogue;
-using qgemm_internal::LoadInt32;
-using qgemm_internal::MakeEpilogue;
-using qgemm_internal::RoundUp;
-#if defined(__AVX2__)
-using qgemm_internal::StoreTileRows;
-#else
-using qgemm_internal::ZeroTileRows;
-#endif
+// The drivers' shared internals (epilogue state, tiling, loads and stores; immintrin.h with AVX2).
+using namespace qgemm_internal;  // NOLINT(build/namespaces)
 
 int32_t ZpAt(const std::vector<int32_t>* zp, int64_t i) {
   if (!zp) return 0;

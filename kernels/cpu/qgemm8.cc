@@ -8,22 +8,11 @@
 #include "kernels/cpu/qgemm.h"
 #include "kernels/cpu/qgemm_tile.h"
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 namespace whittle {
 namespace {
 
-using qgemm_internal::Epilogue;
-using qgemm_internal::LoadInt32;
-using qgemm_internal::MakeEpilogue;
-using qgemm_internal::RoundUp;
-#if defined(__AVX2__)
-using qgemm_internal::StoreTileRows;
-#else
-using qgemm_internal::ZeroTileRows;
-#endif
+// The drivers' shared internals (epilogue state, tiling, loads and stores; immintrin.h with AVX2).
+using namespace qgemm_internal;  // NOLINT(build/namespaces)
 
 #if defined(__AVX2__)
 // c + the four-byte dot products of unsigned u and signed s, per int32 lane.
