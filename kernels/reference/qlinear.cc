@@ -1,10 +1,11 @@
 #include "kernels/reference/qlinear.h"
 
-#include "kernels/common/index.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
+
+#include "kernels/common/index.h"
 
 namespace whittle {
 namespace {
@@ -241,5 +242,47 @@ void DynamicQuantizeLinearReference(const float* x, int64_t n, uint8_t* y, float
     y[i] = static_cast<uint8_t>(std::min(std::max(q, 0.f), 255.f));
   }
 }
+
+namespace reference {
+namespace {
+
+size_t OutElemSize(DType t) { return t == DType::kUInt8 || t == DType::kInt8 ? 1 : 4; }
+
+Status QGemmRow(const QGemmCall& c, int) {
+  std::vector<int32_t> acc(static_cast<size_t>(c.rows * c.N));
+  QGemmAccReference(c.a, c.b, c.rows, c.N, c.K, acc.data());
+  QEpilogueReference(*c.out, acc.data(), c.rows, c.N, false, c.y);
+  return Status::Ok();
+}
+
+Status QConvRow(const QConvCall& c, int) {
+  const ConvShape& s = *c.shape;
+  const Tensor& x = *c.x;
+  const Tensor& w = *c.w;
+  Tensor& y = *c.y;
+  const int64_t out_size = s.geo.OutSize();
+  std::vector<int32_t> acc(static_cast<size_t>(y.numel()));
+  QConvAccReference(s, x.raw_data(), x.dtype(), c.x_zp, w.raw_data(), w.dtype(), *c.w_zp, acc.data());
+  for (int64_t n = 0; n < s.batch; ++n) {
+    const int64_t off = n * s.out_channels * out_size;
+    QEpilogueReference(*c.out, acc.data() + off, s.out_channels, out_size, true,
+                       static_cast<char*>(y.raw_data()) + static_cast<size_t>(off) * OutElemSize(y.dtype()));
+  }
+  return Status::Ok();
+}
+
+Status DynamicQuantizeRow(const Tensor& x, Tensor* y, Tensor* y_scale, Tensor* y_zero_point, int) {
+  uint8_t scale_zp = 0;
+  float scale = 0.f;
+  DynamicQuantizeLinearReference(x.data<float>(), x.numel(), y->data<uint8_t>(), &scale, &scale_zp);
+  if (y_scale) y_scale->data<float>()[0] = scale;
+  if (y_zero_point) y_zero_point->data<uint8_t>()[0] = scale_zp;
+  return Status::Ok();
+}
+
+}  // namespace
+
+const QLinearFns kQLinearFns{nullptr, QGemmRow, nullptr, QConvRow, DynamicQuantizeRow};
+}  // namespace reference
 
 }  // namespace whittle
