@@ -1,11 +1,12 @@
-// The one place that lists every kernel family (each registers its reference and CPU kernels).
+// The one place that lists every kernel family (each registers one factory per op, which picks
+// init.backend's compute functions from the family's BackendTable).
 #include <mutex>
 
 #include "kernels/kernel.h"
 
 namespace whittle {
 
-void RegisterElementwiseKernels(KernelRegistry& r);  // kernels/{reference,cpu}/elementwise*
+void RegisterElementwiseKernels(KernelRegistry& r);  // kernels/elementwise_kernels.cc
 void RegisterReduceKernels(KernelRegistry& r);
 void RegisterConvKernels(KernelRegistry& r);
 void RegisterLinearKernels(KernelRegistry& r);
