@@ -8,8 +8,8 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/common/quant_params.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/reference/qlinear.h"
 
 #if defined(__AVX2__)
 #include <immintrin.h>
