@@ -1,8 +1,9 @@
 // Reference kernels for the indexing ops: Size, GatherElements, Trilu, CumSum, EyeLike, OneHot,
 // DepthToSpace, SpaceToDepth, TopK, GatherND, ScatterElements and ScatterND (ONNX 1.12, opsets
-// 7..17). Plain loops, the truth; the CPU provider registers these same kernels. Outputs arrive
-// preallocated with the dims inference computed; every index read from data is range-checked
-// and reported as a Status error (negative indices count from the end where ONNX allows it).
+// 7..17). Plain loops, the truth; every backend uses them until it adds its row to kIndex.
+// Outputs arrive preallocated with the dims inference computed; every index read from data is
+// range-checked and reported as a Status error (negative indices count from the end where ONNX
+// allows it).
 #pragma once
 
 #include <cstdint>
