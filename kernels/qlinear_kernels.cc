@@ -1,11 +1,11 @@
 // Kernels of the integer linear ops: ai.whittle QGemm / QConv, QLinearMatMul, QLinearConv,
 // MatMulInteger, ConvInteger, DynamicQuantizeLinear. The factory picks init.backend's compute
 // functions from kQLinear (reference: the plain loops of kernels/reference/qlinear.h; CPU:
-// kernels/cpu/qlinear.h, bit-identical), which may pack constant weights once in the factory. Quantization parameters are validated in the factory
-// when they are constants (scale finite and > 0, per-axis length = channel count, zero point of
-// the data's type), else on each call; errors name the node and the parameter.
+// kernels/cpu/qlinear.h, bit-identical), which may pack constant weights once in the factory.
+// Quantization parameters are validated in the factory when they are constants (scale finite
+// and > 0, per-axis length = channel count, zero point of the data's type), else on each call;
+// errors name the node and the parameter.
 #include <algorithm>
-#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
