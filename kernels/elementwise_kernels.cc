@@ -1,22 +1,27 @@
-// Registration of the element-wise kernels (reference and CPU). Factories read the attributes and
-// check the input element types they know at load time; Compute dispatches on the runtime dtype.
+// Registration of the element-wise kernels. Factories read the attributes and check the input
+// element types they know at load time, then pick init.backend's compute function from
+// kElementwise (one row per backend); Compute dispatches on the runtime dtype.
 // float16/bfloat16 tensors are computed in float32 (ew::RunWithHalfAsFloat) except by Cast,
 // CastLike and Where, which handle them natively.
 #include <optional>
 #include <string>
 #include <utility>
 
+#include "kernels/common/dtype_dispatch.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/elementwise.h"
-#include "kernels/reference/elementwise_util.h"
 
 namespace whittle {
 namespace {
 
 using reference::BinaryOp;
+using reference::ElementwiseFns;
 using reference::UnaryOp;
 using ew::TypeSet;
+
+const BackendTable<ElementwiseFns> kElementwise{{Backend::kReference, &reference::kElementwiseFns},
+                                                {Backend::kCpu, &cpu::kElementwiseFns}};
 
 Status NeedInputs(const KernelContext& ctx, size_t n) {
   if (ctx.inputs.size() < n || ctx.outputs.empty() || !ctx.outputs[0]) return Internal("missing output");
@@ -33,7 +38,7 @@ Status CheckBool(const KernelInit& init, size_t i, const char* op) {
 }
 
 // Fixed BinaryOp, or one chosen from the attributes (Mod's fmod, BitShift's direction).
-KernelOr MakeBinary(const KernelInit& init, BinaryOp op, bool fast) {
+KernelOr MakeBinary(const KernelInit& init, BinaryOp op) {
   const char* name = reference::BinaryOpName(op);
   if (op == BinaryOp::kMod) {
     if (init.attrs.GetInt("fmod", 0) != 0) op = BinaryOp::kFmod;
@@ -54,31 +59,31 @@ KernelOr MakeBinary(const KernelInit& init, BinaryOp op, bool fast) {
       WH_RETURN_IF_ERROR(ew::CheckDType(init, static_cast<int>(i), set, name));
     }
   }
-  return MakeFnKernel([op, fast](KernelContext& ctx) -> Status {
+  const reference::BinaryFn binary = kElementwise.Pick(init.backend, &ElementwiseFns::binary);
+  return MakeFnKernel([op, binary](KernelContext& ctx) -> Status {
     WH_RETURN_IF_ERROR(NeedInputs(ctx, 2));
-    return ew::RunWithHalfAsFloat(ctx, [op, fast](KernelContext& c) {
-      return fast ? cpu::Binary(op, *c.inputs[0], *c.inputs[1], *c.outputs[0], c.num_threads)
-                 : reference::Binary(op, *c.inputs[0], *c.inputs[1], *c.outputs[0]);
+    return ew::RunWithHalfAsFloat(ctx, [op, binary](KernelContext& c) {
+      return binary(op, *c.inputs[0], *c.inputs[1], *c.outputs[0], c.num_threads);
     });
   });
 }
 
-KernelOr MakeVariadic(const KernelInit& init, BinaryOp op, bool mean, bool fast) {
+KernelOr MakeVariadic(const KernelInit& init, BinaryOp op, bool mean) {
   for (size_t i = 0; i < init.input_dtypes.size(); ++i)
     WH_RETURN_IF_ERROR(ew::CheckDType(init, static_cast<int>(i), TypeSet::kNumeric, reference::BinaryOpName(op)));
-  return MakeFnKernel([op, mean, fast](KernelContext& ctx) -> Status {
+  const reference::VariadicFn variadic = kElementwise.Pick(init.backend, &ElementwiseFns::variadic);
+  return MakeFnKernel([op, mean, variadic](KernelContext& ctx) -> Status {
     WH_RETURN_IF_ERROR(NeedInputs(ctx, 1));
-    return ew::RunWithHalfAsFloat(ctx, [op, mean, fast](KernelContext& c) -> Status {
+    return ew::RunWithHalfAsFloat(ctx, [op, mean, variadic](KernelContext& c) -> Status {
       std::vector<const Tensor*> ins;
       for (const Tensor* t : c.inputs)
         if (t) ins.push_back(t);
-      return fast ? cpu::Variadic(op, mean, ins, *c.outputs[0], c.num_threads)
-                 : reference::Variadic(op, mean, ins, *c.outputs[0]);
+      return variadic(op, mean, ins, *c.outputs[0], c.num_threads);
     });
   });
 }
 
-KernelOr MakeUnary(const KernelInit& init, UnaryOp op, bool fast) {
+KernelOr MakeUnary(const KernelInit& init, UnaryOp op) {
   const char* name = reference::UnaryOpName(op);
   if (op == UnaryOp::kNot) WH_RETURN_IF_ERROR(CheckBool(init, 0, name));
   else WH_RETURN_IF_ERROR(ew::CheckDType(init, 0, reference::UnaryAcceptsIntegers(op) ? TypeSet::kNumeric : TypeSet::kFloat, name));
@@ -106,29 +111,29 @@ KernelOr MakeUnary(const KernelInit& init, UnaryOp op, bool fast) {
     default: break;
   }
   if (op == UnaryOp::kCelu && p.alpha == 0.f) return InvalidArgument("Celu: alpha must not be 0");
-  return MakeFnKernel([op, p, fast](KernelContext& ctx) -> Status {
+  const reference::UnaryFn unary = kElementwise.Pick(init.backend, &ElementwiseFns::unary);
+  return MakeFnKernel([op, p, unary](KernelContext& ctx) -> Status {
     WH_RETURN_IF_ERROR(NeedInputs(ctx, 1));
-    return ew::RunWithHalfAsFloat(ctx, [op, p, fast](KernelContext& c) {
-      return fast ? cpu::Unary(op, p, *c.inputs[0], *c.outputs[0], c.num_threads)
-                 : reference::Unary(op, p, *c.inputs[0], *c.outputs[0]);
+    return ew::RunWithHalfAsFloat(ctx, [op, p, unary](KernelContext& c) {
+      return unary(op, p, *c.inputs[0], *c.outputs[0], c.num_threads);
     });
   });
 }
 
-KernelOr MakeClip(const KernelInit& init, bool fast) {
+KernelOr MakeClip(const KernelInit& init) {
   WH_RETURN_IF_ERROR(ew::CheckDType(init, 0, TypeSet::kNumeric, "Clip"));
   std::optional<float> lo, hi;
   if (init.opset < 11) {
     if (init.attrs.Has("min")) lo = init.attrs.GetFloat("min", 0.f);
     if (init.attrs.Has("max")) hi = init.attrs.GetFloat("max", 0.f);
   }
-  return MakeFnKernel([lo, hi, fast](KernelContext& ctx) -> Status {
+  const reference::ClipFn clip = kElementwise.Pick(init.backend, &ElementwiseFns::clip);
+  return MakeFnKernel([lo, hi, clip](KernelContext& ctx) -> Status {
     WH_RETURN_IF_ERROR(NeedInputs(ctx, 1));
-    return ew::RunWithHalfAsFloat(ctx, [lo, hi, fast](KernelContext& c) {
+    return ew::RunWithHalfAsFloat(ctx, [lo, hi, clip](KernelContext& c) {
       const Tensor* tlo = c.inputs.size() > 1 ? c.inputs[1] : nullptr;
       const Tensor* thi = c.inputs.size() > 2 ? c.inputs[2] : nullptr;
-      return fast ? cpu::Clip(*c.inputs[0], tlo, thi, lo, hi, *c.outputs[0], c.num_threads)
-                 : reference::Clip(*c.inputs[0], tlo, thi, lo, hi, *c.outputs[0]);
+      return clip(*c.inputs[0], tlo, thi, lo, hi, *c.outputs[0], c.num_threads);
     });
   });
 }
@@ -141,17 +146,19 @@ KernelOr MakeCast(const KernelInit& init, bool like) {
   }
   for (size_t i = 0; i < init.input_dtypes.size(); ++i)
     WH_RETURN_IF_ERROR(ew::CheckDType(init, static_cast<int>(i), TypeSet::kAll, like ? "CastLike" : "Cast"));
-  return MakeFnKernel([](KernelContext& ctx) -> Status {
+  const reference::CastFn cast = kElementwise.Pick(init.backend, &ElementwiseFns::cast);
+  return MakeFnKernel([cast](KernelContext& ctx) -> Status {
     WH_RETURN_IF_ERROR(NeedInputs(ctx, 1));
-    return reference::Cast(*ctx.inputs[0], *ctx.outputs[0]);
+    return cast(*ctx.inputs[0], *ctx.outputs[0], ctx.num_threads);
   });
 }
 
 KernelOr MakeWhere(const KernelInit& init) {
   WH_RETURN_IF_ERROR(CheckBool(init, 0, "Where"));
-  return MakeFnKernel([](KernelContext& ctx) -> Status {
+  const reference::WhereFn where = kElementwise.Pick(init.backend, &ElementwiseFns::where);
+  return MakeFnKernel([where](KernelContext& ctx) -> Status {
     WH_RETURN_IF_ERROR(NeedInputs(ctx, 3));
-    return reference::Where(*ctx.inputs[0], *ctx.inputs[1], *ctx.inputs[2], *ctx.outputs[0]);
+    return where(*ctx.inputs[0], *ctx.inputs[1], *ctx.inputs[2], *ctx.outputs[0], ctx.num_threads);
   });
 }
 
@@ -180,21 +187,16 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
                                                                         {"Min", {BinaryOp::kMin, false}},
                                                                         {"Sum", {BinaryOp::kAdd, false}},
                                                                         {"Mean", {BinaryOp::kAdd, true}}};
-  {
-    for (const auto& [name, op] : binary)
-      r.Register("", name, [op = op](const KernelInit& init) { return MakeBinary(init, op, init.backend == Backend::kCpu); });
-    for (const auto& [name, op] : unary)
-      r.Register("", name, [op = op](const KernelInit& init) { return MakeUnary(init, op, init.backend == Backend::kCpu); });
-    for (const auto& [name, v] : variadic)
-      r.Register("", name, [v = v](const KernelInit& init) {
-        return MakeVariadic(init, v.first, v.second, init.backend == Backend::kCpu);
-      });
-    r.Register("", "Clip", [](const KernelInit& init) { return MakeClip(init, init.backend == Backend::kCpu); });
-    // Cast and Where only move or convert values: one plain loop serves both providers.
-    r.Register("", "Cast", [](const KernelInit& init) { return MakeCast(init, false); });
-    r.Register("", "CastLike", [](const KernelInit& init) { return MakeCast(init, true); });
-    r.Register("", "Where", [](const KernelInit& init) { return MakeWhere(init); });
-  }
+  for (const auto& [name, op] : binary)
+    r.Register("", name, [op = op](const KernelInit& init) { return MakeBinary(init, op); });
+  for (const auto& [name, op] : unary)
+    r.Register("", name, [op = op](const KernelInit& init) { return MakeUnary(init, op); });
+  for (const auto& [name, v] : variadic)
+    r.Register("", name, [v = v](const KernelInit& init) { return MakeVariadic(init, v.first, v.second); });
+  r.Register("", "Clip", MakeClip);
+  r.Register("", "Cast", [](const KernelInit& init) { return MakeCast(init, false); });
+  r.Register("", "CastLike", [](const KernelInit& init) { return MakeCast(init, true); });
+  r.Register("", "Where", MakeWhere);
 }
 
 }  // namespace whittle

@@ -1,7 +1,6 @@
-// Kernels for the indexing ops. Each factory reads and validates its attributes once; Compute
-// reads the index-like inputs of the call (k, axis, depth) and runs the reference kernel of
-// kernels/reference/index.h. These ops move or count bytes, so the CPU provider registers the
-// same kernels.
+// Kernels for the indexing ops. Each factory reads and validates its attributes once and picks
+// init.backend's compute function from kIndex (only the reference has them: these ops move or
+// count bytes); Compute reads the index-like inputs of the call (k, axis, depth) and calls it.
 #include <string>
 #include <vector>
 
@@ -12,6 +11,8 @@ namespace whittle {
 namespace {
 
 using Factory = StatusOr<std::unique_ptr<OpKernel>>;
+
+const BackendTable<IndexFns> kIndex{{Backend::kReference, &reference::kIndexFns}};
 
 // Single value of an optional scalar-like input; def when absent.
 StatusOr<int64_t> ScalarInput(const KernelContext& ctx, size_t i, int64_t def, const char* what) {
@@ -25,49 +26,55 @@ StatusOr<int64_t> ScalarInput(const KernelContext& ctx, size_t i, int64_t def, c
   return ReadIndexElement(t, 0);
 }
 
-Factory MakeSize(const KernelInit&) {
-  return WrapFnKernel([](KernelContext& ctx) { return SizeReference(*ctx.inputs[0], ctx.outputs[0]); });
+Factory MakeSize(const KernelInit& init) {
+  const auto size = kIndex.Pick(init.backend, &IndexFns::size);
+  return WrapFnKernel([size](KernelContext& ctx) { return size(*ctx.inputs[0], ctx.outputs[0]); });
 }
 
 Factory MakeGatherElements(const KernelInit& init) {
   const int64_t axis_attr = init.attrs.GetInt("axis", 0);
-  return WrapFnKernel([axis_attr](KernelContext& ctx) -> Status {
+  const auto gather_elements = kIndex.Pick(init.backend, &IndexFns::gather_elements);
+  return WrapFnKernel([axis_attr, gather_elements](KernelContext& ctx) -> Status {
     WH_ASSIGN_OR_RETURN(int64_t axis, KernelAxis(axis_attr, ctx.inputs[0]->rank()));
-    return GatherElementsReference(*ctx.inputs[0], *ctx.inputs[1], axis, ctx.outputs[0]);
+    return gather_elements(*ctx.inputs[0], *ctx.inputs[1], axis, ctx.outputs[0]);
   });
 }
 
 Factory MakeTrilu(const KernelInit& init) {
   const bool upper = init.attrs.GetInt("upper", 1) != 0;
-  return WrapFnKernel([upper](KernelContext& ctx) -> Status {
+  const auto trilu = kIndex.Pick(init.backend, &IndexFns::trilu);
+  return WrapFnKernel([upper, trilu](KernelContext& ctx) -> Status {
     WH_ASSIGN_OR_RETURN(int64_t k, ScalarInput(ctx, 1, 0, "Trilu k"));
-    return TriluReference(*ctx.inputs[0], k, upper, ctx.outputs[0]);
+    return trilu(*ctx.inputs[0], k, upper, ctx.outputs[0]);
   });
 }
 
 Factory MakeCumSum(const KernelInit& init) {
   const bool exclusive = init.attrs.GetInt("exclusive", 0) != 0, reverse = init.attrs.GetInt("reverse", 0) != 0;
-  return WrapFnKernel([exclusive, reverse](KernelContext& ctx) -> Status {
+  const auto cum_sum = kIndex.Pick(init.backend, &IndexFns::cum_sum);
+  return WrapFnKernel([exclusive, reverse, cum_sum](KernelContext& ctx) -> Status {
     const Tensor& in = *ctx.inputs[0];
     WH_ASSIGN_OR_RETURN(int64_t a, ScalarInput(ctx, 1, 0, "CumSum axis"));
     WH_ASSIGN_OR_RETURN(int64_t axis, KernelAxis(a, in.rank()));
-    return CumSumReference(in, axis, exclusive, reverse, ctx.outputs[0]);
+    return cum_sum(in, axis, exclusive, reverse, ctx.outputs[0]);
   });
 }
 
 Factory MakeEyeLike(const KernelInit& init) {
   const int64_t k = init.attrs.GetInt("k", 0);
-  return WrapFnKernel([k](KernelContext& ctx) { return EyeLikeReference(k, ctx.outputs[0]); });
+  const auto eye_like = kIndex.Pick(init.backend, &IndexFns::eye_like);
+  return WrapFnKernel([k, eye_like](KernelContext& ctx) { return eye_like(k, ctx.outputs[0]); });
 }
 
 Factory MakeOneHot(const KernelInit& init) {
   const int64_t axis_attr = init.attrs.GetInt("axis", -1);
-  return WrapFnKernel([axis_attr](KernelContext& ctx) -> Status {
+  const auto one_hot = kIndex.Pick(init.backend, &IndexFns::one_hot);
+  return WrapFnKernel([axis_attr, one_hot](KernelContext& ctx) -> Status {
     const Tensor& indices = *ctx.inputs[0];
     WH_ASSIGN_OR_RETURN(int64_t depth, ScalarInput(ctx, 1, 0, "OneHot depth"));
     if (depth < 1) return InvalidArgument("OneHot depth must be >= 1, got " + std::to_string(depth));
     WH_ASSIGN_OR_RETURN(int64_t axis, KernelAxis(axis_attr, indices.rank() + 1));
-    return OneHotReference(indices, depth, *ctx.inputs[2], axis, ctx.outputs[0]);
+    return one_hot(indices, depth, *ctx.inputs[2], axis, ctx.outputs[0]);
   });
 }
 
@@ -77,30 +84,38 @@ Factory MakeDepthToSpace(const KernelInit& init) {
   if (b < 1) return InvalidArgument(init.node_name + ": blocksize must be >= 1");
   if (mode != "DCR" && mode != "CRD") return InvalidArgument(init.node_name + ": mode must be DCR or CRD, got " + mode);
   const bool crd = mode == "CRD";
-  return WrapFnKernel([b, crd](KernelContext& ctx) { return DepthToSpaceReference(*ctx.inputs[0], b, crd, ctx.outputs[0]); });
+  const auto depth_to_space = kIndex.Pick(init.backend, &IndexFns::depth_to_space);
+  return WrapFnKernel(
+      [b, crd, depth_to_space](KernelContext& ctx) { return depth_to_space(*ctx.inputs[0], b, crd, ctx.outputs[0]); });
 }
 
 Factory MakeSpaceToDepth(const KernelInit& init) {
   const int64_t b = init.attrs.GetInt("blocksize", 0);
   if (b < 1) return InvalidArgument(init.node_name + ": blocksize must be >= 1");
-  return WrapFnKernel([b](KernelContext& ctx) { return SpaceToDepthReference(*ctx.inputs[0], b, ctx.outputs[0]); });
+  const auto space_to_depth = kIndex.Pick(init.backend, &IndexFns::space_to_depth);
+  return WrapFnKernel(
+      [b, space_to_depth](KernelContext& ctx) { return space_to_depth(*ctx.inputs[0], b, ctx.outputs[0]); });
 }
 
 Factory MakeTopK(const KernelInit& init) {
   const int64_t axis_attr = init.attrs.GetInt("axis", -1);
   const bool largest = init.attrs.GetInt("largest", 1) != 0, sorted = init.attrs.GetInt("sorted", 1) != 0;
   if (init.num_outputs != 2) return InvalidArgument(init.node_name + ": TopK needs its two outputs");
+  const auto top_k = kIndex.Pick(init.backend, &IndexFns::top_k);
   return WrapFnKernel([=](KernelContext& ctx) -> Status {
     const Tensor& in = *ctx.inputs[0];
     WH_ASSIGN_OR_RETURN(int64_t axis, KernelAxis(axis_attr, in.rank()));
     if (!ctx.outputs[0] || !ctx.outputs[1]) return Unimplemented("TopK with an absent output is not supported");
-    return TopKReference(in, axis, largest, sorted, ctx.outputs[0], ctx.outputs[1]);
+    return top_k(in, axis, largest, sorted, ctx.outputs[0], ctx.outputs[1]);
   });
 }
 
 Factory MakeGatherND(const KernelInit& init) {
   const int64_t b = init.attrs.GetInt("batch_dims", 0);
-  return WrapFnKernel([b](KernelContext& ctx) { return GatherNDReference(*ctx.inputs[0], *ctx.inputs[1], b, ctx.outputs[0]); });
+  const auto gather_nd = kIndex.Pick(init.backend, &IndexFns::gather_nd);
+  return WrapFnKernel([b, gather_nd](KernelContext& ctx) {
+    return gather_nd(*ctx.inputs[0], *ctx.inputs[1], b, ctx.outputs[0]);
+  });
 }
 
 Factory MakeScatterElements(const KernelInit& init) {
@@ -108,9 +123,10 @@ Factory MakeScatterElements(const KernelInit& init) {
   auto red = ParseScatterReduction(init.attrs.GetString("reduction", "none"));
   if (!red.ok()) return InvalidArgument(init.node_name + ": " + red.status().message());
   const ScatterReduction r = *red;
-  return WrapFnKernel([axis_attr, r](KernelContext& ctx) -> Status {
+  const auto scatter_elements = kIndex.Pick(init.backend, &IndexFns::scatter_elements);
+  return WrapFnKernel([axis_attr, r, scatter_elements](KernelContext& ctx) -> Status {
     WH_ASSIGN_OR_RETURN(int64_t axis, KernelAxis(axis_attr, ctx.inputs[0]->rank()));
-    return ScatterElementsReference(*ctx.inputs[0], *ctx.inputs[1], *ctx.inputs[2], axis, r, ctx.outputs[0]);
+    return scatter_elements(*ctx.inputs[0], *ctx.inputs[1], *ctx.inputs[2], axis, r, ctx.outputs[0]);
   });
 }
 
@@ -118,31 +134,28 @@ Factory MakeScatterND(const KernelInit& init) {
   auto red = ParseScatterReduction(init.attrs.GetString("reduction", "none"));
   if (!red.ok()) return InvalidArgument(init.node_name + ": " + red.status().message());
   const ScatterReduction r = *red;
-  return WrapFnKernel([r](KernelContext& ctx) {
-    return ScatterNDReference(*ctx.inputs[0], *ctx.inputs[1], *ctx.inputs[2], r, ctx.outputs[0]);
+  const auto scatter_nd = kIndex.Pick(init.backend, &IndexFns::scatter_nd);
+  return WrapFnKernel([r, scatter_nd](KernelContext& ctx) {
+    return scatter_nd(*ctx.inputs[0], *ctx.inputs[1], *ctx.inputs[2], r, ctx.outputs[0]);
   });
-}
-
-void RegisterOp(KernelRegistry& r, const std::string& op, Factory (*make)(const KernelInit&)) {
-  r.Register("", op, make);
 }
 
 }  // namespace
 
 void RegisterIndexKernels(KernelRegistry& r) {
-  RegisterOp(r, "Size", MakeSize);
-  RegisterOp(r, "GatherElements", MakeGatherElements);
-  RegisterOp(r, "Trilu", MakeTrilu);
-  RegisterOp(r, "CumSum", MakeCumSum);
-  RegisterOp(r, "EyeLike", MakeEyeLike);
-  RegisterOp(r, "OneHot", MakeOneHot);
-  RegisterOp(r, "DepthToSpace", MakeDepthToSpace);
-  RegisterOp(r, "SpaceToDepth", MakeSpaceToDepth);
-  RegisterOp(r, "TopK", MakeTopK);
-  RegisterOp(r, "GatherND", MakeGatherND);
-  RegisterOp(r, "ScatterElements", MakeScatterElements);
-  RegisterOp(r, "Scatter", MakeScatterElements);
-  RegisterOp(r, "ScatterND", MakeScatterND);
+  r.Register("", "Size", MakeSize);
+  r.Register("", "GatherElements", MakeGatherElements);
+  r.Register("", "Trilu", MakeTrilu);
+  r.Register("", "CumSum", MakeCumSum);
+  r.Register("", "EyeLike", MakeEyeLike);
+  r.Register("", "OneHot", MakeOneHot);
+  r.Register("", "DepthToSpace", MakeDepthToSpace);
+  r.Register("", "SpaceToDepth", MakeSpaceToDepth);
+  r.Register("", "TopK", MakeTopK);
+  r.Register("", "GatherND", MakeGatherND);
+  r.Register("", "ScatterElements", MakeScatterElements);
+  r.Register("", "Scatter", MakeScatterElements);
+  r.Register("", "ScatterND", MakeScatterND);
 }
 
 }  // namespace whittle

@@ -1,6 +1,6 @@
-// Kernels for the loss ops: the factory parses reduction/ignore_index once; Compute runs the
-// reference kernels of kernels/reference/loss.h, which the CPU provider also registers (losses
-// are evaluated on small label tensors, outside the inference hot path).
+// Kernels for the loss ops: the factory parses reduction/ignore_index once and picks
+// init.backend's compute function from kLoss (only the reference has them: losses are evaluated
+// on small label tensors, outside the inference hot path).
 #include <string>
 
 #include "kernels/kernel.h"
@@ -10,6 +10,8 @@ namespace whittle {
 namespace {
 
 using Factory = StatusOr<std::unique_ptr<OpKernel>>;
+
+const BackendTable<LossFns> kLoss{{Backend::kReference, &reference::kLossFns}};
 
 StatusOr<LossOptions> ReadOptions(const KernelInit& init) {
   LossOptions opt;
@@ -25,27 +27,26 @@ const Tensor* Optional(const KernelContext& ctx, size_t i) { return i < ctx.inpu
 
 Factory MakeNll(const KernelInit& init) {
   WH_ASSIGN_OR_RETURN(LossOptions opt, ReadOptions(init));
-  return std::unique_ptr<OpKernel>(MakeFnKernel([opt](KernelContext& ctx) {
-    return NllLossReference(*ctx.inputs[0], *ctx.inputs[1], Optional(ctx, 2), opt, ctx.outputs[0]);
+  const auto nll = kLoss.Pick(init.backend, &LossFns::nll);
+  return std::unique_ptr<OpKernel>(MakeFnKernel([opt, nll](KernelContext& ctx) {
+    return nll(*ctx.inputs[0], *ctx.inputs[1], Optional(ctx, 2), opt, ctx.outputs[0]);
   }));
 }
 
 Factory MakeSce(const KernelInit& init) {
   WH_ASSIGN_OR_RETURN(LossOptions opt, ReadOptions(init));
-  return std::unique_ptr<OpKernel>(MakeFnKernel([opt](KernelContext& ctx) {
+  const auto sce = kLoss.Pick(init.backend, &LossFns::softmax_cross_entropy);
+  return std::unique_ptr<OpKernel>(MakeFnKernel([opt, sce](KernelContext& ctx) {
     Tensor* log_prob = ctx.outputs.size() > 1 ? ctx.outputs[1] : nullptr;
-    return SoftmaxCrossEntropyReference(*ctx.inputs[0], *ctx.inputs[1], Optional(ctx, 2), opt, ctx.outputs[0],
-                                        log_prob);
+    return sce(*ctx.inputs[0], *ctx.inputs[1], Optional(ctx, 2), opt, ctx.outputs[0], log_prob);
   }));
 }
 
 }  // namespace
 
 void RegisterLossKernels(KernelRegistry& r) {
-  {
-    r.Register("", "NegativeLogLikelihoodLoss", MakeNll);
-    r.Register("", "SoftmaxCrossEntropyLoss", MakeSce);
-  }
+  r.Register("", "NegativeLogLikelihoodLoss", MakeNll);
+  r.Register("", "SoftmaxCrossEntropyLoss", MakeSce);
 }
 
 }  // namespace whittle

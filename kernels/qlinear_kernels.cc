@@ -1,18 +1,17 @@
 // Kernels of the integer linear ops: ai.whittle QGemm / QConv, QLinearMatMul, QLinearConv,
-// MatMulInteger, ConvInteger, DynamicQuantizeLinear. The reference provider runs the plain loops of
-// kernels/reference/qlinear.h; the CPU provider packs constant weights once in the factory and
-// runs kernels/cpu/qgemm.h — bit-identical. Quantization parameters are validated in the factory
-// when they are constants (scale finite and > 0, per-axis length = channel count, zero point of
-// the data's type), else on each call; errors name the node and the parameter.
+// MatMulInteger, ConvInteger, DynamicQuantizeLinear. The factory picks init.backend's compute
+// functions from kQLinear (reference: the plain loops of kernels/reference/qlinear.h; CPU:
+// kernels/cpu/qlinear.h, bit-identical), which may pack constant weights once in the factory.
+// Quantization parameters are validated in the factory when they are constants (scale finite
+// and > 0, per-axis length = channel count, zero point of the data's type), else on each call;
+// errors name the node and the parameter.
 #include <algorithm>
-#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/parallel.h"
-#include "kernels/cpu/qgemm.h"
+#include "kernels/cpu/qlinear.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/qlinear.h"
 
@@ -20,6 +19,9 @@ namespace whittle {
 namespace {
 
 using Factory = StatusOr<std::unique_ptr<OpKernel>>;
+
+const BackendTable<QLinearFns> kQLinear{{Backend::kReference, &reference::kQLinearFns},
+                                        {Backend::kCpu, &cpu::kQLinearFns}};
 
 // Input positions of one op family; -1 where the op has no such input.
 struct QInputs {
@@ -94,8 +96,12 @@ bool ReluFrom(const KernelInit& init) { return init.attrs.GetString("_activation
 
 class QMatMulKernel : public OpKernel {
  public:
-  QMatMulKernel(const KernelInit& init, QInputs q, bool cpu)
-      : q_(q), cpu_(cpu), relu_(ReluFrom(init)), node_(init.node_name) {}
+  QMatMulKernel(const KernelInit& init, QInputs q)
+      : q_(q),
+        relu_(ReluFrom(init)),
+        node_(init.node_name),
+        pack_(kQLinear.Pick(init.backend, &QLinearFns::pack_gemm_weights)),
+        gemm_(kQLinear.Pick(init.backend, &QLinearFns::gemm)) {}
 
   Status Init(const KernelInit& init) {
     WH_RETURN_IF_ERROR(CheckDataTypes(node_, init, q_));
@@ -108,19 +114,7 @@ class QMatMulKernel : public OpKernel {
       WH_ASSIGN_OR_RETURN(params_, ResolveQParams(node_, q_, init.const_inputs, InDType(init, q_.x), w->dtype(),
                                                   channels, -1, relu_));
     }
-    if (cpu_ && w->rank() == 2 && params_) {
-      // One packed copy: for the byte kernel where it is exact, else for the int16 kernel (which
-      // then packs per call in the rare case it runs anyway: WHITTLE_QGEMM=own16).
-      if (w->dtype() == DType::kInt8 &&
-          Q8WeightsFit(static_cast<const int8_t*>(w->raw_data()), w->dim(1), w->dim(0), true, params_->w_zp)) {
-        packed_b8_ = std::make_shared<QPacked8>();
-        Q8PackWeightsB(static_cast<const int8_t*>(w->raw_data()), w->dim(0), w->dim(1), packed_b8_.get());
-      } else {
-        packed_b_ = std::make_shared<QPackedB>();
-        QMatrix b{w->raw_data(), w->dtype(), w->dim(1), &params_->w_zp};
-        QPackB(b, w->dim(0), w->dim(1), packed_b_.get());
-      }
-    }
+    if (pack_ && w->rank() == 2 && params_) packed_ = pack_(*w, params_->w_zp);
     return Status::Ok();
   }
 
@@ -188,48 +182,25 @@ class QMatMulKernel : public OpKernel {
   // y[rows, N] = epilogue(a[rows, K] * b[K, N]); b_is_weight: b is the kernel's (maybe packed) b.
   Status Product(KernelContext& ctx, const void* a, DType a_dt, int64_t rows, int64_t K, const void* b, DType b_dt,
                  int64_t N, const QParams& p, bool b_is_weight, void* y) const {
-    const QMatrix am{a, a_dt, K, &p.x_zp};
-    const QMatrix bm{b, b_dt, N, &p.w_zp};
-    if (!cpu_) {
-      std::vector<int32_t> acc(static_cast<size_t>(rows * N));
-      QGemmAccReference(am, bm, rows, N, K, acc.data());
-      QEpilogueReference(p.out, acc.data(), rows, N, false, y);
-      return Status::Ok();
-    }
-    if (PreferOneDnnQGemm(am, bm, rows, N, K)) {
-      std::vector<int32_t> acc(static_cast<size_t>(rows * N));
-      const int threads = rows * N * K >= (int64_t{1} << 21) ? ctx.num_threads : 1;  // as in ConvOneDnn
-      if (QGemmAccOneDnn(am, bm, rows, N, K, acc.data(), threads)) {
-        QEpilogueCpu(p.out, acc.data(), rows, N, false, 0, y, N, threads);
-        return Status::Ok();
-      }
-    }
-    if (b_is_weight && packed_b8_ && p.x_zp.size() == 1 && AllowQ8Kernel()) {
-      // The byte kernel: activations as unsigned bytes (int8 shifted by 128), weights as packed.
-      const bool s8 = a_dt == DType::kInt8;
-      QPacked8 pa;
-      Q8PackActivationsA(a, rows, K, K, s8 ? 0x80 : 0, &pa, ctx.num_threads);
-      QGemmPacked8(pa, *packed_b8_, false, p.x_zp[0] + (s8 ? 128 : 0), p.out, false, 0, y, N, ctx.num_threads);
-      return Status::Ok();
-    }
-    QPackedA pa;
-    QPackA(am, rows, K, &pa, ctx.num_threads);
-    if (b_is_weight && packed_b_) {
-      QGemmPacked(pa, *packed_b_, p.out, false, 0, y, N, ctx.num_threads);
-      return Status::Ok();
-    }
-    QPackedB pb;
-    QPackB(bm, K, N, &pb, ctx.num_threads);
-    QGemmPacked(pa, pb, p.out, false, 0, y, N, ctx.num_threads);
-    return Status::Ok();
+    QGemmCall c;
+    c.a = QMatrix{a, a_dt, K, &p.x_zp};
+    c.b = QMatrix{b, b_dt, N, &p.w_zp};
+    c.rows = rows;
+    c.N = N;
+    c.K = K;
+    c.out = &p.out;
+    c.packed_b = b_is_weight ? packed_.get() : nullptr;
+    c.y = y;
+    return gemm_(c, ctx.num_threads);
   }
 
   QInputs q_;
-  bool cpu_, relu_;
+  bool relu_;
   std::string node_;
+  QPackedWeights (*pack_)(const Tensor&, const std::vector<int32_t>&);
+  Status (*gemm_)(const QGemmCall&, int);
   std::optional<QParams> params_;
-  std::shared_ptr<QPackedB> packed_b_;
-  std::shared_ptr<QPacked8> packed_b8_;  // when the byte kernel is exact for these weights
+  QPackedWeights packed_;  // the backend's packed constant weights
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -237,8 +208,13 @@ class QMatMulKernel : public OpKernel {
 
 class QConvKernel : public OpKernel {
  public:
-  QConvKernel(const KernelInit& init, QInputs q, bool cpu)
-      : q_(q), cpu_(cpu), relu_(ReluFrom(init)), node_(init.node_name), attrs_(init.attrs) {}
+  QConvKernel(const KernelInit& init, QInputs q)
+      : q_(q),
+        relu_(ReluFrom(init)),
+        node_(init.node_name),
+        attrs_(init.attrs),
+        pack_(kQLinear.Pick(init.backend, &QLinearFns::pack_conv_weights)),
+        conv_(kQLinear.Pick(init.backend, &QLinearFns::conv)) {}
 
   Status Init(const KernelInit& init) {
     WH_RETURN_IF_ERROR(CheckDataTypes(node_, init, q_));
@@ -250,18 +226,7 @@ class QConvKernel : public OpKernel {
       WH_ASSIGN_OR_RETURN(params_, ResolveQParams(node_, q_, init.const_inputs, InDType(init, q_.x), w->dtype(),
                                                   w->dim(0), -1, relu_));
     }
-    if (cpu_ && params_ && w->dim(0) % group_ == 0) {
-      // One packed copy, as in QMatMulKernel: the byte kernel's where exact, else the int16 one's.
-      const int64_t M = w->dim(0), K = w->numel() / M, mg = M / group_;
-      const int8_t* wp = static_cast<const int8_t*>(w->raw_data());
-      if (w->dtype() == DType::kInt8 && w->rank() <= 4 && Q8WeightsFit(wp, M, K, false, params_->w_zp)) {
-        auto packed = std::make_shared<std::vector<QPacked8>>(static_cast<size_t>(group_));
-        for (int64_t g = 0; g < group_; ++g) Q8PackWeightsA(wp + g * mg * K, mg, K, &(*packed)[static_cast<size_t>(g)]);
-        packed_w8_ = std::move(packed);
-      } else {
-        packed_w_ = PackWeights(*w, params_->w_zp);
-      }
-    }
+    if (pack_ && params_ && w->dim(0) % group_ == 0) packed_ = pack_(*w, params_->w_zp, group_);
     return Status::Ok();
   }
 
@@ -280,193 +245,33 @@ class QConvKernel : public OpKernel {
     if (y.numel() != s.batch * s.out_channels * out_size)
       return InvalidArgument(node_ + ": output has " + std::to_string(y.numel()) + " elements, expected " +
                              std::to_string(s.batch * s.out_channels * out_size));
-    const int32_t x_zp = p->x_zp[0];
-    if (!cpu_) {
-      std::vector<int32_t> acc(static_cast<size_t>(y.numel()));
-      QConvAccReference(s, x.raw_data(), x.dtype(), x_zp, w.raw_data(), w.dtype(), p->w_zp, acc.data());
-      for (int64_t n = 0; n < s.batch; ++n) {
-        const int64_t off = n * s.out_channels * out_size;
-        QEpilogueReference(p->out, acc.data() + off, s.out_channels, out_size, true,
-                           static_cast<char*>(y.raw_data()) + static_cast<size_t>(off) * ElemSize(y.dtype()));
-      }
-      return Status::Ok();
-    }
-    if (s.group == 1 && s.geo.spatial <= 2 && x.dtype() == DType::kUInt8) {
-      const std::vector<int32_t> xzp{x_zp};
-      const QMatrix am{x.raw_data(), x.dtype(), 0, &xzp};
-      const QMatrix bm{w.raw_data(), w.dtype(), 0, &p->w_zp};
-      if (PreferOneDnnQGemm(am, bm, s.out_channels, s.batch * s.geo.OutSize(), w.numel() / s.out_channels) &&
-          ConvOneDnn(ctx, s, x, w, *p, y))
-        return Status::Ok();
-    }
-    if (packed_w8_ && AllowQ8Kernel() && s.geo.spatial <= 2) return ConvBytes(ctx, s, x, *p, y);
-    std::shared_ptr<const std::vector<QPackedA>> packed = packed_w_;
-    if (!packed) packed = PackWeights(w, p->w_zp);
-    const int64_t mg = s.out_channels / s.group;
-    const int64_t in_image = s.in_channels * s.geo.InSize();
-    const size_t x_es = 1, y_es = ElemSize(y.dtype());
-    // Images in parallel at batch >= threads (each packs its own im2col); else threads in the GEMM.
-    const bool per_image = s.batch >= ctx.num_threads;
-    const int gemm_threads = per_image ? 1 : ctx.num_threads;
-    const bool padded = QConvUsesPaddedPlanes(s);
-    // Contiguous image blocks, one im2col buffer per block.
-    const int64_t blocks = per_image ? std::min<int64_t>(s.batch, 4 * ctx.num_threads) : 1;
-    ParallelFor(blocks, per_image ? ctx.num_threads : 1, [&](int64_t blk) {
-      QPackedB col;
-      std::vector<int16_t> planes;
-      std::vector<char> tmp;
-      for (int64_t n = blk * s.batch / blocks; n < (blk + 1) * s.batch / blocks; ++n) {
-        const char* xi = static_cast<const char*>(x.raw_data()) + static_cast<size_t>(n * in_image) * x_es;
-        for (int64_t g = 0; g < s.group; ++g) {
-          char* yp = static_cast<char*>(y.raw_data()) +
-                     static_cast<size_t>((n * s.out_channels + g * mg) * out_size) * y_es;
-          const QPackedA& w = (*packed)[static_cast<size_t>(g)];
-          if (padded) {  // no im2col copy; computed at the padded row pitch, then compacted
-            int64_t pitch = 0;
-            QPackConvPadded(s, xi, x.dtype(), x_zp, g, &planes, &col, &pitch);
-            tmp.resize(static_cast<size_t>(mg * col.N) * y_es);
-            QGemmPacked(w, col, p->out, true, g * mg, tmp.data(), col.N, gemm_threads);
-            QCompactConvRows(tmp.data(), mg, s.geo.out[0], s.geo.out[1], pitch, y_es, yp);
-          } else {
-            QPackIm2Col(s, xi, x.dtype(), x_zp, g, &col);
-            QGemmPacked(w, col, p->out, true, g * mg, yp, out_size, gemm_threads);
-          }
-        }
-      }
-    });
-    return Status::Ok();
+    QConvCall c;
+    c.shape = &s;
+    c.x = &x;
+    c.w = &w;
+    c.x_zp = p->x_zp[0];
+    c.w_zp = &p->w_zp;
+    c.out = &p->out;
+    c.packed_w = packed_.get();
+    c.y = &y;
+    return conv_(c, ctx.num_threads);
   }
 
  private:
-  static size_t ElemSize(DType t) { return t == DType::kUInt8 || t == DType::kInt8 ? 1 : 4; }
-
-  // The byte kernel (see kernels/cpu/qgemm.h): per image and group, the im2col as bytes (int8
-  // inputs shifted to unsigned), packed into panels, times the packed weights. Stride-1 2-D convs
-  // take the padded-plane im2col (no per-row copies) and are compacted from the padded pitch.
-  Status ConvBytes(KernelContext& ctx, const ConvShape& s, const Tensor& x, const QParams& p, Tensor& y) const {
-    const WindowGeometry& g = s.geo;
-    const int64_t mg = s.out_channels / s.group, cg = s.in_channels / s.group;
-    const int64_t K = cg * g.KernelSize(), out_size = g.OutSize(), in_size = g.InSize();
-    const int64_t OH = g.spatial == 2 ? g.out[0] : 1, OW = g.out[g.spatial - 1];
-    const bool padded = g.spatial == 2 && g.stride[0] == 1 && g.stride[1] == 1;
-    const int64_t pitch = padded ? g.in[1] + g.pad_begin[1] + g.pad_end[1] : OW;
-    const int64_t cols = OH * pitch;
-    const bool s8 = x.dtype() == DType::kInt8;
-    const uint8_t flip = s8 ? 0x80 : 0;
-    const uint8_t zp_byte = static_cast<uint8_t>(p.x_zp[0]);
-    const int32_t zx = p.x_zp[0] + (s8 ? 128 : 0);
-    const size_t y_es = ElemSize(y.dtype());
-    const bool per_image = s.batch >= ctx.num_threads;
-    const int gemm_threads = per_image ? 1 : ctx.num_threads;
-    const int64_t blocks = per_image ? std::min<int64_t>(s.batch, 4 * ctx.num_threads) : 1;
-    ParallelFor(blocks, per_image ? ctx.num_threads : 1, [&](int64_t blk) {
-      thread_local std::vector<uint8_t> rows, planes;
-      thread_local std::vector<char> tmp;
-      QPacked8 panel;
-      rows.resize(static_cast<size_t>(K * cols));
-      if (padded) tmp.resize(static_cast<size_t>(mg * cols) * y_es);
-      for (int64_t n = blk * s.batch / blocks; n < (blk + 1) * s.batch / blocks; ++n) {
-        for (int64_t gi = 0; gi < s.group; ++gi) {
-          const uint8_t* xg = static_cast<const uint8_t*>(x.raw_data()) + (n * s.in_channels + gi * cg) * in_size;
-          char* yp = static_cast<char*>(y.raw_data()) +
-                     static_cast<size_t>((n * s.out_channels + gi * mg) * out_size) * y_es;
-          if (padded) QIm2ColBytesPadded(s, xg, zp_byte, flip, &planes, rows.data(), cols);
-          else QIm2ColBytes(s, xg, zp_byte, flip, rows.data(), cols);
-          Q8PackRowsB(rows.data(), K, cols, cols, &panel);
-          const QPacked8& w8 = (*packed_w8_)[static_cast<size_t>(gi)];
-          if (padded) {
-            QGemmPacked8(w8, panel, true, zx, p.out, true, gi * mg, tmp.data(), cols, gemm_threads);
-            QCompactConvRows(tmp.data(), mg, OH, OW, pitch, y_es, yp);
-          } else {
-            QGemmPacked8(w8, panel, true, zx, p.out, true, gi * mg, yp, out_size, gemm_threads);
-          }
-        }
-      }
-    });
-    return Status::Ok();
-  }
-
-  // Group-1 convolution as one oneDNN GEMM per chunk of images: acc[m, n*P + p] = W * im2col, with
-  // the uint8 im2col shifted to int8 (x ^ 0x80 = x - 128, zero point x_zp - 128) so that the
-  // weights can be the GEMM's A (oneDNN's u8 x s8 wants the unsigned operand first). Each image's
-  // accumulators go through the same epilogue as our kernel. Chunks are sized so that the byte
-  // im2col and the int32 accumulators stay in L2, and run in parallel (a single-threaded GEMM
-  // each) when there are enough images; buffers are per thread and reused across calls. False
-  // when oneDNN refuses the operands (the caller falls back to our kernel).
-  bool ConvOneDnn(KernelContext& ctx, const ConvShape& s, const Tensor& x, const Tensor& w, const QParams& p,
-                  Tensor& y) const {
-    const WindowGeometry& g = s.geo;
-    const int64_t Cout = s.out_channels, K = w.numel() / Cout;
-    const int64_t OH = g.spatial == 2 ? g.out[0] : 1, OW = g.out[g.spatial - 1];
-    const bool padded = g.spatial == 2 && g.stride[0] == 1 && g.stride[1] == 1;
-    const int64_t pitch = padded ? g.in[1] + g.pad_begin[1] + g.pad_end[1] : OW;
-    const int64_t cols = OH * pitch;  // GEMM columns per image
-    const int64_t in_image = s.in_channels * g.InSize();
-    const size_t y_es = ElemSize(y.dtype());
-    const int threads = std::max(1, ctx.num_threads);
-    const int64_t per_image_bytes = cols * (K + 4 * Cout);
-    int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(s.batch, (int64_t{384} << 10) / per_image_bytes));
-    // Enough chunks for every thread (when there are enough images).
-    chunk = std::min(chunk, std::max<int64_t>(1, s.batch / threads));
-    const int64_t chunks = (s.batch + chunk - 1) / chunk;
-    const bool parallel_chunks = chunks >= threads;
-    // One GEMM for everything: threads inside it only when it is big enough to pay for them
-    // (below ~2M multiply-adds, e.g. conv2 at batch 1, 2 threads were slower than 1).
-    const int gemm_threads = parallel_chunks || Cout * s.batch * cols * K < (int64_t{1} << 21) ? 1 : threads;
-    const std::vector<int32_t> col_zp{p.x_zp[0] - 128};
-    const uint8_t x_zp = static_cast<uint8_t>(p.x_zp[0]);
-    std::atomic<bool> ok{true};
-    ParallelFor(chunks, parallel_chunks ? threads : 1, [&](int64_t ci) {
-      thread_local std::vector<uint8_t> col, planes;
-      thread_local std::vector<int32_t> acc;
-      const int64_t n0 = ci * chunk, nb = std::min(chunk, s.batch - n0), ld = nb * cols;
-      col.resize(static_cast<size_t>(K * ld));
-      acc.resize(static_cast<size_t>(Cout * ld));
-      for (int64_t i = 0; i < nb; ++i) {
-        const uint8_t* xi = static_cast<const uint8_t*>(x.raw_data()) + (n0 + i) * in_image;
-        if (padded) QIm2ColBytesPadded(s, xi, x_zp, 0x80, &planes, col.data() + i * cols, ld);
-        else QIm2ColBytes(s, xi, x_zp, 0x80, col.data() + i * cols, ld);
-      }
-      const QMatrix am{w.raw_data(), w.dtype(), K, &p.w_zp};
-      const QMatrix bm{col.data(), DType::kInt8, ld, &col_zp};
-      if (!QGemmAccOneDnn(am, bm, Cout, ld, K, acc.data(), gemm_threads)) {
-        ok = false;  // the kernel falls back as a whole
-        return;
-      }
-      QConvEpilogueCpu(p.out, acc.data(), Cout, ld, nb, cols, OH, OW, pitch,
-                       static_cast<char*>(y.raw_data()) + static_cast<size_t>(n0 * Cout * OH * OW) * y_es,
-                       gemm_threads);
-    });
-    return ok.load();
-  }
-
-  // W [M, C/group, k...] as one A matrix per group: rows = the group's output channels.
-  std::shared_ptr<const std::vector<QPackedA>> PackWeights(const Tensor& w, const std::vector<int32_t>& w_zp) const {
-    auto out = std::make_shared<std::vector<QPackedA>>(static_cast<size_t>(group_));
-    const int64_t M = w.dim(0), mg = M / group_, kg = w.numel() / M;
-    for (int64_t g = 0; g < group_; ++g) {
-      std::vector<int32_t> zp;
-      if (w_zp.size() == 1) zp = w_zp;
-      else zp.assign(w_zp.begin() + g * mg, w_zp.begin() + (g + 1) * mg);
-      const QMatrix a{static_cast<const char*>(w.raw_data()) + g * mg * kg, w.dtype(), kg, &zp};
-      QPackA(a, mg, kg, &(*out)[static_cast<size_t>(g)]);
-    }
-    return out;
-  }
-
   QInputs q_;
-  bool cpu_, relu_;
+  bool relu_;
   std::string node_;
   AttributeMap attrs_;
+  QPackedWeights (*pack_)(const Tensor&, const std::vector<int32_t>&, int64_t);
+  Status (*conv_)(const QConvCall&, int);
   int64_t group_ = 1;
   std::optional<QParams> params_;
-  std::shared_ptr<const std::vector<QPackedA>> packed_w_;
-  std::shared_ptr<const std::vector<QPacked8>> packed_w8_;  // when the byte kernel is exact for these weights
+  QPackedWeights packed_;  // the backend's packed constant weights
 };
 
 template <class K>
-Factory Make(const KernelInit& init, QInputs q, bool cpu) {
-  auto k = std::make_unique<K>(init, q, cpu);
+Factory Make(const KernelInit& init, QInputs q) {
+  auto k = std::make_unique<K>(init, q);
   WH_RETURN_IF_ERROR(k->Init(init));
   return std::unique_ptr<OpKernel>(std::move(k));
 }
@@ -475,29 +280,24 @@ Factory MakeDynamicQuantize(const KernelInit& init) {
   const std::string node = init.node_name;
   if (InDType(init, 0) != DType::kFloat32)
     return InvalidArgument(node + ": x must be float32, got " + DTypeName(InDType(init, 0)));
-  return WrapFnKernel([](KernelContext& ctx) -> Status {
-    const Tensor& x = *ctx.inputs[0];
-    uint8_t scale_zp = 0;
-    float scale = 0.f;
-    DynamicQuantizeLinearReference(x.data<float>(), x.numel(), ctx.outputs[0]->data<uint8_t>(), &scale, &scale_zp);
-    if (ctx.outputs.size() > 1 && ctx.outputs[1]) ctx.outputs[1]->data<float>()[0] = scale;
-    if (ctx.outputs.size() > 2 && ctx.outputs[2]) ctx.outputs[2]->data<uint8_t>()[0] = scale_zp;
-    return Status::Ok();
+  const auto quantize = kQLinear.Pick(init.backend, &QLinearFns::dynamic_quantize);
+  return WrapFnKernel([quantize](KernelContext& ctx) -> Status {
+    Tensor* y_scale = ctx.outputs.size() > 1 ? ctx.outputs[1] : nullptr;
+    Tensor* y_zero_point = ctx.outputs.size() > 2 ? ctx.outputs[2] : nullptr;
+    return quantize(*ctx.inputs[0], ctx.outputs[0], y_scale, y_zero_point, ctx.num_threads);
   });
 }
 
 }  // namespace
 
 void RegisterQLinearKernels(KernelRegistry& r) {
-  {
-    r.Register("ai.whittle", "QGemm", [](const KernelInit& i) { return Make<QMatMulKernel>(i, kQMatMulInputs, i.backend == Backend::kCpu); });
-    r.Register("", "QLinearMatMul", [](const KernelInit& i) { return Make<QMatMulKernel>(i, kQMatMulInputs, i.backend == Backend::kCpu); });
-    r.Register("", "MatMulInteger", [](const KernelInit& i) { return Make<QMatMulKernel>(i, kMatMulIntegerInputs, i.backend == Backend::kCpu); });
-    r.Register("ai.whittle", "QConv", [](const KernelInit& i) { return Make<QConvKernel>(i, kQConvInputs, i.backend == Backend::kCpu); });
-    r.Register("", "QLinearConv", [](const KernelInit& i) { return Make<QConvKernel>(i, kQConvInputs, i.backend == Backend::kCpu); });
-    r.Register("", "ConvInteger", [](const KernelInit& i) { return Make<QConvKernel>(i, kConvIntegerInputs, i.backend == Backend::kCpu); });
-    r.Register("", "DynamicQuantizeLinear", MakeDynamicQuantize);
-  }
+  r.Register("ai.whittle", "QGemm", [](const KernelInit& i) { return Make<QMatMulKernel>(i, kQMatMulInputs); });
+  r.Register("", "QLinearMatMul", [](const KernelInit& i) { return Make<QMatMulKernel>(i, kQMatMulInputs); });
+  r.Register("", "MatMulInteger", [](const KernelInit& i) { return Make<QMatMulKernel>(i, kMatMulIntegerInputs); });
+  r.Register("ai.whittle", "QConv", [](const KernelInit& i) { return Make<QConvKernel>(i, kQConvInputs); });
+  r.Register("", "QLinearConv", [](const KernelInit& i) { return Make<QConvKernel>(i, kQConvInputs); });
+  r.Register("", "ConvInteger", [](const KernelInit& i) { return Make<QConvKernel>(i, kConvIntegerInputs); });
+  r.Register("", "DynamicQuantizeLinear", MakeDynamicQuantize);
 }
 
 }  // namespace whittle

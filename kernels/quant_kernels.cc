@@ -1,5 +1,6 @@
 // Kernels for QuantizeLinear / DequantizeLinear. axis exists from opset 13 (default 1); before
-// that the parameters are per-tensor. The CPU kernels are bit-identical to the reference.
+// that the parameters are per-tensor. The factory picks init.backend's compute function from
+// kQuant; the CPU kernels are bit-identical to the reference.
 #include <string>
 
 #include "kernels/cpu/quant.h"
@@ -9,30 +10,24 @@
 namespace whittle {
 namespace {
 
-using Factory = StatusOr<std::unique_ptr<OpKernel>>;
+const BackendTable<QuantFns> kQuant{{Backend::kReference, &reference::kQuantFns}, {Backend::kCpu, &cpu::kQuantFns}};
 
-Factory MakeQuant(const KernelInit& init, bool dequantize, bool cpu) {
+KernelOr MakeQuant(const KernelInit& init, bool dequantize) {
   const int64_t axis = init.opset >= 13 ? init.attrs.GetInt("axis", 1) : 1;
-  return std::unique_ptr<OpKernel>(MakeFnKernel([=](KernelContext& ctx) -> Status {
+  const QuantizeLinearFn fn = kQuant.Pick(init.backend, dequantize ? &QuantFns::dequantize : &QuantFns::quantize);
+  return WrapFnKernel([axis, fn](KernelContext& ctx) -> Status {
     const Tensor& x = *ctx.inputs[0];
     const Tensor& scale = *ctx.inputs[1];
     const Tensor* zp = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
-    Tensor* y = ctx.outputs[0];
-    if (dequantize)
-      return cpu ? DequantizeLinearCpu(x, scale, zp, axis, y, ctx.num_threads)
-                 : DequantizeLinearReference(x, scale, zp, axis, y);
-    return cpu ? QuantizeLinearCpu(x, scale, zp, axis, y, ctx.num_threads)
-               : QuantizeLinearReference(x, scale, zp, axis, y);
-  }));
+    return fn(x, scale, zp, axis, ctx.outputs[0], ctx.num_threads);
+  });
 }
 
 }  // namespace
 
 void RegisterQuantKernels(KernelRegistry& r) {
-  for (bool dq : {false, true}) {
-    const std::string op = dq ? "DequantizeLinear" : "QuantizeLinear";
-    r.Register("", op, [dq](const KernelInit& init) { return MakeQuant(init, dq, init.backend == Backend::kCpu); });
-  }
+  r.Register("", "QuantizeLinear", [](const KernelInit& init) { return MakeQuant(init, false); });
+  r.Register("", "DequantizeLinear", [](const KernelInit& init) { return MakeQuant(init, true); });
 }
 
 }  // namespace whittle

@@ -1,18 +1,19 @@
-// The one place that lists every kernel family (each registers its reference and CPU kernels).
+// The one place that lists every kernel family (each registers one factory per op, which picks
+// init.backend's compute functions from the family's BackendTable).
 #include <mutex>
 
 #include "kernels/kernel.h"
 
 namespace whittle {
 
-void RegisterElementwiseKernels(KernelRegistry& r);  // kernels/{reference,cpu}/elementwise*
+void RegisterElementwiseKernels(KernelRegistry& r);  // kernels/elementwise_kernels.cc
 void RegisterReduceKernels(KernelRegistry& r);
 void RegisterConvKernels(KernelRegistry& r);
 void RegisterLinearKernels(KernelRegistry& r);
 void RegisterNormKernels(KernelRegistry& r);
 void RegisterPoolKernels(KernelRegistry& r);
 void RegisterShapeKernels(KernelRegistry& r);
-void RegisterTensorKernels(KernelRegistry& r);
+void RegisterMovementKernels(KernelRegistry& r);
 void RegisterQuantKernels(KernelRegistry& r);
 void RegisterQLinearKernels(KernelRegistry& r);  // kernels/qlinear_kernels.cc
 void RegisterIndexKernels(KernelRegistry& r);
@@ -29,7 +30,7 @@ void RegisterAllKernels() {
     RegisterNormKernels(r);
     RegisterPoolKernels(r);
     RegisterShapeKernels(r);
-    RegisterTensorKernels(r);
+    RegisterMovementKernels(r);
     RegisterQuantKernels(r);
     RegisterQLinearKernels(r);
     RegisterIndexKernels(r);

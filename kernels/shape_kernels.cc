@@ -1,7 +1,7 @@
 // Kernels for the shape ops. Flatten, Reshape, Squeeze, Unsqueeze, Identity and Dropout without a
 // mask output alias their input (zero copy: the runtime shares the buffer with the inferred
-// dims). Shape, Constant, ConstantOfShape and Dropout with a mask write small outputs; the CPU
-// provider reuses the reference kernels, there is nothing to speed up.
+// dims). Shape, Constant, ConstantOfShape and Dropout with a mask write small outputs through
+// init.backend's compute function from kShape (only the reference has them: nothing to speed up).
 #include <algorithm>
 #include <string>
 
@@ -10,6 +10,8 @@
 
 namespace whittle {
 namespace {
+
+const BackendTable<ShapeFns> kShape{{Backend::kReference, &reference::kShapeFns}};
 
 StatusOr<std::unique_ptr<OpKernel>> Alias0(const KernelInit&) {
   return std::unique_ptr<OpKernel>(std::make_unique<AliasKernel>(0));
@@ -44,12 +46,13 @@ StatusOr<std::unique_ptr<OpKernel>> MakeDropout(const KernelInit& init) {
   // The alias is only safe when nothing can ask for training at run time and no mask is wanted.
   if (init.num_outputs < 2 && !training_input) return Alias0(init);
   const int opset = init.opset;
-  return WrapFnKernel([opset](KernelContext& ctx) -> Status {
+  const auto dropout = kShape.Pick(init.backend, &ShapeFns::dropout);
+  return WrapFnKernel([opset, dropout](KernelContext& ctx) -> Status {
     if (opset >= 12 && ctx.inputs.size() > 2) {
       WH_ASSIGN_OR_RETURN(bool training, TrainingRequested(ctx.inputs[2], ctx.inputs.size() > 1 ? ctx.inputs[1] : nullptr));
       if (training) return TrainingUnsupported();
     }
-    return DropoutReference(*ctx.inputs[0], ctx.outputs[0], ctx.outputs.size() > 1 ? ctx.outputs[1] : nullptr);
+    return dropout(*ctx.inputs[0], ctx.outputs[0], ctx.outputs.size() > 1 ? ctx.outputs[1] : nullptr);
   });
 }
 
@@ -57,9 +60,10 @@ StatusOr<std::unique_ptr<OpKernel>> MakeShape(const KernelInit& init) {
   const int64_t start = init.attrs.GetInt("start", 0);
   const bool has_end = init.attrs.Has("end");
   const int64_t end = init.attrs.GetInt("end", 0);
+  const auto shape = kShape.Pick(init.backend, &ShapeFns::shape);
   return WrapFnKernel([=](KernelContext& ctx) -> Status {
     const Tensor& in = *ctx.inputs[0];
-    return ShapeReference(in, start, has_end ? end : in.rank(), ctx.outputs[0]);
+    return shape(in, start, has_end ? end : in.rank(), ctx.outputs[0]);
   });
 }
 
@@ -80,21 +84,18 @@ StatusOr<std::unique_ptr<OpKernel>> MakeConstantOfShape(const KernelInit& init) 
     if (!v->defined() || v->numel() != 1) return InvalidArgument("attribute 'value' must hold exactly one element");
     value = *v;
   }
-  return WrapFnKernel([value](KernelContext& ctx) -> Status { return FillWithElement(value, ctx.outputs[0]); });
-}
-
-void RegisterOp(KernelRegistry& r, const std::string& op, const KernelFactory& f) {
-  r.Register("", op, f);
+  const auto fill = kShape.Pick(init.backend, &ShapeFns::fill);
+  return WrapFnKernel([value, fill](KernelContext& ctx) -> Status { return fill(value, ctx.outputs[0]); });
 }
 
 }  // namespace
 
 void RegisterShapeKernels(KernelRegistry& r) {
-  for (const char* op : {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity"}) RegisterOp(r, op, Alias0);
-  RegisterOp(r, "Dropout", MakeDropout);
-  RegisterOp(r, "Shape", MakeShape);
-  RegisterOp(r, "Constant", MakeConstant);
-  RegisterOp(r, "ConstantOfShape", MakeConstantOfShape);
+  for (const char* op : {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity"}) r.Register("", op, Alias0);
+  r.Register("", "Dropout", MakeDropout);
+  r.Register("", "Shape", MakeShape);
+  r.Register("", "Constant", MakeConstant);
+  r.Register("", "ConstantOfShape", MakeConstantOfShape);
 }
 
 }  // namespace whittle

@@ -5,8 +5,9 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/reference/elementwise_scalar.h"
-#include "kernels/reference/elementwise_util.h"
+#include "kernels/common/broadcast.h"
+#include "kernels/common/dtype_dispatch.h"
+#include "kernels/common/elementwise_scalar.h"
 
 namespace whittle::cpu {
 
@@ -308,5 +309,7 @@ Status Clip(const Tensor& x, const Tensor* lo, const Tensor* hi, std::optional<f
            [lov, hiv](float v) { return std::min(std::max(v, lov), hiv); });
   return Status::Ok();
 }
+
+const reference::ElementwiseFns kElementwiseFns{Binary, Unary, Variadic, Clip, nullptr, nullptr};
 
 }  // namespace whittle::cpu

@@ -36,4 +36,8 @@ Status Unary(reference::UnaryOp op, const reference::UnaryParams& p, const Tenso
 Status Clip(const Tensor& x, const Tensor* lo, const Tensor* hi, std::optional<float> lo_attr,
             std::optional<float> hi_attr, Tensor& out, int threads);
 
+// Binary, Unary, Variadic and Clip; Cast and Where take the reference's (they only convert or
+// select values, there is nothing to vectorise beyond what the compiler does).
+extern const reference::ElementwiseFns kElementwiseFns;
+
 }  // namespace whittle::cpu

@@ -5,29 +5,19 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/common/index.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/qgemm_tile.h"
-
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
 
 namespace whittle {
 namespace {
 
-using qgemm_internal::Epilogue;
-using qgemm_internal::MakeEpilogue;
-using qgemm_internal::RoundUp;
+// The drivers' shared internals (epilogue state, tiling, loads and stores; immintrin.h with AVX2).
+using namespace qgemm_internal;  // NOLINT(build/namespaces)
 
 int32_t ZpAt(const std::vector<int32_t>* zp, int64_t i) {
   if (!zp) return 0;
   return zp->size() == 1 ? (*zp)[0] : (*zp)[static_cast<size_t>(i)];
-}
-
-int32_t LoadPair(const int16_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
 }
 
 #if defined(__AVX2__)
@@ -60,14 +50,14 @@ void MicroKernelRows(const int16_t* ap, int64_t lda, const int16_t* bp, int64_t 
     for (; kk + 4 <= kpairs; kk += 4) {
 #pragma GCC unroll 4
       for (int u = 0; u < 4; ++u) {
-        const __m256i a = _mm256_set1_epi32(LoadPair(ap + 2 * (kk + u)));
+        const __m256i a = _mm256_set1_epi32(LoadInt32(ap + 2 * (kk + u)));
         c[u][0] = MulAddPairs(c[u][0], a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + 32 * u)));
         c[u][1] = MulAddPairs(c[u][1], a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + 32 * u + 16)));
       }
       bp += 4 * 2 * kQNr;
     }
     for (; kk < kpairs; ++kk) {
-      const __m256i a = _mm256_set1_epi32(LoadPair(ap + 2 * kk));
+      const __m256i a = _mm256_set1_epi32(LoadInt32(ap + 2 * kk));
       c[0][0] = MulAddPairs(c[0][0], a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp)));
       c[0][1] = MulAddPairs(c[0][1], a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + 16)));
       bp += 2 * kQNr;
@@ -86,19 +76,15 @@ void MicroKernelRows(const int16_t* ap, int64_t lda, const int16_t* bp, int64_t 
     const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + 16));
 #pragma GCC unroll 6
     for (int i = 0; i < R; ++i) {
-      const __m256i a = _mm256_set1_epi32(LoadPair(ap + i * lda + 2 * kk));
+      const __m256i a = _mm256_set1_epi32(LoadInt32(ap + i * lda + 2 * kk));
       c0[i] = MulAddPairs(c0[i], a, b0);
       c1[i] = MulAddPairs(c1[i], a, b1);
     }
     bp += 2 * kQNr;
   }
-#pragma GCC unroll 6
-  for (int i = 0; i < R; ++i) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * ldt), c0[i]);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * ldt + 8), c1[i]);
-  }
+  StoreTileRows<R>(c0, c1, tile, ldt);
 #else
-  for (int64_t i = 0; i < R; ++i) std::fill(tile + i * ldt, tile + i * ldt + kQNr, 0);
+  ZeroTileRows(R, kQNr, tile, ldt);
   for (int64_t kk = 0; kk < kpairs; ++kk) {
     for (int64_t i = 0; i < R; ++i) {
       const int32_t x0 = ap[i * lda + 2 * kk], x1 = ap[i * lda + 2 * kk + 1];
@@ -252,10 +238,7 @@ void QPackIm2Col(const ConvShape& s, const void* x_image, DType x_dtype, int32_t
                        xrow.data());
         cur_c = c;
       }
-      for (int64_t d = g.spatial - 1, r = t; d >= 0; --d) {
-        k_idx[d] = r % g.kernel[d];
-        r /= g.kernel[d];
-      }
+      UnravelIndex(t, g.kernel, g.spatial, k_idx);
       if (g.spatial == 2) {
         const int64_t sw = g.stride[1], off = k_idx[1] * g.dilation[1] - g.pad_begin[1];
         // Outputs [lo, hi) of a row read inside the input row (iw = ow * sw + off); the rest is padding.
@@ -281,17 +264,9 @@ void QPackIm2Col(const ConvShape& s, const void* x_image, DType x_dtype, int32_t
         }
       } else {
         for (int64_t o = 0; o < N; ++o) {
-          for (int64_t d = g.spatial - 1, r = o; d >= 0; --d) {
-            o_idx[d] = r % g.out[d];
-            r /= g.out[d];
-          }
+          UnravelIndex(o, g.out, g.spatial, o_idx);
           int64_t off = 0;
-          bool inside = true;
-          for (int d = 0; d < g.spatial; ++d) {
-            const int64_t p = o_idx[d] * g.stride[d] - g.pad_begin[d] + k_idx[d] * g.dilation[d];
-            if (p < 0 || p >= g.in[d]) inside = false;
-            off = off * g.in[d] + p;
-          }
+          const bool inside = WindowTapOffset(g, o_idx, k_idx, &off);
           dst[o] = inside ? xrow[static_cast<size_t>(off)] : int16_t{0};
         }
       }

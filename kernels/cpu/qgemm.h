@@ -11,7 +11,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/reference/qlinear.h"
+#include "kernels/common/quant_params.h"
+#include "kernels/reference/conv.h"  // ConvShape, WindowGeometry
 
 namespace whittle {
 

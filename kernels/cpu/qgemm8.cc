@@ -8,22 +8,11 @@
 #include "kernels/cpu/qgemm.h"
 #include "kernels/cpu/qgemm_tile.h"
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 namespace whittle {
 namespace {
 
-using qgemm_internal::Epilogue;
-using qgemm_internal::MakeEpilogue;
-using qgemm_internal::RoundUp;
-
-inline int32_t Load4(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
+// The drivers' shared internals (epilogue state, tiling, loads and stores; immintrin.h with AVX2).
+using namespace qgemm_internal;  // NOLINT(build/namespaces)
 
 #if defined(__AVX2__)
 // c + the four-byte dot products of unsigned u and signed s, per int32 lane.
@@ -54,7 +43,7 @@ void MicroKernel8Rows(const uint8_t* ap, int64_t lda, const uint8_t* bp, int64_t
     const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + 32));
 #pragma GCC unroll 4
     for (int i = 0; i < R; ++i) {
-      const __m256i a = _mm256_set1_epi32(Load4(ap + i * lda + 4 * kq));
+      const __m256i a = _mm256_set1_epi32(LoadInt32(ap + i * lda + 4 * kq));
       if constexpr (kAUnsigned) {
         c0[i] = DotBytes(c0[i], a, b0);
         c1[i] = DotBytes(c1[i], a, b1);
@@ -65,13 +54,9 @@ void MicroKernel8Rows(const uint8_t* ap, int64_t lda, const uint8_t* bp, int64_t
     }
     bp += 4 * kQ8Nr;
   }
-#pragma GCC unroll 4
-  for (int i = 0; i < R; ++i) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * ldt), c0[i]);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * ldt + 8), c1[i]);
-  }
+  StoreTileRows<R>(c0, c1, tile, ldt);
 #else
-  for (int64_t i = 0; i < R; ++i) std::fill(tile + i * ldt, tile + i * ldt + kQ8Nr, 0);
+  ZeroTileRows(R, kQ8Nr, tile, ldt);
   for (int64_t kq = 0; kq < kquads; ++kq) {
     for (int64_t i = 0; i < R; ++i)
       for (int64_t j = 0; j < kQ8Nr; ++j) {

@@ -5,15 +5,44 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
+#include "kernels/common/quant_params.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/reference/qlinear.h"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 namespace whittle::qgemm_internal {
 
 inline int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 inline size_t OutElemSize(DType t) { return t == DType::kUInt8 || t == DType::kInt8 ? 1 : 4; }
+// Four bytes at p (two int16 or four int8/uint8 operands) as one int32 lane value, unaligned.
+inline int32_t LoadInt32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+#if defined(__AVX2__)
+// The micro-kernels' last step: R rows of 16 int32 accumulators, held as two 8-lane halves
+// (c0: columns 0-7, c1: 8-15), stored at tile (row stride ldt).
+template <int R>
+inline void StoreTileRows(const __m256i (&c0)[R], const __m256i (&c1)[R], int32_t* tile, int64_t ldt) {
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * ldt), c0[i]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * ldt + 8), c1[i]);
+  }
+}
+#else
+// The portable micro-kernels accumulate in place: rows x n accumulators start at 0.
+inline void ZeroTileRows(int64_t rows, int64_t n, int32_t* tile, int64_t ldt) {
+  for (int64_t i = 0; i < rows; ++i) std::fill(tile + i * ldt, tile + i * ldt + n, 0);
+}
+#endif
 
 // Per-call epilogue state: the output format in plain fields (so stores through byte pointers do
 // not force reloads) and each local row's or column's multiplier and bias, padded to kQNr.

@@ -5,8 +5,8 @@
 #include <string>
 #include <type_traits>
 
-#include "kernels/cpu/tensor.h"
-#include "kernels/reference/quant.h"
+#include "kernels/common/quant_params.h"
+#include "kernels/cpu/movement.h"
 
 namespace whittle {
 namespace {
@@ -110,5 +110,9 @@ Status DequantizeLinearCpu(const Tensor& x, const Tensor& scale, const Tensor* z
   }
   return Status::Ok();
 }
+
+namespace cpu {
+const QuantFns kQuantFns{QuantizeLinearCpu, DequantizeLinearCpu};
+}  // namespace cpu
 
 }  // namespace whittle

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/reference/quant.h"
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
 
@@ -15,5 +16,9 @@ Status QuantizeLinearCpu(const Tensor& x, const Tensor& scale, const Tensor* zp,
                          int threads);
 Status DequantizeLinearCpu(const Tensor& x, const Tensor& scale, const Tensor* zp, int64_t axis, Tensor* y,
                            int threads);
+
+namespace cpu {
+extern const QuantFns kQuantFns;
+}  // namespace cpu
 
 }  // namespace whittle

@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "kernels/cpu/elementwise.h"
-#include "kernels/reference/elementwise_scalar.h"
+#include "kernels/common/elementwise_scalar.h"
 
 namespace whittle::cpu {
 
@@ -171,7 +171,7 @@ void SoftmaxBlock(SoftmaxOp op, const float* x, float* y, int64_t n, int64_t inn
 Status Softmax(SoftmaxOp op, const Tensor& x, int64_t axis, bool coerce_2d, Tensor& out, int threads) {
   if (op == SoftmaxOp::kHardmax || x.dtype() != DType::kFloat32 || out.dtype() != DType::kFloat32)
     return reference::Softmax(op, x, axis, coerce_2d, out);
-  WH_ASSIGN_OR_RETURN(reference::AxisSplit s, reference::SplitAtAxis(x.dims(), axis, coerce_2d));
+  WH_ASSIGN_OR_RETURN(AxisSplit s, SplitAtAxis(x.dims(), axis, coerce_2d));
   if (out.numel() != x.numel()) return Internal("softmax output differs from input");
   if (x.numel() == 0) return Status::Ok();
   const float* px = x.data<float>();
@@ -200,5 +200,7 @@ Status Softmax(SoftmaxOp op, const Tensor& x, int64_t axis, bool coerce_2d, Tens
   }
   return Status::Ok();
 }
+
+const reference::ReduceFns kReduceFns{Reduce, nullptr, Softmax};
 
 }  // namespace whittle::cpu

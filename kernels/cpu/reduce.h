@@ -14,4 +14,7 @@ namespace whittle::cpu {
 Status Reduce(reference::ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, Tensor& out, int threads);
 Status Softmax(reference::SoftmaxOp op, const Tensor& x, int64_t axis, bool coerce_2d, Tensor& out, int threads);
 
+// Reduce and Softmax; ArgMax/ArgMin take the reference's (rare and cheap).
+extern const reference::ReduceFns kReduceFns;
+
 }  // namespace whittle::cpu

@@ -2,8 +2,9 @@
 
 #include <string>
 
-#include "kernels/reference/elementwise_scalar.h"
-#include "kernels/reference/elementwise_util.h"
+#include "kernels/common/broadcast.h"
+#include "kernels/common/dtype_dispatch.h"
+#include "kernels/common/elementwise_scalar.h"
 
 namespace whittle::reference {
 
@@ -193,5 +194,24 @@ Status Where(const Tensor& cond, const Tensor& x, const Tensor& y, Tensor& out) 
     default: return Unimplemented(std::string("Where: unsupported element type ") + DTypeName(x.dtype()));
   }
 }
+
+namespace {
+// The table's signature carries a thread budget that plain loops do not use.
+Status BinaryRow(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, int) { return Binary(op, a, b, out); }
+Status VariadicRow(BinaryOp op, bool mean, const std::vector<const Tensor*>& inputs, Tensor& out, int) {
+  return Variadic(op, mean, inputs, out);
+}
+Status UnaryRow(UnaryOp op, const UnaryParams& p, const Tensor& x, Tensor& out, int) { return Unary(op, p, x, out); }
+Status ClipRow(const Tensor& x, const Tensor* lo, const Tensor* hi, std::optional<float> lo_attr,
+               std::optional<float> hi_attr, Tensor& out, int) {
+  return Clip(x, lo, hi, lo_attr, hi_attr, out);
+}
+Status CastRow(const Tensor& x, Tensor& out, int) { return Cast(x, out); }
+Status WhereRow(const Tensor& cond, const Tensor& x, const Tensor& y, Tensor& out, int) {
+  return Where(cond, x, y, out);
+}
+}  // namespace
+
+const ElementwiseFns kElementwiseFns{BinaryRow, UnaryRow, VariadicRow, ClipRow, CastRow, WhereRow};
 
 }  // namespace whittle::reference

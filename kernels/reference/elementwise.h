@@ -61,6 +61,27 @@ Status Clip(const Tensor& x, const Tensor* lo, const Tensor* hi, std::optional<f
 // Converts x to out's dtype (every numeric type, bool, float16, bfloat16).
 Status Cast(const Tensor& x, Tensor& out);
 
+// The family's compute functions, one instance per backend (kernels/kernel.h BackendTable): the
+// reference's below, cpu::kElementwiseFns for the fast ones. `threads` is the intra-op budget a
+// backend may use; a null member means "use the reference's".
+using BinaryFn = Status (*)(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, int threads);
+using VariadicFn = Status (*)(BinaryOp op, bool mean, const std::vector<const Tensor*>& inputs, Tensor& out,
+                              int threads);
+using UnaryFn = Status (*)(UnaryOp op, const UnaryParams& p, const Tensor& x, Tensor& out, int threads);
+using ClipFn = Status (*)(const Tensor& x, const Tensor* lo, const Tensor* hi, std::optional<float> lo_attr,
+                          std::optional<float> hi_attr, Tensor& out, int threads);
+using CastFn = Status (*)(const Tensor& x, Tensor& out, int threads);
+using WhereFn = Status (*)(const Tensor& cond, const Tensor& x, const Tensor& y, Tensor& out, int threads);
+struct ElementwiseFns {
+  BinaryFn binary = nullptr;
+  UnaryFn unary = nullptr;
+  VariadicFn variadic = nullptr;
+  ClipFn clip = nullptr;
+  CastFn cast = nullptr;
+  WhereFn where = nullptr;
+};
+extern const ElementwiseFns kElementwiseFns;
+
 // Error when an integer divisor tensor holds a zero (Div, Mod).
 Status CheckNoZeroDivisor(const Tensor& b);
 // Error unless out has the dims and dtype the kernel expects.

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "kernels/reference/elementwise.h"
-#include "kernels/reference/elementwise_util.h"
+#include "kernels/common/dtype_dispatch.h"
 
 namespace whittle::reference {
 

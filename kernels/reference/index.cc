@@ -5,7 +5,8 @@
 #include <numeric>
 #include <vector>
 
-#include "kernels/reference/tensor.h"
+#include "kernels/common/broadcast.h"
+#include "kernels/common/dtype_dispatch.h"
 
 namespace whittle {
 namespace {
@@ -42,35 +43,6 @@ T Combine(T a, T b, ScatterReduction r) {
 }
 
 }  // namespace
-
-int64_t ReadIndexElement(const Tensor& t, int64_t i) {
-  const size_t k = static_cast<size_t>(i);
-  switch (t.dtype()) {
-    case DType::kInt64:
-      return t.data<int64_t>()[k];
-    case DType::kInt32:
-      return t.data<int32_t>()[k];
-    case DType::kInt16:
-      return t.data<int16_t>()[k];
-    case DType::kInt8:
-      return t.data<int8_t>()[k];
-    case DType::kUInt8:
-      return t.data<uint8_t>()[k];
-    case DType::kUInt16:
-      return t.data<uint16_t>()[k];
-    case DType::kUInt32:
-      return t.data<uint32_t>()[k];
-    case DType::kUInt64:
-      return static_cast<int64_t>(t.data<uint64_t>()[k]);
-    case DType::kFloat32:
-      return static_cast<int64_t>(t.data<float>()[k]);
-    case DType::kFloat64:
-      return static_cast<int64_t>(t.data<double>()[k]);
-    default:
-      WH_CHECK(false);
-      return 0;
-  }
-}
 
 StatusOr<ScatterReduction> ParseScatterReduction(const std::string& s) {
   if (s == "none") return ScatterReduction::kNone;
@@ -379,5 +351,12 @@ Status ScatterNDReference(const Tensor& data, const Tensor& indices, const Tenso
   if (red == ScatterReduction::kNone) return ByBytes(data, run);
   return DispatchArithmetic(data.dtype(), run);
 }
+
+namespace reference {
+const IndexFns kIndexFns{SizeReference,         GatherElementsReference, TriluReference,
+                         CumSumReference,       EyeLikeReference,        OneHotReference,
+                         DepthToSpaceReference, SpaceToDepthReference,   TopKReference,
+                         GatherNDReference,     ScatterElementsReference, ScatterNDReference};
+}  // namespace reference
 
 }  // namespace whittle

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/common/dtype_dispatch.h"
 #include "kernels/reference/index.h"
 
 namespace whittle {
@@ -97,5 +98,9 @@ Status SoftmaxCrossEntropyReference(const Tensor& scores, const Tensor& labels, 
     return NllTyped<T>(lp.data(), scores, labels, weight, opt, out);
   });
 }
+
+namespace reference {
+const LossFns kLossFns{NllLossReference, SoftmaxCrossEntropyReference};
+}  // namespace reference
 
 }  // namespace whittle

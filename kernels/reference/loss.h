@@ -29,4 +29,16 @@ Status NllLossReference(const Tensor& input, const Tensor& target, const Tensor*
 Status SoftmaxCrossEntropyReference(const Tensor& scores, const Tensor& labels, const Tensor* weight,
                                     const LossOptions& opt, Tensor* out, Tensor* log_prob);
 
+// The family's compute functions, one instance per backend (kernels/kernel.h BackendTable). Only
+// the reference has them today; a backend adds its row to kLoss in kernels/loss_kernels.cc.
+struct LossFns {
+  Status (*nll)(const Tensor& input, const Tensor& target, const Tensor* weight, const LossOptions& opt,
+                Tensor* out) = nullptr;
+  Status (*softmax_cross_entropy)(const Tensor& scores, const Tensor& labels, const Tensor* weight,
+                                  const LossOptions& opt, Tensor* out, Tensor* log_prob) = nullptr;
+};
+namespace reference {
+extern const LossFns kLossFns;
+}  // namespace reference
+
 }  // namespace whittle

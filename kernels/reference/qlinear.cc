@@ -3,110 +3,21 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
+
+#include "kernels/common/index.h"
 
 namespace whittle {
 namespace {
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
-bool IsByte(DType t) { return t == DType::kUInt8 || t == DType::kInt8; }
-
 int32_t ByteAt(const void* p, DType dt, int64_t i) {
   return dt == DType::kUInt8 ? static_cast<int32_t>(static_cast<const uint8_t*>(p)[i])
                              : static_cast<int32_t>(static_cast<const int8_t*>(p)[i]);
 }
 
-// 1 value, or `channels` values (1-D) when channels >= 0.
-Status CheckParamLength(const std::string& node, const std::string& what, const Tensor& t, int64_t channels) {
-  if (t.rank() > 1) return InvalidArgument(node + ": " + what + " must be a scalar or 1-D, got " + DimsToString(t.dims()));
-  const int64_t n = t.numel();
-  if (n == 1) return Status::Ok();
-  if (channels < 0)
-    return InvalidArgument(node + ": " + what + " must be per-tensor (one value), got " + DimsToString(t.dims()));
-  if (n != channels)
-    return InvalidArgument(node + ": " + what + " has " + Str(n) + " values, expected 1 or " + Str(channels) +
-                           " (one per channel)");
-  return Status::Ok();
-}
-
 }  // namespace
-
-StatusOr<std::vector<int32_t>> ReadZeroPoints(const std::string& node, const std::string& what, const Tensor* zp,
-                                              DType data_dtype, int64_t channels) {
-  if (!zp) return std::vector<int32_t>{0};
-  if (zp->dtype() != data_dtype)
-    return InvalidArgument(node + ": " + what + " must have its data's type " + DTypeName(data_dtype) + ", got " +
-                           DTypeName(zp->dtype()));
-  if (!IsByte(zp->dtype()))
-    return InvalidArgument(node + ": " + what + " must be int8 or uint8, got " + DTypeName(zp->dtype()));
-  WH_RETURN_IF_ERROR(CheckParamLength(node, what, *zp, channels));
-  std::vector<int32_t> v(static_cast<size_t>(zp->numel()));
-  for (int64_t i = 0; i < zp->numel(); ++i) v[static_cast<size_t>(i)] = ByteAt(zp->raw_data(), zp->dtype(), i);
-  return v;
-}
-
-StatusOr<QChannelParams> ReadQParams(const std::string& node, const std::string& what, const Tensor* scale,
-                                     const Tensor* zero_point, DType data_dtype, int64_t channels) {
-  if (!scale) return InvalidArgument(node + ": " + what + " is missing");
-  if (scale->dtype() != DType::kFloat32)
-    return InvalidArgument(node + ": " + what + " must be float32, got " + DTypeName(scale->dtype()));
-  WH_RETURN_IF_ERROR(CheckParamLength(node, what, *scale, channels));
-  QChannelParams p;
-  const float* s = scale->data<float>();
-  for (int64_t i = 0; i < scale->numel(); ++i) {
-    if (!(std::isfinite(s[i]) && s[i] > 0.f))
-      return InvalidArgument(node + ": " + what + " must be finite and > 0, got " + std::to_string(s[i]) +
-                             (scale->numel() > 1 ? " at index " + Str(i) : std::string()));
-    p.scale.push_back(s[i]);
-  }
-  const std::string zp_what = what.size() > 5 && what.compare(what.size() - 5, 5, "scale") == 0
-                                  ? what.substr(0, what.size() - 5) + "zero_point"
-                                  : what + " zero point";
-  WH_ASSIGN_OR_RETURN(p.zero_point, ReadZeroPoints(node, zp_what, zero_point, data_dtype, channels));
-  if (p.zero_point.size() > 1 && p.scale.size() > 1 && p.zero_point.size() != p.scale.size())
-    return InvalidArgument(node + ": " + what + " and " + zp_what + " have different lengths");
-  return p;
-}
-
-QOutput Int32QOutput() { return QOutput{}; }
-
-StatusOr<QOutput> MakeQOutput(const std::string& node, const QChannelParams& x, const QChannelParams& w,
-                              const Tensor* y_scale, const Tensor* y_zero_point, const Tensor* bias,
-                              int64_t channels, bool relu) {
-  QOutput out;
-  out.relu = relu;
-  if (x.scale.size() != 1) return InvalidArgument(node + ": the input scale must be per-tensor");
-  const int64_t n = static_cast<int64_t>(w.scale.size());
-  if (n != 1 && n != channels)
-    return InvalidArgument(node + ": weight scale has " + Str(n) + " values, expected 1 or " + Str(channels));
-  if (bias) {
-    if (bias->dtype() != DType::kInt32)
-      return InvalidArgument(node + ": bias must be int32, got " + DTypeName(bias->dtype()));
-    if (bias->rank() != 1 || bias->dim(0) != channels)
-      return InvalidArgument(node + ": bias must have shape [" + Str(channels) + "], got " + DimsToString(bias->dims()));
-    out.bias.assign(bias->data<int32_t>(), bias->data<int32_t>() + channels);
-  }
-  if (!y_scale) {
-    if (y_zero_point) return InvalidArgument(node + ": y_zero_point given without y_scale");
-    out.kind = QOutput::Kind::kFloat;
-    out.dtype = DType::kFloat32;
-    for (int64_t c = 0; c < n; ++c) out.multiplier.push_back(x.scale[0] * w.ScaleAt(c));
-    return out;
-  }
-  const DType ydt = y_zero_point ? y_zero_point->dtype() : DType::kUInt8;
-  WH_ASSIGN_OR_RETURN(QChannelParams y, ReadQParams(node, "y_scale", y_scale, y_zero_point, ydt, -1));
-  out.kind = QOutput::Kind::kQuantized;
-  out.dtype = ydt;
-  out.zero_point = y.zero_point[0];
-  out.qmin = ydt == DType::kUInt8 ? 0 : -128;
-  out.qmax = ydt == DType::kUInt8 ? 255 : 127;
-  if (relu) out.qmin = std::max(out.qmin, out.zero_point);
-  for (int64_t c = 0; c < n; ++c) {
-    const float s = x.scale[0] * w.ScaleAt(c);
-    out.multiplier.push_back(s / y.scale[0]);
-  }
-  return out;
-}
 
 void QEpilogueReference(const QOutput& out, const int32_t* acc, int64_t rows, int64_t cols, bool channel_is_row,
                         void* y) {
@@ -197,26 +108,15 @@ void QConvAccReference(const ConvShape& s, const void* x, DType x_dtype, int32_t
       const int64_t grp = m / mg;
       const int32_t wz = w_zp.size() == 1 ? w_zp[0] : w_zp[static_cast<size_t>(m)];
       for (int64_t o = 0; o < out_size; ++o) {
-        for (int64_t d = g.spatial - 1, r = o; d >= 0; --d) {
-          o_idx[d] = r % g.out[d];
-          r /= g.out[d];
-        }
+        UnravelIndex(o, g.out, g.spatial, o_idx);
         int64_t sum = 0;  // wrapped to int32 below, as the SIMD kernels do
         for (int64_t c = 0; c < cg; ++c) {
           const int64_t xc = (n * s.in_channels + grp * cg + c) * in_size;
           const int64_t wc = (m * cg + c) * ksize;
           for (int64_t k = 0; k < ksize; ++k) {
-            for (int64_t d = g.spatial - 1, r = k; d >= 0; --d) {
-              k_idx[d] = r % g.kernel[d];
-              r /= g.kernel[d];
-            }
+            UnravelIndex(k, g.kernel, g.spatial, k_idx);
             int64_t off = 0;
-            bool inside = true;
-            for (int d = 0; d < g.spatial; ++d) {
-              const int64_t p = o_idx[d] * g.stride[d] - g.pad_begin[d] + k_idx[d] * g.dilation[d];
-              if (p < 0 || p >= g.in[d]) inside = false;
-              off = off * g.in[d] + p;
-            }
+            const bool inside = WindowTapOffset(g, o_idx, k_idx, &off);
             const int32_t xv = inside ? ByteAt(x, x_dtype, xc + off) - x_zp : 0;
             sum += xv * (ByteAt(w, w_dtype, wc + k) - wz);
           }
@@ -250,5 +150,47 @@ void DynamicQuantizeLinearReference(const float* x, int64_t n, uint8_t* y, float
     y[i] = static_cast<uint8_t>(std::min(std::max(q, 0.f), 255.f));
   }
 }
+
+namespace reference {
+namespace {
+
+size_t OutElemSize(DType t) { return t == DType::kUInt8 || t == DType::kInt8 ? 1 : 4; }
+
+Status QGemmRow(const QGemmCall& c, int) {
+  std::vector<int32_t> acc(static_cast<size_t>(c.rows * c.N));
+  QGemmAccReference(c.a, c.b, c.rows, c.N, c.K, acc.data());
+  QEpilogueReference(*c.out, acc.data(), c.rows, c.N, false, c.y);
+  return Status::Ok();
+}
+
+Status QConvRow(const QConvCall& c, int) {
+  const ConvShape& s = *c.shape;
+  const Tensor& x = *c.x;
+  const Tensor& w = *c.w;
+  Tensor& y = *c.y;
+  const int64_t out_size = s.geo.OutSize();
+  std::vector<int32_t> acc(static_cast<size_t>(y.numel()));
+  QConvAccReference(s, x.raw_data(), x.dtype(), c.x_zp, w.raw_data(), w.dtype(), *c.w_zp, acc.data());
+  for (int64_t n = 0; n < s.batch; ++n) {
+    const int64_t off = n * s.out_channels * out_size;
+    QEpilogueReference(*c.out, acc.data() + off, s.out_channels, out_size, true,
+                       static_cast<char*>(y.raw_data()) + static_cast<size_t>(off) * OutElemSize(y.dtype()));
+  }
+  return Status::Ok();
+}
+
+Status DynamicQuantizeRow(const Tensor& x, Tensor* y, Tensor* y_scale, Tensor* y_zero_point, int) {
+  uint8_t scale_zp = 0;
+  float scale = 0.f;
+  DynamicQuantizeLinearReference(x.data<float>(), x.numel(), y->data<uint8_t>(), &scale, &scale_zp);
+  if (y_scale) y_scale->data<float>()[0] = scale;
+  if (y_zero_point) y_zero_point->data<uint8_t>()[0] = scale_zp;
+  return Status::Ok();
+}
+
+}  // namespace
+
+const QLinearFns kQLinearFns{nullptr, QGemmRow, nullptr, QConvRow, DynamicQuantizeRow};
+}  // namespace reference
 
 }  // namespace whittle

@@ -7,80 +7,21 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "kernels/common/quant_params.h"
 #include "kernels/reference/conv.h"
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
 
 namespace whittle {
 
-// Per-channel parameters of a quantized operand, read from (scale, zero point) tensors.
-// zero_point holds 1 value (per-tensor) or one per channel; so does scale (empty when unused).
-struct QChannelParams {
-  std::vector<float> scale;
-  std::vector<int32_t> zero_point{0};
-  int32_t ZeroPointAt(int64_t c) const {
-    return zero_point.size() == 1 ? zero_point[0] : zero_point[static_cast<size_t>(c)];
-  }
-  float ScaleAt(int64_t c) const { return scale.size() == 1 ? scale[0] : scale[static_cast<size_t>(c)]; }
-};
-
-// Validates and reads a scale (float32, > 0 and finite; scalar or 1-D of length 1 or `channels`)
-// and its optional zero point (data_dtype, same length rule). `what` names the parameter in errors
-// ("<node>: w_scale ..."). channels < 0 means "per-tensor only".
-StatusOr<QChannelParams> ReadQParams(const std::string& node, const std::string& what, const Tensor* scale,
-                                     const Tensor* zero_point, DType data_dtype, int64_t channels);
-// A zero point alone (MatMulInteger / ConvInteger): int8/uint8 of data_dtype, 1 or `channels` values.
-StatusOr<std::vector<int32_t>> ReadZeroPoints(const std::string& node, const std::string& what, const Tensor* zp,
-                                              DType data_dtype, int64_t channels);
-
-// What happens to the int32 accumulator of channel c.
-struct QOutput {
-  enum class Kind { kInt32, kFloat, kQuantized };
-  Kind kind = Kind::kInt32;
-  DType dtype = DType::kInt32;     // int32, float32, uint8 or int8
-  std::vector<float> multiplier;   // 1 or per channel: S (kFloat) or M (kQuantized)
-  std::vector<int32_t> bias;       // empty or per channel
-  int32_t zero_point = 0;          // y_zp (kQuantized)
-  bool relu = false;
-  int32_t qmin = 0, qmax = 0;      // dtype's range (kQuantized); qmin is y_zp when relu
-  float MultiplierAt(int64_t c) const {
-    return multiplier.size() == 1 ? multiplier[0] : multiplier[static_cast<size_t>(c)];
-  }
-  int32_t BiasAt(int64_t c) const { return bias.empty() ? 0 : bias[static_cast<size_t>(c)]; }
-};
-
-// Output of QGemm/QConv/QLinear*: float when y_scale is null, else quantized to y_zp's dtype
-// (uint8 without y_zp). bias (int32, [channels]) is optional. Multipliers follow the contract.
-StatusOr<QOutput> MakeQOutput(const std::string& node, const QChannelParams& x, const QChannelParams& w,
-                              const Tensor* y_scale, const Tensor* y_zero_point, const Tensor* bias,
-                              int64_t channels, bool relu);
-// int32 output (MatMulInteger / ConvInteger).
-QOutput Int32QOutput();
-
-// int32 addition that wraps like the SIMD kernels' vpaddd (no signed-overflow UB); only reachable
-// with K beyond ~33000 at full range or extreme biases.
-inline int32_t WrapAdd(int32_t a, int32_t b) {
-  return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
-}
-
-// One element of the epilogue (the fast kernels use the same formula, vectorized).
-inline float QRequantize(int32_t acc, float mult) { return static_cast<float>(acc) * mult; }
-
 // y[r, col] from acc[r, col] (rows x cols, row-major); the channel is r when channel_is_row, else col.
 void QEpilogueReference(const QOutput& out, const int32_t* acc, int64_t rows, int64_t cols, bool channel_is_row,
                         void* y);
 
-// A quantized matrix operand: int8 or uint8 elements, row stride ld, zero point per row (A side)
-// or per column (B side) as 1 or n values.
-struct QMatrix {
-  const void* data = nullptr;
-  DType dtype = DType::kUInt8;
-  int64_t ld = 0;
-  const std::vector<int32_t>* zero_point = nullptr;  // null: 0
-};
 // Element (r, c) minus its zero point (zp index: r for A, c for B).
 int32_t QMatrixAt(const QMatrix& m, int64_t r, int64_t c, int64_t zp_index);
 
@@ -98,5 +39,45 @@ void QConvAccReference(const ConvShape& s, const void* x, DType x_dtype, int32_t
 // ONNX DynamicQuantizeLinear: uint8, range [min(0, min x), max(0, max x)], scale = range / 255,
 // zero point = saturate(round_half_even(-min / scale)), y = saturate(round_half_even(x / scale) + zp).
 void DynamicQuantizeLinearReference(const float* x, int64_t n, uint8_t* y, float* y_scale, uint8_t* y_zero_point);
+
+// ---------------------------------------------------------------------------------------------
+// The family's compute functions per backend (kernels/kernel.h BackendTable). A backend may pack
+// constant weights once at load; what it packs is its own business (type-erased here).
+using QPackedWeights = std::shared_ptr<const void>;
+
+// y[rows, N] = epilogue(a[rows, K] * b[K, N]) with a's zero point per row (1 or rows values) and
+// b's per column (1 or N). packed_b: the backend's packed b when b is the kernel's constant
+// weight, else null.
+struct QGemmCall {
+  QMatrix a, b;
+  int64_t rows = 0, N = 0, K = 0;
+  const QOutput* out = nullptr;
+  const void* packed_b = nullptr;
+  void* y = nullptr;
+};
+// y [N, M, out...] = epilogue(conv(x - x_zp, w - w_zp)) for the geometry of shape; packed_w: the
+// backend's packed w when w is the kernel's constant weight, else null.
+struct QConvCall {
+  const ConvShape* shape = nullptr;
+  const Tensor* x = nullptr;
+  const Tensor* w = nullptr;
+  int32_t x_zp = 0;
+  const std::vector<int32_t>* w_zp = nullptr;
+  const QOutput* out = nullptr;
+  const void* packed_w = nullptr;
+  Tensor* y = nullptr;
+};
+struct QLinearFns {
+  // Null: the backend computes from the unpacked weights.
+  QPackedWeights (*pack_gemm_weights)(const Tensor& w, const std::vector<int32_t>& w_zp) = nullptr;
+  Status (*gemm)(const QGemmCall& c, int threads) = nullptr;
+  QPackedWeights (*pack_conv_weights)(const Tensor& w, const std::vector<int32_t>& w_zp, int64_t group) = nullptr;
+  Status (*conv)(const QConvCall& c, int threads) = nullptr;
+  // x float32; y uint8 (x's dims), y_scale float32 and y_zero_point uint8 scalars (may be null).
+  Status (*dynamic_quantize)(const Tensor& x, Tensor* y, Tensor* y_scale, Tensor* y_zero_point, int threads) = nullptr;
+};
+namespace reference {
+extern const QLinearFns kQLinearFns;
+}  // namespace reference
 
 }  // namespace whittle

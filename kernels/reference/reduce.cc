@@ -6,8 +6,8 @@
 #include <string>
 #include <type_traits>
 
-#include "kernels/reference/elementwise_scalar.h"
-#include "kernels/reference/elementwise_util.h"
+#include "kernels/common/elementwise_scalar.h"
+#include "kernels/common/dtype_dispatch.h"
 
 namespace whittle::reference {
 
@@ -29,34 +29,6 @@ const char* ReduceOpName(ReduceOp op) {
     case ReduceOp::kLogSumExp: return "ReduceLogSumExp";
   }
   return "?";
-}
-
-StatusOr<std::vector<int64_t>> NormalizeAxes(const std::vector<int64_t>& axes, int rank) {
-  std::vector<int64_t> r;
-  for (int64_t a : axes) {
-    if (a < -rank || a >= rank)
-      return InvalidArgument("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(rank));
-    const int64_t n = a < 0 ? a + rank : a;
-    if (std::find(r.begin(), r.end(), n) != r.end())
-      return InvalidArgument("axis " + std::to_string(a) + " is repeated in axes");
-    r.push_back(n);
-  }
-  std::sort(r.begin(), r.end());
-  return r;
-}
-
-StatusOr<AxisSplit> SplitAtAxis(const Dims& dims, int64_t axis, bool coerce_2d) {
-  const int64_t rank = static_cast<int64_t>(dims.size());
-  if (axis < -rank || axis >= rank)
-    return InvalidArgument("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  const size_t a = static_cast<size_t>(axis < 0 ? axis + rank : axis);
-  AxisSplit s;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i < a) s.outer *= dims[i];
-    else if (i == a || coerce_2d) s.n *= dims[i];
-    else s.inner *= dims[i];
-  }
-  return s;
 }
 
 namespace {
@@ -205,5 +177,20 @@ Status Softmax(SoftmaxOp op, const Tensor& x, int64_t axis, bool coerce_2d, Tens
     return Status::Ok();
   });
 }
+
+namespace {
+// The table's signature carries a thread budget that plain loops do not use.
+Status ReduceRow(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, Tensor& out, int) {
+  return Reduce(op, x, axes, out);
+}
+Status ArgReduceRow(bool is_max, const Tensor& x, int64_t axis, bool select_last, Tensor& out, int) {
+  return ArgReduce(is_max, x, axis, select_last, out);
+}
+Status SoftmaxRow(SoftmaxOp op, const Tensor& x, int64_t axis, bool coerce_2d, Tensor& out, int) {
+  return Softmax(op, x, axis, coerce_2d, out);
+}
+}  // namespace
+
+const ReduceFns kReduceFns{ReduceRow, ArgReduceRow, SoftmaxRow};
 
 }  // namespace whittle::reference

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/common/index.h"
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
 
@@ -16,9 +17,6 @@ namespace whittle::reference {
 enum class ReduceOp { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
 const char* ReduceOpName(ReduceOp op);
 
-// Sorted, de-duplicated axes in [0, rank); error on an axis out of [-rank, rank) or a repeat.
-StatusOr<std::vector<int64_t>> NormalizeAxes(const std::vector<int64_t>& axes, int rank);
-
 // Reduces x over `axes` (normalised, as NormalizeAxes returns them) into out.
 Status Reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, Tensor& out);
 
@@ -26,14 +24,19 @@ Status Reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, Te
 // or the last with select_last.
 Status ArgReduce(bool is_max, const Tensor& x, int64_t axis, bool select_last, Tensor& out);
 
-// dims viewed as [outer, n, inner] around axis (normalised). coerce_2d (Softmax family before
-// opset 13) makes the normalised block everything from axis on: [outer, prod(dims[axis:]), 1].
-struct AxisSplit {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-StatusOr<AxisSplit> SplitAtAxis(const Dims& dims, int64_t axis, bool coerce_2d);
-
 enum class SoftmaxOp { kSoftmax, kLogSoftmax, kHardmax };
 Status Softmax(SoftmaxOp op, const Tensor& x, int64_t axis, bool coerce_2d, Tensor& out);
+
+// The family's compute functions, one instance per backend (kernels/kernel.h BackendTable); a
+// null member means "use the reference's". `threads` is the intra-op budget a backend may use.
+using ReduceFn = Status (*)(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, Tensor& out, int threads);
+using ArgReduceFn = Status (*)(bool is_max, const Tensor& x, int64_t axis, bool select_last, Tensor& out, int threads);
+using SoftmaxFn = Status (*)(SoftmaxOp op, const Tensor& x, int64_t axis, bool coerce_2d, Tensor& out, int threads);
+struct ReduceFns {
+  ReduceFn reduce = nullptr;
+  ArgReduceFn arg_reduce = nullptr;
+  SoftmaxFn softmax = nullptr;
+};
+extern const ReduceFns kReduceFns;
 
 }  // namespace whittle::reference

@@ -63,4 +63,8 @@ Status DropoutReference(const Tensor& x, Tensor* y, Tensor* mask) {
   return Status::Ok();
 }
 
+namespace reference {
+const ShapeFns kShapeFns{ShapeReference, FillWithElement, DropoutReference};
+}  // namespace reference
+
 }  // namespace whittle

@@ -12,7 +12,7 @@ void RegisterLinearOps(OpRegistry& r);       // lib/ops/linear.cc
 void RegisterNormOps(OpRegistry& r);         // lib/ops/norm.cc
 void RegisterPoolOps(OpRegistry& r);         // lib/ops/pool.cc
 void RegisterShapeOps(OpRegistry& r);        // lib/ops/shape_ops.cc
-void RegisterTensorOps(OpRegistry& r);       // lib/ops/tensor_ops.cc
+void RegisterMovementOps(OpRegistry& r);       // lib/ops/movement.cc
 void RegisterQuantOps(OpRegistry& r);        // lib/ops/quant.cc
 void RegisterQLinearOps(OpRegistry& r);      // lib/ops/qlinear.cc
 void RegisterIndexOps(OpRegistry& r);        // lib/ops/index_ops.cc
@@ -29,7 +29,7 @@ void RegisterAllOps() {
     RegisterNormOps(r);
     RegisterPoolOps(r);
     RegisterShapeOps(r);
-    RegisterTensorOps(r);
+    RegisterMovementOps(r);
     RegisterQuantOps(r);
     RegisterQLinearOps(r);
     RegisterIndexOps(r);

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "kernels/reference/elementwise_util.h"
+#include "kernels/common/dtype_dispatch.h"
 #include "tests/util/test_util.h"
 
 namespace whittle {

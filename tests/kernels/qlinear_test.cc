@@ -22,6 +22,7 @@
 namespace whittle {
 namespace {
 
+using ::whittle::testing::ExpectBackendsMatchReference;
 using ::whittle::testing::MakeNode;
 using ::whittle::testing::RandomInt8;
 using ::whittle::testing::RandomUInt8;
@@ -79,23 +80,18 @@ Node WithAbsent(Node n, const std::vector<Tensor>& in) {
   return n;
 }
 
-// Reference (1 thread, per-call) vs CPU with constant and per-call inputs at 1 and 2 threads,
-// bit for bit. Returns the reference output.
+// Every built backend vs the reference (1 thread) with constant and per-call inputs at 1 and 2
+// threads, bit for bit. Returns the reference output.
 Tensor ExpectBitExact(const Node& node, const std::vector<Tensor>& in, int opset = 13) {
-  const Node n = WithAbsent(node, in);
-  auto ref = RunNode(n, opset, in, Backend::kReference, 1);
-  EXPECT_TRUE(ref.ok()) << ref.status().message();
-  if (!ref.ok()) return Tensor();
+  Tensor ref;
   for (bool as_const : {false, true}) {
     for (int threads : {1, 2}) {
-      auto cpu = RunNode(n, opset, in, Backend::kCpu, threads, as_const);
-      EXPECT_TRUE(cpu.ok()) << cpu.status().message();
-      if (!cpu.ok()) continue;
-      EXPECT_TRUE(TensorsClose((*cpu)[0], (*ref)[0], 0.f, 0.f))
-          << node.op_type << " const=" << as_const << " threads=" << threads;
+      SCOPED_TRACE(node.op_type + " const=" + std::to_string(as_const) + " threads=" + std::to_string(threads));
+      auto outs = ExpectBackendsMatchReference(node, in, 0.f, 0.f, opset, threads, as_const);
+      if (!ref.defined() && !outs.empty()) ref = outs[0];
     }
   }
-  return (*ref)[0];
+  return ref;
 }
 
 AttributeMap Relu() {
@@ -137,17 +133,19 @@ TEST(QLinearKernelsTest, QGemmQuantizedOutputRoundsHalfToEven) {
 TEST(QLinearKernelsTest, DynamicQuantizeLinearByHand) {
   // ONNX example: range [0, 255] -> scale 1... here [-1, 2]: scale 3/255, zp round(1/(3/255)) = 85.
   Tensor x = Tensor::FromVector<float>({4}, {-1.f, 0.f, 1.f, 2.f});
-  auto r = RunNode(MakeNode("DynamicQuantizeLinear", 1, 3), 11, {x}, Backend::kCpu, 1);
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_FLOAT_EQ((*r)[1].data<float>()[0], 3.f / 255.f);
-  EXPECT_EQ((*r)[2].data<uint8_t>()[0], 85);
-  EXPECT_TRUE(TensorsClose((*r)[0], Tensor::FromVector<uint8_t>({4}, {0, 85, 170, 255})));
-  // All zeros: no range; zeros out, zero point 0.
-  auto z = RunNode(MakeNode("DynamicQuantizeLinear", 1, 3), 11, {Tensor::FromVector<float>({2}, {0.f, 0.f})},
-                   Backend::kCpu, 1);
-  ASSERT_TRUE(z.ok()) << z.status().message();
-  EXPECT_EQ((*z)[2].data<uint8_t>()[0], 0);
-  EXPECT_TRUE(TensorsClose((*z)[0], Tensor::FromVector<uint8_t>({2}, {0, 0})));
+  for (Backend p : BuiltBackends()) {
+    SCOPED_TRACE(BackendName(p));
+    auto r = RunNode(MakeNode("DynamicQuantizeLinear", 1, 3), 11, {x}, p, 1);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_FLOAT_EQ((*r)[1].data<float>()[0], 3.f / 255.f);
+    EXPECT_EQ((*r)[2].data<uint8_t>()[0], 85);
+    EXPECT_TRUE(TensorsClose((*r)[0], Tensor::FromVector<uint8_t>({4}, {0, 85, 170, 255})));
+    // All zeros: no range; zeros out, zero point 0.
+    auto z = RunNode(MakeNode("DynamicQuantizeLinear", 1, 3), 11, {Tensor::FromVector<float>({2}, {0.f, 0.f})}, p, 1);
+    ASSERT_TRUE(z.ok()) << z.status().message();
+    EXPECT_EQ((*z)[2].data<uint8_t>()[0], 0);
+    EXPECT_TRUE(TensorsClose((*z)[0], Tensor::FromVector<uint8_t>({2}, {0, 0})));
+  }
 }
 
 struct Quant {
@@ -370,7 +368,7 @@ TEST(QLinearKernelsTest, GemmCoreExactOnExtremes) {
 
 void ExpectRejected(const Node& node, const std::vector<Tensor>& in, const std::string& what) {
   const Node n = WithAbsent(node, in);
-  for (Backend p : {Backend::kReference, Backend::kCpu}) {
+  for (Backend p : BuiltBackends()) {
     auto r = RunNode(n, 13, in, p, 1, /*treat_inputs_as_const=*/true);
     ASSERT_FALSE(r.ok()) << what;
     EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();

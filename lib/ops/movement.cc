@@ -31,6 +31,22 @@ Status ReadInts(const InferContext& ctx, int i, const char* what, bool* known, s
 
 SymShape UnknownDims(size_t rank) { return SymShape(rank, Dim()); }
 
+// Input 0's dtype and shape, and the values of int input 1 (Expand's shape, Tile's repeats) when
+// it is a known constant: the common start of the ops whose output dims come from an input.
+struct DataAndInts {
+  DType dt = DType::kUndefined;
+  const SymShape* in = nullptr;
+  bool known = false;
+  std::vector<int64_t> values;
+};
+StatusOr<DataAndInts> ReadDataAndInts(const InferContext& ctx, const char* what) {
+  DataAndInts r;
+  r.dt = ctx.InputDType(0);
+  r.in = ctx.InputShape(0);
+  WH_RETURN_IF_ERROR(ReadInts(ctx, 1, what, &r.known, &r.values));
+  return r;
+}
+
 // ---------------------------------------------------------------- Transpose
 
 Status CheckTranspose(const Node& node, int) {
@@ -313,12 +329,11 @@ Status InferGather(InferContext& ctx) {
 // ---------------------------------------------------------------- Expand
 
 Status InferExpand(InferContext& ctx) {
-  const DType dt = ctx.InputDType(0);
-  const SymShape* in = ctx.InputShape(0);
-  bool known;
-  std::vector<int64_t> shape;
-  WH_RETURN_IF_ERROR(ReadInts(ctx, 1, "the shape input", &known, &shape));
-  if (!known) {
+  WH_ASSIGN_OR_RETURN(const DataAndInts args, ReadDataAndInts(ctx, "the shape input"));
+  const DType dt = args.dt;
+  const SymShape* in = args.in;
+  const std::vector<int64_t>& shape = args.values;
+  if (!args.known) {
     const SymShape* ss = ctx.InputShape(1);
     if (in && ss && ss->size() == 1 && (*ss)[0].known())
       ctx.SetOutput(0, dt, UnknownDims(std::max<size_t>(in->size(), static_cast<size_t>((*ss)[0].value))));
@@ -407,16 +422,15 @@ Status InferPad(InferContext& ctx) {
 // ---------------------------------------------------------------- Tile
 
 Status InferTile(InferContext& ctx) {
-  const DType dt = ctx.InputDType(0);
-  const SymShape* in = ctx.InputShape(0);
-  bool known;
-  std::vector<int64_t> reps;
-  WH_RETURN_IF_ERROR(ReadInts(ctx, 1, "repeats", &known, &reps));
+  WH_ASSIGN_OR_RETURN(const DataAndInts args, ReadDataAndInts(ctx, "repeats"));
+  const DType dt = args.dt;
+  const SymShape* in = args.in;
+  const std::vector<int64_t>& reps = args.values;
   if (!in) {
     ctx.SetOutput(0, dt, std::nullopt);
     return Status::Ok();
   }
-  if (!known) {
+  if (!args.known) {
     ctx.SetOutput(0, dt, UnknownDims(in->size()));
     return Status::Ok();
   }
@@ -482,7 +496,7 @@ Status InferRange(InferContext& ctx) {
 
 }  // namespace
 
-void RegisterTensorOps(OpRegistry& r) {
+void RegisterMovementOps(OpRegistry& r) {
   r.Register(OpDef{"", "Transpose", 1, 1, 1, 1, 1, {{"perm", AttrType::kInts}}, CheckTranspose, InferTranspose});
   r.Register(OpDef{"", "Concat", 4, 1, kMaxArity, 1, 1, {{"axis", AttrType::kInt, true}}, nullptr, InferConcat});
   r.Register(OpDef{"", "Split", 2, 1, 2, 1, kMaxArity, {{"axis", AttrType::kInt}, {"split", AttrType::kInts}},

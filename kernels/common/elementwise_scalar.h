@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include "kernels/reference/elementwise.h"
-#include "kernels/reference/elementwise_util.h"
+#include "kernels/common/dtype_dispatch.h"
 
 namespace whittle::ew {
 

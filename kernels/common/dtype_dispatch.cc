@@ -1,4 +1,4 @@
-#include "kernels/reference/elementwise_util.h"
+#include "kernels/common/dtype_dispatch.h"
 
 #include <cmath>
 #include <cstring>
@@ -50,27 +50,6 @@ uint16_t FloatToBFloat16(float f) {
   std::memcpy(&bits, &f, sizeof(bits));
   if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x0040);  // keep it a quiet NaN
   return static_cast<uint16_t>(bits >> 16);
-}
-
-StatusOr<std::vector<int64_t>> BroadcastStrides(const Tensor& in, const Dims& out_dims) {
-  const int r = static_cast<int>(out_dims.size());
-  const int ir = in.rank();
-  if (ir > r)
-    return InvalidArgument("input of shape " + DimsToString(in.dims()) + " does not broadcast to output shape " +
-                           DimsToString(out_dims));
-  std::vector<int64_t> strides(static_cast<size_t>(r), 0);
-  int64_t s = 1;
-  for (int i = r - 1, j = ir - 1; j >= 0; --i, --j) {
-    const int64_t d = in.dim(j);
-    if (d == out_dims[static_cast<size_t>(i)]) {
-      strides[static_cast<size_t>(i)] = d == 1 ? 0 : s;
-    } else if (d != 1) {
-      return InvalidArgument("input of shape " + DimsToString(in.dims()) + " does not broadcast to output shape " +
-                             DimsToString(out_dims));
-    }
-    s *= d;
-  }
-  return strides;
 }
 
 std::vector<int64_t> IntValues(const Tensor& t) {

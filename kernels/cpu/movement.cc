@@ -1,7 +1,10 @@
-#include "kernels/cpu/tensor.h"
+#include "kernels/cpu/movement.h"
 
 #include <cstring>
 #include <numeric>
+
+#include "kernels/common/broadcast.h"
+#include "kernels/common/dtype_dispatch.h"
 
 namespace whittle {
 namespace {
@@ -334,21 +337,12 @@ Status SliceCpu(const Tensor& in, const SliceParams& p, Tensor* out, int threads
 }
 
 Status GatherCpu(const Tensor& data, const Tensor& indices, int64_t axis, Tensor* out, int threads) {
-  if (indices.dtype() != DType::kInt32 && indices.dtype() != DType::kInt64)
-    return InvalidArgument("Gather indices must be int32 or int64");
   const int a = static_cast<int>(axis);
   const int64_t d = data.dim(a), n = indices.numel();
+  WH_ASSIGN_OR_RETURN(std::vector<int64_t> idx, ResolveGatherIndices(indices, axis, d));
   int64_t outer = 1, inner = 1;
   for (int k = 0; k < a; ++k) outer *= data.dim(k);
   for (int k = a + 1; k < data.rank(); ++k) inner *= data.dim(k);
-  std::vector<int64_t> idx(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t v = indices.dtype() == DType::kInt64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
-    if (v < -d || v >= d)
-      return OutOfRange("Gather index " + std::to_string(v) + " at position " + std::to_string(i) +
-                        " is out of range for axis " + std::to_string(axis) + " of size " + std::to_string(d));
-    idx[static_cast<size_t>(i)] = v < 0 ? v + d : v;
-  }
   return DispatchByElementSize(DTypeSize(data.dtype()), [&](auto e) -> Status {
     using E = decltype(e);
     const E* src = static_cast<const E*>(data.raw_data());
@@ -373,14 +367,7 @@ Status ExpandCpu(const Tensor& in, Tensor* out, int threads) {
     std::memcpy(out->raw_data(), in.raw_data(), in.nbytes());
     return Status::Ok();
   }
-  const std::vector<int64_t> is = StridesOf(in.dims());
-  std::vector<int64_t> bstride(static_cast<size_t>(r), 0);
-  for (int k = 0; k < ir; ++k) {
-    const int ok = k + r - ir;
-    if (in.dim(k) == out->dim(ok)) bstride[static_cast<size_t>(ok)] = in.dim(k) == 1 ? 0 : is[static_cast<size_t>(k)];
-    else if (in.dim(k) != 1)
-      return Internal("Expand input " + DimsToString(in.dims()) + " does not broadcast to " + DimsToString(out->dims()));
-  }
+  WH_ASSIGN_OR_RETURN(const std::vector<int64_t> bstride, ExpandStrides(in.dims(), out->dims()));
   return DispatchByElementSize(DTypeSize(in.dtype()), [&](auto e) -> Status {
     using E = decltype(e);
     ExpandTyped<E>(static_cast<const E*>(in.raw_data()), static_cast<E*>(out->raw_data()), out->dims(), bstride,
@@ -409,5 +396,10 @@ Status PadCpu(const Tensor& in, const std::vector<int64_t>& pads, PadMode mode, 
     return Status::Ok();
   });
 }
+
+namespace cpu {
+const MovementFns kMovementFns{TransposeCpu, ConcatCpu, SplitCpu, SliceCpu, GatherCpu,
+                               ExpandCpu,    PadCpu,    nullptr,  nullptr};
+}  // namespace cpu
 
 }  // namespace whittle

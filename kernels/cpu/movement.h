@@ -1,4 +1,4 @@
-// Fast CPU kernels for the data-movement ops. Same contracts as kernels/reference/tensor.h and
+// Fast CPU kernels for the data-movement ops. Same contracts as kernels/reference/movement.h and
 // bit-identical results (they only move bytes): contiguous runs are copied with memcpy, axes
 // that stay adjacent are merged first, Transpose that moves the innermost axis is done in
 // cache-sized tiles (NCHW<->NHWC), and large tensors are split across OpenMP threads.
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/reference/tensor.h"
+#include "kernels/reference/movement.h"
 
 namespace whittle {
 
@@ -37,5 +37,10 @@ Status GatherCpu(const Tensor& data, const Tensor& indices, int64_t axis, Tensor
 Status ExpandCpu(const Tensor& in, Tensor* out, int threads);
 Status PadCpu(const Tensor& in, const std::vector<int64_t>& pads, PadMode mode, uint64_t value_bits, Tensor* out,
               int threads);
+
+namespace cpu {
+// Tile and Range take the reference's (no fast path).
+extern const MovementFns kMovementFns;
+}  // namespace cpu
 
 }  // namespace whittle

@@ -1,4 +1,4 @@
-// Inference and validation of the data-movement ops (lib/ops/tensor_ops.cc).
+// Inference and validation of the data-movement ops (lib/ops/movement.cc).
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -17,7 +17,7 @@ using ::whittle::testing::MakeNode;
 
 using namespace ::whittle::testing;  // NOLINT: test helpers (tests/util/infer_test_util.h)
 
-TEST(TensorOpsTest, Transpose) {
+TEST(MovementOpsTest, Transpose) {
   Node n = MakeNode("Transpose", 1, 1, Attrs({{"perm", Attribute::Ints({0, 2, 3, 1})}}));
   EXPECT_TRUE(ShapeIs(Infer(n, 13, {Sh({kBatch, 3, 4, 5})}), {kBatch, 4, 5, 3}));
   Node rev = MakeNode("Transpose", 1, 1);
@@ -29,7 +29,7 @@ TEST(TensorOpsTest, Transpose) {
   EXPECT_TRUE(FailsWith(Validate(big, 13), "not a permutation"));
 }
 
-TEST(TensorOpsTest, Concat) {
+TEST(MovementOpsTest, Concat) {
   Node n = MakeNode("Concat", 3, 1, Attrs({{"axis", Attribute::Int(-1)}}));
   EXPECT_TRUE(ShapeIs(Infer(n, 13, {Sh({kBatch, 2}), Sh({kBatch, 3}), Sh({kBatch, 1})}), {kBatch, 6}));
   Node a0 = MakeNode("Concat", 2, 1, Attrs({{"axis", Attribute::Int(0)}}));
@@ -42,7 +42,7 @@ TEST(TensorOpsTest, Concat) {
   EXPECT_TRUE(FailsWith(Validate(MakeNode("Concat", 2, 1), 13), "axis"));
 }
 
-TEST(TensorOpsTest, Split) {
+TEST(MovementOpsTest, Split) {
   Node attr = MakeNode("Split", 1, 2, Attrs({{"axis", Attribute::Int(1)}, {"split", Attribute::Ints({2, 4})}}));
   Inferred r = Infer(attr, 11, {Sh({kBatch, 6})});
   EXPECT_TRUE(ShapeIs(r, {kBatch, 2}, 0));
@@ -62,7 +62,7 @@ TEST(TensorOpsTest, Split) {
   EXPECT_TRUE(FailsWith(Validate(attr, 13), "opset 13"));
 }
 
-TEST(TensorOpsTest, Slice) {
+TEST(MovementOpsTest, Slice) {
   Node n = MakeNode("Slice", 5, 1);
   Tensor starts = I64({20, 10, 4}), ends = I64({0, 0, 1}), axes = I64({0, 1, 2}), steps = I64({-1, -3, -2});
   // The ONNX test_slice_neg_steps case: [20,10,5] -> [19,3,2].
@@ -95,7 +95,7 @@ TEST(TensorOpsTest, Slice) {
   EXPECT_TRUE(FailsWith(Validate(old, 10), "opset 10"));
 }
 
-TEST(TensorOpsTest, Gather) {
+TEST(MovementOpsTest, Gather) {
   Node n = MakeNode("Gather", 2, 1, Attrs({{"axis", Attribute::Int(1)}}));
   EXPECT_TRUE(ShapeIs(Infer(n, 13, {Sh({kBatch, 3, 4}), Sh({1, 2}, DType::kInt64)}), {kBatch, 1, 2, 4}));
   EXPECT_TRUE(ShapeIs(Infer(n, 13, {Sh({3, 3}), Sh({}, DType::kInt32)}), {3}));
@@ -103,7 +103,7 @@ TEST(TensorOpsTest, Gather) {
   EXPECT_TRUE(FailsWith(Infer(n, 13, {Sh({3}), Sh({2}, DType::kInt64)}).status, "out of range"));
 }
 
-TEST(TensorOpsTest, Expand) {
+TEST(MovementOpsTest, Expand) {
   Node n = MakeNode("Expand", 2, 1);
   Tensor s = I64({2, 1, 4});
   EXPECT_TRUE(ShapeIs(Infer(n, 13, {Sh({3, 1}), Val(s)}), {2, 3, 4}));
@@ -112,7 +112,7 @@ TEST(TensorOpsTest, Expand) {
   EXPECT_TRUE(FailsWith(Infer(n, 13, {Sh({4}), Val(bad)}).status, "broadcast"));
 }
 
-TEST(TensorOpsTest, Pad) {
+TEST(MovementOpsTest, Pad) {
   Node n = MakeNode("Pad", 2, 1, Attrs({{"mode", Attribute::String("reflect")}}));
   Tensor pads = I64({0, 1, 0, 2});
   EXPECT_TRUE(ShapeIs(Infer(n, 13, {Sh({kBatch, 4}), Val(pads)}), {kBatch, 7}));
@@ -132,7 +132,7 @@ TEST(TensorOpsTest, Pad) {
   EXPECT_TRUE(FailsWith(Validate(old, 11), "opset 11"));
 }
 
-TEST(TensorOpsTest, TileAndRange) {
+TEST(MovementOpsTest, TileAndRange) {
   Node t = MakeNode("Tile", 2, 1);
   Tensor reps = I64({2, 1});
   EXPECT_TRUE(ShapeIs(Infer(t, 13, {Sh({3, kBatch}), Val(reps)}), {6, kBatch}));

@@ -1,8 +1,8 @@
-// Helpers shared by the element-wise and reduction kernels (reference and CPU): dtype dispatch
-// to a template over the element type, float16/bfloat16 storage types and their conversions,
-// ONNX-style value casts (saturating float->int, NaN->0), numpy broadcast strides, and a wrapper
-// that runs a float32 kernel on float16/bfloat16 tensors. Everything here is input-independent
-// arithmetic; errors that depend on data are returned as Status by the callers.
+// Element-type helpers shared by every backend's kernels: dtype dispatch to a template over the
+// element type, float16/bfloat16 storage types and their conversions, ONNX-style value casts
+// (saturating float->int, NaN->0), wrapping integer arithmetic, and a wrapper that runs a float32
+// kernel on float16/bfloat16 tensors. Everything here is input-independent arithmetic; errors
+// that depend on data are returned as Status by the callers.
 #pragma once
 
 #include <cmath>
@@ -140,10 +140,6 @@ template <class T> T WrapMul(T a, T b) {
   }
 }
 
-// Element strides of `in` broadcast (numpy rules) to out_dims: 0 along broadcast axes.
-// Error when in's dims do not broadcast to out_dims.
-StatusOr<std::vector<int64_t>> BroadcastStrides(const Tensor& in, const Dims& out_dims);
-
 // Int64 values of an integer tensor (axes inputs and the like).
 std::vector<int64_t> IntValues(const Tensor& t);
 
@@ -157,3 +153,48 @@ Status RunWithHalfAsFloat(KernelContext& ctx, const std::function<Status(KernelC
 Status CheckDType(const KernelInit& init, int input, TypeSet set, const char* op);
 
 }  // namespace whittle::ew
+
+namespace whittle {
+
+// Calls fn(E{}) with E an unsigned integer type of the given element size; error otherwise.
+template <class Fn>
+Status DispatchByElementSize(size_t size, Fn&& fn) {
+  switch (size) {
+    case 1: return fn(uint8_t{});
+    case 2: return fn(uint16_t{});
+    case 4: return fn(uint32_t{});
+    case 8: return fn(uint64_t{});
+    default: return Internal("unsupported element size " + std::to_string(size));
+  }
+}
+
+// Calls fn(T{}) with T the C++ type of an arithmetic dtype (no float16); error otherwise.
+template <class Fn>
+Status DispatchArithmetic(DType dt, Fn&& fn) {
+  switch (dt) {
+    case DType::kFloat32:
+      return fn(float{});
+    case DType::kFloat64:
+      return fn(double{});
+    case DType::kInt8:
+      return fn(int8_t{});
+    case DType::kUInt8:
+      return fn(uint8_t{});
+    case DType::kInt16:
+      return fn(int16_t{});
+    case DType::kUInt16:
+      return fn(uint16_t{});
+    case DType::kInt32:
+      return fn(int32_t{});
+    case DType::kUInt32:
+      return fn(uint32_t{});
+    case DType::kInt64:
+      return fn(int64_t{});
+    case DType::kUInt64:
+      return fn(uint64_t{});
+    default:
+      return Unimplemented(std::string("unsupported element type ") + DTypeName(dt));
+  }
+}
+
+}  // namespace whittle

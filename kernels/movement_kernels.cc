@@ -1,19 +1,22 @@
-// Kernels for the data-movement ops. Each factory reads the attributes once; Compute reads the
-// index inputs (starts, pads, axes ...) of the call, resolves them with the helpers of
-// kernels/reference/tensor.h and calls the reference or the CPU implementation. Tile and Range
-// have no fast path: the CPU provider uses the reference kernels.
+// Kernels for the data-movement ops. Each factory reads the attributes once and picks
+// init.backend's compute function from kMovement; Compute reads the index inputs (starts, pads,
+// axes ...) of the call, resolves them with kernels/common/index.h and calls it.
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/tensor.h"
+#include "kernels/common/index.h"
+#include "kernels/cpu/movement.h"
 #include "kernels/kernel.h"
-#include "kernels/reference/tensor.h"
+#include "kernels/reference/movement.h"
 
 namespace whittle {
 namespace {
 
 using Factory = StatusOr<std::unique_ptr<OpKernel>>;
+
+const BackendTable<MovementFns> kMovement{{Backend::kReference, &reference::kMovementFns},
+                                          {Backend::kCpu, &cpu::kMovementFns}};
 
 // Values of an optional int32/int64 index input; empty when absent.
 StatusOr<std::vector<int64_t>> IndexInput(const KernelContext& ctx, size_t i, const char* what) {
@@ -27,18 +30,20 @@ StatusOr<std::vector<int64_t>> IndexInput(const KernelContext& ctx, size_t i, co
   return v;
 }
 
-Factory MakeTranspose(const KernelInit& init, bool cpu) {
+Factory MakeTranspose(const KernelInit& init) {
   const std::vector<int64_t> perm_attr = init.attrs.GetInts("perm");
-  return WrapFnKernel([perm_attr, cpu](KernelContext& ctx) -> Status {
+  const auto transpose = kMovement.Pick(init.backend, &MovementFns::transpose);
+  return WrapFnKernel([perm_attr, transpose](KernelContext& ctx) -> Status {
     const Tensor& in = *ctx.inputs[0];
     WH_ASSIGN_OR_RETURN(std::vector<int64_t> perm, ResolvePerm(perm_attr, in.rank()));
-    return cpu ? TransposeCpu(in, perm, ctx.outputs[0], ctx.num_threads) : TransposeReference(in, perm, ctx.outputs[0]);
+    return transpose(in, perm, ctx.outputs[0], ctx.num_threads);
   });
 }
 
-Factory MakeConcat(const KernelInit& init, bool cpu) {
+Factory MakeConcat(const KernelInit& init) {
   const int64_t axis_attr = init.attrs.GetInt("axis", 0);
-  return WrapFnKernel([axis_attr, cpu](KernelContext& ctx) -> Status {
+  const auto concat = kMovement.Pick(init.backend, &MovementFns::concat);
+  return WrapFnKernel([axis_attr, concat](KernelContext& ctx) -> Status {
     std::vector<const Tensor*> ins;
     for (const Tensor* t : ctx.inputs) {
       if (!t) return InvalidArgument("Concat inputs may not be absent");
@@ -47,23 +52,25 @@ Factory MakeConcat(const KernelInit& init, bool cpu) {
       ins.push_back(t);
     }
     WH_ASSIGN_OR_RETURN(int64_t axis, KernelAxis(axis_attr, ctx.outputs[0]->rank()));
-    return cpu ? ConcatCpu(ins, axis, ctx.outputs[0], ctx.num_threads) : ConcatReference(ins, axis, ctx.outputs[0]);
+    return concat(ins, axis, ctx.outputs[0], ctx.num_threads);
   });
 }
 
-Factory MakeSplit(const KernelInit& init, bool cpu) {
+Factory MakeSplit(const KernelInit& init) {
   const int64_t axis_attr = init.attrs.GetInt("axis", 0);
-  return WrapFnKernel([axis_attr, cpu](KernelContext& ctx) -> Status {
+  const auto split = kMovement.Pick(init.backend, &MovementFns::split);
+  return WrapFnKernel([axis_attr, split](KernelContext& ctx) -> Status {
     const Tensor& in = *ctx.inputs[0];
     for (const Tensor* t : ctx.outputs)
       if (!t) return Unimplemented("Split with an absent output is not supported");
     WH_ASSIGN_OR_RETURN(int64_t axis, KernelAxis(axis_attr, in.rank()));
-    return cpu ? SplitCpu(in, axis, ctx.outputs, ctx.num_threads) : SplitReference(in, axis, ctx.outputs);
+    return split(in, axis, ctx.outputs, ctx.num_threads);
   });
 }
 
-Factory MakeSlice(const KernelInit& init, bool cpu) {
+Factory MakeSlice(const KernelInit& init) {
   const int opset = init.opset;
+  const auto slice = kMovement.Pick(init.backend, &MovementFns::slice);
   const std::vector<int64_t> starts_attr = init.attrs.GetInts("starts"), ends_attr = init.attrs.GetInts("ends"),
                              axes_attr = init.attrs.GetInts("axes");
   return WrapFnKernel([=](KernelContext& ctx) -> Status {
@@ -76,30 +83,30 @@ Factory MakeSlice(const KernelInit& init, bool cpu) {
       WH_ASSIGN_OR_RETURN(steps, IndexInput(ctx, 4, "steps"));
     }
     WH_ASSIGN_OR_RETURN(SliceParams p, ResolveSlice(in.dims(), starts, ends, axes, steps));
-    return cpu ? SliceCpu(in, p, ctx.outputs[0], ctx.num_threads) : SliceReference(in, p, ctx.outputs[0]);
+    return slice(in, p, ctx.outputs[0], ctx.num_threads);
   });
 }
 
-Factory MakeGather(const KernelInit& init, bool cpu) {
+Factory MakeGather(const KernelInit& init) {
   const int64_t axis_attr = init.attrs.GetInt("axis", 0);
-  return WrapFnKernel([axis_attr, cpu](KernelContext& ctx) -> Status {
+  const auto gather = kMovement.Pick(init.backend, &MovementFns::gather);
+  return WrapFnKernel([axis_attr, gather](KernelContext& ctx) -> Status {
     const Tensor& data = *ctx.inputs[0];
     const Tensor& indices = *ctx.inputs[1];
     WH_ASSIGN_OR_RETURN(int64_t axis, KernelAxis(axis_attr, data.rank()));
-    return cpu ? GatherCpu(data, indices, axis, ctx.outputs[0], ctx.num_threads)
-               : GatherReference(data, indices, axis, ctx.outputs[0]);
+    return gather(data, indices, axis, ctx.outputs[0], ctx.num_threads);
   });
 }
 
-Factory MakeExpand(const KernelInit&, bool cpu) {
-  return WrapFnKernel([cpu](KernelContext& ctx) -> Status {
-    return cpu ? ExpandCpu(*ctx.inputs[0], ctx.outputs[0], ctx.num_threads)
-               : ExpandReference(*ctx.inputs[0], ctx.outputs[0]);
-  });
+Factory MakeExpand(const KernelInit& init) {
+  const auto expand = kMovement.Pick(init.backend, &MovementFns::expand);
+  return WrapFnKernel(
+      [expand](KernelContext& ctx) -> Status { return expand(*ctx.inputs[0], ctx.outputs[0], ctx.num_threads); });
 }
 
-Factory MakePad(const KernelInit& init, bool cpu) {
+Factory MakePad(const KernelInit& init) {
   WH_ASSIGN_OR_RETURN(PadMode mode, ParsePadMode(init.attrs.GetString("mode", "constant")));
+  const auto pad = kMovement.Pick(init.backend, &MovementFns::pad);
   const int opset = init.opset;
   const std::vector<int64_t> pads_attr = init.attrs.GetInts("pads");
   const float value_attr = init.attrs.GetFloat("value", 0.f);
@@ -120,36 +127,35 @@ Factory MakePad(const KernelInit& init, bool cpu) {
     }
     if (pads.size() != 2 * static_cast<size_t>(in.rank()))
       return InvalidArgument("pads must have 2 * rank = " + std::to_string(2 * in.rank()) + " entries");
-    return cpu ? PadCpu(in, pads, mode, bits, ctx.outputs[0], ctx.num_threads)
-               : PadReference(in, pads, mode, bits, ctx.outputs[0]);
+    return pad(in, pads, mode, bits, ctx.outputs[0], ctx.num_threads);
   });
 }
 
-Factory MakeTile(const KernelInit&, bool) {
-  return WrapFnKernel([](KernelContext& ctx) -> Status { return TileReference(*ctx.inputs[0], ctx.outputs[0]); });
-}
-
-Factory MakeRange(const KernelInit&, bool) {
+Factory MakeTile(const KernelInit& init) {
+  const auto tile = kMovement.Pick(init.backend, &MovementFns::tile);
   return WrapFnKernel(
-      [](KernelContext& ctx) -> Status { return RangeReference(*ctx.inputs[0], *ctx.inputs[2], ctx.outputs[0]); });
+      [tile](KernelContext& ctx) -> Status { return tile(*ctx.inputs[0], ctx.outputs[0], ctx.num_threads); });
 }
 
-void RegisterOp(KernelRegistry& r, const std::string& op, Factory (*make)(const KernelInit&, bool)) {
-  r.Register("", op, [make](const KernelInit& init) { return make(init, init.backend == Backend::kCpu); });
+Factory MakeRange(const KernelInit& init) {
+  const auto range = kMovement.Pick(init.backend, &MovementFns::range);
+  return WrapFnKernel([range](KernelContext& ctx) -> Status {
+    return range(*ctx.inputs[0], *ctx.inputs[2], ctx.outputs[0], ctx.num_threads);
+  });
 }
 
 }  // namespace
 
-void RegisterTensorKernels(KernelRegistry& r) {
-  RegisterOp(r, "Transpose", MakeTranspose);
-  RegisterOp(r, "Concat", MakeConcat);
-  RegisterOp(r, "Split", MakeSplit);
-  RegisterOp(r, "Slice", MakeSlice);
-  RegisterOp(r, "Gather", MakeGather);
-  RegisterOp(r, "Expand", MakeExpand);
-  RegisterOp(r, "Pad", MakePad);
-  RegisterOp(r, "Tile", MakeTile);
-  RegisterOp(r, "Range", MakeRange);
+void RegisterMovementKernels(KernelRegistry& r) {
+  r.Register("", "Transpose", MakeTranspose);
+  r.Register("", "Concat", MakeConcat);
+  r.Register("", "Split", MakeSplit);
+  r.Register("", "Slice", MakeSlice);
+  r.Register("", "Gather", MakeGather);
+  r.Register("", "Expand", MakeExpand);
+  r.Register("", "Pad", MakePad);
+  r.Register("", "Tile", MakeTile);
+  r.Register("", "Range", MakeRange);
 }
 
 }  // namespace whittle

@@ -1,0 +1,261 @@
+#include "kernels/cpu/qlinear.h"
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/qgemm.h"
+#include "kernels/cpu/qgemm_tile.h"
+
+namespace whittle::cpu {
+namespace {
+
+// One packed copy of a GEMM's constant weights: for the byte kernel where it is exact, else for
+// the int16 kernel (which then packs per call in the rare case it runs anyway: WHITTLE_QGEMM=own16).
+struct CpuGemmWeights {
+  std::shared_ptr<QPackedB> b;
+  std::shared_ptr<QPacked8> b8;
+};
+// The same for a convolution, one packed A per group.
+struct CpuConvWeights {
+  std::shared_ptr<const std::vector<QPackedA>> w;
+  std::shared_ptr<const std::vector<QPacked8>> w8;
+};
+
+// W [M, C/group, k...] as one A matrix per group: rows = the group's output channels.
+std::shared_ptr<const std::vector<QPackedA>> PackInt16ConvWeights(const Tensor& w, const std::vector<int32_t>& w_zp,
+                                                                  int64_t group) {
+  auto out = std::make_shared<std::vector<QPackedA>>(static_cast<size_t>(group));
+  const int64_t M = w.dim(0), mg = M / group, kg = w.numel() / M;
+  for (int64_t g = 0; g < group; ++g) {
+    std::vector<int32_t> zp;
+    if (w_zp.size() == 1) zp = w_zp;
+    else zp.assign(w_zp.begin() + g * mg, w_zp.begin() + (g + 1) * mg);
+    const QMatrix a{static_cast<const char*>(w.raw_data()) + g * mg * kg, w.dtype(), kg, &zp};
+    QPackA(a, mg, kg, &(*out)[static_cast<size_t>(g)]);
+  }
+  return out;
+}
+
+// The byte kernel (see kernels/cpu/qgemm.h): per image and group, the im2col as bytes (int8
+// inputs shifted to unsigned), packed into panels, times the packed weights. Stride-1 2-D convs
+// take the padded-plane im2col (no per-row copies) and are compacted from the padded pitch.
+Status ConvBytes(const QConvCall& c, const CpuConvWeights& packed, const ConvShape& s, const Tensor& x, Tensor& y,
+                 int threads) {
+  const WindowGeometry& g = s.geo;
+  const int64_t mg = s.out_channels / s.group, cg = s.in_channels / s.group;
+  const int64_t K = cg * g.KernelSize(), out_size = g.OutSize(), in_size = g.InSize();
+  const int64_t OH = g.spatial == 2 ? g.out[0] : 1, OW = g.out[g.spatial - 1];
+  const bool padded = g.spatial == 2 && g.stride[0] == 1 && g.stride[1] == 1;
+  const int64_t pitch = padded ? g.in[1] + g.pad_begin[1] + g.pad_end[1] : OW;
+  const int64_t cols = OH * pitch;
+  const bool s8 = x.dtype() == DType::kInt8;
+  const uint8_t flip = s8 ? 0x80 : 0;
+  const uint8_t zp_byte = static_cast<uint8_t>(c.x_zp);
+  const int32_t zx = c.x_zp + (s8 ? 128 : 0);
+  const size_t y_es = qgemm_internal::OutElemSize(y.dtype());
+  const bool per_image = s.batch >= threads;
+  const int gemm_threads = per_image ? 1 : threads;
+  const int64_t blocks = per_image ? std::min<int64_t>(s.batch, 4 * threads) : 1;
+  ParallelFor(blocks, per_image ? threads : 1, [&](int64_t blk) {
+    thread_local std::vector<uint8_t> rows, planes;
+    thread_local std::vector<char> tmp;
+    QPacked8 panel;
+    rows.resize(static_cast<size_t>(K * cols));
+    if (padded) tmp.resize(static_cast<size_t>(mg * cols) * y_es);
+    for (int64_t n = blk * s.batch / blocks; n < (blk + 1) * s.batch / blocks; ++n) {
+      for (int64_t gi = 0; gi < s.group; ++gi) {
+        const uint8_t* xg = static_cast<const uint8_t*>(x.raw_data()) + (n * s.in_channels + gi * cg) * in_size;
+        char* yp = static_cast<char*>(y.raw_data()) +
+                   static_cast<size_t>((n * s.out_channels + gi * mg) * out_size) * y_es;
+        if (padded) QIm2ColBytesPadded(s, xg, zp_byte, flip, &planes, rows.data(), cols);
+        else QIm2ColBytes(s, xg, zp_byte, flip, rows.data(), cols);
+        Q8PackRowsB(rows.data(), K, cols, cols, &panel);
+        const QPacked8& w8 = (*packed.w8)[static_cast<size_t>(gi)];
+        if (padded) {
+          QGemmPacked8(w8, panel, true, zx, *c.out, true, gi * mg, tmp.data(), cols, gemm_threads);
+          QCompactConvRows(tmp.data(), mg, OH, OW, pitch, y_es, yp);
+        } else {
+          QGemmPacked8(w8, panel, true, zx, *c.out, true, gi * mg, yp, out_size, gemm_threads);
+        }
+      }
+    }
+  });
+  return Status::Ok();
+}
+
+// Group-1 convolution as one oneDNN GEMM per chunk of images: acc[m, n*P + p] = W * im2col, with
+// the uint8 im2col shifted to int8 (x ^ 0x80 = x - 128, zero point x_zp - 128) so that the
+// weights can be the GEMM's A (oneDNN's u8 x s8 wants the unsigned operand first). Each image's
+// accumulators go through the same epilogue as our kernel. Chunks are sized so that the byte
+// im2col and the int32 accumulators stay in L2, and run in parallel (a single-threaded GEMM
+// each) when there are enough images; buffers are per thread and reused across calls. False
+// when oneDNN refuses the operands (the caller falls back to our kernel).
+bool ConvOneDnn(const QConvCall& c, const ConvShape& s, const Tensor& x, const Tensor& w, Tensor& y, int num_threads) {
+  const WindowGeometry& g = s.geo;
+  const int64_t Cout = s.out_channels, K = w.numel() / Cout;
+  const int64_t OH = g.spatial == 2 ? g.out[0] : 1, OW = g.out[g.spatial - 1];
+  const bool padded = g.spatial == 2 && g.stride[0] == 1 && g.stride[1] == 1;
+  const int64_t pitch = padded ? g.in[1] + g.pad_begin[1] + g.pad_end[1] : OW;
+  const int64_t cols = OH * pitch;  // GEMM columns per image
+  const int64_t in_image = s.in_channels * g.InSize();
+  const size_t y_es = qgemm_internal::OutElemSize(y.dtype());
+  const int threads = std::max(1, num_threads);
+  const int64_t per_image_bytes = cols * (K + 4 * Cout);
+  int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(s.batch, (int64_t{384} << 10) / per_image_bytes));
+  // Enough chunks for every thread (when there are enough images).
+  chunk = std::min(chunk, std::max<int64_t>(1, s.batch / threads));
+  const int64_t chunks = (s.batch + chunk - 1) / chunk;
+  const bool parallel_chunks = chunks >= threads;
+  // One GEMM for everything: threads inside it only when it is big enough to pay for them
+  // (below ~2M multiply-adds, e.g. conv2 at batch 1, 2 threads were slower than 1).
+  const int gemm_threads = parallel_chunks || Cout * s.batch * cols * K < (int64_t{1} << 21) ? 1 : threads;
+  const std::vector<int32_t> col_zp{c.x_zp - 128};
+  const uint8_t x_zp = static_cast<uint8_t>(c.x_zp);
+  std::atomic<bool> ok{true};
+  ParallelFor(chunks, parallel_chunks ? threads : 1, [&](int64_t ci) {
+    thread_local std::vector<uint8_t> col, planes;
+    thread_local std::vector<int32_t> acc;
+    const int64_t n0 = ci * chunk, nb = std::min(chunk, s.batch - n0), ld = nb * cols;
+    col.resize(static_cast<size_t>(K * ld));
+    acc.resize(static_cast<size_t>(Cout * ld));
+    for (int64_t i = 0; i < nb; ++i) {
+      const uint8_t* xi = static_cast<const uint8_t*>(x.raw_data()) + (n0 + i) * in_image;
+      if (padded) QIm2ColBytesPadded(s, xi, x_zp, 0x80, &planes, col.data() + i * cols, ld);
+      else QIm2ColBytes(s, xi, x_zp, 0x80, col.data() + i * cols, ld);
+    }
+    const QMatrix am{w.raw_data(), w.dtype(), K, c.w_zp};
+    const QMatrix bm{col.data(), DType::kInt8, ld, &col_zp};
+    if (!QGemmAccOneDnn(am, bm, Cout, ld, K, acc.data(), gemm_threads)) {
+      ok = false;  // the kernel falls back as a whole
+      return;
+    }
+    QConvEpilogueCpu(*c.out, acc.data(), Cout, ld, nb, cols, OH, OW, pitch,
+                     static_cast<char*>(y.raw_data()) + static_cast<size_t>(n0 * Cout * OH * OW) * y_es,
+                     gemm_threads);
+  });
+  return ok.load();
+}
+
+}  // namespace
+
+QPackedWeights PackGemmWeights(const Tensor& w, const std::vector<int32_t>& w_zp) {
+  auto packed = std::make_shared<CpuGemmWeights>();
+  if (w.dtype() == DType::kInt8 &&
+      Q8WeightsFit(static_cast<const int8_t*>(w.raw_data()), w.dim(1), w.dim(0), true, w_zp)) {
+    packed->b8 = std::make_shared<QPacked8>();
+    Q8PackWeightsB(static_cast<const int8_t*>(w.raw_data()), w.dim(0), w.dim(1), packed->b8.get());
+  } else {
+    packed->b = std::make_shared<QPackedB>();
+    QMatrix b{w.raw_data(), w.dtype(), w.dim(1), &w_zp};
+    QPackB(b, w.dim(0), w.dim(1), packed->b.get());
+  }
+  return packed;
+}
+
+Status QGemm(const QGemmCall& c, int threads) {
+  const CpuGemmWeights* weights = static_cast<const CpuGemmWeights*>(c.packed_b);
+  const QMatrix& am = c.a;
+  const QMatrix& bm = c.b;
+  const int64_t rows = c.rows, N = c.N, K = c.K;
+  if (PreferOneDnnQGemm(am, bm, rows, N, K)) {
+    std::vector<int32_t> acc(static_cast<size_t>(rows * N));
+    const int onednn_threads = rows * N * K >= (int64_t{1} << 21) ? threads : 1;  // as in ConvOneDnn
+    if (QGemmAccOneDnn(am, bm, rows, N, K, acc.data(), onednn_threads)) {
+      QEpilogueCpu(*c.out, acc.data(), rows, N, false, 0, c.y, N, onednn_threads);
+      return Status::Ok();
+    }
+  }
+  if (weights && weights->b8 && c.a.zero_point->size() == 1 && AllowQ8Kernel()) {
+    // The byte kernel: activations as unsigned bytes (int8 shifted by 128), weights as packed.
+    const bool s8 = c.a.dtype == DType::kInt8;
+    QPacked8 pa;
+    Q8PackActivationsA(c.a.data, rows, K, K, s8 ? 0x80 : 0, &pa, threads);
+    QGemmPacked8(pa, *weights->b8, false, (*c.a.zero_point)[0] + (s8 ? 128 : 0), *c.out, false, 0, c.y, N, threads);
+    return Status::Ok();
+  }
+  QPackedA pa;
+  QPackA(am, rows, K, &pa, threads);
+  if (weights && weights->b) {
+    QGemmPacked(pa, *weights->b, *c.out, false, 0, c.y, N, threads);
+    return Status::Ok();
+  }
+  QPackedB pb;
+  QPackB(bm, K, N, &pb, threads);
+  QGemmPacked(pa, pb, *c.out, false, 0, c.y, N, threads);
+  return Status::Ok();
+}
+
+QPackedWeights PackConvWeights(const Tensor& w, const std::vector<int32_t>& w_zp, int64_t group) {
+  auto packed = std::make_shared<CpuConvWeights>();
+  const int64_t M = w.dim(0), K = w.numel() / M, mg = M / group;
+  const int8_t* wp = static_cast<const int8_t*>(w.raw_data());
+  if (w.dtype() == DType::kInt8 && w.rank() <= 4 && Q8WeightsFit(wp, M, K, false, w_zp)) {
+    auto w8 = std::make_shared<std::vector<QPacked8>>(static_cast<size_t>(group));
+    for (int64_t g = 0; g < group; ++g) Q8PackWeightsA(wp + g * mg * K, mg, K, &(*w8)[static_cast<size_t>(g)]);
+    packed->w8 = std::move(w8);
+  } else {
+    packed->w = PackInt16ConvWeights(w, w_zp, group);
+  }
+  return packed;
+}
+
+Status QConv(const QConvCall& c, int threads) {
+  const CpuConvWeights* weights = static_cast<const CpuConvWeights*>(c.packed_w);
+  const ConvShape& s = *c.shape;
+  const Tensor& x = *c.x;
+  const Tensor& w = *c.w;
+  Tensor& y = *c.y;
+  const int32_t x_zp = c.x_zp;
+  const int64_t out_size = s.geo.OutSize();
+  if (s.group == 1 && s.geo.spatial <= 2 && x.dtype() == DType::kUInt8) {
+    const std::vector<int32_t> xzp{x_zp};
+    const QMatrix am{x.raw_data(), x.dtype(), 0, &xzp};
+    const QMatrix bm{w.raw_data(), w.dtype(), 0, c.w_zp};
+    if (PreferOneDnnQGemm(am, bm, s.out_channels, s.batch * s.geo.OutSize(), w.numel() / s.out_channels) &&
+        ConvOneDnn(c, s, x, w, y, threads))
+      return Status::Ok();
+  }
+  if (weights && weights->w8 && AllowQ8Kernel() && s.geo.spatial <= 2) return ConvBytes(c, *weights, s, x, y, threads);
+  std::shared_ptr<const std::vector<QPackedA>> packed = weights ? weights->w : nullptr;
+  if (!packed) packed = PackInt16ConvWeights(w, *c.w_zp, s.group);
+  const int64_t mg = s.out_channels / s.group;
+  const int64_t in_image = s.in_channels * s.geo.InSize();
+  const size_t x_es = 1, y_es = qgemm_internal::OutElemSize(y.dtype());
+  // Images in parallel at batch >= threads (each packs its own im2col); else threads in the GEMM.
+  const bool per_image = s.batch >= threads;
+  const int gemm_threads = per_image ? 1 : threads;
+  const bool padded = QConvUsesPaddedPlanes(s);
+  // Contiguous image blocks, one im2col buffer per block.
+  const int64_t blocks = per_image ? std::min<int64_t>(s.batch, 4 * threads) : 1;
+  ParallelFor(blocks, per_image ? threads : 1, [&](int64_t blk) {
+    QPackedB col;
+    std::vector<int16_t> planes;
+    std::vector<char> tmp;
+    for (int64_t n = blk * s.batch / blocks; n < (blk + 1) * s.batch / blocks; ++n) {
+      const char* xi = static_cast<const char*>(x.raw_data()) + static_cast<size_t>(n * in_image) * x_es;
+      for (int64_t g = 0; g < s.group; ++g) {
+        char* yp = static_cast<char*>(y.raw_data()) +
+                   static_cast<size_t>((n * s.out_channels + g * mg) * out_size) * y_es;
+        const QPackedA& w = (*packed)[static_cast<size_t>(g)];
+        if (padded) {  // no im2col copy; computed at the padded row pitch, then compacted
+          int64_t pitch = 0;
+          QPackConvPadded(s, xi, x.dtype(), x_zp, g, &planes, &col, &pitch);
+          tmp.resize(static_cast<size_t>(mg * col.N) * y_es);
+          QGemmPacked(w, col, *c.out, true, g * mg, tmp.data(), col.N, gemm_threads);
+          QCompactConvRows(tmp.data(), mg, s.geo.out[0], s.geo.out[1], pitch, y_es, yp);
+        } else {
+          QPackIm2Col(s, xi, x.dtype(), x_zp, g, &col);
+          QGemmPacked(w, col, *c.out, true, g * mg, yp, out_size, gemm_threads);
+        }
+      }
+    }
+  });
+  return Status::Ok();
+}
+
+const QLinearFns kQLinearFns{PackGemmWeights, QGemm, PackConvWeights, QConv, nullptr};
+
+}  // namespace whittle::cpu

@@ -1,0 +1,52 @@
+// Reference kernels for the data-movement ops (Transpose, Concat, Split, Slice, Gather, Expand,
+// Pad, Tile, Range): plain per-element loops, the truth the fast CPU kernels are tested against.
+// These ops only move bytes, so they work on every dtype by element size (1, 2, 4, 8 bytes).
+// Outputs arrive preallocated with the dims inference computed; the index inputs arrive resolved
+// by the kernels/common/index.h helpers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/common/index.h"
+#include "lib/ir/status.h"
+#include "lib/ir/tensor.h"
+
+namespace whittle {
+
+Status TransposeReference(const Tensor& in, const std::vector<int64_t>& perm, Tensor* out);
+Status ConcatReference(const std::vector<const Tensor*>& ins, int64_t axis, Tensor* out);
+Status SplitReference(const Tensor& in, int64_t axis, const std::vector<Tensor*>& outs);
+Status SliceReference(const Tensor& in, const SliceParams& p, Tensor* out);
+// Indices may be negative (counted from the end); out-of-range indices are an error.
+Status GatherReference(const Tensor& data, const Tensor& indices, int64_t axis, Tensor* out);
+// Broadcasts in to out's dims (numpy rules; out's dims come from inference).
+Status ExpandReference(const Tensor& in, Tensor* out);
+// pads: [begin_0..begin_{r-1}, end_0..end_{r-1}]; value_bits: the constant's element bytes.
+Status PadReference(const Tensor& in, const std::vector<int64_t>& pads, PadMode mode, uint64_t value_bits,
+                    Tensor* out);
+// Repeats are implied by out dims / in dims.
+Status TileReference(const Tensor& in, Tensor* out);
+// out[i] = start + i * delta for scalar start/delta of out's dtype.
+Status RangeReference(const Tensor& start, const Tensor& delta, Tensor* out);
+
+// The family's compute functions, one instance per backend (kernels/kernel.h BackendTable); a
+// null member means "use the reference's". `threads` is the intra-op budget a backend may use.
+struct MovementFns {
+  Status (*transpose)(const Tensor& in, const std::vector<int64_t>& perm, Tensor* out, int threads) = nullptr;
+  Status (*concat)(const std::vector<const Tensor*>& ins, int64_t axis, Tensor* out, int threads) = nullptr;
+  Status (*split)(const Tensor& in, int64_t axis, const std::vector<Tensor*>& outs, int threads) = nullptr;
+  Status (*slice)(const Tensor& in, const SliceParams& p, Tensor* out, int threads) = nullptr;
+  Status (*gather)(const Tensor& data, const Tensor& indices, int64_t axis, Tensor* out, int threads) = nullptr;
+  Status (*expand)(const Tensor& in, Tensor* out, int threads) = nullptr;
+  Status (*pad)(const Tensor& in, const std::vector<int64_t>& pads, PadMode mode, uint64_t value_bits, Tensor* out,
+                int threads) = nullptr;
+  Status (*tile)(const Tensor& in, Tensor* out, int threads) = nullptr;
+  Status (*range)(const Tensor& start, const Tensor& delta, Tensor* out, int threads) = nullptr;
+};
+namespace reference {
+extern const MovementFns kMovementFns;
+}  // namespace reference
+
+}  // namespace whittle
