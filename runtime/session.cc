@@ -9,7 +9,7 @@
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
 #include "runtime/node_runner.h"
-#include "runtime/optimizer.h"
+#include "runtime/rewrite/rewrite.h"
 #include "runtime/quant_validation.h"
 
 namespace whittle {
@@ -76,7 +76,7 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, const Session
   WH_RETURN_IF_ERROR(InferShapes(s->graph_));
   WH_RETURN_IF_ERROR(ValidateQuantParams(s->graph_));
   if (opts.optimize) {
-    auto r = OptimizeForRuntime(s->graph_);
+    auto r = RewriteForRuntime(s->graph_);
     if (!r.ok()) return r.status().WithContext("optimizing the graph");
   }
   WH_RETURN_IF_ERROR(s->Prepare());

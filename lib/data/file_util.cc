@@ -9,32 +9,14 @@
 #include <cstdio>
 #include <cstring>
 
+#include "lib/ir/fd.h"
+
 namespace whittle {
 namespace {
 
 std::string OsError(const std::string& what, const std::string& path) {
   return what + " " + path + ": " + std::strerror(errno);
 }
-
-// Closes a descriptor on every exit path.
-class FdCloser {
- public:
-  explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
-  // Closes now and reports whether the close (which may flush) succeeded.
-  bool Close() {
-    const int fd = fd_;
-    fd_ = -1;
-    return ::close(fd) == 0;
-  }
-
- private:
-  int fd_;
-};
 
 }  // namespace
 

@@ -9,24 +9,12 @@
 #include <cstring>
 #include <vector>
 
+#include "lib/ir/fd.h"
+
 namespace whittle::onnx_io {
 namespace {
 
 std::string ErrnoText(int err) { return std::strerror(err); }
-
-// Closes the descriptor on every path out of a function.
-class FdCloser {
- public:
-  explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
-
- private:
-  int fd_;
-};
 
 // Reads exactly n bytes at offset (pread loop: short reads are normal for large ranges).
 bool PreadAll(int fd, char* dst, size_t n, int64_t offset) {

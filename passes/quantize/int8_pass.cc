@@ -11,7 +11,7 @@
 #include "passes/quantize/opset_upgrade.h"
 #include "passes/quantize/qdq_emit.h"
 #include "passes/quantize/qoperator_emit.h"
-#include "runtime/optimizer.h"
+#include "runtime/rewrite/fold_conv_bn.h"
 
 namespace whittle {
 namespace {

@@ -2,7 +2,7 @@
 // fused session computes what the float-emulating session (optimize=false, which runs every
 // QuantizeLinear/DequantizeLinear as written) computes, up to int8 rounding: quantized outputs
 // within one quantum everywhere and identical on >= 99 % of the elements.
-#include "runtime/qdq_fusion.h"
+#include "runtime/rewrite/fuse_qdq.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "lib/ops/op_def.h"
-#include "runtime/optimizer.h"
+#include "runtime/rewrite/rewrite.h"
 #include "whittle/session.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"
@@ -388,11 +388,11 @@ TEST(QdqFusion, MaxPoolAndFlattenRunOnInt8Data) {
   EXPECT_GT(max_abs, 0.1f);
 }
 
-TEST(QdqFusion, OptimizeReportCountsFusions) {
+TEST(QdqFusion, RewriteReportCountsFusions) {
   Graph g = ConvGraph(true);
   RegisterAllOps();
   ASSERT_TRUE(InferShapes(g).ok());
-  auto r = OptimizeForRuntime(g);
+  auto r = RewriteForRuntime(g);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->fused_qdq, 1);
   EXPECT_EQ(r->folded_constants, 0);  // nothing left to fold: the weight stayed int8

@@ -1,4 +1,4 @@
-#include "runtime/qdq_fusion.h"
+#include "runtime/rewrite/fuse_qdq.h"
 
 #include <cmath>
 #include <cstdint>
@@ -11,28 +11,19 @@
 
 #include "kernels/kernel.h"
 #include "lib/ops/op_def.h"
+#include "runtime/rewrite/match.h"
 
 namespace whittle {
 namespace {
 
 constexpr const char* kDomain = "ai.whittle";
 
-bool IsOp(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
+using rewrite::ConstValue;
+using rewrite::InputAt;
+using rewrite::IsOp;
+using rewrite::Producer;
+
 bool Is8Bit(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
-
-int InputAt(const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }
-
-const Tensor* ConstValue(const Graph& g, int id) {
-  if (id < 0) return nullptr;
-  const Value& v = g.value(id);
-  return v.initializer ? &*v.initializer : nullptr;
-}
-
-const Node* Producer(const Graph& g, int id) {
-  if (id < 0) return nullptr;
-  const int p = g.value(id).producer;
-  return p < 0 ? nullptr : &g.nodes()[static_cast<size_t>(p)];
-}
 
 int64_t IntAt(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
@@ -92,7 +83,7 @@ struct OutQ {
   ScalarQ p;
 };
 std::optional<OutQ> MatchOutQ(const Graph& g, int v) {
-  const int ci = g.SoleConsumer(v);
+  const int ci = rewrite::SoleConsumer(g, v);
   if (ci < 0) return std::nullopt;
   const Node& q = g.nodes()[static_cast<size_t>(ci)];
   if (!IsOp(q, "QuantizeLinear") || InputAt(q, 0) != v || q.outputs.empty() || q.outputs[0] < 0) return std::nullopt;
@@ -252,7 +243,7 @@ std::optional<LinearMatch> MatchLinear(const Graph& g, int ni) {
   m.bias = std::move(*bias);
 
   m.y = n.outputs[0];
-  const int ci = g.SoleConsumer(m.y);
+  const int ci = rewrite::SoleConsumer(g, m.y);
   if (ci >= 0 && IsOp(g.nodes()[static_cast<size_t>(ci)], "Relu")) {
     const Node& r = g.nodes()[static_cast<size_t>(ci)];
     if (r.outputs.size() == 1 && r.outputs[0] >= 0) {

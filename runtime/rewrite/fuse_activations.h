@@ -1,0 +1,14 @@
+// Activation fusion: a Relu/LeakyRelu/Sigmoid/Tanh/Clip/HardSigmoid/HardSwish that is the single
+// consumer of a float32 Conv/Gemm/MatMul output becomes the producer's "_activation" attribute
+// (with "_alpha"/"_beta"/"_min"/"_max" parameters; Clip bounds must be constant scalars).
+// Adds the number of fused activations to *count.
+#pragma once
+
+#include "lib/ir/graph.h"
+#include "lib/ir/status.h"
+
+namespace whittle {
+
+Status FuseActivations(Graph& g, int* count);
+
+}  // namespace whittle

@@ -1,0 +1,39 @@
+// What every runtime rewrite rule checks before it touches the graph: that an input is a
+// constant initializer, that a value has one consumer which reads it once and is not a graph
+// output (so the producer's output may be rewritten), and who produces a value. Shared by
+// fold_constants, fold_conv_bn, fuse_activations and fuse_qdq.
+#pragma once
+
+#include <cstddef>
+
+#include "lib/ir/graph.h"
+
+namespace whittle::rewrite {
+
+inline bool IsOp(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
+
+// Input slot i of n, or -1 when absent.
+inline int InputAt(const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }
+
+// The initializer of value id, or null (absent id, or not a constant).
+inline const Tensor* ConstValue(const Graph& g, int id) {
+  if (id < 0) return nullptr;
+  const Value& v = g.value(id);
+  return v.initializer ? &*v.initializer : nullptr;
+}
+
+// The initializer behind input slot of n, or null (no such input, or not a constant).
+inline const Tensor* ConstInput(const Graph& g, const Node& n, size_t slot) { return ConstValue(g, InputAt(n, slot)); }
+
+// The node producing value id, or null (absent id, a graph input or an initializer).
+inline const Node* Producer(const Graph& g, int id) {
+  if (id < 0) return nullptr;
+  const int p = g.value(id).producer;
+  return p < 0 ? nullptr : &g.nodes()[static_cast<size_t>(p)];
+}
+
+// The index of the only node reading value id, reading it once; -1 when id is absent, a graph
+// output, or has other readers.
+inline int SoleConsumer(const Graph& g, int id) { return id < 0 ? -1 : g.SoleConsumer(id); }
+
+}  // namespace whittle::rewrite

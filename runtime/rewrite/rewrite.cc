@@ -1,0 +1,33 @@
+#include "runtime/rewrite/rewrite.h"
+
+#include "lib/ops/op_def.h"
+#include "runtime/rewrite/fold_constants.h"
+#include "runtime/rewrite/fold_conv_bn.h"
+#include "runtime/rewrite/fuse_activations.h"
+#include "runtime/rewrite/fuse_qdq.h"
+
+namespace whittle {
+
+StatusOr<RewriteReport> RewriteForRuntime(Graph& g) {
+  RewriteReport r;
+  // Before folding: FoldConstants would turn DequantizeLinear(int8 weight) into a float weight
+  // and the int8 pattern would be lost.
+  QdqFusionCounts q;
+  WH_RETURN_IF_ERROR(FuseQdq(g, &q));
+  r.fused_qdq = q.fused;
+  r.int8_passthrough = q.passthrough;
+  if (q.fused + q.passthrough > 0) {
+    // Drop the Dequantize nodes nobody reads any more before folding would evaluate them.
+    WH_RETURN_IF_ERROR(g.Compact());
+    WH_RETURN_IF_ERROR(InferShapes(g));
+  }
+  WH_RETURN_IF_ERROR(FoldConstants(g, &r.folded_constants));
+  WH_RETURN_IF_ERROR(FoldConvBatchNorm(g, &r.folded_batchnorms));
+  WH_RETURN_IF_ERROR(FuseActivations(g, &r.fused_activations));
+  WH_RETURN_IF_ERROR(g.Compact());
+  WH_RETURN_IF_ERROR(g.Verify());
+  WH_RETURN_IF_ERROR(InferShapes(g));
+  return r;
+}
+
+}  // namespace whittle

@@ -1,0 +1,25 @@
+// The runtime's own graph rewrites, applied by Session::Load before planning: QDQ fusion
+// (fuse_qdq.h), constant folding (fold_constants.h), Conv+BatchNormalization folding
+// (fold_conv_bn.h) and fusing a single consumer activation into Conv/Gemm/MatMul
+// (fuse_activations.h). Each rule matches first, then applies, and leaves the graph alone when a
+// precondition fails (non-constant weights, several consumers, a graph output in the middle).
+#pragma once
+
+#include "lib/ir/graph.h"
+#include "lib/ir/status.h"
+
+namespace whittle {
+
+struct RewriteReport {
+  int folded_constants = 0;
+  int folded_batchnorms = 0;
+  int fused_activations = 0;
+  int fused_qdq = 0;          // Conv/Gemm/MatMul running as int8 QConv/QGemm
+  int int8_passthrough = 0;   // MaxPool/Flatten/Reshape moved onto int8 data
+};
+
+// QDQ fusion first, then constant folding, Conv+BatchNormalization folding and activation
+// fusion, then Compact(), Verify() and InferShapes().
+StatusOr<RewriteReport> RewriteForRuntime(Graph& g);
+
+}  // namespace whittle

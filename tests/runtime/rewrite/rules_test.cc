@@ -1,0 +1,154 @@
+// The float runtime rewrites one at a time: constant folding, Conv+BatchNormalization folding
+// (the folded session computes what the unfused one does) and activation fusion (what is fused
+// and what must be left alone).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "lib/ops/op_def.h"
+#include "runtime/rewrite/fold_constants.h"
+#include "runtime/rewrite/fold_conv_bn.h"
+#include "runtime/rewrite/fuse_activations.h"
+#include "runtime/rewrite/rewrite.h"
+#include "tests/util/graph_builder.h"
+#include "tests/util/test_util.h"
+#include "whittle/session.h"
+
+namespace whittle {
+namespace {
+
+using testing::GraphBuilder;
+using testing::RandomFloat;
+
+int Count(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op_type == op;
+  return n;
+}
+
+// x -> Conv(w, b) -> BatchNormalization(scale, beta, mean, var) -> [Relu] -> y
+Graph ConvBnGraph(bool relu, bool conv_output_too = false) {
+  const int64_t cin = 3, cout = 4;
+  AttributeMap conv_attrs;
+  conv_attrs.Set("pads", Attribute::Ints({1, 1, 1, 1}));
+  GraphBuilder gb(13);
+  gb.Input("x", DType::kFloat32, {1, cin, 6, 6})
+      .Init("w", RandomFloat({cout, cin, 3, 3}, 1))
+      .Init("b", RandomFloat({cout}, 2))
+      .Init("scale", RandomFloat({cout}, 3, 0.5f, 1.5f))
+      .Init("beta", RandomFloat({cout}, 4))
+      .Init("mean", RandomFloat({cout}, 5))
+      .Init("var", RandomFloat({cout}, 6, 0.2f, 2.f))
+      .Op("Conv", {"x", "w", "b"}, {"c"}, conv_attrs)
+      .Op("BatchNormalization", {"c", "scale", "beta", "mean", "var"}, {"bn"});
+  if (relu) gb.Op("Relu", {"bn"}, {"y"});
+  gb.Output(relu ? "y" : "bn");
+  if (conv_output_too) gb.Output("c");
+  return gb.Build();
+}
+
+std::vector<Tensor> RunGraph(const Graph& g, bool optimize) {
+  auto s = Session::FromGraph(g, {.backend = Backend::kReference, .optimize = optimize});
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  if (!s.ok()) return {};
+  auto out = (*s)->Run({{"x", RandomFloat({1, 3, 6, 6}, 7)}});
+  EXPECT_TRUE(out.ok()) << out.status().message();
+  return out.ok() ? *out : std::vector<Tensor>{};
+}
+
+TEST(FoldConvBatchNorm, FoldedMatchesUnfused) {
+  Graph g = ConvBnGraph(false);
+  ASSERT_TRUE(InferShapes(g).ok());
+  Graph folded = g;
+  int count = 0;
+  ASSERT_TRUE(FoldConvBatchNorm(folded, &count).ok());
+  EXPECT_EQ(count, 1);
+  ASSERT_TRUE(folded.Compact().ok());
+  EXPECT_EQ(Count(folded, "BatchNormalization"), 0);
+  EXPECT_EQ(Count(folded, "Conv"), 1);
+  std::vector<Tensor> a = RunGraph(folded, false), b = RunGraph(g, false);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  ASSERT_EQ(a[0].dims(), b[0].dims());
+  EXPECT_LT(testing::MaxAbsDiff(a[0], b[0]), 1e-4f);
+}
+
+TEST(FoldConvBatchNorm, LeavesSharedConvOutputAlone) {
+  Graph g = ConvBnGraph(false, /*conv_output_too=*/true);
+  ASSERT_TRUE(InferShapes(g).ok());
+  int count = 0;
+  ASSERT_TRUE(FoldConvBatchNorm(g, &count).ok());
+  EXPECT_EQ(count, 0);
+  EXPECT_EQ(Count(g, "BatchNormalization"), 1);
+}
+
+TEST(FuseActivations, CountsFusedActivations) {
+  AttributeMap leaky;
+  leaky.Set("alpha", Attribute::Float(0.2f));
+  Graph g = GraphBuilder(13)
+                .Input("x", DType::kFloat32, {2, 8})
+                .Init("w1", RandomFloat({8, 8}, 11))
+                .Init("w2", RandomFloat({8, 8}, 12))
+                .Init("w3", RandomFloat({8, 8}, 13))
+                .Op("MatMul", {"x", "w1"}, {"a"})
+                .Op("Relu", {"a"}, {"ra"})
+                .Op("MatMul", {"ra", "w2"}, {"b"})
+                .Op("LeakyRelu", {"b"}, {"lb"}, leaky)
+                .Op("MatMul", {"lb", "w3"}, {"c"})  // c is also a graph output: not fused
+                .Op("Sigmoid", {"c"}, {"y"})
+                .Output("y")
+                .Output("c")
+                .Build();
+  ASSERT_TRUE(InferShapes(g).ok());
+  int count = 0;
+  ASSERT_TRUE(FuseActivations(g, &count).ok());
+  EXPECT_EQ(count, 2);
+  ASSERT_TRUE(g.Compact().ok());
+  EXPECT_EQ(Count(g, "Relu"), 0);
+  EXPECT_EQ(Count(g, "LeakyRelu"), 0);
+  EXPECT_EQ(Count(g, "Sigmoid"), 1);
+  int fused = 0;
+  for (const Node& n : g.nodes()) fused += n.attrs.Has("_activation");
+  EXPECT_EQ(fused, 2);
+}
+
+TEST(FoldConstants, FoldsConstantSubgraph) {
+  Graph g = GraphBuilder(13)
+                .Input("x", DType::kFloat32, {2, 3})
+                .Init("a", RandomFloat({2, 3}, 21))
+                .Init("b", RandomFloat({2, 3}, 22))
+                .Op("Add", {"a", "b"}, {"ab"})
+                .Op("Relu", {"ab"}, {"r"})
+                .Op("Mul", {"x", "r"}, {"y"})
+                .Output("y")
+                .Build();
+  ASSERT_TRUE(InferShapes(g).ok());
+  const Tensor a = *g.value(g.FindValue("a")).initializer, b = *g.value(g.FindValue("b")).initializer;
+  int count = 0;
+  ASSERT_TRUE(FoldConstants(g, &count).ok());
+  EXPECT_EQ(count, 2);
+  ASSERT_TRUE(g.Compact().ok());
+  ASSERT_EQ(g.nodes().size(), 1u);
+  EXPECT_EQ(g.nodes()[0].op_type, "Mul");
+  const Tensor* r = g.ConstInput(g.nodes()[0], 1);
+  ASSERT_NE(r, nullptr);
+  for (int64_t i = 0; i < r->numel(); ++i)
+    EXPECT_EQ(r->data<float>()[i], std::max(0.f, a.data<float>()[i] + b.data<float>()[i]));
+}
+
+TEST(RewriteForRuntime, ReportCountsEachRule) {
+  Graph g = ConvBnGraph(true);
+  ASSERT_TRUE(InferShapes(g).ok());
+  auto r = RewriteForRuntime(g);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->folded_batchnorms, 1);
+  EXPECT_EQ(r->fused_activations, 1);
+  EXPECT_EQ(r->fused_qdq, 0);
+  EXPECT_EQ(g.nodes().size(), 1u);
+}
+
+}  // namespace
+}  // namespace whittle
