@@ -5,21 +5,38 @@
 #include "passes/svd/svd_pass.h"
 
 namespace whittle {
+namespace {
 
-std::vector<std::string> PassNames() { return {"svd", "prune", "int8"}; }
+// One row per pass, in the order --help lists them. A new pass is its folder plus one row here.
+const PassEntry kPasses[] = {
+    {"svd", SvdPassHelp, MakeSvdPass},
+    {"prune", PrunePassHelp, MakePrunePass},
+    {"int8", Int8PassHelp, MakeInt8Pass},
+};
+
+const PassEntry* FindPass(const std::string& name) {
+  for (const PassEntry& e : kPasses)
+    if (name == e.name) return &e;
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<std::string> PassNames() {
+  std::vector<std::string> names;
+  for (const PassEntry& e : kPasses) names.push_back(e.name);
+  return names;
+}
 
 const char* PassHelp(const std::string& name) {
-  if (name == "svd") return SvdPassHelp();
-  if (name == "prune") return PrunePassHelp();
-  if (name == "int8") return Int8PassHelp();
-  return "";
+  const PassEntry* e = FindPass(name);
+  return e ? e->help() : "";
 }
 
 StatusOr<std::unique_ptr<Pass>> MakePass(const std::string& name, PassOptions options) {
-  if (name == "svd") return MakeSvdPass(std::move(options));
-  if (name == "prune") return MakePrunePass(std::move(options));
-  if (name == "int8") return MakeInt8Pass(std::move(options));
-  return NotFound("unknown pass '" + name + "'");
+  const PassEntry* e = FindPass(name);
+  if (!e) return NotFound("unknown pass '" + name + "'");
+  return e->make(std::move(options));
 }
 
 }  // namespace whittle
