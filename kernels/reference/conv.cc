@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "kernels/fused_activation.h"
+#include "kernels/common/fused_activation.h"
 
 namespace whittle {
 namespace {
