@@ -1,13 +1,21 @@
-// Registers the Conv kernels: the reference (any rank, float/double) and the fast CPU one.
+// Registers the Conv kernel: attributes parsed and checked once here, then built by
+// init.backend's builder (the reference: any rank, float/double; the fast CPU one: float32).
+#include "kernels/common/window.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/conv.h"
 
 namespace whittle {
+namespace {
+
+const BackendTable<ConvFns> kConv{{Backend::kReference, &reference::kConvFns}, {Backend::kCpu, &cpu::kConvFns}};
+
+}  // namespace
 
 void RegisterConvKernels(KernelRegistry& r) {
-  r.Register("", "Conv", [](const KernelInit& init) {
-    return init.backend == Backend::kCpu ? CreateConvCpuKernel(init) : CreateConvReferenceKernel(init);
+  r.Register("", "Conv", [](const KernelInit& init) -> KernelOr {
+    WH_ASSIGN_OR_RETURN(ConvAttrs a, ParseConvAttrs(init));
+    return kConv.Make(init.backend, &ConvFns::conv, a, init);
   });
 }
 

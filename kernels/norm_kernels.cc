@@ -1,16 +1,25 @@
-// Registers the BatchNormalization and LayerNormalization kernels (reference and fast CPU).
+// Registers the BatchNormalization and LayerNormalization kernels: attributes parsed and checked
+// once here, then built by init.backend's builder (reference where it has none or declines).
+#include "kernels/common/norm_shape.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/norm.h"
 
 namespace whittle {
+namespace {
+
+const BackendTable<NormFns> kNorm{{Backend::kReference, &reference::kNormFns}, {Backend::kCpu, &cpu::kNormFns}};
+
+}  // namespace
 
 void RegisterNormKernels(KernelRegistry& r) {
-  r.Register("", "BatchNormalization", [](const KernelInit& init) {
-    return init.backend == Backend::kCpu ? CreateBatchNormCpuKernel(init) : CreateBatchNormReferenceKernel(init);
+  r.Register("", "BatchNormalization", [](const KernelInit& init) -> KernelOr {
+    WH_ASSIGN_OR_RETURN(BatchNormAttrs a, ParseBatchNormAttrs(init));
+    return kNorm.Make(init.backend, &NormFns::batch_norm, a, init);
   });
-  r.Register("", "LayerNormalization", [](const KernelInit& init) {
-    return init.backend == Backend::kCpu ? CreateLayerNormCpuKernel(init) : CreateLayerNormReferenceKernel(init);
+  r.Register("", "LayerNormalization", [](const KernelInit& init) -> KernelOr {
+    WH_ASSIGN_OR_RETURN(LayerNormAttrs a, ParseLayerNormAttrs(init));
+    return kNorm.Make(init.backend, &NormFns::layer_norm, a, init);
   });
 }
 

@@ -1,9 +1,16 @@
-// Registers MaxPool, AveragePool, GlobalMaxPool and GlobalAveragePool (reference and fast CPU).
+// Registers MaxPool, AveragePool, GlobalMaxPool and GlobalAveragePool: attributes parsed and
+// checked once here, then built by init.backend's builder (reference where it has none or declines).
+#include "kernels/common/window.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/pool.h"
 
 namespace whittle {
+namespace {
+
+const BackendTable<PoolFns> kPool{{Backend::kReference, &reference::kPoolFns}, {Backend::kCpu, &cpu::kPoolFns}};
+
+}  // namespace
 
 void RegisterPoolKernels(KernelRegistry& r) {
   const std::pair<const char*, PoolKind> ops[] = {{"MaxPool", PoolKind::kMax},
@@ -12,8 +19,9 @@ void RegisterPoolKernels(KernelRegistry& r) {
                                                   {"GlobalAveragePool", PoolKind::kGlobalAverage}};
   for (const auto& [name, kind] : ops) {
     const PoolKind k = kind;
-    r.Register("", name, [k](const KernelInit& init) {
-      return init.backend == Backend::kCpu ? CreatePoolCpuKernel(k, init) : CreatePoolReferenceKernel(k, init);
+    r.Register("", name, [k](const KernelInit& init) -> KernelOr {
+      WH_ASSIGN_OR_RETURN(PoolAttrs a, ParsePoolAttrs(k, init));
+      return kPool.Make(init.backend, &PoolFns::pool, a, init, reference::kPoolFns);
     });
   }
 }

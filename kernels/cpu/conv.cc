@@ -4,12 +4,12 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/common/fused_activation.h"
+#include "kernels/common/window.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/sgemm.h"
-#include "kernels/fused_activation.h"
-#include "kernels/reference/conv.h"
 
-namespace whittle {
+namespace whittle::cpu {
 namespace {
 
 // Below this many multiply-adds a Conv runs on one thread: OpenMP fork/join costs more.
@@ -20,27 +20,6 @@ float* Scratch(size_t n) {
   thread_local std::vector<float> buf;
   if (buf.size() < n) buf.resize(n);
   return buf.data();
-}
-
-// Output columns [lo, hi) of a dim whose tap at offset `off` (input index = o*stride + off)
-// lands inside [0, in).
-inline void ValidRange(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
-  *lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
-  *hi = in - 1 - off >= 0 ? std::min(out, (in - 1 - off) / stride + 1) : 0;
-  if (*hi < *lo) *hi = *lo;
-}
-
-// 2-D geometry view (1-D convs are 2-D with a height of one).
-struct Geo2D {
-  int64_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
-};
-
-Geo2D To2D(const WindowGeometry& g) {
-  if (g.spatial == 1)
-    return {1, g.in[0], 1, g.out[0], 1, g.kernel[0], 1, g.stride[0], 1, g.dilation[0], 0, g.pad_begin[0], 0,
-            g.pad_end[0]};
-  return {g.in[0],     g.in[1],     g.out[0],       g.out[1],       g.kernel[0],  g.kernel[1],  g.stride[0],
-          g.stride[1], g.dilation[0], g.dilation[1], g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
 }
 
 // Stride-1 im2col through a padded copy: `part` receives padded input rows [oh0, oh1 + (kh-1)*dh)
@@ -119,18 +98,11 @@ void Im2ColND(const float* x, int64_t channels, const WindowGeometry& g, float* 
   const int64_t in_size = g.InSize(), out_size = g.OutSize(), k_size = g.KernelSize();
   int64_t k_idx[kMaxSpatialDims], o_idx[kMaxSpatialDims];
   for (int64_t kp = 0; kp < k_size; ++kp) {
-    int64_t r = kp;
-    for (int i = n - 1; i >= 0; --i) { k_idx[i] = r % g.kernel[i]; r /= g.kernel[i]; }
+    UnravelIndex(kp, g.kernel, n, k_idx);
     for (int64_t op = 0; op < out_size; ++op) {
-      int64_t ro = op;
-      for (int i = n - 1; i >= 0; --i) { o_idx[i] = ro % g.out[i]; ro /= g.out[i]; }
-      int64_t off = 0;
-      bool inside = true;
-      for (int i = 0; i < n && inside; ++i) {
-        const int64_t p = o_idx[i] * g.stride[i] - g.pad_begin[i] + k_idx[i] * g.dilation[i];
-        inside = p >= 0 && p < g.in[i];
-        off = off * g.in[i] + p;
-      }
+      UnravelIndex(op, g.out, n, o_idx);
+      int64_t off;
+      const bool inside = TapOffset(g, o_idx, k_idx, &off);
       for (int64_t c = 0; c < channels; ++c)
         col[(c * k_size + kp) * out_size + op] = inside ? x[c * in_size + off] : 0.f;
     }
@@ -284,13 +256,11 @@ class ConvCpuKernel : public OpKernel {
   Tensor w_, b_;  // constant weights/bias captured at load time (undefined otherwise)
 };
 
-}  // namespace
-
-StatusOr<std::unique_ptr<OpKernel>> CreateConvCpuKernel(const KernelInit& init) {
+// float32 only; other dtypes: an ok null kernel (the reference builds it).
+KernelOr MakeConv(const ConvAttrs& a, const KernelInit& init) {
   const DType dt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
-  if (dt != DType::kFloat32) return CreateConvReferenceKernel(init);
-  WH_ASSIGN_OR_RETURN(WindowAttrs a, ParseWindowAttrs(init.attrs));
-  const int64_t group = init.attrs.GetInt("group", 1);
+  if (dt != DType::kFloat32) return std::unique_ptr<OpKernel>();
+  const int64_t group = a.group;
   if (group < 1) return InvalidArgument("group must be >= 1, got " + std::to_string(group));
   auto konst = [&](size_t i) { return i < init.const_inputs.size() ? init.const_inputs[i] : nullptr; };
   const Tensor* w = konst(1);
@@ -300,8 +270,11 @@ StatusOr<std::unique_ptr<OpKernel>> CreateConvCpuKernel(const KernelInit& init) 
   if (w && w->dim(0) % group != 0)
     return InvalidArgument("Conv group " + std::to_string(group) + " does not divide the " +
                            std::to_string(w->dim(0)) + " output channels");
-  return std::unique_ptr<OpKernel>(
-      std::make_unique<ConvCpuKernel>(std::move(a), group, FusedActivation::FromAttrs(init.attrs), w, b));
+  return std::unique_ptr<OpKernel>(std::make_unique<ConvCpuKernel>(a.window, group, a.act, w, b));
 }
 
-}  // namespace whittle
+}  // namespace
+
+const ConvFns kConvFns{&MakeConv};
+
+}  // namespace whittle::cpu

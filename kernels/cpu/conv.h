@@ -2,15 +2,14 @@
 // for 1x1 stride-1 unpadded kernels (no im2col) and a direct depthwise path; bias and the fused
 // activation are applied to each output block while it is in cache. Work is split over OpenMP
 // threads only when it is large enough to pay for it; im2col scratch is per thread and reused
-// across calls. Constant W/B are captured at factory time. Other dtypes use the reference kernel.
+// across calls. Constant W/B are captured at factory time. Other dtypes: the builder returns an
+// ok null kernel and the family's BackendTable builds the reference one.
 #pragma once
 
-#include <memory>
+#include "kernels/common/window.h"
 
-#include "kernels/kernel.h"
+namespace whittle::cpu {
 
-namespace whittle {
+extern const ConvFns kConvFns;
 
-StatusOr<std::unique_ptr<OpKernel>> CreateConvCpuKernel(const KernelInit& init);
-
-}  // namespace whittle
+}  // namespace whittle::cpu

@@ -6,7 +6,7 @@
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/sgemm.h"
-#include "kernels/fused_activation.h"
+#include "kernels/common/fused_activation.h"
 #include "kernels/reference/linear.h"
 
 namespace whittle {

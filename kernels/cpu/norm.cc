@@ -5,9 +5,8 @@
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
-#include "kernels/reference/norm.h"
 
-namespace whittle {
+namespace whittle::cpu {
 namespace {
 
 // Below this many elements a normalisation runs on one thread.
@@ -27,8 +26,7 @@ class BatchNormCpuKernel : public OpKernel {
   }
 
   Status Compute(KernelContext& ctx) const override {
-    for (size_t i = 1; i < ctx.outputs.size(); ++i)
-      if (ctx.outputs[i]) return Unimplemented("BatchNormalization training outputs are not supported");
+    WH_RETURN_IF_ERROR(CheckBatchNormOutputs(ctx));
     const Tensor& x = *ctx.inputs[0];
     const Tensor* params[4] = {ctx.inputs[1], ctx.inputs[2], ctx.inputs[3], ctx.inputs[4]};
     BatchNormShape s;
@@ -77,17 +75,14 @@ class LayerNormCpuKernel : public OpKernel {
   LayerNormCpuKernel(int64_t axis, float eps) : axis_(axis), eps_(eps) {}
 
   Status Compute(KernelContext& ctx) const override {
-    const Tensor& x = *ctx.inputs[0];
-    const Tensor& scale = *ctx.inputs[1];
-    const Tensor* bias = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
-    LayerNormShape s;
-    WH_RETURN_IF_ERROR(ResolveLayerNormShape(x, axis_, scale, bias, &s));
-    Tensor* mean_t = ctx.outputs.size() > 1 ? ctx.outputs[1] : nullptr;
-    Tensor* inv_t = ctx.outputs.size() > 2 ? ctx.outputs[2] : nullptr;
-    if ((mean_t && mean_t->numel() != s.outer) || (inv_t && inv_t->numel() != s.outer))
-      return Internal("LayerNormalization Mean/InvStdDev outputs must have one value per row");
-    float* mean_out = mean_t ? mean_t->data<float>() : nullptr;
-    float* inv_out = inv_t ? inv_t->data<float>() : nullptr;
+    LayerNormCall call;
+    WH_RETURN_IF_ERROR(ResolveLayerNormCall(ctx, axis_, &call));
+    const Tensor& x = *call.x;
+    const Tensor& scale = *call.scale;
+    const Tensor* bias = call.bias;
+    const LayerNormShape& s = call.shape;
+    float* mean_out = call.mean_out;
+    float* inv_out = call.inv_out;
     const float* xp = x.data<float>();
     const float* sp = scale.data<float>();
     const float* bp = bias ? bias->data<float>() : nullptr;
@@ -138,23 +133,21 @@ bool AllFloat(const KernelInit& init) {
   return !init.input_dtypes.empty() && init.input_dtypes[0] == DType::kFloat32;
 }
 
-}  // namespace
-
-StatusOr<std::unique_ptr<OpKernel>> CreateBatchNormCpuKernel(const KernelInit& init) {
-  WH_RETURN_IF_ERROR(CheckBatchNormInit(init));
-  const bool spatial = init.opset >= 9 || init.attrs.GetInt("spatial", 1) != 0;
-  if (!AllFloat(init) || !spatial) return CreateBatchNormReferenceKernel(init);
+KernelOr MakeBatchNorm(const BatchNormAttrs& a, const KernelInit& init) {
+  if (!AllFloat(init) || !a.spatial) return std::unique_ptr<OpKernel>();
   const Tensor* params[4] = {nullptr, nullptr, nullptr, nullptr};
   for (size_t i = 0; i < 4; ++i)
     if (i + 1 < init.const_inputs.size()) params[i] = init.const_inputs[i + 1];
-  return std::unique_ptr<OpKernel>(std::make_unique<BatchNormCpuKernel>(init.attrs.GetFloat("epsilon", 1e-5f), params));
+  return std::unique_ptr<OpKernel>(std::make_unique<BatchNormCpuKernel>(a.epsilon, params));
 }
 
-StatusOr<std::unique_ptr<OpKernel>> CreateLayerNormCpuKernel(const KernelInit& init) {
-  WH_RETURN_IF_ERROR(CheckLayerNormInit(init));
-  if (!AllFloat(init)) return CreateLayerNormReferenceKernel(init);
-  return std::unique_ptr<OpKernel>(
-      std::make_unique<LayerNormCpuKernel>(init.attrs.GetInt("axis", -1), init.attrs.GetFloat("epsilon", 1e-5f)));
+KernelOr MakeLayerNorm(const LayerNormAttrs& a, const KernelInit& init) {
+  if (!AllFloat(init)) return std::unique_ptr<OpKernel>();
+  return std::unique_ptr<OpKernel>(std::make_unique<LayerNormCpuKernel>(a.axis, a.epsilon));
 }
 
-}  // namespace whittle
+}  // namespace
+
+const NormFns kNormFns{&MakeBatchNorm, &MakeLayerNorm};
+
+}  // namespace whittle::cpu

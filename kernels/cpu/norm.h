@@ -1,16 +1,14 @@
 // Fast CPU BatchNormalization (inference, float32): per channel y = x * a + b with a, b folded
 // once at factory time when the parameters are constant (per plane otherwise), planes spread
 // over threads when large. LayerNormalization (float32): two passes per row in float with
-// vectorisable loops, rows spread over threads when large. Other cases use the reference kernels.
+// vectorisable loops, rows spread over threads when large. Other cases: the builders return an
+// ok null kernel and the family's BackendTable builds the reference one.
 #pragma once
 
-#include <memory>
+#include "kernels/common/norm_shape.h"
 
-#include "kernels/kernel.h"
+namespace whittle::cpu {
 
-namespace whittle {
+extern const NormFns kNormFns;
 
-StatusOr<std::unique_ptr<OpKernel>> CreateBatchNormCpuKernel(const KernelInit& init);
-StatusOr<std::unique_ptr<OpKernel>> CreateLayerNormCpuKernel(const KernelInit& init);
-
-}  // namespace whittle
+}  // namespace whittle::cpu

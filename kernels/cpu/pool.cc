@@ -10,32 +10,14 @@
 #include <immintrin.h>
 #endif
 
+#include "kernels/common/window.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/reference/conv.h"
 
-namespace whittle {
+namespace whittle::cpu {
 namespace {
 
 // Below this much work (taps visited) a pool runs on one thread.
 constexpr int64_t kMinParallelWork = 1 << 16;
-
-inline void ValidRange(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
-  *lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
-  *hi = in - 1 - off >= 0 ? std::min(out, (in - 1 - off) / stride + 1) : 0;
-  if (*hi < *lo) *hi = *lo;
-}
-
-struct Geo2D {
-  int64_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
-};
-
-Geo2D To2D(const WindowGeometry& g) {
-  if (g.spatial == 1)
-    return {1, g.in[0], 1, g.out[0], 1, g.kernel[0], 1, g.stride[0], 1, g.dilation[0], 0, g.pad_begin[0], 0,
-            g.pad_end[0]};
-  return {g.in[0],       g.in[1],       g.out[0],      g.out[1],      g.kernel[0], g.kernel[1], g.stride[0],
-          g.stride[1],   g.dilation[0], g.dilation[1], g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
-}
 
 // out[o] = max of the 2x2 block at columns 2o, 2o+1 of rows r0 and r1.
 inline void MaxRow2x2(const float* r0, const float* r1, int64_t ow, float* out) {
@@ -291,19 +273,20 @@ class PoolCpuKernel : public OpKernel {
   std::unique_ptr<OpKernel> fallback_;  // reference kernel for the cases above
 };
 
-}  // namespace
-
-StatusOr<std::unique_ptr<OpKernel>> CreatePoolCpuKernel(PoolKind kind, const KernelInit& init) {
-  WH_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> ref, CreatePoolReferenceKernel(kind, init));
+// float32 pools and 8-bit MaxPool; the kernel falls back to the reference one (built here from
+// `reference`) for Indices outputs and ranks other than 3 and 4. Other dtypes: an ok null kernel.
+KernelOr MakePool(const PoolAttrs& a, const KernelInit& init, const PoolFns& reference) {
   const DType dt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
-  const bool eight_bit_max = kind == PoolKind::kMax && (dt == DType::kUInt8 || dt == DType::kInt8);
-  if (dt != DType::kFloat32 && !eight_bit_max) return ref;
-  WindowAttrs a;
-  if (kind == PoolKind::kMax || kind == PoolKind::kAverage) {
-    WH_ASSIGN_OR_RETURN(a, ParseWindowAttrs(init.attrs));
-  }
-  const bool include_pad = kind == PoolKind::kAverage && init.attrs.GetInt("count_include_pad", 0) != 0;
-  return std::unique_ptr<OpKernel>(std::make_unique<PoolCpuKernel>(kind, std::move(a), include_pad, std::move(ref)));
+  const bool eight_bit_max = a.kind == PoolKind::kMax && (dt == DType::kUInt8 || dt == DType::kInt8);
+  if (dt != DType::kFloat32 && !eight_bit_max) return std::unique_ptr<OpKernel>();
+  if (!reference.pool) return Internal("pooling has no reference kernel to fall back to");
+  WH_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> ref, reference.pool(a, init, reference));
+  const bool include_pad = a.kind == PoolKind::kAverage && a.count_include_pad;
+  return std::unique_ptr<OpKernel>(std::make_unique<PoolCpuKernel>(a.kind, a.window, include_pad, std::move(ref)));
 }
 
-}  // namespace whittle
+}  // namespace
+
+const PoolFns kPoolFns{&MakePool};
+
+}  // namespace whittle::cpu

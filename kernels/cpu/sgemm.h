@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/fused_activation.h"
+#include "kernels/common/fused_activation.h"
 
 namespace whittle {
 

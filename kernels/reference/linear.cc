@@ -4,7 +4,7 @@
 #include <string>
 #include <type_traits>
 
-#include "kernels/fused_activation.h"
+#include "kernels/common/fused_activation.h"
 
 namespace whittle {
 namespace {

@@ -1,12 +1,9 @@
 #include "kernels/reference/norm.h"
 
 #include <cmath>
-#include <string>
 
-namespace whittle {
+namespace whittle::reference {
 namespace {
-
-std::string Str(int64_t v) { return std::to_string(v); }
 
 template <class T>
 void BatchNormRef(const BatchNormShape& s, const T* x, const T* scale, const T* bias, const T* mean, const T* var,
@@ -27,8 +24,7 @@ class BatchNormReferenceKernel : public OpKernel {
   BatchNormReferenceKernel(float eps, bool spatial) : eps_(eps), spatial_(spatial) {}
 
   Status Compute(KernelContext& ctx) const override {
-    for (size_t i = 1; i < ctx.outputs.size(); ++i)
-      if (ctx.outputs[i]) return Unimplemented("BatchNormalization training outputs are not supported");
+    WH_RETURN_IF_ERROR(CheckBatchNormOutputs(ctx));
     const Tensor& x = *ctx.inputs[0];
     const Tensor* params[4] = {ctx.inputs[1], ctx.inputs[2], ctx.inputs[3], ctx.inputs[4]};
     BatchNormShape s;
@@ -79,18 +75,14 @@ class LayerNormReferenceKernel : public OpKernel {
   LayerNormReferenceKernel(int64_t axis, float eps) : axis_(axis), eps_(eps) {}
 
   Status Compute(KernelContext& ctx) const override {
-    const Tensor& x = *ctx.inputs[0];
-    const Tensor& scale = *ctx.inputs[1];
-    const Tensor* bias = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
-    LayerNormShape s;
-    WH_RETURN_IF_ERROR(ResolveLayerNormShape(x, axis_, scale, bias, &s));
-    Tensor* mean = ctx.outputs.size() > 1 ? ctx.outputs[1] : nullptr;
-    Tensor* inv = ctx.outputs.size() > 2 ? ctx.outputs[2] : nullptr;
-    if ((mean && (mean->dtype() != DType::kFloat32 || mean->numel() != s.outer)) ||
-        (inv && (inv->dtype() != DType::kFloat32 || inv->numel() != s.outer)))
-      return Internal("LayerNormalization Mean/InvStdDev outputs must be float32 with one value per row");
-    float* mp = mean ? mean->data<float>() : nullptr;
-    float* ip = inv ? inv->data<float>() : nullptr;
+    LayerNormCall call;
+    WH_RETURN_IF_ERROR(ResolveLayerNormCall(ctx, axis_, &call));
+    const Tensor& x = *call.x;
+    const Tensor& scale = *call.scale;
+    const Tensor* bias = call.bias;
+    const LayerNormShape& s = call.shape;
+    float* mp = call.mean_out;
+    float* ip = call.inv_out;
     Tensor& y = *ctx.outputs[0];
     if (x.dtype() == DType::kFloat32) {
       LayerNormRef<float>(s, x.data<float>(), scale.data<float>(), scale.numel(),
@@ -109,88 +101,16 @@ class LayerNormReferenceKernel : public OpKernel {
   double eps_;
 };
 
-bool IsFloatType(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
+KernelOr MakeBatchNorm(const BatchNormAttrs& a, const KernelInit&) {
+  return std::unique_ptr<OpKernel>(std::make_unique<BatchNormReferenceKernel>(a.epsilon, a.spatial));
+}
+
+KernelOr MakeLayerNorm(const LayerNormAttrs& a, const KernelInit&) {
+  return std::unique_ptr<OpKernel>(std::make_unique<LayerNormReferenceKernel>(a.axis, a.epsilon));
+}
 
 }  // namespace
 
-Status ResolveBatchNormShape(const Tensor& x, const Tensor* const params[4], bool spatial, BatchNormShape* s) {
-  if (x.rank() < 2) return InvalidArgument("BatchNormalization X must have rank >= 2, got " + DimsToString(x.dims()));
-  s->batch = x.dim(0);
-  s->channels = x.dim(1);
-  s->inner = 1;
-  for (int i = 2; i < x.rank(); ++i) s->inner *= x.dim(i);
-  s->per_element = !spatial;
-  const int64_t want = spatial ? s->channels : s->channels * s->inner;
-  static const char* kNames[4] = {"scale", "B", "mean", "var"};
-  for (int i = 0; i < 4; ++i) {
-    if (!params[i]) return InvalidArgument(std::string("BatchNormalization input ") + kNames[i] + " is missing");
-    if (params[i]->dtype() != x.dtype())
-      return InvalidArgument(std::string("BatchNormalization ") + kNames[i] + " must have X's element type");
-    if (params[i]->numel() != want)
-      return InvalidArgument(std::string("BatchNormalization ") + kNames[i] + " " +
-                             DimsToString(params[i]->dims()) + " must have " + Str(want) + " values");
-  }
-  return Status::Ok();
-}
+const NormFns kNormFns{&MakeBatchNorm, &MakeLayerNorm};
 
-Status CheckBatchNormInit(const KernelInit& init) {
-  const DType dt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
-  if (!IsFloatType(dt))
-    return Unimplemented(std::string("BatchNormalization supports float and double, got ") + DTypeName(dt));
-  if (init.attrs.GetInt("training_mode", 0) != 0)
-    return Unimplemented("BatchNormalization training_mode=1 is not supported (inference only)");
-  if (init.opset < 7 && init.attrs.GetInt("is_test", 0) == 0)
-    return Unimplemented("BatchNormalization with is_test=0 (training) is not supported");
-  return Status::Ok();
-}
-
-Status ResolveLayerNormShape(const Tensor& x, int64_t axis, const Tensor& scale, const Tensor* bias,
-                             LayerNormShape* s) {
-  const int64_t r = x.rank();
-  if (axis < -r || axis >= r)
-    return InvalidArgument("LayerNormalization axis " + Str(axis) + " is out of range for rank " + Str(r));
-  if (axis < 0) axis += r;
-  s->outer = 1;
-  s->inner = 1;
-  for (int64_t i = 0; i < r; ++i) (i < axis ? s->outer : s->inner) *= x.dim(static_cast<int>(i));
-  for (const Tensor* t : {&scale, bias}) {
-    if (!t) continue;
-    if (t->dtype() != x.dtype())
-      return InvalidArgument("LayerNormalization Scale and B must have X's element type");
-    if (t->numel() == 1 && t->rank() <= r - axis) continue;
-    // Same trailing dims as X.shape[axis:], with optional leading 1s.
-    bool ok = t->numel() == s->inner && t->rank() <= r;
-    for (int i = 0; ok && i < t->rank(); ++i) {
-      const int64_t xi = r - t->rank() + i;
-      ok = xi >= axis ? t->dim(i) == x.dim(static_cast<int>(xi)) : t->dim(i) == 1;
-    }
-    if (!ok)
-      return Unimplemented("LayerNormalization Scale/B " + DimsToString(t->dims()) + " must have shape X.shape[axis:] " +
-                           "or a single value (other broadcasts are not supported)");
-  }
-  return Status::Ok();
-}
-
-Status CheckLayerNormInit(const KernelInit& init) {
-  const DType dt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
-  if (!IsFloatType(dt))
-    return Unimplemented(std::string("LayerNormalization supports float and double, got ") + DTypeName(dt));
-  const int64_t stash = init.attrs.GetInt("stash_type", 1);
-  if (stash != 1) return Unimplemented("LayerNormalization stash_type " + Str(stash) + " is not supported (only 1)");
-  return Status::Ok();
-}
-
-StatusOr<std::unique_ptr<OpKernel>> CreateBatchNormReferenceKernel(const KernelInit& init) {
-  WH_RETURN_IF_ERROR(CheckBatchNormInit(init));
-  const bool spatial = init.opset >= 9 || init.attrs.GetInt("spatial", 1) != 0;
-  return std::unique_ptr<OpKernel>(
-      std::make_unique<BatchNormReferenceKernel>(init.attrs.GetFloat("epsilon", 1e-5f), spatial));
-}
-
-StatusOr<std::unique_ptr<OpKernel>> CreateLayerNormReferenceKernel(const KernelInit& init) {
-  WH_RETURN_IF_ERROR(CheckLayerNormInit(init));
-  return std::unique_ptr<OpKernel>(std::make_unique<LayerNormReferenceKernel>(
-      init.attrs.GetInt("axis", -1), init.attrs.GetFloat("epsilon", 1e-5f)));
-}
-
-}  // namespace whittle
+}  // namespace whittle::reference

@@ -1,11 +1,10 @@
 #include "kernels/reference/pool.h"
 
 #include <limits>
+#include <memory>
 #include <string>
 
-#include "kernels/reference/conv.h"
-
-namespace whittle {
+namespace whittle::reference {
 namespace {
 
 template <class T>
@@ -16,13 +15,11 @@ void MaxPoolRef(int64_t planes, const WindowGeometry& g, bool col_major, const T
   for (int64_t p = 0; p < planes; ++p) {
     const T* xp = x + p * in_size;
     for (int64_t op = 0; op < out_size; ++op) {
-      int64_t r = op;
-      for (int i = n - 1; i >= 0; --i) { o_idx[i] = r % g.out[i]; r /= g.out[i]; }
+      UnravelIndex(op, g.out, n, o_idx);
       T best = std::numeric_limits<T>::lowest();
       int64_t best_at = -1;
       for (int64_t kp = 0; kp < k_size; ++kp) {
-        int64_t kr = kp;
-        for (int i = n - 1; i >= 0; --i) { k_idx[i] = kr % g.kernel[i]; kr /= g.kernel[i]; }
+        UnravelIndex(kp, g.kernel, n, k_idx);
         int64_t off = 0, cm_off = 0, cm_stride = 1;
         bool inside = true;
         for (int i = 0; i < n && inside; ++i) {
@@ -52,13 +49,11 @@ void AveragePoolRef(int64_t planes, const WindowGeometry& g, bool include_pad, c
   for (int64_t p = 0; p < planes; ++p) {
     const T* xp = x + p * in_size;
     for (int64_t op = 0; op < out_size; ++op) {
-      int64_t r = op;
-      for (int i = n - 1; i >= 0; --i) { o_idx[i] = r % g.out[i]; r /= g.out[i]; }
+      UnravelIndex(op, g.out, n, o_idx);
       double sum = 0;
       int64_t count = 0;
       for (int64_t kp = 0; kp < k_size; ++kp) {
-        int64_t kr = kp;
-        for (int i = n - 1; i >= 0; --i) { k_idx[i] = kr % g.kernel[i]; kr /= g.kernel[i]; }
+        UnravelIndex(kp, g.kernel, n, k_idx);
         int64_t off = 0;
         bool inside = true, in_padded = true;
         for (int i = 0; i < n; ++i) {
@@ -146,26 +141,13 @@ class PoolReferenceKernel : public OpKernel {
   bool flag_;  // MaxPool: storage_order == 1; AveragePool: count_include_pad
 };
 
+KernelOr MakePool(const PoolAttrs& a, const KernelInit&, const PoolFns&) {
+  const bool flag = a.kind == PoolKind::kMax ? a.col_major_indices : a.count_include_pad;
+  return std::unique_ptr<OpKernel>(std::make_unique<PoolReferenceKernel>(a.kind, a.window, flag));
+}
+
 }  // namespace
 
-bool PoolSupportsDType(PoolKind kind, DType t) {
-  if (t == DType::kFloat32 || t == DType::kFloat64) return true;
-  return kind == PoolKind::kMax && (t == DType::kInt8 || t == DType::kUInt8);
-}
+const PoolFns kPoolFns{&MakePool};
 
-StatusOr<std::unique_ptr<OpKernel>> CreatePoolReferenceKernel(PoolKind kind, const KernelInit& init) {
-  const DType dt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
-  if (!PoolSupportsDType(kind, dt))
-    return Unimplemented(std::string("pooling does not support ") + DTypeName(dt));
-  WindowAttrs a;
-  bool flag = false;
-  if (kind == PoolKind::kMax || kind == PoolKind::kAverage) {
-    WH_ASSIGN_OR_RETURN(a, ParseWindowAttrs(init.attrs));
-    if (a.kernel_shape.empty()) return InvalidArgument("kernel_shape is required");
-    flag = kind == PoolKind::kMax ? init.attrs.GetInt("storage_order", 0) != 0
-                                  : init.attrs.GetInt("count_include_pad", 0) != 0;
-  }
-  return std::unique_ptr<OpKernel>(std::make_unique<PoolReferenceKernel>(kind, std::move(a), flag));
-}
-
-}  // namespace whittle
+}  // namespace whittle::reference

@@ -2,20 +2,13 @@
 // int64 Indices output flattened over the whole tensor, row-major or, with storage_order=1,
 // column-major over the spatial dims), AveragePool (float, double; count_include_pad counts taps
 // that fall in the explicit or auto padding, never beyond it), GlobalAveragePool, GlobalMaxPool.
-// Window geometry (pads, auto_pad, ceil_mode, dilations) comes from kernels/reference/conv.h.
+// Window geometry and the parsed attributes come from kernels/common/window.h.
 #pragma once
 
-#include <memory>
+#include "kernels/common/window.h"
 
-#include "kernels/kernel.h"
+namespace whittle::reference {
 
-namespace whittle {
+extern const PoolFns kPoolFns;
 
-enum class PoolKind { kMax, kAverage, kGlobalMax, kGlobalAverage };
-
-// Element types each pool supports.
-bool PoolSupportsDType(PoolKind kind, DType t);
-
-StatusOr<std::unique_ptr<OpKernel>> CreatePoolReferenceKernel(PoolKind kind, const KernelInit& init);
-
-}  // namespace whittle
+}  // namespace whittle::reference

@@ -14,7 +14,6 @@ namespace {
 using ::whittle::testing::ExpectBackendsMatchReference;
 using ::whittle::testing::MakeNode;
 using ::whittle::testing::RandomFloat;
-using ::whittle::testing::TensorsClose;
 
 Tensor Iota(const Dims& dims) {
   Tensor t(DType::kFloat32, dims);
@@ -39,7 +38,7 @@ std::vector<float> Values(const Tensor& t) { return std::vector<float>(t.data<fl
 TEST(ConvReference, BasicWithAndWithoutPadding) {
   // ONNX test_basic_conv_with_padding / _without_padding: 5x5 ramp, 3x3 ones.
   const Tensor x = Iota({1, 1, 5, 5}), w = Ones({1, 1, 3, 3});
-  for (Backend p : {Backend::kReference, Backend::kCpu}) {
+  for (Backend p : BuiltBackends()) {
     auto padded = RunNode(MakeNode("Conv", 2, 1, Attrs({{"kernel_shape", Attribute::Ints({3, 3})},
                                                          {"pads", Attribute::Ints({1, 1, 1, 1})}})),
                           17, {x, w}, p);
@@ -141,10 +140,7 @@ TEST(ConvCpu, MatchesReference) {
       ASSERT_EQ(ref.size(), 1u);
     }
     // Constant weights take the prepacked path.
-    auto ref = RunNode(n, 17, in, Backend::kReference, 1, true);
-    auto cpu = RunNode(n, 17, in, Backend::kCpu, 2, true);
-    ASSERT_TRUE(ref.ok() && cpu.ok());
-    EXPECT_TRUE(TensorsClose((*cpu)[0], (*ref)[0], 1e-4f, 1e-4f));
+    ExpectBackendsMatchReference(n, in, 1e-4f, 1e-4f, 17, 2, /*inputs_const=*/true);
   }
 }
 

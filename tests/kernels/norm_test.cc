@@ -14,7 +14,6 @@ namespace {
 using ::whittle::testing::ExpectBackendsMatchReference;
 using ::whittle::testing::MakeNode;
 using ::whittle::testing::RandomFloat;
-using ::whittle::testing::TensorsClose;
 
 AttributeMap Attrs(std::vector<std::pair<std::string, Attribute>> kv) {
   AttributeMap m;
@@ -33,7 +32,7 @@ TEST(BatchNormReference, HandComputed) {
   const std::vector<Tensor> in = {Tensor::FromVector<float>({1, 2, 1, 2}, {1, 2, 3, 4}),
                                   Tensor::FromVector<float>({2}, {1, 2}), Tensor::FromVector<float>({2}, {0, 1}),
                                   Tensor::FromVector<float>({2}, {1, 3}), Tensor::FromVector<float>({2}, {4, 1})};
-  for (Backend p : {Backend::kReference, Backend::kCpu}) {
+  for (Backend p : BuiltBackends()) {
     for (bool konst : {false, true}) {
       auto r = RunNode(MakeNode("BatchNormalization", 5, 1, Attrs({{"epsilon", Attribute::Float(0.f)}})), 15, in, p,
                        1, konst);
@@ -52,10 +51,7 @@ TEST(BatchNormCpu, MatchesReference) {
     seed += 10;
     const Node n = MakeNode("BatchNormalization", 5, 1, Attrs({{"epsilon", Attribute::Float(1e-3f)}}));
     ExpectBackendsMatchReference(n, in, 1e-5f, 1e-4f);
-    auto ref = RunNode(n, 17, in, Backend::kReference, 1, true);
-    auto cpu = RunNode(n, 17, in, Backend::kCpu, 2, true);
-    ASSERT_TRUE(ref.ok() && cpu.ok());
-    EXPECT_TRUE(TensorsClose((*cpu)[0], (*ref)[0], 1e-5f, 1e-4f));
+    ExpectBackendsMatchReference(n, in, 1e-5f, 1e-4f, 17, 2, /*inputs_const=*/true);
   }
 }
 
@@ -104,7 +100,7 @@ TEST(LayerNormReference, HandComputedWithStatistics) {
   const Tensor x = Tensor::FromVector<float>({2, 4}, {1, 2, 3, 4, 2, 2, 2, 6});
   const Tensor s = Tensor::FromVector<float>({4}, {1, 1, 2, 2});
   const Tensor b = Tensor::FromVector<float>({4}, {0, 0, 0, 1});
-  for (Backend p : {Backend::kReference, Backend::kCpu}) {
+  for (Backend p : BuiltBackends()) {
     auto r = RunNode(MakeNode("LayerNormalization", 3, 3, Attrs({{"epsilon", Attribute::Float(0.f)}})), 17, {x, s, b}, p);
     ASSERT_TRUE(r.ok()) << r.status().message();
     // Row 0: mean 2.5, var 1.25; row 1: mean 3, var 3.

@@ -1,0 +1,109 @@
+#include "kernels/common/norm_shape.h"
+
+#include <string>
+
+namespace whittle {
+namespace {
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+bool IsFloatType(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
+
+}  // namespace
+
+StatusOr<BatchNormAttrs> ParseBatchNormAttrs(const KernelInit& init) {
+  const DType dt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
+  if (!IsFloatType(dt))
+    return Unimplemented(std::string("BatchNormalization supports float and double, got ") + DTypeName(dt));
+  if (init.attrs.GetInt("training_mode", 0) != 0)
+    return Unimplemented("BatchNormalization training_mode=1 is not supported (inference only)");
+  if (init.opset < 7 && init.attrs.GetInt("is_test", 0) == 0)
+    return Unimplemented("BatchNormalization with is_test=0 (training) is not supported");
+  BatchNormAttrs a;
+  a.epsilon = init.attrs.GetFloat("epsilon", 1e-5f);
+  a.spatial = init.opset >= 9 || init.attrs.GetInt("spatial", 1) != 0;
+  return a;
+}
+
+StatusOr<LayerNormAttrs> ParseLayerNormAttrs(const KernelInit& init) {
+  const DType dt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
+  if (!IsFloatType(dt))
+    return Unimplemented(std::string("LayerNormalization supports float and double, got ") + DTypeName(dt));
+  const int64_t stash = init.attrs.GetInt("stash_type", 1);
+  if (stash != 1) return Unimplemented("LayerNormalization stash_type " + Str(stash) + " is not supported (only 1)");
+  LayerNormAttrs a;
+  a.axis = init.attrs.GetInt("axis", -1);
+  a.epsilon = init.attrs.GetFloat("epsilon", 1e-5f);
+  return a;
+}
+
+Status ResolveBatchNormShape(const Tensor& x, const Tensor* const params[4], bool spatial, BatchNormShape* s) {
+  if (x.rank() < 2) return InvalidArgument("BatchNormalization X must have rank >= 2, got " + DimsToString(x.dims()));
+  s->batch = x.dim(0);
+  s->channels = x.dim(1);
+  s->inner = 1;
+  for (int i = 2; i < x.rank(); ++i) s->inner *= x.dim(i);
+  s->per_element = !spatial;
+  const int64_t want = spatial ? s->channels : s->channels * s->inner;
+  static const char* kNames[4] = {"scale", "B", "mean", "var"};
+  for (int i = 0; i < 4; ++i) {
+    if (!params[i]) return InvalidArgument(std::string("BatchNormalization input ") + kNames[i] + " is missing");
+    if (params[i]->dtype() != x.dtype())
+      return InvalidArgument(std::string("BatchNormalization ") + kNames[i] + " must have X's element type");
+    if (params[i]->numel() != want)
+      return InvalidArgument(std::string("BatchNormalization ") + kNames[i] + " " +
+                             DimsToString(params[i]->dims()) + " must have " + Str(want) + " values");
+  }
+  return Status::Ok();
+}
+
+Status CheckBatchNormOutputs(const KernelContext& ctx) {
+  for (size_t i = 1; i < ctx.outputs.size(); ++i)
+    if (ctx.outputs[i]) return Unimplemented("BatchNormalization training outputs are not supported");
+  return Status::Ok();
+}
+
+Status ResolveLayerNormShape(const Tensor& x, int64_t axis, const Tensor& scale, const Tensor* bias,
+                             LayerNormShape* s) {
+  const int64_t r = x.rank();
+  if (axis < -r || axis >= r)
+    return InvalidArgument("LayerNormalization axis " + Str(axis) + " is out of range for rank " + Str(r));
+  if (axis < 0) axis += r;
+  s->outer = 1;
+  s->inner = 1;
+  for (int64_t i = 0; i < r; ++i) (i < axis ? s->outer : s->inner) *= x.dim(static_cast<int>(i));
+  for (const Tensor* t : {&scale, bias}) {
+    if (!t) continue;
+    if (t->dtype() != x.dtype())
+      return InvalidArgument("LayerNormalization Scale and B must have X's element type");
+    if (t->numel() == 1 && t->rank() <= r - axis) continue;
+    // Same trailing dims as X.shape[axis:], with optional leading 1s.
+    bool ok = t->numel() == s->inner && t->rank() <= r;
+    for (int i = 0; ok && i < t->rank(); ++i) {
+      const int64_t xi = r - t->rank() + i;
+      ok = xi >= axis ? t->dim(i) == x.dim(static_cast<int>(xi)) : t->dim(i) == 1;
+    }
+    if (!ok)
+      return Unimplemented("LayerNormalization Scale/B " + DimsToString(t->dims()) + " must have shape X.shape[axis:] " +
+                           "or a single value (other broadcasts are not supported)");
+  }
+  return Status::Ok();
+}
+
+Status ResolveLayerNormCall(const KernelContext& ctx, int64_t axis, LayerNormCall* call) {
+  call->x = ctx.inputs[0];
+  call->scale = ctx.inputs[1];
+  call->bias = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+  WH_RETURN_IF_ERROR(ResolveLayerNormShape(*call->x, axis, *call->scale, call->bias, &call->shape));
+  Tensor* mean = ctx.outputs.size() > 1 ? ctx.outputs[1] : nullptr;
+  Tensor* inv = ctx.outputs.size() > 2 ? ctx.outputs[2] : nullptr;
+  const int64_t rows = call->shape.outer;
+  if ((mean && (mean->dtype() != DType::kFloat32 || mean->numel() != rows)) ||
+      (inv && (inv->dtype() != DType::kFloat32 || inv->numel() != rows)))
+    return Internal("LayerNormalization Mean/InvStdDev outputs must be float32 with one value per row");
+  call->mean_out = mean ? mean->data<float>() : nullptr;
+  call->inv_out = inv ? inv->data<float>() : nullptr;
+  return Status::Ok();
+}
+
+}  // namespace whittle

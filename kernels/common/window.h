@@ -1,0 +1,134 @@
+// Sliding-window geometry shared by every Conv and pooling backend (and the integer convs):
+// attribute parsing (kernel_shape, strides, dilations, pads, auto_pad, ceil_mode), resolution of
+// pads and output sizes for concrete input dims following ONNX 1.12 (opsets 7..17), the Conv
+// shape checks, and small inline helpers for the tap loops. The op's shape inference in lib/ops
+// computes the same output sizes; kernels recompute them because they need the pads.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/common/fused_activation.h"
+#include "kernels/kernel.h"
+
+namespace whittle {
+
+constexpr int kMaxSpatialDims = 8;
+
+enum class AutoPad { kNotSet, kSameUpper, kSameLower, kValid };
+
+struct WindowAttrs {
+  AutoPad auto_pad = AutoPad::kNotSet;
+  std::vector<int64_t> kernel_shape;  // empty for Conv without the attribute (taken from W)
+  std::vector<int64_t> strides, dilations, pads;  // empty: all 1 / all 1 / all 0
+  bool ceil_mode = false;
+};
+
+// Reads the window attributes and checks values (kernel/stride/dilation > 0, pads >= 0, known
+// auto_pad) and that the lengths present agree with each other.
+StatusOr<WindowAttrs> ParseWindowAttrs(const AttributeMap& attrs);
+
+struct WindowGeometry {
+  int spatial = 0;
+  int64_t in[kMaxSpatialDims] = {}, out[kMaxSpatialDims] = {}, kernel[kMaxSpatialDims] = {};
+  int64_t stride[kMaxSpatialDims] = {}, dilation[kMaxSpatialDims] = {};
+  int64_t pad_begin[kMaxSpatialDims] = {}, pad_end[kMaxSpatialDims] = {};
+  int64_t InSize() const { return Product(in); }
+  int64_t OutSize() const { return Product(out); }
+  int64_t KernelSize() const { return Product(kernel); }
+
+ private:
+  int64_t Product(const int64_t* d) const {
+    int64_t p = 1;
+    for (int i = 0; i < spatial; ++i) p *= d[i];
+    return p;
+  }
+};
+
+// Resolves pads and output sizes for input spatial dims `in` and kernel dims `kernel` (spatial
+// entries each). Errors when lengths disagree with `spatial` or the window does not fit.
+Status ResolveWindow(const WindowAttrs& a, const int64_t* in, const int64_t* kernel, int spatial,
+                     WindowGeometry* g);
+
+// Shapes of one Conv call, validated against each other.
+struct ConvShape {
+  int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
+  WindowGeometry geo;
+};
+// X [N, C, D...], W [M, C/group, k...], optional B [M]; checks ranks, channel counts and bias.
+Status ResolveConvShape(const WindowAttrs& a, int64_t group, const Tensor& x, const Tensor& w, const Tensor* b,
+                        ConvShape* s);
+
+// idx[0..n) = the row-major multi-index of `flat` in dims[0..n).
+inline void UnravelIndex(int64_t flat, const int64_t* dims, int n, int64_t* idx) {
+  for (int i = n - 1; i >= 0; --i) {
+    idx[i] = flat % dims[i];
+    flat /= dims[i];
+  }
+}
+
+// Input offset (row-major over g.in) of kernel tap k_idx at output position o_idx; false (and
+// *off unspecified) when the tap falls in the padding.
+inline bool TapOffset(const WindowGeometry& g, const int64_t* o_idx, const int64_t* k_idx, int64_t* off) {
+  int64_t at = 0;
+  bool inside = true;
+  for (int i = 0; i < g.spatial && inside; ++i) {
+    const int64_t p = o_idx[i] * g.stride[i] - g.pad_begin[i] + k_idx[i] * g.dilation[i];
+    inside = p >= 0 && p < g.in[i];
+    at = at * g.in[i] + p;
+  }
+  *off = at;
+  return inside;
+}
+
+// Output columns [lo, hi) of a dim whose tap at offset `off` (input index = o*stride + off)
+// lands inside [0, in).
+inline void ValidRange(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
+  *lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
+  *hi = in - 1 - off >= 0 ? std::min(out, (in - 1 - off) / stride + 1) : 0;
+  if (*hi < *lo) *hi = *lo;
+}
+
+// 2-D geometry view (1-D windows are 2-D with a height of one).
+struct Geo2D {
+  int64_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+};
+Geo2D To2D(const WindowGeometry& g);
+
+// Conv attributes, checked once by the family's factory: X float or double, valid window
+// attributes, a fused activation only on float32.
+struct ConvAttrs {
+  WindowAttrs window;
+  int64_t group = 1;
+  FusedActivation act;
+};
+StatusOr<ConvAttrs> ParseConvAttrs(const KernelInit& init);
+
+// A backend's Conv builder (nullptr, or an ok null kernel: the reference builds it).
+struct ConvFns {
+  KernelOr (*conv)(const ConvAttrs& a, const KernelInit& init);
+};
+
+enum class PoolKind { kMax, kAverage, kGlobalMax, kGlobalAverage };
+
+// Element types each pool supports.
+bool PoolSupportsDType(PoolKind kind, DType t);
+
+// Pooling attributes, checked once: supported dtype; MaxPool/AveragePool have valid window
+// attributes with kernel_shape (global pools leave window empty).
+struct PoolAttrs {
+  PoolKind kind = PoolKind::kMax;
+  WindowAttrs window;
+  bool col_major_indices = false;  // MaxPool storage_order == 1
+  bool count_include_pad = false;  // AveragePool
+};
+StatusOr<PoolAttrs> ParsePoolAttrs(PoolKind kind, const KernelInit& init);
+
+// A backend's pool builder. `reference` is the reference backend's row: a backend kernel that
+// handles only some calls (ranks, dtypes, outputs) builds its fallback from it.
+struct PoolFns {
+  KernelOr (*pool)(const PoolAttrs& a, const KernelInit& init, const PoolFns& reference);
+};
+
+}  // namespace whittle
