@@ -1,16 +1,25 @@
-// Registers the Gemm and MatMul kernels: reference (plain loops, several dtypes) and fast CPU.
+// Registers the Gemm and MatMul kernels: attributes parsed and checked once here, then built by
+// init.backend's builder (the reference: plain loops, several dtypes; the fast CPU one: float32).
 #include "kernels/cpu/linear.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/linear.h"
 
 namespace whittle {
+namespace {
+
+const BackendTable<LinearFns> kLinear{{Backend::kReference, &reference::kLinearFns},
+                                      {Backend::kCpu, &cpu::kLinearFns}};
+
+}  // namespace
 
 void RegisterLinearKernels(KernelRegistry& r) {
-  r.Register("", "Gemm", [](const KernelInit& init) {
-    return init.backend == Backend::kCpu ? CreateGemmCpuKernel(init) : CreateGemmReferenceKernel(init);
+  r.Register("", "Gemm", [](const KernelInit& init) -> KernelOr {
+    WH_ASSIGN_OR_RETURN(GemmAttrs a, ParseGemmAttrs(init));
+    return kLinear.Make(init.backend, &LinearFns::gemm, a, init);
   });
-  r.Register("", "MatMul", [](const KernelInit& init) {
-    return init.backend == Backend::kCpu ? CreateMatMulCpuKernel(init) : CreateMatMulReferenceKernel(init);
+  r.Register("", "MatMul", [](const KernelInit& init) -> KernelOr {
+    WH_ASSIGN_OR_RETURN(MatMulAttrs a, ParseMatMulAttrs(init));
+    return kLinear.Make(init.backend, &LinearFns::matmul, a, init);
   });
 }
 

@@ -45,23 +45,6 @@ inline void UnravelIndex(int64_t i, const int64_t* dims, int n, int64_t* index) 
   }
 }
 
-// Flat offset (into one input plane) that kernel tap k_idx of output position o_idx reads in a
-// sliding-window walk of geometry g (spatial, in, stride, pad_begin, dilation), and whether the
-// tap is inside the input (false: it reads the padding). Shared by every im2col, so that all
-// backends agree on which taps are padding.
-template <class Geometry>
-inline bool WindowTapOffset(const Geometry& g, const int64_t* o_idx, const int64_t* k_idx, int64_t* offset) {
-  int64_t off = 0;
-  bool inside = true;
-  for (int d = 0; d < g.spatial; ++d) {
-    const int64_t p = o_idx[d] * g.stride[d] - g.pad_begin[d] + k_idx[d] * g.dilation[d];
-    if (p < 0 || p >= g.in[d]) inside = false;
-    off = off * g.in[d] + p;
-  }
-  *offset = off;
-  return inside;
-}
-
 // Element i of an integer (or float) tensor as int64; used for index-like inputs.
 int64_t ReadIndexElement(const Tensor& t, int64_t i);
 

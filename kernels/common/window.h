@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/common/fused_activation.h"
+#include "kernels/common/index.h"
 #include "kernels/kernel.h"
 
 namespace whittle {
@@ -59,14 +60,6 @@ struct ConvShape {
 // X [N, C, D...], W [M, C/group, k...], optional B [M]; checks ranks, channel counts and bias.
 Status ResolveConvShape(const WindowAttrs& a, int64_t group, const Tensor& x, const Tensor& w, const Tensor* b,
                         ConvShape* s);
-
-// idx[0..n) = the row-major multi-index of `flat` in dims[0..n).
-inline void UnravelIndex(int64_t flat, const int64_t* dims, int n, int64_t* idx) {
-  for (int i = n - 1; i >= 0; --i) {
-    idx[i] = flat % dims[i];
-    flat /= dims[i];
-  }
-}
 
 // Input offset (row-major over g.in) of kernel tap k_idx at output position o_idx; false (and
 // *off unspecified) when the tap falls in the padding.

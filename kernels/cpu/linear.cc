@@ -6,10 +6,8 @@
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/sgemm.h"
-#include "kernels/common/fused_activation.h"
-#include "kernels/reference/linear.h"
 
-namespace whittle {
+namespace whittle::cpu {
 namespace {
 
 // Below this many multiply-adds a GEMM runs on one thread: OpenMP fork/join costs more.
@@ -30,14 +28,14 @@ struct StoredWeight {
 
 class GemmCpuKernel : public OpKernel {
  public:
-  GemmCpuKernel(bool ta, bool tb, float alpha, float beta, FusedActivation act, const Tensor* b, const Tensor* c)
-      : ta_(ta), tb_(tb), alpha_(alpha), beta_(beta), act_(act) {
-    if (b && b->rank() == 2) w_ = {*b, tb};
+  GemmCpuKernel(const GemmAttrs& a, const Tensor* b, const Tensor* c)
+      : ta_(a.trans_a), tb_(a.trans_b), alpha_(a.alpha), beta_(a.beta), act_(a.act) {
+    if (b && b->rank() == 2) w_ = {*b, tb_};
     // A constant C that is the same for every row becomes a pre-scaled bias vector.
     if (c && (c->rank() <= 1 || (c->rank() == 2 && c->dim(0) == 1))) {
       const float* p = c->data<float>();
       row_bias_.resize(static_cast<size_t>(c->numel()));
-      for (size_t j = 0; j < row_bias_.size(); ++j) row_bias_[j] = beta * p[j];
+      for (size_t j = 0; j < row_bias_.size(); ++j) row_bias_[j] = beta_ * p[j];
       has_row_bias_ = true;
     }
   }
@@ -95,7 +93,7 @@ class GemmCpuKernel : public OpKernel {
 
 class MatMulCpuKernel : public OpKernel {
  public:
-  MatMulCpuKernel(FusedActivation act, const Tensor* b) : act_(act) {
+  MatMulCpuKernel(const MatMulAttrs& a, const Tensor* b) : act_(a.act) {
     if (b && b->rank() == 2 && b->dtype() == DType::kFloat32) w_ = {*b, false};
   }
 
@@ -163,20 +161,19 @@ bool AllFloat(const KernelInit& init) {
   return !init.input_dtypes.empty() && init.input_dtypes[0] == DType::kFloat32;
 }
 
+// Float32 only; other dtypes get an ok null kernel (the reference one is built instead).
+KernelOr MakeGemm(const GemmAttrs& a, const KernelInit& init) {
+  if (!AllFloat(init)) return std::unique_ptr<OpKernel>();
+  return std::unique_ptr<OpKernel>(std::make_unique<GemmCpuKernel>(a, ConstInput(init, 1), ConstInput(init, 2)));
+}
+
+KernelOr MakeMatMul(const MatMulAttrs& a, const KernelInit& init) {
+  if (!AllFloat(init)) return std::unique_ptr<OpKernel>();
+  return std::unique_ptr<OpKernel>(std::make_unique<MatMulCpuKernel>(a, ConstInput(init, 1)));
+}
+
 }  // namespace
 
-StatusOr<std::unique_ptr<OpKernel>> CreateGemmCpuKernel(const KernelInit& init) {
-  if (!AllFloat(init)) return CreateGemmReferenceKernel(init);
-  const AttributeMap& a = init.attrs;
-  return std::unique_ptr<OpKernel>(std::make_unique<GemmCpuKernel>(
-      a.GetInt("transA", 0) != 0, a.GetInt("transB", 0) != 0, a.GetFloat("alpha", 1.f), a.GetFloat("beta", 1.f),
-      FusedActivation::FromAttrs(a), ConstInput(init, 1), ConstInput(init, 2)));
-}
+const LinearFns kLinearFns{&MakeGemm, &MakeMatMul};
 
-StatusOr<std::unique_ptr<OpKernel>> CreateMatMulCpuKernel(const KernelInit& init) {
-  if (!AllFloat(init)) return CreateMatMulReferenceKernel(init);
-  return std::unique_ptr<OpKernel>(
-      std::make_unique<MatMulCpuKernel>(FusedActivation::FromAttrs(init.attrs), ConstInput(init, 1)));
-}
-
-}  // namespace whittle
+}  // namespace whittle::cpu

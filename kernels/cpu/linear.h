@@ -2,16 +2,14 @@
 // the batch folds into M (B shared by every batch), otherwise one GEMM per batch matrix with the
 // batches spread over threads. Constant B is captured at factory time (in the model's layout)
 // and a constant row-broadcast C is pre-scaled by beta; bias and the fused activation are applied
-// per output row in one pass. Other dtypes use the reference kernels.
+// per output row in one pass. Other dtypes: the builders return an ok null kernel and the
+// family's BackendTable builds the reference one.
 #pragma once
 
-#include <memory>
+#include "kernels/common/linear_shape.h"
 
-#include "kernels/kernel.h"
+namespace whittle::cpu {
 
-namespace whittle {
+extern const LinearFns kLinearFns;
 
-StatusOr<std::unique_ptr<OpKernel>> CreateGemmCpuKernel(const KernelInit& init);
-StatusOr<std::unique_ptr<OpKernel>> CreateMatMulCpuKernel(const KernelInit& init);
-
-}  // namespace whittle
+}  // namespace whittle::cpu

@@ -266,7 +266,7 @@ void QPackIm2Col(const ConvShape& s, const void* x_image, DType x_dtype, int32_t
         for (int64_t o = 0; o < N; ++o) {
           UnravelIndex(o, g.out, g.spatial, o_idx);
           int64_t off = 0;
-          const bool inside = WindowTapOffset(g, o_idx, k_idx, &off);
+          const bool inside = TapOffset(g, o_idx, k_idx, &off);
           dst[o] = inside ? xrow[static_cast<size_t>(off)] : int16_t{0};
         }
       }

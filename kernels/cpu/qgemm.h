@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/common/quant_params.h"
-#include "kernels/reference/conv.h"  // ConvShape, WindowGeometry
+#include "kernels/common/window.h"  // ConvShape, WindowGeometry
 
 namespace whittle {
 

@@ -1,43 +1,12 @@
-// Reference Gemm and MatMul (plain triple loops, float/double/int32/int64/uint32/uint64) and the
-// shape resolution the fast CPU kernels share with them: MatMulPlan implements numpy matmul
-// semantics (1-D promotion, batch dims broadcast) and GemmBias describes how Gemm's C broadcasts
-// to [M, N]. Fused activations (float32 only) are applied after bias.
+// Reference Gemm and MatMul: plain triple loops over float/double/int32/int64/uint32/uint64 with a
+// wide accumulator; fused activations (float32 only) are applied after bias. Shape resolution and
+// attributes live in kernels/common/linear_shape.h.
 #pragma once
 
-#include <cstdint>
-#include <memory>
-#include <vector>
+#include "kernels/common/linear_shape.h"
 
-#include "kernels/kernel.h"
+namespace whittle::reference {
 
-namespace whittle {
+extern const LinearFns kLinearFns;
 
-// Numpy matmul of A (dims a, rank ra >= 1) and B (rank rb >= 1).
-struct MatMulPlan {
-  int64_t M = 1, N = 1, K = 0;
-  int64_t batch = 1;                    // product of the broadcast batch dims
-  Dims out_dims;                        // final output dims (promoted 1-D dims removed)
-  std::vector<int64_t> out_batch;       // broadcast batch dims
-  std::vector<int64_t> a_step, b_step;  // per batch dim: matrices to skip (0 where broadcast)
-  bool b_shared = true;                 // every batch uses the same B matrix
-  bool a_contiguous = true;             // batch i uses A matrix i (A batches can fold into M)
-
-  Status Resolve(const Dims& a, const Dims& b);
-  // Matrix indices (in units of M*K and K*N elements) of A and B for flat batch index i.
-  void Offsets(int64_t i, int64_t* a_mat, int64_t* b_mat) const;
-};
-
-// How Gemm's C (rank 0..2) maps onto [M, N]: element (i, j) is c[i*row_step + j*col_step].
-struct GemmBias {
-  int64_t row_step = 0, col_step = 0;
-  static StatusOr<GemmBias> Resolve(const Dims& c, int64_t M, int64_t N);
-};
-
-// Gemm dims from A and B dims and the transpose flags.
-Status ResolveGemmDims(const Dims& a, const Dims& b, bool trans_a, bool trans_b, int64_t* M, int64_t* N,
-                       int64_t* K);
-
-StatusOr<std::unique_ptr<OpKernel>> CreateGemmReferenceKernel(const KernelInit& init);
-StatusOr<std::unique_ptr<OpKernel>> CreateMatMulReferenceKernel(const KernelInit& init);
-
-}  // namespace whittle
+}  // namespace whittle::reference

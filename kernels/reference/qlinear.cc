@@ -116,7 +116,7 @@ void QConvAccReference(const ConvShape& s, const void* x, DType x_dtype, int32_t
           for (int64_t k = 0; k < ksize; ++k) {
             UnravelIndex(k, g.kernel, g.spatial, k_idx);
             int64_t off = 0;
-            const bool inside = WindowTapOffset(g, o_idx, k_idx, &off);
+            const bool inside = TapOffset(g, o_idx, k_idx, &off);
             const int32_t xv = inside ? ByteAt(x, x_dtype, xc + off) - x_zp : 0;
             sum += xv * (ByteAt(w, w_dtype, wc + k) - wz);
           }
