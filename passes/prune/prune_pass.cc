@@ -11,6 +11,7 @@
 
 #include "lib/ops/op_def.h"
 #include "passes/cost.h"
+#include "passes/layer_selection.h"
 #include "passes/prune/channel_groups.h"
 #include "passes/prune/prune_apply.h"
 #include "passes/prune/prune_scores.h"
@@ -32,7 +33,7 @@ struct PruneConfig {
   double ratio = 0.3;
   std::string criterion = "l1";
   int64_t round = 8;
-  std::vector<std::string> exclude;
+  LayerSelection select;  // exclude= and the layer= names
   int compensate = -1;  // -1: on exactly when calibration data is given
   std::map<std::string, LayerOverride> layers;
   std::string spec;
@@ -90,7 +91,7 @@ class PrunePass : public Pass {
     rep.pass = "prune";
     rep.config = cfg_.spec;
     WH_RETURN_IF_ERROR(Reinfer(g).WithContext("--prune: input graph"));
-    WH_RETURN_IF_ERROR(CheckNames(g));
+    WH_RETURN_IF_ERROR(cfg_.select.Check(g, {"Gemm", "MatMul", "Conv"}));
     const bool need_calib = cfg_.criterion == "activation" || cfg_.compensate == 1;
     if (need_calib && !ctx.calibration)
       return InvalidArgument(std::string("--prune: ") +
@@ -151,22 +152,6 @@ class PrunePass : public Pass {
   }
 
  private:
-  Status CheckNames(const Graph& g) const {
-    std::set<std::string> layers;
-    for (const Node& n : g.nodes())
-      if (n.op_type == "Gemm" || n.op_type == "MatMul" || n.op_type == "Conv") layers.insert(n.name);
-    std::vector<std::string> bad;
-    for (const auto& x : cfg_.exclude)
-      if (!layers.count(x)) bad.push_back("exclude=" + x);
-    for (const auto& [x, o] : cfg_.layers)
-      if (!layers.count(x)) bad.push_back("layer=" + x);
-    if (bad.empty()) return Status::Ok();
-    std::string s;
-    for (const auto& b : bad) s += (s.empty() ? "" : ", ") + b;
-    return InvalidArgument("--prune: " + s + ": no Gemm/MatMul/Conv node of that name in the model (nodes: " +
-                           JoinNames(std::vector<std::string>(layers.begin(), layers.end())) + ")");
-  }
-
   GroupChoice Choose(const Graph& g, const ChannelAnalysis& a, int root, PassReport* rep) const {
     GroupChoice gc;
     gc.producers = a.ProducersOf(root);
@@ -178,7 +163,7 @@ class PrunePass : public Pass {
     int overrides = 0;
     for (int pi : gc.producers) {
       const std::string& nm = g.nodes()[static_cast<size_t>(a.producers[static_cast<size_t>(pi)].node)].name;
-      if (std::find(cfg_.exclude.begin(), cfg_.exclude.end(), nm) != cfg_.exclude.end()) excluded.push_back(nm);
+      if (cfg_.select.excluded(nm)) excluded.push_back(nm);
       auto it = cfg_.layers.find(nm);
       if (it == cfg_.layers.end()) continue;
       ++overrides;
@@ -358,7 +343,7 @@ StatusOr<std::unique_ptr<Pass>> MakePrunePass(PassOptions options) {
   if (cfg.ratio >= 1.0) return InvalidArgument("--prune: ratio=1 would remove every unit; expected 0 <= ratio < 1");
   WH_ASSIGN_OR_RETURN(cfg.criterion, options.GetChoice("criterion", "l1", {"l1", "l2", "activation"}));
   WH_ASSIGN_OR_RETURN(cfg.round, options.GetInt("round", 8, 1, 1 << 20));
-  cfg.exclude = options.GetList("exclude");
+  WH_ASSIGN_OR_RETURN(cfg.select, LayerSelection::Parse(options));
   if (options.Has("compensate")) {
     WH_ASSIGN_OR_RETURN(int64_t c, options.GetInt("compensate", 0, 0, 1));
     cfg.compensate = static_cast<int>(c);

@@ -72,10 +72,7 @@ StatusOr<Int8Config> ParseInt8Config(PassOptions& o) {
       c.op_types.insert(t);
     }
   }
-  for (const std::string& name : o.GetList("exclude")) {
-    if (name.empty()) return InvalidArgument("--int8: exclude= has an empty layer name");
-    c.exclude.insert(name);
-  }
+  WH_ASSIGN_OR_RETURN(c.select, LayerSelection::Parse(o));
   for (auto& [name, lo] : o.layers()) {
     Int8LayerOverride ov;
     WH_ASSIGN_OR_RETURN(int64_t skip, lo.GetInt("skip", 0, 0, 1));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lib/ir/dtype.h"
+#include "passes/layer_selection.h"
 #include "passes/pass_options.h"
 #include "passes/quantize/calibration.h"
 
@@ -29,7 +30,7 @@ struct Int8Config {
   DType activations = DType::kUInt8;
   bool qoperator = false;
   std::set<std::string> op_types = {"Conv", "MatMul", "Gemm"};
-  std::set<std::string> exclude;
+  LayerSelection select;  // exclude= and the layer= names
   std::map<std::string, Int8LayerOverride> layers;
   std::string spec;
 };

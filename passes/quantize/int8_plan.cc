@@ -83,14 +83,7 @@ std::string MatchLayer(const Graph& g, int idx, const Int8Config& c, QuantLayer*
 }  // namespace
 
 StatusOr<Int8Plan> MakePlan(const Graph& g, const Int8Config& c) {
-  std::set<std::string> names;
-  for (const Node& n : g.nodes()) names.insert(n.name);
-  std::string missing;
-  for (const std::string& e : c.exclude)
-    if (!names.count(e)) missing += (missing.empty() ? "'" : ", '") + e + "' (exclude=)";
-  for (const auto& [name, ov] : c.layers)
-    if (!names.count(name)) missing += (missing.empty() ? "'" : ", '") + name + "' (layer=)";
-  if (!missing.empty()) return InvalidArgument("--int8: no node named " + missing + " in the model");
+  WH_RETURN_IF_ERROR(c.select.Check(g));
 
   Int8Plan plan;
   WH_ASSIGN_OR_RETURN(std::vector<int> order, g.TopologicalOrder());
@@ -118,7 +111,7 @@ StatusOr<Int8Plan> MakePlan(const Graph& g, const Int8Config& c) {
       }
       QuantLayer l;
       std::string why = MatchLayer(g, idx, c, &l);
-      if (why.empty() && c.exclude.count(n.name)) why = "excluded by exclude=";
+      if (why.empty() && c.select.excluded(n.name)) why = "excluded by exclude=";
       auto ov = c.layers.find(n.name);
       if (why.empty() && ov != c.layers.end() && ov->second.skip) why = "skip=1 for this layer";
       if (!why.empty()) {

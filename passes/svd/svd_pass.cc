@@ -11,6 +11,7 @@
 #include <set>
 
 #include "passes/accuracy_probe.h"
+#include "passes/layer_selection.h"
 #include "passes/cost.h"
 #include "passes/svd/linalg.h"
 #include "passes/svd/low_rank_layer.h"
@@ -46,7 +47,7 @@ struct SvdConfig {
   int64_t round = 8;
   std::string algo = "auto";
   int64_t candidates = 8;
-  std::vector<std::string> exclude;
+  LayerSelection select;  // exclude= and the layer= names
   std::map<std::string, LayerOverride> layers;
   std::string spec;
 };
@@ -113,10 +114,7 @@ StatusOr<SvdConfig> ParseConfig(PassOptions& o) {
   WH_ASSIGN_OR_RETURN(c.candidates, o.GetInt("candidates", 8, 2, 256));
   if (o.Has("candidates") && c.criterion != Criterion::kRatio)
     return InvalidArgument("--svd: candidates= only applies to ratio=");
-  for (const std::string& name : o.GetList("exclude")) {
-    if (name.empty()) return InvalidArgument("--svd: exclude= has an empty layer name");
-    c.exclude.push_back(name);
-  }
+  WH_ASSIGN_OR_RETURN(c.select, LayerSelection::Parse(o));
   for (auto& [name, lo] : o.layers()) {
     LayerOverride ov;
     WH_ASSIGN_OR_RETURN(int64_t skip, lo.GetInt("skip", 0, 0, 1));
@@ -169,32 +167,18 @@ class SvdPass : public Pass {
   StatusOr<PassReport> Run(Graph& g, const PassContext& ctx) override;
 
  private:
-  Status CheckNames(const Graph& g) const;
   Status AllocateByRatio(const Graph& g, const PassContext& ctx, std::vector<Work*>& eligible, int64_t fixed_saved,
                          PassReport* rep) const;
   SvdConfig c_;
 };
 
-Status SvdPass::CheckNames(const Graph& g) const {
-  std::set<std::string> nodes;
-  for (const Node& n : g.nodes()) nodes.insert(n.name);
-  std::string missing;
-  for (const std::string& e : c_.exclude)
-    if (!nodes.count(e)) missing += (missing.empty() ? "'" : ", '") + e + "' (exclude=)";
-  for (const auto& [name, ov] : c_.layers)
-    if (!nodes.count(name)) missing += (missing.empty() ? "'" : ", '") + name + "' (layer=)";
-  if (!missing.empty()) return InvalidArgument("--svd: no node named " + missing + " in the model");
-  return Status::Ok();
-}
-
 StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
-  WH_RETURN_IF_ERROR(CheckNames(g));
+  WH_RETURN_IF_ERROR(c_.select.Check(g));
   if (c_.criterion == Criterion::kRatio && !ctx.calibration)
     return InvalidArgument("--svd ratio= allocates ranks by measured accuracy and needs --calibration-data");
   PassReport rep;
   rep.pass = "svd";
   rep.config = c_.spec;
-  const std::set<std::string> excluded(c_.exclude.begin(), c_.exclude.end());
 
   // Match every candidate node first; nothing is edited until all decisions are made.
   std::vector<Work> work;
@@ -210,7 +194,7 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
       if (!reason.empty()) skipped[i] = SkippedLayer(g, g.nodes()[static_cast<size_t>(i)], reason);
       continue;
     }
-    if (excluded.count(n.name)) {
+    if (c_.select.excluded(n.name)) {
       skipped[i] = SkippedLayer(g, g.nodes()[static_cast<size_t>(i)], "excluded by exclude=");
       continue;
     }
