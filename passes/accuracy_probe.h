@@ -8,6 +8,7 @@
 
 #include "lib/data/dataset.h"
 #include "lib/ir/graph.h"
+#include "runtime/evaluate.h"  // PredictTop1
 #include "whittle/session.h"
 
 namespace whittle {
@@ -27,8 +28,5 @@ class AccuracyProbe {
   int num_threads_ = 1;
   double baseline_ = 0;
 };
-
-// Top-1 class per row of the model's first output for every sample (batched).
-StatusOr<Tensor> PredictTop1(const Session& session, const Tensor& inputs, int64_t batch_size = 256);
 
 }  // namespace whittle

@@ -6,21 +6,9 @@
 #include <cstring>
 #include <map>
 
+#include "lib/data/dataset.h"
+
 namespace whittle {
-namespace {
-
-Tensor RowsOf(const Tensor& t, int64_t begin, int64_t end) {
-  Dims d = t.dims();
-  const int64_t row = t.numel() / std::max<int64_t>(1, d[0]);
-  d[0] = end - begin;
-  Tensor r(t.dtype(), d);
-  std::memcpy(r.raw_data(), static_cast<const char*>(t.raw_data()) + begin * row * DTypeSize(t.dtype()),
-              static_cast<size_t>((end - begin) * row) * DTypeSize(t.dtype()));
-  return r;
-}
-
-}  // namespace
-
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -29,18 +17,16 @@ double Percentile(std::vector<double> v, double p) {
   return v[k - 1];
 }
 
-StatusOr<EvalResult> EvaluateTop1(const Session& session, const Tensor& inputs, const Tensor& labels,
-                                  int64_t batch_size, const ProgressFn& progress) {
+StatusOr<Tensor> PredictTop1(const Session& session, const Tensor& inputs, int64_t batch_size,
+                             const ProgressFn& progress) {
   if (session.inputs().empty() || session.outputs().empty()) return InvalidArgument("the model has no inputs or outputs");
-  if (!labels.defined()) return InvalidArgument("evaluation needs labels");
-  if (labels.dtype() != DType::kInt64 || labels.rank() != 1 || inputs.rank() < 1 || labels.dim(0) != inputs.dim(0))
-    return InvalidArgument("labels must be int64 [N] matching " + std::to_string(inputs.rank() ? inputs.dim(0) : 0) + " inputs");
-  const auto t0 = std::chrono::steady_clock::now();
+  if (inputs.rank() < 1) return InvalidArgument("inputs must have a batch dimension");
+  if (batch_size <= 0) return InvalidArgument("batch size must be positive, got " + std::to_string(batch_size));
   const int64_t n = inputs.dim(0);
-  EvalResult r;
+  Tensor pred(DType::kInt64, {n});
   for (int64_t b = 0; b < n; b += batch_size) {
     const int64_t e = std::min(n, b + batch_size);
-    WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session.Run({{session.inputs()[0].name, RowsOf(inputs, b, e)}}));
+    WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session.Run({{session.inputs()[0].name, SliceBatch(inputs, b, e)}}));
     const Tensor& logits = outs[0];
     if (logits.dtype() != DType::kFloat32 || logits.rank() != 2 || logits.dim(0) != e - b)
       return InvalidArgument("output '" + session.outputs()[0].name + "' must be float32 [batch, classes] for accuracy, got " +
@@ -48,12 +34,23 @@ StatusOr<EvalResult> EvaluateTop1(const Session& session, const Tensor& inputs, 
     const int64_t k = logits.dim(1);
     for (int64_t i = 0; i < e - b; ++i) {
       const float* row = logits.data<float>() + i * k;
-      const int64_t pred = std::max_element(row, row + k) - row;
-      r.correct += pred == labels.data<int64_t>()[b + i];
+      pred.data<int64_t>()[b + i] = std::max_element(row, row + k) - row;
     }
-    r.samples = e;
     if (progress) progress(e, n);
   }
+  return pred;
+}
+
+StatusOr<EvalResult> EvaluateTop1(const Session& session, const Tensor& inputs, const Tensor& labels,
+                                  int64_t batch_size, const ProgressFn& progress) {
+  if (!labels.defined()) return InvalidArgument("evaluation needs labels");
+  if (labels.dtype() != DType::kInt64 || labels.rank() != 1 || inputs.rank() < 1 || labels.dim(0) != inputs.dim(0))
+    return InvalidArgument("labels must be int64 [N] matching " + std::to_string(inputs.rank() ? inputs.dim(0) : 0) + " inputs");
+  const auto t0 = std::chrono::steady_clock::now();
+  WH_ASSIGN_OR_RETURN(Tensor pred, PredictTop1(session, inputs, batch_size, progress));
+  EvalResult r;
+  r.samples = pred.numel();
+  for (int64_t i = 0; i < r.samples; ++i) r.correct += pred.data<int64_t>()[i] == labels.data<int64_t>()[i];
   r.accuracy = r.samples ? static_cast<double>(r.correct) / static_cast<double>(r.samples) : 0;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

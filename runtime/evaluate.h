@@ -22,7 +22,13 @@ struct EvalResult {
 // Progress callback: (samples done, total).
 using ProgressFn = std::function<void(int64_t, int64_t)>;
 
-// inputs: N x ... float32 (N along dim 0), labels: int64 [N].
+// Top-1 class (int64 [N]) of the first output's rows for every sample of inputs (N along dim 0),
+// run in batches of batch_size; the first output must be float32 [batch, classes]. Ties go to the
+// lowest class. The one top-1 evaluation: EvaluateTop1 and the passes' AccuracyProbe use it.
+StatusOr<Tensor> PredictTop1(const Session& session, const Tensor& inputs, int64_t batch_size = 256,
+                             const ProgressFn& progress = nullptr);
+
+// Accuracy of PredictTop1 against labels (int64 [N]).
 StatusOr<EvalResult> EvaluateTop1(const Session& session, const Tensor& inputs, const Tensor& labels,
                                   int64_t batch_size = 256, const ProgressFn& progress = nullptr);
 
