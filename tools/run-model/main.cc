@@ -17,16 +17,15 @@
 #include "lib/data/dataset.h"
 #include "lib/data/npy.h"
 #include "runtime/evaluate.h"
+#include "tools/common/cli.h"
+#include "tools/common/progress.h"
 #include "whittle/session.h"
 
 namespace {
 
 using whittle::Status;
 
-int Fail(const std::string& msg) {
-  std::fprintf(stderr, "run-model: error: %s\n", msg.c_str());
-  return 1;
-}
+int Fail(const std::string& msg) { return whittle::cli::Fail("run-model", msg); }
 
 std::string SafeFileName(const std::string& name) {
   std::string s;
@@ -62,7 +61,8 @@ int main(int argc, char** argv) {
       "  run-model model.onnx --input image=x.npy --output-dir out/\n"
       "  run-model model.onnx --eval-data fashion-mnist:test --limit 1000\n"
       "  run-model model.onnx --bench --batch 1,64 --threads 2 --profile --json\n\n"
-      "Data specs: fashion-mnist:train|test, idx:IMAGES:LABELS, npy:INPUTS.npy[:LABELS.npy]"};
+      "Data specs: " +
+      std::string(whittle::DatasetSpecHelp())};
   app.set_version_flag("--version", "run-model (Whittle) 0.1.0");
   std::string model;
   std::vector<std::string> input_specs;
@@ -89,16 +89,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "reference"}))->capture_default_str();
   app.add_option("--device", device, "Device: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   app.add_flag("--no-optimize", no_optimize, "Skip the runtime's graph rewrites (folding, fusion)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "run-model: error: %s (see --help)\n", e.what());
-    return 2;
-  }
+  if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "run-model")) return *code;
 
   whittle::SessionOptions so;
   so.num_threads = threads;
@@ -151,15 +142,13 @@ int main(int argc, char** argv) {
 
   whittle::Tensor sample_source;
   if (!eval_spec.empty()) {
-    auto ds = whittle::LoadDataset(eval_spec, limit);
+    auto ds = whittle::cli::LoadDataFlag({"--eval-data", eval_spec, limit, /*need_labels=*/true});
     if (!ds.ok()) return Fail(ds.status().message());
     sample_source = ds->inputs;
-    const bool tty = !json && isatty(fileno(stderr));
-    auto progress = [&](int64_t done, int64_t total) {
-      if (tty) std::fprintf(stderr, "\revaluating %lld/%lld", static_cast<long long>(done), static_cast<long long>(total));
-    };
-    auto r = whittle::EvaluateTop1(session, ds->inputs, ds->labels, eval_batch, progress);
-    if (tty) std::fprintf(stderr, "\n");
+    whittle::cli::Progress bar(!json);
+    auto r = whittle::EvaluateTop1(session, ds->inputs, ds->labels, eval_batch,
+                                   [&](int64_t done, int64_t total) { bar.Update("evaluating", done, total); });
+    bar.Clear();
     if (!r.ok()) return Fail(r.status().message());
     out["accuracy"] = r->accuracy;
     out["samples"] = r->samples;

@@ -1,4 +1,4 @@
-// Progress display for compress-model on stderr. On a terminal one line is rewritten in place
+// Progress display for the command-line tools on stderr. On a terminal one line is rewritten in place
 // (\r, throttled); otherwise (a log file, CI) a line is printed when the stage changes, when it
 // completes, and at most every few seconds in between, so logs stay short. Disabled = silent.
 #pragma once

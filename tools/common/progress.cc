@@ -1,4 +1,4 @@
-#include "tools/compress-model/progress.h"
+#include "tools/common/progress.h"
 
 #include <unistd.h>
 

@@ -1,0 +1,190 @@
+#include "passes/pipeline.h"
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "lib/data/file_util.h"
+#include "lib/onnx/model_io.h"
+#include "lib/ops/op_def.h"
+#include "passes/cost.h"
+#include "passes/pass_manager.h"
+#include "passes/pass_registry.h"
+#include "runtime/evaluate.h"
+#include "whittle/session.h"
+
+namespace whittle {
+namespace {
+
+PipelineObserver& Quiet() {
+  static PipelineObserver none;
+  return none;
+}
+
+// Forwards to a pass and tells the observer which pass is running and how long it took.
+class ObservedPass : public Pass {
+ public:
+  ObservedPass(std::unique_ptr<Pass> inner, std::string* current, PipelineObserver* obs)
+      : inner_(std::move(inner)), current_(current), obs_(obs) {}
+  std::string name() const override { return inner_->name(); }
+  StatusOr<PassReport> Run(Graph& g, const PassContext& ctx) override {
+    *current_ = inner_->name();
+    obs_->Progress("[" + *current_ + "] running", 0, 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    StatusOr<PassReport> r = inner_->Run(g, ctx);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r.ok()) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.2f", s);
+      obs_->Line("[" + *current_ + "] done in " + buf + " s");
+    } else {
+      obs_->Clear();
+    }
+    return r;
+  }
+
+ private:
+  std::unique_ptr<Pass> inner_;
+  std::string* current_;
+  PipelineObserver* obs_;
+};
+
+StatusOr<double> Accuracy(const Graph& g, const Dataset& data, int threads, const std::string& what,
+                          PipelineObserver& obs) {
+  SessionOptions so;
+  so.num_threads = threads;
+  WH_ASSIGN_OR_RETURN(auto session, Session::FromGraph(g, so));
+  auto r = EvaluateTop1(*session, data.inputs, data.labels, 256,
+                        [&](int64_t done, int64_t total) { obs.Progress("[eval] " + what, done, total); });
+  obs.Clear();
+  if (!r.ok()) return r.status().WithContext("evaluating the " + what);
+  return r->accuracy;
+}
+
+struct BenchFigures {
+  double p50_ms = -1, throughput = -1;
+};
+
+// Alternates the two models for `rounds` rounds and keeps each one's best median, so that a
+// burst of load on a shared machine does not decide the comparison.
+Status BenchBoth(const Graph& before, const Graph& after, const BenchOptions& opts, const Tensor* samples,
+                 int threads, int rounds, BenchFigures* fb, BenchFigures* fa, PipelineObserver& obs) {
+  SessionOptions so;
+  so.num_threads = threads;
+  WH_ASSIGN_OR_RETURN(auto sb, Session::FromGraph(before, so));
+  WH_ASSIGN_OR_RETURN(auto sa, Session::FromGraph(after, so));
+  for (int r = 0; r < rounds; ++r) {
+    for (int which = 0; which < 2; ++which) {
+      const std::string model = which == 0 ? "original" : "compressed";
+      obs.Progress("[bench] batch " + std::to_string(opts.batches[0]) + ", " + model + " model, round", r + 1, rounds);
+      auto res = Benchmark(which == 0 ? *sb : *sa, opts, samples);
+      if (!res.ok()) return res.status().WithContext("benchmarking the " + model + " model");
+      BenchFigures& f = which == 0 ? *fb : *fa;
+      const BenchResult& b = res->at(0);
+      if (f.p50_ms < 0 || b.p50_ms < f.p50_ms) {
+        f.p50_ms = b.p50_ms;
+        f.throughput = b.throughput;
+      }
+    }
+  }
+  obs.Clear();
+  return Status::Ok();
+}
+
+void SetCost(const Graph& g, ModelFigures* f) {
+  const GraphCost c = ComputeCost(g);
+  f->params = c.params;
+  f->param_bytes = c.param_bytes;
+  f->macs = c.macs;
+}
+
+}  // namespace
+
+Status CheckPipelineSteps(const std::vector<PipelineStep>& steps) {
+  for (const PipelineStep& s : steps) WH_RETURN_IF_ERROR(MakePass(s.pass, s.options).status());
+  return Status::Ok();
+}
+
+StatusOr<PipelineResult> RunPipeline(const PipelineOptions& o, PipelineObserver* observer) {
+  PipelineObserver& obs = observer ? *observer : Quiet();
+  if (o.output_path.empty()) return InvalidArgument("no output path given");
+  std::string current_pass;
+  PassManager pm;
+  for (const PipelineStep& s : o.steps) {
+    WH_ASSIGN_OR_RETURN(std::unique_ptr<Pass> pass, MakePass(s.pass, s.options));
+    pm.Add(std::make_unique<ObservedPass>(std::move(pass), &current_pass, &obs));
+  }
+  if (o.stop_after >= 0) pm.set_stop_after(o.stop_after);
+
+  const auto t_start = std::chrono::steady_clock::now();
+  WH_ASSIGN_OR_RETURN(Graph original, LoadModel(o.model_path));
+  if (Status s = InferShapes(original); !s.ok()) return s.WithContext(o.model_path);
+
+  PipelineResult out;
+  CompressionReport& report = out.report;
+  report.input_path = o.model_path;
+  report.output_path = o.output_path;
+  report.threads = o.threads;
+  report.eval_data = o.eval_data ? o.eval_spec : "";
+  report.eval_samples = o.eval_data ? o.eval_data->size() : 0;
+  report.calibration_data = o.calibration ? o.calibration_spec : "";
+  report.calibration_samples = o.calibration ? o.calibration->size() : 0;
+  report.before.file_bytes = FileSizeOf(o.model_path);
+  SetCost(original, &report.before);
+  if (o.eval_data) {
+    WH_ASSIGN_OR_RETURN(report.before.accuracy, Accuracy(original, *o.eval_data, o.threads, "original model", obs));
+  }
+
+  PassContext ctx;
+  ctx.calibration = o.calibration;
+  ctx.num_threads = o.threads;
+  ctx.seed = o.seed;
+  ctx.progress = [&](const std::string& stage, int64_t done, int64_t total) {
+    // Passes may name themselves in the stage ("svd: ..."); the bracket already does.
+    const std::string own = current_pass + ": ";
+    obs.Progress("[" + current_pass + "] " + (stage.rfind(own, 0) == 0 ? stage.substr(own.size()) : stage), done,
+                 total);
+  };
+  out.graph = original;
+  auto reports = pm.Run(&out.graph, ctx);
+  obs.Clear();
+  if (!reports.ok()) return reports.status();
+  report.passes = std::move(reports).value();
+  if (report.passes.size() < pm.size())
+    obs.Line("--stop-after " + std::to_string(o.stop_after) + ": ran " + std::to_string(report.passes.size()) + " of " +
+             std::to_string(pm.size()) + " passes");
+
+  SetCost(out.graph, &report.after);
+  if (o.eval_data) {
+    WH_ASSIGN_OR_RETURN(report.after.accuracy, Accuracy(out.graph, *o.eval_data, o.threads, "compressed model", obs));
+  }
+  if (o.bench) {
+    BenchOptions bo;
+    bo.batches = {o.bench_batch};
+    bo.warmup = 3;
+    bo.min_iterations = o.bench_iterations;
+    bo.min_seconds = o.bench_seconds;
+    const Tensor* samples = o.eval_data && o.eval_data->size()       ? &o.eval_data->inputs
+                            : o.calibration && o.calibration->size() ? &o.calibration->inputs
+                                                                     : nullptr;
+    BenchFigures fb, fa;
+    WH_RETURN_IF_ERROR(BenchBoth(original, out.graph, bo, samples, o.threads, o.bench_rounds, &fb, &fa, obs));
+    report.bench_batch = o.bench_batch;
+    report.before.latency_p50_ms = fb.p50_ms;
+    report.before.throughput = fb.throughput;
+    report.after.latency_p50_ms = fa.p50_ms;
+    report.after.throughput = fa.throughput;
+  }
+
+  // Everything that can fail happens before the output is renamed into place.
+  TempFile temp(o.output_path);
+  WH_RETURN_IF_ERROR(SaveModel(out.graph, temp.path()));
+  report.after.file_bytes = FileSizeOf(temp.path());
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  if (!o.report_json_path.empty()) WH_RETURN_IF_ERROR(WriteFileAtomically(o.report_json_path, ToJson(report).dump(2) + "\n"));
+  if (!o.report_html_path.empty()) WH_RETURN_IF_ERROR(WriteFileAtomically(o.report_html_path, ToHtml(report)));
+  WH_RETURN_IF_ERROR(temp.Commit());
+  return out;
+}
+
+}  // namespace whittle

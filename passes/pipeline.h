@@ -1,0 +1,72 @@
+// The compression pipeline, for compress-model and anything else that compresses a model
+// (finetune-model, the embedding API, an accuracy-aware search): load and infer the model,
+// evaluate it, run the passes (PassManager), evaluate the result, benchmark both side by side,
+// assemble the CompressionReport, and write the model and the report files. Everything that can
+// fail happens before anything is committed: the model goes to a temporary file beside the
+// output and is renamed into place last, so a failure leaves no output and no temporary.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lib/data/dataset.h"
+#include "lib/ir/graph.h"
+#include "passes/pass_options.h"
+#include "passes/report/report.h"
+
+namespace whittle {
+
+// One pass of the pipeline: its registry name and (merged) options.
+struct PipelineStep {
+  std::string pass;
+  PassOptions options;
+};
+
+struct PipelineOptions {
+  std::string model_path;   // ONNX model to compress
+  std::string output_path;  // where the result goes (written only on success)
+  std::vector<PipelineStep> steps;
+  // Labelled data for accuracy before and after (null: not measured), and its spec for the report.
+  const Dataset* eval_data = nullptr;
+  std::string eval_spec;
+  // Samples for data-driven passes (null: none), and its spec for the report.
+  const Dataset* calibration = nullptr;
+  std::string calibration_spec;
+  int threads = 1;
+  uint64_t seed = 1234;
+  int stop_after = -1;  // run only the first N passes (< 0: all)
+  // Latency benchmark of the original and the result, alternating rounds (best median counts).
+  bool bench = true;
+  int64_t bench_batch = 64;
+  double bench_seconds = 1.0;
+  int bench_iterations = 20;
+  int bench_rounds = 2;
+  // Report files written with the model ("" = none); both are written before the model commits.
+  std::string report_json_path, report_html_path;
+};
+
+// Where the pipeline tells how far it is (all optional; compress-model draws a progress bar).
+class PipelineObserver {
+ public:
+  virtual ~PipelineObserver() = default;
+  // Long work under way: stage ("[svd] sensitivity", "[eval] original model"), done of total
+  // (total <= 0: no count).
+  virtual void Progress(const std::string& stage, int64_t done, int64_t total) { (void)stage, (void)done, (void)total; }
+  // A permanent line ("[svd] done in 0.42 s").
+  virtual void Line(const std::string& text) { (void)text; }
+  // The stage being shown is over.
+  virtual void Clear() {}
+};
+
+struct PipelineResult {
+  Graph graph;               // the compressed model, as written
+  CompressionReport report;  // with every figure that was measured
+};
+
+// Checks the steps (unknown pass, bad options) without loading anything.
+Status CheckPipelineSteps(const std::vector<PipelineStep>& steps);
+
+StatusOr<PipelineResult> RunPipeline(const PipelineOptions& options, PipelineObserver* observer = nullptr);
+
+}  // namespace whittle

@@ -1,0 +1,72 @@
+#include "tools/common/cli.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+
+#include "lib/data/file_util.h"
+
+namespace whittle::cli {
+namespace {
+
+void OnSignal(int sig) {
+  RemoveLiveTempFiles();
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+}  // namespace
+
+int Fail(const std::string& tool, const std::string& msg) {
+  std::string one_line = msg;
+  std::replace(one_line.begin(), one_line.end(), '\n', ' ');
+  std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), one_line.c_str());
+  return 1;
+}
+
+std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv, const std::string& tool) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "%s: error: %s (see --help)\n", tool.c_str(), e.what());
+    return 2;
+  }
+  return std::nullopt;
+}
+
+void RemoveTempFilesOnSignal() {
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+}
+
+Status CheckOutputPath(const std::string& path, const std::string& flag) {
+  if (path.empty()) return InvalidArgument(flag + " needs a file name");
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return NotFound(flag + " " + path + ": directory " + dir + " does not exist");
+  if (::access(dir.c_str(), W_OK) != 0) return IoError(flag + " " + path + ": directory " + dir + " is not writable");
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return InvalidArgument(flag + " " + path + " is a directory, expected a file name");
+  return Status::Ok();
+}
+
+StatusOr<Dataset> LoadDataFlag(const DataFlag& f) {
+  if (f.spec.empty()) return Dataset{};
+  auto ds = LoadDataset(f.spec, f.limit);
+  if (!ds.ok()) return ds.status().WithContext(f.flag);
+  if (f.need_labels && !ds->has_labels())
+    return InvalidArgument(f.flag + " " + f.spec + " has no labels; accuracy needs labelled data");
+  if (ds->size() == 0) return InvalidArgument(f.flag + " " + f.spec + " has no samples");
+  return ds;
+}
+
+}  // namespace whittle::cli

@@ -1,0 +1,43 @@
+// What every Whittle command-line tool does the same way: one-line errors and exit codes (1 for a
+// failure, 2 for a bad command line), flag parsing with --help/--version, removal of temporary
+// output on Ctrl-C, output paths checked before any long work, and the data-spec flags
+// (--eval-data SPEC, --calibration-data SPEC) loaded with errors that name the flag.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "lib/data/dataset.h"
+#include "lib/ir/status.h"
+
+namespace whittle::cli {
+
+// Prints "TOOL: error: MSG" (newlines folded into one line) on stderr and returns 1.
+int Fail(const std::string& tool, const std::string& msg);
+
+// Parses argv into app. Returns the exit code when the program should stop now (--help and
+// --version: 0; a bad command line: 2, after "TOOL: error: ... (see --help)"), else nullopt.
+std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv, const std::string& tool);
+
+// SIGINT/SIGTERM remove every live TempFile (lib/data/file_util.h) before the default action.
+void RemoveTempFilesOnSignal();
+
+// Fails early when `path` (given with `flag`) cannot be written: missing or unwritable directory,
+// or a directory where a file name is expected.
+Status CheckOutputPath(const std::string& path, const std::string& flag);
+
+// What a data-spec flag asks for.
+struct DataFlag {
+  std::string flag;     // "--eval-data"
+  std::string spec;     // "" = not given
+  int64_t limit = -1;   // keep the first N samples (< 0: all)
+  bool need_labels = false;
+};
+// Loads the flag's data set (an empty Dataset when the flag was not given). Errors name the flag
+// and say why: a bad spec, no labels where they are needed, no samples.
+StatusOr<Dataset> LoadDataFlag(const DataFlag& f);
+
+}  // namespace whittle::cli
