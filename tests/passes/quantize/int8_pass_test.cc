@@ -12,7 +12,7 @@
 #include "lib/ops/op_def.h"
 #include "passes/quantize/calibration.h"
 #include "whittle/session.h"
-#include "tests/passes/svd_test_util.h"
+#include "tests/passes/svd/svd_test_util.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/scratch_dir.h"
 #include "tests/util/test_util.h"

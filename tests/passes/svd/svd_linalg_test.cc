@@ -7,7 +7,7 @@
 
 #include "passes/svd/linalg.h"
 #include "passes/svd/rank_allocation.h"
-#include "tests/passes/svd_test_util.h"
+#include "tests/passes/svd/svd_test_util.h"
 
 namespace whittle {
 namespace {

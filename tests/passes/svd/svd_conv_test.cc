@@ -10,7 +10,7 @@
 #include "passes/cost.h"
 #include "passes/svd/linalg.h"
 #include "passes/svd/low_rank_layer.h"
-#include "tests/passes/svd_test_util.h"
+#include "tests/passes/svd/svd_test_util.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"
 

@@ -7,7 +7,7 @@
 #include "lib/onnx/model_io.h"
 #include "passes/accuracy_probe.h"
 #include "passes/cost.h"
-#include "tests/passes/svd_test_util.h"
+#include "tests/passes/svd/svd_test_util.h"
 
 namespace whittle {
 namespace {

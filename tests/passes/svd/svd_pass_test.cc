@@ -8,7 +8,7 @@
 #include "lib/onnx/model_io.h"
 #include "passes/cost.h"
 #include "passes/svd/svd_pass.h"
-#include "tests/passes/svd_test_util.h"
+#include "tests/passes/svd/svd_test_util.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/scratch_dir.h"
 #include "tests/util/test_util.h"
