@@ -55,6 +55,21 @@ struct LayerNormCall {
 };
 Status ResolveLayerNormCall(const KernelContext& ctx, int64_t axis, LayerNormCall* call);
 
+// Base of every backend's LayerNormalization kernel: resolves and checks the call, then Run().
+class LayerNormKernelBase : public OpKernel {
+ public:
+  explicit LayerNormKernelBase(const LayerNormAttrs& a) : attrs_(a) {}
+  Status Compute(KernelContext& ctx) const final {
+    LayerNormCall call;
+    WH_RETURN_IF_ERROR(ResolveLayerNormCall(ctx, attrs_.axis, &call));
+    return Run(call, *ctx.outputs[0], ctx.num_threads);
+  }
+
+ protected:
+  virtual Status Run(const LayerNormCall& call, Tensor& y, int num_threads) const = 0;
+  const LayerNormAttrs attrs_;
+};
+
 // A backend's norm kernel builders (nullptr: the backend has none, the reference is used).
 struct NormFns {
   KernelOr (*batch_norm)(const BatchNormAttrs& a, const KernelInit& init);

@@ -70,26 +70,23 @@ class BatchNormCpuKernel : public OpKernel {
   std::vector<float> mul_, add_;
 };
 
-class LayerNormCpuKernel : public OpKernel {
+class LayerNormCpuKernel : public LayerNormKernelBase {
  public:
-  LayerNormCpuKernel(int64_t axis, float eps) : axis_(axis), eps_(eps) {}
+  using LayerNormKernelBase::LayerNormKernelBase;
 
-  Status Compute(KernelContext& ctx) const override {
-    LayerNormCall call;
-    WH_RETURN_IF_ERROR(ResolveLayerNormCall(ctx, axis_, &call));
-    const Tensor& x = *call.x;
-    const Tensor& scale = *call.scale;
-    const Tensor* bias = call.bias;
+ protected:
+  Status Run(const LayerNormCall& call, Tensor& y, int num_threads) const override {
     const LayerNormShape& s = call.shape;
     float* mean_out = call.mean_out;
     float* inv_out = call.inv_out;
-    const float* xp = x.data<float>();
-    const float* sp = scale.data<float>();
-    const float* bp = bias ? bias->data<float>() : nullptr;
-    const bool scalar_scale = scale.numel() == 1 && s.inner != 1;
-    const bool scalar_bias = bias && bias->numel() == 1 && s.inner != 1;
-    float* yp = ctx.outputs[0]->data<float>();
-    const int threads = s.outer * s.inner >= kMinParallelElems ? std::max(1, ctx.num_threads) : 1;
+    const float* xp = call.x->data<float>();
+    const float* sp = call.scale->data<float>();
+    const float* bp = call.bias ? call.bias->data<float>() : nullptr;
+    const bool scalar_scale = call.scale->numel() == 1 && s.inner != 1;
+    const bool scalar_bias = call.bias && call.bias->numel() == 1 && s.inner != 1;
+    const float eps = attrs_.epsilon;
+    float* yp = y.data<float>();
+    const int threads = s.outer * s.inner >= kMinParallelElems ? std::max(1, num_threads) : 1;
     const float inv_n = 1.f / static_cast<float>(s.inner);
     ParallelFor(s.outer, threads, [&](int64_t r) {
       const float* xr = xp + r * s.inner;
@@ -102,7 +99,7 @@ class LayerNormCpuKernel : public OpKernel {
         const float d = xr[i] - mean;
         sq += d * d;
       }
-      const float inv = 1.f / std::sqrt(sq * inv_n + eps_);
+      const float inv = 1.f / std::sqrt(sq * inv_n + eps);
       if (!scalar_scale && !scalar_bias) {
         if (bp) {
           for (int64_t i = 0; i < s.inner; ++i) yr[i] = (xr[i] - mean) * inv * sp[i] + bp[i];
@@ -121,10 +118,6 @@ class LayerNormCpuKernel : public OpKernel {
     });
     return Status::Ok();
   }
-
- private:
-  int64_t axis_;
-  float eps_;
 };
 
 bool AllFloat(const KernelInit& init) {
@@ -143,7 +136,7 @@ KernelOr MakeBatchNorm(const BatchNormAttrs& a, const KernelInit& init) {
 
 KernelOr MakeLayerNorm(const LayerNormAttrs& a, const KernelInit& init) {
   if (!AllFloat(init)) return std::unique_ptr<OpKernel>();
-  return std::unique_ptr<OpKernel>(std::make_unique<LayerNormCpuKernel>(a.axis, a.epsilon));
+  return std::unique_ptr<OpKernel>(std::make_unique<LayerNormCpuKernel>(a));
 }
 
 }  // namespace

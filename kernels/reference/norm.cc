@@ -70,35 +70,25 @@ void LayerNormRef(const LayerNormShape& s, const T* x, const T* scale, int64_t s
   }
 }
 
-class LayerNormReferenceKernel : public OpKernel {
+class LayerNormReferenceKernel : public LayerNormKernelBase {
  public:
-  LayerNormReferenceKernel(int64_t axis, float eps) : axis_(axis), eps_(eps) {}
+  using LayerNormKernelBase::LayerNormKernelBase;
 
-  Status Compute(KernelContext& ctx) const override {
-    LayerNormCall call;
-    WH_RETURN_IF_ERROR(ResolveLayerNormCall(ctx, axis_, &call));
-    const Tensor& x = *call.x;
-    const Tensor& scale = *call.scale;
-    const Tensor* bias = call.bias;
-    const LayerNormShape& s = call.shape;
-    float* mp = call.mean_out;
-    float* ip = call.inv_out;
-    Tensor& y = *ctx.outputs[0];
-    if (x.dtype() == DType::kFloat32) {
-      LayerNormRef<float>(s, x.data<float>(), scale.data<float>(), scale.numel(),
-                          bias ? bias->data<float>() : nullptr, bias ? bias->numel() : 0, eps_, y.data<float>(), mp,
-                          ip);
+ protected:
+  Status Run(const LayerNormCall& c, Tensor& y, int) const override {
+    const Tensor* bias = c.bias;
+    const double eps = attrs_.epsilon;
+    if (c.x->dtype() == DType::kFloat32) {
+      LayerNormRef<float>(c.shape, c.x->data<float>(), c.scale->data<float>(), c.scale->numel(),
+                          bias ? bias->data<float>() : nullptr, bias ? bias->numel() : 0, eps, y.data<float>(),
+                          c.mean_out, c.inv_out);
     } else {
-      LayerNormRef<double>(s, x.data<double>(), scale.data<double>(), scale.numel(),
-                           bias ? bias->data<double>() : nullptr, bias ? bias->numel() : 0, eps_, y.data<double>(),
-                           mp, ip);
+      LayerNormRef<double>(c.shape, c.x->data<double>(), c.scale->data<double>(), c.scale->numel(),
+                           bias ? bias->data<double>() : nullptr, bias ? bias->numel() : 0, eps, y.data<double>(),
+                           c.mean_out, c.inv_out);
     }
     return Status::Ok();
   }
-
- private:
-  int64_t axis_;
-  double eps_;
 };
 
 KernelOr MakeBatchNorm(const BatchNormAttrs& a, const KernelInit&) {
@@ -106,7 +96,7 @@ KernelOr MakeBatchNorm(const BatchNormAttrs& a, const KernelInit&) {
 }
 
 KernelOr MakeLayerNorm(const LayerNormAttrs& a, const KernelInit&) {
-  return std::unique_ptr<OpKernel>(std::make_unique<LayerNormReferenceKernel>(a.axis, a.epsilon));
+  return std::unique_ptr<OpKernel>(std::make_unique<LayerNormReferenceKernel>(a));
 }
 
 }  // namespace

@@ -3,71 +3,78 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace whittle::reference {
 namespace {
 
+// Calls tap(p, op, pos) for every plane p, output position op and kernel tap of the window, with
+// pos[i] the tap's input coordinate on spatial axis i (outside [0, g.in[i]) in the padding).
+template <class Tap>
+void ForEachWindowTap(int64_t planes, const WindowGeometry& g, Tap&& tap) {
+  const int n = g.spatial;
+  const int64_t out_size = g.OutSize(), k_size = g.KernelSize();
+  int64_t o_idx[kMaxSpatialDims], k_idx[kMaxSpatialDims], pos[kMaxSpatialDims];
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t op = 0; op < out_size; ++op) {
+      UnravelIndex(op, g.out, n, o_idx);
+      for (int64_t kp = 0; kp < k_size; ++kp) {
+        UnravelIndex(kp, g.kernel, n, k_idx);
+        for (int i = 0; i < n; ++i) pos[i] = o_idx[i] * g.stride[i] - g.pad_begin[i] + k_idx[i] * g.dilation[i];
+        tap(p, op, pos);
+      }
+    }
+}
+
 template <class T>
 void MaxPoolRef(int64_t planes, const WindowGeometry& g, bool col_major, const T* x, T* y, int64_t* indices) {
   const int n = g.spatial;
-  const int64_t in_size = g.InSize(), out_size = g.OutSize(), k_size = g.KernelSize();
-  int64_t o_idx[kMaxSpatialDims], k_idx[kMaxSpatialDims];
-  for (int64_t p = 0; p < planes; ++p) {
-    const T* xp = x + p * in_size;
-    for (int64_t op = 0; op < out_size; ++op) {
-      UnravelIndex(op, g.out, n, o_idx);
-      T best = std::numeric_limits<T>::lowest();
-      int64_t best_at = -1;
-      for (int64_t kp = 0; kp < k_size; ++kp) {
-        UnravelIndex(kp, g.kernel, n, k_idx);
-        int64_t off = 0, cm_off = 0, cm_stride = 1;
-        bool inside = true;
-        for (int i = 0; i < n && inside; ++i) {
-          const int64_t pos = o_idx[i] * g.stride[i] - g.pad_begin[i] + k_idx[i] * g.dilation[i];
-          inside = pos >= 0 && pos < g.in[i];
-          off = off * g.in[i] + pos;
-          cm_off += pos * cm_stride;
-          cm_stride *= g.in[i];
-        }
-        if (!inside) continue;
-        if (best_at < 0 || xp[off] > best) {
-          best = xp[off];
-          best_at = col_major ? cm_off : off;
-        }
-      }
-      y[p * out_size + op] = best;
-      if (indices) indices[p * out_size + op] = best_at < 0 ? -1 : p * in_size + best_at;
+  const int64_t in_size = g.InSize(), out_size = g.OutSize();
+  std::vector<T> best(static_cast<size_t>(planes * out_size), std::numeric_limits<T>::lowest());
+  std::vector<int64_t> best_at(best.size(), -1);
+  ForEachWindowTap(planes, g, [&](int64_t p, int64_t op, const int64_t* pos) {
+    int64_t off = 0, cm_off = 0, cm_stride = 1;
+    for (int i = 0; i < n; ++i) {
+      if (pos[i] < 0 || pos[i] >= g.in[i]) return;
+      off = off * g.in[i] + pos[i];
+      cm_off += pos[i] * cm_stride;
+      cm_stride *= g.in[i];
     }
-  }
+    const size_t o = static_cast<size_t>(p * out_size + op);
+    const T v = x[p * in_size + off];
+    if (best_at[o] < 0 || v > best[o]) {
+      best[o] = v;
+      best_at[o] = col_major ? cm_off : off;
+    }
+  });
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t op = 0; op < out_size; ++op) {
+      const size_t o = static_cast<size_t>(p * out_size + op);
+      y[o] = best[o];
+      if (indices) indices[o] = best_at[o] < 0 ? -1 : p * in_size + best_at[o];
+    }
 }
 
 template <class T>
 void AveragePoolRef(int64_t planes, const WindowGeometry& g, bool include_pad, const T* x, T* y) {
   const int n = g.spatial;
-  const int64_t in_size = g.InSize(), out_size = g.OutSize(), k_size = g.KernelSize();
-  int64_t o_idx[kMaxSpatialDims], k_idx[kMaxSpatialDims];
-  for (int64_t p = 0; p < planes; ++p) {
-    const T* xp = x + p * in_size;
-    for (int64_t op = 0; op < out_size; ++op) {
-      UnravelIndex(op, g.out, n, o_idx);
-      double sum = 0;
-      int64_t count = 0;
-      for (int64_t kp = 0; kp < k_size; ++kp) {
-        UnravelIndex(kp, g.kernel, n, k_idx);
-        int64_t off = 0;
-        bool inside = true, in_padded = true;
-        for (int i = 0; i < n; ++i) {
-          const int64_t pos = o_idx[i] * g.stride[i] - g.pad_begin[i] + k_idx[i] * g.dilation[i];
-          inside = inside && pos >= 0 && pos < g.in[i];
-          in_padded = in_padded && pos >= -g.pad_begin[i] && pos < g.in[i] + g.pad_end[i];
-          off = off * g.in[i] + pos;
-        }
-        if (inside) sum += static_cast<double>(xp[off]);
-        if (include_pad ? in_padded : inside) ++count;
-      }
-      y[p * out_size + op] = count == 0 ? T(0) : static_cast<T>(sum / static_cast<double>(count));
+  const int64_t in_size = g.InSize(), out_size = g.OutSize();
+  std::vector<double> sum(static_cast<size_t>(planes * out_size), 0.0);
+  std::vector<int64_t> count(sum.size(), 0);
+  ForEachWindowTap(planes, g, [&](int64_t p, int64_t op, const int64_t* pos) {
+    int64_t off = 0;
+    bool inside = true, in_padded = true;
+    for (int i = 0; i < n; ++i) {
+      inside = inside && pos[i] >= 0 && pos[i] < g.in[i];
+      in_padded = in_padded && pos[i] >= -g.pad_begin[i] && pos[i] < g.in[i] + g.pad_end[i];
+      off = off * g.in[i] + pos[i];
     }
-  }
+    const size_t o = static_cast<size_t>(p * out_size + op);
+    if (inside) sum[o] += static_cast<double>(x[p * in_size + off]);
+    if (include_pad ? in_padded : inside) ++count[o];
+  });
+  for (size_t o = 0; o < sum.size(); ++o)
+    y[o] = count[o] == 0 ? T(0) : static_cast<T>(sum[o] / static_cast<double>(count[o]));
 }
 
 template <class T>
