@@ -14,9 +14,13 @@ std::string NormalizeDomain(const std::string& d) { return d == "ai.onnx" ? std:
 
 std::string DomainLabel(const std::string& d) { return d.empty() ? "ai.onnx" : d; }
 
-// Reads a value's declared type. Values without a type keep kUndefined and no shape.
+// Reads a value's declared type. Values without a type keep kUndefined and no shape. Exporters
+// write a dynamic dimension as a dim_param, as nothing, or as a negative dim_value (Paddle2ONNX
+// writes -1): all three become an unknown Dim. With zero_is_dynamic (graph inputs), dim_value 0
+// is read as dynamic too, as some exporters write it; a real empty input is still accepted at
+// run time, where every shape is concrete.
 Status ReadValueType(const onnx::TypeProto& type, bool has_type, const std::string& what, DType* dtype,
-                     std::optional<SymShape>* shape) {
+                     std::optional<SymShape>* shape, bool zero_is_dynamic = false) {
   *dtype = DType::kUndefined;
   shape->reset();
   if (!has_type) return Status::Ok();
@@ -38,10 +42,10 @@ Status ReadValueType(const onnx::TypeProto& type, bool has_type, const std::stri
   SymShape s;
   s.reserve(static_cast<size_t>(tt.shape().dim_size()));
   for (const auto& d : tt.shape().dim()) {
-    if (d.has_dim_value()) {
-      if (d.dim_value() < 0)
-        return InvalidArgument(what + " has a negative dimension " + std::to_string(d.dim_value()));
+    if (d.has_dim_value() && d.dim_value() > 0) {
       s.push_back(Dim(d.dim_value()));
+    } else if (d.has_dim_value() && d.dim_value() == 0 && !zero_is_dynamic) {
+      s.push_back(Dim(0));
     } else if (d.has_dim_param() && !d.dim_param().empty()) {
       s.push_back(Dim::Symbol(d.dim_param()));
     } else {
@@ -53,8 +57,8 @@ Status ReadValueType(const onnx::TypeProto& type, bool has_type, const std::stri
 }
 
 Status ReadValueInfo(const onnx::ValueInfoProto& vi, const std::string& what, DType* dtype,
-                     std::optional<SymShape>* shape) {
-  return ReadValueType(vi.type(), vi.has_type(), what, dtype, shape);
+                     std::optional<SymShape>* shape, bool zero_is_dynamic = false) {
+  return ReadValueType(vi.type(), vi.has_type(), what, dtype, shape, zero_is_dynamic);
 }
 
 // Where a value name comes from, for duplicate-name messages.
@@ -122,7 +126,7 @@ StatusOr<Graph> GraphFromModelProto(const onnx::ModelProto& m, const std::string
                                DTypeName(g.value(existing).dtype));
       continue;
     }
-    WH_RETURN_IF_ERROR(ReadValueInfo(in, what, &dt, &shape));
+    WH_RETURN_IF_ERROR(ReadValueInfo(in, what, &dt, &shape, /*zero_is_dynamic=*/true));
     g.inputs().push_back(g.AddValue(in.name(), dt, std::move(shape)));
   }
 

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <exception>
+#include <set>
 
 #include "lib/onnx/file_io.h"
 #include "lib/onnx/proto_convert.h"
@@ -26,11 +27,42 @@ Status CheckDefaultOpset(const Graph& g) {
   return Status::Ok();
 }
 
-Status ValidateOps(Graph& g) {
+// The value of a (validated) Constant node's attribute.
+Tensor ConstantValue(const AttributeMap& a) {
+  if (const Tensor* t = a.GetTensor("value")) return *t;
+  if (a.Has("value_float")) return Tensor::Scalar<float>(a.GetFloat("value_float", 0.f));
+  if (a.Has("value_floats")) {
+    const std::vector<float> v = a.GetFloats("value_floats");
+    return Tensor::FromVector<float>({static_cast<int64_t>(v.size())}, v);
+  }
+  if (a.Has("value_int")) return Tensor::Scalar<int64_t>(a.GetInt("value_int", 0));
+  const std::vector<int64_t> v = a.GetInts("value_ints");
+  return Tensor::FromVector<int64_t>({static_cast<int64_t>(v.size())}, v);
+}
+
+void LiftConstantNodes(Graph& g) {
+  std::set<int> lifted;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
+    if (n.op_type != "Constant" || !n.domain.empty() || n.outputs.size() != 1 || n.outputs[0] < 0) continue;
+    if (g.IsGraphOutput(n.outputs[0])) continue;
+    Tensor t = ConstantValue(n.attrs);
+    if (!t.defined()) continue;
+    Value& v = g.value(n.outputs[0]);
+    v.dtype = t.dtype();
+    v.shape = ToSymShape(t.dims());
+    v.initializer = std::move(t);
+    lifted.insert(static_cast<int>(i));
+  }
+  if (!lifted.empty()) g.RemoveNodes(lifted);
+}
+
+Status ValidateOps(Graph& g, const LoadOptions& opts) {
   WH_RETURN_IF_ERROR(CheckDefaultOpset(g));
   RegisterAllOps();
   for (const Node& n : g.nodes())
     WH_RETURN_IF_ERROR(ValidateNode(n, static_cast<int>(g.OpsetFor(n.domain))));
+  if (opts.lift_constants) LiftConstantNodes(g);
   return InferShapes(g);
 }
 
@@ -43,7 +75,7 @@ StatusOr<Graph> ParseWithContext(const std::string& bytes, const std::string& ba
   auto g = onnx_io::GraphFromModelProto(m, base_dir);
   if (!g.ok()) return g.status().WithContext(context);
   if (opts.validate_ops) {
-    Status st = ValidateOps(*g);
+    Status st = ValidateOps(*g, opts);
     if (!st.ok()) return st.WithContext(context);
   }
   return g;

@@ -22,6 +22,10 @@ struct LoadOptions {
   // InferShapes. Off: structure only (names, types, data, topology), e.g. to inspect or convert
   // a model with ops Whittle cannot run.
   bool validate_ops = true;
+  // Turn Constant nodes into initializers of the same name (exporters such as Paddle2ONNX write
+  // every weight that way), so passes and kernels see constant weights as constants. A Constant
+  // that is itself a graph output stays a node. Only with validate_ops.
+  bool lift_constants = true;
 };
 
 struct SaveOptions {

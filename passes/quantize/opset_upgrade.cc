@@ -1,23 +1,12 @@
 #include "passes/quantize/opset_upgrade.h"
 
-#include <set>
+#include "lib/onnx/schema_compat.h"
 
 namespace whittle::quant {
 namespace {
 
-// Ops whose behaviour for every attribute combination valid at opsets 7..12 is unchanged at 13
-// (newer versions only added types, optional inputs or attributes with the old default).
-const std::set<std::string>& Unchanged() {
-  static const std::set<std::string> s = {
-      "Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "Concat", "Constant", "Conv", "Div", "Elu", "Exp",
-      "Flatten", "Gather", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "Identity", "LeakyRelu", "Log", "MatMul",
-      "Max", "MaxPool", "Min", "Mul", "Neg", "Pow", "Relu", "Reshape", "Shape", "Sigmoid", "Sqrt", "Sub", "Sum",
-      "Tanh", "Transpose", "QuantizeLinear", "DequantizeLinear"};
-  return s;
-}
-
-// Softmax/LogSoftmax before 13 flatten the input to 2-D at `axis`; for axis = rank-1 that is the
-// same as the per-axis op of 13.
+// Softmax/LogSoftmax/Hardmax before 13 flatten the input to 2-D at `axis`; for axis = rank-1 that
+// is the same as the per-axis op of 13.
 bool SoftmaxSame(const Graph& g, const Node& n) {
   const Value& x = g.value(n.inputs[0]);
   if (!x.shape) return false;
@@ -25,6 +14,41 @@ bool SoftmaxSame(const Graph& g, const Node& n) {
   int64_t axis = n.attrs.GetInt("axis", 1);
   if (axis < 0) axis += r;
   return axis == r - 1;
+}
+
+// Ops converted below when their schema changed: an attribute that became an input.
+bool AttrBecomesInput(const std::string& op) {
+  return op == "Squeeze" || op == "Unsqueeze" || op == "ReduceSum" || op == "Split" || op == "Clip" || op == "Dropout";
+}
+
+// Empty when n can be carried from opset `from` to 13, else why not.
+std::string Blocker(const Graph& g, const Node& n, int64_t from) {
+  const std::string& op = n.op_type;
+  if (op == "BatchNormalization") {
+    if (n.attrs.Has("spatial") && n.attrs.GetInt("spatial", 1) != 1) return "spatial=0 has no opset-13 equivalent";
+    for (size_t i = 1; i < n.outputs.size(); ++i)
+      if (n.outputs[i] >= 0) return "its training outputs cannot be carried to opset 13";
+    return "";
+  }
+  if (op == "Dropout") {
+    if (n.outputs.size() > 1 && n.outputs[1] >= 0) return "its mask output cannot be carried to opset 13";
+    return "";
+  }
+  if (AttrBecomesInput(op)) return "";
+  if ((op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") && SoftmaxSame(g, n)) return "";
+  std::string why;
+  if (OpUnchangedBetween(op, from, kQuantOpset, &why)) return "";
+  return why;
+}
+
+// Moves an ints attribute to a new int64 initializer input (at the end of the inputs).
+void AttrToInput(Graph& g, size_t i, const std::string& attr, const std::string& suffix) {
+  Node& n = g.nodes()[i];
+  const std::vector<int64_t> v = n.attrs.GetInts(attr);
+  n.attrs.Erase(attr);
+  const std::string name = g.UniqueName(n.name + suffix);
+  const int id = g.AddInitializer(name, Tensor::FromVector<int64_t>({static_cast<int64_t>(v.size())}, v));
+  g.nodes()[i].inputs.push_back(id);
 }
 
 }  // namespace
@@ -35,31 +59,28 @@ Status UpgradeOpsetTo13(Graph& g, std::vector<std::string>* notes) {
   // Check everything first so a refusal leaves the graph untouched.
   for (const Node& n : g.nodes()) {
     if (!n.domain.empty() && n.domain != "ai.onnx") continue;
-    const std::string& op = n.op_type;
-    if (Unchanged().count(op) || op == "Squeeze" || op == "Unsqueeze" || op == "Clip" || op == "Dropout") {
-      if (op == "BatchNormalization" && n.attrs.Has("spatial") && n.attrs.GetInt("spatial", 1) != 1)
-        return Unimplemented(n.DebugName() + ": spatial=0 has no opset-13 equivalent; --int8 needs opset 13");
-      if (op == "Dropout" && n.outputs.size() > 1 && n.outputs[1] >= 0)
-        return Unimplemented(n.DebugName() + ": its mask output cannot be converted to opset 13 by --int8");
-      continue;
-    }
-    if ((op == "Softmax" || op == "LogSoftmax") && SoftmaxSame(g, n)) continue;
-    return Unimplemented(n.DebugName() + ": --int8 raises the model's opset from " + std::to_string(from) +
-                         " to 13 (per-axis quantization needs it), and this op's semantics change or are not "
-                         "checked between those opsets; convert the model to opset 13 first");
+    const std::string why = Blocker(g, n, from);
+    if (!why.empty())
+      return Unimplemented(n.DebugName() + ": --int8 raises the model's opset from " + std::to_string(from) +
+                           " to 13 (per-axis quantization needs it), and this op changed in between (" + why +
+                           "); convert the model to opset 13 first");
   }
   int converted = 0;
   const size_t count = g.nodes().size();
   for (size_t i = 0; i < count; ++i) {
     Node& n = g.nodes()[i];
     if (!n.domain.empty() && n.domain != "ai.onnx") continue;
-    if ((n.op_type == "Squeeze" || n.op_type == "Unsqueeze") && n.attrs.Has("axes")) {
-      const std::vector<int64_t> axes = n.attrs.GetInts("axes");
-      n.attrs.Erase("axes");
-      const int id = g.AddInitializer(g.UniqueName(n.name + "_axes"), Tensor::FromVector<int64_t>({static_cast<int64_t>(axes.size())}, axes));
-      g.nodes()[i].inputs.push_back(id);
+    const std::string& op = n.op_type;
+    if ((op == "Squeeze" || op == "Unsqueeze" || op == "ReduceSum") && n.attrs.Has("axes")) {
+      // The data input stays first; axes becomes input 1.
+      g.nodes()[i].inputs.resize(1);
+      AttrToInput(g, i, "axes", "_axes");
       ++converted;
-    } else if (n.op_type == "Clip" && from < 11 && (n.attrs.Has("min") || n.attrs.Has("max"))) {
+    } else if (op == "Split" && n.attrs.Has("split")) {
+      g.nodes()[i].inputs.resize(1);
+      AttrToInput(g, i, "split", "_split");
+      ++converted;
+    } else if (op == "Clip" && from < 11 && (n.attrs.Has("min") || n.attrs.Has("max"))) {
       const float lo = n.attrs.GetFloat("min", -3.402823466e38f), hi = n.attrs.GetFloat("max", 3.402823466e38f);
       n.attrs.Erase("min");
       n.attrs.Erase("max");
@@ -70,12 +91,14 @@ Status UpgradeOpsetTo13(Graph& g, std::vector<std::string>* notes) {
       m.inputs.push_back(lo_id);
       m.inputs.push_back(hi_id);
       ++converted;
-    } else if (n.op_type == "Dropout") {
+    } else if (op == "Dropout") {
       // Inference-only graphs: Dropout is the identity at every opset; the ratio only matters in
       // training, and is_test went away in 7.
       n.attrs.Erase("ratio");
       n.attrs.Erase("is_test");
       ++converted;
+    } else if (op == "BatchNormalization") {
+      n.attrs.Erase("spatial");  // checked to be 1, the only meaning it has from opset 9
     }
   }
   g.opset_imports[""] = kQuantOpset;

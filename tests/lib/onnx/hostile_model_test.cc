@@ -168,11 +168,25 @@ TEST(HostileModelTest, NegativeDims) {
   EXPECT_TRUE(ModelFails(dir, m, "negative dimension -3"));
 }
 
-TEST(HostileModelTest, NegativeDimInDeclaredShape) {
+TEST(HostileModelTest, NegativeAndZeroDeclaredDimsAreDynamic) {
+  // Paddle2ONNX declares dynamic dims as -1, some exporters as 0; ONNX Runtime accepts both.
   ScratchDir dir;
   onnx::ModelProto m = testing::SmallModel();
-  m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_value(-1);
-  EXPECT_TRUE(ModelFails(dir, m, "graph input 'x' has a negative dimension -1"));
+  auto* shape = m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  shape->mutable_dim(0)->set_dim_value(-1);
+  m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(-1);
+  testing::WriteModel(dir / "model.onnx", m);
+  auto g = LoadModel(dir / "model.onnx");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const Value& x = g->value(g->inputs()[0]);
+  ASSERT_TRUE(x.shape.has_value());
+  EXPECT_FALSE((*x.shape)[0].known());
+  EXPECT_EQ((*x.shape)[1].value, 3);
+  shape->mutable_dim(0)->set_dim_value(0);
+  testing::WriteModel(dir / "model.onnx", m);
+  g = LoadModel(dir / "model.onnx");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_FALSE((*g->value(g->inputs()[0]).shape)[0].known());
 }
 
 TEST(HostileModelTest, OverflowingDims) {
