@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 
+#include "kernels/common/index.h"
 #include "lib/data/dataset.h"
 
 namespace whittle {
@@ -17,6 +18,42 @@ double Percentile(std::vector<double> v, double p) {
   return v[k - 1];
 }
 
+namespace {
+
+bool IsIntegerType(DType t) {
+  switch (t) {
+    case DType::kInt8: case DType::kInt16: case DType::kInt32: case DType::kInt64:
+    case DType::kUInt8: case DType::kUInt16: case DType::kUInt32: case DType::kUInt64: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+StatusOr<Tensor> ConformToInput(const Tensor& t, const IoInfo& in) {
+  if (in.dtype == DType::kUndefined || t.dtype() == in.dtype) return t;
+  const bool to_int = in.dtype == DType::kInt32 || in.dtype == DType::kInt64;
+  if (IsIntegerType(t.dtype()) && (to_int || in.dtype == DType::kFloat32)) {
+    Tensor out(in.dtype, t.dims());
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const int64_t v = ReadIndexElement(t, i);
+      if (in.dtype == DType::kInt64) {
+        out.data<int64_t>()[i] = v;
+      } else if (in.dtype == DType::kInt32) {
+        if (v < INT32_MIN || v > INT32_MAX)
+          return InvalidArgument("input '" + in.name + "' takes int32, and the data holds " + std::to_string(v) +
+                                 ", which does not fit");
+        out.data<int32_t>()[i] = static_cast<int32_t>(v);
+      } else {
+        out.data<float>()[i] = static_cast<float>(v);
+      }
+    }
+    return out;
+  }
+  return InvalidArgument("input '" + in.name + "' takes " + DTypeName(in.dtype) + ", and the data is " +
+                         DTypeName(t.dtype()));
+}
+
 StatusOr<Tensor> PredictTop1(const Session& session, const Tensor& inputs, int64_t batch_size,
                              const ProgressFn& progress) {
   if (session.inputs().empty() || session.outputs().empty()) return InvalidArgument("the model has no inputs or outputs");
@@ -26,7 +63,8 @@ StatusOr<Tensor> PredictTop1(const Session& session, const Tensor& inputs, int64
   Tensor pred(DType::kInt64, {n});
   for (int64_t b = 0; b < n; b += batch_size) {
     const int64_t e = std::min(n, b + batch_size);
-    WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session.Run({{session.inputs()[0].name, SliceBatch(inputs, b, e)}}));
+    WH_ASSIGN_OR_RETURN(Tensor x, ConformToInput(SliceBatch(inputs, b, e), session.inputs()[0]));
+    WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session.Run({{session.inputs()[0].name, x}}));
     const Tensor& logits = outs[0];
     if (logits.dtype() != DType::kFloat32 || logits.rank() != 2 || logits.dim(0) != e - b)
       return InvalidArgument("output '" + session.outputs()[0].name + "' must be float32 [batch, classes] for accuracy, got " +
@@ -59,7 +97,6 @@ StatusOr<EvalResult> EvaluateTop1(const Session& session, const Tensor& inputs, 
 StatusOr<Tensor> MakeBatchInput(const Session& session, int64_t batch, const Tensor* src) {
   if (session.inputs().empty()) return InvalidArgument("the model has no inputs");
   const IoInfo& in = session.inputs()[0];
-  if (in.dtype != DType::kFloat32) return Unimplemented("benchmarking needs a float32 first input; '" + in.name + "' is " + DTypeName(in.dtype));
   Dims d;
   for (size_t i = 0; i < in.shape.size(); ++i) {
     if (i == 0) d.push_back(batch);
@@ -67,16 +104,30 @@ StatusOr<Tensor> MakeBatchInput(const Session& session, int64_t batch, const Ten
     else return InvalidArgument("input '" + in.name + "' has an unknown dimension " + std::to_string(i) + " (only the batch may be symbolic)");
   }
   if (d.empty()) return InvalidArgument("input '" + in.name + "' has rank 0; cannot batch it");
-  Tensor t(DType::kFloat32, d);
-  const int64_t row = t.numel() / batch;
-  float* p = t.data<float>();
-  if (src && src->dtype() == DType::kFloat32 && src->rank() >= 1 && src->dim(0) > 0 && src->numel() / src->dim(0) == row) {
+  if (src && src->rank() >= 1 && src->dim(0) > 0 && src->numel() / src->dim(0) == NumElements(d) / batch) {
+    // Rows of the data, cycled, in the input's element type.
+    Tensor rows(src->dtype(), d);
+    const size_t row_bytes = static_cast<size_t>(NumElements(d) / batch) * DTypeSize(src->dtype());
     for (int64_t b = 0; b < batch; ++b)
-      std::memcpy(p + b * row, src->data<float>() + (b % src->dim(0)) * row, static_cast<size_t>(row) * sizeof(float));
-  } else {
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.f;
+      std::memcpy(static_cast<char*>(rows.raw_data()) + static_cast<size_t>(b) * row_bytes,
+                  static_cast<const char*>(src->raw_data()) + static_cast<size_t>(b % src->dim(0)) * row_bytes,
+                  row_bytes);
+    return ConformToInput(rows, in);
   }
-  return t;
+  if (in.dtype == DType::kFloat32) {
+    Tensor t(DType::kFloat32, d);
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.f;
+    return t;
+  }
+  if (IsIntegerType(in.dtype) || in.dtype == DType::kBool) {
+    // Zeros: a valid index or id for any integer input (embedding tables, byte values).
+    Tensor t(in.dtype, d);
+    std::memset(t.raw_data(), 0, t.nbytes());
+    return t;
+  }
+  return Unimplemented("benchmarking without data needs a float32, integer or bool first input; '" + in.name +
+                       "' is " + DTypeName(in.dtype));
 }
 
 StatusOr<std::vector<BenchResult>> Benchmark(const Session& session, const BenchOptions& opts, const Tensor* src,

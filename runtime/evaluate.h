@@ -22,6 +22,11 @@ struct EvalResult {
 // Progress callback: (samples done, total).
 using ProgressFn = std::function<void(int64_t, int64_t)>;
 
+// t (a batch of data for input `in`) in the input's element type: as it is when the types agree,
+// else integer data converted to int32/int64/float32 (values that do not fit are an error); any
+// other mismatch is an error naming both types.
+StatusOr<Tensor> ConformToInput(const Tensor& t, const IoInfo& in);
+
 // Top-1 class (int64 [N]) of the first output's rows for every sample of inputs (N along dim 0),
 // run in batches of batch_size; the first output must be float32 [batch, classes]. Ties go to the
 // lowest class. The one top-1 evaluation: EvaluateTop1 and the passes' AccuracyProbe use it.
@@ -62,8 +67,8 @@ struct ProfileResult {
 };
 
 // Builds an input tensor for the model's first input with batch size `batch` (dim 0 replaced;
-// other dims must be known), filled from `sample_source` rows when given (cycled), else with a
-// deterministic pattern.
+// other dims must be known), filled from `sample_source` rows when given (cycled, converted by
+// ConformToInput), else with a deterministic pattern (float inputs) or zeros (integer and bool).
 StatusOr<Tensor> MakeBatchInput(const Session& session, int64_t batch, const Tensor* sample_source = nullptr);
 
 StatusOr<std::vector<BenchResult>> Benchmark(const Session& session, const BenchOptions& opts,

@@ -45,24 +45,30 @@ void CastToFloat(const Tensor& src, Tensor& dst, float scale) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]) * scale;
 }
 
-// Inputs as float32; uint8 is taken to be 8-bit pixels and scaled to [0,1].
-StatusOr<Tensor> ToFloatInputs(const Tensor& t, const std::string& name) {
+// Inputs as the model will take them: float32 stays; uint8 is taken to be 8-bit pixels and scaled
+// to float32 [0,1]; float64 becomes float32; other integer types and bool are kept as stored
+// (token ids, byte values, masks), so models with integer inputs get them unconverted.
+StatusOr<Tensor> ToInputs(const Tensor& t, const std::string& name) {
   if (t.rank() < 1) return InvalidArgument(name + ": inputs must have a leading sample dimension, got a scalar");
-  if (t.dtype() == DType::kFloat32) return t;
+  switch (t.dtype()) {
+    case DType::kFloat32:
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kUInt16:
+    case DType::kInt32:
+    case DType::kUInt32:
+    case DType::kInt64:
+    case DType::kUInt64:
+    case DType::kBool: return t;
+    default: break;
+  }
   Tensor out(DType::kFloat32, t.dims());
   switch (t.dtype()) {
     case DType::kUInt8: CastToFloat<uint8_t>(t, out, 1.f / 255.f); break;
     case DType::kFloat64: CastToFloat<double>(t, out, 1.f); break;
-    case DType::kInt8: CastToFloat<int8_t>(t, out, 1.f); break;
-    case DType::kInt16: CastToFloat<int16_t>(t, out, 1.f); break;
-    case DType::kUInt16: CastToFloat<uint16_t>(t, out, 1.f); break;
-    case DType::kInt32: CastToFloat<int32_t>(t, out, 1.f); break;
-    case DType::kUInt32: CastToFloat<uint32_t>(t, out, 1.f); break;
-    case DType::kInt64: CastToFloat<int64_t>(t, out, 1.f); break;
-    case DType::kUInt64: CastToFloat<uint64_t>(t, out, 1.f); break;
     default:
       return InvalidArgument(name + ": unsupported input dtype " + DTypeName(t.dtype()) +
-                             " (expected float32, float64 or an integer type)");
+                             " (expected a float, integer or bool type)");
   }
   return out;
 }
@@ -113,7 +119,8 @@ StatusOr<Tensor> ToLabels(const Tensor& t, const std::string& name) {
 
 std::string Describe(const std::string& name, const Dataset& d) {
   Dims sample(d.inputs.dims().begin() + 1, d.inputs.dims().end());
-  std::string s = name + ": " + std::to_string(d.size()) + " samples of float32 " + DimsToString(sample);
+  std::string s = name + ": " + std::to_string(d.size()) + " samples of " + DTypeName(d.inputs.dtype()) + " " +
+                  DimsToString(sample);
   if (!d.has_labels()) return s + ", no labels";
   int64_t max_label = -1;
   const int64_t* l = d.labels.data<int64_t>();
@@ -137,7 +144,7 @@ StatusOr<Dataset> Assemble(Tensor inputs, Tensor labels, const std::string& name
     if (labels.defined()) labels = SliceBatch(labels, 0, limit);
   }
   Dataset d;
-  WH_ASSIGN_OR_RETURN(d.inputs, ToFloatInputs(inputs, name));
+  WH_ASSIGN_OR_RETURN(d.inputs, ToInputs(inputs, name));
   if (images_add_channel && d.inputs.rank() == 3) {
     d.inputs = d.inputs.Reshaped({d.inputs.dim(0), 1, d.inputs.dim(1), d.inputs.dim(2)});
   }

@@ -2,9 +2,11 @@
 //   fashion-mnist:train|test      the Debian package dataset-fashion-mnist (IDX, gzipped);
 //                                 WHITTLE_FASHION_MNIST_DIR overrides its directory
 //   idx:IMAGES:LABELS             any IDX image/label pair (raw or gzipped)
-//   npy:INPUTS.npy[:LABELS.npy]   NumPy arrays; inputs are converted to float32
-// Inputs come back float32 with N first (uint8 images scaled to [0,1], rank-3 images as N×1×H×W);
-// labels, when present, int64 [N] and >= 0. Every failure is a Status naming the spec and file.
+//   npy:INPUTS.npy[:LABELS.npy]   NumPy arrays
+// Inputs come back with N first: uint8 is taken as 8-bit pixels and scaled to float32 [0,1]
+// (IDX images: rank-3 images as N×1×H×W), float64 becomes float32, float32 and the other integer
+// types and bool are kept as stored (models with integer inputs: token ids, bytes, masks).
+// Labels, when present, int64 [N] and >= 0. Every failure is a Status naming the spec and file.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +18,7 @@
 namespace whittle {
 
 struct Dataset {
-  Tensor inputs;       // float32 [N, ...]
+  Tensor inputs;       // [N, ...]: float32, or an integer/bool type as stored
   Tensor labels;       // int64 [N], or undefined when the spec names no labels
   std::string description;  // one line for logs, e.g. "fashion-mnist:test: 100 samples of float32 [1,28,28], labels 0..9"
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "runtime/evaluate.h"
 #include "whittle/session.h"
 
 namespace whittle::prune {
@@ -80,7 +81,8 @@ StatusOr<std::map<int, ValueStats>> CollectStats(const Graph& g, const std::map<
   for (int64_t b = 0; b < n; b += batch) {
     const int64_t e = std::min(n, b + batch);
     ctx.Progress("prune: calibration", b, n);
-    WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->Run({{input, SliceBatch(data.inputs, b, e)}}));
+    WH_ASSIGN_OR_RETURN(Tensor x_in, ConformToInput(SliceBatch(data.inputs, b, e), session->inputs()[0]));
+    WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->Run({{input, x_in}}));
     for (size_t k = 0; k < order.size(); ++k) {
       const Tensor& x = outs[k];
       const int axis = value_axes.at(order[k]);

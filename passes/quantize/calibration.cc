@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "runtime/evaluate.h"
 #include "whittle/session.h"
 
 namespace whittle::quant {
@@ -173,7 +174,8 @@ StatusOr<std::map<int, TensorRange>> CalibrateRanges(const Graph& g, const std::
     for (int64_t b = 0; b < n; b += cfg.batch) {
       const int64_t e = std::min(n, b + cfg.batch);
       ctx.Progress(stage, b, n);
-      WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->Run({{input, SliceBatch(data.inputs, b, e)}}));
+      WH_ASSIGN_OR_RETURN(Tensor x_in, ConformToInput(SliceBatch(data.inputs, b, e), session->inputs()[0]));
+      WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->Run({{input, x_in}}));
       for (size_t k = 0; k < values.size(); ++k) {
         const Tensor& x = outs[k];
         if (x.dtype() != DType::kFloat32)

@@ -7,6 +7,8 @@
 #include <cmath>
 
 #include "lib/data/dataset.h"
+#include "lib/data/npy.h"
+#include "runtime/evaluate.h"
 #include "lib/onnx/model_io.h"
 #include "passes/quantize/opset_upgrade.h"
 #include "tests/passes/pass_test_util.h"
@@ -118,6 +120,58 @@ TEST(ExportedModels, OpsThatChangedMeaningBlockTheUpgradeByName) {
   EXPECT_NE(s.message().find("Softmax 11 -> 13: attribute 'axis' changed its default"), std::string::npos)
       << s.message();
   EXPECT_EQ(g.OpsetFor(""), 11);  // untouched
+}
+
+}  // namespace
+}  // namespace whittle
+
+namespace whittle {
+namespace {
+
+// A byte classifier as a Keras export has it: int32 byte values -> Gather(embedding) -> Flatten
+// -> Gemm -> logits; calibrated and evaluated from an int32 .npy without conversion.
+TEST(ExportedModels, Int8OnAModelWithAnInt32InputFromNpy) {
+  testing::ScratchDir dir;
+  AttributeMap tb;
+  tb.Set("transB", Attribute::Int(1));
+  Graph g = GraphBuilder(13)
+                .Input("bytes", DType::kInt32, {Dim::Symbol("N"), 8})
+                .Init("emb", testing::RandomFloat({256, 4}, 11))
+                .Init("W", testing::RandomFloat({5, 32}, 12))
+                .Init("b", testing::RandomFloat({5}, 13))
+                .Op("Gather", {"emb", "bytes"}, {"e"})
+                .Op("Flatten", {"e"}, {"f"})
+                .Op("Gemm", {"f", "W", "b"}, {"logits"}, tb)
+                .Output("logits")
+                .Build();
+  std::vector<int32_t> bytes(64 * 8);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<int32_t>((i * 37 + 11) % 256);
+  ASSERT_TRUE(WriteNpy(dir / "x.npy", Tensor::FromVector<int32_t>({64, 8}, bytes)).ok());
+  auto calib = LoadDataset("npy:" + (dir / "x.npy"));
+  ASSERT_TRUE(calib.ok()) << calib.status().message();
+  ASSERT_EQ(calib->inputs.dtype(), DType::kInt32);
+  ASSERT_TRUE(InferShapes(g).ok());
+  Graph original = g;
+  PassContext ctx;
+  ctx.calibration = &*calib;
+  auto r = testing::RunPass(g, "int8", "", ctx);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto s0 = Session::FromGraph(original);
+  auto s1 = Session::FromGraph(g);
+  ASSERT_TRUE(s0.ok() && s1.ok());
+  auto p0 = PredictTop1(**s0, calib->inputs);
+  auto p1 = PredictTop1(**s1, calib->inputs);
+  ASSERT_TRUE(p0.ok() && p1.ok()) << p0.status().message() << p1.status().message();
+  int agree = 0;
+  for (int64_t i = 0; i < 64; ++i) agree += p0->data<int64_t>()[i] == p1->data<int64_t>()[i];
+  EXPECT_GE(agree, 60);
+  // int64 data for an int32 input is converted (values fit); float data is refused by name.
+  std::vector<int64_t> wide(bytes.begin(), bytes.end());
+  auto p2 = PredictTop1(**s0, Tensor::FromVector<int64_t>({64, 8}, wide));
+  ASSERT_TRUE(p2.ok()) << p2.status().message();
+  auto p3 = PredictTop1(**s0, testing::RandomFloat({4, 8}, 1));
+  ASSERT_FALSE(p3.ok());
+  EXPECT_EQ(p3.status().message(), "input 'bytes' takes int32, and the data is float32");
 }
 
 }  // namespace
