@@ -184,7 +184,7 @@ class RecurrentCpuKernel : public OpKernel {
                 const float cn = fg * cp + i * gg;
                 const float o = f(a_.Clip(x[H + j] + xb[H + j] + q[H + j] + (Pd ? Pd[H + j] * cn : 0.f)));
                 cb[j] = cn;
-                hb[j] = o * hact(a_.Clip(cn));
+                hb[j] = o * hact(cn);  // the cell unclipped, as in ONNX Runtime
               }
               break;
             }
@@ -194,6 +194,11 @@ class RecurrentCpuKernel : public OpKernel {
       }
       for (int64_t b = 0; b < N; ++b) {
         const int64_t so = d.StateOffset(a_.layout, dir, b);
+        // An empty sequence has no last step: its Y_h and Y_c are zero (as in ONNX Runtime).
+        if (lens[static_cast<size_t>(b)] == 0) {
+          std::fill(h.begin() + b * H, h.begin() + (b + 1) * H, 0.f);
+          if (lstm) std::fill(c.begin() + b * H, c.begin() + (b + 1) * H, 0.f);
+        }
         if (yh) std::memcpy(yh->data<float>() + so, h.data() + b * H, static_cast<size_t>(H) * sizeof(float));
         if (yc) std::memcpy(yc->data<float>() + so, c.data() + b * H, static_cast<size_t>(H) * sizeof(float));
       }

@@ -87,7 +87,8 @@ class Cell {
           const double c_new = f * c_prev + i * g;
           const double o = act(0, at(xw_, 1, H_, j) + at(hr_, 1, H_, j) + p_[static_cast<size_t>(H_ + j)] * c_new);
           c[u] = static_cast<double>(static_cast<T>(c_new));
-          next[u] = o * act(2, c_new);
+          // h takes the cell unclipped (as ONNX Runtime does: clip bounds the gates' inputs).
+          next[u] = o * static_cast<double>(a_.act(dir_, 2)(static_cast<T>(c_new)));
         }
         break;
       }
@@ -150,6 +151,11 @@ Status Run(const RecurrentAttrs& a, KernelContext& ctx) {
         cell.Step(X + d.XRow(a.layout, t, b) * d.input, h, c);
         if (Y)
           for (int64_t j = 0; j < H; ++j) Y[d.YOffset(a.layout, t, dir, b) + j] = static_cast<T>(h[static_cast<size_t>(j)]);
+      }
+      // An empty sequence has no last step: its Y_h and Y_c are zero (as in ONNX Runtime).
+      if (len == 0) {
+        std::fill(h.begin(), h.end(), 0.0);
+        std::fill(c.begin(), c.end(), 0.0);
       }
       for (int64_t j = 0; j < H; ++j) {
         if (yh) yh->template data<T>()[so + j] = static_cast<T>(h[static_cast<size_t>(j)]);

@@ -75,11 +75,11 @@ TEST(RnnKernel, ReverseWithSequenceLengths) {
   // Forward: batch 1 stops after t = 0, and Y_h is its state there.
   const double f00 = std::tanh(0.1), f01 = std::tanh(0.2 + 0.5 * f00), f02 = std::tanh(0.3 + 0.5 * f01);
   ExpectOutputs(RecurrentNode("RNN", in, 2), in, {{f00, h10, f01, 0, f02, 0}, {f02, h10}});
-  // A zero length leaves Y zero and Y_h at the initial state.
+  // A zero length leaves Y and Y_h zero (ONNX Runtime's reading: there is no last step).
   Tensor lens0 = Tensor::FromVector<int32_t>({2}, {3, 0});
   const std::vector<Tensor> in0 = {F({3, 2, 1}, x), F({1, 1, 1}, {1}), F({1, 1, 1}, {0.5f}), Tensor(), lens0,
                                    F({1, 2, 1}, {0.f, 0.7f})};
-  ExpectOutputs(RecurrentNode("RNN", in0, 2), in0, {{f00, 0, f01, 0, f02, 0}, {f02, 0.7}});
+  ExpectOutputs(RecurrentNode("RNN", in0, 2), in0, {{f00, 0, f01, 0, f02, 0}, {f02, 0}});
 }
 
 TEST(RnnKernel, ActivationsWithAlphaBeta) {
@@ -154,6 +154,10 @@ TEST(LstmKernel, OneStepHandComputedWithPeepholes) {
   // input_forget couples the gates: f = 1 - i.
   const double c2 = (1 - i) * 0.25 + i * g, o2 = Sig(0.2 + 0.3 + 0.2 * c2), h2 = o2 * std::tanh(c2);
   ExpectOutputs(RecurrentNode("LSTM", in, 3, Attrs({{"input_forget", Attribute::Int(1)}})), in, {{h2}, {h2}, {c2}});
+  // clip bounds every gate's input (all of them are 0.2 here) but not the cell that h takes.
+  const double i3 = Sig(0.2), g3 = std::tanh(0.2), c3 = i3 * 0.25 + i3 * g3, h3 = i3 * std::tanh(c3);
+  ASSERT_GT(c3, 0.2);
+  ExpectOutputs(RecurrentNode("LSTM", in, 3, Attrs({{"clip", Attribute::Float(0.2f)}})), in, {{h3}, {h3}, {c3}});
   // Only Y_c requested (Y and Y_h absent).
   Node only_c = RecurrentNode("LSTM", in, 3);
   only_c.outputs[0] = -1;
