@@ -13,9 +13,10 @@
 
 namespace whittle {
 
-// The ai.onnx opsets whose semantics Whittle implements.
+// The ai.onnx opsets Whittle loads. Each op implements the semantics up to its OpDef::max_opset;
+// a model of a newer opset loads when its ops did not change incompatibly since (ValidateNode).
 constexpr int64_t kMinSupportedOpset = 7;
-constexpr int64_t kMaxSupportedOpset = 17;
+constexpr int64_t kMaxSupportedOpset = 21;
 
 struct LoadOptions {
   // Check the ai.onnx opset range, every node against its OpDef (ValidateNode) and run

@@ -2,6 +2,8 @@
 
 #include <mutex>
 
+#include "lib/ops/schema_compat.h"
+
 namespace whittle {
 
 OpRegistry& OpRegistry::Global() {
@@ -37,6 +39,12 @@ Status ValidateNode(const Node& node, int opset) {
   if (opset < def->since_opset)
     return Unimplemented(node.DebugName() + ": opset " + std::to_string(opset) + " is older than the " +
                          std::to_string(def->since_opset) + " this op supports");
+  if (node.domain.empty() && opset > def->max_opset) {
+    std::string why;
+    if (!OpUnchangedBetween(node.op_type, def->max_opset, opset, &why))
+      return Unimplemented(node.DebugName() + ": opset " + std::to_string(opset) + " changed this op (" + why +
+                           "); Whittle implements it up to opset " + std::to_string(def->max_opset));
+  }
   // Trailing absent inputs do not count.
   int n_in = static_cast<int>(node.inputs.size());
   while (n_in > 0 && node.inputs[static_cast<size_t>(n_in - 1)] < 0) --n_in;

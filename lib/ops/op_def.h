@@ -88,6 +88,10 @@ struct OpDef {
   // Output dtypes and shapes from inputs; must give concrete shapes when all inputs are concrete
   // and their values are known.
   std::function<Status(InferContext&)> infer;
+  // Newest ai.onnx opset whose semantics the implementation was written for. A model of a newer
+  // opset is accepted when the op's schema did not change incompatibly in between
+  // (lib/ops/schema_compat.h), else refused naming the change.
+  int max_opset = 17;
 };
 
 class OpRegistry {

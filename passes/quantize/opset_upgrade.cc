@@ -1,6 +1,6 @@
 #include "passes/quantize/opset_upgrade.h"
 
-#include "lib/onnx/schema_compat.h"
+#include "lib/ops/schema_compat.h"
 
 namespace whittle::quant {
 namespace {

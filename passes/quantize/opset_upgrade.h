@@ -1,6 +1,6 @@
 // Raising a model's default-domain opset to 13 for --int8 (per-axis QuantizeLinear /
 // DequantizeLinear need it). An op is carried as it is when its ONNX schema history between the
-// two opsets shows only compatible changes (lib/onnx/schema_compat.h); ops whose attributes
+// two opsets shows only compatible changes (lib/ops/schema_compat.h); ops whose attributes
 // became inputs are converted (Squeeze/Unsqueeze/ReduceSum axes, Split split, Clip min/max,
 // Dropout ratio); Softmax-like ops pass when their axis is the last one; anything else is
 // refused with the op and the schema change that blocks it, before the graph is touched.
