@@ -275,6 +275,6 @@ KernelOr MakeConv(const ConvAttrs& a, const KernelInit& init) {
 
 }  // namespace
 
-const ConvFns kConvFns{&MakeConv};
+const ConvFns kConvFns{&MakeConv, nullptr};
 
 }  // namespace whittle::cpu
