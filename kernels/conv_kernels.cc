@@ -1,4 +1,4 @@
-// Registers the Conv kernel: attributes parsed and checked once here, then built by
+// Registers the Conv and ConvTranspose kernels: attributes parsed and checked once here, then built by
 // init.backend's builder (the reference: any rank, float/double; the fast CPU one: float32).
 #include "kernels/common/window.h"
 #include "kernels/cpu/conv.h"
@@ -16,6 +16,10 @@ void RegisterConvKernels(KernelRegistry& r) {
   r.Register("", "Conv", [](const KernelInit& init) -> KernelOr {
     WH_ASSIGN_OR_RETURN(ConvAttrs a, ParseConvAttrs(init));
     return kConv.Make(init.backend, &ConvFns::conv, a, init);
+  });
+  r.Register("", "ConvTranspose", [](const KernelInit& init) -> KernelOr {
+    WH_ASSIGN_OR_RETURN(ConvTransposeAttrs a, ParseConvTransposeAttrs(init));
+    return kConv.Make(init.backend, &ConvFns::conv_transpose, a, init);
   });
 }
 

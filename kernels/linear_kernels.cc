@@ -1,4 +1,4 @@
-// Registers the Gemm and MatMul kernels: attributes parsed and checked once here, then built by
+// Registers the Gemm, MatMul and Einsum kernels: attributes parsed and checked once here, then built by
 // init.backend's builder (the reference: plain loops, several dtypes; the fast CPU one: float32).
 #include "kernels/cpu/linear.h"
 #include "kernels/kernel.h"
@@ -20,6 +20,10 @@ void RegisterLinearKernels(KernelRegistry& r) {
   r.Register("", "MatMul", [](const KernelInit& init) -> KernelOr {
     WH_ASSIGN_OR_RETURN(MatMulAttrs a, ParseMatMulAttrs(init));
     return kLinear.Make(init.backend, &LinearFns::matmul, a, init);
+  });
+  r.Register("", "Einsum", [](const KernelInit& init) -> KernelOr {
+    WH_ASSIGN_OR_RETURN(EinsumAttrs a, ParseEinsumAttrs(init));
+    return kLinear.Make(init.backend, &LinearFns::einsum, a, init);
   });
 }
 

@@ -1,4 +1,5 @@
-// Registers the BatchNormalization and LayerNormalization kernels: attributes parsed and checked
+// Registers the BatchNormalization, LayerNormalization, InstanceNormalization and
+// GroupNormalization kernels: attributes parsed and checked
 // once here, then built by init.backend's builder (reference where it has none or declines).
 #include "kernels/common/norm_shape.h"
 #include "kernels/cpu/norm.h"
@@ -20,6 +21,14 @@ void RegisterNormKernels(KernelRegistry& r) {
   r.Register("", "LayerNormalization", [](const KernelInit& init) -> KernelOr {
     WH_ASSIGN_OR_RETURN(LayerNormAttrs a, ParseLayerNormAttrs(init));
     return kNorm.Make(init.backend, &NormFns::layer_norm, a, init);
+  });
+  r.Register("", "InstanceNormalization", [](const KernelInit& init) -> KernelOr {
+    WH_ASSIGN_OR_RETURN(ChannelNormAttrs a, ParseInstanceNormAttrs(init));
+    return kNorm.Make(init.backend, &NormFns::instance_norm, a, init);
+  });
+  r.Register("", "GroupNormalization", [](const KernelInit& init) -> KernelOr {
+    WH_ASSIGN_OR_RETURN(ChannelNormAttrs a, ParseGroupNormAttrs(init));
+    return kNorm.Make(init.backend, &NormFns::group_norm, a, init);
   });
 }
 

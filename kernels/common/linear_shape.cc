@@ -120,4 +120,62 @@ StatusOr<MatMulAttrs> ParseMatMulAttrs(const KernelInit& init) {
   return MatMulAttrs{FusedActivation::FromAttrs(init.attrs)};
 }
 
+StatusOr<EinsumAttrs> ParseEinsumAttrs(const KernelInit& init) {
+  const DType dt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
+  if (!IsLinearType(dt))
+    return Unimplemented(std::string("Einsum supports float, double, int32, int64, uint32 and uint64, got ") +
+                         DTypeName(dt));
+  for (DType t : init.input_dtypes)
+    if (t != dt) return InvalidArgument("Einsum inputs must share one element type");
+  if (!init.attrs.Has("equation")) return InvalidArgument("Einsum needs the equation attribute");
+  EinsumAttrs a;
+  WH_ASSIGN_OR_RETURN(a.equation, EinsumEquation::Parse(init.attrs.GetString("equation", ""),
+                                                        static_cast<int>(init.input_dtypes.size())));
+  return a;
+}
+
+Status EinsumPlan::Resolve(const EinsumEquation& eq, const std::vector<Dims>& inputs) {
+  std::vector<SymShape> shapes;
+  for (const Dims& d : inputs) shapes.push_back(ToSymShape(d));
+  WH_ASSIGN_OR_RETURN(EinsumDims d, BindEinsumDims(eq, shapes));
+  // Loop axes: ids 0..127 for labels, 128 + j for ellipsis dim j.
+  std::vector<int> axes;
+  for (int l : eq.output) {
+    if (l != EinsumEquation::kEllipsis) axes.push_back(l);
+    else for (size_t j = 0; j < d.ellipsis.size(); ++j) axes.push_back(128 + static_cast<int>(j));
+  }
+  out_axes = axes.size();
+  for (int l : eq.Labels())
+    if (std::find(eq.output.begin(), eq.output.end(), l) == eq.output.end()) axes.push_back(l);
+  std::vector<int> axis_of(128 + d.ellipsis.size(), -1);
+  sizes.clear();
+  for (size_t a = 0; a < axes.size(); ++a) {
+    axis_of[static_cast<size_t>(axes[a])] = static_cast<int>(a);
+    const Dim& dim = axes[a] < 128 ? d.label[static_cast<size_t>(axes[a])] : d.ellipsis[static_cast<size_t>(axes[a] - 128)];
+    sizes.push_back(dim.value);
+  }
+  out_dims.assign(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(out_axes));
+  strides.assign(inputs.size(), std::vector<int64_t>(axes.size(), 0));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Dims& dims = inputs[i];
+    const size_t rank = dims.size();
+    size_t letters = 0;
+    for (int l : eq.inputs[i]) letters += l != EinsumEquation::kEllipsis;
+    const size_t ell_rank = rank - letters, ell_first = d.ellipsis.size() - ell_rank;
+    // Subscript of each dim of operand i: its loop axis.
+    std::vector<int> dim_axis;
+    for (int l : eq.inputs[i]) {
+      if (l != EinsumEquation::kEllipsis) dim_axis.push_back(axis_of[static_cast<size_t>(l)]);
+      else for (size_t j = 0; j < ell_rank; ++j) dim_axis.push_back(axis_of[128 + ell_first + j]);
+    }
+    int64_t stride = 1;
+    for (size_t k = rank; k-- > 0;) {
+      const size_t a = static_cast<size_t>(dim_axis[k]);
+      if (!(dims[k] == 1 && sizes[a] != 1)) strides[i][a] += stride;
+      stride *= dims[k];
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace whittle

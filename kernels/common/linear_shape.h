@@ -1,4 +1,4 @@
-// Gemm and MatMul shape resolution and attributes, shared by every backend: MatMulPlan implements
+// Gemm, MatMul and Einsum shape resolution and attributes, shared by every backend: MatMulPlan implements
 // numpy matmul semantics (1-D promotion, batch dims broadcast), GemmBias describes how Gemm's C
 // broadcasts to [M, N], and LinearFns is the per-backend table of kernel builders. Attributes are
 // parsed and checked once (supported dtype; a fused activation only on float32) by the family's
@@ -10,6 +10,7 @@
 
 #include "kernels/common/fused_activation.h"
 #include "kernels/kernel.h"
+#include "lib/ir/einsum.h"
 
 namespace whittle {
 
@@ -52,10 +53,28 @@ struct MatMulAttrs {
 };
 StatusOr<MatMulAttrs> ParseMatMulAttrs(const KernelInit& init);
 
-// A backend's Gemm/MatMul builders (nullptr, or an ok null kernel: the reference builds it).
+// Einsum attributes: the equation, parsed once (lib/ir/einsum.h), and a supported dtype.
+struct EinsumAttrs {
+  EinsumEquation equation;
+};
+StatusOr<EinsumAttrs> ParseEinsumAttrs(const KernelInit& init);
+
+// One Einsum call as a loop nest over every index: the output's axes first (ellipsis dims
+// expanded), then the summed axes. strides[i][a] is how far operand i moves along loop axis a
+// (the sum of its strides for a repeated label, 0 where it lacks the axis or broadcasts a size-1 dim).
+struct EinsumPlan {
+  Dims out_dims;
+  std::vector<int64_t> sizes;  // per loop axis
+  size_t out_axes = 0;         // the first out_axes loop axes are the output's dims, in order
+  std::vector<std::vector<int64_t>> strides;
+  Status Resolve(const EinsumEquation& eq, const std::vector<Dims>& inputs);
+};
+
+// A backend's Gemm/MatMul/Einsum builders (nullptr, or an ok null kernel: the reference builds it).
 struct LinearFns {
   KernelOr (*gemm)(const GemmAttrs& a, const KernelInit& init);
   KernelOr (*matmul)(const MatMulAttrs& a, const KernelInit& init);
+  KernelOr (*einsum)(const EinsumAttrs& a, const KernelInit& init);
 };
 
 }  // namespace whittle

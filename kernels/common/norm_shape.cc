@@ -37,6 +37,56 @@ StatusOr<LayerNormAttrs> ParseLayerNormAttrs(const KernelInit& init) {
   return a;
 }
 
+StatusOr<ChannelNormAttrs> ParseInstanceNormAttrs(const KernelInit& init) {
+  const DType dt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
+  if (!IsFloatType(dt))
+    return Unimplemented(std::string("InstanceNormalization supports float and double, got ") + DTypeName(dt));
+  ChannelNormAttrs a;
+  a.epsilon = init.attrs.GetFloat("epsilon", 1e-5f);
+  return a;
+}
+
+StatusOr<ChannelNormAttrs> ParseGroupNormAttrs(const KernelInit& init) {
+  const DType dt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
+  if (!IsFloatType(dt))
+    return Unimplemented(std::string("GroupNormalization supports float and double, got ") + DTypeName(dt));
+  ChannelNormAttrs a;
+  a.epsilon = init.attrs.GetFloat("epsilon", 1e-5f);
+  if (!init.attrs.Has("num_groups")) return InvalidArgument("GroupNormalization needs the num_groups attribute");
+  a.num_groups = init.attrs.GetInt("num_groups", 0);
+  if (a.num_groups < 1) return InvalidArgument("num_groups must be >= 1, got " + Str(a.num_groups));
+  const int64_t stash = init.attrs.GetInt("stash_type", 1);
+  if (stash != 1 && stash != 11)
+    return Unimplemented("GroupNormalization stash_type " + Str(stash) + " is not supported (1 and 11 are)");
+  a.per_channel = init.opset >= 21;
+  return a;
+}
+
+Status ResolveChannelNormShape(const ChannelNormAttrs& a, const Tensor& x, const Tensor& scale, const Tensor& bias,
+                               ChannelNormShape* s) {
+  const char* op = a.num_groups == 0 ? "InstanceNormalization" : "GroupNormalization";
+  if (x.rank() < 2)
+    return InvalidArgument(std::string(op) + " X must have rank >= 2 (N, C, ...), got " + DimsToString(x.dims()));
+  s->batch = x.dim(0);
+  s->channels = x.dim(1);
+  s->inner = 1;
+  for (int i = 2; i < x.rank(); ++i) s->inner *= x.dim(i);
+  s->groups = a.num_groups == 0 ? s->channels : a.num_groups;
+  s->per_channel = a.per_channel;
+  if (s->groups == 0 || s->channels % s->groups != 0)
+    return InvalidArgument(std::string(op) + " num_groups " + Str(s->groups) + " does not divide the " +
+                           Str(s->channels) + " channels of X");
+  const int64_t want = a.per_channel ? s->channels : s->groups;
+  for (const Tensor* t : {&scale, &bias}) {
+    if (t->dtype() != x.dtype())
+      return InvalidArgument(std::string(op) + " scale and bias must have X's element type");
+    if (t->rank() != 1 || t->dim(0) != want)
+      return InvalidArgument(std::string(op) + " scale/bias " + DimsToString(t->dims()) + " must have shape [" +
+                             Str(want) + "]");
+  }
+  return Status::Ok();
+}
+
 Status ResolveBatchNormShape(const Tensor& x, const Tensor* const params[4], bool spatial, BatchNormShape* s) {
   if (x.rank() < 2) return InvalidArgument("BatchNormalization X must have rank >= 2, got " + DimsToString(x.dims()));
   s->batch = x.dim(0);

@@ -1,4 +1,4 @@
-// BatchNormalization / LayerNormalization pieces shared by every backend: the parsed attributes
+// BatchNormalization / LayerNormalization / InstanceNormalization / GroupNormalization pieces shared by every backend: the parsed attributes
 // (checked once by the family's factory), shape resolution for concrete input dims, the per-call
 // output checks, and NormFns, the per-backend table of kernel builders. A builder may return an
 // ok null kernel ("not for these dtypes/attributes"): BackendTable::Make then builds the reference.
@@ -70,10 +70,32 @@ class LayerNormKernelBase : public OpKernel {
   const LayerNormAttrs attrs_;
 };
 
+// InstanceNormalization (groups = C, scale/B per channel) and GroupNormalization attributes,
+// checked once: X float or double, num_groups >= 1, stash_type 1 or 11 (statistics are computed
+// in double either way). Opset 21 GroupNormalization has scale/bias per channel, opset 18 per group.
+struct ChannelNormAttrs {
+  float epsilon = 1e-5f;
+  int64_t num_groups = 0;   // 0: one group per channel (InstanceNormalization)
+  bool per_channel = true;  // scale/bias have C values (else num_groups)
+};
+StatusOr<ChannelNormAttrs> ParseInstanceNormAttrs(const KernelInit& init);
+StatusOr<ChannelNormAttrs> ParseGroupNormAttrs(const KernelInit& init);
+
+// X [N, C, ...] split into `groups` groups of C/groups channels: statistics per (n, group) over
+// `group_size` = (C/groups) * inner elements; scale/bias index c (per_channel) or c / (C/groups).
+struct ChannelNormShape {
+  int64_t batch = 0, channels = 0, inner = 1, groups = 1;
+  bool per_channel = true;
+};
+Status ResolveChannelNormShape(const ChannelNormAttrs& a, const Tensor& x, const Tensor& scale, const Tensor& bias,
+                               ChannelNormShape* s);
+
 // A backend's norm kernel builders (nullptr: the backend has none, the reference is used).
 struct NormFns {
   KernelOr (*batch_norm)(const BatchNormAttrs& a, const KernelInit& init);
   KernelOr (*layer_norm)(const LayerNormAttrs& a, const KernelInit& init);
+  KernelOr (*instance_norm)(const ChannelNormAttrs& a, const KernelInit& init);
+  KernelOr (*group_norm)(const ChannelNormAttrs& a, const KernelInit& init);
 };
 
 }  // namespace whittle

@@ -145,6 +145,114 @@ StatusOr<ConvAttrs> ParseConvAttrs(const KernelInit& init) {
   return c;
 }
 
+StatusOr<ConvTransposeAttrs> ParseConvTransposeAttrs(const KernelInit& init) {
+  const DType dt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
+  if (dt != DType::kFloat32 && dt != DType::kFloat64)
+    return Unimplemented(std::string("ConvTranspose supports float and double, got ") + DTypeName(dt));
+  ConvTransposeAttrs c;
+  WH_ASSIGN_OR_RETURN(c.window, ParseWindowAttrs(init.attrs));
+  c.group = init.attrs.GetInt("group", 1);
+  if (c.group < 1) return InvalidArgument("group must be >= 1, got " + Str(c.group));
+  c.output_padding = init.attrs.GetInts("output_padding");
+  c.output_shape = init.attrs.GetInts("output_shape");
+  for (int64_t v : c.output_padding)
+    if (v < 0) return InvalidArgument("output_padding must be >= 0, got " + Str(v));
+  for (int64_t v : c.output_shape)
+    if (v <= 0) return InvalidArgument("output_shape values must be > 0, got " + Str(v));
+  return c;
+}
+
+namespace {
+
+// v / 2 rounded towards minus infinity.
+int64_t FloorHalf(int64_t v) { return v >= 0 ? v / 2 : -((1 - v) / 2); }
+
+}  // namespace
+
+Status ResolveConvTransposeShape(const ConvTransposeAttrs& a, const Tensor& x, const Tensor& w, const Tensor* b,
+                                 ConvTransposeShape* s) {
+  if (x.rank() < 3)
+    return InvalidArgument("ConvTranspose input X must have rank >= 3, got " + DimsToString(x.dims()));
+  if (w.rank() != x.rank())
+    return InvalidArgument("ConvTranspose weight W " + DimsToString(w.dims()) + " must have the rank of X " +
+                           DimsToString(x.dims()));
+  if (w.dtype() != x.dtype() || (b && b->dtype() != x.dtype()))
+    return InvalidArgument("ConvTranspose inputs must share one element type");
+  const int spatial = x.rank() - 2;
+  if (spatial > kMaxSpatialDims)
+    return Unimplemented("ConvTranspose over " + Str(spatial) + " spatial dims is not supported");
+  const size_t n = static_cast<size_t>(spatial);
+  const int64_t group = a.group;
+  s->batch = x.dim(0);
+  s->in_channels = x.dim(1);
+  s->group = group;
+  if (w.dim(0) != s->in_channels)
+    return InvalidArgument("ConvTranspose X has " + Str(s->in_channels) + " channels but W " +
+                           DimsToString(w.dims()) + " expects " + Str(w.dim(0)));
+  if (s->in_channels % group != 0)
+    return InvalidArgument("ConvTranspose group " + Str(group) + " does not divide the " + Str(s->in_channels) +
+                           " input channels");
+  s->out_channels = w.dim(1) * group;
+  if (b && (b->rank() != 1 || b->dim(0) != s->out_channels))
+    return InvalidArgument("ConvTranspose bias B must have shape [" + Str(s->out_channels) + "], got " +
+                           DimsToString(b->dims()));
+  const WindowAttrs& wa = a.window;
+  if (!wa.kernel_shape.empty()) {
+    if (wa.kernel_shape.size() != n)
+      return InvalidArgument("kernel_shape has " + Str(static_cast<int64_t>(wa.kernel_shape.size())) +
+                             " values for an input with " + Str(spatial) + " spatial dims");
+    for (int i = 0; i < spatial; ++i)
+      if (wa.kernel_shape[static_cast<size_t>(i)] != w.dim(i + 2))
+        return InvalidArgument("kernel_shape does not match W " + DimsToString(w.dims()));
+  }
+  WH_RETURN_IF_ERROR(CheckLength(wa.strides, n, "strides"));
+  WH_RETURN_IF_ERROR(CheckLength(wa.dilations, n, "dilations"));
+  WH_RETURN_IF_ERROR(CheckLength(wa.pads, 2 * n, "pads"));
+  WH_RETURN_IF_ERROR(CheckLength(a.output_padding, n, "output_padding"));
+  if (!a.output_shape.empty() && a.output_shape.size() != n && a.output_shape.size() != n + 2)
+    return InvalidArgument("output_shape has " + Str(static_cast<int64_t>(a.output_shape.size())) +
+                           " values, expected " + Str(spatial) + " (or " + Str(spatial + 2) + " with N and C)");
+  WindowGeometry& g = s->geo;
+  g.spatial = spatial;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t in = x.dim(static_cast<int>(i) + 2), k = w.dim(static_cast<int>(i) + 2);
+    const int64_t st = wa.strides.empty() ? 1 : wa.strides[i], d = wa.dilations.empty() ? 1 : wa.dilations[i];
+    const int64_t op = a.output_padding.empty() ? 0 : a.output_padding[i];
+    const int64_t natural = st * (in - 1) + op + (k - 1) * d + 1;  // output size without pads
+    int64_t out, pb, pe;
+    const bool same = wa.auto_pad == AutoPad::kSameUpper || wa.auto_pad == AutoPad::kSameLower;
+    if (!a.output_shape.empty() || same) {
+      out = !a.output_shape.empty() ? a.output_shape[a.output_shape.size() - n + i] : in * st;
+      const int64_t total = natural - out;
+      if (wa.auto_pad == AutoPad::kSameUpper) {
+        pb = FloorHalf(total);
+        pe = total - pb;
+      } else {
+        pe = FloorHalf(total);
+        pb = total - pe;
+      }
+    } else {
+      pb = pe = 0;
+      if (wa.auto_pad == AutoPad::kNotSet && !wa.pads.empty()) {
+        pb = wa.pads[i];
+        pe = wa.pads[i + n];
+      }
+      out = natural - pb - pe;
+      if (out <= 0)
+        return InvalidArgument("ConvTranspose pads " + Str(pb) + "+" + Str(pe) + " leave no output for input dim " +
+                               Str(in));
+    }
+    g.in[i] = out;
+    g.out[i] = in;
+    g.kernel[i] = k;
+    g.stride[i] = st;
+    g.dilation[i] = d;
+    g.pad_begin[i] = pb;
+    g.pad_end[i] = pe;
+  }
+  return Status::Ok();
+}
+
 bool PoolSupportsDType(PoolKind kind, DType t) {
   if (t == DType::kFloat32 || t == DType::kFloat64) return true;
   return kind == PoolKind::kMax && (t == DType::kInt8 || t == DType::kUInt8);

@@ -98,9 +98,32 @@ struct ConvAttrs {
 };
 StatusOr<ConvAttrs> ParseConvAttrs(const KernelInit& init);
 
-// A backend's Conv builder (nullptr, or an ok null kernel: the reference builds it).
+// ConvTranspose attributes, checked once: X float or double, valid window attributes, group >= 1,
+// output_padding >= 0, output_shape > 0 (spatial dims, or N, C and spatial dims).
+struct ConvTransposeAttrs {
+  WindowAttrs window;  // ceil_mode unused
+  int64_t group = 1;
+  std::vector<int64_t> output_padding, output_shape;  // empty: zeros / derived from the input
+};
+StatusOr<ConvTransposeAttrs> ParseConvTransposeAttrs(const KernelInit& init);
+
+// One ConvTranspose call: X [N, C, D...], W [C, M/group, k...], optional B [M], Y [N, M, O...].
+// geo is the geometry of the forward Conv that ConvTranspose is the adjoint of: geo.in = O (Y's
+// spatial dims), geo.out = D (X's spatial dims), so TapOffset(geo, x_position, tap) is the Y offset
+// that tap of that X position adds into. pad_begin/pad_end may be negative when output_shape asks
+// for more than the natural size (the total padding is split with floor division, as the ONNX
+// reference does: SAME_UPPER puts the odd unit at the end, NOTSET and SAME_LOWER at the start).
+struct ConvTransposeShape {
+  int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
+  WindowGeometry geo;
+};
+Status ResolveConvTransposeShape(const ConvTransposeAttrs& a, const Tensor& x, const Tensor& w, const Tensor* b,
+                                 ConvTransposeShape* s);
+
+// A backend's Conv and ConvTranspose builders (nullptr, or an ok null kernel: the reference builds it).
 struct ConvFns {
   KernelOr (*conv)(const ConvAttrs& a, const KernelInit& init);
+  KernelOr (*conv_transpose)(const ConvTransposeAttrs& a, const KernelInit& init);
 };
 
 enum class PoolKind { kMax, kAverage, kGlobalMax, kGlobalAverage };

@@ -256,6 +256,102 @@ class ConvCpuKernel : public OpKernel {
   Tensor w_, b_;  // constant weights/bias captured at load time (undefined otherwise)
 };
 
+// Adds column rows col[(m*K + k)][x position] into the Y planes of mg output channels (the
+// adjoint of im2col): 2-D windows walk whole rows with ValidRange, other ranks tap by tap.
+void Col2ImChannel(const float* col, const WindowGeometry& geo, float* y) {
+  const int64_t x_size = geo.OutSize(), k_size = geo.KernelSize();
+  if (geo.spatial <= 2) {
+    const Geo2D g = To2D(geo);
+    for (int64_t kh = 0; kh < g.kh; ++kh) {
+      for (int64_t kw = 0; kw < g.kw; ++kw) {
+        const float* row = col + (kh * g.kw + kw) * x_size;
+        const int64_t off = kw * g.dw - g.pl;
+        int64_t lo, hi;
+        ValidRange(off, g.sw, g.iw, g.ow, &lo, &hi);
+        if (lo >= hi) continue;
+        for (int64_t ih = 0; ih < g.oh; ++ih) {
+          const int64_t yr = ih * g.sh - g.pt + kh * g.dh;
+          if (yr < 0 || yr >= g.ih) continue;
+          float* dst = y + yr * g.iw + off;
+          const float* src = row + ih * g.ow;
+          if (g.sw == 1) {
+            for (int64_t o = lo; o < hi; ++o) dst[o] += src[o];
+          } else {
+            for (int64_t o = lo; o < hi; ++o) dst[o * g.sw] += src[o];
+          }
+        }
+      }
+    }
+    return;
+  }
+  const int n = geo.spatial;
+  int64_t k_idx[kMaxSpatialDims], x_idx[kMaxSpatialDims];
+  for (int64_t kp = 0; kp < k_size; ++kp) {
+    UnravelIndex(kp, geo.kernel, n, k_idx);
+    const float* row = col + kp * x_size;
+    for (int64_t xp = 0; xp < x_size; ++xp) {
+      UnravelIndex(xp, geo.out, n, x_idx);
+      int64_t off;
+      if (TapOffset(geo, x_idx, k_idx, &off)) y[off] += row[xp];
+    }
+  }
+}
+
+// ConvTranspose as GEMM + col2im: per (image, group), col[Mg*K, Dx] = W_g^T [Mg*K, Cg] x X_g
+// [Cg, Dx], then each output channel's plane starts at its bias and gathers its K column rows.
+class ConvTransposeCpuKernel : public OpKernel {
+ public:
+  explicit ConvTransposeCpuKernel(ConvTransposeAttrs a) : attrs_(std::move(a)) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor& x = *ctx.inputs[0];
+    const Tensor& w = *ctx.inputs[1];
+    const Tensor* b = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+    ConvTransposeShape s;
+    WH_RETURN_IF_ERROR(ResolveConvTransposeShape(attrs_, x, w, b, &s));
+    Tensor& y = *ctx.outputs[0];
+    const int64_t y_size = s.geo.InSize(), x_size = s.geo.OutSize(), k_size = s.geo.KernelSize();
+    if (y.numel() != s.batch * s.out_channels * y_size)
+      return Internal("ConvTranspose output " + DimsToString(y.dims()) + " does not match the resolved geometry");
+    if (y.numel() == 0) return Status::Ok();
+    const int64_t cg = s.in_channels / s.group, mg = s.out_channels / s.group, rows = mg * k_size;
+    const float* xd = x.data<float>();
+    const float* wd = w.data<float>();
+    const float* bias = b ? b->data<float>() : nullptr;
+    float* yd = y.data<float>();
+    const int64_t macs = s.batch * s.in_channels * mg * k_size * x_size;
+    const int threads = macs >= kMinParallelMacs ? std::max(1, ctx.num_threads) : 1;
+    float* col = Scratch(static_cast<size_t>(rows * x_size));
+    for (int64_t n = 0; n < s.batch; ++n) {
+      for (int64_t grp = 0; grp < s.group; ++grp) {
+        const float* xg = xd + (n * s.in_channels + grp * cg) * x_size;
+        const float* wg = wd + grp * cg * rows;
+        if (cg > 0) {
+          Sgemm(true, false, rows, x_size, cg, 1.f, wg, rows, xg, x_size, 0.f, col, x_size, threads);
+        } else {
+          std::fill(col, col + rows * x_size, 0.f);
+        }
+        float* yg = yd + (n * s.out_channels + grp * mg) * y_size;
+        ParallelFor(mg, threads, [&](int64_t m) {
+          float* plane = yg + m * y_size;
+          std::fill(plane, plane + y_size, bias ? bias[grp * mg + m] : 0.f);
+          Col2ImChannel(col + m * k_size * x_size, s.geo, plane);
+        });
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  ConvTransposeAttrs attrs_;
+};
+
+KernelOr MakeConvTranspose(const ConvTransposeAttrs& a, const KernelInit& init) {
+  const DType dt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
+  if (dt != DType::kFloat32) return std::unique_ptr<OpKernel>();
+  return std::unique_ptr<OpKernel>(std::make_unique<ConvTransposeCpuKernel>(a));
+}
+
 // float32 only; other dtypes: an ok null kernel (the reference builds it).
 KernelOr MakeConv(const ConvAttrs& a, const KernelInit& init) {
   const DType dt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
@@ -275,6 +371,6 @@ KernelOr MakeConv(const ConvAttrs& a, const KernelInit& init) {
 
 }  // namespace
 
-const ConvFns kConvFns{&MakeConv};
+const ConvFns kConvFns{&MakeConv, &MakeConvTranspose};
 
 }  // namespace whittle::cpu

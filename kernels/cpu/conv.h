@@ -2,7 +2,9 @@
 // for 1x1 stride-1 unpadded kernels (no im2col) and a direct depthwise path; bias and the fused
 // activation are applied to each output block while it is in cache. Work is split over OpenMP
 // threads only when it is large enough to pay for it; im2col scratch is per thread and reused
-// across calls. Constant W/B are captured at factory time. Other dtypes: the builder returns an
+// across calls. Constant W/B are captured at factory time. ConvTranspose (float32): per (image,
+// group) one Sgemm W^T x X into columns, then col2im adds them into the output planes (threads
+// split the output channels). Other dtypes: the builder returns an
 // ok null kernel and the family's BackendTable builds the reference one.
 #pragma once
 

@@ -174,6 +174,6 @@ KernelOr MakeMatMul(const MatMulAttrs& a, const KernelInit& init) {
 
 }  // namespace
 
-const LinearFns kLinearFns{&MakeGemm, &MakeMatMul};
+const LinearFns kLinearFns{&MakeGemm, &MakeMatMul, nullptr};
 
 }  // namespace whittle::cpu

@@ -141,6 +141,6 @@ KernelOr MakeLayerNorm(const LayerNormAttrs& a, const KernelInit& init) {
 
 }  // namespace
 
-const NormFns kNormFns{&MakeBatchNorm, &MakeLayerNorm};
+const NormFns kNormFns{&MakeBatchNorm, &MakeLayerNorm, nullptr, nullptr};
 
 }  // namespace whittle::cpu

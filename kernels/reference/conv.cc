@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <utility>
+#include <vector>
 
 namespace whittle {
 
@@ -35,6 +36,43 @@ void ConvReference(const ConvShape& s, const T* x, const T* w, const T* b, T* y)
 
 template void ConvReference<float>(const ConvShape&, const float*, const float*, const float*, float*);
 template void ConvReference<double>(const ConvShape&, const double*, const double*, const double*, double*);
+
+template <class T>
+void ConvTransposeReference(const ConvTransposeShape& s, const T* x, const T* w, const T* b, T* y) {
+  const WindowGeometry& g = s.geo;
+  const int n = g.spatial;
+  const int64_t cg = s.in_channels / s.group, mg = s.out_channels / s.group;
+  const int64_t x_size = g.OutSize(), y_size = g.InSize(), k_size = g.KernelSize();
+  int64_t x_idx[kMaxSpatialDims], k_idx[kMaxSpatialDims];
+  std::vector<double> acc(static_cast<size_t>(y_size));
+  for (int64_t bn = 0; bn < s.batch; ++bn) {
+    for (int64_t m = 0; m < s.out_channels; ++m) {
+      const int64_t grp = m / mg, mm = m % mg;
+      for (double& v : acc) v = b ? static_cast<double>(b[m]) : 0.0;
+      for (int64_t cc = 0; cc < cg; ++cc) {
+        const int64_t c = grp * cg + cc;
+        const T* xc = x + (bn * s.in_channels + c) * x_size;
+        const T* wc = w + (c * mg + mm) * k_size;
+        for (int64_t xp = 0; xp < x_size; ++xp) {
+          UnravelIndex(xp, g.out, n, x_idx);
+          const double xv = static_cast<double>(xc[xp]);
+          for (int64_t kp = 0; kp < k_size; ++kp) {
+            UnravelIndex(kp, g.kernel, n, k_idx);
+            int64_t off;
+            if (TapOffset(g, x_idx, k_idx, &off)) acc[static_cast<size_t>(off)] += xv * static_cast<double>(wc[kp]);
+          }
+        }
+      }
+      T* ym = y + (bn * s.out_channels + m) * y_size;
+      for (int64_t i = 0; i < y_size; ++i) ym[i] = static_cast<T>(acc[static_cast<size_t>(i)]);
+    }
+  }
+}
+
+template void ConvTransposeReference<float>(const ConvTransposeShape&, const float*, const float*, const float*,
+                                            float*);
+template void ConvTransposeReference<double>(const ConvTransposeShape&, const double*, const double*,
+                                             const double*, double*);
 
 namespace reference {
 namespace {
@@ -71,9 +109,40 @@ KernelOr MakeConv(const ConvAttrs& a, const KernelInit&) {
   return std::unique_ptr<OpKernel>(std::make_unique<ConvReferenceKernel>(a.window, a.group, a.act));
 }
 
+class ConvTransposeReferenceKernel : public OpKernel {
+ public:
+  explicit ConvTransposeReferenceKernel(ConvTransposeAttrs a) : attrs_(std::move(a)) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor& x = *ctx.inputs[0];
+    const Tensor& w = *ctx.inputs[1];
+    const Tensor* b = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+    ConvTransposeShape s;
+    WH_RETURN_IF_ERROR(ResolveConvTransposeShape(attrs_, x, w, b, &s));
+    Tensor& y = *ctx.outputs[0];
+    if (y.numel() != s.batch * s.out_channels * s.geo.InSize())
+      return Internal("ConvTranspose output " + DimsToString(y.dims()) + " does not match the resolved geometry");
+    if (x.dtype() == DType::kFloat32) {
+      ConvTransposeReference<float>(s, x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr,
+                                    y.data<float>());
+    } else {
+      ConvTransposeReference<double>(s, x.data<double>(), w.data<double>(), b ? b->data<double>() : nullptr,
+                                     y.data<double>());
+    }
+    return Status::Ok();
+  }
+
+ private:
+  ConvTransposeAttrs attrs_;
+};
+
+KernelOr MakeConvTranspose(const ConvTransposeAttrs& a, const KernelInit&) {
+  return std::unique_ptr<OpKernel>(std::make_unique<ConvTransposeReferenceKernel>(a));
+}
+
 }  // namespace
 
-const ConvFns kConvFns{&MakeConv};
+const ConvFns kConvFns{&MakeConv, &MakeConvTranspose};
 
 }  // namespace reference
 }  // namespace whittle

@@ -2,6 +2,8 @@
 
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace whittle::reference {
 namespace {
@@ -120,6 +122,72 @@ class MatMulReferenceKernel : public OpKernel {
   FusedActivation act_;
 };
 
+// Plain loop over the full index space: for each output element, the sum over every summed index
+// of the product of the operands' elements.
+template <class T>
+void EinsumRef(const EinsumPlan& p, const std::vector<const T*>& in, T* y) {
+  const size_t axes = p.sizes.size(), n_in = in.size();
+  int64_t out_size = 1, sum_size = 1;
+  for (size_t a = 0; a < axes; ++a) (a < p.out_axes ? out_size : sum_size) *= p.sizes[a];
+  std::vector<int64_t> idx(axes, 0);
+  for (int64_t o = 0; o < out_size; ++o) {
+    int64_t rest = o;
+    for (size_t a = p.out_axes; a-- > 0;) {
+      idx[a] = rest % p.sizes[a];
+      rest /= p.sizes[a];
+    }
+    Acc<T> acc = 0;
+    for (int64_t r = 0; r < sum_size; ++r) {
+      rest = r;
+      for (size_t a = axes; a-- > p.out_axes;) {
+        idx[a] = rest % p.sizes[a];
+        rest /= p.sizes[a];
+      }
+      Acc<T> prod = 1;
+      for (size_t i = 0; i < n_in; ++i) {
+        int64_t off = 0;
+        for (size_t a = 0; a < axes; ++a) off += idx[a] * p.strides[i][a];
+        prod *= static_cast<Acc<T>>(in[i][off]);
+      }
+      acc += prod;
+    }
+    y[o] = static_cast<T>(acc);
+  }
+}
+
+class EinsumReferenceKernel : public OpKernel {
+ public:
+  explicit EinsumReferenceKernel(EinsumAttrs a) : attrs_(std::move(a)) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    std::vector<Dims> dims;
+    for (const Tensor* t : ctx.inputs) {
+      if (!t || t->dtype() != ctx.inputs[0]->dtype())
+        return InvalidArgument("Einsum inputs must be present and share one element type");
+      dims.push_back(t->dims());
+    }
+    EinsumPlan p;
+    WH_RETURN_IF_ERROR(p.Resolve(attrs_.equation, dims));
+    Tensor& y = *ctx.outputs[0];
+    if (y.dims() != p.out_dims)
+      return Internal("Einsum output " + DimsToString(y.dims()) + " differs from " + DimsToString(p.out_dims));
+    Dispatch(ctx.inputs[0]->dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      std::vector<const T*> in;
+      for (const Tensor* t : ctx.inputs) in.push_back(t->data<T>());
+      EinsumRef<T>(p, in, y.data<T>());
+    });
+    return Status::Ok();
+  }
+
+ private:
+  EinsumAttrs attrs_;
+};
+
+KernelOr MakeEinsum(const EinsumAttrs& a, const KernelInit&) {
+  return std::unique_ptr<OpKernel>(std::make_unique<EinsumReferenceKernel>(a));
+}
+
 KernelOr MakeGemm(const GemmAttrs& a, const KernelInit&) {
   return std::unique_ptr<OpKernel>(std::make_unique<GemmReferenceKernel>(a));
 }
@@ -130,6 +198,6 @@ KernelOr MakeMatMul(const MatMulAttrs& a, const KernelInit&) {
 
 }  // namespace
 
-const LinearFns kLinearFns{&MakeGemm, &MakeMatMul};
+const LinearFns kLinearFns{&MakeGemm, &MakeMatMul, &MakeEinsum};
 
 }  // namespace whittle::reference

@@ -91,6 +91,61 @@ class LayerNormReferenceKernel : public LayerNormKernelBase {
   }
 };
 
+template <class T>
+void ChannelNormRef(const ChannelNormShape& s, const T* x, const T* scale, const T* bias, double eps, T* y) {
+  const int64_t cpg = s.channels / s.groups, group_size = cpg * s.inner;
+  for (int64_t n = 0; n < s.batch; ++n) {
+    for (int64_t g = 0; g < s.groups; ++g) {
+      const int64_t base = (n * s.channels + g * cpg) * s.inner;
+      double sum = 0;
+      for (int64_t i = 0; i < group_size; ++i) sum += static_cast<double>(x[base + i]);
+      const double mean = group_size > 0 ? sum / static_cast<double>(group_size) : 0.0;
+      double sq = 0;
+      for (int64_t i = 0; i < group_size; ++i) {
+        const double d = static_cast<double>(x[base + i]) - mean;
+        sq += d * d;
+      }
+      const double var = group_size > 0 ? sq / static_cast<double>(group_size) : 0.0;
+      const double inv = 1.0 / std::sqrt(var + eps);
+      for (int64_t cc = 0; cc < cpg; ++cc) {
+        const int64_t p = s.per_channel ? g * cpg + cc : g;
+        const double sc = static_cast<double>(scale[p]), b = static_cast<double>(bias[p]);
+        for (int64_t i = 0; i < s.inner; ++i) {
+          const int64_t at = base + cc * s.inner + i;
+          y[at] = static_cast<T>((static_cast<double>(x[at]) - mean) * inv * sc + b);
+        }
+      }
+    }
+  }
+}
+
+class ChannelNormReferenceKernel : public OpKernel {
+ public:
+  explicit ChannelNormReferenceKernel(const ChannelNormAttrs& a) : attrs_(a) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor& x = *ctx.inputs[0];
+    ChannelNormShape s;
+    WH_RETURN_IF_ERROR(ResolveChannelNormShape(attrs_, x, *ctx.inputs[1], *ctx.inputs[2], &s));
+    Tensor& y = *ctx.outputs[0];
+    if (x.dtype() == DType::kFloat32) {
+      ChannelNormRef<float>(s, x.data<float>(), ctx.inputs[1]->data<float>(), ctx.inputs[2]->data<float>(),
+                            attrs_.epsilon, y.data<float>());
+    } else {
+      ChannelNormRef<double>(s, x.data<double>(), ctx.inputs[1]->data<double>(), ctx.inputs[2]->data<double>(),
+                             attrs_.epsilon, y.data<double>());
+    }
+    return Status::Ok();
+  }
+
+ private:
+  ChannelNormAttrs attrs_;
+};
+
+KernelOr MakeChannelNorm(const ChannelNormAttrs& a, const KernelInit&) {
+  return std::unique_ptr<OpKernel>(std::make_unique<ChannelNormReferenceKernel>(a));
+}
+
 KernelOr MakeBatchNorm(const BatchNormAttrs& a, const KernelInit&) {
   return std::unique_ptr<OpKernel>(std::make_unique<BatchNormReferenceKernel>(a.epsilon, a.spatial));
 }
@@ -101,6 +156,6 @@ KernelOr MakeLayerNorm(const LayerNormAttrs& a, const KernelInit&) {
 
 }  // namespace
 
-const NormFns kNormFns{&MakeBatchNorm, &MakeLayerNorm};
+const NormFns kNormFns{&MakeBatchNorm, &MakeLayerNorm, &MakeChannelNorm, &MakeChannelNorm};
 
 }  // namespace whittle::reference

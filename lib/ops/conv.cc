@@ -1,4 +1,4 @@
-// OpDef for Conv, plus the sliding-window attribute checks and output-size inference that the
+// OpDefs for Conv and ConvTranspose (opsets 1/11: output_padding, output_shape, auto_pad), plus the sliding-window attribute checks and output-size inference that the
 // pools and the integer convs share (declared in lib/ops/window.h). Sizes follow ONNX 1.12:
 // explicit pads, auto_pad SAME_UPPER/SAME_LOWER/VALID, dilations, ceil_mode (pools). The kernels recompute the same geometry (kernels/reference/conv.h).
 #include <string>
@@ -164,6 +164,104 @@ Status InferConv(InferContext& ctx) {
   return Status::Ok();
 }
 
+Status CheckConvTranspose(const Node& node, int) {
+  WH_RETURN_IF_ERROR(CheckWindowAttributes(node));
+  const int64_t group = node.attrs.GetInt("group", 1);
+  if (group < 1) return InvalidArgument(node.DebugName() + ": group must be >= 1, got " + Str(group));
+  for (int64_t v : node.attrs.GetInts("output_padding"))
+    if (v < 0) return InvalidArgument(node.DebugName() + ": output_padding must be >= 0, got " + Str(v));
+  for (int64_t v : node.attrs.GetInts("output_shape"))
+    if (v <= 0) return InvalidArgument(node.DebugName() + ": output_shape values must be > 0, got " + Str(v));
+  return Status::Ok();
+}
+
+// X [N, C, D...], W [C, M/group, k...], optional B [M] -> Y [N, M, O...] with
+// O = stride*(D-1) + output_padding + (k-1)*dilation + 1 - pads, or output_shape when given, or
+// D*stride for SAME_UPPER/SAME_LOWER.
+Status InferConvTranspose(InferContext& ctx) {
+  const DType dt = ctx.InputDType(0);
+  for (int i = 1; i < 3; ++i)
+    if (ctx.HasInput(i) && ctx.InputDType(i) != DType::kUndefined && dt != DType::kUndefined &&
+        ctx.InputDType(i) != dt)
+      return ctx.Error("input " + Str(i) + " is " + DTypeName(ctx.InputDType(i)) + " but X is " + DTypeName(dt));
+  const SymShape* x = ctx.InputShape(0);
+  const SymShape* w = ctx.InputShape(1);
+  const AttributeMap& a = ctx.attrs();
+  const int64_t group = a.GetInt("group", 1);
+  if (x && x->size() < 3) return ctx.Error("X must have rank >= 3 (N, C, spatial...), got " + SymShapeToString(*x));
+  if (w && w->size() < 3) return ctx.Error("W must have rank >= 3 (C, M/group, k...), got " + SymShapeToString(*w));
+  if (x && w && w->size() != x->size())
+    return ctx.Error("W " + SymShapeToString(*w) + " must have the rank of X " + SymShapeToString(*x));
+  Dim m;
+  if (w) {
+    if ((*w)[0].known() && (*w)[0].value % group != 0)
+      return ctx.Error("group " + Str(group) + " does not divide the " + Str((*w)[0].value) + " input channels of W");
+    if (x && (*x)[1].known() && (*w)[0].known() && (*x)[1].value != (*w)[0].value)
+      return ctx.Error("X has " + Str((*x)[1].value) + " channels but W " + SymShapeToString(*w) + " expects " +
+                       Str((*w)[0].value));
+    if ((*w)[1].known()) m = Dim((*w)[1].value * group);
+  }
+  if (ctx.HasInput(2)) {
+    const SymShape* b = ctx.InputShape(2);
+    if (b && b->size() != 1) return ctx.Error("B must be 1-D, got " + SymShapeToString(*b));
+    if (b && (*b)[0].known() && m.known() && (*b)[0].value != m.value)
+      return ctx.Error("B " + SymShapeToString(*b) + " must have one value per output channel (" + Str(m.value) + ")");
+  }
+  if (!x) {
+    ctx.SetOutput(0, dt, std::nullopt);
+    return Status::Ok();
+  }
+  const size_t n = x->size() - 2;
+  const auto ks = a.GetInts("kernel_shape"), st = a.GetInts("strides"), dl = a.GetInts("dilations");
+  const auto pd = a.GetInts("pads"), op = a.GetInts("output_padding"), os = a.GetInts("output_shape");
+  auto bad_len = [&](const char* name, size_t got, size_t want) {
+    return ctx.Error(std::string(name) + " has " + Str(static_cast<int64_t>(got)) + " values, expected " +
+                     Str(static_cast<int64_t>(want)));
+  };
+  if (!ks.empty() && ks.size() != n) return bad_len("kernel_shape", ks.size(), n);
+  if (!st.empty() && st.size() != n) return bad_len("strides", st.size(), n);
+  if (!dl.empty() && dl.size() != n) return bad_len("dilations", dl.size(), n);
+  if (!pd.empty() && pd.size() != 2 * n) return bad_len("pads", pd.size(), 2 * n);
+  if (!op.empty() && op.size() != n) return bad_len("output_padding", op.size(), n);
+  if (!os.empty() && os.size() != n && os.size() != n + 2) return bad_len("output_shape", os.size(), n);
+  const std::string ap = a.GetString("auto_pad", "NOTSET");
+  SymShape out{(*x)[0], m};
+  for (size_t i = 0; i < n; ++i) {
+    int64_t k = i < ks.size() ? ks[i] : -1;
+    if (w && (*w)[i + 2].known()) {
+      if (k >= 0 && k != (*w)[i + 2].value) return ctx.Error("kernel_shape does not match W " + SymShapeToString(*w));
+      k = (*w)[i + 2].value;
+    }
+    if (!os.empty()) {
+      out.push_back(Dim(os[os.size() - n + i]));
+      continue;
+    }
+    const Dim in = (*x)[i + 2];
+    const int64_t s = st.empty() ? 1 : st[i];
+    if (!in.known()) {
+      out.push_back(Dim());
+      continue;
+    }
+    if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+      out.push_back(Dim(in.value * s));
+      continue;
+    }
+    if (k < 0) {
+      out.push_back(Dim());
+      continue;
+    }
+    const int64_t d = dl.empty() ? 1 : dl[i], o = op.empty() ? 0 : op[i];
+    const int64_t pads = (ap == "VALID" || pd.empty()) ? 0 : pd[i] + pd[i + n];
+    const int64_t size = s * (in.value - 1) + o + (k - 1) * d + 1 - pads;
+    if (size <= 0)
+      return ctx.Error("output spatial dim " + Str(static_cast<int64_t>(i)) + " would be " + Str(size) +
+                       " (pads too large for the input)");
+    out.push_back(Dim(size));
+  }
+  ctx.SetOutput(0, dt, out);
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterConvOps(OpRegistry& r) {
@@ -176,6 +274,18 @@ void RegisterConvOps(OpRegistry& r) {
   conv.check = CheckConv;
   conv.infer = InferConv;
   r.Register(std::move(conv));
+
+  OpDef ct;
+  ct.op_type = "ConvTranspose";
+  ct.min_inputs = 2;
+  ct.max_inputs = 3;
+  ct.attrs = {{"auto_pad", AttrType::kString},       {"dilations", AttrType::kInts},
+              {"group", AttrType::kInt},             {"kernel_shape", AttrType::kInts},
+              {"output_padding", AttrType::kInts},   {"output_shape", AttrType::kInts},
+              {"pads", AttrType::kInts},             {"strides", AttrType::kInts}};
+  ct.check = CheckConvTranspose;
+  ct.infer = InferConvTranspose;
+  r.Register(std::move(ct));
 }
 
 }  // namespace whittle

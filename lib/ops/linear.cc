@@ -1,8 +1,10 @@
 // OpDefs for Gemm (transA/transB, alpha, beta, optional C broadcast to [M, N]; the opset<7
 // `broadcast` attribute is accepted and C is optional in every opset) and MatMul (numpy matmul:
-// 1-D operands are promoted and the promoted dim removed, batch dims broadcast).
+// 1-D operands are promoted and the promoted dim removed, batch dims broadcast) and Einsum (opset
+// 12; the equation is parsed and bound to shapes by lib/ir/einsum.h).
 #include <string>
 
+#include "lib/ir/einsum.h"
 #include "lib/ops/op_def.h"
 #include "lib/ops/shape_helpers.h"
 
@@ -79,6 +81,32 @@ Status InferMatMul(InferContext& ctx) {
   return Status::Ok();
 }
 
+Status CheckEinsum(const Node& node, int) {
+  if (!node.attrs.Has("equation")) return InvalidArgument(node.DebugName() + ": the equation attribute is required");
+  auto eq = EinsumEquation::Parse(node.attrs.GetString("equation", ""), static_cast<int>(node.inputs.size()));
+  if (!eq.ok()) return InvalidArgument(node.DebugName() + ": " + eq.status().message());
+  return Status::Ok();
+}
+
+Status InferEinsum(InferContext& ctx) {
+  WH_RETURN_IF_ERROR(CheckSameDType(ctx, ctx.num_inputs()));
+  auto eq = EinsumEquation::Parse(ctx.attrs().GetString("equation", ""), ctx.num_inputs());
+  if (!eq.ok()) return ctx.Error(eq.status().message());
+  std::vector<SymShape> shapes;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const SymShape* s = ctx.InputShape(i);
+    if (!s) {
+      ctx.SetOutput(0, ctx.InputDType(0), std::nullopt);
+      return Status::Ok();
+    }
+    shapes.push_back(*s);
+  }
+  auto dims = BindEinsumDims(*eq, shapes);
+  if (!dims.ok()) return ctx.Error(dims.status().message());
+  ctx.SetOutput(0, ctx.InputDType(0), dims->output);
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterLinearOps(OpRegistry& r) {
@@ -97,6 +125,16 @@ void RegisterLinearOps(OpRegistry& r) {
   matmul.max_inputs = 2;
   matmul.infer = InferMatMul;
   r.Register(std::move(matmul));
+
+  OpDef einsum;
+  einsum.op_type = "Einsum";
+  einsum.since_opset = 12;
+  einsum.min_inputs = 1;
+  einsum.max_inputs = 1 << 20;
+  einsum.attrs = {{"equation", AttrType::kString, true}};
+  einsum.check = CheckEinsum;
+  einsum.infer = InferEinsum;
+  r.Register(std::move(einsum));
 }
 
 }  // namespace whittle

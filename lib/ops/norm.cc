@@ -1,7 +1,9 @@
 // OpDefs for BatchNormalization (inference only: training_mode=1, is_test=0 before opset 7 and
 // the training statistics outputs are rejected as Unimplemented; `spatial` of opsets < 9 is
 // honoured) and LayerNormalization (opset 17; optional Mean and InvStdDev outputs, float32 as
-// stash_type 1 prescribes; other stash types are rejected).
+// stash_type 1 prescribes; other stash types are rejected), InstanceNormalization (opset 6+:
+// per (N, C) statistics over the spatial dims) and GroupNormalization (opsets 18 and 21: per
+// (N, group) statistics; scale/bias per group in 18, per channel in 21; stash_type 1 or 11).
 #include <string>
 
 #include "lib/ops/op_def.h"
@@ -81,6 +83,53 @@ Status InferLayerNorm(InferContext& ctx) {
   return Status::Ok();
 }
 
+// InstanceNormalization (scale and B of [C]) and GroupNormalization (scale and bias of
+// [num_groups] before opset 21, [C] from 21): X [N, C, ...] with rank >= 2, Y like X.
+Status InferChannelNorm(InferContext& ctx, const char* what, int64_t groups, bool per_channel) {
+  const DType dt = ctx.InputDType(0);
+  for (int i = 1; i < 3; ++i)
+    if (ctx.InputDType(i) != DType::kUndefined && dt != DType::kUndefined && ctx.InputDType(i) != dt)
+      return ctx.Error("input " + Str(i) + " is " + DTypeName(ctx.InputDType(i)) + " but X is " + DTypeName(dt));
+  const SymShape* x = ctx.InputShape(0);
+  if (x && x->size() < 2) return ctx.Error("X must have rank >= 2 (N, C, ...), got " + SymShapeToString(*x));
+  const Dim c = x ? (*x)[1] : Dim();
+  if (groups > 0 && c.known() && c.value % groups != 0)
+    return ctx.Error("num_groups " + Str(groups) + " does not divide the " + Str(c.value) + " channels of X");
+  const Dim want = per_channel ? c : Dim(groups);
+  for (int i = 1; i < 3; ++i) {
+    const SymShape* p = ctx.InputShape(i);
+    if (!p) continue;
+    if (p->size() != 1) return ctx.Error("input " + Str(i) + " must be 1-D, got " + SymShapeToString(*p));
+    if (want.known() && (*p)[0].known() && (*p)[0].value != want.value)
+      return ctx.Error(std::string("input ") + Str(i) + " " + SymShapeToString(*p) + " must have " + Str(want.value) +
+                       " values (" + what + ")");
+  }
+  ctx.SetOutput(0, dt, x ? std::optional<SymShape>(*x) : std::nullopt);
+  return Status::Ok();
+}
+
+Status InferInstanceNorm(InferContext& ctx) { return InferChannelNorm(ctx, "one per channel", 0, true); }
+
+Status CheckGroupNorm(const Node& node, int opset) {
+  const int64_t g = node.attrs.GetInt("num_groups", 0);
+  if (g < 1) return InvalidArgument(node.DebugName() + ": num_groups must be >= 1, got " + Str(g));
+  if (node.attrs.Has("stash_type")) {
+    if (opset < 21)
+      return InvalidArgument(node.DebugName() + ": stash_type is an attribute of opset 21, not " + Str(opset));
+    const int64_t stash = node.attrs.GetInt("stash_type", 1);
+    if (stash != 1 && stash != 11)
+      return Unimplemented(node.DebugName() + ": stash_type " + Str(stash) +
+                           " is not supported (1 float and 11 double are)");
+  }
+  return Status::Ok();
+}
+
+Status InferGroupNorm(InferContext& ctx) {
+  const bool per_channel = ctx.opset() >= 21;
+  return InferChannelNorm(ctx, per_channel ? "one per channel" : "one per group", ctx.attrs().GetInt("num_groups", 1),
+                          per_channel);
+}
+
 }  // namespace
 
 void RegisterNormOps(OpRegistry& r) {
@@ -107,6 +156,26 @@ void RegisterNormOps(OpRegistry& r) {
   ln.check = CheckLayerNorm;
   ln.infer = InferLayerNorm;
   r.Register(std::move(ln));
+
+  OpDef in;
+  in.op_type = "InstanceNormalization";
+  in.since_opset = 6;
+  in.min_inputs = 3;
+  in.max_inputs = 3;
+  in.attrs = {{"epsilon", AttrType::kFloat}};
+  in.infer = InferInstanceNorm;
+  r.Register(std::move(in));
+
+  OpDef gn;
+  gn.op_type = "GroupNormalization";
+  gn.since_opset = 18;
+  gn.max_opset = 21;  // 18 (scale per group) and 21 (per channel) both implemented
+  gn.min_inputs = 3;
+  gn.max_inputs = 3;
+  gn.attrs = {{"epsilon", AttrType::kFloat}, {"num_groups", AttrType::kInt, true}, {"stash_type", AttrType::kInt}};
+  gn.check = CheckGroupNorm;
+  gn.infer = InferGroupNorm;
+  r.Register(std::move(gn));
 }
 
 }  // namespace whittle

@@ -1,6 +1,6 @@
-// Conv kernels: the reference against hand-computed values, the CPU kernel against the reference
-// over groups, depthwise, strides, pads, dilations, auto_pad, 1-D/3-D, constant weights and fused
-// activations.
+// Conv and ConvTranspose kernels: the reference against hand-computed values (the ONNX examples),
+// the CPU kernels against the reference over groups, depthwise, strides, pads, dilations,
+// auto_pad, output_padding/output_shape, 1-D/3-D, constant weights and fused activations; errors.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -188,6 +188,175 @@ TEST(ConvCpu, RejectsBadShapes) {
   r = RunNode(MakeNode("Conv", 3, 1), 17, {RandomFloat({1, 1, 5, 5}, 1), RandomFloat({2, 1, 3, 3}, 2),
                                            RandomFloat({3}, 3)}, Backend::kCpu);
   EXPECT_FALSE(r.ok());
+}
+
+// ---- ConvTranspose ----
+
+TEST(ConvTransposeReference, OnnxExamples) {
+  // ONNX test_convtranspose: 3x3 ramp, W (1, 2, 3, 3) of ones -> (1, 2, 5, 5).
+  const Tensor x = Iota({1, 1, 3, 3}), w = Ones({1, 2, 3, 3});
+  const std::vector<float> plane = {0, 1, 3, 3, 2, 3, 8, 15, 12, 7, 9, 21, 36, 27, 15,
+                                    9, 20, 33, 24, 13, 6, 13, 21, 15, 8};
+  for (Backend p : BuiltBackends()) {
+    SCOPED_TRACE(BackendName(p));
+    auto r = RunNode(MakeNode("ConvTranspose", 2, 1), 17, {x, w}, p);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ((*r)[0].dims(), (Dims{1, 2, 5, 5}));
+    std::vector<float> both = plane;
+    both.insert(both.end(), plane.begin(), plane.end());
+    EXPECT_EQ(Values((*r)[0]), both);
+    // test_convtranspose_pads: strides (3, 2), pads (1, 2, 1, 2) -> 7x3.
+    r = RunNode(MakeNode("ConvTranspose", 2, 1, Attrs({{"strides", Attribute::Ints({3, 2})},
+                                                       {"pads", Attribute::Ints({1, 2, 1, 2})}})),
+                17, {x, w}, p);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ((*r)[0].dims(), (Dims{1, 2, 7, 3}));
+    const std::vector<float> pads_plane = {1, 1, 3, 1, 1, 3, 7, 4, 9, 7, 4, 9, 7, 4, 9, 13, 7, 15, 13, 7, 15};
+    const std::vector<float> pv = Values((*r)[0]);
+    EXPECT_EQ(std::vector<float>(pv.begin(), pv.begin() + 21), pads_plane);
+    // output_shape one larger than the natural size in both dims adds a zero row and column at the
+    // end (test_convtranspose_output_shape); output_padding (1, 1) gives the same result.
+    for (const char* how : {"output_shape", "output_padding"}) {
+      SCOPED_TRACE(how);
+      AttributeMap a = Attrs({{"strides", Attribute::Ints({3, 2})}});
+      if (std::string(how) == "output_shape") a.Set("output_shape", Attribute::Ints({10, 8}));
+      else a.Set("output_padding", Attribute::Ints({1, 1}));
+      r = RunNode(MakeNode("ConvTranspose", 2, 1, a), 17, {x, w}, p);
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      ASSERT_EQ((*r)[0].dims(), (Dims{1, 2, 10, 8}));
+      const std::vector<float> v = Values((*r)[0]);
+      EXPECT_EQ(std::vector<float>(v.begin(), v.begin() + 8), (std::vector<float>{0, 0, 1, 1, 3, 2, 2, 0}));
+      EXPECT_EQ(std::vector<float>(v.begin() + 72, v.begin() + 80), (std::vector<float>(8, 0.f)));
+      EXPECT_EQ(v[8 * 8 + 2], 13.f);
+    }
+  }
+}
+
+TEST(ConvTransposeReference, OneDimensionalStrideDilationGroupsBias) {
+  // x = [1, 2], w = [1, 10]: stride 2 interleaves the two copies, dilation 2 overlaps them.
+  const Tensor x = Tensor::FromVector<float>({1, 1, 2}, {1, 2});
+  const Tensor w = Tensor::FromVector<float>({1, 1, 2}, {1, 10});
+  auto r = RunNode(MakeNode("ConvTranspose", 2, 1, Attrs({{"strides", Attribute::Ints({2})}})), 17, {x, w},
+                   Backend::kReference);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(Values((*r)[0]), (std::vector<float>{1, 10, 2, 20}));
+  r = RunNode(MakeNode("ConvTranspose", 2, 1, Attrs({{"dilations", Attribute::Ints({2})}})), 17, {x, w},
+              Backend::kReference);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(Values((*r)[0]), (std::vector<float>{1, 2, 10, 20}));
+  // Two groups, each one input channel -> two output channels (W is [C, M/group, k]), bias per
+  // output channel: channel m of group g only sees input channel g.
+  const Tensor x2 = Tensor::FromVector<float>({1, 2, 1}, {1, 2});
+  const Tensor w2 = Tensor::FromVector<float>({2, 2, 1}, {1, 2, 3, 4});
+  const Tensor b2 = Tensor::FromVector<float>({4}, {0, 10, 20, 30});
+  r = RunNode(MakeNode("ConvTranspose", 3, 1, Attrs({{"group", Attribute::Int(2)}})), 17, {x2, w2, b2},
+              Backend::kReference);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ((*r)[0].dims(), (Dims{1, 4, 1}));
+  EXPECT_EQ(Values((*r)[0]), (std::vector<float>{1, 12, 26, 38}));
+}
+
+TEST(ConvTransposeReference, AutoPadSameUpperAndLower) {
+  // test_convtranspose_autopad_same: 3x3 -> 6x6 with stride 2; total padding 1 goes to the end for
+  // SAME_UPPER and to the start for SAME_LOWER.
+  const Tensor x = Iota({1, 1, 3, 3}), w = Ones({1, 1, 3, 3});
+  auto upper = RunNode(MakeNode("ConvTranspose", 2, 1, Attrs({{"auto_pad", Attribute::String("SAME_UPPER")},
+                                                             {"strides", Attribute::Ints({2, 2})}})),
+                       17, {x, w}, Backend::kReference);
+  ASSERT_TRUE(upper.ok()) << upper.status().message();
+  ASSERT_EQ((*upper)[0].dims(), (Dims{1, 1, 6, 6}));
+  const std::vector<float> u = Values((*upper)[0]);
+  EXPECT_EQ(std::vector<float>(u.begin(), u.begin() + 6), (std::vector<float>{0, 0, 1, 1, 3, 2}));
+  EXPECT_EQ(std::vector<float>(u.begin() + 12, u.begin() + 18), (std::vector<float>{3, 3, 8, 5, 12, 7}));
+  auto lower = RunNode(MakeNode("ConvTranspose", 2, 1, Attrs({{"auto_pad", Attribute::String("SAME_LOWER")},
+                                                             {"strides", Attribute::Ints({2, 2})}})),
+                       17, {x, w}, Backend::kReference);
+  ASSERT_TRUE(lower.ok()) << lower.status().message();
+  const std::vector<float> l = Values((*lower)[0]);
+  EXPECT_EQ(std::vector<float>(l.begin(), l.begin() + 6), (std::vector<float>{0, 1, 1, 3, 2, 2}));
+}
+
+TEST(ConvTransposeCpu, MatchesReference) {
+  struct Case {
+    std::string name;
+    Dims x, w;
+    bool bias;
+    std::vector<std::pair<std::string, Attribute>> attrs;
+  };
+  const std::vector<Case> cases = {
+      {"plain", {2, 3, 5, 4}, {3, 4, 3, 3}, true, {}},
+      {"stride2_pads_outpad", {1, 4, 6, 5}, {4, 3, 4, 4}, true,
+       {{"strides", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({1, 1, 1, 1})},
+        {"output_padding", Attribute::Ints({1, 0})}}},
+      {"stride3x2_asym", {1, 2, 4, 5}, {2, 3, 3, 2}, false,
+       {{"strides", Attribute::Ints({3, 2})}, {"pads", Attribute::Ints({0, 1, 2, 0})}}},
+      {"dilated", {2, 2, 5, 5}, {2, 2, 3, 3}, true, {{"dilations", Attribute::Ints({2, 3})}}},
+      {"groups", {2, 6, 4, 4}, {6, 2, 3, 3}, true,
+       {{"group", Attribute::Int(3)}, {"strides", Attribute::Ints({2, 2})}}},
+      {"depthwise", {1, 4, 5, 6}, {4, 1, 2, 2}, true,
+       {{"group", Attribute::Int(4)}, {"strides", Attribute::Ints({2, 2})}}},
+      {"same_upper", {1, 3, 5, 4}, {3, 2, 3, 3}, true,
+       {{"auto_pad", Attribute::String("SAME_UPPER")}, {"strides", Attribute::Ints({2, 2})}}},
+      {"same_lower", {1, 3, 5, 4}, {3, 2, 4, 3}, true,
+       {{"auto_pad", Attribute::String("SAME_LOWER")}, {"strides", Attribute::Ints({2, 3})}}},
+      {"output_shape_larger", {1, 2, 3, 3}, {2, 2, 3, 3}, true,
+       {{"strides", Attribute::Ints({2, 2})}, {"output_shape", Attribute::Ints({9, 10})}}},
+      {"output_shape_smaller", {1, 2, 4, 4}, {2, 2, 3, 3}, false,
+       {{"strides", Attribute::Ints({2, 2})}, {"output_shape", Attribute::Ints({1, 2, 7, 8})}}},
+      {"segmenter_upsample", {1, 16, 12, 12}, {16, 8, 4, 4}, true,
+       {{"strides", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({1, 1, 1, 1})}}},
+      {"conv1d", {2, 3, 7}, {3, 2, 3}, true,
+       {{"strides", Attribute::Ints({2})}, {"pads", Attribute::Ints({1, 0})}, {"output_padding", Attribute::Ints({1})}}},
+      {"conv3d", {1, 2, 3, 4, 3}, {2, 2, 2, 3, 2}, true,
+       {{"strides", Attribute::Ints({2, 1, 2})}, {"pads", Attribute::Ints({0, 1, 0, 1, 0, 0})}}},
+      {"conv3d_groups_dilated", {1, 4, 3, 3, 3}, {4, 1, 2, 2, 2}, false,
+       {{"group", Attribute::Int(2)}, {"dilations", Attribute::Ints({2, 1, 2})}}},
+  };
+  uint32_t seed = 100;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<Tensor> in = {RandomFloat(c.x, seed++), RandomFloat(c.w, seed++)};
+    const int64_t group = Attrs(c.attrs).GetInt("group", 1);
+    if (c.bias) in.push_back(RandomFloat({c.w[1] * group}, seed++));
+    const Node n = MakeNode("ConvTranspose", c.bias ? 3 : 2, 1, Attrs(c.attrs));
+    for (int threads : {1, 2}) ASSERT_EQ(ExpectBackendsMatchReference(n, in, 1e-4f, 1e-4f, 17, threads).size(), 1u);
+    ExpectBackendsMatchReference(n, in, 1e-4f, 1e-4f, 17, 2, /*inputs_const=*/true);
+  }
+}
+
+TEST(ConvTranspose, DoubleUsesReference) {
+  Tensor x(DType::kFloat64, {1, 1, 2}), w(DType::kFloat64, {1, 1, 2});
+  x.data<double>()[0] = 1;
+  x.data<double>()[1] = 2;
+  w.data<double>()[0] = 1;
+  w.data<double>()[1] = 10;
+  auto r = RunNode(MakeNode("ConvTranspose", 2, 1), 17, {x, w}, Backend::kCpu);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const double* y = (*r)[0].data<double>();
+  EXPECT_EQ(std::vector<double>(y, y + 3), (std::vector<double>{1, 12, 20}));
+}
+
+TEST(ConvTranspose, RejectsBadAttributesAndShapes) {
+  const std::vector<Tensor> in = {RandomFloat({1, 2, 3, 3}, 1), RandomFloat({2, 3, 3, 3}, 2)};
+  auto expect_error = [&](std::vector<std::pair<std::string, Attribute>> a, const std::vector<Tensor>& inputs,
+                          const std::string& needle) {
+    auto r = RunNode(MakeNode("ConvTranspose", static_cast<int>(inputs.size()), 1, Attrs(std::move(a))), 17, inputs,
+                     Backend::kCpu);
+    ASSERT_FALSE(r.ok()) << needle;
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+    EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << r.status().message();
+  };
+  expect_error({{"output_padding", Attribute::Ints({-1, 0})}}, in, "output_padding");
+  expect_error({{"output_padding", Attribute::Ints({1, 1, 1})}}, in, "output_padding");
+  expect_error({{"output_shape", Attribute::Ints({5, 0})}}, in, "output_shape");
+  expect_error({{"output_shape", Attribute::Ints({5, 5, 5})}}, in, "output_shape");
+  expect_error({{"strides", Attribute::Ints({0, 1})}}, in, "strides");
+  expect_error({{"group", Attribute::Int(0)}}, in, "group");
+  expect_error({{"group", Attribute::Int(3)}}, in, "group");
+  expect_error({{"kernel_shape", Attribute::Ints({2, 2})}}, in, "kernel_shape");
+  expect_error({{"pads", Attribute::Ints({3, 3, 3, 3})}}, in, "pads");
+  expect_error({}, {RandomFloat({1, 3, 3, 3}, 1), RandomFloat({2, 3, 3, 3}, 2)}, "channels");
+  expect_error({}, {RandomFloat({1, 2, 3, 3}, 1), RandomFloat({2, 3, 3, 3}, 2), RandomFloat({2}, 3)}, "B");
 }
 
 }  // namespace

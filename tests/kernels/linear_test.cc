@@ -164,5 +164,117 @@ TEST(MatMulCpu, RejectsMismatchedInnerDims) {
   EXPECT_FALSE(r.ok());
 }
 
+// ---- Einsum ----
+
+StatusOr<std::vector<Tensor>> RunEinsum(const std::string& eq, const std::vector<Tensor>& in, int opset = 17) {
+  return RunNode(MakeNode("Einsum", static_cast<int>(in.size()), 1, Attrs({{"equation", Attribute::String(eq)}})),
+                 opset, in, Backend::kCpu);
+}
+
+TEST(EinsumReference, HandComputed) {
+  const Tensor a = Tensor::FromVector<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  const Tensor b = Tensor::FromVector<float>({3, 2}, {1, 0, 0, 1, 1, 1});
+  const Tensor sq = Tensor::FromVector<float>({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  struct Case {
+    std::string eq;
+    std::vector<Tensor> in;
+    Dims dims;
+    std::vector<float> want;
+  };
+  const std::vector<Case> cases = {
+      {"ij,jk->ik", {a, b}, {2, 2}, {4, 5, 10, 11}},
+      {"ij,jk", {a, b}, {2, 2}, {4, 5, 10, 11}},                 // implicit output: i, k
+      {"ij->ji", {a}, {3, 2}, {1, 4, 2, 5, 3, 6}},
+      {"ji", {a}, {3, 2}, {1, 4, 2, 5, 3, 6}},                    // implicit output sorted: i, j
+      {"ij->", {a}, {}, {21}},                                    // sum of everything
+      {"ij->j", {a}, {3}, {5, 7, 9}},
+      {"ii->i", {sq}, {3}, {1, 5, 9}},                            // diagonal
+      {"ii", {sq}, {}, {15}},                                     // trace (implicit: no label once)
+      {"i,i", {Tensor::FromVector<float>({3}, {1, 2, 3}), Tensor::FromVector<float>({3}, {4, 5, 6})}, {}, {32}},
+      {"i,j->ij", {Tensor::FromVector<float>({2}, {1, 2}), Tensor::FromVector<float>({3}, {1, 10, 100})}, {2, 3},
+       {1, 10, 100, 2, 20, 200}},
+      {"ij,jk,kl->il", {a, b, Tensor::FromVector<float>({2, 1}, {1, -1})}, {2, 1}, {-1, -1}},
+      {"...ij->...ji", {Tensor::FromVector<float>({2, 1, 2}, {1, 2, 3, 4})}, {2, 2, 1}, {1, 2, 3, 4}},
+      {" i j , j k -> i k ", {a, b}, {2, 2}, {4, 5, 10, 11}},     // spaces are ignored
+      {"Ab,bA->A", {Tensor::FromVector<float>({2, 2}, {1, 2, 3, 4}), Tensor::FromVector<float>({2, 2}, {1, 2, 3, 4})},
+       {2}, {7, 22}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.eq);
+    for (Backend p : BuiltBackends()) {
+      auto r = RunNode(MakeNode("Einsum", static_cast<int>(c.in.size()), 1, Attrs({{"equation", Attribute::String(c.eq)}})),
+                       17, c.in, p);
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      EXPECT_EQ((*r)[0].dims(), c.dims);
+      EXPECT_EQ(Values<float>((*r)[0]), c.want);
+    }
+  }
+}
+
+TEST(EinsumReference, AttentionAndBroadcastEllipsisAgainstLoops) {
+  // bhqd,bhkd->bhqk against a direct loop.
+  const Tensor q = RandomFloat({2, 3, 4, 5}, 1), k = RandomFloat({2, 3, 6, 5}, 2);
+  auto r = RunEinsum("bhqd,bhkd->bhqk", {q, k});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ((*r)[0].dims(), (Dims{2, 3, 4, 6}));
+  const float* y = (*r)[0].data<float>();
+  for (int64_t bh = 0; bh < 6; ++bh)
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 6; ++j) {
+        double acc = 0;
+        for (int64_t d = 0; d < 5; ++d) acc += q.data<float>()[(bh * 4 + i) * 5 + d] * k.data<float>()[(bh * 6 + j) * 5 + d];
+        ASSERT_NEAR(y[(bh * 4 + i) * 6 + j], acc, 1e-5);
+      }
+  // "...ij,...jk->...ik" with batch dims [2, 1] and [3] broadcasting to [2, 3]; equals MatMul.
+  const Tensor a = RandomFloat({2, 1, 4, 3}, 3), b = RandomFloat({3, 3, 5}, 4);
+  auto e = RunEinsum("...ij,...jk->...ik", {a, b});
+  auto m = RunNode(MakeNode("MatMul", 2, 1), 17, {a, b}, Backend::kReference);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_TRUE(TensorsClose((*e)[0], (*m)[0], 1e-5f, 1e-5f));
+  // Batch diagonal (test_einsum_batch_diagonal): "...ii->...i".
+  const Tensor sq = RandomFloat({3, 4, 4}, 5);
+  auto d = RunEinsum("...ii->...i", {sq});
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ASSERT_EQ((*d)[0].dims(), (Dims{3, 4}));
+  for (int64_t bi = 0; bi < 3; ++bi)
+    for (int64_t i = 0; i < 4; ++i) EXPECT_EQ((*d)[0].data<float>()[bi * 4 + i], sq.data<float>()[(bi * 4 + i) * 4 + i]);
+}
+
+TEST(EinsumReference, IntegerAndDoubleTypes) {
+  auto r = RunEinsum("ij,j->i", {Tensor::FromVector<int64_t>({2, 2}, {1, 2, 3, 4}), Tensor::FromVector<int64_t>({2}, {10, 100})});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(Values<int64_t>((*r)[0]), (std::vector<int64_t>{210, 430}));
+  r = RunEinsum("ij->i", {Tensor::FromVector<double>({2, 2}, {0.5, 0.25, 1, 2})});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(Values<double>((*r)[0]), (std::vector<double>{0.75, 3}));
+}
+
+TEST(Einsum, RejectsMalformedEquationsAndShapes) {
+  const Tensor a = RandomFloat({2, 3}, 1), b = RandomFloat({3, 4}, 2);
+  auto expect_error = [](const std::string& eq, const std::vector<Tensor>& in, const std::string& needle) {
+    auto r = RunEinsum(eq, in);
+    ASSERT_FALSE(r.ok()) << eq;
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << eq << ": " << r.status().message();
+    EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << r.status().message();
+  };
+  expect_error("ij,jk->i#", {a, b}, "unexpected character '#'");
+  expect_error("ij,jk->ik->i", {a, b}, "more than one '->'");
+  expect_error("ij,jk->iz", {a, b}, "'z' does not occur");
+  expect_error("ij,jk->ii", {a, b}, "'i' is repeated");
+  expect_error("ij->ij", {a, b}, "1 input terms but the node has 2 inputs");
+  expect_error("i.j->ij", {a}, "'...'");
+  expect_error("...i...j->ij", {a}, "more than one '...'");
+  expect_error("ijk->i", {a}, "rank 2");
+  expect_error("ij,kj->ik", {a, b}, "label 'j'");
+  expect_error("...j->j", {a}, "no '...'");
+  expect_error("", {a}, "empty");
+  auto r = RunNode(MakeNode("Einsum", 1, 1), 17, {a}, Backend::kReference);
+  EXPECT_FALSE(r.ok());
+  r = RunNode(MakeNode("Einsum", 2, 1, Attrs({{"equation", Attribute::String("ij,jk->ik")}})), 17,
+              {a, Tensor::FromVector<int64_t>({3, 1}, {1, 2, 3})}, Backend::kReference);
+  EXPECT_FALSE(r.ok());
+}
+
 }  // namespace
 }  // namespace whittle
