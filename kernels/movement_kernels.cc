@@ -9,6 +9,7 @@
 #include "kernels/cpu/movement.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/movement.h"
+#include "lib/ir/pads.h"
 
 namespace whittle {
 namespace {
@@ -116,6 +117,10 @@ Factory MakePad(const KernelInit& init) {
     uint64_t bits = 0;
     if (opset >= 11) {
       WH_ASSIGN_OR_RETURN(pads, IndexInput(ctx, 1, "pads"));
+      if (opset >= 18 && ctx.inputs.size() > 3 && ctx.inputs[3]) {
+        WH_ASSIGN_OR_RETURN(std::vector<int64_t> axes, IndexInput(ctx, 3, "axes"));
+        WH_ASSIGN_OR_RETURN(pads, PadsForAllAxes(pads, axes, in.rank()));
+      }
       const Tensor* v = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
       if (v) {
         if (v->dtype() != in.dtype() || v->numel() != 1)

@@ -1,5 +1,5 @@
 // Registration of the reduction kernels: Reduce*, ArgMax/ArgMin and the Softmax family.
-// Factories read attributes once and pick init.backend's compute function from kReduce; axes given as an input (ReduceSum, opset >= 13)
+// Factories read attributes once and pick init.backend's compute function from kReduce; axes given as an input (ReduceSum from opset 13, the others from 18)
 // are read per call. Axis validity depends on the input rank, so it is checked in Compute (shape
 // inference has already rejected bad axes; this is a second line of defence).
 #include <cstring>
@@ -30,7 +30,7 @@ Status NeedInput0(const KernelContext& ctx) {
 
 KernelOr MakeReduce(const KernelInit& init, ReduceOp op) {
   WH_RETURN_IF_ERROR(ew::CheckDType(init, 0, TypeSet::kNumeric, reference::ReduceOpName(op)));
-  const bool axes_input = op == ReduceOp::kSum && init.opset >= 13;
+  const bool axes_input = init.opset >= (op == ReduceOp::kSum ? 13 : 18);
   const bool noop_on_empty = axes_input && init.attrs.GetInt("noop_with_empty_axes", 0) != 0;
   const std::vector<int64_t> attr_axes = init.attrs.GetInts("axes");
   const reference::ReduceFn reduce = kReduce.Pick(init.backend, &ReduceFns::reduce);

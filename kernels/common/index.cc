@@ -70,7 +70,8 @@ StatusOr<PadMode> ParsePadMode(const std::string& mode) {
   if (mode == "constant") return PadMode::kConstant;
   if (mode == "reflect") return PadMode::kReflect;
   if (mode == "edge") return PadMode::kEdge;
-  return InvalidArgument("pad mode '" + mode + "' is not one of constant, reflect, edge");
+  if (mode == "wrap") return PadMode::kWrap;
+  return InvalidArgument("pad mode '" + mode + "' is not one of constant, reflect, edge, wrap");
 }
 
 int64_t PadSourceIndex(int64_t o, int64_t pad_begin, int64_t d, PadMode mode) {
@@ -79,6 +80,7 @@ int64_t PadSourceIndex(int64_t o, int64_t pad_begin, int64_t d, PadMode mode) {
   switch (mode) {
     case PadMode::kConstant: return -1;
     case PadMode::kEdge: return j < 0 ? 0 : d - 1;
+    case PadMode::kWrap: return ((j % d) + d) % d;
     case PadMode::kReflect: {
       if (d == 1) return 0;
       // Reflection about both ends repeats with period 2(d-1) (numpy 'reflect').

@@ -25,7 +25,7 @@ StatusOr<SliceParams> ResolveSlice(const Dims& in_dims, const std::vector<int64_
                                    const std::vector<int64_t>& ends, std::vector<int64_t> axes,
                                    std::vector<int64_t> steps);
 
-enum class PadMode { kConstant, kReflect, kEdge };
+enum class PadMode { kConstant, kReflect, kEdge, kWrap };  // wrap: opset 19
 StatusOr<PadMode> ParsePadMode(const std::string& mode);
 // The input coordinate an output coordinate of a padded axis reads from (o - pad_begin mapped
 // into [0, d) by the mode); -1 means "the constant" (constant mode, outside the input).

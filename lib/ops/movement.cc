@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/ir/pads.h"
 #include "lib/ops/op_def.h"
 #include "lib/ops/shape_helpers.h"
 
@@ -141,6 +142,14 @@ Status CheckSplit(const Node& node, int opset) {
     return InvalidArgument(node.DebugName() + ": the 'split' input needs opset 13; use the 'split' attribute");
   for (int64_t s : node.attrs.GetInts("split"))
     if (s < 0) return InvalidArgument(node.DebugName() + ": split sizes must be >= 0, got " + std::to_string(s));
+  if (node.attrs.Has("num_outputs")) {
+    if (opset < 18) return InvalidArgument(node.DebugName() + ": attribute 'num_outputs' needs opset 18");
+    if (node.inputs.size() > 1 && node.inputs[1] >= 0)
+      return InvalidArgument(node.DebugName() + ": give the 'split' input or 'num_outputs', not both");
+    if (node.attrs.GetInt("num_outputs", 0) != static_cast<int64_t>(node.outputs.size()))
+      return InvalidArgument(node.DebugName() + ": num_outputs is " + std::to_string(node.attrs.GetInt("num_outputs", 0)) +
+                             " but the node has " + std::to_string(node.outputs.size()) + " outputs");
+  }
   return Status::Ok();
 }
 
@@ -179,6 +188,11 @@ Status InferSplit(InferContext& ctx) {
     if (d.known() && sum != d.value)
       return ctx.Error("split " + DimsToString(split) + " sums to " + std::to_string(sum) + " but axis " +
                        std::to_string(axis) + " has size " + std::to_string(d.value));
+  } else if (known && d.known() && ctx.attrs().Has("num_outputs")) {
+    // Opset 18: chunks of ceil(d / n), the last one smaller when d does not divide.
+    const int64_t chunk = (d.value + n - 1) / n;
+    for (int i = 0; i < n; ++i)
+      sizes[static_cast<size_t>(i)] = Dim(std::max<int64_t>(0, std::min(chunk, d.value - chunk * i)));
   } else if (known && d.known()) {
     if (d.value % n != 0)
       return ctx.Error("axis " + std::to_string(axis) + " of size " + std::to_string(d.value) +
@@ -357,8 +371,11 @@ Status InferExpand(InferContext& ctx) {
 
 Status CheckPad(const Node& node, int opset) {
   const std::string mode = node.attrs.GetString("mode", "constant");
-  if (mode != "constant" && mode != "reflect" && mode != "edge")
-    return InvalidArgument(node.DebugName() + ": mode '" + mode + "' is not one of constant, reflect, edge");
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && !(mode == "wrap" && opset >= 19))
+    return InvalidArgument(node.DebugName() + ": mode '" + mode + "' is not one of constant, reflect, edge" +
+                           (opset >= 19 ? ", wrap" : ""));
+  if (opset < 18 && node.inputs.size() > 3 && node.inputs[3] >= 0)
+    return InvalidArgument(node.DebugName() + ": the 'axes' input needs opset 18");
   if (opset < 11) {
     if (!node.attrs.Has("pads")) return InvalidArgument(node.DebugName() + ": attribute 'pads' is required");
     if (node.inputs.size() > 1) return InvalidArgument(node.DebugName() + ": inputs 'pads'/'constant_value' need opset 11");
@@ -378,6 +395,11 @@ Status InferPad(InferContext& ctx) {
   bool known = true;
   if (ctx.opset() < 11) pads = ctx.attrs().GetInts("pads");
   else WH_RETURN_IF_ERROR(ReadInts(ctx, 1, "pads", &known, &pads));
+  std::vector<int64_t> axes;
+  bool axes_known = true;
+  const bool has_axes = ctx.opset() >= 18 && ctx.HasInput(3);
+  if (has_axes) WH_RETURN_IF_ERROR(ReadInts(ctx, 3, "axes", &axes_known, &axes));
+  known = known && axes_known;
   if (ctx.opset() >= 11 && ctx.HasInput(2)) {
     if (ctx.InputDType(2) != dt)
       return ctx.Error(std::string("constant_value is ") + DTypeName(ctx.InputDType(2)) + " but data is " + DTypeName(dt));
@@ -393,6 +415,11 @@ Status InferPad(InferContext& ctx) {
     return Status::Ok();
   }
   const size_t r = in->size();
+  if (has_axes) {
+    auto all = PadsForAllAxes(pads, axes, static_cast<int64_t>(r));
+    if (!all.ok()) return ctx.Error(all.status().message());
+    pads = *all;
+  }
   if (pads.size() != 2 * r)
     return ctx.Error("pads " + DimsToString(pads) + " must have 2 * rank = " + std::to_string(2 * r) + " entries");
   const bool constant = ctx.attrs().GetString("mode", "constant") == "constant";
@@ -499,16 +526,17 @@ Status InferRange(InferContext& ctx) {
 void RegisterMovementOps(OpRegistry& r) {
   r.Register(OpDef{"", "Transpose", 1, 1, 1, 1, 1, {{"perm", AttrType::kInts}}, CheckTranspose, InferTranspose});
   r.Register(OpDef{"", "Concat", 4, 1, kMaxArity, 1, 1, {{"axis", AttrType::kInt, true}}, nullptr, InferConcat});
-  r.Register(OpDef{"", "Split", 2, 1, 2, 1, kMaxArity, {{"axis", AttrType::kInt}, {"split", AttrType::kInts}},
-                   CheckSplit, InferSplit});
+  r.Register(OpDef{"", "Split", 2, 1, 2, 1, kMaxArity,
+                   {{"axis", AttrType::kInt}, {"split", AttrType::kInts}, {"num_outputs", AttrType::kInt}}, CheckSplit,
+                   InferSplit, /*max_opset=*/21});
   r.Register(OpDef{"", "Slice", 1, 1, 5, 1, 1,
                    {{"starts", AttrType::kInts}, {"ends", AttrType::kInts}, {"axes", AttrType::kInts}}, CheckSlice,
                    InferSlice});
   r.Register(OpDef{"", "Gather", 1, 2, 2, 1, 1, {{"axis", AttrType::kInt}}, nullptr, InferGather});
   r.Register(OpDef{"", "Expand", 8, 2, 2, 1, 1, {}, nullptr, InferExpand});
-  r.Register(OpDef{"", "Pad", 2, 1, 3, 1, 1,
+  r.Register(OpDef{"", "Pad", 2, 1, 4, 1, 1,
                    {{"mode", AttrType::kString}, {"pads", AttrType::kInts}, {"value", AttrType::kFloat}}, CheckPad,
-                   InferPad});
+                   InferPad, /*max_opset=*/21});  // 18: axes input; 19: wrap mode
   r.Register(OpDef{"", "Tile", 6, 2, 2, 1, 1, {}, nullptr, InferTile});
   r.Register(OpDef{"", "Range", 11, 3, 3, 1, 1, {}, nullptr, InferRange});
 }

@@ -1,5 +1,5 @@
-// OpDefs of the reduction family: Reduce* (axes attribute; for ReduceSum from opset 13 an
-// optional axes input plus noop_with_empty_axes), ArgMax/ArgMin, and Softmax/LogSoftmax/Hardmax
+// OpDefs of the reduction family: Reduce* (axes attribute; from opset 13 for ReduceSum and 18 for
+// the others an optional axes input plus noop_with_empty_axes), ArgMax/ArgMin, and Softmax/LogSoftmax/Hardmax
 // (before opset 13 the input is coerced to 2D at `axis`, default 1; from 13 the op is per-axis
 // with default -1 — the output shape is the input's either way).
 #include <algorithm>
@@ -53,26 +53,31 @@ StatusOr<SymShape> ReducedShape(const InferContext& ctx, const SymShape& in, std
   return out;
 }
 
+// The opset from which op takes its axes as an optional input (with noop_with_empty_axes):
+// 13 for ReduceSum, 18 for the others.
+int AxesInputOpset(const std::string& op) { return op == "ReduceSum" ? 13 : 18; }
+
 OpDef ReduceDef(const std::string& op) {
-  const bool is_sum = op == "ReduceSum";
+  const int axes_opset = AxesInputOpset(op);
   OpDef d;
   d.op_type = op;
-  d.max_inputs = is_sum ? 2 : 1;
-  d.attrs = {{"axes", AttrType::kInts}, {"keepdims", AttrType::kInt}};
-  if (is_sum) d.attrs.push_back({"noop_with_empty_axes", AttrType::kInt});
-  d.check = [is_sum](const Node& n, int opset) -> Status {
-    if (!is_sum) return Status::Ok();
-    if (opset >= 13 && n.attrs.Has("axes"))
-      return InvalidArgument(n.DebugName() + ": from opset 13 ReduceSum takes axes as an input, not an attribute");
-    if (opset < 13 && (PresentInputs(n) > 1 || n.attrs.Has("noop_with_empty_axes")))
-      return InvalidArgument(n.DebugName() + ": the axes input and noop_with_empty_axes need opset 13");
+  d.max_inputs = 2;
+  d.max_opset = 18;  // the axes input (13/18); ReduceMax/Min 20 only added bool inputs (not implemented)
+  d.attrs = {{"axes", AttrType::kInts}, {"keepdims", AttrType::kInt}, {"noop_with_empty_axes", AttrType::kInt}};
+  d.check = [op, axes_opset](const Node& n, int opset) -> Status {
+    if (opset >= axes_opset && n.attrs.Has("axes"))
+      return InvalidArgument(n.DebugName() + ": from opset " + std::to_string(axes_opset) + " " + op +
+                             " takes axes as an input, not an attribute");
+    if (opset < axes_opset && (PresentInputs(n) > 1 || n.attrs.Has("noop_with_empty_axes")))
+      return InvalidArgument(n.DebugName() + ": the axes input and noop_with_empty_axes need opset " +
+                             std::to_string(axes_opset));
     return Status::Ok();
   };
-  d.infer = [is_sum](InferContext& ctx) -> Status {
+  d.infer = [axes_opset](InferContext& ctx) -> Status {
     WH_RETURN_IF_ERROR(CheckInput0(ctx, false));
     const DType dt = ctx.InputDType(0);
     const bool keepdims = ctx.attrs().GetInt("keepdims", 1) != 0;
-    const bool axes_input = is_sum && ctx.opset() >= 13;
+    const bool axes_input = ctx.opset() >= axes_opset;
     const SymShape* in = ctx.InputShape(0);
     std::vector<int64_t> axes = ctx.attrs().GetInts("axes");
     if (axes_input && ctx.HasInput(1)) {

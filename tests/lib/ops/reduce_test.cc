@@ -108,6 +108,10 @@ TEST(ReduceOpsTest, ReduceSumAxesFormDependsOnOpset) {
   AttributeMap noop;
   noop.Set("noop_with_empty_axes", Attribute::Int(1));
   EXPECT_FALSE(ValidateNode(MakeNode("ReduceMax", 1, 1, noop), 13).ok());
+  // From opset 18 every Reduce* takes axes as an input.
+  EXPECT_TRUE(ValidateNode(MakeNode("ReduceMean", 2, 1), 18).ok());
+  EXPECT_TRUE(ValidateNode(MakeNode("ReduceMax", 1, 1, noop), 18).ok());
+  EXPECT_FALSE(ValidateNode(MakeNode("ReduceMean", 1, 1, Attrs({0}, 1)), 18).ok());
 }
 
 TEST(ReduceOpsTest, ArgMaxGivesInt64) {

@@ -1,0 +1,17 @@
+// Pad's pads for every axis from pads given for some axes only (opset 18's optional axes input),
+// shared by Pad's shape inference (lib/ops) and its kernels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lib/ir/status.h"
+
+namespace whittle {
+
+// [b_0..b_{r-1}, e_0..e_{r-1}] with pads[i] / pads[i + |axes|] on axes[i] (negative axes count
+// from the end) and 0 elsewhere; errors on a length mismatch, an axis out of range or a repeat.
+StatusOr<std::vector<int64_t>> PadsForAllAxes(const std::vector<int64_t>& pads, const std::vector<int64_t>& axes,
+                                              int64_t rank);
+
+}  // namespace whittle

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Writes the ONNX backend node test cases of the installed onnx package (1.23 in the check venv:
+opsets up to 23) as test data in the layout onnx_conformance reads: DIR/node/<case>/model.onnx and
+test_data_set_N/{input,output}_M.pb. Debian's libonnx-testdata stops at ONNX 1.12 (opset 17); this
+is how the newer opsets' cases are run. The expected outputs are the onnx package's own, computed
+by its reference implementation when the cases were written.
+
+    build/check-venv/bin/python tests/conformance/gen_onnx_node_data.py build/onnx-node-data
+"""
+import os
+import shutil
+import sys
+import warnings
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: gen_onnx_node_data.py OUTPUT_DIR")
+    out = sys.argv[1]
+    import onnx
+    from onnx import numpy_helper
+    from onnx.backend.test.case import node
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = node.collect_testcases(None)
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    written = 0
+    for case in cases:
+        graph = case.model.graph
+        if any(not v.type.HasField("tensor_type") for v in list(graph.input) + list(graph.output)):
+            continue  # sequences, maps and optionals: Whittle runs tensors only
+        d = os.path.join(tmp, "node", case.name)
+        os.makedirs(d)
+        with open(os.path.join(d, "model.onnx"), "wb") as f:
+            f.write(case.model.SerializeToString())
+        for i, (inputs, outputs) in enumerate(case.data_sets):
+            ds = os.path.join(d, "test_data_set_%d" % i)
+            os.makedirs(ds)
+            for kind, values, decl in (("input", inputs, graph.input), ("output", outputs, graph.output)):
+                for j, v in enumerate(values):
+                    t = v if isinstance(v, onnx.TensorProto) else numpy_helper.from_array(v, decl[j].name)
+                    with open(os.path.join(ds, "%s_%d.pb" % (kind, j)), "wb") as f:
+                        f.write(t.SerializeToString())
+        written += 1
+    with open(os.path.join(tmp, "VERSION"), "w") as f:
+        f.write(onnx.__version__ + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    os.rename(tmp, out)
+    print("wrote %d node cases from onnx %s to %s" % (written, onnx.__version__, out))
+
+
+if __name__ == "__main__":
+    main()
