@@ -49,14 +49,24 @@ TEST(SchemaCompat, NewerOpsetsLoadOpByOp) {
   relu.inputs = {0};
   relu.outputs = {1};
   EXPECT_TRUE(ValidateNode(relu, 21).ok());
-  Node mean = relu;
-  mean.op_type = "ReduceMean";
-  mean.attrs.Set("axes", Attribute::Ints({1}));
-  const Status s = ValidateNode(mean, 18);
+  // An op implemented up to 17 whose schema changed incompatibly at 20 (GridSample's mode default):
+  // registered here with no kernel, only to check what loading a newer model says.
+  OpDef grid;
+  grid.op_type = "GridSample";
+  grid.since_opset = 16;
+  grid.min_inputs = grid.max_inputs = 2;
+  grid.attrs = {{"mode", AttrType::kString}};
+  grid.infer = [](InferContext&) { return Status::Ok(); };
+  OpRegistry::Global().Register(grid);
+  Node g = relu;
+  g.op_type = "GridSample";
+  g.inputs = {0, 1};
+  EXPECT_TRUE(ValidateNode(g, 19).ok());
+  const Status s = ValidateNode(g, 20);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.message(),
-            "node 'r' (ReduceMean): opset 18 changed this op (ReduceMean 13 -> 18: attribute 'axes' was removed); "
-            "Whittle implements it up to opset 17");
+            "node 'r' (GridSample): opset 20 changed this op (GridSample 16 -> 20: attribute 'mode' changed its "
+            "default); Whittle implements it up to opset 17");
 }
 
 }  // namespace
