@@ -1,8 +1,11 @@
 #include "lib/ops/op_def.h"
 
+#include <deque>
 #include <mutex>
+#include <unordered_map>
 
 #include "lib/ops/schema_compat.h"
+#include "lib/ops/shape_values.h"
 
 namespace whittle {
 
@@ -83,21 +86,56 @@ Status InferNode(const OpDef& def, InferContext& ctx) {
 Status InferShapes(Graph& graph) {
   RegisterAllOps();
   WH_ASSIGN_OR_RETURN(std::vector<int> order, graph.TopologicalOrder());
+  // Shape values propagated so far (value id -> elements), and the tensors materialized from the
+  // fully known ones so that every op's inference sees them as constant inputs.
+  std::unordered_map<int, ShapeValue> shape_values;
+  std::deque<Tensor> materialized;
   for (int ni : order) {
     const Node& node = graph.nodes()[static_cast<size_t>(ni)];
     const OpDef* def = OpRegistry::Global().Find(node.domain, node.op_type);
     if (!def) return Unimplemented(node.DebugName() + ": unsupported op '" + node.op_type + "'");
-    InferContext ctx(node, static_cast<int>(graph.OpsetFor(node.domain)));
+    const int opset = static_cast<int>(graph.OpsetFor(node.domain));
+    InferContext ctx(node, opset);
+    std::vector<const Value*> in_values;
+    std::vector<const ShapeValue*> in_svals;
     for (int v : node.inputs) {
+      in_values.push_back(v < 0 ? nullptr : &graph.value(v));
+      auto it = v < 0 ? shape_values.end() : shape_values.find(v);
+      in_svals.push_back(it == shape_values.end() ? nullptr : &it->second);
       if (v < 0) {
         ctx.AddInput(false, DType::kUndefined, std::nullopt, nullptr);
         continue;
       }
       const Value& val = graph.value(v);
-      ctx.AddInput(true, val.dtype, val.shape, val.initializer ? &*val.initializer : nullptr);
+      const Tensor* value = val.initializer ? &*val.initializer : nullptr;
+      if (!value && in_svals.back() && val.shape && val.shape->size() <= 1 &&
+          (val.dtype == DType::kInt64 || val.dtype == DType::kInt32)) {
+        std::vector<int64_t> ints;
+        for (const SymInt& d : *in_svals.back())
+          if (d.known()) ints.push_back(*d.value);
+        if (ints.size() == in_svals.back()->size()) {
+          const Dims dims = val.shape->empty() ? Dims{} : Dims{static_cast<int64_t>(ints.size())};
+          Tensor t(val.dtype, dims);
+          for (size_t k = 0; k < ints.size(); ++k) {
+            if (val.dtype == DType::kInt64) t.data<int64_t>()[k] = ints[k];
+            else t.data<int32_t>()[k] = static_cast<int32_t>(ints[k]);
+          }
+          materialized.push_back(std::move(t));
+          value = &materialized.back();
+        }
+      }
+      ctx.AddInput(true, val.dtype, val.shape, value);
+      ctx.SetInputSymValue(static_cast<int>(in_svals.size()) - 1, in_svals.back());
     }
     for (int o : node.outputs) ctx.AddOutputSlot(o >= 0);
     WH_RETURN_IF_ERROR(InferNode(*def, ctx));
+    {
+      std::vector<std::optional<SymShape>> out_shapes;
+      for (size_t i = 0; i < node.outputs.size(); ++i) out_shapes.push_back(ctx.OutputShape(static_cast<int>(i)));
+      auto props = PropagateShapeValues(node, opset, in_values, in_svals, out_shapes);
+      for (size_t i = 0; i < props.size(); ++i)
+        if (props[i] && node.outputs[i] >= 0) shape_values[node.outputs[i]] = std::move(*props[i]);
+    }
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       int o = node.outputs[i];
       if (o < 0) continue;

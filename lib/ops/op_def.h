@@ -15,6 +15,18 @@
 
 namespace whittle {
 
+// One element of a propagated shape value (lib/ops/shape_values.h): a number of any sign, or a
+// symbol ("batch") whose number is only known at run time; unknown when neither.
+struct SymInt {
+  std::optional<int64_t> value;
+  std::string symbol;
+  static SymInt Of(int64_t v) { SymInt s; s.value = v; return s; }
+  static SymInt FromDim(const Dim& d) { SymInt s; if (d.known()) s.value = d.value; else s.symbol = d.param; return s; }
+  bool known() const { return value.has_value(); }
+  bool operator==(const SymInt& o) const { return value == o.value && symbol == o.symbol; }
+};
+using ShapeValue = std::vector<SymInt>;
+
 class InferContext {
  public:
   InferContext(const Node& node, int opset) : node_(node), opset_(opset) {}
@@ -41,6 +53,16 @@ class InferContext {
   DType OutputDType(int i) const { return out_dtype_[static_cast<size_t>(i)]; }
   const std::optional<SymShape>& OutputShape(int i) const { return out_shape_[static_cast<size_t>(i)]; }
 
+  // Data propagation of shape tensors (lib/ops/shape_values.h): the elements of a small integer
+  // input (rank 0 or 1) as Dims, symbolic where only a name is known (Shape of an input with a
+  // symbolic batch); nullptr when not derivable. At load time only; at run time every value is known.
+  const ShapeValue* InputSymValue(int i) const {
+    return i < static_cast<int>(in_symval_.size()) ? in_symval_[static_cast<size_t>(i)] : nullptr;
+  }
+  void SetInputSymValue(int i, const ShapeValue* v) {
+    if (static_cast<int>(in_symval_.size()) <= i) in_symval_.resize(static_cast<size_t>(i) + 1, nullptr);
+    in_symval_[static_cast<size_t>(i)] = v;
+  }
   // Error naming this node.
   Status Error(const std::string& what) const { return InvalidArgument(node_.DebugName() + ": " + what); }
 
@@ -64,6 +86,7 @@ class InferContext {
   std::vector<DType> in_dtype_;
   std::vector<std::optional<SymShape>> in_shape_;
   std::vector<const Tensor*> in_value_;
+  std::vector<const ShapeValue*> in_symval_;
   std::vector<bool> out_present_;
   std::vector<DType> out_dtype_;
   std::vector<std::optional<SymShape>> out_shape_;

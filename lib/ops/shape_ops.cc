@@ -87,7 +87,25 @@ struct DimTally {
 
 Status InferReshape(InferContext& ctx) {
   const DType dt = ctx.InputDType(0);
-  if (!ctx.InputValue(1)) {
+  // The requested shape: constant, or propagated from the input's own shape (lib/ops/
+  // shape_values.h). req: the numbers; sym[i]: the symbol where entry i is only known by name
+  // (the batch taken from Shape(x)); symbols stand for sizes, never for 0 or -1.
+  std::vector<int64_t> req;
+  std::vector<std::string> sym;
+  if (ctx.InputValue(1)) {
+    WH_RETURN_IF_ERROR(ReadIntVector(ctx, 1, "the shape input", &req));
+    sym.assign(req.size(), std::string());
+  } else if (ctx.InputSymValue(1)) {
+    for (const SymInt& e : *ctx.InputSymValue(1)) {
+      if (!e.known() && e.symbol.empty()) {
+        // An unnamed unknown could be 0 or -1: only the rank is known.
+        ctx.SetOutput(0, dt, SymShape(ctx.InputSymValue(1)->size(), Dim()));
+        return Status::Ok();
+      }
+      req.push_back(e.known() ? *e.value : -2);  // -2: shown in messages for a symbol
+      sym.push_back(e.symbol);
+    }
+  } else {
     const SymShape* ss = ctx.InputShape(1);
     if (ss && ss->size() == 1 && (*ss)[0].known())
       ctx.SetOutput(0, dt, SymShape(static_cast<size_t>((*ss)[0].value), Dim()));
@@ -95,8 +113,6 @@ Status InferReshape(InferContext& ctx) {
       ctx.SetOutput(0, dt, std::nullopt);
     return Status::Ok();
   }
-  std::vector<int64_t> req;
-  WH_RETURN_IF_ERROR(ReadIntVector(ctx, 1, "the shape input", &req));
   const bool allowzero = ctx.opset() >= 14 && ctx.attrs().GetInt("allowzero", 0) != 0;
   const SymShape* in = ctx.InputShape(0);
   SymShape out(req.size());
@@ -104,7 +120,9 @@ Status InferReshape(InferContext& ctx) {
   bool has_zero = false;
   for (size_t i = 0; i < req.size(); ++i) {
     const int64_t v = req[i];
-    if (v == -1) {
+    if (!sym[i].empty()) {
+      out[i] = Dim::Symbol(sym[i]);
+    } else if (v == -1) {
       if (infer_at >= 0) return ctx.Error("the shape input has more than one -1: " + DimsToString(req));
       infer_at = static_cast<int>(i);
     } else if (v < -1) {
