@@ -18,6 +18,7 @@ void RegisterQuantKernels(KernelRegistry& r);
 void RegisterQLinearKernels(KernelRegistry& r);  // kernels/qlinear_kernels.cc
 void RegisterIndexKernels(KernelRegistry& r);
 void RegisterLossKernels(KernelRegistry& r);
+void RegisterResampleKernels(KernelRegistry& r);  // kernels/resample_kernels.cc
 
 void RegisterAllKernels() {
   static std::once_flag once;
@@ -35,6 +36,7 @@ void RegisterAllKernels() {
     RegisterQLinearKernels(r);
     RegisterIndexKernels(r);
     RegisterLossKernels(r);
+    RegisterResampleKernels(r);
   });
 }
 

@@ -17,6 +17,7 @@ void RegisterQuantOps(OpRegistry& r);        // lib/ops/quant.cc
 void RegisterQLinearOps(OpRegistry& r);      // lib/ops/qlinear.cc
 void RegisterIndexOps(OpRegistry& r);        // lib/ops/index_ops.cc
 void RegisterLossOps(OpRegistry& r);         // lib/ops/loss.cc
+void RegisterResampleOps(OpRegistry& r);     // lib/ops/resample.cc
 
 void RegisterAllOps() {
   static std::once_flag once;
@@ -34,6 +35,7 @@ void RegisterAllOps() {
     RegisterQLinearOps(r);
     RegisterIndexOps(r);
     RegisterLossOps(r);
+    RegisterResampleOps(r);
   });
 }
 
