@@ -28,49 +28,66 @@ struct ResizeSetup {
 
 Status Bad(const KernelInit& init, const std::string& what) { return InvalidArgument(init.node_name + ": " + what); }
 
+// The enum value named s in table; false when s is not there.
+template <class E>
+bool Lookup(const std::string& s, std::initializer_list<std::pair<const char*, E>> table, E* out) {
+  for (const auto& [name, value] : table)
+    if (s == name) {
+      *out = value;
+      return true;
+    }
+  return false;
+}
+
 StatusOr<ResizeSetup> ParseResize(const KernelInit& init) {
   ResizeSetup s;
   s.opset = init.opset;
   const AttributeMap& a = init.attrs;
   const std::string mode = a.GetString("mode", "nearest");
-  if (mode == "nearest") s.params.mode = ResizeMode::kNearest;
-  else if (mode == "linear") s.params.mode = ResizeMode::kLinear;
-  else if (mode == "cubic" && init.opset >= 11) s.params.mode = ResizeMode::kCubic;
-  else return Bad(init, "unsupported mode '" + mode + "'");
+  if (!Lookup(mode, {{"nearest", ResizeMode::kNearest}, {"linear", ResizeMode::kLinear}, {"cubic", ResizeMode::kCubic}},
+              &s.params.mode) ||
+      (init.opset < 11 && s.params.mode == ResizeMode::kCubic))
+    return Bad(init, "unsupported mode '" + mode + "'");
   if (init.opset < 11) {  // Resize-10: Upsample's rules
     s.params.coord = ResizeCoord::kAsymmetric;
     s.params.nearest = ResizeNearest::kSimple;
     return s;
   }
   const std::string ctm = a.GetString("coordinate_transformation_mode", "half_pixel");
-  if (ctm == "half_pixel") s.params.coord = ResizeCoord::kHalfPixel;
-  else if (ctm == "half_pixel_symmetric") s.params.coord = ResizeCoord::kHalfPixelSymmetric;
-  else if (ctm == "pytorch_half_pixel") s.params.coord = ResizeCoord::kPytorchHalfPixel;
-  else if (ctm == "align_corners") s.params.coord = ResizeCoord::kAlignCorners;
-  else if (ctm == "asymmetric") s.params.coord = ResizeCoord::kAsymmetric;
-  else if (ctm == "tf_half_pixel_for_nn") s.params.coord = ResizeCoord::kTfHalfPixelForNN;
-  else if (ctm == "tf_crop_and_resize") s.params.coord = ResizeCoord::kTfCropAndResize;
-  else return Bad(init, "unknown coordinate_transformation_mode '" + ctm + "'");
+  if (!Lookup(ctm,
+              {{"half_pixel", ResizeCoord::kHalfPixel},
+               {"half_pixel_symmetric", ResizeCoord::kHalfPixelSymmetric},
+               {"pytorch_half_pixel", ResizeCoord::kPytorchHalfPixel},
+               {"align_corners", ResizeCoord::kAlignCorners},
+               {"asymmetric", ResizeCoord::kAsymmetric},
+               {"tf_half_pixel_for_nn", ResizeCoord::kTfHalfPixelForNN},
+               {"tf_crop_and_resize", ResizeCoord::kTfCropAndResize}},
+              &s.params.coord))
+    return Bad(init, "unknown coordinate_transformation_mode '" + ctm + "'");
   const std::string nm = a.GetString("nearest_mode", "round_prefer_floor");
-  if (nm == "round_prefer_floor") s.params.nearest = ResizeNearest::kRoundPreferFloor;
-  else if (nm == "round_prefer_ceil") s.params.nearest = ResizeNearest::kRoundPreferCeil;
-  else if (nm == "floor") s.params.nearest = ResizeNearest::kFloor;
-  else if (nm == "ceil") s.params.nearest = ResizeNearest::kCeil;
-  else return Bad(init, "unknown nearest_mode '" + nm + "'");
+  if (!Lookup(nm,
+              {{"round_prefer_floor", ResizeNearest::kRoundPreferFloor},
+               {"round_prefer_ceil", ResizeNearest::kRoundPreferCeil},
+               {"floor", ResizeNearest::kFloor},
+               {"ceil", ResizeNearest::kCeil}},
+              &s.params.nearest))
+    return Bad(init, "unknown nearest_mode '" + nm + "'");
   s.params.cubic_coeff_a = a.GetFloat("cubic_coeff_a", -0.75f);
   s.params.exclude_outside = a.GetInt("exclude_outside", 0) != 0;
   s.params.antialias = a.GetInt("antialias", 0) != 0;
   s.params.extrapolation_value = a.GetFloat("extrapolation_value", 0.f);
   s.axes = a.GetInts("axes");
   const std::string policy = a.GetString("keep_aspect_ratio_policy", "stretch");
-  if (policy == "stretch") s.policy = ResizeSetup::Policy::kStretch;
-  else if (policy == "not_larger") s.policy = ResizeSetup::Policy::kNotLarger;
-  else if (policy == "not_smaller") s.policy = ResizeSetup::Policy::kNotSmaller;
-  else return Bad(init, "unknown keep_aspect_ratio_policy '" + policy + "'");
+  using P = ResizeSetup::Policy;
+  if (!Lookup(policy, {{"stretch", P::kStretch}, {"not_larger", P::kNotLarger}, {"not_smaller", P::kNotSmaller}},
+              &s.policy))
+    return Bad(init, "unknown keep_aspect_ratio_policy '" + policy + "'");
   return s;
 }
 
-bool Given(const KernelContext& ctx, size_t i) { return i < ctx.inputs.size() && ctx.inputs[i] && ctx.inputs[i]->numel() > 0; }
+bool Given(const KernelContext& ctx, size_t i) {
+  return i < ctx.inputs.size() && ctx.inputs[i] && ctx.inputs[i]->numel() > 0;
+}
 
 // Values of a float16/float/double tensor as double.
 StatusOr<std::vector<double>> FloatValues(const Tensor& t, const char* what) {
@@ -115,15 +132,19 @@ Status ResolveResize(const ResizeSetup& s, const KernelContext& ctx, std::vector
   scales->assign(static_cast<size_t>(rank), 1.0);
   if (Given(ctx, scales_i)) {
     const Tensor& t = *ctx.inputs[scales_i];
-    if (t.dtype() != DType::kFloat32) return InvalidArgument(std::string("scales must be float, got ") + DTypeName(t.dtype()));
+    if (t.dtype() != DType::kFloat32)
+      return InvalidArgument(std::string("scales must be float, got ") + DTypeName(t.dtype()));
     if (t.numel() != static_cast<int64_t>(axes.size()))
-      return InvalidArgument("scales has " + std::to_string(t.numel()) + " values, expected " + std::to_string(axes.size()));
+      return InvalidArgument("scales has " + std::to_string(t.numel()) + " values, expected " +
+                             std::to_string(axes.size()));
     for (size_t i = 0; i < axes.size(); ++i) (*scales)[axes[i]] = t.data<float>()[i];
   } else if (Given(ctx, sizes_i)) {
     const Tensor& t = *ctx.inputs[sizes_i];
-    if (t.dtype() != DType::kInt64) return InvalidArgument(std::string("sizes must be int64, got ") + DTypeName(t.dtype()));
+    if (t.dtype() != DType::kInt64)
+      return InvalidArgument(std::string("sizes must be int64, got ") + DTypeName(t.dtype()));
     if (t.numel() != static_cast<int64_t>(axes.size()))
-      return InvalidArgument("sizes has " + std::to_string(t.numel()) + " values, expected " + std::to_string(axes.size()));
+      return InvalidArgument("sizes has " + std::to_string(t.numel()) + " values, expected " +
+                             std::to_string(axes.size()));
     std::vector<double> ratio(axes.size());
     for (size_t i = 0; i < axes.size(); ++i) {
       const int64_t d = x.dims()[axes[i]];
@@ -144,7 +165,8 @@ Status ResolveResize(const ResizeSetup& s, const KernelContext& ctx, std::vector
     if (!Given(ctx, 1)) return InvalidArgument("coordinate_transformation_mode tf_crop_and_resize needs a roi");
     WH_ASSIGN_OR_RETURN(std::vector<double> v, FloatValues(*ctx.inputs[1], "roi"));
     if (v.size() != 2 * axes.size())
-      return InvalidArgument("roi has " + std::to_string(v.size()) + " values, expected " + std::to_string(2 * axes.size()));
+      return InvalidArgument("roi has " + std::to_string(v.size()) + " values, expected " +
+                             std::to_string(2 * axes.size()));
     roi->assign(static_cast<size_t>(2 * rank), 0.0);
     for (int64_t d = 0; d < rank; ++d) (*roi)[static_cast<size_t>(rank + d)] = 1.0;
     for (size_t i = 0; i < axes.size(); ++i) {
@@ -168,9 +190,8 @@ Factory MakeResize(const KernelInit& init) {
 Factory MakeUpsample(const KernelInit& init) {
   ResizeParams p;
   const std::string mode = init.attrs.GetString("mode", "nearest");
-  if (mode == "nearest") p.mode = ResizeMode::kNearest;
-  else if (mode == "linear") p.mode = ResizeMode::kLinear;
-  else return Bad(init, "mode must be nearest or linear, got '" + mode + "'");
+  if (!Lookup(mode, {{"nearest", ResizeMode::kNearest}, {"linear", ResizeMode::kLinear}}, &p.mode))
+    return Bad(init, "mode must be nearest or linear, got '" + mode + "'");
   p.coord = ResizeCoord::kAsymmetric;
   p.nearest = ResizeNearest::kSimple;
   const std::vector<float> attr_scales = init.attrs.GetFloats("scales");
@@ -182,7 +203,8 @@ Factory MakeUpsample(const KernelInit& init) {
     if (opset >= 9) {
       if (ctx.inputs.size() < 2 || !ctx.inputs[1]) return InvalidArgument("Upsample needs its scales input");
       const Tensor& t = *ctx.inputs[1];
-      if (t.dtype() != DType::kFloat32) return InvalidArgument(std::string("scales must be float, got ") + DTypeName(t.dtype()));
+      if (t.dtype() != DType::kFloat32)
+        return InvalidArgument(std::string("scales must be float, got ") + DTypeName(t.dtype()));
       scales.assign(t.data<float>(), t.data<float>() + t.numel());
     }
     if (scales.size() != static_cast<size_t>(x.rank()))

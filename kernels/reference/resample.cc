@@ -19,9 +19,12 @@ using ew::Half;
 
 template <class T>
 double ToDouble(T v) {
-  if constexpr (std::is_same_v<T, Half>) return ew::HalfToFloat(v.bits);
-  else if constexpr (std::is_same_v<T, BFloat16>) return ew::BFloat16ToFloat(v.bits);
-  else return static_cast<double>(v);
+  if constexpr (std::is_same_v<T, Half>)
+    return ew::HalfToFloat(v.bits);
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return ew::BFloat16ToFloat(v.bits);
+  else
+    return static_cast<double>(v);
 }
 
 uint16_t FloatToBFloat16Rounded(float f) {
@@ -75,21 +78,16 @@ double SourceCoord(const ResizeParams& p, double y, double scale, int64_t in_w, 
   const double in = static_cast<double>(in_w);
   const double output_width = scale * in;
   switch (p.coord) {
-    case ResizeCoord::kHalfPixel:
-      return (y + 0.5) / scale - 0.5;
+    case ResizeCoord::kHalfPixel: return (y + 0.5) / scale - 0.5;
     case ResizeCoord::kHalfPixelSymmetric: {
       const double adjustment = static_cast<double>(out_w) / output_width;
       const double offset = in / 2 * (1 - adjustment);
       return offset + (y + 0.5) / scale - 0.5;
     }
-    case ResizeCoord::kPytorchHalfPixel:
-      return output_width > 1 ? (y + 0.5) / scale - 0.5 : 0.0;
-    case ResizeCoord::kAlignCorners:
-      return output_width == 1 ? 0.0 : y * (in - 1) / (output_width - 1);
-    case ResizeCoord::kAsymmetric:
-      return y / scale;
-    case ResizeCoord::kTfHalfPixelForNN:
-      return (y + 0.5) / scale;
+    case ResizeCoord::kPytorchHalfPixel: return output_width > 1 ? (y + 0.5) / scale - 0.5 : 0.0;
+    case ResizeCoord::kAlignCorners: return output_width == 1 ? 0.0 : y * (in - 1) / (output_width - 1);
+    case ResizeCoord::kAsymmetric: return y / scale;
+    case ResizeCoord::kTfHalfPixelForNN: return (y + 0.5) / scale;
     case ResizeCoord::kTfCropAndResize: {
       const double x = output_width > 1 ? y * (roi_end - roi_start) * (in - 1) / (output_width - 1)
                                         : (roi_end - roi_start) * (in - 1) / 2;
@@ -124,8 +122,8 @@ std::vector<double> Coeffs(const ResizeParams& p, double ratio, double scale) {
     double sum = 0;
     for (int64_t k = 0; k < n; ++k) {
       const double arg = (static_cast<double>(start + k) - ratio) * s;
-      const double v = p.mode == ResizeMode::kLinear ? std::clamp(1 - std::fabs(arg), 0.0, 1.0)
-                                                     : CubicWeight(arg, p.cubic_coeff_a);
+      const double v =
+          p.mode == ResizeMode::kLinear ? std::clamp(1 - std::fabs(arg), 0.0, 1.0) : CubicWeight(arg, p.cubic_coeff_a);
       c.push_back(v);
       sum += v;
     }
@@ -137,7 +135,8 @@ std::vector<double> Coeffs(const ResizeParams& p, double ratio, double scale) {
 StatusOr<AxisTaps> MakeAxisTaps(const ResizeParams& p, int64_t in_w, int64_t out_w, double scale, double roi_start,
                                 double roi_end) {
   AxisTaps t;
-  const bool roi_identity = p.coord != ResizeCoord::kTfCropAndResize || (IsClose(roi_start, 0.0) && IsClose(roi_end, 1.0));
+  const bool roi_identity =
+      p.coord != ResizeCoord::kTfCropAndResize || (IsClose(roi_start, 0.0) && IsClose(roi_end, 1.0));
   // An axis that keeps its size and scale is copied (as the ONNX reference skips it).
   if (IsClose(scale, 1.0) && out_w == in_w && roi_identity) {
     t.identity = true;
@@ -150,7 +149,8 @@ StatusOr<AxisTaps> MakeAxisTaps(const ResizeParams& p, int64_t in_w, int64_t out
   t.outside.assign(static_cast<size_t>(out_w), 0);
   for (int64_t y = 0; y < out_w; ++y) {
     const double x = SourceCoord(p, static_cast<double>(y), scale, in_w, out_w, roi_start, roi_end);
-    if (!std::isfinite(x)) return InvalidArgument("resize coordinate is not finite (scale " + std::to_string(scale) + ")");
+    if (!std::isfinite(x))
+      return InvalidArgument("resize coordinate is not finite (scale " + std::to_string(scale) + ")");
     if (p.coord == ResizeCoord::kTfCropAndResize && (x < 0 || x > static_cast<double>(in_w - 1)))
       t.outside[static_cast<size_t>(y)] = 1;
     const double fl = std::floor(x);
@@ -270,7 +270,8 @@ Status ResizeInterpT(const Tensor& in, const std::vector<AxisTaps>& taps, double
     cur.swap(next);
     cur_dims[d] = out_w;
   }
-  if (cur_dims != out->dims()) return Internal("Resize: computed dims " + DimsToString(cur_dims) + " differ from " + DimsToString(out->dims()));
+  if (cur_dims != out->dims())
+    return Internal("Resize: computed dims " + DimsToString(cur_dims) + " differ from " + DimsToString(out->dims()));
   T* dst = static_cast<T*>(out->raw_data());
   for (size_t i = 0; i < cur.size(); ++i) dst[i] = FromDouble<T>(cur[i]);
   return Status::Ok();
@@ -285,7 +286,8 @@ Status ResizeReference(const Tensor& in, const std::vector<double>& scales, cons
     return InvalidArgument("Resize: scales, input " + DimsToString(in.dims()) + " and output " +
                            DimsToString(out->dims()) + " disagree");
   if (!roi.empty() && roi.size() != 2 * r)
-    return InvalidArgument("Resize: roi has " + std::to_string(roi.size()) + " values, expected " + std::to_string(2 * r));
+    return InvalidArgument("Resize: roi has " + std::to_string(roi.size()) + " values, expected " +
+                           std::to_string(2 * r));
   if (p.coord == ResizeCoord::kTfCropAndResize && roi.empty())
     return InvalidArgument("Resize: coordinate_transformation_mode tf_crop_and_resize needs roi");
   std::vector<AxisTaps> taps;
@@ -301,11 +303,14 @@ Status ResizeReference(const Tensor& in, const std::vector<double>& scales, cons
       using T = typename decltype(tag)::type;
       return ResizeNearestT<T>(in, taps, p.extrapolation_value, out);
     });
-  if (in.dtype() == DType::kBool) return InvalidArgument("Resize: linear and cubic modes need a numeric type, got bool");
+  if (in.dtype() == DType::kBool)
+    return InvalidArgument("Resize: linear and cubic modes need a numeric type, got bool");
   return ew::Dispatch<ew::TypeSet::kAll>(in.dtype(), "Resize", [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, bool>) return Internal("unreachable");
-    else return ResizeInterpT<T>(in, taps, p.extrapolation_value, out);
+    if constexpr (std::is_same_v<T, bool>)
+      return Internal("unreachable");
+    else
+      return ResizeInterpT<T>(in, taps, p.extrapolation_value, out);
   });
 }
 

@@ -38,7 +38,7 @@ struct ResizeParams {
   ResizeNearest nearest = ResizeNearest::kRoundPreferFloor;
   double cubic_coeff_a = -0.75;
   bool exclude_outside = false;
-  bool antialias = false;  // linear and cubic only, when an axis downsamples
+  bool antialias = false;            // linear and cubic only, when an axis downsamples
   double extrapolation_value = 0.0;  // tf_crop_and_resize outside [0, length - 1]
 };
 

@@ -104,8 +104,7 @@ bool AbsentOrEmpty(const InferContext& ctx, int i) {
 }
 
 // Output dims from a full-rank list of scales (double, as the ONNX reference computes them).
-Status OutputFromScales(const InferContext& ctx, const SymShape& in, const std::vector<double>& scales,
-                        SymShape* out) {
+Status OutputFromScales(const InferContext& ctx, const SymShape& in, const std::vector<double>& scales, SymShape* out) {
   *out = in;
   for (size_t d = 0; d < in.size(); ++d) {
     if (!(scales[d] > 0.0) || !std::isfinite(scales[d]))
@@ -117,7 +116,8 @@ Status OutputFromScales(const InferContext& ctx, const SymShape& in, const std::
       continue;
     }
     const double v = std::floor(static_cast<double>(in[d].value) * scales[d]);
-    if (!(v < 4.0e18)) return ctx.Error("scale " + std::to_string(scales[d]) + " makes axis " + std::to_string(d) + " too large");
+    if (!(v < 4.0e18))
+      return ctx.Error("scale " + std::to_string(scales[d]) + " makes axis " + std::to_string(d) + " too large");
     (*out)[d] = Dim(static_cast<int64_t>(v));
   }
   return Status::Ok();
@@ -151,7 +151,8 @@ Status InferResize(InferContext& ctx) {
     for (int64_t a : ctx.attrs().GetInts("axes")) {
       auto n = NormalizeAxis(a, static_cast<int64_t>(r), "axes entry");
       if (!n.ok()) return ctx.Error(n.status().message());
-      if (seen[static_cast<size_t>(*n)]) return ctx.Error("axes " + DimsToString(ctx.attrs().GetInts("axes")) + " repeats an axis");
+      if (seen[static_cast<size_t>(*n)])
+        return ctx.Error("axes " + DimsToString(ctx.attrs().GetInts("axes")) + " repeats an axis");
       seen[static_cast<size_t>(*n)] = true;
       axes.push_back(*n);
     }
@@ -194,7 +195,8 @@ Status InferResize(InferContext& ctx) {
         double scale = policy == "not_larger" ? HUGE_VAL : 0.0;
         for (size_t i = 0; i < axes.size(); ++i) {
           const int64_t d = (*in)[static_cast<size_t>(axes[i])].value;
-          if (d == 0) return ctx.Error("keep_aspect_ratio_policy cannot scale an empty axis " + std::to_string(axes[i]));
+          if (d == 0)
+            return ctx.Error("keep_aspect_ratio_policy cannot scale an empty axis " + std::to_string(axes[i]));
           const double si = static_cast<double>(sz[i]) / static_cast<double>(d);
           scale = policy == "not_larger" ? std::min(scale, si) : std::max(scale, si);
         }

@@ -108,7 +108,8 @@ TEST(ResampleKernelsTest, NearestCopiesEveryDtypeExactly) {
 
 TEST(ResampleKernelsTest, Linear2x2To4x4HalfPixel) {
   // Along each axis: [a, b] -> [a, .75a + .25b, .25a + .75b, b] (edges clamp).
-  auto out = Both(ResizeNode(Attrs({{"mode", Attribute::String("linear")}})), {k2x2, kNone, Scales({1, 1, 2, 2}), kNone});
+  auto out =
+      Both(ResizeNode(Attrs({{"mode", Attribute::String("linear")}})), {k2x2, kNone, Scales({1, 1, 2, 2}), kNone});
   EXPECT_TRUE(TensorsClose(out[0], F({1, 1, 4, 4}, {1, 1.25f, 1.75f, 2, 1.5f, 1.75f, 2.25f, 2.5f,  //
                                                     2.5f, 2.75f, 3.25f, 3.5f, 3, 3.25f, 3.75f, 4})));
 }
@@ -122,15 +123,15 @@ TEST(ResampleKernelsTest, LinearCoordinateTransforms) {
       {"pytorch_half_pixel", {0, 0.75f, 2.25f, 3}},  // same while the output is longer than 1
   };
   for (const auto& [ctm, want] : cases) {
-    Node n = ResizeNode(Attrs({{"mode", Attribute::String("linear")},
-                               {"coordinate_transformation_mode", Attribute::String(ctm)}}));
+    Node n = ResizeNode(
+        Attrs({{"mode", Attribute::String("linear")}, {"coordinate_transformation_mode", Attribute::String(ctm)}}));
     auto out = Both(n, {x, kNone, kNone, Sizes({1, 4})});
     EXPECT_TRUE(TensorsClose(out[0], F({1, 4}, want))) << ctm;
   }
   // align_corners with a scale uses length_resized = scale * length (2.4 here, as the ONNX
   // reference does): x = 1 * 3 / 1.4 for the second output.
-  Node ac = ResizeNode(Attrs({{"mode", Attribute::String("linear")},
-                              {"coordinate_transformation_mode", Attribute::String("align_corners")}}));
+  Node ac = ResizeNode(Attrs(
+      {{"mode", Attribute::String("linear")}, {"coordinate_transformation_mode", Attribute::String("align_corners")}}));
   auto o = Both(ac, {F({1, 4}, {1, 2, 3, 4}), kNone, Scales({1, 0.6f}), kNone});
   EXPECT_TRUE(TensorsClose(o[0], F({1, 2}, {1, 1 + 3 / 1.4f})));
 }
@@ -155,8 +156,8 @@ TEST(ResampleKernelsTest, IntegerOutputsRoundHalfToEven) {
 TEST(ResampleKernelsTest, CubicWeightsAndExcludeOutside) {
   // A = -0.75, ratio 0.5: weights [-0.09375, 0.59375, 0.59375, -0.09375].
   const Tensor x = F({1, 5}, {0, 0, 10, 0, 0});
-  Node n = ResizeNode(Attrs({{"mode", Attribute::String("cubic")},
-                             {"coordinate_transformation_mode", Attribute::String("asymmetric")}}));
+  Node n = ResizeNode(Attrs(
+      {{"mode", Attribute::String("cubic")}, {"coordinate_transformation_mode", Attribute::String("asymmetric")}}));
   auto out = Both(n, {x, kNone, Scales({1, 2}), kNone});
   // y = 1: x = 0.5, taps -1 (clamped to 0), 0, 1, 2 -> -0.09375 * 10; y = 3: x = 1.5 -> 0.59375 * 10.
   EXPECT_NEAR(out[0].data<float>()[1], -0.9375f, 1e-6f);
@@ -212,8 +213,8 @@ TEST(ResampleKernelsTest, AxesAndKeepAspectRatio) {
   EXPECT_EQ(a[0].dims(), (Dims{1, 1, 4, 6}));
   // sizes [7, 8] on axes 2, 3 with not_larger: scale = min(3.5, 4) = 3.5, so 7 x 7.
   // x = (y + 0.5) / 3.5 - 0.5 -> rows and cols 0, 0, 0, 0, 1, 1, 1.
-  Node nl = ResizeNode(Attrs({{"axes", Attribute::Ints({2, 3})},
-                              {"keep_aspect_ratio_policy", Attribute::String("not_larger")}}));
+  Node nl = ResizeNode(
+      Attrs({{"axes", Attribute::Ints({2, 3})}, {"keep_aspect_ratio_policy", Attribute::String("not_larger")}}));
   auto b = Both(nl, {k2x2, kNone, kNone, Sizes({7, 8})}, 19);
   ASSERT_EQ(b[0].dims(), (Dims{1, 1, 7, 7}));
   EXPECT_EQ(b[0].data<float>()[0], 1.f);
@@ -221,8 +222,8 @@ TEST(ResampleKernelsTest, AxesAndKeepAspectRatio) {
   EXPECT_EQ(b[0].data<float>()[4 * 7], 3.f);
   EXPECT_EQ(b[0].data<float>()[48], 4.f);
   // not_smaller: scale = max(3.5, 4) = 4, so 8 x 8.
-  Node ns = ResizeNode(Attrs({{"axes", Attribute::Ints({2, 3})},
-                              {"keep_aspect_ratio_policy", Attribute::String("not_smaller")}}));
+  Node ns = ResizeNode(
+      Attrs({{"axes", Attribute::Ints({2, 3})}, {"keep_aspect_ratio_policy", Attribute::String("not_smaller")}}));
   auto c = Both(ns, {k2x2, kNone, kNone, Sizes({7, 8})}, 19);
   EXPECT_EQ(c[0].dims(), (Dims{1, 1, 8, 8}));
   // A crop roi follows axes too: only axis 1 is cropped.
@@ -237,14 +238,16 @@ TEST(ResampleKernelsTest, AntialiasWidensTheFilterWhenDownsampling) {
   // Scale 0.5, half_pixel: x = 0.5, 2.5. Plain linear gives 2 and 10; antialias uses 4 taps with
   // weights [.125, .375, .375, .125] at -1..2 (clamped): [0,0,4,8] -> 2.5 and [4,8,12,12] -> 9.5.
   const Tensor x = F({1, 4}, {0, 4, 8, 12});
-  auto plain = Both(ResizeNode(Attrs({{"mode", Attribute::String("linear")}})), {x, kNone, Scales({1, 0.5f}), kNone}, 18);
+  auto plain =
+      Both(ResizeNode(Attrs({{"mode", Attribute::String("linear")}})), {x, kNone, Scales({1, 0.5f}), kNone}, 18);
   EXPECT_TRUE(TensorsClose(plain[0], F({1, 2}, {2, 10})));
   Node aa = ResizeNode(Attrs({{"mode", Attribute::String("linear")}, {"antialias", Attribute::Int(1)}}));
   auto o = Both(aa, {x, kNone, Scales({1, 0.5f}), kNone}, 18);
   EXPECT_TRUE(TensorsClose(o[0], F({1, 2}, {2.5f, 9.5f})));
   // Upsampling is unchanged by antialias.
   auto up = Both(aa, {x, kNone, Scales({1, 2}), kNone}, 18);
-  auto up_plain = Both(ResizeNode(Attrs({{"mode", Attribute::String("linear")}})), {x, kNone, Scales({1, 2}), kNone}, 18);
+  auto up_plain =
+      Both(ResizeNode(Attrs({{"mode", Attribute::String("linear")}})), {x, kNone, Scales({1, 2}), kNone}, 18);
   EXPECT_TRUE(TensorsClose(up[0], up_plain[0]));
   // Cubic antialias runs and keeps constants constant.
   Node ca = ResizeNode(Attrs({{"mode", Attribute::String("cubic")}, {"antialias", Attribute::Int(1)}}));
@@ -281,7 +284,7 @@ TEST(ResampleKernelsTest, Resize10AndUpsampleAreAsymmetric) {
   Node u7 = MakeNode("Upsample", 1, 1, Attrs({{"scales", Attribute::Floats({1, 1, 2, 3})}}));
   auto a = Both(u7, {k2x2}, 7);
   EXPECT_TRUE(TensorsClose(a[0], F({1, 1, 4, 6}, {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2,  //
-                                                 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4})));
+                                                  3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4})));
   Node u9 = MakeNode("Upsample", 2, 1);
   auto b = Both(u9, {k2x2, Scales({1, 1, 2, 3})}, 9);
   EXPECT_TRUE(TensorsClose(b[0], a[0]));
@@ -323,14 +326,13 @@ TEST(ResampleKernelsTest, BadAttributesAndInputsAreOneLineErrors) {
   ExpectError(ResizeNode(), {x, kNone, kNone, Tensor::FromVector<int32_t>({2}, {1, 8})}, 13, "sizes must be int64");
   ExpectError(ResizeNode(Attrs({{"axes", Attribute::Ints({1, 1})}})), {x, kNone, Scales({2, 2}), kNone}, 18,
               "repeats an axis");
-  ExpectError(ResizeNode(Attrs({{"axes", Attribute::Ints({2})}})), {x, kNone, Scales({2}), kNone}, 18,
-              "out of range");
+  ExpectError(ResizeNode(Attrs({{"axes", Attribute::Ints({2})}})), {x, kNone, Scales({2}), kNone}, 18, "out of range");
   ExpectError(ResizeNode(Attrs({{"keep_aspect_ratio_policy", Attribute::String("fit")}})),
               {x, kNone, kNone, Sizes({1, 8})}, 18, "keep_aspect_ratio_policy must be");
   ExpectError(MakeNode("Resize", 2, 1, Attrs({{"mode", Attribute::String("cubic")}})), {x, Scales({1, 2})}, 10,
               "mode must be nearest or linear in opset 10");
-  ExpectError(MakeNode("Resize", 2, 1, Attrs({{"nearest_mode", Attribute::String("floor")}})), {x, Scales({1, 2})},
-              10, "'nearest_mode' needs opset 11");
+  ExpectError(MakeNode("Resize", 2, 1, Attrs({{"nearest_mode", Attribute::String("floor")}})), {x, Scales({1, 2})}, 10,
+              "'nearest_mode' needs opset 11");
   ExpectError(MakeNode("Resize", 2, 1), {x, Scales({1, 2})}, 11, "'roi' and 'scales' are required before opset 13");
   ExpectError(MakeNode("Upsample", 2, 1), {x, Scales({1, 2})}, 10, "Upsample is deprecated from opset 10");
   ExpectError(MakeNode("Upsample", 2, 1), {x, Scales({1, 0.5f})}, 9, "scales must be >= 1");
@@ -354,9 +356,10 @@ std::optional<SymShape> InferResizeShape(const SymShape& x, const Tensor* scales
   InferContext ctx(n, opset);
   ctx.AddInput(true, DType::kFloat32, x, nullptr);
   ctx.AddInput(false, DType::kUndefined, std::nullopt, nullptr);
-  ctx.AddInput(scales != nullptr, DType::kFloat32, scales ? std::optional<SymShape>(ToSymShape(scales->dims())) : std::nullopt,
-               scales);
-  ctx.AddInput(sizes_given, DType::kInt64, sizes_given ? std::optional<SymShape>(SymShape{Dim(4)}) : std::nullopt, sizes);
+  ctx.AddInput(scales != nullptr, DType::kFloat32,
+               scales ? std::optional<SymShape>(ToSymShape(scales->dims())) : std::nullopt, scales);
+  ctx.AddInput(sizes_given, DType::kInt64, sizes_given ? std::optional<SymShape>(SymShape{Dim(4)}) : std::nullopt,
+               sizes);
   ctx.AddOutputSlot(true);
   Status st = InferNode(*OpRegistry::Global().Find("", "Resize"), ctx);
   EXPECT_TRUE(st.ok()) << st.message();
