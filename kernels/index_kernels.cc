@@ -140,6 +140,11 @@ Factory MakeScatterND(const KernelInit& init) {
   });
 }
 
+Factory MakeNonZero(const KernelInit& init) {
+  const auto non_zero = kIndex.Pick(init.backend, &IndexFns::non_zero);
+  return WrapFnKernel([non_zero](KernelContext& ctx) { return non_zero(*ctx.inputs[0], ctx.outputs[0]); });
+}
+
 }  // namespace
 
 void RegisterIndexKernels(KernelRegistry& r) {
@@ -156,6 +161,7 @@ void RegisterIndexKernels(KernelRegistry& r) {
   r.Register("", "ScatterElements", MakeScatterElements);
   r.Register("", "Scatter", MakeScatterElements);
   r.Register("", "ScatterND", MakeScatterND);
+  r.Register("", "NonZero", MakeNonZero);
 }
 
 }  // namespace whittle

@@ -19,6 +19,7 @@ void RegisterQLinearKernels(KernelRegistry& r);  // kernels/qlinear_kernels.cc
 void RegisterIndexKernels(KernelRegistry& r);
 void RegisterLossKernels(KernelRegistry& r);
 void RegisterRecurrentKernels(KernelRegistry& r);  // kernels/recurrent_kernels.cc
+void RegisterResampleKernels(KernelRegistry& r);  // kernels/resample_kernels.cc
 
 void RegisterAllKernels() {
   static std::once_flag once;
@@ -37,6 +38,7 @@ void RegisterAllKernels() {
     RegisterIndexKernels(r);
     RegisterLossKernels(r);
     RegisterRecurrentKernels(r);
+    RegisterResampleKernels(r);
   });
 }
 

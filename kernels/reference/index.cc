@@ -352,11 +352,59 @@ Status ScatterNDReference(const Tensor& data, const Tensor& indices, const Tenso
   return DispatchArithmetic(data.dtype(), run);
 }
 
+Status NonZeroReference(const Tensor& in, Tensor* out) {
+  const int64_t n = in.numel();
+  const size_t r = static_cast<size_t>(in.rank());
+  std::vector<int64_t> hits;  // flat positions of the non-zero elements
+  auto scan = [&](auto zero) {
+    using T = decltype(zero);
+    const T* p = static_cast<const T*>(in.raw_data());
+    for (int64_t i = 0; i < n; ++i)
+      if (p[i] != zero) hits.push_back(i);
+  };
+  switch (in.dtype()) {
+    case DType::kFloat32: scan(0.f); break;
+    case DType::kFloat64: scan(0.0); break;
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      const uint16_t* p = static_cast<const uint16_t*>(in.raw_data());
+      for (int64_t i = 0; i < n; ++i)
+        if ((p[i] & 0x7fffu) != 0) hits.push_back(i);
+      break;
+    }
+    case DType::kBool: scan(false); break;
+    case DType::kInt8: scan(int8_t{0}); break;
+    case DType::kUInt8: scan(uint8_t{0}); break;
+    case DType::kInt16: scan(int16_t{0}); break;
+    case DType::kUInt16: scan(uint16_t{0}); break;
+    case DType::kInt32: scan(int32_t{0}); break;
+    case DType::kUInt32: scan(uint32_t{0}); break;
+    case DType::kInt64: scan(int64_t{0}); break;
+    case DType::kUInt64: scan(uint64_t{0}); break;
+    default: return InvalidArgument(std::string("NonZero: unsupported input type ") + DTypeName(in.dtype()));
+  }
+  const int64_t count = static_cast<int64_t>(hits.size());
+  if (out->dtype() != DType::kInt64 || out->dims() != Dims{static_cast<int64_t>(r), count})
+    return InvalidArgument("NonZero: output " + DimsToString(out->dims()) + " does not hold [" + std::to_string(r) +
+                           ", " + std::to_string(count) + "] indices");
+  int64_t* dst = out->data<int64_t>();
+  const std::vector<int64_t> strides = StridesOf(in.dims());
+  for (int64_t k = 0; k < count; ++k) {
+    int64_t rem = hits[static_cast<size_t>(k)];
+    for (size_t d = 0; d < r; ++d) {
+      dst[static_cast<int64_t>(d) * count + k] = rem / strides[d];
+      rem %= strides[d];
+    }
+  }
+  return Status::Ok();
+}
+
 namespace reference {
 const IndexFns kIndexFns{SizeReference,         GatherElementsReference, TriluReference,
                          CumSumReference,       EyeLikeReference,        OneHotReference,
                          DepthToSpaceReference, SpaceToDepthReference,   TopKReference,
-                         GatherNDReference,     ScatterElementsReference, ScatterNDReference};
+                         GatherNDReference,     ScatterElementsReference, ScatterNDReference,
+                         NonZeroReference};
 }  // namespace reference
 
 }  // namespace whittle

@@ -1,5 +1,5 @@
 // Reference kernels for the indexing ops: Size, GatherElements, Trilu, CumSum, EyeLike, OneHot,
-// DepthToSpace, SpaceToDepth, TopK, GatherND, ScatterElements and ScatterND (ONNX 1.12, opsets
+// DepthToSpace, SpaceToDepth, TopK, GatherND, ScatterElements, ScatterND and NonZero (ONNX 1.12, opsets
 // 7..17). Plain loops, the truth; every backend uses them until it adds its row to kIndex.
 // Outputs arrive preallocated with the dims inference computed; every index read from data is
 // range-checked and reported as a Status error (negative indices count from the end where ONNX
@@ -36,6 +36,9 @@ Status ScatterElementsReference(const Tensor& data, const Tensor& indices, const
                                 ScatterReduction red, Tensor* out);
 Status ScatterNDReference(const Tensor& data, const Tensor& indices, const Tensor& updates, ScatterReduction red,
                           Tensor* out);
+// Row-major indices of the non-zero elements of in: out is int64 [rank, count] (count from
+// inference; an error if the data disagree). NaN is non-zero, -0.0 is zero.
+Status NonZeroReference(const Tensor& in, Tensor* out);
 
 // The family's compute functions, one instance per backend (kernels/kernel.h BackendTable). Only
 // the reference has them today; a backend adds its row to kIndex in kernels/index_kernels.cc.
@@ -54,6 +57,7 @@ struct IndexFns {
                              ScatterReduction red, Tensor* out) = nullptr;
   Status (*scatter_nd)(const Tensor& data, const Tensor& indices, const Tensor& updates, ScatterReduction red,
                        Tensor* out) = nullptr;
+  Status (*non_zero)(const Tensor& in, Tensor* out) = nullptr;
 };
 namespace reference {
 extern const IndexFns kIndexFns;

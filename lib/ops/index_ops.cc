@@ -1,8 +1,8 @@
 // Indexing ops: Size, GatherElements, Trilu, CumSum, EyeLike, OneHot, DepthToSpace, SpaceToDepth,
-// TopK, GatherND, Scatter, ScatterElements and ScatterND, as ONNX 1.12 defines them for opsets
-// 7..17 (TopK's k became an input in opset 10; Scatter reductions appear in opset 16). Output
-// shapes that depend on input values (OneHot depth, TopK k) are unknown dims until the value is
-// known; at run time it always is.
+// TopK, GatherND, Scatter, ScatterElements, ScatterND and NonZero, as ONNX 1.12 defines them for
+// opsets 7..17 (TopK's k became an input in opset 10; Scatter reductions appear in opset 16).
+// Output shapes that depend on input values (OneHot depth, TopK k, NonZero's count) are unknown
+// dims until the value is known; at run time it always is.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -285,6 +285,53 @@ Status InferTopK(InferContext& ctx) {
   return Status::Ok();
 }
 
+// ---------------------------------------------------------------- NonZero
+
+// Number of non-zero elements (NaN counts, -0.0 does not; 16-bit floats by their bits).
+StatusOr<int64_t> CountNonZero(const InferContext& ctx, const Tensor& t) {
+  const int64_t n = t.numel();
+  int64_t count = 0;
+  auto count_as = [&](auto zero) {
+    using T = decltype(zero);
+    const T* p = static_cast<const T*>(t.raw_data());
+    for (int64_t i = 0; i < n; ++i) count += p[i] != zero;
+  };
+  switch (t.dtype()) {
+    case DType::kFloat32: count_as(0.f); break;
+    case DType::kFloat64: count_as(0.0); break;
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      const uint16_t* p = static_cast<const uint16_t*>(t.raw_data());
+      for (int64_t i = 0; i < n; ++i) count += (p[i] & 0x7fffu) != 0;
+      break;
+    }
+    case DType::kBool: count_as(false); break;
+    case DType::kInt8: count_as(int8_t{0}); break;
+    case DType::kUInt8: count_as(uint8_t{0}); break;
+    case DType::kInt16: count_as(int16_t{0}); break;
+    case DType::kUInt16: count_as(uint16_t{0}); break;
+    case DType::kInt32: count_as(int32_t{0}); break;
+    case DType::kUInt32: count_as(uint32_t{0}); break;
+    case DType::kInt64: count_as(int64_t{0}); break;
+    case DType::kUInt64: count_as(uint64_t{0}); break;
+    default: return ctx.Error(std::string("input type ") + DTypeName(t.dtype()) + " is not supported");
+  }
+  return count;
+}
+
+// Output [rank, count]: the count is known only with the input's value (always at run time).
+// A scalar input gives [0, count], as the ONNX spec says (unlike numpy).
+Status InferNonZero(InferContext& ctx) {
+  const SymShape* in = ctx.InputShape(0);
+  Dim count;
+  if (const Tensor* t = ctx.InputValue(0)) {
+    WH_ASSIGN_OR_RETURN(int64_t c, CountNonZero(ctx, *t));
+    count = Dim(c);
+  }
+  ctx.SetOutput(0, DType::kInt64, SymShape{in ? Dim(static_cast<int64_t>(in->size())) : Dim(), count});
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterIndexOps(OpRegistry& r) {
@@ -354,6 +401,7 @@ void RegisterIndexOps(OpRegistry& r) {
                    CheckScatter,
                    InferScatterElements});
   r.Register(OpDef{"", "ScatterND", 11, 3, 3, 1, 1, {{"reduction", AttrType::kString}}, CheckScatter, InferScatterND});
+  r.Register(OpDef{"", "NonZero", 9, 1, 1, 1, 1, {}, nullptr, InferNonZero});
 }
 
 }  // namespace whittle

@@ -18,6 +18,7 @@ void RegisterQLinearOps(OpRegistry& r);      // lib/ops/qlinear.cc
 void RegisterIndexOps(OpRegistry& r);        // lib/ops/index_ops.cc
 void RegisterLossOps(OpRegistry& r);         // lib/ops/loss.cc
 void RegisterRecurrentOps(OpRegistry& r);    // lib/ops/recurrent.cc
+void RegisterResampleOps(OpRegistry& r);     // lib/ops/resample.cc
 
 void RegisterAllOps() {
   static std::once_flag once;
@@ -36,6 +37,7 @@ void RegisterAllOps() {
     RegisterIndexOps(r);
     RegisterLossOps(r);
     RegisterRecurrentOps(r);
+    RegisterResampleOps(r);
   });
 }
 

@@ -1,0 +1,61 @@
+// Reference kernel for the resampling ops (Resize, and Upsample, which is Resize with the
+// asymmetric coordinate transform). Plain loops in double precision, one axis at a time, as the
+// ONNX reference evaluates Resize; the result is converted to the output type at the end
+// (integers: round half to even, saturated). The output arrives preallocated with the dims
+// inference computed; scales and roi arrive resolved to full rank by the glue
+// (kernels/resample_kernels.cc).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lib/ir/status.h"
+#include "lib/ir/tensor.h"
+
+namespace whittle {
+
+enum class ResizeMode { kNearest, kLinear, kCubic };
+
+// How an output coordinate maps to an input coordinate (ONNX coordinate_transformation_mode).
+enum class ResizeCoord {
+  kHalfPixel,
+  kHalfPixelSymmetric,  // opset 19
+  kPytorchHalfPixel,
+  kAlignCorners,
+  kAsymmetric,
+  kTfHalfPixelForNN,  // opsets 11-12
+  kTfCropAndResize,
+};
+
+// How nearest mode rounds the input coordinate. kSimple is Upsample's and Resize-10's rule (as
+// ONNX Runtime implements them): floor on axes that upsample (scale >= 1), ceil on axes that
+// downsample.
+enum class ResizeNearest { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
+
+struct ResizeParams {
+  ResizeMode mode = ResizeMode::kNearest;
+  ResizeCoord coord = ResizeCoord::kHalfPixel;
+  ResizeNearest nearest = ResizeNearest::kRoundPreferFloor;
+  double cubic_coeff_a = -0.75;
+  bool exclude_outside = false;
+  bool antialias = false;            // linear and cubic only, when an axis downsamples
+  double extrapolation_value = 0.0;  // tf_crop_and_resize outside [0, length - 1]
+};
+
+// scales: one per axis of in (1 for axes that are not resized); roi: [starts..., ends...] with
+// 2 * rank values for tf_crop_and_resize, or empty (the whole input). out: dims from inference.
+// Nearest mode works on every dtype; linear and cubic need a numeric or 16-bit float type.
+Status ResizeReference(const Tensor& in, const std::vector<double>& scales, const std::vector<double>& roi,
+                       const ResizeParams& p, Tensor* out);
+
+// The family's compute functions, one instance per backend (kernels/kernel.h BackendTable). Only
+// the reference has them today; a backend adds its row to kResample in kernels/resample_kernels.cc.
+struct ResampleFns {
+  Status (*resize)(const Tensor& in, const std::vector<double>& scales, const std::vector<double>& roi,
+                   const ResizeParams& p, Tensor* out) = nullptr;
+};
+namespace reference {
+extern const ResampleFns kResampleFns;
+}  // namespace reference
+
+}  // namespace whittle
