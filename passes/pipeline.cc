@@ -91,6 +91,65 @@ Status BenchBoth(const Graph& before, const Graph& after, const BenchOptions& op
   return Status::Ok();
 }
 
+// Pins free non-batch dims of the graph inputs (from options.input_shapes, else from a data
+// sample) so that shapes, MACs and the passes' decisions see real sizes; returns what it did.
+StatusOr<std::vector<std::string>> PinInputDims(Graph& g, const PipelineOptions& o) {
+  std::vector<std::string> notes;
+  for (const auto& [name, dims] : o.input_shapes) {
+    const int id = g.FindValue(name);
+    bool is_input = false;
+    for (int in : g.inputs()) is_input |= in == id;
+    if (!is_input) return InvalidArgument("--input-shape: the model has no input named '" + name + "'");
+  }
+  const Dataset* sample = o.eval_data && o.eval_data->size() ? o.eval_data
+                          : o.calibration && o.calibration->size() ? o.calibration
+                                                                   : nullptr;
+  bool changed = false;
+  for (size_t k = 0; k < g.inputs().size(); ++k) {
+    Value& v = g.value(g.inputs()[k]);
+    if (!v.shape) continue;
+    std::optional<Dims> want;
+    std::string from;
+    if (auto it = o.input_shapes.find(v.name); it != o.input_shapes.end()) {
+      want = it->second;
+      from = "--input-shape";
+    } else if (k == 0 && sample) {
+      want = sample->inputs.dims();
+      from = "the data";
+    }
+    if (!want) {
+      bool free = false;
+      for (size_t i = 1; i < v.shape->size(); ++i) free |= !(*v.shape)[i].known();
+      if (free)
+        notes.push_back("input '" + v.name + "' has free dims " + SymShapeToString(*v.shape) +
+                        ": MACs of layers whose size depends on them are not counted (give --input-shape or data)");
+      continue;
+    }
+    if (want->size() != v.shape->size())
+      return InvalidArgument("input '" + v.name + "' has rank " + std::to_string(v.shape->size()) + ", " + from +
+                             " gives " + DimsToString(*want));
+    bool pinned = false;
+    for (size_t i = 1; i < want->size(); ++i) {
+      Dim& d = (*v.shape)[i];
+      if (d.known()) {
+        if (d.value != (*want)[i])
+          return InvalidArgument("input '" + v.name + "' has dim " + std::to_string(i) + " = " +
+                                 std::to_string(d.value) + ", " + from + " gives " + DimsToString(*want));
+        continue;
+      }
+      d = Dim((*want)[i]);
+      pinned = true;
+    }
+    if (pinned) {
+      changed = true;
+      notes.push_back("input '" + v.name + "' taken as " + SymShapeToString(*v.shape) + " (free dims from " + from +
+                      ") for the MAC counts and the passes' decisions; the written model keeps its free dims");
+    }
+  }
+  if (changed) WH_RETURN_IF_ERROR(CheckPassOutput(g));
+  return notes;
+}
+
 void SetCost(const Graph& g, ModelFigures* f) {
   const GraphCost c = ComputeCost(g);
   f->params = c.params;
@@ -119,10 +178,19 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& o, PipelineObserver*
   const auto t_start = std::chrono::steady_clock::now();
   WH_ASSIGN_OR_RETURN(Graph original, LoadModel(o.model_path));
   if (Status s = InferShapes(original); !s.ok()) return s.WithContext(o.model_path);
+  std::vector<std::optional<SymShape>> declared;
+  for (int id : original.inputs()) declared.push_back(original.value(id).shape);
+  WH_ASSIGN_OR_RETURN(std::vector<std::string> pin_notes, PinInputDims(original, o));
+  auto declared_changed = [&](const Graph& g) {
+    for (size_t k = 0; k < g.inputs().size() && k < declared.size(); ++k)
+      if (g.value(g.inputs()[k]).shape != declared[k]) return true;
+    return false;
+  };
 
   PipelineResult out;
   CompressionReport& report = out.report;
   report.input_path = o.model_path;
+  report.notes = pin_notes;
   report.output_path = o.output_path;
   report.threads = o.threads;
   report.eval_data = o.eval_data ? o.eval_spec : "";
@@ -174,6 +242,13 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& o, PipelineObserver*
     report.before.throughput = fb.throughput;
     report.after.latency_p50_ms = fa.p50_ms;
     report.after.throughput = fa.throughput;
+  }
+
+  // The written model keeps the inputs' declared dims.
+  if (declared_changed(original)) {
+    for (size_t k = 0; k < out.graph.inputs().size() && k < declared.size(); ++k)
+      out.graph.value(out.graph.inputs()[k]).shape = declared[k];
+    WH_RETURN_IF_ERROR(CheckPassOutput(out.graph).WithContext("restoring the inputs' declared dims"));
   }
 
   // Everything that can fail happens before the output is renamed into place.

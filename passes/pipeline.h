@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,11 @@ struct PipelineOptions {
   double bench_seconds = 1.0;
   int bench_iterations = 20;
   int bench_rounds = 2;
+  // Free (symbolic) non-batch dims of graph inputs pinned for the cost model and the passes'
+  // decisions (name -> full dims; the batch entry is ignored). Inputs not named here take them
+  // from the first eval or calibration sample when there is one. The written model keeps its
+  // declared (free) dims.
+  std::map<std::string, Dims> input_shapes;
   // Report files written with the model ("" = none); both are written before the model commits.
   std::string report_json_path, report_html_path;
 };

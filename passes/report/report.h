@@ -38,6 +38,7 @@ struct CompressionReport {
   int64_t bench_batch = 0;          // batch of the latency figures (0 = not benchmarked)
   int threads = 1;
   double seconds = 0;               // wall time of the whole run
+  std::vector<std::string> notes;   // run-level remarks (e.g. input dims pinned for the cost model)
 };
 
 // Aligned tables: one per pass (every layer it rewrote or skipped, with the reason), then the

@@ -72,6 +72,7 @@ nlohmann::json ToJson(const CompressionReport& r) {
           {"threads", r.threads},
           {"seconds", r.seconds},
           {"passes", passes},
+          {"notes", r.notes},
           {"summary", {{"before", Figures(r.before)}, {"after", Figures(r.after)}}}};
 }
 

@@ -82,6 +82,7 @@ std::string SummaryText(const CompressionReport& r) {
     t.Row({"throughput" + at, Grouped(static_cast<int64_t>(r.before.throughput + 0.5)) + "/s",
            Grouped(static_cast<int64_t>(r.after.throughput + 0.5)) + "/s", Ratio(r.before.throughput, r.after.throughput)});
   out += t.Render("  ");
+  for (const std::string& n : r.notes) out += "  note: " + n + "\n";
   return out;
 }
 

@@ -187,7 +187,7 @@ class GroupNormNet(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
-def export(model, args, path, opset, names, dynamic, dynamo=False):
+def export(model, args, path, opset, names, dynamic, dynamo=False, hw=False):
     model.eval()
     with torch.no_grad():
         if dynamo:
@@ -196,7 +196,9 @@ def export(model, args, path, opset, names, dynamic, dynamo=False):
                               dynamic_shapes=[{0: torch.export.Dim("batch", min=1, max=1024)}])
         else:
             torch.onnx.export(model, args, path, opset_version=opset, dynamo=False, input_names=names[0],
-                              output_names=names[1], dynamic_axes={n: {0: "batch"} for n in names[0] + names[1]})
+                              output_names=names[1],
+                              dynamic_axes={n: ({0: "batch", 2: "height", 3: "width"} if hw and n in names[0] else {0: "batch"})
+                                            for n in names[0] + names[1]})
     m = onnx.load(path, load_external_data=True)
     onnx.save(m, path)  # one file, weights inline
     if os.path.exists(path + ".data"):
@@ -265,6 +267,7 @@ def main():
     export(PatchTransformer(), (img,), os.path.join(out, "patch_transformer_op18_dynamo.onnx"), 18, io, True, dynamo=True)
     export(TorchMha(), (torch.randint(0, 100, (2, 12)),), os.path.join(out, "torch_encoder_int64_op17.onnx"), 17,
            (["ids"], ["output"]), True)
+    export(MobileNet(), (rgb,), os.path.join(out, "mobilenet_dynamic_hw_op13.onnx"), 13, io, True, hw=True)
     export(LstmClassifier(), (torch.randn(2, 9, 16),), os.path.join(out, "lstm_gru_op14.onnx"), 14, io, True)
     export(TinyUNet(), (rgb,), os.path.join(out, "tiny_unet_op13.onnx"), 13, io, True)
     export(GroupNormNet(), (rgb,), os.path.join(out, "groupnorm_op18_dynamo.onnx"), 18, io, True, dynamo=True)

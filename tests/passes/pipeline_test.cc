@@ -111,3 +111,36 @@ TEST(Pipeline, UnknownPassIsRefusedBeforeLoading) {
 
 }  // namespace
 }  // namespace whittle
+
+namespace whittle {
+namespace {
+
+// A fully convolutional export with free height and width: MACs are only meaningful once the
+// dims are pinned (--input-shape), and the written model keeps them free.
+TEST(Pipeline, PinnedInputDimsCountMacsAndStayFreeInTheOutput) {
+  ScratchDir dir;
+  PipelineOptions o;
+  o.model_path = std::string(WHITTLE_SOURCE_DIR) + "/tests/corpus/mobilenet_dynamic_hw_op13.onnx";
+  o.output_path = dir / "out.onnx";
+  o.steps = {Step("svd", "rank=8")};
+  o.bench = false;
+  auto free_run = RunPipeline(o);
+  ASSERT_TRUE(free_run.ok()) << free_run.status().message();
+  ASSERT_EQ(free_run->report.notes.size(), 1u);
+  EXPECT_NE(free_run->report.notes[0].find("free dims"), std::string::npos) << free_run->report.notes[0];
+  o.input_shapes["input"] = {1, 3, 64, 64};
+  auto pinned = RunPipeline(o);
+  ASSERT_TRUE(pinned.ok()) << pinned.status().message();
+  EXPECT_GT(pinned->report.before.macs, 100 * free_run->report.before.macs);
+  EXPECT_LT(pinned->report.after.macs, pinned->report.before.macs);
+  auto back = LoadModel(dir / "out.onnx");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  const SymShape& s = *back->value(back->inputs()[0]).shape;
+  EXPECT_FALSE(s[2].known());
+  EXPECT_FALSE(s[3].known());
+  o.input_shapes = {{"nosuch", {1}}};
+  EXPECT_FALSE(RunPipeline(o).ok());
+}
+
+}  // namespace
+}  // namespace whittle

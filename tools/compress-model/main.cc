@@ -4,6 +4,7 @@
 // nothing is written at -o (nor at the report paths), Ctrl-C included.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -110,6 +111,11 @@ int main(int argc, char** argv) {
       ->type_name("FILE.html");
   app.add_option("--stop-after", stop_after, "Run only the first N passes (to bisect a bad rewrite)")
       ->check(CLI::NonNegativeNumber);
+  std::vector<std::string> input_shape_specs;
+  app.add_option("--input-shape", input_shape_specs,
+                 "Pin the free dims of input NAME for MAC counts and the passes' decisions when no data gives "
+                 "them (NAME=1,3,224,224; repeatable; the written model keeps its free dims)")
+      ->type_name("NAME=DIMS");
   app.add_flag("-q,--quiet", quiet, "No progress on stderr and no tables on stdout (errors only)");
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "compress-model")) return *code;
 
@@ -163,7 +169,28 @@ int main(int argc, char** argv) {
   auto calib_data = whittle::cli::LoadDataFlag({"--calibration-data", calib_spec, calib_samples});
   if (!calib_data.ok()) return Fail(calib_data.status().message());
 
+  std::map<std::string, whittle::Dims> input_shapes;
+  for (const std::string& spec : input_shape_specs) {
+    const size_t eq = spec.find('=');
+    whittle::Dims dims;
+    bool ok = eq != std::string::npos && eq > 0 && eq + 1 < spec.size();
+    if (ok) {
+      size_t pos = eq + 1;
+      while (ok && pos <= spec.size()) {
+        const size_t comma = std::min(spec.find(',', pos), spec.size());
+        const std::string item = spec.substr(pos, comma - pos);
+        ok = !item.empty() && item.size() < 12 && item.find_first_not_of("0123456789") == std::string::npos &&
+             std::stoll(item) > 0;
+        if (ok) dims.push_back(std::stoll(item));
+        pos = comma + 1;
+      }
+    }
+    if (!ok) return Fail("--input-shape expects NAME=D1,D2,... with positive dims, got '" + spec + "'");
+    input_shapes[spec.substr(0, eq)] = dims;
+  }
+
   whittle::PipelineOptions po;
+  po.input_shapes = input_shapes;
   po.model_path = model;
   po.output_path = output;
   po.steps = std::move(specs);
