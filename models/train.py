@@ -1,22 +1,29 @@
 #!/usr/bin/env python3
-"""Trains the two bundled Fashion-MNIST models and exports them to ONNX.
+"""Trains the bundled Fashion-MNIST models and exports them to ONNX.
 
-The ONNX graphs are built node by node with onnx.helper from the trained
-weights (not torch.onnx.export) so that the exported structure is exactly the
-one Whittle's passes expect: BatchNormalization stays a separate node, Gemm
-uses transB=1, ai.onnx opset 13, IR version 8.
+mlp and cnn: the ONNX graphs are built node by node with onnx.helper from the
+trained weights (BatchNormalization a separate node, Gemm transB=1, opset 13);
+many tests rely on that exact structure.
+
+transformer and resnet: exported by torch.onnx.export as users' models are
+(dynamic batch; the exporter's own node names, BatchNormalization folded into
+Conv, attention written out as Reshape/Transpose/MatMul/Softmax, Shape-derived
+reshape targets): a patch transformer (LayerNorm, erf-GELU, multi-head
+attention, opset 17) and a compact residual CNN (~38 k parameters, opset 13).
 
 Usage (from the repository root; needs the Debian package dataset-fashion-mnist
 and torch, onnx, onnxruntime, numpy from PyPI):
     python3 models/train.py [--out models] [--data /usr/share/datasets/fashion-mnist]
 
-Outputs: mlp.onnx, cnn.onnx, models.json (accuracies and checks), and
-{mlp,cnn}_logits_256.npy (PyTorch float32 logits for the first 256 test
-images, which the C++ tests compare the runtime against).
+Outputs: {mlp,cnn,transformer,resnet}.onnx, models.json (accuracies and
+checks), and <name>_logits_256.npy (PyTorch float32 logits for the first 256
+test images, which the tests compare the runtime against). --models picks a
+subset (the others keep their files and models.json entries).
 """
 
 import argparse
 import gzip
+import io
 import json
 import os
 import random
@@ -28,6 +35,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import torch
+import torch.nn.functional as F
 from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
@@ -92,6 +100,63 @@ class Cnn(nn.Module):
         x = torch.flatten(x, 1)
         x = torch.relu(self.fc1(x))
         return self.fc2(x)
+
+
+class PatchTransformer(nn.Module):
+    """ViT-style classifier: 7x7 patches (16 tokens), 2 pre-norm blocks of multi-head attention
+    (4 heads) and an erf-GELU MLP, mean-pooled head."""
+
+    def __init__(self, dim=128, heads=4, depth=2, patch=7, hidden=256):
+        super().__init__()
+        self.patch, self.heads = patch, heads
+        self.embed = nn.Linear(patch * patch, dim)
+        self.pos = nn.Parameter(torch.randn(1, (28 // patch) ** 2, dim) * 0.02)
+        self.blocks = nn.ModuleList()
+        for _ in range(depth):
+            self.blocks.append(nn.ModuleDict(dict(
+                ln1=nn.LayerNorm(dim), qkv=nn.Linear(dim, 3 * dim), out=nn.Linear(dim, dim),
+                ln2=nn.LayerNorm(dim), fc1=nn.Linear(dim, hidden), fc2=nn.Linear(hidden, dim))))
+        self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, 10)
+
+    def forward(self, x):
+        b, p = x.shape[0], self.patch
+        x = x.reshape(b, 1, 28 // p, p, 28 // p, p).permute(0, 2, 4, 1, 3, 5).reshape(b, -1, p * p)
+        x = self.embed(x) + self.pos
+        n, d, h = x.shape[1], x.shape[2], self.heads
+        for blk in self.blocks:
+            q, k, v = blk["qkv"](blk["ln1"](x)).reshape(b, n, 3, h, d // h).permute(2, 0, 3, 1, 4)
+            a = torch.softmax(q @ k.transpose(-2, -1) * (d // h) ** -0.5, dim=-1)
+            x = x + blk["out"]((a @ v).transpose(1, 2).reshape(b, n, d))
+            x = x + blk["fc2"](F.gelu(blk["fc1"](blk["ln2"](x))))
+        return self.head(self.norm(x).mean(dim=1))
+
+
+class ResBlock(nn.Module):
+    def __init__(self, c, stride):
+        super().__init__()
+        c_in = c if stride == 1 else c // 2
+        self.c1, self.b1 = nn.Conv2d(c_in, c, 3, stride, 1, bias=False), nn.BatchNorm2d(c)
+        self.c2, self.b2 = nn.Conv2d(c, c, 3, 1, 1, bias=False), nn.BatchNorm2d(c)
+        self.skip = None if stride == 1 else nn.Sequential(nn.Conv2d(c_in, c, 1, stride, bias=False),
+                                                           nn.BatchNorm2d(c))
+
+    def forward(self, x):
+        y = self.b2(self.c2(torch.relu(self.b1(self.c1(x)))))
+        return torch.relu(y + (x if self.skip is None else self.skip(x)))
+
+
+class ResNet(nn.Module):
+    """Compact residual CNN: 3x3 stem, three residual blocks (16, 32/2, 32), global pooling."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(1, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+        self.blocks = nn.Sequential(ResBlock(16, 1), ResBlock(32, 2), ResBlock(32, 1))
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = self.blocks(self.stem(x))
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
 def train(model, x, y, epochs, lr, batch_size, log_name):
@@ -195,6 +260,21 @@ def ort_logits(path, x, batch_size=1000):
                            for i in range(0, xs.shape[0], batch_size)])
 
 
+def torch_export(opset):
+    """An export_fn writing what torch.onnx.export writes (dynamic batch)."""
+
+    def export(model):
+        model.eval()
+        buf = io.BytesIO()
+        with torch.no_grad():
+            torch.onnx.export(model, (torch.zeros(1, 1, 28, 28),), buf, opset_version=opset, dynamo=False,
+                              input_names=["image"], output_names=["logits"],
+                              dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}})
+        return onnx.load_from_string(buf.getvalue())
+
+    return export
+
+
 def build(name, model, export_fn, epochs, lr, data, out_dir, summary):
     x_train, y_train, x_test, y_test = data
     t0 = time.time()
@@ -230,6 +310,8 @@ def main():
                                                          "/usr/share/datasets/fashion-mnist"))
     parser.add_argument("--epochs", type=int, default=None,
                         help="override the epoch count of both models (smoke runs)")
+    parser.add_argument("--models", default="mlp,cnn,transformer,resnet",
+                        help="comma-separated subset to train and export")
     parser.add_argument("--train-limit", type=int, default=None,
                         help="train on the first N images only (smoke runs)")
     args = parser.parse_args()
@@ -248,12 +330,21 @@ def main():
     print(f"train {tuple(x_train.shape)}, test {tuple(x_test.shape)}", flush=True)
 
     summary = {}
-    torch.manual_seed(SEED)
-    build("mlp", Mlp(), export_mlp, args.epochs or 8, 1e-3, data, args.out, summary)
-    torch.manual_seed(SEED + 1)
-    build("cnn", Cnn(), export_cnn, args.epochs or 6, 1e-3, data, args.out, summary)
+    json_path = os.path.join(args.out, "models.json")
+    if os.path.exists(json_path):
+        with open(json_path) as f:
+            summary = json.load(f)
+    wanted = set(args.models.split(","))
+    specs = [("mlp", Mlp, export_mlp, 8, 1e-3), ("cnn", Cnn, export_cnn, 6, 1e-3),
+             ("transformer", PatchTransformer, torch_export(17), 8, 1e-3),
+             ("resnet", ResNet, torch_export(13), 5, 2e-3)]
+    for i, (name, cls, export_fn, epochs, lr) in enumerate(specs):
+        if name not in wanted:
+            continue
+        torch.manual_seed(SEED + i)
+        build(name, cls(), export_fn, args.epochs or epochs, lr, data, args.out, summary)
 
-    with open(os.path.join(args.out, "models.json"), "w") as f:
+    with open(json_path, "w") as f:
         json.dump(summary, f, indent=2)
         f.write("\n")
     print(json.dumps(summary, indent=2))

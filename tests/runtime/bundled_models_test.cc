@@ -46,7 +46,7 @@ TEST_P(BundledModelTest, ReproducesPyTorchAccuracyAndLogits) {
   EXPECT_LE(testing::MaxAbsDiff((*got)[0], *want), 1e-4f);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, BundledModelTest, ::testing::Values("mlp", "cnn"));
+INSTANTIATE_TEST_SUITE_P(Models, BundledModelTest, ::testing::Values("mlp", "cnn", "transformer", "resnet"));
 
 }  // namespace
 }  // namespace whittle
