@@ -104,9 +104,9 @@ class Cnn(nn.Module):
 
 class PatchTransformer(nn.Module):
     """ViT-style classifier: 7x7 patches (16 tokens), 2 pre-norm blocks of multi-head attention
-    (4 heads) and an erf-GELU MLP, mean-pooled head."""
+    (6 heads, width 192) and an erf-GELU MLP, mean-pooled head."""
 
-    def __init__(self, dim=128, heads=4, depth=2, patch=7, hidden=256):
+    def __init__(self, dim=192, heads=6, depth=2, patch=7, hidden=384):
         super().__init__()
         self.patch, self.heads = patch, heads
         self.embed = nn.Linear(patch * patch, dim)
