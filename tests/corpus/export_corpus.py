@@ -187,6 +187,22 @@ class GroupNormNet(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
+class ByteClassifier(nn.Module):
+    """A file-type classifier over the first 64 bytes of a file, as Keras-style models take them:
+    int32 byte values -> embedding -> Conv1d -> global max pool -> dense."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(256, 16)
+        self.conv = nn.Conv1d(16, 32, 5, padding=2)
+        self.fc1, self.fc2 = nn.Linear(32, 32), nn.Linear(32, 8)
+
+    def forward(self, b):
+        x = self.emb(b.long()).transpose(1, 2)
+        x = torch.amax(F.relu(self.conv(x)), dim=2)
+        return self.fc2(F.relu(self.fc1(x)))
+
+
 def export(model, args, path, opset, names, dynamic, dynamo=False, hw=False):
     model.eval()
     with torch.no_grad():
@@ -271,6 +287,8 @@ def main():
     export(LstmClassifier(), (torch.randn(2, 9, 16),), os.path.join(out, "lstm_gru_op14.onnx"), 14, io, True)
     export(TinyUNet(), (rgb,), os.path.join(out, "tiny_unet_op13.onnx"), 13, io, True)
     export(GroupNormNet(), (rgb,), os.path.join(out, "groupnorm_op18_dynamo.onnx"), 18, io, True, dynamo=True)
+    export(ByteClassifier(), (torch.randint(0, 256, (2, 64), dtype=torch.int32),),
+           os.path.join(out, "byte_classifier_int32_op13.onnx"), 13, (["bytes"], ["output"]), True)
     paddle_style(out)
 
 
