@@ -2,15 +2,27 @@
 
 #include <set>
 
+#include "whittle/session.h"
+
 namespace whittle {
 namespace {
 
-// Known dims with symbolic/unknown ones as 1 (per-sample accounting).
+// Per-sample dims: the inferred shape when it is concrete but for a leading batch symbol (counted
+// as 1); else the dims observed on one sample when there are; else the inferred shape with
+// every unknown dim as 1 (an undercount).
 bool PerSampleDims(const Graph& g, int id, Dims* out) {
   if (id < 0) return false;
   const Value& v = g.value(id);
   if (v.initializer) {
     *out = v.initializer->dims();
+    return true;
+  }
+  bool concrete = v.shape.has_value();
+  if (v.shape)
+    for (size_t i = 0; i < v.shape->size(); ++i)
+      concrete = concrete && ((*v.shape)[i].known() || (i == 0 && !(*v.shape)[i].param.empty()));
+  if (!concrete && v.observed) {
+    *out = *v.observed;
     return true;
   }
   if (!v.shape) return false;
@@ -66,6 +78,25 @@ int64_t NodeParams(const Graph& g, const Node& n) {
     if (v.initializer && v.initializer->dtype() != DType::kInt64) p += v.initializer->numel();
   }
   return p;
+}
+
+Status ObserveShapes(Graph& g, const std::map<std::string, Tensor>& feeds) {
+  Graph probe = g;
+  probe.outputs().clear();
+  std::vector<int> ids;
+  for (size_t id = 0; id < g.values().size(); ++id) {
+    const Value& v = g.value(static_cast<int>(id));
+    if (v.initializer || v.producer < 0) continue;
+    probe.outputs().push_back(static_cast<int>(id));
+    ids.push_back(static_cast<int>(id));
+  }
+  if (ids.empty()) return Status::Ok();
+  SessionOptions so;
+  so.optimize = false;  // keep every value the graph names
+  WH_ASSIGN_OR_RETURN(auto session, Session::FromGraph(std::move(probe), so));
+  WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->Run(feeds));
+  for (size_t k = 0; k < ids.size() && k < outs.size(); ++k) g.value(ids[k]).observed = outs[k].dims();
+  return Status::Ok();
 }
 
 GraphCost ComputeCost(const Graph& g) {

@@ -1,10 +1,12 @@
 // Size and cost accounting shared by every pass and the CLI: parameters (elements of constant
 // initializers), their bytes, and multiply-accumulates per sample. MACs count the ops that
 // dominate inference (Conv, Gemm, MatMul, ConvInteger/MatMulInteger/QLinear*); symbolic dims
-// (the batch) count as 1, so MACs are per sample. Shapes must have been inferred.
+// (the batch) count as 1, so MACs are per sample. Shapes must have been inferred; where they stay
+// unknown, dims observed on one sample (ObserveShapes) are used when present.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "lib/ir/graph.h"
@@ -26,5 +28,10 @@ int64_t NodeParams(const Graph& g, const Node& n);
 // params and MACs.
 LayerReport SkippedLayer(const Graph& g, const Node& n, const std::string& reason);
 GraphCost ComputeCost(const Graph& g);
+
+// Runs one sample (feeds: every graph input, batch 1) through g and records every computed
+// value's dims in Value::observed, which NodeMacs uses where inference left dims unknown (an
+// exporter folding the batch into another dim, data-dependent shapes).
+Status ObserveShapes(Graph& g, const std::map<std::string, Tensor>& feeds);
 
 }  // namespace whittle

@@ -150,6 +150,34 @@ StatusOr<std::vector<std::string>> PinInputDims(Graph& g, const PipelineOptions&
   return notes;
 }
 
+// One sample (batch 1) for every graph input: the first data row for input 0 when there is data,
+// zeros otherwise; nullopt when an input still has a free non-batch dim.
+std::optional<std::map<std::string, Tensor>> OneSample(const Graph& g, const PipelineOptions& o) {
+  const Dataset* data = o.eval_data && o.eval_data->size() ? o.eval_data
+                        : o.calibration && o.calibration->size() ? o.calibration
+                                                                 : nullptr;
+  std::map<std::string, Tensor> feeds;
+  for (size_t k = 0; k < g.inputs().size(); ++k) {
+    const Value& v = g.value(g.inputs()[k]);
+    if (!v.shape || v.dtype == DType::kUndefined) return std::nullopt;
+    Dims dims;
+    for (size_t i = 0; i < v.shape->size(); ++i) {
+      if (i == 0) dims.push_back(1);
+      else if ((*v.shape)[i].known()) dims.push_back((*v.shape)[i].value);
+      else return std::nullopt;
+    }
+    if (k == 0 && data && data->inputs.rank() == static_cast<int>(dims.size())) {
+      auto x = ConformToInput(SliceBatch(data->inputs, 0, 1), IoInfo{v.name, v.dtype, *v.shape});
+      if (x.ok() && x->dims() == dims) {
+        feeds[v.name] = *x;
+        continue;
+      }
+    }
+    feeds[v.name] = Tensor(v.dtype, dims);
+  }
+  return feeds;
+}
+
 void SetCost(const Graph& g, ModelFigures* f) {
   const GraphCost c = ComputeCost(g);
   f->params = c.params;
@@ -198,6 +226,9 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& o, PipelineObserver*
   report.calibration_data = o.calibration ? o.calibration_spec : "";
   report.calibration_samples = o.calibration ? o.calibration->size() : 0;
   report.before.file_bytes = FileSizeOf(o.model_path);
+  // Dims inference cannot resolve are taken from one sample run through the model.
+  const auto sample = OneSample(original, o);
+  if (sample) WH_RETURN_IF_ERROR(ObserveShapes(original, *sample).WithContext("running one sample for the cost model"));
   SetCost(original, &report.before);
   if (o.eval_data) {
     WH_ASSIGN_OR_RETURN(report.before.accuracy, Accuracy(original, *o.eval_data, o.threads, "original model", obs));
@@ -222,6 +253,7 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& o, PipelineObserver*
     obs.Line("--stop-after " + std::to_string(o.stop_after) + ": ran " + std::to_string(report.passes.size()) + " of " +
              std::to_string(pm.size()) + " passes");
 
+  if (sample) WH_RETURN_IF_ERROR(ObserveShapes(out.graph, *sample).WithContext("running one sample for the cost model"));
   SetCost(out.graph, &report.after);
   if (o.eval_data) {
     WH_ASSIGN_OR_RETURN(report.after.accuracy, Accuracy(out.graph, *o.eval_data, o.threads, "compressed model", obs));

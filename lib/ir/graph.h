@@ -41,6 +41,9 @@ struct Value {
   std::optional<SymShape> shape;  // nullopt: rank unknown
   int producer = -1;              // node index, -1 for graph inputs and initializers
   std::optional<Tensor> initializer;
+  // Concrete dims seen when one sample (batch 1) ran through the model: the cost model's fallback
+  // where static inference leaves dims unknown (passes/cost.h ObserveShapes). Not saved.
+  std::optional<Dims> observed;
   bool is_constant() const { return initializer.has_value(); }
 };
 

@@ -144,3 +144,29 @@ TEST(Pipeline, PinnedInputDimsCountMacsAndStayFreeInTheOutput) {
 
 }  // namespace
 }  // namespace whittle
+
+namespace whittle {
+namespace {
+
+// nn.TransformerEncoderLayer exports fold the batch into the heads ([seq, batch*heads, dim]), which
+// static inference cannot resolve; the MACs come from one sample run through the model.
+TEST(Pipeline, AttentionMacsComeFromAnObservedSampleWhereInferenceCannotResolve) {
+  ScratchDir dir;
+  PipelineOptions o;
+  o.model_path = std::string(WHITTLE_SOURCE_DIR) + "/tests/corpus/torch_encoder_int64_op17.onnx";
+  o.output_path = dir / "out.onnx";
+  o.steps = {Step("svd", "rank=8")};
+  o.bench = false;
+  auto r = RunPipeline(o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  int attention = 0;
+  for (const LayerReport& l : r->report.passes[0].layers) {
+    if (l.node != "/enc/self_attn/MatMul_1" && l.node != "/enc/self_attn/MatMul_2") continue;
+    ++attention;
+    EXPECT_EQ(l.macs_before, 4 * 12 * 12 * 8) << l.node;  // heads x seq x seq x head dim
+  }
+  EXPECT_EQ(attention, 2);
+}
+
+}  // namespace
+}  // namespace whittle
