@@ -14,6 +14,7 @@
 #include "passes/layer_selection.h"
 #include "passes/prune/channel_groups.h"
 #include "passes/prune/prune_apply.h"
+#include "passes/prune/prune_reconstruct.h"
 #include "passes/prune/prune_scores.h"
 
 namespace whittle {
@@ -92,10 +93,11 @@ class PrunePass : public Pass {
     rep.config = cfg_.spec;
     WH_RETURN_IF_ERROR(Reinfer(g).WithContext("--prune: input graph"));
     WH_RETURN_IF_ERROR(cfg_.select.Check(g, {"Gemm", "MatMul", "Conv"}));
-    const bool need_calib = cfg_.criterion == "activation" || cfg_.compensate == 1;
+    const bool data_criterion = cfg_.criterion == "activation" || cfg_.criterion == "reconstruction";
+    const bool need_calib = data_criterion || cfg_.compensate == 1;
     if (need_calib && !ctx.calibration)
       return InvalidArgument(std::string("--prune: ") +
-                             (cfg_.criterion == "activation" ? "criterion=activation" : "compensate=1") +
+                             (data_criterion ? "criterion=" + cfg_.criterion : std::string("compensate=1")) +
                              " needs calibration samples: pass --calibration-data SPEC");
     const bool compensate = cfg_.compensate == 1 || (cfg_.compensate < 0 && ctx.calibration);
 
@@ -127,8 +129,30 @@ class PrunePass : public Pass {
     }
 
     prune::PrunePlan plan;
+    const bool reconstruct = cfg_.criterion == "reconstruction";
+    std::map<int, prune::ConsumerGram> grams;
+    prune::ReconstructionSetup setup;
+    if (reconstruct) {
+      setup = prune::FindReconstructableConsumers(g, a);
+      auto gr = prune::CollectGrams(g, setup.consumers, *ctx.calibration, ctx);
+      if (!gr.ok()) return gr.status().WithContext("--prune: running the calibration data '" + ctx.calibration->description + "'");
+      grams = std::move(gr).value();
+    }
+    int fallback_groups = 0;
     for (auto& [root, gc] : groups) {
       if (!gc.skip_reason.empty()) continue;
+      if (reconstruct) {
+        bool voted = false;
+        for (const prune::Edit& e : a.edits)
+          if (e.kind == EditKind::kConsumerRows && grams.count(e.node))
+            for (const prune::Segment& sg : a.maps[static_cast<size_t>(e.value)]->segs)
+              voted |= sg.group >= 0 && a.Root(sg.group) == root;
+        if (voted) {
+          plan.keep[root] = prune::SelectByReconstruction(g, a, root, gc.width, gc.kept, grams);
+          continue;
+        }
+        ++fallback_groups;  // no consumer to re-fit: weight norms decide
+      }
       gc.score = Scores(g, a, root, gc, stats);
       std::vector<int64_t> idx(static_cast<size_t>(gc.width));
       std::iota(idx.begin(), idx.end(), 0);
@@ -139,8 +163,20 @@ class PrunePass : public Pass {
       for (int64_t i = 0; i < gc.kept; ++i) keep[static_cast<size_t>(idx[static_cast<size_t>(i)])] = true;
       plan.keep[root] = std::move(keep);
     }
+    std::set<int> refit_values;  // consumed values whose readers were re-fitted (their bias absorbs the mean)
+    if (reconstruct) {
+      WH_ASSIGN_OR_RETURN(std::vector<int> refit,
+                          prune::RefitConsumers(g, a, plan.keep, setup.consumers, *ctx.calibration, ctx));
+      for (int ni : refit) refit_values.insert(g.nodes()[static_cast<size_t>(ni)].inputs[0]);
+      rep.notes.push_back("reconstruction: " + std::to_string(refit.size()) + " consumer(s) re-fitted by least squares on " +
+                          std::to_string(ctx.calibration->size()) + " calibration samples" +
+                          (fallback_groups ? "; " + std::to_string(fallback_groups) +
+                                                 " group(s) without a re-fittable consumer chosen by l1"
+                                           : std::string()));
+    }
     if (compensate)
-      for (const auto& [id, vs] : stats) plan.value_means[id] = vs.mean;
+      for (const auto& [id, vs] : stats)
+        if (!refit_values.count(id)) plan.value_means[id] = vs.mean;
 
     WH_ASSIGN_OR_RETURN(std::vector<std::string> notes, prune::ApplyPrune(g, a, plan));
     Status s = Reinfer(g);
@@ -341,7 +377,8 @@ StatusOr<std::unique_ptr<Pass>> MakePrunePass(PassOptions options) {
   cfg.spec = options.spec();
   WH_ASSIGN_OR_RETURN(cfg.ratio, options.GetDouble("ratio", 0.3, 0.0, 1.0));
   if (cfg.ratio >= 1.0) return InvalidArgument("--prune: ratio=1 would remove every unit; expected 0 <= ratio < 1");
-  WH_ASSIGN_OR_RETURN(cfg.criterion, options.GetChoice("criterion", "l1", {"l1", "l2", "activation"}));
+  WH_ASSIGN_OR_RETURN(cfg.criterion,
+                      options.GetChoice("criterion", "l1", {"l1", "l2", "activation", "reconstruction"}));
   WH_ASSIGN_OR_RETURN(cfg.round, options.GetInt("round", 8, 1, 1 << 20));
   WH_ASSIGN_OR_RETURN(cfg.select, LayerSelection::Parse(options));
   if (options.Has("compensate")) {
@@ -382,7 +419,10 @@ const char* PrunePassHelp() {
          "                 Relative to the width the model has now: running the pass twice prunes twice;\n"
          "                 ratio=0 and layer=NAME:keep=N are idempotent. Nothing is stored in the model.\n"
          "  criterion=C    l1 | l2: norm of a unit's incoming weights, times the scale of a BatchNormalization\n"
-         "                 right after it; activation: mean |output| on --calibration-data. Default l1.\n"
+         "                 right after it; activation: mean |output| on --calibration-data; reconstruction:\n"
+         "                 units whose removal changes the consumers' outputs least on --calibration-data,\n"
+         "                 then the consumers' weights and biases re-fitted by least squares (ThiNet-style).\n"
+         "                 Default l1.\n"
          "  round=N        kept counts are rounded to the nearest multiple of N (ties up), never to 0\n"
          "                 (at least N) and never above the original; round=1 turns it off (default 8).\n"
          "  compensate=0|1 add the removed units' mean output (on the calibration data) times the consumer\n"
