@@ -130,11 +130,11 @@ class PrunePass : public Pass {
 
     prune::PrunePlan plan;
     const bool reconstruct = cfg_.criterion == "reconstruction";
-    std::map<int, prune::ConsumerGram> grams;
+    std::map<int, InputGram> grams;
     prune::ReconstructionSetup setup;
     if (reconstruct) {
       setup = prune::FindReconstructableConsumers(g, a);
-      auto gr = prune::CollectGrams(g, setup.consumers, *ctx.calibration, ctx);
+      auto gr = CollectInputGrams(g, setup.consumers, *ctx.calibration, ctx, "prune: reconstruction statistics");
       if (!gr.ok()) return gr.status().WithContext("--prune: running the calibration data '" + ctx.calibration->description + "'");
       grams = std::move(gr).value();
     }

@@ -1,41 +1,24 @@
 #include "passes/prune/prune_reconstruct.h"
 
-#include <Eigen/Dense>
 
 #include <algorithm>
 #include <limits>
 #include <random>
 #include <set>
 
+#include "passes/layer_inputs_eigen.h"
 #include "runtime/evaluate.h"
 #include "whittle/session.h"
 
 namespace whittle::prune {
 namespace {
 
-using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Mat = RowMat;
 
 const Tensor* ConstFloat(const Graph& g, const Node& n, size_t slot) {
   if (slot >= n.inputs.size() || n.inputs[slot] < 0) return nullptr;
   const Value& v = g.value(n.inputs[slot]);
   return v.initializer && v.initializer->dtype() == DType::kFloat32 ? &*v.initializer : nullptr;
-}
-
-// 2-D Conv geometry of a consumer.
-struct ConvGeo {
-  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
-};
-
-ConvGeo ReadConvGeo(const Node& n, const Tensor& w) {
-  ConvGeo c;
-  c.kh = w.dim(2);
-  c.kw = w.dim(3);
-  const std::vector<int64_t> s = n.attrs.GetInts("strides"), d = n.attrs.GetInts("dilations"),
-                             p = n.attrs.GetInts("pads");
-  if (s.size() == 2) c.sh = s[0], c.sw = s[1];
-  if (d.size() == 2) c.dh = d[0], c.dw = d[1];
-  if (p.size() == 4) c.pt = p[0], c.pl = p[1], c.pb = p[2], c.pr = p[3];
-  return c;
 }
 
 // The consumer's weights as [features, outputs] (feature f = input position, or channel*K + tap
@@ -70,13 +53,6 @@ Mat FeatureWeights(const Graph& g, const Node& n, bool* has_bias) {
   return W;
 }
 
-// Features of each position along the consumer's input channel axis.
-int64_t FeaturesPerPosition(const Graph& g, const Node& n) {
-  if (n.op_type != "Conv") return 1;
-  const Tensor& w = *ConstFloat(g, n, 1);
-  return w.dim(2) * w.dim(3);
-}
-
 // Feature indices of unit c of group root in the consumer's input map.
 std::vector<int64_t> UnitFeatures(const ChannelAnalysis& a, const ChannelMap& m, int root, int64_t c, int64_t k) {
   std::vector<int64_t> f;
@@ -97,118 +73,17 @@ ReconstructionSetup FindReconstructableConsumers(const Graph& g, const ChannelAn
   std::set<int> seen;
   for (const Edit& e : a.edits) {
     if (e.kind != EditKind::kConsumerRows || !seen.insert(e.node).second) continue;
-    const Node& n = g.nodes()[static_cast<size_t>(e.node)];
-    const Tensor* w = ConstFloat(g, n, 1);
     std::string why;
-    if (!w) why = "its weight is not a constant float32 initializer";
-    else if (g.Consumers(n.inputs[1]).size() != 1) why = "its weight is shared with another node";
-    else if (n.op_type == "Conv") {
-      const std::string pad = n.attrs.GetString("auto_pad", "NOTSET");
-      if (w->rank() != 4) why = "only 2-D convolutions are re-fitted";
-      else if (n.attrs.GetInt("group", 1) != 1) why = "grouped convolutions are not re-fitted";
-      else if (pad != "NOTSET" && pad != "VALID") why = "auto_pad " + pad + " is not re-fitted";
-    } else if (n.op_type == "Gemm") {
-      if (n.attrs.GetInt("transA", 0) != 0) why = "Gemm with transA=1 is not re-fitted";
-      else if (w->rank() != 2) why = "its weight is not 2-D";
-    } else if (n.op_type == "MatMul") {
-      if (w->rank() != 2) why = "its weight is not 2-D";
-    } else {
-      why = n.op_type + " consumers are not re-fitted";
-    }
+    if (LayerInputSupported(g, e.node, &why) && g.Consumers(g.nodes()[static_cast<size_t>(e.node)].inputs[1]).size() != 1)
+      why = "its weight is shared with another node";
     if (why.empty()) r.consumers.push_back(e.node);
     else r.unsupported[e.node] = why;
   }
   return r;
 }
 
-StatusOr<std::map<int, ConsumerGram>> CollectGrams(const Graph& g, const std::vector<int>& consumers,
-                                                   const Dataset& data, const PassContext& ctx,
-                                                   int64_t positions_per_image) {
-  std::map<int, ConsumerGram> grams;
-  if (consumers.empty()) return grams;
-  if (g.inputs().size() != 1)
-    return InvalidArgument("calibration needs a model with one input, this one has " + std::to_string(g.inputs().size()));
-  if (data.size() == 0) return InvalidArgument("calibration data '" + data.description + "' is empty");
-  Graph probe = g;
-  probe.outputs().clear();
-  std::map<int, size_t> slot;  // consumer input value -> probe output index
-  for (int ni : consumers) {
-    const int v = g.nodes()[static_cast<size_t>(ni)].inputs[0];
-    if (!slot.count(v)) {
-      slot[v] = probe.outputs().size();
-      probe.outputs().push_back(v);
-    }
-  }
-  SessionOptions so;
-  so.num_threads = ctx.num_threads;
-  WH_ASSIGN_OR_RETURN(auto session, Session::FromGraph(std::move(probe), so));
-  std::map<int, Mat> acc;
-  std::mt19937_64 rng(ctx.seed);
-  const int64_t n = data.size(), batch = 128;
-  for (int64_t b = 0; b < n; b += batch) {
-    const int64_t e = std::min(n, b + batch);
-    ctx.Progress("prune: reconstruction statistics", b, n);
-    WH_ASSIGN_OR_RETURN(Tensor x_in, ConformToInput(SliceBatch(data.inputs, b, e), session->inputs()[0]));
-    WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->Run({{session->inputs()[0].name, x_in}}));
-    for (int ni : consumers) {
-      const Node& node = g.nodes()[static_cast<size_t>(ni)];
-      const Tensor& x = outs[slot.at(node.inputs[0])];
-      if (x.dtype() != DType::kFloat32) return Internal("reconstruction input of " + node.DebugName() + " is not float32");
-      const float* px = x.data<float>();
-      Mat rows;
-      if (node.op_type == "Conv") {
-        if (x.rank() != 4) return Internal(node.DebugName() + ": input is not 4-D");
-        const Tensor& w = *ConstFloat(g, node, 1);
-        const ConvGeo c = ReadConvGeo(node, w);
-        const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
-        const int64_t oh = (H + c.pt + c.pb - c.dh * (c.kh - 1) - 1) / c.sh + 1;
-        const int64_t ow = (W + c.pl + c.pr - c.dw * (c.kw - 1) - 1) / c.sw + 1;
-        if (oh <= 0 || ow <= 0) return Internal(node.DebugName() + ": empty output");
-        const int64_t per_image = std::min(positions_per_image, oh * ow), K = c.kh * c.kw;
-        rows = Mat::Zero(N * per_image, C * K + 1);
-        std::uniform_int_distribution<int64_t> pick(0, oh * ow - 1);
-        for (int64_t img = 0; img < N; ++img)
-          for (int64_t s = 0; s < per_image; ++s) {
-            const int64_t pos = per_image == oh * ow ? s : pick(rng);
-            const int64_t y0 = (pos / ow) * c.sh - c.pt, x0 = (pos % ow) * c.sw - c.pl;
-            auto row = rows.row(img * per_image + s);
-            for (int64_t ch = 0; ch < C; ++ch)
-              for (int64_t i = 0; i < c.kh; ++i)
-                for (int64_t j = 0; j < c.kw; ++j) {
-                  const int64_t yy = y0 + i * c.dh, xx = x0 + j * c.dw;
-                  if (yy >= 0 && yy < H && xx >= 0 && xx < W)
-                    row(ch * K + i * c.kw + j) = px[((img * C + ch) * H + yy) * W + xx];
-                }
-            row(C * K) = 1.0;
-          }
-      } else {
-        const int64_t k = x.dim(x.rank() - 1), r = k == 0 ? 0 : x.numel() / k;
-        rows = Mat::Zero(r, k + 1);
-        for (int64_t i = 0; i < r; ++i) {
-          for (int64_t j = 0; j < k; ++j) rows(i, j) = px[i * k + j];
-          rows(i, k) = 1.0;
-        }
-      }
-      Mat& gm = acc[ni];
-      if (gm.size() == 0) gm = Mat::Zero(rows.cols(), rows.cols());
-      gm.noalias() += rows.transpose() * rows;
-      grams[ni].rows += rows.rows();
-    }
-  }
-  ctx.Progress("prune: reconstruction statistics", n, n);
-  for (int ni : consumers) {
-    ConsumerGram& cg = grams[ni];
-    const Mat& gm = acc[ni];
-    cg.node = ni;
-    cg.features = gm.rows() - 1;
-    cg.kernel = FeaturesPerPosition(g, g.nodes()[static_cast<size_t>(ni)]);
-    cg.gram.assign(gm.data(), gm.data() + gm.size());
-  }
-  return grams;
-}
-
 std::vector<bool> SelectByReconstruction(const Graph& g, const ChannelAnalysis& a, int root, int64_t width,
-                                         int64_t kept, const std::map<int, ConsumerGram>& grams) {
+                                         int64_t kept, const std::map<int, InputGram>& grams) {
   // Backward elimination by the error after re-fitting. Per consumer, with P = G⁻¹ over the
   // features still in and Θ = P·G·W the least-squares weights on them (Θ = W while nothing is
   // removed), removing the feature block B of one unit raises the output error by
@@ -222,7 +97,7 @@ std::vector<bool> SelectByReconstruction(const Graph& g, const ChannelAnalysis& 
     if (e.kind != EditKind::kConsumerRows) continue;
     auto it = grams.find(e.node);
     if (it == grams.end()) continue;
-    const ConsumerGram& cg = it->second;
+    const InputGram& cg = it->second;
     const ChannelMap& m = *a.maps[static_cast<size_t>(e.value)];
     State st;
     st.feats.resize(static_cast<size_t>(width));
@@ -317,46 +192,6 @@ void WriteBack(Graph& g, const Node& n, const Mat& Wn, bool has_bias) {
   }
 }
 
-// Feature rows of a consumer's input batch x (Conv: patches at `positions` output positions of
-// each image, chosen by `pick`), with a trailing 1.
-template <class Pick>
-Mat FeatureRows(const Graph& g, const Node& node, const Tensor& x, int64_t per_image, Pick&& pick,
-                std::vector<int64_t>* chosen) {
-  const float* px = x.data<float>();
-  if (node.op_type != "Conv") {
-    const int64_t k = x.dim(x.rank() - 1), r = k == 0 ? 0 : x.numel() / k;
-    Mat rows = Mat::Zero(r, k + 1);
-    for (int64_t i = 0; i < r; ++i) {
-      for (int64_t j = 0; j < k; ++j) rows(i, j) = px[i * k + j];
-      rows(i, k) = 1.0;
-    }
-    return rows;
-  }
-  const Tensor& w = *ConstFloat(g, node, 1);
-  const ConvGeo c = ReadConvGeo(node, w);
-  const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
-  const int64_t oh = (H + c.pt + c.pb - c.dh * (c.kh - 1) - 1) / c.sh + 1;
-  const int64_t ow = (W + c.pl + c.pr - c.dw * (c.kw - 1) - 1) / c.sw + 1;
-  const int64_t per = std::min(per_image, oh * ow), K = c.kh * c.kw;
-  Mat rows = Mat::Zero(N * per, C * K + 1);
-  chosen->clear();
-  for (int64_t img = 0; img < N; ++img)
-    for (int64_t s = 0; s < per; ++s) {
-      const int64_t pos = per == oh * ow ? s : pick(oh * ow);
-      chosen->push_back(img * oh * ow + pos);
-      const int64_t y0 = (pos / ow) * c.sh - c.pt, x0 = (pos % ow) * c.sw - c.pl;
-      auto row = rows.row(img * per + s);
-      for (int64_t ch = 0; ch < C; ++ch)
-        for (int64_t i = 0; i < c.kh; ++i)
-          for (int64_t j = 0; j < c.kw; ++j) {
-            const int64_t yy = y0 + i * c.dh, xx = x0 + j * c.dw;
-            if (yy >= 0 && yy < H && xx >= 0 && xx < W) row(ch * K + i * c.kw + j) = px[((img * C + ch) * H + yy) * W + xx];
-          }
-      row(C * K) = 1.0;
-    }
-  return rows;
-}
-
 // Rows of the consumer's original output y ([N, M, ...] for Conv at the chosen positions; [.., M]
 // for Gemm/MatMul).
 Mat TargetRows(const Node& node, const Tensor& y, const std::vector<int64_t>& chosen) {
@@ -439,7 +274,7 @@ StatusOr<std::vector<int>> RefitConsumers(Graph& g, const ChannelAnalysis& a,
       WH_ASSIGN_OR_RETURN(std::vector<Tensor> ys, st->Run({{st->inputs()[0].name, x_in}}));
       std::vector<int64_t> chosen;
       auto pick = [&](int64_t count) { return std::uniform_int_distribution<int64_t>(0, count - 1)(rng); };
-      const Mat X = FeatureRows(g, n, xs[0], positions_per_image, pick, &chosen);
+      const Mat X = FeatureRows(n, *ConstFloat(g, n, 1), xs[0], positions_per_image, pick, &chosen);
       const Mat Y = TargetRows(n, ys[0], chosen);
       if (X.rows() != Y.rows() || X.cols() != F) return Internal(n.DebugName() + ": re-fit rows do not match");
       G.noalias() += X.transpose() * X;

@@ -16,19 +16,11 @@
 
 #include "lib/data/dataset.h"
 #include "lib/ir/graph.h"
+#include "passes/layer_inputs.h"
 #include "passes/pass.h"
 #include "passes/prune/channel_groups.h"
 
 namespace whittle::prune {
-
-// Second moments of one consumer's input features, with a trailing constant-1 feature.
-struct ConsumerGram {
-  int node = -1;
-  int64_t features = 0;       // without the constant feature
-  int64_t kernel = 1;         // Conv: taps per input channel (features = channels × kernel)
-  std::vector<double> gram;   // (features + 1)², row-major
-  int64_t rows = 0;           // feature vectors accumulated
-};
 
 // Consumers of every group's channels that reconstruction can handle (Gemm with transA=0,
 // MatMul with a constant 2-D B, 2-D Conv with group 1 and explicit pads), and why the others
@@ -39,17 +31,11 @@ struct ReconstructionSetup {
 };
 ReconstructionSetup FindReconstructableConsumers(const Graph& g, const ChannelAnalysis& a);
 
-// One pass over data: the Gram matrix of each consumer's input features (Conv: up to
-// `positions_per_image` output positions per image, chosen with `seed`).
-StatusOr<std::map<int, ConsumerGram>> CollectGrams(const Graph& g, const std::vector<int>& consumers,
-                                                   const Dataset& data, const PassContext& ctx,
-                                                   int64_t positions_per_image = 64);
-
 // The units of group `root` (width units) to keep (`kept` of them) so that the consumers'
 // outputs, re-fitted, change least (greedy backward elimination); consumers without a Gram
 // matrix do not vote.
 std::vector<bool> SelectByReconstruction(const Graph& g, const ChannelAnalysis& a, int root, int64_t width,
-                                         int64_t kept, const std::map<int, ConsumerGram>& grams);
+                                         int64_t kept, const std::map<int, InputGram>& grams);
 
 // Re-fits every consumer (of `consumers`) that loses input positions under `keep` (group root ->
 // kept units), in topological order: on the inputs the model pruned so far produces, to the
