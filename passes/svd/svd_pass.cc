@@ -10,7 +10,10 @@
 #include <optional>
 #include <set>
 
+#include <Eigen/Dense>
+
 #include "passes/accuracy_probe.h"
+#include "passes/layer_inputs.h"
 #include "passes/layer_selection.h"
 #include "passes/cost.h"
 #include "passes/svd/linalg.h"
@@ -47,6 +50,7 @@ struct SvdConfig {
   int64_t round = 8;
   std::string algo = "auto";
   int64_t candidates = 8;
+  int whiten = -1;  // -1: on exactly when calibration data is given
   LayerSelection select;  // exclude= and the layer= names
   std::map<std::string, LayerOverride> layers;
   std::string spec;
@@ -114,6 +118,10 @@ StatusOr<SvdConfig> ParseConfig(PassOptions& o) {
   WH_ASSIGN_OR_RETURN(c.candidates, o.GetInt("candidates", 8, 2, 256));
   if (o.Has("candidates") && c.criterion != Criterion::kRatio)
     return InvalidArgument("--svd: candidates= only applies to ratio=");
+  if (o.Has("whiten")) {
+    WH_ASSIGN_OR_RETURN(int64_t wv, o.GetInt("whiten", 1, 0, 1));
+    c.whiten = static_cast<int>(wv);
+  }
   WH_ASSIGN_OR_RETURN(c.select, LayerSelection::Parse(o));
   for (auto& [name, lo] : o.layers()) {
     LayerOverride ov;
@@ -152,7 +160,52 @@ struct Work {
   std::string note;  // detail suffix, e.g. " (energy 0.951)"
   std::vector<SensitivityPoint> sensitivity;
   std::vector<int64_t> allowed;  // ratio=: ranks it may take
+  // Whitening (data-aware SVD): the Cholesky factor L of the input features' second moments
+  // (C = L·Lᵀ, lower, n×n row-major); the SVD is of W·L (or Lᵀ·W for Gemm/MatMul, whose input side
+  // is the rows), and the factors are mapped back with L⁻¹. Empty: plain SVD.
+  std::vector<double> chol;
+  bool whiten_rows = false;  // Gemm/MatMul: the input side is W's rows
 };
+
+// Factors a [m, r], b [r, n] of the layer's weight at rank r (unwhitened when the SVD was of the
+// whitened matrix).
+void LayerFactors(const Work& w, int64_t r, Matrix* a, Matrix* b) {
+  SplitFactors(w.svd, r, a, b);
+  if (w.chol.empty()) return;
+  const int64_t n = static_cast<int64_t>(std::sqrt(static_cast<double>(w.chol.size())));
+  Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> L(w.chol.data(), n, n);
+  if (w.whiten_rows) {
+    // W ≈ L⁻ᵀ·a·b: solve Lᵀ·a' = a.
+    Eigen::MatrixXd am(a->rows, a->cols);
+    for (int64_t i = 0; i < a->rows; ++i)
+      for (int64_t j = 0; j < a->cols; ++j) am(i, j) = a->at(i, j);
+    const Eigen::MatrixXd sol = L.transpose().triangularView<Eigen::Upper>().solve(am);
+    for (int64_t i = 0; i < a->rows; ++i)
+      for (int64_t j = 0; j < a->cols; ++j) a->at(i, j) = static_cast<float>(sol(i, j));
+  } else {
+    // W ≈ a·b·L⁻¹: solve b'·L = b, i.e. Lᵀ·b'ᵀ = bᵀ.
+    Eigen::MatrixXd bt(b->cols, b->rows);
+    for (int64_t i = 0; i < b->rows; ++i)
+      for (int64_t j = 0; j < b->cols; ++j) bt(j, i) = b->at(i, j);
+    const Eigen::MatrixXd sol = L.transpose().triangularView<Eigen::Upper>().solve(bt);
+    for (int64_t i = 0; i < b->rows; ++i)
+      for (int64_t j = 0; j < b->cols; ++j) b->at(i, j) = static_cast<float>(sol(j, i));
+  }
+}
+
+// Lᵀ·W (input side = rows) or W·L (input side = columns), for the whitened SVD.
+Matrix Whitened(const Matrix& w, const std::vector<double>& chol, bool rows) {
+  const int64_t n = rows ? w.rows : w.cols;
+  Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> L(chol.data(), n, n);
+  Eigen::MatrixXd wm(w.rows, w.cols);
+  for (int64_t i = 0; i < w.rows; ++i)
+    for (int64_t j = 0; j < w.cols; ++j) wm(i, j) = w.at(i, j);
+  const Eigen::MatrixXd m = rows ? Eigen::MatrixXd(L.transpose() * wm) : Eigen::MatrixXd(wm * L);
+  Matrix out(w.rows, w.cols);
+  for (int64_t i = 0; i < w.rows; ++i)
+    for (int64_t j = 0; j < w.cols; ++j) out.at(i, j) = static_cast<float>(m(i, j));
+  return out;
+}
 
 double EnergyKept(const SvdResult& svd, int64_t r) {
   double acc = 0;
@@ -176,6 +229,9 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
   WH_RETURN_IF_ERROR(c_.select.Check(g));
   if (c_.criterion == Criterion::kRatio && !ctx.calibration)
     return InvalidArgument("--svd ratio= allocates ranks by measured accuracy and needs --calibration-data");
+  if (c_.whiten == 1 && !ctx.calibration)
+    return InvalidArgument("--svd whiten=1 whitens with the layers' input statistics and needs --calibration-data");
+  const bool whiten = c_.whiten == 1 || (c_.whiten < 0 && ctx.calibration);
   PassReport rep;
   rep.pass = "svd";
   rep.config = c_.spec;
@@ -205,6 +261,46 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
     work.push_back(std::move(w));
   }
 
+  // Whitening: each supported layer's input second moments, one pass over the calibration data.
+  std::string whiten_note;
+  if (whiten) {
+    std::vector<int> nodes;
+    std::string why;
+    for (const Work& w : work)
+      if (w.layer.kind != LowRankKind::kConvSpatial && LayerInputSupported(g, w.layer.node, &why))
+        nodes.push_back(w.layer.node);
+    auto grams = CollectInputGrams(g, nodes, *ctx.calibration, ctx, "svd: whitening statistics");
+    if (!grams.ok()) return grams.status().WithContext("--svd: running the calibration data '" + ctx.calibration->description + "'");
+    int whitened = 0;
+    for (Work& w : work) {
+      auto it = grams->find(w.layer.node);
+      if (it == grams->end()) continue;
+      const InputGram& ig = it->second;
+      const int64_t n = ig.features;
+      const bool rows = w.layer.kind != LowRankKind::kConvChannel;
+      if (n != (rows ? w.layer.m : w.layer.n)) continue;
+      Eigen::MatrixXd C(n, n);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j) C(i, j) = ig.gram[static_cast<size_t>(i * (n + 1) + j)];
+      C.diagonal().array() += 1e-6 * C.diagonal().mean() + 1e-12;  // dead inputs keep C positive definite
+      Eigen::LLT<Eigen::MatrixXd> llt(C);
+      if (llt.info() != Eigen::Success) continue;
+      const Eigen::MatrixXd L = llt.matrixL();
+      w.chol.resize(static_cast<size_t>(n * n));
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j) w.chol[static_cast<size_t>(i * n + j)] = L(i, j);
+      w.whiten_rows = rows;
+      ++whitened;
+    }
+    whiten_note = ("whitened SVD on " + std::to_string(whitened) + " of " + std::to_string(work.size()) +
+                        " layer(s): truncates the layer's output error on the calibration data, not its weight error"
+                        " (whiten=0 for plain SVD)");
+  }
+  auto layer_matrix = [&](const Work& w) {
+    Matrix m = LayerMatrix(g, w.layer);
+    return w.chol.empty() ? m : Whitened(m, w.chol, w.whiten_rows);
+  };
+
   // Decide ranks: explicit rank/energy now; ratio= layers after the sensitivity analysis.
   std::vector<Work*> eligible;
   int64_t fixed_saved = 0;
@@ -233,12 +329,13 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
                         std::to_string(useful) + " of " + std::to_string(full) + ")";
         continue;
       }
-      w.matrix = LayerMatrix(g, l);
+      w.matrix = layer_matrix(w);
       w.svd = LayerSvd(w.matrix, c_.algo, r, -1, seed);
       w.rank = r;
-      w.note = " (energy " + Fmt("%.3f", EnergyKept(w.svd, r)) + (w.svd.complete ? "" : ", estimated") + ")";
+      w.note = " (energy " + Fmt("%.3f", EnergyKept(w.svd, r)) + (w.svd.complete ? "" : ", estimated") +
+               (w.chol.empty() ? "" : ", whitened") + ")";
     } else if (crit == Criterion::kEnergy) {
-      w.matrix = LayerMatrix(g, l);
+      w.matrix = layer_matrix(w);
       w.svd = LayerSvd(w.matrix, c_.algo, std::max<int64_t>(useful, 1), energy, seed);
       const bool reached = ReachesEnergy(w.svd, energy);
       const int64_t r = RoundRank(RankForEnergy(w.svd, energy), c_.round, full);
@@ -249,10 +346,10 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
         continue;
       }
       w.rank = r;
-      w.note = " (energy " + Fmt("%.3f", EnergyKept(w.svd, r)) + ")";
+      w.note = " (energy " + Fmt("%.3f", EnergyKept(w.svd, r)) + (w.chol.empty() ? "" : ", whitened") + ")";
     } else {
       for (int64_t r = c_.round; r <= useful; r += c_.round) w.allowed.push_back(r);
-      w.matrix = LayerMatrix(g, l);
+      w.matrix = layer_matrix(w);
       w.svd = LayerSvd(w.matrix, c_.algo, w.allowed.back(), -1, seed);
       eligible.push_back(&w);
       continue;
@@ -290,10 +387,11 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
   for (Work& w : work) {
     if (w.rank == 0) continue;
     Matrix a, b;
-    SplitFactors(w.svd, w.rank, &a, &b);
+    LayerFactors(w, w.rank, &a, &b);
     ApplyLowRank(g, w.layer, a, b);
   }
   WH_RETURN_IF_ERROR(g.Compact());
+  if (!whiten_note.empty()) rep.notes.push_back(whiten_note);
   return rep;
 }
 
@@ -319,7 +417,7 @@ Status SvdPass::AllocateByRatio(const Graph& g, const PassContext& ctx, std::vec
         ctx.Progress("svd: sensitivity of " + w.layer.name, done++, total_evals);
         Graph cand = g;
         Matrix a, b;
-        SplitFactors(w.svd, r, &a, &b);
+        LayerFactors(w, r, &a, &b);
         ApplyLowRank(cand, w.layer, a, b);
         WH_RETURN_IF_ERROR(cand.Compact());
         WH_ASSIGN_OR_RETURN(double acc, probe.Measure(cand));
@@ -357,7 +455,7 @@ Status SvdPass::AllocateByRatio(const Graph& g, const PassContext& ctx, std::vec
     for (Work* w : eligible) {
       if (w->rank == 0) continue;
       Matrix a, b;
-      SplitFactors(w->svd, w->rank, &a, &b);
+      LayerFactors(*w, w->rank, &a, &b);
       ApplyLowRank(combined, w->layer, a, b);
     }
     WH_RETURN_IF_ERROR(combined.Compact());
@@ -392,6 +490,10 @@ const char* SvdPassHelp() {
          "  algo=auto|full|randomized   SVD algorithm (default auto: randomized top-k for matrices with\n"
          "                 min(m,n) >= 512 when the needed rank is <= a quarter of it, full otherwise);\n"
          "  candidates=8   ratio=: candidate ranks measured per layer (between round and the break-even rank);\n"
+         "  whiten=0|1     data-aware SVD (default 1 when --calibration-data is given): factorize W times the\n"
+         "                 Cholesky factor of the layer's input second moments, so the truncation minimizes the\n"
+         "                 layer's output error on the data rather than its weight error (Gemm/MatMul and\n"
+         "                 channel-mode Conv; spatial mode stays plain); energy= then counts whitened values;\n"
          "  exclude=NAME,...           layers (node names) left alone;\n"
          "  layer=NAME:rank=N|energy=E|skip=1[:mode=channel|spatial]   per-layer overrides.\n"
          "A layer is left alone (reported with the reason) when the factorization at its rank would not reduce\n"
