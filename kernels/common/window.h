@@ -120,6 +120,29 @@ struct ConvTransposeShape {
 Status ResolveConvTransposeShape(const ConvTransposeAttrs& a, const Tensor& x, const Tensor& w, const Tensor* b,
                                  ConvTransposeShape* s);
 
+// Base of every backend's ConvTranspose kernel: resolves and checks the call (Y preallocated with
+// the resolved size), then Run() computes.
+class ConvTransposeKernelBase : public OpKernel {
+ public:
+  explicit ConvTransposeKernelBase(ConvTransposeAttrs a) : attrs_(std::move(a)) {}
+  Status Compute(KernelContext& ctx) const final {
+    const Tensor& x = *ctx.inputs[0];
+    const Tensor& w = *ctx.inputs[1];
+    const Tensor* b = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+    ConvTransposeShape s;
+    WH_RETURN_IF_ERROR(ResolveConvTransposeShape(attrs_, x, w, b, &s));
+    Tensor& y = *ctx.outputs[0];
+    if (y.numel() != s.batch * s.out_channels * s.geo.InSize())
+      return Internal("ConvTranspose output " + DimsToString(y.dims()) + " does not match the resolved geometry");
+    return Run(s, x, w, b, y, ctx.num_threads);
+  }
+
+ protected:
+  virtual Status Run(const ConvTransposeShape& s, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
+                     int num_threads) const = 0;
+  const ConvTransposeAttrs attrs_;
+};
+
 // A backend's Conv and ConvTranspose builders (nullptr, or an ok null kernel: the reference builds it).
 struct ConvFns {
   KernelOr (*conv)(const ConvAttrs& a, const KernelInit& init);

@@ -299,20 +299,14 @@ void Col2ImChannel(const float* col, const WindowGeometry& geo, float* y) {
 
 // ConvTranspose as GEMM + col2im: per (image, group), col[Mg*K, Dx] = W_g^T [Mg*K, Cg] x X_g
 // [Cg, Dx], then each output channel's plane starts at its bias and gathers its K column rows.
-class ConvTransposeCpuKernel : public OpKernel {
+class ConvTransposeCpuKernel : public ConvTransposeKernelBase {
  public:
-  explicit ConvTransposeCpuKernel(ConvTransposeAttrs a) : attrs_(std::move(a)) {}
+  using ConvTransposeKernelBase::ConvTransposeKernelBase;
 
-  Status Compute(KernelContext& ctx) const override {
-    const Tensor& x = *ctx.inputs[0];
-    const Tensor& w = *ctx.inputs[1];
-    const Tensor* b = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
-    ConvTransposeShape s;
-    WH_RETURN_IF_ERROR(ResolveConvTransposeShape(attrs_, x, w, b, &s));
-    Tensor& y = *ctx.outputs[0];
+ protected:
+  Status Run(const ConvTransposeShape& s, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
+             int num_threads) const override {
     const int64_t y_size = s.geo.InSize(), x_size = s.geo.OutSize(), k_size = s.geo.KernelSize();
-    if (y.numel() != s.batch * s.out_channels * y_size)
-      return Internal("ConvTranspose output " + DimsToString(y.dims()) + " does not match the resolved geometry");
     if (y.numel() == 0) return Status::Ok();
     const int64_t cg = s.in_channels / s.group, mg = s.out_channels / s.group, rows = mg * k_size;
     const float* xd = x.data<float>();
@@ -320,7 +314,7 @@ class ConvTransposeCpuKernel : public OpKernel {
     const float* bias = b ? b->data<float>() : nullptr;
     float* yd = y.data<float>();
     const int64_t macs = s.batch * s.in_channels * mg * k_size * x_size;
-    const int threads = macs >= kMinParallelMacs ? std::max(1, ctx.num_threads) : 1;
+    const int threads = macs >= kMinParallelMacs ? std::max(1, num_threads) : 1;
     float* col = Scratch(static_cast<size_t>(rows * x_size));
     for (int64_t n = 0; n < s.batch; ++n) {
       for (int64_t grp = 0; grp < s.group; ++grp) {
@@ -342,8 +336,6 @@ class ConvTransposeCpuKernel : public OpKernel {
     return Status::Ok();
   }
 
- private:
-  ConvTransposeAttrs attrs_;
 };
 
 KernelOr MakeConvTranspose(const ConvTransposeAttrs& a, const KernelInit& init) {

@@ -109,19 +109,13 @@ KernelOr MakeConv(const ConvAttrs& a, const KernelInit&) {
   return std::unique_ptr<OpKernel>(std::make_unique<ConvReferenceKernel>(a.window, a.group, a.act));
 }
 
-class ConvTransposeReferenceKernel : public OpKernel {
+class ConvTransposeReferenceKernel : public ConvTransposeKernelBase {
  public:
-  explicit ConvTransposeReferenceKernel(ConvTransposeAttrs a) : attrs_(std::move(a)) {}
+  using ConvTransposeKernelBase::ConvTransposeKernelBase;
 
-  Status Compute(KernelContext& ctx) const override {
-    const Tensor& x = *ctx.inputs[0];
-    const Tensor& w = *ctx.inputs[1];
-    const Tensor* b = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
-    ConvTransposeShape s;
-    WH_RETURN_IF_ERROR(ResolveConvTransposeShape(attrs_, x, w, b, &s));
-    Tensor& y = *ctx.outputs[0];
-    if (y.numel() != s.batch * s.out_channels * s.geo.InSize())
-      return Internal("ConvTranspose output " + DimsToString(y.dims()) + " does not match the resolved geometry");
+ protected:
+  Status Run(const ConvTransposeShape& s, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
+             int) const override {
     if (x.dtype() == DType::kFloat32) {
       ConvTransposeReference<float>(s, x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr,
                                     y.data<float>());
@@ -132,8 +126,6 @@ class ConvTransposeReferenceKernel : public OpKernel {
     return Status::Ok();
   }
 
- private:
-  ConvTransposeAttrs attrs_;
 };
 
 KernelOr MakeConvTranspose(const ConvTransposeAttrs& a, const KernelInit&) {

@@ -180,10 +180,7 @@ Status CheckConvTranspose(const Node& node, int) {
 // D*stride for SAME_UPPER/SAME_LOWER.
 Status InferConvTranspose(InferContext& ctx) {
   const DType dt = ctx.InputDType(0);
-  for (int i = 1; i < 3; ++i)
-    if (ctx.HasInput(i) && ctx.InputDType(i) != DType::kUndefined && dt != DType::kUndefined &&
-        ctx.InputDType(i) != dt)
-      return ctx.Error("input " + Str(i) + " is " + DTypeName(ctx.InputDType(i)) + " but X is " + DTypeName(dt));
+  WH_RETURN_IF_ERROR(CheckInputsMatchX(ctx, 1, 2));
   const SymShape* x = ctx.InputShape(0);
   const SymShape* w = ctx.InputShape(1);
   const AttributeMap& a = ctx.attrs();

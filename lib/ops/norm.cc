@@ -28,9 +28,7 @@ Status CheckBatchNorm(const Node& node, int opset) {
 
 Status InferBatchNorm(InferContext& ctx) {
   const DType dt = ctx.InputDType(0);
-  for (int i = 1; i < 5; ++i)
-    if (ctx.InputDType(i) != DType::kUndefined && dt != DType::kUndefined && ctx.InputDType(i) != dt)
-      return ctx.Error("input " + Str(i) + " is " + DTypeName(ctx.InputDType(i)) + " but X is " + DTypeName(dt));
+  WH_RETURN_IF_ERROR(CheckInputsMatchX(ctx, 1, 4));
   const SymShape* x = ctx.InputShape(0);
   if (x && x->size() < 2) return ctx.Error("X must have rank >= 2 (N, C, ...), got " + SymShapeToString(*x));
   const bool spatial = ctx.opset() >= 9 || ctx.attrs().GetInt("spatial", 1) != 0;
@@ -59,10 +57,7 @@ Status CheckLayerNorm(const Node& node, int) {
 
 Status InferLayerNorm(InferContext& ctx) {
   const DType dt = ctx.InputDType(0);
-  for (int i = 1; i < 3; ++i)
-    if (ctx.HasInput(i) && ctx.InputDType(i) != DType::kUndefined && dt != DType::kUndefined &&
-        ctx.InputDType(i) != dt)
-      return ctx.Error("input " + Str(i) + " is " + DTypeName(ctx.InputDType(i)) + " but X is " + DTypeName(dt));
+  WH_RETURN_IF_ERROR(CheckInputsMatchX(ctx, 1, 2));
   const SymShape* x = ctx.InputShape(0);
   std::optional<SymShape> stats;
   if (x) {
@@ -87,9 +82,7 @@ Status InferLayerNorm(InferContext& ctx) {
 // [num_groups] before opset 21, [C] from 21): X [N, C, ...] with rank >= 2, Y like X.
 Status InferChannelNorm(InferContext& ctx, const char* what, int64_t groups, bool per_channel) {
   const DType dt = ctx.InputDType(0);
-  for (int i = 1; i < 3; ++i)
-    if (ctx.InputDType(i) != DType::kUndefined && dt != DType::kUndefined && ctx.InputDType(i) != dt)
-      return ctx.Error("input " + Str(i) + " is " + DTypeName(ctx.InputDType(i)) + " but X is " + DTypeName(dt));
+  WH_RETURN_IF_ERROR(CheckInputsMatchX(ctx, 1, 2));
   const SymShape* x = ctx.InputShape(0);
   if (x && x->size() < 2) return ctx.Error("X must have rank >= 2 (N, C, ...), got " + SymShapeToString(*x));
   const Dim c = x ? (*x)[1] : Dim();

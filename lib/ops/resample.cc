@@ -135,13 +135,17 @@ Status ReadScales(const InferContext& ctx, const Tensor& t, const std::vector<in
   return Status::Ok();
 }
 
+// X's shape, or null after setting Y to X's dtype with an unknown rank.
+const SymShape* InputShapeOrUnknownOutput(InferContext& ctx) {
+  const SymShape* in = ctx.InputShape(0);
+  if (!in) ctx.SetOutput(0, ctx.InputDType(0), std::nullopt);
+  return in;
+}
+
 Status InferResize(InferContext& ctx) {
   const DType dt = ctx.InputDType(0);
-  const SymShape* in = ctx.InputShape(0);
-  if (!in) {
-    ctx.SetOutput(0, dt, std::nullopt);
-    return Status::Ok();
-  }
+  const SymShape* in = InputShapeOrUnknownOutput(ctx);
+  if (!in) return Status::Ok();
   const size_t r = in->size();
   if (r == 0) return ctx.Error("X must have rank >= 1");
   // Resized axes: the 'axes' attribute (opset 18) or every axis.
@@ -214,11 +218,8 @@ Status InferResize(InferContext& ctx) {
 
 Status InferUpsample(InferContext& ctx) {
   const DType dt = ctx.InputDType(0);
-  const SymShape* in = ctx.InputShape(0);
-  if (!in) {
-    ctx.SetOutput(0, dt, std::nullopt);
-    return Status::Ok();
-  }
+  const SymShape* in = InputShapeOrUnknownOutput(ctx);
+  if (!in) return Status::Ok();
   const size_t r = in->size();
   std::vector<int64_t> axes;
   for (size_t d = 0; d < r; ++d) axes.push_back(static_cast<int64_t>(d));

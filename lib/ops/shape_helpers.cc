@@ -80,4 +80,14 @@ Status InferSameAsInput0(InferContext& ctx) {
   return Status::Ok();
 }
 
+Status CheckInputsMatchX(const InferContext& ctx, int first, int last) {
+  const DType dt = ctx.InputDType(0);
+  for (int i = first; i <= last; ++i)
+    if (ctx.HasInput(i) && ctx.InputDType(i) != DType::kUndefined && dt != DType::kUndefined &&
+        ctx.InputDType(i) != dt)
+      return ctx.Error("input " + std::to_string(i) + " is " + DTypeName(ctx.InputDType(i)) + " but X is " +
+                       DTypeName(dt));
+  return Status::Ok();
+}
+
 }  // namespace whittle

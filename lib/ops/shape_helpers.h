@@ -21,5 +21,7 @@ std::vector<int64_t> ToInt64Vector(const Tensor& t);
 Status InferSameAsBroadcast(InferContext& ctx);
 // Output 0 has input 0's dtype and shape.
 Status InferSameAsInput0(InferContext& ctx);
+// Error unless inputs first..last (those present with a known dtype) share X's (input 0's) dtype.
+Status CheckInputsMatchX(const InferContext& ctx, int first, int last);
 
 }  // namespace whittle

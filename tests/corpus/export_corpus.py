@@ -19,6 +19,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 from onnx import helper, numpy_helper, TensorProto
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models"))
+from train import PatchTransformer as TrainedPatchTransformer, ResNet  # noqa: E402  (the bundled architectures)
+
+
+def PatchTransformer():
+    return TrainedPatchTransformer(dim=32, heads=4, depth=2, patch=7, hidden=64)
+
+
 torch.manual_seed(0)
 torch.backends.mha.set_fastpath_enabled(False)  # export the layers, not the fused inference kernel
 np.random.seed(0)
@@ -32,32 +40,6 @@ class Mlp(nn.Module):
     def forward(self, x):
         x = torch.flatten(x, 1)
         return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
-
-
-class ResBlock(nn.Module):
-    def __init__(self, c, stride):
-        super().__init__()
-        self.c1 = nn.Conv2d(c if stride == 1 else c // 2, c, 3, stride, 1, bias=False)
-        self.b1 = nn.BatchNorm2d(c)
-        self.c2 = nn.Conv2d(c, c, 3, 1, 1, bias=False)
-        self.b2 = nn.BatchNorm2d(c)
-        self.skip = None if stride == 1 else nn.Sequential(nn.Conv2d(c // 2, c, 1, stride, bias=False), nn.BatchNorm2d(c))
-
-    def forward(self, x):
-        y = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
-        return F.relu(y + (x if self.skip is None else self.skip(x)))
-
-
-class ResNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(1, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
-        self.blocks = nn.Sequential(ResBlock(16, 1), ResBlock(32, 2), ResBlock(32, 1))
-        self.head = nn.Linear(32, 10)
-
-    def forward(self, x):
-        x = self.blocks(self.stem(x))
-        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
 class MobileBlock(nn.Module):
@@ -89,38 +71,6 @@ class MobileNet(nn.Module):
     def forward(self, x):
         x = self.blocks(F.hardswish(self.stem(x)))
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
-
-
-class PatchTransformer(nn.Module):
-    """ViT-style: patch embedding, 2 pre-norm blocks (multi-head attention written out as exporters
-    see it: Linear -> reshape heads -> transpose -> matmul -> softmax), GELU (erf) MLP, mean pool."""
-
-    def __init__(self, dim=32, heads=4, depth=2, patch=7):
-        super().__init__()
-        self.patch, self.heads = patch, heads
-        self.embed = nn.Linear(patch * patch, dim)
-        self.pos = nn.Parameter(torch.randn(1, (28 // patch) ** 2, dim) * 0.02)
-        self.blocks = nn.ModuleList()
-        for _ in range(depth):
-            self.blocks.append(nn.ModuleDict(dict(
-                ln1=nn.LayerNorm(dim), qkv=nn.Linear(dim, 3 * dim), out=nn.Linear(dim, dim),
-                ln2=nn.LayerNorm(dim), fc1=nn.Linear(dim, 2 * dim), fc2=nn.Linear(2 * dim, dim))))
-        self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, 10)
-
-    def forward(self, x):
-        b = x.shape[0]
-        p = self.patch
-        x = x.reshape(b, 1, 28 // p, p, 28 // p, p).permute(0, 2, 4, 1, 3, 5).reshape(b, -1, p * p)
-        x = self.embed(x) + self.pos
-        n, d = x.shape[1], x.shape[2]
-        h = self.heads
-        for blk in self.blocks:
-            y = blk["ln1"](x)
-            q, k, v = blk["qkv"](y).reshape(b, n, 3, h, d // h).permute(2, 0, 3, 1, 4)
-            a = torch.softmax(q @ k.transpose(-2, -1) * (d // h) ** -0.5, dim=-1)
-            x = x + blk["out"]((a @ v).transpose(1, 2).reshape(b, n, d))
-            x = x + blk["fc2"](F.gelu(blk["fc1"](blk["ln2"](x))))
-        return self.head(self.norm(x).mean(dim=1))
 
 
 class TorchMha(nn.Module):

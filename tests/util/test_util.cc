@@ -3,6 +3,8 @@
 #include <cmath>
 #include <random>
 
+#include "whittle/session.h"
+
 namespace whittle::testing {
 
 Tensor RandomFloat(const Dims& dims, uint32_t seed, float lo, float hi) {
@@ -112,6 +114,21 @@ std::vector<Tensor> ExpectBackendsMatchReference(const Node& node, const std::ve
     }
   }
   return *ref;
+}
+
+double OutputMse(const Graph& a, const Graph& b, const std::string& input, const Tensor& x) {
+  auto sa = Session::FromGraph(a);
+  auto sb = Session::FromGraph(b);
+  WH_CHECK(sa.ok() && sb.ok());
+  auto ya = (*sa)->Run({{input, x}});
+  auto yb = (*sb)->Run({{input, x}});
+  WH_CHECK(ya.ok() && yb.ok());
+  double s = 0;
+  for (int64_t i = 0; i < (*ya)[0].numel(); ++i) {
+    const double d = static_cast<double>((*ya)[0].data<float>()[i]) - (*yb)[0].data<float>()[i];
+    s += d * d;
+  }
+  return s / static_cast<double>((*ya)[0].numel());
 }
 
 }  // namespace whittle::testing

@@ -23,6 +23,8 @@ Tensor RandomUInt8(const Dims& dims, uint32_t seed);
 
 // Max |a-b| over elements (float32); dims must match.
 float MaxAbsDiff(const Tensor& a, const Tensor& b);
+// Mean squared difference of the first outputs of graphs a and b run on input `x` (fed as `input`).
+double OutputMse(const Graph& a, const Graph& b, const std::string& input, const Tensor& x);
 // gtest assertion: same dtype and dims; float types within atol + rtol*|b|; others bitwise.
 ::testing::AssertionResult TensorsClose(const Tensor& a, const Tensor& b, float atol = 1e-5f, float rtol = 1e-5f);
 

@@ -45,20 +45,6 @@ Graph Redundant() {
   return g;
 }
 
-double OutputMse(const Graph& a, const Graph& b, const Tensor& x) {
-  auto sa = Session::FromGraph(a);
-  auto sb = Session::FromGraph(b);
-  WH_CHECK(sa.ok() && sb.ok());
-  auto ya = (*sa)->Run({{"x", x}});
-  auto yb = (*sb)->Run({{"x", x}});
-  WH_CHECK(ya.ok() && yb.ok());
-  double s = 0;
-  for (int64_t i = 0; i < (*ya)[0].numel(); ++i) {
-    const double d = (*ya)[0].data<float>()[i] - (*yb)[0].data<float>()[i];
-    s += d * d;
-  }
-  return s / static_cast<double>((*ya)[0].numel());
-}
 
 TEST(PruneReconstruction, RemovesRedundantUnitsAndRefitsTheConsumer) {
   const Graph original = Redundant();
@@ -74,7 +60,7 @@ TEST(PruneReconstruction, RemovesRedundantUnitsAndRefitsTheConsumer) {
   Graph l1 = original;
   ASSERT_TRUE(testing::RunPass(l1, "prune", "ratio=0.5,round=1,criterion=l1", ctx).ok());
 
-  const double mse_rec = OutputMse(original, rec, x), mse_l1 = OutputMse(original, l1, x);
+  const double mse_rec = testing::OutputMse(original, rec, "x", x), mse_l1 = testing::OutputMse(original, l1, "x", x);
   EXPECT_LT(mse_rec, 1e-6) << "the removed half is exactly recoverable";
   EXPECT_GT(mse_l1, 100 * mse_rec + 1e-4) << "l1 " << mse_l1 << " vs reconstruction " << mse_rec;
   // The consumer was re-fitted: its kept columns are no longer the original ones.

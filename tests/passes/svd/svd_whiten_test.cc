@@ -46,20 +46,6 @@ Tensor Anisotropic(int64_t n, uint32_t seed) {
   return x;
 }
 
-double OutputMse(const Graph& a, const Graph& b, const Tensor& x) {
-  auto sa = Session::FromGraph(a);
-  auto sb = Session::FromGraph(b);
-  WH_CHECK(sa.ok() && sb.ok());
-  auto ya = (*sa)->Run({{"x", x}});
-  auto yb = (*sb)->Run({{"x", x}});
-  WH_CHECK(ya.ok() && yb.ok());
-  double s = 0;
-  for (int64_t i = 0; i < (*ya)[0].numel(); ++i) {
-    const double d = (*ya)[0].data<float>()[i] - (*yb)[0].data<float>()[i];
-    s += d * d;
-  }
-  return s / static_cast<double>((*ya)[0].numel());
-}
 
 TEST(SvdWhiten, SmallerOutputErrorThanPlainSvdAtTheSameRank) {
   const Graph original = Linear();
@@ -74,7 +60,7 @@ TEST(SvdWhiten, SmallerOutputErrorThanPlainSvdAtTheSameRank) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   ASSERT_EQ(r->layers.size(), 1u);
   EXPECT_NE(r->layers[0].detail.find("whitened"), std::string::npos) << r->layers[0].detail;
-  const double e_plain = OutputMse(original, plain, test), e_white = OutputMse(original, white, test);
+  const double e_plain = testing::OutputMse(original, plain, "x", test), e_white = testing::OutputMse(original, white, "x", test);
   EXPECT_LT(e_white, 0.5 * e_plain) << "whitened " << e_white << " vs plain " << e_plain;
 }
 
