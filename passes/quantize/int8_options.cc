@@ -51,6 +51,8 @@ StatusOr<Int8Config> ParseInt8Config(PassOptions& o) {
   }
   WH_ASSIGN_OR_RETURN(int64_t pc, o.GetInt("per-channel", 1, 0, 1));
   c.per_channel = pc != 0;
+  WH_ASSIGN_OR_RETURN(int64_t bc, o.GetInt("bias-correction", 0, 0, 1));
+  c.bias_correction = bc != 0;
   WH_ASSIGN_OR_RETURN(int64_t rr, o.GetInt("reduce-range", 1, 0, 1));
   c.reduce_range = rr != 0;
   WH_ASSIGN_OR_RETURN(std::string act, o.GetChoice("activations", "u8", {"u8", "s8"}));

@@ -29,6 +29,7 @@ struct Int8Config {
   bool reduce_range = true;  // weights in [-63, 63] (the default; see Int8PassHelp)
   DType activations = DType::kUInt8;
   bool qoperator = false;
+  bool bias_correction = false;  // shift biases by the mean output error weight rounding causes
   std::set<std::string> op_types = {"Conv", "MatMul", "Gemm"};
   LayerSelection select;  // exclude= and the layer= names
   std::map<std::string, Int8LayerOverride> layers;
