@@ -53,6 +53,8 @@ StatusOr<Int8Config> ParseInt8Config(PassOptions& o) {
   c.per_channel = pc != 0;
   WH_ASSIGN_OR_RETURN(int64_t bc, o.GetInt("bias-correction", 0, 0, 1));
   c.bias_correction = bc != 0;
+  WH_ASSIGN_OR_RETURN(int64_t eq, o.GetInt("equalize", 0, 0, 1));
+  c.equalize = eq != 0;
   WH_ASSIGN_OR_RETURN(int64_t rr, o.GetInt("reduce-range", 1, 0, 1));
   c.reduce_range = rr != 0;
   WH_ASSIGN_OR_RETURN(std::string act, o.GetChoice("activations", "u8", {"u8", "s8"}));

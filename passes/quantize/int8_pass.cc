@@ -8,6 +8,7 @@
 #include "passes/cost.h"
 #include "passes/layer_inputs.h"
 #include "passes/quantize/calibration.h"
+#include "passes/quantize/equalize.h"
 #include "passes/quantize/int8_options.h"
 #include "passes/quantize/int8_plan.h"
 #include "passes/quantize/opset_upgrade.h"
@@ -134,6 +135,14 @@ class Int8Pass : public Pass {
       WH_RETURN_IF_ERROR(FoldConvBatchNorm(g, &folded));
       if (folded) rep.notes.push_back(std::to_string(folded) + " BatchNormalization node(s) folded into the Conv before them");
     }
+    if (c_.equalize) {
+      const std::vector<std::string> pairs = quant::EqualizeChains(g);
+      std::string list;
+      for (size_t i = 0; i < pairs.size() && i < 6; ++i) list += (i ? ", " : "") + pairs[i];
+      if (pairs.size() > 6) list += ", ...";
+      rep.notes.push_back("cross-layer equalization of " + std::to_string(pairs.size()) + " layer pair(s)" +
+                          (list.empty() ? "" : ": " + list) + " (the float model computes the same function)");
+    }
     WH_ASSIGN_OR_RETURN(Int8Plan plan, quant::MakePlan(g, c_));
 
     ParamTable params;
@@ -247,6 +256,9 @@ const char* Int8PassHelp() {
          "                 entropy = TensorRT's KL-divergence threshold; mse = the threshold minimizing the\n"
          "                 expected quantization error. The last three use 2048-bin histograms (a 2nd pass);\n"
          "  per-channel=1|0       weights symmetric int8 per output channel (default 1) or per tensor;\n"
+         "  equalize=0|1          1: cross-layer equalization of Conv/Gemm/MatMul -> [Relu] -> Conv/Gemm/MatMul\n"
+         "                        chains before quantizing (per-channel ranges made equal; same float function;\n"
+         "                        helps depthwise convs and per-channel=0) (default 0)\n"
          "  bias-correction=0|1   1: shift each bias by the mean output error that rounding its weights causes,\n"
          "                        measured on --calibration-data (default 0)\n"
          "  reduce-range=1|0      1 (default): weights in [-63, 63] (7 bits), so u8 x s8 pair sums fit in int16\n"
