@@ -55,6 +55,8 @@ StatusOr<Int8Config> ParseInt8Config(PassOptions& o) {
   c.bias_correction = bc != 0;
   WH_ASSIGN_OR_RETURN(int64_t eq, o.GetInt("equalize", 0, 0, 1));
   c.equalize = eq != 0;
+  WH_ASSIGN_OR_RETURN(int64_t att, o.GetInt("attention", 0, 0, 1));
+  c.attention = att != 0;
   WH_ASSIGN_OR_RETURN(int64_t rr, o.GetInt("reduce-range", 1, 0, 1));
   c.reduce_range = rr != 0;
   WH_ASSIGN_OR_RETURN(std::string act, o.GetChoice("activations", "u8", {"u8", "s8"}));
@@ -68,6 +70,9 @@ StatusOr<Int8Config> ParseInt8Config(PassOptions& o) {
     return InvalidArgument("--int8: format= applies to mode=static; mode=dynamic always emits DynamicQuantizeLinear + "
                            "MatMulInteger");
   c.qoperator = format == "qoperator";
+  if (c.attention && (c.dynamic || c.qoperator))
+    return InvalidArgument("--int8: attention=1 needs mode=static and format=qdq (both MatMul inputs get QuantizeLinear/"
+                           "DequantizeLinear pairs)");
   if (o.Has("op-types")) {
     c.op_types.clear();
     for (const std::string& t : o.GetList("op-types")) {

@@ -30,7 +30,8 @@ struct Int8Config {
   DType activations = DType::kUInt8;
   bool qoperator = false;
   bool bias_correction = false;  // shift biases by the mean output error weight rounding causes
-  bool equalize = false;         // cross-layer equalization of Conv/Gemm/MatMul -> [Relu] -> ... chains
+  bool equalize = false;
+  bool attention = false;        // also activation x activation MatMuls (QDQ on both inputs)         // cross-layer equalization of Conv/Gemm/MatMul -> [Relu] -> ... chains
   std::set<std::string> op_types = {"Conv", "MatMul", "Gemm"};
   LayerSelection select;  // exclude= and the layer= names
   std::map<std::string, Int8LayerOverride> layers;

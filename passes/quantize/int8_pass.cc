@@ -205,6 +205,17 @@ class Int8Pass : public Pass {
                            g.value(l.output).name + " " + Describe(params.at(l.output)) +
                            (l.relu >= 0 ? " (Relu fused before the output QuantizeLinear)" : "");
     }
+    for (int idx : plan.act_matmuls) {
+      const Node& n = g.nodes()[static_cast<size_t>(idx)];
+      LayerReport r;
+      r.node = n.name;
+      r.op_type = n.op_type;
+      r.action = "int8";
+      r.macs_before = r.macs_after = NodeMacs(g, n);
+      r.detail = "activations x activations: input " + g.value(n.inputs[0]).name + " " + Describe(params.at(n.inputs[0])) +
+                 ", input " + g.value(n.inputs[1]).name + " " + Describe(params.at(n.inputs[1]));
+      done[idx] = std::move(r);
+    }
     if (c_.dynamic) {
       WH_RETURN_IF_ERROR(quant::EmitDynamic(g, plan, &weights));
     } else if (c_.qoperator) {
@@ -227,7 +238,11 @@ class Int8Pass : public Pass {
                         (c_.dynamic ? "integer ops (DynamicQuantizeLinear + MatMulInteger)" : c_.qoperator ? "qoperator" : "qdq") +
                         ", weights " + (c_.per_channel ? "per-channel" : "per-tensor") + " symmetric int8" +
                         (c_.dynamic ? "" : std::string(", activations ") + (c_.activations == DType::kInt8 ? "s8 symmetric" : "u8 asymmetric")) +
-                        "; " + std::to_string(plan.layers.size()) + " layer(s) quantized, " +
+                        "; " + std::to_string(plan.layers.size()) + " layer(s) quantized" +
+                        (plan.act_matmuls.empty() ? std::string()
+                                                  : " (and " + std::to_string(plan.act_matmuls.size()) +
+                                                        " activation x activation MatMul(s))") +
+                        ", " +
                         std::to_string(plan.skipped.size()) + " left float");
     rep.notes.push_back("initializer bytes " + std::to_string(bytes_before) + " -> " + std::to_string(bytes_after) +
                         (bytes_after > 0 ? " (" + Fmt("%.2f", static_cast<double>(bytes_before) / static_cast<double>(bytes_after)) + "x smaller)" : std::string()));
@@ -259,6 +274,9 @@ const char* Int8PassHelp() {
          "  equalize=0|1          1: cross-layer equalization of Conv/Gemm/MatMul -> [Relu] -> Conv/Gemm/MatMul\n"
          "                        chains before quantizing (per-channel ranges made equal; same float function;\n"
          "                        helps depthwise convs and per-channel=0) (default 0)\n"
+         "  attention=0|1         1: also quantize activation x activation MatMuls (attention's Q*K^T and\n"
+         "                        softmax*V): QDQ on both inputs, per tensor, as ONNX Runtime's quantizer\n"
+         "                        does (mode=static, format=qdq) (default 0)\n"
          "  bias-correction=0|1   1: shift each bias by the mean output error that rounding its weights causes,\n"
          "                        measured on --calibration-data (default 0)\n"
          "  reduce-range=1|0      1 (default): weights in [-63, 63] (7 bits), so u8 x s8 pair sums fit in int16\n"

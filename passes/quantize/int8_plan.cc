@@ -114,6 +114,17 @@ StatusOr<Int8Plan> MakePlan(const Graph& g, const Int8Config& c) {
       if (why.empty() && c.select.excluded(n.name)) why = "excluded by exclude=";
       auto ov = c.layers.find(n.name);
       if (why.empty() && ov != c.layers.end() && ov->second.skip) why = "skip=1 for this layer";
+      if (!why.empty() && c.attention && !c.dynamic && n.op_type == "MatMul" && n.inputs.size() == 2 &&
+          n.inputs[0] >= 0 && n.inputs[1] >= 0 && !g.value(n.inputs[0]).initializer &&
+          !g.value(n.inputs[1]).initializer && g.value(n.inputs[0]).dtype == DType::kFloat32 &&
+          g.value(n.inputs[1]).dtype == DType::kFloat32 && !c.select.excluded(n.name) &&
+          !(ov != c.layers.end() && ov->second.skip)) {
+        // attention=1: activation x activation (Q·Kᵀ, softmax·V): both inputs quantized per tensor.
+        need(n.inputs[0]);
+        need(n.inputs[1]);
+        plan.act_matmuls.push_back(idx);
+        continue;
+      }
       if (!why.empty()) {
         plan.skipped[idx] = SkippedLayer(g, n, why);
         continue;

@@ -38,6 +38,7 @@ struct Int8Plan {
   std::vector<int> calibrate;        // values whose ranges are measured (static mode)
   std::map<int, ActParams> existing; // values already produced by a DequantizeLinear
   std::map<int, LayerReport> skipped;  // node index -> candidate layer left alone, with the reason
+  std::vector<int> act_matmuls;        // attention=1: activation x activation MatMuls (inputs quantized)
 };
 
 
