@@ -26,5 +26,13 @@ echo "== compress-model models/cnn.onnx --int8 (static, per-channel weights, act
 build/bin/compress-model models/cnn.onnx -o build/demo/cnn_int8.onnx --int8 \
   --calibration-data fashion-mnist:train --calibration-samples 500 --eval-data fashion-mnist:test \
   --report build/demo/cnn_int8.html
+echo "== compress-model models/resnet.onnx (exported by torch.onnx.export) --prune criterion=reconstruction"
+build/bin/compress-model models/resnet.onnx -o build/demo/resnet_prune.onnx --prune ratio=0.2,round=1,criterion=reconstruction \
+  --calibration-data fashion-mnist:train --calibration-samples 500 --eval-data fashion-mnist:test \
+  --report build/demo/resnet_prune.html
+echo "== compress-model models/transformer.onnx (exported by torch.onnx.export) --int8 attention=1"
+build/bin/compress-model models/transformer.onnx -o build/demo/transformer_int8.onnx --int8 attention=1 \
+  --calibration-data fashion-mnist:train --calibration-samples 500 --eval-data fashion-mnist:test \
+  --report build/demo/transformer_int8.html
 echo "== the compressed models and their reports (open the .html files in a browser) are in build/demo/"
 ls -l build/demo
