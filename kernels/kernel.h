@@ -36,6 +36,13 @@ struct KernelInit {
   int num_outputs = 1;
   std::string node_name;                  // for error messages
   Backend backend = Backend::kReference;  // whose compute function the factory picks
+
+  // Input 0 is float32 and every other present input is float32 too (the fast paths' condition).
+  bool AllFloat32() const {
+    for (DType t : input_dtypes)
+      if (t != DType::kFloat32 && t != DType::kUndefined) return false;
+    return !input_dtypes.empty() && input_dtypes[0] == DType::kFloat32;
+  }
 };
 
 struct KernelContext {

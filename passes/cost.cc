@@ -10,6 +10,14 @@ namespace {
 // Per-sample dims: the inferred shape when it is concrete but for a leading batch symbol (counted
 // as 1); else the dims observed on one sample when there are; else the inferred shape with
 // every unknown dim as 1 (an undercount).
+// Inferred dims that are all known but for a leading named (batch) symbol.
+bool ConcretePerSample(const Value& v) {
+  if (!v.shape) return false;
+  for (size_t i = 0; i < v.shape->size(); ++i)
+    if (!(*v.shape)[i].known() && !(i == 0 && !(*v.shape)[i].param.empty())) return false;
+  return true;
+}
+
 bool PerSampleDims(const Graph& g, int id, Dims* out) {
   if (id < 0) return false;
   const Value& v = g.value(id);
@@ -17,11 +25,7 @@ bool PerSampleDims(const Graph& g, int id, Dims* out) {
     *out = v.initializer->dims();
     return true;
   }
-  bool concrete = v.shape.has_value();
-  if (v.shape)
-    for (size_t i = 0; i < v.shape->size(); ++i)
-      concrete = concrete && ((*v.shape)[i].known() || (i == 0 && !(*v.shape)[i].param.empty()));
-  if (!concrete && v.observed) {
+  if (!ConcretePerSample(v) && v.observed) {
     *out = *v.observed;
     return true;
   }
@@ -81,16 +85,17 @@ int64_t NodeParams(const Graph& g, const Node& n) {
 }
 
 Status ObserveShapes(Graph& g, const std::map<std::string, Tensor>& feeds) {
-  Graph probe = g;
-  probe.outputs().clear();
   std::vector<int> ids;
+  bool needed = false;  // inference left some computed value's dims unknown
   for (size_t id = 0; id < g.values().size(); ++id) {
     const Value& v = g.value(static_cast<int>(id));
     if (v.initializer || v.producer < 0) continue;
-    probe.outputs().push_back(static_cast<int>(id));
+    needed |= !ConcretePerSample(v);
     ids.push_back(static_cast<int>(id));
   }
-  if (ids.empty()) return Status::Ok();
+  if (!needed) return Status::Ok();
+  Graph probe = g;
+  probe.outputs() = ids;
   SessionOptions so;
   so.optimize = false;  // keep every value the graph names
   WH_ASSIGN_OR_RETURN(auto session, Session::FromGraph(std::move(probe), so));

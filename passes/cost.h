@@ -30,7 +30,7 @@ LayerReport SkippedLayer(const Graph& g, const Node& n, const std::string& reaso
 GraphCost ComputeCost(const Graph& g);
 
 // Runs one sample (feeds: every graph input, batch 1) through g and records every computed
-// value's dims in Value::observed, which NodeMacs uses where inference left dims unknown (an
+// value's dims in Value::observed (nothing to run when inference already knows them all), which NodeMacs uses where inference left dims unknown (an
 // exporter folding the batch into another dim, data-dependent shapes).
 Status ObserveShapes(Graph& g, const std::map<std::string, Tensor>& feeds);
 

@@ -7,19 +7,9 @@
 #include "whittle/session.h"
 
 namespace whittle {
-namespace {
-
-const Tensor* ConstFloat(const Graph& g, const Node& n, size_t slot) {
-  if (slot >= n.inputs.size() || n.inputs[slot] < 0) return nullptr;
-  const Value& v = g.value(n.inputs[slot]);
-  return v.initializer && v.initializer->dtype() == DType::kFloat32 ? &*v.initializer : nullptr;
-}
-
-}  // namespace
-
 bool LayerInputSupported(const Graph& g, int node, std::string* why) {
   const Node& n = g.nodes()[static_cast<size_t>(node)];
-  const Tensor* w = ConstFloat(g, n, 1);
+  const Tensor* w = g.ConstInput(n, 1, DType::kFloat32);
   why->clear();
   if (!w) *why = "its weight is not a constant float32 initializer";
   else if (n.op_type == "Conv") {
@@ -40,7 +30,7 @@ bool LayerInputSupported(const Graph& g, int node, std::string* why) {
 
 int64_t FeaturesPerPosition(const Graph& g, const Node& n) {
   if (n.op_type != "Conv") return 1;
-  const Tensor& w = *ConstFloat(g, n, 1);
+  const Tensor& w = *g.ConstInput(n, 1, DType::kFloat32);
   return w.dim(2) * w.dim(3);
 }
 

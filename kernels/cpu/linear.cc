@@ -155,20 +155,14 @@ const Tensor* ConstInput(const KernelInit& init, size_t i) {
   return i < init.const_inputs.size() ? init.const_inputs[i] : nullptr;
 }
 
-bool AllFloat(const KernelInit& init) {
-  for (DType t : init.input_dtypes)
-    if (t != DType::kFloat32 && t != DType::kUndefined) return false;
-  return !init.input_dtypes.empty() && init.input_dtypes[0] == DType::kFloat32;
-}
-
 // Float32 only; other dtypes get an ok null kernel (the reference one is built instead).
 KernelOr MakeGemm(const GemmAttrs& a, const KernelInit& init) {
-  if (!AllFloat(init)) return std::unique_ptr<OpKernel>();
+  if (!init.AllFloat32()) return std::unique_ptr<OpKernel>();
   return std::unique_ptr<OpKernel>(std::make_unique<GemmCpuKernel>(a, ConstInput(init, 1), ConstInput(init, 2)));
 }
 
 KernelOr MakeMatMul(const MatMulAttrs& a, const KernelInit& init) {
-  if (!AllFloat(init)) return std::unique_ptr<OpKernel>();
+  if (!init.AllFloat32()) return std::unique_ptr<OpKernel>();
   return std::unique_ptr<OpKernel>(std::make_unique<MatMulCpuKernel>(a, ConstInput(init, 1)));
 }
 

@@ -120,14 +120,8 @@ class LayerNormCpuKernel : public LayerNormKernelBase {
   }
 };
 
-bool AllFloat(const KernelInit& init) {
-  for (DType t : init.input_dtypes)
-    if (t != DType::kFloat32 && t != DType::kUndefined) return false;
-  return !init.input_dtypes.empty() && init.input_dtypes[0] == DType::kFloat32;
-}
-
 KernelOr MakeBatchNorm(const BatchNormAttrs& a, const KernelInit& init) {
-  if (!AllFloat(init) || !a.spatial) return std::unique_ptr<OpKernel>();
+  if (!init.AllFloat32() || !a.spatial) return std::unique_ptr<OpKernel>();
   const Tensor* params[4] = {nullptr, nullptr, nullptr, nullptr};
   for (size_t i = 0; i < 4; ++i)
     if (i + 1 < init.const_inputs.size()) params[i] = init.const_inputs[i + 1];
@@ -135,7 +129,7 @@ KernelOr MakeBatchNorm(const BatchNormAttrs& a, const KernelInit& init) {
 }
 
 KernelOr MakeLayerNorm(const LayerNormAttrs& a, const KernelInit& init) {
-  if (!AllFloat(init)) return std::unique_ptr<OpKernel>();
+  if (!init.AllFloat32()) return std::unique_ptr<OpKernel>();
   return std::unique_ptr<OpKernel>(std::make_unique<LayerNormCpuKernel>(a));
 }
 

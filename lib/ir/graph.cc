@@ -110,6 +110,11 @@ const Tensor* Graph::ConstInput(const Node& n, size_t slot) const {
   return v.initializer ? &*v.initializer : nullptr;
 }
 
+const Tensor* Graph::ConstInput(const Node& n, size_t slot, DType dtype) const {
+  const Tensor* t = ConstInput(n, slot);
+  return t && t->dtype() == dtype ? t : nullptr;
+}
+
 int Graph::SoleConsumer(int value_id) const {
   if (IsGraphOutput(value_id)) return -1;
   const std::vector<int> c = Consumers(value_id);

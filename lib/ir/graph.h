@@ -98,6 +98,8 @@ class Graph {
 
   // The initializer behind input `slot` of n, or null (no such input, or not a constant).
   const Tensor* ConstInput(const Node& n, size_t slot) const;
+  // The same, only when the initializer has element type `dtype`.
+  const Tensor* ConstInput(const Node& n, size_t slot, DType dtype) const;
   // The only node reading value_id, reading it once; -1 when it is a graph output or has other
   // readers.
   int SoleConsumer(int value_id) const;

@@ -1,6 +1,5 @@
 #include "lib/ops/op_def.h"
 
-#include <deque>
 #include <mutex>
 #include <unordered_map>
 
@@ -83,13 +82,30 @@ Status InferNode(const OpDef& def, InferContext& ctx) {
   return def.infer(ctx);
 }
 
+namespace {
+
+// A fully known shape value of an int32/int64 value of rank <= 1 as a tensor (undefined otherwise).
+Tensor MaterializeShapeValue(const Value& val, const ShapeValue& sv) {
+  if (!val.shape || val.shape->size() > 1 || (val.dtype != DType::kInt64 && val.dtype != DType::kInt32)) return Tensor();
+  for (const SymInt& d : sv)
+    if (!d.known()) return Tensor();
+  Tensor t(val.dtype, val.shape->empty() ? Dims{} : Dims{static_cast<int64_t>(sv.size())});
+  for (size_t k = 0; k < sv.size(); ++k) {
+    if (val.dtype == DType::kInt64) t.data<int64_t>()[k] = *sv[k].value;
+    else t.data<int32_t>()[k] = static_cast<int32_t>(*sv[k].value);
+  }
+  return t;
+}
+
+}  // namespace
+
 Status InferShapes(Graph& graph) {
   RegisterAllOps();
   WH_ASSIGN_OR_RETURN(std::vector<int> order, graph.TopologicalOrder());
   // Shape values propagated so far (value id -> elements), and the tensors materialized from the
   // fully known ones so that every op's inference sees them as constant inputs.
   std::unordered_map<int, ShapeValue> shape_values;
-  std::deque<Tensor> materialized;
+  std::unordered_map<int, Tensor> materialized;  // value id -> tensor (undefined: not fully known)
   for (int ni : order) {
     const Node& node = graph.nodes()[static_cast<size_t>(ni)];
     const OpDef* def = OpRegistry::Global().Find(node.domain, node.op_type);
@@ -108,21 +124,10 @@ Status InferShapes(Graph& graph) {
       }
       const Value& val = graph.value(v);
       const Tensor* value = val.initializer ? &*val.initializer : nullptr;
-      if (!value && in_svals.back() && val.shape && val.shape->size() <= 1 &&
-          (val.dtype == DType::kInt64 || val.dtype == DType::kInt32)) {
-        std::vector<int64_t> ints;
-        for (const SymInt& d : *in_svals.back())
-          if (d.known()) ints.push_back(*d.value);
-        if (ints.size() == in_svals.back()->size()) {
-          const Dims dims = val.shape->empty() ? Dims{} : Dims{static_cast<int64_t>(ints.size())};
-          Tensor t(val.dtype, dims);
-          for (size_t k = 0; k < ints.size(); ++k) {
-            if (val.dtype == DType::kInt64) t.data<int64_t>()[k] = ints[k];
-            else t.data<int32_t>()[k] = static_cast<int32_t>(ints[k]);
-          }
-          materialized.push_back(std::move(t));
-          value = &materialized.back();
-        }
+      if (!value && in_svals.back()) {
+        auto m = materialized.find(v);
+        if (m == materialized.end()) m = materialized.emplace(v, MaterializeShapeValue(val, *in_svals.back())).first;
+        if (m->second.defined()) value = &m->second;
       }
       ctx.AddInput(true, val.dtype, val.shape, value);
       ctx.SetInputSymValue(static_cast<int>(in_svals.size()) - 1, in_svals.back());

@@ -15,16 +15,10 @@ namespace {
 
 using Mat = RowMat;
 
-const Tensor* ConstFloat(const Graph& g, const Node& n, size_t slot) {
-  if (slot >= n.inputs.size() || n.inputs[slot] < 0) return nullptr;
-  const Value& v = g.value(n.inputs[slot]);
-  return v.initializer && v.initializer->dtype() == DType::kFloat32 ? &*v.initializer : nullptr;
-}
-
 // The consumer's weights as [features, outputs] (feature f = input position, or channel*K + tap
 // for Conv), with its 1-D bias (or zeros) as a last row; *has_bias says whether it has one.
 Mat FeatureWeights(const Graph& g, const Node& n, bool* has_bias) {
-  const Tensor& w = *ConstFloat(g, n, 1);
+  const Tensor& w = *g.ConstInput(n, 1, DType::kFloat32);
   const float* pw = w.data<float>();
   Mat W;
   int64_t m = 0;
@@ -44,7 +38,7 @@ Mat FeatureWeights(const Graph& g, const Node& n, bool* has_bias) {
   }
   *has_bias = false;
   if (n.op_type != "MatMul") {
-    const Tensor* b = ConstFloat(g, n, 2);
+    const Tensor* b = g.ConstInput(n, 2, DType::kFloat32);
     if (b && b->rank() == 1 && b->dim(0) == m && g.Consumers(n.inputs[2]).size() == 1) {
       *has_bias = true;
       for (int64_t o = 0; o < m; ++o) W(W.rows() - 1, o) = b->data<float>()[o];
@@ -170,7 +164,7 @@ namespace {
 // Writes feature-layout weights Wn (rows: features, last row: bias) back into the consumer's
 // initializers as new tensors (the old ones may be shared by graph copies).
 void WriteBack(Graph& g, const Node& n, const Mat& Wn, bool has_bias) {
-  const Tensor& w = *ConstFloat(g, n, 1);
+  const Tensor& w = *g.ConstInput(n, 1, DType::kFloat32);
   Tensor nw(DType::kFloat32, w.dims());
   float* pw = nw.data<float>();
   if (n.op_type == "Conv") {
@@ -274,7 +268,7 @@ StatusOr<std::vector<int>> RefitConsumers(Graph& g, const ChannelAnalysis& a,
       WH_ASSIGN_OR_RETURN(std::vector<Tensor> ys, st->Run({{st->inputs()[0].name, x_in}}));
       std::vector<int64_t> chosen;
       auto pick = [&](int64_t count) { return std::uniform_int_distribution<int64_t>(0, count - 1)(rng); };
-      const Mat X = FeatureRows(n, *ConstFloat(g, n, 1), xs[0], positions_per_image, pick, &chosen);
+      const Mat X = FeatureRows(n, *g.ConstInput(n, 1, DType::kFloat32), xs[0], positions_per_image, pick, &chosen);
       const Mat Y = TargetRows(n, ys[0], chosen);
       if (X.rows() != Y.rows() || X.cols() != F) return Internal(n.DebugName() + ": re-fit rows do not match");
       G.noalias() += X.transpose() * X;

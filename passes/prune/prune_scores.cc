@@ -8,12 +8,6 @@
 namespace whittle::prune {
 namespace {
 
-const Tensor* ConstAt(const Graph& g, const Node& n, size_t slot) {
-  if (slot >= n.inputs.size() || n.inputs[slot] < 0) return nullptr;
-  const Value& v = g.value(n.inputs[slot]);
-  return v.initializer && v.initializer->dtype() == DType::kFloat32 ? &*v.initializer : nullptr;
-}
-
 // Per-unit scale of a BatchNormalization that is the producer output's only reader (1 when there
 // is none): BN multiplies unit c by scale[c] / sqrt(var[c] + eps), so that is how much of the
 // unit's weights reach the next layer.
@@ -23,7 +17,7 @@ std::vector<double> FoldedBatchNormScale(const Graph& g, const Producer& p) {
   if (readers.size() != 1 || g.IsGraphOutput(p.value)) return s;
   const Node& bn = g.nodes()[static_cast<size_t>(readers[0])];
   if (bn.op_type != "BatchNormalization" || bn.inputs.empty() || bn.inputs[0] != p.value || p.axis != 1) return s;
-  const Tensor *scale = ConstAt(g, bn, 1), *var = ConstAt(g, bn, 4);
+  const Tensor *scale = g.ConstInput(bn, 1, DType::kFloat32), *var = g.ConstInput(bn, 4, DType::kFloat32);
   if (!scale || !var || scale->numel() != p.width || var->numel() != p.width) return s;
   const double eps = bn.attrs.GetFloat("epsilon", 1e-5f);
   for (int64_t c = 0; c < p.width; ++c)
@@ -35,7 +29,7 @@ std::vector<double> FoldedBatchNormScale(const Graph& g, const Producer& p) {
 
 std::vector<double> WeightScores(const Graph& g, const Producer& p, bool l2) {
   const Node& n = g.nodes()[static_cast<size_t>(p.node)];
-  const Tensor& w = *ConstAt(g, n, 1);
+  const Tensor& w = *g.ConstInput(n, 1, DType::kFloat32);
   const int64_t units = p.width;
   std::vector<double> sum(static_cast<size_t>(units), 0.0);
   auto acc = [&](int64_t u, double v) { sum[static_cast<size_t>(u)] += l2 ? v * v : std::fabs(v); };

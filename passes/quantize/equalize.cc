@@ -7,12 +7,6 @@
 namespace whittle::quant {
 namespace {
 
-const Tensor* ConstFloat(const Graph& g, const Node& n, size_t slot) {
-  if (slot >= n.inputs.size() || n.inputs[slot] < 0) return nullptr;
-  const Value& v = g.value(n.inputs[slot]);
-  return v.initializer && v.initializer->dtype() == DType::kFloat32 ? &*v.initializer : nullptr;
-}
-
 bool IsLinearLayer(const Node& n) { return n.domain.empty() && (n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul"); }
 
 // Flat indices of weight W's elements that belong to output channel c (layer1) or input channel
@@ -59,7 +53,7 @@ std::vector<std::string> EqualizeChains(Graph& g) {
     const Node& l1 = g.nodes()[i];
     if (!IsLinearLayer(l1) || l1.outputs.empty() || l1.outputs[0] < 0) continue;
     if (l1.op_type == "Gemm" && l1.attrs.GetFloat("alpha", 1.f) != 1.f) continue;
-    const Tensor* w1 = ConstFloat(g, l1, 1);
+    const Tensor* w1 = g.ConstInput(l1, 1, DType::kFloat32);
     if (!w1 || g.Consumers(l1.inputs[1]).size() != 1) continue;
     // The chain: l1 -> [Relu | MaxPool]* -> l2 (both commute with a positive per-channel scale),
     // each value read only by the next.
@@ -79,11 +73,11 @@ std::vector<std::string> EqualizeChains(Graph& g) {
     if (broken) continue;
     const Node& l2 = g.nodes()[static_cast<size_t>(next)];
     if (!IsLinearLayer(l2) || l2.inputs.empty() || l2.inputs[0] != v) continue;
-    const Tensor* w2 = ConstFloat(g, l2, 1);
+    const Tensor* w2 = g.ConstInput(l2, 1, DType::kFloat32);
     if (!w2 || g.Consumers(l2.inputs[1]).size() != 1) continue;
     const int64_t ch = OutputChannels(l1, *w1);
     if (ch <= 0 || InputChannels(l2, *w2) != ch) continue;
-    const Tensor* b1 = ConstFloat(g, l1, 2);
+    const Tensor* b1 = g.ConstInput(l1, 2, DType::kFloat32);
     if (b1 && (b1->numel() != ch || g.Consumers(l1.inputs[2]).size() != 1)) continue;
     // MatMul/Gemm chains must keep the channel axis last between them (no reshapes), which
     // "read only by the next layer" already guarantees.
