@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "passes/prune/attention_heads.h"
+
 namespace whittle::prune {
 namespace {
 
@@ -37,9 +39,12 @@ class Analyzer {
 
   StatusOr<ChannelAnalysis> Run() {
     WH_ASSIGN_OR_RETURN(std::vector<int> order, g_.TopologicalOrder());
+    FindHeads();
     for (int ni : order) {
       Visit(ni);
       StartGroup(ni);
+      auto m = merge_of_.find(ni);
+      if (m != merge_of_.end()) StartMerge(ni, m->second);
     }
     for (int out : g_.outputs())
       if (a_.maps[static_cast<size_t>(out)])
@@ -134,6 +139,28 @@ class Analyzer {
     return "";
   }
 
+  // Attention blocks whose heads can go: their projections become head producers, their split and
+  // merge Reshapes get their shapes rewritten. A block that cannot be pruned leaves its projections
+  // to the usual analysis, with the block's reason at the split Reshape.
+  void FindHeads() {
+    for (HeadBlock& b : FindHeadBlocks(g_)) {
+      for (int p : b.producers) {
+        int64_t width = 0;
+        int axis = 1;
+        std::string why = ProducerCheck(g_.nodes()[static_cast<size_t>(p)], &width, &axis);
+        if (!why.empty() && b.why_not.empty()) b.why_not = g_.nodes()[static_cast<size_t>(p)].DebugName() + ": " + why;
+      }
+      const int id = static_cast<int>(heads_.size());
+      for (int s : b.splits) split_of_[s] = id;
+      if (b.why_not.empty()) {
+        for (int p : b.producers) head_producer_[p] = id;
+        for (int m : b.merges) merge_of_[m] = id;
+      }
+      heads_.push_back(std::move(b));
+      head_gid_.push_back(-1);
+    }
+  }
+
   void StartGroup(int ni) {
     const Node& n = g_.nodes()[static_cast<size_t>(ni)];
     if (!n.domain.empty() && n.domain != "ai.onnx") return;
@@ -146,11 +173,36 @@ class Analyzer {
       return;
     }
     int gid = NewGroup();
-    a_.producers.push_back(Producer{ni, gid, width, n.outputs[0], axis});
     ChannelMap m;
     m.axis = axis;
-    m.segs.push_back(Segment{gid, width, 1});
+    auto hp = head_producer_.find(ni);
+    if (hp == head_producer_.end()) {
+      a_.producers.push_back(Producer{ni, gid, width, n.outputs[0], axis});
+      m.segs.push_back(Segment{gid, width, 1});
+      return SetOut(n, m);
+    }
+    const HeadBlock& b = heads_[static_cast<size_t>(hp->second)];
+    const int64_t hd = b.head_dim.at(ni);
+    a_.producers.push_back(Producer{ni, gid, b.heads, n.outputs[0], axis, hd});
+    for (int64_t f = 0; f < b.outer.at(ni); ++f) m.segs.push_back(Segment{gid, b.heads, hd});
+    int& block_gid = head_gid_[static_cast<size_t>(hp->second)];
+    if (block_gid < 0) block_gid = gid;
+    Union(block_gid, gid);
     SetOut(n, m);
+  }
+
+  // The merged heads [..., heads * head_dim] are the output projection's input rows.
+  void StartMerge(int ni, int block) {
+    const Node& n = g_.nodes()[static_cast<size_t>(ni)];
+    const int gid = head_gid_[static_cast<size_t>(block)];
+    const int rank = Rank(n.outputs[0]);
+    if (gid < 0 || rank < 1) return;
+    const HeadBlock& b = heads_[static_cast<size_t>(block)];
+    ChannelMap m;
+    m.axis = rank - 1;
+    m.segs.push_back(Segment{gid, b.heads, DimAt(n.outputs[0], rank - 1) / b.heads});
+    SetOut(n, m);
+    AddEdit(EditKind::kHeadReshape, ni, 1, n.outputs[0]);
   }
 
   // Extra outputs (Dropout mask, MaxPool indices, BN training stats) would still carry the old
@@ -176,6 +228,17 @@ class Analyzer {
     if (!n.domain.empty() && n.domain != "ai.onnx") return fail("an op the pass cannot follow");
     if (n.outputs.empty() || n.outputs[0] < 0) return fail("no output");
     const bool only_data = ann.size() == 1 && ann[0] == 0;
+
+    auto split = split_of_.find(ni);
+    if (split != split_of_.end()) {
+      const HeadBlock& b = heads_[static_cast<size_t>(split->second)];
+      if (!b.why_not.empty()) return fail("attention heads cannot be removed: " + b.why_not);
+      if (!only_data) return fail("reads the channels as a shape");
+      for (const Segment& s : m0.segs)
+        if (s.group < 0 || a_.Root(s.group) != a_.Root(head_gid_[static_cast<size_t>(split->second)]))
+          return fail("splits channels of other layers into heads");
+      return AddEdit(EditKind::kHeadReshape, ni, 1, n.inputs[0]);
+    }
 
     if (op == "Gemm" || op == "MatMul") {
       if (!only_data) return fail("reads the channels as a weight or bias");
@@ -338,6 +401,11 @@ class Analyzer {
 
   const Graph& g_;
   ChannelAnalysis a_;
+  std::vector<HeadBlock> heads_;
+  std::vector<int> head_gid_;            // per block: the group of its first producer (-1: none yet)
+  std::map<int, int> split_of_;          // split Reshape node -> block (every block)
+  std::map<int, int> merge_of_;          // merge Reshape node -> block (prunable blocks)
+  std::map<int, int> head_producer_;     // projection node -> block (prunable blocks)
 };
 
 }  // namespace

@@ -4,6 +4,8 @@
 // to the consumers that must lose the matching input rows, and couples producers whose channels
 // meet in an elementwise op (residual Add) into one group. A group whose channels reach anything
 // the pass cannot rewire (a graph output, Reshape, grouped conv, an unknown op) carries the reason.
+// Multi-head attention blocks (attention_heads.h) are groups whose units are whole heads: their
+// Q/K/V projections are the producers, the output projection the consumer.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +43,8 @@ enum class EditKind {
   kInstanceNorm,  // scale/B (inputs 1..2); value = output
   kDepthwise,     // depthwise Conv filters and bias follow its output; value = output
   kConstOperand,  // constant operand of an elementwise op, sliced along `axis`; value = output
+  kHeadReshape,   // Reshape splitting (value = its input) or merging (value = its output) attention
+                  // heads: its shape input is rewritten for the kept heads
 };
 
 struct Edit {
@@ -58,6 +62,9 @@ struct Producer {
   int64_t width = 0;
   int value = -1;  // its output value
   int axis = 1;    // channel axis of that value
+  // > 0: the units are attention heads (attention_heads.h) of head_dim positions each; the output
+  // columns are laid out [F, heads, head_dim] (F = 3 for a fused Q/K/V projection).
+  int64_t head_dim = 0;
 };
 
 struct ChannelAnalysis {

@@ -53,8 +53,7 @@ class Applier {
       if (it == plan_.keep.end()) continue;
       NodePlan& np = plans[p.node];
       np.cols = true;
-      for (size_t c = 0; c < it->second.size(); ++c)
-        if (it->second[c]) np.kept_cols.push_back(static_cast<int64_t>(c));
+      np.kept_cols = Kept(p.value);  // the output map's positions: units, or heads' column blocks
     }
     for (const Edit& e : a_.edits) {
       if (!Changed(e.value)) continue;
@@ -83,6 +82,9 @@ class Applier {
         case EditKind::kConstOperand:
           SliceInput(e.node, e.input, e.axis, Kept(e.value));
           break;
+        case EditKind::kHeadReshape:
+          RewriteHeadReshape(e);
+          break;
       }
     }
     for (auto& [ni, np] : plans) {
@@ -109,6 +111,37 @@ class Applier {
     const Tensor* t = g_.ConstInput(g_.nodes()[static_cast<size_t>(ni)], static_cast<size_t>(slot));
     if (!t) return;  // absent optional input (e.g. a Conv without bias)
     ReplaceConst(g_, ni, slot, SliceAxis(*t, axis, keep));
+  }
+
+  // A Reshape that splits a projection into [..., F, heads, head_dim] or merges [heads, head_dim]
+  // back gets a constant shape for the kept heads; 0 copies the leading dims (batch, sequence),
+  // whatever computed them before.
+  void RewriteHeadReshape(const Edit& e) {
+    Node& n = g_.nodes()[static_cast<size_t>(e.node)];
+    const int64_t kept = static_cast<int64_t>(Kept(e.value).size());
+    const SymShape& out = *g_.value(n.outputs[0]).shape;
+    const int ro = static_cast<int>(out.size());
+    std::vector<int64_t> shape;
+    if (n.inputs[0] == e.value) {  // split
+      const int ri = static_cast<int>(g_.value(n.inputs[0]).shape->size());
+      shape.assign(static_cast<size_t>(ri - 1), 0);
+      int64_t per_head = 1;  // positions per head: F * head_dim
+      for (int d = ri - 1; d < ro; ++d) {
+        shape.push_back(out[static_cast<size_t>(d)].value);
+        if (d != ro - 2) per_head *= out[static_cast<size_t>(d)].value;
+      }
+      shape[static_cast<size_t>(ro - 2)] = kept / per_head;
+    } else {  // merge
+      shape.assign(static_cast<size_t>(ro - 1), 0);
+      shape.push_back(kept);
+    }
+    Tensor t(DType::kInt64, {static_cast<int64_t>(shape.size())});
+    std::copy(shape.begin(), shape.end(), t.data<int64_t>());
+    const std::string base = n.name.empty() ? g_.value(n.outputs[0]).name : n.name;
+    const int id = g_.AddInitializer(g_.UniqueName(base + "/pruned_heads_shape"), std::move(t));
+    Node& m = g_.nodes()[static_cast<size_t>(e.node)];
+    m.inputs[1] = id;
+    if (m.attrs.Has("allowzero")) m.attrs.Set("allowzero", Attribute::Int(0));
   }
 
   // Mean of each removed input position, or empty when compensation is off for this consumer.

@@ -32,6 +32,7 @@ struct LayerOverride {
 
 struct PruneConfig {
   double ratio = 0.3;
+  std::optional<double> heads;  // ratio for attention-head groups (default: ratio)
   std::string criterion = "l1";
   int64_t round = 8;
   LayerSelection select;  // exclude= and the layer= names
@@ -211,7 +212,11 @@ class PrunePass : public Pass {
     if (overrides > 1)
       rep->notes.push_back("coupled group of " + std::to_string(gc.producers.size()) +
                            " producers has several layer= overrides; the most conservative was used");
-    gc.kept = KeptCount(gc.width, ratio.value_or(cfg_.ratio), keep, round.value_or(cfg_.round));
+    // Heads are coarse units: they take heads= (default ratio) and are not rounded (round=1).
+    const bool heads = a.producers[static_cast<size_t>(gc.producers[0])].head_dim > 0;
+    const double base_ratio = heads ? cfg_.heads.value_or(cfg_.ratio) : cfg_.ratio;
+    const int64_t base_round = heads ? 1 : cfg_.round;
+    gc.kept = KeptCount(gc.width, ratio.value_or(base_ratio), keep, round.value_or(base_round));
     if (!reasons.empty()) {
       gc.skip_reason = reasons[0];
       for (size_t i = 1; i < reasons.size() && i < 3; ++i) gc.skip_reason += "; " + reasons[i];
@@ -219,9 +224,9 @@ class PrunePass : public Pass {
     } else if (!excluded.empty()) {
       gc.skip_reason = "excluded (exclude=" + excluded[0] + ")";
     } else if (gc.kept >= gc.width) {
-      gc.skip_reason = "nothing to remove: ratio " + std::to_string(ratio.value_or(cfg_.ratio)).substr(0, 5) +
-                       " of " + std::to_string(gc.width) + " units rounds to keeping all (round=" +
-                       std::to_string(round.value_or(cfg_.round)) + ")";
+      gc.skip_reason = "nothing to remove: ratio " + std::to_string(ratio.value_or(base_ratio)).substr(0, 5) +
+                       " of " + std::to_string(gc.width) + (heads ? " heads" : " units") +
+                       " rounds to keeping all (round=" + std::to_string(round.value_or(base_round)) + ")";
     }
     return gc;
   }
@@ -312,8 +317,11 @@ class PrunePass : public Pass {
       lr.macs_after = macs_after[i];
       lr.params_before = params_before[i] + (along.count(ni) ? along[ni].first : 0);
       lr.params_after = params_after[i] + (along.count(ni) ? along[ni].second : 0);
-      const std::string unit = n.op_type == "Conv" ? "channels" : "units";
       auto pit = producer_of_node.find(ni);
+      const std::string unit = n.op_type == "Conv" ? "channels"
+                               : pit != producer_of_node.end() && a.producers[static_cast<size_t>(pit->second)].head_dim > 0
+                                   ? "attention heads"
+                                   : "units";
       if (pit != producer_of_node.end()) {
         const GroupChoice& gc = groups.at(a.Root(a.producers[static_cast<size_t>(pit->second)].group));
         lr.full_setting = gc.width;
@@ -377,6 +385,11 @@ StatusOr<std::unique_ptr<Pass>> MakePrunePass(PassOptions options) {
   cfg.spec = options.spec();
   WH_ASSIGN_OR_RETURN(cfg.ratio, options.GetDouble("ratio", 0.3, 0.0, 1.0));
   if (cfg.ratio >= 1.0) return InvalidArgument("--prune: ratio=1 would remove every unit; expected 0 <= ratio < 1");
+  if (options.Has("heads")) {
+    WH_ASSIGN_OR_RETURN(double h, options.GetDouble("heads", 0, 0.0, 1.0));
+    if (h >= 1.0) return InvalidArgument("--prune: heads=1 would remove every attention head; expected 0 <= heads < 1");
+    cfg.heads = h;
+  }
   WH_ASSIGN_OR_RETURN(cfg.criterion,
                       options.GetChoice("criterion", "l1", {"l1", "l2", "activation", "reconstruction"}));
   WH_ASSIGN_OR_RETURN(cfg.round, options.GetInt("round", 8, 1, 1 << 20));
@@ -413,11 +426,15 @@ const char* PrunePassHelp() {
          "    with the matching rows/channels of every consumer (Gemm, MatMul, Conv, Flatten blocks), the\n"
          "    BatchNormalization entries, depthwise convs and elementwise constants in between. Producers\n"
          "    coupled by Add/Sum/Mul (residuals) are pruned with one mask; Concat inputs keep their own.\n"
-         "    Groups reaching a graph output, Reshape/Transpose, a grouped conv or an unknown op are\n"
-         "    skipped with the reason (so the last layer is never pruned).\n"
+         "    Multi-head attention loses whole heads: the heads' Q/K/V projection columns, the output\n"
+         "    projection's rows and the head counts of the head Reshapes (fused or separate Q/K/V).\n"
+         "    Groups reaching a graph output, any other Reshape/Transpose, a grouped conv or an unknown op\n"
+         "    are skipped with the reason (so the last layer is never pruned).\n"
          "  ratio=R        fraction of each group's current units to remove, 0 <= R < 1 (default 0.3).\n"
          "                 Relative to the width the model has now: running the pass twice prunes twice;\n"
          "                 ratio=0 and layer=NAME:keep=N are idempotent. Nothing is stored in the model.\n"
+         "  heads=R        fraction of each attention block's heads to remove, 0 <= R < 1 (default: ratio);\n"
+         "                 heads are never rounded (round= applies to units and channels).\n"
          "  criterion=C    l1 | l2: norm of a unit's incoming weights, times the scale of a BatchNormalization\n"
          "                 right after it; activation: mean |output| on --calibration-data; reconstruction:\n"
          "                 units whose removal changes the consumers' outputs least on --calibration-data,\n"

@@ -32,7 +32,9 @@ std::vector<double> WeightScores(const Graph& g, const Producer& p, bool l2) {
   const Tensor& w = *g.ConstInput(n, 1, DType::kFloat32);
   const int64_t units = p.width;
   std::vector<double> sum(static_cast<size_t>(units), 0.0);
-  auto acc = [&](int64_t u, double v) { sum[static_cast<size_t>(u)] += l2 ? v * v : std::fabs(v); };
+  // Attention heads: column c of a [F, heads, head_dim] layout belongs to head (c / head_dim) % heads.
+  auto unit = [&](int64_t c) { return p.head_dim > 0 ? (c / p.head_dim) % units : c; };
+  auto acc = [&](int64_t c, double v) { sum[static_cast<size_t>(unit(c))] += l2 ? v * v : std::fabs(v); };
   const float* pw = w.data<float>();
   if (n.op_type == "Gemm") {
     const bool trans_b = n.attrs.GetInt("transB", 0) != 0;

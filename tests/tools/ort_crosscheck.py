@@ -29,6 +29,9 @@ CONFIGS = [
     ("cnn", ["--svd", "energy=0.9,mode=spatial"]),
     ("cnn", ["--prune", "ratio=0.3"]),
     ("cnn", ["--prune", "ratio=0.5,criterion=activation", "--svd", "energy=0.95"] + CALIB),
+    # Exported by PyTorch: whole attention heads and MLP units, consumers re-fitted; residual CNN.
+    ("transformer", ["--prune", "ratio=0.3,heads=0.34,round=1,criterion=reconstruction"] + CALIB),
+    ("resnet", ["--prune", "ratio=0.2,round=1,criterion=reconstruction"] + CALIB),
 ]
 
 
@@ -81,7 +84,7 @@ def main():
             agree = float(np.mean(np.argmax(y_w, 1) == np.argmax(y_o, 1)))
             ok = diff <= TOL and small
             failures += not ok
-            print("%-4s %-58s max|whittle-ort| %.2e  top-1 agreement %.4f  %s%s" % (
+            print("%-4s %-72s max|whittle-ort| %.2e  top-1 agreement %.4f  %s%s" % (
                 "ok" if ok else "FAIL", label, diff, agree, "" if small else "(file not smaller) ",
                 os.path.getsize(out)))
     if failures:
