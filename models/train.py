@@ -1,24 +1,27 @@
 #!/usr/bin/env python3
 """Trains the bundled Fashion-MNIST models and exports them to ONNX.
 
-mlp and cnn: the ONNX graphs are built node by node with onnx.helper from the
-trained weights (BatchNormalization a separate node, Gemm transB=1, opset 13);
-many tests rely on that exact structure.
+All four are exported by torch.onnx.export as users' models are (dynamic
+batch; the exporter's own node names, BatchNormalization folded into Conv,
+Shape-derived reshape targets): an MLP and a CNN (opset 13), a patch
+transformer (LayerNorm, erf-GELU, multi-head attention, opset 17) and a compact
+residual CNN (~38 k parameters, opset 13).
 
-transformer and resnet: exported by torch.onnx.export as users' models are
-(dynamic batch; the exporter's own node names, BatchNormalization folded into
-Conv, attention written out as Reshape/Transpose/MatMul/Softmax, Shape-derived
-reshape targets): a patch transformer (LayerNorm, erf-GELU, multi-head
-attention, opset 17) and a compact residual CNN (~38 k parameters, opset 13).
+The MLP and CNN are also written node by node with onnx.helper from the same
+weights to tests/data/{mlp,cnn}_handbuilt.onnx (BatchNormalization a separate
+node, Gemm transB=1, named nodes fc1, block1.conv, ...): the tests that address
+layers by name or need an unfolded BatchNormalization use those.
 
 Usage (from the repository root; needs the Debian package dataset-fashion-mnist
 and torch, onnx, onnxruntime, numpy from PyPI):
     python3 models/train.py [--out models] [--data /usr/share/datasets/fashion-mnist]
+    python3 models/train.py --models mlp,cnn --from-handbuilt   # re-export, no training
 
 Outputs: {mlp,cnn,transformer,resnet}.onnx, models.json (accuracies and
 checks), and <name>_logits_256.npy (PyTorch float32 logits for the first 256
 test images, which the tests compare the runtime against). --models picks a
-subset (the others keep their files and models.json entries).
+subset (the others keep their files and models.json entries). --from-handbuilt
+loads the MLP/CNN weights from tests/data/*_handbuilt.onnx instead of training.
 """
 
 import argparse
@@ -249,6 +252,27 @@ def export_cnn(m):
     return make_model("fashion_mnist_cnn", nodes, inits)
 
 
+HANDBUILT_NAMES = {  # module state_dict name -> initializer name in the hand-built graph
+    "mlp": {f"fc{i}.{p}": f"fc{i}.{p}" for i in (1, 2, 3) for p in ("weight", "bias")},
+    "cnn": dict([(f"fc{i}.{p}", f"fc{i}.{p}") for i in (1, 2) for p in ("weight", "bias")] +
+                [(f"{m}{b}.{p}", f"block{b}.{blk}.{q}") for b in (1, 2)
+                 for m, blk, pairs in (("conv", "conv", (("weight", "weight"), ("bias", "bias"))),
+                                       ("bn", "bn", (("weight", "scale"), ("bias", "bias"),
+                                                     ("running_mean", "mean"), ("running_var", "var"))))
+                 for p, q in pairs]),
+}
+
+
+def load_handbuilt(name, model, path):
+    """Copies the weights of a hand-built graph (tests/data/<name>_handbuilt.onnx) into model."""
+    inits = {i.name: numpy_helper.to_array(i) for i in onnx.load(path).graph.initializer}
+    state = model.state_dict()
+    for key, init in HANDBUILT_NAMES[name].items():
+        state[key] = torch.from_numpy(inits[init].copy())
+    model.load_state_dict(state)
+    model.eval()
+
+
 def ort_logits(path, x, batch_size=1000):
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 2
@@ -275,10 +299,15 @@ def torch_export(opset):
     return export
 
 
-def build(name, model, export_fn, epochs, lr, data, out_dir, summary):
+def build(name, model, export_fn, epochs, lr, data, out_dir, summary, handbuilt_fn=None, from_handbuilt=False):
     x_train, y_train, x_test, y_test = data
+    handbuilt_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+                                  f"{name}_handbuilt.onnx")
     t0 = time.time()
-    train(model, x_train, y_train, epochs, lr, 128, name)
+    if from_handbuilt:
+        load_handbuilt(name, model, handbuilt_path)
+    else:
+        train(model, x_train, y_train, epochs, lr, 128, name)
     train_s = time.time() - t0
     logits = predict(model, x_test)
     accuracy = (logits.argmax(1) == y_test).double().mean().item()
@@ -290,6 +319,11 @@ def build(name, model, export_fn, epochs, lr, data, out_dir, summary):
         sys.exit(f"{name}: ONNX Runtime logits differ from PyTorch by {diff} (limit 1e-4)")
     np.save(os.path.join(out_dir, f"{name}_logits_256.npy"),
             logits[:256].numpy().astype(np.float32))
+    if handbuilt_fn:
+        onnx.save(handbuilt_fn(model), handbuilt_path)
+        diff_h = float(np.abs(ort_logits(handbuilt_path, x_test) - logits.numpy()).max())
+        if not diff_h < 1e-4:
+            sys.exit(f"{name}: the hand-built graph's logits differ from PyTorch by {diff_h} (limit 1e-4)")
     summary[name] = {
         "file": f"{name}.onnx",
         "accuracy": round(accuracy, 4),
@@ -299,8 +333,15 @@ def build(name, model, export_fn, epochs, lr, data, out_dir, summary):
         "epochs": epochs,
         "train_seconds": round(train_s, 1),
     }
+    if from_handbuilt and name in summary_before:
+        # Re-exported, not retrained: the training record stays the original one.
+        summary[name]["epochs"] = summary_before[name]["epochs"]
+        summary[name]["train_seconds"] = summary_before[name]["train_seconds"]
     print(f"[{name}] test accuracy {accuracy:.4f}, ORT max abs diff {diff:.3g}, "
           f"trained in {train_s:.0f}s", flush=True)
+
+
+summary_before = {}
 
 
 def main():
@@ -312,6 +353,8 @@ def main():
                         help="override the epoch count of both models (smoke runs)")
     parser.add_argument("--models", default="mlp,cnn,transformer,resnet",
                         help="comma-separated subset to train and export")
+    parser.add_argument("--from-handbuilt", action="store_true",
+                        help="mlp/cnn: take the weights from tests/data/<name>_handbuilt.onnx instead of training")
     parser.add_argument("--train-limit", type=int, default=None,
                         help="train on the first N images only (smoke runs)")
     args = parser.parse_args()
@@ -335,14 +378,19 @@ def main():
         with open(json_path) as f:
             summary = json.load(f)
     wanted = set(args.models.split(","))
-    specs = [("mlp", Mlp, export_mlp, 8, 1e-3), ("cnn", Cnn, export_cnn, 6, 1e-3),
-             ("transformer", PatchTransformer, torch_export(17), 8, 1e-3),
-             ("resnet", ResNet, torch_export(13), 5, 2e-3)]
-    for i, (name, cls, export_fn, epochs, lr) in enumerate(specs):
+    specs = [("mlp", Mlp, torch_export(13), export_mlp, 8, 1e-3), ("cnn", Cnn, torch_export(13), export_cnn, 6, 1e-3),
+             ("transformer", PatchTransformer, torch_export(17), None, 8, 1e-3),
+             ("resnet", ResNet, torch_export(13), None, 5, 2e-3)]
+    global summary_before
+    summary_before = dict(summary)
+    for i, (name, cls, export_fn, handbuilt_fn, epochs, lr) in enumerate(specs):
         if name not in wanted:
             continue
+        if args.from_handbuilt and handbuilt_fn is None:
+            sys.exit(f"--from-handbuilt: {name} has no hand-built graph")
         torch.manual_seed(SEED + i)
-        build(name, cls(), export_fn, args.epochs or epochs, lr, data, args.out, summary)
+        build(name, cls(), export_fn, args.epochs or epochs, lr, data, args.out, summary, handbuilt_fn,
+              args.from_handbuilt)
 
     with open(json_path, "w") as f:
         json.dump(summary, f, indent=2)

@@ -23,11 +23,11 @@ LayerSelection Parse(const std::string& spec) {
 }
 
 TEST(LayerSelection, ParsesExcludeListAndLayerNames) {
-  LayerSelection s = Parse("exclude=fc1,fc3,layer=fc2:rank=4");
-  EXPECT_EQ(s.exclude(), (std::vector<std::string>{"fc1", "fc3"}));
-  EXPECT_TRUE(s.excluded("fc1"));
-  EXPECT_TRUE(s.excluded("fc3"));
-  EXPECT_FALSE(s.excluded("fc2"));
+  LayerSelection s = Parse("exclude=/fc1/Gemm,/fc3/Gemm,layer=/fc2/Gemm:rank=4");
+  EXPECT_EQ(s.exclude(), (std::vector<std::string>{"/fc1/Gemm", "/fc3/Gemm"}));
+  EXPECT_TRUE(s.excluded("/fc1/Gemm"));
+  EXPECT_TRUE(s.excluded("/fc3/Gemm"));
+  EXPECT_FALSE(s.excluded("/fc2/Gemm"));
   EXPECT_TRUE(s.Check(Mlp()).ok());
 }
 
@@ -38,7 +38,7 @@ TEST(LayerSelection, EmptyNamesNeverReachAPass) {
 }
 
 TEST(LayerSelection, UnknownNamesAreAllNamed) {
-  Status st = Parse("exclude=fc1,nosuch,layer=other:rank=2").Check(Mlp());
+  Status st = Parse("exclude=/fc1/Gemm,nosuch,layer=other:rank=2").Check(Mlp());
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.message(), "--svd: no node named 'nosuch' (exclude=), 'other' (layer=) in the model");
 }
@@ -54,7 +54,7 @@ TEST(LayerSelection, OpTypeRestrictionListsTheCandidates) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("no Conv/Gemm/MatMul node named '" + relu + "' (exclude=)"), std::string::npos)
       << st.message();
-  EXPECT_NE(st.message().find("'fc1', 'fc2', 'fc3'"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("'/fc1/Gemm', '/fc2/Gemm', '/fc3/Gemm'"), std::string::npos) << st.message();
   EXPECT_TRUE(Parse("exclude=" + relu).Check(g).ok());
 }
 

@@ -48,5 +48,32 @@ TEST_P(BundledModelTest, ReproducesPyTorchAccuracyAndLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Models, BundledModelTest, ::testing::Values("mlp", "cnn", "transformer", "resnet"));
 
+// The hand-built MLP/CNN (tests/data) carry the same weights as the torch exports, with the CNN's
+// BatchNormalization as its own node: with the runtime's rewrites (Conv+BN folding, activation
+// fusion) and without them, they give PyTorch's logits like the exported files do.
+TEST(BundledHandBuilt, SameLogitsAsPyTorchWithAndWithoutTheRuntimeRewrites) {
+  auto first = LoadDataset("fashion-mnist:test", 256);
+  ASSERT_TRUE(first.ok());
+  for (const std::string name : {"mlp", "cnn"}) {
+    auto want = ReadNpy(std::string(WHITTLE_SOURCE_DIR) + "/models/" + name + "_logits_256.npy");
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    for (bool optimize : {true, false}) {
+      SCOPED_TRACE(name + (optimize ? " optimized" : " as written"));
+      SessionOptions so;
+      so.optimize = optimize;
+      auto s = Session::Load(std::string(WHITTLE_SOURCE_DIR) + "/tests/data/" + name + "_handbuilt.onnx", so);
+      ASSERT_TRUE(s.ok()) << s.status().message();
+      if (name == "cnn") {
+        int bn = 0;
+        for (const Node& n : (*s)->graph().nodes()) bn += n.op_type == "BatchNormalization";
+        EXPECT_EQ(bn, optimize ? 0 : 2);
+      }
+      auto got = (*s)->Run({{"image", first->inputs}});
+      ASSERT_TRUE(got.ok()) << got.status().message();
+      EXPECT_LE(testing::MaxAbsDiff((*got)[0], *want), 1e-4f);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace whittle

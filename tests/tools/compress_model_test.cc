@@ -140,7 +140,7 @@ TEST(CompressModelCli, SvdRunWritesCheckedModelTablesAndReports) {
   EXPECT_TRUE(checked.ok()) << checked.message();
 
   // Tables: the pass with its layers, then the summary.
-  for (const char* s : {"pass 1: svd rank=64", "fc1", "64/256", "params", "MACs", "summary:", "file bytes",
+  for (const char* s : {"pass 1: svd rank=64", "/fc1/Gemm", "64/256", "params", "MACs", "summary:", "file bytes",
                         "MACs/sample", "accuracy", "wrote " })
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   EXPECT_LT(r.out.find("pass 1: svd"), r.out.find("summary:"));
@@ -155,7 +155,7 @@ TEST(CompressModelCli, SvdRunWritesCheckedModelTablesAndReports) {
     for (const char* key : {"node", "op_type", "action", "params_before", "params_after", "macs_before", "macs_after",
                             "setting", "full_setting", "spectrum", "sensitivity"})
       EXPECT_TRUE(l.contains(key)) << key;
-    if (l["node"] == "fc1") {
+    if (l["node"] == "/fc1/Gemm") {
       fc1 = true;
       EXPECT_EQ(l["action"], "svd");
       EXPECT_EQ(l["setting"].get<int64_t>(), 64);
@@ -241,15 +241,15 @@ TEST(CompressModelCli, PassesRunInTheOrderGivenAndRepeatsMerge) {
   }
   {
     // Consecutive repeats are one pass with merged options: fc1 gets its own rank.
-    auto r = Cli(dir, base + "--svd rank=64 --svd layer=fc1:rank=16");
+    auto r = Cli(dir, base + "--svd rank=64 --svd layer=/fc1/Gemm:rank=16");
     ASSERT_EQ(r.code, 0) << r.err;
     const nlohmann::json j = nlohmann::json::parse(r.out);
     ASSERT_EQ(j["passes"].size(), 1u) << r.out;
     for (const auto& l : j["passes"][0]["layers"]) {
-      if (l["node"] == "fc1") {
+      if (l["node"] == "/fc1/Gemm") {
         EXPECT_EQ(l["setting"].get<int64_t>(), 16);
       }
-      if (l["node"] == "fc2") {
+      if (l["node"] == "/fc2/Gemm") {
         EXPECT_EQ(l["setting"].get<int64_t>(), 64);
       }
     }

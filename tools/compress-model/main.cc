@@ -38,7 +38,7 @@ class ProgressObserver : public whittle::PipelineObserver {
 
 std::string PassFlagHelp() {
   std::string s = "Pass options (each pass flag takes a SPEC of comma-separated key=value options; repeat a flag to add "
-                  "options, e.g. --svd energy=0.95 --svd layer=fc1:rank=16; passes run in the order given):\n";
+                  "options, e.g. --svd energy=0.95 --svd layer=/fc1/Gemm:rank=16; passes run in the order given):\n";
   for (const std::string& name : whittle::PassNames()) s += std::string("\n") + whittle::PassHelp(name) + "\n";
   return s;
 }

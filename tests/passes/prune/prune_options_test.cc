@@ -189,9 +189,9 @@ TEST(PruneBundledMlp, RemovesThirtyPercentOfHiddenUnitsWithinTwoPoints) {
     GraphCost before = ComputeCost(g);
     auto r = Prune(g, c.spec, c.calibrate ? &*train : nullptr);
     ASSERT_TRUE(r.ok()) << r.status().message();
-    const int64_t hidden = WeightDims(g, "fc1")[0] + WeightDims(g, "fc2")[0];  // transB=1: [out, in]
+    const int64_t hidden = WeightDims(g, "/fc1/Gemm")[0] + WeightDims(g, "/fc2/Gemm")[0];  // transB=1: [out, in]
     EXPECT_LE(hidden, static_cast<int64_t>(0.7 * (256 + 128)));
-    EXPECT_EQ(WeightDims(g, "fc3"), (Dims{10, WeightDims(g, "fc2")[0]}));
+    EXPECT_EQ(WeightDims(g, "/fc3/Gemm"), (Dims{10, WeightDims(g, "/fc2/Gemm")[0]}));
     const double acc = Accuracy(g, *test);
     EXPECT_GE(acc, base - c.max_drop) << "baseline " << base;
     EXPECT_LT(ComputeCost(g).macs, static_cast<int64_t>(0.7 * static_cast<double>(before.macs)));
