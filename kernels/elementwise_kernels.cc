@@ -193,6 +193,9 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
     r.Register("", name, [op = op](const KernelInit& init) { return MakeUnary(init, op); });
   for (const auto& [name, v] : variadic)
     r.Register("", name, [v = v](const KernelInit& init) { return MakeVariadic(init, v.first, v.second); });
+  r.Register("", "Gelu", [](const KernelInit& init) {
+    return MakeUnary(init, init.attrs.GetString("approximate", "none") == "tanh" ? UnaryOp::kGeluTanh : UnaryOp::kGelu);
+  });
   r.Register("", "Clip", MakeClip);
   r.Register("", "Cast", [](const KernelInit& init) { return MakeCast(init, false); });
   r.Register("", "CastLike", [](const KernelInit& init) { return MakeCast(init, true); });

@@ -8,6 +8,7 @@
 #include "kernels/common/broadcast.h"
 #include "kernels/common/dtype_dispatch.h"
 #include "kernels/common/elementwise_scalar.h"
+#include "kernels/cpu/vmath.h"
 
 namespace whittle::cpu {
 
@@ -250,6 +251,11 @@ void MapEigen(const float* px, float* po, int64_t n, int threads, G g) {
   });
 }
 
+// exp/log/erf/tanh/sigmoid/GELU from kernels/cpu/vmath.h (AVX2 or AVX-512, chosen at run time).
+void MapVec(VFn fn, const float* px, float* po, int64_t n, int threads) {
+  ParallelRange(n, threads, [&](int64_t s, int64_t e) { VMap(fn, px + s, po + s, e - s); });
+}
+
 }  // namespace
 
 Status Unary(UnaryOp op, const reference::UnaryParams& p, const Tensor& x, Tensor& out, int threads) {
@@ -280,13 +286,14 @@ Status Unary(UnaryOp op, const reference::UnaryParams& p, const Tensor& x, Tenso
     case UnaryOp::kThresholdedRelu:
       MapFloat(px, po, n, threads, [alpha](float v) { return v > alpha ? v : 0.f; });
       break;
-    case UnaryOp::kExp: MapEigen(px, po, n, threads, [](const ConstArrayMap& in, ArrayMap& o) { o = in.exp(); }); break;
-    case UnaryOp::kLog: MapEigen(px, po, n, threads, [](const ConstArrayMap& in, ArrayMap& o) { o = in.log(); }); break;
+    case UnaryOp::kExp: MapVec(VFn::kExp, px, po, n, threads); break;
+    case UnaryOp::kLog: MapVec(VFn::kLog, px, po, n, threads); break;
+    case UnaryOp::kErf: MapVec(VFn::kErf, px, po, n, threads); break;
+    case UnaryOp::kTanh: MapVec(VFn::kTanh, px, po, n, threads); break;
+    case UnaryOp::kSigmoid: MapVec(VFn::kSigmoid, px, po, n, threads); break;
+    case UnaryOp::kGelu: MapVec(VFn::kGelu, px, po, n, threads); break;
+    case UnaryOp::kGeluTanh: MapVec(VFn::kGeluTanh, px, po, n, threads); break;
     case UnaryOp::kSqrt: MapEigen(px, po, n, threads, [](const ConstArrayMap& in, ArrayMap& o) { o = in.sqrt(); }); break;
-    case UnaryOp::kTanh: MapEigen(px, po, n, threads, [](const ConstArrayMap& in, ArrayMap& o) { o = in.tanh(); }); break;
-    case UnaryOp::kSigmoid:
-      MapEigen(px, po, n, threads, [](const ConstArrayMap& in, ArrayMap& o) { o = in.logistic(); });
-      break;
     case UnaryOp::kElu:
       MapEigen(px, po, n, threads, [alpha](const ConstArrayMap& in, ArrayMap& o) {
         o = (in >= 0.f).select(in, alpha * (in.exp() - 1.f));

@@ -1,4 +1,5 @@
 #include "kernels/cpu/reduce.h"
+#include "kernels/cpu/vmath.h"
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -127,8 +128,8 @@ void SoftmaxRow(SoftmaxOp op, const float* x, float* y, int64_t n) {
   ArrayMap yr(y, n);
   const float mx = xr.maxCoeff();
   if (op == SoftmaxOp::kSoftmax) {
-    yr = (xr - mx).exp();
-    yr *= 1.f / yr.sum();
+    const float sum = VExpShiftSum(x, y, n, mx);  // vmath.h: exp on AVX2/AVX-512
+    yr *= 1.f / sum;
   } else {
     yr = xr - mx;
     yr -= std::log(yr.exp().sum());

@@ -34,7 +34,7 @@ enum class UnaryOp {
   kSqrt, kExp, kLog, kErf, kReciprocal, kFloor, kCeil, kRound,
   kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh,
   kSigmoid, kTanh, kLeakyRelu, kElu, kSelu, kCelu, kSoftplus, kSoftsign, kHardSigmoid, kHardSwish,
-  kThresholdedRelu, kShrink,
+  kThresholdedRelu, kShrink, kGelu, kGeluTanh,
   // Floats -> bool.
   kIsNaN, kIsInf,
 };

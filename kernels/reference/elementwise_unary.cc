@@ -53,6 +53,8 @@ const char* UnaryOpName(UnaryOp op) {
     case UnaryOp::kHardSwish: return "HardSwish";
     case UnaryOp::kThresholdedRelu: return "ThresholdedRelu";
     case UnaryOp::kShrink: return "Shrink";
+    case UnaryOp::kGelu: return "Gelu";
+    case UnaryOp::kGeluTanh: return "Gelu";
     case UnaryOp::kIsNaN: return "IsNaN";
     case UnaryOp::kIsInf: return "IsInf";
   }
@@ -123,6 +125,11 @@ T FloatUnary(UnaryOp op, const UnaryParams& p, T x) {
     case UnaryOp::kHardSigmoid: return std::max(T(0), std::min(T(1), alpha * x + beta));
     case UnaryOp::kHardSwish: return x * std::max(T(0), std::min(T(1), x * static_cast<T>(1.0 / 6.0) + T(0.5)));
     case UnaryOp::kThresholdedRelu: return x > alpha ? x : T(0);
+    case UnaryOp::kGelu: return T(0.5) * x * (T(1) + std::erf(x * static_cast<T>(0.70710678118654752440)));
+    case UnaryOp::kGeluTanh: {
+      const T k = static_cast<T>(0.79788456080286535588);  // sqrt(2 / pi)
+      return T(0.5) * x * (T(1) + std::tanh(k * (x + static_cast<T>(0.044715) * x * x * x)));
+    }
     case UnaryOp::kShrink: {
       const T lambd = static_cast<T>(p.lambd), bias = static_cast<T>(p.bias);
       return x < -lambd ? x + bias : x > lambd ? x - bias : T(0);

@@ -191,6 +191,15 @@ void RegisterUnaryOps(OpRegistry& r) {
     r.Register(UnaryDef(op, Types::kFloat, {{"alpha", AttrType::kFloat}}));
   r.Register(UnaryDef("Selu", Types::kFloat, {{"alpha", AttrType::kFloat}, {"gamma", AttrType::kFloat}}));
   r.Register(UnaryDef("HardSigmoid", Types::kFloat, {{"alpha", AttrType::kFloat}, {"beta", AttrType::kFloat}}));
+  OpDef gelu = UnaryDef("Gelu", Types::kFloat, {{"approximate", AttrType::kString}});
+  gelu.since_opset = 20;
+  gelu.max_opset = 21;
+  gelu.check = [](const Node& n, int) -> Status {
+    const std::string a = n.attrs.GetString("approximate", "none");
+    if (a != "none" && a != "tanh") return InvalidArgument(n.DebugName() + ": approximate must be 'none' or 'tanh', got '" + a + "'");
+    return Status::Ok();
+  };
+  r.Register(std::move(gelu));
   r.Register(UnaryDef("Shrink", Types::kFloat, {{"lambd", AttrType::kFloat}, {"bias", AttrType::kFloat}}));
   r.Register(UnaryDef("IsNaN", Types::kFloat, {}, true));
   r.Register(UnaryDef("IsInf", Types::kFloat, {{"detect_negative", AttrType::kInt}, {"detect_positive", AttrType::kInt}},

@@ -14,12 +14,13 @@ struct RewriteReport {
   int folded_constants = 0;
   int folded_batchnorms = 0;
   int fused_activations = 0;
+  int fused_gelu = 0;         // GELU subgraphs (erf or tanh form) run as one Gelu node
   int fused_qdq = 0;          // Conv/Gemm/MatMul running as int8 QConv/QGemm
   int int8_passthrough = 0;   // MaxPool/Flatten/Reshape moved onto int8 data
 };
 
-// QDQ fusion first, then constant folding, Conv+BatchNormalization folding and activation
-// fusion, then Compact(), Verify() and InferShapes().
+// QDQ fusion first, then constant folding, Conv+BatchNormalization folding, GELU fusion and
+// activation fusion, then Compact(), Verify() and InferShapes().
 StatusOr<RewriteReport> RewriteForRuntime(Graph& g);
 
 }  // namespace whittle

@@ -1,0 +1,89 @@
+#include "kernels/cpu/vmath.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace whittle::cpu {
+namespace {
+
+float Scalar(VFn fn, float v) {
+  switch (fn) {
+    case VFn::kExp: return std::exp(v);
+    case VFn::kLog: return std::log(v);
+    case VFn::kErf: return std::erf(v);
+    case VFn::kTanh: return std::tanh(v);
+    case VFn::kSigmoid: return v >= 0.f ? 1.f / (1.f + std::exp(-v)) : std::exp(v) / (1.f + std::exp(v));
+    case VFn::kGelu: return 0.5f * v * (1.f + std::erf(v * 0.70710678118654752f));
+    case VFn::kGeluTanh:
+      return 0.5f * v * (1.f + std::tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+  }
+  return v;
+}
+
+SimdIsa DetectCpu() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return SimdIsa::kAvx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return SimdIsa::kAvx2;
+#endif
+  return SimdIsa::kScalar;
+}
+
+SimdIsa ReadActive() {
+  SimdIsa isa = CpuSimdIsa();
+  if (const char* env = std::getenv("WHITTLE_ISA")) {
+    SimdIsa cap = isa;
+    if (std::strcmp(env, "scalar") == 0) cap = SimdIsa::kScalar;
+    else if (std::strcmp(env, "avx2") == 0) cap = SimdIsa::kAvx2;
+    else if (std::strcmp(env, "avx512") == 0) cap = SimdIsa::kAvx512;
+    else std::fprintf(stderr, "whittle: ignoring WHITTLE_ISA=%s (expected scalar, avx2 or avx512)\n", env);
+    if (static_cast<int>(cap) < static_cast<int>(isa)) isa = cap;
+  }
+  return isa;
+}
+
+SimdIsa Cap(SimdIsa isa) {
+  return static_cast<int>(isa) <= static_cast<int>(CpuSimdIsa()) ? isa : CpuSimdIsa();
+}
+
+}  // namespace
+
+SimdIsa CpuSimdIsa() {
+  static const SimdIsa isa = DetectCpu();
+  return isa;
+}
+
+SimdIsa ActiveSimdIsa() {
+  static const SimdIsa isa = ReadActive();
+  return isa;
+}
+
+const char* SimdIsaName(SimdIsa isa) {
+  return isa == SimdIsa::kAvx512 ? "avx512" : isa == SimdIsa::kAvx2 ? "avx2" : "scalar";
+}
+
+void VMapWith(SimdIsa isa, VFn fn, const float* x, float* y, int64_t n) {
+  switch (Cap(isa)) {
+    case SimdIsa::kAvx512: return vmath_avx512::Map(fn, x, y, n);
+    case SimdIsa::kAvx2: return vmath_avx2::Map(fn, x, y, n);
+    case SimdIsa::kScalar: break;
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] = Scalar(fn, x[i]);
+}
+
+void VMap(VFn fn, const float* x, float* y, int64_t n) { VMapWith(ActiveSimdIsa(), fn, x, y, n); }
+
+float VExpShiftSum(const float* x, float* y, int64_t n, float shift) {
+  switch (ActiveSimdIsa()) {
+    case SimdIsa::kAvx512: return vmath_avx512::ExpShiftSum(x, y, n, shift);
+    case SimdIsa::kAvx2: return vmath_avx2::ExpShiftSum(x, y, n, shift);
+    case SimdIsa::kScalar: break;
+  }
+  float s = 0.f;
+  for (int64_t i = 0; i < n; ++i) s += (y[i] = std::exp(x[i] - shift));
+  return s;
+}
+
+}  // namespace whittle::cpu
