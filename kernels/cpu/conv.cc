@@ -1,11 +1,17 @@
 #include "kernels/cpu/conv.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "kernels/common/fused_activation.h"
 #include "kernels/common/window.h"
+#include "kernels/cpu/conv_onednn.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/sgemm.h"
 
@@ -14,6 +20,31 @@ namespace {
 
 // Below this many multiply-adds a Conv runs on one thread: OpenMP fork/join costs more.
 constexpr int64_t kMinParallelMacs = 1 << 17;
+
+// WHITTLE_CONV=own|onednn forces a 2-D float Conv path; unset or auto: measured per shape.
+// SetConvPath (tests) overrides both.
+std::atomic<int> g_conv_override{-1};
+ConvPath ForcedConvPath() {
+  const int o = g_conv_override.load(std::memory_order_relaxed);
+  if (o >= 0) return static_cast<ConvPath>(o);
+  static const ConvPath p = [] {
+    const char* env = std::getenv("WHITTLE_CONV");
+    const std::string v = env ? env : "";
+    return v == "own" ? ConvPath::kOwn : v == "onednn" ? ConvPath::kOneDnn : ConvPath::kAuto;
+  }();
+  return p;
+}
+
+// The path measured faster for a conv geometry (and thread count), shared by every session of the
+// process so that two sessions of one model compute the same floats: 0 own, 1 oneDNN.
+struct ConvChoices {
+  std::mutex mu;
+  std::map<std::vector<int64_t>, int> choice;
+};
+ConvChoices& Choices() {
+  static ConvChoices c;
+  return c;
+}
 
 // im2col scratch, one per thread, grown on demand and kept: no allocation in steady state.
 float* Scratch(size_t n) {
@@ -142,6 +173,8 @@ class ConvCpuKernel : public OpKernel {
       : attrs_(std::move(a)), group_(group), act_(act) {
     if (w) w_ = *w;
     if (b) b_ = *b;
+    if (w && w->rank() == 4)
+      onednn_ = std::make_unique<OneDnnConv>(w_.data<float>(), b_.defined() ? b_.data<float>() : nullptr, act_);
   }
 
   Status Compute(KernelContext& ctx) const override {
@@ -158,6 +191,14 @@ class ConvCpuKernel : public OpKernel {
     const int64_t cg = s.in_channels / s.group;
     const int64_t macs = s.batch * s.out_channels * cg * s.geo.KernelSize() * s.geo.OutSize();
     const int threads = macs >= kMinParallelMacs ? std::max(1, ctx.num_threads) : 1;
+    if (onednn_ && s.geo.spatial == 2 && !(cg == 1 && s.group > 1) && ForcedConvPath() != ConvPath::kOwn &&
+        UseOneDnn(s, x, w, bias, threads, y)) return Status::Ok();
+    return RunOwn(s, x, w, bias, threads, y);
+  }
+
+ private:
+  Status RunOwn(const ConvShape& s, const Tensor& x, const Tensor& w, const float* bias, int threads, Tensor& y) const {
+    const int64_t cg = s.in_channels / s.group;
     if (s.geo.spatial <= 2 && cg == 1 && s.group > 1) {
       Depthwise(s, x.data<float>(), w.data<float>(), bias, threads, y.data<float>());
     } else if (s.geo.spatial <= 2) {
@@ -168,7 +209,48 @@ class ConvCpuKernel : public OpKernel {
     return Status::Ok();
   }
 
- private:
+  // Runs oneDNN's convolution when it is the faster path for this shape (measured on the first
+  // call: the better of two timed runs each; the output is then recomputed by the winner) and
+  // returns true; false: the caller runs the own path.
+  bool UseOneDnn(const ConvShape& s, const Tensor& x, const Tensor& w, const float* bias, int threads,
+                 Tensor& y) const {
+    const Geo2D g = To2D(s.geo);
+    const std::vector<int64_t> key{s.batch, s.in_channels, s.out_channels, s.group, g.ih, g.iw, g.kh, g.kw, g.sh,
+                                   g.sw, g.dh, g.dw, g.pt, g.pl, g.pb, g.pr, act_.kind, threads};
+    ConvChoices& cc = Choices();
+    int choice = -1;  // 0 own, 1 oneDNN
+    {
+      std::lock_guard<std::mutex> lock(cc.mu);
+      auto it = cc.choice.find(key);
+      if (it != cc.choice.end()) choice = it->second;
+    }
+    if (ForcedConvPath() == ConvPath::kOneDnn) return onednn_->Run(s, x.data<float>(), y.data<float>(), threads);
+    if (choice == 0) return false;
+    if (choice == 1) return onednn_->Run(s, x.data<float>(), y.data<float>(), threads);
+    using Clock = std::chrono::steady_clock;
+    auto time = [](auto&& f) {
+      double best = 1e300;
+      for (int r = 0; r < 2; ++r) {
+        const auto t0 = Clock::now();
+        if (!f()) return -1.0;
+        best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      return best;
+    };
+    const double t_own = ForcedConvPath() == ConvPath::kOneDnn ? 1e300 : time([&] {
+      return RunOwn(s, x, w, bias, threads, y).ok();
+    });
+    const double t_dnnl = time([&] { return onednn_->Run(s, x.data<float>(), y.data<float>(), threads); });
+    choice = t_dnnl >= 0 && t_dnnl < t_own ? 1 : 0;
+    {
+      std::lock_guard<std::mutex> lock(cc.mu);
+      choice = cc.choice.emplace(key, choice).first->second;  // a concurrent measurement may have won
+    }
+    if (choice == 1 && t_dnnl < 0) return false;
+    if (choice == 0) return false;  // the caller recomputes with the own path
+    return true;                     // y holds oneDNN's last result
+  }
+
   void Depthwise(const ConvShape& s, const float* x, const float* w, const float* bias, int threads,
                  float* y) const {
     const Geo2D g = To2D(s.geo);
@@ -254,6 +336,7 @@ class ConvCpuKernel : public OpKernel {
   int64_t group_;
   FusedActivation act_;
   Tensor w_, b_;  // constant weights/bias captured at load time (undefined otherwise)
+  std::unique_ptr<OneDnnConv> onednn_;  // constant 2-D weights only
 };
 
 // Adds column rows col[(m*K + k)][x position] into the Y planes of mg output channels (the
@@ -364,5 +447,7 @@ KernelOr MakeConv(const ConvAttrs& a, const KernelInit& init) {
 }  // namespace
 
 const ConvFns kConvFns{&MakeConv, &MakeConvTranspose};
+
+void SetConvPath(ConvPath p) { g_conv_override.store(static_cast<int>(p), std::memory_order_relaxed); }
 
 }  // namespace whittle::cpu

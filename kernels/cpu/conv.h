@@ -1,4 +1,5 @@
-// Fast CPU Conv (float32): im2col + Sgemm per (image, group, block of output rows), a direct path
+// Fast CPU Conv (float32): oneDNN's convolution where it measures faster (see ConvPath), else
+// im2col + Sgemm per (image, group, block of output rows), a direct path
 // for 1x1 stride-1 unpadded kernels (no im2col) and a direct depthwise path; bias and the fused
 // activation are applied to each output block while it is in cache. Work is split over OpenMP
 // threads only when it is large enough to pay for it; im2col scratch is per thread and reused
@@ -13,5 +14,12 @@
 namespace whittle::cpu {
 
 extern const ConvFns kConvFns;
+
+// Which implementation runs a float 2-D Conv with constant weights: kAuto measures the own path
+// (im2col + Sgemm, direct depthwise) against oneDNN's convolution (conv_onednn.h) on the first call
+// of each geometry and keeps the faster for the process. WHITTLE_CONV=own|onednn|auto sets it;
+// SetConvPath overrides (tests, benchmarks).
+enum class ConvPath { kAuto = 0, kOwn = 1, kOneDnn = 2 };
+void SetConvPath(ConvPath p);
 
 }  // namespace whittle::cpu

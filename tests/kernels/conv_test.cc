@@ -3,6 +3,8 @@
 // auto_pad, output_padding/output_shape, 1-D/3-D, constant weights and fused activations; errors.
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/conv.h"
+
 #include <string>
 #include <vector>
 
@@ -167,6 +169,35 @@ TEST(ConvCpu, FusedActivationsAfterBias) {
       for (int64_t i = 0; i < fused[0].numel(); ++i) ASSERT_FLOAT_EQ(f[i], p[i] > 0 ? p[i] : 0.f);
     }
   }
+}
+
+// Both float paths for constant 2-D weights, forced: the own one (im2col + Sgemm, direct
+// depthwise) and oneDNN's convolution primitive (conv_onednn.h), with every fused activation.
+TEST(ConvCpu, OwnAndOneDnnPathsMatchReference) {
+  for (cpu::ConvPath path : {cpu::ConvPath::kOwn, cpu::ConvPath::kOneDnn}) {
+    cpu::SetConvPath(path);
+    SCOPED_TRACE(path == cpu::ConvPath::kOwn ? "own" : "onednn");
+    uint32_t seed = 50;
+    for (const ConvCase& c : Cases()) {
+      SCOPED_TRACE(c.name);
+      std::vector<Tensor> in = {RandomFloat(c.x, seed++), RandomFloat(c.w, seed++)};
+      if (c.bias) in.push_back(RandomFloat({c.w[0]}, seed++));
+      ExpectBackendsMatchReference(MakeNode("Conv", c.bias ? 3 : 2, 1, c.attrs), in, 1e-4f, 1e-4f, 17, 2,
+                                   /*inputs_const=*/true);
+    }
+    const std::vector<Tensor> in = {RandomFloat({3, 5, 9, 9}, 1), RandomFloat({6, 5, 3, 3}, 2), RandomFloat({6}, 3)};
+    for (const char* act : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish"}) {
+      SCOPED_TRACE(act);
+      AttributeMap a = Attrs({{"pads", Attribute::Ints({1, 1, 1, 1})}, {"_activation", Attribute::String(act)},
+                              {"_alpha", Attribute::Float(0.1f)}});
+      if (std::string(act) == "Clip") {
+        a.Set("_min", Attribute::Float(-0.2f));
+        a.Set("_max", Attribute::Float(0.3f));
+      }
+      ExpectBackendsMatchReference(MakeNode("Conv", 3, 1, a), in, 1e-4f, 1e-4f, 17, 2, /*inputs_const=*/true);
+    }
+  }
+  cpu::SetConvPath(cpu::ConvPath::kAuto);
 }
 
 TEST(ConvCpu, DoubleFallsBackToReference) {

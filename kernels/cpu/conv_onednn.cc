@@ -1,0 +1,133 @@
+#include "kernels/cpu/conv_onednn.h"
+
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/parallel.h"
+
+namespace whittle::cpu {
+namespace {
+
+dnnl::engine& Engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+std::vector<int64_t> Key(const ConvShape& s) {
+  const Geo2D g = To2D(s.geo);
+  return {s.batch, s.in_channels, s.out_channels, s.group, g.ih, g.iw, g.kh, g.kw, g.sh, g.sw,
+          g.dh, g.dw, g.pt, g.pl, g.pb, g.pr};
+}
+
+}  // namespace
+
+struct OneDnnConv::Plan {
+  bool ok = false;
+  dnnl::convolution_forward conv;
+  dnnl::memory::desc src_plain, dst_plain, src_md, dst_md, scratch_md;
+  bool reorder_src = false, reorder_dst = false;
+  dnnl::reorder to_blocked, to_plain;
+  dnnl::memory weights, bias;
+  size_t scratch_bytes = 0, src_bytes = 0, dst_bytes = 0;
+  bool post_relu = false;
+};
+
+OneDnnConv::OneDnnConv(const float* weights, const float* bias, FusedActivation act)
+    : w_(weights), b_(bias), act_(act) {}
+
+OneDnnConv::~OneDnnConv() = default;
+
+std::shared_ptr<OneDnnConv::Plan> OneDnnConv::PlanFor(const ConvShape& s) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::vector<int64_t> key = Key(s);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  auto p = std::make_shared<Plan>();
+  plans_[key] = p;
+  try {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    const Geo2D g = To2D(s.geo);
+    const dnnl::memory::dims src{s.batch, s.in_channels, g.ih, g.iw}, dst{s.batch, s.out_channels, g.oh, g.ow};
+    const bool grouped = s.group > 1;
+    const dnnl::memory::dims wd = grouped ? dnnl::memory::dims{s.group, s.out_channels / s.group, s.in_channels / s.group, g.kh, g.kw}
+                                          : dnnl::memory::dims{s.out_channels, s.in_channels, g.kh, g.kw};
+    p->src_plain = dnnl::memory::desc(src, dt::f32, tag::nchw);
+    p->dst_plain = dnnl::memory::desc(dst, dt::f32, tag::nchw);
+    const dnnl::memory::desc src_any(src, dt::f32, tag::any), dst_any(dst, dt::f32, tag::any);
+    const dnnl::memory::desc w_any(wd, dt::f32, tag::any), b_md({s.out_channels}, dt::f32, tag::x);
+    const dnnl::memory::desc w_plain(wd, dt::f32, grouped ? tag::goihw : tag::oihw);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    p->post_relu = act_.kind == FusedActivation::kRelu || act_.kind == FusedActivation::kLeakyRelu;
+    if (p->post_relu) {
+      dnnl::post_ops po;
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, act_.kind == FusedActivation::kRelu ? 0.f : act_.alpha, 0.f);
+      attr.set_post_ops(po);
+    }
+    const dnnl::convolution_forward::desc d(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any, w_any, b_md, dst_any,
+        {g.sh, g.sw}, {g.dh - 1, g.dw - 1}, {g.pt, g.pl}, {g.pb, g.pr});
+    const dnnl::convolution_forward::primitive_desc pd(d, attr, Engine());
+    p->conv = dnnl::convolution_forward(pd);
+    p->src_md = pd.src_desc();
+    p->dst_md = pd.dst_desc();
+    p->reorder_src = p->src_md != p->src_plain;
+    p->reorder_dst = p->dst_md != p->dst_plain;
+    if (p->reorder_src) p->to_blocked = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), p->src_plain, Engine(), p->src_md));
+    if (p->reorder_dst) p->to_plain = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), p->dst_md, Engine(), p->dst_plain));
+    p->scratch_md = pd.scratchpad_desc();
+    p->scratch_bytes = p->scratch_md.get_size();
+    p->src_bytes = p->src_md.get_size();
+    p->dst_bytes = p->dst_md.get_size();
+    // Weights (and bias) copied into oneDNN's layout once.
+    dnnl::stream st(Engine());
+    dnnl::memory w_user(w_plain, Engine(), const_cast<float*>(w_));
+    p->weights = dnnl::memory(pd.weights_desc(), Engine());
+    dnnl::reorder(w_user, p->weights).execute(st, w_user, p->weights);
+    p->bias = dnnl::memory(b_md, Engine());
+    float* bp = static_cast<float*>(p->bias.get_data_handle());
+    for (int64_t m = 0; m < s.out_channels; ++m) bp[m] = b_ ? b_[m] : 0.f;
+    st.wait();
+    p->ok = true;
+  } catch (const dnnl::error&) {
+    p->ok = false;
+  }
+  return p;
+}
+
+bool OneDnnConv::Run(const ConvShape& s, const float* x, float* y, int threads) const {
+  if (s.geo.spatial != 2) return false;
+  std::shared_ptr<Plan> p = PlanFor(s);
+  if (!p->ok) return false;
+  ScopedOmpThreads omp(threads);
+  // Per-thread buffers for the blocked activations and the scratchpad, kept across calls.
+  thread_local std::vector<char> src_buf, dst_buf, scratch_buf;
+  auto grow = [](std::vector<char>& b, size_t n) {
+    if (b.size() < n + 64) b.resize(n + 64);
+    return b.data();
+  };
+  dnnl::stream st(Engine());
+  dnnl::memory src_user(p->src_plain, Engine(), const_cast<float*>(x));
+  dnnl::memory dst_user(p->dst_plain, Engine(), y);
+  dnnl::memory src = p->reorder_src ? dnnl::memory(p->src_md, Engine(), grow(src_buf, p->src_bytes)) : src_user;
+  dnnl::memory dst = p->reorder_dst ? dnnl::memory(p->dst_md, Engine(), grow(dst_buf, p->dst_bytes)) : dst_user;
+  dnnl::memory scratch(p->scratch_md, Engine(), grow(scratch_buf, p->scratch_bytes));
+  if (p->reorder_src) p->to_blocked.execute(st, src_user, src);
+  p->conv.execute(st, {{DNNL_ARG_SRC, src},
+                       {DNNL_ARG_WEIGHTS, p->weights},
+                       {DNNL_ARG_BIAS, p->bias},
+                       {DNNL_ARG_DST, dst},
+                       {DNNL_ARG_SCRATCHPAD, scratch}});
+  if (p->reorder_dst) p->to_plain.execute(st, dst, dst_user);
+  st.wait();
+  if (!p->post_relu && act_.kind != FusedActivation::kNone) {
+    const int64_t n = s.batch * s.out_channels * s.geo.OutSize();
+    ParallelRange(n, threads, [&](int64_t a, int64_t b) { act_.Apply(y + a, b - a); });
+  }
+  return true;
+}
+
+}  // namespace whittle::cpu

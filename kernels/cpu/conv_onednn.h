@@ -1,0 +1,38 @@
+// Float32 2-D convolution by oneDNN's convolution primitive (its direct/brgemm kernels for the
+// CPU's ISA, in the blocked layouts it picks): per input shape a plan with the primitive, the
+// NCHW <-> blocked reorders of the activations and the weights reordered once. A fused Relu /
+// LeakyRelu is a post-op; other fused activations are applied to the NCHW output afterwards.
+// The Conv kernel measures this path against its own (im2col + Sgemm) on the first call of each
+// input shape and keeps the faster (kernels/cpu/conv.cc).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "kernels/common/fused_activation.h"
+#include "kernels/common/window.h"
+
+namespace whittle::cpu {
+
+class OneDnnConv {
+ public:
+  // weights [M, C/group, KH, KW] and bias [M] (or null) must outlive this object.
+  OneDnnConv(const float* weights, const float* bias, FusedActivation act);
+  ~OneDnnConv();
+  // y = act(conv(x) + b) for a 2-D conv shape; false when oneDNN has no implementation for it.
+  bool Run(const ConvShape& s, const float* x, float* y, int threads) const;
+
+ private:
+  struct Plan;
+  std::shared_ptr<Plan> PlanFor(const ConvShape& s) const;
+
+  const float* w_;
+  const float* b_;
+  FusedActivation act_;
+  mutable std::mutex mu_;
+  mutable std::map<std::vector<int64_t>, std::shared_ptr<Plan>> plans_;
+};
+
+}  // namespace whittle::cpu
