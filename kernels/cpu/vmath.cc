@@ -73,6 +73,21 @@ void VMapWith(SimdIsa isa, VFn fn, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = Scalar(fn, x[i]);
 }
 
+float FmaLoop(SimdIsa isa, int64_t iterations, double* flops) {
+  switch (Cap(isa)) {
+    case SimdIsa::kAvx512: return vmath_avx512::FmaLoop(iterations, flops);
+    case SimdIsa::kAvx2: return vmath_avx2::FmaLoop(iterations, flops);
+    case SimdIsa::kScalar: break;
+  }
+  float acc[8] = {};
+  for (int64_t i = 0; i < iterations; ++i)
+    for (float& v : acc) v = v * 0.999999f + 1e-7f;
+  *flops = 16.0 * static_cast<double>(iterations);
+  float s = 0.f;
+  for (float v : acc) s += v;
+  return s;
+}
+
 void VMap(VFn fn, const float* x, float* y, int64_t n) { VMapWith(ActiveSimdIsa(), fn, x, y, n); }
 
 float VExpShiftSum(const float* x, float* y, int64_t n, float shift) {

@@ -30,13 +30,20 @@ void VMapWith(SimdIsa isa, VFn fn, const float* x, float* y, int64_t n);
 // y[i] = exp(x[i] - shift) on the ISA in use, returning the sum of the y[i] (softmax rows).
 float VExpShiftSum(const float* x, float* y, int64_t n, float shift);
 
+// Peak-FLOP probe for rooflines: `iterations` rounds of independent FMA chains on the given ISA's
+// widest vectors (enough chains to keep two FMA units busy). Returns a value that depends on every
+// chain (so the loop is not optimized away) and sets *flops to the floating-point operations done.
+float FmaLoop(SimdIsa isa, int64_t iterations, double* flops);
+
 // Per-ISA entry points (defined in vmath_avx2.cc / vmath_avx512.cc).
 namespace vmath_avx2 {
 void Map(VFn fn, const float* x, float* y, int64_t n);
+float FmaLoop(int64_t iterations, double* flops);
 float ExpShiftSum(const float* x, float* y, int64_t n, float shift);
 }  // namespace vmath_avx2
 namespace vmath_avx512 {
 void Map(VFn fn, const float* x, float* y, int64_t n);
+float FmaLoop(int64_t iterations, double* flops);
 float ExpShiftSum(const float* x, float* y, int64_t n, float shift);
 }  // namespace vmath_avx512
 

@@ -4,11 +4,19 @@
 // Run: whittle_bench --benchmark_filter=Sgemm --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/sgemm.h"
+#include "kernels/cpu/vmath.h"
 
 namespace whittle {
 namespace {
@@ -59,6 +67,62 @@ void GemmShapes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Sgemm)->Apply(GemmShapes)->UseRealTime();
+
+std::string CpuModel() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+// This machine's peak float FLOP/s on `threads` threads: the best of 5 runs of an FMA loop per
+// thread on the widest ISA in use (WHITTLE_ISA caps it).
+double PeakGflops(int threads) {
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    double flops_total = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : flops_total)
+    {
+      double flops = 0;
+      benchmark::DoNotOptimize(cpu::FmaLoop(cpu::ActiveSimdIsa(), 20'000'000, &flops));
+      flops_total += flops;
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 1e-9 * flops_total / s);
+  }
+  return best;
+}
+
+// The GEMM roofline: Sgemm (the default backend policy) on square N x N x N against the measured
+// peak; counters GFLOPS, peak_GFLOPS and of_peak (fraction), label = CPU model and ISAs.
+// Run: whittle_bench --benchmark_filter=GemmRoofline
+void BM_GemmRoofline(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  const std::vector<float> a = RandomVector(n * n, 1), b = RandomVector(n * n, 2);
+  std::vector<float> c(static_cast<size_t>(n * n));
+  double seconds = 0;
+  int64_t iters = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Sgemm(false, false, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n, threads);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++iters;
+  }
+  const double gflops = 2e-9 * static_cast<double>(n * n * n) * static_cast<double>(iters) / seconds;
+  const double peak = PeakGflops(threads);
+  state.counters["GFLOPS"] = gflops;
+  state.counters["peak_GFLOPS"] = peak;
+  state.counters["of_peak"] = gflops / peak;
+  state.SetLabel(CpuModel() + ", vector ISA " + cpu::SimdIsaName(cpu::ActiveSimdIsa()) + ", oneDNN ISA cap " +
+                 (std::getenv("ONEDNN_MAX_CPU_ISA") ? std::getenv("ONEDNN_MAX_CPU_ISA") : "none"));
+}
+BENCHMARK(BM_GemmRoofline)->ArgNames({"n", "thr"})->Args({256, 1})->Args({1024, 1})->Args({256, 2})->Args({1024, 2})
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace whittle
