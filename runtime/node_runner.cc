@@ -16,7 +16,7 @@ StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Ba
 }
 
 Status InferConcrete(const OpDef& def, const Node& node, int opset, const std::vector<const Tensor*>& inputs,
-                     std::vector<DType>* out_dtypes, std::vector<Dims>* out_dims) {
+                     std::vector<DType>* out_dtypes, std::vector<Dims>* out_dims, uint64_t* value_reads) {
   InferContext ctx(node, opset);
   for (const Tensor* t : inputs) {
     if (!t) ctx.AddInput(false, DType::kUndefined, std::nullopt, nullptr);
@@ -24,6 +24,7 @@ Status InferConcrete(const OpDef& def, const Node& node, int opset, const std::v
   }
   for (int o : node.outputs) ctx.AddOutputSlot(o >= 0);
   WH_RETURN_IF_ERROR(InferNode(def, ctx));
+  if (value_reads) *value_reads = ctx.ValueReads();
   out_dtypes->assign(node.outputs.size(), DType::kUndefined);
   out_dims->assign(node.outputs.size(), Dims());
   for (size_t i = 0; i < node.outputs.size(); ++i) {

@@ -18,9 +18,10 @@ StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Ba
                                                  const std::vector<DType>& input_dtypes,
                                                  const std::vector<const Tensor*>& const_inputs);
 
-// Infers output dims for concrete inputs (absent inputs: nullptr). outputs gets dtype/dims.
+// Infers output dims for concrete inputs (absent inputs: nullptr). outputs gets dtype/dims;
+// value_reads (optional) gets InferContext::ValueReads(): which inputs' values the shapes depend on.
 Status InferConcrete(const OpDef& def, const Node& node, int opset, const std::vector<const Tensor*>& inputs,
-                     std::vector<DType>* out_dtypes, std::vector<Dims>* out_dims);
+                     std::vector<DType>* out_dtypes, std::vector<Dims>* out_dims, uint64_t* value_reads = nullptr);
 
 // Validates, infers, builds the kernel (inputs are treated as constants at build time when
 // treat_inputs_as_const) and runs it. Returns one tensor per node output (undefined if absent).

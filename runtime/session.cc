@@ -22,6 +22,35 @@ struct Session::Step {
   int alias = -1;
 };
 
+// What shape inference decided for one input signature (dtype and dims of every graph input):
+// per step the output dtypes and dims, and the inputs whose *values* the inference read (Reshape's
+// shape, Slice's starts, NonZero's data...) with those values. A later run with the same signature
+// reuses the dims step by step as long as each step's read values are still equal; the first
+// difference sends the rest of that run back to full inference. Output shapes are a function of
+// input shapes and the values read, so a reused plan is exact.
+struct Session::Plan {
+  struct StepPlan {
+    std::vector<DType> odt;
+    std::vector<Dims> odims;
+    std::vector<std::pair<int, Tensor>> reads;  // (input position, value at planning)
+  };
+  std::vector<StepPlan> steps;
+};
+
+namespace {
+
+constexpr size_t kMaxPlans = 16;            // input signatures remembered per session
+constexpr size_t kMaxPlannedReadBytes = 4096;  // larger shape-deciding values: no plan is kept
+
+void AppendSignature(std::string* key, const Tensor* t) {
+  if (!t) { *key += "-;"; return; }
+  *key += std::to_string(static_cast<int>(t->dtype()));
+  for (int64_t d : t->dims()) *key += "," + std::to_string(d);
+  *key += ";";
+}
+
+}  // namespace
+
 // Recycled buffers of one Run call. A buffer goes back to the free list only when no tensor
 // outside the arena still shares it (use_count == 1), so outputs handed to the caller and
 // aliases (Reshape) are never reused under someone's feet.
@@ -176,21 +205,61 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     slots[static_cast<size_t>(id)] = t;
   }
 
+  // The plan for this input signature, if one was kept; otherwise this run records one.
+  std::string key;
+  for (int id : g.inputs()) AppendSignature(&key, slots[static_cast<size_t>(id)].defined() ? &slots[static_cast<size_t>(id)] : nullptr);
+  std::shared_ptr<const Plan> plan;
+  if (st.ok()) {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) plan = it->second;
+  }
+  std::unique_ptr<Plan> recording;
+  if (!plan) {
+    recording = std::make_unique<Plan>();
+    recording->steps.reserve(steps_.size());
+  }
+  bool planned = plan != nullptr;  // false from the first step whose read values differ
+
   const int prev_threads = omp_get_max_threads();
   omp_set_num_threads(opts_.num_threads);
   if (stats) stats->nodes.clear();
   std::vector<const Tensor*> in;
   std::vector<Tensor*> out;
-  std::vector<DType> odt;
-  std::vector<Dims> odims;
+  std::vector<DType> inferred_dt;
+  std::vector<Dims> inferred_dims;
   for (size_t si = 0; st.ok() && si < steps_.size(); ++si) {
     const Step& step = *steps_[si];
     const Node& n = *step.node;
     const auto t0 = stats ? Clock::now() : Clock::time_point();
     in.clear();
     for (int i : n.inputs) in.push_back(i >= 0 ? &slots[static_cast<size_t>(i)] : nullptr);
-    st = InferConcrete(*step.def, n, step.opset, in, &odt, &odims);
-    if (!st.ok()) break;
+    const std::vector<DType>* odt_p = &inferred_dt;
+    const std::vector<Dims>* odims_p = &inferred_dims;
+    if (planned) {
+      const Plan::StepPlan& sp = plan->steps[si];
+      for (const auto& [pos, value] : sp.reads) planned &= in[static_cast<size_t>(pos)] && in[static_cast<size_t>(pos)]->BitwiseEquals(value);
+      if (planned) {
+        odt_p = &sp.odt;
+        odims_p = &sp.odims;
+      }
+    }
+    if (!planned) {
+      uint64_t reads = 0;
+      st = InferConcrete(*step.def, n, step.opset, in, &inferred_dt, &inferred_dims, &reads);
+      if (!st.ok()) break;
+      if (recording) {
+        Plan::StepPlan sp{inferred_dt, inferred_dims, {}};
+        for (size_t k = 0; k < in.size() && reads; ++k) {
+          if (!(reads >> std::min<size_t>(k, 63) & 1) || !in[k]) continue;
+          if (in[k]->nbytes() > kMaxPlannedReadBytes) { recording.reset(); break; }
+          sp.reads.emplace_back(static_cast<int>(k), in[k]->Clone());
+        }
+        if (recording) recording->steps.push_back(std::move(sp));
+      }
+    }
+    const std::vector<DType>& odt = *odt_p;
+    const std::vector<Dims>& odims = *odims_p;
     out.clear();
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       int o = n.outputs[k];
@@ -231,6 +300,10 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     }
   }
   for (Tensor& t : slots) t = Tensor();  // drop references; arena keeps only free buffers
+  if (st.ok() && recording) {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    if (plans_.size() < kMaxPlans) plans_.emplace(key, std::move(recording));
+  }
   const int64_t allocated = arena->allocated, reused = arena->reused;
   {
     std::lock_guard<std::mutex> lock(arenas_mu_);
@@ -241,6 +314,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     stats->total_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_start).count();
     stats->buffers_allocated = allocated;
     stats->buffers_reused = reused;
+    stats->plan_reused = plan != nullptr && planned;
   }
   return results;
 }

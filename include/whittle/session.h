@@ -40,6 +40,9 @@ struct RunStats {
   double total_ms = 0;
   int64_t buffers_allocated = 0;  // fresh allocations this run (the rest came from reuse)
   int64_t buffers_reused = 0;
+  // The output shapes came from the plan cached for these input shapes (no per-node shape
+  // inference); false on the first run of a signature and when a shape-deciding value changed.
+  bool plan_reused = false;
 };
 
 class Session {
@@ -60,6 +63,7 @@ class Session {
 
   struct Arena;  // per-call buffers and scratch (defined in session.cc)
   struct Step;   // one planned node
+  struct Plan;   // output dtypes/dims of every step for one input signature
 
  private:
   Session() = default;
@@ -73,6 +77,8 @@ class Session {
   std::vector<std::vector<int>> release_at_step_;  // per step: values that die after it
   mutable std::mutex arenas_mu_;
   mutable std::vector<std::unique_ptr<Arena>> idle_arenas_;
+  mutable std::mutex plans_mu_;
+  mutable std::map<std::string, std::shared_ptr<const Plan>> plans_;  // key: input dtypes and dims
 };
 
 }  // namespace whittle

@@ -5,6 +5,8 @@
 // once. Every op family registers itself from RegisterAllOps(); nothing else is a central switch.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -43,7 +45,15 @@ class InferContext {
     return HasInput(i) && in_shape_[static_cast<size_t>(i)] ? &*in_shape_[static_cast<size_t>(i)] : nullptr;
   }
   // The input's value when it is known (an initializer at load time; always at run time).
-  const Tensor* InputValue(int i) const { return HasInput(i) ? in_value_[static_cast<size_t>(i)] : nullptr; }
+  // Each call that hands out a value is recorded (ValueReads): the runtime's plan cache
+  // (runtime/session.cc) re-checks exactly those inputs before it reuses an output shape.
+  const Tensor* InputValue(int i) const {
+    const Tensor* v = HasInput(i) ? in_value_[static_cast<size_t>(i)] : nullptr;
+    if (v) value_reads_ |= uint64_t{1} << std::min(i, 63);
+    return v;
+  }
+  // Bit i: the value of input i was read (bit 63: some input at index >= 63).
+  uint64_t ValueReads() const { return value_reads_; }
   bool HasOutput(int i) const { return i < num_outputs() && out_present_[static_cast<size_t>(i)]; }
 
   void SetOutput(int i, DType dtype, std::optional<SymShape> shape) {
@@ -86,6 +96,7 @@ class InferContext {
   std::vector<DType> in_dtype_;
   std::vector<std::optional<SymShape>> in_shape_;
   std::vector<const Tensor*> in_value_;
+  mutable uint64_t value_reads_ = 0;
   std::vector<const ShapeValue*> in_symval_;
   std::vector<bool> out_present_;
   std::vector<DType> out_dtype_;

@@ -140,6 +140,73 @@ TEST(SessionTest, ReusesIntermediateBuffers) {
   EXPECT_EQ(st.nodes.size(), 6u);
 }
 
+TEST(SessionTest, PlanCacheReusesShapesPerInputSignature) {
+  auto s = Session::FromGraph(MakeMlp());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto reference = Session::FromGraph(MakeMlp());
+  ASSERT_TRUE(reference.ok());
+  // batch 2, 2, 5, 5, 2: the first run of each batch size plans, the repeats reuse the plan.
+  const int batches[] = {2, 2, 5, 5, 2};
+  const bool reused[] = {false, true, false, true, true};
+  for (int i = 0; i < 5; ++i) {
+    Tensor x = RandomFloat({batches[i], 32}, 40 + static_cast<uint64_t>(i));
+    RunStats st;
+    auto r = (*s)->Run({{"x", x}}, &st);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(st.plan_reused, reused[i]) << "run " << i;
+    ASSERT_EQ((*r)[0].dims(), (Dims{batches[i], 10}));
+    // A fresh session per run (never a cached plan) gives the same bits.
+    auto fresh = Session::FromGraph(MakeMlp());
+    auto e = (*fresh)->Run({{"x", x}});
+    ASSERT_TRUE(e.ok());
+    EXPECT_TRUE((*r)[0].BitwiseEquals((*e)[0])) << "run " << i;
+  }
+}
+
+TEST(SessionTest, PlanCacheRechecksShapeDecidingValues) {
+  // Reshape's target shape is a graph input: same input signature, different output shapes.
+  Graph g = GraphBuilder()
+                .Input("x", DType::kFloat32, {12})
+                .Input("shape", DType::kInt64, {2})
+                .Op("Reshape", {"x", "shape"}, {"r"})
+                .Op("Relu", {"r"}, {"y"})
+                .Output("y")
+                .Build();
+  auto s = Session::FromGraph(g);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto shape = [](int64_t a, int64_t b) {
+    Tensor t(DType::kInt64, {2});
+    t.data<int64_t>()[0] = a;
+    t.data<int64_t>()[1] = b;
+    return t;
+  };
+  Tensor x = RandomFloat({12}, 5);
+  const std::pair<int64_t, int64_t> runs[] = {{3, 4}, {2, 6}, {3, 4}, {-1, 3}};
+  const bool reused[] = {false, false, true, false};
+  for (int i = 0; i < 4; ++i) {
+    RunStats st;
+    auto r = (*s)->Run({{"x", x}, {"shape", shape(runs[i].first, runs[i].second)}}, &st);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const int64_t rows = runs[i].first < 0 ? 12 / runs[i].second : runs[i].first;
+    EXPECT_EQ((*r)[0].dims(), (Dims{rows, runs[i].second})) << "run " << i;
+    EXPECT_EQ(st.plan_reused, reused[i]) << "run " << i;
+  }
+
+  // NonZero's output length depends on the data itself, small or large.
+  for (int64_t n : {6, 4096}) {
+    Graph nz = GraphBuilder().Input("x", DType::kFloat32, {n}).Op("NonZero", {"x"}, {"y"}).Output("y").Build();
+    auto sn = Session::FromGraph(nz);
+    ASSERT_TRUE(sn.ok()) << sn.status().message();
+    for (int64_t nonzero : {n / 2, n / 3, n / 2}) {
+      Tensor v(DType::kFloat32, {n});
+      for (int64_t k = 0; k < n; ++k) v.data<float>()[k] = k < nonzero ? 1.f : 0.f;
+      auto r = (*sn)->Run({{"x", v}});
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      EXPECT_EQ((*r)[0].dims(), (Dims{1, nonzero})) << "n=" << n;
+    }
+  }
+}
+
 TEST(SessionTest, RejectsBadInputs) {
   auto s = Session::FromGraph(MakeMlp());
   ASSERT_TRUE(s.ok()) << s.status().message();
