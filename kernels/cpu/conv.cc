@@ -11,6 +11,7 @@
 
 #include "kernels/common/fused_activation.h"
 #include "kernels/common/window.h"
+#include "kernels/cpu/conv_direct.h"
 #include "kernels/cpu/conv_onednn.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/sgemm.h"
@@ -21,7 +22,8 @@ namespace {
 // Below this many multiply-adds a Conv runs on one thread: OpenMP fork/join costs more.
 constexpr int64_t kMinParallelMacs = 1 << 17;
 
-// WHITTLE_CONV=own|onednn forces a 2-D float Conv path; unset or auto: measured per shape.
+// WHITTLE_CONV=own|onednn|direct forces a 2-D float Conv path where it applies; unset or auto:
+// measured per shape.
 // SetConvPath (tests) overrides both.
 std::atomic<int> g_conv_override{-1};
 ConvPath ForcedConvPath() {
@@ -30,13 +32,14 @@ ConvPath ForcedConvPath() {
   static const ConvPath p = [] {
     const char* env = std::getenv("WHITTLE_CONV");
     const std::string v = env ? env : "";
-    return v == "own" ? ConvPath::kOwn : v == "onednn" ? ConvPath::kOneDnn : ConvPath::kAuto;
+    return v == "own" ? ConvPath::kOwn : v == "onednn" ? ConvPath::kOneDnn : v == "direct" ? ConvPath::kDirect
+                                                                                            : ConvPath::kAuto;
   }();
   return p;
 }
 
-// The path measured faster for a conv geometry (and thread count), shared by every session of the
-// process so that two sessions of one model compute the same floats: 0 own, 1 oneDNN.
+// The path measured fastest for a conv geometry (and thread count, activation, residual), shared by
+// every session of the process so that two sessions of one model compute the same floats.
 struct ConvChoices {
   std::mutex mu;
   std::map<std::vector<int64_t>, int> choice;
@@ -51,6 +54,17 @@ float* Scratch(size_t n) {
   thread_local std::vector<float> buf;
   if (buf.size() < n) buf.resize(n);
   return buf.data();
+}
+
+// Output row epilogue: row = act(row + bias + sum) (sum: the fused residual, may be null).
+void Epilogue(float* row, int64_t n, float bias, const float* sum, const FusedActivation& act) {
+  if (!sum) {
+    BiasActivationRow(row, n, bias, nullptr, act);
+    return;
+  }
+  if (bias != 0.f)
+    for (int64_t i = 0; i < n; ++i) row[i] += bias;
+  BiasActivationRow(row, n, 0.f, sum, act);
 }
 
 // Stride-1 im2col through a padded copy: `part` receives padded input rows [oh0, oh1 + (kh-1)*dh)
@@ -141,8 +155,8 @@ void Im2ColND(const float* x, int64_t channels, const WindowGeometry& g, float* 
 }
 
 // One depthwise plane (one input channel, one output channel), 2-D.
-void DepthwisePlane(const float* x, const float* w, float bias, const Geo2D& g, const FusedActivation& act,
-                    float* y) {
+void DepthwisePlane(const float* x, const float* w, float bias, const float* sum, const Geo2D& g,
+                    const FusedActivation& act, float* y) {
   for (int64_t oh = 0; oh < g.oh; ++oh) {
     float* out = y + oh * g.ow;
     for (int64_t o = 0; o < g.ow; ++o) out[o] = bias;
@@ -163,7 +177,7 @@ void DepthwisePlane(const float* x, const float* w, float bias, const Geo2D& g, 
         }
       }
     }
-    act.Apply(out, g.ow);
+    Epilogue(out, g.ow, 0.f, sum ? sum + oh * g.ow : nullptr, act);
   }
 }
 
@@ -173,8 +187,11 @@ class ConvCpuKernel : public OpKernel {
       : attrs_(std::move(a)), group_(group), act_(act) {
     if (w) w_ = *w;
     if (b) b_ = *b;
-    if (w && w->rank() == 4)
+    if (w && w->rank() == 4) {
       onednn_ = std::make_unique<OneDnnConv>(w_.data<float>(), b_.defined() ? b_.data<float>() : nullptr, act_);
+      if (!(w->dim(1) == 1 && group > 1))
+        direct_ = std::make_unique<DirectConv>(w_.data<float>(), w->dim(0), w->dim(1), w->dim(2), w->dim(3), group);
+    }
   }
 
   Status Compute(KernelContext& ctx) const override {
@@ -186,86 +203,109 @@ class ConvCpuKernel : public OpKernel {
     Tensor& y = *ctx.outputs[0];
     if (y.numel() != s.batch * s.out_channels * s.geo.OutSize())
       return Internal("Conv output " + DimsToString(y.dims()) + " does not match the resolved geometry");
+    // The residual fused by runtime/rewrite/fuse_conv_add: added before the activation.
+    const Tensor* sum_t = ctx.inputs.size() > 3 ? ctx.inputs[3] : nullptr;
+    if (sum_t && (sum_t->dtype() != DType::kFloat32 || sum_t->dims() != y.dims()))
+      return InvalidArgument("Conv's fused sum input must be float32 " + DimsToString(y.dims()) + ", got " +
+                             DimsToString(sum_t->dims()));
     if (y.numel() == 0) return Status::Ok();
     const float* bias = b ? b->data<float>() : nullptr;
+    const float* sum = sum_t ? sum_t->data<float>() : nullptr;
     const int64_t cg = s.in_channels / s.group;
     const int64_t macs = s.batch * s.out_channels * cg * s.geo.KernelSize() * s.geo.OutSize();
     const int threads = macs >= kMinParallelMacs ? std::max(1, ctx.num_threads) : 1;
-    if (onednn_ && s.geo.spatial == 2 && !(cg == 1 && s.group > 1) && ForcedConvPath() != ConvPath::kOwn &&
-        UseOneDnn(s, x, w, bias, threads, y)) return Status::Ok();
-    return RunOwn(s, x, w, bias, threads, y);
+    const bool depthwise = cg == 1 && s.group > 1;
+    const bool dnnl_ok = onednn_ && s.geo.spatial == 2 && !depthwise && !sum;
+    const bool direct_ok = direct_ && direct_->Applies(s);
+    const ConvPath forced = ForcedConvPath();
+    if (forced == ConvPath::kOwn || (!dnnl_ok && !direct_ok)) return RunOwn(s, x, w, bias, sum, threads, y);
+    if (forced == ConvPath::kOneDnn && dnnl_ok && onednn_->Run(s, x.data<float>(), y.data<float>(), threads))
+      return Status::Ok();
+    if (forced == ConvPath::kDirect && direct_ok) {
+      direct_->Run(s, x.data<float>(), bias, sum, act_, threads, y.data<float>());
+      return Status::Ok();
+    }
+    return RunChosen(s, x, w, bias, sum, threads, dnnl_ok, direct_ok, y);
   }
 
  private:
-  Status RunOwn(const ConvShape& s, const Tensor& x, const Tensor& w, const float* bias, int threads, Tensor& y) const {
+  enum Choice { kGemm = 0, kOneDnnConv = 1, kDirectConv = 2 };
+
+  Status RunOwn(const ConvShape& s, const Tensor& x, const Tensor& w, const float* bias, const float* sum, int threads,
+                Tensor& y) const {
     const int64_t cg = s.in_channels / s.group;
     if (s.geo.spatial <= 2 && cg == 1 && s.group > 1) {
-      Depthwise(s, x.data<float>(), w.data<float>(), bias, threads, y.data<float>());
+      Depthwise(s, x.data<float>(), w.data<float>(), bias, sum, threads, y.data<float>());
     } else if (s.geo.spatial <= 2) {
-      Gemm2D(s, x.data<float>(), w.data<float>(), bias, threads, y.data<float>());
+      Gemm2D(s, x.data<float>(), w.data<float>(), bias, sum, threads, y.data<float>());
     } else {
-      GemmND(s, x.data<float>(), w.data<float>(), bias, threads, y.data<float>());
+      GemmND(s, x.data<float>(), w.data<float>(), bias, sum, threads, y.data<float>());
     }
     return Status::Ok();
   }
 
-  // Runs oneDNN's convolution when it is the faster path for this shape (measured on the first
-  // call: the better of two timed runs each; the output is then recomputed by the winner) and
-  // returns true; false: the caller runs the own path.
-  bool UseOneDnn(const ConvShape& s, const Tensor& x, const Tensor& w, const float* bias, int threads,
-                 Tensor& y) const {
+  // Runs the path measured fastest for this geometry: on the first call each candidate runs twice
+  // and the better time counts; the winner is kept process-wide and computes the output.
+  Status RunChosen(const ConvShape& s, const Tensor& x, const Tensor& w, const float* bias, const float* sum,
+                   int threads, bool dnnl_ok, bool direct_ok, Tensor& y) const {
     const Geo2D g = To2D(s.geo);
-    const std::vector<int64_t> key{s.batch, s.in_channels, s.out_channels, s.group, g.ih, g.iw, g.kh, g.kw, g.sh,
-                                   g.sw, g.dh, g.dw, g.pt, g.pl, g.pb, g.pr, act_.kind, threads};
+    const std::vector<int64_t> key{s.batch, s.in_channels, s.out_channels, s.group, g.ih, g.iw, g.kh, g.kw,
+                                   g.sh,    g.sw,          g.dh,           g.dw,    g.pt, g.pl, g.pb, g.pr,
+                                   act_.kind, sum != nullptr, threads};
     ConvChoices& cc = Choices();
-    int choice = -1;  // 0 own, 1 oneDNN
+    int choice = -1;
     {
       std::lock_guard<std::mutex> lock(cc.mu);
       auto it = cc.choice.find(key);
       if (it != cc.choice.end()) choice = it->second;
     }
-    if (ForcedConvPath() == ConvPath::kOneDnn) return onednn_->Run(s, x.data<float>(), y.data<float>(), threads);
-    if (choice == 0) return false;
-    if (choice == 1) return onednn_->Run(s, x.data<float>(), y.data<float>(), threads);
-    using Clock = std::chrono::steady_clock;
-    auto time = [](auto&& f) {
-      double best = 1e300;
-      for (int r = 0; r < 2; ++r) {
-        const auto t0 = Clock::now();
-        if (!f()) return -1.0;
-        best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+    auto run = [&](int c) {
+      if (c == kOneDnnConv) return onednn_->Run(s, x.data<float>(), y.data<float>(), threads);
+      if (c == kDirectConv) {
+        direct_->Run(s, x.data<float>(), bias, sum, act_, threads, y.data<float>());
+        return true;
       }
-      return best;
+      return RunOwn(s, x, w, bias, sum, threads, y).ok();
     };
-    const double t_own = ForcedConvPath() == ConvPath::kOneDnn ? 1e300 : time([&] {
-      return RunOwn(s, x, w, bias, threads, y).ok();
-    });
-    const double t_dnnl = time([&] { return onednn_->Run(s, x.data<float>(), y.data<float>(), threads); });
-    choice = t_dnnl >= 0 && t_dnnl < t_own ? 1 : 0;
-    {
+    if (choice < 0) {
+      using Clock = std::chrono::steady_clock;
+      double best = 1e300;
+      for (int c : {kGemm, kOneDnnConv, kDirectConv}) {
+        if ((c == kOneDnnConv && !dnnl_ok) || (c == kDirectConv && !direct_ok)) continue;
+        double t = 1e300;
+        for (int r = 0; r < 2; ++r) {
+          const auto t0 = Clock::now();
+          if (!run(c)) break;
+          t = std::min(t, std::chrono::duration<double>(Clock::now() - t0).count());
+        }
+        if (t < best) {
+          best = t;
+          choice = c;
+        }
+      }
       std::lock_guard<std::mutex> lock(cc.mu);
       choice = cc.choice.emplace(key, choice).first->second;  // a concurrent measurement may have won
     }
-    if (choice == 1 && t_dnnl < 0) return false;
-    if (choice == 0) return false;  // the caller recomputes with the own path
-    return true;                     // y holds oneDNN's last result
+    if (run(choice)) return Status::Ok();
+    return RunOwn(s, x, w, bias, sum, threads, y);
   }
 
-  void Depthwise(const ConvShape& s, const float* x, const float* w, const float* bias, int threads,
-                 float* y) const {
+  void Depthwise(const ConvShape& s, const float* x, const float* w, const float* bias, const float* sum,
+                 int threads, float* y) const {
     const Geo2D g = To2D(s.geo);
     const int64_t planes = s.batch * s.out_channels, k = g.kh * g.kw, mult = s.out_channels / s.group;
     const int64_t in_plane = g.ih * g.iw, out_plane = g.oh * g.ow;
     ParallelFor(planes, threads, [&](int64_t p) {
       const int64_t n = p / s.out_channels, m = p % s.out_channels;
       const float* xc = x + (n * s.in_channels + m / mult) * in_plane;
-      DepthwisePlane(xc, w + m * k, bias ? bias[m] : 0.f, g, act_, y + p * out_plane);
+      DepthwisePlane(xc, w + m * k, bias ? bias[m] : 0.f, sum ? sum + p * out_plane : nullptr, g, act_,
+                     y + p * out_plane);
     });
   }
 
   // Tasks are (image, group, block of output rows); with few images the rows are split so every
   // thread gets work, and each task runs im2col + a single-threaded GEMM on its own columns.
-  void Gemm2D(const ConvShape& s, const float* x, const float* w, const float* bias, int threads,
+  void Gemm2D(const ConvShape& s, const float* x, const float* w, const float* bias, const float* sum, int threads,
               float* y) const {
     const Geo2D g = To2D(s.geo);
     const int64_t cg = s.in_channels / s.group, mg = s.out_channels / s.group;
@@ -287,6 +327,7 @@ class ConvCpuKernel : public OpKernel {
       const float* xg = x + (n * s.in_channels + grp * cg) * in_plane;
       const float* wg = w + grp * mg * kdim;
       float* yg = y + (n * s.out_channels + grp * mg) * out_plane + oh0 * g.ow;
+      const float* sg = sum ? sum + (yg - y) : nullptr;
       const int gemm_threads = tasks > 1 ? 1 : threads;
       if (stride1) {
         const int64_t part_size = Stride1PartSize(g, cg, oh1 - oh0);
@@ -295,7 +336,7 @@ class ConvCpuKernel : public OpKernel {
         Im2ColStride1(xg, cg, g, oh0, oh1, part, col);
         Sgemm(false, false, mg, cols, kdim, 1.f, wg, kdim, col, cols, 0.f, yg, out_plane, gemm_threads);
         for (int64_t m = 0; m < mg; ++m)
-          BiasActivationRow(yg + m * out_plane, cols, bias ? bias[grp * mg + m] : 0.f, nullptr, act_);
+          Epilogue(yg + m * out_plane, cols, bias ? bias[grp * mg + m] : 0.f, sg ? sg + m * out_plane : nullptr, act_);
         return;
       }
       const float* col;
@@ -311,11 +352,11 @@ class ConvCpuKernel : public OpKernel {
       }
       Sgemm(false, false, mg, cols, kdim, 1.f, wg, kdim, col, ldcol, 0.f, yg, out_plane, gemm_threads);
       for (int64_t m = 0; m < mg; ++m)
-        BiasActivationRow(yg + m * out_plane, cols, bias ? bias[grp * mg + m] : 0.f, nullptr, act_);
+        Epilogue(yg + m * out_plane, cols, bias ? bias[grp * mg + m] : 0.f, sg ? sg + m * out_plane : nullptr, act_);
     });
   }
 
-  void GemmND(const ConvShape& s, const float* x, const float* w, const float* bias, int threads,
+  void GemmND(const ConvShape& s, const float* x, const float* w, const float* bias, const float* sum, int threads,
               float* y) const {
     const int64_t cg = s.in_channels / s.group, mg = s.out_channels / s.group;
     const int64_t kdim = cg * s.geo.KernelSize(), in_size = s.geo.InSize(), out_size = s.geo.OutSize();
@@ -328,7 +369,8 @@ class ConvCpuKernel : public OpKernel {
       Sgemm(false, false, mg, out_size, kdim, 1.f, w + grp * mg * kdim, kdim, col, out_size, 0.f, yg, out_size,
             tasks > 1 ? 1 : threads);
       for (int64_t m = 0; m < mg; ++m)
-        BiasActivationRow(yg + m * out_size, out_size, bias ? bias[grp * mg + m] : 0.f, nullptr, act_);
+        Epilogue(yg + m * out_size, out_size, bias ? bias[grp * mg + m] : 0.f,
+                 sum ? sum + (yg - y) + m * out_size : nullptr, act_);
     });
   }
 
@@ -337,6 +379,7 @@ class ConvCpuKernel : public OpKernel {
   FusedActivation act_;
   Tensor w_, b_;  // constant weights/bias captured at load time (undefined otherwise)
   std::unique_ptr<OneDnnConv> onednn_;  // constant 2-D weights only
+  std::unique_ptr<DirectConv> direct_;  // constant 2-D weights, not depthwise
 };
 
 // Adds column rows col[(m*K + k)][x position] into the Y planes of mg output channels (the

@@ -91,6 +91,16 @@ class ConvReferenceKernel : public OpKernel {
     Tensor& y = *ctx.outputs[0];
     if (x.dtype() == DType::kFloat32) {
       ConvReference<float>(s, x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr, y.data<float>());
+      // The residual fused by runtime/rewrite/fuse_conv_add, added before the activation.
+      if (ctx.inputs.size() > 3 && ctx.inputs[3]) {
+        const Tensor& sum = *ctx.inputs[3];
+        if (sum.dtype() != DType::kFloat32 || sum.dims() != y.dims())
+          return InvalidArgument("Conv's fused sum input must be float32 " + DimsToString(y.dims()) + ", got " +
+                                 DimsToString(sum.dims()));
+        float* yd = y.data<float>();
+        const float* sd = sum.data<float>();
+        for (int64_t i = 0; i < y.numel(); ++i) yd[i] += sd[i];
+      }
       act_.Apply(y.data<float>(), y.numel());
     } else {
       ConvReference<double>(s, x.data<double>(), w.data<double>(), b ? b->data<double>() : nullptr,

@@ -4,6 +4,7 @@
 #include "runtime/rewrite/fold_constants.h"
 #include "runtime/rewrite/fold_conv_bn.h"
 #include "runtime/rewrite/fuse_activations.h"
+#include "runtime/rewrite/fuse_conv_add.h"
 #include "runtime/rewrite/fuse_gelu.h"
 #include "runtime/rewrite/fuse_qdq.h"
 
@@ -25,6 +26,7 @@ StatusOr<RewriteReport> RewriteForRuntime(Graph& g) {
   WH_RETURN_IF_ERROR(FoldConstants(g, &r.folded_constants));
   WH_RETURN_IF_ERROR(FoldConvBatchNorm(g, &r.folded_batchnorms));
   WH_RETURN_IF_ERROR(FuseGelu(g, &r.fused_gelu));
+  WH_RETURN_IF_ERROR(FuseConvAdd(g, &r.fused_conv_add));
   WH_RETURN_IF_ERROR(FuseActivations(g, &r.fused_activations));
   WH_RETURN_IF_ERROR(g.Compact());
   WH_RETURN_IF_ERROR(g.Verify());

@@ -1,6 +1,7 @@
 // The runtime's own graph rewrites, applied by Session::Load before planning: QDQ fusion
 // (fuse_qdq.h), constant folding (fold_constants.h), Conv+BatchNormalization folding
-// (fold_conv_bn.h) and fusing a single consumer activation into Conv/Gemm/MatMul
+// (fold_conv_bn.h), GELU fusion (fuse_gelu.h), residual Adds into the Conv before them
+// (fuse_conv_add.h) and fusing a single consumer activation into Conv/Gemm/MatMul
 // (fuse_activations.h). Each rule matches first, then applies, and leaves the graph alone when a
 // precondition fails (non-constant weights, several consumers, a graph output in the middle).
 #pragma once
@@ -15,12 +16,13 @@ struct RewriteReport {
   int folded_batchnorms = 0;
   int fused_activations = 0;
   int fused_gelu = 0;         // GELU subgraphs (erf or tanh form) run as one Gelu node
+  int fused_conv_add = 0;     // residual Adds computed inside the Conv before them
   int fused_qdq = 0;          // Conv/Gemm/MatMul running as int8 QConv/QGemm
   int int8_passthrough = 0;   // MaxPool/Flatten/Reshape moved onto int8 data
 };
 
-// QDQ fusion first, then constant folding, Conv+BatchNormalization folding, GELU fusion and
-// activation fusion, then Compact(), Verify() and InferShapes().
+// QDQ fusion first, then constant folding, Conv+BatchNormalization folding, GELU fusion, Conv+Add
+// fusion and activation fusion, then Compact(), Verify() and InferShapes().
 StatusOr<RewriteReport> RewriteForRuntime(Graph& g);
 
 }  // namespace whittle

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Side-by-side FP32 throughput of Whittle's runtime (run-model --bench --json) and ONNX Runtime
-on the same model, batch sizes and thread count. Runs alternate (ORT, Whittle, ORT, ...) for
+on the same model, batch sizes and thread counts. Runs alternate (ORT, Whittle, ORT, ...) for
 --rounds rounds and reports the median of each; ratio = Whittle throughput / ORT throughput.
 
   pip install onnxruntime numpy
-  python3 tests/bench/compare_ort.py models/mlp.onnx models/cnn.onnx --batch 1,64 --threads 2
+  python3 tests/bench/compare_ort.py models/mlp.onnx models/cnn.onnx --batch 1,64 --threads 1,2
+
+The first line names the CPU (lscpu's model name) and the widest vector ISA it has, and the
+WHITTLE_ISA / ONEDNN_MAX_CPU_ISA caps in effect: a ratio says nothing without them.
 """
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -44,27 +48,48 @@ def whittle_latency_ms(run_model, path, batch, threads, seconds, warmup):
     return json.loads(out)["bench"][0]["p50_ms"]
 
 
+def cpu_line():
+    model, flags = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model == "unknown CPU":
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags") and not flags:
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    if "avx512_vnni" in flags:
+        isa += " + VNNI"
+    caps = ", ".join(f"{k}={os.environ[k]}" for k in ("WHITTLE_ISA", "ONEDNN_MAX_CPU_ISA", "WHITTLE_CONV")
+                     if k in os.environ) or "no caps"
+    return f"CPU: {model} ({os.cpu_count()} logical), {isa}; Whittle: {caps}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("models", nargs="+")
     ap.add_argument("--batch", default="1,64")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", default="2", help="comma-separated thread counts")
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--run-model", default="build/bin/run-model")
     args = ap.parse_args()
-    print(f"onnxruntime {ort.__version__}, {args.threads} thread(s), medians of {args.rounds} alternating rounds")
-    print(f"{'model':<20} {'batch':>6} {'ORT samples/s':>15} {'Whittle samples/s':>18} {'ratio':>7}")
+    print(cpu_line())
+    print(f"onnxruntime {ort.__version__}, medians of {args.rounds} alternating rounds")
+    print(f"{'model':<24} {'threads':>7} {'batch':>6} {'ORT samples/s':>15} {'Whittle samples/s':>18} {'ratio':>7}")
     for m in args.models:
-        for b in [int(x) for x in args.batch.split(",")]:
-            o, w = [], []
-            for _ in range(args.rounds):
-                o.append(ort_latency_ms(m, b, args.threads, args.seconds, args.warmup))
-                w.append(whittle_latency_ms(args.run_model, m, b, args.threads, args.seconds, args.warmup))
-            ot = b * 1e3 / statistics.median(o)
-            wt = b * 1e3 / statistics.median(w)
-            print(f"{m:<20} {b:>6} {ot:>15.1f} {wt:>18.1f} {wt / ot:>7.2f}")
+        for t in [int(x) for x in args.threads.split(",")]:
+            for b in [int(x) for x in args.batch.split(",")]:
+                o, w = [], []
+                for _ in range(args.rounds):
+                    o.append(ort_latency_ms(m, b, t, args.seconds, args.warmup))
+                    w.append(whittle_latency_ms(args.run_model, m, b, t, args.seconds, args.warmup))
+                ot = b * 1e3 / statistics.median(o)
+                wt = b * 1e3 / statistics.median(w)
+                print(f"{m:<24} {t:>7} {b:>6} {ot:>15.1f} {wt:>18.1f} {wt / ot:>7.2f}", flush=True)
     return 0
 
 

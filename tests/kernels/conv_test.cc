@@ -171,12 +171,13 @@ TEST(ConvCpu, FusedActivationsAfterBias) {
   }
 }
 
-// Both float paths for constant 2-D weights, forced: the own one (im2col + Sgemm, direct
-// depthwise) and oneDNN's convolution primitive (conv_onednn.h), with every fused activation.
-TEST(ConvCpu, OwnAndOneDnnPathsMatchReference) {
-  for (cpu::ConvPath path : {cpu::ConvPath::kOwn, cpu::ConvPath::kOneDnn}) {
+// Every float path for constant 2-D weights, forced: the own one (im2col + Sgemm, direct
+// depthwise), oneDNN's convolution primitive (conv_onednn.h) and the direct stride-1 kernel
+// (conv_direct.h; shapes it does not take fall back to measuring), with every fused activation.
+TEST(ConvCpu, EveryPathMatchesReference) {
+  for (cpu::ConvPath path : {cpu::ConvPath::kOwn, cpu::ConvPath::kOneDnn, cpu::ConvPath::kDirect}) {
     cpu::SetConvPath(path);
-    SCOPED_TRACE(path == cpu::ConvPath::kOwn ? "own" : "onednn");
+    SCOPED_TRACE(path == cpu::ConvPath::kOwn ? "own" : path == cpu::ConvPath::kOneDnn ? "onednn" : "direct");
     uint32_t seed = 50;
     for (const ConvCase& c : Cases()) {
       SCOPED_TRACE(c.name);
