@@ -9,7 +9,8 @@
 namespace whittle::cpu {
 namespace {
 
-using TileFn = void (*)(const float*, int64_t, int64_t, const int32_t*, int, const float*, float*);
+using TileFn = void (*)(const float*, int64_t, int64_t, const int32_t*, int, const float*, float*, int64_t);
+using EpilogueFn = void (*)(float*, const float*, int64_t, float, const float*, bool);
 
 // Padded input buffers, one per thread, grown on demand and kept.
 float* PaddedScratch(size_t n) {
@@ -18,8 +19,15 @@ float* PaddedScratch(size_t n) {
   return buf.data();
 }
 
+// Per-thread buffer of one task's tiles.
+float* TileScratch(size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
 struct Layout {
-  int64_t pw, ph, cstride, plen, tiles, slack;
+  int64_t pw, ph, cstride, plen, slack;
 };
 
 }  // namespace
@@ -65,6 +73,8 @@ void DirectConv::Run(const ConvShape& s, const float* x, const float* bias, cons
                      const FusedActivation& act, int threads, float* y) const {
   const Geo2D g = To2D(s.geo);
   const TileFn tile_fn = isa_ == SimdIsa::kAvx512 ? &conv_direct_avx512::Tile : &conv_direct_avx2::Tile;
+  const EpilogueFn epilogue_fn = isa_ == SimdIsa::kAvx512 ? &conv_direct_avx512::Epilogue : &conv_direct_avx2::Epilogue;
+  const bool relu = act.kind == FusedActivation::kRelu;
   const int taps = static_cast<int>(kh_ * kw_);
   const int tw = tile_width_, ocb = ocb_;
   Layout l;
@@ -72,7 +82,6 @@ void DirectConv::Run(const ConvShape& s, const float* x, const float* bias, cons
   l.ph = g.ih + g.pt + g.pb;
   l.cstride = l.ph * l.pw;
   l.plen = g.oh * l.pw;
-  l.tiles = (l.plen + tw - 1) / tw;
   // The last tile reads up to tw - 1 past the last output position plus the largest tap offset.
   l.slack = tw + kw_ * g.dw + 16;
   const size_t image_floats = static_cast<size_t>(s.in_channels * l.cstride + l.slack);
@@ -100,52 +109,55 @@ void DirectConv::Run(const ConvShape& s, const float* x, const float* bias, cons
     std::memset(p + s.in_channels * l.cstride, 0, static_cast<size_t>(l.slack) * sizeof(float));
   };
 
-  // One tile: output channels [block*ocb, +ocb) of group grp, flat positions [t*tw, +tw).
-  auto tile = [&](int64_t n, const float* p, int64_t grp, int64_t block, int64_t t) {
-    alignas(64) float acc[8 * 48];
-    const int64_t p0 = t * tw;
-    tile_fn(p + grp * cg_ * l.cstride + p0, l.cstride, cg_, offs.data(), taps,
-            packed_.data() + static_cast<size_t>((grp * blocks_ + block) * cg_ * taps * ocb), acc);
-    const int64_t p1 = std::min(p0 + tw, l.plen);
+  // Rows per task: about eight tiles of positions, so the epilogue runs on whole rows and a
+  // task's buffer stays in L1/L2.
+  const int64_t rows_per_chunk = std::max<int64_t>(1, 8 * tw / l.pw);
+  const int64_t chunks = (g.oh + rows_per_chunk - 1) / rows_per_chunk;
+  const int64_t ld_max = ((rows_per_chunk * l.pw + tw - 1) / tw) * tw;
+
+  // Output channels [block*ocb, +ocb) of group grp, output rows [r0, r1), image n.
+  auto task = [&](int64_t n, const float* p, int64_t grp, int64_t block, int64_t chunk) {
+    float* buf = TileScratch(static_cast<size_t>(ocb * ld_max));
+    const int64_t r0 = chunk * rows_per_chunk, r1 = std::min(g.oh, r0 + rows_per_chunk);
+    const int64_t q0 = r0 * l.pw, len = (r1 - r0) * l.pw, tiles = (len + tw - 1) / tw, ld = tiles * tw;
+    const float* in = p + grp * cg_ * l.cstride + q0;
+    const float* wb = packed_.data() + static_cast<size_t>((grp * blocks_ + block) * cg_ * taps * ocb);
+    for (int64_t t = 0; t < tiles; ++t) tile_fn(in + t * tw, l.cstride, cg_, offs.data(), taps, wb, buf + t * tw, ld);
     const int64_t valid = std::min<int64_t>(ocb, mg - block * ocb);
     for (int64_t o = 0; o < valid; ++o) {
       const int64_t m = grp * mg + block * ocb + o;
-      const float* a = acc + o * tw;
       const float bv = bias ? bias[m] : 0.f;
       float* ym = y + (n * s.out_channels + m) * out_plane;
       const float* sm = sum ? sum + (n * s.out_channels + m) * out_plane : nullptr;
-      for (int64_t q = p0; q < p1;) {
-        const int64_t oh = q / l.pw, xq = q - oh * l.pw;
-        const int64_t row_end = std::min(p1, (oh + 1) * l.pw);
-        if (xq < g.ow) {
-          const int64_t cnt = std::min(row_end, oh * l.pw + g.ow) - q;
-          float* dst = ym + oh * g.ow + xq;
-          const float* src = a + (q - p0);
-          for (int64_t i = 0; i < cnt; ++i) dst[i] = src[i] + bv;
-          BiasActivationRow(dst, cnt, 0.f, sm ? sm + oh * g.ow + xq : nullptr, act);
-        }
-        q = row_end;
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* src = buf + o * ld + (r - r0) * l.pw;
+        float* dst = ym + r * g.ow;
+        epilogue_fn(dst, src, g.ow, bv, sm ? sm + r * g.ow : nullptr, relu);
+        if (!relu) act.Apply(dst, g.ow);
       }
     }
   };
 
-  const int64_t per_image = group_ * blocks_ * l.tiles;
+  const int64_t per_image = group_ * blocks_ * chunks;
   if (threads <= 1 || s.batch >= threads) {
     ParallelFor(s.batch, threads, [&](int64_t n) {
       float* p = PaddedScratch(image_floats);
       pad(x + n * s.in_channels * in_plane, p);
-      for (int64_t i = 0; i < per_image; ++i)
-        tile(n, p, i / (blocks_ * l.tiles), i / l.tiles % blocks_, i % l.tiles);
+      // Chunk-major: the blocks of one chunk read the same input rows while they are in L1.
+      for (int64_t i = 0; i < per_image; ++i) {
+        const int64_t chunk = i / (group_ * blocks_), rest = i % (group_ * blocks_);
+        task(n, p, rest / blocks_, rest % blocks_, chunk);
+      }
     });
     return;
   }
   float* p = PaddedScratch(image_floats);  // this thread's; the team only reads it
   for (int64_t n = 0; n < s.batch; ++n) {
     pad(x + n * s.in_channels * in_plane, p);
-    // Tiles of the same position range next to each other: the team shares the input rows.
+    // Tasks of the same rows next to each other: the team shares the input rows.
     ParallelFor(per_image, threads, [&](int64_t i) {
-      const int64_t t = i / (group_ * blocks_), rest = i % (group_ * blocks_);
-      tile(n, p, rest / blocks_, rest % blocks_, t);
+      const int64_t chunk = i / (group_ * blocks_), rest = i % (group_ * blocks_);
+      task(n, p, rest / blocks_, rest % blocks_, chunk);
     });
   }
 }

@@ -6,8 +6,10 @@
 // every tap is a constant shift of the same flat index, so the convolution becomes OCB x TW tiles
 // of FMAs over contiguous vectors with no bounds checks (conv_direct_impl.h). The columns
 // x >= ow are computed and dropped (pw - ow of every pw, e.g. 2 of 30 for a 3x3 on 28 wide).
-// The epilogue adds the bias, an optional residual (Conv's fused sum input) and the fused
-// activation while the tile is in registers' reach, and writes only the valid columns.
+// Work is split into (image, group, block of OCB output channels, chunk of output rows) tasks; a
+// task's tiles land in a per-thread buffer laid out like the flat positions, then the epilogue
+// walks its rows, adding the bias, an optional residual (Conv's fused sum input) and the fused
+// activation, and writes only the valid columns.
 //
 // Weights are packed once at construction into [group][oc block][Cg][taps][OCB] with OCB = 8 on
 // AVX-512 and 4 on AVX2 (zero rows pad the last block). Chosen per shape by measurement against
@@ -44,15 +46,21 @@ class DirectConv {
   std::vector<float> packed_;
 };
 
-// Per-ISA tiles (conv_direct_avx2.cc, conv_direct_avx512.cc): tile[OCB][TW] from the padded input
-// advanced to the tile's first position.
+// Per-ISA tiles (conv_direct_avx2.cc, conv_direct_avx512.cc): out[o * ld + i] for o < OCB, i < TW,
+// from the padded input advanced to the tile's first position.
 namespace conv_direct_avx2 {
+// dst[i] = src[i] + bias (+ sum[i]), then max(., 0) when relu, for i < n (masked tail).
+void Epilogue(float* dst, const float* src, int64_t n, float bias, const float* sum, bool relu);
 constexpr int kOcBlock = 4, kTileWidth = 24;
-void Tile(const float* in, int64_t cstride, int64_t icg, const int32_t* offs, int taps, const float* w, float* tile);
+void Tile(const float* in, int64_t cstride, int64_t icg, const int32_t* offs, int taps, const float* w, float* out,
+          int64_t ld);
 }  // namespace conv_direct_avx2
 namespace conv_direct_avx512 {
+// dst[i] = src[i] + bias (+ sum[i]), then max(., 0) when relu, for i < n (masked tail).
+void Epilogue(float* dst, const float* src, int64_t n, float bias, const float* sum, bool relu);
 constexpr int kOcBlock = 8, kTileWidth = 48;
-void Tile(const float* in, int64_t cstride, int64_t icg, const int32_t* offs, int taps, const float* w, float* tile);
+void Tile(const float* in, int64_t cstride, int64_t icg, const int32_t* offs, int taps, const float* w, float* out,
+          int64_t ld);
 }  // namespace conv_direct_avx512
 
 }  // namespace whittle::cpu

@@ -20,9 +20,21 @@ struct V {
 
 }  // namespace
 
-void Tile(const float* in, int64_t cstride, int64_t icg, const int32_t* offs, int taps, const float* w, float* tile) {
+void Tile(const float* in, int64_t cstride, int64_t icg, const int32_t* offs, int taps, const float* w, float* out,
+          int64_t ld) {
   static_assert(DirectConvTile<V, kOcBlock, 3>::kTileWidth == kTileWidth, "tile width");
-  DirectConvTile<V, kOcBlock, 3>::Run(in, cstride, icg, offs, taps, w, tile);
+  DirectConvTile<V, kOcBlock, 3>::Run(in, cstride, icg, offs, taps, w, out, ld);
+}
+
+void Epilogue(float* dst, const float* src, int64_t n, float bias, const float* sum, bool relu) {
+  const __m512 b = _mm512_set1_ps(bias), zero = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, src + i), b);
+    if (sum) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, sum + i));
+    if (relu) v = _mm512_max_ps(v, zero);
+    _mm512_mask_storeu_ps(dst + i, m, v);
+  }
 }
 
 }  // namespace whittle::cpu::conv_direct_avx512

@@ -15,9 +15,9 @@ struct DirectConvTile {
   static constexpr int kTileWidth = NV * V::kWidth;
 
   // in: padded input of the group (channel stride cstride) advanced to p0; w: packed weights
-  // [icg][taps][OCB]; tile: OCB rows of kTileWidth floats.
+  // [icg][taps][OCB]; out: OCB rows of kTileWidth floats, ld apart.
   static void Run(const float* in, int64_t cstride, int64_t icg, const int32_t* offs, int taps, const float* w,
-                  float* tile) {
+                  float* out, int64_t ld) {
     using F = typename V::F;
     F acc[OCB][NV];
 #pragma GCC unroll 16
@@ -41,6 +41,6 @@ struct DirectConvTile {
 #pragma GCC unroll 16
     for (int o = 0; o < OCB; ++o)
 #pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) V::Store(tile + o * kTileWidth + v * V::kWidth, acc[o][v]);
+      for (int v = 0; v < NV; ++v) V::Store(out + o * ld + v * V::kWidth, acc[o][v]);
   }
 };

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/conv.h"
 #include "runtime/node_runner.h"
 
 namespace whittle {
@@ -58,23 +59,28 @@ void RunKernel(benchmark::State& state, const Node& n, const std::vector<Tensor>
   }
 }
 
-// Args: batch, in channels, out channels, spatial size, threads.
+// Args: batch, in channels, out channels, spatial size, threads, path (cpu::ConvPath: 0 measured,
+// 1 im2col + Sgemm, 2 oneDNN, 3 direct).
 void BM_Conv3x3Relu(benchmark::State& state) {
   const int64_t n = state.range(0), cin = state.range(1), cout = state.range(2), hw = state.range(3);
   const int threads = static_cast<int>(state.range(4));
+  cpu::SetConvPath(static_cast<cpu::ConvPath>(state.range(5)));
   AttributeMap a;
   a.Set("pads", Attribute::Ints({1, 1, 1, 1}));
   a.Set("_activation", Attribute::String("Relu"));
   const std::vector<Tensor> in = {Random({n, cin, hw, hw}, 1), Random({cout, cin, 3, 3}, 2), Random({cout}, 3)};
   Tensor out(DType::kFloat32, {n, cout, hw, hw});
   RunKernel(state, MakeOp("Conv", 3, a), in, out, threads);
+  cpu::SetConvPath(cpu::ConvPath::kAuto);
   state.counters["GFLOPS"] = benchmark::Counter(2e-9 * static_cast<double>(n * cout * cin * 9 * hw * hw),
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Conv3x3Relu)
-    ->ArgNames({"N", "Cin", "Cout", "HW", "thr"})
-    ->ArgsProduct({{1, 64}, {1}, {16}, {28}, {1, 2}})
-    ->ArgsProduct({{1, 64}, {16}, {32}, {14}, {1, 2}})
+    ->ArgNames({"N", "Cin", "Cout", "HW", "thr", "path"})
+    ->ArgsProduct({{1, 64}, {1}, {16}, {28}, {1, 2}, {1, 2, 3}})
+    ->ArgsProduct({{1, 64}, {16}, {16}, {28}, {1, 2}, {1, 2, 3}})
+    ->ArgsProduct({{1, 64}, {16}, {32}, {14}, {1, 2}, {1, 2, 3}})
+    ->ArgsProduct({{1, 64}, {32}, {32}, {14}, {1, 2}, {1, 2, 3}})
     ->UseRealTime();
 
 // Args: batch, channels, spatial size, threads.
