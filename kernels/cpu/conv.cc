@@ -229,7 +229,7 @@ class ConvCpuKernel : public OpKernel {
   }
 
  private:
-  enum Choice { kGemm = 0, kOneDnnConv = 1, kDirectConv = 2 };
+  enum Choice { kGemm = 0, kOneDnnConv = 1, kDirectConv = 2, kOneThread = 4 };
 
   Status RunOwn(const ConvShape& s, const Tensor& x, const Tensor& w, const float* bias, const float* sum, int threads,
                 Tensor& y) const {
@@ -244,8 +244,9 @@ class ConvCpuKernel : public OpKernel {
     return Status::Ok();
   }
 
-  // Runs the path measured fastest for this geometry: on the first call each candidate runs twice
-  // and the better time counts; the winner is kept process-wide and computes the output.
+  // Runs the path measured fastest for this geometry: on the first call each candidate (path, and
+  // all threads or one) runs a few times and the best time counts; the winner is kept process-wide
+  // and computes the output.
   Status RunChosen(const ConvShape& s, const Tensor& x, const Tensor& w, const float* bias, const float* sum,
                    int threads, bool dnnl_ok, bool direct_ok, Tensor& y) const {
     const Geo2D g = To2D(s.geo);
@@ -259,21 +260,30 @@ class ConvCpuKernel : public OpKernel {
       auto it = cc.choice.find(key);
       if (it != cc.choice.end()) choice = it->second;
     }
+    // A choice is a path, plus kOneThread when the call runs on one thread: where a parallel
+    // region costs more than it saves (small convs at batch 1, threads that sleep between regions)
+    // the measurement says so.
     auto run = [&](int c) {
-      if (c == kOneDnnConv) return onednn_->Run(s, x.data<float>(), y.data<float>(), threads);
+      const int t = c & kOneThread ? 1 : threads;
+      c &= ~kOneThread;
+      if (c == kOneDnnConv) return onednn_->Run(s, x.data<float>(), y.data<float>(), t);
       if (c == kDirectConv) {
-        direct_->Run(s, x.data<float>(), bias, sum, act_, threads, y.data<float>());
+        direct_->Run(s, x.data<float>(), bias, sum, act_, t, y.data<float>());
         return true;
       }
-      return RunOwn(s, x, w, bias, sum, threads, y).ok();
+      return RunOwn(s, x, w, bias, sum, t, y).ok();
     };
     if (choice < 0) {
       using Clock = std::chrono::steady_clock;
       double best = 1e300;
-      for (int c : {kGemm, kOneDnnConv, kDirectConv}) {
-        if ((c == kOneDnnConv && !dnnl_ok) || (c == kDirectConv && !direct_ok)) continue;
+      for (int c : std::initializer_list<int>{kGemm, kOneDnnConv, kDirectConv, kGemm | kOneThread,
+                                               kOneDnnConv | kOneThread, kDirectConv | kOneThread}) {
+        const int path = c & ~kOneThread;
+        if ((path == kOneDnnConv && !dnnl_ok) || (path == kDirectConv && !direct_ok)) continue;
+        if ((c & kOneThread) && threads == 1) continue;
+        // Best of 3 runs, of 7 when a run is under a millisecond (timer and scheduler noise).
         double t = 1e300;
-        for (int r = 0; r < 2; ++r) {
+        for (int r = 0; r < (t < 1e-3 ? 7 : 3); ++r) {
           const auto t0 = Clock::now();
           if (!run(c)) break;
           t = std::min(t, std::chrono::duration<double>(Clock::now() - t0).count());
