@@ -207,15 +207,20 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
 
   // The plan for this input signature, if one was kept; otherwise this run records one.
   std::string key;
-  for (int id : g.inputs()) AppendSignature(&key, slots[static_cast<size_t>(id)].defined() ? &slots[static_cast<size_t>(id)] : nullptr);
+  for (int id : g.inputs()) {
+    const Tensor& t = slots[static_cast<size_t>(id)];
+    AppendSignature(&key, t.defined() ? &t : nullptr);
+  }
   std::shared_ptr<const Plan> plan;
+  bool room = false;  // a new plan would be kept
   if (st.ok()) {
     std::lock_guard<std::mutex> lock(plans_mu_);
     auto it = plans_.find(key);
     if (it != plans_.end()) plan = it->second;
+    room = plans_.size() < kMaxPlans;
   }
   std::unique_ptr<Plan> recording;
-  if (!plan) {
+  if (!plan && room) {
     recording = std::make_unique<Plan>();
     recording->steps.reserve(steps_.size());
   }
@@ -238,7 +243,10 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     const std::vector<Dims>* odims_p = &inferred_dims;
     if (planned) {
       const Plan::StepPlan& sp = plan->steps[si];
-      for (const auto& [pos, value] : sp.reads) planned &= in[static_cast<size_t>(pos)] && in[static_cast<size_t>(pos)]->BitwiseEquals(value);
+      for (const auto& [pos, value] : sp.reads) {
+        const Tensor* now = in[static_cast<size_t>(pos)];
+        planned &= now && now->BitwiseEquals(value);
+      }
       if (planned) {
         odt_p = &sp.odt;
         odims_p = &sp.odims;

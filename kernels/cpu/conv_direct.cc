@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "kernels/cpu/parallel.h"
-#include "kernels/cpu/sgemm.h"
 
 namespace whittle::cpu {
 namespace {
@@ -12,23 +11,14 @@ namespace {
 using TileFn = void (*)(const float*, int64_t, int64_t, const int32_t*, int, const float*, float*, int64_t);
 using EpilogueFn = void (*)(float*, const float*, int64_t, float, const float*, bool);
 
-// Padded input buffers, one per thread, grown on demand and kept.
-float* PaddedScratch(size_t n) {
-  thread_local std::vector<float> buf;
+// Per-thread buffers, grown on demand and kept: the padded input and one task's tiles.
+enum ScratchSlot { kPadded = 0, kTiles = 1 };
+float* Scratch(ScratchSlot slot, size_t n) {
+  thread_local std::vector<float> bufs[2];
+  std::vector<float>& buf = bufs[slot];
   if (buf.size() < n) buf.resize(n);
   return buf.data();
 }
-
-// Per-thread buffer of one task's tiles.
-float* TileScratch(size_t n) {
-  thread_local std::vector<float> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
-}
-
-struct Layout {
-  int64_t pw, ph, cstride, plen, slack;
-};
 
 }  // namespace
 
@@ -77,52 +67,48 @@ void DirectConv::Run(const ConvShape& s, const float* x, const float* bias, cons
   const bool relu = act.kind == FusedActivation::kRelu;
   const int taps = static_cast<int>(kh_ * kw_);
   const int tw = tile_width_, ocb = ocb_;
-  Layout l;
-  l.pw = g.iw + g.pl + g.pr;
-  l.ph = g.ih + g.pt + g.pb;
-  l.cstride = l.ph * l.pw;
-  l.plen = g.oh * l.pw;
+  const int64_t pw = g.iw + g.pl + g.pr, ph = g.ih + g.pt + g.pb, cstride = ph * pw;
   // The last tile reads up to tw - 1 past the last output position plus the largest tap offset.
-  l.slack = tw + kw_ * g.dw + 16;
-  const size_t image_floats = static_cast<size_t>(s.in_channels * l.cstride + l.slack);
+  const int64_t slack = tw + kw_ * g.dw + 16;
+  const size_t image_floats = static_cast<size_t>(s.in_channels * cstride + slack);
   std::vector<int32_t> offs(static_cast<size_t>(taps));
   for (int64_t a = 0; a < kh_; ++a)
-    for (int64_t b = 0; b < kw_; ++b) offs[static_cast<size_t>(a * kw_ + b)] = static_cast<int32_t>(a * g.dh * l.pw + b * g.dw);
+    for (int64_t b = 0; b < kw_; ++b) offs[static_cast<size_t>(a * kw_ + b)] = static_cast<int32_t>(a * g.dh * pw + b * g.dw);
   const int64_t mg = out_channels_ / group_, in_plane = g.ih * g.iw, out_plane = g.oh * g.ow;
 
   auto pad = [&](const float* xn, float* p) {
     for (int64_t c = 0; c < s.in_channels; ++c) {
-      float* pc = p + c * l.cstride;
+      float* pc = p + c * cstride;
       const float* xc = xn + c * in_plane;
-      for (int64_t r = 0; r < l.ph; ++r) {
-        float* dst = pc + r * l.pw;
+      for (int64_t r = 0; r < ph; ++r) {
+        float* dst = pc + r * pw;
         const int64_t ih = r - g.pt;
         if (ih < 0 || ih >= g.ih) {
-          std::memset(dst, 0, static_cast<size_t>(l.pw) * sizeof(float));
+          std::memset(dst, 0, static_cast<size_t>(pw) * sizeof(float));
           continue;
         }
         for (int64_t i = 0; i < g.pl; ++i) dst[i] = 0.f;
         std::memcpy(dst + g.pl, xc + ih * g.iw, static_cast<size_t>(g.iw) * sizeof(float));
-        for (int64_t i = g.pl + g.iw; i < l.pw; ++i) dst[i] = 0.f;
+        for (int64_t i = g.pl + g.iw; i < pw; ++i) dst[i] = 0.f;
       }
     }
-    std::memset(p + s.in_channels * l.cstride, 0, static_cast<size_t>(l.slack) * sizeof(float));
+    std::memset(p + s.in_channels * cstride, 0, static_cast<size_t>(slack) * sizeof(float));
   };
 
   // Rows per task: about eight tiles of positions, so the epilogue runs on whole rows and a
   // task's buffer stays in L1/L2.
-  const int64_t rows_per_chunk = std::max<int64_t>(1, 8 * tw / l.pw);
+  const int64_t rows_per_chunk = std::max<int64_t>(1, 8 * tw / pw);
   const int64_t chunks = (g.oh + rows_per_chunk - 1) / rows_per_chunk;
-  const int64_t ld_max = ((rows_per_chunk * l.pw + tw - 1) / tw) * tw;
+  const int64_t ld_max = ((rows_per_chunk * pw + tw - 1) / tw) * tw;
 
   // Output channels [block*ocb, +ocb) of group grp, output rows [r0, r1), image n.
   auto task = [&](int64_t n, const float* p, int64_t grp, int64_t block, int64_t chunk) {
-    float* buf = TileScratch(static_cast<size_t>(ocb * ld_max));
+    float* buf = Scratch(kTiles, static_cast<size_t>(ocb * ld_max));
     const int64_t r0 = chunk * rows_per_chunk, r1 = std::min(g.oh, r0 + rows_per_chunk);
-    const int64_t q0 = r0 * l.pw, len = (r1 - r0) * l.pw, tiles = (len + tw - 1) / tw, ld = tiles * tw;
-    const float* in = p + grp * cg_ * l.cstride + q0;
+    const int64_t q0 = r0 * pw, len = (r1 - r0) * pw, tiles = (len + tw - 1) / tw, ld = tiles * tw;
+    const float* in = p + grp * cg_ * cstride + q0;
     const float* wb = packed_.data() + static_cast<size_t>((grp * blocks_ + block) * cg_ * taps * ocb);
-    for (int64_t t = 0; t < tiles; ++t) tile_fn(in + t * tw, l.cstride, cg_, offs.data(), taps, wb, buf + t * tw, ld);
+    for (int64_t t = 0; t < tiles; ++t) tile_fn(in + t * tw, cstride, cg_, offs.data(), taps, wb, buf + t * tw, ld);
     const int64_t valid = std::min<int64_t>(ocb, mg - block * ocb);
     for (int64_t o = 0; o < valid; ++o) {
       const int64_t m = grp * mg + block * ocb + o;
@@ -130,7 +116,7 @@ void DirectConv::Run(const ConvShape& s, const float* x, const float* bias, cons
       float* ym = y + (n * s.out_channels + m) * out_plane;
       const float* sm = sum ? sum + (n * s.out_channels + m) * out_plane : nullptr;
       for (int64_t r = r0; r < r1; ++r) {
-        const float* src = buf + o * ld + (r - r0) * l.pw;
+        const float* src = buf + o * ld + (r - r0) * pw;
         float* dst = ym + r * g.ow;
         epilogue_fn(dst, src, g.ow, bv, sm ? sm + r * g.ow : nullptr, relu);
         if (!relu) act.Apply(dst, g.ow);
@@ -141,7 +127,7 @@ void DirectConv::Run(const ConvShape& s, const float* x, const float* bias, cons
   const int64_t per_image = group_ * blocks_ * chunks;
   if (threads <= 1 || s.batch >= threads) {
     ParallelFor(s.batch, threads, [&](int64_t n) {
-      float* p = PaddedScratch(image_floats);
+      float* p = Scratch(kPadded, image_floats);
       pad(x + n * s.in_channels * in_plane, p);
       // Chunk-major: the blocks of one chunk read the same input rows while they are in L1.
       for (int64_t i = 0; i < per_image; ++i) {
@@ -151,7 +137,7 @@ void DirectConv::Run(const ConvShape& s, const float* x, const float* bias, cons
     });
     return;
   }
-  float* p = PaddedScratch(image_floats);  // this thread's; the team only reads it
+  float* p = Scratch(kPadded, image_floats);  // this thread's; the team only reads it
   for (int64_t n = 0; n < s.batch; ++n) {
     pad(x + n * s.in_channels * in_plane, p);
     // Tasks of the same rows next to each other: the team shares the input rows.

@@ -29,9 +29,8 @@ void Tile(const float* in, int64_t cstride, int64_t icg, const int32_t* offs, in
 void Epilogue(float* dst, const float* src, int64_t n, float bias, const float* sum, bool relu) {
   const __m256 b = _mm256_set1_ps(bias), zero = _mm256_setzero_ps();
   int64_t i = 0;
-  auto one = [&](__m256 v, int64_t) { return _mm256_add_ps(v, b); };
   for (; i + 8 <= n; i += 8) {
-    __m256 v = one(_mm256_loadu_ps(src + i), i);
+    __m256 v = _mm256_add_ps(_mm256_loadu_ps(src + i), b);
     if (sum) v = _mm256_add_ps(v, _mm256_loadu_ps(sum + i));
     if (relu) v = _mm256_max_ps(v, zero);
     _mm256_storeu_ps(dst + i, v);
@@ -39,7 +38,7 @@ void Epilogue(float* dst, const float* src, int64_t n, float bias, const float* 
   if (i < n) {
     const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - i)), lanes);
-    __m256 v = one(_mm256_maskload_ps(src + i, mask), i);
+    __m256 v = _mm256_add_ps(_mm256_maskload_ps(src + i, mask), b);
     if (sum) v = _mm256_add_ps(v, _mm256_maskload_ps(sum + i, mask));
     if (relu) v = _mm256_max_ps(v, zero);
     _mm256_maskstore_ps(dst + i, mask, v);
