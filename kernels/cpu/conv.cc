@@ -215,11 +215,11 @@ class ConvCpuKernel : public OpKernel {
     const int64_t macs = s.batch * s.out_channels * cg * s.geo.KernelSize() * s.geo.OutSize();
     const int threads = macs >= kMinParallelMacs ? std::max(1, ctx.num_threads) : 1;
     const bool depthwise = cg == 1 && s.group > 1;
-    const bool dnnl_ok = onednn_ && s.geo.spatial == 2 && !depthwise && !sum;
+    const bool dnnl_ok = onednn_ && s.geo.spatial == 2 && !depthwise;
     const bool direct_ok = direct_ && direct_->Applies(s);
     const ConvPath forced = ForcedConvPath();
     if (forced == ConvPath::kOwn || (!dnnl_ok && !direct_ok)) return RunOwn(s, x, w, bias, sum, threads, y);
-    if (forced == ConvPath::kOneDnn && dnnl_ok && onednn_->Run(s, x.data<float>(), y.data<float>(), threads))
+    if (forced == ConvPath::kOneDnn && dnnl_ok && onednn_->Run(s, x.data<float>(), sum, y.data<float>(), threads))
       return Status::Ok();
     if (forced == ConvPath::kDirect && direct_ok) {
       direct_->Run(s, x.data<float>(), bias, sum, act_, threads, y.data<float>());
@@ -266,7 +266,7 @@ class ConvCpuKernel : public OpKernel {
     auto run = [&](int c) {
       const int t = c & kOneThread ? 1 : threads;
       c &= ~kOneThread;
-      if (c == kOneDnnConv) return onednn_->Run(s, x.data<float>(), y.data<float>(), t);
+      if (c == kOneDnnConv) return onednn_->Run(s, x.data<float>(), sum, y.data<float>(), t);
       if (c == kDirectConv) {
         direct_->Run(s, x.data<float>(), bias, sum, act_, t, y.data<float>());
         return true;

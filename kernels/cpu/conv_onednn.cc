@@ -1,5 +1,6 @@
 #include "kernels/cpu/conv_onednn.h"
 
+#include <cstring>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -15,10 +16,10 @@ dnnl::engine& Engine() {
   return e;
 }
 
-std::vector<int64_t> Key(const ConvShape& s) {
+std::vector<int64_t> Key(const ConvShape& s, bool with_sum, int threads) {
   const Geo2D g = To2D(s.geo);
   return {s.batch, s.in_channels, s.out_channels, s.group, g.ih, g.iw, g.kh, g.kw, g.sh, g.sw,
-          g.dh, g.dw, g.pt, g.pl, g.pb, g.pr};
+          g.dh, g.dw, g.pt, g.pl, g.pb, g.pr, with_sum, threads};
 }
 
 }  // namespace
@@ -28,7 +29,7 @@ struct OneDnnConv::Plan {
   dnnl::convolution_forward conv;
   dnnl::memory::desc src_plain, dst_plain, src_md, dst_md, scratch_md;
   bool reorder_src = false, reorder_dst = false;
-  dnnl::reorder to_blocked, to_plain;
+  dnnl::reorder to_blocked, to_plain, from_plain;  // from_plain: the residual into dst's layout
   dnnl::memory weights, bias;
   size_t scratch_bytes = 0, src_bytes = 0, dst_bytes = 0;
   bool post_relu = false;
@@ -39,9 +40,9 @@ OneDnnConv::OneDnnConv(const float* weights, const float* bias, FusedActivation 
 
 OneDnnConv::~OneDnnConv() = default;
 
-std::shared_ptr<OneDnnConv::Plan> OneDnnConv::PlanFor(const ConvShape& s) const {
+std::shared_ptr<OneDnnConv::Plan> OneDnnConv::PlanFor(const ConvShape& s, bool with_sum, int threads) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const std::vector<int64_t> key = Key(s);
+  const std::vector<int64_t> key = Key(s, with_sum, threads);
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   auto p = std::make_shared<Plan>();
@@ -62,9 +63,12 @@ std::shared_ptr<OneDnnConv::Plan> OneDnnConv::PlanFor(const ConvShape& s) const 
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     p->post_relu = act_.kind == FusedActivation::kRelu || act_.kind == FusedActivation::kLeakyRelu;
-    if (p->post_relu) {
+    if (p->post_relu || with_sum) {
       dnnl::post_ops po;
-      po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, act_.kind == FusedActivation::kRelu ? 0.f : act_.alpha, 0.f);
+      if (with_sum) po.append_sum(1.f);  // dst = conv + b + dst's previous contents (the residual)
+      if (p->post_relu)
+        po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, act_.kind == FusedActivation::kRelu ? 0.f : act_.alpha,
+                          0.f);
       attr.set_post_ops(po);
     }
     const dnnl::convolution_forward::desc d(
@@ -78,6 +82,8 @@ std::shared_ptr<OneDnnConv::Plan> OneDnnConv::PlanFor(const ConvShape& s) const 
     p->reorder_dst = p->dst_md != p->dst_plain;
     if (p->reorder_src) p->to_blocked = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), p->src_plain, Engine(), p->src_md));
     if (p->reorder_dst) p->to_plain = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), p->dst_md, Engine(), p->dst_plain));
+    if (p->reorder_dst && with_sum)
+      p->from_plain = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), p->dst_plain, Engine(), p->dst_md));
     p->scratch_md = pd.scratchpad_desc();
     p->scratch_bytes = p->scratch_md.get_size();
     p->src_bytes = p->src_md.get_size();
@@ -98,11 +104,11 @@ std::shared_ptr<OneDnnConv::Plan> OneDnnConv::PlanFor(const ConvShape& s) const 
   return p;
 }
 
-bool OneDnnConv::Run(const ConvShape& s, const float* x, float* y, int threads) const {
+bool OneDnnConv::Run(const ConvShape& s, const float* x, const float* sum, float* y, int threads) const {
   if (s.geo.spatial != 2) return false;
-  std::shared_ptr<Plan> p = PlanFor(s);
+  ScopedOmpThreads omp(threads);  // before the plan: oneDNN sizes its thread split at creation
+  std::shared_ptr<Plan> p = PlanFor(s, sum != nullptr, threads);
   if (!p->ok) return false;
-  ScopedOmpThreads omp(threads);
   // Per-thread buffers for the blocked activations and the scratchpad, kept across calls.
   thread_local std::vector<char> src_buf, dst_buf, scratch_buf;
   auto grow = [](std::vector<char>& b, size_t n) {
@@ -116,6 +122,14 @@ bool OneDnnConv::Run(const ConvShape& s, const float* x, float* y, int threads) 
   dnnl::memory dst = p->reorder_dst ? dnnl::memory(p->dst_md, Engine(), grow(dst_buf, p->dst_bytes)) : dst_user;
   dnnl::memory scratch(p->scratch_md, Engine(), grow(scratch_buf, p->scratch_bytes));
   if (p->reorder_src) p->to_blocked.execute(st, src_user, src);
+  if (sum) {  // the sum post-op reads the residual from dst
+    if (p->reorder_dst) {
+      dnnl::memory sum_user(p->dst_plain, Engine(), const_cast<float*>(sum));
+      p->from_plain.execute(st, sum_user, dst);
+    } else if (sum != y) {
+      std::memcpy(y, sum, p->dst_bytes);
+    }
+  }
   p->conv.execute(st, {{DNNL_ARG_SRC, src},
                        {DNNL_ARG_WEIGHTS, p->weights},
                        {DNNL_ARG_BIAS, p->bias},

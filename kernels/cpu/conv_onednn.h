@@ -1,7 +1,9 @@
 // Float32 2-D convolution by oneDNN's convolution primitive (its direct/brgemm kernels for the
 // CPU's ISA, in the blocked layouts it picks): per input shape a plan with the primitive, the
 // NCHW <-> blocked reorders of the activations and the weights reordered once. A fused Relu /
-// LeakyRelu is a post-op; other fused activations are applied to the NCHW output afterwards.
+// LeakyRelu is a post-op, a fused residual (Conv's fourth input) a sum post-op applied before it;
+// other fused activations are applied to the NCHW output afterwards. A plan is made per thread
+// count too: oneDNN fixes a primitive's thread split when the primitive is created.
 // The Conv kernel measures this path against its own (im2col + Sgemm) on the first call of each
 // input shape and keeps the faster (kernels/cpu/conv.cc).
 #pragma once
@@ -21,12 +23,13 @@ class OneDnnConv {
   // weights [M, C/group, KH, KW] and bias [M] (or null) must outlive this object.
   OneDnnConv(const float* weights, const float* bias, FusedActivation act);
   ~OneDnnConv();
-  // y = act(conv(x) + b) for a 2-D conv shape; false when oneDNN has no implementation for it.
-  bool Run(const ConvShape& s, const float* x, float* y, int threads) const;
+  // y = act(conv(x) + b + sum) for a 2-D conv shape (sum: null, or an NCHW tensor of y's shape,
+  // which may be y itself); false when oneDNN has no implementation for it.
+  bool Run(const ConvShape& s, const float* x, const float* sum, float* y, int threads) const;
 
  private:
   struct Plan;
-  std::shared_ptr<Plan> PlanFor(const ConvShape& s) const;
+  std::shared_ptr<Plan> PlanFor(const ConvShape& s, bool with_sum, int threads) const;
 
   const float* w_;
   const float* b_;

@@ -88,7 +88,8 @@ TEST(FuseConvAdd, ResidualBlockRunsAsTwoConvsOnEveryPath) {
       ASSERT_EQ(last.inputs.size(), 4u);
       EXPECT_EQ(run.value(last.inputs[3]).name, "x");
       EXPECT_EQ(last.attrs.GetString("_activation", ""), "Relu");
-      for (cpu::ConvPath path : {cpu::ConvPath::kOwn, cpu::ConvPath::kDirect, cpu::ConvPath::kAuto}) {
+      for (cpu::ConvPath path :
+           {cpu::ConvPath::kOwn, cpu::ConvPath::kDirect, cpu::ConvPath::kOneDnn, cpu::ConvPath::kAuto}) {
         cpu::SetConvPath(path);
         SCOPED_TRACE(static_cast<int>(path));
         ExpectSameAsUnoptimized(g, RandomFloat({3, 8, 10, 10}, 9));
