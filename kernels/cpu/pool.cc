@@ -31,6 +31,19 @@ inline void MaxRow2x2(const float* r0, const float* r1, int64_t ow, float* out) 
                                    _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
     _mm256_storeu_ps(out + o, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(m), _MM_SHUFFLE(3, 1, 2, 0))));
   }
+  if (o < ow) {  // the last 1-7 outputs (all of them for small planes) as one masked step
+    const int64_t n = 2 * (ow - o);  // input columns left: 2..14
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), idx);
+    const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - 8)), idx);
+    const __m256 v0 = _mm256_max_ps(_mm256_maskload_ps(r0 + 2 * o, m0), _mm256_maskload_ps(r1 + 2 * o, m0));
+    const __m256 v1 = _mm256_max_ps(_mm256_maskload_ps(r0 + 2 * o + 8, m1), _mm256_maskload_ps(r1 + 2 * o + 8, m1));
+    const __m256 m = _mm256_max_ps(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(ow - o)), idx);
+    _mm256_maskstore_ps(out + o, keep, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(m), _MM_SHUFFLE(3, 1, 2, 0))));
+    o = ow;
+  }
 #endif
   for (; o < ow; ++o) out[o] = std::max(std::max(r0[2 * o], r0[2 * o + 1]), std::max(r1[2 * o], r1[2 * o + 1]));
 }

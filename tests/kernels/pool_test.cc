@@ -166,6 +166,21 @@ TEST(PoolCpu, MatchesReference) {
   }
 }
 
+// The 2x2/stride-2 float rows run 8 outputs per vector step and the last 1-7 as one masked step:
+// every tail length, odd input widths (a column left over) and planes of one output row.
+TEST(PoolCpu, MaxPool2x2EveryRowTail) {
+  for (int64_t w = 2; w <= 37; ++w) {
+    for (int64_t h : {2, 5}) {
+      SCOPED_TRACE("width " + std::to_string(w) + " height " + std::to_string(h));
+      const Tensor x = RandomFloat({2, 3, h, w}, static_cast<uint32_t>(w * 10 + h));
+      ExpectBackendsMatchReference(MakeNode("MaxPool", 1, 1,
+                                            Attrs({{"kernel_shape", Attribute::Ints({2, 2})},
+                                                   {"strides", Attribute::Ints({2, 2})}})),
+                                   {x}, 0.f, 0.f, 12, 1);
+    }
+  }
+}
+
 // The quantized CNN pools uint8/int8 activations between QConv nodes: the CPU MaxPool runs on
 // 8-bit data (AVX2 2x2 path and the general window loop) and must equal the reference bit for bit.
 TEST(PoolCpu, EightBitMaxPoolMatchesReference) {
