@@ -1,9 +1,13 @@
 #include "kernels/cpu/linear.h"
 
 #include <algorithm>
+#include <chrono>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/sgemm.h"
 
@@ -15,6 +19,39 @@ constexpr int64_t kMinParallelMacs = 1 << 17;
 
 int GemmThreads(int64_t M, int64_t N, int64_t K, int requested) {
   return M * N * K >= kMinParallelMacs ? std::max(1, requested) : 1;
+}
+
+// Constant weights go through packed_gemm.h or Sgemm, whichever ran faster on the first call of
+// each (M, N, K, threads) in this process (best of 3 runs, of 7 under a millisecond); the choice is
+// process-wide so that two sessions of one model compute the same floats (PackedGemmPolicy() pins
+// one or the other).
+template <class Packed, class Plain>
+Status RunFaster(int64_t M, int64_t N, int64_t K, int threads, const Packed& packed, const Plain& plain) {
+  const PackedGemmUse use = PackedGemmPolicy();
+  if (use != PackedGemmUse::kMeasure) return use == PackedGemmUse::kAlways ? packed() : plain();
+  static std::mutex mu;
+  static std::map<std::vector<int64_t>, bool> choice;  // true: packed
+  const std::vector<int64_t> key{M, N, K, threads};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = choice.find(key);
+    if (it != choice.end()) return it->second ? packed() : plain();
+  }
+  using Clock = std::chrono::steady_clock;
+  double best[2] = {1e300, 1e300};
+  for (int which : {0, 1}) {
+    for (int r = 0; r < (best[which] < 1e-3 ? 7 : 3); ++r) {
+      const auto t0 = Clock::now();
+      WH_RETURN_IF_ERROR(which ? packed() : plain());
+      best[which] = std::min(best[which], std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+  }
+  bool use_packed = best[1] < best[0];
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    use_packed = choice.emplace(key, use_packed).first->second;  // a concurrent measurement may have won
+  }
+  return use_packed ? packed() : plain();
 }
 
 // A constant 2-D weight captured at load time; `trans` says whether it holds op(B)^T ([N, K]).
@@ -38,6 +75,13 @@ class GemmCpuKernel : public OpKernel {
       for (size_t j = 0; j < row_bias_.size(); ++j) row_bias_[j] = beta_ * p[j];
       has_row_bias_ = true;
     }
+    if (w_.t.defined() && !ta_ && alpha_ == 1.f) {
+      const int64_t K = tb_ ? b->dim(1) : b->dim(0), N = tb_ ? b->dim(0) : b->dim(1);
+      packed_ = PackedGemmB(b->data<float>(), tb_, K, N);
+      // The bias the packed tiles add: the row bias as N values (a scalar C spread out).
+      if (has_row_bias_ && row_bias_.size() == 1) packed_bias_.assign(static_cast<size_t>(N), row_bias_[0]);
+      else if (has_row_bias_ && static_cast<int64_t>(row_bias_.size()) == N) packed_bias_ = row_bias_;
+    }
   }
 
   Status Compute(KernelContext& ctx) const override {
@@ -54,8 +98,31 @@ class GemmCpuKernel : public OpKernel {
     Tensor& y = *ctx.outputs[0];
     if (y.numel() != M * N) return Internal("Gemm output " + DimsToString(y.dims()) + " is not [M, N]");
     float* Y = y.data<float>();
-    Sgemm(ta_, tb, M, N, K, alpha_, a.data<float>(), ta_ ? M : K, B, tb ? K : N, 0.f, Y, N,
-          GemmThreads(M, N, K, ctx.num_threads));
+    const int threads = GemmThreads(M, N, K, ctx.num_threads);
+    auto plain = [&] {
+      Sgemm(ta_, tb, M, N, K, alpha_, a.data<float>(), ta_ ? M : K, B, tb ? K : N, 0.f, Y, N, threads);
+      return Finish(c, Y, M, N);
+    };
+    if (!stored || !packed_.Valid() || packed_.K() != K || packed_.N() != N) return plain();
+    // The tiles add the row bias and apply a Relu; anything else follows as in the plain path.
+    const bool tile_bias = c && beta_ != 0.f && !packed_bias_.empty();
+    const bool tile_relu = act_.kind == FusedActivation::kRelu && (tile_bias || !c || beta_ == 0.f);
+    auto packed = [&] {
+      packed_.Multiply(M, a.data<float>(), K, Y, N, tile_bias ? packed_bias_.data() : nullptr, tile_relu, threads);
+      if (tile_relu) return Status::Ok();
+      if (tile_bias) {
+        act_.Apply(Y, M * N);
+        return Status::Ok();
+      }
+      return Finish(c, Y, M, N);
+    };
+    return RunFaster(M, N, K, threads, packed, plain);
+  }
+
+ private:
+  // After Y = A·B: adds beta·C (a row bias with the activation in the same pass, or any
+  // broadcastable C), then the activation.
+  Status Finish(const Tensor* c, float* Y, int64_t M, int64_t N) const {
     if (c && beta_ != 0.f) {
       if (has_row_bias_) {
         if (row_bias_.size() != 1 && static_cast<int64_t>(row_bias_.size()) != N)
@@ -82,19 +149,23 @@ class GemmCpuKernel : public OpKernel {
     return Status::Ok();
   }
 
- private:
   bool ta_, tb_;
   float alpha_, beta_;
   FusedActivation act_;
   StoredWeight w_;
   std::vector<float> row_bias_;
   bool has_row_bias_ = false;
+  PackedGemmB packed_;
+  std::vector<float> packed_bias_;  // N values, or empty when C is not one row
 };
 
 class MatMulCpuKernel : public OpKernel {
  public:
   MatMulCpuKernel(const MatMulAttrs& a, const Tensor* b) : act_(a.act) {
-    if (b && b->rank() == 2 && b->dtype() == DType::kFloat32) w_ = {*b, false};
+    if (b && b->rank() == 2 && b->dtype() == DType::kFloat32) {
+      w_ = {*b, false};
+      packed_ = PackedGemmB(b->data<float>(), false, b->dim(0), b->dim(1));
+    }
   }
 
   Status Compute(KernelContext& ctx) const override {
@@ -117,10 +188,20 @@ class MatMulCpuKernel : public OpKernel {
       const bool stored = w_.t.defined();
       const float* B = stored ? w_.t.data<float>() : b.data<float>();
       const bool tb = stored && w_.trans;
-      Sgemm(false, tb, rows, N, K, 1.f, a.data<float>(), K, B, tb ? K : N, 0.f, Y, N,
-            GemmThreads(rows, N, K, ctx.num_threads));
-      act_.Apply(Y, y.numel());
-      return Status::Ok();
+      const int threads = GemmThreads(rows, N, K, ctx.num_threads);
+      auto plain = [&] {
+        Sgemm(false, tb, rows, N, K, 1.f, a.data<float>(), K, B, tb ? K : N, 0.f, Y, N, threads);
+        act_.Apply(Y, y.numel());
+        return Status::Ok();
+      };
+      if (!stored || !packed_.Valid() || packed_.K() != K || packed_.N() != N || rows == 0) return plain();
+      const bool relu = act_.kind == FusedActivation::kRelu;
+      auto packed = [&] {
+        packed_.Multiply(rows, a.data<float>(), K, Y, N, nullptr, relu, threads);
+        if (!relu) act_.Apply(Y, y.numel());
+        return Status::Ok();
+      };
+      return RunFaster(rows, N, K, threads, packed, plain);
     }
     MatMulPlan p;
     WH_RETURN_IF_ERROR(p.Resolve(a.dims(), b.dims()));
@@ -149,6 +230,7 @@ class MatMulCpuKernel : public OpKernel {
  private:
   FusedActivation act_;
   StoredWeight w_;
+  PackedGemmB packed_;
 };
 
 const Tensor* ConstInput(const KernelInit& init, size_t i) {

@@ -74,8 +74,8 @@ GemmBackend ReadDefault() {
   if (env) {
     if (std::strcmp(env, "eigen") == 0) return GemmBackend::kEigen;
     if (std::strcmp(env, "onednn") == 0) return GemmBackend::kOneDnn;
-    if (std::strcmp(env, "auto") == 0) return GemmBackend::kAuto;
-    std::fprintf(stderr, "whittle: ignoring WHITTLE_GEMM=%s (expected eigen, onednn or auto)\n", env);
+    if (std::strcmp(env, "auto") == 0 || std::strcmp(env, "packed") == 0) return GemmBackend::kAuto;
+    std::fprintf(stderr, "whittle: ignoring WHITTLE_GEMM=%s (expected eigen, onednn, packed or auto)\n", env);
   }
   return kBuiltInDefault;
 }

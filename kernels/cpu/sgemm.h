@@ -3,7 +3,8 @@
 // when asked; lda/ldb/ldc are row strides of the matrices as stored. beta == 0 never reads C.
 // Two backends (Eigen, oneDNN dnnl_sgemm) and an auto policy picked by tests/bench/gemm_bench.cc
 // (oneDNN, except single-threaded matrix-vector shapes, where Eigen's GEMV is faster); the
-// environment variable WHITTLE_GEMM=eigen|onednn|auto overrides the default (auto).
+// environment variable WHITTLE_GEMM=eigen|onednn|auto overrides the default (auto); `packed`
+// pins Gemm/MatMul with constant weights to packed_gemm.h (Sgemm itself then stays on auto).
 // Thread-safe: any number of threads may call it at once; num_threads caps its OpenMP team
 // (inside an OpenMP parallel region it runs on the calling thread only).
 #pragma once
