@@ -20,6 +20,7 @@ void RegisterIndexKernels(KernelRegistry& r);
 void RegisterLossKernels(KernelRegistry& r);
 void RegisterRecurrentKernels(KernelRegistry& r);  // kernels/recurrent_kernels.cc
 void RegisterResampleKernels(KernelRegistry& r);  // kernels/resample_kernels.cc
+void RegisterNchwcKernels(KernelRegistry& r);     // kernels/nchwc_kernels.cc
 
 void RegisterAllKernels() {
   static std::once_flag once;
@@ -39,6 +40,7 @@ void RegisterAllKernels() {
     RegisterLossKernels(r);
     RegisterRecurrentKernels(r);
     RegisterResampleKernels(r);
+    RegisterNchwcKernels(r);
   });
 }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 
+#include "kernels/nchwc.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
 #include "runtime/node_runner.h"
@@ -105,7 +106,7 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, const Session
   WH_RETURN_IF_ERROR(InferShapes(s->graph_));
   WH_RETURN_IF_ERROR(ValidateQuantParams(s->graph_));
   if (opts.optimize) {
-    auto r = RewriteForRuntime(s->graph_);
+    auto r = RewriteForRuntime(s->graph_, opts.blocked_layout ? NchwcBlock(opts.backend) : std::nullopt);
     if (!r.ok()) return r.status().WithContext("optimizing the graph");
   }
   WH_RETURN_IF_ERROR(s->Prepare());

@@ -22,6 +22,10 @@ struct SessionOptions {
   Backend backend = Backend::kCpu;  // kReference runs the plain reference kernels; kCuda needs a CUDA build
   int num_threads = 1;                 // intra-op threads; 0 = all hardware threads
   bool optimize = true;                // runtime rewrites (folding, fusion)
+  // CPU, with optimize: convolutions, and the pools, Relus and Adds between them, run on the
+  // channel-blocked layout oneDNN's convolutions prefer (runtime/rewrite/nchwc.h), reordered only
+  // where the region starts and ends. false keeps every tensor NCHW (WHITTLE_NCHWC=0 does too).
+  bool blocked_layout = true;
 };
 
 struct IoInfo {

@@ -1,6 +1,7 @@
 #include "kernels/cpu/conv_onednn.h"
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -16,10 +17,15 @@ dnnl::engine& Engine() {
   return e;
 }
 
-std::vector<int64_t> Key(const ConvShape& s, bool with_sum, int threads) {
+std::vector<int64_t> Key(const ConvShape& s, bool with_sum, int threads, const OneDnnConv::Layout& l) {
   const Geo2D g = To2D(s.geo);
   return {s.batch, s.in_channels, s.out_channels, s.group, g.ih, g.iw, g.kh, g.kw, g.sh, g.sw,
-          g.dh, g.dw, g.pt, g.pl, g.pb, g.pr, with_sum, threads};
+          g.dh, g.dw, g.pt, g.pl, g.pb, g.pr, with_sum, threads, l.blocked, l.block, l.plain_input};
+}
+
+dnnl::memory::format_tag BlockedTag(int block) {
+  return block == 16 ? dnnl::memory::format_tag::nChw16c
+                     : block == 8 ? dnnl::memory::format_tag::nChw8c : dnnl::memory::format_tag::nhwc;
 }
 
 }  // namespace
@@ -40,9 +46,10 @@ OneDnnConv::OneDnnConv(const float* weights, const float* bias, FusedActivation 
 
 OneDnnConv::~OneDnnConv() = default;
 
-std::shared_ptr<OneDnnConv::Plan> OneDnnConv::PlanFor(const ConvShape& s, bool with_sum, int threads) const {
+std::shared_ptr<OneDnnConv::Plan> OneDnnConv::PlanFor(const ConvShape& s, bool with_sum, int threads,
+                                                      const Layout& layout) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const std::vector<int64_t> key = Key(s, with_sum, threads);
+  const std::vector<int64_t> key = Key(s, with_sum, threads, layout);
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   auto p = std::make_shared<Plan>();
@@ -57,7 +64,19 @@ std::shared_ptr<OneDnnConv::Plan> OneDnnConv::PlanFor(const ConvShape& s, bool w
                                           : dnnl::memory::dims{s.out_channels, s.in_channels, g.kh, g.kw};
     p->src_plain = dnnl::memory::desc(src, dt::f32, tag::nchw);
     p->dst_plain = dnnl::memory::desc(dst, dt::f32, tag::nchw);
-    const dnnl::memory::desc src_any(src, dt::f32, tag::any), dst_any(dst, dt::f32, tag::any);
+    // Plain activations: oneDNN picks their layout (reordered to and from NCHW per call). Blocked
+    // ones are fixed to nChw{b}c or NHWC, as the NCHWc rewrite hands them over (the input may stay
+    // NCHW).
+    const bool blocked = layout.blocked;
+    // NHWC output with 8 or 16 channels is nChw8c / nChw16c too: a plain (NCHW) input then goes to
+    // oneDNN's first-layer kernels, which read NCHW and write the blocked layout (its NHWC ones
+    // would need an NHWC input). Otherwise a plain input must have one channel (NHWC already).
+    const bool first_layer =
+        blocked && layout.plain_input && (layout.block != 0 || s.out_channels == 8 || s.out_channels == 16);
+    const tag dst_tag = layout.block == 0 && first_layer ? BlockedTag(static_cast<int>(s.out_channels))
+                                                         : BlockedTag(layout.block);
+    const dnnl::memory::desc src_any(src, dt::f32, !blocked ? tag::any : first_layer ? tag::nchw : dst_tag);
+    const dnnl::memory::desc dst_any(dst, dt::f32, blocked ? dst_tag : tag::any);
     const dnnl::memory::desc w_any(wd, dt::f32, tag::any), b_md({s.out_channels}, dt::f32, tag::x);
     const dnnl::memory::desc w_plain(wd, dt::f32, grouped ? tag::goihw : tag::oihw);
     dnnl::primitive_attr attr;
@@ -75,11 +94,13 @@ std::shared_ptr<OneDnnConv::Plan> OneDnnConv::PlanFor(const ConvShape& s, bool w
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any, w_any, b_md, dst_any,
         {g.sh, g.sw}, {g.dh - 1, g.dw - 1}, {g.pt, g.pl}, {g.pb, g.pr});
     const dnnl::convolution_forward::primitive_desc pd(d, attr, Engine());
+    // oneDNN's reference kernel is far slower than any of ours: no plan (the caller falls back).
+    if (blocked && std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return p;
     p->conv = dnnl::convolution_forward(pd);
     p->src_md = pd.src_desc();
     p->dst_md = pd.dst_desc();
-    p->reorder_src = p->src_md != p->src_plain;
-    p->reorder_dst = p->dst_md != p->dst_plain;
+    p->reorder_src = !blocked && p->src_md != p->src_plain;
+    p->reorder_dst = !blocked && p->dst_md != p->dst_plain;
     if (p->reorder_src) p->to_blocked = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), p->src_plain, Engine(), p->src_md));
     if (p->reorder_dst) p->to_plain = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), p->dst_md, Engine(), p->dst_plain));
     if (p->reorder_dst && with_sum)
@@ -104,10 +125,11 @@ std::shared_ptr<OneDnnConv::Plan> OneDnnConv::PlanFor(const ConvShape& s, bool w
   return p;
 }
 
-bool OneDnnConv::Run(const ConvShape& s, const float* x, const float* sum, float* y, int threads) const {
+bool OneDnnConv::Run(const ConvShape& s, const float* x, const float* sum, float* y, int threads,
+                     const Layout& layout) const {
   if (s.geo.spatial != 2) return false;
   ScopedOmpThreads omp(threads);  // before the plan: oneDNN sizes its thread split at creation
-  std::shared_ptr<Plan> p = PlanFor(s, sum != nullptr, threads);
+  std::shared_ptr<Plan> p = PlanFor(s, sum != nullptr, threads, layout);
   if (!p->ok) return false;
   // Per-thread buffers for the blocked activations and the scratchpad, kept across calls.
   thread_local std::vector<char> src_buf, dst_buf, scratch_buf;
@@ -116,8 +138,8 @@ bool OneDnnConv::Run(const ConvShape& s, const float* x, const float* sum, float
     return b.data();
   };
   dnnl::stream st(Engine());
-  dnnl::memory src_user(p->src_plain, Engine(), const_cast<float*>(x));
-  dnnl::memory dst_user(p->dst_plain, Engine(), y);
+  dnnl::memory src_user(layout.blocked ? p->src_md : p->src_plain, Engine(), const_cast<float*>(x));
+  dnnl::memory dst_user(layout.blocked ? p->dst_md : p->dst_plain, Engine(), y);
   dnnl::memory src = p->reorder_src ? dnnl::memory(p->src_md, Engine(), grow(src_buf, p->src_bytes)) : src_user;
   dnnl::memory dst = p->reorder_dst ? dnnl::memory(p->dst_md, Engine(), grow(dst_buf, p->dst_bytes)) : dst_user;
   dnnl::memory scratch(p->scratch_md, Engine(), grow(scratch_buf, p->scratch_bytes));
@@ -126,7 +148,7 @@ bool OneDnnConv::Run(const ConvShape& s, const float* x, const float* sum, float
     if (p->reorder_dst) {
       dnnl::memory sum_user(p->dst_plain, Engine(), const_cast<float*>(sum));
       p->from_plain.execute(st, sum_user, dst);
-    } else if (sum != y) {
+    } else if (sum != y) {  // the residual is in dst's layout already
       std::memcpy(y, sum, p->dst_bytes);
     }
   }
@@ -142,6 +164,27 @@ bool OneDnnConv::Run(const ConvShape& s, const float* x, const float* sum, float
     ParallelRange(n, threads, [&](int64_t a, int64_t b) { act_.Apply(y + a, b - a); });
   }
   return true;
+}
+
+std::optional<int> OneDnnPreferredBlock() {
+  static const std::optional<int> block = []() -> std::optional<int> {
+    try {
+      using dt = dnnl::memory::data_type;
+      using tag = dnnl::memory::format_tag;
+      const dnnl::memory::dims src{1, 64, 14, 14}, w{64, 64, 3, 3};
+      const dnnl::convolution_forward::desc d(
+          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+          dnnl::memory::desc(src, dt::f32, tag::any), dnnl::memory::desc(w, dt::f32, tag::any),
+          dnnl::memory::desc({64}, dt::f32, tag::x), dnnl::memory::desc(src, dt::f32, tag::any), {1, 1}, {0, 0},
+          {1, 1}, {1, 1});
+      const dnnl::convolution_forward::primitive_desc pd(d, Engine());
+      for (int b : {16, 8, 0})
+        if (pd.dst_desc() == dnnl::memory::desc(src, dt::f32, BlockedTag(b))) return b;
+    } catch (const dnnl::error&) {
+    }
+    return std::nullopt;
+  }();
+  return block;
 }
 
 }  // namespace whittle::cpu

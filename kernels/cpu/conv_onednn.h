@@ -12,24 +12,36 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "kernels/common/fused_activation.h"
 #include "kernels/common/window.h"
 
 namespace whittle::cpu {
 
+// Activation layout: NCHW in and out unless `blocked` (reordered to oneDNN's choice and back per
+// call); blocked is nChw{block}c for block 8 or 16 and NHWC for block 0, in (NCHW when
+// plain_input) and out, as the NCHWc rewrite (runtime/rewrite/nchwc.h) hands them over.
+struct OneDnnConvLayout {
+  bool blocked = false;
+  int block = 0;
+  bool plain_input = false;
+};
+
 class OneDnnConv {
  public:
   // weights [M, C/group, KH, KW] and bias [M] (or null) must outlive this object.
   OneDnnConv(const float* weights, const float* bias, FusedActivation act);
   ~OneDnnConv();
-  // y = act(conv(x) + b + sum) for a 2-D conv shape (sum: null, or an NCHW tensor of y's shape,
-  // which may be y itself); false when oneDNN has no implementation for it.
-  bool Run(const ConvShape& s, const float* x, const float* sum, float* y, int threads) const;
+  using Layout = OneDnnConvLayout;
+  // y = act(conv(x) + b + sum) for a 2-D conv shape (sum: null, or a tensor of y's shape and
+  // layout, which may be y itself); false when oneDNN has no implementation for it.
+  bool Run(const ConvShape& s, const float* x, const float* sum, float* y, int threads,
+           const Layout& layout = Layout()) const;
 
  private:
   struct Plan;
-  std::shared_ptr<Plan> PlanFor(const ConvShape& s, bool with_sum, int threads) const;
+  std::shared_ptr<Plan> PlanFor(const ConvShape& s, bool with_sum, int threads, const Layout& layout) const;
 
   const float* w_;
   const float* b_;
@@ -37,5 +49,10 @@ class OneDnnConv {
   mutable std::mutex mu_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<Plan>> plans_;
 };
+
+// The activation layout oneDNN's convolutions prefer on this CPU, as a block: 16 or 8 for
+// nChw16c / nChw8c (its direct kernels), 0 for NHWC (its brgemm kernels on AVX-512 cores);
+// nullopt for anything else. The NCHWc rewrite uses it.
+std::optional<int> OneDnnPreferredBlock();
 
 }  // namespace whittle::cpu

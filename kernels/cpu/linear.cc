@@ -1,9 +1,6 @@
 #include "kernels/cpu/linear.h"
 
 #include <algorithm>
-#include <chrono>
-#include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,37 +18,13 @@ int GemmThreads(int64_t M, int64_t N, int64_t K, int requested) {
   return M * N * K >= kMinParallelMacs ? std::max(1, requested) : 1;
 }
 
-// Constant weights go through packed_gemm.h or Sgemm, whichever ran faster on the first call of
-// each (M, N, K, threads) in this process (best of 3 runs, of 7 under a millisecond); the choice is
-// process-wide so that two sessions of one model compute the same floats (PackedGemmPolicy() pins
-// one or the other).
+// Constant weights go through packed_gemm.h or Sgemm by PackedGemmPolicy() (by default the fixed
+// rule PackedGemmPreferred, so every process computes the same floats).
 template <class Packed, class Plain>
-Status RunFaster(int64_t M, int64_t N, int64_t K, int threads, const Packed& packed, const Plain& plain) {
+Status RunPackedOrPlain(int64_t M, int64_t N, const Packed& packed, const Plain& plain) {
   const PackedGemmUse use = PackedGemmPolicy();
-  if (use != PackedGemmUse::kMeasure) return use == PackedGemmUse::kAlways ? packed() : plain();
-  static std::mutex mu;
-  static std::map<std::vector<int64_t>, bool> choice;  // true: packed
-  const std::vector<int64_t> key{M, N, K, threads};
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = choice.find(key);
-    if (it != choice.end()) return it->second ? packed() : plain();
-  }
-  using Clock = std::chrono::steady_clock;
-  double best[2] = {1e300, 1e300};
-  for (int which : {0, 1}) {
-    for (int r = 0; r < (best[which] < 1e-3 ? 7 : 3); ++r) {
-      const auto t0 = Clock::now();
-      WH_RETURN_IF_ERROR(which ? packed() : plain());
-      best[which] = std::min(best[which], std::chrono::duration<double>(Clock::now() - t0).count());
-    }
-  }
-  bool use_packed = best[1] < best[0];
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    use_packed = choice.emplace(key, use_packed).first->second;  // a concurrent measurement may have won
-  }
-  return use_packed ? packed() : plain();
+  const bool p = use == PackedGemmUse::kAlways || (use == PackedGemmUse::kAuto && PackedGemmPreferred(M, N));
+  return p ? packed() : plain();
 }
 
 // A constant 2-D weight captured at load time; `trans` says whether it holds op(B)^T ([N, K]).
@@ -116,7 +89,7 @@ class GemmCpuKernel : public OpKernel {
       }
       return Finish(c, Y, M, N);
     };
-    return RunFaster(M, N, K, threads, packed, plain);
+    return RunPackedOrPlain(M, N, packed, plain);
   }
 
  private:
@@ -201,7 +174,7 @@ class MatMulCpuKernel : public OpKernel {
         if (!relu) act_.Apply(Y, y.numel());
         return Status::Ok();
       };
-      return RunFaster(rows, N, K, threads, packed, plain);
+      return RunPackedOrPlain(rows, N, packed, plain);
     }
     MatMulPlan p;
     WH_RETURN_IF_ERROR(p.Resolve(a.dims(), b.dims()));

@@ -17,17 +17,19 @@ PackedGemmUse PackedGemmPolicy() {
   if (o >= 0) return static_cast<PackedGemmUse>(o);
   static const PackedGemmUse env = [] {
     const char* v = std::getenv("WHITTLE_GEMM");
-    if (!v) return PackedGemmUse::kMeasure;
+    if (!v) return PackedGemmUse::kAuto;
     if (std::strcmp(v, "packed") == 0) return PackedGemmUse::kAlways;
     if (std::strcmp(v, "eigen") == 0 || std::strcmp(v, "onednn") == 0) return PackedGemmUse::kNever;
-    return PackedGemmUse::kMeasure;
+    return PackedGemmUse::kAuto;
   }();
   return env;
 }
 
 void SetPackedGemmUse(PackedGemmUse use) {
-  g_use_override.store(use == PackedGemmUse::kMeasure ? -1 : static_cast<int>(use), std::memory_order_relaxed);
+  g_use_override.store(use == PackedGemmUse::kAuto ? -1 : static_cast<int>(use), std::memory_order_relaxed);
 }
+
+bool PackedGemmPreferred(int64_t M, int64_t N) { return M <= 256 && N >= 16; }
 
 PackedGemmB::PackedGemmB(const float* b, bool trans, int64_t K, int64_t N, SimdIsa isa) {
   isa_ = static_cast<int>(isa) <= static_cast<int>(ActiveSimdIsa()) ? isa : ActiveSimdIsa();
@@ -68,7 +70,9 @@ void PackedGemmB::Multiply(int64_t M, const float* A, int64_t lda, float* C, int
     for (int64_t p = g * kGroup; p < (g + 1) * kGroup && p < panels_; p += np) {
       const int64_t col0 = p * nr_;
       const int64_t ncols = std::min<int64_t>(n_ - col0, np * nr_);
-      tile(rows, k_, a, lda, data_.data() + p * panel_stride, panel_stride, c + col0, ldc, ncols,
+      // Only the panels that hold columns (a narrow N leaves the rest of the group zero).
+      const int used = static_cast<int>(std::min<int64_t>(np, panels_ - p));
+      tile(rows, used, k_, a, lda, data_.data() + p * panel_stride, panel_stride, c + col0, ldc, ncols,
            bias ? bias + col0 : nullptr, relu);
     }
   });

@@ -39,26 +39,33 @@ class PackedGemmB {
   std::vector<float> data_;  // panels_ x [K][nr_]
 };
 
-// Per-ISA tiles: C rows [0, rows) x columns [0, ncols) of `np` consecutive panels starting at
-// bp (panels panel_stride floats apart); rows <= kMaxRows, np*kNr >= ncols. Defined in
-// packed_gemm_avx2.cc / packed_gemm_avx512.cc.
+// Per-ISA tiles: C rows [0, rows) x columns [0, ncols) of np consecutive panels starting at bp
+// (panels panel_stride floats apart); rows <= kMaxRows, np <= PackedGemmPanelsPerTile(rows),
+// np*kNr >= ncols. Defined in packed_gemm_avx2.cc / packed_gemm_avx512.cc.
 namespace packed_gemm_avx2 {
 constexpr int kNr = 16, kMaxRows = 6;
-void Tile(int rows, int64_t K, const float* a, int64_t lda, const float* bp, int64_t panel_stride, float* c,
+void Tile(int rows, int np, int64_t K, const float* a, int64_t lda, const float* bp, int64_t panel_stride, float* c,
           int64_t ldc, int64_t ncols, const float* bias, bool relu);
 }  // namespace packed_gemm_avx2
 namespace packed_gemm_avx512 {
 constexpr int kNr = 32, kMaxRows = 8;
-void Tile(int rows, int64_t K, const float* a, int64_t lda, const float* bp, int64_t panel_stride, float* c,
+void Tile(int rows, int np, int64_t K, const float* a, int64_t lda, const float* bp, int64_t panel_stride, float* c,
           int64_t ldc, int64_t ncols, const float* bias, bool relu);
 }  // namespace packed_gemm_avx512
 
-// Whether Gemm/MatMul kernels with constant weights use this path: measured against Sgemm per
-// shape (kMeasure, the default), or pinned by WHITTLE_GEMM=packed (kAlways) or =eigen|onednn
-// (kNever). SetPackedGemmUse (tests) overrides the environment; kMeasure restores it.
-enum class PackedGemmUse { kMeasure, kAlways, kNever };
+// Whether Gemm/MatMul kernels with constant weights use this path: by PackedGemmPreferred
+// (kAuto, the default), or pinned by WHITTLE_GEMM=packed (kAlways) or =eigen|onednn (kNever).
+// SetPackedGemmUse (tests) overrides the environment; kAuto restores it.
+enum class PackedGemmUse { kAuto, kAlways, kNever };
 PackedGemmUse PackedGemmPolicy();
 void SetPackedGemmUse(PackedGemmUse use);
+
+// The rule kAuto follows, from tests/bench/gemm_bench.cc (be 3 against be 2, AVX-512 and AVX2):
+// packed where N fills at least half a panel and M <= 256 (1.0-1.8x at the MLP's batch 1 and 64
+// and the transformer's batch 1; oneDNN's blocking is 1-7% ahead from M = 1024, and a narrow N
+// leaves most of each panel empty). A fixed rule rather than a timing, so that every process
+// computes a model's outputs with the same kernels, bit for bit.
+bool PackedGemmPreferred(int64_t M, int64_t N);
 
 // How many panels a tile of `rows` rows spans (kept in one place for the tiles and the caller).
 constexpr int PackedGemmPanelsPerTile(int rows) { return rows == 1 ? 4 : rows == 2 ? 2 : 1; }

@@ -39,15 +39,25 @@ struct PackedTile {
   }
 };
 
-// rows in [1, kMaxRows]: the instantiation for exactly that many rows.
+// rows in [1, kMaxRows], np in [1, PackedGemmPanelsPerTile(rows)] (fewer at the last panels):
+// the instantiation for exactly that many rows and panels.
+template <int R, int NV>
+void TileForPanels(int np, int64_t K, const float* a, int64_t lda, const float* bp, int64_t panel_stride, float* c,
+                   int64_t ldc, int64_t ncols, const float* bias, bool relu) {
+  constexpr int kNp = PackedGemmPanelsPerTile(R);
+  if (kNp >= 4 && np >= 3) PackedTile<R, kNp, NV>::Run(K, a, lda, bp, panel_stride, c, ldc, ncols, bias, relu);
+  else if (kNp >= 2 && np >= 2) PackedTile<R, 2, NV>::Run(K, a, lda, bp, panel_stride, c, ldc, ncols, bias, relu);
+  else PackedTile<R, 1, NV>::Run(K, a, lda, bp, panel_stride, c, ldc, ncols, bias, relu);
+}
+
 template <int NV, int kMax>
-void TileDispatch(int rows, int64_t K, const float* a, int64_t lda, const float* bp, int64_t panel_stride, float* c,
-                  int64_t ldc, int64_t ncols, const float* bias, bool relu) {
+void TileDispatch(int rows, int np, int64_t K, const float* a, int64_t lda, const float* bp, int64_t panel_stride,
+                  float* c, int64_t ldc, int64_t ncols, const float* bias, bool relu) {
   switch (rows) {
-#define WHITTLE_PACKED_TILE(R)                                                                                  \
-  case R:                                                                                                       \
-    if constexpr (R <= kMax)                                                                                    \
-      PackedTile<R, PackedGemmPanelsPerTile(R), NV>::Run(K, a, lda, bp, panel_stride, c, ldc, ncols, bias, relu); \
+#define WHITTLE_PACKED_TILE(R)                                                                      \
+  case R:                                                                                           \
+    if constexpr (R <= kMax)                                                                        \
+      TileForPanels<R, NV>(np, K, a, lda, bp, panel_stride, c, ldc, ncols, bias, relu);             \
     return;
     WHITTLE_PACKED_TILE(1)
     WHITTLE_PACKED_TILE(2)

@@ -19,6 +19,7 @@ void RegisterIndexOps(OpRegistry& r);        // lib/ops/index_ops.cc
 void RegisterLossOps(OpRegistry& r);         // lib/ops/loss.cc
 void RegisterRecurrentOps(OpRegistry& r);    // lib/ops/recurrent.cc
 void RegisterResampleOps(OpRegistry& r);     // lib/ops/resample.cc
+void RegisterNchwcOps(OpRegistry& r);        // lib/ops/nchwc.cc
 
 void RegisterAllOps() {
   static std::once_flag once;
@@ -38,6 +39,7 @@ void RegisterAllOps() {
     RegisterLossOps(r);
     RegisterRecurrentOps(r);
     RegisterResampleOps(r);
+    RegisterNchwcOps(r);
   });
 }
 

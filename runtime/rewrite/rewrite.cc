@@ -7,10 +7,11 @@
 #include "runtime/rewrite/fuse_conv_add.h"
 #include "runtime/rewrite/fuse_gelu.h"
 #include "runtime/rewrite/fuse_qdq.h"
+#include "runtime/rewrite/nchwc.h"
 
 namespace whittle {
 
-StatusOr<RewriteReport> RewriteForRuntime(Graph& g) {
+StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_block) {
   RewriteReport r;
   // Before folding: FoldConstants would turn DequantizeLinear(int8 weight) into a float weight
   // and the int8 pattern would be lost.
@@ -28,6 +29,12 @@ StatusOr<RewriteReport> RewriteForRuntime(Graph& g) {
   WH_RETURN_IF_ERROR(FuseGelu(g, &r.fused_gelu));
   WH_RETURN_IF_ERROR(FuseConvAdd(g, &r.fused_conv_add));
   WH_RETURN_IF_ERROR(FuseActivations(g, &r.fused_activations));
+  if (nchwc_block) {
+    // The conversion reads channel counts off the shapes the fusions left.
+    WH_RETURN_IF_ERROR(g.Compact());
+    WH_RETURN_IF_ERROR(InferShapes(g));
+    WH_RETURN_IF_ERROR(ConvertToNchwc(g, *nchwc_block, &r.nchwc_nodes));
+  }
   WH_RETURN_IF_ERROR(g.Compact());
   WH_RETURN_IF_ERROR(g.Verify());
   WH_RETURN_IF_ERROR(InferShapes(g));

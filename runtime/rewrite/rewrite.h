@@ -6,6 +6,8 @@
 // precondition fails (non-constant weights, several consumers, a graph output in the middle).
 #pragma once
 
+#include <optional>
+
 #include "lib/ir/graph.h"
 #include "lib/ir/status.h"
 
@@ -19,10 +21,12 @@ struct RewriteReport {
   int fused_conv_add = 0;     // residual Adds computed inside the Conv before them
   int fused_qdq = 0;          // Conv/Gemm/MatMul running as int8 QConv/QGemm
   int int8_passthrough = 0;   // MaxPool/Flatten/Reshape moved onto int8 data
+  int nchwc_nodes = 0;        // Conv/pool/Relu/Add nodes run on the blocked channel layout
 };
 
 // QDQ fusion first, then constant folding, Conv+BatchNormalization folding, GELU fusion, Conv+Add
-// fusion and activation fusion, then Compact(), Verify() and InferShapes().
-StatusOr<RewriteReport> RewriteForRuntime(Graph& g);
+// fusion and activation fusion, then (given nchwc_block: the backend runs that blocked layout,
+// kernels/nchwc.h) the NCHWc conversion, then Compact(), Verify() and InferShapes().
+StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_block = std::nullopt);
 
 }  // namespace whittle

@@ -104,7 +104,7 @@ TEST(PackedGemm, GemmAndMatMulKernelsOnBothPaths) {
       }
     }
   }
-  cpu::SetPackedGemmUse(cpu::PackedGemmUse::kMeasure);
+  cpu::SetPackedGemmUse(cpu::PackedGemmUse::kAuto);
 }
 
 }  // namespace

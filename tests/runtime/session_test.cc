@@ -71,7 +71,9 @@ TEST(SessionTest, OptimizedCpuMatchesUnoptimizedReference) {
 }
 
 TEST(SessionTest, FoldsConvBatchNormAndFusesRelu) {
-  auto s = Session::FromGraph(MakeConvBnRelu());
+  SessionOptions nchw;  // the folded graph as such (the blocked layout would wrap it in reorders)
+  nchw.blocked_layout = false;
+  auto s = Session::FromGraph(MakeConvBnRelu(), nchw);
   ASSERT_TRUE(s.ok()) << s.status().message();
   for (const Node& n : (*s)->graph().nodes()) {
     EXPECT_NE(n.op_type, "BatchNormalization");

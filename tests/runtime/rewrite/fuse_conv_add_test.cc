@@ -55,9 +55,13 @@ void ExpectSameAsUnoptimized(const Graph& g, const Tensor& x) {
   ASSERT_TRUE(ref.ok()) << ref.status().message();
   auto want = (*ref)->Run({{"x", x}});
   ASSERT_TRUE(want.ok()) << want.status().message();
-  for (Backend backend : {Backend::kReference, Backend::kCpu}) {
+  for (int config = 0; config < 3; ++config) {
+    // The reference kernels, the CPU ones on NCHW tensors (the Conv paths), the CPU ones on the
+    // blocked layout (runtime/rewrite/nchwc.h).
+    const Backend backend = config == 0 ? Backend::kReference : Backend::kCpu;
     SessionOptions so;
     so.backend = backend;
+    so.blocked_layout = config == 2;
     auto s = Session::FromGraph(g, so);
     ASSERT_TRUE(s.ok()) << s.status().message();
     auto got = (*s)->Run({{"x", x}});
@@ -76,7 +80,9 @@ TEST(FuseConvAdd, ResidualBlockRunsAsTwoConvsOnEveryPath) {
     for (bool bias : {true, false}) {
       SCOPED_TRACE(std::string(swap ? "Add(x, conv)" : "Add(conv, x)") + (bias ? " with bias" : " no bias"));
       const Graph g = ResidualBlock(swap, bias);
-      auto s = Session::FromGraph(g);
+      SessionOptions nchw;  // the fused graph as such, before the blocked layout
+      nchw.blocked_layout = false;
+      auto s = Session::FromGraph(g, nchw);
       ASSERT_TRUE(s.ok()) << s.status().message();
       const Graph& run = (*s)->graph();
       EXPECT_EQ(Count(run, "Add"), 0);
@@ -129,7 +135,9 @@ TEST(FuseConvAdd, LeavesOtherAddsAlone) {
                         .Output("y")
                         .Build();
   for (const Graph* g : {&bcast, &shared, &act_first}) {
-    auto s = Session::FromGraph(*g);
+    SessionOptions nchw;
+    nchw.blocked_layout = false;
+    auto s = Session::FromGraph(*g, nchw);
     ASSERT_TRUE(s.ok()) << s.status().message();
     EXPECT_EQ(Count((*s)->graph(), "Add"), 1);
     for (const Node& n : (*s)->graph().nodes()) EXPECT_LE(n.inputs.size(), 3u) << n.op_type;

@@ -1,0 +1,312 @@
+// Kernels of the blocked channel layout (lib/ops/nchwc.cc). The reorders and pools are the same
+// loops on every backend (the block is the innermost, contiguous dim, so they vectorize as they
+// are); NchwcConv runs oneDNN's convolution on the blocked tensors on the CPU backend, and on the
+// reference backend (or where oneDNN has no kernel for a shape) unblocks, runs the reference
+// convolution and blocks the result.
+#include "kernels/nchwc.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kernels/common/window.h"
+#include "kernels/cpu/conv_onednn.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/reference/conv.h"
+
+namespace whittle {
+namespace {
+
+constexpr const char* kDomain = "ai.whittle";
+
+// y[n][c/b][p][c%b] = x[n][c][p] over N x C x P (P = H*W).
+void Block(const float* x, int64_t n, int64_t c, int64_t p, int64_t b, float* y, int threads) {
+  const int64_t cb = c / b;
+  ParallelFor(n * cb, p * c >= (1 << 14) ? threads : 1, [&](int64_t t) {
+    const float* src = x + t * b * p;
+    float* dst = y + t * b * p;
+    for (int64_t i = 0; i < p; ++i)
+      for (int64_t j = 0; j < b; ++j) dst[i * b + j] = src[j * p + i];
+  });
+}
+
+void Unblock(const float* x, int64_t n, int64_t c, int64_t p, int64_t b, float* y, int threads) {
+  const int64_t cb = c / b;
+  ParallelFor(n * cb, p * c >= (1 << 14) ? threads : 1, [&](int64_t t) {
+    const float* src = x + t * b * p;
+    float* dst = y + t * b * p;
+    for (int64_t j = 0; j < b; ++j)
+      for (int64_t i = 0; i < p; ++i) dst[j * p + i] = src[i * b + j];
+  });
+}
+
+StatusOr<std::unique_ptr<OpKernel>> MakeToNchwc(const KernelInit& init) {
+  if (init.input_dtypes.empty() || init.input_dtypes[0] != DType::kFloat32)
+    return InvalidArgument(init.node_name + ": ToNchwc takes float32");
+  const int64_t block = init.attrs.GetInt("block", 16);
+  return WrapFnKernel([block](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    const int64_t b = block ? block : (x.rank() == 4 ? x.dim(1) : 1);
+    if (x.rank() != 4 || b < 1 || x.dim(1) % b != 0) return InvalidArgument("ToNchwc: X " + DimsToString(x.dims()));
+    Block(x.data<float>(), x.dim(0), x.dim(1), x.dim(2) * x.dim(3), b, ctx.outputs[0]->data<float>(),
+          ctx.num_threads);
+    return Status::Ok();
+  });
+}
+
+StatusOr<std::unique_ptr<OpKernel>> MakeFromNchwc(const KernelInit& init) {
+  if (init.input_dtypes.empty() || init.input_dtypes[0] != DType::kFloat32)
+    return InvalidArgument(init.node_name + ": FromNchwc takes float32");
+  return WrapFnKernel([](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    if (x.rank() != 5) return InvalidArgument("FromNchwc: X " + DimsToString(x.dims()));
+    Unblock(x.data<float>(), x.dim(0), x.dim(1) * x.dim(4), x.dim(2) * x.dim(3), x.dim(4),
+            ctx.outputs[0]->data<float>(), ctx.num_threads);
+    return Status::Ok();
+  });
+}
+
+// Pools over each [H, W, b] plane of a blocked tensor, b lanes at a time (B: b fixed at compile
+// time, 0: any b, as NHWC's one block of all channels).
+template <int kB>
+void PoolPlane(const std::string& pool, const WindowGeometry& g, bool count_pad, const float* x, float* y,
+               int64_t b) {
+  const int64_t B = kB ? kB : b;
+  std::vector<float> acc_buf(static_cast<size_t>(kB ? 0 : b));
+  float fixed[kB ? kB : 1];
+  float* acc = kB ? fixed : acc_buf.data();
+  const bool max = pool == "MaxPool" || pool == "GlobalMaxPool";
+  const bool global = pool == "GlobalMaxPool" || pool == "GlobalAveragePool";
+  if (global) {
+    for (int64_t j = 0; j < B; ++j) acc[j] = max ? -std::numeric_limits<float>::infinity() : 0.f;
+    const int64_t n = g.in[0] * g.in[1];
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < B; ++j) acc[j] = max ? std::max(acc[j], x[i * B + j]) : acc[j] + x[i * B + j];
+    for (int64_t j = 0; j < B; ++j) y[j] = max ? acc[j] : acc[j] / static_cast<float>(n);
+    return;
+  }
+  const bool pool2x2 = max && g.kernel[0] == 2 && g.kernel[1] == 2 && g.stride[0] == 2 && g.stride[1] == 2 &&
+                       g.dilation[0] == 1 && g.dilation[1] == 1 && g.pad_begin[0] == 0 && g.pad_begin[1] == 0 &&
+                       2 * g.out[0] <= g.in[0] && 2 * g.out[1] <= g.in[1];
+  if (pool2x2) {  // the CNNs' pool: four whole vectors per output, no bounds checks
+    for (int64_t oh = 0; oh < g.out[0]; ++oh) {
+      const float* r0 = x + 2 * oh * g.in[1] * B;
+      const float* r1 = r0 + g.in[1] * B;
+      float* out = y + oh * g.out[1] * B;
+      for (int64_t ow = 0; ow < g.out[1]; ++ow, r0 += 2 * B, r1 += 2 * B, out += B)
+        for (int64_t j = 0; j < B; ++j) out[j] = std::max(std::max(r0[j], r0[B + j]), std::max(r1[j], r1[B + j]));
+    }
+    return;
+  }
+  for (int64_t oh = 0; oh < g.out[0]; ++oh) {
+    for (int64_t ow = 0; ow < g.out[1]; ++ow) {
+      for (int64_t j = 0; j < B; ++j) acc[j] = max ? -std::numeric_limits<float>::infinity() : 0.f;
+      int64_t taps = 0;
+      for (int64_t kh = 0; kh < g.kernel[0]; ++kh) {
+        const int64_t ih = oh * g.stride[0] - g.pad_begin[0] + kh * g.dilation[0];
+        if (ih < 0 || ih >= g.in[0]) continue;
+        for (int64_t kw = 0; kw < g.kernel[1]; ++kw) {
+          const int64_t iw = ow * g.stride[1] - g.pad_begin[1] + kw * g.dilation[1];
+          if (iw < 0 || iw >= g.in[1]) continue;
+          const float* v = x + (ih * g.in[1] + iw) * B;
+          for (int64_t j = 0; j < B; ++j) acc[j] = max ? std::max(acc[j], v[j]) : acc[j] + v[j];
+          ++taps;
+        }
+      }
+      float* out = y + (oh * g.out[1] + ow) * B;
+      if (max) {
+        for (int64_t j = 0; j < B; ++j) out[j] = acc[j];
+      } else {
+        // count_include_pad counts the padded taps inside the padded input (ONNX AveragePool).
+        int64_t count = taps;
+        if (count_pad) {
+          count = 0;
+          for (int64_t kh = 0; kh < g.kernel[0]; ++kh) {
+            const int64_t ih = oh * g.stride[0] - g.pad_begin[0] + kh * g.dilation[0];
+            if (ih >= g.in[0] + g.pad_end[0]) continue;
+            for (int64_t kw = 0; kw < g.kernel[1]; ++kw) {
+              const int64_t iw = ow * g.stride[1] - g.pad_begin[1] + kw * g.dilation[1];
+              count += iw < g.in[1] + g.pad_end[1];
+            }
+          }
+        }
+        for (int64_t j = 0; j < B; ++j) out[j] = acc[j] / static_cast<float>(std::max<int64_t>(count, 1));
+      }
+    }
+  }
+}
+
+StatusOr<std::unique_ptr<OpKernel>> MakeNchwcPool(const KernelInit& init) {
+  if (init.input_dtypes.empty() || init.input_dtypes[0] != DType::kFloat32)
+    return InvalidArgument(init.node_name + ": NchwcPool takes float32");
+  const std::string pool = init.attrs.GetString("pool", "");
+  const bool global = pool == "GlobalMaxPool" || pool == "GlobalAveragePool";
+  WindowAttrs wa;
+  if (!global) {
+    WH_ASSIGN_OR_RETURN(wa, ParseWindowAttrs(init.attrs));
+  }
+  const bool count_pad = init.attrs.GetInt("count_include_pad", 0) != 0;
+  return WrapFnKernel([pool, global, wa, count_pad](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    Tensor& y = *ctx.outputs[0];
+    if (x.rank() != 5 || x.dim(4) < 1) return InvalidArgument("NchwcPool: X " + DimsToString(x.dims()));
+    WindowGeometry g;
+    const int64_t in[2] = {x.dim(2), x.dim(3)};
+    if (global) {
+      g.spatial = 2;
+      g.in[0] = in[0];
+      g.in[1] = in[1];
+      g.out[0] = g.out[1] = 1;
+    } else {
+      WH_RETURN_IF_ERROR(ResolveWindow(wa, in, wa.kernel_shape.data(), 2, &g));
+    }
+    const int64_t planes = x.dim(0) * x.dim(1), b = x.dim(4);
+    const int64_t in_plane = g.in[0] * g.in[1] * b, out_plane = g.out[0] * g.out[1] * b;
+    if (y.numel() != planes * out_plane) return Internal("NchwcPool output " + DimsToString(y.dims()));
+    const int threads = x.numel() >= (1 << 15) ? ctx.num_threads : 1;
+    ParallelFor(planes, threads, [&](int64_t p) {
+      const float* src = x.data<float>() + p * in_plane;
+      float* dst = y.data<float>() + p * out_plane;
+      switch (b) {
+        case 8: PoolPlane<8>(pool, g, count_pad, src, dst, b); break;
+        case 16: PoolPlane<16>(pool, g, count_pad, src, dst, b); break;
+        case 32: PoolPlane<32>(pool, g, count_pad, src, dst, b); break;
+        case 64: PoolPlane<64>(pool, g, count_pad, src, dst, b); break;
+        default: PoolPlane<0>(pool, g, count_pad, src, dst, b);
+      }
+    });
+    return Status::Ok();
+  });
+}
+
+class NchwcConvKernel : public OpKernel {
+ public:
+  NchwcConvKernel(ConvAttrs a, int64_t block, bool plain_input, const Tensor& w, const Tensor* b, bool fast)
+      : attrs_(std::move(a)), block_(static_cast<int>(block)), plain_input_(plain_input), w_(w) {
+    if (b) b_ = *b;
+    if (fast) onednn_ = std::make_unique<cpu::OneDnnConv>(w_.data<float>(), b ? b_.data<float>() : nullptr, attrs_.act);
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor& x = *ctx.inputs[0];
+    const Tensor* sum = ctx.inputs.size() > 3 ? ctx.inputs[3] : nullptr;
+    Tensor& y = *ctx.outputs[0];
+    const int64_t c = plain_input_ ? x.dim(1) : x.dim(1) * x.dim(4);
+    ConvShape s;
+    s.batch = x.dim(0);
+    s.in_channels = c;
+    s.out_channels = w_.dim(0);
+    if (c != w_.dim(1)) return InvalidArgument("NchwcConv: X has " + std::to_string(c) + " channels, W " + DimsToString(w_.dims()));
+    const int64_t in[2] = {x.dim(2), x.dim(3)}, kernel[2] = {w_.dim(2), w_.dim(3)};
+    WH_RETURN_IF_ERROR(ResolveWindow(attrs_.window, in, kernel, 2, &s.geo));
+    if (y.numel() != s.batch * s.out_channels * s.geo.OutSize()) return Internal("NchwcConv output " + DimsToString(y.dims()));
+    if (sum && sum->dims() != y.dims()) return InvalidArgument("NchwcConv: sum " + DimsToString(sum->dims()));
+    const float* sp = sum ? sum->data<float>() : nullptr;
+    if (onednn_ && RunOneDnn(s, x.data<float>(), sp, y.data<float>(), ctx.num_threads)) return Status::Ok();
+    return RunReference(s, x, sp, y, ctx.num_threads);
+  }
+
+ private:
+  // All threads or one, whichever ran faster on the first call of the shape (batch 1 convs lose
+  // more to the fork/join than they gain).
+  bool RunOneDnn(const ConvShape& s, const float* x, const float* sum, float* y, int threads) const {
+    const cpu::OneDnnConvLayout layout{true, block_, plain_input_};
+    if (threads <= 1) return onednn_->Run(s, x, sum, y, 1, layout);
+    const std::vector<int64_t> key{s.batch, s.in_channels, s.geo.in[0], s.geo.in[1], threads, sum != nullptr};
+    int chosen = -1;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = threads_.find(key);
+      if (it != threads_.end()) chosen = it->second;
+    }
+    if (chosen > 0) return onednn_->Run(s, x, sum, y, chosen, layout);
+    using Clock = std::chrono::steady_clock;
+    double best = 1e300;
+    for (int t : {threads, 1}) {
+      double tb = 1e300;
+      for (int r = 0; r < (tb < 1e-3 ? 5 : 3); ++r) {
+        const auto t0 = Clock::now();
+        if (!onednn_->Run(s, x, sum, y, t, layout)) return false;
+        tb = std::min(tb, std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      if (tb < best) {
+        best = tb;
+        chosen = t;
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      chosen = threads_.emplace(key, chosen).first->second;
+    }
+    return onednn_->Run(s, x, sum, y, chosen, layout);
+  }
+
+  Status RunReference(const ConvShape& s, const Tensor& x, const float* sum, Tensor& y, int threads) const {
+    const int64_t bo = block_ ? block_ : s.out_channels, in_plane = s.geo.InSize(), out_plane = s.geo.OutSize();
+    std::vector<float> xp, yp(static_cast<size_t>(s.batch * s.out_channels * out_plane));
+    const float* xs = x.data<float>();
+    if (!plain_input_) {
+      xp.resize(static_cast<size_t>(x.numel()));
+      Unblock(xs, s.batch, s.in_channels, in_plane, x.dim(4), xp.data(), threads);
+      xs = xp.data();
+    }
+    ConvReference<float>(s, xs, w_.data<float>(), b_.defined() ? b_.data<float>() : nullptr, yp.data());
+    if (sum) {
+      std::vector<float> sp(yp.size());
+      Unblock(sum, s.batch, s.out_channels, out_plane, bo, sp.data(), threads);
+      for (size_t i = 0; i < yp.size(); ++i) yp[i] += sp[i];
+    }
+    attrs_.act.Apply(yp.data(), static_cast<int64_t>(yp.size()));
+    Block(yp.data(), s.batch, s.out_channels, out_plane, bo, y.data<float>(), threads);
+    return Status::Ok();
+  }
+
+  ConvAttrs attrs_;
+  int block_;
+  bool plain_input_;
+  Tensor w_, b_;
+  std::unique_ptr<cpu::OneDnnConv> onednn_;
+  mutable std::mutex mu_;
+  mutable std::map<std::vector<int64_t>, int> threads_;
+};
+
+StatusOr<std::unique_ptr<OpKernel>> MakeNchwcConv(const KernelInit& init) {
+  WH_ASSIGN_OR_RETURN(ConvAttrs a, ParseConvAttrs(init));
+  const Tensor* w = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
+  const Tensor* b = init.const_inputs.size() > 2 ? init.const_inputs[2] : nullptr;
+  if (!init.AllFloat32() || !w || w->rank() != 4 || (init.input_dtypes.size() > 2 && init.input_dtypes[2] != DType::kUndefined && !b))
+    return InvalidArgument(init.node_name + ": NchwcConv needs float32 data and constant 4-D weights and bias");
+  if (a.group != 1) return InvalidArgument(init.node_name + ": NchwcConv takes group 1 only");
+  const int64_t block = init.attrs.GetInt("block", 16);
+  const bool plain = init.attrs.GetInt("plain_input", 0) != 0;
+  return std::unique_ptr<OpKernel>(
+      std::make_unique<NchwcConvKernel>(a, block, plain, *w, b, init.backend == Backend::kCpu));
+}
+
+}  // namespace
+
+std::optional<int> NchwcBlock(Backend backend) {
+  if (backend != Backend::kCpu) return std::nullopt;
+  static const bool off = [] {
+    const char* e = std::getenv("WHITTLE_NCHWC");
+    return e && std::strcmp(e, "0") == 0;
+  }();
+  if (off) return std::nullopt;
+  return cpu::OneDnnPreferredBlock();
+}
+
+void RegisterNchwcKernels(KernelRegistry& r) {
+  r.Register(kDomain, "ToNchwc", MakeToNchwc);
+  r.Register(kDomain, "FromNchwc", MakeFromNchwc);
+  r.Register(kDomain, "NchwcPool", MakeNchwcPool);
+  r.Register(kDomain, "NchwcConv", MakeNchwcConv);
+}
+
+}  // namespace whittle

@@ -1,0 +1,219 @@
+// The blocked channel layout (runtime/rewrite/nchwc.h, ops lib/ops/nchwc.cc, kernels
+// kernels/nchwc_kernels.cc): a small residual CNN as exporters write it (a one-channel stem conv,
+// max and average pools with padding, a strided conv, a residual Add, a global pool, Flatten,
+// Gemm) is converted for every block (8, 16 and 0 = NHWC), and runs on the reference and the CPU
+// kernels with the outputs of the unconverted graph; the default CPU session converts it and reuses
+// its plan across batch sizes.
+#include "runtime/rewrite/nchwc.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "kernels/nchwc.h"
+#include "lib/ops/op_def.h"
+#include "runtime/rewrite/rewrite.h"
+#include "tests/util/graph_builder.h"
+#include "tests/util/test_util.h"
+#include "whittle/session.h"
+
+namespace whittle {
+namespace {
+
+using testing::GraphBuilder;
+using testing::RandomFloat;
+
+AttributeMap A(std::vector<std::pair<std::string, Attribute>> kv) {
+  AttributeMap m;
+  for (auto& [k, v] : kv) m.Set(k, v);
+  return m;
+}
+
+int Count(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op_type == op;
+  return n;
+}
+
+// x [batch, 1, 12, 12] -> stem Conv(1->16)+Relu -> MaxPool 2x2 -> Conv(16->16)+Relu -> Conv(16->16)
+// -> Add(., pooled) -> Relu -> AveragePool 3x3 pad 1 (count_include_pad) -> Conv(16->32, stride 2)
+// -> MaxPool 3x3 pad 1 ceil -> GlobalAveragePool -> Flatten -> Gemm -> y [batch, 5]; the pooled
+// tensor is also a graph output (read outside the region).
+Graph SmallResNet() {
+  auto pads1 = Attribute::Ints({1, 1, 1, 1});
+  return GraphBuilder(17)
+      .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 1, 12, 12})
+      .Init("w0", RandomFloat({16, 1, 3, 3}, 1, -0.5f, 0.5f))
+      .Init("b0", RandomFloat({16}, 2))
+      .Init("w1", RandomFloat({16, 16, 3, 3}, 3, -0.2f, 0.2f))
+      .Init("b1", RandomFloat({16}, 4))
+      .Init("w2", RandomFloat({16, 16, 3, 3}, 5, -0.2f, 0.2f))
+      .Init("w3", RandomFloat({32, 16, 3, 3}, 6, -0.2f, 0.2f))
+      .Init("b3", RandomFloat({32}, 7))
+      .Init("fc", RandomFloat({32, 5}, 8))
+      .Op("Conv", {"x", "w0", "b0"}, {"c0"}, A({{"pads", pads1}}))
+      .Op("Relu", {"c0"}, {"r0"})
+      .Op("MaxPool", {"r0"}, {"p0"}, A({{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}}))
+      .Op("Conv", {"p0", "w1", "b1"}, {"c1"}, A({{"pads", pads1}}))
+      .Op("Relu", {"c1"}, {"r1"})
+      .Op("Conv", {"r1", "w2"}, {"c2"}, A({{"pads", pads1}}))
+      .Op("Add", {"c2", "p0"}, {"s"})
+      .Op("Relu", {"s"}, {"r2"})
+      .Op("AveragePool", {"r2"}, {"a"},
+          A({{"kernel_shape", Attribute::Ints({3, 3})}, {"pads", pads1}, {"count_include_pad", Attribute::Int(1)}}))
+      .Op("Conv", {"a", "w3", "b3"}, {"c3"}, A({{"pads", pads1}, {"strides", Attribute::Ints({2, 2})}}))
+      .Op("MaxPool", {"c3"}, {"m"},
+          A({{"kernel_shape", Attribute::Ints({3, 3})}, {"pads", pads1}, {"strides", Attribute::Ints({2, 2})},
+             {"ceil_mode", Attribute::Int(1)}}))
+      .Op("GlobalAveragePool", {"m"}, {"g"})
+      .Op("Flatten", {"g"}, {"f"})
+      .Op("MatMul", {"f", "fc"}, {"y"})
+      .Output("y")
+      .Output("p0")
+      .Build();
+}
+
+// The runtime's rewrites on g as Session::FromGraph runs them (after shape inference), with the
+// given NCHWc block.
+StatusOr<RewriteReport> Rewrite(Graph& g, int block) {
+  RegisterAllOps();
+  WH_RETURN_IF_ERROR(InferShapes(g));
+  return RewriteForRuntime(g, block);
+}
+
+std::vector<Tensor> RunGraph(const Graph& g, const SessionOptions& so, const Tensor& x) {
+  auto s = Session::FromGraph(g, so);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  if (!s.ok()) return {};
+  auto out = (*s)->Run({{"x", x}});
+  EXPECT_TRUE(out.ok()) << out.status().message();
+  return out.ok() ? *out : std::vector<Tensor>{};
+}
+
+void ExpectClose(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].dims(), want[i].dims()) << "output " << i;
+    for (int64_t j = 0; j < got[i].numel(); ++j) {
+      const float e = want[i].data<float>()[j];
+      ASSERT_NEAR(got[i].data<float>()[j], e, 1e-4f + 1e-4f * std::fabs(e)) << "output " << i << " element " << j;
+    }
+  }
+}
+
+std::vector<Tensor> Unconverted(const Tensor& x) {
+  SessionOptions ref;
+  ref.backend = Backend::kReference;
+  ref.optimize = false;
+  return RunGraph(SmallResNet(), ref, x);
+}
+
+TEST(Nchwc, EveryBlockConvertsTheRegionAndMatchesOnEveryBackend) {
+  const Tensor x = RandomFloat({3, 1, 12, 12}, 20);
+  const std::vector<Tensor> want = Unconverted(x);
+  for (int block : {0, 8, 16}) {
+    SCOPED_TRACE("block " + std::to_string(block));
+    Graph g = SmallResNet();
+    auto r = Rewrite(g, block);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    // Four convs, three pools and the global pool run blocked; the residual Add went into the conv
+    // before it; the pooled output and the pooled features come back through FromNchwc.
+    EXPECT_EQ(Count(g, "NchwcConv"), 4);
+    EXPECT_EQ(Count(g, "NchwcPool"), 4);
+    EXPECT_EQ(Count(g, "Conv"), 0);
+    EXPECT_EQ(Count(g, "Add"), 0);
+    EXPECT_EQ(Count(g, "FromNchwc"), 2);
+    // The stem reads the plain input: oneDNN's first-layer kernels take NCHW (for block 0 through
+    // the 16-channel output being nChw16c too), so no ToNchwc.
+    EXPECT_EQ(Count(g, "ToNchwc"), 0);
+    EXPECT_EQ(r->nchwc_nodes, 8);
+    for (Backend backend : {Backend::kReference, Backend::kCpu}) {
+      SCOPED_TRACE(BackendName(backend));
+      SessionOptions so;
+      so.backend = backend;
+      so.optimize = false;  // g is rewritten already
+      so.num_threads = 2;
+      ExpectClose(RunGraph(g, so, x), want);
+    }
+  }
+}
+
+TEST(Nchwc, DefaultCpuSessionUsesThePreferredLayoutAcrossBatchSizes) {
+  const std::optional<int> block = NchwcBlock(Backend::kCpu);
+  if (!block) GTEST_SKIP() << "oneDNN prefers no blocked layout on this CPU";
+  SessionOptions so;
+  so.num_threads = 2;
+  auto s = Session::FromGraph(SmallResNet(), so);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(Count((*s)->graph(), "NchwcConv"), 4);
+  for (int64_t batch : {1, 4, 1}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    const Tensor x = RandomFloat({batch, 1, 12, 12}, static_cast<uint32_t>(30 + batch));
+    auto out = (*s)->Run({{"x", x}});
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    ExpectClose(*out, Unconverted(x));
+  }
+  SessionOptions nchw = so;
+  nchw.blocked_layout = false;
+  auto plain = Session::FromGraph(SmallResNet(), nchw);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(Count((*plain)->graph(), "NchwcConv"), 0);
+}
+
+// Convs the layout does not take stay as they are: grouped, weights computed at run time, output
+// channels that are not a multiple of the block.
+TEST(Nchwc, LeavesConvsItCannotRunAlone) {
+  Graph g = GraphBuilder(17)
+                .Input("x", DType::kFloat32, {2, 16, 6, 6})
+                .Input("wd", DType::kFloat32, {16, 16, 1, 1})
+                .Init("wg", RandomFloat({16, 4, 3, 3}, 1))
+                .Init("w12", RandomFloat({12, 16, 1, 1}, 2))
+                .Op("Conv", {"x", "wg"}, {"a"}, A({{"group", Attribute::Int(4)}, {"pads", Attribute::Ints({1, 1, 1, 1})}}))
+                .Op("Conv", {"a", "wd"}, {"b"})
+                .Op("Conv", {"b", "w12"}, {"y"})
+                .Output("y")
+                .Build();
+  Graph h = g;
+  auto r = Rewrite(h, 16);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(Count(h, "NchwcConv"), 0);
+  EXPECT_EQ(r->nchwc_nodes, 0);
+  // With block 0 (NHWC) any channel count is one block: the 16 -> 12 conv converts, on a ToNchwc.
+  Graph k = g;
+  r = Rewrite(k, 0);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(Count(k, "NchwcConv"), 1);
+  EXPECT_EQ(Count(k, "ToNchwc"), 1);
+  const Tensor x = RandomFloat({2, 16, 6, 6}, 3), wd = RandomFloat({16, 16, 1, 1}, 4);
+  SessionOptions ref;
+  ref.backend = Backend::kReference;
+  ref.optimize = false;
+  auto want = Session::FromGraph(g, ref);
+  auto got = Session::FromGraph(k, ref);
+  ASSERT_TRUE(want.ok() && got.ok());
+  auto a = (*want)->Run({{"x", x}, {"wd", wd}});
+  auto b = (*got)->Run({{"x", x}, {"wd", wd}});
+  ASSERT_TRUE(a.ok() && b.ok()) << (b.ok() ? "" : b.status().message());
+  ExpectClose(*b, *a);
+}
+
+TEST(Nchwc, OpsRejectBadBlocks) {
+  Graph g = GraphBuilder(17).Input("x", DType::kFloat32, {1, 16, 4, 4}).Build();
+  g.opset_imports["ai.whittle"] = 1;
+  Node to;
+  to.name = "to";
+  to.op_type = "ToNchwc";
+  to.domain = "ai.whittle";
+  to.inputs = {g.FindValue("x")};
+  to.outputs = {g.AddValue("y")};
+  to.attrs.Set("block", Attribute::Int(12));
+  g.AddNode(to);
+  g.outputs().push_back(g.FindValue("y"));
+  auto s = Session::FromGraph(g);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("block must be"), std::string::npos) << s.status().message();
+}
+
+}  // namespace
+}  // namespace whittle
