@@ -148,8 +148,11 @@ bool OneDnnConv::Run(const ConvShape& s, const float* x, const float* sum, float
     if (p->reorder_dst) {
       dnnl::memory sum_user(p->dst_plain, Engine(), const_cast<float*>(sum));
       p->from_plain.execute(st, sum_user, dst);
-    } else if (sum != y) {  // the residual is in dst's layout already
-      std::memcpy(y, sum, p->dst_bytes);
+    } else if (sum != y) {  // the residual is in dst's layout already: copied on every thread
+      const int64_t n = static_cast<int64_t>(p->dst_bytes / sizeof(float));
+      ParallelRange(n, threads, [&](int64_t a, int64_t b) {
+        std::memcpy(y + a, sum + a, static_cast<size_t>(b - a) * sizeof(float));
+      });
     }
   }
   p->conv.execute(st, {{DNNL_ARG_SRC, src},
