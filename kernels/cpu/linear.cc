@@ -147,6 +147,12 @@ class MatMulCpuKernel : public OpKernel {
     if (b.dtype() != DType::kFloat32) return InvalidArgument("MatMul inputs must share one element type");
     Tensor& y = *ctx.outputs[0];
     float* Y = y.data<float>();
+    // The bias fused by runtime/rewrite/fuse_matmul_bias: N values added to every row.
+    const Tensor* bias_t = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+    const float* bias = bias_t ? bias_t->data<float>() : nullptr;
+    if (bias_t && (bias_t->dtype() != DType::kFloat32 || b.rank() != 2 || bias_t->numel() != b.dim(1)))
+      return InvalidArgument("MatMul's fused bias must be float32 with one value per column of B " +
+                             DimsToString(b.dims()));
     // B is one matrix (or vector) for every row of A: a single GEMM over all of A's rows.
     if (b.rank() <= 2 && a.rank() >= 1) {
       const int64_t K = a.dim(a.rank() - 1);
@@ -164,13 +170,18 @@ class MatMulCpuKernel : public OpKernel {
       const int threads = GemmThreads(rows, N, K, ctx.num_threads);
       auto plain = [&] {
         Sgemm(false, tb, rows, N, K, 1.f, a.data<float>(), K, B, tb ? K : N, 0.f, Y, N, threads);
-        act_.Apply(Y, y.numel());
+        if (bias) {
+          ParallelFor(rows, rows * N >= (int64_t{1} << 14) ? threads : 1,
+                      [&](int64_t i) { BiasActivationRow(Y + i * N, N, 0.f, bias, act_); });
+        } else {
+          act_.Apply(Y, y.numel());
+        }
         return Status::Ok();
       };
       if (!stored || !packed_.Valid() || packed_.K() != K || packed_.N() != N || rows == 0) return plain();
       const bool relu = act_.kind == FusedActivation::kRelu;
       auto packed = [&] {
-        packed_.Multiply(rows, a.data<float>(), K, Y, N, nullptr, relu, threads);
+        packed_.Multiply(rows, a.data<float>(), K, Y, N, bias, relu, threads);
         if (!relu) act_.Apply(Y, y.numel());
         return Status::Ok();
       };

@@ -114,6 +114,14 @@ class MatMulReferenceKernel : public OpKernel {
       using T = decltype(tag);
       MatMulRef<T>(p, a.data<T>(), b.data<T>(), y.data<T>());
     });
+    // The bias fused by runtime/rewrite/fuse_matmul_bias (float32, N values on the last dim).
+    const Tensor* bias = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+    if (bias) {
+      if (a.dtype() != DType::kFloat32 || bias->dtype() != DType::kFloat32 || bias->numel() != p.N)
+        return InvalidArgument("MatMul's fused bias must be float32 with " + std::to_string(p.N) + " values");
+      float* yp = y.data<float>();
+      for (int64_t i = 0; i < y.numel(); ++i) yp[i] += bias->data<float>()[i % p.N];
+    }
     if (a.dtype() == DType::kFloat32) act_.Apply(y.data<float>(), y.numel());
     return Status::Ok();
   }
