@@ -6,6 +6,7 @@
 #include "runtime/rewrite/fuse_activations.h"
 #include "runtime/rewrite/fuse_conv_add.h"
 #include "runtime/rewrite/fuse_gelu.h"
+#include "runtime/rewrite/fuse_layernorm.h"
 #include "runtime/rewrite/fuse_matmul_bias.h"
 #include "runtime/rewrite/fuse_qdq.h"
 #include "runtime/rewrite/nchwc.h"
@@ -28,6 +29,7 @@ StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_blo
   WH_RETURN_IF_ERROR(FoldConstants(g, &r.folded_constants));
   WH_RETURN_IF_ERROR(FoldConvBatchNorm(g, &r.folded_batchnorms));
   WH_RETURN_IF_ERROR(FuseGelu(g, &r.fused_gelu));
+  WH_RETURN_IF_ERROR(FuseLayerNorm(g, &r.fused_layernorm));
   WH_RETURN_IF_ERROR(FuseConvAdd(g, &r.fused_conv_add));
   WH_RETURN_IF_ERROR(FuseMatMulBias(g, &r.fused_matmul_bias));
   WH_RETURN_IF_ERROR(FuseActivations(g, &r.fused_activations));

@@ -18,6 +18,7 @@ struct RewriteReport {
   int folded_batchnorms = 0;
   int fused_activations = 0;
   int fused_gelu = 0;         // GELU subgraphs (erf or tanh form) run as one Gelu node
+  int fused_layernorm = 0;    // layer norms written out (ReduceMean/Sub/Pow/Sqrt/Div) as one node
   int fused_conv_add = 0;     // residual Adds computed inside the Conv before them
   int fused_matmul_bias = 0;  // bias Adds after a MatMul computed in its epilogue
   int fused_qdq = 0;          // Conv/Gemm/MatMul running as int8 QConv/QGemm
@@ -25,7 +26,8 @@ struct RewriteReport {
   int nchwc_nodes = 0;        // Conv/pool/Relu/Add nodes run on the blocked channel layout
 };
 
-// QDQ fusion first, then constant folding, Conv+BatchNormalization folding, GELU fusion, Conv+Add
+// QDQ fusion first, then constant folding, Conv+BatchNormalization folding, GELU and LayerNorm
+// fusion, Conv+Add
 // and MatMul+bias fusion and activation fusion, then (given nchwc_block: the backend runs that blocked layout,
 // kernels/nchwc.h) the NCHWc conversion, then Compact(), Verify() and InferShapes().
 StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_block = std::nullopt);

@@ -240,6 +240,9 @@ def main():
     export(ByteClassifier(), (torch.randint(0, 256, (2, 64), dtype=torch.int32),),
            os.path.join(out, "byte_classifier_int32_op13.onnx"), 13, (["bytes"], ["output"]), True)
     paddle_style(out)
+    # Last, so that the files above keep their weights: LayerNorm written out (ReduceMean, Sub, Pow,
+    # Sqrt, Div, Mul, Add) as the TorchScript exporter does below opset 17.
+    export(PatchTransformer(), (img,), os.path.join(out, "patch_transformer_op13.onnx"), 13, io, True)
 
 
 if __name__ == "__main__":

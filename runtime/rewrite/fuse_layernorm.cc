@@ -1,0 +1,157 @@
+#include "runtime/rewrite/fuse_layernorm.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runtime/rewrite/match.h"
+
+namespace whittle {
+namespace {
+
+using rewrite::ConstValue;
+using rewrite::IsOp;
+using rewrite::Producer;
+using rewrite::SoleConsumer;
+
+// Rank of a float32 value with a known shape, else -1.
+int64_t FloatRank(const Graph& g, int v) {
+  const Value& val = g.value(v);
+  if (val.dtype != DType::kFloat32 || !val.shape) return -1;
+  return static_cast<int64_t>(val.shape->size());
+}
+
+// n is a ReduceMean over exactly the last axis of its input, keeping dims.
+bool MeanOverLastAxis(const Graph& g, const Node& n) {
+  if (!IsOp(n, "ReduceMean") || n.inputs.empty() || n.outputs.size() != 1) return false;
+  const int64_t rank = FloatRank(g, n.inputs[0]);
+  if (rank < 1 || n.attrs.GetInt("keepdims", 1) != 1) return false;
+  std::vector<int64_t> axes = n.attrs.GetInts("axes");
+  if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
+    const Tensor* t = ConstValue(g, n.inputs[1]);
+    if (!t || t->dtype() != DType::kInt64) return false;
+    axes.assign(t->data<int64_t>(), t->data<int64_t>() + t->numel());
+  }
+  return axes.size() == 1 && (axes[0] == -1 || axes[0] == rank - 1);
+}
+
+// A float32 constant with one value per element of the last dim (c values), any leading 1s.
+bool PerChannel(const Graph& g, int v, int64_t c) {
+  const Tensor* t = ConstValue(g, v);
+  return t && t->dtype() == DType::kFloat32 && t->numel() == c && t->rank() >= 1 && t->dim(t->rank() - 1) == c;
+}
+
+// Binary node `op` reading `x` and a per-channel constant: the constant's value id, or -1.
+int PerChannelOperand(const Graph& g, const Node& n, const char* op, int x, int64_t c) {
+  if (!IsOp(n, op) || n.inputs.size() != 2 || n.outputs.size() != 1) return -1;
+  const int other = n.inputs[0] == x ? n.inputs[1] : n.inputs[1] == x ? n.inputs[0] : -1;
+  return other >= 0 && PerChannel(g, other, c) ? other : -1;
+}
+
+}  // namespace
+
+Status FuseLayerNorm(Graph& g, int* count) {
+  std::set<int> dead;
+  std::vector<Node> fused;
+  for (size_t mi = 0; mi < g.nodes().size(); ++mi) {
+    const Node& mean = g.nodes()[mi];
+    if (dead.count(static_cast<int>(mi)) || !MeanOverLastAxis(g, mean)) continue;
+    const int x = mean.inputs[0];
+    const Value& xv = g.value(x);
+    const Dim last = xv.shape->back();
+    if (!last.known()) continue;
+    const int64_t c = last.value;
+    std::vector<int> nodes{static_cast<int>(mi)};
+    // d = Sub(x, mean)
+    const int si = SoleConsumer(g, mean.outputs[0]);
+    if (si < 0) continue;
+    const Node& sub = g.nodes()[static_cast<size_t>(si)];
+    if (!IsOp(sub, "Sub") || sub.inputs.size() != 2 || sub.inputs[0] != x || sub.inputs[1] != mean.outputs[0])
+      continue;
+    nodes.push_back(si);
+    const int d = sub.outputs[0];
+    if (g.IsGraphOutput(d)) continue;
+    const std::vector<int> readers = g.Consumers(d);
+    if (readers.size() != 2) continue;
+    // The square (Pow(d, 2) or Mul(d, d)) and the normalizing Div(d, .), in either order.
+    int sq = -1, div = -1;
+    for (int r : readers) {
+      const Node& n = g.nodes()[static_cast<size_t>(r)];
+      if (IsOp(n, "Pow") && n.inputs.size() == 2 && n.inputs[0] == d) {
+        const Tensor* e = ConstValue(g, n.inputs[1]);
+        if (e && e->numel() == 1 &&
+            ((e->dtype() == DType::kFloat32 && e->data<float>()[0] == 2.f) ||
+             (e->dtype() == DType::kInt64 && e->data<int64_t>()[0] == 2)))
+          sq = r;
+      } else if (IsOp(n, "Mul") && n.inputs.size() == 2 && n.inputs[0] == d && n.inputs[1] == d) {
+        sq = r;
+      } else if (IsOp(n, "Div") && n.inputs.size() == 2 && n.inputs[0] == d) {
+        div = r;
+      }
+    }
+    if (sq < 0 || div < 0) continue;
+    nodes.push_back(sq);
+    // var = ReduceMean(sq); Add(var, eps); Sqrt; the Div's divisor.
+    const int vi = SoleConsumer(g, g.nodes()[static_cast<size_t>(sq)].outputs[0]);
+    if (vi < 0 || !MeanOverLastAxis(g, g.nodes()[static_cast<size_t>(vi)])) continue;
+    nodes.push_back(vi);
+    const int ai = SoleConsumer(g, g.nodes()[static_cast<size_t>(vi)].outputs[0]);
+    if (ai < 0) continue;
+    const Node& add_eps = g.nodes()[static_cast<size_t>(ai)];
+    if (!IsOp(add_eps, "Add") || add_eps.inputs.size() != 2) continue;
+    const int var = g.nodes()[static_cast<size_t>(vi)].outputs[0];
+    const Tensor* eps_t = ConstValue(g, add_eps.inputs[0] == var ? add_eps.inputs[1] : add_eps.inputs[0]);
+    if (!eps_t || eps_t->dtype() != DType::kFloat32 || eps_t->numel() != 1) continue;
+    const float eps = eps_t->data<float>()[0];
+    nodes.push_back(ai);
+    const int qi = SoleConsumer(g, add_eps.outputs[0]);
+    if (qi < 0 || !IsOp(g.nodes()[static_cast<size_t>(qi)], "Sqrt")) continue;
+    nodes.push_back(qi);
+    const Node& div_n = g.nodes()[static_cast<size_t>(div)];
+    if (SoleConsumer(g, g.nodes()[static_cast<size_t>(qi)].outputs[0]) != div ||
+        div_n.inputs[1] != g.nodes()[static_cast<size_t>(qi)].outputs[0])
+      continue;
+    nodes.push_back(div);
+    // Optional scale and shift.
+    int out = div_n.outputs[0], gamma = -1, beta = -1;
+    const int mul_i = SoleConsumer(g, out);
+    if (mul_i >= 0 && (gamma = PerChannelOperand(g, g.nodes()[static_cast<size_t>(mul_i)], "Mul", out, c)) >= 0) {
+      nodes.push_back(mul_i);
+      out = g.nodes()[static_cast<size_t>(mul_i)].outputs[0];
+      const int add_i = SoleConsumer(g, out);
+      if (add_i >= 0 && (beta = PerChannelOperand(g, g.nodes()[static_cast<size_t>(add_i)], "Add", out, c)) >= 0) {
+        nodes.push_back(add_i);
+        out = g.nodes()[static_cast<size_t>(add_i)].outputs[0];
+      }
+    }
+    bool taken = false;
+    for (int n : nodes) taken |= dead.count(n) > 0;
+    if (taken) continue;
+    Node ln;
+    ln.name = mean.name + "_layernorm";
+    ln.op_type = "LayerNormalization";
+    ln.attrs.Set("axis", Attribute::Int(-1));
+    ln.attrs.Set("epsilon", Attribute::Float(eps));
+    // Scale and shift as [C] (LayerNormalization broadcasts them over the normalized dims).
+    auto vec = [&](int v, float fill, const char* what) {
+      Tensor t(DType::kFloat32, {c});
+      for (int64_t i = 0; i < c; ++i) t.data<float>()[i] = v >= 0 ? ConstValue(g, v)->data<float>()[i] : fill;
+      return g.AddInitializer(g.UniqueName(ln.name + what), std::move(t));
+    };
+    ln.inputs = {x, -1, -1};
+    ln.outputs = {out};
+    fused.push_back(ln);
+    dead.insert(nodes.begin(), nodes.end());
+    // Initializers after the node list is final: AddInitializer grows the value table, which the
+    // const pointers above point into.
+    Node& last_ln = fused.back();
+    last_ln.inputs[1] = vec(gamma, 1.f, "_scale");
+    last_ln.inputs[2] = vec(beta, 0.f, "_bias");
+  }
+  g.RemoveNodes(dead);
+  for (Node& n : fused) g.AddNode(std::move(n));
+  *count += static_cast<int>(fused.size());
+  return Status::Ok();
+}
+
+}  // namespace whittle

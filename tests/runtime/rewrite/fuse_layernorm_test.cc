@@ -1,0 +1,125 @@
+// LayerNorm fusion (runtime/rewrite/fuse_layernorm.h): the patch transformer exported by PyTorch at
+// opset 13 (nn.LayerNorm written out as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add) runs
+// with one LayerNormalization node per norm and the unfused outputs; the Mul(d, d) square, a norm
+// without scale and shift and ReduceMean's opset-18 axes input fuse too; a mean over another
+// axis and a centred value read outside the pattern do not.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "lib/onnx/model_io.h"
+#include "tests/util/graph_builder.h"
+#include "tests/util/test_util.h"
+#include "whittle/session.h"
+
+namespace whittle {
+namespace {
+
+using testing::GraphBuilder;
+using testing::RandomFloat;
+
+int Count(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op_type == op;
+  return n;
+}
+
+void ExpectSameAsUnoptimized(const Graph& g, const std::string& input, const Tensor& x) {
+  SessionOptions plain;
+  plain.optimize = false;
+  plain.backend = Backend::kReference;
+  auto ref = Session::FromGraph(g, plain);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  auto want = (*ref)->Run({{input, x}});
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  for (Backend backend : {Backend::kReference, Backend::kCpu}) {
+    SessionOptions so;
+    so.backend = backend;
+    auto s = Session::FromGraph(g, so);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    auto got = (*s)->Run({{input, x}});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    const Tensor& a = (*got)[0];
+    const Tensor& e = (*want)[0];
+    ASSERT_EQ(a.dims(), e.dims());
+    for (int64_t i = 0; i < a.numel(); ++i)
+      ASSERT_NEAR(a.data<float>()[i], e.data<float>()[i], 1e-4f + 1e-4f * std::fabs(e.data<float>()[i]))
+          << BackendName(backend) << " element " << i;
+  }
+}
+
+TEST(FuseLayerNorm, TorchOpset13TransformerRunsOneNodePerNorm) {
+  auto loaded = LoadModel(std::string(WHITTLE_SOURCE_DIR) + "/tests/corpus/patch_transformer_op13.onnx");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const Graph& g = *loaded;
+  ASSERT_EQ(Count(g, "Sqrt"), 5);
+  auto s = Session::FromGraph(g);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  const Graph& run = (*s)->graph();
+  EXPECT_EQ(Count(run, "LayerNormalization"), 5);
+  EXPECT_EQ(Count(run, "Sqrt"), 0);
+  EXPECT_EQ(Count(run, "Pow"), 1);  // the one computing a shape (/Pow of the head dim), not a norm
+  EXPECT_EQ(Count(run, "Sub"), 0);
+  ExpectSameAsUnoptimized(g, "input", RandomFloat({3, 1, 28, 28}, 4));
+}
+
+// x [2, 5, 8] -> LayerNorm written out with the given square and tail -> y.
+Graph WrittenOut(bool mul_square, bool affine, bool axes_input, int64_t axis, bool centred_is_output) {
+  GraphBuilder gb(axes_input ? 18 : 13);
+  gb.Input("x", DType::kFloat32, {2, 5, 8})
+      .Init("eps", Tensor::FromVector<float>({}, {1e-5f}))
+      .Init("two", Tensor::FromVector<float>({}, {2.f}))
+      .Init("gamma", RandomFloat({8}, 1))
+      .Init("beta", RandomFloat({8}, 2))
+      .Init("axes", Tensor::FromVector<int64_t>({1}, {axis}));
+  AttributeMap mean_attrs;
+  if (!axes_input) mean_attrs.Set("axes", Attribute::Ints({axis}));
+  const std::vector<std::string> m_in = axes_input ? std::vector<std::string>{"x", "axes"} : std::vector<std::string>{"x"};
+  gb.Op("ReduceMean", m_in, {"m"}, mean_attrs).Op("Sub", {"x", "m"}, {"d"});
+  if (mul_square) gb.Op("Mul", {"d", "d"}, {"sq"});
+  else gb.Op("Pow", {"d", "two"}, {"sq"});
+  const std::vector<std::string> v_in =
+      axes_input ? std::vector<std::string>{"sq", "axes"} : std::vector<std::string>{"sq"};
+  gb.Op("ReduceMean", v_in, {"v"}, mean_attrs)
+      .Op("Add", {"v", "eps"}, {"ve"})
+      .Op("Sqrt", {"ve"}, {"sd"})
+      .Op("Div", {"d", "sd"}, {affine ? "n" : "y"});
+  if (affine) gb.Op("Mul", {"gamma", "n"}, {"s"}).Op("Add", {"s", "beta"}, {"y"});
+  gb.Output("y");
+  if (centred_is_output) gb.Output("d");
+  return gb.Build();
+}
+
+TEST(FuseLayerNorm, VariantsFuse) {
+  for (bool mul_square : {false, true}) {
+    for (bool affine : {false, true}) {
+      for (bool axes_input : {false, true}) {
+        SCOPED_TRACE(std::string(mul_square ? "Mul(d, d)" : "Pow(d, 2)") + (affine ? " affine" : "") +
+                     (axes_input ? " axes input" : ""));
+        const Graph g = WrittenOut(mul_square, affine, axes_input, -1, false);
+        auto s = Session::FromGraph(g);
+        ASSERT_TRUE(s.ok()) << s.status().message();
+        EXPECT_EQ(Count((*s)->graph(), "LayerNormalization"), 1);
+        EXPECT_EQ(Count((*s)->graph(), "ReduceMean"), 0);
+        ExpectSameAsUnoptimized(g, "x", RandomFloat({2, 5, 8}, 7));
+      }
+    }
+  }
+}
+
+TEST(FuseLayerNorm, LeavesOtherMeansAlone) {
+  // A mean over the middle axis is not a layer norm over the last.
+  const Graph middle = WrittenOut(false, true, false, 1, false);
+  // The centred value is also a graph output.
+  const Graph shared = WrittenOut(false, true, false, -1, true);
+  for (const Graph* g : std::vector<const Graph*>{&middle, &shared}) {
+    auto s = Session::FromGraph(*g);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    EXPECT_EQ(Count((*s)->graph(), "LayerNormalization"), 0);
+    ExpectSameAsUnoptimized(*g, "x", RandomFloat({2, 5, 8}, 8));
+  }
+}
+
+}  // namespace
+}  // namespace whittle
