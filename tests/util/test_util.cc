@@ -116,6 +116,42 @@ std::vector<Tensor> ExpectBackendsMatchReference(const Node& node, const std::ve
   return *ref;
 }
 
+int CountOps(const Graph& g, const std::string& op_type) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op_type == op_type;
+  return n;
+}
+
+void ExpectOptimizedMatchesUnoptimized(const Graph& g, const std::map<std::string, Tensor>& inputs) {
+  SessionOptions plain;
+  plain.optimize = false;
+  plain.backend = Backend::kReference;
+  auto ref = Session::FromGraph(g, plain);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  auto want = (*ref)->Run(inputs);
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  for (int config = 0; config < 3; ++config) {
+    SessionOptions so;
+    so.backend = config == 0 ? Backend::kReference : Backend::kCpu;
+    so.blocked_layout = config != 2;
+    so.num_threads = 2;
+    const std::string name = config == 0 ? "reference" : config == 1 ? "cpu" : "cpu without the blocked layout";
+    auto s = Session::FromGraph(g, so);
+    ASSERT_TRUE(s.ok()) << name << ": " << s.status().message();
+    auto got = (*s)->Run(inputs);
+    ASSERT_TRUE(got.ok()) << name << ": " << got.status().message();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t o = 0; o < got->size(); ++o) {
+      const Tensor& a = (*got)[o];
+      const Tensor& e = (*want)[o];
+      ASSERT_EQ(a.dims(), e.dims()) << name << " output " << o;
+      for (int64_t i = 0; i < a.numel(); ++i)
+        ASSERT_NEAR(a.data<float>()[i], e.data<float>()[i], 1e-4f + 1e-4f * std::fabs(e.data<float>()[i]))
+            << name << " output " << o << " element " << i;
+    }
+  }
+}
+
 double OutputMse(const Graph& a, const Graph& b, const std::string& input, const Tensor& x) {
   auto sa = Session::FromGraph(a);
   auto sb = Session::FromGraph(b);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,12 @@ Tensor RandomUInt8(const Dims& dims, uint32_t seed);
 float MaxAbsDiff(const Tensor& a, const Tensor& b);
 // Mean squared difference of the first outputs of graphs a and b run on input `x` (fed as `input`).
 double OutputMse(const Graph& a, const Graph& b, const std::string& input, const Tensor& x);
+// How many nodes of g have this op type.
+int CountOps(const Graph& g, const std::string& op_type);
+// The runtime-rewrite check: g run unoptimized on the reference kernels gives the expected
+// outputs; g optimized on the reference kernels, on the CPU ones and on the CPU ones without the
+// blocked layout must match them (float32 outputs, within 1e-4 + 1e-4*|expected|).
+void ExpectOptimizedMatchesUnoptimized(const Graph& g, const std::map<std::string, Tensor>& inputs);
 // gtest assertion: same dtype and dims; float types within atol + rtol*|b|; others bitwise.
 ::testing::AssertionResult TensorsClose(const Tensor& a, const Tensor& b, float atol = 1e-5f, float rtol = 1e-5f);
 

@@ -24,12 +24,6 @@ AttributeMap Pads1() {
   return a;
 }
 
-int Count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes()) n += node.op_type == op;
-  return n;
-}
-
 // x [batch, 8, 10, 10] -> Conv+Relu -> Conv -> Add(., x or the Conv's input) -> Relu -> y.
 Graph ResidualBlock(bool swap_add_operands, bool with_bias) {
   GraphBuilder gb(17);
@@ -47,34 +41,6 @@ Graph ResidualBlock(bool swap_add_operands, bool with_bias) {
   return gb.Op("Relu", {"s"}, {"y"}).Output("y").Build();
 }
 
-void ExpectSameAsUnoptimized(const Graph& g, const Tensor& x) {
-  SessionOptions plain;
-  plain.optimize = false;
-  plain.backend = Backend::kReference;
-  auto ref = Session::FromGraph(g, plain);
-  ASSERT_TRUE(ref.ok()) << ref.status().message();
-  auto want = (*ref)->Run({{"x", x}});
-  ASSERT_TRUE(want.ok()) << want.status().message();
-  for (int config = 0; config < 3; ++config) {
-    // The reference kernels, the CPU ones on NCHW tensors (the Conv paths), the CPU ones on the
-    // blocked layout (runtime/rewrite/nchwc.h).
-    const Backend backend = config == 0 ? Backend::kReference : Backend::kCpu;
-    SessionOptions so;
-    so.backend = backend;
-    so.blocked_layout = config == 2;
-    auto s = Session::FromGraph(g, so);
-    ASSERT_TRUE(s.ok()) << s.status().message();
-    auto got = (*s)->Run({{"x", x}});
-    ASSERT_TRUE(got.ok()) << got.status().message();
-    const Tensor& a = (*got)[0];
-    const Tensor& e = (*want)[0];
-    ASSERT_EQ(a.dims(), e.dims());
-    for (int64_t i = 0; i < a.numel(); ++i)
-      ASSERT_NEAR(a.data<float>()[i], e.data<float>()[i], 1e-4f + 1e-4f * std::fabs(e.data<float>()[i]))
-          << BackendName(backend) << " element " << i;
-  }
-}
-
 TEST(FuseConvAdd, ResidualBlockRunsAsTwoConvsOnEveryPath) {
   for (bool swap : {false, true}) {
     for (bool bias : {true, false}) {
@@ -85,9 +51,9 @@ TEST(FuseConvAdd, ResidualBlockRunsAsTwoConvsOnEveryPath) {
       auto s = Session::FromGraph(g, nchw);
       ASSERT_TRUE(s.ok()) << s.status().message();
       const Graph& run = (*s)->graph();
-      EXPECT_EQ(Count(run, "Add"), 0);
-      EXPECT_EQ(Count(run, "Relu"), 0);
-      ASSERT_EQ(Count(run, "Conv"), 2);
+      EXPECT_EQ(testing::CountOps(run, "Add"), 0);
+      EXPECT_EQ(testing::CountOps(run, "Relu"), 0);
+      ASSERT_EQ(testing::CountOps(run, "Conv"), 2);
       const Node* producer = rewrite::Producer(run, run.outputs()[0]);
       ASSERT_NE(producer, nullptr);
       const Node& last = *producer;
@@ -98,8 +64,8 @@ TEST(FuseConvAdd, ResidualBlockRunsAsTwoConvsOnEveryPath) {
            {cpu::ConvPath::kOwn, cpu::ConvPath::kDirect, cpu::ConvPath::kOneDnn, cpu::ConvPath::kAuto}) {
         cpu::SetConvPath(path);
         SCOPED_TRACE(static_cast<int>(path));
-        ExpectSameAsUnoptimized(g, RandomFloat({3, 8, 10, 10}, 9));
-        ExpectSameAsUnoptimized(g, RandomFloat({1, 8, 10, 10}, 10));
+        testing::ExpectOptimizedMatchesUnoptimized(g, {{"x", RandomFloat({3, 8, 10, 10}, 9)}});
+        testing::ExpectOptimizedMatchesUnoptimized(g, {{"x", RandomFloat({1, 8, 10, 10}, 10)}});
       }
       cpu::SetConvPath(cpu::ConvPath::kAuto);
     }
@@ -139,9 +105,9 @@ TEST(FuseConvAdd, LeavesOtherAddsAlone) {
     nchw.blocked_layout = false;
     auto s = Session::FromGraph(*g, nchw);
     ASSERT_TRUE(s.ok()) << s.status().message();
-    EXPECT_EQ(Count((*s)->graph(), "Add"), 1);
+    EXPECT_EQ(testing::CountOps((*s)->graph(), "Add"), 1);
     for (const Node& n : (*s)->graph().nodes()) EXPECT_LE(n.inputs.size(), 3u) << n.op_type;
-    ExpectSameAsUnoptimized(*g, RandomFloat({2, 4, 6, 6}, 5));
+    testing::ExpectOptimizedMatchesUnoptimized(*g, {{"x", RandomFloat({2, 4, 6, 6}, 5)}});
   }
 }
 

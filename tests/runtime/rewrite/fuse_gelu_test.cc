@@ -22,12 +22,6 @@ Tensor Scalar(float v) {
   return t;
 }
 
-int Count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes()) n += node.op_type == op;
-  return n;
-}
-
 enum class Form { kErfDivXtHalf, kErfMulHalfXt, kErfXtHalfLast, kTanhPow, kTanhMulMul };
 
 // x [4, 37] -> GELU written out in the given form -> y; `leak` also outputs an intermediate.
@@ -73,8 +67,8 @@ TEST(FuseGelu, EveryExportedFormBecomesOneGeluWithTheSameOutputs) {
     auto fused = Session::FromGraph(g);
     auto plain = Session::FromGraph(g, {.optimize = false});
     ASSERT_TRUE(fused.ok() && plain.ok());
-    EXPECT_EQ(Count((*fused)->graph(), "Gelu"), 1);
-    EXPECT_EQ(Count((*fused)->graph(), "Mul") + Count((*fused)->graph(), "Erf") + Count((*fused)->graph(), "Tanh"), 0);
+    EXPECT_EQ(testing::CountOps((*fused)->graph(), "Gelu"), 1);
+    EXPECT_EQ(testing::CountOps((*fused)->graph(), "Mul") + testing::CountOps((*fused)->graph(), "Erf") + testing::CountOps((*fused)->graph(), "Tanh"), 0);
     const Tensor x = RandomFloat({4, 37}, 3, -6.f, 6.f);
     auto a = (*fused)->Run({{"x", x}});
     auto b = (*plain)->Run({{"x", x}});
@@ -86,15 +80,15 @@ TEST(FuseGelu, EveryExportedFormBecomesOneGeluWithTheSameOutputs) {
 TEST(FuseGelu, AnIntermediateReadElsewhereStopsIt) {
   auto s = Session::FromGraph(GeluGraph(Form::kErfDivXtHalf, /*leak=*/true));
   ASSERT_TRUE(s.ok());
-  EXPECT_EQ(Count((*s)->graph(), "Gelu"), 0);
-  EXPECT_EQ(Count((*s)->graph(), "Erf"), 1);
+  EXPECT_EQ(testing::CountOps((*s)->graph(), "Gelu"), 0);
+  EXPECT_EQ(testing::CountOps((*s)->graph(), "Erf"), 1);
 }
 
 TEST(FuseGelu, BundledTransformerRunsBothGelusFused) {
   auto s = Session::Load(std::string(WHITTLE_SOURCE_DIR) + "/models/transformer.onnx");
   ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_EQ(Count((*s)->graph(), "Gelu"), 2);
-  EXPECT_EQ(Count((*s)->graph(), "Erf"), 0);
+  EXPECT_EQ(testing::CountOps((*s)->graph(), "Gelu"), 2);
+  EXPECT_EQ(testing::CountOps((*s)->graph(), "Erf"), 0);
 }
 
 }  // namespace

@@ -19,49 +19,19 @@ namespace {
 using testing::GraphBuilder;
 using testing::RandomFloat;
 
-int Count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes()) n += node.op_type == op;
-  return n;
-}
-
-void ExpectSameAsUnoptimized(const Graph& g, const std::string& input, const Tensor& x) {
-  SessionOptions plain;
-  plain.optimize = false;
-  plain.backend = Backend::kReference;
-  auto ref = Session::FromGraph(g, plain);
-  ASSERT_TRUE(ref.ok()) << ref.status().message();
-  auto want = (*ref)->Run({{input, x}});
-  ASSERT_TRUE(want.ok()) << want.status().message();
-  for (Backend backend : {Backend::kReference, Backend::kCpu}) {
-    SessionOptions so;
-    so.backend = backend;
-    auto s = Session::FromGraph(g, so);
-    ASSERT_TRUE(s.ok()) << s.status().message();
-    auto got = (*s)->Run({{input, x}});
-    ASSERT_TRUE(got.ok()) << got.status().message();
-    const Tensor& a = (*got)[0];
-    const Tensor& e = (*want)[0];
-    ASSERT_EQ(a.dims(), e.dims());
-    for (int64_t i = 0; i < a.numel(); ++i)
-      ASSERT_NEAR(a.data<float>()[i], e.data<float>()[i], 1e-4f + 1e-4f * std::fabs(e.data<float>()[i]))
-          << BackendName(backend) << " element " << i;
-  }
-}
-
 TEST(FuseLayerNorm, TorchOpset13TransformerRunsOneNodePerNorm) {
   auto loaded = LoadModel(std::string(WHITTLE_SOURCE_DIR) + "/tests/corpus/patch_transformer_op13.onnx");
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   const Graph& g = *loaded;
-  ASSERT_EQ(Count(g, "Sqrt"), 5);
+  ASSERT_EQ(testing::CountOps(g, "Sqrt"), 5);
   auto s = Session::FromGraph(g);
   ASSERT_TRUE(s.ok()) << s.status().message();
   const Graph& run = (*s)->graph();
-  EXPECT_EQ(Count(run, "LayerNormalization"), 5);
-  EXPECT_EQ(Count(run, "Sqrt"), 0);
-  EXPECT_EQ(Count(run, "Pow"), 1);  // the one computing a shape (/Pow of the head dim), not a norm
-  EXPECT_EQ(Count(run, "Sub"), 0);
-  ExpectSameAsUnoptimized(g, "input", RandomFloat({3, 1, 28, 28}, 4));
+  EXPECT_EQ(testing::CountOps(run, "LayerNormalization"), 5);
+  EXPECT_EQ(testing::CountOps(run, "Sqrt"), 0);
+  EXPECT_EQ(testing::CountOps(run, "Pow"), 1);  // the one computing a shape (/Pow of the head dim), not a norm
+  EXPECT_EQ(testing::CountOps(run, "Sub"), 0);
+  testing::ExpectOptimizedMatchesUnoptimized(g, {{"input", RandomFloat({3, 1, 28, 28}, 4)}});
 }
 
 // x [2, 5, 8] -> LayerNorm written out with the given square and tail -> y.
@@ -100,9 +70,9 @@ TEST(FuseLayerNorm, VariantsFuse) {
         const Graph g = WrittenOut(mul_square, affine, axes_input, -1, false);
         auto s = Session::FromGraph(g);
         ASSERT_TRUE(s.ok()) << s.status().message();
-        EXPECT_EQ(Count((*s)->graph(), "LayerNormalization"), 1);
-        EXPECT_EQ(Count((*s)->graph(), "ReduceMean"), 0);
-        ExpectSameAsUnoptimized(g, "x", RandomFloat({2, 5, 8}, 7));
+        EXPECT_EQ(testing::CountOps((*s)->graph(), "LayerNormalization"), 1);
+        EXPECT_EQ(testing::CountOps((*s)->graph(), "ReduceMean"), 0);
+        testing::ExpectOptimizedMatchesUnoptimized(g, {{"x", RandomFloat({2, 5, 8}, 7)}});
       }
     }
   }
@@ -116,8 +86,8 @@ TEST(FuseLayerNorm, LeavesOtherMeansAlone) {
   for (const Graph* g : std::vector<const Graph*>{&middle, &shared}) {
     auto s = Session::FromGraph(*g);
     ASSERT_TRUE(s.ok()) << s.status().message();
-    EXPECT_EQ(Count((*s)->graph(), "LayerNormalization"), 0);
-    ExpectSameAsUnoptimized(*g, "x", RandomFloat({2, 5, 8}, 8));
+    EXPECT_EQ(testing::CountOps((*s)->graph(), "LayerNormalization"), 0);
+    testing::ExpectOptimizedMatchesUnoptimized(*g, {{"x", RandomFloat({2, 5, 8}, 8)}});
   }
 }
 

@@ -19,12 +19,6 @@ namespace {
 using testing::GraphBuilder;
 using testing::RandomFloat;
 
-int Count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes()) n += node.op_type == op;
-  return n;
-}
-
 Graph Linear(const Dims& bias_dims, bool relu) {
   GraphBuilder gb(17);
   gb.Input("x", DType::kFloat32, {Dim::Symbol("batch"), 5, 24})
@@ -36,31 +30,6 @@ Graph Linear(const Dims& bias_dims, bool relu) {
   return gb.Output("y").Build();
 }
 
-void ExpectSameAsUnoptimized(const Graph& g, const Tensor& x) {
-  SessionOptions plain;
-  plain.optimize = false;
-  plain.backend = Backend::kReference;
-  auto ref = Session::FromGraph(g, plain);
-  ASSERT_TRUE(ref.ok()) << ref.status().message();
-  auto want = (*ref)->Run({{"x", x}});
-  ASSERT_TRUE(want.ok()) << want.status().message();
-  for (Backend backend : {Backend::kReference, Backend::kCpu}) {
-    SessionOptions so;
-    so.backend = backend;
-    so.num_threads = 2;
-    auto s = Session::FromGraph(g, so);
-    ASSERT_TRUE(s.ok()) << s.status().message();
-    auto got = (*s)->Run({{"x", x}});
-    ASSERT_TRUE(got.ok()) << got.status().message();
-    const Tensor& a = (*got)[0];
-    const Tensor& e = (*want)[0];
-    ASSERT_EQ(a.dims(), e.dims());
-    for (int64_t i = 0; i < a.numel(); ++i)
-      ASSERT_NEAR(a.data<float>()[i], e.data<float>()[i], 1e-4f + 1e-4f * std::fabs(e.data<float>()[i]))
-          << BackendName(backend) << " element " << i;
-  }
-}
-
 TEST(FuseMatMulBias, LinearLayerRunsAsOneMatMulOnBothGemmPaths) {
   for (const Dims& bd : std::vector<Dims>{{40}, {1, 40}, {1, 1, 40}}) {
     for (bool relu : {false, true}) {
@@ -69,9 +38,9 @@ TEST(FuseMatMulBias, LinearLayerRunsAsOneMatMulOnBothGemmPaths) {
       auto s = Session::FromGraph(g);
       ASSERT_TRUE(s.ok()) << s.status().message();
       const Graph& run = (*s)->graph();
-      EXPECT_EQ(Count(run, "Add"), 0);
-      EXPECT_EQ(Count(run, "Relu"), 0);
-      ASSERT_EQ(Count(run, "MatMul"), 1);
+      EXPECT_EQ(testing::CountOps(run, "Add"), 0);
+      EXPECT_EQ(testing::CountOps(run, "Relu"), 0);
+      ASSERT_EQ(testing::CountOps(run, "MatMul"), 1);
       for (const Node& n : run.nodes()) {
         if (n.op_type != "MatMul") continue;
         ASSERT_EQ(n.inputs.size(), 3u);
@@ -80,8 +49,8 @@ TEST(FuseMatMulBias, LinearLayerRunsAsOneMatMulOnBothGemmPaths) {
       }
       for (cpu::PackedGemmUse use : {cpu::PackedGemmUse::kAlways, cpu::PackedGemmUse::kNever}) {
         cpu::SetPackedGemmUse(use);
-        ExpectSameAsUnoptimized(g, RandomFloat({3, 5, 24}, 9));
-        ExpectSameAsUnoptimized(g, RandomFloat({70, 5, 24}, 10));  // 350 rows: past the packed rule's M
+        testing::ExpectOptimizedMatchesUnoptimized(g, {{"x", RandomFloat({3, 5, 24}, 9)}});
+        testing::ExpectOptimizedMatchesUnoptimized(g, {{"x", RandomFloat({70, 5, 24}, 10)}});  // 350 rows: past the packed rule's M
       }
       cpu::SetPackedGemmUse(cpu::PackedGemmUse::kAuto);
     }
@@ -113,10 +82,10 @@ TEST(FuseMatMulBias, LeavesOtherAddsAlone) {
   for (const Graph* g : std::vector<const Graph*>{&per_row, &shared, &dynamic}) {
     auto s = Session::FromGraph(*g);
     ASSERT_TRUE(s.ok()) << s.status().message();
-    EXPECT_EQ(Count((*s)->graph(), "Add"), 1);
+    EXPECT_EQ(testing::CountOps((*s)->graph(), "Add"), 1);
     for (const Node& n : (*s)->graph().nodes()) EXPECT_LE(n.inputs.size(), 2u) << n.op_type;
   }
-  ExpectSameAsUnoptimized(per_row, RandomFloat({2, 5, 24}, 5));
+  testing::ExpectOptimizedMatchesUnoptimized(per_row, {{"x", RandomFloat({2, 5, 24}, 5)}});
 }
 
 }  // namespace

@@ -65,12 +65,6 @@ std::pair<Tensor, Tensor> QuantizeBias(const Tensor& b, float x_scale, const Ten
   return {q, s};
 }
 
-int Count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes()) n += node.op_type == op;
-  return n;
-}
-
 // DequantizeLinear nodes reading a constant (weights, biases).
 int ConstDequantizes(const Graph& g) {
   int n = 0;
@@ -159,11 +153,11 @@ std::map<std::string, Tensor> Image(const Dims& d, uint32_t seed = 5) { return {
 TEST(QdqFusion, ConvReluQuantizedOutput) {
   Compared c = RunBoth(ConvGraph(true), Image({2, 4, 9, 9}));
   ASSERT_EQ(c.fused.size(), 1u);
-  EXPECT_EQ(Count(c.fused_graph, "QConv"), 1);
-  EXPECT_EQ(Count(c.fused_graph, "Conv"), 0);
-  EXPECT_EQ(Count(c.fused_graph, "Relu"), 0);
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "QConv"), 1);
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "Conv"), 0);
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "Relu"), 0);
   EXPECT_EQ(ConstDequantizes(c.fused_graph), 0);
-  EXPECT_EQ(Count(c.fused_graph, "DequantizeLinear"), 0);
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "DequantizeLinear"), 0);
   EXPECT_EQ(c.fused_graph.OpsetFor("ai.whittle"), 1);
   ExpectQuantizedAgree(c.fused[0], c.emulated[0]);
 }
@@ -171,14 +165,14 @@ TEST(QdqFusion, ConvReluQuantizedOutput) {
 TEST(QdqFusion, GroupedConvWithoutReluMidZeroPoint) {
   Compared c = RunBoth(ConvGraph(true, /*relu=*/false, /*group=*/2), Image({1, 4, 9, 9}, 8));
   ASSERT_EQ(c.fused.size(), 1u);
-  EXPECT_EQ(Count(c.fused_graph, "QConv"), 1);
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "QConv"), 1);
   ExpectQuantizedAgree(c.fused[0], c.emulated[0]);
 }
 
 TEST(QdqFusion, ConvFloatOutputFusesRelu) {
   Compared c = RunBoth(ConvGraph(false), Image({2, 4, 9, 9}));
   ASSERT_EQ(c.fused.size(), 1u);
-  ASSERT_EQ(Count(c.fused_graph, "QConv"), 1);
+  ASSERT_EQ(testing::CountOps(c.fused_graph, "QConv"), 1);
   for (const Node& n : c.fused_graph.nodes())
     if (n.op_type == "QConv") {
       EXPECT_EQ(n.attrs.GetString("_activation", ""), "Relu");
@@ -221,8 +215,8 @@ std::map<std::string, Tensor> Rows(int64_t m, int64_t k = 24) { return {{"x", Ra
 TEST(QdqFusion, GemmTransBInt32Bias) {
   Compared c = RunBoth(GemmGraph(true), Rows(37));
   ASSERT_EQ(c.fused.size(), 1u);
-  EXPECT_EQ(Count(c.fused_graph, "QGemm"), 1);
-  EXPECT_EQ(Count(c.fused_graph, "Gemm"), 0);
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "QGemm"), 1);
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "Gemm"), 0);
   EXPECT_EQ(ConstDequantizes(c.fused_graph), 0);
   // The int32 bias initializer is used as is (its scale matches x_scale * w_scale).
   bool reused = false;
@@ -236,7 +230,7 @@ TEST(QdqFusion, GemmFloatBiasAndMismatchedBiasScaleAreRequantized) {
   for (bool int32_bias : {false, true}) {
     Compared c = RunBoth(GemmGraph(int32_bias, 1.f, int32_bias ? 3.f : 1.f), Rows(29));
     ASSERT_EQ(c.fused.size(), 1u);
-    EXPECT_EQ(Count(c.fused_graph, "QGemm"), 1) << int32_bias;
+    EXPECT_EQ(testing::CountOps(c.fused_graph, "QGemm"), 1) << int32_bias;
     ExpectQuantizedAgree(c.fused[0], c.emulated[0]);
   }
 }
@@ -258,7 +252,7 @@ TEST(QdqFusion, MatMulWithBatchedInput) {
                 .Build();
   Compared c = RunBoth(g, {{"x", RandomFloat({2, 3, k}, 52, 0.f, 1.f)}});
   ASSERT_EQ(c.fused.size(), 1u);
-  EXPECT_EQ(Count(c.fused_graph, "QGemm"), 1);
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "QGemm"), 1);
   EXPECT_EQ(c.fused[0].dims(), (Dims{2, 3, n}));
   EXPECT_EQ(c.fused[0].dtype(), DType::kInt8);
   ExpectQuantizedAgree(c.fused[0], c.emulated[0]);
@@ -278,8 +272,8 @@ TEST(QdqFusion, SharedDequantizeStaysForTheUnfusedReader) {
   g.outputs().push_back(r);
   Compared c = RunBoth(g, Rows(16));
   ASSERT_EQ(c.fused.size(), 2u);
-  EXPECT_EQ(Count(c.fused_graph, "QGemm"), 1);
-  EXPECT_EQ(Count(c.fused_graph, "DequantizeLinear"), 1);
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "QGemm"), 1);
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "DequantizeLinear"), 1);
   ExpectQuantizedAgree(c.fused[0], c.emulated[0]);
   EXPECT_TRUE(testing::TensorsClose(c.fused[1], c.emulated[1], 0, 0));
 }
@@ -290,8 +284,8 @@ TEST(QdqFusion, GraphOutputInTheMiddleKeepsFloatValue) {
   g.outputs().push_back(g.FindValue("g"));
   Compared c = RunBoth(g, Rows(16));
   ASSERT_EQ(c.fused.size(), 2u);
-  EXPECT_EQ(Count(c.fused_graph, "QGemm"), 1);
-  EXPECT_EQ(Count(c.fused_graph, "QuantizeLinear"), 2);  // the input's and the output's
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "QGemm"), 1);
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "QuantizeLinear"), 2);  // the input's and the output's
   EXPECT_LT(testing::MaxAbsDiff(c.fused[1], c.emulated[1]), 1e-4f);
   ExpectQuantizedAgree(c.fused[0], c.emulated[0]);
 }
@@ -372,10 +366,10 @@ TEST(QdqFusion, MaxPoolAndFlattenRunOnInt8Data) {
                 .Build();
   Compared c = RunBoth(g, Image({3, 1, 8, 8}, 63));
   ASSERT_EQ(c.fused.size(), 1u);
-  EXPECT_EQ(Count(c.fused_graph, "QConv"), 1);
-  EXPECT_EQ(Count(c.fused_graph, "QGemm"), 1);
-  EXPECT_EQ(Count(c.fused_graph, "DequantizeLinear"), 0);
-  EXPECT_EQ(Count(c.fused_graph, "QuantizeLinear"), 1);  // the input's
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "QConv"), 1);
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "QGemm"), 1);
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "DequantizeLinear"), 0);
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "QuantizeLinear"), 1);  // the input's
   for (const Node& n : c.fused_graph.nodes())
     if (n.op_type == "MaxPool" || n.op_type == "Flatten") {
       EXPECT_EQ(c.fused_graph.value(n.inputs[0]).dtype, DType::kUInt8) << n.op_type;

@@ -30,12 +30,6 @@ AttributeMap A(std::vector<std::pair<std::string, Attribute>> kv) {
   return m;
 }
 
-int Count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes()) n += node.op_type == op;
-  return n;
-}
-
 // x [batch, 1, 12, 12] -> stem Conv(1->16)+Relu -> MaxPool 2x2 -> Conv(16->16)+Relu -> Conv(16->16)
 // -> Add(., pooled) -> Relu -> AveragePool 3x3 pad 1 (count_include_pad) -> Conv(16->32, stride 2)
 // -> MaxPool 3x3 pad 1 ceil -> GlobalAveragePool -> Flatten -> Gemm -> y [batch, 5]; the pooled
@@ -119,14 +113,14 @@ TEST(Nchwc, EveryBlockConvertsTheRegionAndMatchesOnEveryBackend) {
     ASSERT_TRUE(r.ok()) << r.status().message();
     // Four convs, three pools and the global pool run blocked; the residual Add went into the conv
     // before it; the pooled output and the pooled features come back through FromNchwc.
-    EXPECT_EQ(Count(g, "NchwcConv"), 4);
-    EXPECT_EQ(Count(g, "NchwcPool"), 4);
-    EXPECT_EQ(Count(g, "Conv"), 0);
-    EXPECT_EQ(Count(g, "Add"), 0);
-    EXPECT_EQ(Count(g, "FromNchwc"), 2);
+    EXPECT_EQ(testing::CountOps(g, "NchwcConv"), 4);
+    EXPECT_EQ(testing::CountOps(g, "NchwcPool"), 4);
+    EXPECT_EQ(testing::CountOps(g, "Conv"), 0);
+    EXPECT_EQ(testing::CountOps(g, "Add"), 0);
+    EXPECT_EQ(testing::CountOps(g, "FromNchwc"), 2);
     // The stem reads the plain input: oneDNN's first-layer kernels take NCHW (for block 0 through
     // the 16-channel output being nChw16c too), so no ToNchwc.
-    EXPECT_EQ(Count(g, "ToNchwc"), 0);
+    EXPECT_EQ(testing::CountOps(g, "ToNchwc"), 0);
     EXPECT_EQ(r->nchwc_nodes, 8);
     for (Backend backend : {Backend::kReference, Backend::kCpu}) {
       SCOPED_TRACE(BackendName(backend));
@@ -146,7 +140,7 @@ TEST(Nchwc, DefaultCpuSessionUsesThePreferredLayoutAcrossBatchSizes) {
   so.num_threads = 2;
   auto s = Session::FromGraph(SmallResNet(), so);
   ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_EQ(Count((*s)->graph(), "NchwcConv"), 4);
+  EXPECT_EQ(testing::CountOps((*s)->graph(), "NchwcConv"), 4);
   for (int64_t batch : {1, 4, 1}) {
     SCOPED_TRACE("batch " + std::to_string(batch));
     const Tensor x = RandomFloat({batch, 1, 12, 12}, static_cast<uint32_t>(30 + batch));
@@ -158,7 +152,7 @@ TEST(Nchwc, DefaultCpuSessionUsesThePreferredLayoutAcrossBatchSizes) {
   nchw.blocked_layout = false;
   auto plain = Session::FromGraph(SmallResNet(), nchw);
   ASSERT_TRUE(plain.ok());
-  EXPECT_EQ(Count((*plain)->graph(), "NchwcConv"), 0);
+  EXPECT_EQ(testing::CountOps((*plain)->graph(), "NchwcConv"), 0);
 }
 
 // Convs the layout does not take stay as they are: grouped, weights computed at run time, output
@@ -177,14 +171,14 @@ TEST(Nchwc, LeavesConvsItCannotRunAlone) {
   Graph h = g;
   auto r = Rewrite(h, 16);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(Count(h, "NchwcConv"), 0);
+  EXPECT_EQ(testing::CountOps(h, "NchwcConv"), 0);
   EXPECT_EQ(r->nchwc_nodes, 0);
   // With block 0 (NHWC) any channel count is one block: the 16 -> 12 conv converts, on a ToNchwc.
   Graph k = g;
   r = Rewrite(k, 0);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(Count(k, "NchwcConv"), 1);
-  EXPECT_EQ(Count(k, "ToNchwc"), 1);
+  EXPECT_EQ(testing::CountOps(k, "NchwcConv"), 1);
+  EXPECT_EQ(testing::CountOps(k, "ToNchwc"), 1);
   const Tensor x = RandomFloat({2, 16, 6, 6}, 3), wd = RandomFloat({16, 16, 1, 1}, 4);
   SessionOptions ref;
   ref.backend = Backend::kReference;

@@ -23,12 +23,6 @@ namespace {
 using testing::GraphBuilder;
 using testing::RandomFloat;
 
-int Count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes()) n += node.op_type == op;
-  return n;
-}
-
 // x -> Conv(w, b) -> BatchNormalization(scale, beta, mean, var) -> [Relu] -> y
 Graph ConvBnGraph(bool relu, bool conv_output_too = false) {
   const int64_t cin = 3, cout = 4;
@@ -67,8 +61,8 @@ TEST(FoldConvBatchNorm, FoldedMatchesUnfused) {
   ASSERT_TRUE(FoldConvBatchNorm(folded, &count).ok());
   EXPECT_EQ(count, 1);
   ASSERT_TRUE(folded.Compact().ok());
-  EXPECT_EQ(Count(folded, "BatchNormalization"), 0);
-  EXPECT_EQ(Count(folded, "Conv"), 1);
+  EXPECT_EQ(testing::CountOps(folded, "BatchNormalization"), 0);
+  EXPECT_EQ(testing::CountOps(folded, "Conv"), 1);
   std::vector<Tensor> a = RunGraph(folded, false), b = RunGraph(g, false);
   ASSERT_EQ(a.size(), 1u);
   ASSERT_EQ(b.size(), 1u);
@@ -82,7 +76,7 @@ TEST(FoldConvBatchNorm, LeavesSharedConvOutputAlone) {
   int count = 0;
   ASSERT_TRUE(FoldConvBatchNorm(g, &count).ok());
   EXPECT_EQ(count, 0);
-  EXPECT_EQ(Count(g, "BatchNormalization"), 1);
+  EXPECT_EQ(testing::CountOps(g, "BatchNormalization"), 1);
 }
 
 TEST(FuseActivations, CountsFusedActivations) {
@@ -107,9 +101,9 @@ TEST(FuseActivations, CountsFusedActivations) {
   ASSERT_TRUE(FuseActivations(g, &count).ok());
   EXPECT_EQ(count, 2);
   ASSERT_TRUE(g.Compact().ok());
-  EXPECT_EQ(Count(g, "Relu"), 0);
-  EXPECT_EQ(Count(g, "LeakyRelu"), 0);
-  EXPECT_EQ(Count(g, "Sigmoid"), 1);
+  EXPECT_EQ(testing::CountOps(g, "Relu"), 0);
+  EXPECT_EQ(testing::CountOps(g, "LeakyRelu"), 0);
+  EXPECT_EQ(testing::CountOps(g, "Sigmoid"), 1);
   int fused = 0;
   for (const Node& n : g.nodes()) fused += n.attrs.Has("_activation");
   EXPECT_EQ(fused, 2);
