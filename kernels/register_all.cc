@@ -21,6 +21,7 @@ void RegisterLossKernels(KernelRegistry& r);
 void RegisterRecurrentKernels(KernelRegistry& r);  // kernels/recurrent_kernels.cc
 void RegisterResampleKernels(KernelRegistry& r);  // kernels/resample_kernels.cc
 void RegisterNchwcKernels(KernelRegistry& r);     // kernels/nchwc_kernels.cc
+void RegisterAttentionKernels(KernelRegistry& r);  // kernels/attention_kernels.cc
 
 void RegisterAllKernels() {
   static std::once_flag once;
@@ -41,6 +42,7 @@ void RegisterAllKernels() {
     RegisterRecurrentKernels(r);
     RegisterResampleKernels(r);
     RegisterNchwcKernels(r);
+    RegisterAttentionKernels(r);
   });
 }
 

@@ -20,6 +20,7 @@ void RegisterLossOps(OpRegistry& r);         // lib/ops/loss.cc
 void RegisterRecurrentOps(OpRegistry& r);    // lib/ops/recurrent.cc
 void RegisterResampleOps(OpRegistry& r);     // lib/ops/resample.cc
 void RegisterNchwcOps(OpRegistry& r);        // lib/ops/nchwc.cc
+void RegisterAttentionOps(OpRegistry& r);    // lib/ops/attention.cc
 
 void RegisterAllOps() {
   static std::once_flag once;
@@ -40,6 +41,7 @@ void RegisterAllOps() {
     RegisterRecurrentOps(r);
     RegisterResampleOps(r);
     RegisterNchwcOps(r);
+    RegisterAttentionOps(r);
   });
 }
 

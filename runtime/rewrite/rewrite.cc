@@ -4,6 +4,7 @@
 #include "runtime/rewrite/fold_constants.h"
 #include "runtime/rewrite/fold_conv_bn.h"
 #include "runtime/rewrite/fuse_activations.h"
+#include "runtime/rewrite/fuse_attention.h"
 #include "runtime/rewrite/fuse_conv_add.h"
 #include "runtime/rewrite/fuse_gelu.h"
 #include "runtime/rewrite/fuse_layernorm.h"
@@ -32,6 +33,7 @@ StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_blo
   WH_RETURN_IF_ERROR(FuseLayerNorm(g, &r.fused_layernorm));
   WH_RETURN_IF_ERROR(FuseConvAdd(g, &r.fused_conv_add));
   WH_RETURN_IF_ERROR(FuseMatMulBias(g, &r.fused_matmul_bias));
+  WH_RETURN_IF_ERROR(FuseAttention(g, &r.fused_attention));
   WH_RETURN_IF_ERROR(FuseActivations(g, &r.fused_activations));
   if (nchwc_block) {
     // The conversion reads channel counts off the shapes the fusions left.

@@ -21,6 +21,7 @@ struct RewriteReport {
   int fused_layernorm = 0;    // layer norms written out (ReduceMean/Sub/Pow/Sqrt/Div) as one node
   int fused_conv_add = 0;     // residual Adds computed inside the Conv before them
   int fused_matmul_bias = 0;  // bias Adds after a MatMul computed in its epilogue
+  int fused_attention = 0;    // packed-qkv self-attention subgraphs run as one Attention node
   int fused_qdq = 0;          // Conv/Gemm/MatMul running as int8 QConv/QGemm
   int int8_passthrough = 0;   // MaxPool/Flatten/Reshape moved onto int8 data
   int nchwc_nodes = 0;        // Conv/pool/Relu/Add nodes run on the blocked channel layout
@@ -28,7 +29,7 @@ struct RewriteReport {
 
 // QDQ fusion first, then constant folding, Conv+BatchNormalization folding, GELU and LayerNorm
 // fusion, Conv+Add
-// and MatMul+bias fusion and activation fusion, then (given nchwc_block: the backend runs that blocked layout,
+// and MatMul+bias fusion, attention fusion and activation fusion, then (given nchwc_block: the backend runs that blocked layout,
 // kernels/nchwc.h) the NCHWc conversion, then Compact(), Verify() and InferShapes().
 StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_block = std::nullopt);
 
