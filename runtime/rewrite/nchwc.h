@@ -11,7 +11,10 @@
 //   MaxPool / AveragePool (2-D, one output) / GlobalMaxPool / GlobalAveragePool on a blocked
 //                input -> NchwcPool
 //   Relu, and Add of two same-shape tensors, on blocked inputs -> the same op on the blocked data
-// A plain value another op (or the graph's output) still reads is recomputed from the blocked
+// Convs on a 1x1 image stay NCHW (matrix-vector products), and so do convs that would be the only
+// conv of their region (two reorders and a lost per-geometry path choice for nothing; a trial
+// conversion finds the regions). A plain value another op (or the graph's output) still reads is
+// recomputed from the blocked
 // one by a FromNchwc node under its old name; a plain input of a converted node goes through one
 // ToNchwc. block is the channel block, 8 or 16, or 0 for NHWC (NchwcBlock(backend),
 // kernels/nchwc.h).

@@ -156,16 +156,20 @@ TEST(Nchwc, DefaultCpuSessionUsesThePreferredLayoutAcrossBatchSizes) {
 }
 
 // Convs the layout does not take stay as they are: grouped, weights computed at run time, output
-// channels that are not a multiple of the block.
-TEST(Nchwc, LeavesConvsItCannotRunAlone) {
+// channels that are not a multiple of the block, a conv that would be the only one of its region,
+// convs on a 1x1 image.
+TEST(Nchwc, LeavesConvsItCannotOrShouldNotRun) {
+  // grouped -> dynamic weights -> 16->12 -> 12->12 3x3 -> y
   Graph g = GraphBuilder(17)
                 .Input("x", DType::kFloat32, {2, 16, 6, 6})
                 .Input("wd", DType::kFloat32, {16, 16, 1, 1})
                 .Init("wg", RandomFloat({16, 4, 3, 3}, 1))
                 .Init("w12", RandomFloat({12, 16, 1, 1}, 2))
+                .Init("w33", RandomFloat({12, 12, 3, 3}, 5))
                 .Op("Conv", {"x", "wg"}, {"a"}, A({{"group", Attribute::Int(4)}, {"pads", Attribute::Ints({1, 1, 1, 1})}}))
                 .Op("Conv", {"a", "wd"}, {"b"})
-                .Op("Conv", {"b", "w12"}, {"y"})
+                .Op("Conv", {"b", "w12"}, {"c"})
+                .Op("Conv", {"c", "w33"}, {"y"}, A({{"pads", Attribute::Ints({1, 1, 1, 1})}}))
                 .Output("y")
                 .Build();
   Graph h = g;
@@ -173,12 +177,14 @@ TEST(Nchwc, LeavesConvsItCannotRunAlone) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(testing::CountOps(h, "NchwcConv"), 0);
   EXPECT_EQ(r->nchwc_nodes, 0);
-  // With block 0 (NHWC) any channel count is one block: the 16 -> 12 conv converts, on a ToNchwc.
+  // With block 0 (NHWC) any channel count is one block: the last two convs form a region, entered
+  // through one ToNchwc.
   Graph k = g;
   r = Rewrite(k, 0);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(testing::CountOps(k, "NchwcConv"), 1);
+  EXPECT_EQ(testing::CountOps(k, "NchwcConv"), 2);
   EXPECT_EQ(testing::CountOps(k, "ToNchwc"), 1);
+  EXPECT_EQ(testing::CountOps(k, "FromNchwc"), 1);
   const Tensor x = RandomFloat({2, 16, 6, 6}, 3), wd = RandomFloat({16, 16, 1, 1}, 4);
   SessionOptions ref;
   ref.backend = Backend::kReference;
@@ -190,6 +196,31 @@ TEST(Nchwc, LeavesConvsItCannotRunAlone) {
   auto b = (*got)->Run({{"x", x}, {"wd", wd}});
   ASSERT_TRUE(a.ok() && b.ok()) << (b.ok() ? "" : b.status().message());
   ExpectClose(*b, *a);
+  // A lone convertible conv between two grouped ones stays NCHW.
+  Graph lone = GraphBuilder(17)
+                   .Input("x", DType::kFloat32, {2, 16, 6, 6})
+                   .Init("wg", RandomFloat({16, 4, 3, 3}, 1))
+                   .Init("w", RandomFloat({16, 16, 1, 1}, 2))
+                   .Op("Conv", {"x", "wg"}, {"a"}, A({{"group", Attribute::Int(4)}, {"pads", Attribute::Ints({1, 1, 1, 1})}}))
+                   .Op("Conv", {"a", "w"}, {"b"})
+                   .Op("Conv", {"b", "wg"}, {"y"}, A({{"group", Attribute::Int(4)}, {"pads", Attribute::Ints({1, 1, 1, 1})}}))
+                   .Output("y")
+                   .Build();
+  r = Rewrite(lone, 16);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(testing::CountOps(lone, "NchwcConv"), 0);
+  // Squeeze-excitation convs on a 1x1 image stay NCHW.
+  Graph se = GraphBuilder(17)
+                 .Input("x", DType::kFloat32, {2, 16, 1, 1})
+                 .Init("w1", RandomFloat({16, 16, 1, 1}, 1))
+                 .Init("w2", RandomFloat({16, 16, 1, 1}, 2))
+                 .Op("Conv", {"x", "w1"}, {"a"})
+                 .Op("Conv", {"a", "w2"}, {"y"})
+                 .Output("y")
+                 .Build();
+  r = Rewrite(se, 16);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(testing::CountOps(se, "NchwcConv"), 0);
 }
 
 TEST(Nchwc, OpsRejectBadBlocks) {
