@@ -6,7 +6,9 @@
 #include "kernels/nchwc.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -210,6 +212,15 @@ class NchwcConvKernel : public OpKernel {
     if (sum && sum->dims() != y.dims()) return InvalidArgument("NchwcConv: sum " + DimsToString(sum->dims()));
     const float* sp = sum ? sum->data<float>() : nullptr;
     if (onednn_ && RunOneDnn(s, x.data<float>(), sp, y.data<float>(), ctx.num_threads)) return Status::Ok();
+    if (onednn_) {
+      // Correct but slow: say so once per process (a CPU whose oneDNN lacks a kernel for the layout).
+      static std::atomic<bool> said{false};
+      if (!said.exchange(true))
+        std::fprintf(stderr, "whittle: oneDNN has no blocked kernel for a %ld->%ld conv on %ldx%ld; running the "
+                             "reference convolution (WHITTLE_NCHWC=0 avoids the blocked layout)\n",
+                     static_cast<long>(s.in_channels), static_cast<long>(s.out_channels),
+                     static_cast<long>(s.geo.in[0]), static_cast<long>(s.geo.in[1]));
+    }
     return RunReference(s, x, sp, y, ctx.num_threads);
   }
 
