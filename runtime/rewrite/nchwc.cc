@@ -138,10 +138,11 @@ class Converter {
       return true;
     }
     if (rewrite::IsOp(n, "Add") && n.inputs.size() == 2) {
-      const int other = n.inputs[0] == x ? n.inputs[1] : n.inputs[0];
+      const int other = n.inputs[1];
+      if (other < 0) return false;
       const Value& xv = g_.value(x);
       const Value& ov = g_.value(other);
-      if (other < 0 || !xv.shape || !ov.shape || *xv.shape != *ov.shape || !Blockable(other)) return false;
+      if (!xv.shape || !ov.shape || *xv.shape != *ov.shape || !Blockable(other)) return false;
       Node a = n;
       a.inputs = {blocked_.at(x), BlockedOf(other)};
       a.outputs = {NewValue(y, channels_.at(x))};
