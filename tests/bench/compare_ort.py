@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Side-by-side FP32 throughput of Whittle's runtime (run-model --bench --json) and ONNX Runtime
 on the same model, batch sizes and thread counts. Runs alternate (ORT, Whittle, ORT, ...) for
---rounds rounds and reports the median of each; ratio = Whittle throughput / ORT throughput.
+--rounds rounds and reports the median of each; ratio = Whittle throughput / ORT throughput, and
+the range of the per-round ratios (how far one comparison alone could have been off).
 
   pip install onnxruntime numpy
   python3 tests/bench/compare_ort.py models/mlp.onnx models/cnn.onnx --batch 1,64 --threads 1,2
@@ -79,7 +80,8 @@ def main():
     args = ap.parse_args()
     print(cpu_line())
     print(f"onnxruntime {ort.__version__}, medians of {args.rounds} alternating rounds")
-    print(f"{'model':<24} {'threads':>7} {'batch':>6} {'ORT samples/s':>15} {'Whittle samples/s':>18} {'ratio':>7}")
+    print(f"{'model':<24} {'threads':>7} {'batch':>6} {'ORT samples/s':>15} {'Whittle samples/s':>18} {'ratio':>7}"
+          f"  {'ratio range':>11}")
     for m in args.models:
         for t in [int(x) for x in args.threads.split(",")]:
             for b in [int(x) for x in args.batch.split(",")]:
@@ -89,7 +91,11 @@ def main():
                     w.append(whittle_latency_ms(args.run_model, m, b, t, args.seconds, args.warmup))
                 ot = b * 1e3 / statistics.median(o)
                 wt = b * 1e3 / statistics.median(w)
-                print(f"{m:<24} {t:>7} {b:>6} {ot:>15.1f} {wt:>18.1f} {wt / ot:>7.2f}", flush=True)
+                # Per-round ratios (each Whittle run against the ORT run just before it): their
+                # spread is the noise a single comparison would have had.
+                per_round = sorted(oi / wi for oi, wi in zip(o, w))
+                print(f"{m:<24} {t:>7} {b:>6} {ot:>15.1f} {wt:>18.1f} {wt / ot:>7.2f}"
+                      f"  {per_round[0]:>5.2f}-{per_round[-1]:<5.2f}", flush=True)
     return 0
 
 
