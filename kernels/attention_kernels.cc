@@ -15,6 +15,14 @@
 namespace whittle {
 namespace {
 
+// row[0..n) = softmax(row), in place.
+inline void SoftmaxRow(float* row, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);
+  const float inv = 1.f / cpu::VExpShiftSum(row, row, n, mx);
+  for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+}
+
 // y[0..len) += a * x[0..len): 16 at a time in fixed-length steps (straight-line vector code for
 // the short rows attention has, no per-call loop set-up), then the tail.
 inline void Axpy(float* __restrict y, const float* __restrict x, float a, int64_t len) {
@@ -39,11 +47,7 @@ void AttentionHead(const float* q, const float* k, const float* v, int64_t n, in
     }
   }
   for (int64_t i = 0; i < n; ++i) {
-    float* row = s + i * n;
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);
-    const float inv = 1.f / cpu::VExpShiftSum(row, row, n, mx);
-    for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+    SoftmaxRow(s + i * n, n);
     std::fill(y + i * ld_out, y + i * ld_out + d, 0.f);
   }
   for (int64_t j = 0; j < n; ++j) {
@@ -84,13 +88,7 @@ void AttentionHeadTiled(cpu::SimdIsa isa, const float* q, const float* k, const 
       tile(rows, 1, d, q + r0 * ld_in, ld_in, kp + p * d * nr, d * nr, s + r0 * n + p * nr, n,
            std::min(nr, n - p * nr), nullptr, false);
   }
-  for (int64_t i = 0; i < n; ++i) {
-    float* row = s + i * n;
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);
-    const float inv = 1.f / cpu::VExpShiftSum(row, row, n, mx);
-    for (int64_t j = 0; j < n; ++j) row[j] *= inv;
-  }
+  for (int64_t i = 0; i < n; ++i) SoftmaxRow(s + i * n, n);
   for (int64_t r0 = 0; r0 < n; r0 += max_rows) {
     const int rows = static_cast<int>(std::min(max_rows, n - r0));
     for (int64_t p = 0; p < vp_n; ++p)
