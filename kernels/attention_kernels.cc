@@ -15,8 +15,17 @@
 namespace whittle {
 namespace {
 
-// row[0..n) = softmax(row), in place.
-inline void SoftmaxRow(float* row, int64_t n) {
+// One (batch, head)'s view of the optional additive mask: element (i, j) at p[i * si + j * sj]
+// (strides 0 along broadcast dims); p null when there is none.
+struct MaskView {
+  const float* p = nullptr;
+  int64_t si = 0, sj = 0;
+};
+
+// row[0..n) = softmax(row + mask row i), in place.
+inline void SoftmaxRow(float* row, int64_t n, const MaskView& mask, int64_t i) {
+  if (mask.p)
+    for (int64_t j = 0; j < n; ++j) row[j] += mask.p[i * mask.si + j * mask.sj];
   float mx = -INFINITY;
   for (int64_t j = 0; j < n; ++j) mx = std::max(mx, row[j]);
   const float inv = 1.f / cpu::VExpShiftSum(row, row, n, mx);
@@ -36,7 +45,7 @@ inline void Axpy(float* __restrict y, const float* __restrict x, float a, int64_
 // every inner loop is a contiguous multiply-add into a row that stays in L1 (no dependent
 // chain through one accumulator, no horizontal sums).
 void AttentionHead(const float* q, const float* k, const float* v, int64_t n, int64_t d, int64_t ld_in, float scale,
-                   float* y, int64_t ld_out, float* s, float* kt) {
+                   const MaskView& mask, float* y, int64_t ld_out, float* s, float* kt) {
   for (int64_t j = 0; j < n; ++j)
     for (int64_t t = 0; t < d; ++t) kt[t * n + j] = k[j * ld_in + t] * scale;
   std::fill(s, s + n * n, 0.f);
@@ -47,7 +56,7 @@ void AttentionHead(const float* q, const float* k, const float* v, int64_t n, in
     }
   }
   for (int64_t i = 0; i < n; ++i) {
-    SoftmaxRow(s + i * n, n);
+    SoftmaxRow(s + i * n, n, mask, i);
     std::fill(y + i * ld_out, y + i * ld_out + d, 0.f);
   }
   for (int64_t j = 0; j < n; ++j) {
@@ -62,7 +71,8 @@ void AttentionHead(const float* q, const float* k, const float* v, int64_t n, in
 // column panels per head, then S = Q K^T and Y = P V run as small GEMMs reading Q in place and
 // writing Y in place. buf holds the panels (ceil(n/nr)*d*nr + ceil(d/nr)*n*nr floats).
 void AttentionHeadTiled(cpu::SimdIsa isa, const float* q, const float* k, const float* v, int64_t n, int64_t d,
-                        int64_t ld_in, float scale, float* y, int64_t ld_out, float* s, float* buf) {
+                        int64_t ld_in, float scale, const MaskView& mask, float* y, int64_t ld_out, float* s,
+                        float* buf) {
   const bool wide = isa == cpu::SimdIsa::kAvx512;
   const int64_t nr = wide ? cpu::packed_gemm_avx512::kNr : cpu::packed_gemm_avx2::kNr;
   const int64_t max_rows = wide ? cpu::packed_gemm_avx512::kMaxRows : cpu::packed_gemm_avx2::kMaxRows;
@@ -88,7 +98,7 @@ void AttentionHeadTiled(cpu::SimdIsa isa, const float* q, const float* k, const 
       tile(rows, 1, d, q + r0 * ld_in, ld_in, kp + p * d * nr, d * nr, s + r0 * n + p * nr, n,
            std::min(nr, n - p * nr), nullptr, false);
   }
-  for (int64_t i = 0; i < n; ++i) SoftmaxRow(s + i * n, n);
+  for (int64_t i = 0; i < n; ++i) SoftmaxRow(s + i * n, n, mask, i);
   for (int64_t r0 = 0; r0 < n; r0 += max_rows) {
     const int rows = static_cast<int>(std::min(max_rows, n - r0));
     for (int64_t p = 0; p < vp_n; ++p)
@@ -112,6 +122,25 @@ StatusOr<std::unique_ptr<OpKernel>> MakeAttention(const KernelInit& init) {
       return InvalidArgument("Attention: QKV " + DimsToString(x.dims()) + " does not hold 3 x " + std::to_string(h) +
                              " heads of " + std::to_string(d));
     const int64_t b = x.dim(0), n = x.dim(1), ld_in = 3 * h * d, ld_out = h * d;
+    // The mask's strides over [B, H, N, N], right-aligned, 0 where it broadcasts.
+    const Tensor* mask_t = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+    int64_t ms[4] = {0, 0, 0, 0};
+    if (mask_t) {
+      const int64_t full[4] = {b, h, n, n};
+      if (mask_t->dtype() != DType::kFloat32 || mask_t->rank() > 4)
+        return InvalidArgument("Attention: the mask must be float32 of rank <= 4, got " + DimsToString(mask_t->dims()));
+      const int64_t off = 4 - mask_t->rank();
+      int64_t stride = 1;
+      for (int64_t a = 3; a >= off; --a) {
+        const int64_t md = mask_t->dim(a - off);
+        if (md != 1 && md != full[a])
+          return InvalidArgument("Attention: mask " + DimsToString(mask_t->dims()) + " does not broadcast to [" +
+                                 std::to_string(b) + ", " + std::to_string(h) + ", " + std::to_string(n) + ", " +
+                                 std::to_string(n) + "]");
+        ms[a] = md == 1 ? 0 : stride;
+        stride *= md;
+      }
+    }
     float s_all = scale;
     if (ctx.inputs.size() > 1 && ctx.inputs[1]) {
       const Tensor& st = *ctx.inputs[1];
@@ -131,11 +160,14 @@ StatusOr<std::unique_ptr<OpKernel>> MakeAttention(const KernelInit& init) {
       const int64_t bi = t / h, hi = t % h;
       const float* base = xp + bi * n * ld_in + hi * d;
       float* yh = yp + bi * n * ld_out + hi * d;
+      MaskView mask;
+      if (mask_t) mask = {mask_t->data<float>() + bi * ms[0] + hi * ms[1], ms[2], ms[3]};
       if (isa == cpu::SimdIsa::kScalar)
-        AttentionHead(base, base + h * d, base + 2 * h * d, n, d, ld_in, s_all, yh, ld_out, s.data(), kt.data());
+        AttentionHead(base, base + h * d, base + 2 * h * d, n, d, ld_in, s_all, mask, yh, ld_out, s.data(),
+                      kt.data());
       else
-        AttentionHeadTiled(isa, base, base + h * d, base + 2 * h * d, n, d, ld_in, s_all, yh, ld_out, s.data(),
-                           kt.data());
+        AttentionHeadTiled(isa, base, base + h * d, base + 2 * h * d, n, d, ld_in, s_all, mask, yh, ld_out,
+                           s.data(), kt.data());
     });
     return Status::Ok();
   });

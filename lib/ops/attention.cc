@@ -1,5 +1,7 @@
 // ai.whittle Attention (runtime-internal, made by runtime/rewrite/fuse_attention.h, never saved):
-//   Y = Attention(QKV [, S])   heads=H, head_dim=d, scale=s (times S, a one-element float, if given)
+//   Y = Attention(QKV [, S] [, MASK])   heads=H, head_dim=d, scale=s (times S, a one-element float,
+//   if given); MASK (float, broadcasting to [B, H, N, N]) is added to the scaled scores before the
+//   softmax
 // QKV [B, N, 3*H*d] holds, per token, the queries, keys and values of every head (timm/ViT's
 // packed qkv projection); Y [B, N, H*d] is, per head h, softmax(s * Q_h K_h^T) V_h written at
 // columns h*d..(h+1)*d — what the exported Reshape/Transpose/Split/Squeeze/MatMul/Mul/Softmax/
@@ -30,7 +32,7 @@ Status InferAttention(InferContext& ctx) {
 }  // namespace
 
 void RegisterAttentionOps(OpRegistry& r) {
-  r.Register(OpDef{"ai.whittle", "Attention", 1, 1, 2, 1, 1,
+  r.Register(OpDef{"ai.whittle", "Attention", 1, 1, 3, 1, 1,
                    {{"heads", AttrType::kInt, true}, {"head_dim", AttrType::kInt, true}, {"scale", AttrType::kFloat, true}},
                    [](const Node& n, int) {
                      if (n.attrs.GetInt("heads", 0) < 1 || n.attrs.GetInt("head_dim", 0) < 1)

@@ -68,6 +68,21 @@ class AttentionMatcher {
     return true;
   }
 
+  // A float32 value whose shape broadcasts to that of `to` (a rank-4 [B, H, N, N] score tensor)
+  // without growing it: rank <= 4, each dim (right-aligned) 1 or the same as to's.
+  bool BroadcastsTo(int v, int to) const {
+    const Value& val = g_.value(v);
+    const Value& t = g_.value(to);
+    if (val.dtype != DType::kFloat32 || !val.shape || !t.shape || t.shape->size() != 4 || val.shape->size() > 4)
+      return false;
+    const size_t off = 4 - val.shape->size();
+    for (size_t i = 0; i < val.shape->size(); ++i) {
+      const Dim& d = (*val.shape)[i];
+      if (!(d.known() && d.value == 1) && d != (*t.shape)[off + i]) return false;
+    }
+    return true;
+  }
+
   // Known dims of a value's inferred shape, or empty.
   std::vector<int64_t> KnownTail(int v, size_t rank, size_t from) const {
     const Value& val = g_.value(v);
@@ -99,9 +114,23 @@ Status FuseAttention(Graph& g, int* count) {
     // Optional scale: Mul(S, s) / Div(S, 1/s) with s a constant, or Mul(S, s) with s a scalar
     // computed at run time (PyTorch derives it from the head dim: Pow(Cast(d), -0.5)).
     float scale = 1.f;
-    int scale_input = -1;
+    int scale_input = -1, mask = -1;
     int scores = sm.inputs[0];
     const Node* sc = m.SoleProducer(scores, static_cast<int>(si));
+    // Optional mask: Add(S, mask) right before the Softmax, mask broadcasting to S's shape.
+    if (sc && IsOp(*sc, "Add") && sc->inputs.size() == 2) {
+      int s_in = -1;
+      for (int k = 0; k < 2 && s_in < 0; ++k) {
+        const int cand = sc->inputs[static_cast<size_t>(k)], other = sc->inputs[static_cast<size_t>(1 - k)];
+        const Node* p = m.SoleProducer(cand, m.Index(sc));
+        if (p && (IsOp(*p, "MatMul") || IsOp(*p, "Mul") || IsOp(*p, "Div")) && m.BroadcastsTo(other, cand))
+          s_in = cand, mask = other;
+      }
+      if (s_in < 0) continue;
+      nodes.push_back(m.Index(sc));
+      scores = s_in;
+      sc = m.SoleProducer(scores, m.Index(sc));
+    }
     if (sc && (IsOp(*sc, "Mul") || IsOp(*sc, "Div")) && sc->inputs.size() == 2) {
       float c;
       int other = -1;
@@ -165,8 +194,9 @@ Status FuseAttention(Graph& g, int* count) {
     att.name = sm.name + "_attention";
     att.op_type = "Attention";
     att.domain = "ai.whittle";
-    att.inputs = {x};
-    if (scale_input >= 0) att.inputs.push_back(scale_input);
+    att.inputs = {x, scale_input};
+    if (mask >= 0) att.inputs.push_back(mask);
+    if (scale_input < 0 && mask < 0) att.inputs.resize(1);
     att.outputs = {out_rs.outputs[0]};
     att.attrs.Set("heads", Attribute::Int(heads));
     att.attrs.Set("head_dim", Attribute::Int(head_dim));

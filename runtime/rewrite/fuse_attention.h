@@ -2,7 +2,8 @@
 // Attention, the bundled patch transformer; PyTorch's TorchScript exporter):
 //   r = Reshape(x [B, N, 3*H*d]) -> [B, N, 3, H, d];  t = Transpose(r, perm=[2, 0, 3, 1, 4])
 //   q, k, v = Squeeze(Split(t, axis=0, 3 x 1), axis 0)            each [B, H, N, d]
-//   p = Softmax(Mul(MatMul(q, Transpose(k, [0, 1, 3, 2])), s), axis=-1)   (or Div by 1/s, or no scale)
+//   p = Softmax([Add(., mask)] Mul(MatMul(q, Transpose(k, [0, 1, 3, 2])), s), axis=-1)
+//                                   (or Div by 1/s, or no scale; the mask broadcasting to [B, H, N, N])
 //   y = Reshape(Transpose(MatMul(p, v), [0, 2, 1, 3])) -> [B, N, H*d]
 // into one ai.whittle Attention(x) node (lib/ops/attention.cc) whose kernel reads Q, K and V in
 // place and writes y in place: the three transposes, the split and the two reshapes disappear.
