@@ -162,15 +162,9 @@ void PoolPlane(const std::string& pool, const WindowGeometry& g, bool count_pad,
         // count_include_pad counts the padded taps inside the padded input (ONNX AveragePool).
         int64_t count = taps;
         if (count_pad) {
-          count = 0;
-          for (int64_t kh = 0; kh < g.kernel[0]; ++kh) {
-            const int64_t ih = oh * g.stride[0] - g.pad_begin[0] + kh * g.dilation[0];
-            if (ih >= g.in[0] + g.pad_end[0]) continue;
-            for (int64_t kw = 0; kw < g.kernel[1]; ++kw) {
-              const int64_t iw = ow * g.stride[1] - g.pad_begin[1] + kw * g.dilation[1];
-              count += iw < g.in[1] + g.pad_end[1];
-            }
-          }
+          const int64_t h0 = oh * g.stride[0] - g.pad_begin[0], w0 = ow * g.stride[1] - g.pad_begin[1];
+          count = TapsIn(h0, g.kernel[0], g.dilation[0], -g.pad_begin[0], g.in[0] + g.pad_end[0]) *
+                  TapsIn(w0, g.kernel[1], g.dilation[1], -g.pad_begin[1], g.in[1] + g.pad_end[1]);
         }
         for (int64_t j = 0; j < B; ++j) out[j] = acc[j] / static_cast<float>(std::max<int64_t>(count, 1));
       }

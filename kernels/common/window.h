@@ -83,6 +83,17 @@ inline void ValidRange(int64_t off, int64_t stride, int64_t in, int64_t out, int
   if (*hi < *lo) *hi = *lo;
 }
 
+// Taps of one dim (k taps from `start`, `d` apart) whose position lies in [lo_bound, hi_bound):
+// AveragePool's divisor, with the padding counted or not.
+inline int64_t TapsIn(int64_t start, int64_t k, int64_t d, int64_t lo_bound, int64_t hi_bound) {
+  int64_t c = 0;
+  for (int64_t t = 0; t < k; ++t) {
+    const int64_t p = start + t * d;
+    c += p >= lo_bound && p < hi_bound;
+  }
+  return c;
+}
+
 // 2-D geometry view (1-D windows are 2-D with a height of one).
 struct Geo2D {
   int64_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;

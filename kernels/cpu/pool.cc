@@ -167,16 +167,6 @@ void MaxPlane(const T* x, const Geo2D& g, T* y) {
   }
 }
 
-// Taps of one dim whose position lies in [lo_bound, hi_bound).
-inline int64_t TapsIn(int64_t start, int64_t k, int64_t d, int64_t lo_bound, int64_t hi_bound) {
-  int64_t c = 0;
-  for (int64_t t = 0; t < k; ++t) {
-    const int64_t p = start + t * d;
-    c += p >= lo_bound && p < hi_bound;
-  }
-  return c;
-}
-
 void AveragePlane(const float* x, const Geo2D& g, bool include_pad, float* y) {
   for (int64_t oh = 0; oh < g.oh; ++oh) {
     float* out = y + oh * g.ow;
