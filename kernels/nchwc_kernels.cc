@@ -18,12 +18,10 @@
 #include <string>
 #include <vector>
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
 
 #include "kernels/common/window.h"
 #include "kernels/cpu/conv_onednn.h"
+#include "kernels/cpu/movement.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/reference/conv.h"
 
@@ -32,54 +30,13 @@ namespace {
 
 constexpr const char* kDomain = "ai.whittle";
 
-#if defined(__AVX2__)
-// dst[j * ld_dst + i] = src[i * ld_src + j] for i, j < 8.
-inline void Transpose8x8(const float* src, int64_t ld_src, float* dst, int64_t ld_dst) {
-  __m256 r[8], t[8], u[8];
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ld_src);
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  for (int i = 0; i < 4; ++i) {
-    _mm256_storeu_ps(dst + i * ld_dst, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
-    _mm256_storeu_ps(dst + (i + 4) * ld_dst, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
-  }
-}
-#endif
-
-// dst (cols x rows) = src (rows x cols) transposed, in 8x8 tiles where the CPU has AVX2.
-void TransposeMatrix(const float* src, int64_t rows, int64_t cols, float* dst) {
-  int64_t i0 = 0;
-#if defined(__AVX2__)
-  for (; i0 + 8 <= rows; i0 += 8) {
-    int64_t j0 = 0;
-    for (; j0 + 8 <= cols; j0 += 8) Transpose8x8(src + i0 * cols + j0, cols, dst + j0 * rows + i0, rows);
-    for (int64_t i = i0; i < i0 + 8; ++i)
-      for (int64_t j = j0; j < cols; ++j) dst[j * rows + i] = src[i * cols + j];
-  }
-#endif
-  for (int64_t i = i0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) dst[j * rows + i] = src[i * cols + j];
-}
-
 // y[n][c/b][p][c%b] = x[n][c][p] over N x C x P (P = H*W): per block, a b x P transpose.
 void Block(const float* x, int64_t n, int64_t c, int64_t p, int64_t b, float* y, int threads) {
-  const int64_t cb = c / b;
-  ParallelFor(n * cb, p * c >= (1 << 14) ? threads : 1,
-              [&](int64_t t) { TransposeMatrix(x + t * b * p, b, p, y + t * b * p); });
+  cpu::TransposeLast2(x, n * (c / b), b, p, y, threads);
 }
 
 void Unblock(const float* x, int64_t n, int64_t c, int64_t p, int64_t b, float* y, int threads) {
-  const int64_t cb = c / b;
-  ParallelFor(n * cb, p * c >= (1 << 14) ? threads : 1,
-              [&](int64_t t) { TransposeMatrix(x + t * b * p, p, b, y + t * b * p); });
+  cpu::TransposeLast2(x, n * (c / b), p, b, y, threads);
 }
 
 StatusOr<std::unique_ptr<OpKernel>> MakeToNchwc(const KernelInit& init) {

@@ -3,6 +3,10 @@
 #include <cstring>
 #include <numeric>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include "kernels/common/broadcast.h"
 #include "kernels/common/dtype_dispatch.h"
 
@@ -89,6 +93,31 @@ void SimplifyTranspose(const Dims& dims, const std::vector<int64_t>& perm, Dims*
   }
 }
 
+#if defined(__AVX2__)
+// dst[j * ld_dst + i] = src[i * ld_src + j] for i, j < 8 on 32-bit elements (moved as float bits:
+// unpacks and shuffles only, no arithmetic).
+inline void Transpose8x8Bits32(const void* src_v, int64_t ld_src, void* dst_v, int64_t ld_dst) {
+  const float* src = static_cast<const float*>(src_v);
+  float* dst = static_cast<float*>(dst_v);
+  __m256 r[8], t[8], u[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ld_src);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * ld_dst, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * ld_dst, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+  }
+}
+#endif
+
 template <class E>
 void TransposeTyped(const E* src, E* dst, const Dims& md, const std::vector<int64_t>& mp, int threads, bool par) {
   const size_t n = md.size();
@@ -137,8 +166,20 @@ void TransposeTyped(const E* src, E* dst, const Dims& md, const std::vector<int6
       const int64_t re = std::min(rows, rb + kTile);
       for (int64_t cb = 0; cb < cols; cb += kTile) {
         const int64_t ce = std::min(cols, cb + kTile);
+        // 32-bit elements: whole 8x8 sub-blocks in AVX2 registers, the rest one by one.
+        int64_t rf = rb, cf = cb;
+#if defined(__AVX2__)
+        if constexpr (sizeof(E) == 4) {
+          rf = rb + (re - rb) / 8 * 8;
+          cf = cb + (ce - cb) / 8 * 8;
+          for (int64_t r8 = rb; r8 < rf; r8 += 8)
+            for (int64_t c8 = cb; c8 < cf; c8 += 8)
+              Transpose8x8Bits32(s + c8 * in_col_stride + r8, in_col_stride, d + r8 * out_row_stride + c8,
+                                 out_row_stride);
+        }
+#endif
         for (int64_t r = rb; r < re; ++r)
-          for (int64_t c = cb; c < ce; ++c) d[r * out_row_stride + c] = s[c * in_col_stride + r];
+          for (int64_t c = r < rf ? cf : cb; c < ce; ++c) d[r * out_row_stride + c] = s[c * in_col_stride + r];
       }
     }
   });
@@ -398,6 +439,18 @@ Status PadCpu(const Tensor& in, const std::vector<int64_t>& pads, PadMode mode, 
 }
 
 namespace cpu {
+
+void TransposeLast2(const float* src, int64_t batch, int64_t rows, int64_t cols, float* dst, int threads) {
+  const int64_t n = batch * rows * cols;
+  if (n == 0) return;
+  if (rows == 1 || cols == 1) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  TransposeTyped<uint32_t>(reinterpret_cast<const uint32_t*>(src), reinterpret_cast<uint32_t*>(dst),
+                           Dims{batch, rows, cols}, {0, 2, 1}, threads,
+                           n * static_cast<int64_t>(sizeof(float)) >= kParallelMinBytes);
+}
 const MovementFns kMovementFns{TransposeCpu, ConcatCpu, SplitCpu, SliceCpu, GatherCpu,
                                ExpandCpu,    PadCpu,    nullptr,  nullptr};
 }  // namespace cpu

@@ -39,6 +39,10 @@ Status PadCpu(const Tensor& in, const std::vector<int64_t>& pads, PadMode mode, 
               int threads);
 
 namespace cpu {
+// dst[b][c][r] = src[b][r][c] for batch x (rows x cols) float matrices, on up to `threads` threads
+// (the Transpose kernel's tiled loop, 8x8 register blocks on AVX2).
+void TransposeLast2(const float* src, int64_t batch, int64_t rows, int64_t cols, float* dst, int threads);
+
 // Tile and Range take the reference's (no fast path).
 extern const MovementFns kMovementFns;
 }  // namespace cpu
