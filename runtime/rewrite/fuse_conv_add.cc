@@ -15,12 +15,10 @@ Status FuseConvAdd(Graph& g, int* count) {
       continue;
     const int y = conv.outputs[0];
     if (y < 0 || g.value(y).dtype != DType::kFloat32 || !g.value(y).shape) continue;
-    const int ai = rewrite::SoleConsumer(g, y);
+    int r = -1;
+    const int ai = rewrite::SoleAddOf(g, y, &r);
     if (ai < 0 || dead.count(ai)) continue;
     const Node& add = g.nodes()[static_cast<size_t>(ai)];
-    if (!rewrite::IsOp(add, "Add") || add.inputs.size() != 2 || add.outputs.size() != 1) continue;
-    const int r = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
-    if (r < 0 || r == y) continue;
     const Value& rv = g.value(r);
     // Same dtype and the same shape, dim by dim (a symbolic batch matches the same symbol): no
     // broadcasting inside the Conv.

@@ -17,12 +17,10 @@ Status FuseMatMulBias(Graph& g, int* count) {
     if (!w || w->dtype() != DType::kFloat32 || w->rank() != 2 || y < 0) continue;
     const Value& yv = g.value(y);
     if (yv.dtype != DType::kFloat32 || !yv.shape || yv.shape->size() < 2) continue;
-    const int ai = rewrite::SoleConsumer(g, y);
+    int bi = -1;
+    const int ai = rewrite::SoleAddOf(g, y, &bi);
     if (ai < 0 || dead.count(ai)) continue;
     const Node& add = g.nodes()[static_cast<size_t>(ai)];
-    if (!rewrite::IsOp(add, "Add") || add.inputs.size() != 2 || add.outputs.size() != 1) continue;
-    const int bi = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
-    if (bi < 0 || bi == y) continue;
     const Tensor* b = rewrite::ConstValue(g, bi);
     const int64_t n = w->dim(1);
     if (!b || b->dtype() != DType::kFloat32 || b->numel() != n || b->rank() < 1 ||

@@ -36,4 +36,15 @@ inline const Node* Producer(const Graph& g, int id) {
 // output, or has other readers.
 inline int SoleConsumer(const Graph& g, int id) { return id < 0 ? -1 : g.SoleConsumer(id); }
 
+// When value y's only reader is a two-input Add whose other operand is a different value: that
+// Add's node index, with the other operand in *other; else -1.
+inline int SoleAddOf(const Graph& g, int y, int* other) {
+  const int ai = SoleConsumer(g, y);
+  if (ai < 0) return -1;
+  const Node& add = g.nodes()[static_cast<size_t>(ai)];
+  if (!IsOp(add, "Add") || add.inputs.size() != 2 || add.outputs.size() != 1) return -1;
+  *other = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+  return *other < 0 || *other == y ? -1 : ai;
+}
+
 }  // namespace whittle::rewrite
