@@ -92,6 +92,30 @@ void Q8PackRowsB(const uint8_t* rows, int64_t K, int64_t N, int64_t ld, QPacked8
 void QGemmPacked8(const QPacked8& a, const QPacked8& b, bool a_is_weights, int32_t zx, const QOutput& out,
                   bool channel_is_row, int64_t channel_offset, void* y, int64_t ldy, int threads);
 
+// Implicit-GEMM convolution on channels-last bytes (group 1, 1-D or 2-D), the byte kernel's
+// conv path: each image is copied once into a zero-point-padded [Hp][Wp][C] buffer (int8 inputs
+// shifted to unsigned), and the GEMM's A rows (one per output position) are read straight out of
+// it: the taps of one kernel row are kw * C contiguous bytes when the stride and dilation along W
+// are 1 (a "row segment"), else each tap's C bytes are one segment; segments are read in groups
+// of four bytes, the bytes past a segment's end meeting zero weights. No im2col, no per-call
+// packing: the weights are packed once as B panels (columns = output channels) in the segments'
+// order, and the epilogue writes [positions][channels], transposed once into the NCHW output.
+// Exact under the same condition as the byte kernel (Q8WeightsFit, checked in this order).
+struct QConvNhwcWeights {
+  int64_t channels = 0, kh = 1, kw = 1;  // C and the kernel (kh = 1 for 1-D)
+  QPacked8 taps;  // segments of C bytes per tap, each rounded up to 4 (any stride)
+  QPacked8 rows;  // segments of kw * C bytes per kernel row, rounded up to 4 (stride and
+                  // dilation 1 along W); empty when C % 4 == 0 (then it is the same as taps)
+};
+// Packs w ([M, C, kh, kw] or [M, C, k], int8, all zero points 0) for QConvNhwc; false (nothing
+// packed) when the zero points are not 0 or the byte kernel would not be exact for w.
+bool QPackConvWeightsNhwc(const int8_t* w, int64_t M, int64_t C, const int64_t* kernel, int spatial,
+                          const std::vector<int32_t>& w_zp, QConvNhwcWeights* out);
+// Group-1 1-D or 2-D convolution of x ([N, C, ...] uint8, or int8 shifted by 128) with zero
+// point x_zp into y ([N, M, ...], out's dtype).
+void QConvNhwc(const ConvShape& s, const QConvNhwcWeights& w, const void* x, DType x_dtype, int32_t x_zp,
+               const QOutput& out, void* y, int threads);
+
 // oneDNN's dnnl_gemm_{u8,s8}s8s32: acc = op(a - a_zp) * op(b - b_zp) with scalar zero points (a
 // zero-point vector whose entries are all equal counts as scalar); b must be int8. a_trans: a is
 // stored K x M (row stride a.ld); b_trans: b is stored N x K. acc is M x N, row-major. Returns

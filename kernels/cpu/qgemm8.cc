@@ -14,20 +14,6 @@ namespace {
 // The drivers' shared internals (epilogue state, tiling, loads and stores; immintrin.h with AVX2).
 using namespace qgemm_internal;  // NOLINT(build/namespaces)
 
-#if defined(__AVX2__)
-// c + the four-byte dot products of unsigned u and signed s, per int32 lane.
-inline __m256i DotBytes(__m256i c, __m256i u, __m256i s) {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  return _mm256_dpbusd_epi32(c, u, s);
-#elif defined(__AVXVNNI__)
-  return _mm256_dpbusd_avx_epi32(c, u, s);
-#else
-  const __m256i pairs = _mm256_maddubs_epi16(u, s);  // exact under Q8WeightsFit
-  return _mm256_add_epi32(c, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-#endif
-}
-#endif
-
 // tile[R][kQ8Nr] = R rows of A (row stride lda bytes) * one B panel over kquads groups of 4 k.
 // kAUnsigned: A holds the unsigned operand (GEMM: activations) and B the weights; else the
 // reverse (conv).

@@ -92,23 +92,32 @@ inline void Epilogue8(const EpilogueRegs& e, __m256i a, __m256i b, __m256 m, voi
   }
 }
 
+// rows x n accumulators (row stride lda) of local rows r0.., columns c0.. -> y (already offset
+// to (r0, c0), row stride ldy elements of es bytes); the vector part of each row. Returns how
+// many columns of every row it did.
 template <QOutput::Kind kKind>
-int64_t EpilogueVector(const Epilogue& e, const int32_t* acc, int64_t n, int64_t r, int64_t c0, void* y) {
-  int64_t j = 0;
+int64_t EpilogueVector(const Epilogue& e, const int32_t* acc, int64_t lda, int64_t rows, int64_t n, int64_t r0,
+                       int64_t c0, char* y, int64_t ldy, size_t es) {
+  const int64_t nv = n / 8 * 8;
   const EpilogueRegs regs(e);
+  // Locals: the stores through y may alias e's fields.
+  const int32_t* const bias = e.bias.data();
+  const float* const mult = e.mult.data();
   if (e.channel_is_row) {
-    const __m256i b = _mm256_set1_epi32(e.bias[static_cast<size_t>(r)]);
-    const __m256 m = _mm256_set1_ps(e.mult[static_cast<size_t>(r)]);
-    for (; j + 8 <= n; j += 8)
-      Epilogue8<kKind>(regs, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j)), b, m, y, j);
+    for (int64_t i = 0; i < rows; ++i, acc += lda, y += static_cast<size_t>(ldy) * es) {
+      const __m256i b = _mm256_set1_epi32(bias[r0 + i]);
+      const __m256 m = _mm256_set1_ps(mult[r0 + i]);
+      for (int64_t j = 0; j < nv; j += 8)
+        Epilogue8<kKind>(regs, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j)), b, m, y, j);
+    }
   } else {
-    const int32_t* bias = e.bias.data() + c0;
-    const float* mult = e.mult.data() + c0;
-    for (; j + 8 <= n; j += 8)
-      Epilogue8<kKind>(regs, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j)),
-                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + j)), _mm256_loadu_ps(mult + j), y, j);
+    for (int64_t i = 0; i < rows; ++i, acc += lda, y += static_cast<size_t>(ldy) * es)
+      for (int64_t j = 0; j < nv; j += 8)
+        Epilogue8<kKind>(regs, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j)),
+                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + c0 + j)),
+                         _mm256_loadu_ps(mult + c0 + j), y, j);
   }
-  return j;
+  return nv;
 }
 #endif
 
@@ -116,19 +125,29 @@ int64_t EpilogueVector(const Epilogue& e, const int32_t* acc, int64_t n, int64_t
 
 }  // namespace
 
-void EpilogueSegment(const Epilogue& e, const int32_t* acc, int64_t n, int64_t r, int64_t c0, void* y) {
-  int64_t j = 0;
+void EpilogueRows(const Epilogue& e, const int32_t* acc, int64_t lda, int64_t rows, int64_t n, int64_t r0, int64_t c0,
+                  void* y, int64_t ldy) {
+  int64_t j0 = 0;
+  const size_t es = OutElemSize(e.out->dtype);
+  char* yc = static_cast<char*>(y);
 #if defined(__AVX2__)
   switch (e.kind) {
-    case QOutput::Kind::kInt32: j = EpilogueVector<QOutput::Kind::kInt32>(e, acc, n, r, c0, y); break;
-    case QOutput::Kind::kFloat: j = EpilogueVector<QOutput::Kind::kFloat>(e, acc, n, r, c0, y); break;
-    case QOutput::Kind::kQuantized: j = EpilogueVector<QOutput::Kind::kQuantized>(e, acc, n, r, c0, y); break;
+    case QOutput::Kind::kInt32:
+      j0 = EpilogueVector<QOutput::Kind::kInt32>(e, acc, lda, rows, n, r0, c0, yc, ldy, es);
+      break;
+    case QOutput::Kind::kFloat:
+      j0 = EpilogueVector<QOutput::Kind::kFloat>(e, acc, lda, rows, n, r0, c0, yc, ldy, es);
+      break;
+    case QOutput::Kind::kQuantized:
+      j0 = EpilogueVector<QOutput::Kind::kQuantized>(e, acc, lda, rows, n, r0, c0, yc, ldy, es);
+      break;
   }
 #endif
-  for (; j < n; ++j) {
-    const size_t c = static_cast<size_t>(e.channel_is_row ? r : c0 + j);
-    EpilogueScalar(e, acc[j], e.mult[c], e.bias[c], y, j);
-  }
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = j0; j < n; ++j) {
+      const size_t c = static_cast<size_t>(e.channel_is_row ? r0 + i : c0 + j);
+      EpilogueScalar(e, acc[i * lda + j], e.mult[c], e.bias[c], yc + static_cast<size_t>(i * ldy) * es, j);
+    }
 }
 
 }  // namespace qgemm_internal

@@ -27,6 +27,18 @@ inline int32_t LoadInt32(const void* p) {
 }
 
 #if defined(__AVX2__)
+// c + the four-byte dot products of unsigned u and signed s, per int32 lane (the byte kernels).
+inline __m256i DotBytes(__m256i c, __m256i u, __m256i s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(c, u, s);
+#elif defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(c, u, s);
+#else
+  const __m256i pairs = _mm256_maddubs_epi16(u, s);  // exact under Q8WeightsFit
+  return _mm256_add_epi32(c, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+#endif
+}
+
 // The micro-kernels' last step: R rows of 16 int32 accumulators, held as two 8-lane halves
 // (c0: columns 0-7, c1: 8-15), stored at tile (row stride ldt).
 template <int R>
@@ -59,17 +71,25 @@ struct Epilogue {
 // Multiplier and bias per local channel (rows or columns), padded to a multiple of 16.
 Epilogue MakeEpilogue(const QOutput& out, bool channel_is_row, int64_t channel_offset, int64_t rows, int64_t cols);
 
+// rows x n accumulators (row stride lda) of local rows r0.., columns c0.. -> y (already offset
+// to (r0, c0), row stride ldy elements).
+void EpilogueRows(const Epilogue& e, const int32_t* acc, int64_t lda, int64_t rows, int64_t n, int64_t r0, int64_t c0,
+                  void* y, int64_t ldy);
 // n accumulators of local row r, columns c0.. -> y (already offset to (r, c0)).
-void EpilogueSegment(const Epilogue& e, const int32_t* acc, int64_t n, int64_t r, int64_t c0, void* y);
+inline void EpilogueSegment(const Epilogue& e, const int32_t* acc, int64_t n, int64_t r, int64_t c0, void* y) {
+  EpilogueRows(e, acc, 0, 1, n, r, c0, y, 0);
+}
 
 // Column panels per work item at most (the strip is kMr x kTileChunkPanels * kNr int32).
 constexpr int64_t kTileChunkPanels = 16;
 
 // y (M x N, row stride ldy) = epilogue of the products the micro-kernel computes tile by tile:
 // tile(rows, rp, cp, out, ldt) writes rows (<= kMr) x kNr accumulators of row panel rp and column
-// panel cp at out (row stride ldt). A work item is one row panel times up to 16 column panels:
-// the micro-kernel fills an L1-resident strip and the epilogue then runs over whole strip rows.
-// K (the padded inner size) only sizes the threading decision.
+// panel cp at out (row stride ldt). A work item is a group of row panels times a chunk of up to
+// 16 column panels: the micro-kernel fills an L1-resident strip (at most kMr x 16 x kNr int32;
+// narrow products take more row panels per item) and the epilogue then runs over the whole strip
+// in one call (with N = 16, e.g. a 16-channel conv, per-row-panel epilogues cost as much as the
+// products). K (the padded inner size) only sizes the threading decision.
 template <int64_t kMr, int64_t kNr, class Tile>
 void TiledGemm(int64_t M, int64_t N, int64_t K, const Epilogue& e, void* y, int64_t ldy, int threads,
                const Tile& tile) {
@@ -80,18 +100,22 @@ void TiledGemm(int64_t M, int64_t N, int64_t K, const Epilogue& e, void* y, int6
   // Few row panels (small batches): narrower chunks, so that every thread gets work.
   int64_t chunk_panels = kTileChunkPanels;
   while (chunk_panels > 1 && nrp * ((ncp + chunk_panels - 1) / chunk_panels) < 4 * work_threads) chunk_panels /= 2;
+  chunk_panels = std::min(chunk_panels, ncp);
   const int64_t nchunks = (ncp + chunk_panels - 1) / chunk_panels;
-  ParallelFor(nrp * nchunks, work_threads, [&](int64_t t) {
-    const int64_t chunk = t / nrp, rp = t % nrp;
+  int64_t row_group = kTileChunkPanels / chunk_panels;
+  while (row_group > 1 && (nrp + row_group - 1) / row_group * nchunks < 4 * work_threads) row_group /= 2;
+  const int64_t ngroups = (nrp + row_group - 1) / row_group;
+  ParallelFor(ngroups * nchunks, work_threads, [&](int64_t t) {
+    const int64_t chunk = t / ngroups, rp0 = t % ngroups * row_group, rp1 = std::min(nrp, rp0 + row_group);
     alignas(32) int32_t strip[kMr * kTileChunkPanels * kNr];
     const int64_t cp0 = chunk * chunk_panels, cp1 = std::min(ncp, cp0 + chunk_panels);
     const int64_t ldt = (cp1 - cp0) * kNr;
-    const int64_t r0 = rp * kMr, nr = std::min(kMr, M - r0);
-    for (int64_t cp = cp0; cp < cp1; ++cp) tile(nr, rp, cp, strip + (cp - cp0) * kNr, ldt);
+    const int64_t r0 = rp0 * kMr, nr = std::min(rp1 * kMr, M) - r0;
+    for (int64_t rp = rp0; rp < rp1; ++rp)
+      for (int64_t cp = cp0; cp < cp1; ++cp)
+        tile(std::min(kMr, M - rp * kMr), rp, cp, strip + (rp - rp0) * kMr * ldt + (cp - cp0) * kNr, ldt);
     const int64_t c0 = cp0 * kNr, nc = std::min(ldt, N - c0);
-    for (int64_t i = 0; i < nr; ++i)
-      EpilogueSegment(e, strip + i * ldt, nc, r0 + i, c0,
-                      static_cast<char*>(y) + static_cast<size_t>((r0 + i) * ldy + c0) * es);
+    EpilogueRows(e, strip, ldt, nr, nc, r0, c0, static_cast<char*>(y) + static_cast<size_t>(r0 * ldy + c0) * es, ldy);
   });
 }
 

@@ -18,10 +18,12 @@ struct CpuGemmWeights {
   std::shared_ptr<QPackedB> b;
   std::shared_ptr<QPacked8> b8;
 };
-// The same for a convolution, one packed A per group.
+// The same for a convolution: group-1 1-D/2-D int8 weights for the channels-last byte kernel
+// (QConvNhwc), else one packed A per group for the planar byte kernel or the int16 kernel.
 struct CpuConvWeights {
   std::shared_ptr<const std::vector<QPackedA>> w;
   std::shared_ptr<const std::vector<QPacked8>> w8;
+  std::shared_ptr<const QConvNhwcWeights> nhwc;
 };
 
 // W [M, C/group, k...] as one A matrix per group: rows = the group's output channels.
@@ -192,6 +194,14 @@ QPackedWeights PackConvWeights(const Tensor& w, const std::vector<int32_t>& w_zp
   auto packed = std::make_shared<CpuConvWeights>();
   const int64_t M = w.dim(0), K = w.numel() / M, mg = M / group;
   const int8_t* wp = static_cast<const int8_t*>(w.raw_data());
+  if (w.dtype() == DType::kInt8 && group == 1 && (w.rank() == 3 || w.rank() == 4)) {
+    auto nhwc = std::make_shared<QConvNhwcWeights>();
+    if (QPackConvWeightsNhwc(wp, M, w.dim(1), w.dims().data() + 2, static_cast<int>(w.rank()) - 2, w_zp,
+                             nhwc.get())) {
+      packed->nhwc = std::move(nhwc);
+      return packed;
+    }
+  }
   if (w.dtype() == DType::kInt8 && w.rank() <= 4 && Q8WeightsFit(wp, M, K, false, w_zp)) {
     auto w8 = std::make_shared<std::vector<QPacked8>>(static_cast<size_t>(group));
     for (int64_t g = 0; g < group; ++g) Q8PackWeightsA(wp + g * mg * K, mg, K, &(*w8)[static_cast<size_t>(g)]);
@@ -217,6 +227,10 @@ Status QConv(const QConvCall& c, int threads) {
     if (PreferOneDnnQGemm(am, bm, s.out_channels, s.batch * s.geo.OutSize(), w.numel() / s.out_channels) &&
         ConvOneDnn(c, s, x, w, y, threads))
       return Status::Ok();
+  }
+  if (weights && weights->nhwc && AllowQ8Kernel() && s.group == 1 && s.geo.spatial <= 2) {
+    QConvNhwc(s, *weights->nhwc, x.raw_data(), x.dtype(), x_zp, *c.out, y.raw_data(), threads);
+    return Status::Ok();
   }
   if (weights && weights->w8 && AllowQ8Kernel() && s.geo.spatial <= 2) return ConvBytes(c, *weights, s, x, y, threads);
   std::shared_ptr<const std::vector<QPackedA>> packed = weights ? weights->w : nullptr;

@@ -304,6 +304,19 @@ TEST(QLinearKernelsTest, QConvCpuMatchesReference) {
       {{1, 5, 6, 6}, {7, 5, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},         // 1x1
       {{2, 4, 11}, {6, 4, 3}, {2}, {1, 1}, {1}, 1},                          // 1-D
       {{1, 2, 4, 5, 3}, {3, 2, 2, 3, 2}, {1, 2, 1}, {1, 0, 1, 0, 1, 0}, {1, 1, 1}, 1},  // 3-D
+      // The channels-last byte kernel's cases (group 1): row segments with C % 4 != 0 (kw * C
+      // rounded up to 4), tap segments (stride or dilation along W), channel counts above 16
+      // (16 x 16 byte transposes with overlapping tails), no padding (transposed in place),
+      // output channels past a 16-column panel, and one image large enough for threads inside
+      // the GEMM.
+      {{2, 5, 9, 8}, {6, 5, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {{2, 2, 5, 5}, {3, 2, 5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 1},
+      {{1, 20, 7, 9}, {17, 20, 3, 3}, {2, 2}, {0, 1, 1, 0}, {1, 1}, 1},
+      {{3, 32, 6, 6}, {33, 32, 3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}, 1},
+      {{2, 17, 16, 17}, {4, 17, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {{1, 7, 1, 30}, {5, 7, 1, 4}, {1, 3}, {0, 1, 0, 2}, {1, 1}, 1},
+      {{2, 1, 12, 11}, {8, 1, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1},
+      {{1, 16, 28, 28}, {32, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
   };
   for (QGemmBackend backend : BackendsToCheck()) {
   ScopedBackend use(backend);
