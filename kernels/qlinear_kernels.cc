@@ -206,6 +206,36 @@ class QMatMulKernel : public OpKernel {
 // ---------------------------------------------------------------------------------------------
 // Convolutions: QConv, QLinearConv, ConvInteger (im2col on the integer data; padding reads x_zp).
 
+// y = max pool of x ([N, C, spatial...]) with window = stride = window[i], no padding, floor
+// mode: the fused pool's fallback where the backend's conv cannot pool (x: the conv's output).
+template <class T>
+void MaxPoolWindowsTyped(const Tensor& x, const std::vector<int64_t>& window, Tensor* y) {
+  const int spatial = static_cast<int>(window.size());
+  const int64_t IH = spatial == 2 ? x.dim(2) : 1, IW = x.dim(x.rank() - 1);
+  const int64_t kh = spatial == 2 ? window[0] : 1, kw = window.back();
+  const int64_t OH = spatial == 2 ? y->dim(2) : 1, OW = y->dim(y->rank() - 1);
+  const int64_t planes = x.dim(0) * x.dim(1);
+  const T* src = x.data<T>();
+  T* dst = y->data<T>();
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        T m = src[(p * IH + oh * kh) * IW + ow * kw];
+        for (int64_t i = 0; i < kh; ++i)
+          for (int64_t j = 0; j < kw; ++j) m = std::max(m, src[(p * IH + oh * kh + i) * IW + ow * kw + j]);
+        dst[(p * OH + oh) * OW + ow] = m;
+      }
+}
+
+void MaxPoolWindows(const Tensor& x, const std::vector<int64_t>& window, Tensor* y) {
+  switch (x.dtype()) {
+    case DType::kUInt8: return MaxPoolWindowsTyped<uint8_t>(x, window, y);
+    case DType::kInt8: return MaxPoolWindowsTyped<int8_t>(x, window, y);
+    case DType::kInt32: return MaxPoolWindowsTyped<int32_t>(x, window, y);
+    default: return MaxPoolWindowsTyped<float>(x, window, y);
+  }
+}
+
 class QConvKernel : public OpKernel {
  public:
   QConvKernel(const KernelInit& init, QInputs q)
@@ -214,7 +244,9 @@ class QConvKernel : public OpKernel {
         node_(init.node_name),
         attrs_(init.attrs),
         pack_(kQLinear.Pick(init.backend, &QLinearFns::pack_conv_weights)),
-        conv_(kQLinear.Pick(init.backend, &QLinearFns::conv)) {}
+        conv_(kQLinear.Pick(init.backend, &QLinearFns::conv)),
+        pools_(kQLinear.Pick(init.backend, &QLinearFns::conv_pools)),
+        pool_(init.attrs.GetInts("_max_pool")) {}
 
   Status Init(const KernelInit& init) {
     WH_RETURN_IF_ERROR(CheckDataTypes(node_, init, q_));
@@ -241,10 +273,17 @@ class QConvKernel : public OpKernel {
       WH_ASSIGN_OR_RETURN(local, ResolveQParams(node_, q_, ctx.inputs, x.dtype(), w.dtype(), s.out_channels, -1, relu_));
       p = &local;
     }
-    const int64_t out_size = s.geo.OutSize();
-    if (y.numel() != s.batch * s.out_channels * out_size)
-      return InvalidArgument(node_ + ": output has " + std::to_string(y.numel()) + " elements, expected " +
-                             std::to_string(s.batch * s.out_channels * out_size));
+    // The conv's output dims, and the pooled ones when a max pool is fused.
+    Dims conv_dims{s.batch, s.out_channels}, y_dims = conv_dims;
+    if (!pool_.empty() && static_cast<int>(pool_.size()) != s.geo.spatial)
+      return InvalidArgument(node_ + ": _max_pool has " + std::to_string(pool_.size()) + " entries for " +
+                             std::to_string(s.geo.spatial) + " spatial dims");
+    for (int i = 0; i < s.geo.spatial; ++i) {
+      conv_dims.push_back(s.geo.out[i]);
+      y_dims.push_back(pool_.empty() ? s.geo.out[i] : s.geo.out[i] / pool_[static_cast<size_t>(i)]);
+    }
+    if (y.dims() != y_dims)
+      return InvalidArgument(node_ + ": output is " + DimsToString(y.dims()) + ", expected " + DimsToString(y_dims));
     QConvCall c;
     c.shape = &s;
     c.x = &x;
@@ -254,7 +293,16 @@ class QConvKernel : public OpKernel {
     c.out = &p->out;
     c.packed_w = packed_.get();
     c.y = &y;
-    return conv_(c, ctx.num_threads);
+    if (pool_.empty()) return conv_(c, ctx.num_threads);
+    if (pools_ && pools_(c)) {
+      c.max_pool = &pool_;
+      return conv_(c, ctx.num_threads);
+    }
+    Tensor full(y.dtype(), conv_dims);
+    c.y = &full;
+    WH_RETURN_IF_ERROR(conv_(c, ctx.num_threads));
+    MaxPoolWindows(full, pool_, &y);
+    return Status::Ok();
   }
 
  private:
@@ -264,6 +312,8 @@ class QConvKernel : public OpKernel {
   AttributeMap attrs_;
   QPackedWeights (*pack_)(const Tensor&, const std::vector<int32_t>&, int64_t);
   Status (*conv_)(const QConvCall&, int);
+  bool (*pools_)(const QConvCall&);
+  std::vector<int64_t> pool_;  // _max_pool: the fused max pool's window (= stride), or empty
   int64_t group_ = 1;
   std::optional<QParams> params_;
   QPackedWeights packed_;  // the backend's packed constant weights

@@ -293,7 +293,11 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     for (int v : release_at_step_[si]) arena->Release(slots[static_cast<size_t>(v)]);
     if (stats) {
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      stats->nodes.push_back({n.name, n.op_type + (n.attrs.Has("_activation") ? "+" + n.attrs.GetString("_activation", "") : ""), ms});
+      // Fused work shows in the op type: "QConv+Relu+MaxPool".
+      std::string op = n.op_type;
+      if (n.attrs.Has("_activation")) op += "+" + n.attrs.GetString("_activation", "");
+      if (n.attrs.Has("_max_pool")) op += "+MaxPool";
+      stats->nodes.push_back({n.name, op, ms});
     }
   }
   omp_set_num_threads(prev_threads);

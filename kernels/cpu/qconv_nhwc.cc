@@ -59,7 +59,7 @@ void TransposeBytes(const uint8_t* src, int64_t src_ld, int64_t rows, int64_t co
 // tile = R output positions (A rows at a[i]) x 16 output channels (one B panel at bp): for every
 // segment s, seg_quads groups of four bytes from a[i] + seg_off[s].
 template <int R>
-void ConvTileRows(const uint8_t* const* a, const int64_t* seg_off, int64_t segments, int64_t seg_quads,
+[[gnu::always_inline]] inline void ConvTileRows(const uint8_t* const* a, const int64_t* seg_off, int64_t segments, int64_t seg_quads,
                   const uint8_t* bp, int32_t* tile, int64_t ldt) {
 #if defined(__AVX2__)
   __m256i c0[R], c1[R];
@@ -110,6 +110,51 @@ void ConvTile(int64_t rows, const uint8_t* const* a, const int64_t* seg_off, int
   }
 }
 
+// dst[c] = max over the kh x kw window of src[i * row + j * ld + c], c < n: the pooled
+// accumulators of one window (8 channels at a time in registers).
+void MaxOverWindow(const int32_t* src, int64_t ld, int64_t row, int64_t kh, int64_t kw, int64_t n, int32_t* dst) {
+  int64_t c = 0;
+#if defined(__AVX2__)
+  auto at = [&](int64_t off) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + off)); };
+  if (kh == 2 && kw == 2) {  // the common window, unrolled
+    for (; c + 8 <= n; c += 8)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + c),
+                          _mm256_max_epi32(_mm256_max_epi32(at(c), at(ld + c)),
+                                           _mm256_max_epi32(at(row + c), at(row + ld + c))));
+  }
+  for (; c + 8 <= n; c += 8) {
+    __m256i m = at(c);
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j)
+        m = _mm256_max_epi32(m, at(i * row + j * ld + c));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + c), m);
+  }
+#endif
+  for (; c < n; ++c) {
+    int32_t m = src[c];
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j) m = std::max(m, src[i * row + j * ld + c]);
+    dst[c] = m;
+  }
+}
+
+// rows consecutive output positions (pos: their offsets in the padded image xp) x one column
+// panel into out (row stride ldt), four positions per micro-tile, in one call (with short K,
+// e.g. a 1-channel first layer, the per-call cost of single tiles was a third of the conv).
+void ConvBand(int64_t rows, const uint8_t* xp, const int64_t* pos, const int64_t* seg_off, int64_t segments,
+              int64_t seg_quads, const uint8_t* bp, int32_t* out, int64_t ldt) {
+  static_assert(kQ8Mr == 4, "ConvBand handles up to 4 rows per tile");
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const uint8_t* a[4] = {xp + pos[r], xp + pos[r + 1], xp + pos[r + 2], xp + pos[r + 3]};
+    ConvTileRows<4>(a, seg_off, segments, seg_quads, bp, out + r * ldt, ldt);
+  }
+  if (r == rows) return;
+  const uint8_t* a[4];
+  for (int64_t i = 0; i < rows - r; ++i) a[i] = xp + pos[r + i];
+  ConvTile(rows - r, a, seg_off, segments, seg_quads, bp, out + r * ldt, ldt);
+}
+
 // K x M (k-major) int8 weights for the B panels: k = segment * seg_bytes + byte, where byte
 // `tj * C + c` of kernel row ti's segment (rows) or byte c of tap (ti, tj)'s (taps); zeros past
 // each segment's C or kw * C bytes.
@@ -153,7 +198,7 @@ bool QPackConvWeightsNhwc(const int8_t* w, int64_t M, int64_t C, const int64_t* 
 }
 
 void QConvNhwc(const ConvShape& s, const QConvNhwcWeights& w, const void* x, DType x_dtype, int32_t x_zp,
-               const QOutput& out, void* y, int threads) {
+               const QOutput& out, void* y, int threads, const int64_t* pool) {
   const WindowGeometry& g = s.geo;
   const bool two = g.spatial == 2;
   const int last = g.spatial - 1;
@@ -192,6 +237,39 @@ void QConvNhwc(const ConvShape& s, const QConvNhwcWeights& w, const void* x, DTy
   for (int64_t oh = 0; oh < OH; ++oh)
     for (int64_t ow = 0; ow < OW; ++ow) pos_off[static_cast<size_t>(oh * OW + ow)] = (oh * sh * Wp + ow * sw) * C;
   const size_t es = OutElemSize(out.dtype);
+  // With the max pool: its window (= stride) and the pooled positions per image.
+  const int64_t kph = pool && two ? pool[0] : 1, kpw = pool ? pool[last] : 1;
+  const int64_t PH = OH / kph, PW = OW / kpw, YP = PH * PW;
+  WH_CHECK(!pool || YP > 0);
+  // A work item: a band of whole conv rows (the kph rows under one pooled row; unpooled, about
+  // 64 positions) times all output channels (at most 16 panels per strip). The band's products
+  // fill an L1/L2-resident strip, the pool takes the max over each window of accumulators (the
+  // epilogue is monotone: multipliers >= 0, QConvNhwc's contract), and the epilogue then runs
+  // once over the strip (or the pooled rows).
+  const int64_t ncp = (M + kQ8Nr - 1) / kQ8Nr, chunk_panels = std::min<int64_t>(ncp, kTileChunkPanels);
+  const int64_t nchunks = (ncp + chunk_panels - 1) / chunk_panels;
+  const int64_t band_rows = pool ? kph : std::max<int64_t>(1, 64 / OW);
+  const int64_t bands = pool ? PH : (OH + band_rows - 1) / band_rows;
+  auto Bands = [&](const uint8_t* xp, char* ytp, int threads_in) {
+    ParallelFor(bands * nchunks, threads_in, [&](int64_t t) {
+      const int64_t bi = t / nchunks, cp0 = t % nchunks * chunk_panels, cp1 = std::min(ncp, cp0 + chunk_panels);
+      const int64_t ldt = (cp1 - cp0) * kQ8Nr, c0 = cp0 * kQ8Nr, nc = std::min(ldt, M - c0);
+      const int64_t p0 = bi * band_rows * OW, band = std::min(band_rows * OW, P - p0);
+      thread_local std::vector<int32_t> strip, pooled;
+      strip.resize(static_cast<size_t>(band * ldt));
+      for (int64_t cp = cp0; cp < cp1; ++cp)
+        ConvBand(band, xp, pos_off.data() + p0, seg_off.data(), segments, seg_quads,
+                 b.data.data() + cp * kQ8Nr * b.Kq, strip.data() + (cp - cp0) * kQ8Nr, ldt);
+      if (!pool) {
+        EpilogueRows(e, strip.data(), ldt, band, nc, p0, c0, ytp + static_cast<size_t>(p0 * M + c0) * es, M);
+        return;
+      }
+      pooled.resize(static_cast<size_t>(PW * ldt));
+      for (int64_t pw = 0; pw < PW; ++pw)
+        MaxOverWindow(strip.data() + pw * kpw * ldt, ldt, OW * ldt, kph, kpw, nc, pooled.data() + pw * ldt);
+      EpilogueRows(e, pooled.data(), ldt, PW, nc, bi * PW, c0, ytp + static_cast<size_t>(bi * PW * M + c0) * es, M);
+    });
+  };
   // The segments' last groups of four may run up to 3 bytes past the padded image.
   const size_t padded_bytes = static_cast<size_t>(Hp * Wp * C) + 64;
   const bool per_image = s.batch >= threads;
@@ -201,7 +279,7 @@ void QConvNhwc(const ConvShape& s, const QConvNhwcWeights& w, const void* x, DTy
     thread_local std::vector<uint8_t> padded, planar;
     thread_local std::vector<char> yt;
     padded.resize(padded_bytes);
-    yt.resize(static_cast<size_t>(P * M) * es);
+    yt.resize(static_cast<size_t>(YP * M) * es);
     // Plain pointers: the GEMM's threads must see this thread's buffers, not their own.
     uint8_t* xp = padded.data();
     char* ytp = yt.data();
@@ -223,20 +301,14 @@ void QConvNhwc(const ConvShape& s, const QConvNhwcWeights& w, const void* x, DTy
         for (int64_t ih = 0; ih < IH; ++ih)
           std::memcpy(xp + ((ih + ph) * Wp + pw) * C, planar.data() + ih * IW * C, static_cast<size_t>(IW * C));
       }
-      // [positions][channels] through the epilogue, then to [channels][positions].
-      TiledGemm<kQ8Mr, kQ8Nr>(P, M, b.Kq, e, ytp, M, gemm_threads,
-                              [&](int64_t rows, int64_t rp, int64_t cp, int32_t* tile, int64_t ldt) {
-                                const uint8_t* a[kQ8Mr];
-                                for (int64_t i = 0; i < rows; ++i)
-                                  a[i] = xp + pos_off[static_cast<size_t>(rp * kQ8Mr + i)];
-                                ConvTile(rows, a, seg_off.data(), segments, seg_quads,
-                                         b.data.data() + cp * kQ8Nr * b.Kq, tile, ldt);
-                              });
-      char* yi = static_cast<char*>(y) + static_cast<size_t>(n * M * P) * es;
+      // [positions][channels] through the epilogue (pooled or not).
+      Bands(xp, ytp, gemm_threads);
+      // [positions][channels] -> [channels][positions].
+      char* yi = static_cast<char*>(y) + static_cast<size_t>(n * M * YP) * es;
       if (es == 1) {
-        TransposeBytes(reinterpret_cast<const uint8_t*>(ytp), M, P, M, reinterpret_cast<uint8_t*>(yi), P, 0);
+        TransposeBytes(reinterpret_cast<const uint8_t*>(ytp), M, YP, M, reinterpret_cast<uint8_t*>(yi), YP, 0);
       } else {
-        cpu::TransposeLast2(reinterpret_cast<const float*>(ytp), 1, P, M, reinterpret_cast<float*>(yi), 1);
+        cpu::TransposeLast2(reinterpret_cast<const float*>(ytp), 1, YP, M, reinterpret_cast<float*>(yi), 1);
       }
     }
   });

@@ -112,9 +112,13 @@ struct QConvNhwcWeights {
 bool QPackConvWeightsNhwc(const int8_t* w, int64_t M, int64_t C, const int64_t* kernel, int spatial,
                           const std::vector<int32_t>& w_zp, QConvNhwcWeights* out);
 // Group-1 1-D or 2-D convolution of x ([N, C, ...] uint8, or int8 shifted by 128) with zero
-// point x_zp into y ([N, M, ...], out's dtype).
+// point x_zp into y ([N, M, ...], out's dtype). pool (optional, one entry per spatial dim): a
+// max pool with that window and stride, no padding, floor mode, applied to the output (y is
+// pooled); it is taken over the int32 accumulators before the epilogue, which gives the same
+// bytes as pooling the outputs only because the epilogue is monotone: every multiplier >= 0
+// (the caller checks).
 void QConvNhwc(const ConvShape& s, const QConvNhwcWeights& w, const void* x, DType x_dtype, int32_t x_zp,
-               const QOutput& out, void* y, int threads);
+               const QOutput& out, void* y, int threads, const int64_t* pool = nullptr);
 
 // oneDNN's dnnl_gemm_{u8,s8}s8s32: acc = op(a - a_zp) * op(b - b_zp) with scalar zero points (a
 // zero-point vector whose entries are all equal counts as scalar); b must be int8. a_trans: a is

@@ -212,6 +212,34 @@ QPackedWeights PackConvWeights(const Tensor& w, const std::vector<int32_t>& w_zp
   return packed;
 }
 
+namespace {
+
+// Whether c goes to oneDNN (tried first; it may still refuse and fall back).
+bool PrefersOneDnnConv(const QConvCall& c) {
+  const ConvShape& s = *c.shape;
+  if (s.group != 1 || s.geo.spatial > 2 || c.x->dtype() != DType::kUInt8) return false;
+  const std::vector<int32_t> xzp{c.x_zp};
+  const QMatrix am{c.x->raw_data(), c.x->dtype(), 0, &xzp};
+  const QMatrix bm{c.w->raw_data(), c.w->dtype(), 0, c.w_zp};
+  return PreferOneDnnQGemm(am, bm, s.out_channels, s.batch * s.geo.OutSize(), c.w->numel() / s.out_channels);
+}
+
+// Whether c runs on the channels-last byte kernel (QConvNhwc).
+bool TakesNhwcPath(const QConvCall& c) {
+  const CpuConvWeights* weights = static_cast<const CpuConvWeights*>(c.packed_w);
+  return weights && weights->nhwc && AllowQ8Kernel() && c.shape->group == 1 && c.shape->geo.spatial <= 2 &&
+         !PrefersOneDnnConv(c);
+}
+
+}  // namespace
+
+bool QConvPools(const QConvCall& c) {
+  if (!TakesNhwcPath(c)) return false;
+  for (float m : c.out->multiplier)
+    if (!(m >= 0.f)) return false;  // the pool is taken before the epilogue, which must be monotone
+  return true;
+}
+
 Status QConv(const QConvCall& c, int threads) {
   const CpuConvWeights* weights = static_cast<const CpuConvWeights*>(c.packed_w);
   const ConvShape& s = *c.shape;
@@ -220,15 +248,14 @@ Status QConv(const QConvCall& c, int threads) {
   Tensor& y = *c.y;
   const int32_t x_zp = c.x_zp;
   const int64_t out_size = s.geo.OutSize();
-  if (s.group == 1 && s.geo.spatial <= 2 && x.dtype() == DType::kUInt8) {
-    const std::vector<int32_t> xzp{x_zp};
-    const QMatrix am{x.raw_data(), x.dtype(), 0, &xzp};
-    const QMatrix bm{w.raw_data(), w.dtype(), 0, c.w_zp};
-    if (PreferOneDnnQGemm(am, bm, s.out_channels, s.batch * s.geo.OutSize(), w.numel() / s.out_channels) &&
-        ConvOneDnn(c, s, x, w, y, threads))
-      return Status::Ok();
+  if (c.max_pool) {
+    if (!QConvPools(c) || static_cast<int>(c.max_pool->size()) != s.geo.spatial)
+      return Internal("QConv: a fused max pool reached a path that cannot pool");
+    QConvNhwc(s, *weights->nhwc, x.raw_data(), x.dtype(), x_zp, *c.out, y.raw_data(), threads, c.max_pool->data());
+    return Status::Ok();
   }
-  if (weights && weights->nhwc && AllowQ8Kernel() && s.group == 1 && s.geo.spatial <= 2) {
+  if (PrefersOneDnnConv(c) && ConvOneDnn(c, s, x, w, y, threads)) return Status::Ok();
+  if (TakesNhwcPath(c)) {
     QConvNhwc(s, *weights->nhwc, x.raw_data(), x.dtype(), x_zp, *c.out, y.raw_data(), threads);
     return Status::Ok();
   }
@@ -270,6 +297,6 @@ Status QConv(const QConvCall& c, int threads) {
   return Status::Ok();
 }
 
-const QLinearFns kQLinearFns{PackGemmWeights, QGemm, PackConvWeights, QConv, nullptr};
+const QLinearFns kQLinearFns{PackGemmWeights, QGemm, PackConvWeights, QConv, nullptr, QConvPools};
 
 }  // namespace whittle::cpu

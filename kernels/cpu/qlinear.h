@@ -18,6 +18,8 @@ QPackedWeights PackConvWeights(const Tensor& w, const std::vector<int32_t>& w_zp
 // c.packed_b / c.packed_w: what the Pack* functions above returned, or null.
 Status QGemm(const QGemmCall& c, int threads);
 Status QConv(const QConvCall& c, int threads);
+// Whether QConv fuses c's max pool: on the channels-last byte kernel with multipliers >= 0.
+bool QConvPools(const QConvCall& c);
 
 // QGemm and QConv with their packing; DynamicQuantizeLinear takes the reference's.
 extern const QLinearFns kQLinearFns;

@@ -66,6 +66,9 @@ struct QConvCall {
   const QOutput* out = nullptr;
   const void* packed_w = nullptr;
   Tensor* y = nullptr;
+  // A max pool fused after the conv (QConv's _max_pool: window = stride per spatial dim, no
+  // padding, floor mode): y holds the pooled output. Set only where conv_pools said yes.
+  const std::vector<int64_t>* max_pool = nullptr;
 };
 struct QLinearFns {
   // Null: the backend computes from the unpacked weights.
@@ -75,6 +78,9 @@ struct QLinearFns {
   Status (*conv)(const QConvCall& c, int threads) = nullptr;
   // x float32; y uint8 (x's dims), y_scale float32 and y_zero_point uint8 scalars (may be null).
   Status (*dynamic_quantize)(const Tensor& x, Tensor* y, Tensor* y_scale, Tensor* y_zero_point, int threads) = nullptr;
+  // Whether conv computes call c (max_pool not yet set) with its max pool fused. Null or false:
+  // the kernel runs the conv into a scratch tensor and pools that.
+  bool (*conv_pools)(const QConvCall& c) = nullptr;
 };
 namespace reference {
 extern const QLinearFns kQLinearFns;

@@ -123,6 +123,24 @@ Status InferQGemm(InferContext& ctx) {
 Status InferQConv(InferContext& ctx) {
   WH_RETURN_IF_ERROR(CheckQLinearInputs(ctx));
   WH_ASSIGN_OR_RETURN(std::optional<SymShape> s, InferConvOutput(ctx, 0, 3));
+  if (s && ctx.attrs().Has("_max_pool")) {
+    // QConv's fused max pool (runtime/rewrite/fuse_qconv_pool.h): window = stride, floor mode.
+    const std::vector<int64_t> window = ctx.attrs().GetInts("_max_pool");
+    if (window.size() + 2 != s->size())
+      return ctx.Error("_max_pool has " + std::to_string(window.size()) + " entries for " +
+                       std::to_string(s->size() - 2) + " spatial dims");
+    for (size_t i = 0; i < window.size(); ++i) {
+      Dim& d = (*s)[i + 2];
+      if (!d.known()) {
+        d = Dim();
+        continue;
+      }
+      if (d.value < window[i])
+        return ctx.Error("_max_pool window " + std::to_string(window[i]) + " is larger than the conv output (" +
+                         std::to_string(d.value) + ")");
+      d = Dim(d.value / window[i]);
+    }
+  }
   ctx.SetOutput(0, OutputType(ctx), s);
   return Status::Ok();
 }
@@ -191,9 +209,12 @@ void RegisterQLinearOps(OpRegistry& r) {
                    [](const Node& n, int) { return CheckActivation(n); }, InferQGemm});
   std::vector<AttrSpec> qconv_attrs = ConvAttrs();
   qconv_attrs.push_back({"_activation", AttrType::kString});
+  qconv_attrs.push_back({"_max_pool", AttrType::kInts});
   r.Register(OpDef{kWhittleDomain, "QConv", 1, 6, 9, 1, 1, qconv_attrs,
                    [](const Node& n, int opset) {
                      WH_RETURN_IF_ERROR(CheckConvAttrs(n, opset));
+                     for (int64_t k : n.attrs.GetInts("_max_pool"))
+                       if (k < 1) return InvalidArgument(n.DebugName() + ": _max_pool windows must be >= 1");
                      return CheckActivation(n);
                    },
                    InferQConv});

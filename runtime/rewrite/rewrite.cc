@@ -9,6 +9,7 @@
 #include "runtime/rewrite/fuse_gelu.h"
 #include "runtime/rewrite/fuse_layernorm.h"
 #include "runtime/rewrite/fuse_matmul_bias.h"
+#include "runtime/rewrite/fuse_qconv_pool.h"
 #include "runtime/rewrite/fuse_qdq.h"
 #include "runtime/rewrite/nchwc.h"
 
@@ -26,6 +27,8 @@ StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_blo
     // Drop the Dequantize nodes nobody reads any more before folding would evaluate them.
     WH_RETURN_IF_ERROR(g.Compact());
     WH_RETURN_IF_ERROR(InferShapes(g));
+    // Reads the ranks inference just gave the QConv outputs.
+    WH_RETURN_IF_ERROR(FuseQConvMaxPool(g, &r.fused_qconv_pool));
   }
   WH_RETURN_IF_ERROR(FoldConstants(g, &r.folded_constants));
   WH_RETURN_IF_ERROR(FoldConvBatchNorm(g, &r.folded_batchnorms));

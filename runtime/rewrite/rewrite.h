@@ -24,10 +24,11 @@ struct RewriteReport {
   int fused_attention = 0;    // packed-qkv self-attention subgraphs run as one Attention node
   int fused_qdq = 0;          // Conv/Gemm/MatMul running as int8 QConv/QGemm
   int int8_passthrough = 0;   // MaxPool/Flatten/Reshape moved onto int8 data
+  int fused_qconv_pool = 0;   // MaxPools computed inside the int8 conv before them
   int nchwc_nodes = 0;        // Conv/pool/Relu/Add nodes run on the blocked channel layout
 };
 
-// QDQ fusion first, then constant folding, Conv+BatchNormalization folding, GELU and LayerNorm
+// QDQ fusion first (and the int8 conv + MaxPool fusion), then constant folding, Conv+BatchNormalization folding, GELU and LayerNorm
 // fusion, Conv+Add
 // and MatMul+bias fusion, attention fusion and activation fusion, then (given nchwc_block: the backend runs that blocked layout,
 // kernels/nchwc.h) the NCHWc conversion, then Compact(), Verify() and InferShapes().

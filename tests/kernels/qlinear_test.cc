@@ -338,6 +338,57 @@ TEST(QLinearKernelsTest, QConvCpuMatchesReference) {
   }
 }
 
+// QConv with a fused max pool (_max_pool, runtime/rewrite/fuse_qconv_pool.h): every backend
+// bit-identical to the reference, and the reference equal to the unfused pair run as two nodes
+// (QConv, then MaxPool on its bytes). Covers the CPU's pooled channels-last kernel (constant
+// weights) and the scratch-then-pool fallback (weights per call), square and non-square windows,
+// conv outputs that the window does not divide (floor mode), 1-D, threads inside one image.
+TEST(QLinearKernelsTest, QConvWithFusedMaxPoolMatchesConvThenPool) {
+  struct PoolCase {
+    ConvCase conv;
+    std::vector<int64_t> window;
+  };
+  const std::vector<PoolCase> cases = {
+      {{{3, 1, 28, 28}, {16, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, {2, 2}},      // CNN conv1 + pool
+      {{{2, 16, 14, 14}, {32, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, {2, 2}},    // CNN conv2 + pool
+      {{{2, 5, 11, 10}, {17, 5, 3, 3}, {1, 1}, {0, 1, 1, 0}, {1, 1}, 1}, {3, 3}},      // floor: rows/cols dropped
+      {{{1, 8, 9, 12}, {6, 8, 3, 2}, {2, 1}, {1, 0, 1, 1}, {1, 2}, 1}, {1, 2}},        // strided, dilated, 1x2
+      {{{2, 4, 13}, {6, 4, 3}, {1}, {1, 1}, {1}, 1}, {2}},                             // 1-D
+      {{{1, 16, 28, 28}, {32, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, {2, 2}},    // threads inside the image
+  };
+  uint32_t seed = 700;
+  for (QGemmBackend backend : BackendsToCheck()) {
+    ScopedBackend use(backend);
+    SCOPED_TRACE(BackendName(backend));
+    for (const Quant& q : QuantVariants()) {
+      for (const PoolCase& pc : cases) {
+        const ConvCase& c = pc.conv;
+        const int64_t M = c.w[0], K = c.w[1] * c.w[2] * (c.w.size() > 3 ? c.w[3] : 1);
+        auto in = QParamsFor(q, M, K, seed++);
+        in[0] = RandomBytes(q.x_dt, c.x, seed++);
+        in[3] = WeightBytes(q, c.w, seed++);
+        SCOPED_TRACE("x=" + DimsToString(c.x) + " w=" + DimsToString(c.w) + " window=" + DimsToString(pc.window));
+        AttributeMap attrs = ConvAttrs(c.strides, c.pads, c.dilations, c.group, q.relu);
+        const Node plain = MakeNode("QConv", 9, 1, attrs, kDomain);
+        attrs.Set("_max_pool", Attribute::Ints(pc.window));
+        const Node fused = MakeNode("QConv", 9, 1, attrs, kDomain);
+        Tensor pooled = ExpectBitExact(fused, in);
+        ASSERT_TRUE(pooled.defined());
+        // The same by two nodes on the reference backend.
+        auto conv = RunNode(plain, 13, in, Backend::kReference, 1);
+        ASSERT_TRUE(conv.ok()) << conv.status().message();
+        ASSERT_NE((*conv)[0].dtype(), DType::kInt32);  // QConv outputs bytes or floats, which MaxPool takes
+        AttributeMap pool_attrs;
+        pool_attrs.Set("kernel_shape", Attribute::Ints(pc.window));
+        pool_attrs.Set("strides", Attribute::Ints(pc.window));
+        auto pool = RunNode(MakeNode("MaxPool", 1, 1, pool_attrs), 12, {(*conv)[0]}, Backend::kReference, 1);
+        ASSERT_TRUE(pool.ok()) << pool.status().message();
+        EXPECT_TRUE(TensorsClose(pooled, (*pool)[0], 0.f, 0.f));
+      }
+    }
+  }
+}
+
 TEST(QLinearKernelsTest, ConvPaddingReadsTheZeroPoint) {
   // 1x1 input equal to its zero point, 3x3 kernel with pad 1: every tap adds 0, so only the bias remains.
   std::vector<Tensor> in(9);

@@ -370,16 +370,97 @@ TEST(QdqFusion, MaxPoolAndFlattenRunOnInt8Data) {
   EXPECT_EQ(testing::CountOps(c.fused_graph, "QGemm"), 1);
   EXPECT_EQ(testing::CountOps(c.fused_graph, "DequantizeLinear"), 0);
   EXPECT_EQ(testing::CountOps(c.fused_graph, "QuantizeLinear"), 1);  // the input's
-  for (const Node& n : c.fused_graph.nodes())
-    if (n.op_type == "MaxPool" || n.op_type == "Flatten") {
-      EXPECT_EQ(c.fused_graph.value(n.inputs[0]).dtype, DType::kUInt8) << n.op_type;
+  // The MaxPool moved onto the conv's bytes and then into the conv (fuse_qconv_pool).
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "MaxPool"), 0);
+  for (const Node& n : c.fused_graph.nodes()) {
+    if (n.op_type == "QConv") {
+      EXPECT_EQ(n.attrs.GetInts("_max_pool"), (std::vector<int64_t>{2, 2}));
     }
+    if (n.op_type == "Flatten") {
+      EXPECT_EQ(c.fused_graph.value(n.inputs[0]).dtype, DType::kUInt8);
+    }
+  }
   // Float logits: the conv output may differ by one quantum s1 in a few places, which moves a
   // logit by at most sum_k |w[n,k]| * s1.
   EXPECT_LT(testing::MaxAbsDiff(c.fused[0], c.emulated[0]), 0.5f);
   float max_abs = 0;
   for (int64_t i = 0; i < c.emulated[0].numel(); ++i) max_abs = std::max(max_abs, std::fabs(c.emulated[0].data<float>()[i]));
   EXPECT_GT(max_abs, 0.1f);
+}
+
+// x -> Q -> DQ -> Conv -> Relu -> Q -> DQ -> MaxPool(attrs) -> Q -> [DQ]: the int8 conv with a
+// pool after it, as quantize_static writes it.
+Graph ConvPoolGraph(const AttributeMap& pool_attrs, bool second_reader = false) {
+  QWeight cw = QuantizeWeight(RandomFloat({8, 4, 3, 3}, 71), 0);
+  GraphBuilder gb(13);
+  gb.Input("x", DType::kFloat32, {Dim::Symbol("batch"), 4, 12, 11})
+      .Init("xs", Tensor::Scalar<float>(kXScale)).Init("xz", Tensor::Scalar<uint8_t>(0))
+      .Init("cwq", cw.q).Init("cws", cw.scale).Init("cwz", cw.zp)
+      .Init("s1", Tensor::Scalar<float>(0.01f)).Init("z1", Tensor::Scalar<uint8_t>(0))
+      .Op("QuantizeLinear", {"x", "xs", "xz"}, {"xq"})
+      .Op("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"})
+      .Op("DequantizeLinear", {"cwq", "cws", "cwz"}, {"cwd"}, Attrs({{"axis", Attribute::Int(0)}}))
+      .Op("Conv", {"xd", "cwd"}, {"c"}, Attrs({{"pads", Attribute::Ints({1, 1, 1, 1})}}))
+      .Op("Relu", {"c"}, {"r"})
+      .Op("QuantizeLinear", {"r", "s1", "z1"}, {"rq"})
+      .Op("DequantizeLinear", {"rq", "s1", "z1"}, {"rd"})
+      .Op("MaxPool", {"rd"}, {"p"}, pool_attrs)
+      .Op("QuantizeLinear", {"p", "s1", "z1"}, {"pq"})
+      .Op("DequantizeLinear", {"pq", "s1", "z1"}, {"pd"})
+      .Output("pd");
+  if (second_reader) gb.Output("rd");
+  return gb.Build();
+}
+
+TEST(QdqFusion, MaxPoolAfterInt8ConvIsFusedIntoIt) {
+  struct Case {
+    AttributeMap attrs;
+    bool second_reader;
+    bool fused;
+    const char* what;
+  };
+  const std::vector<Case> cases = {
+      {Attrs({{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}}), false, true,
+       "2x2 stride 2 (11 columns: the last one dropped)"},
+      {Attrs({{"kernel_shape", Attribute::Ints({3, 2})}, {"strides", Attribute::Ints({3, 2})},
+              {"auto_pad", Attribute::String("VALID")}}),
+       false, true, "3x2 stride 3x2, VALID"},
+      {Attrs({{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({1, 1})}}), false, false,
+       "overlapping windows"},
+      {Attrs({{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})},
+              {"pads", Attribute::Ints({1, 1, 1, 1})}}),
+       false, false, "padded"},
+      {Attrs({{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})},
+              {"ceil_mode", Attribute::Int(1)}}),
+       false, false, "ceil mode"},
+      {Attrs({{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}}), true, false,
+       "conv output also a graph output"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    Graph g = ConvPoolGraph(k.attrs, k.second_reader);
+    const auto inputs = Image({3, 4, 12, 11}, 72);
+    Compared c = RunBoth(g, inputs);
+    ASSERT_FALSE(c.fused.empty());
+    EXPECT_EQ(testing::CountOps(c.fused_graph, "QConv"), 1);
+    EXPECT_EQ(testing::CountOps(c.fused_graph, "MaxPool"), k.fused ? 0 : 1);
+    // Against the float emulation: the pooled values within one quantum (0.01).
+    EXPECT_LE(testing::MaxAbsDiff(c.fused[0], c.emulated[0]), 0.0101f);
+    if (!k.fused) continue;
+    // The fused conv gives the bytes of the unfused pair: the same graph with the conv's output
+    // also read as a graph output keeps its MaxPool (and the same weights: same seeds).
+    Graph twin = ConvPoolGraph(k.attrs, true);
+    for (Backend b : {Backend::kReference, Backend::kCpu}) {
+      auto fused = Session::FromGraph(g, {.backend = b, .optimize = true});
+      auto unfused = Session::FromGraph(twin, {.backend = b, .optimize = true});
+      ASSERT_TRUE(fused.ok() && unfused.ok());
+      EXPECT_EQ(testing::CountOps((*unfused)->graph(), "MaxPool"), 1);
+      auto a = (*fused)->Run(inputs);
+      auto u = (*unfused)->Run(inputs);
+      ASSERT_TRUE(a.ok() && u.ok());
+      EXPECT_TRUE(testing::TensorsClose((*a)[0], (*u)[0], 0.f, 0.f)) << BackendName(b);
+    }
+  }
 }
 
 TEST(QdqFusion, RewriteReportCountsFusions) {
