@@ -272,10 +272,7 @@ void QConvNhwc(const ConvShape& s, const QConvNhwcWeights& w, const void* x, DTy
   };
   // The segments' last groups of four may run up to 3 bytes past the padded image.
   const size_t padded_bytes = static_cast<size_t>(Hp * Wp * C) + 64;
-  const bool per_image = s.batch >= threads;
-  const int gemm_threads = per_image ? 1 : threads;
-  const int64_t blocks = per_image ? std::min<int64_t>(s.batch, 4 * threads) : 1;
-  ParallelFor(blocks, per_image ? threads : 1, [&](int64_t blk) {
+  ForImageBlocks(s.batch, threads, [&](int64_t n0, int64_t n1, int gemm_threads) {
     thread_local std::vector<uint8_t> padded, planar;
     thread_local std::vector<char> yt;
     padded.resize(padded_bytes);
@@ -283,7 +280,7 @@ void QConvNhwc(const ConvShape& s, const QConvNhwcWeights& w, const void* x, DTy
     // Plain pointers: the GEMM's threads must see this thread's buffers, not their own.
     uint8_t* xp = padded.data();
     char* ytp = yt.data();
-    for (int64_t n = blk * s.batch / blocks; n < (blk + 1) * s.batch / blocks; ++n) {
+    for (int64_t n = n0; n < n1; ++n) {
       const uint8_t* xi = static_cast<const uint8_t*>(x) + n * in_image;
       // The padded channels-last image.
       if (Hp * Wp != IH * IW) std::memset(xp, pad, static_cast<size_t>(Hp * Wp * C));

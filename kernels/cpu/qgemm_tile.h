@@ -80,6 +80,18 @@ inline void EpilogueSegment(const Epilogue& e, const int32_t* acc, int64_t n, in
   EpilogueRows(e, acc, 0, 1, n, r, c0, y, 0);
 }
 
+// The int8 convolutions' threading: at batch >= threads, contiguous blocks of images in parallel
+// (4 per thread; each block sets up its scratch once), one thread inside each image; else one
+// block, with all threads inside each image. body(n0, n1, gemm_threads) runs images [n0, n1).
+template <class Body>
+void ForImageBlocks(int64_t batch, int threads, const Body& body) {
+  const bool per_image = batch >= threads;
+  const int64_t blocks = per_image ? std::min<int64_t>(batch, 4 * threads) : 1;
+  ParallelFor(blocks, per_image ? threads : 1, [&](int64_t blk) {
+    body(blk * batch / blocks, (blk + 1) * batch / blocks, per_image ? 1 : threads);
+  });
+}
+
 // Column panels per work item at most (the strip is kMr x kTileChunkPanels * kNr int32).
 constexpr int64_t kTileChunkPanels = 16;
 

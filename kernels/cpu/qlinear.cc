@@ -58,16 +58,13 @@ Status ConvBytes(const QConvCall& c, const CpuConvWeights& packed, const ConvSha
   const uint8_t zp_byte = static_cast<uint8_t>(c.x_zp);
   const int32_t zx = c.x_zp + (s8 ? 128 : 0);
   const size_t y_es = qgemm_internal::OutElemSize(y.dtype());
-  const bool per_image = s.batch >= threads;
-  const int gemm_threads = per_image ? 1 : threads;
-  const int64_t blocks = per_image ? std::min<int64_t>(s.batch, 4 * threads) : 1;
-  ParallelFor(blocks, per_image ? threads : 1, [&](int64_t blk) {
+  qgemm_internal::ForImageBlocks(s.batch, threads, [&](int64_t n0, int64_t n1, int gemm_threads) {
     thread_local std::vector<uint8_t> rows, planes;
     thread_local std::vector<char> tmp;
     QPacked8 panel;
     rows.resize(static_cast<size_t>(K * cols));
     if (padded) tmp.resize(static_cast<size_t>(mg * cols) * y_es);
-    for (int64_t n = blk * s.batch / blocks; n < (blk + 1) * s.batch / blocks; ++n) {
+    for (int64_t n = n0; n < n1; ++n) {
       for (int64_t gi = 0; gi < s.group; ++gi) {
         const uint8_t* xg = static_cast<const uint8_t*>(x.raw_data()) + (n * s.in_channels + gi * cg) * in_size;
         char* yp = static_cast<char*>(y.raw_data()) +
@@ -214,22 +211,28 @@ QPackedWeights PackConvWeights(const Tensor& w, const std::vector<int32_t>& w_zp
 
 namespace {
 
-// Whether c goes to oneDNN (tried first; it may still refuse and fall back).
+// Whether c can run on the channels-last byte kernel (QConvNhwc).
+bool NhwcEligible(const QConvCall& c) {
+  const CpuConvWeights* weights = static_cast<const CpuConvWeights*>(c.packed_w);
+  return weights && weights->nhwc && AllowQ8Kernel() && c.shape->group == 1 && c.shape->geo.spatial <= 2;
+}
+
+// Whether c goes to oneDNN (tried first; it may still refuse and fall back): where its GEMM fits
+// and, unless WHITTLE_QGEMM=onednn forces it, the byte kernel cannot take c (measured with
+// AVX512-VNNI, batch 64, 1 thread: the byte kernel ran the CNN 1.56x and the residual CNN 1.07x
+// faster than oneDNN's GEMM on the im2col).
 bool PrefersOneDnnConv(const QConvCall& c) {
   const ConvShape& s = *c.shape;
   if (s.group != 1 || s.geo.spatial > 2 || c.x->dtype() != DType::kUInt8) return false;
+  if (NhwcEligible(c) && DefaultQGemmBackend() != QGemmBackend::kOneDnn) return false;
   const std::vector<int32_t> xzp{c.x_zp};
   const QMatrix am{c.x->raw_data(), c.x->dtype(), 0, &xzp};
   const QMatrix bm{c.w->raw_data(), c.w->dtype(), 0, c.w_zp};
   return PreferOneDnnQGemm(am, bm, s.out_channels, s.batch * s.geo.OutSize(), c.w->numel() / s.out_channels);
 }
 
-// Whether c runs on the channels-last byte kernel (QConvNhwc).
-bool TakesNhwcPath(const QConvCall& c) {
-  const CpuConvWeights* weights = static_cast<const CpuConvWeights*>(c.packed_w);
-  return weights && weights->nhwc && AllowQ8Kernel() && c.shape->group == 1 && c.shape->geo.spatial <= 2 &&
-         !PrefersOneDnnConv(c);
-}
+// Whether c runs on the channels-last byte kernel.
+bool TakesNhwcPath(const QConvCall& c) { return NhwcEligible(c) && !PrefersOneDnnConv(c); }
 
 }  // namespace
 
@@ -265,17 +268,14 @@ Status QConv(const QConvCall& c, int threads) {
   const int64_t mg = s.out_channels / s.group;
   const int64_t in_image = s.in_channels * s.geo.InSize();
   const size_t x_es = 1, y_es = qgemm_internal::OutElemSize(y.dtype());
-  // Images in parallel at batch >= threads (each packs its own im2col); else threads in the GEMM.
-  const bool per_image = s.batch >= threads;
-  const int gemm_threads = per_image ? 1 : threads;
   const bool padded = QConvUsesPaddedPlanes(s);
-  // Contiguous image blocks, one im2col buffer per block.
-  const int64_t blocks = per_image ? std::min<int64_t>(s.batch, 4 * threads) : 1;
-  ParallelFor(blocks, per_image ? threads : 1, [&](int64_t blk) {
+  // Images in parallel at batch >= threads (each block packs its own im2col); else threads in
+  // the GEMM.
+  qgemm_internal::ForImageBlocks(s.batch, threads, [&](int64_t n0, int64_t n1, int gemm_threads) {
     QPackedB col;
     std::vector<int16_t> planes;
     std::vector<char> tmp;
-    for (int64_t n = blk * s.batch / blocks; n < (blk + 1) * s.batch / blocks; ++n) {
+    for (int64_t n = n0; n < n1; ++n) {
       const char* xi = static_cast<const char*>(x.raw_data()) + static_cast<size_t>(n * in_image) * x_es;
       for (int64_t g = 0; g < s.group; ++g) {
         char* yp = static_cast<char*>(y.raw_data()) +
