@@ -22,6 +22,7 @@ void RegisterRecurrentKernels(KernelRegistry& r);  // kernels/recurrent_kernels.
 void RegisterResampleKernels(KernelRegistry& r);  // kernels/resample_kernels.cc
 void RegisterNchwcKernels(KernelRegistry& r);     // kernels/nchwc_kernels.cc
 void RegisterAttentionKernels(KernelRegistry& r);  // kernels/attention_kernels.cc
+void RegisterGradKernels(KernelRegistry& r);       // kernels/grad_kernels.cc
 
 void RegisterAllKernels() {
   static std::once_flag once;
@@ -43,6 +44,7 @@ void RegisterAllKernels() {
     RegisterResampleKernels(r);
     RegisterNchwcKernels(r);
     RegisterAttentionKernels(r);
+    RegisterGradKernels(r);
   });
 }
 

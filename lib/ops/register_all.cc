@@ -21,6 +21,7 @@ void RegisterRecurrentOps(OpRegistry& r);    // lib/ops/recurrent.cc
 void RegisterResampleOps(OpRegistry& r);     // lib/ops/resample.cc
 void RegisterNchwcOps(OpRegistry& r);        // lib/ops/nchwc.cc
 void RegisterAttentionOps(OpRegistry& r);    // lib/ops/attention.cc
+void RegisterGradOps(OpRegistry& r);         // lib/ops/grad.cc
 
 void RegisterAllOps() {
   static std::once_flag once;
@@ -42,6 +43,7 @@ void RegisterAllOps() {
     RegisterResampleOps(r);
     RegisterNchwcOps(r);
     RegisterAttentionOps(r);
+    RegisterGradOps(r);
   });
 }
 

@@ -8,13 +8,14 @@ namespace whittle::cli {
 
 Progress::Progress(bool enabled) : enabled_(enabled), tty_(enabled && ::isatty(STDERR_FILENO) == 1) {}
 
-void Progress::Update(const std::string& stage, int64_t done, int64_t total) {
+void Progress::Update(const std::string& stage, int64_t done, int64_t total, const std::string& detail) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
   const bool complete = total > 0 && done >= total;
   const bool same = stage == stage_;
   std::string text = stage;
   if (total > 0) text += " " + std::to_string(done) + "/" + std::to_string(total);
+  if (!detail.empty()) text += " " + detail;
   if (tty_) {
     if (same && !complete && now - last_ < std::chrono::milliseconds(100)) return;
     std::fprintf(stderr, "\r%s\033[K", text.c_str());

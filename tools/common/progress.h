@@ -16,8 +16,9 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
-  // stage: e.g. "[svd] sensitivity"; total <= 0 means no count is shown.
-  void Update(const std::string& stage, int64_t done, int64_t total);
+  // stage: e.g. "[svd] sensitivity"; total <= 0 means no count is shown. detail (e.g. the running
+  // loss) follows the count; a change of detail alone does not count as a new stage.
+  void Update(const std::string& stage, int64_t done, int64_t total, const std::string& detail = "");
   // A permanent line (after clearing any line being rewritten).
   void Line(const std::string& text);
   // Removes the line being rewritten, if any.

@@ -1,0 +1,75 @@
+// Kernels for the ai.whittle gradient ops (lib/ops/grad.cc): the factory checks float32 inputs
+// and parses the window attributes once, then picks init.backend's compute function from kGrad
+// (only the reference row: its im2col + GEMM kernels serve every backend).
+#include <string>
+
+#include "kernels/kernel.h"
+#include "kernels/reference/grad.h"
+
+namespace whittle {
+namespace {
+
+using Factory = StatusOr<std::unique_ptr<OpKernel>>;
+
+constexpr const char* kDomain = "ai.whittle";
+
+const BackendTable<GradFns> kGrad{{Backend::kReference, &reference::kGradFns}};
+
+Status CheckFloat32Inputs(const KernelInit& init, const char* op) {
+  for (DType t : init.input_dtypes)
+    if (t != DType::kFloat32)
+      return InvalidArgument(init.node_name + ": " + op + " supports float32 only, got " + DTypeName(t));
+  return Status::Ok();
+}
+
+StatusOr<WindowAttrs> ReadWindow(const KernelInit& init) {
+  auto w = ParseWindowAttrs(init.attrs);
+  if (!w.ok()) return InvalidArgument(init.node_name + ": " + w.status().message());
+  return w;
+}
+
+StatusOr<ConvGradAttrs> ReadConvGrad(const KernelInit& init, const char* op) {
+  WH_RETURN_IF_ERROR(CheckFloat32Inputs(init, op));
+  ConvGradAttrs a;
+  WH_ASSIGN_OR_RETURN(a.window, ReadWindow(init));
+  a.group = init.attrs.GetInt("group", 1);
+  if (a.group < 1) return InvalidArgument(init.node_name + ": group must be >= 1, got " + std::to_string(a.group));
+  return a;
+}
+
+Factory MakeConvGradInput(const KernelInit& init) {
+  WH_ASSIGN_OR_RETURN(ConvGradAttrs a, ReadConvGrad(init, "ConvGradInput"));
+  const auto fn = kGrad.Pick(init.backend, &GradFns::conv_grad_input);
+  return WrapFnKernel([a, fn](KernelContext& ctx) {
+    return fn(a, *ctx.inputs[0], *ctx.inputs[1], *ctx.inputs[2], ctx.outputs[0], ctx.num_threads);
+  });
+}
+
+Factory MakeConvGradWeight(const KernelInit& init) {
+  WH_ASSIGN_OR_RETURN(ConvGradAttrs a, ReadConvGrad(init, "ConvGradWeight"));
+  if (a.window.kernel_shape.empty()) return InvalidArgument(init.node_name + ": kernel_shape is required");
+  const auto fn = kGrad.Pick(init.backend, &GradFns::conv_grad_weight);
+  return WrapFnKernel([a, fn](KernelContext& ctx) {
+    return fn(a, *ctx.inputs[0], *ctx.inputs[1], ctx.outputs[0], ctx.num_threads);
+  });
+}
+
+Factory MakeMaxPoolGrad(const KernelInit& init) {
+  WH_RETURN_IF_ERROR(CheckFloat32Inputs(init, "MaxPoolGrad"));
+  WH_ASSIGN_OR_RETURN(WindowAttrs a, ReadWindow(init));
+  if (a.kernel_shape.empty()) return InvalidArgument(init.node_name + ": kernel_shape is required");
+  const auto fn = kGrad.Pick(init.backend, &GradFns::max_pool_grad);
+  return WrapFnKernel([a, fn](KernelContext& ctx) {
+    return fn(a, *ctx.inputs[0], *ctx.inputs[1], ctx.outputs[0], ctx.num_threads);
+  });
+}
+
+}  // namespace
+
+void RegisterGradKernels(KernelRegistry& r) {
+  r.Register(kDomain, "ConvGradInput", MakeConvGradInput);
+  r.Register(kDomain, "ConvGradWeight", MakeConvGradWeight);
+  r.Register(kDomain, "MaxPoolGrad", MakeMaxPoolGrad);
+}
+
+}  // namespace whittle

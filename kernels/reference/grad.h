@@ -1,0 +1,43 @@
+// Kernels of the ai.whittle gradient ops (lib/ops/grad.cc), float32, any spatial rank up to
+// kMaxSpatialDims, with Conv's and MaxPool's window geometry (kernels/common/window.h):
+//   ConvGradInput: per image and group, col [K, P] = W_g^T [K, M/g] x dY_g [M/g, P], then col2im
+//                  adds col into dX (K = C/g * taps, P = output positions); X is read for its dims
+//   ConvGradWeight: per image and group, dW_g [M/g, K] += dY_g [M/g, P] x col^T [P, K], col the
+//                  im2col of X
+//   MaxPoolGrad:   each dY element added at its window's first maximum of X (MaxPool's choice)
+// Images (planes for MaxPoolGrad) are split over num_threads; the products are Eigen's. One
+// implementation serves every backend (kGrad in kernels/grad_kernels.cc has only this row).
+#pragma once
+
+#include "kernels/common/window.h"
+
+namespace whittle {
+
+struct ConvGradAttrs {
+  WindowAttrs window;
+  int64_t group = 1;
+};
+
+// dx: X's dims. dy must be Conv(X, W)'s output dims.
+Status ConvGradInputReference(const ConvGradAttrs& a, const Tensor& dy, const Tensor& w, const Tensor& x,
+                              Tensor* dx, int num_threads);
+// dw: [M, C/group, kernel_shape...] (its dims give W's shape). dy must be Conv(X, W)'s output dims.
+Status ConvGradWeightReference(const ConvGradAttrs& a, const Tensor& x, const Tensor& dy, Tensor* dw,
+                               int num_threads);
+// window.kernel_shape must be set. dy must be MaxPool(X)'s output dims; dx: X's dims.
+Status MaxPoolGradReference(const WindowAttrs& a, const Tensor& x, const Tensor& dy, Tensor* dx, int num_threads);
+
+// The family's compute functions, one instance per backend (kernels/kernel.h BackendTable).
+struct GradFns {
+  Status (*conv_grad_input)(const ConvGradAttrs& a, const Tensor& dy, const Tensor& w, const Tensor& x, Tensor* dx,
+                            int num_threads) = nullptr;
+  Status (*conv_grad_weight)(const ConvGradAttrs& a, const Tensor& x, const Tensor& dy, Tensor* dw,
+                             int num_threads) = nullptr;
+  Status (*max_pool_grad)(const WindowAttrs& a, const Tensor& x, const Tensor& dy, Tensor* dx,
+                          int num_threads) = nullptr;
+};
+namespace reference {
+extern const GradFns kGradFns;
+}  // namespace reference
+
+}  // namespace whittle

@@ -1,0 +1,328 @@
+#include "runtime/training/autodiff.h"
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lib/ops/op_def.h"
+
+namespace whittle::training {
+namespace {
+
+constexpr const char* kWhittle = "ai.whittle";
+
+// Emits the backward nodes into g.
+class Emitter {
+ public:
+  explicit Emitter(Graph& g) : g_(g), opset_(g.OpsetFor("")) {}
+
+  int Op(const std::string& type, std::vector<int> in, AttributeMap attrs = {}, const std::string& domain = "") {
+    Node n;
+    n.name = g_.UniqueName("grad/" + type);
+    n.op_type = type;
+    n.domain = domain;
+    n.inputs = std::move(in);
+    n.attrs = std::move(attrs);
+    n.outputs = {g_.AddValue(g_.UniqueName(n.name + "_out"))};
+    const int out = n.outputs[0];
+    g_.AddNode(std::move(n));
+    return out;
+  }
+  int Const(const Tensor& t, const std::string& what) { return g_.AddInitializer(g_.UniqueName("grad/" + what), t); }
+  int Int64s(const std::vector<int64_t>& v) {
+    return Const(Tensor::FromVector<int64_t>({static_cast<int64_t>(v.size())}, v), "axes");
+  }
+  // ReduceSum over axes (the attribute before opset 13, an input since).
+  int ReduceSum(int x, const std::vector<int64_t>& axes, bool keepdims) {
+    AttributeMap a;
+    a.Set("keepdims", Attribute::Int(keepdims ? 1 : 0));
+    if (opset_ < 13) {
+      a.Set("axes", Attribute::Ints(axes));
+      return Op("ReduceSum", {x}, a);
+    }
+    return Op("ReduceSum", {x, Int64s(axes)}, a);
+  }
+  int Gemm(int a, int b, bool ta, bool tb, float alpha = 1.f) {
+    AttributeMap at;
+    at.Set("transA", Attribute::Int(ta ? 1 : 0));
+    at.Set("transB", Attribute::Int(tb ? 1 : 0));
+    if (alpha != 1.f) at.Set("alpha", Attribute::Float(alpha));
+    return Op("Gemm", {a, b}, at);
+  }
+  int Scale(int x, float s) { return s == 1.f ? x : Op("Mul", {x, Const(Tensor::Scalar<float>(s), "scale")}); }
+  // x reshaped to the shape of like (at run time).
+  int ReshapeLike(int x, int like) { return Op("Reshape", {x, Op("Shape", {like})}); }
+
+ private:
+  Graph& g_;
+  int64_t opset_;
+};
+
+const SymShape* ShapeOf(const Graph& g, int v) {
+  const Value& val = g.value(v);
+  return val.shape ? &*val.shape : nullptr;
+}
+
+// dy (shape out) summed down to the shape of target under numpy broadcasting: leading extra dims
+// are summed away, dims where target has 1 and out does not are summed with keepdims.
+StatusOr<int> SumToShape(Emitter& e, const Graph& g, int dy, int out, int target) {
+  const SymShape* so = ShapeOf(g, out);
+  const SymShape* st = ShapeOf(g, target);
+  if (!so || !st) return InvalidArgument("gradient of a broadcast needs known ranks");
+  if (*so == *st) return dy;
+  const size_t lead = so->size() - st->size();
+  std::vector<int64_t> keep;
+  for (size_t i = 0; i < st->size(); ++i) {
+    const Dim& dt = (*st)[i];
+    const Dim& d = (*so)[i + lead];
+    if (dt.known() && dt.value == 1 && !(d.known() && d.value == 1)) keep.push_back(static_cast<int64_t>(i + lead));
+  }
+  int r = dy;
+  if (!keep.empty()) r = e.ReduceSum(r, keep, true);
+  if (lead > 0) {
+    std::vector<int64_t> axes;
+    for (size_t i = 0; i < lead; ++i) axes.push_back(static_cast<int64_t>(i));
+    r = e.ReduceSum(r, axes, false);
+  }
+  return r;
+}
+
+// Where each input of a node gets its gradient: (input slot, gradient value).
+using InputGrads = std::vector<std::pair<size_t, int>>;
+
+// The gradient rules. need(slot): whether that input needs a gradient.
+template <class Need>
+StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, int dy, const Need& need) {
+  InputGrads r;
+  const std::string& op = n.op_type;
+  auto in = [&](size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; };
+  if (!n.domain.empty() && n.domain != "ai.onnx")
+    return Unimplemented(n.DebugName() + ": no gradient rule for domain '" + n.domain + "'");
+  if (op == "Gemm") {
+    const bool ta = n.attrs.GetInt("transA", 0) != 0, tb = n.attrs.GetInt("transB", 0) != 0;
+    const float alpha = n.attrs.GetFloat("alpha", 1.f), beta = n.attrs.GetFloat("beta", 1.f);
+    const int a = in(0), b = in(1);
+    // Y = alpha op(A) op(B) + beta C.
+    if (need(0)) r.push_back({0, ta ? e.Gemm(b, dy, tb, true, alpha) : e.Gemm(dy, b, false, !tb, alpha)});
+    if (need(1)) r.push_back({1, tb ? e.Gemm(dy, a, true, ta, alpha) : e.Gemm(a, dy, !ta, false, alpha)});
+    if (in(2) >= 0 && need(2) && beta != 0.f) {
+      WH_ASSIGN_OR_RETURN(int dc, SumToShape(e, g, dy, n.outputs[0], in(2)));
+      r.push_back({2, e.Scale(dc, beta)});
+    }
+    return r;
+  }
+  if (op == "MatMul") {
+    const SymShape* sa = ShapeOf(g, in(0));
+    const SymShape* sb = ShapeOf(g, in(1));
+    if (!sa || !sb || sb->size() != 2 || sa->size() < 2)
+      return Unimplemented(n.DebugName() + ": MatMul gradient needs A of rank >= 2 and a 2-D B");
+    if (need(0)) r.push_back({0, e.Op("MatMul", {dy, e.Op("Transpose", {in(1)}, [] {
+                                  AttributeMap a;
+                                  a.Set("perm", Attribute::Ints({1, 0}));
+                                  return a;
+                                }())})});
+    if (need(1)) {
+      int a2 = in(0), dy2 = dy;
+      if (sa->size() > 2) {
+        const Dim k = (*sa)[sa->size() - 1], nn = (*sb)[1];
+        if (!k.known() || !nn.known()) return Unimplemented(n.DebugName() + ": MatMul gradient needs known K and N");
+        a2 = e.Op("Reshape", {in(0), e.Int64s({-1, k.value})});
+        dy2 = e.Op("Reshape", {dy, e.Int64s({-1, nn.value})});
+      }
+      r.push_back({1, e.Gemm(a2, dy2, true, false)});
+    }
+    return r;
+  }
+  if (op == "Conv") {
+    const Tensor* w = g.ConstInput(n, 1);
+    const SymShape* sw = ShapeOf(g, in(1));
+    if (!sw && !w) return Unimplemented(n.DebugName() + ": Conv gradient needs the weight's shape");
+    AttributeMap attrs = n.attrs;
+    std::vector<int64_t> kernel;
+    for (size_t i = 2; i < sw->size(); ++i) {
+      if (!(*sw)[i].known()) return Unimplemented(n.DebugName() + ": Conv gradient needs a known kernel size");
+      kernel.push_back((*sw)[i].value);
+    }
+    attrs.Set("kernel_shape", Attribute::Ints(kernel));
+    if (need(0)) r.push_back({0, e.Op("ConvGradInput", {dy, in(1), in(0)}, attrs, kWhittle)});
+    if (need(1)) r.push_back({1, e.Op("ConvGradWeight", {in(0), dy}, attrs, kWhittle)});
+    if (in(2) >= 0 && need(2)) {
+      std::vector<int64_t> axes{0};
+      for (size_t i = 2; i < sw->size(); ++i) axes.push_back(static_cast<int64_t>(i));
+      r.push_back({2, e.ReduceSum(dy, axes, false)});
+    }
+    return r;
+  }
+  if (op == "Relu") {
+    // dx = dy where y > 0 (y: the Relu's output; the same set as x > 0).
+    const int zero = e.Const(Tensor::Scalar<float>(0.f), "zero");
+    r.push_back({0, e.Op("Where", {e.Op("Greater", {n.outputs[0], zero}), dy, zero})});
+    return r;
+  }
+  if (op == "MaxPool") {
+    if (n.outputs.size() > 1 && n.outputs[1] >= 0) return Unimplemented(n.DebugName() + ": MaxPool with Indices");
+    r.push_back({0, e.Op("MaxPoolGrad", {in(0), dy}, n.attrs, kWhittle)});
+    return r;
+  }
+  if (op == "Flatten" || op == "Reshape" || op == "Squeeze" || op == "Unsqueeze") {
+    r.push_back({0, e.ReshapeLike(dy, in(0))});
+    return r;
+  }
+  if (op == "Transpose") {
+    std::vector<int64_t> perm = n.attrs.GetInts("perm");
+    if (perm.empty()) {
+      const SymShape* sx = ShapeOf(g, in(0));
+      if (!sx) return Unimplemented(n.DebugName() + ": Transpose gradient needs a known rank");
+      for (int64_t i = static_cast<int64_t>(sx->size()) - 1; i >= 0; --i) perm.push_back(i);
+    }
+    std::vector<int64_t> inv(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+    AttributeMap a;
+    a.Set("perm", Attribute::Ints(inv));
+    r.push_back({0, e.Op("Transpose", {dy}, a)});
+    return r;
+  }
+  if (op == "Identity" || op == "Dropout") {
+    r.push_back({0, dy});
+    return r;
+  }
+  if (op == "Add" || op == "Sub") {
+    for (size_t i = 0; i < 2; ++i) {
+      if (!need(i)) continue;
+      WH_ASSIGN_OR_RETURN(int d, SumToShape(e, g, dy, n.outputs[0], in(i)));
+      r.push_back({i, op == "Sub" && i == 1 ? e.Op("Neg", {d}) : d});
+    }
+    return r;
+  }
+  return Unimplemented(n.DebugName() + ": no gradient rule for " + op +
+                       " (supported: Gemm, MatMul, Conv, Relu, MaxPool, Flatten, Reshape, Squeeze, Unsqueeze, "
+                       "Identity, Dropout, Add, Sub)");
+}
+
+// Slots whose constant float input is a trainable weight.
+bool TrainableSlot(const Node& n, size_t slot) {
+  if (!n.domain.empty()) return false;
+  if (n.op_type == "Gemm" || n.op_type == "Conv") return slot <= 2;
+  if (n.op_type == "MatMul") return slot == 1;
+  if (n.op_type == "Add") return true;  // a bias
+  return false;
+}
+
+}  // namespace
+
+StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature) {
+  RegisterAllOps();
+  TrainingGraph tg;
+  Graph& g = tg.graph;
+  g = model;
+  WH_RETURN_IF_ERROR(InferShapes(g));
+  if (g.inputs().size() != 1) return InvalidArgument("fine-tuning needs a model with exactly one data input");
+  if (g.outputs().empty()) return InvalidArgument("the model has no outputs");
+  const int logits = g.outputs()[0];
+  tg.logits = g.value(logits).name;
+  tg.model_input = g.value(g.inputs()[0]).name;
+  const SymShape* ls = ShapeOf(g, logits);
+  if (g.value(logits).dtype != DType::kFloat32 || !ls || ls->size() != 2)
+    return InvalidArgument("the model's first output '" + tg.logits + "' must be float32 logits [batch, classes]");
+
+  // Nodes on the path to the logits, in topological order.
+  WH_ASSIGN_OR_RETURN(std::vector<int> order, g.TopologicalOrder());
+  std::set<int> live_values{logits};
+  std::vector<int> live_nodes;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const Node& n = g.nodes()[static_cast<size_t>(*it)];
+    bool live = false;
+    for (int o : n.outputs) live = live || (o >= 0 && live_values.count(o));
+    if (!live) continue;
+    live_nodes.push_back(*it);
+    for (int i : n.inputs)
+      if (i >= 0) live_values.insert(i);
+  }
+  // live_nodes is in reverse topological order. The params, and which values need gradients.
+  std::set<int> params;
+  for (int ni : live_nodes) {
+    const Node& n = g.nodes()[static_cast<size_t>(ni)];
+    for (size_t s = 0; s < n.inputs.size(); ++s) {
+      const int v = n.inputs[s];
+      if (v < 0 || !g.value(v).is_constant() || g.value(v).dtype != DType::kFloat32) continue;
+      if (TrainableSlot(n, s) && g.value(v).initializer->rank() >= 1) params.insert(v);
+    }
+  }
+  if (params.empty()) return InvalidArgument("the model has no trainable float32 weights on the path to its logits");
+  std::set<int> needs(params.begin(), params.end());
+  for (auto it = live_nodes.rbegin(); it != live_nodes.rend(); ++it) {
+    const Node& n = g.nodes()[static_cast<size_t>(*it)];
+    bool any = false;
+    for (int i : n.inputs) any = any || (i >= 0 && needs.count(i));
+    if (any)
+      for (int o : n.outputs)
+        if (o >= 0) needs.insert(o);
+  }
+
+  // The loss gradient at the logits.
+  Emitter e(g);
+  const int target = g.AddValue(kTargetInput, DType::kFloat32, *ls);
+  const int a = g.AddValue(kCeCoefInput, DType::kFloat32, SymShape{});
+  const int b = g.AddValue(kKdCoefInput, DType::kFloat32, SymShape{});
+  g.inputs().push_back(target);
+  g.inputs().push_back(a);
+  g.inputs().push_back(b);
+  AttributeMap last_axis;
+  last_axis.Set("axis", Attribute::Int(1));
+  const int s = e.Op("Softmax", {logits}, last_axis);
+  const int q = e.Op("Softmax", {e.Op("Div", {logits, e.Const(Tensor::Scalar<float>(temperature), "temperature")})},
+                     last_axis);
+  const int dz = e.Op("Sub", {e.Op("Add", {e.Op("Mul", {s, a}), e.Op("Mul", {q, b})}), target});
+
+  // Backward, accumulating contributions per value.
+  std::map<int, std::vector<int>> contrib;
+  contrib[logits].push_back(dz);
+  auto GradOfValue = [&](int v) -> int {
+    auto it = contrib.find(v);
+    if (it == contrib.end()) return -1;
+    int sum = it->second[0];
+    for (size_t i = 1; i < it->second.size(); ++i) sum = e.Op("Add", {sum, it->second[i]});
+    it->second = {sum};
+    return sum;
+  };
+  for (int ni : live_nodes) {
+    const Node n = g.nodes()[static_cast<size_t>(ni)];  // copy: emitting grows the node list
+    if (n.outputs.empty() || n.outputs[0] < 0 || !needs.count(n.outputs[0])) continue;
+    const int dy = GradOfValue(n.outputs[0]);
+    if (dy < 0) continue;  // nothing downstream depends on it
+    auto need = [&](size_t slot) { return slot < n.inputs.size() && n.inputs[slot] >= 0 && needs.count(n.inputs[slot]); };
+    WH_ASSIGN_OR_RETURN(InputGrads grads, GradOf(e, g, n, dy, need));
+    for (const auto& [slot, gv] : grads) contrib[n.inputs[slot]].push_back(gv);
+  }
+
+  // Params become inputs; their gradients become outputs after the logits.
+  g.outputs() = {logits};
+  for (int p : params) {
+    const int gv = GradOfValue(p);
+    if (gv < 0) continue;  // no path (cannot happen for a live param, kept for safety)
+    Value& pv = g.value(p);
+    tg.params.push_back(pv.name);
+    tg.initial.push_back(*pv.initializer);
+    pv.shape = ToSymShape(pv.initializer->dims());
+    pv.initializer.reset();
+    g.inputs().push_back(p);
+    // A named output per param, via Identity (the same value may not be output twice).
+    Node id;
+    id.name = g.UniqueName("grad/" + pv.name);
+    id.op_type = "Identity";
+    id.inputs = {gv};
+    id.outputs = {g.AddValue(g.UniqueName("grad_" + pv.name))};
+    const int out = id.outputs[0];
+    g.AddNode(std::move(id));
+    g.outputs().push_back(out);
+  }
+  if (g.OpsetFor(kWhittle) == 0) g.opset_imports[kWhittle] = 1;
+  WH_RETURN_IF_ERROR(g.Compact());
+  WH_RETURN_IF_ERROR(g.Verify());
+  WH_RETURN_IF_ERROR(InferShapes(g));
+  return tg;
+}
+
+}  // namespace whittle::training

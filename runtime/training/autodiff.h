@@ -1,0 +1,43 @@
+// Autodiff: turns an inference graph into a training graph that the ordinary Session runs —
+// the forward ops, then the backward ops each forward op's gradient rule emits (standard ONNX ops
+// where they exist: Gemm, MatMul, ReduceSum, Where, Reshape; ai.whittle ConvGradInput,
+// ConvGradWeight and MaxPoolGrad where they do not), in reverse topological order, with the
+// contributions to a value used twice summed. The trainable weights (float32 initializers in a
+// weight or bias slot of Gemm, MatMul, Conv or a bias Add, on the path to the logits) become graph
+// inputs, so the same kernels run whatever their current values are.
+//
+// The loss gradient is emitted too, in closed form for softmax cross-entropy mixed with
+// distillation (Hinton et al.): with s = softmax(z), q = softmax(z / T),
+//   d loss / d z = a * s + b * q - target,
+// where the caller feeds target = a * onehot + b * p_teacher, a = (1 - alpha) / B and
+// b = alpha * T / B (loss = (1 - alpha) * CE + alpha * T^2 * KL(p_teacher || q), batch mean).
+// The loss value itself is computed by the trainer from the logits, which the graph outputs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lib/ir/graph.h"
+#include "lib/ir/status.h"
+
+namespace whittle::training {
+
+// Names of the extra inputs of a training graph.
+inline constexpr const char* kTargetInput = "whittle_train_target";     // float32, the logits' shape
+inline constexpr const char* kCeCoefInput = "whittle_train_ce_coef";    // float32 scalar a
+inline constexpr const char* kKdCoefInput = "whittle_train_kd_coef";    // float32 scalar b
+
+struct TrainingGraph {
+  Graph graph;                      // outputs: logits, then one gradient per param
+  std::vector<std::string> params;  // graph inputs holding the trainable weights
+  std::vector<Tensor> initial;      // their values in the model
+  std::string logits;               // the model's first output
+  std::string model_input;          // the model's (only) data input
+};
+
+// temperature: T of the distillation term (a graph constant). Errors name the node whose op has
+// no gradient rule, or the model feature that is not supported (several data inputs, no float
+// weights on the path to the logits).
+StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature);
+
+}  // namespace whittle::training

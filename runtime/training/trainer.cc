@@ -1,0 +1,274 @@
+#include "runtime/training/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <utility>
+
+#include "runtime/training/autodiff.h"
+
+namespace whittle::training {
+namespace {
+
+// Rows idx[begin, end) of t (dim 0) gathered into a new tensor.
+Tensor GatherRows(const Tensor& t, const std::vector<int64_t>& idx, int64_t begin, int64_t end) {
+  Dims d = t.dims();
+  d[0] = end - begin;
+  Tensor out(t.dtype(), d);
+  const size_t row = t.nbytes() / static_cast<size_t>(std::max<int64_t>(1, t.dim(0)));
+  for (int64_t i = begin; i < end; ++i)
+    std::memcpy(static_cast<char*>(out.raw_data()) + static_cast<size_t>(i - begin) * row,
+                static_cast<const char*>(t.raw_data()) + static_cast<size_t>(idx[static_cast<size_t>(i)]) * row, row);
+  return out;
+}
+
+// Row-wise softmax of z / T into p (B x C).
+void Softmax(const float* z, int64_t B, int64_t C, float T, std::vector<float>* p) {
+  p->resize(static_cast<size_t>(B * C));
+  for (int64_t i = 0; i < B; ++i) {
+    const float* zi = z + i * C;
+    float* pi = p->data() + i * C;
+    float m = zi[0];
+    for (int64_t c = 1; c < C; ++c) m = std::max(m, zi[c]);
+    double sum = 0;
+    for (int64_t c = 0; c < C; ++c) sum += (pi[c] = std::exp((zi[c] - m) / T));
+    for (int64_t c = 0; c < C; ++c) pi[c] = static_cast<float>(pi[c] / sum);
+  }
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const Graph& student, const Graph* teacher,
+                                                   const TrainOptions& options) {
+  std::unique_ptr<Trainer> t(new Trainer());
+  t->opts_ = options;
+  if (!options.use_labels) t->opts_.alpha = 1.f;
+  if (t->opts_.weight_decay < 0) t->opts_.weight_decay = options.optimizer == OptimizerKind::kSgd ? 5e-4f : 0.01f;
+  if (t->opts_.alpha > 0 && !teacher) return InvalidArgument("distillation (alpha > 0 or no labels) needs a teacher");
+  if (options.batch < 1) return InvalidArgument("batch must be >= 1");
+  if (!(options.temperature > 0)) return InvalidArgument("temperature must be > 0");
+  if (!(options.alpha >= 0 && options.alpha <= 1)) return InvalidArgument("alpha must be in [0, 1]");
+  t->student_ = student;
+  WH_ASSIGN_OR_RETURN(TrainingGraph tg, BuildTrainingGraph(student, t->opts_.temperature));
+  t->input_name_ = tg.model_input;
+  t->params_ = tg.params;
+  // Own copies: tensor copies share their bytes, and the updates are made in place.
+  for (const Tensor& p : tg.initial) t->values_.push_back(p.Clone());
+  for (const Tensor& p : t->values_) {
+    Tensor z(DType::kFloat32, p.dims());
+    std::memset(z.raw_data(), 0, z.nbytes());
+    t->m_.push_back(z);
+    Tensor z2(DType::kFloat32, p.dims());
+    std::memset(z2.raw_data(), 0, z2.nbytes());
+    t->v_.push_back(z2);
+  }
+  SessionOptions so;
+  so.num_threads = options.threads;
+  WH_ASSIGN_OR_RETURN(t->train_, Session::FromGraph(std::move(tg.graph), so));
+  if (teacher) {
+    if (teacher->inputs().size() != 1 || teacher->outputs().empty())
+      return InvalidArgument("the teacher must have one data input and logits as its first output");
+    const Value& ti = teacher->value(teacher->inputs()[0]);
+    const Value& si = student.value(student.inputs()[0]);
+    if (ti.dtype != si.dtype || !ti.shape || !si.shape || ti.shape->size() != si.shape->size())
+      return InvalidArgument("the student's input '" + si.name + "' does not match the teacher's '" + ti.name + "'");
+    WH_ASSIGN_OR_RETURN(t->teacher_, Session::FromGraph(*teacher, so));
+  }
+  return t;
+}
+
+StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, std::vector<Tensor>* outs) const {
+  const int64_t B = x.dim(0);
+  const Value& lv = train_->graph().value(train_->graph().outputs()[0]);
+  const int64_t C = lv.shape && lv.shape->size() == 2 && (*lv.shape)[1].known() ? (*lv.shape)[1].value : -1;
+  if (C < 1) return InvalidArgument("the logits need a known class count");
+  const float alpha = opts_.alpha, T = opts_.temperature;
+  const float a = (1.f - alpha) / static_cast<float>(B), b = alpha * T / static_cast<float>(B);
+  std::vector<float> p_teacher;
+  if (alpha > 0) {
+    WH_ASSIGN_OR_RETURN(std::vector<Tensor> tout, teacher_->Run({{teacher_->inputs()[0].name, x}}));
+    const Tensor& tz = tout[0];
+    if (tz.dtype() != DType::kFloat32 || tz.numel() != B * C)
+      return InvalidArgument("the teacher's logits " + DimsToString(tz.dims()) + " do not match the student's [" +
+                             std::to_string(B) + ", " + std::to_string(C) + "]");
+    Softmax(tz.data<float>(), B, C, T, &p_teacher);
+  }
+  std::vector<float> onehot;
+  if (labels.defined()) {
+    const float eps = opts_.label_smoothing;
+    onehot.assign(static_cast<size_t>(B * C), eps / static_cast<float>(C));
+    for (int64_t i = 0; i < B; ++i) {
+      const int64_t y = labels.data<int64_t>()[i];
+      if (y < 0 || y >= C) return InvalidArgument("label " + std::to_string(y) + " is outside the model's " +
+                                                  std::to_string(C) + " classes");
+      onehot[static_cast<size_t>(i * C + y)] += 1.f - eps;
+    }
+  } else if (alpha < 1) {
+    return InvalidArgument("the data has no labels: use --no-labels (teacher only)");
+  }
+  Tensor target(DType::kFloat32, {B, C});
+  float* tp = target.data<float>();
+  for (int64_t i = 0; i < B * C; ++i)
+    tp[i] = (alpha < 1 ? a * onehot[static_cast<size_t>(i)] : 0.f) + (alpha > 0 ? b * p_teacher[static_cast<size_t>(i)] : 0.f);
+  std::map<std::string, Tensor> in{{input_name_, x},
+                                   {kTargetInput, target},
+                                   {kCeCoefInput, Tensor::Scalar<float>(a)},
+                                   {kKdCoefInput, Tensor::Scalar<float>(b)}};
+  for (size_t i = 0; i < params_.size(); ++i) in[params_[i]] = values_[i];
+  WH_ASSIGN_OR_RETURN(*outs, train_->Run(in));
+  // The loss: (1 - alpha) CE + alpha T^2 KL(p_teacher || softmax(z / T)), batch means.
+  const float* z = (*outs)[0].data<float>();
+  std::vector<float> s, q;
+  Softmax(z, B, C, 1.f, &s);
+  StepResult r;
+  r.samples = B;
+  double ce = 0, kl = 0;
+  for (int64_t i = 0; i < B; ++i) {
+    int64_t best = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      const size_t k = static_cast<size_t>(i * C + c);
+      if (z[k] > z[i * C + best]) best = c;
+      if (alpha < 1 && onehot[k] > 0) ce -= onehot[k] * std::log(std::max(s[k], 1e-30f));
+    }
+    if (labels.defined()) r.correct += best == labels.data<int64_t>()[i];
+  }
+  if (alpha > 0) {
+    Softmax(z, B, C, T, &q);
+    for (size_t k = 0; k < q.size(); ++k)
+      if (p_teacher[k] > 0) kl += p_teacher[k] * (std::log(p_teacher[k]) - std::log(std::max(q[k], 1e-30f)));
+  }
+  r.loss = ((1.0 - alpha) * ce + alpha * T * T * kl) / static_cast<double>(B);
+  return r;
+}
+
+StatusOr<StepResult> Trainer::Gradients(const Tensor& x, const Tensor& labels, std::vector<Tensor>* grads) {
+  std::vector<Tensor> outs;
+  WH_ASSIGN_OR_RETURN(StepResult r, Forward(x, labels, &outs));
+  grads->assign(outs.begin() + 1, outs.end());
+  return r;
+}
+
+float Trainer::LearningRate(int64_t step, int64_t total) const {
+  float lr = opts_.lr * (opts_.scale_lr ? static_cast<float>(opts_.batch) / 256.f : 1.f);
+  const int64_t warm = static_cast<int64_t>(std::llround(opts_.warmup_fraction * static_cast<double>(total)));
+  if (step < warm) return lr * static_cast<float>(step + 1) / static_cast<float>(warm);
+  if (opts_.cosine && total > warm)
+    lr *= 0.5f * (1.f + std::cos(3.14159265358979f * static_cast<float>(step - warm) / static_cast<float>(total - warm)));
+  return lr;
+}
+
+StatusOr<StepResult> Trainer::Step(const Tensor& x, const Tensor& labels, int64_t step, int64_t total_steps) {
+  std::vector<Tensor> grads;
+  WH_ASSIGN_OR_RETURN(StepResult r, Gradients(x, labels, &grads));
+  double norm2 = 0;
+  for (const Tensor& g : grads)
+    for (int64_t i = 0; i < g.numel(); ++i) norm2 += static_cast<double>(g.data<float>()[i]) * g.data<float>()[i];
+  if (!std::isfinite(norm2)) return Internal("the gradients are not finite (loss " + std::to_string(r.loss) + ")");
+  const double norm = std::sqrt(norm2);
+  const float clip = opts_.clip_norm > 0 && norm > opts_.clip_norm ? static_cast<float>(opts_.clip_norm / norm) : 1.f;
+  const float lr = LearningRate(step, total_steps);
+  ++adam_t_;
+  const float bc1 = 1.f - std::pow(opts_.beta1, static_cast<float>(adam_t_));
+  const float bc2 = 1.f - std::pow(opts_.beta2, static_cast<float>(adam_t_));
+  for (size_t k = 0; k < values_.size(); ++k) {
+    float* p = values_[k].data<float>();
+    const float* g = grads[k].data<float>();
+    float* m = m_[k].data<float>();
+    float* v = v_[k].data<float>();
+    const float wd = values_[k].rank() >= 2 ? opts_.weight_decay : 0.f;
+    const int64_t n = values_[k].numel();
+    if (opts_.optimizer == OptimizerKind::kSgd) {
+      // PyTorch's SGD: L2 added to the gradient, then momentum (first step: the gradient).
+      for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i] * clip + wd * p[i];
+        m[i] = adam_t_ == 1 ? gi : opts_.momentum * m[i] + gi;
+        p[i] -= lr * (opts_.nesterov ? gi + opts_.momentum * m[i] : m[i]);
+      }
+    } else {
+      // AdamW: decoupled weight decay.
+      for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i] * clip;
+        p[i] *= 1.f - lr * wd;
+        m[i] = opts_.beta1 * m[i] + (1.f - opts_.beta1) * gi;
+        v[i] = opts_.beta2 * v[i] + (1.f - opts_.beta2) * gi * gi;
+        p[i] -= lr * (m[i] / bc1) / (std::sqrt(v[i] / bc2) + opts_.adam_eps);
+      }
+    }
+  }
+  return r;
+}
+
+StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
+                                         const std::function<void(const Progress&)>& progress) {
+  const int64_t n = data.size(), steps = StepsPerEpoch(n);
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(opts_.seed * 1000003ULL + static_cast<uint64_t>(epoch));
+  std::shuffle(order.begin(), order.end(), rng);
+  EpochStats st;
+  st.epoch = epoch;
+  const auto t0 = std::chrono::steady_clock::now();
+  double loss_sum = 0;
+  int64_t correct = 0, seen = 0;
+  const int64_t total = steps * opts_.epochs;
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t b0 = s * opts_.batch, b1 = std::min(n, b0 + opts_.batch);
+    const Tensor x = GatherRows(data.inputs, order, b0, b1);
+    const Tensor y = data.has_labels() ? GatherRows(data.labels, order, b0, b1) : Tensor();
+    WH_ASSIGN_OR_RETURN(StepResult r, Step(x, y, static_cast<int64_t>(epoch) * steps + s, total));
+    loss_sum += r.loss * static_cast<double>(r.samples);
+    correct += r.correct;
+    seen += r.samples;
+    if (progress) {
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      Progress p;
+      p.epoch = epoch;
+      p.step = s + 1;
+      p.steps = steps;
+      p.loss = loss_sum / static_cast<double>(seen);
+      p.accuracy = data.has_labels() ? static_cast<double>(correct) / static_cast<double>(seen) : -1;
+      p.samples_per_s = static_cast<double>(seen) / std::max(secs, 1e-9);
+      p.eta_s = static_cast<double>(n - seen) / std::max(p.samples_per_s, 1e-9);
+      progress(p);
+    }
+  }
+  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  st.loss = loss_sum / static_cast<double>(std::max<int64_t>(1, seen));
+  st.train_accuracy = data.has_labels() ? static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(1, seen)) : -1;
+  st.samples_per_s = static_cast<double>(seen) / std::max(st.seconds, 1e-9);
+  return st;
+}
+
+Graph Trainer::CurrentModel() const {
+  Graph g = student_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int v = g.FindValue(params_[i]);
+    if (v >= 0) g.value(v).initializer = values_[i].Clone();  // a snapshot: training goes on in place
+  }
+  return g;
+}
+
+StatusOr<double> Trainer::Evaluate(const Dataset& data, int64_t batch) const {
+  if (!data.has_labels()) return InvalidArgument("evaluation data needs labels");
+  SessionOptions so;
+  so.num_threads = opts_.threads;
+  WH_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, Session::FromGraph(CurrentModel(), so));
+  int64_t correct = 0;
+  const std::string in = s->inputs()[0].name;
+  for (int64_t b0 = 0; b0 < data.size(); b0 += batch) {
+    const int64_t b1 = std::min(data.size(), b0 + batch);
+    WH_ASSIGN_OR_RETURN(std::vector<Tensor> out, s->Run({{in, SliceBatch(data.inputs, b0, b1)}}));
+    const Tensor& z = out[0];
+    const int64_t C = z.numel() / (b1 - b0);
+    for (int64_t i = 0; i < b1 - b0; ++i) {
+      const float* zi = z.data<float>() + i * C;
+      correct += std::max_element(zi, zi + C) - zi == data.labels.data<int64_t>()[b0 + i];
+    }
+  }
+  return static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(1, data.size()));
+}
+
+}  // namespace whittle::training

@@ -1,0 +1,330 @@
+// The ai.whittle gradient ops ConvGradInput, ConvGradWeight and MaxPoolGrad against central finite
+// differences of sum(forward(X, W) * dY), the forward being the reference Conv / MaxPool kernel,
+// over strides, asymmetric pads, dilations, groups, depthwise, 1x1, 1-D, 3-D and auto_pad, on
+// every built backend; MaxPool's tie and padding rules by hand; dtype and attribute errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/util/test_util.h"
+
+namespace whittle {
+namespace {
+
+using ::whittle::testing::ExpectBackendsMatchReference;
+using ::whittle::testing::MakeNode;
+using ::whittle::testing::RandomFloat;
+
+constexpr const char* kDomain = "ai.whittle";
+constexpr int kOpset = 1;
+
+AttributeMap Attrs(std::vector<std::pair<std::string, Attribute>> kv) {
+  AttributeMap m;
+  for (auto& [k, v] : kv) m.Set(k, v);
+  return m;
+}
+
+Tensor RunOne(const Node& node, const std::vector<Tensor>& inputs) {
+  auto r = RunNode(node, 17, inputs, Backend::kReference);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? (*r)[0] : Tensor();
+}
+
+// sum(forward(inputs) * dy) accumulated in double.
+double Objective(const Node& forward, const std::vector<Tensor>& inputs, const Tensor& dy) {
+  const Tensor y = RunOne(forward, inputs);
+  if (!y.defined() || y.numel() != dy.numel()) return 0.0;
+  double s = 0.0;
+  for (int64_t i = 0; i < y.numel(); ++i)
+    s += static_cast<double>(y.data<float>()[i]) * static_cast<double>(dy.data<float>()[i]);
+  return s;
+}
+
+// Central differences of Objective with respect to every element of inputs[which].
+Tensor FiniteDifference(const Node& forward, std::vector<Tensor> inputs, size_t which, const Tensor& dy, float eps) {
+  Tensor& t = inputs[which];
+  t = t.Clone();
+  Tensor grad(DType::kFloat32, t.dims());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = t.data<float>()[i];
+    t.data<float>()[i] = v + eps;
+    const double up = Objective(forward, inputs, dy);
+    t.data<float>()[i] = v - eps;
+    const double down = Objective(forward, inputs, dy);
+    t.data<float>()[i] = v;
+    grad.data<float>()[i] = static_cast<float>((up - down) / (2.0 * static_cast<double>(eps)));
+  }
+  return grad;
+}
+
+void ExpectClose(const Tensor& got, const Tensor& want, float tol, const std::string& what) {
+  ASSERT_TRUE(got.defined()) << what;
+  ASSERT_EQ(got.dims(), want.dims()) << what;
+  float worst = 0.f;
+  int64_t at = -1;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const float g = got.data<float>()[i], w = want.data<float>()[i];
+    const float err = std::fabs(g - w) / (1.f + std::fabs(w));
+    if (!(err <= worst)) {
+      worst = err;
+      at = i;
+    }
+  }
+  EXPECT_LE(worst, tol) << what << ": element " << at << " is " << got.data<float>()[at] << ", finite differences "
+                        << want.data<float>()[at];
+}
+
+struct ConvCase {
+  std::string name;
+  Dims x, w;
+  std::vector<std::pair<std::string, Attribute>> attrs;  // besides kernel_shape (taken from W)
+};
+
+std::vector<ConvCase> ConvCases() {
+  using A = Attribute;
+  return {
+      {"stride2_asymmetric_pads", {2, 3, 6, 5}, {4, 3, 3, 3},
+       {{"strides", A::Ints({2, 2})}, {"pads", A::Ints({1, 0, 2, 1})}}},
+      {"dilation2", {1, 2, 7, 6}, {3, 2, 3, 2}, {{"dilations", A::Ints({2, 2})}, {"pads", A::Ints({1, 1, 1, 1})}}},
+      {"group2", {2, 4, 5, 5}, {6, 2, 3, 3}, {{"group", A::Int(2)}, {"pads", A::Ints({1, 1, 1, 1})}}},
+      {"depthwise", {2, 3, 5, 6}, {3, 1, 3, 3},
+       {{"group", A::Int(3)}, {"strides", A::Ints({2, 1})}, {"pads", A::Ints({1, 1, 1, 1})}}},
+      {"depthwise_multiplier2", {1, 2, 5, 5}, {4, 1, 3, 3}, {{"group", A::Int(2)}, {"pads", A::Ints({0, 1, 1, 0})}}},
+      {"pointwise_1x1", {2, 3, 4, 4}, {5, 3, 1, 1}, {}},
+      {"1d", {3, 3, 9}, {4, 3, 3}, {{"strides", A::Ints({2})}, {"pads", A::Ints({1, 2})}}},
+      {"3d", {1, 2, 4, 5, 4}, {3, 2, 2, 3, 2},
+       {{"strides", A::Ints({1, 2, 1})}, {"pads", A::Ints({0, 1, 1, 1, 0, 0})}, {"dilations", A::Ints({2, 1, 1})}}},
+      {"same_upper_stride2", {1, 2, 5, 6}, {2, 2, 3, 3},
+       {{"auto_pad", A::String("SAME_UPPER")}, {"strides", A::Ints({2, 2})}}},
+  };
+}
+
+AttributeMap ConvAttrs(const ConvCase& c) {
+  AttributeMap a = Attrs(c.attrs);
+  a.Set("kernel_shape", Attribute::Ints(std::vector<int64_t>(c.w.begin() + 2, c.w.end())));
+  return a;
+}
+
+// Conv is linear in X and in W, so the central difference is exact for any step: a large one keeps
+// the forward's float rounding out of the comparison.
+constexpr float kConvStep = 0.5f;
+constexpr float kConvTol = 1e-4f;
+
+TEST(ConvGradInput, MatchesFiniteDifferencesOnEveryBackend) {
+  uint32_t seed = 1;
+  for (const ConvCase& c : ConvCases()) {
+    const AttributeMap attrs = ConvAttrs(c);
+    const Node conv = MakeNode("Conv", 2, 1, attrs);
+    const Tensor x = RandomFloat(c.x, seed++), w = RandomFloat(c.w, seed++);
+    const Tensor y = RunOne(conv, {x, w});
+    const Tensor dy = RandomFloat(y.dims(), seed++);
+    const Tensor want = FiniteDifference(conv, {x, w}, 0, dy, kConvStep);
+    const Node grad = MakeNode("ConvGradInput", 3, 1, attrs, kDomain);
+    // X's values must not matter: the kernel reads only its dims.
+    const Tensor x_noise = RandomFloat(c.x, seed++, -100.f, 100.f);
+    const std::vector<Tensor> got = ExpectBackendsMatchReference(grad, {dy, w, x_noise}, 1e-5f, 1e-5f, kOpset);
+    ASSERT_EQ(got.size(), 1u) << c.name;
+    ExpectClose(got[0], want, kConvTol, c.name);
+  }
+}
+
+TEST(ConvGradWeight, MatchesFiniteDifferencesOnEveryBackend) {
+  uint32_t seed = 100;
+  for (const ConvCase& c : ConvCases()) {
+    const AttributeMap attrs = ConvAttrs(c);
+    const Node conv = MakeNode("Conv", 2, 1, attrs);
+    const Tensor x = RandomFloat(c.x, seed++), w = RandomFloat(c.w, seed++);
+    const Tensor y = RunOne(conv, {x, w});
+    const Tensor dy = RandomFloat(y.dims(), seed++);
+    const Tensor want = FiniteDifference(conv, {x, w}, 1, dy, kConvStep);
+    const Node grad = MakeNode("ConvGradWeight", 2, 1, attrs, kDomain);
+    const std::vector<Tensor> got = ExpectBackendsMatchReference(grad, {x, dy}, 1e-5f, 1e-5f, kOpset);
+    ASSERT_EQ(got.size(), 1u) << c.name;
+    ExpectClose(got[0], want, kConvTol, c.name);
+  }
+}
+
+TEST(ConvGrad, ThreadCountDoesNotChangeTheResult) {
+  // More images than threads and fewer: the per-chunk partial sums of dW, the image split of dX.
+  const ConvCase c{
+      "batch5", {5, 4, 6, 6}, {4, 2, 3, 3}, {{"group", Attribute::Int(2)}, {"pads", Attribute::Ints({1, 1, 1, 1})}}};
+  const AttributeMap attrs = ConvAttrs(c);
+  const Tensor x = RandomFloat(c.x, 7), w = RandomFloat(c.w, 8), dy = RandomFloat({5, 4, 6, 6}, 9);
+  const Node gi = MakeNode("ConvGradInput", 3, 1, attrs, kDomain);
+  const Node gw = MakeNode("ConvGradWeight", 2, 1, attrs, kDomain);
+  auto dx1 = RunNode(gi, kOpset, {dy, w, x}, Backend::kReference, 1);
+  auto dw1 = RunNode(gw, kOpset, {x, dy}, Backend::kReference, 1);
+  ASSERT_TRUE(dx1.ok() && dw1.ok());
+  for (int threads : {2, 3, 8}) {
+    auto dx = RunNode(gi, kOpset, {dy, w, x}, Backend::kReference, threads);
+    auto dw = RunNode(gw, kOpset, {x, dy}, Backend::kReference, threads);
+    ASSERT_TRUE(dx.ok() && dw.ok()) << threads;
+    EXPECT_TRUE(::whittle::testing::TensorsClose((*dx)[0], (*dx1)[0])) << threads;
+    EXPECT_TRUE(::whittle::testing::TensorsClose((*dw)[0], (*dw1)[0], 1e-5f, 1e-5f)) << threads;
+  }
+}
+
+// Distinct multiples of 1/8 in a random order: no ties, and steps of 1/64 neither reorder a window
+// nor round (every value, sum and product is exact).
+Tensor DistinctValues(const Dims& dims, uint32_t seed) {
+  Tensor t(DType::kFloat32, dims);
+  std::vector<int> order(static_cast<size_t>(t.numel()));
+  std::iota(order.begin(), order.end(), -static_cast<int>(order.size() / 2));
+  std::shuffle(order.begin(), order.end(), std::mt19937(seed));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(order[static_cast<size_t>(i)]) / 8.f;
+  return t;
+}
+
+struct PoolCase {
+  std::string name;
+  Dims x;
+  std::vector<std::pair<std::string, Attribute>> attrs;
+};
+
+TEST(MaxPoolGrad, MatchesFiniteDifferencesOnEveryBackend) {
+  using A = Attribute;
+  const std::vector<PoolCase> cases = {
+      {"3x3_stride2_overlapping", {2, 3, 7, 6},
+       {{"kernel_shape", A::Ints({3, 3})}, {"strides", A::Ints({2, 2})}, {"pads", A::Ints({1, 1, 1, 1})}}},
+      {"dilation_ceil_asymmetric_pads", {1, 2, 6, 7},
+       {{"kernel_shape", A::Ints({2, 3})}, {"strides", A::Ints({1, 2})}, {"dilations", A::Ints({2, 1})},
+        {"ceil_mode", A::Int(1)}, {"pads", A::Ints({0, 1, 1, 0})}}},
+      {"1d_ceil", {2, 2, 9},
+       {{"kernel_shape", A::Ints({3})}, {"strides", A::Ints({2})}, {"pads", A::Ints({1, 1})},
+        {"ceil_mode", A::Int(1)}}},
+      {"3d", {1, 2, 4, 5, 4},
+       {{"kernel_shape", A::Ints({2, 2, 3})}, {"strides", A::Ints({2, 1, 2})}, {"pads", A::Ints({1, 0, 1, 0, 1, 1})}}},
+      {"same_lower_stride2", {1, 1, 5, 6},
+       {{"kernel_shape", A::Ints({3, 3})}, {"strides", A::Ints({2, 2})}, {"auto_pad", A::String("SAME_LOWER")}}},
+  };
+  uint32_t seed = 200;
+  for (const PoolCase& c : cases) {
+    const AttributeMap attrs = Attrs(c.attrs);
+    const Node pool = MakeNode("MaxPool", 1, 1, attrs);
+    const Tensor x = DistinctValues(c.x, seed++);
+    const Tensor y = RunOne(pool, {x});
+    const Tensor dy = RandomFloat(y.dims(), seed++);
+    const Tensor want = FiniteDifference(pool, {x}, 0, dy, 1.f / 64.f);
+    const Node grad = MakeNode("MaxPoolGrad", 2, 1, attrs, kDomain);
+    const std::vector<Tensor> got = ExpectBackendsMatchReference(grad, {x, dy}, 1e-6f, 1e-6f, kOpset);
+    ASSERT_EQ(got.size(), 1u) << c.name;
+    ExpectClose(got[0], want, 1e-5f, c.name);
+  }
+}
+
+TEST(MaxPoolGrad, FirstMaximumWinsAndOverlapsAccumulate) {
+  // 2x2 windows, stride 1, over
+  //   1 3 3
+  //   3 2 0
+  //   1 3 1
+  // Window (0,0) ties 3 at (0,1) and (1,0): the first in row-major order, (0,1), gets dY 1; window
+  // (0,1) ties at (0,1) and (0,2) and adds its 2 to (0,1) as well; (1,0) ties at (1,0) and (2,1):
+  // (1,0) gets 4; (1,1) has its maximum at (2,1): 8.
+  const Tensor x = Tensor::FromVector<float>({1, 1, 3, 3}, {1, 3, 3, 3, 2, 0, 1, 3, 1});
+  const Tensor dy = Tensor::FromVector<float>({1, 1, 2, 2}, {1, 2, 4, 8});
+  const Node grad = MakeNode("MaxPoolGrad", 2, 1, Attrs({{"kernel_shape", Attribute::Ints({2, 2})}}), kDomain);
+  for (Backend b : BuiltBackends()) {
+    auto r = RunNode(grad, kOpset, {x, dy}, b, 2);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const Tensor& dx = (*r)[0];
+    EXPECT_EQ(std::vector<float>(dx.data<float>(), dx.data<float>() + dx.numel()),
+              (std::vector<float>{0, 3, 0, 4, 0, 0, 0, 8, 0}))
+        << BackendName(b);
+  }
+}
+
+TEST(MaxPoolGrad, PaddingNeverWins) {
+  // All of X is negative and every 2x2 window (pads 1) reaches into the padding: each dY element
+  // still goes to a position of X. Window (1,1) covers all of X: its maximum -3 is at (0,1).
+  const Tensor x = Tensor::FromVector<float>({1, 1, 2, 2}, {-5, -3, -4, -6});
+  const Tensor dy = Tensor::FromVector<float>({1, 1, 3, 3}, {1, 2, 4, 8, 16, 32, 64, 128, 256});
+  const AttributeMap attrs =
+      Attrs({{"kernel_shape", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({1, 1, 1, 1})}});
+  const Node grad = MakeNode("MaxPoolGrad", 2, 1, attrs, kDomain);
+  for (Backend b : BuiltBackends()) {
+    auto r = RunNode(grad, kOpset, {x, dy}, b);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const Tensor& dx = (*r)[0];
+    EXPECT_EQ(std::vector<float>(dx.data<float>(), dx.data<float>() + dx.numel()),
+              (std::vector<float>{1, 2 + 4 + 16 + 32, 8 + 64 + 128, 256}))
+        << BackendName(b);
+  }
+}
+
+Tensor Float64(const Tensor& t) {
+  Tensor d(DType::kFloat64, t.dims());
+  for (int64_t i = 0; i < t.numel(); ++i) d.data<double>()[i] = static_cast<double>(t.data<float>()[i]);
+  return d;
+}
+
+TEST(GradOps, RejectNonFloat32NamingTheNode) {
+  const AttributeMap conv_attrs = Attrs({{"kernel_shape", Attribute::Ints({3, 3})}});
+  const Tensor x = RandomFloat({1, 2, 5, 5}, 1), w = RandomFloat({3, 2, 3, 3}, 2), dy = RandomFloat({1, 3, 3, 3}, 3);
+  const Tensor pdy = RandomFloat({1, 2, 3, 3}, 4);
+  struct Bad {
+    Node node;
+    std::vector<Tensor> inputs;
+  };
+  std::vector<Bad> bad = {
+      {MakeNode("ConvGradInput", 3, 1, conv_attrs, kDomain), {Float64(dy), w, x}},
+      {MakeNode("ConvGradInput", 3, 1, conv_attrs, kDomain), {dy, w, Float64(x)}},
+      {MakeNode("ConvGradWeight", 2, 1, conv_attrs, kDomain), {Float64(x), Float64(dy)}},
+      {MakeNode("MaxPoolGrad", 2, 1, conv_attrs, kDomain), {x, Float64(pdy)}},
+  };
+  for (Bad& b : bad) {
+    b.node.name = "grad_node_7";
+    for (Backend be : BuiltBackends()) {
+      auto r = RunNode(b.node, kOpset, b.inputs, be);
+      ASSERT_FALSE(r.ok()) << b.node.op_type;
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();
+      EXPECT_NE(r.status().message().find("grad_node_7"), std::string::npos) << r.status().message();
+      EXPECT_NE(r.status().message().find("float32"), std::string::npos) << r.status().message();
+    }
+    // Shape inference (the load-time path) says the same.
+    const OpDef* def = OpRegistry::Global().Find(kDomain, b.node.op_type);
+    ASSERT_NE(def, nullptr);
+    std::vector<const Tensor*> in;
+    for (const Tensor& t : b.inputs) in.push_back(&t);
+    std::vector<DType> odt;
+    std::vector<Dims> odims;
+    const Status s = InferConcrete(*def, b.node, kOpset, in, &odt, &odims);
+    ASSERT_FALSE(s.ok()) << b.node.op_type;
+    EXPECT_NE(s.message().find("grad_node_7"), std::string::npos) << s.message();
+  }
+}
+
+TEST(GradOps, ConvGradWeightRequiresKernelShape) {
+  RegisterAllOps();
+  Node n = MakeNode("ConvGradWeight", 2, 1, Attrs({{"pads", Attribute::Ints({1, 1, 1, 1})}}), kDomain);
+  n.name = "dw_node";
+  const Status s = ValidateNode(n, kOpset);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("kernel_shape"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("dw_node"), std::string::npos) << s.message();
+  // With it, the node validates.
+  n.attrs.Set("kernel_shape", Attribute::Ints({3, 3}));
+  EXPECT_TRUE(ValidateNode(n, kOpset).ok());
+}
+
+TEST(GradOps, RejectDyOfTheWrongShape) {
+  const AttributeMap attrs = Attrs({{"kernel_shape", Attribute::Ints({3, 3})}, {"strides", Attribute::Ints({2, 2})}});
+  const Tensor x = RandomFloat({1, 2, 7, 7}, 1), w = RandomFloat({3, 2, 3, 3}, 2);
+  const Tensor wrong = RandomFloat({1, 3, 4, 3}, 3);  // Conv gives [1, 3, 3, 3]
+  for (const auto& [node, inputs] :
+       std::vector<std::pair<Node, std::vector<Tensor>>>{
+           {MakeNode("ConvGradInput", 3, 1, attrs, kDomain), {wrong, w, x}},
+           {MakeNode("ConvGradWeight", 2, 1, attrs, kDomain), {x, wrong}},
+           {MakeNode("MaxPoolGrad", 2, 1, attrs, kDomain), {x, RandomFloat({1, 2, 3, 4}, 4)}}}) {
+    auto r = RunNode(node, kOpset, inputs, Backend::kReference);
+    ASSERT_FALSE(r.ok()) << node.op_type;
+    EXPECT_NE(r.status().message().find("dY"), std::string::npos) << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace whittle

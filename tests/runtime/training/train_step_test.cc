@@ -1,0 +1,253 @@
+// The training engine (runtime/training): one distillation step of the bundled MLP and CNN against
+// PyTorch (loss and every parameter gradient, reference written by
+// tests/tools/torch_train_step_reference.py), each gradient rule against finite differences of the
+// loss, the optimizer against hand-computed updates, and the errors a user can run into.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "lib/data/npy.h"
+#include "lib/onnx/model_io.h"
+#include "lib/ops/op_def.h"
+#include "runtime/training/autodiff.h"
+#include "runtime/training/trainer.h"
+#include "tests/util/graph_builder.h"
+#include "tests/util/test_util.h"
+
+namespace whittle::training {
+namespace {
+
+using ::whittle::testing::GraphBuilder;
+using ::whittle::testing::RandomFloat;
+
+std::string Src(const std::string& rel) { return std::string(WHITTLE_SOURCE_DIR) + "/" + rel; }
+
+Graph Load(const std::string& rel) {
+  auto g = LoadModel(Src(rel));
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  return g.ok() ? *g : Graph();
+}
+
+// Max |a - b| over max |b| (0 when b is all zeros and a equals it).
+double RelDiff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.dims(), b.dims());
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < b.numel() && i < a.numel(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a.data<float>()[i]) - b.data<float>()[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(b.data<float>()[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+TEST(TrainStep, BundledModelsMatchPyTorch) {
+  RegisterAllOps();
+  for (const auto& [student, teacher] : std::vector<std::pair<std::string, std::string>>{{"mlp", "cnn"}, {"cnn", "mlp"}}) {
+    SCOPED_TRACE(student);
+    const std::string dir = Src("tests/data/train_step/" + student + "/");
+    auto x = ReadNpy(dir + "x.npy");
+    auto labels = ReadNpy(dir + "labels.npy");
+    auto loss = ReadNpy(dir + "loss.npy");
+    ASSERT_TRUE(x.ok() && labels.ok() && loss.ok());
+    TrainOptions o;
+    o.alpha = 0.5f;
+    o.temperature = 4.f;
+    const Graph t = Load("models/" + teacher + ".onnx");
+    auto tr = Trainer::Create(Load("models/" + student + ".onnx"), &t, o);
+    ASSERT_TRUE(tr.ok()) << tr.status().message();
+    std::vector<Tensor> grads;
+    auto r = (*tr)->Gradients(*x, *labels, &grads);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const double want = loss->data<double>()[0];
+    EXPECT_NEAR(r->loss, want, 1e-4 * std::fabs(want));
+    ASSERT_EQ(grads.size(), (*tr)->params().size());
+    ASSERT_GE(grads.size(), 6u);  // every weight and bias of the model
+    for (size_t k = 0; k < grads.size(); ++k) {
+      SCOPED_TRACE((*tr)->params()[k]);
+      auto ref = ReadNpy(dir + "grad_" + (*tr)->params()[k] + ".npy");
+      ASSERT_TRUE(ref.ok()) << ref.status().message();
+      EXPECT_LT(RelDiff(grads[k], *ref), 1e-4);
+    }
+  }
+}
+
+// Central finite differences of the loss (double accumulation of float32 logits) for a few
+// elements of every param, against the training graph's gradients.
+void ExpectGradientsMatchFiniteDifferences(const Graph& model, const Tensor& x, const Tensor& labels,
+                                           const Graph* teacher = nullptr, float alpha = 0.f) {
+  TrainOptions o;
+  o.alpha = alpha;
+  auto tr = Trainer::Create(model, teacher, o);
+  ASSERT_TRUE(tr.ok()) << tr.status().message();
+  Trainer& t = **tr;
+  std::vector<Tensor> grads;
+  auto first = t.Gradients(x, labels, &grads);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  for (size_t k = 0; k < grads.size(); ++k) {
+    SCOPED_TRACE(t.params()[k]);
+    Tensor& p = t.param_values()[k];
+    const int64_t n = p.numel();
+    for (int64_t i : {int64_t{0}, n / 3, n / 2, n - 1}) {
+      const float keep = p.data<float>()[i];
+      // Small enough that no Relu or max-pool choice flips between keep - h and keep + h here.
+      const float h = 1e-3f * std::max(1.f, std::fabs(keep));
+      std::vector<Tensor> unused;
+      p.data<float>()[i] = keep + h;
+      auto up = t.Gradients(x, labels, &unused);
+      p.data<float>()[i] = keep - h;
+      auto down = t.Gradients(x, labels, &unused);
+      p.data<float>()[i] = keep;
+      ASSERT_TRUE(up.ok() && down.ok());
+      const double fd = (up->loss - down->loss) / (2.0 * h);
+      const double g = grads[k].data<float>()[i];
+      EXPECT_NEAR(g, fd, 2e-3 + 2e-2 * std::fabs(fd)) << "element " << i;
+    }
+  }
+}
+
+Tensor Labels(std::vector<int64_t> v) { return Tensor::FromVector<int64_t>({static_cast<int64_t>(v.size())}, v); }
+
+AttributeMap Attrs(std::initializer_list<std::pair<std::string, Attribute>> l) {
+  AttributeMap a;
+  for (const auto& [k, v] : l) a.Set(k, v);
+  return a;
+}
+
+TEST(TrainStep, GemmRulesEveryTransposeAndBiasShape) {
+  RegisterAllOps();
+  for (int ta : {0, 1})
+    for (int tb : {0, 1})
+      for (int bias : {0, 1, 2}) {  // [N], [1, N], [B, N]
+        SCOPED_TRACE("transA " + std::to_string(ta) + " transB " + std::to_string(tb) + " bias " + std::to_string(bias));
+        const int64_t B = 3, K = 5, N = 4;
+        // A = x + a0 (a param, so A has a gradient), transposed when transA.
+        const Dims ad{B, K};
+        GraphBuilder gb(13);
+        gb.Input("x", DType::kFloat32, ToSymShape(ad))
+            .Init("a0", RandomFloat({1, K}, 1))
+            .Op("Add", {"x", "a0"}, {"h0"})
+            .Init("w", RandomFloat(tb ? Dims{N, K} : Dims{K, N}, 2));
+        if (ta) gb.Op("Transpose", {"h0"}, {"h"}, Attrs({{"perm", Attribute::Ints({1, 0})}}));
+        else gb.Op("Identity", {"h0"}, {"h"});
+        const Dims bd = bias == 0 ? Dims{N} : bias == 1 ? Dims{1, N} : Dims{B, N};
+        gb.Init("b", RandomFloat(bd, 3));
+        gb.Op("Gemm", {"h", "w", "b"}, {"z"},
+              Attrs({{"transA", Attribute::Int(ta)}, {"transB", Attribute::Int(tb)}, {"alpha", Attribute::Float(0.7f)},
+                     {"beta", Attribute::Float(1.3f)}}));
+        gb.Output("z");
+        Graph g = gb.Build();
+        ExpectGradientsMatchFiniteDifferences(g, RandomFloat(ad, 4), Labels({0, 3, 1}));
+      }
+}
+
+TEST(TrainStep, ConvPoolFlattenAddRulesAndDistillation) {
+  RegisterAllOps();
+  // Conv (stride 1, pad 1, bias) -> Relu -> MaxPool 2x2 -> Flatten -> MatMul -> Add(bias) -> Sub(const)
+  // -> logits, trained against a teacher with alpha 0.5.
+  auto build = [](uint32_t seed) {
+    return GraphBuilder(13)
+        .Input("image", DType::kFloat32, {Dim::Symbol("batch"), 2, 6, 6})
+        .Init("cw", RandomFloat({3, 2, 3, 3}, seed))
+        .Init("cb", RandomFloat({3}, seed + 1))
+        .Init("fw", RandomFloat({27, 5}, seed + 2))
+        .Init("fb", RandomFloat({5}, seed + 3))
+        .Init("shift", RandomFloat({1, 5}, seed + 4))
+        .Op("Conv", {"image", "cw", "cb"}, {"c"}, Attrs({{"pads", Attribute::Ints({1, 1, 1, 1})}}))
+        .Op("Relu", {"c"}, {"r"})
+        .Op("MaxPool", {"r"}, {"p"}, Attrs({{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}}))
+        .Op("Flatten", {"p"}, {"f"})
+        .Op("MatMul", {"f", "fw"}, {"m"})
+        .Op("Add", {"m", "fb"}, {"a"})
+        .Op("Sub", {"a", "shift"}, {"logits"})
+        .Output("logits")
+        .Build();
+  };
+  const Graph student = build(10), teacher = build(20);
+  ExpectGradientsMatchFiniteDifferences(student, RandomFloat({4, 2, 6, 6}, 5, 0.f, 1.f), Labels({1, 4, 0, 2}), &teacher,
+                                        0.5f);
+}
+
+TEST(TrainStep, SgdAndAdamWUpdatesByHand) {
+  RegisterAllOps();
+  // logits = x W (W 1x2, no bias), one sample x = 1, label 0: CE gradient dW = softmax(W) - [1, 0].
+  Graph g = GraphBuilder(13)
+                .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 1})
+                .Init("w", Tensor::FromVector<float>({1, 2}, {0.f, 0.f}))
+                .Op("MatMul", {"x", "w"}, {"z"})
+                .Output("z")
+                .Build();
+  const Tensor x = Tensor::FromVector<float>({1, 1}, {1.f});
+  const Tensor y = Labels({0});
+  for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdamW}) {
+    TrainOptions o;
+    o.alpha = 0;
+    o.optimizer = kind;
+    o.lr = 0.1f;
+    o.scale_lr = false;
+    o.cosine = false;
+    o.warmup_fraction = 0;
+    o.weight_decay = 0;
+    o.clip_norm = 0;
+    auto tr = Trainer::Create(g, nullptr, o);
+    ASSERT_TRUE(tr.ok()) << tr.status().message();
+    ASSERT_TRUE((*tr)->Step(x, y, 0, 10).ok());
+    ASSERT_TRUE((*tr)->Step(x, y, 1, 10).ok());
+    const float* w = (*tr)->param_values()[0].data<float>();
+    if (kind == OptimizerKind::kSgd) {
+      // Step 1: g = [-0.5, 0.5], buf = g, w = -0.1 g = [0.05, -0.05]. Step 2: g = softmax(w) - e0,
+      // buf = 0.9 buf + g, w -= 0.1 buf.
+      const double s0 = 1.0 / (1.0 + std::exp(-0.1));
+      const double g0 = s0 - 1.0, buf0 = 0.9 * -0.5 + g0;
+      EXPECT_NEAR(w[0], 0.05 - 0.1 * buf0, 1e-6);
+      EXPECT_NEAR(w[1], -w[0], 1e-6);
+    } else {
+      // Step 1: m/sqrt(v) = sign(g) after bias correction, w = [0.1, -0.1]. Step 2 by the formula.
+      const double g1 = -0.5, g2 = 1.0 / (1.0 + std::exp(-0.2)) - 1.0;
+      const double m = 0.9 * 0.1 * g1 + 0.1 * g2, v = 0.999 * 0.001 * g1 * g1 + 0.001 * g2 * g2;
+      const double want = 0.1 - 0.1 * (m / (1 - 0.81)) / (std::sqrt(v / (1 - 0.998001)) + 1e-8);
+      EXPECT_NEAR(w[0], want, 1e-6);
+      EXPECT_NEAR(w[1], -want, 1e-6);
+    }
+  }
+}
+
+TEST(TrainStep, ErrorsNameWhatIsWrong) {
+  RegisterAllOps();
+  const Graph mlp = Load("models/mlp.onnx");
+  // No teacher for distillation.
+  TrainOptions o;
+  auto no_teacher = Trainer::Create(mlp, nullptr, o);
+  ASSERT_FALSE(no_teacher.ok());
+  EXPECT_NE(no_teacher.status().message().find("teacher"), std::string::npos);
+  // A teacher whose input does not fit the student's.
+  Graph other = GraphBuilder(13)
+                    .Input("v", DType::kFloat32, {Dim::Symbol("batch"), 7})
+                    .Init("w", RandomFloat({7, 10}, 1))
+                    .Op("MatMul", {"v", "w"}, {"z"})
+                    .Output("z")
+                    .Build();
+  auto mismatch = Trainer::Create(mlp, &other, o);
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_NE(mismatch.status().message().find("does not match"), std::string::npos) << mismatch.status().message();
+  // An op without a gradient rule on the path: named.
+  Graph sig = GraphBuilder(13)
+                  .Input("v", DType::kFloat32, {Dim::Symbol("batch"), 7})
+                  .Init("w", RandomFloat({7, 3}, 1))
+                  .Op("MatMul", {"v", "w"}, {"m"})
+                  .Op("Sigmoid", {"m"}, {"z"})
+                  .Output("z")
+                  .Build();
+  o.alpha = 0;
+  auto nogr = Trainer::Create(sig, nullptr, o);
+  ASSERT_FALSE(nogr.ok());
+  EXPECT_NE(nogr.status().message().find("Sigmoid"), std::string::npos) << nogr.status().message();
+  // Nothing to train.
+  Graph none = GraphBuilder(13).Input("v", DType::kFloat32, {Dim::Symbol("batch"), 3}).Op("Relu", {"v"}, {"z"}).Output("z").Build();
+  auto empty = Trainer::Create(none, nullptr, o);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("no trainable"), std::string::npos) << empty.status().message();
+}
+
+}  // namespace
+}  // namespace whittle::training
