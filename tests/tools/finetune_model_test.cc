@@ -1,0 +1,195 @@
+// End-to-end tests of the finetune-model CLI: help, one-line errors that write nothing, a short
+// fine-tune of a compressed student whose output keeps the student's structure and improves its
+// accuracy, the JSON history, and a run killed with SIGKILL mid-epoch that --resume finishes
+// with the same weights as a run that was never killed.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lib/onnx/model_io.h"
+#include "tests/util/run_command.h"
+#include "tests/util/scratch_dir.h"
+
+namespace whittle {
+namespace {
+
+using testing::CmdResult;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string Bin(const std::string& tool) { return std::string(WHITTLE_BINARY_DIR) + "/bin/" + tool; }
+std::string Model(const std::string& m) { return std::string(WHITTLE_SOURCE_DIR) + "/models/" + m + ".onnx"; }
+
+CmdResult Tool(const testing::ScratchDir& dir, const std::string& tool, const std::string& args) {
+  const std::string err_path = dir / "stderr.txt";
+  CmdResult r = testing::RunCommand(Bin(tool) + " " + args + " 2>" + err_path);
+  r.err = ReadAll(err_path);
+  std::filesystem::remove(err_path);
+  return r;
+}
+
+// The MLP with its hidden layers 40 % pruned: a compressed student that has lost accuracy.
+std::string PrunedMlp(const testing::ScratchDir& dir) {
+  const std::string out = dir / "mlp_pruned.onnx";
+  CmdResult r = Tool(dir, "compress-model", Model("mlp") + " -o " + out + " --prune ratio=0.4 --no-bench --quiet");
+  EXPECT_EQ(r.code, 0) << r.err;
+  return out;
+}
+
+const char kData[] = " --train-data fashion-mnist:train --train-limit 512 --eval-data fashion-mnist:test --eval-limit 300 -q";
+
+TEST(FinetuneModelCli, HelpNamesTheFlags) {
+  testing::ScratchDir dir;
+  CmdResult r = Tool(dir, "finetune-model", "--help");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* flag : {"--teacher", "--train-data", "--eval-data", "--epochs", "--batch", "--lr", "--optimizer",
+                           "--temperature", "--alpha", "--no-labels", "--seed", "--threads", "--checkpoint-dir",
+                           "--resume", "--train-limit", "--json"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+}
+
+TEST(FinetuneModelCli, RecoversAPrunedStudentAndKeepsItsStructure) {
+  testing::ScratchDir dir;
+  const std::string student = PrunedMlp(dir), out = dir / "ft.onnx";
+  CmdResult r = Tool(dir, "finetune-model",
+                    student + " --teacher " + Model("mlp") + kData + " -o " + out + " --epochs 2 --batch 32 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["epochs"].size(), 2u);
+  for (const auto& e : j["epochs"]) {
+    EXPECT_GT(e["samples_per_s"].get<double>(), 0);
+    EXPECT_TRUE(e["loss"].get<double>() > 0 && std::isfinite(e["loss"].get<double>()));
+  }
+  // Better than the student was before (measured the same way by run-model).
+  CmdResult before = Tool(dir, "run-model", student + " --eval-data fashion-mnist:test --limit 300 --json");
+  ASSERT_EQ(before.code, 0) << before.err;
+  const double acc0 = nlohmann::json::parse(before.out)["accuracy"].get<double>();
+  EXPECT_GT(j["best_eval_accuracy"].get<double>(), acc0 + 0.02) << "before " << acc0;
+  // Same ops and weight shapes as the student, new values.
+  auto a = LoadModel(student);
+  auto b = LoadModel(out);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->nodes().size(), b->nodes().size());
+  for (size_t i = 0; i < a->nodes().size(); ++i) EXPECT_EQ(a->nodes()[i].op_type, b->nodes()[i].op_type);
+  int changed = 0;
+  for (const Value& v : a->values()) {
+    if (!v.initializer || v.initializer->dtype() != DType::kFloat32) continue;
+    const int k = b->FindValue(v.name);
+    ASSERT_GE(k, 0) << v.name;
+    ASSERT_EQ(b->value(k).initializer->dims(), v.initializer->dims()) << v.name;
+    changed += std::memcmp(b->value(k).initializer->raw_data(), v.initializer->raw_data(), v.initializer->nbytes()) != 0;
+  }
+  EXPECT_GE(changed, 6);
+}
+
+TEST(FinetuneModelCli, ErrorsWriteNothing) {
+  testing::ScratchDir dir;
+  const std::string out = dir / "out.onnx";
+  struct Case {
+    std::string args, says;
+  };
+  const std::vector<Case> cases = {
+      {Model("mlp") + kData + " -o " + out, "--teacher"},
+      {Model("mlp") + " --teacher " + Model("mlp") + " --train-data nonsense:x -o " + out, "--train-data"},
+      {Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --resume", "--checkpoint-dir"},
+      {Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --alpha 2", "--alpha"},
+      {std::string(WHITTLE_SOURCE_DIR) + "/README.md --teacher " + Model("mlp") + kData + " -o " + out, "README.md"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    CmdResult r = Tool(dir, "finetune-model", c.args);
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
+}
+
+// Starts finetune-model with args in a child process; returns its pid.
+pid_t Spawn(const std::vector<std::string>& args) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    const std::string bin = Bin("finetune-model");
+    argv.push_back(const_cast<char*>(bin.c_str()));
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+TEST(FinetuneModelCli, KilledRunResumesToTheSameWeights) {
+  testing::ScratchDir dir;
+  const std::string ckpt = dir / "ckpt", killed_out = dir / "killed.onnx", clean_out = dir / "clean.onnx";
+  auto args = [&](const std::string& out, const std::string& ck) {
+    return std::vector<std::string>{Model("cnn"), "--teacher", Model("cnn"), "--train-data", "fashion-mnist:train",
+                                    "--train-limit", "3072", "--epochs", "3", "--batch", "64", "--threads", "1",
+                                    "--seed", "7", "-q", "-o", out, "--checkpoint-dir", ck};
+  };
+  // Kill it as soon as the first epoch's checkpoint is complete: it is then inside epoch 2.
+  const pid_t pid = Spawn(args(killed_out, ckpt));
+  ASSERT_GT(pid, 0);
+  bool killed_mid_run = false;
+  for (int i = 0; i < 6000; ++i) {
+    int st = 0;
+    if (waitpid(pid, &st, WNOHANG) == pid) break;  // finished before the checkpoint appeared (fails below)
+    if (std::filesystem::exists(ckpt + "/state.json")) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      killed_mid_run = WIFSIGNALED(st);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(killed_mid_run);
+  EXPECT_FALSE(std::filesystem::exists(killed_out));  // nothing half-written
+  const nlohmann::json state = nlohmann::json::parse(ReadAll(ckpt + "/state.json"));
+  EXPECT_LT(state["epoch_done"].get<int>(), 2);
+  // Resume, and a run that was never killed.
+  std::vector<std::string> resume = args(killed_out, ckpt);
+  resume.push_back("--resume");
+  std::string cmd_resume = Bin("finetune-model"), cmd_clean = Bin("finetune-model");
+  for (size_t i = 0; i < resume.size(); ++i) cmd_resume += " " + resume[i];
+  const std::vector<std::string> clean = args(clean_out, dir / "ckpt_clean");
+  for (const std::string& a : clean) cmd_clean += " " + a;
+  ASSERT_EQ(testing::RunCommand(cmd_resume + " 2>&1").code, 0);
+  ASSERT_EQ(testing::RunCommand(cmd_clean + " 2>&1").code, 0);
+  auto a = LoadModel(killed_out);
+  auto b = LoadModel(clean_out);
+  ASSERT_TRUE(a.ok() && b.ok());
+  int compared = 0;
+  for (const Value& v : b->values()) {
+    if (!v.initializer || v.initializer->dtype() != DType::kFloat32) continue;
+    const int k = a->FindValue(v.name);
+    ASSERT_GE(k, 0);
+    const Tensor& x = *a->value(k).initializer;
+    const Tensor& y = *v.initializer;
+    ASSERT_EQ(x.dims(), y.dims());
+    for (int64_t i = 0; i < y.numel(); ++i) ASSERT_NEAR(x.data<float>()[i], y.data<float>()[i], 1e-6f) << v.name;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 8);
+}
+
+}  // namespace
+}  // namespace whittle
