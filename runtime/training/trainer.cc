@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -38,6 +41,54 @@ void Softmax(const float* z, int64_t B, int64_t C, float T, std::vector<float>* 
     for (int64_t c = 0; c < C; ++c) pi[c] = static_cast<float>(pi[c] / sum);
   }
 }
+
+// Builds batches on a thread of its own, one ahead of the consumer, so that the gathering of
+// shuffled rows overlaps the previous step.
+class Prefetcher {
+ public:
+  using Batch = std::pair<Tensor, Tensor>;
+  Prefetcher(int64_t steps, std::function<Batch(int64_t)> make) : steps_(steps), make_(std::move(make)) {
+    worker_ = std::thread([this] {
+      for (int64_t s = 0; s < steps_; ++s) {
+        Batch b = make_(s);
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return !full_ || stop_; });
+        if (stop_) return;
+        next_ = std::move(b);
+        full_ = true;
+        cv_.notify_all();
+      }
+    });
+  }
+  ~Prefetcher() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  // The next batch, and how long the caller waited for it (seconds).
+  Batch Next(double* waited) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return full_; });
+    *waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    Batch b = std::move(next_);
+    full_ = false;
+    cv_.notify_all();
+    return b;
+  }
+
+ private:
+  int64_t steps_;
+  std::function<Batch(int64_t)> make_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Batch next_;
+  bool full_ = false, stop_ = false;
+  std::thread worker_;
+};
 
 }  // namespace
 
@@ -214,11 +265,14 @@ StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
   double loss_sum = 0;
   int64_t correct = 0, seen = 0;
   const int64_t total = steps * opts_.epochs;
-  for (int64_t s = 0; s < steps; ++s) {
+  Prefetcher loader(steps, [&](int64_t s) {
     const int64_t b0 = s * opts_.batch, b1 = std::min(n, b0 + opts_.batch);
-    const Tensor x = GatherRows(data.inputs, order, b0, b1);
-    const Tensor y = data.has_labels() ? GatherRows(data.labels, order, b0, b1) : Tensor();
-    WH_ASSIGN_OR_RETURN(StepResult r, Step(x, y, static_cast<int64_t>(epoch) * steps + s, total));
+    return Prefetcher::Batch(GatherRows(data.inputs, order, b0, b1),
+                             data.has_labels() ? GatherRows(data.labels, order, b0, b1) : Tensor());
+  });
+  for (int64_t s = 0; s < steps; ++s) {
+    const Prefetcher::Batch batch = loader.Next(&st.data_wait_s);
+    WH_ASSIGN_OR_RETURN(StepResult r, Step(batch.first, batch.second, static_cast<int64_t>(epoch) * steps + s, total));
     loss_sum += r.loss * static_cast<double>(r.samples);
     correct += r.correct;
     seen += r.samples;

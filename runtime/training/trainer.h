@@ -57,6 +57,7 @@ struct EpochStats {
   double train_accuracy = 0; // against the labels, -1 without
   double samples_per_s = 0;
   double seconds = 0;
+  double data_wait_s = 0;    // time the steps waited for the loader thread's next batch
 };
 
 // What the progress callback sees after every step.

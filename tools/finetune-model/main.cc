@@ -48,7 +48,8 @@ nlohmann::json ToJson(const History& h) {
   nlohmann::json a = nlohmann::json::array();
   for (size_t i = 0; i < h.epochs.size(); ++i) {
     const EpochStats& e = h.epochs[i];
-    nlohmann::json o{{"epoch", e.epoch + 1}, {"loss", e.loss}, {"samples_per_s", e.samples_per_s}, {"seconds", e.seconds}};
+    nlohmann::json o{{"epoch", e.epoch + 1}, {"loss", e.loss}, {"samples_per_s", e.samples_per_s},
+                     {"seconds", e.seconds}, {"data_wait_s", e.data_wait_s}};
     o["train_accuracy"] = e.train_accuracy >= 0 ? nlohmann::json(e.train_accuracy) : nlohmann::json(nullptr);
     o["eval_accuracy"] = h.eval_accuracy[i] >= 0 ? nlohmann::json(h.eval_accuracy[i]) : nlohmann::json(nullptr);
     a.push_back(o);
@@ -189,6 +190,7 @@ int main(int argc, char** argv) {
       s.loss = e.value("loss", 0.0);
       s.samples_per_s = e.value("samples_per_s", 0.0);
       s.seconds = e.value("seconds", 0.0);
+      s.data_wait_s = e.value("data_wait_s", 0.0);
       s.train_accuracy = e["train_accuracy"].is_null() ? -1 : e["train_accuracy"].get<double>();
       h.epochs.push_back(s);
       h.eval_accuracy.push_back(e["eval_accuracy"].is_null() ? -1 : e["eval_accuracy"].get<double>());
@@ -237,7 +239,8 @@ int main(int argc, char** argv) {
     std::string line = stage + " loss " + Fmt("%.4f", st->loss);
     if (st->train_accuracy >= 0) line += " train acc " + Fmt("%.4f", st->train_accuracy);
     if (acc >= 0) line += " eval acc " + Fmt("%.4f", acc);
-    line += " " + Fmt("%.0f", st->samples_per_s) + " samples/s " + Fmt("%.1f", st->seconds) + " s";
+    line += " " + Fmt("%.0f", st->samples_per_s) + " samples/s " + Fmt("%.1f", st->seconds) + " s (waited " +
+            Fmt("%.3f", st->data_wait_s) + " s for data)";
     if (!quiet) progress.Line(line);
     if (!ckpt_dir.empty()) {
       if (Status s = SaveCheckpoint(ckpt_dir, t, best ? &*best : nullptr, h, epoch); !s.ok()) return Fail(s.message());
