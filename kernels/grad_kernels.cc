@@ -1,6 +1,6 @@
 // Kernels for the ai.whittle gradient ops (lib/ops/grad.cc): the factory checks float32 inputs
-// and parses the window attributes once, then picks init.backend's compute function from kGrad
-// (only the reference row: its im2col + GEMM kernels serve every backend).
+// and parses the window attributes (ReluGrad has none) once, then picks init.backend's compute
+// function from kGrad (only the reference row: its kernels serve every backend).
 #include <string>
 
 #include "kernels/kernel.h"
@@ -64,12 +64,20 @@ Factory MakeMaxPoolGrad(const KernelInit& init) {
   });
 }
 
+Factory MakeReluGrad(const KernelInit& init) {
+  WH_RETURN_IF_ERROR(CheckFloat32Inputs(init, "ReluGrad"));
+  const auto fn = kGrad.Pick(init.backend, &GradFns::relu_grad);
+  return WrapFnKernel(
+      [fn](KernelContext& ctx) { return fn(*ctx.inputs[0], *ctx.inputs[1], ctx.outputs[0], ctx.num_threads); });
+}
+
 }  // namespace
 
 void RegisterGradKernels(KernelRegistry& r) {
   r.Register(kDomain, "ConvGradInput", MakeConvGradInput);
   r.Register(kDomain, "ConvGradWeight", MakeConvGradWeight);
   r.Register(kDomain, "MaxPoolGrad", MakeMaxPoolGrad);
+  r.Register(kDomain, "ReluGrad", MakeReluGrad);
 }
 
 }  // namespace whittle

@@ -2,6 +2,10 @@
 
 #include <Eigen/Core>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <initializer_list>
 #include <mutex>
@@ -57,6 +61,30 @@ Status CheckDy(const char* op, const Tensor& dy, int64_t batch, int64_t channels
 // lo == hi == 0 for a row wholly in the padding), and the row's column entries start at col_off.
 template <class Seg>
 void ForEachColumnRow(int64_t channels, const WindowGeometry& g, const Seg& seg) {
+  if (g.spatial <= 2) {
+    // 1-D and 2-D: the same calls in the same order, without an index to unravel per row.
+    const Geo2D q = To2D(g);
+    const int64_t plane = q.ih * q.iw, out_size = q.oh * q.ow, k_size = q.kh * q.kw;
+    if (out_size == 0) return;
+    for (int64_t c = 0; c < channels; ++c) {
+      for (int64_t kh = 0; kh < q.kh; ++kh) {
+        const int64_t off_h = kh * q.dh - q.pt;
+        int64_t r_lo, r_hi;
+        ValidRange(off_h, q.sh, q.ih, q.oh, &r_lo, &r_hi);
+        for (int64_t kw = 0; kw < q.kw; ++kw) {
+          const int64_t off_w = kw * q.dw - q.pl;
+          int64_t lo, hi;
+          ValidRange(off_w, q.sw, q.iw, q.ow, &lo, &hi);
+          const int64_t col_row = (c * k_size + kh * q.kw + kw) * out_size;
+          for (int64_t r = 0; r < q.oh; ++r) {
+            const bool inside = r >= r_lo && r < r_hi;
+            seg(col_row + r * q.ow, c * plane + (r * q.sh + off_h) * q.iw + off_w, inside ? lo : 0, inside ? hi : 0);
+          }
+        }
+      }
+    }
+    return;
+  }
   const int n = g.spatial, last = n - 1;
   const int64_t in_size = g.InSize(), out_size = g.OutSize(), k_size = g.KernelSize();
   const int64_t ow = g.out[last], iw = g.in[last];
@@ -85,13 +113,24 @@ void ForEachColumnRow(int64_t channels, const WindowGeometry& g, const Seg& seg)
   }
 }
 
+// 1x1 windows at stride 1 without padding: the column matrix is X itself (P = X's positions).
+bool IsPointwise(const WindowGeometry& g) {
+  for (int i = 0; i < g.spatial; ++i)
+    if (g.kernel[i] != 1 || g.stride[i] != 1 || g.pad_begin[i] != 0 || g.pad_end[i] != 0) return false;
+  return true;
+}
+
 // col [channels*K, P] = im2col of x [channels, in...].
 void Im2Col(const float* x, int64_t channels, const WindowGeometry& g, float* col) {
   const int64_t ow = g.out[g.spatial - 1], sw = g.stride[g.spatial - 1];
   ForEachColumnRow(channels, g, [&](int64_t col_off, int64_t x_off, int64_t lo, int64_t hi) {
     float* d = col + col_off;
     std::fill(d, d + lo, 0.f);
-    for (int64_t o = lo; o < hi; ++o) d[o] = x[x_off + o * sw];
+    if (sw == 1) {
+      if (hi > lo) std::copy(x + x_off + lo, x + x_off + hi, d + lo);
+    } else {
+      for (int64_t o = lo; o < hi; ++o) d[o] = x[x_off + o * sw];
+    }
     std::fill(d + hi, d + ow, 0.f);
   });
 }
@@ -101,103 +140,22 @@ void Col2Im(const float* col, int64_t channels, const WindowGeometry& g, float* 
   const int64_t sw = g.stride[g.spatial - 1];
   ForEachColumnRow(channels, g, [&](int64_t col_off, int64_t x_off, int64_t lo, int64_t hi) {
     const float* s = col + col_off;
-    for (int64_t o = lo; o < hi; ++o) x[x_off + o * sw] += s[o];
-  });
-}
-
-}  // namespace
-
-Status ConvGradInputReference(const ConvGradAttrs& a, const Tensor& dy, const Tensor& w, const Tensor& x,
-                              Tensor* dx, int num_threads) {
-  WH_RETURN_IF_ERROR(CheckFloat32("ConvGradInput", {&dy, &w, &x, dx}));
-  ConvShape s;
-  WH_RETURN_IF_ERROR(ResolveConvShape(a.window, a.group, x, w, nullptr, &s));
-  WH_RETURN_IF_ERROR(CheckDy("ConvGradInput", dy, s.batch, s.out_channels, s.geo));
-  if (dx->dims() != x.dims())
-    return Internal("ConvGradInput output " + DimsToString(dx->dims()) + " is not X's shape " +
-                    DimsToString(x.dims()));
-  const int64_t cg = s.in_channels / s.group, mg = s.out_channels / s.group;
-  const int64_t k_size = s.geo.KernelSize(), rows = cg * k_size, p_size = s.geo.OutSize();
-  const int64_t in_size = s.geo.InSize();
-  const float* wd = w.data<float>();
-  const float* dyd = dy.data<float>();
-  float* dxd = dx->data<float>();
-  std::fill(dxd, dxd + dx->numel(), 0.f);
-  InitEigenOnce();
-  const int threads = std::max(1, num_threads);
-  ScopedOmpThreads omp(threads);  // Eigen's team when one chunk runs outside a parallel region
-  ForChunks(s.batch, NumChunks(s.batch, threads), threads, [&](int64_t n0, int64_t n1, int64_t) {
-    std::vector<float> col(static_cast<size_t>(rows * p_size));
-    MutMap colm(col.data(), rows, p_size);
-    for (int64_t n = n0; n < n1; ++n) {
-      for (int64_t grp = 0; grp < s.group; ++grp) {
-        const ConstMap wg(wd + grp * mg * rows, mg, rows);
-        const ConstMap dyg(dyd + (n * s.out_channels + grp * mg) * p_size, mg, p_size);
-        colm.noalias() = wg.transpose() * dyg;
-        Col2Im(col.data(), cg, s.geo, dxd + (n * s.in_channels + grp * cg) * in_size);
+    if (sw == 1) {
+      if (hi > lo) {
+        float* xs = x + x_off;
+        for (int64_t o = lo; o < hi; ++o) xs[o] += s[o];
       }
+    } else {
+      for (int64_t o = lo; o < hi; ++o) x[x_off + o * sw] += s[o];
     }
   });
-  return Status::Ok();
 }
 
-Status ConvGradWeightReference(const ConvGradAttrs& a, const Tensor& x, const Tensor& dy, Tensor* dw,
-                               int num_threads) {
-  WH_RETURN_IF_ERROR(CheckFloat32("ConvGradWeight", {&x, &dy, dw}));
-  ConvShape s;
-  // dw's dims are W's: the same checks as the forward Conv's.
-  WH_RETURN_IF_ERROR(ResolveConvShape(a.window, a.group, x, *dw, nullptr, &s));
-  WH_RETURN_IF_ERROR(CheckDy("ConvGradWeight", dy, s.batch, s.out_channels, s.geo));
-  const int64_t cg = s.in_channels / s.group, mg = s.out_channels / s.group;
-  const int64_t k_size = s.geo.KernelSize(), rows = cg * k_size, p_size = s.geo.OutSize();
-  const int64_t in_size = s.geo.InSize(), w_size = dw->numel();
-  const float* xd = x.data<float>();
-  const float* dyd = dy.data<float>();
-  float* dwd = dw->data<float>();
-  InitEigenOnce();
-  const int threads = std::max(1, num_threads);
-  ScopedOmpThreads omp(threads);
-  // Chunk 0 accumulates into dW, the others into their own partial sums, added in chunk order.
-  const int64_t chunks = NumChunks(s.batch, threads);
-  std::vector<float> partial(static_cast<size_t>((chunks - 1) * w_size));
-  ForChunks(s.batch, chunks, threads, [&](int64_t n0, int64_t n1, int64_t c) {
-    float* acc = c == 0 ? dwd : partial.data() + (c - 1) * w_size;
-    std::fill(acc, acc + w_size, 0.f);
-    std::vector<float> col(static_cast<size_t>(rows * p_size));
-    const ConstMap colm(col.data(), rows, p_size);
-    for (int64_t n = n0; n < n1; ++n) {
-      for (int64_t grp = 0; grp < s.group; ++grp) {
-        Im2Col(xd + (n * s.in_channels + grp * cg) * in_size, cg, s.geo, col.data());
-        const ConstMap dyg(dyd + (n * s.out_channels + grp * mg) * p_size, mg, p_size);
-        MutMap dwg(acc + grp * mg * rows, mg, rows);
-        dwg.noalias() += dyg * colm.transpose();
-      }
-    }
-  });
-  for (int64_t c = 1; c < chunks; ++c) {
-    const float* part = partial.data() + (c - 1) * w_size;
-    for (int64_t i = 0; i < w_size; ++i) dwd[i] += part[i];
-  }
-  return Status::Ok();
-}
-
-Status MaxPoolGradReference(const WindowAttrs& a, const Tensor& x, const Tensor& dy, Tensor* dx, int num_threads) {
-  WH_RETURN_IF_ERROR(CheckFloat32("MaxPoolGrad", {&x, &dy, dx}));
-  if (x.rank() < 3) return InvalidArgument("MaxPoolGrad X must have rank >= 3, got " + DimsToString(x.dims()));
-  if (a.kernel_shape.size() != static_cast<size_t>(x.rank() - 2))
-    return InvalidArgument("MaxPoolGrad kernel_shape has " + std::to_string(a.kernel_shape.size()) +
-                           " values for X " + DimsToString(x.dims()));
-  WindowGeometry g;
-  WH_RETURN_IF_ERROR(ResolveWindow(a, x.dims().data() + 2, a.kernel_shape.data(), x.rank() - 2, &g));
-  WH_RETURN_IF_ERROR(CheckDy("MaxPoolGrad", dy, x.dim(0), x.dim(1), g));
-  if (dx->dims() != x.dims())
-    return Internal("MaxPoolGrad output " + DimsToString(dx->dims()) + " is not X's shape " + DimsToString(x.dims()));
+// MaxPoolGrad on any spatial rank: per output position, its window's taps in row-major order.
+void MaxPoolGradND(const WindowGeometry& g, int64_t planes, const float* xd, const float* dyd, float* dxd,
+                   int threads) {
   const int n = g.spatial;
-  const int64_t planes = x.dim(0) * x.dim(1), in_size = g.InSize(), out_size = g.OutSize();
-  const int64_t k_size = g.KernelSize();
-  const float* xd = x.data<float>();
-  const float* dyd = dy.data<float>();
-  float* dxd = dx->data<float>();
+  const int64_t in_size = g.InSize(), out_size = g.OutSize(), k_size = g.KernelSize();
   // Each tap's displacement from its window's start, per spatial dim (no divisions per tap).
   std::vector<int64_t> tap(static_cast<size_t>(k_size * n));
   for (int64_t kp = 0; kp < k_size; ++kp) {
@@ -205,7 +163,6 @@ Status MaxPoolGradReference(const WindowAttrs& a, const Tensor& x, const Tensor&
     UnravelIndex(kp, g.kernel, n, t);
     for (int i = 0; i < n; ++i) t[i] *= g.dilation[i];
   }
-  const int threads = std::max(1, num_threads);
   ForChunks(planes, NumChunks(planes, threads), threads, [&](int64_t p0, int64_t p1, int64_t) {
     int64_t o_idx[kMaxSpatialDims], start[kMaxSpatialDims];
     for (int64_t p = p0; p < p1; ++p) {
@@ -238,11 +195,280 @@ Status MaxPoolGradReference(const WindowAttrs& a, const Tensor& x, const Tensor&
       }
     }
   });
+}
+
+#if defined(__AVX2__)
+// Lanes [0, k) of a mask (k may be <= 0 or >= 8).
+inline __m256i FirstLanes(int64_t k) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::clamp<int64_t>(k, 0, 8))),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// t (1..8) windows of MaxPoolGrad2x2Stride2Row; kMasked reads and writes only theirs (t < 8).
+template <bool kMasked>
+inline void MaxPoolGrad2x2Stride2Block(const float* r0, const float* r1, const float* dy, int64_t t, float* d0,
+                                       float* d1) {
+  const __m256i lo = kMasked ? FirstLanes(2 * t) : __m256i(), hi = kMasked ? FirstLanes(2 * t - 8) : __m256i();
+  auto load = [](const float* p, __m256i mask) { return kMasked ? _mm256_maskload_ps(p, mask) : _mm256_loadu_ps(p); };
+  auto store = [](float* p, __m256i mask, __m256 v) {
+    if (kMasked)
+      _mm256_maskstore_ps(p, mask, v);
+    else
+      _mm256_storeu_ps(p, v);
+  };
+  // The deinterleaving shuffles leave the windows in the order 0 1 4 5 2 3 6 7 (dY is permuted to
+  // match); the unpacks that re-interleave undo it.
+  const __m256 r0lo = load(r0, lo), r0hi = load(r0 + 8, hi), r1lo = load(r1, lo), r1hi = load(r1 + 8, hi);
+  const __m256 a = _mm256_shuffle_ps(r0lo, r0hi, _MM_SHUFFLE(2, 0, 2, 0));
+  const __m256 b = _mm256_shuffle_ps(r0lo, r0hi, _MM_SHUFFLE(3, 1, 3, 1));
+  const __m256 c = _mm256_shuffle_ps(r1lo, r1hi, _MM_SHUFFLE(2, 0, 2, 0));
+  const __m256 d = _mm256_shuffle_ps(r1lo, r1hi, _MM_SHUFFLE(3, 1, 3, 1));
+  const __m256 g = _mm256_add_ps(  // 0 + dY: -0 becomes +0, as in the adds into zeros
+      _mm256_setzero_ps(),
+      _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(load(dy, FirstLanes(t))), 0xD8)));
+  const __m256 gb = _mm256_cmp_ps(b, a, _CMP_GT_OQ);
+  __m256 m = _mm256_blendv_ps(a, b, gb);
+  const __m256 gc = _mm256_cmp_ps(c, m, _CMP_GT_OQ);
+  m = _mm256_blendv_ps(m, c, gc);
+  const __m256 gd = _mm256_cmp_ps(d, m, _CMP_GT_OQ);
+  const __m256 row1 = _mm256_or_ps(gc, gd);  // the maximum is in the second row
+  const __m256 wa = _mm256_andnot_ps(_mm256_or_ps(gb, row1), g);
+  const __m256 wb = _mm256_andnot_ps(row1, _mm256_and_ps(gb, g));
+  const __m256 wc = _mm256_andnot_ps(gd, _mm256_and_ps(gc, g));
+  const __m256 wd = _mm256_and_ps(gd, g);
+  store(d0, lo, _mm256_unpacklo_ps(wa, wb));
+  store(d0 + 8, hi, _mm256_unpackhi_ps(wa, wb));
+  store(d1, lo, _mm256_unpacklo_ps(wc, wd));
+  store(d1 + 8, hi, _mm256_unpackhi_ps(wc, wd));
+}
+#endif
+
+// The 2x2 stride-2 windows of n consecutive outputs of one row, each wholly inside X: r0/r1 are the
+// windows' two input rows from the first window's first column, d0/d1 the same places of dX. The
+// windows do not overlap, so each writes its own four dX cells: 0 + dY at the first maximum in
+// tap order (a b / c d; strictly greater replaces, NaN never does), +0 elsewhere: the same values
+// and signs of zero as the adds into zeros of the other paths. Without AVX2: false, nothing done.
+bool MaxPoolGrad2x2Stride2Row(const float* r0, const float* r1, const float* dy, int64_t n, float* d0, float* d1) {
+#if defined(__AVX2__)
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    MaxPoolGrad2x2Stride2Block<false>(r0 + 2 * j, r1 + 2 * j, dy + j, 8, d0 + 2 * j, d1 + 2 * j);
+  if (j < n) MaxPoolGrad2x2Stride2Block<true>(r0 + 2 * j, r1 + 2 * j, dy + j, n - j, d0 + 2 * j, d1 + 2 * j);
+  return true;
+#else
+  (void)r0, (void)r1, (void)dy, (void)n, (void)d0, (void)d1;
+  return false;
+#endif
+}
+
+// MaxPoolGrad on 1-D and 2-D windows (1-D as a height of one): the same choice as MaxPoolGradND
+// (the taps inside X form a rectangle of kernel rows x kernel columns, visited in row-major order,
+// the first one the initial maximum, replaced only by a strictly greater one) and the same order of
+// additions into dX (output positions in row-major order), so the results are bit-identical.
+void MaxPoolGrad2D(const Geo2D& g, int64_t planes, const float* xd, const float* dyd, float* dxd, int threads) {
+  const int64_t in_size = g.ih * g.iw, out_size = g.oh * g.ow;
+  // Per output column: the window's first input column and its kernel columns inside X.
+  std::vector<int64_t> col_start(static_cast<size_t>(g.ow)), kw_lo(static_cast<size_t>(g.ow)),
+      kw_hi(static_cast<size_t>(g.ow));
+  for (int64_t ow = 0; ow < g.ow; ++ow) {
+    const auto o = static_cast<size_t>(ow);
+    col_start[o] = ow * g.sw - g.pl;
+    ValidRange(col_start[o], g.dw, g.iw, g.kw, &kw_lo[o], &kw_hi[o]);
+  }
+  // 2x2 windows with stride 2 (MaxPool2d(2), the common case): the outputs [full_lo, full_hi) of
+  // a row whose windows lie wholly inside X go to MaxPoolGrad2x2Stride2Row (AVX2).
+  const bool is_2x2_stride2 = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1;
+  int64_t full_lo = 0, full_hi = 0;
+  if (is_2x2_stride2) {
+    while (full_lo < g.ow && kw_lo[static_cast<size_t>(full_lo)] != 0) ++full_lo;
+    full_hi = full_lo;
+    while (full_hi < g.ow && kw_lo[static_cast<size_t>(full_hi)] == 0 && kw_hi[static_cast<size_t>(full_hi)] == 2)
+      ++full_hi;
+  }
+  ForChunks(planes, NumChunks(planes, threads), threads, [&](int64_t p0, int64_t p1, int64_t) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const float* xp = xd + p * in_size;
+      const float* dyp = dyd + p * out_size;
+      float* dxp = dxd + p * in_size;
+      std::fill(dxp, dxp + in_size, 0.f);
+      for (int64_t oh = 0; oh < g.oh; ++oh) {
+        const int64_t row_start = oh * g.sh - g.pt;
+        int64_t kh_lo, kh_hi;
+        ValidRange(row_start, g.dh, g.ih, g.kh, &kh_lo, &kh_hi);
+        if (kh_lo == kh_hi) continue;  // the window lies in the padding rows: dY is dropped
+        const int64_t first_row = (row_start + kh_lo * g.dh) * g.iw;
+        const float* dyr = dyp + oh * g.ow;
+        int64_t skip_lo = 0, skip_hi = 0;  // outputs [skip_lo, skip_hi) done by the 2x2 row kernel
+        if (is_2x2_stride2 && kh_lo == 0 && kh_hi == 2 && full_hi > full_lo) {
+          const int64_t at = first_row + col_start[static_cast<size_t>(full_lo)];
+          if (MaxPoolGrad2x2Stride2Row(xp + at, xp + at + g.iw, dyr + full_lo, full_hi - full_lo, dxp + at,
+                                       dxp + at + g.iw)) {
+            skip_lo = full_lo;
+            skip_hi = full_hi;
+          }
+        }
+        for (int64_t ow = 0; ow < g.ow; ++ow) {
+          if (ow == skip_lo && skip_hi > skip_lo) {
+            ow = skip_hi - 1;
+            continue;
+          }
+          const auto o = static_cast<size_t>(ow);
+          const int64_t c0 = col_start[o], k0 = kw_lo[o], k1 = kw_hi[o];
+          if (k0 == k1) continue;
+          int64_t best_at = first_row + c0 + k0 * g.dw;
+          float best = xp[best_at];
+          for (int64_t kh = kh_lo; kh < kh_hi; ++kh) {
+            const int64_t row = (row_start + kh * g.dh) * g.iw + c0;
+            for (int64_t kw = k0; kw < k1; ++kw) {
+              // Branch-free: which tap wins is data-dependent and mispredicts often.
+              const int64_t off = row + kw * g.dw;
+              const float v = xp[off];
+              const bool greater = v > best;
+              best = greater ? v : best;
+              best_at = greater ? off : best_at;
+            }
+          }
+          dxp[best_at] += dyr[ow];
+        }
+      }
+    }
+  });
+}
+
+// dx = y > 0 ? dy : 0 over n elements (a select the compiler vectorizes; NaN in y gives 0).
+void ReluGradRange(const float* y, const float* dy, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
+}
+
+}  // namespace
+
+Status ConvGradInputReference(const ConvGradAttrs& a, const Tensor& dy, const Tensor& w, const Tensor& x,
+                              Tensor* dx, int num_threads) {
+  WH_RETURN_IF_ERROR(CheckFloat32("ConvGradInput", {&dy, &w, &x, dx}));
+  ConvShape s;
+  WH_RETURN_IF_ERROR(ResolveConvShape(a.window, a.group, x, w, nullptr, &s));
+  WH_RETURN_IF_ERROR(CheckDy("ConvGradInput", dy, s.batch, s.out_channels, s.geo));
+  if (dx->dims() != x.dims())
+    return Internal("ConvGradInput output " + DimsToString(dx->dims()) + " is not X's shape " +
+                    DimsToString(x.dims()));
+  const int64_t cg = s.in_channels / s.group, mg = s.out_channels / s.group;
+  const int64_t k_size = s.geo.KernelSize(), rows = cg * k_size, p_size = s.geo.OutSize();
+  const int64_t in_size = s.geo.InSize();
+  const float* wd = w.data<float>();
+  const float* dyd = dy.data<float>();
+  float* dxd = dx->data<float>();
+  if (!IsPointwise(s.geo)) std::fill(dxd, dxd + dx->numel(), 0.f);  // Col2Im adds into it
+  InitEigenOnce();
+  const int threads = std::max(1, num_threads);
+  ScopedOmpThreads omp(threads);  // Eigen's team when one chunk runs outside a parallel region
+  const bool pointwise = IsPointwise(s.geo);
+  ForChunks(s.batch, NumChunks(s.batch, threads), threads, [&](int64_t n0, int64_t n1, int64_t) {
+    std::vector<float> col(pointwise ? 0 : static_cast<size_t>(rows * p_size));
+    for (int64_t n = n0; n < n1; ++n) {
+      for (int64_t grp = 0; grp < s.group; ++grp) {
+        const ConstMap wg(wd + grp * mg * rows, mg, rows);
+        const ConstMap dyg(dyd + (n * s.out_channels + grp * mg) * p_size, mg, p_size);
+        float* dxg = dxd + (n * s.in_channels + grp * cg) * in_size;
+        if (pointwise) {  // col2im is the identity: the product is dX's channels
+          MutMap(dxg, rows, p_size).noalias() = wg.transpose() * dyg;
+        } else {
+          MutMap(col.data(), rows, p_size).noalias() = wg.transpose() * dyg;
+          Col2Im(col.data(), cg, s.geo, dxg);
+        }
+      }
+    }
+  });
+  return Status::Ok();
+}
+
+Status ConvGradWeightReference(const ConvGradAttrs& a, const Tensor& x, const Tensor& dy, Tensor* dw,
+                               int num_threads) {
+  WH_RETURN_IF_ERROR(CheckFloat32("ConvGradWeight", {&x, &dy, dw}));
+  ConvShape s;
+  // dw's dims are W's: the same checks as the forward Conv's.
+  WH_RETURN_IF_ERROR(ResolveConvShape(a.window, a.group, x, *dw, nullptr, &s));
+  WH_RETURN_IF_ERROR(CheckDy("ConvGradWeight", dy, s.batch, s.out_channels, s.geo));
+  const int64_t cg = s.in_channels / s.group, mg = s.out_channels / s.group;
+  const int64_t k_size = s.geo.KernelSize(), rows = cg * k_size, p_size = s.geo.OutSize();
+  const int64_t in_size = s.geo.InSize(), w_size = dw->numel();
+  const float* xd = x.data<float>();
+  const float* dyd = dy.data<float>();
+  float* dwd = dw->data<float>();
+  InitEigenOnce();
+  const int threads = std::max(1, num_threads);
+  ScopedOmpThreads omp(threads);
+  // Chunk 0 accumulates into dW, the others into their own partial sums, added in chunk order.
+  const int64_t chunks = NumChunks(s.batch, threads);
+  const bool pointwise = IsPointwise(s.geo);
+  std::vector<float> partial(static_cast<size_t>((chunks - 1) * w_size));
+  ForChunks(s.batch, chunks, threads, [&](int64_t n0, int64_t n1, int64_t c) {
+    float* acc = c == 0 ? dwd : partial.data() + (c - 1) * w_size;
+    std::fill(acc, acc + w_size, 0.f);
+    std::vector<float> col(pointwise ? 0 : static_cast<size_t>(rows * p_size));
+    for (int64_t n = n0; n < n1; ++n) {
+      for (int64_t grp = 0; grp < s.group; ++grp) {
+        const float* xg = xd + (n * s.in_channels + grp * cg) * in_size;
+        if (!pointwise) Im2Col(xg, cg, s.geo, col.data());
+        const ConstMap colm(pointwise ? xg : col.data(), rows, p_size);  // im2col of a 1x1 is X
+        const ConstMap dyg(dyd + (n * s.out_channels + grp * mg) * p_size, mg, p_size);
+        MutMap dwg(acc + grp * mg * rows, mg, rows);
+        dwg.noalias() += dyg * colm.transpose();
+      }
+    }
+  });
+  for (int64_t c = 1; c < chunks; ++c) {
+    const float* part = partial.data() + (c - 1) * w_size;
+    for (int64_t i = 0; i < w_size; ++i) dwd[i] += part[i];
+  }
+  return Status::Ok();
+}
+
+Status MaxPoolGradReference(const WindowAttrs& a, const Tensor& x, const Tensor& dy, Tensor* dx, int num_threads) {
+  WH_RETURN_IF_ERROR(CheckFloat32("MaxPoolGrad", {&x, &dy, dx}));
+  if (x.rank() < 3) return InvalidArgument("MaxPoolGrad X must have rank >= 3, got " + DimsToString(x.dims()));
+  if (a.kernel_shape.size() != static_cast<size_t>(x.rank() - 2))
+    return InvalidArgument("MaxPoolGrad kernel_shape has " + std::to_string(a.kernel_shape.size()) +
+                           " values for X " + DimsToString(x.dims()));
+  WindowGeometry g;
+  WH_RETURN_IF_ERROR(ResolveWindow(a, x.dims().data() + 2, a.kernel_shape.data(), x.rank() - 2, &g));
+  WH_RETURN_IF_ERROR(CheckDy("MaxPoolGrad", dy, x.dim(0), x.dim(1), g));
+  if (dx->dims() != x.dims())
+    return Internal("MaxPoolGrad output " + DimsToString(dx->dims()) + " is not X's shape " + DimsToString(x.dims()));
+  const int64_t planes = x.dim(0) * x.dim(1);
+  const int threads = std::max(1, num_threads);
+  if (g.spatial <= 2)
+    MaxPoolGrad2D(To2D(g), planes, x.data<float>(), dy.data<float>(), dx->data<float>(), threads);
+  else
+    MaxPoolGradND(g, planes, x.data<float>(), dy.data<float>(), dx->data<float>(), threads);
+  return Status::Ok();
+}
+
+Status ReluGradReference(const Tensor& y, const Tensor& dy, Tensor* dx, int num_threads) {
+  WH_RETURN_IF_ERROR(CheckFloat32("ReluGrad", {&y, &dy, dx}));
+  if (y.dims() != dy.dims())
+    return InvalidArgument("ReluGrad: Y " + DimsToString(y.dims()) + " and dY " + DimsToString(dy.dims()) +
+                           " must have the same shape");
+  if (dx->dims() != dy.dims())
+    return Internal("ReluGrad output " + DimsToString(dx->dims()) + " is not dY's shape " + DimsToString(dy.dims()));
+  const float* yd = y.data<float>();
+  const float* dyd = dy.data<float>();
+  float* dxd = dx->data<float>();
+  const int64_t n = dy.numel();
+  constexpr int64_t kParallelMin = int64_t{1} << 16, kBlock = int64_t{1} << 14;
+  if (num_threads <= 1 || n < kParallelMin) {
+    ReluGradRange(yd, dyd, dxd, n);
+    return Status::Ok();
+  }
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  ParallelFor(blocks, num_threads, [&](int64_t b) {
+    const int64_t lo = b * kBlock;
+    ReluGradRange(yd + lo, dyd + lo, dxd + lo, std::min(kBlock, n - lo));
+  });
   return Status::Ok();
 }
 
 namespace reference {
-const GradFns kGradFns{ConvGradInputReference, ConvGradWeightReference, MaxPoolGradReference};
+const GradFns kGradFns{ConvGradInputReference, ConvGradWeightReference, MaxPoolGradReference, ReluGradReference};
 }  // namespace reference
 
 }  // namespace whittle

@@ -3,9 +3,15 @@
 //   ConvGradInput: per image and group, col [K, P] = W_g^T [K, M/g] x dY_g [M/g, P], then col2im
 //                  adds col into dX (K = C/g * taps, P = output positions); X is read for its dims
 //   ConvGradWeight: per image and group, dW_g [M/g, K] += dY_g [M/g, P] x col^T [P, K], col the
-//                  im2col of X
-//   MaxPoolGrad:   each dY element added at its window's first maximum of X (MaxPool's choice)
-// Images (planes for MaxPoolGrad) are split over num_threads; the products are Eigen's. One
+//                  im2col of X (X itself for 1x1 windows at stride 1 without padding, where
+//                  ConvGradInput's product is dX itself)
+//   MaxPoolGrad:   each dY element added at its window's first maximum of X (MaxPool's choice);
+//                  1-D and 2-D windows take a direct loop over the clipped window (2x2 stride 2:
+//                  eight windows at a time with AVX2), other ranks a generic N-D tap loop (the
+//                  same choices and order of additions: bit-identical)
+//   ReluGrad:      dX = Y > 0 ? dY : 0 (Y the Relu's output), elementwise
+// Images (planes for MaxPoolGrad, blocks of 16K elements for ReluGrad from 64K elements up) are
+// split over num_threads; the products are Eigen's. One
 // implementation serves every backend (kGrad in kernels/grad_kernels.cc has only this row).
 #pragma once
 
@@ -26,6 +32,8 @@ Status ConvGradWeightReference(const ConvGradAttrs& a, const Tensor& x, const Te
                                int num_threads);
 // window.kernel_shape must be set. dy must be MaxPool(X)'s output dims; dx: X's dims.
 Status MaxPoolGradReference(const WindowAttrs& a, const Tensor& x, const Tensor& dy, Tensor* dx, int num_threads);
+// y, dy and dx of one shape.
+Status ReluGradReference(const Tensor& y, const Tensor& dy, Tensor* dx, int num_threads);
 
 // The family's compute functions, one instance per backend (kernels/kernel.h BackendTable).
 struct GradFns {
@@ -35,6 +43,7 @@ struct GradFns {
                              int num_threads) = nullptr;
   Status (*max_pool_grad)(const WindowAttrs& a, const Tensor& x, const Tensor& dy, Tensor* dx,
                           int num_threads) = nullptr;
+  Status (*relu_grad)(const Tensor& y, const Tensor& dy, Tensor* dx, int num_threads) = nullptr;
 };
 namespace reference {
 extern const GradFns kGradFns;

@@ -7,6 +7,8 @@
 //   dX = MaxPoolGrad(X, dY)        MaxPool's attributes; each dY element goes to its window's first
 //                                   maximum in X (row-major tap order, padding never wins), summed
 //                                   where windows overlap
+//   dX = ReluGrad(Y, dY)           dX = Y > 0 ? dY : 0 elementwise, Y the Relu's output (Y > 0 is
+//                                   the same set as X > 0); Y and dY of one shape, no broadcasting
 // Geometry is Conv's and MaxPool's (lib/ops/window.h): dY must have the shape the forward op gives.
 #include <initializer_list>
 #include <string>
@@ -122,6 +124,24 @@ Status InferMaxPoolGrad(InferContext& ctx) {
   return Status::Ok();
 }
 
+// ReluGrad(Y, dY): dX has dY's shape; Y's must equal it (unknown dims on either side pass).
+Status InferReluGrad(InferContext& ctx) {
+  WH_RETURN_IF_ERROR(CheckFloat32(ctx, {"Y", "dY"}));
+  const SymShape* y = ctx.InputShape(0);
+  const SymShape* dy = ctx.InputShape(1);
+  if (y && dy) {
+    bool ok = y->size() == dy->size();
+    for (size_t i = 0; ok && i < y->size(); ++i)
+      ok = !(*y)[i].known() || !(*dy)[i].known() || (*y)[i].value == (*dy)[i].value;
+    if (!ok)
+      return ctx.Error("Y " + SymShapeToString(*y) + " and dY " + SymShapeToString(*dy) +
+                       " must have the same shape");
+  }
+  const SymShape* out = dy ? dy : y;
+  ctx.SetOutput(0, DType::kFloat32, out ? std::optional<SymShape>(*out) : std::nullopt);
+  return Status::Ok();
+}
+
 std::vector<AttrSpec> ConvAttrSpecs(bool kernel_shape_required) {
   return {{"auto_pad", AttrType::kString},
           {"dilations", AttrType::kInts},
@@ -163,6 +183,13 @@ void RegisterGradOps(OpRegistry& r) {
   mp.check = CheckPoolGrad;
   mp.infer = InferMaxPoolGrad;
   r.Register(std::move(mp));
+
+  OpDef rg;
+  rg.domain = kDomain;
+  rg.op_type = "ReluGrad";
+  rg.min_inputs = rg.max_inputs = 2;
+  rg.infer = InferReluGrad;
+  r.Register(std::move(rg));
 }
 
 }  // namespace whittle

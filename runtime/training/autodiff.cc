@@ -157,8 +157,7 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, int dy, c
   }
   if (op == "Relu") {
     // dx = dy where y > 0 (y: the Relu's output; the same set as x > 0).
-    const int zero = e.Const(Tensor::Scalar<float>(0.f), "zero");
-    r.push_back({0, e.Op("Where", {e.Op("Greater", {n.outputs[0], zero}), dy, zero})});
+    r.push_back({0, e.Op("ReluGrad", {n.outputs[0], dy}, {}, kWhittle)});
     return r;
   }
   if (op == "MaxPool") {

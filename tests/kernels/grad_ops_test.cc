@@ -1,7 +1,9 @@
 // The ai.whittle gradient ops ConvGradInput, ConvGradWeight and MaxPoolGrad against central finite
 // differences of sum(forward(X, W) * dY), the forward being the reference Conv / MaxPool kernel,
 // over strides, asymmetric pads, dilations, groups, depthwise, 1x1, 1-D, 3-D and auto_pad, on
-// every built backend; MaxPool's tie and padding rules by hand; dtype and attribute errors.
+// every built backend; MaxPool's tie and padding rules by hand; MaxPoolGrad's 1-D/2-D direct loop
+// bit for bit against its generic N-D path; ReluGrad by hand and against its definition; dtype,
+// shape and attribute errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/reference/grad.h"
 #include "tests/util/test_util.h"
 
 namespace whittle {
@@ -96,6 +99,9 @@ std::vector<ConvCase> ConvCases() {
        {{"group", A::Int(3)}, {"strides", A::Ints({2, 1})}, {"pads", A::Ints({1, 1, 1, 1})}}},
       {"depthwise_multiplier2", {1, 2, 5, 5}, {4, 1, 3, 3}, {{"group", A::Int(2)}, {"pads", A::Ints({0, 1, 1, 0})}}},
       {"pointwise_1x1", {2, 3, 4, 4}, {5, 3, 1, 1}, {}},
+      {"pointwise_1x1_group2", {3, 4, 3, 5}, {6, 2, 1, 1}, {{"group", A::Int(2)}}},
+      {"1x1_stride2_not_pointwise", {2, 3, 5, 4}, {4, 3, 1, 1}, {{"strides", A::Ints({2, 2})}}},
+      {"1x1_pads_not_pointwise", {1, 2, 3, 4}, {3, 2, 1, 1}, {{"pads", A::Ints({1, 0, 0, 1})}}},
       {"1d", {3, 3, 9}, {4, 3, 3}, {{"strides", A::Ints({2})}, {"pads", A::Ints({1, 2})}}},
       {"3d", {1, 2, 4, 5, 4}, {3, 2, 2, 3, 2},
        {{"strides", A::Ints({1, 2, 1})}, {"pads", A::Ints({0, 1, 1, 1, 0, 0})}, {"dilations", A::Ints({2, 1, 1})}}},
@@ -150,22 +156,26 @@ TEST(ConvGradWeight, MatchesFiniteDifferencesOnEveryBackend) {
 }
 
 TEST(ConvGrad, ThreadCountDoesNotChangeTheResult) {
-  // More images than threads and fewer: the per-chunk partial sums of dW, the image split of dX.
-  const ConvCase c{
-      "batch5", {5, 4, 6, 6}, {4, 2, 3, 3}, {{"group", Attribute::Int(2)}, {"pads", Attribute::Ints({1, 1, 1, 1})}}};
-  const AttributeMap attrs = ConvAttrs(c);
-  const Tensor x = RandomFloat(c.x, 7), w = RandomFloat(c.w, 8), dy = RandomFloat({5, 4, 6, 6}, 9);
-  const Node gi = MakeNode("ConvGradInput", 3, 1, attrs, kDomain);
-  const Node gw = MakeNode("ConvGradWeight", 2, 1, attrs, kDomain);
-  auto dx1 = RunNode(gi, kOpset, {dy, w, x}, Backend::kReference, 1);
-  auto dw1 = RunNode(gw, kOpset, {x, dy}, Backend::kReference, 1);
-  ASSERT_TRUE(dx1.ok() && dw1.ok());
-  for (int threads : {2, 3, 8}) {
-    auto dx = RunNode(gi, kOpset, {dy, w, x}, Backend::kReference, threads);
-    auto dw = RunNode(gw, kOpset, {x, dy}, Backend::kReference, threads);
-    ASSERT_TRUE(dx.ok() && dw.ok()) << threads;
-    EXPECT_TRUE(::whittle::testing::TensorsClose((*dx)[0], (*dx1)[0])) << threads;
-    EXPECT_TRUE(::whittle::testing::TensorsClose((*dw)[0], (*dw1)[0], 1e-5f, 1e-5f)) << threads;
+  // More images than threads and fewer: the per-chunk partial sums of dW, the image split of dX;
+  // 3x3 windows (im2col) and 1x1 ones (X is the column matrix).
+  for (const ConvCase& c : std::vector<ConvCase>{
+           {"batch5", {5, 4, 6, 6}, {4, 2, 3, 3},
+            {{"group", Attribute::Int(2)}, {"pads", Attribute::Ints({1, 1, 1, 1})}}},
+           {"batch5_pointwise", {5, 4, 6, 6}, {4, 2, 1, 1}, {{"group", Attribute::Int(2)}}}}) {
+    const AttributeMap attrs = ConvAttrs(c);
+    const Tensor x = RandomFloat(c.x, 7), w = RandomFloat(c.w, 8), dy = RandomFloat({5, 4, 6, 6}, 9);
+    const Node gi = MakeNode("ConvGradInput", 3, 1, attrs, kDomain);
+    const Node gw = MakeNode("ConvGradWeight", 2, 1, attrs, kDomain);
+    auto dx1 = RunNode(gi, kOpset, {dy, w, x}, Backend::kReference, 1);
+    auto dw1 = RunNode(gw, kOpset, {x, dy}, Backend::kReference, 1);
+    ASSERT_TRUE(dx1.ok() && dw1.ok()) << c.name;
+    for (int threads : {2, 3, 8}) {
+      auto dx = RunNode(gi, kOpset, {dy, w, x}, Backend::kReference, threads);
+      auto dw = RunNode(gw, kOpset, {x, dy}, Backend::kReference, threads);
+      ASSERT_TRUE(dx.ok() && dw.ok()) << c.name << " " << threads;
+      EXPECT_TRUE(::whittle::testing::TensorsClose((*dx)[0], (*dx1)[0])) << c.name << " " << threads;
+      EXPECT_TRUE(::whittle::testing::TensorsClose((*dw)[0], (*dw1)[0], 1e-5f, 1e-5f)) << c.name << " " << threads;
+    }
   }
 }
 
@@ -256,6 +266,107 @@ TEST(MaxPoolGrad, PaddingNeverWins) {
   }
 }
 
+// The same pooling as a rank-higher one: `extra` leading spatial dims of size 1, with kernel 1,
+// stride 1, dilation 1 and no padding there. 1-D and 2-D windows take MaxPoolGrad's direct loop,
+// 3-D ones the generic N-D tap loop, so a lifted case runs the generic path on the same numbers.
+Dims Lifted(Dims d, int extra) {
+  d.insert(d.begin() + 2, static_cast<size_t>(extra), 1);
+  return d;
+}
+PoolCase Lifted(const PoolCase& c, int extra) {
+  PoolCase l{c.name + "_lifted", Lifted(c.x, extra), {}};
+  auto prepend = [&](std::vector<int64_t> v, int64_t fill) {
+    v.insert(v.begin(), static_cast<size_t>(extra), fill);
+    return v;
+  };
+  for (const auto& [k, v] : c.attrs) {
+    if (k == "kernel_shape" || k == "strides" || k == "dilations") {
+      l.attrs.push_back({k, Attribute::Ints(prepend(v.ints, 1))});
+    } else if (k == "pads") {
+      const size_t half = v.ints.size() / 2;
+      std::vector<int64_t> begin(v.ints.begin(), v.ints.begin() + static_cast<std::ptrdiff_t>(half));
+      std::vector<int64_t> end(v.ints.begin() + static_cast<std::ptrdiff_t>(half), v.ints.end());
+      begin = prepend(begin, 0);
+      end = prepend(end, 0);
+      begin.insert(begin.end(), end.begin(), end.end());
+      l.attrs.push_back({k, Attribute::Ints(begin)});
+    } else {
+      l.attrs.push_back({k, v});
+    }
+  }
+  return l;
+}
+
+// Values from {-2, ..., 2} (many ties), a few NaNs and -infinities (a NaN first in a window stays
+// its maximum; later ones never replace it).
+Tensor TiedValues(const Dims& dims, uint32_t seed) {
+  Tensor t(DType::kFloat32, dims);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> v(-2, 2), special(0, 40);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const int s = special(rng);
+    t.data<float>()[i] = s == 0 ? std::nanf("") : s == 1 ? -INFINITY : static_cast<float>(v(rng));
+  }
+  return t;
+}
+
+TEST(MaxPoolGrad, DirectLoopIsBitIdenticalToTheGenericPath) {
+  using A = Attribute;
+  const std::vector<PoolCase> cases = {
+      {"2x2_stride2", {3, 4, 8, 8}, {{"kernel_shape", A::Ints({2, 2})}, {"strides", A::Ints({2, 2})}}},
+      {"2x2_stride2_odd_ceil", {2, 3, 7, 9},
+       {{"kernel_shape", A::Ints({2, 2})}, {"strides", A::Ints({2, 2})}, {"ceil_mode", A::Int(1)}}},
+      {"3x3_stride1_pad1_overlapping", {2, 3, 6, 7},
+       {{"kernel_shape", A::Ints({3, 3})}, {"pads", A::Ints({1, 1, 1, 1})}}},
+      {"3x3_stride2_pad1", {2, 2, 9, 8},
+       {{"kernel_shape", A::Ints({3, 3})}, {"strides", A::Ints({2, 2})}, {"pads", A::Ints({1, 1, 1, 1})}}},
+      {"dilation_ceil_asymmetric_pads", {2, 2, 9, 11},
+       {{"kernel_shape", A::Ints({2, 3})}, {"strides", A::Ints({1, 2})}, {"dilations", A::Ints({2, 3})},
+        {"ceil_mode", A::Int(1)}, {"pads", A::Ints({0, 2, 1, 0})}}},
+      {"stride3_kernel4_ceil_pads", {1, 3, 10, 13},
+       {{"kernel_shape", A::Ints({4, 3})}, {"strides", A::Ints({3, 3})}, {"ceil_mode", A::Int(1)},
+        {"pads", A::Ints({2, 1, 3, 2})}}},
+      {"2x2_stride2_wide", {2, 3, 6, 38}, {{"kernel_shape", A::Ints({2, 2})}, {"strides", A::Ints({2, 2})}}},
+      {"2x2_stride2_wide_pads_ceil", {1, 2, 7, 35},
+       {{"kernel_shape", A::Ints({2, 2})}, {"strides", A::Ints({2, 2})}, {"pads", A::Ints({1, 1, 0, 1})},
+        {"ceil_mode", A::Int(1)}}},
+      {"2x2_stride2_same_upper", {1, 2, 5, 33},
+       {{"kernel_shape", A::Ints({2, 2})}, {"strides", A::Ints({2, 2})}, {"auto_pad", A::String("SAME_UPPER")}}},
+      {"2x2_stride1_overlapping", {1, 2, 5, 20}, {{"kernel_shape", A::Ints({2, 2})}}},
+      {"1x1_stride2", {2, 2, 5, 6}, {{"kernel_shape", A::Ints({1, 1})}, {"strides", A::Ints({2, 2})}}},
+      {"window_wider_than_x", {1, 2, 3, 2}, {{"kernel_shape", A::Ints({3, 4})}, {"pads", A::Ints({1, 2, 1, 2})}}},
+      {"same_upper_stride2", {2, 2, 7, 6},
+       {{"kernel_shape", A::Ints({3, 3})}, {"strides", A::Ints({2, 2})}, {"auto_pad", A::String("SAME_UPPER")}}},
+      {"same_lower_dilation2", {1, 2, 6, 7},
+       {{"kernel_shape", A::Ints({2, 3})}, {"dilations", A::Ints({2, 2})}, {"auto_pad", A::String("SAME_LOWER")}}},
+      {"1d_dilation_ceil", {2, 3, 17},
+       {{"kernel_shape", A::Ints({3})}, {"strides", A::Ints({2})}, {"dilations", A::Ints({2})},
+        {"pads", A::Ints({2, 1})}, {"ceil_mode", A::Int(1)}}},
+  };
+  uint32_t seed = 300;
+  for (const PoolCase& c : cases) {
+    const int extra = 3 - static_cast<int>(c.x.size() - 2);
+    const PoolCase l = Lifted(c, extra);
+    const Node grad = MakeNode("MaxPoolGrad", 2, 1, Attrs(c.attrs), kDomain);
+    const Node lifted = MakeNode("MaxPoolGrad", 2, 1, Attrs(l.attrs), kDomain);
+    const Tensor x = TiedValues(c.x, seed++);
+    const Tensor y = RunOne(MakeNode("MaxPool", 1, 1, Attrs(c.attrs)), {x});
+    ASSERT_TRUE(y.defined()) << c.name;
+    // dY with -0 (the direct loops must give +0 as the adds into zeros do) and NaN.
+    Tensor dy = RandomFloat(y.dims(), seed++);
+    for (int64_t i = 0; i < dy.numel(); i += 7) dy.data<float>()[i] = -0.f;
+    for (int64_t i = 3; i < dy.numel(); i += 13) dy.data<float>()[i] = std::nanf("");
+    for (int threads : {1, 3}) {
+      auto direct = RunNode(grad, kOpset, {x, dy}, Backend::kReference, threads);
+      auto generic =
+          RunNode(lifted, kOpset, {x.Reshaped(l.x), dy.Reshaped(Lifted(y.dims(), extra))}, Backend::kReference, threads);
+      ASSERT_TRUE(direct.ok()) << c.name << ": " << direct.status().message();
+      ASSERT_TRUE(generic.ok()) << c.name << ": " << generic.status().message();
+      EXPECT_TRUE((*direct)[0].BitwiseEquals((*generic)[0].Reshaped(c.x))) << c.name << " threads " << threads;
+    }
+  }
+}
+
 Tensor Float64(const Tensor& t) {
   Tensor d(DType::kFloat64, t.dims());
   for (int64_t i = 0; i < t.numel(); ++i) d.data<double>()[i] = static_cast<double>(t.data<float>()[i]);
@@ -275,6 +386,8 @@ TEST(GradOps, RejectNonFloat32NamingTheNode) {
       {MakeNode("ConvGradInput", 3, 1, conv_attrs, kDomain), {dy, w, Float64(x)}},
       {MakeNode("ConvGradWeight", 2, 1, conv_attrs, kDomain), {Float64(x), Float64(dy)}},
       {MakeNode("MaxPoolGrad", 2, 1, conv_attrs, kDomain), {x, Float64(pdy)}},
+      {MakeNode("ReluGrad", 2, 1, {}, kDomain), {Float64(pdy), pdy}},
+      {MakeNode("ReluGrad", 2, 1, {}, kDomain), {pdy, Float64(pdy)}},
   };
   for (Bad& b : bad) {
     b.node.name = "grad_node_7";
@@ -324,6 +437,80 @@ TEST(GradOps, RejectDyOfTheWrongShape) {
     ASSERT_FALSE(r.ok()) << node.op_type;
     EXPECT_NE(r.status().message().find("dY"), std::string::npos) << r.status().message();
   }
+}
+
+TEST(ReluGrad, HandComputedOnEveryBackend) {
+  // dY passes where Y > 0 only: not at 0, -0, negatives, -inf or NaN (Where(Greater(Y, 0), dY, 0)).
+  const float nan = std::nanf("");
+  const Tensor y = Tensor::FromVector<float>({3, 4}, {2, 0, -1, 0.5f, -0.f, nan, 1e-30f, -INFINITY, INFINITY, -1e-30f,
+                                                      3, 0});
+  const Tensor dy = Tensor::FromVector<float>({3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, nan, 12});
+  const Node grad = MakeNode("ReluGrad", 2, 1, {}, kDomain);
+  for (Backend b : BuiltBackends()) {
+    auto r = RunNode(grad, kOpset, {y, dy}, b, 2);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const Tensor& dx = (*r)[0];
+    ASSERT_EQ(dx.dims(), dy.dims());
+    const std::vector<float> want = {1, 0, 0, 4, 0, 0, 7, 0, 9, 0, nan, 0};
+    for (size_t i = 0; i < want.size(); ++i) {
+      const float got = dx.data<float>()[i];
+      if (std::isnan(want[i]))
+        EXPECT_TRUE(std::isnan(got)) << BackendName(b) << " element " << i;
+      else
+        EXPECT_EQ(got, want[i]) << BackendName(b) << " element " << i;
+    }
+  }
+}
+
+TEST(ReluGrad, LargeTensorsMatchTheDefinitionAtAnyThreadCount) {
+  // Over 64K elements (split over threads), not a multiple of any vector or block width; a quarter
+  // of Y exactly zero.
+  const Dims dims{3, 7, 61, 67};
+  Tensor y = RandomFloat(dims, 11);
+  for (int64_t i = 0; i < y.numel(); i += 4) y.data<float>()[i] = 0.f;
+  const Tensor dy = RandomFloat(dims, 12);
+  Tensor want(DType::kFloat32, dims);
+  for (int64_t i = 0; i < y.numel(); ++i) want.data<float>()[i] = y.data<float>()[i] > 0.f ? dy.data<float>()[i] : 0.f;
+  const Node grad = MakeNode("ReluGrad", 2, 1, {}, kDomain);
+  for (int threads : {1, 2, 5}) {
+    auto r = RunNode(grad, kOpset, {y, dy}, Backend::kReference, threads);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_TRUE((*r)[0].BitwiseEquals(want)) << threads;
+  }
+  ExpectBackendsMatchReference(grad, {y, dy}, 0.f, 0.f, kOpset, 3);
+  // Small and odd-sized, scalar included.
+  for (const Dims& d : std::vector<Dims>{{}, {1}, {13}, {2, 17, 3}}) {
+    const Tensor ys = RandomFloat(d, 13), dys = RandomFloat(d, 14);
+    ExpectBackendsMatchReference(grad, {ys, dys}, 0.f, 0.f, kOpset);
+  }
+}
+
+TEST(ReluGrad, RejectsShapesThatDifferNamingTheNode) {
+  RegisterAllOps();
+  Node grad = MakeNode("ReluGrad", 2, 1, {}, kDomain);
+  grad.name = "relu_grad_3";
+  const OpDef* def = OpRegistry::Global().Find(kDomain, "ReluGrad");
+  ASSERT_NE(def, nullptr);
+  // No broadcasting: [1, 3] against [2, 3] is refused as well.
+  for (const auto& [yd, dyd] : std::vector<std::pair<Dims, Dims>>{{{2, 3}, {3, 2}}, {{6}, {2, 3}}, {{1, 3}, {2, 3}}}) {
+    const Tensor y = RandomFloat(yd, 1), dy = RandomFloat(dyd, 2);
+    for (Backend b : BuiltBackends()) {
+      auto r = RunNode(grad, kOpset, {y, dy}, b);
+      ASSERT_FALSE(r.ok()) << DimsToString(yd) << " " << DimsToString(dyd);
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();
+      EXPECT_NE(r.status().message().find("relu_grad_3"), std::string::npos) << r.status().message();
+    }
+    std::vector<DType> odt;
+    std::vector<Dims> odims;
+    const Status s = InferConcrete(*def, grad, kOpset, {&y, &dy}, &odt, &odims);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("relu_grad_3"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("same shape"), std::string::npos) << s.message();
+  }
+  // The kernel checks too (it runs after inference in a session; called directly here).
+  Tensor dx(DType::kFloat32, {2, 3});
+  const Status k = ReluGradReference(RandomFloat({3, 2}, 1), RandomFloat({2, 3}, 2), &dx, 1);
+  EXPECT_EQ(k.code(), StatusCode::kInvalidArgument) << k.message();
 }
 
 }  // namespace
