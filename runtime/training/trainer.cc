@@ -11,6 +11,7 @@
 #include <random>
 #include <utility>
 
+#include "kernels/cpu/parallel.h"
 #include "runtime/training/autodiff.h"
 
 namespace whittle::training {
@@ -214,33 +215,52 @@ float Trainer::LearningRate(int64_t step, int64_t total) const {
 StatusOr<StepResult> Trainer::Step(const Tensor& x, const Tensor& labels, int64_t step, int64_t total_steps) {
   std::vector<Tensor> grads;
   WH_ASSIGN_OR_RETURN(StepResult r, Gradients(x, labels, &grads));
+  // Blocks of at most 16K elements over every param, on the trainer's threads; the squared norm
+  // is summed per block and then in block order, so it does not depend on the thread count.
+  struct Block {
+    size_t k;
+    int64_t begin, end;
+  };
+  std::vector<Block> blocks;
+  for (size_t k = 0; k < values_.size(); ++k)
+    for (int64_t b = 0; b < values_[k].numel(); b += 16384) blocks.push_back({k, b, std::min(values_[k].numel(), b + 16384)});
+  const int threads = values_.empty() ? 1 : opts_.threads;
+  std::vector<double> partial(blocks.size(), 0.0);
+  ParallelFor(static_cast<int64_t>(blocks.size()), threads, [&](int64_t i) {
+    const Block& bl = blocks[static_cast<size_t>(i)];
+    const float* g = grads[bl.k].data<float>();
+    double sum = 0;
+    for (int64_t j = bl.begin; j < bl.end; ++j) sum += static_cast<double>(g[j]) * g[j];
+    partial[static_cast<size_t>(i)] = sum;
+  });
   double norm2 = 0;
-  for (const Tensor& g : grads)
-    for (int64_t i = 0; i < g.numel(); ++i) norm2 += static_cast<double>(g.data<float>()[i]) * g.data<float>()[i];
+  for (double v : partial) norm2 += v;
   if (!std::isfinite(norm2)) return Internal("the gradients are not finite (loss " + std::to_string(r.loss) + ")");
   const double norm = std::sqrt(norm2);
   const float clip = opts_.clip_norm > 0 && norm > opts_.clip_norm ? static_cast<float>(opts_.clip_norm / norm) : 1.f;
   const float lr = LearningRate(step, total_steps);
   ++adam_t_;
+  const bool first = adam_t_ == 1;
   const float bc1 = 1.f - std::pow(opts_.beta1, static_cast<float>(adam_t_));
   const float bc2 = 1.f - std::pow(opts_.beta2, static_cast<float>(adam_t_));
-  for (size_t k = 0; k < values_.size(); ++k) {
+  ParallelFor(static_cast<int64_t>(blocks.size()), threads, [&](int64_t bi) {
+    const Block& bl = blocks[static_cast<size_t>(bi)];
+    const size_t k = bl.k;
     float* p = values_[k].data<float>();
     const float* g = grads[k].data<float>();
     float* m = m_[k].data<float>();
     float* v = v_[k].data<float>();
     const float wd = values_[k].rank() >= 2 ? opts_.weight_decay : 0.f;
-    const int64_t n = values_[k].numel();
     if (opts_.optimizer == OptimizerKind::kSgd) {
       // PyTorch's SGD: L2 added to the gradient, then momentum (first step: the gradient).
-      for (int64_t i = 0; i < n; ++i) {
+      for (int64_t i = bl.begin; i < bl.end; ++i) {
         const float gi = g[i] * clip + wd * p[i];
-        m[i] = adam_t_ == 1 ? gi : opts_.momentum * m[i] + gi;
+        m[i] = first ? gi : opts_.momentum * m[i] + gi;
         p[i] -= lr * (opts_.nesterov ? gi + opts_.momentum * m[i] : m[i]);
       }
     } else {
       // AdamW: decoupled weight decay.
-      for (int64_t i = 0; i < n; ++i) {
+      for (int64_t i = bl.begin; i < bl.end; ++i) {
         const float gi = g[i] * clip;
         p[i] *= 1.f - lr * wd;
         m[i] = opts_.beta1 * m[i] + (1.f - opts_.beta1) * gi;
@@ -248,7 +268,7 @@ StatusOr<StepResult> Trainer::Step(const Tensor& x, const Tensor& labels, int64_
         p[i] -= lr * (m[i] / bc1) / (std::sqrt(v[i] / bc2) + opts_.adam_eps);
       }
     }
-  }
+  });
   return r;
 }
 
