@@ -169,6 +169,92 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, int dy, c
     r.push_back({0, e.ReshapeLike(dy, in(0))});
     return r;
   }
+  auto scalar = [&](float v) { return e.Const(Tensor::Scalar<float>(v), "c"); };
+  if (op == "Sigmoid") {  // dy * y * (1 - y)
+    const int y = n.outputs[0];
+    r.push_back({0, e.Op("Mul", {dy, e.Op("Mul", {y, e.Op("Sub", {scalar(1.f), y})})})});
+    return r;
+  }
+  if (op == "Tanh") {  // dy * (1 - y^2)
+    const int y = n.outputs[0];
+    r.push_back({0, e.Op("Mul", {dy, e.Op("Sub", {scalar(1.f), e.Op("Mul", {y, y})})})});
+    return r;
+  }
+  if (op == "LeakyRelu") {  // dy where x > 0, else alpha * dy
+    const float alpha = n.attrs.GetFloat("alpha", 0.01f);
+    r.push_back({0, e.Op("Where", {e.Op("Greater", {in(0), scalar(0.f)}), dy, e.Op("Mul", {dy, scalar(alpha)})})});
+    return r;
+  }
+  if (op == "HardSwish") {  // x * relu6(x + 3) / 6: dy * (0 below -3, 1 above 3, (2x + 3) / 6 between)
+    const int x = in(0);
+    const int mid = e.Op("Div", {e.Op("Add", {e.Op("Mul", {x, scalar(2.f)}), scalar(3.f)}), scalar(6.f)});
+    const int slope = e.Op("Where", {e.Op("Less", {x, scalar(-3.f)}), scalar(0.f),
+                                     e.Op("Where", {e.Op("Greater", {x, scalar(3.f)}), scalar(1.f), mid})});
+    r.push_back({0, e.Op("Mul", {dy, slope})});
+    return r;
+  }
+  if (op == "Clip") {  // dy where min < x < max (min/max: attributes before opset 11, inputs since)
+    const int x = in(0);
+    int inside = -1;
+    auto bound = [&](size_t slot, const char* attr, bool lower) {
+      int b = -1;
+      if (in(slot) >= 0) b = in(slot);
+      else if (n.attrs.Has(attr)) b = scalar(n.attrs.GetFloat(attr, 0.f));
+      if (b < 0) return;
+      const int c = e.Op(lower ? "Greater" : "Less", {x, b});
+      inside = inside < 0 ? c : e.Op("And", {inside, c});
+    };
+    bound(1, "min", true);
+    bound(2, "max", false);
+    r.push_back({0, inside < 0 ? dy : e.Op("Where", {inside, dy, scalar(0.f)})});
+    return r;
+  }
+  if (op == "GlobalAveragePool") {  // dy spread evenly over each plane
+    const SymShape* sx = ShapeOf(g, in(0));
+    if (!sx || sx->size() < 3) return Unimplemented(n.DebugName() + ": GlobalAveragePool gradient needs a known rank");
+    int64_t area = 1;
+    for (size_t i = 2; i < sx->size(); ++i) {
+      if (!(*sx)[i].known()) return Unimplemented(n.DebugName() + ": GlobalAveragePool gradient needs known spatial dims");
+      area *= (*sx)[i].value;
+    }
+    r.push_back({0, e.Op("Expand", {e.Op("Mul", {dy, scalar(1.f / static_cast<float>(area))}), e.Op("Shape", {in(0)})})});
+    return r;
+  }
+  if (op == "Mul" || op == "Div") {
+    const int a = in(0), b = in(1);
+    if (need(0)) {
+      WH_ASSIGN_OR_RETURN(int d, SumToShape(e, g, e.Op(op, {dy, b}), n.outputs[0], a));
+      r.push_back({0, d});
+    }
+    if (need(1)) {
+      // Mul: dy * a; Div: -dy * a / b^2 = -dy * y / b.
+      const int t = op == "Mul" ? e.Op("Mul", {dy, a}) : e.Op("Neg", {e.Op("Div", {e.Op("Mul", {dy, n.outputs[0]}), b})});
+      WH_ASSIGN_OR_RETURN(int d, SumToShape(e, g, t, n.outputs[0], b));
+      r.push_back({1, d});
+    }
+    return r;
+  }
+  if (op == "BatchNormalization") {
+    // Inference form (running statistics frozen): y = (x - mean) * k + bias, k = scale / sqrt(var + eps).
+    if (n.attrs.GetInt("training_mode", 0) != 0 || n.outputs.size() > 1)
+      return Unimplemented(n.DebugName() + ": BatchNormalization in training mode");
+    const SymShape* sx = ShapeOf(g, in(0));
+    if (!sx || sx->size() < 2) return Unimplemented(n.DebugName() + ": BatchNormalization gradient needs a known rank");
+    std::vector<int64_t> bshape{1, -1};  // [C] -> [1, C, 1, ...]
+    for (size_t i = 2; i < sx->size(); ++i) bshape.push_back(1);
+    auto per_channel = [&](int v) { return e.Op("Reshape", {v, e.Int64s(bshape)}); };
+    const float eps = n.attrs.GetFloat("epsilon", 1e-5f);
+    const int inv_std = e.Op("Reciprocal", {e.Op("Sqrt", {e.Op("Add", {in(4), scalar(eps)})})});
+    std::vector<int64_t> axes{0};
+    for (size_t i = 2; i < sx->size(); ++i) axes.push_back(static_cast<int64_t>(i));
+    if (need(0)) r.push_back({0, e.Op("Mul", {dy, per_channel(e.Op("Mul", {in(1), inv_std}))})});
+    if (need(1)) {
+      const int xhat = e.Op("Mul", {e.Op("Sub", {in(0), per_channel(in(3))}), per_channel(inv_std)});
+      r.push_back({1, e.ReduceSum(e.Op("Mul", {dy, xhat}), axes, false)});
+    }
+    if (need(2)) r.push_back({2, e.ReduceSum(dy, axes, false)});
+    return r;
+  }
   if (op == "Transpose") {
     std::vector<int64_t> perm = n.attrs.GetInts("perm");
     if (perm.empty()) {
@@ -196,8 +282,9 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, int dy, c
     return r;
   }
   return Unimplemented(n.DebugName() + ": no gradient rule for " + op +
-                       " (supported: Gemm, MatMul, Conv, Relu, MaxPool, Flatten, Reshape, Squeeze, Unsqueeze, "
-                       "Identity, Dropout, Add, Sub)");
+                       " (supported: Gemm, MatMul, Conv, Relu, LeakyRelu, Sigmoid, Tanh, HardSwish, Clip, MaxPool, "
+                       "GlobalAveragePool, BatchNormalization in inference form, Flatten, Reshape, Squeeze, "
+                       "Unsqueeze, Transpose, Identity, Dropout, Add, Sub, Mul, Div)");
 }
 
 // Slots whose constant float input is a trainable weight.
@@ -205,7 +292,8 @@ bool TrainableSlot(const Node& n, size_t slot) {
   if (!n.domain.empty()) return false;
   if (n.op_type == "Gemm" || n.op_type == "Conv") return slot <= 2;
   if (n.op_type == "MatMul") return slot == 1;
-  if (n.op_type == "Add") return true;  // a bias
+  if (n.op_type == "Add" || n.op_type == "Mul") return true;  // a bias, a scale
+  if (n.op_type == "BatchNormalization") return slot == 1 || slot == 2;  // scale, bias (statistics frozen)
   return false;
 }
 

@@ -168,6 +168,48 @@ TEST(TrainStep, ConvPoolFlattenAddRulesAndDistillation) {
                                         0.5f);
 }
 
+TEST(TrainStep, ActivationNormPoolAndElementwiseRules) {
+  RegisterAllOps();
+  // Conv -> BatchNormalization (frozen statistics; scale and bias train) -> HardSwish -> Conv ->
+  // LeakyRelu -> GlobalAveragePool -> Flatten -> Gemm -> Sigmoid -> Mul(scale [5]) -> Tanh ->
+  // Div(const) -> Clip(-0.9, 0.9) -> logits, distilled from a teacher.
+  auto build = [](uint32_t seed) {
+    return GraphBuilder(13)
+        .Input("image", DType::kFloat32, {Dim::Symbol("batch"), 2, 5, 5})
+        .Init("w1", RandomFloat({4, 2, 3, 3}, seed))
+        .Init("bn_scale", RandomFloat({4}, seed + 1, 0.5f, 1.5f))
+        .Init("bn_bias", RandomFloat({4}, seed + 2))
+        .Init("bn_mean", RandomFloat({4}, seed + 3, -0.2f, 0.2f))
+        .Init("bn_var", RandomFloat({4}, seed + 4, 0.5f, 2.f))
+        .Init("w2", RandomFloat({6, 4, 3, 3}, seed + 5))
+        .Init("fw", RandomFloat({5, 6}, seed + 6))
+        .Init("fb", RandomFloat({5}, seed + 7))
+        .Init("gamma", RandomFloat({5}, seed + 8, 0.5f, 2.f))
+        .Init("div", Tensor::Scalar<float>(1.5f))
+        .Init("lo", Tensor::Scalar<float>(-0.9f))
+        .Init("hi", Tensor::Scalar<float>(0.9f))
+        .Op("Conv", {"image", "w1"}, {"c1"}, Attrs({{"pads", Attribute::Ints({1, 1, 1, 1})}}))
+        .Op("BatchNormalization", {"c1", "bn_scale", "bn_bias", "bn_mean", "bn_var"}, {"bn"},
+            Attrs({{"epsilon", Attribute::Float(1e-3f)}}))
+        .Op("HardSwish", {"bn"}, {"hs"})
+        .Op("Conv", {"hs", "w2"}, {"c2"}, Attrs({{"strides", Attribute::Ints({2, 2})}}))
+        .Op("LeakyRelu", {"c2"}, {"lr"}, Attrs({{"alpha", Attribute::Float(0.1f)}}))
+        .Op("GlobalAveragePool", {"lr"}, {"gap"})
+        .Op("Flatten", {"gap"}, {"f"})
+        .Op("Gemm", {"f", "fw", "fb"}, {"g"}, Attrs({{"transB", Attribute::Int(1)}}))
+        .Op("Sigmoid", {"g"}, {"s"})
+        .Op("Mul", {"s", "gamma"}, {"m"})
+        .Op("Tanh", {"m"}, {"t"})
+        .Op("Div", {"t", "div"}, {"d"})
+        .Op("Clip", {"d", "lo", "hi"}, {"logits"})
+        .Output("logits")
+        .Build();
+  };
+  const Graph student = build(30), teacher = build(40);
+  ExpectGradientsMatchFiniteDifferences(student, RandomFloat({3, 2, 5, 5}, 6, -2.f, 2.f), Labels({1, 4, 0}), &teacher,
+                                        0.3f);
+}
+
 TEST(TrainStep, SgdAndAdamWUpdatesByHand) {
   RegisterAllOps();
   // logits = x W (W 1x2, no bias), one sample x = 1, label 0: CE gradient dW = softmax(W) - [1, 0].
@@ -235,13 +277,13 @@ TEST(TrainStep, ErrorsNameWhatIsWrong) {
                   .Input("v", DType::kFloat32, {Dim::Symbol("batch"), 7})
                   .Init("w", RandomFloat({7, 3}, 1))
                   .Op("MatMul", {"v", "w"}, {"m"})
-                  .Op("Sigmoid", {"m"}, {"z"})
+                  .Op("Erf", {"m"}, {"z"})
                   .Output("z")
                   .Build();
   o.alpha = 0;
   auto nogr = Trainer::Create(sig, nullptr, o);
   ASSERT_FALSE(nogr.ok());
-  EXPECT_NE(nogr.status().message().find("Sigmoid"), std::string::npos) << nogr.status().message();
+  EXPECT_NE(nogr.status().message().find("Erf"), std::string::npos) << nogr.status().message();
   // Nothing to train.
   Graph none = GraphBuilder(13).Input("v", DType::kFloat32, {Dim::Symbol("batch"), 3}).Op("Relu", {"v"}, {"z"}).Output("z").Build();
   auto empty = Trainer::Create(none, nullptr, o);
