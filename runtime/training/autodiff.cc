@@ -1,5 +1,7 @@
 #include "runtime/training/autodiff.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
@@ -63,6 +65,97 @@ class Emitter {
 const SymShape* ShapeOf(const Graph& g, int v) {
   const Value& val = g.value(v);
   return val.shape ? &*val.shape : nullptr;
+}
+
+int64_t ChannelOf(const Tensor& scale, const Dims& d, int64_t axis, int64_t i) {
+  if (scale.numel() <= 1) return 0;
+  int64_t inner = 1;
+  for (size_t k = static_cast<size_t>(axis) + 1; k < d.size(); ++k) inner *= d[k];
+  return (i / inner) % d[static_cast<size_t>(axis)];
+}
+
+double ZeroPointAt(const Tensor& zp, int64_t c) {
+  if (!zp.defined()) return 0;
+  const int64_t k = zp.numel() <= 1 ? 0 : c;
+  switch (zp.dtype()) {
+    case DType::kUInt8: return zp.data<uint8_t>()[k];
+    case DType::kInt8: return zp.data<int8_t>()[k];
+    case DType::kInt32: return zp.data<int32_t>()[k];
+    default: return 0;
+  }
+}
+
+void RangeOf(DType t, double* lo, double* hi) {
+  if (t == DType::kUInt8) *lo = 0, *hi = 255;
+  else if (t == DType::kInt8) *lo = -128, *hi = 127;
+  else *lo = -2147483648.0, *hi = 2147483647.0;
+}
+
+// Float values of a quantized initializer, as DequantizeLinear computes them.
+Tensor Dequantize(const Tensor& q, const Tensor& scale, const Tensor& zp, int64_t axis) {
+  Tensor out(DType::kFloat32, q.dims());
+  for (int64_t i = 0; i < q.numel(); ++i) {
+    const int64_t c = ChannelOf(scale, q.dims(), axis, i);
+    double v = 0;
+    switch (q.dtype()) {
+      case DType::kUInt8: v = q.data<uint8_t>()[i]; break;
+      case DType::kInt8: v = q.data<int8_t>()[i]; break;
+      default: v = q.data<int32_t>()[i]; break;
+    }
+    out.data<float>()[i] = static_cast<float>(v - ZeroPointAt(zp, c)) * scale.data<float>()[scale.numel() <= 1 ? 0 : c];
+  }
+  return out;
+}
+
+// Replaces every DequantizeLinear of a constant integer initializer (a stored weight) by a fake
+// quantization of a float latent initializer; returns the latent values' ids.
+StatusOr<std::set<int>> LiftQuantizedWeights(Graph& g, std::vector<QuantizedParam>* out) {
+  std::set<int> latent;
+  const size_t count = g.nodes().size();
+  for (size_t ni = 0; ni < count; ++ni) {
+    const Node d = g.nodes()[ni];
+    if (!(d.domain.empty() && d.op_type == "DequantizeLinear") || d.inputs.empty()) continue;
+    const Value qv = g.value(d.inputs[0]);  // a copy: adding values below moves them
+    if (!qv.initializer) continue;
+    const DType dt = qv.initializer->dtype();
+    if (dt != DType::kInt8 && dt != DType::kUInt8 && dt != DType::kInt32) continue;
+    const Tensor* scale = g.ConstInput(d, 1, DType::kFloat32);
+    if (!scale) return Unimplemented(d.DebugName() + ": a stored weight's scale must be a constant");
+    const Tensor* zp = d.inputs.size() > 2 && d.inputs[2] >= 0 ? g.ConstInput(d, 2) : nullptr;
+    if (d.inputs.size() > 2 && d.inputs[2] >= 0 && !zp) return Unimplemented(d.DebugName() + ": non-constant zero point");
+    QuantizedParam q;
+    q.stored = qv.name;
+    q.dtype = dt;
+    q.scale = *scale;
+    if (zp) q.zero_point = *zp;
+    const int64_t rank = qv.initializer->rank();
+    q.axis = d.attrs.GetInt("axis", 1);
+    if (q.axis < 0) q.axis += rank;
+    if (scale->numel() > 1 && (q.axis < 0 || q.axis >= rank)) return InvalidArgument(d.DebugName() + ": bad axis");
+    const Tensor w = Dequantize(*qv.initializer, q.scale, q.zero_point, q.axis);
+    const int lid = g.AddInitializer(g.UniqueName(qv.name + "_latent"), w);
+    q.latent = g.value(lid).name;
+    latent.insert(lid);
+    Node& dn = g.nodes()[ni];
+    if (dt == DType::kInt32) {
+      // A bias: trained in float, requantized at export.
+      dn.op_type = "Identity";
+      dn.inputs = {lid};
+      dn.attrs = AttributeMap();
+    } else {
+      Node qn;
+      qn.name = g.UniqueName(d.name + "_fake_quant");
+      qn.op_type = "QuantizeLinear";
+      qn.inputs = {lid, d.inputs[1]};
+      if (zp) qn.inputs.push_back(d.inputs[2]);
+      qn.attrs = d.attrs;
+      qn.outputs = {g.AddValue(g.UniqueName(qv.name + "_fake_quant"), dt, qv.shape)};
+      g.nodes()[ni].inputs[0] = qn.outputs[0];
+      g.AddNode(std::move(qn));
+    }
+    out->push_back(std::move(q));
+  }
+  return latent;
 }
 
 // dy (shape out) summed down to the shape of target under numpy broadcasting: leading extra dims
@@ -255,6 +348,43 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, int dy, c
     if (need(2)) r.push_back({2, e.ReduceSum(dy, axes, false)});
     return r;
   }
+  if (op == "DequantizeLinear") {
+    // The second half of a fake quantization: the straight-through gradient passes on to the
+    // QuantizeLinear before it, which masks it.
+    r.push_back({0, dy});
+    return r;
+  }
+  if (op == "QuantizeLinear") {
+    // Straight-through estimator: dy where x lies inside the representable range
+    // [(qmin - zp) * s, (qmax - zp) * s], 0 where the quantization saturates.
+    const Tensor* scale = g.ConstInput(n, 1, DType::kFloat32);
+    const Tensor* zp = in(2) >= 0 ? g.ConstInput(n, 2) : nullptr;
+    const SymShape* sx = ShapeOf(g, in(0));
+    if (!scale || (in(2) >= 0 && !zp) || !sx)
+      return Unimplemented(n.DebugName() + ": fake-quantization gradient needs a constant scale and zero point");
+    const DType qt = zp ? zp->dtype() : DType::kUInt8;
+    double qmin = 0, qmax = 0;
+    RangeOf(qt, &qmin, &qmax);
+    const int64_t C = scale->numel();
+    int64_t axis = n.attrs.GetInt("axis", 1);
+    if (axis < 0) axis += static_cast<int64_t>(sx->size());
+    Dims bd;
+    if (C > 1) {
+      bd.assign(sx->size(), 1);
+      bd[static_cast<size_t>(axis)] = C;
+    }
+    Tensor lo(DType::kFloat32, bd), hi(DType::kFloat32, bd);
+    for (int64_t c = 0; c < std::max<int64_t>(C, 1); ++c) {
+      const double z = zp ? ZeroPointAt(*zp, c) : 0, sc = scale->data<float>()[c];
+      lo.data<float>()[c] = static_cast<float>((qmin - z) * sc);
+      hi.data<float>()[c] = static_cast<float>((qmax - z) * sc);
+    }
+    const int x = in(0);
+    const int inside = e.Op("And", {e.Op("Not", {e.Op("Less", {x, e.Const(lo, "q_lo")})}),
+                                    e.Op("Not", {e.Op("Greater", {x, e.Const(hi, "q_hi")})})});
+    r.push_back({0, e.Op("Where", {inside, dy, scalar(0.f)})});
+    return r;
+  }
   if (op == "Transpose") {
     std::vector<int64_t> perm = n.attrs.GetInts("perm");
     if (perm.empty()) {
@@ -299,11 +429,29 @@ bool TrainableSlot(const Node& n, size_t slot) {
 
 }  // namespace
 
+Tensor QuantizeStored(const Tensor& w, const QuantizedParam& q) {
+  Tensor out(q.dtype, w.dims());
+  double lo = 0, hi = 0;
+  RangeOf(q.dtype, &lo, &hi);
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    const int64_t c = ChannelOf(q.scale, w.dims(), q.axis, i);
+    const float s = q.scale.data<float>()[q.scale.numel() <= 1 ? 0 : c];
+    // As QuantizeLinear: x / scale in float, rounded half to even, plus the zero point, saturated.
+    const double v = std::min(hi, std::max(lo, std::nearbyint(static_cast<double>(w.data<float>()[i] / s)) +
+                                                   ZeroPointAt(q.zero_point, c)));
+    if (q.dtype == DType::kUInt8) out.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+    else if (q.dtype == DType::kInt8) out.data<int8_t>()[i] = static_cast<int8_t>(v);
+    else out.data<int32_t>()[i] = static_cast<int32_t>(v);
+  }
+  return out;
+}
+
 StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature) {
   RegisterAllOps();
   TrainingGraph tg;
   Graph& g = tg.graph;
   g = model;
+  WH_ASSIGN_OR_RETURN(std::set<int> latent, LiftQuantizedWeights(g, &tg.quantized));
   WH_RETURN_IF_ERROR(InferShapes(g));
   if (g.inputs().size() != 1) return InvalidArgument("fine-tuning needs a model with exactly one data input");
   if (g.outputs().empty()) return InvalidArgument("the model has no outputs");
@@ -334,7 +482,7 @@ StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature
     for (size_t s = 0; s < n.inputs.size(); ++s) {
       const int v = n.inputs[s];
       if (v < 0 || !g.value(v).is_constant() || g.value(v).dtype != DType::kFloat32) continue;
-      if (TrainableSlot(n, s) && g.value(v).initializer->rank() >= 1) params.insert(v);
+      if ((TrainableSlot(n, s) || latent.count(v)) && g.value(v).initializer->rank() >= 1) params.insert(v);
     }
   }
   if (params.empty()) return InvalidArgument("the model has no trainable float32 weights on the path to its logits");

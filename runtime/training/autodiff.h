@@ -27,10 +27,26 @@ inline constexpr const char* kTargetInput = "whittle_train_target";     // float
 inline constexpr const char* kCeCoefInput = "whittle_train_ce_coef";    // float32 scalar a
 inline constexpr const char* kKdCoefInput = "whittle_train_kd_coef";    // float32 scalar b
 
+// A weight the model stores quantized (DequantizeLinear of a constant integer initializer, as
+// --int8 and ONNX Runtime's QDQ format write them): it trains as a float latent copy behind a
+// fake quantization (QuantizeLinear -> DequantizeLinear with the model's scale and zero point;
+// the gradient passes straight through where the value is inside the quantized range), and is
+// written back quantized with the same scale (QuantizeStored). int32 biases train in float.
+struct QuantizedParam {
+  std::string latent;      // the param in the training graph
+  std::string stored;      // the model's integer initializer
+  DType dtype = DType::kInt8;
+  Tensor scale, zero_point;  // zero_point undefined: 0
+  int64_t axis = 0;        // the channel axis of scale (per-axis), normalized
+};
+// The stored integer tensor for latent values w (round half to even, saturated).
+Tensor QuantizeStored(const Tensor& w, const QuantizedParam& q);
+
 struct TrainingGraph {
   Graph graph;                      // outputs: logits, then one gradient per param
   std::vector<std::string> params;  // graph inputs holding the trainable weights
   std::vector<Tensor> initial;      // their values in the model
+  std::vector<QuantizedParam> quantized;  // the params trained behind a fake quantization
   std::string logits;               // the model's first output
   std::string model_input;          // the model's (only) data input
 };

@@ -107,6 +107,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const Graph& student, const G
   WH_ASSIGN_OR_RETURN(TrainingGraph tg, BuildTrainingGraph(student, t->opts_.temperature));
   t->input_name_ = tg.model_input;
   t->params_ = tg.params;
+  t->quantized_ = tg.quantized;
   // Own copies: tensor copies share their bytes, and the updates are made in place.
   for (const Tensor& p : tg.initial) t->values_.push_back(p.Clone());
   for (const Tensor& p : t->values_) {
@@ -319,8 +320,13 @@ StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
 Graph Trainer::CurrentModel() const {
   Graph g = student_;
   for (size_t i = 0; i < params_.size(); ++i) {
-    const int v = g.FindValue(params_[i]);
-    if (v >= 0) g.value(v).initializer = values_[i].Clone();  // a snapshot: training goes on in place
+    const QuantizedParam* q = nullptr;
+    for (const QuantizedParam& c : quantized_)
+      if (c.latent == params_[i]) q = &c;
+    const int v = g.FindValue(q ? q->stored : params_[i]);
+    if (v < 0) continue;
+    // A snapshot: training goes on in place.
+    g.value(v).initializer = q ? QuantizeStored(values_[i], *q) : values_[i].Clone();
   }
   return g;
 }

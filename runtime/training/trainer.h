@@ -18,6 +18,7 @@
 #include "lib/data/dataset.h"
 #include "lib/ir/graph.h"
 #include "lib/ir/status.h"
+#include "runtime/training/autodiff.h"
 #include "whittle/session.h"
 
 namespace whittle::training {
@@ -83,7 +84,8 @@ class Trainer {
   // Top-1 accuracy of the current student on data.
   StatusOr<double> Evaluate(const Dataset& data, int64_t batch = 256) const;
 
-  // The student with its current weights (the original graph, initializers replaced).
+  // The student with its current weights (the original graph, initializers replaced; weights it
+  // stores quantized are quantized again with their scales).
   Graph CurrentModel() const;
   const std::vector<std::string>& params() const { return params_; }
   std::vector<Tensor>& param_values() { return values_; }
@@ -103,6 +105,7 @@ class Trainer {
   std::unique_ptr<Session> train_, teacher_;
   std::string input_name_;
   std::vector<std::string> params_;
+  std::vector<QuantizedParam> quantized_;  // params the student stores quantized
   std::vector<Tensor> values_, m_, v_;
   int64_t adam_t_ = 0;
 };

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -208,6 +209,79 @@ TEST(TrainStep, ActivationNormPoolAndElementwiseRules) {
   const Graph student = build(30), teacher = build(40);
   ExpectGradientsMatchFiniteDifferences(student, RandomFloat({3, 2, 5, 5}, 6, -2.f, 2.f), Labels({1, 4, 0}), &teacher,
                                         0.3f);
+}
+
+// A QDQ student (int8 per-channel weight, int32 bias, as --int8 writes them) trains its float
+// latent copies behind fake quantization: at the start the gradients equal those of the float
+// model with the dequantized weights, the straight-through gradient is 0 where the quantization
+// saturates, and the exported model stores int8/int32 again with the same scales.
+TEST(TrainStep, QuantizedWeightsTrainBehindFakeQuantization) {
+  RegisterAllOps();
+  const int64_t K = 6, N = 4;
+  Tensor wq(DType::kInt8, {K, N});
+  for (int64_t i = 0; i < wq.numel(); ++i) wq.data<int8_t>()[i] = static_cast<int8_t>((i * 37) % 120 - 60);
+  const Tensor ws = Tensor::FromVector<float>({N}, {0.01f, 0.02f, 0.015f, 0.03f});
+  const Tensor bq = Tensor::FromVector<int32_t>({N}, {100, -50, 7, 0});
+  const Tensor bs = Tensor::FromVector<float>({N}, {0.001f, 0.002f, 0.0015f, 0.003f});
+  Graph qdq = GraphBuilder(13)
+                  .Input("x", DType::kFloat32, {Dim::Symbol("batch"), K})
+                  .Init("wq", wq).Init("ws", ws).Init("wz", Tensor(DType::kInt8, {N}))
+                  .Init("bq", bq).Init("bs", bs).Init("bz", Tensor(DType::kInt32, {N}))
+                  .Op("DequantizeLinear", {"wq", "ws", "wz"}, {"w"}, Attrs({{"axis", Attribute::Int(1)}}))
+                  .Op("DequantizeLinear", {"bq", "bs", "bz"}, {"b"}, Attrs({{"axis", Attribute::Int(0)}}))
+                  .Op("MatMul", {"x", "w"}, {"m"})
+                  .Op("Add", {"m", "b"}, {"z"})
+                  .Output("z")
+                  .Build();
+  std::memset(qdq.value(qdq.FindValue("wz")).initializer->raw_data(), 0, N);
+  std::memset(qdq.value(qdq.FindValue("bz")).initializer->raw_data(), 0, 4 * N);
+  // The float twin: the dequantized values as float weights.
+  Tensor wf(DType::kFloat32, {K, N}), bf(DType::kFloat32, {N});
+  for (int64_t i = 0; i < wf.numel(); ++i) wf.data<float>()[i] = wq.data<int8_t>()[i] * ws.data<float>()[i % N];
+  for (int64_t i = 0; i < N; ++i) bf.data<float>()[i] = static_cast<float>(bq.data<int32_t>()[i]) * bs.data<float>()[i];
+  Graph fl = GraphBuilder(13)
+                 .Input("x", DType::kFloat32, {Dim::Symbol("batch"), K})
+                 .Init("w", wf).Init("b", bf)
+                 .Op("MatMul", {"x", "w"}, {"m"})
+                 .Op("Add", {"m", "b"}, {"z"})
+                 .Output("z")
+                 .Build();
+  TrainOptions o;
+  o.alpha = 0;
+  auto tq = Trainer::Create(qdq, nullptr, o);
+  auto tf = Trainer::Create(fl, nullptr, o);
+  ASSERT_TRUE(tq.ok()) << tq.status().message();
+  ASSERT_TRUE(tf.ok()) << tf.status().message();
+  ASSERT_EQ((*tq)->params().size(), 2u);
+  const Tensor x = RandomFloat({5, K}, 9);
+  const Tensor y = Labels({0, 1, 2, 3, 1});
+  std::vector<Tensor> gq, gf;
+  auto rq = (*tq)->Gradients(x, y, &gq);
+  auto rf = (*tf)->Gradients(x, y, &gf);
+  ASSERT_TRUE(rq.ok() && rf.ok());
+  EXPECT_NEAR(rq->loss, rf->loss, 1e-6);
+  // Params in the same order (weight, bias) in both; compare by shape.
+  for (const Tensor& g : gq) {
+    const Tensor& twin = g.dims() == gf[0].dims() ? gf[0] : gf[1];
+    EXPECT_LT(RelDiff(g, twin), 1e-6);
+  }
+  // Saturation: a latent weight pushed past the int8 range gets no gradient.
+  const size_t wk = (*tq)->param_values()[0].rank() == 2 ? 0 : 1;
+  (*tq)->param_values()[wk].data<float>()[0] = 200.f * ws.data<float>()[0];
+  ASSERT_TRUE((*tq)->Gradients(x, y, &gq).ok());
+  EXPECT_EQ(gq[wk].data<float>()[0], 0.f);
+  EXPECT_NE(gq[wk].data<float>()[1], 0.f);
+  // Export: int8 and int32 again, the same ops, the saturated weight at 127.
+  const Graph out = (*tq)->CurrentModel();
+  ASSERT_EQ(out.nodes().size(), qdq.nodes().size());
+  for (size_t i = 0; i < out.nodes().size(); ++i) EXPECT_EQ(out.nodes()[i].op_type, qdq.nodes()[i].op_type);
+  const Tensor& wout = *out.value(out.FindValue("wq")).initializer;
+  ASSERT_EQ(wout.dtype(), DType::kInt8);
+  EXPECT_EQ(wout.data<int8_t>()[0], 127);
+  for (int64_t i = 1; i < wout.numel(); ++i) EXPECT_EQ(wout.data<int8_t>()[i], wq.data<int8_t>()[i]) << i;
+  const Tensor& bout = *out.value(out.FindValue("bq")).initializer;
+  ASSERT_EQ(bout.dtype(), DType::kInt32);
+  for (int64_t i = 0; i < N; ++i) EXPECT_EQ(bout.data<int32_t>()[i], bq.data<int32_t>()[i]);
 }
 
 TEST(TrainStep, SgdAndAdamWUpdatesByHand) {
