@@ -10,6 +10,7 @@
 //   dX = ReluGrad(Y, dY)           dX = Y > 0 ? dY : 0 elementwise, Y the Relu's output (Y > 0 is
 //                                   the same set as X > 0); Y and dY of one shape, no broadcasting
 // Geometry is Conv's and MaxPool's (lib/ops/window.h): dY must have the shape the forward op gives.
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -154,42 +155,29 @@ std::vector<AttrSpec> ConvAttrSpecs(bool kernel_shape_required) {
 }  // namespace
 
 void RegisterGradOps(OpRegistry& r) {
-  OpDef gi;
-  gi.domain = kDomain;
-  gi.op_type = "ConvGradInput";
-  gi.min_inputs = gi.max_inputs = 3;
-  gi.attrs = ConvAttrSpecs(false);
-  gi.check = CheckConvGrad;
-  gi.infer = InferConvGradInput;
-  r.Register(std::move(gi));
-
-  OpDef gw;
-  gw.domain = kDomain;
-  gw.op_type = "ConvGradWeight";
-  gw.min_inputs = gw.max_inputs = 2;
-  gw.attrs = ConvAttrSpecs(true);
-  gw.check = CheckConvGrad;
-  gw.infer = InferConvGradWeight;
-  r.Register(std::move(gw));
-
-  OpDef mp;
-  mp.domain = kDomain;
-  mp.op_type = "MaxPoolGrad";
-  mp.min_inputs = mp.max_inputs = 2;
-  mp.attrs = {{"auto_pad", AttrType::kString},     {"ceil_mode", AttrType::kInt},
-              {"dilations", AttrType::kInts},      {"kernel_shape", AttrType::kInts, true},
-              {"pads", AttrType::kInts},           {"storage_order", AttrType::kInt},
-              {"strides", AttrType::kInts}};
-  mp.check = CheckPoolGrad;
-  mp.infer = InferMaxPoolGrad;
-  r.Register(std::move(mp));
-
-  OpDef rg;
-  rg.domain = kDomain;
-  rg.op_type = "ReluGrad";
-  rg.min_inputs = rg.max_inputs = 2;
-  rg.infer = InferReluGrad;
-  r.Register(std::move(rg));
+  auto def = [&](const char* op, int inputs, std::vector<AttrSpec> attrs,
+                 std::function<Status(const Node&, int)> check, std::function<Status(InferContext&)> infer) {
+    OpDef d;
+    d.domain = kDomain;
+    d.op_type = op;
+    d.min_inputs = d.max_inputs = inputs;
+    d.attrs = std::move(attrs);
+    d.check = std::move(check);
+    d.infer = std::move(infer);
+    r.Register(std::move(d));
+  };
+  def("ConvGradInput", 3, ConvAttrSpecs(false), CheckConvGrad, InferConvGradInput);
+  def("ConvGradWeight", 2, ConvAttrSpecs(true), CheckConvGrad, InferConvGradWeight);
+  def("MaxPoolGrad", 2,
+      {{"auto_pad", AttrType::kString},
+       {"ceil_mode", AttrType::kInt},
+       {"dilations", AttrType::kInts},
+       {"kernel_shape", AttrType::kInts, true},
+       {"pads", AttrType::kInts},
+       {"storage_order", AttrType::kInt},
+       {"strides", AttrType::kInts}},
+      CheckPoolGrad, InferMaxPoolGrad);
+  def("ReluGrad", 2, {}, nullptr, InferReluGrad);
 }
 
 }  // namespace whittle

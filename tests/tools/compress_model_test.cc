@@ -24,21 +24,11 @@ namespace {
 
 using testing::CmdResult;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+std::string ReadAll(const std::string& path) { return testing::ReadFile(path); }
 
 // Runs compress-model with args; stdout and stderr come back separately.
 CmdResult Cli(const testing::ScratchDir& dir, const std::string& args) {
-  const std::string err_path = dir / "stderr.txt";
-  const std::string cmd = std::string(WHITTLE_BINARY_DIR) + "/bin/compress-model " + args + " 2>" + err_path;
-  CmdResult r = testing::RunCommand(cmd);
-  r.err = ReadAll(err_path);
-  std::filesystem::remove(err_path);
-  return r;
+  return testing::RunCapturingStderr(std::string(WHITTLE_BINARY_DIR) + "/bin/compress-model " + args, dir / "stderr.txt");
 }
 
 std::string Model(const std::string& m) { return std::string(WHITTLE_SOURCE_DIR) + "/models/" + m + ".onnx"; }

@@ -28,22 +28,13 @@ namespace {
 
 using testing::CmdResult;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using testing::ReadFile;
 
 std::string Bin(const std::string& tool) { return std::string(WHITTLE_BINARY_DIR) + "/bin/" + tool; }
 std::string Model(const std::string& m) { return std::string(WHITTLE_SOURCE_DIR) + "/models/" + m + ".onnx"; }
 
 CmdResult Tool(const testing::ScratchDir& dir, const std::string& tool, const std::string& args) {
-  const std::string err_path = dir / "stderr.txt";
-  CmdResult r = testing::RunCommand(Bin(tool) + " " + args + " 2>" + err_path);
-  r.err = ReadAll(err_path);
-  std::filesystem::remove(err_path);
-  return r;
+  return testing::RunCapturingStderr(Bin(tool) + " " + args, dir / "stderr.txt");
 }
 
 // The MLP with its hidden layers 40 % pruned: a compressed student that has lost accuracy.
@@ -163,7 +154,7 @@ TEST(FinetuneModelCli, KilledRunResumesToTheSameWeights) {
   }
   ASSERT_TRUE(killed_mid_run);
   EXPECT_FALSE(std::filesystem::exists(killed_out));  // nothing half-written
-  const nlohmann::json state = nlohmann::json::parse(ReadAll(ckpt + "/state.json"));
+  const nlohmann::json state = nlohmann::json::parse(ReadFile(ckpt + "/state.json"));
   EXPECT_LT(state["epoch_done"].get<int>(), 2);
   // Resume, and a run that was never killed.
   std::vector<std::string> resume = args(killed_out, ckpt);
