@@ -206,34 +206,18 @@ class QMatMulKernel : public OpKernel {
 // ---------------------------------------------------------------------------------------------
 // Convolutions: QConv, QLinearConv, ConvInteger (im2col on the integer data; padding reads x_zp).
 
-// y = max pool of x ([N, C, spatial...]) with window = stride = window[i], no padding, floor
-// mode: the fused pool's fallback where the backend's conv cannot pool (x: the conv's output).
-template <class T>
-void MaxPoolWindowsTyped(const Tensor& x, const std::vector<int64_t>& window, Tensor* y) {
-  const int spatial = static_cast<int>(window.size());
-  const int64_t IH = spatial == 2 ? x.dim(2) : 1, IW = x.dim(x.rank() - 1);
-  const int64_t kh = spatial == 2 ? window[0] : 1, kw = window.back();
-  const int64_t OH = spatial == 2 ? y->dim(2) : 1, OW = y->dim(y->rank() - 1);
-  const int64_t planes = x.dim(0) * x.dim(1);
-  const T* src = x.data<T>();
-  T* dst = y->data<T>();
-  for (int64_t p = 0; p < planes; ++p)
-    for (int64_t oh = 0; oh < OH; ++oh)
-      for (int64_t ow = 0; ow < OW; ++ow) {
-        T m = src[(p * IH + oh * kh) * IW + ow * kw];
-        for (int64_t i = 0; i < kh; ++i)
-          for (int64_t j = 0; j < kw; ++j) m = std::max(m, src[(p * IH + oh * kh + i) * IW + ow * kw + j]);
-        dst[(p * OH + oh) * OW + ow] = m;
-      }
-}
-
-void MaxPoolWindows(const Tensor& x, const std::vector<int64_t>& window, Tensor* y) {
-  switch (x.dtype()) {
-    case DType::kUInt8: return MaxPoolWindowsTyped<uint8_t>(x, window, y);
-    case DType::kInt8: return MaxPoolWindowsTyped<int8_t>(x, window, y);
-    case DType::kInt32: return MaxPoolWindowsTyped<int32_t>(x, window, y);
-    default: return MaxPoolWindowsTyped<float>(x, window, y);
-  }
+// The backend's own MaxPool kernel (window = stride, no padding, floor mode) for input dtype dt:
+// the fused pool's fallback where the backend's conv cannot pool.
+StatusOr<std::unique_ptr<OpKernel>> MakeMaxPool(const std::vector<int64_t>& window, DType dt, Backend backend,
+                                                const std::string& node) {
+  const KernelFactory* f = KernelRegistry::Global().Find("", "MaxPool");
+  if (!f) return Internal(node + ": no MaxPool kernel for the fused pool");
+  AttributeMap a;
+  a.Set("kernel_shape", Attribute::Ints(window));
+  a.Set("strides", Attribute::Ints(window));
+  // opset 12: MaxPool on uint8/int8.
+  const KernelInit init{a, 12, {dt}, {nullptr}, 1, node + " (fused max pool)", backend};
+  return (*f)(init);
 }
 
 class QConvKernel : public OpKernel {
@@ -246,7 +230,8 @@ class QConvKernel : public OpKernel {
         pack_(kQLinear.Pick(init.backend, &QLinearFns::pack_conv_weights)),
         conv_(kQLinear.Pick(init.backend, &QLinearFns::conv)),
         pools_(kQLinear.Pick(init.backend, &QLinearFns::conv_pools)),
-        pool_(init.attrs.GetInts("_max_pool")) {}
+        pool_(init.attrs.GetInts("_max_pool")),
+        backend_(init.backend) {}
 
   Status Init(const KernelInit& init) {
     WH_RETURN_IF_ERROR(CheckDataTypes(node_, init, q_));
@@ -259,6 +244,10 @@ class QConvKernel : public OpKernel {
                                                   w->dim(0), -1, relu_));
     }
     if (pack_ && params_ && w->dim(0) % group_ == 0) packed_ = pack_(*w, params_->w_zp, group_);
+    if (!pool_.empty() && params_) {
+      pool_dtype_ = params_->out.dtype;
+      WH_ASSIGN_OR_RETURN(pool_kernel_, MakeMaxPool(pool_, pool_dtype_, backend_, node_));
+    }
     return Status::Ok();
   }
 
@@ -301,8 +290,14 @@ class QConvKernel : public OpKernel {
     Tensor full(y.dtype(), conv_dims);
     c.y = &full;
     WH_RETURN_IF_ERROR(conv_(c, ctx.num_threads));
-    MaxPoolWindows(full, pool_, &y);
-    return Status::Ok();
+    std::unique_ptr<OpKernel> per_call;
+    const OpKernel* pool = pool_kernel_.get();
+    if (!pool || y.dtype() != pool_dtype_) {  // parameters not constant: the dtype is known only now
+      WH_ASSIGN_OR_RETURN(per_call, MakeMaxPool(pool_, y.dtype(), backend_, node_));
+      pool = per_call.get();
+    }
+    KernelContext pc{{&full}, {&y}, ctx.num_threads};
+    return pool->Compute(pc);
   }
 
  private:
@@ -314,6 +309,9 @@ class QConvKernel : public OpKernel {
   Status (*conv_)(const QConvCall&, int);
   bool (*pools_)(const QConvCall&);
   std::vector<int64_t> pool_;  // _max_pool: the fused max pool's window (= stride), or empty
+  Backend backend_;
+  std::unique_ptr<OpKernel> pool_kernel_;  // the fallback pool, built at load for pool_dtype_
+  DType pool_dtype_ = DType::kUndefined;
   int64_t group_ = 1;
   std::optional<QParams> params_;
   QPackedWeights packed_;  // the backend's packed constant weights
