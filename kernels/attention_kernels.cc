@@ -175,6 +175,6 @@ StatusOr<std::unique_ptr<OpKernel>> MakeAttention(const KernelInit& init) {
 
 }  // namespace
 
-void RegisterAttentionKernels(KernelRegistry& r) { r.Register("ai.whittle", "Attention", MakeAttention); }
+void RegisterAttentionKernels(KernelRegistry& r) { r.Register(kWhittleDomain, "Attention", MakeAttention); }
 
 }  // namespace whittle

@@ -11,7 +11,6 @@ namespace {
 
 using Factory = StatusOr<std::unique_ptr<OpKernel>>;
 
-constexpr const char* kDomain = "ai.whittle";
 
 const BackendTable<GradFns> kGrad{{Backend::kReference, &reference::kGradFns}};
 
@@ -74,10 +73,10 @@ Factory MakeReluGrad(const KernelInit& init) {
 }  // namespace
 
 void RegisterGradKernels(KernelRegistry& r) {
-  r.Register(kDomain, "ConvGradInput", MakeConvGradInput);
-  r.Register(kDomain, "ConvGradWeight", MakeConvGradWeight);
-  r.Register(kDomain, "MaxPoolGrad", MakeMaxPoolGrad);
-  r.Register(kDomain, "ReluGrad", MakeReluGrad);
+  r.Register(kWhittleDomain, "ConvGradInput", MakeConvGradInput);
+  r.Register(kWhittleDomain, "ConvGradWeight", MakeConvGradWeight);
+  r.Register(kWhittleDomain, "MaxPoolGrad", MakeMaxPoolGrad);
+  r.Register(kWhittleDomain, "ReluGrad", MakeReluGrad);
 }
 
 }  // namespace whittle

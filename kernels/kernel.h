@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "lib/ir/attribute.h"
+#include "lib/ir/domain.h"
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
 

@@ -28,7 +28,6 @@
 namespace whittle {
 namespace {
 
-constexpr const char* kDomain = "ai.whittle";
 
 // y[n][c/b][p][c%b] = x[n][c][p] over N x C x P (P = H*W): per block, a b x P transpose.
 void Block(const float* x, int64_t n, int64_t c, int64_t p, int64_t b, float* y, int threads) {
@@ -297,10 +296,10 @@ std::optional<int> NchwcBlock(Backend backend) {
 }
 
 void RegisterNchwcKernels(KernelRegistry& r) {
-  r.Register(kDomain, "ToNchwc", MakeToNchwc);
-  r.Register(kDomain, "FromNchwc", MakeFromNchwc);
-  r.Register(kDomain, "NchwcPool", MakeNchwcPool);
-  r.Register(kDomain, "NchwcConv", MakeNchwcConv);
+  r.Register(kWhittleDomain, "ToNchwc", MakeToNchwc);
+  r.Register(kWhittleDomain, "FromNchwc", MakeFromNchwc);
+  r.Register(kWhittleDomain, "NchwcPool", MakeNchwcPool);
+  r.Register(kWhittleDomain, "NchwcConv", MakeNchwcConv);
 }
 
 }  // namespace whittle

@@ -339,10 +339,10 @@ Factory MakeDynamicQuantize(const KernelInit& init) {
 }  // namespace
 
 void RegisterQLinearKernels(KernelRegistry& r) {
-  r.Register("ai.whittle", "QGemm", [](const KernelInit& i) { return Make<QMatMulKernel>(i, kQMatMulInputs); });
+  r.Register(kWhittleDomain, "QGemm", [](const KernelInit& i) { return Make<QMatMulKernel>(i, kQMatMulInputs); });
   r.Register("", "QLinearMatMul", [](const KernelInit& i) { return Make<QMatMulKernel>(i, kQMatMulInputs); });
   r.Register("", "MatMulInteger", [](const KernelInit& i) { return Make<QMatMulKernel>(i, kMatMulIntegerInputs); });
-  r.Register("ai.whittle", "QConv", [](const KernelInit& i) { return Make<QConvKernel>(i, kQConvInputs); });
+  r.Register(kWhittleDomain, "QConv", [](const KernelInit& i) { return Make<QConvKernel>(i, kQConvInputs); });
   r.Register("", "QLinearConv", [](const KernelInit& i) { return Make<QConvKernel>(i, kQConvInputs); });
   r.Register("", "ConvInteger", [](const KernelInit& i) { return Make<QConvKernel>(i, kConvIntegerInputs); });
   r.Register("", "DynamicQuantizeLinear", MakeDynamicQuantize);

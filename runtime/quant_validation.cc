@@ -46,7 +46,7 @@ std::vector<ParamGroup> GroupsFor(const Node& n) {
       return {{0, -1, 2, "A", "", "a_zero_point", R::kRow}, {1, -1, 3, "B", "", "b_zero_point", R::kLast}};
     if (n.op_type == "ConvInteger")
       return {{0, -1, 2, "x", "", "x_zero_point", R::kPerTensor}, {1, -1, 3, "w", "", "w_zero_point", R::kFirst}};
-  } else if (n.domain == "ai.whittle") {
+  } else if (n.domain == kWhittleDomain) {
     if (n.op_type == "QConv")
       return {{0, 1, 2, "x", "x_scale", "x_zero_point", R::kPerTensor},
               {3, 4, 5, "w", "w_scale", "w_zero_point", R::kFirst},

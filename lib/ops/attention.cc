@@ -32,7 +32,7 @@ Status InferAttention(InferContext& ctx) {
 }  // namespace
 
 void RegisterAttentionOps(OpRegistry& r) {
-  r.Register(OpDef{"ai.whittle", "Attention", 1, 1, 3, 1, 1,
+  r.Register(OpDef{kWhittleDomain, "Attention", 1, 1, 3, 1, 1,
                    {{"heads", AttrType::kInt, true}, {"head_dim", AttrType::kInt, true}, {"scale", AttrType::kFloat, true}},
                    [](const Node& n, int) {
                      if (n.attrs.GetInt("heads", 0) < 1 || n.attrs.GetInt("head_dim", 0) < 1)

@@ -21,7 +21,6 @@
 namespace whittle {
 namespace {
 
-constexpr const char* kDomain = "ai.whittle";
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
@@ -158,7 +157,7 @@ void RegisterGradOps(OpRegistry& r) {
   auto def = [&](const char* op, int inputs, std::vector<AttrSpec> attrs,
                  std::function<Status(const Node&, int)> check, std::function<Status(InferContext&)> infer) {
     OpDef d;
-    d.domain = kDomain;
+    d.domain = kWhittleDomain;
     d.op_type = op;
     d.min_inputs = d.max_inputs = inputs;
     d.attrs = std::move(attrs);

@@ -20,7 +20,6 @@
 namespace whittle {
 namespace {
 
-constexpr const char* kDomain = "ai.whittle";
 
 Status CheckBlock(const Node& n) {
   const int64_t b = n.attrs.GetInt("block", -1);
@@ -124,15 +123,15 @@ std::vector<AttrSpec> WindowSpecs() {
 }  // namespace
 
 void RegisterNchwcOps(OpRegistry& r) {
-  r.Register(OpDef{kDomain, "ToNchwc", 1, 1, 1, 1, 1, {{"block", AttrType::kInt, true}},
+  r.Register(OpDef{kWhittleDomain, "ToNchwc", 1, 1, 1, 1, 1, {{"block", AttrType::kInt, true}},
                    [](const Node& n, int) { return CheckBlock(n); }, InferToNchwc});
-  r.Register(OpDef{kDomain, "FromNchwc", 1, 1, 1, 1, 1, {{"channels", AttrType::kInt, true}}, nullptr,
+  r.Register(OpDef{kWhittleDomain, "FromNchwc", 1, 1, 1, 1, 1, {{"channels", AttrType::kInt, true}}, nullptr,
                    InferFromNchwc});
   std::vector<AttrSpec> conv = WindowSpecs();
   conv.push_back({"group", AttrType::kInt});
   conv.push_back({"block", AttrType::kInt, true});
   conv.push_back({"plain_input", AttrType::kInt});
-  r.Register(OpDef{kDomain, "NchwcConv", 1, 2, 4, 1, 1, conv,
+  r.Register(OpDef{kWhittleDomain, "NchwcConv", 1, 2, 4, 1, 1, conv,
                    [](const Node& n, int) {
                      WH_RETURN_IF_ERROR(CheckBlock(n));
                      if (n.attrs.GetInt("group", 1) != 1) return InvalidArgument(n.DebugName() + ": group must be 1");
@@ -141,7 +140,7 @@ void RegisterNchwcOps(OpRegistry& r) {
                    InferNchwcConv});
   std::vector<AttrSpec> pool = WindowSpecs();
   pool.push_back({"pool", AttrType::kString, true});
-  r.Register(OpDef{kDomain, "NchwcPool", 1, 1, 1, 1, 1, pool,
+  r.Register(OpDef{kWhittleDomain, "NchwcPool", 1, 1, 1, 1, 1, pool,
                    [](const Node& n, int) {
                      const std::string p = n.attrs.GetString("pool", "");
                      if (p != "MaxPool" && p != "AveragePool" && p != "GlobalMaxPool" && p != "GlobalAveragePool")

@@ -16,7 +16,6 @@ namespace whittle {
 
 namespace {
 
-constexpr const char* kWhittleDomain = "ai.whittle";
 
 bool IsByteType(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
 

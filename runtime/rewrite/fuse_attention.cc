@@ -193,7 +193,7 @@ Status FuseAttention(Graph& g, int* count) {
     Node att;
     att.name = sm.name + "_attention";
     att.op_type = "Attention";
-    att.domain = "ai.whittle";
+    att.domain = kWhittleDomain;
     att.inputs = {x, scale_input};
     if (mask >= 0) att.inputs.push_back(mask);
     if (scale_input < 0 && mask < 0) att.inputs.resize(1);
@@ -205,7 +205,7 @@ Status FuseAttention(Graph& g, int* count) {
     dead.insert(nodes.begin(), nodes.end());
   }
   g.RemoveNodes(dead);
-  if (!fused.empty() && g.OpsetFor("ai.whittle") == 0) g.opset_imports["ai.whittle"] = 1;
+  if (!fused.empty() && g.OpsetFor(kWhittleDomain) == 0) g.opset_imports[kWhittleDomain] = 1;
   for (Node& n : fused) g.AddNode(std::move(n));
   *count += static_cast<int>(fused.size());
   return Status::Ok();

@@ -35,7 +35,7 @@ std::vector<int64_t> FusableWindow(const Node& pool, size_t spatial) {
 Status FuseQConvMaxPool(Graph& g, int* count) {
   std::set<int> dead;
   for (Node& conv : g.nodes()) {
-    if (conv.domain != rewrite::kWhittleDomain || conv.op_type != "QConv" || conv.attrs.Has("_max_pool")) continue;
+    if (conv.domain != kWhittleDomain || conv.op_type != "QConv" || conv.attrs.Has("_max_pool")) continue;
     if (conv.attrs.GetInt("group", 1) != 1 || conv.outputs.size() != 1) continue;
     const int y = conv.outputs[0];
     const Value& yv = g.value(y);

@@ -16,7 +16,6 @@
 namespace whittle {
 namespace {
 
-constexpr const char* kDomain = "ai.whittle";
 
 using rewrite::ConstValue;
 using rewrite::InputAt;
@@ -335,7 +334,7 @@ void ApplyLinear(Graph& g, const LinearMatch& m, std::set<int>* dead) {
   }
   if (m.relu) attrs.Set("_activation", Attribute::String("Relu"));
   node.op_type = m.conv ? "QConv" : "QGemm";
-  node.domain = kDomain;
+  node.domain = kWhittleDomain;
   node.inputs = std::move(in);
   node.outputs = {m.y};
   node.attrs = std::move(attrs);
@@ -346,8 +345,8 @@ void ApplyLinear(Graph& g, const LinearMatch& m, std::set<int>* dead) {
 bool Available(const char* op) {
   RegisterAllOps();
   RegisterAllKernels();
-  return OpRegistry::Global().Find(kDomain, op) != nullptr &&
-         KernelRegistry::Global().Find(kDomain, op) != nullptr;
+  return OpRegistry::Global().Find(kWhittleDomain, op) != nullptr &&
+         KernelRegistry::Global().Find(kWhittleDomain, op) != nullptr;
 }
 
 }  // namespace
@@ -377,7 +376,7 @@ Status FuseQdq(Graph& g, QdqFusionCounts* counts) {
   std::set<int> dead;
   for (const LinearMatch& m : matches) ApplyLinear(g, m, &dead);
   g.RemoveNodes(dead);
-  if (g.OpsetFor(kDomain) == 0) g.opset_imports[kDomain] = 1;
+  if (g.OpsetFor(kWhittleDomain) == 0) g.opset_imports[kWhittleDomain] = 1;
   counts->fused += static_cast<int>(matches.size());
   return Status::Ok();
 }

@@ -10,9 +10,6 @@
 
 namespace whittle::rewrite {
 
-// The domain of Whittle's own ops (QConv, QGemm, Attention, the blocked-layout ops).
-inline constexpr const char* kWhittleDomain = "ai.whittle";
-
 inline bool IsOp(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
 
 // Input slot i of n, or -1 when absent.

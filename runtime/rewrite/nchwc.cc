@@ -11,7 +11,6 @@
 namespace whittle {
 namespace {
 
-constexpr const char* kDomain = "ai.whittle";
 
 // Known channel count of a rank-4 float value, or -1.
 int64_t Channels(const Graph& g, int v) {
@@ -50,13 +49,13 @@ class Converter {
       Node from;
       from.name = g_.UniqueName(g_.value(v).name + "_from_nchwc");
       from.op_type = "FromNchwc";
-      from.domain = kDomain;
+      from.domain = kWhittleDomain;
       from.inputs = {blocked_.at(v)};
       from.outputs = {v};
       from.attrs.Set("channels", Attribute::Int(channels_.at(v)));
       Add(std::move(from));
     }
-    if (!dead_.empty() && g_.OpsetFor(kDomain) == 0) g_.opset_imports[kDomain] = 1;
+    if (!dead_.empty() && g_.OpsetFor(kWhittleDomain) == 0) g_.opset_imports[kWhittleDomain] = 1;
     // RemoveNodes renumbers: the origins are keyed by the new nodes' indices after it.
     const int removed_before_added = static_cast<int>(dead_.size());
     g_.RemoveNodes(dead_);
@@ -78,7 +77,7 @@ class Converter {
     Node to;
     to.name = g_.UniqueName(g_.value(v).name + "_to_nchwc");
     to.op_type = "ToNchwc";
-    to.domain = kDomain;
+    to.domain = kWhittleDomain;
     to.inputs = {v};
     const int out = NewValue(v, c);
     to.outputs = {out};
@@ -119,7 +118,7 @@ class Converter {
       Node p;
       p.name = n.name;
       p.op_type = "NchwcPool";
-      p.domain = kDomain;
+      p.domain = kWhittleDomain;
       p.attrs = n.attrs;
       p.attrs.Erase("storage_order");  // only shapes the Indices output, which is absent here
       p.attrs.Set("pool", Attribute::String(n.op_type));
@@ -176,7 +175,7 @@ class Converter {
     Node conv;
     conv.name = n.name;
     conv.op_type = "NchwcConv";
-    conv.domain = kDomain;
+    conv.domain = kWhittleDomain;
     conv.attrs = n.attrs;
     conv.attrs.Set("block", Attribute::Int(block_));
     if (plain_input) conv.attrs.Set("plain_input", Attribute::Int(1));
@@ -211,7 +210,7 @@ std::set<int> LoneConvs(const Graph& g, const std::map<int, int>& origins) {
   for (size_t i = 0; i < n; ++i) parent[i] = static_cast<int>(i);
   std::function<int(int)> find = [&](int i) { return parent[i] == i ? i : parent[i] = find(parent[i]); };
   auto blocked_op = [&](const Node& node) {
-    return node.domain == kDomain && (node.op_type == "NchwcConv" || node.op_type == "NchwcPool");
+    return node.domain == kWhittleDomain && (node.op_type == "NchwcConv" || node.op_type == "NchwcPool");
   };
   for (size_t i = 0; i < n; ++i) {
     const Node& node = g.nodes()[i];

@@ -13,7 +13,6 @@
 namespace whittle::training {
 namespace {
 
-constexpr const char* kWhittle = "ai.whittle";
 
 // Emits the backward nodes into g.
 class Emitter {
@@ -239,8 +238,8 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, int dy, c
       kernel.push_back((*sw)[i].value);
     }
     attrs.Set("kernel_shape", Attribute::Ints(kernel));
-    if (need(0)) r.push_back({0, e.Op("ConvGradInput", {dy, in(1), in(0)}, attrs, kWhittle)});
-    if (need(1)) r.push_back({1, e.Op("ConvGradWeight", {in(0), dy}, attrs, kWhittle)});
+    if (need(0)) r.push_back({0, e.Op("ConvGradInput", {dy, in(1), in(0)}, attrs, kWhittleDomain)});
+    if (need(1)) r.push_back({1, e.Op("ConvGradWeight", {in(0), dy}, attrs, kWhittleDomain)});
     if (in(2) >= 0 && need(2)) {
       std::vector<int64_t> axes{0};
       for (size_t i = 2; i < sw->size(); ++i) axes.push_back(static_cast<int64_t>(i));
@@ -250,12 +249,12 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, int dy, c
   }
   if (op == "Relu") {
     // dx = dy where y > 0 (y: the Relu's output; the same set as x > 0).
-    r.push_back({0, e.Op("ReluGrad", {n.outputs[0], dy}, {}, kWhittle)});
+    r.push_back({0, e.Op("ReluGrad", {n.outputs[0], dy}, {}, kWhittleDomain)});
     return r;
   }
   if (op == "MaxPool") {
     if (n.outputs.size() > 1 && n.outputs[1] >= 0) return Unimplemented(n.DebugName() + ": MaxPool with Indices");
-    r.push_back({0, e.Op("MaxPoolGrad", {in(0), dy}, n.attrs, kWhittle)});
+    r.push_back({0, e.Op("MaxPoolGrad", {in(0), dy}, n.attrs, kWhittleDomain)});
     return r;
   }
   if (op == "Flatten" || op == "Reshape" || op == "Squeeze" || op == "Unsqueeze") {
@@ -553,7 +552,7 @@ StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature
     g.AddNode(std::move(id));
     g.outputs().push_back(out);
   }
-  if (g.OpsetFor(kWhittle) == 0) g.opset_imports[kWhittle] = 1;
+  if (g.OpsetFor(kWhittleDomain) == 0) g.opset_imports[kWhittleDomain] = 1;
   WH_RETURN_IF_ERROR(g.Compact());
   WH_RETURN_IF_ERROR(g.Verify());
   WH_RETURN_IF_ERROR(InferShapes(g));
