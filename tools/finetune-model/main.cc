@@ -6,15 +6,14 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "lib/data/dataset.h"
+#include "lib/data/file_util.h"
 #include "lib/data/npy.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
@@ -57,26 +56,25 @@ nlohmann::json ToJson(const History& h) {
   return a;
 }
 
-// Checkpoint directory: model.onnx (current weights), best.onnx, opt_<k>_m.npy / _v.npy and
-// state.json; each file written atomically, state.json last (a checkpoint counts once it is there).
+// Checkpoint directory: one folder per epoch (epoch_<n>/: model.onnx with the current weights,
+// best.onnx, opt_<k>_m.npy / _v.npy) and state.json, written last and atomically, naming the folder
+// it belongs to; a run killed while a folder is being written resumes from the one before. The
+// folder state.json named before is removed once the new state.json is in place.
 Status SaveCheckpoint(const std::string& dir, Trainer& t, const whittle::Graph* best, const History& h, int epoch_done) {
-  fs::create_directories(dir);
-  WH_RETURN_IF_ERROR(whittle::SaveModel(t.CurrentModel(), dir + "/model.onnx"));
-  if (best) WH_RETURN_IF_ERROR(whittle::SaveModel(*best, dir + "/best.onnx"));
+  const std::string name = "epoch_" + std::to_string(epoch_done + 1), sub = dir + "/" + name;
+  std::error_code ec;
+  fs::create_directories(sub, ec);
+  if (ec) return whittle::IoError("cannot create checkpoint folder '" + sub + "': " + ec.message());
+  WH_RETURN_IF_ERROR(whittle::SaveModel(t.CurrentModel(), sub + "/model.onnx"));
+  if (best) WH_RETURN_IF_ERROR(whittle::SaveModel(*best, sub + "/best.onnx"));
   for (size_t k = 0; k < t.params().size(); ++k) {
-    WH_RETURN_IF_ERROR(whittle::WriteNpy(dir + "/opt_" + std::to_string(k) + "_m.npy", t.state1()[k]));
-    WH_RETURN_IF_ERROR(whittle::WriteNpy(dir + "/opt_" + std::to_string(k) + "_v.npy", t.state2()[k]));
+    WH_RETURN_IF_ERROR(whittle::WriteNpy(sub + "/opt_" + std::to_string(k) + "_m.npy", t.state1()[k]));
+    WH_RETURN_IF_ERROR(whittle::WriteNpy(sub + "/opt_" + std::to_string(k) + "_v.npy", t.state2()[k]));
   }
-  nlohmann::json s{{"epoch_done", epoch_done}, {"optimizer_steps", t.adam_steps()}, {"best", h.best},
-                   {"best_epoch", h.best_epoch}, {"history", ToJson(h)}};
-  const std::string tmp = dir + "/state.json.tmp";
-  {
-    std::ofstream f(tmp);
-    f << s.dump(1);
-    if (!f) return whittle::IoError("cannot write '" + tmp + "'");
-  }
-  if (std::rename(tmp.c_str(), (dir + "/state.json").c_str()) != 0)
-    return whittle::IoError("cannot rename '" + tmp + "'");
+  nlohmann::json s{{"epoch_done", epoch_done}, {"folder", name},          {"optimizer_steps", t.adam_steps()},
+                   {"best", h.best},           {"best_epoch", h.best_epoch}, {"history", ToJson(h)}};
+  WH_RETURN_IF_ERROR(whittle::WriteFileAtomically(dir + "/state.json", s.dump(1)));
+  if (epoch_done > 0) fs::remove_all(dir + "/epoch_" + std::to_string(epoch_done), ec);  // the previous one
   return Status::Ok();
 }
 
@@ -160,18 +158,21 @@ int main(int argc, char** argv) {
   int first_epoch = 0;
   std::optional<whittle::Graph> best;
   nlohmann::json saved;
+  std::string ckpt_sub;  // the checkpoint folder state.json names
   if (resume && fs::exists(ckpt_dir + "/state.json")) {
-    std::ifstream f(ckpt_dir + "/state.json");
+    auto bytes = whittle::ReadFileBytes(ckpt_dir + "/state.json");
+    if (!bytes.ok()) return Fail(bytes.status().message());
     try {
-      f >> saved;
+      saved = nlohmann::json::parse(*bytes);
     } catch (const std::exception& ex) {
       return Fail("checkpoint '" + ckpt_dir + "/state.json' is not valid JSON: " + ex.what());
     }
-    auto m = whittle::LoadModel(ckpt_dir + "/model.onnx");
+    ckpt_sub = ckpt_dir + "/" + saved.value("folder", std::string());
+    auto m = whittle::LoadModel(ckpt_sub + "/model.onnx");
     if (!m.ok()) return Fail(m.status().message());
     student = std::move(*m);
-    if (fs::exists(ckpt_dir + "/best.onnx")) {
-      auto b = whittle::LoadModel(ckpt_dir + "/best.onnx");
+    if (fs::exists(ckpt_sub + "/best.onnx")) {
+      auto b = whittle::LoadModel(ckpt_sub + "/best.onnx");
       if (!b.ok()) return Fail(b.status().message());
       best = std::move(*b);
     }
@@ -196,8 +197,8 @@ int main(int argc, char** argv) {
       h.eval_accuracy.push_back(e["eval_accuracy"].is_null() ? -1 : e["eval_accuracy"].get<double>());
     }
     for (size_t k = 0; k < t.params().size(); ++k) {
-      auto m = whittle::ReadNpy(ckpt_dir + "/opt_" + std::to_string(k) + "_m.npy");
-      auto v = whittle::ReadNpy(ckpt_dir + "/opt_" + std::to_string(k) + "_v.npy");
+      auto m = whittle::ReadNpy(ckpt_sub + "/opt_" + std::to_string(k) + "_m.npy");
+      auto v = whittle::ReadNpy(ckpt_sub + "/opt_" + std::to_string(k) + "_v.npy");
       if (!m.ok()) return Fail(m.status().message());
       if (!v.ok()) return Fail(v.status().message());
       if (m->dims() != t.state1()[k].dims() || v->dims() != t.state2()[k].dims())
