@@ -225,7 +225,7 @@ StatusOr<StepResult> Trainer::Step(const Tensor& x, const Tensor& labels, int64_
   std::vector<Block> blocks;
   for (size_t k = 0; k < values_.size(); ++k)
     for (int64_t b = 0; b < values_[k].numel(); b += 16384) blocks.push_back({k, b, std::min(values_[k].numel(), b + 16384)});
-  const int threads = values_.empty() ? 1 : opts_.threads;
+  const int threads = train_->options().num_threads;  // the Session's, with 0 resolved to all cores
   std::vector<double> partial(blocks.size(), 0.0);
   ParallelFor(static_cast<int64_t>(blocks.size()), threads, [&](int64_t i) {
     const Block& bl = blocks[static_cast<size_t>(i)];
