@@ -1,6 +1,7 @@
 #include "passes/svd/rank_allocation.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "lib/ir/status.h"
@@ -182,10 +183,26 @@ std::vector<int64_t> PickCandidates(const std::vector<int64_t>& allowed, int64_t
   if (count <= 0 || allowed.empty()) return {};
   const int64_t n = static_cast<int64_t>(allowed.size());
   if (n <= count) return allowed;
+  if (count == 1) return {allowed.back()};
+  // Geometric spacing: a trained layer's accuracy changes fastest at low rank, where the
+  // high-compression choices are; evenly spaced candidates would leave e.g. nothing between
+  // rank 8 and 32 of a 784x256 layer and make the interpolated loss there far too pessimistic.
+  const double lo = std::log(static_cast<double>(std::max<int64_t>(allowed.front(), 1)));
+  const double hi = std::log(static_cast<double>(std::max<int64_t>(allowed.back(), 1)));
   std::vector<int64_t> out;
+  int64_t prev = -1;
   for (int64_t i = 0; i < count; ++i) {
-    const int64_t idx = count == 1 ? n - 1 : (i * (n - 1) + (count - 1) / 2) / (count - 1);
-    if (out.empty() || out.back() != allowed[static_cast<size_t>(idx)]) out.push_back(allowed[static_cast<size_t>(idx)]);
+    const double t = lo + (hi - lo) * static_cast<double>(i) / static_cast<double>(count - 1);
+    int64_t idx = 0;
+    double best = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double d = std::fabs(std::log(static_cast<double>(std::max<int64_t>(allowed[static_cast<size_t>(j)], 1))) - t);
+      if (j == 0 || d < best) best = d, idx = j;
+    }
+    idx = std::max(idx, prev + 1);               // distinct, ascending
+    idx = std::min(idx, n - (count - i));        // room for the ones still to pick
+    out.push_back(allowed[static_cast<size_t>(idx)]);
+    prev = idx;
   }
   return out;
 }

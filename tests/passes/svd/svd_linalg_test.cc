@@ -165,7 +165,11 @@ TEST(RankAllocation, PicksCandidatesSpreadOverTheRange) {
   EXPECT_EQ(c.front(), 8);
   EXPECT_EQ(c.back(), 192);
   for (size_t i = 1; i < c.size(); ++i) EXPECT_GT(c[i], c[i - 1]);
+  // Geometric: ratios between neighbours stay near (192/8)^(1/7) = 1.57, so the low end is dense.
+  EXPECT_EQ(c, (std::vector<int64_t>{8, 16, 24, 32, 48, 80, 120, 192}));
   EXPECT_EQ(PickCandidates({8, 16}, 8), (std::vector<int64_t>{8, 16}));
+  // Crowded at the low end: still distinct, ascending, first and last kept.
+  EXPECT_EQ(PickCandidates({8, 16, 24, 32, 40}, 4), (std::vector<int64_t>{8, 16, 24, 40}));
 }
 
 }  // namespace
