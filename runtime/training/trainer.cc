@@ -43,6 +43,33 @@ void Softmax(const float* z, int64_t B, int64_t C, float T, std::vector<float>* 
   }
 }
 
+}  // namespace
+
+void AugmentImages(Tensor* x, int pad, bool hflip, uint64_t seed, int epoch, int64_t step) {
+  const int64_t B = x->dim(0), H = x->dim(x->rank() - 2), W = x->dim(x->rank() - 1);
+  const int64_t planes = B > 0 && H > 0 && W > 0 ? x->numel() / (B * H * W) : 0;
+  std::mt19937_64 rng((seed + 0x9E3779B97F4A7C15ULL) * 6364136223846793005ULL + static_cast<uint64_t>(epoch) * 1000003ULL +
+                      static_cast<uint64_t>(step));
+  std::vector<float> tmp(static_cast<size_t>(H * W));
+  float* p = x->data<float>();
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t dy = pad > 0 ? static_cast<int64_t>(rng() % static_cast<uint64_t>(2 * pad + 1)) - pad : 0;
+    const int64_t dx = pad > 0 ? static_cast<int64_t>(rng() % static_cast<uint64_t>(2 * pad + 1)) - pad : 0;
+    const bool flip = hflip && (rng() & 1);
+    for (int64_t c = 0; c < planes; ++c) {
+      float* img = p + (b * planes + c) * H * W;
+      for (int64_t y = 0; y < H; ++y)
+        for (int64_t xx = 0; xx < W; ++xx) {
+          const int64_t sy = y + dy, sx = (flip ? W - 1 - xx : xx) + dx;
+          tmp[static_cast<size_t>(y * W + xx)] = sy >= 0 && sy < H && sx >= 0 && sx < W ? img[sy * W + sx] : 0.f;
+        }
+      std::memcpy(img, tmp.data(), sizeof(float) * tmp.size());
+    }
+  }
+}
+
+namespace {
+
 // Builds batches on a thread of its own, one ahead of the consumer, so that the gathering of
 // shuffled rows overlaps the previous step.
 class Prefetcher {
@@ -103,6 +130,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const Graph& student, const G
   if (options.batch < 1) return InvalidArgument("batch must be >= 1");
   if (!(options.temperature > 0)) return InvalidArgument("temperature must be > 0");
   if (!(options.alpha >= 0 && options.alpha <= 1)) return InvalidArgument("alpha must be in [0, 1]");
+  if (options.crop_padding < 0) return InvalidArgument("crop padding must be >= 0");
   t->student_ = student;
   WH_ASSIGN_OR_RETURN(TrainingGraph tg, BuildTrainingGraph(student, t->opts_.temperature));
   t->input_name_ = tg.model_input;
@@ -133,7 +161,8 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const Graph& student, const G
   return t;
 }
 
-StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, std::vector<Tensor>* outs) const {
+StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, const Tensor& teacher_logits,
+                                      std::vector<Tensor>* outs) const {
   const int64_t B = x.dim(0);
   const Value& lv = train_->graph().value(train_->graph().outputs()[0]);
   const int64_t C = lv.shape && lv.shape->size() == 2 && (*lv.shape)[1].known() ? (*lv.shape)[1].value : -1;
@@ -142,8 +171,11 @@ StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, std
   const float a = (1.f - alpha) / static_cast<float>(B), b = alpha * T / static_cast<float>(B);
   std::vector<float> p_teacher;
   if (alpha > 0) {
-    WH_ASSIGN_OR_RETURN(std::vector<Tensor> tout, teacher_->Run({{teacher_->inputs()[0].name, x}}));
-    const Tensor& tz = tout[0];
+    Tensor tz = teacher_logits;
+    if (!tz.defined()) {
+      WH_ASSIGN_OR_RETURN(std::vector<Tensor> tout, teacher_->Run({{teacher_->inputs()[0].name, x}}));
+      tz = tout[0];
+    }
     if (tz.dtype() != DType::kFloat32 || tz.numel() != B * C)
       return InvalidArgument("the teacher's logits " + DimsToString(tz.dims()) + " do not match the student's [" +
                              std::to_string(B) + ", " + std::to_string(C) + "]");
@@ -197,9 +229,10 @@ StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, std
   return r;
 }
 
-StatusOr<StepResult> Trainer::Gradients(const Tensor& x, const Tensor& labels, std::vector<Tensor>* grads) {
+StatusOr<StepResult> Trainer::Gradients(const Tensor& x, const Tensor& labels, std::vector<Tensor>* grads,
+                                        const Tensor& teacher_logits) {
   std::vector<Tensor> outs;
-  WH_ASSIGN_OR_RETURN(StepResult r, Forward(x, labels, &outs));
+  WH_ASSIGN_OR_RETURN(StepResult r, Forward(x, labels, teacher_logits, &outs));
   grads->assign(outs.begin() + 1, outs.end());
   return r;
 }
@@ -213,9 +246,10 @@ float Trainer::LearningRate(int64_t step, int64_t total) const {
   return lr;
 }
 
-StatusOr<StepResult> Trainer::Step(const Tensor& x, const Tensor& labels, int64_t step, int64_t total_steps) {
+StatusOr<StepResult> Trainer::Step(const Tensor& x, const Tensor& labels, int64_t step, int64_t total_steps,
+                                   const Tensor& teacher_logits) {
   std::vector<Tensor> grads;
-  WH_ASSIGN_OR_RETURN(StepResult r, Gradients(x, labels, &grads));
+  WH_ASSIGN_OR_RETURN(StepResult r, Gradients(x, labels, &grads, teacher_logits));
   // Blocks of at most 16K elements over every param, on the trainer's threads; the squared norm
   // is summed per block and then in block order, so it does not depend on the thread count.
   struct Block {
@@ -286,14 +320,27 @@ StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
   double loss_sum = 0;
   int64_t correct = 0, seen = 0;
   const int64_t total = steps * opts_.epochs;
+  const bool augment = opts_.crop_padding > 0 || opts_.hflip;
+  if (augment && (data.inputs.dtype() != DType::kFloat32 || data.inputs.rank() < 3))
+    return InvalidArgument("image augmentation needs float32 images [N, ..., H, W]; the training data is " +
+                           std::string(DTypeName(data.inputs.dtype())) + " " + DimsToString(data.inputs.dims()));
+  const bool cache = opts_.cache_teacher && !augment && opts_.alpha > 0 && teacher_;
   Prefetcher loader(steps, [&](int64_t s) {
     const int64_t b0 = s * opts_.batch, b1 = std::min(n, b0 + opts_.batch);
-    return Prefetcher::Batch(GatherRows(data.inputs, order, b0, b1),
-                             data.has_labels() ? GatherRows(data.labels, order, b0, b1) : Tensor());
+    Prefetcher::Batch b(GatherRows(data.inputs, order, b0, b1),
+                        data.has_labels() ? GatherRows(data.labels, order, b0, b1) : Tensor());
+    if (augment) AugmentImages(&b.first, opts_.crop_padding, opts_.hflip, opts_.seed, epoch, s);
+    return b;
   });
   for (int64_t s = 0; s < steps; ++s) {
     const Prefetcher::Batch batch = loader.Next(&st.data_wait_s);
-    WH_ASSIGN_OR_RETURN(StepResult r, Step(batch.first, batch.second, static_cast<int64_t>(epoch) * steps + s, total));
+    Tensor tz;
+    if (cache) {
+      const int64_t b0 = s * opts_.batch, b1 = std::min(n, b0 + opts_.batch);
+      WH_ASSIGN_OR_RETURN(tz, TeacherLogits(data, std::vector<int64_t>(order.begin() + b0, order.begin() + b1),
+                                            batch.first, &st.teacher_cached));
+    }
+    WH_ASSIGN_OR_RETURN(StepResult r, Step(batch.first, batch.second, static_cast<int64_t>(epoch) * steps + s, total, tz));
     loss_sum += r.loss * static_cast<double>(r.samples);
     correct += r.correct;
     seen += r.samples;
@@ -315,6 +362,44 @@ StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
   st.train_accuracy = data.has_labels() ? static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(1, seen)) : -1;
   st.samples_per_s = static_cast<double>(seen) / std::max(st.seconds, 1e-9);
   return st;
+}
+
+StatusOr<Tensor> Trainer::TeacherLogits(const Dataset& data, const std::vector<int64_t>& rows, const Tensor& x,
+                                        int64_t* cached) {
+  const int64_t n = data.size(), B = static_cast<int64_t>(rows.size());
+  if (cache_for_ != data.inputs.raw_data() || static_cast<int64_t>(cache_filled_.size()) != n) {
+    cache_for_ = data.inputs.raw_data();
+    cache_classes_ = 0;
+    teacher_cache_.clear();
+    cache_filled_.assign(static_cast<size_t>(n), 0);
+  }
+  bool all = cache_classes_ > 0;
+  for (int64_t r : rows) all = all && cache_filled_[static_cast<size_t>(r)];
+  if (all) {
+    Tensor t(DType::kFloat32, {B, cache_classes_});
+    for (int64_t i = 0; i < B; ++i)
+      std::memcpy(t.data<float>() + i * cache_classes_, teacher_cache_.data() + rows[static_cast<size_t>(i)] * cache_classes_,
+                  sizeof(float) * static_cast<size_t>(cache_classes_));
+    *cached += B;
+    return t;
+  }
+  WH_ASSIGN_OR_RETURN(std::vector<Tensor> tout, teacher_->Run({{teacher_->inputs()[0].name, x}}));
+  Tensor tz = tout[0];
+  const int64_t C = tz.numel() / std::max<int64_t>(1, B);
+  // At most 1 GiB of logits; larger outputs (e.g. per-pixel classes) are not cached.
+  if (tz.dtype() == DType::kFloat32 && C * B == tz.numel() && C > 0 && n * C <= (int64_t{1} << 28)) {
+    if (cache_classes_ == 0) {
+      cache_classes_ = C;
+      teacher_cache_.assign(static_cast<size_t>(n * C), 0.f);
+    }
+    if (C == cache_classes_)
+      for (int64_t i = 0; i < B; ++i) {
+        const int64_t r = rows[static_cast<size_t>(i)];
+        std::memcpy(teacher_cache_.data() + r * C, tz.data<float>() + i * C, sizeof(float) * static_cast<size_t>(C));
+        cache_filled_[static_cast<size_t>(r)] = 1;
+      }
+  }
+  return tz;
 }
 
 Graph Trainer::CurrentModel() const {

@@ -44,6 +44,14 @@ struct TrainOptions {
   bool cosine = true;
   uint64_t seed = 0;
   int threads = 1;
+  // Image augmentation (inputs [N, ..., H, W]), drawn per sample from (seed, epoch, step):
+  // a random crop of the image zero-padded by crop_padding on each side, and a horizontal flip
+  // with probability 1/2 (PyTorch's RandomCrop(padding=P) and RandomHorizontalFlip).
+  int crop_padding = 0;
+  bool hflip = false;
+  // Without augmentation the teacher sees the same samples every epoch: keep its logits (one
+  // row of C floats per sample, not its activations) from the first epoch and reuse them.
+  bool cache_teacher = true;
 };
 
 struct StepResult {
@@ -59,6 +67,7 @@ struct EpochStats {
   double samples_per_s = 0;
   double seconds = 0;
   double data_wait_s = 0;    // time the steps waited for the loader thread's next batch
+  int64_t teacher_cached = 0;  // samples whose teacher logits came from the cache
 };
 
 // What the progress callback sees after every step.
@@ -68,6 +77,11 @@ struct Progress {
   double loss = 0, accuracy = 0, samples_per_s = 0, eta_s = 0;
 };
 
+// In place on float32 images x [B, ..., H, W]: each sample shifted by a random offset in
+// [-pad, pad]^2 within its zero-padded frame and, with hflip, mirrored with probability 1/2. The
+// draws depend only on (seed, epoch, step), so a resumed run sees the same images.
+void AugmentImages(Tensor* x, int pad, bool hflip, uint64_t seed, int epoch, int64_t step);
+
 class Trainer {
  public:
   // teacher may be null only with options.alpha == 0 and labels (plain fine-tuning).
@@ -76,9 +90,13 @@ class Trainer {
 
   // Loss, accuracy and the gradient of every param on one batch (x [B, ...], labels int64 [B] or
   // undefined), without updating anything. grads: one per param (params() order).
-  StatusOr<StepResult> Gradients(const Tensor& x, const Tensor& labels, std::vector<Tensor>* grads);
+  // teacher_logits: the teacher's [B, C] logits for x when the caller has them (else the
+  // teacher runs).
+  StatusOr<StepResult> Gradients(const Tensor& x, const Tensor& labels, std::vector<Tensor>* grads,
+                                 const Tensor& teacher_logits = Tensor());
   // One optimizer step at global step `step` of total_steps (the schedule's position).
-  StatusOr<StepResult> Step(const Tensor& x, const Tensor& labels, int64_t step, int64_t total_steps);
+  StatusOr<StepResult> Step(const Tensor& x, const Tensor& labels, int64_t step, int64_t total_steps,
+                            const Tensor& teacher_logits = Tensor());
   // One pass over data in a seeded order (seed + epoch), batch by batch (the last batch shorter).
   StatusOr<EpochStats> TrainEpoch(const Dataset& data, int epoch, const std::function<void(const Progress&)>& progress);
   // Top-1 accuracy of the current student on data.
@@ -97,7 +115,12 @@ class Trainer {
 
  private:
   Trainer() = default;
-  StatusOr<StepResult> Forward(const Tensor& x, const Tensor& labels, std::vector<Tensor>* outs) const;
+  StatusOr<StepResult> Forward(const Tensor& x, const Tensor& labels, const Tensor& teacher_logits,
+                               std::vector<Tensor>* outs) const;
+  // The teacher's logits for rows `rows` of data whose batch is x: from the cache where every
+  // row is there, else by running the teacher (and filling the cache). *cached: rows served.
+  StatusOr<Tensor> TeacherLogits(const Dataset& data, const std::vector<int64_t>& rows, const Tensor& x,
+                                 int64_t* cached);
   float LearningRate(int64_t step, int64_t total) const;
 
   TrainOptions opts_;
@@ -108,6 +131,11 @@ class Trainer {
   std::vector<QuantizedParam> quantized_;  // params the student stores quantized
   std::vector<Tensor> values_, m_, v_;
   int64_t adam_t_ = 0;
+  // Teacher logits per sample of the data set last trained on (see TrainOptions::cache_teacher).
+  const void* cache_for_ = nullptr;
+  int64_t cache_classes_ = 0;
+  std::vector<float> teacher_cache_;
+  std::vector<uint8_t> cache_filled_;
 };
 
 }  // namespace whittle::training
