@@ -23,6 +23,7 @@ void RegisterResampleKernels(KernelRegistry& r);  // kernels/resample_kernels.cc
 void RegisterNchwcKernels(KernelRegistry& r);     // kernels/nchwc_kernels.cc
 void RegisterAttentionKernels(KernelRegistry& r);  // kernels/attention_kernels.cc
 void RegisterGradKernels(KernelRegistry& r);       // kernels/grad_kernels.cc
+void RegisterCodebookKernels(KernelRegistry& r);   // kernels/codebook_kernels.cc
 
 void RegisterAllKernels() {
   static std::once_flag once;
@@ -45,6 +46,7 @@ void RegisterAllKernels() {
     RegisterNchwcKernels(r);
     RegisterAttentionKernels(r);
     RegisterGradKernels(r);
+    RegisterCodebookKernels(r);
   });
 }
 

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "lib/ir/domain.h"
 #include "whittle/session.h"
 
 namespace whittle {
@@ -43,7 +44,21 @@ int64_t Prod(const Dims& d, size_t from, size_t to) {
 
 }  // namespace
 
+// A weight-shared layer (ai.whittle CodebookMatMul) holds out_features x in_features weights,
+// however few bits each index takes: its packed index bytes count as that many params.
+int64_t CodebookExtraParams(const Graph& g, const Node& n) {
+  if (n.domain != kWhittleDomain || n.op_type != "CodebookMatMul" || n.inputs.size() < 3 || n.inputs[2] < 0) return 0;
+  const Value& idx = g.value(n.inputs[2]);
+  if (!idx.initializer) return 0;
+  return n.attrs.GetInt("out_features", 0) * n.attrs.GetInt("in_features", 0) - idx.initializer->numel();
+}
+
 int64_t NodeMacs(const Graph& g, const Node& n) {
+  if (n.domain == kWhittleDomain && n.op_type == "CodebookMatMul") {
+    Dims out;
+    if (n.outputs.empty() || !PerSampleDims(g, n.outputs[0], &out)) return 0;
+    return Prod(out, 0, out.size()) * n.attrs.GetInt("in_features", 0);
+  }
   if (!n.domain.empty() && n.domain != "ai.onnx") return 0;
   const std::string& op = n.op_type;
   Dims out, w, a;
@@ -81,6 +96,7 @@ int64_t NodeParams(const Graph& g, const Node& n) {
     const Value& v = g.value(id);
     if (v.initializer && v.initializer->dtype() != DType::kInt64) p += v.initializer->numel();
   }
+  p += CodebookExtraParams(g, n);
   return p;
 }
 
@@ -111,7 +127,10 @@ GraphCost ComputeCost(const Graph& g) {
     c.param_bytes += static_cast<int64_t>(v.initializer->nbytes());
     if (v.initializer->dtype() != DType::kInt64) c.params += v.initializer->numel();
   }
-  for (const Node& n : g.nodes()) c.macs += NodeMacs(g, n);
+  for (const Node& n : g.nodes()) {
+    c.macs += NodeMacs(g, n);
+    c.params += CodebookExtraParams(g, n);
+  }
   return c;
 }
 

@@ -1,5 +1,6 @@
 #include "passes/pass_registry.h"
 
+#include "passes/cluster/cluster_pass.h"
 #include "passes/prune/prune_pass.h"
 #include "passes/quantize/int8_pass.h"
 #include "passes/svd/svd_pass.h"
@@ -12,6 +13,7 @@ const PassEntry kPasses[] = {
     {"svd", SvdPassHelp, MakeSvdPass},
     {"prune", PrunePassHelp, MakePrunePass},
     {"int8", Int8PassHelp, MakeInt8Pass},
+    {"cluster", ClusterPassHelp, MakeClusterPass},
 };
 
 const PassEntry* FindPass(const std::string& name) {

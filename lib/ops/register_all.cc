@@ -22,6 +22,7 @@ void RegisterResampleOps(OpRegistry& r);     // lib/ops/resample.cc
 void RegisterNchwcOps(OpRegistry& r);        // lib/ops/nchwc.cc
 void RegisterAttentionOps(OpRegistry& r);    // lib/ops/attention.cc
 void RegisterGradOps(OpRegistry& r);         // lib/ops/grad.cc
+void RegisterCodebookOps(OpRegistry& r);     // lib/ops/codebook.cc
 
 void RegisterAllOps() {
   static std::once_flag once;
@@ -44,6 +45,7 @@ void RegisterAllOps() {
     RegisterNchwcOps(r);
     RegisterAttentionOps(r);
     RegisterGradOps(r);
+    RegisterCodebookOps(r);
   });
 }
 

@@ -1,0 +1,28 @@
+// Reference kernel of ai.whittle CodebookMatMul (lib/ops/codebook.cc): each output a plain sum over
+// k of A times the codebook entry of W[n, k], in double, then the bias.
+#pragma once
+
+#include "kernels/common/codebook.h"
+#include "kernels/kernel.h"
+
+namespace whittle {
+
+// y: A's dims with the last replaced by a.n. bias may be null. The tensors are checked by the
+// caller (CheckCodebookTensors).
+Status CodebookMatMulReference(const CodebookAttrs& a, const Tensor& x, const Tensor& codebook, const Tensor& indices,
+                               const Tensor* bias, Tensor* y);
+
+// make: the kernel for one node; a backend returns null where it has no fast path (then the
+// reference kernel runs). init's codebook and indices, when constant, are already checked.
+struct CodebookFns {
+  KernelOr (*make)(const CodebookAttrs& a, const KernelInit& init);
+};
+
+namespace reference {
+extern const CodebookFns kCodebookFns;
+}  // namespace reference
+namespace cpu {
+extern const CodebookFns kCodebookFns;
+}  // namespace cpu
+
+}  // namespace whittle

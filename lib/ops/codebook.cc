@@ -1,0 +1,77 @@
+// Weight-sharing op (domain ai.whittle), written by compress-model --cluster:
+//   Y = CodebookMatMul(A, codebook, indices[, bias])   bits (4|8), out_features N, in_features K
+// A [..., K] float32; W [N, K] is codebook[index] per weight (kernels/common/codebook.h gives the
+// packing); Y [..., N] = A W^T + bias. The packed length, codebook size and bias length are
+// checked here whenever the inputs' shapes are known, and the indices themselves by the kernel
+// at load.
+#include <string>
+
+#include "kernels/common/codebook.h"
+#include "lib/ops/op_def.h"
+
+namespace whittle {
+namespace {
+
+Status CheckCodebookAttrs(const Node& node, int) {
+  const int64_t bits = node.attrs.GetInt("bits", 0), n = node.attrs.GetInt("out_features", 0),
+                k = node.attrs.GetInt("in_features", 0);
+  if (bits != 4 && bits != 8) return InvalidArgument(node.DebugName() + ": bits must be 4 or 8, got " + std::to_string(bits));
+  if (n < 1 || k < 1)
+    return InvalidArgument(node.DebugName() + ": out_features and in_features must be >= 1, got " + std::to_string(n) +
+                           " and " + std::to_string(k));
+  return Status::Ok();
+}
+
+Status InferCodebookMatMul(InferContext& ctx) {
+  const int64_t bits = ctx.attrs().GetInt("bits", 8), n = ctx.attrs().GetInt("out_features", 0),
+                k = ctx.attrs().GetInt("in_features", 0);
+  const char* names[] = {"A", "codebook", "indices", "bias"};
+  const DType want[] = {DType::kFloat32, DType::kFloat32, DType::kUInt8, DType::kFloat32};
+  for (int i = 0; i < 4; ++i) {
+    const DType t = ctx.InputDType(i);
+    if (t != DType::kUndefined && t != want[i])
+      return ctx.Error(std::string(names[i]) + " is " + DTypeName(t) + ", expected " + DTypeName(want[i]));
+  }
+  auto known1 = [&](int i, int64_t* v) {
+    const SymShape* s = ctx.InputShape(i);
+    if (!s) return true;
+    if (s->size() != 1) return false;
+    *v = (*s)[0].known() ? (*s)[0].value : -1;
+    return true;
+  };
+  int64_t c = -1, len = -1, nb = -1;
+  if (!known1(1, &c) || (c >= 0 && (c < 1 || c > (int64_t{1} << bits))))
+    return ctx.Error("the codebook must be [C] with 1 <= C <= " + std::to_string(int64_t{1} << bits));
+  if (!known1(2, &len) || (len >= 0 && len != PackedIndexBytes(n * k, bits)))
+    return ctx.Error("the packed indices must be uint8 [" + std::to_string(PackedIndexBytes(n * k, bits)) + "] for " +
+                     std::to_string(n) + "x" + std::to_string(k) + " weights at " + std::to_string(bits) + " bits");
+  if (ctx.HasInput(3) && (!known1(3, &nb) || (nb >= 0 && nb != n)))
+    return ctx.Error("the bias must be [" + std::to_string(n) + "]");
+  const SymShape* a = ctx.InputShape(0);
+  if (!a) {
+    ctx.SetOutput(0, DType::kFloat32, std::nullopt);
+    return Status::Ok();
+  }
+  if (a->empty() || ((*a).back().known() && (*a).back().value != k))
+    return ctx.Error("A " + SymShapeToString(*a) + " must end in in_features = " + std::to_string(k));
+  SymShape y = *a;
+  y.back() = Dim(n);
+  ctx.SetOutput(0, DType::kFloat32, y);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterCodebookOps(OpRegistry& r) {
+  OpDef d;
+  d.domain = kWhittleDomain;
+  d.op_type = "CodebookMatMul";
+  d.min_inputs = 3;
+  d.max_inputs = 4;
+  d.attrs = {{"bits", AttrType::kInt, true}, {"out_features", AttrType::kInt, true}, {"in_features", AttrType::kInt, true}};
+  d.check = CheckCodebookAttrs;
+  d.infer = InferCodebookMatMul;
+  r.Register(std::move(d));
+}
+
+}  // namespace whittle

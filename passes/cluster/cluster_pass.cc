@@ -1,0 +1,275 @@
+#include "passes/cluster/cluster_pass.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kernels/common/codebook.h"
+#include "lib/ir/domain.h"
+#include "passes/cluster/kmeans.h"
+#include "passes/cost.h"
+#include "passes/layer_selection.h"
+
+namespace whittle {
+namespace {
+
+std::string Fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+struct ClusterConfig {
+  std::string spec;
+  int64_t k = 16;
+  int64_t iterations = 100;
+  LayerSelection select;
+  std::map<std::string, int64_t> layer_k;  // layer=NAME:k=K
+  std::set<std::string> layer_skip;        // layer=NAME:skip=1
+};
+
+// A matched layer: W [n, k] (output, input) read from the node's weight, its bias when it has one.
+struct Match {
+  int node = -1;
+  int64_t n = 0, k = 0;
+  std::vector<float> w;  // [n, k]
+  int bias = -1;         // a float32 value of n elements, or -1
+};
+
+bool MatchLayer(const Graph& g, int index, Match* m, std::string* reason) {
+  const Node& node = g.nodes()[static_cast<size_t>(index)];
+  if (!node.domain.empty() || (node.op_type != "Gemm" && node.op_type != "MatMul")) return false;
+  const Tensor* b = node.inputs.size() > 1 ? g.ConstInput(node, 1, DType::kFloat32) : nullptr;
+  if (!b || b->rank() != 2) {
+    *reason = "the weight is not a constant float32 matrix";
+    return false;
+  }
+  bool trans_b = false;
+  if (node.op_type == "Gemm") {
+    if (node.attrs.GetInt("transA", 0) != 0 || node.attrs.GetFloat("alpha", 1.f) != 1.f ||
+        node.attrs.GetFloat("beta", 1.f) != 1.f) {
+      *reason = "Gemm with transA, alpha or beta other than the defaults";
+      return false;
+    }
+    trans_b = node.attrs.GetInt("transB", 0) != 0;
+  }
+  m->node = index;
+  m->n = trans_b ? b->dim(0) : b->dim(1);
+  m->k = trans_b ? b->dim(1) : b->dim(0);
+  if (node.op_type == "Gemm" && node.inputs.size() > 2 && node.inputs[2] >= 0) {
+    const Tensor* c = g.ConstInput(node, 2, DType::kFloat32);
+    if (!c || c->numel() != m->n || !(c->rank() == 1 || (c->rank() == 2 && c->dim(0) == 1))) {
+      *reason = "the bias is not a constant float32 [N] or [1, N]";
+      return false;
+    }
+    m->bias = node.inputs[2];
+  }
+  m->w.resize(static_cast<size_t>(m->n * m->k));
+  const float* src = b->data<float>();
+  for (int64_t o = 0; o < m->n; ++o)
+    for (int64_t i = 0; i < m->k; ++i)
+      m->w[static_cast<size_t>(o * m->k + i)] = trans_b ? src[o * m->k + i] : src[i * m->n + o];
+  return true;
+}
+
+class ClusterPass : public Pass {
+ public:
+  explicit ClusterPass(ClusterConfig c) : c_(std::move(c)) {}
+  std::string name() const override { return "cluster"; }
+
+  StatusOr<PassReport> Run(Graph& g, const PassContext& ctx) override {
+    WH_RETURN_IF_ERROR(c_.select.Check(g, {"Gemm", "MatMul"}));
+    PassReport rep;
+    rep.pass = "cluster";
+    rep.config = c_.spec;
+    std::vector<Match> work;
+    for (int i = 0; i < static_cast<int>(g.nodes().size()); ++i) {
+      const Node& n = g.nodes()[static_cast<size_t>(i)];
+      Match m;
+      std::string reason;
+      if (!MatchLayer(g, i, &m, &reason)) {
+        if (!reason.empty()) rep.layers.push_back(SkippedLayer(g, n, reason));
+        continue;
+      }
+      if (c_.select.excluded(n.name)) {
+        rep.layers.push_back(SkippedLayer(g, n, "excluded by exclude="));
+        continue;
+      }
+      if (c_.layer_skip.count(n.name)) {
+        rep.layers.push_back(SkippedLayer(g, n, "skip=1 for this layer"));
+        continue;
+      }
+      work.push_back(std::move(m));
+    }
+    int64_t done = 0;
+    for (const Match& m : work) {
+      Node node = g.nodes()[static_cast<size_t>(m.node)];  // a copy: the graph grows below
+      ctx.Progress("cluster: k-means of " + node.name, done++, static_cast<int64_t>(work.size()));
+      auto lk = c_.layer_k.find(node.name);
+      const int64_t k = lk == c_.layer_k.end() ? c_.k : lk->second;
+      const int64_t bits = k <= 16 ? 4 : 8;
+      const int64_t count = m.n * m.k;
+      const int64_t dense_bytes = count * 4, packed_bytes = PackedIndexBytes(count, bits) + k * 4;
+      LayerReport lr;
+      lr.node = node.name;
+      lr.op_type = node.op_type;
+      lr.params_before = NodeParams(g, node);
+      lr.macs_before = lr.macs_after = NodeMacs(g, node);
+      if (packed_bytes >= dense_bytes) {
+        lr.action = "skipped";
+        lr.reason = "too small: a " + std::to_string(k) + "-entry codebook and " + std::to_string(bits) +
+                    "-bit indices take " + std::to_string(packed_bytes) + " bytes, the weight " + std::to_string(dense_bytes);
+        lr.params_after = lr.params_before;
+        rep.layers.push_back(lr);
+        continue;
+      }
+      const KMeans1D km = RunKMeans1D(m.w.data(), count, static_cast<int>(k), ctx.seed ^ static_cast<uint64_t>(m.node),
+                                      static_cast<int>(c_.iterations));
+      double energy = 0;
+      for (float v : m.w) energy += static_cast<double>(v) * v;
+      Tensor cb = Tensor::FromVector<float>({static_cast<int64_t>(km.centroids.size())}, km.centroids);
+      Tensor idx(DType::kUInt8, {PackedIndexBytes(count, bits)});
+      uint8_t* p = idx.data<uint8_t>();
+      std::fill(p, p + idx.numel(), uint8_t{0});
+      for (int64_t e = 0; e < count; ++e) {
+        const uint8_t a = km.assign[static_cast<size_t>(e)];
+        if (bits == 8) p[e] = a;
+        else p[e >> 1] = static_cast<uint8_t>(p[e >> 1] | (a << ((e & 1) * 4)));
+      }
+      Node nn;
+      nn.name = node.name;
+      nn.op_type = "CodebookMatMul";
+      nn.domain = kWhittleDomain;
+      nn.inputs = {node.inputs[0], g.AddInitializer(g.UniqueName(node.name + "/codebook"), cb),
+                   g.AddInitializer(g.UniqueName(node.name + "/codebook_indices"), idx)};
+      if (m.bias >= 0) {
+        const Tensor* c = g.value(m.bias).initializer ? &*g.value(m.bias).initializer : nullptr;
+        if (c && c->rank() == 2) {
+          Tensor flat(DType::kFloat32, {m.n});
+          std::memcpy(flat.raw_data(), c->raw_data(), flat.nbytes());
+          nn.inputs.push_back(g.AddInitializer(g.UniqueName(node.name + "/bias"), flat));
+        } else {
+          nn.inputs.push_back(m.bias);
+        }
+      }
+      nn.attrs.Set("bits", Attribute::Int(bits));
+      nn.attrs.Set("out_features", Attribute::Int(m.n));
+      nn.attrs.Set("in_features", Attribute::Int(m.k));
+      nn.outputs = node.outputs;
+      g.nodes()[static_cast<size_t>(m.node)] = std::move(nn);
+      lr.action = "cluster";
+      lr.setting = static_cast<int64_t>(km.centroids.size());
+      lr.detail = std::to_string(km.centroids.size()) + " shared values, " + std::to_string(bits) + "-bit indices: " +
+                  std::to_string(dense_bytes) + " -> " + std::to_string(packed_bytes) + " bytes, weight error " +
+                  Fmt("%.4f", energy > 0 ? std::sqrt(km.sse / energy) : 0.0) + " (relative)";
+      rep.layers.push_back(lr);
+    }
+    ctx.Progress("cluster: k-means", done, static_cast<int64_t>(work.size()));
+    if (!work.empty() && g.OpsetFor(kWhittleDomain) == 0) g.opset_imports[kWhittleDomain] = 1;
+    WH_RETURN_IF_ERROR(g.Compact());
+    // The params a layer reports after: its weights (each an index now), codebook and bias.
+    for (LayerReport& lr : rep.layers)
+      if (lr.action == "cluster")
+        for (const Node& n : g.nodes())
+          if (n.name == lr.node) lr.params_after = NodeParams(g, n);
+    return rep;
+  }
+
+ private:
+  ClusterConfig c_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Pass>> MakeClusterPass(PassOptions o) {
+  ClusterConfig c;
+  c.spec = o.spec();
+  WH_ASSIGN_OR_RETURN(c.k, o.GetInt("k", 16, 2, 256));
+  WH_ASSIGN_OR_RETURN(c.iterations, o.GetInt("iterations", 100, 1, 10000));
+  WH_ASSIGN_OR_RETURN(c.select, LayerSelection::Parse(o));
+  for (auto& [name, lo] : o.layers()) {
+    if (lo.Has("k")) {
+      WH_ASSIGN_OR_RETURN(int64_t k, lo.GetInt("k", 16, 2, 256));
+      c.layer_k[name] = k;
+    }
+    WH_ASSIGN_OR_RETURN(int64_t skip, lo.GetInt("skip", 0, 0, 1));
+    if (skip) c.layer_skip.insert(name);
+    WH_RETURN_IF_ERROR(lo.Finish());
+  }
+  WH_RETURN_IF_ERROR(o.Finish());
+  return std::unique_ptr<Pass>(new ClusterPass(std::move(c)));
+}
+
+const char* ClusterPassHelp() {
+  return "weight sharing: the weight of each Gemm/MatMul with a constant 2-D weight is clustered by 1-D "
+         "k-means (k-means++ seeding with --seed, deterministic) into a K-entry float codebook plus one index per "
+         "weight, packed 4-bit for K <= 16 and 8-bit up to 256; the node becomes ai.whittle CodebookMatMul, which "
+         "Whittle's runtime multiplies by without expanding the matrix (--portable lowers it to Gather + MatMul "
+         "for other runtimes). Options (comma-separated key=value):\n"
+         "  k=16           codebook entries per layer (2..256)\n"
+         "  iterations=100 Lloyd iterations at most (stops when the clusters stop changing)\n"
+         "  exclude=NAME,...         leave these nodes alone\n"
+         "  layer=NAME:k=K | layer=NAME:skip=1   per-layer codebook size, or leave the layer alone\n"
+         "  Layers too small to shrink (codebook + indices >= the float weight) are skipped and reported.\n";
+}
+
+StatusOr<int> LowerCodebooks(Graph& g) {
+  int lowered = 0;
+  std::set<int> dead;
+  const size_t count = g.nodes().size();
+  for (size_t ni = 0; ni < count; ++ni) {
+    const Node node = g.nodes()[ni];
+    if (node.domain != kWhittleDomain || node.op_type != "CodebookMatMul") continue;
+    CodebookAttrs a;
+    a.bits = node.attrs.GetInt("bits", 8);
+    a.n = node.attrs.GetInt("out_features", 0);
+    a.k = node.attrs.GetInt("in_features", 0);
+    const Tensor* cb = g.ConstInput(node, 1);
+    const Tensor* packed = g.ConstInput(node, 2);
+    if (!cb || !packed) return Unimplemented(node.DebugName() + ": lowering needs a constant codebook and indices");
+    const Tensor* bias = node.inputs.size() > 3 && node.inputs[3] >= 0 ? g.ConstInput(node, 3) : nullptr;
+    WH_RETURN_IF_ERROR(CheckCodebookTensors(a, *cb, *packed, bias, true));
+    // One uint8 index per weight, laid out [K, N] so that Gather(codebook, idx) is MatMul's B.
+    Tensor idx(DType::kUInt8, {a.k, a.n});
+    for (int64_t o = 0; o < a.n; ++o)
+      for (int64_t i = 0; i < a.k; ++i)
+        idx.data<uint8_t>()[i * a.n + o] = static_cast<uint8_t>(CodebookIndexAt(packed->data<uint8_t>(), o * a.k + i, a.bits));
+    auto add = [&](const std::string& op, std::vector<int> in, AttributeMap at = {}) {
+      Node n;
+      n.name = g.UniqueName(node.name + "/" + op);
+      n.op_type = op;
+      n.inputs = std::move(in);
+      n.attrs = std::move(at);
+      n.outputs = {g.AddValue(g.UniqueName(n.name + "_out"))};
+      const int out = n.outputs[0];
+      g.AddNode(std::move(n));
+      return out;
+    };
+    AttributeMap to;
+    to.Set("to", Attribute::Int(static_cast<int64_t>(6)));  // INT32: Gather's indices type
+    const int idx32 = add("Cast", {g.AddInitializer(g.UniqueName(node.name + "/indices"), idx)}, to);
+    const int w = add("Gather", {node.inputs[1], idx32});
+    int y = add("MatMul", {node.inputs[0], w});
+    Node& last = g.nodes().back();
+    if (node.inputs.size() > 3 && node.inputs[3] >= 0) {
+      last.name = g.UniqueName(node.name + "/MatMul");
+      y = add("Add", {y, node.inputs[3]});
+    }
+    // The final node takes over the original output value (and the node's name).
+    Node& fin = g.nodes().back();
+    fin.name = node.name;
+    fin.outputs = node.outputs;
+    (void)y;
+    dead.insert(static_cast<int>(ni));
+    ++lowered;
+  }
+  g.RemoveNodes(dead);
+  WH_RETURN_IF_ERROR(g.Compact());
+  return lowered;
+}
+
+}  // namespace whittle
