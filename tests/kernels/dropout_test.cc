@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/common/dropout.h"
+#include "kernels/common/dtype_dispatch.h"
 #include "tests/util/test_util.h"
 
 namespace whittle {
@@ -163,6 +164,22 @@ TEST(DropoutTraining, OtherFloatTypes) {
   }
 }
 
+TEST(DropoutTraining, Float16UsesTheSameMask) {
+  const Tensor xf = RandomFloat({50}, 8);
+  Tensor xh(DType::kFloat16, {50});
+  for (int64_t i = 0; i < 50; ++i)
+    static_cast<uint16_t*>(xh.raw_data())[i] = ew::DoubleToHalf(xf.data<float>()[i]);
+  for (Backend b : BuiltBackends()) {
+    auto f = RunDropout(DropoutNode(2, true, 11), Inputs(xf, 0.5f), b);
+    auto h = RunDropout(DropoutNode(2, true, 11), Inputs(xh, 0.5f), b);
+    ASSERT_TRUE(f.ok() && h.ok()) << (f.ok() ? h.status().message() : f.status().message());
+    EXPECT_TRUE((*f)[1].BitwiseEquals((*h)[1]));
+    for (int64_t i = 0; i < 50; ++i)
+      EXPECT_NEAR(ew::HalfToFloat(static_cast<const uint16_t*>((*h)[0].raw_data())[i]), (*f)[0].data<float>()[i], 4e-3)
+          << i;
+  }
+}
+
 TEST(DropoutTraining, Refusals) {
   const Tensor x = RandomFloat({4}, 7);
   for (Backend b : BuiltBackends()) {
@@ -174,6 +191,10 @@ TEST(DropoutTraining, Refusals) {
     auto r = RunDropout(DropoutNode(1), {x, Tensor::Scalar<float>(0.5f), Tensor::Scalar<float>(1.f)}, b);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find("training_mode"), std::string::npos) << r.status().message();
+    // No training mode before opset 12 (ratio was an attribute, no training_mode input).
+    r = RunNode(MakeNode("Dropout", 3, 1), 10, Inputs(x, 0.5f), b);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("opset 12"), std::string::npos) << r.status().message();
   }
 }
 
