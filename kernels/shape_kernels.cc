@@ -1,11 +1,15 @@
-// Kernels for the shape ops. Flatten, Reshape, Squeeze, Unsqueeze, Identity and Dropout without a
-// mask output alias their input (zero copy: the runtime shares the buffer with the inferred
-// dims). Shape, Constant, ConstantOfShape and Dropout with a mask write small outputs through
-// init.backend's compute function from kShape (only the reference has them: nothing to speed up).
+// Kernels for the shape ops. Flatten, Reshape, Squeeze, Unsqueeze, Identity and Dropout that
+// cannot train and has no mask output alias their input (zero copy: the runtime shares the buffer
+// with the inferred dims). Shape, Constant and ConstantOfShape write small outputs through
+// init.backend's compute function from kShape (only the reference has them: nothing to speed up);
+// other Dropouts (a mask, or training possible) get init.backend's kernel from kDropout.
 #include <algorithm>
 #include <string>
 
+#include "kernels/common/dropout.h"
+#include "kernels/cpu/dropout.h"
 #include "kernels/kernel.h"
+#include "kernels/reference/dropout.h"
 #include "kernels/reference/shape.h"
 
 namespace whittle {
@@ -17,43 +21,30 @@ StatusOr<std::unique_ptr<OpKernel>> Alias0(const KernelInit&) {
   return std::unique_ptr<OpKernel>(std::make_unique<AliasKernel>(0));
 }
 
-// True when Dropout's training_mode input is a known true, i.e. real dropout was asked for.
-StatusOr<bool> TrainingRequested(const Tensor* training, const Tensor* ratio) {
-  if (!training) return false;
-  if (training->dtype() != DType::kBool || training->numel() != 1)
-    return InvalidArgument("training_mode must be a bool scalar");
-  if (!training->data<bool>()[0]) return false;
-  // Training with ratio 0 keeps every element, so it is still the identity.
-  if (ratio && ratio->numel() == 1) {
-    if (ratio->dtype() == DType::kFloat32 && ratio->data<float>()[0] == 0.f) return false;
-    if (ratio->dtype() == DType::kFloat64 && ratio->data<double>()[0] == 0.0) return false;
-  }
-  return true;
-}
+const BackendTable<DropoutFns> kDropout{{Backend::kReference, &reference::kDropoutFns},
+                                        {Backend::kCpu, &cpu::kDropoutFns}};
 
-Status TrainingUnsupported() {
-  return Unimplemented("Dropout with training_mode=true and a non-zero ratio is not supported (inference only)");
-}
-
+// Dropout is the identity unless opset 12+ asks for training with a non-zero ratio. When
+// training_mode and ratio are constants that rule it out and no mask is wanted, the output
+// aliases the input; otherwise the backend's kernel decides per call (kernels/common/dropout.h).
 StatusOr<std::unique_ptr<OpKernel>> MakeDropout(const KernelInit& init) {
   auto input = [&](size_t i) -> const Tensor* { return i < init.const_inputs.size() ? init.const_inputs[i] : nullptr; };
-  if (init.opset >= 12 && input(2)) {
-    WH_ASSIGN_OR_RETURN(bool training, TrainingRequested(input(2), input(1)));
-    if (training) return TrainingUnsupported();
-  }
-  const bool training_input = init.opset >= 12 && init.input_dtypes.size() > 2 &&
-                              init.input_dtypes[2] != DType::kUndefined && !input(2);
-  // The alias is only safe when nothing can ask for training at run time and no mask is wanted.
-  if (init.num_outputs < 2 && !training_input) return Alias0(init);
-  const int opset = init.opset;
-  const auto dropout = kShape.Pick(init.backend, &ShapeFns::dropout);
-  return WrapFnKernel([opset, dropout](KernelContext& ctx) -> Status {
-    if (opset >= 12 && ctx.inputs.size() > 2) {
-      WH_ASSIGN_OR_RETURN(bool training, TrainingRequested(ctx.inputs[2], ctx.inputs.size() > 1 ? ctx.inputs[1] : nullptr));
-      if (training) return TrainingUnsupported();
+  auto present = [&](size_t i) { return i < init.input_dtypes.size() && init.input_dtypes[i] != DType::kUndefined; };
+  bool may_train = false;
+  if (init.opset >= 12 && present(2)) {
+    may_train = true;
+    if (input(2)) {
+      WH_ASSIGN_OR_RETURN(bool training, DropoutTrainingMode(input(2)));
+      may_train = training;
     }
-    return dropout(*ctx.inputs[0], ctx.outputs[0], ctx.outputs.size() > 1 ? ctx.outputs[1] : nullptr);
-  });
+    if (may_train && present(1) && input(1)) {
+      WH_ASSIGN_OR_RETURN(double ratio, DropoutRatio(input(1)));
+      may_train = ratio != 0.0;
+    }
+  }
+  if (init.num_outputs < 2 && !may_train) return Alias0(init);
+  WH_ASSIGN_OR_RETURN(DropoutAttrs a, ParseDropoutAttrs(init));
+  return kDropout.Make(init.backend, &DropoutFns::dropout, a, init);
 }
 
 StatusOr<std::unique_ptr<OpKernel>> MakeShape(const KernelInit& init) {

@@ -15,13 +15,21 @@ StatusOr<BatchNormAttrs> ParseBatchNormAttrs(const KernelInit& init) {
   const DType dt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
   if (!IsFloatType(dt))
     return Unimplemented(std::string("BatchNormalization supports float and double, got ") + DTypeName(dt));
-  if (init.attrs.GetInt("training_mode", 0) != 0)
-    return Unimplemented("BatchNormalization training_mode=1 is not supported (inference only)");
-  if (init.opset < 7 && init.attrs.GetInt("is_test", 0) == 0)
-    return Unimplemented("BatchNormalization with is_test=0 (training) is not supported");
   BatchNormAttrs a;
   a.epsilon = init.attrs.GetFloat("epsilon", 1e-5f);
+  a.momentum = init.attrs.GetFloat("momentum", 0.9f);
   a.spatial = init.opset >= 9 || init.attrs.GetInt("spatial", 1) != 0;
+  if (init.opset >= 14) {
+    a.training = init.attrs.GetInt("training_mode", 0) != 0;
+    a.running_outputs_only = true;
+  } else if (init.attrs.Has("training_mode")) {
+    return InvalidArgument("BatchNormalization training_mode is an attribute of opset 14+, not " + Str(init.opset) +
+                           " (older opsets train when outputs past Y are asked for)");
+  } else if (init.opset < 7) {
+    a.training = init.attrs.GetInt("is_test", 0) == 0;
+  } else {
+    a.training_by_outputs = true;
+  }
   return a;
 }
 
@@ -107,9 +115,39 @@ Status ResolveBatchNormShape(const Tensor& x, const Tensor* const params[4], boo
   return Status::Ok();
 }
 
-Status CheckBatchNormOutputs(const KernelContext& ctx) {
-  for (size_t i = 1; i < ctx.outputs.size(); ++i)
-    if (ctx.outputs[i]) return Unimplemented("BatchNormalization training outputs are not supported");
+Status ResolveBatchNormCall(const KernelContext& ctx, const BatchNormAttrs& a, BatchNormCall* call) {
+  call->x = ctx.inputs[0];
+  for (int i = 0; i < 4; ++i) call->params[i] = ctx.inputs.size() > static_cast<size_t>(i + 1) ? ctx.inputs[i + 1] : nullptr;
+  WH_RETURN_IF_ERROR(ResolveBatchNormShape(*call->x, call->params, a.spatial, &call->shape));
+  auto out = [&](size_t i) -> Tensor* { return i < ctx.outputs.size() ? ctx.outputs[i] : nullptr; };
+  call->y = out(0);
+  bool extra = false;
+  for (size_t i = 1; i < ctx.outputs.size(); ++i) extra |= ctx.outputs[i] != nullptr;
+  if (a.running_outputs_only && ctx.outputs.size() > 3)
+    return InvalidArgument("BatchNormalization has at most 3 outputs (Y, running_mean, running_var) from opset 14");
+  call->training = a.training || (a.training_by_outputs && extra);
+  if (!call->training) {
+    if (extra)
+      return InvalidArgument("BatchNormalization outputs past Y are only produced in training mode" +
+                             std::string(a.running_outputs_only ? " (training_mode=1)" : ""));
+    return Status::Ok();
+  }
+  if (call->shape.count() == 0)
+    return InvalidArgument("BatchNormalization in training mode needs a non-empty batch, X is " +
+                           DimsToString(call->x->dims()));
+  call->running_mean = out(1);
+  call->running_var = out(2);
+  call->saved_mean = out(3);
+  call->saved_var = out(4);
+  static const char* kNames[4] = {"running_mean", "running_var", "saved_mean", "saved_var"};
+  Tensor* outs[4] = {call->running_mean, call->running_var, call->saved_mean, call->saved_var};
+  for (int i = 0; i < 4; ++i) {
+    if (!outs[i]) continue;
+    if (outs[i]->dtype() != call->x->dtype() || outs[i]->numel() != call->shape.stats())
+      return Internal(std::string("BatchNormalization output ") + kNames[i] + " was allocated as " +
+                      DTypeName(outs[i]->dtype()) + " " + DimsToString(outs[i]->dims()) + ", expected " +
+                      Str(call->shape.stats()) + " values of X's type");
+  }
   return Status::Ok();
 }
 

@@ -11,14 +11,20 @@
 
 namespace whittle {
 
-// BatchNormalization attributes, checked: inference only, X float or double.
+// BatchNormalization attributes, checked: X float or double. Training (statistics of the batch
+// normalise Y; the running statistics are updated with momentum) is chosen per opset: opset 14+
+// by training_mode=1; opsets 7-13 by asking for any of outputs 1-4 (the spec's "output case #1",
+// decided per call since only then are the outputs known); opset 6 by is_test=0.
 struct BatchNormAttrs {
   float epsilon = 1e-5f;
-  bool spatial = true;  // false only for spatial = 0 in opsets < 9
+  float momentum = 0.9f;
+  bool spatial = true;              // false only for spatial = 0 in opsets < 9
+  bool training = false;            // training regardless of the outputs asked for
+  bool training_by_outputs = false; // opsets 7-13: training when an output past Y is present
+  bool running_outputs_only = false;  // opset 14+: at most Y, running_mean, running_var
 };
-// Rejects training mode and element types other than float/double.
+// Rejects element types other than float/double.
 StatusOr<BatchNormAttrs> ParseBatchNormAttrs(const KernelInit& init);
-
 // LayerNormalization attributes, checked: stash_type 1, X float or double.
 struct LayerNormAttrs {
   int64_t axis = -1;
@@ -30,10 +36,31 @@ StatusOr<LayerNormAttrs> ParseLayerNormAttrs(const KernelInit& init);
 struct BatchNormShape {
   int64_t batch = 0, channels = 0, inner = 1;  // inner: product of dims after C
   bool per_element = false;                    // spatial = 0: parameters have X.shape[1:]
+  // Number of statistics (C, or C * inner when per_element) and of X elements behind each one.
+  int64_t stats() const { return per_element ? channels * inner : channels; }
+  int64_t count() const { return per_element ? batch : batch * inner; }
 };
 Status ResolveBatchNormShape(const Tensor& x, const Tensor* const params[4], bool spatial, BatchNormShape* s);
-// Rejects the training-only outputs (Compute-time check shared by all backends).
-Status CheckBatchNormOutputs(const KernelContext& ctx);
+
+// One BatchNormalization call's tensors, resolved and checked. In training the present statistic
+// outputs (nullptr when absent) each have one value per statistic and X's element type:
+// running_mean = input_mean * momentum + batch_mean * (1 - momentum), running_var likewise with
+// the biased batch variance (as onnx.reference computes it); saved_mean / saved_var (opsets < 14)
+// are the batch mean and biased batch variance.
+struct BatchNormCall {
+  const Tensor* x = nullptr;
+  const Tensor* params[4] = {nullptr, nullptr, nullptr, nullptr};  // scale, B, input_mean, input_var
+  BatchNormShape shape;
+  bool training = false;
+  Tensor* y = nullptr;
+  Tensor* running_mean = nullptr;
+  Tensor* running_var = nullptr;
+  Tensor* saved_mean = nullptr;
+  Tensor* saved_var = nullptr;
+};
+// Shared by every backend's Compute: shapes, the training decision, the outputs' types and sizes;
+// an empty batch in training has no statistics and is refused.
+Status ResolveBatchNormCall(const KernelContext& ctx, const BatchNormAttrs& a, BatchNormCall* call);
 
 // LayerNorm geometry: rows of `inner` elements normalised independently; scale/bias have either
 // `inner` elements (X.shape[axis:], leading 1s allowed) or one.

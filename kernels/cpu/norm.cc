@@ -14,11 +14,16 @@ namespace {
 // Below this many elements a normalisation runs on one thread.
 constexpr int64_t kMinParallelElems = 1 << 15;
 
+// Training statistics are summed over work items of at most kStatChunk elements of one (n, c)
+// plane: each item's float partial sum is vectorised, the partials are combined per channel in
+// double in a fixed order, so the result does not depend on the thread count.
+constexpr int64_t kStatChunk = 1 << 14;
+
 class BatchNormCpuKernel : public OpKernel {
  public:
   // params: the four constant parameter tensors, or nullptrs (folded per call then).
-  BatchNormCpuKernel(float eps, const Tensor* const params[4]) : eps_(eps) {
-    if (!(params[0] && params[1] && params[2] && params[3])) return;
+  BatchNormCpuKernel(const BatchNormAttrs& a, const Tensor* const params[4]) : attrs_(a), eps_(a.epsilon) {
+    if (a.training || !(params[0] && params[1] && params[2] && params[3])) return;
     const int64_t c = params[0]->numel();
     for (int i = 1; i < 4; ++i)
       if (params[i]->numel() != c) return;  // Compute reports the mismatch
@@ -28,14 +33,14 @@ class BatchNormCpuKernel : public OpKernel {
   }
 
   Status Compute(KernelContext& ctx) const override {
-    WH_RETURN_IF_ERROR(CheckBatchNormOutputs(ctx));
-    const Tensor& x = *ctx.inputs[0];
-    const Tensor* params[4] = {ctx.inputs[1], ctx.inputs[2], ctx.inputs[3], ctx.inputs[4]};
-    BatchNormShape s;
-    WH_RETURN_IF_ERROR(ResolveBatchNormShape(x, params, true, &s));
+    BatchNormCall call;
+    WH_RETURN_IF_ERROR(ResolveBatchNormCall(ctx, attrs_, &call));
+    if (call.training) return Train(call, ctx.num_threads);
+    const BatchNormShape& s = call.shape;
+    const Tensor* const* params = call.params;
     const bool folded = static_cast<int64_t>(mul_.size()) == s.channels;
-    const float* xp = x.data<float>();
-    float* yp = ctx.outputs[0]->data<float>();
+    const float* xp = call.x->data<float>();
+    float* yp = call.y->data<float>();
     const int64_t planes = s.batch * s.channels;
     const int threads = planes * s.inner >= kMinParallelElems ? std::max(1, ctx.num_threads) : 1;
     ParallelFor(planes, threads, [&](int64_t p) {
@@ -68,6 +73,79 @@ class BatchNormCpuKernel : public OpKernel {
     }
   }
 
+  // Three sweeps over X (sum, squared deviations, apply), each spread over (plane, chunk) items.
+  Status Train(const BatchNormCall& call, int num_threads) const {
+    const BatchNormShape& s = call.shape;
+    const float* xp = call.x->data<float>();
+    float* yp = call.y->data<float>();
+    const int64_t planes = s.batch * s.channels;
+    const int64_t chunks = std::max<int64_t>(1, (s.inner + kStatChunk - 1) / kStatChunk);
+    const int64_t items = planes * chunks;
+    const int threads = planes * s.inner >= kMinParallelElems ? std::max(1, num_threads) : 1;
+    std::vector<double> partial(static_cast<size_t>(items));
+    auto span = [&](int64_t item, int64_t* begin, int64_t* len) {
+      const int64_t chunk = item % chunks;
+      *begin = (item / chunks) * s.inner + chunk * kStatChunk;
+      *len = std::max<int64_t>(0, std::min(kStatChunk, s.inner - chunk * kStatChunk));
+    };
+    // Per channel, in a fixed order: sum over n, then chunk.
+    auto combine = [&](std::vector<double>* out) {
+      out->assign(static_cast<size_t>(s.channels), 0.0);
+      for (int64_t n = 0; n < s.batch; ++n)
+        for (int64_t c = 0; c < s.channels; ++c)
+          for (int64_t k = 0; k < chunks; ++k)
+            (*out)[static_cast<size_t>(c)] += partial[static_cast<size_t>((n * s.channels + c) * chunks + k)];
+    };
+    const double count = static_cast<double>(s.count());
+    ParallelFor(items, threads, [&](int64_t item) {
+      int64_t b, len;
+      span(item, &b, &len);
+      partial[static_cast<size_t>(item)] = static_cast<double>(Eigen::Map<const Eigen::ArrayXf>(xp + b, len).sum());
+    });
+    std::vector<double> mean, var;
+    combine(&mean);
+    for (double& m : mean) m /= count;
+    ParallelFor(items, threads, [&](int64_t item) {
+      int64_t b, len;
+      span(item, &b, &len);
+      const float m = static_cast<float>(mean[static_cast<size_t>((item / chunks) % s.channels)]);
+      partial[static_cast<size_t>(item)] =
+          static_cast<double>((Eigen::Map<const Eigen::ArrayXf>(xp + b, len) - m).square().sum());
+    });
+    combine(&var);
+    for (double& v : var) v /= count;
+    const float* scale = call.params[0]->data<float>();
+    const float* bias = call.params[1]->data<float>();
+    std::vector<float> mul(static_cast<size_t>(s.channels)), add(static_cast<size_t>(s.channels));
+    for (int64_t c = 0; c < s.channels; ++c) {
+      const size_t q = static_cast<size_t>(c);
+      const double a = static_cast<double>(scale[c]) / std::sqrt(var[q] + eps_);
+      mul[q] = static_cast<float>(a);
+      add[q] = static_cast<float>(static_cast<double>(bias[c]) - mean[q] * a);
+    }
+    ParallelFor(items, threads, [&](int64_t item) {
+      int64_t b, len;
+      span(item, &b, &len);
+      const size_t c = static_cast<size_t>((item / chunks) % s.channels);
+      const float a = mul[c], d = add[c];
+      for (int64_t i = b; i < b + len; ++i) yp[i] = xp[i] * a + d;
+    });
+    const double mom = attrs_.momentum;
+    const float* in_mean = call.params[2]->data<float>();
+    const float* in_var = call.params[3]->data<float>();
+    for (int64_t c = 0; c < s.channels; ++c) {
+      const size_t q = static_cast<size_t>(c);
+      if (call.running_mean)
+        call.running_mean->data<float>()[c] = static_cast<float>(in_mean[c] * mom + mean[q] * (1.0 - mom));
+      if (call.running_var)
+        call.running_var->data<float>()[c] = static_cast<float>(in_var[c] * mom + var[q] * (1.0 - mom));
+      if (call.saved_mean) call.saved_mean->data<float>()[c] = static_cast<float>(mean[q]);
+      if (call.saved_var) call.saved_var->data<float>()[c] = static_cast<float>(var[q]);
+    }
+    return Status::Ok();
+  }
+
+  BatchNormAttrs attrs_;
   double eps_;
   std::vector<float> mul_, add_;
 };
@@ -124,7 +202,7 @@ KernelOr MakeBatchNorm(const BatchNormAttrs& a, const KernelInit& init) {
   const Tensor* params[4] = {nullptr, nullptr, nullptr, nullptr};
   for (size_t i = 0; i < 4; ++i)
     if (i + 1 < init.const_inputs.size()) params[i] = init.const_inputs[i + 1];
-  return std::unique_ptr<OpKernel>(std::make_unique<BatchNormCpuKernel>(a.epsilon, params));
+  return std::unique_ptr<OpKernel>(std::make_unique<BatchNormCpuKernel>(a, params));
 }
 
 KernelOr MakeLayerNorm(const LayerNormAttrs& a, const KernelInit& init) {

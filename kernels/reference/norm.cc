@@ -1,6 +1,7 @@
 #include "kernels/reference/norm.h"
 
 #include <cmath>
+#include <vector>
 
 namespace whittle::reference {
 namespace {
@@ -19,30 +20,79 @@ void BatchNormRef(const BatchNormShape& s, const T* x, const T* scale, const T* 
       }
 }
 
+// Training: batch mean and biased batch variance per statistic (two passes in double), Y
+// normalised with them, then the optional statistic outputs.
+template <class T>
+void BatchNormTrainingRef(const BatchNormCall& call, double eps, double momentum) {
+  const BatchNormShape& s = call.shape;
+  const T* x = call.x->data<T>();
+  const int64_t stats = s.stats();
+  std::vector<double> mean(static_cast<size_t>(stats), 0.0), var(static_cast<size_t>(stats), 0.0);
+  auto stat = [&](int64_t c, int64_t i) { return static_cast<size_t>(s.per_element ? c * s.inner + i : c); };
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t c = 0; c < s.channels; ++c)
+      for (int64_t i = 0; i < s.inner; ++i) mean[stat(c, i)] += static_cast<double>(x[(n * s.channels + c) * s.inner + i]);
+  const double count = static_cast<double>(s.count());
+  for (double& m : mean) m /= count;
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t c = 0; c < s.channels; ++c)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        const double d = static_cast<double>(x[(n * s.channels + c) * s.inner + i]) - mean[stat(c, i)];
+        var[stat(c, i)] += d * d;
+      }
+  for (double& v : var) v /= count;
+  const T* scale = call.params[0]->data<T>();
+  const T* bias = call.params[1]->data<T>();
+  T* y = call.y->data<T>();
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t c = 0; c < s.channels; ++c)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        const size_t p = stat(c, i);
+        const int64_t at = (n * s.channels + c) * s.inner + i;
+        const double norm = (static_cast<double>(x[at]) - mean[p]) / std::sqrt(var[p] + eps);
+        y[at] = static_cast<T>(norm * static_cast<double>(scale[p]) + static_cast<double>(bias[p]));
+      }
+  const T* in_mean = call.params[2]->data<T>();
+  const T* in_var = call.params[3]->data<T>();
+  for (int64_t p = 0; p < stats; ++p) {
+    const size_t q = static_cast<size_t>(p);
+    if (call.running_mean)
+      call.running_mean->data<T>()[p] =
+          static_cast<T>(static_cast<double>(in_mean[p]) * momentum + mean[q] * (1.0 - momentum));
+    if (call.running_var)
+      call.running_var->data<T>()[p] =
+          static_cast<T>(static_cast<double>(in_var[p]) * momentum + var[q] * (1.0 - momentum));
+    if (call.saved_mean) call.saved_mean->data<T>()[p] = static_cast<T>(mean[q]);
+    if (call.saved_var) call.saved_var->data<T>()[p] = static_cast<T>(var[q]);
+  }
+}
+
 class BatchNormReferenceKernel : public OpKernel {
  public:
-  BatchNormReferenceKernel(float eps, bool spatial) : eps_(eps), spatial_(spatial) {}
+  explicit BatchNormReferenceKernel(const BatchNormAttrs& a) : attrs_(a) {}
 
   Status Compute(KernelContext& ctx) const override {
-    WH_RETURN_IF_ERROR(CheckBatchNormOutputs(ctx));
-    const Tensor& x = *ctx.inputs[0];
-    const Tensor* params[4] = {ctx.inputs[1], ctx.inputs[2], ctx.inputs[3], ctx.inputs[4]};
-    BatchNormShape s;
-    WH_RETURN_IF_ERROR(ResolveBatchNormShape(x, params, spatial_, &s));
-    Tensor& y = *ctx.outputs[0];
-    if (x.dtype() == DType::kFloat32) {
-      BatchNormRef<float>(s, x.data<float>(), params[0]->data<float>(), params[1]->data<float>(),
-                          params[2]->data<float>(), params[3]->data<float>(), eps_, y.data<float>());
+    BatchNormCall call;
+    WH_RETURN_IF_ERROR(ResolveBatchNormCall(ctx, attrs_, &call));
+    const bool f32 = call.x->dtype() == DType::kFloat32;
+    if (call.training) {
+      if (f32) BatchNormTrainingRef<float>(call, attrs_.epsilon, attrs_.momentum);
+      else BatchNormTrainingRef<double>(call, attrs_.epsilon, attrs_.momentum);
+      return Status::Ok();
+    }
+    const Tensor* const* p = call.params;
+    if (f32) {
+      BatchNormRef<float>(call.shape, call.x->data<float>(), p[0]->data<float>(), p[1]->data<float>(),
+                          p[2]->data<float>(), p[3]->data<float>(), attrs_.epsilon, call.y->data<float>());
     } else {
-      BatchNormRef<double>(s, x.data<double>(), params[0]->data<double>(), params[1]->data<double>(),
-                           params[2]->data<double>(), params[3]->data<double>(), eps_, y.data<double>());
+      BatchNormRef<double>(call.shape, call.x->data<double>(), p[0]->data<double>(), p[1]->data<double>(),
+                           p[2]->data<double>(), p[3]->data<double>(), attrs_.epsilon, call.y->data<double>());
     }
     return Status::Ok();
   }
 
  private:
-  double eps_;
-  bool spatial_;
+  BatchNormAttrs attrs_;
 };
 
 template <class T>
@@ -147,7 +197,7 @@ KernelOr MakeChannelNorm(const ChannelNormAttrs& a, const KernelInit&) {
 }
 
 KernelOr MakeBatchNorm(const BatchNormAttrs& a, const KernelInit&) {
-  return std::unique_ptr<OpKernel>(std::make_unique<BatchNormReferenceKernel>(a.epsilon, a.spatial));
+  return std::unique_ptr<OpKernel>(std::make_unique<BatchNormReferenceKernel>(a));
 }
 
 KernelOr MakeLayerNorm(const LayerNormAttrs& a, const KernelInit&) {

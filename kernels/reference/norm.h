@@ -1,5 +1,6 @@
 // Reference BatchNormalization (inference: Y = scale * (X - mean) / sqrt(var + epsilon) + B,
-// per channel, or per element of X.shape[1:] when spatial = 0 in opsets < 9) and
+// per channel, or per element of X.shape[1:] when spatial = 0 in opsets < 9; training: the same
+// with the batch mean and biased batch variance, plus the running/saved statistics outputs) and
 // LayerNormalization (opset 17: normalise over dims [axis, rank), optional Mean and InvStdDev
 // outputs in float32, the only supported stash_type), InstanceNormalization (per (N, C) over the
 // spatial dims) and GroupNormalization (per (N, group); scale/bias per group in opset 18, per

@@ -1,9 +1,9 @@
-// OpDefs for BatchNormalization (inference only: training_mode=1, is_test=0 before opset 7 and
-// the training statistics outputs are rejected as Unimplemented; `spatial` of opsets < 9 is
-// honoured) and LayerNormalization (opset 17; optional Mean and InvStdDev outputs, float32 as
+// OpDefs for BatchNormalization (inference and training: training_mode=1 from opset 14, outputs
+// past Y in opsets 7-13, is_test=0 in opset 6; `spatial` of opsets < 9 is honoured) and LayerNormalization (opset 17; optional Mean and InvStdDev outputs, float32 as
 // stash_type 1 prescribes; other stash types are rejected), InstanceNormalization (opset 6+:
 // per (N, C) statistics over the spatial dims) and GroupNormalization (opsets 18 and 21: per
 // (N, group) statistics; scale/bias per group in 18, per channel in 21; stash_type 1 or 11).
+#include <cmath>
 #include <string>
 
 #include "lib/ops/op_def.h"
@@ -14,15 +14,29 @@ namespace {
 
 std::string Str(int64_t v) { return std::to_string(v); }
 
+// Training is chosen as the opset defines it: training_mode=1 from opset 14 (outputs Y,
+// running_mean, running_var), any output past Y in opsets 7-13 (Y, mean, var, saved_mean,
+// saved_var: the spec's "output case #1"), is_test=0 in opset 6.
 Status CheckBatchNorm(const Node& node, int opset) {
-  if (node.attrs.GetInt("training_mode", 0) != 0)
-    return Unimplemented(node.DebugName() + ": training_mode=1 is not supported (inference only)");
-  if (opset < 7 && node.attrs.GetInt("is_test", 0) == 0)
-    return Unimplemented(node.DebugName() + ": is_test=0 (training) is not supported (inference only)");
-  for (size_t i = 1; i < node.outputs.size(); ++i)
-    if (node.outputs[i] >= 0)
-      return Unimplemented(node.DebugName() + ": output " + Str(static_cast<int64_t>(i)) +
-                           " (training statistics) is not supported; only Y");
+  bool extra = false;
+  for (size_t i = 1; i < node.outputs.size(); ++i) extra |= node.outputs[i] >= 0;
+  if (opset >= 14) {
+    if (node.outputs.size() > 3)
+      return InvalidArgument(node.DebugName() + ": BatchNormalization has at most 3 outputs (Y, running_mean, "
+                             "running_var) from opset 14, got " + Str(static_cast<int64_t>(node.outputs.size())));
+    if (extra && node.attrs.GetInt("training_mode", 0) == 0)
+      return InvalidArgument(node.DebugName() + ": outputs running_mean and running_var are only produced with "
+                             "training_mode=1");
+  } else if (node.attrs.Has("training_mode")) {
+    return InvalidArgument(node.DebugName() + ": training_mode is an attribute of opset 14+, not " + Str(opset) +
+                           " (opsets 7-13 train when outputs past Y are asked for)");
+  }
+  if (opset < 7 && extra && node.attrs.GetInt("is_test", 0) != 0)
+    return InvalidArgument(node.DebugName() + ": outputs past Y are only produced in training mode (is_test=0)");
+  if (node.attrs.Has("momentum")) {
+    const float m = node.attrs.GetFloat("momentum", 0.9f);
+    if (!std::isfinite(m)) return InvalidArgument(node.DebugName() + ": momentum must be finite");
+  }
   return Status::Ok();
 }
 
@@ -33,18 +47,23 @@ Status InferBatchNorm(InferContext& ctx) {
   if (x && x->size() < 2) return ctx.Error("X must have rank >= 2 (N, C, ...), got " + SymShapeToString(*x));
   const bool spatial = ctx.opset() >= 9 || ctx.attrs().GetInt("spatial", 1) != 0;
   const Dim c = x ? (*x)[1] : Dim();
-  if (spatial) {
-    for (int i = 1; i < 5; ++i) {
-      const SymShape* p = ctx.InputShape(i);
-      if (!p) continue;
+  // The statistics: [C], or X.shape[1:] for spatial = 0 (opsets < 9).
+  std::optional<SymShape> stats;
+  if (x) stats = spatial ? SymShape{c} : SymShape(x->begin() + 1, x->end());
+  for (int i = 1; i < 5; ++i) {
+    const SymShape* p = ctx.InputShape(i);
+    if (!p) continue;
+    if (spatial) {
       if (p->size() != 1) return ctx.Error("input " + Str(i) + " must be 1-D [C], got " + SymShapeToString(*p));
       if (c.known() && (*p)[0].known() && (*p)[0].value != c.value)
         return ctx.Error("input " + Str(i) + " " + SymShapeToString(*p) + " must have C=" + Str(c.value) + " values");
+    } else if (!stats) {
+      stats = *p;  // X's rank unknown: the parameters tell the statistics' shape
     }
   }
   ctx.SetOutput(0, dt, x ? std::optional<SymShape>(*x) : std::nullopt);
   for (int i = 1; i < ctx.num_outputs(); ++i)
-    if (ctx.HasOutput(i)) ctx.SetOutput(i, dt, SymShape{c});
+    if (ctx.HasOutput(i)) ctx.SetOutput(i, dt, spatial ? std::optional<SymShape>(SymShape{c}) : stats);
   return Status::Ok();
 }
 

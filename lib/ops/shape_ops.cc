@@ -1,4 +1,4 @@
-// Shape-only ops: Flatten, Reshape, Squeeze, Unsqueeze, Identity, Dropout (inference), Shape,
+// Shape-only ops: Flatten, Reshape, Squeeze, Unsqueeze, Identity, Dropout, Shape,
 // Constant and ConstantOfShape. Their kernels move no bytes or only write constants, so what
 // matters here is inference: symbolic dims (e.g. "batch") survive Flatten/Reshape/Squeeze
 // whenever the arithmetic allows it, and element-count mismatches are caught before a kernel
@@ -311,15 +311,13 @@ Status InferDropout(InferContext& ctx) {
   }
   if (ratio_known && !(ratio >= 0.f && ratio < 1.f))
     return ctx.Error("ratio must be in [0, 1), got " + std::to_string(ratio));
+  // Training (a true training_mode, opset 12+) draws a random mask; the kernels do it
+  // (kernels/common/dropout.h). Only the type is checked here.
+  if (ctx.opset() >= 12 && ctx.HasInput(2) && ctx.InputDType(2) != DType::kUndefined && ctx.InputDType(2) != DType::kBool)
+    return ctx.Error(std::string("training_mode must be bool, got ") + DTypeName(ctx.InputDType(2)));
   const Tensor* training = ctx.InputValue(2);
-  if (training) {
-    if (training->dtype() != DType::kBool || training->numel() != 1)
-      return ctx.Error("training_mode must be a bool scalar");
-    // Training with ratio 0 is still the identity; real random dropout is a training feature.
-    if (training->data<bool>()[0] && !(ratio_known && ratio == 0.f))
-      return Unimplemented(ctx.node().DebugName() + ": training_mode=true with a non-zero ratio is not supported "
-                                                     "(Whittle runs Dropout in inference mode only)");
-  }
+  if (training && (training->dtype() != DType::kBool || training->numel() != 1))
+    return ctx.Error("training_mode must be a bool scalar");
   return Status::Ok();
 }
 

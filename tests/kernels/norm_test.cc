@@ -71,17 +71,10 @@ TEST(BatchNorm, SpatialZeroInOldOpsets) {
   }
 }
 
-TEST(BatchNorm, TrainingIsUnimplemented) {
+TEST(BatchNorm, OpsetSixIsTestIsInference) {
+  // Opset 6 with is_test=1 is inference and runs (training: norm_training_test.cc).
   const auto in = BnInputs({2, 3, 4, 5}, 3, 1);
-  auto r = RunNode(MakeNode("BatchNormalization", 5, 1, Attrs({{"training_mode", Attribute::Int(1)}})), 15, in,
-                   Backend::kCpu);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
-  r = RunNode(MakeNode("BatchNormalization", 5, 3), 15, in, Backend::kCpu);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
-  // Opset 6 with is_test=1 is inference and runs.
-  r = RunNode(MakeNode("BatchNormalization", 5, 1, Attrs({{"is_test", Attribute::Int(1)}})), 6, in, Backend::kCpu);
+  auto r = RunNode(MakeNode("BatchNormalization", 5, 1, Attrs({{"is_test", Attribute::Int(1)}})), 6, in, Backend::kCpu);
   EXPECT_TRUE(r.ok()) << r.status().message();
 }
 

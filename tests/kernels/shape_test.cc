@@ -77,16 +77,6 @@ TEST(ShapeKernelsTest, DropoutInference) {
   EXPECT_TRUE(TensorsClose(t0[0], x));
 }
 
-TEST(ShapeKernelsTest, DropoutTrainingIsUnimplemented) {
-  Tensor x = Tensor::FromVector<float>({2}, {1, 2});
-  Node n = MakeNode("Dropout", 3, 1);
-  for (bool as_const : {false, true}) {
-    auto r = RunNode(n, 13, {x, Tensor::Scalar<float>(0.5f), Tensor::Scalar<bool>(true)}, Backend::kCpu, 1, as_const);
-    ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented) << r.status().message();
-  }
-}
-
 TEST(ShapeKernelsTest, ShapeWithStartEnd) {
   Tensor x(DType::kFloat32, {3, 4, 5});
   auto all = RunRef(MakeNode("Shape", 1, 1), 15, {x});

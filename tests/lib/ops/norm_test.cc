@@ -1,4 +1,4 @@
-// BatchNormalization and LayerNormalization OpDefs: inference-only validation and shapes.
+// BatchNormalization and LayerNormalization OpDefs: validation (training mode per opset) and shapes.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -66,14 +66,50 @@ TEST(BatchNormOp, InfersAndValidates) {
                                                                  {"epsilon", Attribute::Float(1e-3f)}}), 15).ok());
   EXPECT_TRUE(ValidateNode(WithAttrs("BatchNormalization", 5, 1, {{"is_test", Attribute::Int(1)},
                                                                  {"spatial", Attribute::Int(1)}}), 6).ok());
-  Status s = ValidateNode(WithAttrs("BatchNormalization", 5, 1, {{"training_mode", Attribute::Int(1)}}), 15);
-  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  s = ValidateNode(MakeNode("BatchNormalization", 5, 3), 15);
-  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  s = ValidateNode(MakeNode("BatchNormalization", 5, 1), 6);  // is_test defaults to 0: training
-  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
   EXPECT_FALSE(ValidateNode(MakeNode("BatchNormalization", 4, 1), 15).ok());
   EXPECT_FALSE(ValidateNode(MakeNode("BatchNormalization", 5, 6), 15).ok());
+}
+
+TEST(BatchNormOp, TrainingModeValidation) {
+  RegisterAllOps();
+  const Node train3 = WithAttrs("BatchNormalization", 5, 3, {{"training_mode", Attribute::Int(1)}});
+  EXPECT_TRUE(ValidateNode(train3, 15).ok());
+  EXPECT_TRUE(ValidateNode(WithAttrs("BatchNormalization", 5, 1, {{"training_mode", Attribute::Int(1)}}), 14).ok());
+  // Running statistics only exist in training mode; opset 14+ has at most 3 outputs.
+  Status s = ValidateNode(MakeNode("BatchNormalization", 5, 3), 15);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("training_mode=1"), std::string::npos) << s.message();
+  s = ValidateNode(WithAttrs("BatchNormalization", 5, 5, {{"training_mode", Attribute::Int(1)}}), 15);
+  EXPECT_NE(s.message().find("at most 3 outputs"), std::string::npos) << s.message();
+  // training_mode is an opset 14 attribute; opsets 7-13 train by asking for the statistics outputs.
+  s = ValidateNode(WithAttrs("BatchNormalization", 5, 1, {{"training_mode", Attribute::Int(1)}}), 9);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("opset 14"), std::string::npos) << s.message();
+  EXPECT_TRUE(ValidateNode(MakeNode("BatchNormalization", 5, 5), 9).ok());
+  EXPECT_TRUE(ValidateNode(MakeNode("BatchNormalization", 5, 1), 6).ok());  // is_test=0: training
+  EXPECT_FALSE(ValidateNode(WithAttrs("BatchNormalization", 5, 3, {{"is_test", Attribute::Int(1)}}), 6).ok());
+}
+
+TEST(BatchNormOp, InfersStatisticsOutputs) {
+  const SymShape c{3};
+  Inferred r = Infer(WithAttrs("BatchNormalization", 5, 3, {{"training_mode", Attribute::Int(1)}}),
+                     {SymShape{kN, 3, 4, 5}, c, c, c, c}, 15);
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(S(*r.shapes[0]), S({kN, 3, 4, 5}));
+  EXPECT_EQ(S(*r.shapes[1]), S({3}));
+  EXPECT_EQ(S(*r.shapes[2]), S({3}));
+  r = Infer(MakeNode("BatchNormalization", 5, 5), {SymShape{kN, 3, 4, 5}, c, c, c, c}, 9, DType::kFloat64);
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  for (int i = 1; i < 5; ++i) {
+    EXPECT_EQ(S(*r.shapes[static_cast<size_t>(i)]), S({3}));
+    EXPECT_EQ(r.dtypes[static_cast<size_t>(i)], DType::kFloat64);
+  }
+  // spatial=0 (opset 7): one statistic per element of X.shape[1:].
+  const SymShape p{3, 4};
+  r = Infer(WithAttrs("BatchNormalization", 5, 5, {{"spatial", Attribute::Int(0)}}), {SymShape{kN, 3, 4}, p, p, p, p},
+            7);
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(S(*r.shapes[4]), S({3, 4}));
 }
 
 TEST(LayerNormOp, InfersStatisticsShapes) {
