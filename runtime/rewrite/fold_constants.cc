@@ -16,6 +16,11 @@ Status FoldConstants(Graph& g, int* count) {
   for (int ni : order) {
     const Node& n = g.nodes()[static_cast<size_t>(ni)];
     if (!n.domain.empty()) continue;
+    // Random ops draw anew on every run unless seeded: folding would freeze one draw.
+    if ((n.op_type == "Dropout" || n.op_type.rfind("Random", 0) == 0 || n.op_type == "Multinomial" ||
+         n.op_type == "Bernoulli") &&
+        !n.attrs.Has("seed"))
+      continue;
     std::vector<Tensor> inputs;
     bool all_const = true;
     for (size_t i = 0; i < n.inputs.size(); ++i) {

@@ -109,6 +109,28 @@ TEST(FuseActivations, CountsFusedActivations) {
   EXPECT_EQ(fused, 2);
 }
 
+// An unseeded training-mode Dropout of constants draws a new mask on every run: folding it at
+// load would freeze one draw. Seeded, it is the same every run and folds.
+TEST(FoldConstants, LeavesUnseededDropoutToRun) {
+  for (bool seeded : {false, true}) {
+    AttributeMap a;
+    if (seeded) a.Set("seed", Attribute::Int(3));
+    Graph g = GraphBuilder(13)
+                  .Input("x", DType::kFloat32, {4, 64})
+                  .Init("w", RandomFloat({4, 64}, 23))
+                  .Init("ratio", Tensor::Scalar<float>(0.5f))
+                  .Init("train", Tensor::Scalar<bool>(true))
+                  .Op("Dropout", {"w", "ratio", "train"}, {"d"}, a)
+                  .Op("Add", {"x", "d"}, {"y"})
+                  .Output("y")
+                  .Build();
+    ASSERT_TRUE(InferShapes(g).ok());
+    int count = 0;
+    ASSERT_TRUE(FoldConstants(g, &count).ok());
+    EXPECT_EQ(count, seeded ? 1 : 0);
+  }
+}
+
 TEST(FoldConstants, FoldsConstantSubgraph) {
   Graph g = GraphBuilder(13)
                 .Input("x", DType::kFloat32, {2, 3})
