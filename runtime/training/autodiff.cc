@@ -556,6 +556,12 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, const std
     r.push_back({0, e.Op("Transpose", {dy}, a)});
     return r;
   }
+  if (op == "Cast") {  // float to float only: a Cast from integers never needs a gradient
+    if (g.value(in(0)).dtype != DType::kFloat32)
+      return Unimplemented(n.DebugName() + ": Cast gradient to a " + DTypeName(g.value(in(0)).dtype) + " input");
+    r.push_back({0, dy});
+    return r;
+  }
   if (op == "Identity" || op == "Dropout") {
     r.push_back({0, dy});
     return r;
@@ -763,7 +769,7 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, const std
                        " (supported: Gemm, MatMul, Conv, Relu, LeakyRelu, Sigmoid, Tanh, HardSwish, Clip, MaxPool, "
                        "AveragePool, GlobalAveragePool, BatchNormalization, LayerNormalization, Softmax, LogSoftmax, "
                        "Erf, Sqrt, Exp, Log, Neg, Reciprocal, Pow, Where, Expand, ReduceSum, ReduceMean, Concat, "
-                       "Split, Slice, Gather, Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Identity, Dropout, "
+                       "Split, Slice, Gather, Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Identity, Dropout, Cast, "
                        "Add, Sub, Mul, Div)");
 }
 

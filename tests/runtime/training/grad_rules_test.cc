@@ -383,7 +383,7 @@ TEST(GradRules, BatchedMatMulBothOperandsAndBroadcastWeights) {
   ExpectMatchesFiniteDifferences(g, RandomFloat({2, 3, 4}, 9), {2, 1});
 }
 
-TEST(GradRules, ElementwiseExtrasWhereExpandExpLogNegReciprocal) {
+TEST(GradRules, ElementwiseExtrasWhereExpandExpLogNegReciprocalCast) {
   const Graph g = Model(13, {2, 4}, 4, 3, [](GraphBuilder& b) {
     b.Init("zero", Tensor::Scalar<float>(0.f))
         .Init("two", Tensor::Scalar<float>(2.f))
@@ -397,7 +397,8 @@ TEST(GradRules, ElementwiseExtrasWhereExpandExpLogNegReciprocal) {
         .Op("Log", {"ex2"}, {"lg"})
         .Op("Reciprocal", {"ex2"}, {"rc"})
         .Op("Neg", {"rc"}, {"nr"})
-        .Op("Add", {"lg", "nr"}, {"y"});
+        .Op("Add", {"lg", "nr"}, {"s"})
+        .Op("Cast", {"s"}, {"y"}, Attrs({{"to", Attribute::Int(1)}}));  // float to float
   });
   ExpectMatchesFiniteDifferences(g, RandomFloat({2, 4}, 10, -1.f, 1.f), {0, 2});
 }
