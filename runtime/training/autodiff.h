@@ -1,10 +1,12 @@
 // Autodiff: turns an inference graph into a training graph that the ordinary Session runs —
 // the forward ops, then the backward ops each forward op's gradient rule emits (standard ONNX ops
 // where they exist: Gemm, MatMul, ReduceSum, Where, Reshape, Pad, Slice, Concat; ai.whittle
-// ConvGradInput, ConvGradWeight, MaxPoolGrad, AveragePoolGrad and GatherGrad where they do not), in reverse topological order, with the
-// contributions to a value used twice summed. The trainable weights (float32 initializers in a
-// weight or bias slot of Gemm, MatMul, Conv, a bias Add, a scale Mul, a normalization's scale and
-// bias, a Gather's table or a Concat input, on the path to the logits) become graph inputs, so the same kernels run whatever their current values are.
+// ConvGradInput, ConvGradWeight, MaxPoolGrad, AveragePoolGrad and GatherGrad where they do not),
+// in reverse topological order, with the contributions to a value used twice summed. The
+// trainable weights (float32 initializers in a weight or bias slot of Gemm, MatMul, Conv, a bias
+// Add, a scale Mul, a normalization's scale and bias, a Gather's table or a Concat input, on the
+// path to the logits) become graph inputs, so the same kernels run whatever their current values
+// are.
 //
 // The loss gradient is emitted too, in closed form for softmax cross-entropy mixed with
 // distillation (Hinton et al.): with s = softmax(z), q = softmax(z / T),

@@ -248,6 +248,24 @@ TEST(GradRules, ReduceSumAndReduceMeanEveryForm) {
   }
 }
 
+TEST(GradRules, ReduceMeanOverASymbolicBatchDim) {
+  // The divisor comes from the sizes at run time: h - mean over the batch.
+  for (int64_t keepdims : {0, 1}) {
+    SCOPED_TRACE(keepdims);
+    GraphBuilder gb(13);
+    gb.Input("x", DType::kFloat32, {Dim::Symbol("batch"), 4})
+        .Init("p0", RandomFloat({4}, 1))
+        .Op("Add", {"x", "p0"}, {"h"})
+        .Op("Mul", {"h", "h"}, {"sq"})
+        .Op("ReduceMean", {"sq"}, {"m"}, Attrs({{"axes", Attribute::Ints({0})}, {"keepdims", Attribute::Int(keepdims)}}))
+        .Op("Sub", {"h", "m"}, {"y"})
+        .Init("head", RandomFloat({4, 3}, 2))
+        .Op("MatMul", {"y", "head"}, {"logits"})
+        .Output("logits");
+    ExpectMatchesFiniteDifferences(gb.Build(), RandomFloat({3, 4}, 3), {0, 2, 1});
+  }
+}
+
 TEST(GradRules, ConcatWithALearnedTokenAndSplitEveryForm) {
   // Concat(h, token) on axis -2, then Split into parts (one part unused), then the used parts
   // concatenated again.
