@@ -623,7 +623,8 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, const std
   }
   if (op == "Erf") {  // dy * 2 / sqrt(pi) * exp(-x^2)
     const int x = in(0);
-    r.push_back({0, e.Op("Mul", {dy, e.Op("Mul", {scalar(1.1283791670955126f), e.Op("Exp", {e.Op("Neg", {e.Op("Mul", {x, x})})})})})});
+    const int gauss = e.Op("Exp", {e.Op("Neg", {e.Op("Mul", {x, x})})});
+    r.push_back({0, e.Op("Mul", {dy, e.Op("Mul", {scalar(1.1283791670955126f), gauss})})});
     return r;
   }
   if (op == "Sqrt") {  // dy / (2 y)
@@ -686,9 +687,14 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, const std
     t = e.Op("Expand", {t, e.Op("Shape", {in(0)})});
     if (op == "ReduceMean") {
       int64_t count = 1;
-      for (int64_t a : axes) count = (count < 0 || !(*sx)[static_cast<size_t>(a)].known()) ? -1 : count * (*sx)[static_cast<size_t>(a)].value;
+      for (int64_t a : axes) {
+        const Dim d = (*sx)[static_cast<size_t>(a)];
+        count = count < 0 || !d.known() ? -1 : count * d.value;
+      }
+      // 1 / count; from the sizes at run time where a reduced dim is symbolic.
       const int ratio = count > 0 ? scalar(1.f / static_cast<float>(count))
-                                  : e.Op("Div", {e.CastFloat(e.Op("Size", {n.outputs[0]})), e.CastFloat(e.Op("Size", {in(0)}))});
+                                  : e.Op("Div", {e.CastFloat(e.Op("Size", {n.outputs[0]})),
+                                                 e.CastFloat(e.Op("Size", {in(0)}))});
       t = e.Op("Mul", {t, ratio});
     }
     r.push_back({0, t});
@@ -831,7 +837,8 @@ StatusOr<std::set<std::string>> UseBatchStatistics(Graph& g, std::vector<std::pa
     const float momentum = n.attrs.GetFloat("momentum", 0.9f);
     for (const auto& [slot, batch] : {std::pair<size_t, int>{3, mean}, std::pair<size_t, int>{4, var}}) {
       const int running = n.inputs[slot];
-      const int updated = e.Op("Add", {e.Op("Mul", {running, e.Scalar(momentum)}), e.Op("Mul", {batch, e.Scalar(1.f - momentum)})});
+      const int updated =
+          e.Op("Add", {e.Op("Mul", {running, e.Scalar(momentum)}), e.Op("Mul", {batch, e.Scalar(1.f - momentum)})});
       updates->push_back({running, updated});
     }
     Node& bn = g.nodes()[ni];
