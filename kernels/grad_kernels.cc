@@ -1,5 +1,5 @@
 // Kernels for the ai.whittle gradient ops (lib/ops/grad.cc): the factory checks float32 inputs
-// and parses the window attributes (ReluGrad has none) once, then picks init.backend's compute
+// and parses the window attributes (ReluGrad and GatherGrad have none) once, then picks init.backend's compute
 // function from kGrad (only the reference row: its kernels serve every backend).
 #include <string>
 
@@ -70,6 +70,29 @@ Factory MakeReluGrad(const KernelInit& init) {
       [fn](KernelContext& ctx) { return fn(*ctx.inputs[0], *ctx.inputs[1], ctx.outputs[0], ctx.num_threads); });
 }
 
+Factory MakeAveragePoolGrad(const KernelInit& init) {
+  WH_RETURN_IF_ERROR(CheckFloat32Inputs(init, "AveragePoolGrad"));
+  WH_ASSIGN_OR_RETURN(WindowAttrs a, ReadWindow(init));
+  if (a.kernel_shape.empty()) return InvalidArgument(init.node_name + ": kernel_shape is required");
+  const bool include_pad = init.attrs.GetInt("count_include_pad", 0) != 0;
+  const auto fn = kGrad.Pick(init.backend, &GradFns::average_pool_grad);
+  return WrapFnKernel([a, include_pad, fn](KernelContext& ctx) {
+    return fn(a, include_pad, *ctx.inputs[0], *ctx.inputs[1], ctx.outputs[0], ctx.num_threads);
+  });
+}
+
+Factory MakeGatherGrad(const KernelInit& init) {
+  for (size_t i : {size_t{0}, size_t{2}})
+    if (i < init.input_dtypes.size() && init.input_dtypes[i] != DType::kFloat32)
+      return InvalidArgument(init.node_name + ": GatherGrad supports float32 X and dY only, got " +
+                             DTypeName(init.input_dtypes[i]));
+  const int64_t axis = init.attrs.GetInt("axis", 0);
+  const auto fn = kGrad.Pick(init.backend, &GradFns::gather_grad);
+  return WrapFnKernel([axis, fn](KernelContext& ctx) {
+    return fn(axis, *ctx.inputs[0], *ctx.inputs[1], *ctx.inputs[2], ctx.outputs[0], ctx.num_threads);
+  });
+}
+
 }  // namespace
 
 void RegisterGradKernels(KernelRegistry& r) {
@@ -77,6 +100,8 @@ void RegisterGradKernels(KernelRegistry& r) {
   r.Register(kWhittleDomain, "ConvGradWeight", MakeConvGradWeight);
   r.Register(kWhittleDomain, "MaxPoolGrad", MakeMaxPoolGrad);
   r.Register(kWhittleDomain, "ReluGrad", MakeReluGrad);
+  r.Register(kWhittleDomain, "AveragePoolGrad", MakeAveragePoolGrad);
+  r.Register(kWhittleDomain, "GatherGrad", MakeGatherGrad);
 }
 
 }  // namespace whittle

@@ -467,8 +467,100 @@ Status ReluGradReference(const Tensor& y, const Tensor& dy, Tensor* dx, int num_
   return Status::Ok();
 }
 
+Status AveragePoolGradReference(const WindowAttrs& a, bool count_include_pad, const Tensor& x, const Tensor& dy,
+                                 Tensor* dx, int num_threads) {
+  WH_RETURN_IF_ERROR(CheckFloat32("AveragePoolGrad", {&x, &dy, dx}));
+  if (x.rank() < 3) return InvalidArgument("AveragePoolGrad X must have rank >= 3, got " + DimsToString(x.dims()));
+  if (a.kernel_shape.size() != static_cast<size_t>(x.rank() - 2))
+    return InvalidArgument("AveragePoolGrad kernel_shape has " + std::to_string(a.kernel_shape.size()) +
+                           " values for X " + DimsToString(x.dims()));
+  WindowGeometry g;
+  WH_RETURN_IF_ERROR(ResolveWindow(a, x.dims().data() + 2, a.kernel_shape.data(), x.rank() - 2, &g));
+  WH_RETURN_IF_ERROR(CheckDy("AveragePoolGrad", dy, x.dim(0), x.dim(1), g));
+  if (dx->dims() != x.dims())
+    return Internal("AveragePoolGrad output " + DimsToString(dx->dims()) + " is not X's shape " +
+                    DimsToString(x.dims()));
+  const int n = g.spatial;
+  const int64_t planes = x.dim(0) * x.dim(1), in_size = g.InSize(), out_size = g.OutSize(), k_size = g.KernelSize();
+  const float* dyd = dy.data<float>();
+  float* dxd = dx->data<float>();
+  std::fill(dxd, dxd + dx->numel(), 0.f);
+  // Each window's divisor as the forward counts it (taps inside X, or inside X and its explicit
+  // pads with count_include_pad; never the ceil_mode overhang), then dY / divisor to each tap in X.
+  ParallelFor(planes, std::max(1, num_threads), [&](int64_t p) {
+    int64_t o_idx[kMaxSpatialDims], k_idx[kMaxSpatialDims], pos[kMaxSpatialDims];
+    std::vector<int64_t> taps(static_cast<size_t>(k_size));
+    for (int64_t op = 0; op < out_size; ++op) {
+      UnravelIndex(op, g.out, n, o_idx);
+      int64_t count = 0;
+      size_t inside_taps = 0;
+      for (int64_t kp = 0; kp < k_size; ++kp) {
+        UnravelIndex(kp, g.kernel, n, k_idx);
+        bool inside = true, in_padded = true;
+        int64_t off = 0;
+        for (int i = 0; i < n; ++i) {
+          pos[i] = o_idx[i] * g.stride[i] - g.pad_begin[i] + k_idx[i] * g.dilation[i];
+          inside = inside && pos[i] >= 0 && pos[i] < g.in[i];
+          in_padded = in_padded && pos[i] >= -g.pad_begin[i] && pos[i] < g.in[i] + g.pad_end[i];
+          off = off * g.in[i] + pos[i];
+        }
+        if (inside) taps[inside_taps++] = off;
+        if (count_include_pad ? in_padded : inside) ++count;
+      }
+      if (count == 0) continue;
+      const float v = dyd[p * out_size + op] / static_cast<float>(count);
+      for (size_t t = 0; t < inside_taps; ++t) dxd[p * in_size + taps[t]] += v;
+    }
+  });
+  return Status::Ok();
+}
+
+Status GatherGradReference(int64_t axis, const Tensor& x, const Tensor& indices, const Tensor& dy, Tensor* dx,
+                           int num_threads) {
+  WH_RETURN_IF_ERROR(CheckFloat32("GatherGrad", {&x, &dy, dx}));
+  if (indices.dtype() != DType::kInt64 && indices.dtype() != DType::kInt32)
+    return InvalidArgument(std::string("GatherGrad indices must be int32 or int64, got ") + DTypeName(indices.dtype()));
+  const int64_t r = x.rank();
+  if (r < 1) return InvalidArgument("GatherGrad X must have rank >= 1");
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) return InvalidArgument("GatherGrad axis " + std::to_string(axis) + " is out of range");
+  Dims want(x.dims().begin(), x.dims().begin() + axis);
+  want.insert(want.end(), indices.dims().begin(), indices.dims().end());
+  want.insert(want.end(), x.dims().begin() + axis + 1, x.dims().end());
+  if (dy.dims() != want)
+    return InvalidArgument("GatherGrad: dY " + DimsToString(dy.dims()) + " is not the forward output's shape " +
+                           DimsToString(want));
+  if (dx->dims() != x.dims())
+    return Internal("GatherGrad output " + DimsToString(dx->dims()) + " is not X's shape " + DimsToString(x.dims()));
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= x.dim(i);
+  for (int64_t i = axis + 1; i < r; ++i) inner *= x.dim(i);
+  const int64_t n = x.dim(axis), ni = indices.numel();
+  std::vector<int64_t> idx(static_cast<size_t>(ni));
+  for (int64_t j = 0; j < ni; ++j) {
+    int64_t v = indices.dtype() == DType::kInt64 ? indices.data<int64_t>()[j] : indices.data<int32_t>()[j];
+    if (v < -n || v >= n)
+      return InvalidArgument("GatherGrad index " + std::to_string(v) + " is out of range for axis size " +
+                             std::to_string(n));
+    idx[static_cast<size_t>(j)] = v < 0 ? v + n : v;
+  }
+  const float* dyd = dy.data<float>();
+  float* dxd = dx->data<float>();
+  std::fill(dxd, dxd + dx->numel(), 0.f);
+  // Parallel over the outer blocks: each writes its own slab of dX; within one, indices in order.
+  ParallelFor(outer, std::max(1, num_threads), [&](int64_t o) {
+    for (int64_t j = 0; j < ni; ++j) {
+      const float* src = dyd + (o * ni + j) * inner;
+      float* dst = dxd + (o * n + idx[static_cast<size_t>(j)]) * inner;
+      for (int64_t k = 0; k < inner; ++k) dst[k] += src[k];
+    }
+  });
+  return Status::Ok();
+}
+
 namespace reference {
-const GradFns kGradFns{ConvGradInputReference, ConvGradWeightReference, MaxPoolGradReference, ReluGradReference};
+const GradFns kGradFns{ConvGradInputReference, ConvGradWeightReference, MaxPoolGradReference, ReluGradReference,
+                       AveragePoolGradReference, GatherGradReference};
 }  // namespace reference
 
 }  // namespace whittle

@@ -10,6 +10,9 @@
 //                  eight windows at a time with AVX2), other ranks a generic N-D tap loop (the
 //                  same choices and order of additions: bit-identical)
 //   ReluGrad:      dX = Y > 0 ? dY : 0 (Y the Relu's output), elementwise
+//   AveragePoolGrad: each dY element divided by its window's divisor (AveragePool's count, with or
+//                  without count_include_pad) and added to the window's taps inside X
+//   GatherGrad:    dX = 0, then each dY slice added at its index along axis (repeats summed)
 // Images (planes for MaxPoolGrad, blocks of 16K elements for ReluGrad from 64K elements up) are
 // split over num_threads; the products are Eigen's. One
 // implementation serves every backend (kGrad in kernels/grad_kernels.cc has only this row).
@@ -34,6 +37,12 @@ Status ConvGradWeightReference(const ConvGradAttrs& a, const Tensor& x, const Te
 Status MaxPoolGradReference(const WindowAttrs& a, const Tensor& x, const Tensor& dy, Tensor* dx, int num_threads);
 // y, dy and dx of one shape.
 Status ReluGradReference(const Tensor& y, const Tensor& dy, Tensor* dx, int num_threads);
+// window.kernel_shape must be set. dy must be AveragePool(X)'s output dims; dx: X's dims.
+Status AveragePoolGradReference(const WindowAttrs& a, bool count_include_pad, const Tensor& x, const Tensor& dy,
+                                Tensor* dx, int num_threads);
+// dy: Gather(X, indices, axis)'s output dims; dx: X's dims. Indices int32/int64, negative from the end.
+Status GatherGradReference(int64_t axis, const Tensor& x, const Tensor& indices, const Tensor& dy, Tensor* dx,
+                           int num_threads);
 
 // The family's compute functions, one instance per backend (kernels/kernel.h BackendTable).
 struct GradFns {
@@ -44,6 +53,10 @@ struct GradFns {
   Status (*max_pool_grad)(const WindowAttrs& a, const Tensor& x, const Tensor& dy, Tensor* dx,
                           int num_threads) = nullptr;
   Status (*relu_grad)(const Tensor& y, const Tensor& dy, Tensor* dx, int num_threads) = nullptr;
+  Status (*average_pool_grad)(const WindowAttrs& a, bool count_include_pad, const Tensor& x, const Tensor& dy,
+                              Tensor* dx, int num_threads) = nullptr;
+  Status (*gather_grad)(int64_t axis, const Tensor& x, const Tensor& indices, const Tensor& dy, Tensor* dx,
+                        int num_threads) = nullptr;
 };
 namespace reference {
 extern const GradFns kGradFns;

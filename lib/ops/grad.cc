@@ -9,6 +9,11 @@
 //                                   where windows overlap
 //   dX = ReluGrad(Y, dY)           dX = Y > 0 ? dY : 0 elementwise, Y the Relu's output (Y > 0 is
 //                                   the same set as X > 0); Y and dY of one shape, no broadcasting
+//   dX = AveragePoolGrad(X, dY)    AveragePool's attributes; each dY element divided by its
+//                                   window's divisor (as the forward counts it) and added to the
+//                                   window's taps inside X
+//   dX = GatherGrad(X, I, dY)      Gather's axis; dX = 0 with each dY slice added at its index
+//                                   (negative from the end, repeats summed); X read for its shape
 // Geometry is Conv's and MaxPool's (lib/ops/window.h): dY must have the shape the forward op gives.
 #include <functional>
 #include <initializer_list>
@@ -142,6 +147,35 @@ Status InferReluGrad(InferContext& ctx) {
   return Status::Ok();
 }
 
+// AveragePoolGrad(X, dY): dY has AveragePool(X)'s shape.
+Status InferAveragePoolGrad(InferContext& ctx) { return InferMaxPoolGrad(ctx); }
+
+// GatherGrad(X, Indices, dY): dY has Gather(X, Indices)'s shape X[:axis] + Indices + X[axis+1:].
+Status InferGatherGrad(InferContext& ctx) {
+  WH_RETURN_IF_ERROR(CheckFloat32(ctx, {"X"}));
+  const DType it = ctx.InputDType(1), dt = ctx.InputDType(2);
+  if (it != DType::kUndefined && it != DType::kInt64 && it != DType::kInt32)
+    return ctx.Error(std::string("Indices is ") + DTypeName(it) + "; GatherGrad needs int32 or int64");
+  if (dt != DType::kUndefined && dt != DType::kFloat32)
+    return ctx.Error(std::string("dY is ") + DTypeName(dt) + "; GatherGrad supports float32 only");
+  const SymShape* x = ctx.InputShape(0);
+  const SymShape* ind = ctx.InputShape(1);
+  if (x) {
+    const int64_t r = static_cast<int64_t>(x->size());
+    int64_t axis = ctx.attrs().GetInt("axis", 0);
+    if (axis < -r || axis >= r) return ctx.Error("axis " + Str(axis) + " is out of range for X " + SymShapeToString(*x));
+    if (axis < 0) axis += r;
+    if (ind) {
+      SymShape y(x->begin(), x->begin() + axis);
+      y.insert(y.end(), ind->begin(), ind->end());
+      y.insert(y.end(), x->begin() + axis + 1, x->end());
+      WH_RETURN_IF_ERROR(CheckGradShape(ctx, ctx.InputShape(2), y));
+    }
+  }
+  ctx.SetOutput(0, DType::kFloat32, x ? std::optional<SymShape>(*x) : std::nullopt);
+  return Status::Ok();
+}
+
 std::vector<AttrSpec> ConvAttrSpecs(bool kernel_shape_required) {
   return {{"auto_pad", AttrType::kString},
           {"dilations", AttrType::kInts},
@@ -177,6 +211,16 @@ void RegisterGradOps(OpRegistry& r) {
        {"strides", AttrType::kInts}},
       CheckPoolGrad, InferMaxPoolGrad);
   def("ReluGrad", 2, {}, nullptr, InferReluGrad);
+  def("AveragePoolGrad", 2,
+      {{"auto_pad", AttrType::kString},
+       {"ceil_mode", AttrType::kInt},
+       {"count_include_pad", AttrType::kInt},
+       {"dilations", AttrType::kInts},
+       {"kernel_shape", AttrType::kInts, true},
+       {"pads", AttrType::kInts},
+       {"strides", AttrType::kInts}},
+      CheckPoolGrad, InferAveragePoolGrad);
+  def("GatherGrad", 3, {{"axis", AttrType::kInt}}, nullptr, InferGatherGrad);
 }
 
 }  // namespace whittle

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -21,7 +22,7 @@ class Emitter {
 
   int Op(const std::string& type, std::vector<int> in, AttributeMap attrs = {}, const std::string& domain = "") {
     Node n;
-    n.name = g_.UniqueName("grad/" + type);
+    n.name = g_.UniqueName(prefix_ + type);
     n.op_type = type;
     n.domain = domain;
     n.inputs = std::move(in);
@@ -31,7 +32,7 @@ class Emitter {
     g_.AddNode(std::move(n));
     return out;
   }
-  int Const(const Tensor& t, const std::string& what) { return g_.AddInitializer(g_.UniqueName("grad/" + what), t); }
+  int Const(const Tensor& t, const std::string& what) { return g_.AddInitializer(g_.UniqueName(prefix_ + what), t); }
   int Int64s(const std::vector<int64_t>& v) {
     return Const(Tensor::FromVector<int64_t>({static_cast<int64_t>(v.size())}, v), "axes");
   }
@@ -53,18 +54,85 @@ class Emitter {
     return Op("Gemm", {a, b}, at);
   }
   int Scale(int x, float s) { return s == 1.f ? x : Op("Mul", {x, Const(Tensor::Scalar<float>(s), "scale")}); }
+  int Scalar(float v) { return Const(Tensor::Scalar<float>(v), "c"); }
   // x reshaped to the shape of like (at run time).
   int ReshapeLike(int x, int like) { return Op("Reshape", {x, Op("Shape", {like})}); }
+  // ReduceMean over axes (the attribute before opset 18, an input since).
+  int ReduceMean(int x, const std::vector<int64_t>& axes, bool keepdims) {
+    AttributeMap a;
+    a.Set("keepdims", Attribute::Int(keepdims ? 1 : 0));
+    if (opset_ < 18) {
+      a.Set("axes", Attribute::Ints(axes));
+      return Op("ReduceMean", {x}, a);
+    }
+    return Op("ReduceMean", {x, Int64s(axes)}, a);
+  }
+  // Unsqueeze at axes of the output (the attribute before opset 13, an input since).
+  int Unsqueeze(int x, const std::vector<int64_t>& axes) {
+    AttributeMap a;
+    if (opset_ < 13) {
+      a.Set("axes", Attribute::Ints(axes));
+      return Op("Unsqueeze", {x}, a);
+    }
+    return Op("Unsqueeze", {x, Int64s(axes)});
+  }
+  // x[starts:ends] on axes, step 1 (attributes before opset 10, inputs since).
+  int Slice(int x, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
+            const std::vector<int64_t>& axes) {
+    if (opset_ < 10) {
+      AttributeMap a;
+      a.Set("starts", Attribute::Ints(starts));
+      a.Set("ends", Attribute::Ints(ends));
+      a.Set("axes", Attribute::Ints(axes));
+      return Op("Slice", {x}, a);
+    }
+    return Op("Slice", {x, Int64s(starts), Int64s(ends), Int64s(axes)});
+  }
+  // Zero padding, pads = [begin..., end...] (the attribute before opset 11, an input since).
+  int Pad(int x, const std::vector<int64_t>& pads) {
+    if (opset_ < 11) {
+      AttributeMap a;
+      a.Set("pads", Attribute::Ints(pads));
+      return Op("Pad", {x}, a);
+    }
+    return Op("Pad", {x, Int64s(pads)});
+  }
+  int Concat(std::vector<int> xs, int64_t axis) {
+    AttributeMap a;
+    a.Set("axis", Attribute::Int(axis));
+    return Op("Concat", std::move(xs), a);
+  }
+  // float32 zeros of like's shape.
+  int ZerosLike(int like) {
+    AttributeMap a;
+    a.Set("value", Attribute::TensorValue(Tensor::FromVector<float>({1}, {0.f})));
+    return Op("ConstantOfShape", {Op("Shape", {like})}, a);
+  }
+  int CastFloat(int x) {
+    AttributeMap a;
+    a.Set("to", Attribute::Int(static_cast<int64_t>(DType::kFloat32)));
+    return Op("Cast", {x}, a);
+  }
+  // Transposes the last two axes of a rank-r value.
+  int SwapLast2(int x, size_t rank) {
+    std::vector<int64_t> perm;
+    for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(i));
+    std::swap(perm[rank - 1], perm[rank - 2]);
+    AttributeMap a;
+    a.Set("perm", Attribute::Ints(perm));
+    return Op("Transpose", {x}, a);
+  }
+  int64_t opset() const { return opset_; }
+  void set_prefix(std::string p) { prefix_ = std::move(p); }
 
  private:
   Graph& g_;
   int64_t opset_;
+  std::string prefix_ = "grad/";
 };
 
-const SymShape* ShapeOf(const Graph& g, int v) {
-  const Value& val = g.value(v);
-  return val.shape ? &*val.shape : nullptr;
-}
+// A copy: emitting nodes adds values and moves the graph's value storage.
+std::optional<SymShape> ShapeOf(const Graph& g, int v) { return g.value(v).shape; }
 
 int64_t ChannelOf(const Tensor& scale, const Dims& d, int64_t axis, int64_t i) {
   if (scale.numel() <= 1) return 0;
@@ -159,10 +227,7 @@ StatusOr<std::set<int>> LiftQuantizedWeights(Graph& g, std::vector<QuantizedPara
 
 // dy (shape out) summed down to the shape of target under numpy broadcasting: leading extra dims
 // are summed away, dims where target has 1 and out does not are summed with keepdims.
-StatusOr<int> SumToShape(Emitter& e, const Graph& g, int dy, int out, int target) {
-  const SymShape* so = ShapeOf(g, out);
-  const SymShape* st = ShapeOf(g, target);
-  if (!so || !st) return InvalidArgument("gradient of a broadcast needs known ranks");
+int SumToShapeOf(Emitter& e, int dy, const SymShape* so, const SymShape* st) {
   if (*so == *st) return dy;
   const size_t lead = so->size() - st->size();
   std::vector<int64_t> keep;
@@ -181,17 +246,87 @@ StatusOr<int> SumToShape(Emitter& e, const Graph& g, int dy, int out, int target
   return r;
 }
 
+StatusOr<int> SumToShape(Emitter& e, const Graph& g, int dy, int out, int target) {
+  const std::optional<SymShape> so = ShapeOf(g, out);
+  const std::optional<SymShape> st = ShapeOf(g, target);
+  if (!so || !st || so->size() < st->size()) return InvalidArgument("gradient of a broadcast needs known ranks");
+  return SumToShapeOf(e, dy, &*so, &*st);
+}
+
+int64_t NormAxis(int64_t a, size_t rank) { return a < 0 ? a + static_cast<int64_t>(rank) : a; }
+
+// A constant int64 input as values (nullopt when absent or not a constant).
+std::optional<std::vector<int64_t>> ConstInts(const Graph& g, const Node& n, size_t slot) {
+  if (slot >= n.inputs.size() || n.inputs[slot] < 0) return std::nullopt;
+  const Tensor* t = g.ConstInput(n, slot);
+  if (!t || (t->dtype() != DType::kInt64 && t->dtype() != DType::kInt32)) return std::nullopt;
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < t->numel(); ++i)
+    v.push_back(t->dtype() == DType::kInt64 ? t->data<int64_t>()[i] : t->data<int32_t>()[i]);
+  return v;
+}
+
 // Where each input of a node gets its gradient: (input slot, gradient value).
 using InputGrads = std::vector<std::pair<size_t, int>>;
 
-// The gradient rules. need(slot): whether that input needs a gradient.
+// What the rules need to know beyond the node.
+struct RuleContext {
+  std::set<std::string> bn_training;  // BatchNormalization nodes fed the batch statistics
+};
+
+// The reduced axes of a ReduceSum/ReduceMean (attribute, or input 1 where the opset has it),
+// normalized and sorted; *noop when empty axes mean identity (noop_with_empty_axes).
+StatusOr<std::vector<int64_t>> ReduceAxes(const Graph& g, const Node& n, size_t rank, bool* noop) {
+  std::vector<int64_t> axes = n.attrs.GetInts("axes");
+  if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
+    auto c = ConstInts(g, n, 1);
+    if (!c) return Unimplemented(n.DebugName() + ": " + n.op_type + " gradient needs constant axes");
+    axes = *c;
+  }
+  *noop = false;
+  if (axes.empty()) {
+    if (n.attrs.GetInt("noop_with_empty_axes", 0) != 0) {
+      *noop = true;
+      return axes;
+    }
+    for (size_t i = 0; i < rank; ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  for (int64_t& a : axes) {
+    a = NormAxis(a, rank);
+    if (a < 0 || a >= static_cast<int64_t>(rank)) return InvalidArgument(n.DebugName() + ": axis out of range");
+  }
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
+// Split: the output gradients concatenated back (zeros for outputs no gradient reaches).
+StatusOr<InputGrads> SplitGrad(Emitter& e, const Graph& g, const Node& n, const std::vector<int>& dys) {
+  const std::optional<SymShape> sx = ShapeOf(g, n.inputs[0]);
+  if (!sx) return Unimplemented(n.DebugName() + ": Split gradient needs a known rank");
+  const int64_t axis = NormAxis(n.attrs.GetInt("axis", 0), sx->size());
+  std::vector<int> parts;
+  for (size_t k = 0; k < n.outputs.size(); ++k)
+    parts.push_back(k < dys.size() && dys[k] >= 0 ? dys[k] : e.ZerosLike(n.outputs[k]));
+  return InputGrads{{0, parts.size() == 1 ? parts[0] : e.Concat(parts, axis)}};
+}
+
+// The gradient rules. dys: the gradient of each output (-1: none reaches it); need(slot): whether
+// that input needs a gradient.
 template <class Need>
-StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, int dy, const Need& need) {
+StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, const std::vector<int>& dys, const Need& need,
+                            const RuleContext& ctx) {
   InputGrads r;
   const std::string& op = n.op_type;
   auto in = [&](size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; };
   if (!n.domain.empty() && n.domain != "ai.onnx")
     return Unimplemented(n.DebugName() + ": no gradient rule for domain '" + n.domain + "'");
+  if (op == "Split") return SplitGrad(e, g, n, dys);
+  for (size_t k = 1; k < dys.size(); ++k)
+    if (dys[k] >= 0)
+      return Unimplemented(n.DebugName() + ": no gradient through output " + std::to_string(k) + " of " + op);
+  const int dy = dys.empty() ? -1 : dys[0];
+  if (dy < 0) return r;
   if (op == "Gemm") {
     const bool ta = n.attrs.GetInt("transA", 0) != 0, tb = n.attrs.GetInt("transB", 0) != 0;
     const float alpha = n.attrs.GetFloat("alpha", 1.f), beta = n.attrs.GetFloat("beta", 1.f);
@@ -206,31 +341,45 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, int dy, c
     return r;
   }
   if (op == "MatMul") {
-    const SymShape* sa = ShapeOf(g, in(0));
-    const SymShape* sb = ShapeOf(g, in(1));
-    if (!sa || !sb || sb->size() != 2 || sa->size() < 2)
-      return Unimplemented(n.DebugName() + ": MatMul gradient needs A of rank >= 2 and a 2-D B");
-    if (need(0)) r.push_back({0, e.Op("MatMul", {dy, e.Op("Transpose", {in(1)}, [] {
-                                  AttributeMap a;
-                                  a.Set("perm", Attribute::Ints({1, 0}));
-                                  return a;
-                                }())})});
-    if (need(1)) {
-      int a2 = in(0), dy2 = dy;
-      if (sa->size() > 2) {
-        const Dim k = (*sa)[sa->size() - 1], nn = (*sb)[1];
-        if (!k.known() || !nn.known()) return Unimplemented(n.DebugName() + ": MatMul gradient needs known K and N");
-        a2 = e.Op("Reshape", {in(0), e.Int64s({-1, k.value})});
-        dy2 = e.Op("Reshape", {dy, e.Int64s({-1, nn.value})});
+    const std::optional<SymShape> sa = ShapeOf(g, in(0));
+    const std::optional<SymShape> sb = ShapeOf(g, in(1));
+    const std::optional<SymShape> so = ShapeOf(g, n.outputs[0]);
+    if (!sa || !sb || !so || sb->size() < 2 || sa->size() < 2)
+      return Unimplemented(n.DebugName() + ": MatMul gradient needs A and B of known rank >= 2");
+    if (sb->size() == 2) {  // a 2-D weight: one Gemm over all rows of A
+      if (need(0)) r.push_back({0, e.Op("MatMul", {dy, e.SwapLast2(in(1), 2)})});
+      if (need(1)) {
+        int a2 = in(0), dy2 = dy;
+        if (sa->size() > 2) {
+          const Dim k = (*sa)[sa->size() - 1], nn = (*sb)[1];
+          if (!k.known() || !nn.known()) return Unimplemented(n.DebugName() + ": MatMul gradient needs known K and N");
+          a2 = e.Op("Reshape", {in(0), e.Int64s({-1, k.value})});
+          dy2 = e.Op("Reshape", {dy, e.Int64s({-1, nn.value})});
+        }
+        r.push_back({1, e.Gemm(a2, dy2, true, false)});
       }
-      r.push_back({1, e.Gemm(a2, dy2, true, false)});
+      return r;
+    }
+    // Batched on both sides: dA = dY B^T, dB = A^T dY, each summed over the batch dims it was
+    // broadcast along.
+    auto batched = [&](const SymShape& target) {
+      SymShape s(so->begin(), so->end() - 2);
+      s.insert(s.end(), target.end() - 2, target.end());
+      return s;
+    };
+    if (need(0)) {
+      const SymShape from = batched(*sa);
+      r.push_back({0, SumToShapeOf(e, e.Op("MatMul", {dy, e.SwapLast2(in(1), sb->size())}), &from, &*sa)});
+    }
+    if (need(1)) {
+      const SymShape from = batched(*sb);
+      r.push_back({1, SumToShapeOf(e, e.Op("MatMul", {e.SwapLast2(in(0), sa->size()), dy}), &from, &*sb)});
     }
     return r;
   }
   if (op == "Conv") {
-    const Tensor* w = g.ConstInput(n, 1);
-    const SymShape* sw = ShapeOf(g, in(1));
-    if (!sw && !w) return Unimplemented(n.DebugName() + ": Conv gradient needs the weight's shape");
+    const std::optional<SymShape> sw = ShapeOf(g, in(1));
+    if (!sw) return Unimplemented(n.DebugName() + ": Conv gradient needs the weight's shape");
     AttributeMap attrs = n.attrs;
     std::vector<int64_t> kernel;
     for (size_t i = 2; i < sw->size(); ++i) {
@@ -302,7 +451,7 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, int dy, c
     return r;
   }
   if (op == "GlobalAveragePool") {  // dy spread evenly over each plane
-    const SymShape* sx = ShapeOf(g, in(0));
+    const std::optional<SymShape> sx = ShapeOf(g, in(0));
     if (!sx || sx->size() < 3) return Unimplemented(n.DebugName() + ": GlobalAveragePool gradient needs a known rank");
     int64_t area = 1;
     for (size_t i = 2; i < sx->size(); ++i) {
@@ -330,7 +479,7 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, int dy, c
     // Inference form (running statistics frozen): y = (x - mean) * k + bias, k = scale / sqrt(var + eps).
     if (n.attrs.GetInt("training_mode", 0) != 0 || n.outputs.size() > 1)
       return Unimplemented(n.DebugName() + ": BatchNormalization in training mode");
-    const SymShape* sx = ShapeOf(g, in(0));
+    const std::optional<SymShape> sx = ShapeOf(g, in(0));
     if (!sx || sx->size() < 2) return Unimplemented(n.DebugName() + ": BatchNormalization gradient needs a known rank");
     std::vector<int64_t> bshape{1, -1};  // [C] -> [1, C, 1, ...]
     for (size_t i = 2; i < sx->size(); ++i) bshape.push_back(1);
@@ -339,11 +488,20 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, int dy, c
     const int inv_std = e.Op("Reciprocal", {e.Op("Sqrt", {e.Op("Add", {in(4), scalar(eps)})})});
     std::vector<int64_t> axes{0};
     for (size_t i = 2; i < sx->size(); ++i) axes.push_back(static_cast<int64_t>(i));
-    if (need(0)) r.push_back({0, e.Op("Mul", {dy, per_channel(e.Op("Mul", {in(1), inv_std}))})});
-    if (need(1)) {
-      const int xhat = e.Op("Mul", {e.Op("Sub", {in(0), per_channel(in(3))}), per_channel(inv_std)});
-      r.push_back({1, e.ReduceSum(e.Op("Mul", {dy, xhat}), axes, false)});
+    const bool batch_stats = ctx.bn_training.count(n.name) != 0;
+    int xhat = -1;
+    if (need(1) || batch_stats)
+      xhat = e.Op("Mul", {e.Op("Sub", {in(0), per_channel(in(3))}), per_channel(inv_std)});
+    if (need(0)) {
+      // Training mode (mean and var are the batch's, functions of x):
+      // dx = scale * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat)), means per channel.
+      int g0 = dy;
+      if (batch_stats)
+        g0 = e.Op("Sub", {e.Op("Sub", {dy, e.ReduceMean(dy, axes, true)}),
+                          e.Op("Mul", {xhat, e.ReduceMean(e.Op("Mul", {dy, xhat}), axes, true)})});
+      r.push_back({0, e.Op("Mul", {g0, per_channel(e.Op("Mul", {in(1), inv_std}))})});
     }
+    if (need(1)) r.push_back({1, e.ReduceSum(e.Op("Mul", {dy, xhat}), axes, false)});
     if (need(2)) r.push_back({2, e.ReduceSum(dy, axes, false)});
     return r;
   }
@@ -358,7 +516,7 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, int dy, c
     // [(qmin - zp) * s, (qmax - zp) * s], 0 where the quantization saturates.
     const Tensor* scale = g.ConstInput(n, 1, DType::kFloat32);
     const Tensor* zp = in(2) >= 0 ? g.ConstInput(n, 2) : nullptr;
-    const SymShape* sx = ShapeOf(g, in(0));
+    const std::optional<SymShape> sx = ShapeOf(g, in(0));
     if (!scale || (in(2) >= 0 && !zp) || !sx)
       return Unimplemented(n.DebugName() + ": fake-quantization gradient needs a constant scale and zero point");
     const DType qt = zp ? zp->dtype() : DType::kUInt8;
@@ -387,7 +545,7 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, int dy, c
   if (op == "Transpose") {
     std::vector<int64_t> perm = n.attrs.GetInts("perm");
     if (perm.empty()) {
-      const SymShape* sx = ShapeOf(g, in(0));
+      const std::optional<SymShape> sx = ShapeOf(g, in(0));
       if (!sx) return Unimplemented(n.DebugName() + ": Transpose gradient needs a known rank");
       for (int64_t i = static_cast<int64_t>(sx->size()) - 1; i >= 0; --i) perm.push_back(i);
     }
@@ -396,6 +554,12 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, int dy, c
     AttributeMap a;
     a.Set("perm", Attribute::Ints(inv));
     r.push_back({0, e.Op("Transpose", {dy}, a)});
+    return r;
+  }
+  if (op == "Cast") {  // float to float only: a Cast from integers never needs a gradient
+    if (g.value(in(0)).dtype != DType::kFloat32)
+      return Unimplemented(n.DebugName() + ": Cast gradient to a " + DTypeName(g.value(in(0)).dtype) + " input");
+    r.push_back({0, dy});
     return r;
   }
   if (op == "Identity" || op == "Dropout") {
@@ -410,20 +574,279 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, int dy, c
     }
     return r;
   }
+  if (op == "Softmax" || op == "LogSoftmax") {
+    // Softmax: dx = y * (dy - sum(dy * y)); LogSoftmax: dx = dy - exp(y) * sum(dy), sums over the
+    // softmax axes: the one axis since opset 13, every axis from `axis` on before (2-D flattening).
+    const std::optional<SymShape> sx = ShapeOf(g, in(0));
+    if (!sx) return Unimplemented(n.DebugName() + ": " + op + " gradient needs a known rank");
+    const bool flat = e.opset() < 13;
+    const int64_t axis = NormAxis(n.attrs.GetInt("axis", flat ? 1 : -1), sx->size());
+    if (axis < 0 || axis >= static_cast<int64_t>(sx->size())) return InvalidArgument(n.DebugName() + ": bad axis");
+    std::vector<int64_t> axes{axis};
+    for (int64_t a = axis + 1; flat && a < static_cast<int64_t>(sx->size()); ++a) axes.push_back(a);
+    const int y = n.outputs[0];
+    if (op == "Softmax")
+      r.push_back({0, e.Op("Mul", {y, e.Op("Sub", {dy, e.ReduceSum(e.Op("Mul", {dy, y}), axes, true)})})});
+    else
+      r.push_back({0, e.Op("Sub", {dy, e.Op("Mul", {e.Op("Exp", {y}), e.ReduceSum(dy, axes, true)})})});
+    return r;
+  }
+  if (op == "LayerNormalization") {
+    // y = xhat * scale + B over the axes from `axis` on; xhat recomputed from x. With g = dy * scale:
+    // dx = inv_std * (g - mean(g) - xhat * mean(g * xhat)), dscale = sum(dy * xhat), dB = sum(dy).
+    const std::optional<SymShape> sx = ShapeOf(g, in(0));
+    if (!sx) return Unimplemented(n.DebugName() + ": LayerNormalization gradient needs a known rank");
+    const int64_t axis = NormAxis(n.attrs.GetInt("axis", -1), sx->size());
+    if (axis < 0 || axis >= static_cast<int64_t>(sx->size())) return InvalidArgument(n.DebugName() + ": bad axis");
+    std::vector<int64_t> axes;
+    for (int64_t a = axis; a < static_cast<int64_t>(sx->size()); ++a) axes.push_back(a);
+    const float eps = n.attrs.GetFloat("epsilon", 1e-5f);
+    const int xc = e.Op("Sub", {in(0), e.ReduceMean(in(0), axes, true)});
+    const int inv_std = e.Op("Reciprocal", {e.Op("Sqrt", {e.Op("Add", {e.ReduceMean(e.Op("Mul", {xc, xc}), axes, true),
+                                                                     scalar(eps)})})});
+    const int xhat = e.Op("Mul", {xc, inv_std});
+    if (need(0)) {
+      const int gs = e.Op("Mul", {dy, in(1)});
+      const int t = e.Op("Sub", {e.Op("Sub", {gs, e.ReduceMean(gs, axes, true)}),
+                                 e.Op("Mul", {xhat, e.ReduceMean(e.Op("Mul", {gs, xhat}), axes, true)})});
+      r.push_back({0, e.Op("Mul", {t, inv_std})});
+    }
+    if (need(1)) {
+      WH_ASSIGN_OR_RETURN(int d, SumToShape(e, g, e.Op("Mul", {dy, xhat}), n.outputs[0], in(1)));
+      r.push_back({1, d});
+    }
+    if (in(2) >= 0 && need(2)) {
+      WH_ASSIGN_OR_RETURN(int d, SumToShape(e, g, dy, n.outputs[0], in(2)));
+      r.push_back({2, d});
+    }
+    return r;
+  }
+  if (op == "Erf") {  // dy * 2 / sqrt(pi) * exp(-x^2)
+    const int x = in(0);
+    const int gauss = e.Op("Exp", {e.Op("Neg", {e.Op("Mul", {x, x})})});
+    r.push_back({0, e.Op("Mul", {dy, e.Op("Mul", {scalar(1.1283791670955126f), gauss})})});
+    return r;
+  }
+  if (op == "Sqrt") {  // dy / (2 y)
+    r.push_back({0, e.Op("Div", {e.Op("Mul", {dy, scalar(0.5f)}), n.outputs[0]})});
+    return r;
+  }
+  if (op == "Exp") {  // dy * y
+    r.push_back({0, e.Op("Mul", {dy, n.outputs[0]})});
+    return r;
+  }
+  if (op == "Log") {  // dy / x
+    r.push_back({0, e.Op("Div", {dy, in(0)})});
+    return r;
+  }
+  if (op == "Neg") {
+    r.push_back({0, e.Op("Neg", {dy})});
+    return r;
+  }
+  if (op == "Reciprocal") {  // -dy * y^2
+    r.push_back({0, e.Op("Neg", {e.Op("Mul", {dy, e.Op("Mul", {n.outputs[0], n.outputs[0]})})})});
+    return r;
+  }
+  if (op == "Pow") {  // dx = dy * p * x^(p - 1); a trained exponent is refused
+    if (need(1))
+      return Unimplemented(n.DebugName() + ": Pow gradient with respect to the exponent (only a fixed exponent "
+                           "is supported)");
+    int p = in(1);
+    if (g.value(p).dtype != DType::kFloat32) p = e.CastFloat(p);
+    const int t = e.Op("Mul", {dy, e.Op("Mul", {p, e.Op("Pow", {in(0), e.Op("Sub", {p, scalar(1.f)})})})});
+    WH_ASSIGN_OR_RETURN(int d, SumToShape(e, g, t, n.outputs[0], in(0)));
+    r.push_back({0, d});
+    return r;
+  }
+  if (op == "Where") {  // the condition picks which branch gets dy
+    for (size_t i : {size_t{1}, size_t{2}}) {
+      if (!need(i)) continue;
+      const int zero = scalar(0.f);
+      const int t = i == 1 ? e.Op("Where", {in(0), dy, zero}) : e.Op("Where", {in(0), zero, dy});
+      WH_ASSIGN_OR_RETURN(int d, SumToShape(e, g, t, n.outputs[0], in(i)));
+      r.push_back({i, d});
+    }
+    return r;
+  }
+  if (op == "Expand") {
+    WH_ASSIGN_OR_RETURN(int d, SumToShape(e, g, dy, n.outputs[0], in(0)));
+    r.push_back({0, d});
+    return r;
+  }
+  if (op == "ReduceSum" || op == "ReduceMean") {
+    // dy put back on the reduced axes and broadcast over them (ReduceMean: divided by their size).
+    const std::optional<SymShape> sx = ShapeOf(g, in(0));
+    if (!sx) return Unimplemented(n.DebugName() + ": " + op + " gradient needs a known rank");
+    bool noop = false;
+    WH_ASSIGN_OR_RETURN(std::vector<int64_t> axes, ReduceAxes(g, n, sx->size(), &noop));
+    if (noop) {
+      r.push_back({0, dy});
+      return r;
+    }
+    int t = n.attrs.GetInt("keepdims", 1) != 0 ? dy : e.Unsqueeze(dy, axes);
+    t = e.Op("Expand", {t, e.Op("Shape", {in(0)})});
+    if (op == "ReduceMean") {
+      int64_t count = 1;
+      for (int64_t a : axes) {
+        const Dim d = (*sx)[static_cast<size_t>(a)];
+        count = count < 0 || !d.known() ? -1 : count * d.value;
+      }
+      // 1 / count; from the sizes at run time where a reduced dim is symbolic.
+      const int ratio = count > 0 ? scalar(1.f / static_cast<float>(count))
+                                  : e.Op("Div", {e.CastFloat(e.Op("Size", {n.outputs[0]})),
+                                                 e.CastFloat(e.Op("Size", {in(0)}))});
+      t = e.Op("Mul", {t, ratio});
+    }
+    r.push_back({0, t});
+    return r;
+  }
+  if (op == "Concat") {  // each input's slice of dy
+    const std::optional<SymShape> so = ShapeOf(g, n.outputs[0]);
+    if (!so) return Unimplemented(n.DebugName() + ": Concat gradient needs a known rank");
+    const int64_t axis = NormAxis(n.attrs.GetInt("axis", 0), so->size());
+    int64_t off = 0;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const std::optional<SymShape> si = ShapeOf(g, in(i));
+      const bool known = si && si->size() == so->size() && (*si)[static_cast<size_t>(axis)].known();
+      if (!known && need(i))
+        return Unimplemented(n.DebugName() + ": Concat gradient needs the inputs' sizes along the axis");
+      if (!known) {  // later inputs' offsets unknown: they cannot need a gradient either
+        off = -1;
+        continue;
+      }
+      const int64_t len = (*si)[static_cast<size_t>(axis)].value;
+      if (need(i)) {
+        if (off < 0) return Unimplemented(n.DebugName() + ": Concat gradient needs the inputs' sizes along the axis");
+        r.push_back({i, e.Slice(dy, {off}, {off + len}, {axis})});
+      }
+      if (off >= 0) off += len;
+    }
+    return r;
+  }
+  if (op == "Slice") {  // dy zero-padded back to x's shape
+    const std::optional<SymShape> sx = ShapeOf(g, in(0));
+    if (!sx) return Unimplemented(n.DebugName() + ": Slice gradient needs a known rank");
+    const size_t rank = sx->size();
+    std::optional<std::vector<int64_t>> starts, ends, axes, steps;
+    if (e.opset() < 10) {
+      starts = n.attrs.GetInts("starts");
+      ends = n.attrs.GetInts("ends");
+      if (n.attrs.Has("axes")) axes = n.attrs.GetInts("axes");
+    } else {
+      starts = ConstInts(g, n, 1);
+      ends = ConstInts(g, n, 2);
+      if (in(3) >= 0) axes = ConstInts(g, n, 3);
+      if (in(4) >= 0) steps = ConstInts(g, n, 4);
+      if (!starts || !ends || (in(3) >= 0 && !axes) || (in(4) >= 0 && !steps))
+        return Unimplemented(n.DebugName() + ": Slice gradient needs constant starts, ends, axes and steps");
+    }
+    if (!axes) {
+      axes.emplace();
+      for (size_t i = 0; i < starts->size(); ++i) axes->push_back(static_cast<int64_t>(i));
+    }
+    if (starts->size() != ends->size() || axes->size() != starts->size() || (steps && steps->size() != starts->size()))
+      return InvalidArgument(n.DebugName() + ": starts, ends, axes and steps differ in length");
+    std::vector<int64_t> pads(2 * rank, 0);
+    for (size_t k = 0; k < axes->size(); ++k) {
+      if (steps && (*steps)[k] != 1)
+        return Unimplemented(n.DebugName() + ": Slice gradient with a step other than 1 (got " +
+                             std::to_string((*steps)[k]) + ")");
+      const int64_t a = NormAxis((*axes)[k], rank);
+      if (a < 0 || a >= static_cast<int64_t>(rank)) return InvalidArgument(n.DebugName() + ": axis out of range");
+      const Dim d = (*sx)[static_cast<size_t>(a)];
+      if (!d.known()) return Unimplemented(n.DebugName() + ": Slice gradient needs known sizes on the sliced axes");
+      auto clamp = [&](int64_t v) { return std::min(d.value, std::max<int64_t>(0, v < 0 ? v + d.value : v)); };
+      const int64_t b = clamp((*starts)[k]), en = std::max(b, clamp((*ends)[k]));
+      pads[static_cast<size_t>(a)] = b;
+      pads[rank + static_cast<size_t>(a)] = d.value - en;
+    }
+    r.push_back({0, e.Pad(dy, pads)});
+    return r;
+  }
+  if (op == "Gather") {  // dy scatter-added at the indices (they get no gradient)
+    if (need(0)) r.push_back({0, e.Op("GatherGrad", {in(0), in(1), dy}, n.attrs, kWhittleDomain)});
+    return r;
+  }
+  if (op == "AveragePool") {
+    r.push_back({0, e.Op("AveragePoolGrad", {in(0), dy}, n.attrs, kWhittleDomain)});
+    return r;
+  }
   return Unimplemented(n.DebugName() + ": no gradient rule for " + op +
                        " (supported: Gemm, MatMul, Conv, Relu, LeakyRelu, Sigmoid, Tanh, HardSwish, Clip, MaxPool, "
-                       "GlobalAveragePool, BatchNormalization in inference form, Flatten, Reshape, Squeeze, "
-                       "Unsqueeze, Transpose, Identity, Dropout, Add, Sub, Mul, Div)");
+                       "AveragePool, GlobalAveragePool, BatchNormalization, LayerNormalization, Softmax, LogSoftmax, "
+                       "Erf, Sqrt, Exp, Log, Neg, Reciprocal, Pow, Where, Expand, ReduceSum, ReduceMean, Concat, "
+                       "Split, Slice, Gather, Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Identity, Dropout, Cast, "
+                       "Add, Sub, Mul, Div)");
 }
 
 // Slots whose constant float input is a trainable weight.
 bool TrainableSlot(const Node& n, size_t slot) {
   if (!n.domain.empty()) return false;
   if (n.op_type == "Gemm" || n.op_type == "Conv") return slot <= 2;
-  if (n.op_type == "MatMul") return slot == 1;
+  if (n.op_type == "MatMul") return slot <= 1;
   if (n.op_type == "Add" || n.op_type == "Mul") return true;  // a bias, a scale
-  if (n.op_type == "BatchNormalization") return slot == 1 || slot == 2;  // scale, bias (statistics frozen)
+  if (n.op_type == "BatchNormalization") return slot == 1 || slot == 2;  // scale, bias (statistics are not trained)
+  if (n.op_type == "LayerNormalization") return slot == 1 || slot == 2;  // scale, bias
+  if (n.op_type == "Gather") return slot == 0;                             // an embedding table
+  if (n.op_type == "Concat") return true;                                  // a learned token
   return false;
+}
+
+// Whether a value carries a gradient: float values, and the integer output of a fake
+// quantization (its straight-through gradient passes on to the DequantizeLinear after it).
+bool Differentiable(const Graph& g, const Node& producer, int v) {
+  const DType t = g.value(v).dtype;
+  if (t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kFloat64 || t == DType::kBFloat16) return true;
+  return producer.domain.empty() && producer.op_type == "QuantizeLinear";
+}
+
+// bn_training: every BatchNormalization is fed the batch's statistics (mean and biased variance
+// over all axes but the channel axis, computed by ReduceMean nodes) in place of its running ones,
+// which become state inputs; the running statistics' ONNX training-mode update
+//   running = running * momentum + batch * (1 - momentum)
+// is appended as a graph output per statistic. Returns the rewritten nodes' names.
+StatusOr<std::set<std::string>> UseBatchStatistics(Graph& g, std::vector<std::pair<int, int>>* updates) {
+  std::set<std::string> names;
+  Emitter e(g);
+  e.set_prefix("bn_train/");
+  std::set<int> seen;
+  const size_t count = g.nodes().size();
+  for (size_t ni = 0; ni < count; ++ni) {
+    const Node n = g.nodes()[ni];  // a copy: emitting grows the node list
+    if (!n.domain.empty() || n.op_type != "BatchNormalization") continue;
+    if (n.attrs.GetInt("training_mode", 0) != 0 || n.outputs.size() > 1)
+      return Unimplemented(n.DebugName() + ": BatchNormalization already in training mode (extra outputs)");
+    const std::optional<SymShape> sx = ShapeOf(g, n.inputs[0]);
+    if (!sx || sx->size() < 2) return Unimplemented(n.DebugName() + ": BatchNormalization needs a known rank");
+    for (size_t slot : {size_t{3}, size_t{4}}) {
+      const int v = n.inputs[slot];
+      if (!g.ConstInput(n, slot, DType::kFloat32))
+        return Unimplemented(n.DebugName() + ": training mode needs the running statistics as float32 initializers");
+      if (!seen.insert(v).second)
+        return Unimplemented(n.DebugName() + ": running statistic '" + g.value(v).name + "' is shared by two nodes");
+    }
+    std::vector<int64_t> axes{0}, bshape{1, -1};
+    for (size_t i = 2; i < sx->size(); ++i) {
+      axes.push_back(static_cast<int64_t>(i));
+      bshape.push_back(1);
+    }
+    const int x = n.inputs[0];
+    const int mean = e.ReduceMean(x, axes, false);
+    const int xc = e.Op("Sub", {x, e.Op("Reshape", {mean, e.Int64s(bshape)})});
+    const int var = e.ReduceMean(e.Op("Mul", {xc, xc}), axes, false);
+    const float momentum = n.attrs.GetFloat("momentum", 0.9f);
+    for (const auto& [slot, batch] : {std::pair<size_t, int>{3, mean}, std::pair<size_t, int>{4, var}}) {
+      const int running = n.inputs[slot];
+      const int updated =
+          e.Op("Add", {e.Op("Mul", {running, e.Scalar(momentum)}), e.Op("Mul", {batch, e.Scalar(1.f - momentum)})});
+      updates->push_back({running, updated});
+    }
+    Node& bn = g.nodes()[ni];
+    bn.inputs[3] = mean;
+    bn.inputs[4] = var;
+    names.insert(n.name);
+  }
+  return names;
 }
 
 }  // namespace
@@ -445,7 +868,7 @@ Tensor QuantizeStored(const Tensor& w, const QuantizedParam& q) {
   return out;
 }
 
-StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature) {
+StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature, const TrainingGraphOptions& options) {
   RegisterAllOps();
   TrainingGraph tg;
   Graph& g = tg.graph;
@@ -457,9 +880,16 @@ StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature
   const int logits = g.outputs()[0];
   tg.logits = g.value(logits).name;
   tg.model_input = g.value(g.inputs()[0]).name;
-  const SymShape* ls = ShapeOf(g, logits);
+  const std::optional<SymShape> ls = ShapeOf(g, logits);
   if (g.value(logits).dtype != DType::kFloat32 || !ls || ls->size() != 2)
     return InvalidArgument("the model's first output '" + tg.logits + "' must be float32 logits [batch, classes]");
+  const SymShape logits_shape = *ls;
+  RuleContext ctx;
+  std::vector<std::pair<int, int>> state;  // (running statistic, its updated value)
+  if (options.bn_training) {
+    WH_ASSIGN_OR_RETURN(ctx.bn_training, UseBatchStatistics(g, &state));
+    WH_RETURN_IF_ERROR(InferShapes(g));
+  }
 
   // Nodes on the path to the logits, in topological order.
   WH_ASSIGN_OR_RETURN(std::vector<int> order, g.TopologicalOrder());
@@ -474,7 +904,9 @@ StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature
     for (int i : n.inputs)
       if (i >= 0) live_values.insert(i);
   }
-  // live_nodes is in reverse topological order. The params, and which values need gradients.
+  // live_nodes is in reverse topological order. The params, and which values need gradients:
+  // the float values downstream of a param (shape arithmetic, casts of integers, comparisons and
+  // the other integer plumbing exporters emit never need one).
   std::set<int> params;
   for (int ni : live_nodes) {
     const Node& n = g.nodes()[static_cast<size_t>(ni)];
@@ -492,12 +924,12 @@ StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature
     for (int i : n.inputs) any = any || (i >= 0 && needs.count(i));
     if (any)
       for (int o : n.outputs)
-        if (o >= 0) needs.insert(o);
+        if (o >= 0 && Differentiable(g, n, o)) needs.insert(o);
   }
 
   // The loss gradient at the logits.
   Emitter e(g);
-  const int target = g.AddValue(kTargetInput, DType::kFloat32, *ls);
+  const int target = g.AddValue(kTargetInput, DType::kFloat32, logits_shape);
   const int a = g.AddValue(kCeCoefInput, DType::kFloat32, SymShape{});
   const int b = g.AddValue(kKdCoefInput, DType::kFloat32, SymShape{});
   g.inputs().push_back(target);
@@ -523,34 +955,56 @@ StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature
   };
   for (int ni : live_nodes) {
     const Node n = g.nodes()[static_cast<size_t>(ni)];  // copy: emitting grows the node list
-    if (n.outputs.empty() || n.outputs[0] < 0 || !needs.count(n.outputs[0])) continue;
-    const int dy = GradOfValue(n.outputs[0]);
-    if (dy < 0) continue;  // nothing downstream depends on it
+    std::vector<int> dys;
+    bool any = false;
+    for (int o : n.outputs) {
+      dys.push_back(o >= 0 && needs.count(o) ? GradOfValue(o) : -1);
+      any = any || dys.back() >= 0;
+    }
+    if (!any) continue;  // nothing downstream depends on it
     auto need = [&](size_t slot) { return slot < n.inputs.size() && n.inputs[slot] >= 0 && needs.count(n.inputs[slot]); };
-    WH_ASSIGN_OR_RETURN(InputGrads grads, GradOf(e, g, n, dy, need));
+    WH_ASSIGN_OR_RETURN(InputGrads grads, GradOf(e, g, n, dys, need, ctx));
     for (const auto& [slot, gv] : grads) contrib[n.inputs[slot]].push_back(gv);
   }
 
+  // Lifts an initializer to a graph input (fed each step).
+  auto lift = [&](int v) {
+    Value& pv = g.value(v);
+    Tensor init = *pv.initializer;
+    pv.shape = ToSymShape(init.dims());
+    pv.initializer.reset();
+    g.inputs().push_back(v);
+    return init;
+  };
+  // A named graph output for v, via Identity (the same value may not be output twice).
+  auto output = [&](int v, const std::string& name) {
+    Node id;
+    id.name = g.UniqueName("grad/" + name);
+    id.op_type = "Identity";
+    id.inputs = {v};
+    id.outputs = {g.AddValue(g.UniqueName(name))};
+    const int out = id.outputs[0];
+    g.AddNode(std::move(id));
+    g.outputs().push_back(out);
+    return g.value(out).name;
+  };
   // Params become inputs; their gradients become outputs after the logits.
   g.outputs() = {logits};
   for (int p : params) {
     const int gv = GradOfValue(p);
     if (gv < 0) continue;  // no path (cannot happen for a live param, kept for safety)
-    Value& pv = g.value(p);
-    tg.params.push_back(pv.name);
-    tg.initial.push_back(*pv.initializer);
-    pv.shape = ToSymShape(pv.initializer->dims());
-    pv.initializer.reset();
-    g.inputs().push_back(p);
-    // A named output per param, via Identity (the same value may not be output twice).
-    Node id;
-    id.name = g.UniqueName("grad/" + pv.name);
-    id.op_type = "Identity";
-    id.inputs = {gv};
-    id.outputs = {g.AddValue(g.UniqueName("grad_" + pv.name))};
-    const int out = id.outputs[0];
-    g.AddNode(std::move(id));
-    g.outputs().push_back(out);
+    const std::string name = g.value(p).name;
+    tg.params.push_back(name);
+    tg.initial.push_back(lift(p));
+    output(gv, "grad_" + name);
+  }
+  // Running statistics: inputs too, their updates the last outputs.
+  for (const auto& [running, updated] : state) {
+    StateUpdate u;
+    u.initializer = g.value(running).name;
+    u.initial = lift(running);
+    u.output = output(updated, u.initializer + "_updated");
+    tg.state.push_back(std::move(u));
   }
   if (g.OpsetFor(kWhittleDomain) == 0) g.opset_imports[kWhittleDomain] = 1;
   WH_RETURN_IF_ERROR(g.Compact());

@@ -1,10 +1,12 @@
 // Autodiff: turns an inference graph into a training graph that the ordinary Session runs —
 // the forward ops, then the backward ops each forward op's gradient rule emits (standard ONNX ops
-// where they exist: Gemm, MatMul, ReduceSum, Where, Reshape; ai.whittle ConvGradInput,
-// ConvGradWeight and MaxPoolGrad where they do not), in reverse topological order, with the
-// contributions to a value used twice summed. The trainable weights (float32 initializers in a
-// weight or bias slot of Gemm, MatMul, Conv or a bias Add, on the path to the logits) become graph
-// inputs, so the same kernels run whatever their current values are.
+// where they exist: Gemm, MatMul, ReduceSum, Where, Reshape, Pad, Slice, Concat; ai.whittle
+// ConvGradInput, ConvGradWeight, MaxPoolGrad, AveragePoolGrad and GatherGrad where they do not),
+// in reverse topological order, with the contributions to a value used twice summed. The
+// trainable weights (float32 initializers in a weight or bias slot of Gemm, MatMul, Conv, a bias
+// Add, a scale Mul, a normalization's scale and bias, a Gather's table or a Concat input, on the
+// path to the logits) become graph inputs, so the same kernels run whatever their current values
+// are.
 //
 // The loss gradient is emitted too, in closed form for softmax cross-entropy mixed with
 // distillation (Hinton et al.): with s = softmax(z), q = softmax(z / T),
@@ -42,18 +44,42 @@ struct QuantizedParam {
 // The stored integer tensor for latent values w (round half to even, saturated).
 Tensor QuantizeStored(const Tensor& w, const QuantizedParam& q);
 
+// A model state the training graph updates but does not train: with bn_training, each
+// BatchNormalization's running mean and running variance. The initializer is a graph input
+// (named as in the model) that the caller feeds each step (first with `initial`); the graph
+// output `output` is its new value after the step, to feed at the next step and to write back
+// into the model's initializer when exporting.
+struct StateUpdate {
+  std::string output;       // graph output: the updated value
+  std::string initializer;  // graph input, and the model's initializer of that name
+  Tensor initial;           // its value in the model
+};
+
+struct TrainingGraphOptions {
+  // false: BatchNormalization uses its running statistics (frozen; inference semantics).
+  // true: it normalizes with the batch's mean and biased variance (over all axes but the channel
+  // axis; the gradient flows through them) and updates the running statistics as ONNX's
+  // training_mode does: running = running * momentum + batch * (1 - momentum) (momentum: the
+  // node's attribute, default 0.9; batch variance biased, as ONNX's reference, unlike PyTorch's
+  // unbiased running_var). The running statistics become state updates.
+  bool bn_training = false;
+};
+
 struct TrainingGraph {
-  Graph graph;                      // outputs: logits, then one gradient per param
+  Graph graph;  // outputs: logits, one gradient per param (params' order), one per state (state's order)
   std::vector<std::string> params;  // graph inputs holding the trainable weights
   std::vector<Tensor> initial;      // their values in the model
   std::vector<QuantizedParam> quantized;  // the params trained behind a fake quantization
+  std::vector<StateUpdate> state;   // graph inputs updated but not trained (empty without bn_training)
   std::string logits;               // the model's first output
   std::string model_input;          // the model's (only) data input
 };
 
 // temperature: T of the distillation term (a graph constant). Errors name the node whose op has
 // no gradient rule, or the model feature that is not supported (several data inputs, no float
-// weights on the path to the logits).
-StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature);
+// weights on the path to the logits). Only float values downstream of a param are
+// differentiated: shape arithmetic, integer casts, comparisons and conditions need no rule.
+StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature,
+                                           const TrainingGraphOptions& options = TrainingGraphOptions());
 
 }  // namespace whittle::training

@@ -2,8 +2,10 @@
 // differences of sum(forward(X, W) * dY), the forward being the reference Conv / MaxPool kernel,
 // over strides, asymmetric pads, dilations, groups, depthwise, 1x1, 1-D, 3-D and auto_pad, on
 // every built backend; MaxPool's tie and padding rules by hand; MaxPoolGrad's 1-D/2-D direct loop
-// bit for bit against its generic N-D path; ReluGrad by hand and against its definition; dtype,
-// shape and attribute errors.
+// bit for bit against its generic N-D path; ReluGrad by hand and against its definition;
+// AveragePoolGrad (count_include_pad, ceil_mode, auto_pad) and GatherGrad (repeated and negative
+// indices, any axis) against finite differences of AveragePool / Gather; dtype, shape and
+// attribute errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -511,6 +513,115 @@ TEST(ReluGrad, RejectsShapesThatDifferNamingTheNode) {
   Tensor dx(DType::kFloat32, {2, 3});
   const Status k = ReluGradReference(RandomFloat({3, 2}, 1), RandomFloat({2, 3}, 2), &dx, 1);
   EXPECT_EQ(k.code(), StatusCode::kInvalidArgument) << k.message();
+}
+
+TEST(AveragePoolGrad, MatchesFiniteDifferencesOnEveryBackend) {
+  using A = Attribute;
+  const std::vector<PoolCase> cases = {
+      {"3x3_stride2_pads_exclude", {2, 3, 7, 6},
+       {{"kernel_shape", A::Ints({3, 3})}, {"strides", A::Ints({2, 2})}, {"pads", A::Ints({1, 1, 1, 1})}}},
+      {"3x3_stride2_pads_include", {2, 3, 7, 6},
+       {{"kernel_shape", A::Ints({3, 3})}, {"strides", A::Ints({2, 2})}, {"pads", A::Ints({1, 1, 1, 1})},
+        {"count_include_pad", A::Int(1)}}},
+      {"ceil_asymmetric_pads_include", {1, 2, 6, 7},
+       {{"kernel_shape", A::Ints({2, 3})}, {"strides", A::Ints({2, 2})}, {"ceil_mode", A::Int(1)},
+        {"pads", A::Ints({0, 1, 1, 0})}, {"count_include_pad", A::Int(1)}}},
+      {"1d_ceil", {2, 2, 9},
+       {{"kernel_shape", A::Ints({3})}, {"strides", A::Ints({2})}, {"pads", A::Ints({1, 1})}, {"ceil_mode", A::Int(1)}}},
+      {"3d", {1, 2, 4, 5, 4},
+       {{"kernel_shape", A::Ints({2, 2, 3})}, {"strides", A::Ints({2, 1, 2})}, {"pads", A::Ints({1, 0, 1, 0, 1, 1})}}},
+      {"same_upper", {1, 1, 5, 6},
+       {{"kernel_shape", A::Ints({3, 3})}, {"strides", A::Ints({2, 2})}, {"auto_pad", A::String("SAME_UPPER")}}},
+  };
+  uint32_t seed = 300;
+  for (const PoolCase& c : cases) {
+    const AttributeMap attrs = Attrs(c.attrs);
+    const Node pool = MakeNode("AveragePool", 1, 1, attrs);
+    const Tensor x = RandomFloat(c.x, seed++);
+    const Tensor y = RunOne(pool, {x});
+    const Tensor dy = RandomFloat(y.dims(), seed++);
+    // AveragePool is linear: the differences are exact up to rounding.
+    const Tensor want = FiniteDifference(pool, {x}, 0, dy, 1.f / 16.f);
+    const Node grad = MakeNode("AveragePoolGrad", 2, 1, attrs, kDomain);
+    const std::vector<Tensor> got = ExpectBackendsMatchReference(grad, {x, dy}, 1e-6f, 1e-6f, kOpset);
+    ASSERT_EQ(got.size(), 1u) << c.name;
+    ExpectClose(got[0], want, 1e-5f, c.name);
+  }
+}
+
+TEST(GatherGrad, MatchesFiniteDifferencesOnEveryBackend) {
+  // Repeated and negative indices, 0-D and 2-D index tensors, every axis of a 3-D X.
+  struct Case {
+    Dims x;
+    Tensor indices;
+    int64_t axis;
+  };
+  const std::vector<Case> cases = {
+      {{5, 3, 2}, Tensor::FromVector<int64_t>({2, 3}, {0, 4, -1, 2, 2, 0}), 0},
+      {{2, 4, 3}, Tensor::FromVector<int64_t>({3}, {3, -4, 3}), 1},
+      {{2, 3, 4}, Tensor::FromVector<int32_t>({2, 2}, {1, -1, 1, 0}), -1},
+      {{4, 3}, Tensor::Scalar<int64_t>(2), 0},
+  };
+  uint32_t seed = 400;
+  for (const Case& c : cases) {
+    const AttributeMap attrs = Attrs({{"axis", Attribute::Int(c.axis)}});
+    const Node gather = MakeNode("Gather", 2, 1, attrs);
+    const Tensor x = RandomFloat(c.x, seed++);
+    const Tensor y = RunOne(gather, {x, c.indices});
+    const Tensor dy = RandomFloat(y.dims(), seed++);
+    const Tensor want = FiniteDifference(gather, {x, c.indices}, 0, dy, 1.f / 16.f);
+    const Node grad = MakeNode("GatherGrad", 3, 1, attrs, kDomain);
+    const std::vector<Tensor> got = ExpectBackendsMatchReference(grad, {x, c.indices, dy}, 1e-6f, 1e-6f, kOpset);
+    ASSERT_EQ(got.size(), 1u);
+    ExpectClose(got[0], want, 1e-5f, "axis " + std::to_string(c.axis));
+  }
+}
+
+TEST(GatherGrad, HandComputedRepeatsSum) {
+  // X [3, 2]; indices [2, 0, 2, -1]: row 2 gets three dY rows, row 0 one, row 1 none.
+  const Tensor x = RandomFloat({3, 2}, 1);
+  const Tensor idx = Tensor::FromVector<int64_t>({4}, {2, 0, 2, -1});
+  const Tensor dy = Tensor::FromVector<float>({4, 2}, {1, 2, 10, 20, 100, 200, 1000, 2000});
+  const Tensor dx = RunOne(MakeNode("GatherGrad", 3, 1, Attrs({}), kDomain), {x, idx, dy});
+  ASSERT_TRUE(dx.defined());
+  const std::vector<float> want{10, 20, 0, 0, 1101, 2202};
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(dx.data<float>()[i], want[static_cast<size_t>(i)]) << i;
+}
+
+TEST(GatherGrad, RejectsBadIndicesShapesAndTypes) {
+  RegisterAllOps();
+  const Tensor x = RandomFloat({3, 2}, 1);
+  const Node n = MakeNode("GatherGrad", 3, 1, Attrs({}), kDomain);
+  auto out_of_range = RunNode(n, kOpset, {x, Tensor::FromVector<int64_t>({2}, {0, 3}), RandomFloat({2, 2}, 2)},
+                              Backend::kReference);
+  ASSERT_FALSE(out_of_range.ok());
+  EXPECT_NE(out_of_range.status().message().find("out of range"), std::string::npos) << out_of_range.status().message();
+  auto wrong_dy = RunNode(n, kOpset, {x, Tensor::FromVector<int64_t>({2}, {0, 1}), RandomFloat({3, 2}, 2)},
+                          Backend::kReference);
+  ASSERT_FALSE(wrong_dy.ok());
+  EXPECT_NE(wrong_dy.status().message().find("dY"), std::string::npos) << wrong_dy.status().message();
+  auto float_idx = RunNode(n, kOpset, {x, RandomFloat({2}, 3), RandomFloat({2, 2}, 2)}, Backend::kReference);
+  ASSERT_FALSE(float_idx.ok());
+  EXPECT_NE(float_idx.status().message().find("Indices"), std::string::npos) << float_idx.status().message();
+  const Node bad_axis = MakeNode("GatherGrad", 3, 1, Attrs({{"axis", Attribute::Int(2)}}), kDomain);
+  auto axis = RunNode(bad_axis, kOpset, {x, Tensor::FromVector<int64_t>({2}, {0, 1}), RandomFloat({2, 2}, 2)},
+                      Backend::kReference);
+  ASSERT_FALSE(axis.ok());
+  EXPECT_NE(axis.status().message().find("axis"), std::string::npos) << axis.status().message();
+}
+
+TEST(AveragePoolGrad, RejectsDyOfTheWrongShapeAndMissingKernelShape) {
+  RegisterAllOps();
+  const AttributeMap attrs = Attrs({{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}});
+  auto r = RunNode(MakeNode("AveragePoolGrad", 2, 1, attrs, kDomain), kOpset,
+                   {RandomFloat({1, 2, 4, 4}, 1), RandomFloat({1, 2, 3, 2}, 2)}, Backend::kReference);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("dY"), std::string::npos) << r.status().message();
+  Node n = MakeNode("AveragePoolGrad", 2, 1, Attrs({}), kDomain);
+  n.name = "avg_grad_node";
+  const Status s = ValidateNode(n, kOpset);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("kernel_shape"), std::string::npos) << s.message();
 }
 
 }  // namespace
