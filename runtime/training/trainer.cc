@@ -132,7 +132,13 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const Graph& student, const G
   if (!(options.alpha >= 0 && options.alpha <= 1)) return InvalidArgument("alpha must be in [0, 1]");
   if (options.crop_padding < 0) return InvalidArgument("crop padding must be >= 0");
   t->student_ = student;
-  WH_ASSIGN_OR_RETURN(TrainingGraph tg, BuildTrainingGraph(student, t->opts_.temperature));
+  TrainingGraphOptions go;
+  go.bn_training = options.bn_training;
+  WH_ASSIGN_OR_RETURN(TrainingGraph tg, BuildTrainingGraph(student, t->opts_.temperature, go));
+  for (const StateUpdate& su : tg.state) {
+    t->state_names_.push_back(su.initializer);
+    t->state_values_.push_back(su.initial.Clone());
+  }
   t->input_name_ = tg.model_input;
   t->params_ = tg.params;
   t->quantized_ = tg.quantized;
@@ -203,6 +209,7 @@ StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, con
                                    {kCeCoefInput, Tensor::Scalar<float>(a)},
                                    {kKdCoefInput, Tensor::Scalar<float>(b)}};
   for (size_t i = 0; i < params_.size(); ++i) in[params_[i]] = values_[i];
+  for (size_t i = 0; i < state_names_.size(); ++i) in[state_names_[i]] = state_values_[i];
   WH_ASSIGN_OR_RETURN(*outs, train_->Run(in));
   // The loss: (1 - alpha) CE + alpha T^2 KL(p_teacher || softmax(z / T)), batch means.
   const float* z = (*outs)[0].data<float>();
@@ -233,7 +240,10 @@ StatusOr<StepResult> Trainer::Gradients(const Tensor& x, const Tensor& labels, s
                                         const Tensor& teacher_logits) {
   std::vector<Tensor> outs;
   WH_ASSIGN_OR_RETURN(StepResult r, Forward(x, labels, teacher_logits, &outs));
-  grads->assign(outs.begin() + 1, outs.end());
+  // Outputs: logits, one gradient per param, then the updated model state (running statistics).
+  const size_t P = params_.size();
+  grads->assign(outs.begin() + 1, outs.begin() + 1 + static_cast<std::ptrdiff_t>(P));
+  pending_state_.assign(outs.begin() + 1 + static_cast<std::ptrdiff_t>(P), outs.end());
   return r;
 }
 
@@ -304,6 +314,8 @@ StatusOr<StepResult> Trainer::Step(const Tensor& x, const Tensor& labels, int64_
       }
     }
   });
+  // The step's running statistics become the model's (never touched by the optimizer).
+  for (size_t i = 0; i < state_values_.size() && i < pending_state_.size(); ++i) state_values_[i] = pending_state_[i].Clone();
   return r;
 }
 
@@ -412,6 +424,10 @@ Graph Trainer::CurrentModel() const {
     if (v < 0) continue;
     // A snapshot: training goes on in place.
     g.value(v).initializer = q ? QuantizeStored(values_[i], *q) : values_[i].Clone();
+  }
+  for (size_t i = 0; i < state_names_.size(); ++i) {
+    const int v = g.FindValue(state_names_[i]);
+    if (v >= 0) g.value(v).initializer = state_values_[i].Clone();
   }
   return g;
 }

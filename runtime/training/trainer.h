@@ -52,6 +52,10 @@ struct TrainOptions {
   // Without augmentation the teacher sees the same samples every epoch: keep its logits (one
   // row of C floats per sample, not its activations) from the first epoch and reuse them.
   bool cache_teacher = true;
+  // BatchNormalization in training mode: batch statistics in the forward pass (the gradient
+  // flows through them) and the running statistics updated after each step, as ONNX's
+  // training_mode (runtime/training/autodiff.h). false: running statistics frozen.
+  bool bn_training = false;
 };
 
 struct StepResult {
@@ -111,6 +115,10 @@ class Trainer {
   std::vector<Tensor>& state1() { return m_; }
   std::vector<Tensor>& state2() { return v_; }
   int64_t& adam_steps() { return adam_t_; }
+  // Model state the steps update but do not train (BatchNormalization running statistics with
+  // bn_training), by initializer name; for checkpoints.
+  const std::vector<std::string>& state_names() const { return state_names_; }
+  std::vector<Tensor>& state_values() { return state_values_; }
   int64_t StepsPerEpoch(int64_t samples) const { return (samples + opts_.batch - 1) / opts_.batch; }
 
  private:
@@ -130,6 +138,9 @@ class Trainer {
   std::vector<std::string> params_;
   std::vector<QuantizedParam> quantized_;  // params the student stores quantized
   std::vector<Tensor> values_, m_, v_;
+  std::vector<std::string> state_names_;
+  std::vector<Tensor> state_values_;
+  std::vector<Tensor> pending_state_;  // the last Gradients() call's updated state
   int64_t adam_t_ = 0;
   // Teacher logits per sample of the data set last trained on (see TrainOptions::cache_teacher).
   const void* cache_for_ = nullptr;

@@ -12,6 +12,7 @@
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
 #include "runtime/training/trainer.h"
+#include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"
 
 namespace whittle::training {
@@ -149,6 +150,63 @@ TEST(TrainerData, AugmentationNeedsImages) {
   EXPECT_NE(st.status().message().find("augmentation needs float32 images"), std::string::npos) << st.status().message();
   o.crop_padding = -1;
   EXPECT_FALSE(Trainer::Create(student, nullptr, o).ok());
+}
+
+
+// With bn_training the running statistics follow the batches (ONNX's training_mode update,
+// biased batch variance) after each optimizer step, never after a bare Gradients() call, and
+// CurrentModel() carries them; without it they stay as the model has them.
+TEST(TrainerData, BatchNormRunningStatisticsFollowTheSteps) {
+  RegisterAllOps();
+  const int64_t C = 3;
+  AttributeMap bn;
+  bn.Set("momentum", Attribute::Float(0.75f));
+  Graph g = ::whittle::testing::GraphBuilder(15)
+                .Input("x", DType::kFloat32, {Dim::Symbol("batch"), C, 4, 4})
+                .Init("scale", RandomFloat({C}, 1, 0.5f, 1.5f))
+                .Init("bias", RandomFloat({C}, 2))
+                .Init("mean", RandomFloat({C}, 3))
+                .Init("var", RandomFloat({C}, 4, 0.5f, 2.f))
+                .Init("w", RandomFloat({C, 5}, 5))
+                .Op("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y"}, bn)
+                .Op("GlobalAveragePool", {"y"}, {"p"})
+                .Op("Flatten", {"p"}, {"f"})
+                .Op("MatMul", {"f", "w"}, {"z"})
+                .Output("z")
+                .Build();
+  const Tensor x = RandomFloat({6, C, 4, 4}, 6, -2.f, 3.f);
+  const Tensor y = Tensor::FromVector<int64_t>({6}, {0, 1, 2, 3, 4, 0});
+  const Tensor mean0 = *g.value(g.FindValue("mean")).initializer, var0 = *g.value(g.FindValue("var")).initializer;
+  for (bool train : {true, false}) {
+    SCOPED_TRACE(train ? "bn_training" : "frozen");
+    TrainOptions o;
+    o.alpha = 0;
+    o.bn_training = train;
+    auto tr = Trainer::Create(g, nullptr, o);
+    ASSERT_TRUE(tr.ok()) << tr.status().message();
+    EXPECT_EQ((*tr)->state_names().size(), train ? 2u : 0u);
+    std::vector<Tensor> grads;
+    ASSERT_TRUE((*tr)->Gradients(x, y, &grads).ok());
+    ASSERT_TRUE((*tr)->Step(x, y, 0, 4).ok());
+    const Graph m = (*tr)->CurrentModel();
+    const Tensor& mean1 = *m.value(m.FindValue("mean")).initializer;
+    const Tensor& var1 = *m.value(m.FindValue("var")).initializer;
+    for (int64_t c = 0; c < C; ++c) {
+      double s = 0, s2 = 0;
+      const int64_t n = 6 * 16;
+      for (int64_t b = 0; b < 6; ++b)
+        for (int64_t i = 0; i < 16; ++i) {
+          const double v = x.data<float>()[(b * C + c) * 16 + i];
+          s += v;
+          s2 += v * v;
+        }
+      const double bm = s / n, bv = s2 / n - bm * bm;
+      const double want_m = train ? mean0.data<float>()[c] * 0.75 + bm * 0.25 : mean0.data<float>()[c];
+      const double want_v = train ? var0.data<float>()[c] * 0.75 + bv * 0.25 : var0.data<float>()[c];
+      EXPECT_NEAR(mean1.data<float>()[c], want_m, 1e-5) << "channel " << c;
+      EXPECT_NEAR(var1.data<float>()[c], want_v, 1e-4) << "channel " << c;
+    }
+  }
 }
 
 }  // namespace
