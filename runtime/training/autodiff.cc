@@ -176,9 +176,20 @@ Tensor Dequantize(const Tensor& q, const Tensor& scale, const Tensor& zp, int64_
 
 // Replaces every DequantizeLinear of a constant integer initializer (a stored weight) by a fake
 // quantization of a float latent initializer; returns the latent values' ids.
-StatusOr<std::set<int>> LiftQuantizedWeights(Graph& g, std::vector<QuantizedParam>* out) {
+// How many node inputs read value v.
+int Readers(const Graph& g, int v) {
+  int c = 0;
+  for (const Node& n : g.nodes())
+    for (int i : n.inputs) c += i == v;
+  return c;
+}
+
+StatusOr<std::set<int>> LiftQuantizedWeights(Graph& g, std::vector<QuantizedParam>* out, bool refresh,
+                                             std::vector<int>* live_inputs) {
   std::set<int> latent;
   const size_t count = g.nodes().size();
+  // DequantizeLinear output value -> its weight's index in *out (for the biases beside them).
+  std::map<int, size_t> weight_of_dq;
   for (size_t ni = 0; ni < count; ++ni) {
     const Node d = g.nodes()[ni];
     if (!(d.domain.empty() && d.op_type == "DequantizeLinear") || d.inputs.empty()) continue;
@@ -210,10 +221,32 @@ StatusOr<std::set<int>> LiftQuantizedWeights(Graph& g, std::vector<QuantizedPara
       dn.inputs = {lid};
       dn.attrs = AttributeMap();
     } else {
+      int scale_in = d.inputs[1];
+      bool symmetric = true;
+      // (scale and zp point into the value list, which the latent's initializer may have moved:
+      // only the copies in q are read from here on.)
+      for (int64_t c = 0; q.zero_point.defined() && c < q.zero_point.numel(); ++c)
+        symmetric = symmetric && ZeroPointAt(q.zero_point, c) == 0;
+      if (refresh && symmetric && Readers(g, d.inputs[1]) == 1) {
+        q.stored_scale = g.value(d.inputs[1]).name;
+        q.levels = Tensor(DType::kFloat32, q.scale.dims());
+        float* lv = q.levels.data<float>();
+        std::fill(lv, lv + q.levels.numel(), 0.f);
+        for (int64_t i = 0; i < qv.initializer->numel(); ++i) {
+          const int64_t c = q.scale.numel() <= 1 ? 0 : ChannelOf(q.scale, qv.initializer->dims(), q.axis, i);
+          double v = dt == DType::kInt8 ? qv.initializer->data<int8_t>()[i] : qv.initializer->data<uint8_t>()[i];
+          lv[c] = std::max(lv[c], static_cast<float>(std::fabs(v)));
+        }
+        scale_in = g.AddValue(g.UniqueName(q.latent + "_scale"), DType::kFloat32, ToSymShape(q.scale.dims()));
+        q.live_scale = g.value(scale_in).name;
+        live_inputs->push_back(scale_in);
+        g.nodes()[ni].inputs[1] = scale_in;
+      }
+      weight_of_dq[d.outputs[0]] = out->size();
       Node qn;
       qn.name = g.UniqueName(d.name + "_fake_quant");
       qn.op_type = "QuantizeLinear";
-      qn.inputs = {lid, d.inputs[1]};
+      qn.inputs = {lid, scale_in};
       if (zp) qn.inputs.push_back(d.inputs[2]);
       qn.attrs = d.attrs;
       qn.outputs = {g.AddValue(g.UniqueName(qv.name + "_fake_quant"), dt, qv.shape)};
@@ -221,6 +254,34 @@ StatusOr<std::set<int>> LiftQuantizedWeights(Graph& g, std::vector<QuantizedPara
       g.AddNode(std::move(qn));
     }
     out->push_back(std::move(q));
+  }
+  // Biases: an int32 bias of a Conv/Gemm whose weight scale is live follows that scale.
+  for (QuantizedParam& b : *out) {
+    if (b.dtype != DType::kInt32 || !refresh) continue;
+    // The bias's value (the Identity that reads its latent) and the weight beside it: Conv/Gemm
+    // input 1 next to input 2, or a MatMul's input 1 when an Add adds the bias to its output.
+    auto is_bias = [&](int v) {
+      if (v < 0 || g.value(v).producer < 0) return false;
+      const Node& bp = g.nodes()[static_cast<size_t>(g.value(v).producer)];
+      return !bp.inputs.empty() && g.value(bp.inputs[0]).name == b.latent;
+    };
+    for (const Node& n : g.nodes()) {
+      int weight = -1;
+      if ((n.op_type == "Conv" || n.op_type == "Gemm") && n.inputs.size() > 2 && is_bias(n.inputs[2])) weight = n.inputs[1];
+      if (n.op_type == "Add" && n.inputs.size() == 2)
+        for (int s = 0; s < 2; ++s) {
+          const int other = n.inputs[static_cast<size_t>(1 - s)];
+          if (!is_bias(n.inputs[static_cast<size_t>(s)]) || other < 0 || g.value(other).producer < 0) continue;
+          const Node& mm = g.nodes()[static_cast<size_t>(g.value(other).producer)];
+          if (mm.op_type == "MatMul" && mm.inputs.size() == 2) weight = mm.inputs[1];
+        }
+      if (weight < 0) continue;
+      auto w = weight_of_dq.find(weight);
+      if (w == weight_of_dq.end() || (*out)[w->second].live_scale.empty()) break;
+      b.bias_of = (*out)[w->second].latent;
+      b.weight_scale0 = (*out)[w->second].scale;
+      break;
+    }
   }
   return latent;
 }
@@ -517,6 +578,13 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, const std
     const Tensor* scale = g.ConstInput(n, 1, DType::kFloat32);
     const Tensor* zp = in(2) >= 0 ? g.ConstInput(n, 2) : nullptr;
     const std::optional<SymShape> sx = ShapeOf(g, in(0));
+    if (!scale && in(1) >= 0 && g.value(in(1)).producer < 0 && !g.value(in(1)).is_constant() && (in(2) < 0 || zp)) {
+      // A live (re-estimated) weight scale, fed as a graph input: it maps the largest |w| of
+      // each channel to the stored weights' largest level, inside the range, so nothing
+      // saturates and the straight-through gradient is dy itself.
+      r.push_back({0, dy});
+      return r;
+    }
     if (!scale || (in(2) >= 0 && !zp) || !sx)
       return Unimplemented(n.DebugName() + ": fake-quantization gradient needs a constant scale and zero point");
     const DType qt = zp ? zp->dtype() : DType::kUInt8;
@@ -851,6 +919,19 @@ StatusOr<std::set<std::string>> UseBatchStatistics(Graph& g, std::vector<std::pa
 
 }  // namespace
 
+Tensor LiveScale(const Tensor& w, const QuantizedParam& q) {
+  Tensor s = q.scale.Clone();
+  std::vector<float> m(static_cast<size_t>(s.numel()), 0.f);
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    const int64_t c = s.numel() <= 1 ? 0 : ChannelOf(q.scale, w.dims(), q.axis, i);
+    m[static_cast<size_t>(c)] = std::max(m[static_cast<size_t>(c)], std::fabs(w.data<float>()[i]));
+  }
+  for (int64_t c = 0; c < s.numel(); ++c)
+    if (m[static_cast<size_t>(c)] > 0 && q.levels.defined() && q.levels.data<float>()[c] > 0)
+      s.data<float>()[c] = m[static_cast<size_t>(c)] / q.levels.data<float>()[c];
+  return s;
+}
+
 Tensor QuantizeStored(const Tensor& w, const QuantizedParam& q) {
   Tensor out(q.dtype, w.dims());
   double lo = 0, hi = 0;
@@ -873,9 +954,12 @@ StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature
   TrainingGraph tg;
   Graph& g = tg.graph;
   g = model;
-  WH_ASSIGN_OR_RETURN(std::set<int> latent, LiftQuantizedWeights(g, &tg.quantized));
-  WH_RETURN_IF_ERROR(InferShapes(g));
+  std::vector<int> live_scales;
+  WH_ASSIGN_OR_RETURN(std::set<int> latent,
+                      LiftQuantizedWeights(g, &tg.quantized, options.refresh_weight_scales, &live_scales));
   if (g.inputs().size() != 1) return InvalidArgument("fine-tuning needs a model with exactly one data input");
+  for (int v : live_scales) g.inputs().push_back(v);
+  WH_RETURN_IF_ERROR(InferShapes(g));
   if (g.outputs().empty()) return InvalidArgument("the model has no outputs");
   const int logits = g.outputs()[0];
   tg.logits = g.value(logits).name;

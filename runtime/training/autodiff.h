@@ -40,7 +40,22 @@ struct QuantizedParam {
   DType dtype = DType::kInt8;
   Tensor scale, zero_point;  // zero_point undefined: 0
   int64_t axis = 0;        // the channel axis of scale (per-axis), normalized
+  // With refresh_weight_scales (weights stored symmetric, their scale used by nothing else): the
+  // training graph input that carries the scale (LiveScale of the latent values, fed every
+  // step, as PyTorch's QAT observers re-estimate it), the model's scale initializer it replaces
+  // at export, and per channel the integer level the largest |w| maps to (the stored weight's
+  // largest |q|, so the quantizer keeps the range convention the model was written with).
+  std::string live_scale, stored_scale;
+  Tensor levels;
+  // An int32 bias of a layer whose weight scale is live: the weight's latent name and its scale
+  // in the model. The bias scale (input scale x weight scale) follows the weight's in ratio.
+  std::string bias_of;
+  Tensor weight_scale0;
 };
+
+// The scale of a live-scaled weight for latent values w: per channel max |w| / levels, the
+// model's scale where a channel is all zeros.
+Tensor LiveScale(const Tensor& w, const QuantizedParam& q);
 // The stored integer tensor for latent values w (round half to even, saturated).
 Tensor QuantizeStored(const Tensor& w, const QuantizedParam& q);
 
@@ -63,6 +78,9 @@ struct TrainingGraphOptions {
   // node's attribute, default 0.9; batch variance biased, as ONNX's reference, unlike PyTorch's
   // unbiased running_var). The running statistics become state updates.
   bool bn_training = false;
+  // Quantized weights: re-estimate their scales from the latent weights at every step (see
+  // QuantizedParam::live_scale) instead of keeping the model's. Activation scales stay fixed.
+  bool refresh_weight_scales = false;
 };
 
 struct TrainingGraph {

@@ -29,6 +29,14 @@ Tensor GatherRows(const Tensor& t, const std::vector<int64_t>& idx, int64_t begi
   return out;
 }
 
+// How many node inputs read value v.
+int Readers(const Graph& g, int v) {
+  int c = 0;
+  for (const Node& n : g.nodes())
+    for (int i : n.inputs) c += i == v;
+  return c;
+}
+
 // Row-wise softmax of z / T into p (B x C).
 void Softmax(const float* z, int64_t B, int64_t C, float T, std::vector<float>* p) {
   p->resize(static_cast<size_t>(B * C));
@@ -134,6 +142,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const Graph& student, const G
   t->student_ = student;
   TrainingGraphOptions go;
   go.bn_training = options.bn_training;
+  go.refresh_weight_scales = options.refresh_weight_scales;
   WH_ASSIGN_OR_RETURN(TrainingGraph tg, BuildTrainingGraph(student, t->opts_.temperature, go));
   for (const StateUpdate& su : tg.state) {
     t->state_names_.push_back(su.initializer);
@@ -210,6 +219,8 @@ StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, con
                                    {kKdCoefInput, Tensor::Scalar<float>(b)}};
   for (size_t i = 0; i < params_.size(); ++i) in[params_[i]] = values_[i];
   for (size_t i = 0; i < state_names_.size(); ++i) in[state_names_[i]] = state_values_[i];
+  for (const QuantizedParam& q : quantized_)
+    if (!q.live_scale.empty()) in[q.live_scale] = LiveScale(*Latent(q.latent), q);
   WH_ASSIGN_OR_RETURN(*outs, train_->Run(in));
   // The loss: (1 - alpha) CE + alpha T^2 KL(p_teacher || softmax(z / T)), batch means.
   const float* z = (*outs)[0].data<float>();
@@ -414,6 +425,12 @@ StatusOr<Tensor> Trainer::TeacherLogits(const Dataset& data, const std::vector<i
   return tz;
 }
 
+const Tensor* Trainer::Latent(const std::string& name) const {
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i] == name) return &values_[i];
+  return nullptr;
+}
+
 Graph Trainer::CurrentModel() const {
   Graph g = student_;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -422,8 +439,36 @@ Graph Trainer::CurrentModel() const {
       if (c.latent == params_[i]) q = &c;
     const int v = g.FindValue(q ? q->stored : params_[i]);
     if (v < 0) continue;
-    // A snapshot: training goes on in place.
-    g.value(v).initializer = q ? QuantizeStored(values_[i], *q) : values_[i].Clone();
+    if (!q) {
+      g.value(v).initializer = values_[i].Clone();  // a snapshot: training goes on in place
+      continue;
+    }
+    // Re-estimated scales: a live weight's from its latent values; a bias beside it keeps its
+    // scale's ratio to the weight's (input scale x weight scale).
+    QuantizedParam now = *q;
+    std::string scale_name;
+    if (!q->live_scale.empty()) {
+      now.scale = LiveScale(values_[i], *q);
+      scale_name = q->stored_scale;
+    } else if (!q->bias_of.empty() && Latent(q->bias_of)) {
+      const QuantizedParam* w = nullptr;
+      for (const QuantizedParam& c : quantized_)
+        if (c.latent == q->bias_of) w = &c;
+      const Tensor ws = LiveScale(*Latent(q->bias_of), *w);
+      now.scale = q->scale.Clone();
+      for (int64_t c = 0; c < now.scale.numel(); ++c) {
+        const int64_t wc = ws.numel() <= 1 ? 0 : c;
+        if (wc < ws.numel()) now.scale.data<float>()[c] *= ws.data<float>()[wc] / q->weight_scale0.data<float>()[wc];
+      }
+      // The bias's own scale initializer (the one its DequantizeLinear reads).
+      for (const Node& n : g.nodes())
+        if (n.op_type == "DequantizeLinear" && !n.inputs.empty() && n.inputs[0] == v && n.inputs.size() > 1) {
+          scale_name = g.value(n.inputs[1]).name;
+          if (Readers(g, n.inputs[1]) != 1) scale_name.clear(), now.scale = q->scale;
+        }
+    }
+    g.value(v).initializer = QuantizeStored(values_[i], now);
+    if (!scale_name.empty()) g.value(g.FindValue(scale_name)).initializer = now.scale.Clone();
   }
   for (size_t i = 0; i < state_names_.size(); ++i) {
     const int v = g.FindValue(state_names_[i]);

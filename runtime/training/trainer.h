@@ -56,6 +56,10 @@ struct TrainOptions {
   // flows through them) and the running statistics updated after each step, as ONNX's
   // training_mode (runtime/training/autodiff.h). false: running statistics frozen.
   bool bn_training = false;
+  // Quantized (QDQ) students: re-estimate each symmetric weight's scale from its latent values
+  // at every step, and write the re-estimated scales (and the bias scales that follow them)
+  // into the output. false: the model's scales stay.
+  bool refresh_weight_scales = true;
 };
 
 struct StepResult {
@@ -130,6 +134,7 @@ class Trainer {
   StatusOr<Tensor> TeacherLogits(const Dataset& data, const std::vector<int64_t>& rows, const Tensor& x,
                                  int64_t* cached);
   float LearningRate(int64_t step, int64_t total) const;
+  const Tensor* Latent(const std::string& param) const;  // a param's current values
 
   TrainOptions opts_;
   Graph student_;

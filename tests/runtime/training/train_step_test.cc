@@ -301,6 +301,7 @@ TEST(TrainStep, QuantizedWeightsTrainBehindFakeQuantization) {
                  .Build();
   TrainOptions o;
   o.alpha = 0;
+  o.refresh_weight_scales = false;  // the model's scales, fixed (the live ones: below)
   auto tq = Trainer::Create(qdq, nullptr, o);
   auto tf = Trainer::Create(fl, nullptr, o);
   ASSERT_TRUE(tq.ok()) << tq.status().message();
@@ -335,6 +336,42 @@ TEST(TrainStep, QuantizedWeightsTrainBehindFakeQuantization) {
   const Tensor& bout = *out.value(out.FindValue("bq")).initializer;
   ASSERT_EQ(bout.dtype(), DType::kInt32);
   for (int64_t i = 0; i < N; ++i) EXPECT_EQ(bout.data<int32_t>()[i], bq.data<int32_t>()[i]);
+
+  // Live scales (the default): re-estimated from the latent weights every step. At the start
+  // they are the model's (the largest |q| of each channel maps back to itself), so the
+  // gradients are the float twin's again; a weight pushed to 200 s widens its channel's scale
+  // instead of saturating, and the export re-quantizes that channel and its bias with it.
+  o.refresh_weight_scales = true;
+  auto tl = Trainer::Create(qdq, nullptr, o);
+  ASSERT_TRUE(tl.ok()) << tl.status().message();
+  std::vector<Tensor> gl;
+  auto rl = (*tl)->Gradients(x, y, &gl);
+  ASSERT_TRUE(rl.ok()) << rl.status().message();
+  EXPECT_NEAR(rl->loss, rf->loss, 1e-6);
+  for (const Tensor& g : gl) EXPECT_LT(RelDiff(g, g.dims() == gf[0].dims() ? gf[0] : gf[1]), 1e-6);
+  const size_t lk = (*tl)->param_values()[0].rank() == 2 ? 0 : 1;
+  (*tl)->param_values()[lk].data<float>()[0] = 200.f * ws.data<float>()[0];
+  ASSERT_TRUE((*tl)->Gradients(x, y, &gl).ok());
+  EXPECT_NE(gl[lk].data<float>()[0], 0.f);  // inside the widened range: no saturation
+  const Graph lo = (*tl)->CurrentModel();
+  int8_t level0 = 0;  // the largest |q| of channel 0 (column 0 of wq [K, N], axis 1)
+  for (int64_t k = 0; k < K; ++k) level0 = std::max<int8_t>(level0, static_cast<int8_t>(std::abs(wq.data<int8_t>()[k * N])));
+  const float s0 = 200.f * ws.data<float>()[0] / level0;
+  const Tensor& ws_out = *lo.value(lo.FindValue("ws")).initializer;
+  const Tensor& bs_out = *lo.value(lo.FindValue("bs")).initializer;
+  EXPECT_NEAR(ws_out.data<float>()[0], s0, 1e-7);
+  EXPECT_NEAR(bs_out.data<float>()[0], bs.data<float>()[0] * s0 / ws.data<float>()[0], 1e-9);
+  const Tensor& wl = *lo.value(lo.FindValue("wq")).initializer;
+  EXPECT_EQ(wl.data<int8_t>()[0], level0);
+  for (int64_t k = 1; k < K; ++k)  // channel 0's other weights on the wider grid
+    EXPECT_EQ(wl.data<int8_t>()[k * N], static_cast<int8_t>(std::nearbyint(wq.data<int8_t>()[k * N] * ws.data<float>()[0] / s0)));
+  for (int64_t c = 1; c < N; ++c) {  // the other channels as they were
+    EXPECT_FLOAT_EQ(ws_out.data<float>()[c], ws.data<float>()[c]);
+    EXPECT_FLOAT_EQ(bs_out.data<float>()[c], bs.data<float>()[c]);
+    for (int64_t k = 0; k < K; ++k) EXPECT_EQ(wl.data<int8_t>()[k * N + c], wq.data<int8_t>()[k * N + c]);
+  }
+  const Tensor& bl = *lo.value(lo.FindValue("bq")).initializer;
+  EXPECT_EQ(bl.data<int32_t>()[0], static_cast<int32_t>(std::nearbyint(bq.data<int32_t>()[0] * ws.data<float>()[0] / s0)));
 }
 
 TEST(TrainStep, SgdAndAdamWUpdatesByHand) {
