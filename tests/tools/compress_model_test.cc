@@ -286,6 +286,14 @@ TEST(CompressModelCli, QuietPrintsNothingAndTinyBenchMeasuresBoth) {
     EXPECT_TRUE(r.out.empty()) << r.out;
     EXPECT_TRUE(r.err.empty()) << r.err;
   }
+  {
+    // The fine-tuning too.
+    auto r = Cli(dir, Model("mlp") + " -o " + dir / "qf.onnx" +
+                          " --svd rank=64 --finetune epochs=1 --train-data fashion-mnist:train --train-limit 64" + kFast);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_TRUE(r.err.empty()) << r.err;
+  }
   auto r = Cli(dir, Model("mlp") + " -o " + dir / "b.onnx" +
                         " --svd rank=64 --bench-batch 8 --bench-time 0 --bench-iterations 3 --bench-rounds 1"
                         " --threads 1 --report-json -");
