@@ -68,6 +68,12 @@ std::vector<std::pair<std::string, std::string>> OptionRows(const TrainOptions& 
           {"threads", o.threads == 0 ? "all cores" : std::to_string(o.threads)}};
 }
 
+const char kSectionCss[] = R"CSS(
+tr.best td { font-weight: 600; background: #f0fdf4; }
+tr.before td { color: #6b7280; }
+svg.line { width: 100%; }
+)CSS";
+
 const char kCss[] = R"CSS(
 :root { --ink:#111827; --muted:#6b7280; --line:#e5e7eb; --bg:#f6f7f9; --card:#fff; --good:#15803d; --bad:#b91c1c; }
 * { box-sizing: border-box; }
@@ -96,8 +102,6 @@ th { font-size: 11.5px; color: var(--muted); text-transform: uppercase; letter-s
      background: #fafbfc; }
 tbody tr:last-child td { border-bottom: none; }
 td.num, th.num { text-align: right; white-space: nowrap; }
-tr.best td { font-weight: 600; background: #f0fdf4; }
-tr.before td { color: var(--muted); }
 .meta { color: var(--muted); font-weight: 400; font-size: 13px; }
 .badge { display: inline-flex; align-items: center; justify-content: center; width: 24px; height: 24px;
          border-radius: 50%; background: var(--ink); color: #fff; font-size: 12px; }
@@ -188,6 +192,8 @@ std::string Kpi(const std::string& label, const std::string& value, const std::s
 }
 
 }  // namespace
+
+std::string FinetuneSectionCss() { return kSectionCss; }
 
 std::string CommandLine(int argc, char** argv) {
   std::string s;
@@ -299,7 +305,7 @@ std::string FinetuneHtml(const FinetuneReport& r) {
   std::string page = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>Fine-tuning report: " +
                      HtmlEscape(base(r.student)) + " → " + HtmlEscape(base(r.output)) + "</title>\n<style>" + kCss +
-                     "</style>\n</head>\n<body>\n<main>\n";
+                     FinetuneSectionCss() + "</style>\n</head>\n<body>\n<main>\n";
   page += "<header><div class=\"eyebrow\">Whittle · fine-tuning report</div><h1 title=\"" + HtmlEscape(r.student) +
           " → " + HtmlEscape(r.output) + "\">" + HtmlEscape(base(r.student)) + "<span class=\"arrow\">→</span>" +
           HtmlEscape(base(r.output)) + "</h1><p class=\"sub\"><code class=\"command\">" + HtmlEscape(r.command_line) +

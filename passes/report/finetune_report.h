@@ -45,6 +45,8 @@ std::string FinetuneHtml(const FinetuneReport& r);
 // One <section> (options, accuracy before/after, the epoch table, loss and accuracy charts) for
 // another report's page; `index` is its badge number (after the passes).
 std::string FinetuneSectionHtml(const FinetuneReport& r, int index);
+// The CSS rules the section needs beyond compress-model's page's own (for its <style>).
+std::string FinetuneSectionCss();
 // Text for compress-model's tables: "finetune epochs=1 (12.3 s)" then the epoch table and the
 // accuracy before → after; `index` numbers it after the passes.
 std::string FinetuneText(const FinetuneReport& r, int index);

@@ -151,6 +151,8 @@ TEST(FinetuneModelCli, ReportHoldsTheEpochsAndChartsOfTheJsonHistory) {
   ASSERT_EQ(rm.code, 0) << rm.err;
   EXPECT_NEAR(before, nlohmann::json::parse(rm.out)["accuracy"].get<double>(), 1e-9);
   EXPECT_GT(j["best_eval_accuracy"].get<double>(), before);
+  EXPECT_EQ(j["output_file_bytes"].get<int64_t>(), static_cast<int64_t>(std::filesystem::file_size(out)));
+  EXPECT_GT(j["output_params"].get<int64_t>(), 100000);  // the pruned MLP's weights and biases
 
   const std::string page = ReadFile(html);
   ASSERT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u) << page.substr(0, 200);

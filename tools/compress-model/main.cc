@@ -348,6 +348,8 @@ int main(int argc, char** argv) {
     }
     if (!report_html.empty()) {
       std::string page = whittle::ToHtml(report);
+      const size_t style_end = page.find("</style>");
+      if (style_end != std::string::npos) page.insert(style_end, whittle::FinetuneSectionCss());
       const size_t footer = page.rfind("<footer>");
       page.insert(footer == std::string::npos ? page.size() : footer,
                   whittle::FinetuneSectionHtml(*ft, static_cast<int>(report.passes.size()) + 1) + "\n");

@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
   app.add_flag("--resume", resume, "Continue from the last checkpoint in --checkpoint-dir");
   app.add_flag("--json", json,
                "Print one JSON object on stdout: the per-epoch history, accuracy_before (the student before epoch 1), "
-               "best_eval_accuracy, best_epoch");
+               "best_eval_accuracy, best_epoch, teacher_accuracy (with --report), output_params, output_file_bytes");
   app.add_option("--report", report,
                  "Write a self-contained HTML report to FILE.html (written only on success): the command, inputs, "
                  "options, the per-epoch table, loss and accuracy charts, the student's accuracy before and the "
@@ -255,7 +255,6 @@ int main(int argc, char** argv) {
     rep.options = o;
     rep.history = h;
     rep.output_accuracy = h.best;
-    rep.output_params = whittle::ComputeCost(*out).params;
     if (teacher && !eval_spec.empty()) {
       whittle::SessionOptions so;
       so.num_threads = o.threads;
@@ -270,8 +269,9 @@ int main(int argc, char** argv) {
   // committed only when everything succeeded.
   whittle::TempFile temp(out_path);
   if (Status s = whittle::SaveModel(*out, temp.path()); !s.ok()) return Fail(s.message());
+  rep.output_params = whittle::ComputeCost(*out).params;
+  rep.output_file_bytes = whittle::FileSizeOf(temp.path());
   if (!report.empty()) {
-    rep.output_file_bytes = whittle::FileSizeOf(temp.path());
     rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     if (Status s = whittle::WriteFileAtomically(report, whittle::FinetuneHtml(rep)); !s.ok()) return Fail(s.message());
   }
@@ -283,6 +283,8 @@ int main(int argc, char** argv) {
     j["best_eval_accuracy"] = h.best >= 0 ? nlohmann::json(h.best) : nlohmann::json(nullptr);
     j["best_epoch"] = h.best_epoch >= 0 ? nlohmann::json(h.best_epoch + 1) : nlohmann::json(nullptr);
     j["teacher_accuracy"] = rep.teacher_accuracy >= 0 ? nlohmann::json(rep.teacher_accuracy) : nlohmann::json(nullptr);
+    j["output_params"] = rep.output_params;
+    j["output_file_bytes"] = rep.output_file_bytes;
     if (!report.empty()) j["report"] = report;
     std::printf("%s\n", j.dump().c_str());
   } else if (!quiet) {
