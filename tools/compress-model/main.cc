@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
   app.add_option("--calibration-samples", calib_samples, "Use the first N samples of --calibration-data")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--threads", threads, "Intra-op threads for evaluation and benchmarks (0 = all cores)")
+  app.add_option("--threads", threads, "Intra-op threads for evaluation, benchmarks and --finetune (0 = all cores)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--seed", seed, "Seed for randomized algorithms (randomized SVD)")->capture_default_str();
