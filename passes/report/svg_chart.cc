@@ -296,4 +296,80 @@ std::string SensitivitySvg(const PassReport& pass) {
   return svg + "</svg>";
 }
 
+std::string LineChartSvg(const std::string& cls, const std::string& label, const std::string& x_title,
+                         const std::string& y_title, const std::vector<LineSeries>& series, int y_digits) {
+  double xmin = 0, xmax = 0, ymin = 0, ymax = 0;
+  bool any = false;
+  for (const LineSeries& s : series)
+    for (const auto& [x, y] : s.points) {
+      if (!std::isfinite(x) || !std::isfinite(y)) continue;
+      if (!any) {
+        xmin = xmax = x;
+        ymin = ymax = y;
+        any = true;
+      }
+      xmin = std::min(xmin, x);
+      xmax = std::max(xmax, x);
+      ymin = std::min(ymin, y);
+      ymax = std::max(ymax, y);
+    }
+  if (!any) return "";
+  const bool legend = series.size() > 1;
+  const int W = 460, H = legend ? 280 : 260;
+  const double x0 = 60, y0 = 18, w = W - x0 - 20, h = H - y0 - (legend ? 66 : 44);
+  if (xmax - xmin < 1) xmax = xmin + 1;  // one epoch: a point in the middle of [x-0.5, x+0.5] would hide the axis
+  std::vector<double> xt = NiceTicks(xmin, xmax, 8);
+  std::vector<double> whole;  // epochs are integers
+  for (double t : xt)
+    if (std::fabs(t - std::round(t)) < 1e-9) whole.push_back(t);
+  if (whole.size() >= 2) xt = whole;
+  const std::vector<double> yt = NiceTicks(ymin, ymax, 5);
+  const double xlo = xt.front(), xhi = xt.back(), ylo = yt.front(), yhi = yt.back();
+  auto X = [&](double v) { return x0 + (v - xlo) / (xhi - xlo) * w; };
+  auto Y = [&](double v) { return y0 + h - (v - ylo) / (yhi - ylo) * h; };
+
+  std::string svg = SvgOpen(W, H, "chart line " + cls, label);
+  const double xstep = xt.size() > 1 ? xt[1] - xt[0] : 1, ystep = yt.size() > 1 ? yt[1] - yt[0] : 1;
+  for (double t : yt) {
+    const double y = Y(t);
+    svg += Line(x0, y, x0 + w, y, "stroke=\"#e5e7eb\"");
+    svg += Text(x0 - 6, y + 3.5, TickLabel(t, ystep), "text-anchor=\"end\" fill=\"#6b7280\"");
+  }
+  for (double t : xt) {
+    const double x = X(t);
+    svg += Line(x, y0 + h, x, y0 + h + 4, "stroke=\"#9ca3af\"");
+    svg += Text(x, y0 + h + 16, TickLabel(t, xstep), "text-anchor=\"middle\" fill=\"#6b7280\"");
+  }
+  svg += Line(x0, y0 + h, x0 + w, y0 + h, "stroke=\"#9ca3af\"");
+  svg += Line(x0, y0, x0, y0 + h, "stroke=\"#9ca3af\"");
+  svg += Text(x0 + w / 2, y0 + h + 32, x_title, "text-anchor=\"middle\" fill=\"#374151\"");
+  svg += Text(16, y0 + h / 2, y_title,
+              "text-anchor=\"middle\" fill=\"#374151\" transform=\"rotate(-90 16 " + N(y0 + h / 2) + ")\"");
+  double lx = x0;
+  for (size_t k = 0; k < series.size(); ++k) {
+    const LineSeries& s = series[k];
+    if (s.points.empty()) continue;
+    const std::string color = s.reference ? "#6b7280" : kPalette[k % kPaletteSize];
+    const std::string dash = s.reference ? " stroke-dasharray=\"5 4\"" : "";
+    std::string pts;
+    for (const auto& [x, y] : s.points) pts += N(X(x)) + "," + N(Y(y)) + " ";
+    svg += "<g class=\"series\"><title>" + HtmlEscape(s.name) + "</title>";
+    svg += "<polyline points=\"" + pts + "\" fill=\"none\" stroke=\"" + color + "\" stroke-width=\"" +
+           (s.reference ? "1.5" : "2") + "\"" + dash + "/>";
+    if (!s.reference)
+      for (const auto& [x, y] : s.points)
+        svg += "<circle cx=\"" + N(X(x)) + "\" cy=\"" + N(Y(y)) + "\" r=\"3\" fill=\"" + color + "\"><title>" +
+               HtmlEscape(s.name + ", " + x_title + " " + TickLabel(x, 1) + ": " + Fixed(y, y_digits)) +
+               "</title></circle>";
+    svg += "</g>";
+    if (legend) {
+      const double ly = H - 12;
+      svg += Line(lx, ly - 4, lx + 16, ly - 4, "stroke=\"" + color + "\" stroke-width=\"2.5\"" + dash);
+      svg += Text(lx + 20, ly, Shorten(s.name, 28), "fill=\"#374151\"");
+      lx += 36 + 6.5 * static_cast<double>(std::min<size_t>(28, DisplayWidth(s.name)));
+    }
+  }
+  return svg + "</svg>";
+}
+
 }  // namespace whittle::report

@@ -1,10 +1,12 @@
-// Inline SVG charts for the HTML report: a singular-value spectrum (log y, the chosen rank
-// marked) and accuracy-vs-compression curves (one line per layer, legend). Pure functions of
+// Inline SVG charts for the HTML reports: a singular-value spectrum (log y, the chosen rank
+// marked), accuracy-vs-compression curves (one line per layer, legend), and a plain line chart
+// of figures per epoch (the fine-tuning reports). Pure functions of
 // the report data that return an <svg> element as text; every label is HTML-escaped and the
 // only URL in the output is the SVG namespace.
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "passes/pass.h"
@@ -21,5 +23,20 @@ std::string SpectrumSvg(const LayerReport& l);
 // Accuracy vs. fraction of MACs removed for every layer of `pass` with a sensitivity curve;
 // the point at each layer's chosen setting is ringed. Empty string when no layer has one.
 std::string SensitivitySvg(const PassReport& pass);
+
+// One line of a LineChartSvg: (x, y) points in x order; a dashed line without dots when `reference`
+// (e.g. the teacher's accuracy, drawn across the chart).
+struct LineSeries {
+  std::string name;
+  std::vector<std::pair<double, double>> points;
+  bool reference = false;
+};
+
+// Lines over an integer x axis (epochs), a dot with a tooltip at every point of a non-reference
+// series, and a legend when there is more than one series. `cls` is added to the svg's classes,
+// `label` is its accessible name; y_digits is the precision of the tooltips. Empty string when
+// no series has a point.
+std::string LineChartSvg(const std::string& cls, const std::string& label, const std::string& x_title,
+                         const std::string& y_title, const std::vector<LineSeries>& series, int y_digits);
 
 }  // namespace whittle::report

@@ -1,11 +1,13 @@
 // End-to-end tests of the compress-model CLI: help, one-line errors that leave -o untouched,
 // a real run whose output loads and passes the ONNX checker, the JSON/HTML reports, pass order
-// and merging of repeated flags, --stop-after, and a tiny benchmark.
+// and merging of repeated flags, --stop-after, a tiny benchmark, and --finetune (distillation after
+// the passes, with its section in the reports).
 #include <gtest/gtest.h>
 
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -53,7 +55,8 @@ TEST(CompressModelCli, HelpListsEveryPassFlagAndOption) {
   }
   for (const char* opt : {"-o,--output", "--eval-data", "--eval-limit", "--calibration-data", "--calibration-samples",
                           "--threads", "--seed", "--bench-batch", "--no-bench", "--report-json", "--report ",
-                          "--stop-after", "--quiet"})
+                          "--stop-after", "--quiet", "--finetune", "--train-data", "--train-limit", "epochs=N", "lr=X",
+                          "batch=B", "optimizer=NAME", "temperature=T", "alpha=A", "no-labels=1", "seed=N"})
     EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
 }
 
@@ -93,6 +96,23 @@ TEST(CompressModelCli, ErrorsAreOneLineAndLeaveOutputUntouched) {
       {mlp + " -o " + out + " --int8 exclude=nosuch --calibration-data fashion-mnist:train", "'nosuch'"},
       // Fails only at the very end, after the model was saved to its temporary file.
       {mlp + " -o " + out + " --svd rank=64 --report " + dir / (std::string(300, 'r') + ".html"), "too long"},
+      {mlp + " -o " + out + " --svd rank=64 --finetune epochs=1", "--finetune needs --train-data"},
+      {mlp + " -o " + out + " --svd rank=64 --finetune epochs=1,bogus=2 --train-data fashion-mnist:train",
+       "unknown option 'bogus'"},
+      {mlp + " -o " + out + " --svd rank=64 --finetune epochs=abc --train-data fashion-mnist:train", "epochs='abc'"},
+      {mlp + " -o " + out + " --svd rank=64 --finetune optimizer=rmsprop --train-data fashion-mnist:train",
+       "optimizer='rmsprop'"},
+      {mlp + " -o " + out + " --svd rank=64 --finetune alpha=1.5 --train-data fashion-mnist:train", "alpha=1.5"},
+      {mlp + " -o " + out + " --svd rank=64 --finetune epochs --train-data fashion-mnist:train", "not key=value"},
+      {mlp + " -o " + out + " --svd rank=64 --train-data fashion-mnist:train", "only used with --finetune"},
+      {mlp + " -o " + out + " --svd rank=64 --finetune epochs=1 --train-data nosuch:x", "--train-data"},
+      {mlp + " -o " + out + " --svd rank=64 --finetune epochs=1 --train-data fashion-mnist:train --report " +
+           dir / "no/such/r.html",
+       "--report"},
+      // Fails after the fine-tuning, when the report is written: the temporary model goes too.
+      {mlp + " -o " + out + " --svd rank=64 --finetune epochs=1 --train-data fashion-mnist:train --train-limit 64 " +
+           "--report " + dir / (std::string(300, 'r') + ".html"),
+       "too long"},
   };
   for (bool existing : {false, true}) {
     if (existing) std::ofstream(out) << "keep me";
@@ -266,6 +286,14 @@ TEST(CompressModelCli, QuietPrintsNothingAndTinyBenchMeasuresBoth) {
     EXPECT_TRUE(r.out.empty()) << r.out;
     EXPECT_TRUE(r.err.empty()) << r.err;
   }
+  {
+    // The fine-tuning too.
+    auto r = Cli(dir, Model("mlp") + " -o " + dir / "qf.onnx" +
+                          " --svd rank=64 --finetune epochs=1 --train-data fashion-mnist:train --train-limit 64" + kFast);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_TRUE(r.err.empty()) << r.err;
+  }
   auto r = Cli(dir, Model("mlp") + " -o " + dir / "b.onnx" +
                         " --svd rank=64 --bench-batch 8 --bench-time 0 --bench-iterations 3 --bench-rounds 1"
                         " --threads 1 --report-json -");
@@ -278,6 +306,88 @@ TEST(CompressModelCli, QuietPrintsNothingAndTinyBenchMeasuresBoth) {
   }
   // Progress went to stderr, not into the JSON on stdout.
   EXPECT_NE(r.err.find("[bench]"), std::string::npos) << r.err;
+}
+
+// --svd, then --finetune with the original as the teacher: the fine-tuned model differs from the
+// one the same command writes without --finetune only in its weights, is more accurate, loads in
+// run-model with the accuracy the report gives, and the text, JSON and HTML reports carry a
+// fine-tune section after the passes.
+TEST(CompressModelCli, FinetuneAfterThePassesRecoversAccuracy) {
+  testing::ScratchDir dir;
+  const std::string plain = dir / "plain.onnx", out = dir / "out.onnx", json = dir / "report.json",
+                    html = dir / "report.html";
+  const std::string base = Model("mlp") + " --svd rank=6 --eval-data fashion-mnist:test --eval-limit 300 --no-bench";
+  auto p = Cli(dir, base + " -o " + plain + " --report-json -");
+  ASSERT_EQ(p.code, 0) << p.err;
+  const double compressed = nlohmann::json::parse(p.out)["summary"]["after"]["accuracy"].get<double>();
+
+  auto r = Cli(dir, base + " -o " + out + " --finetune epochs=1,batch=32,lr=0.05 --train-data fashion-mnist:train" +
+                        " --train-limit 512 --report-json " + json + " --report " + html);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Files(dir.path()), (std::vector<std::string>{"out.onnx", "plain.onnx", "report.html", "report.json"}));
+  EXPECT_NE(r.err.find("[finetune] [epoch 1/1]"), std::string::npos) << r.err;
+
+  const nlohmann::json j = nlohmann::json::parse(ReadAll(json));
+  EXPECT_EQ(j["output"], out);
+  ASSERT_TRUE(j.contains("finetune")) << j.dump();
+  const nlohmann::json& ft = j["finetune"];
+  EXPECT_EQ(ft["spec"], "epochs=1,batch=32,lr=0.05");
+  EXPECT_EQ(ft["epochs"].size(), 1u);
+  EXPECT_EQ(ft["train_samples"].get<int64_t>(), 512);
+  EXPECT_EQ(ft["options"]["batch"].get<int64_t>(), 32);
+  EXPECT_DOUBLE_EQ(ft["accuracy_before"].get<double>(), compressed);
+  const double after = ft["accuracy_after"].get<double>();
+  EXPECT_GT(after, compressed + 0.01) << "before " << compressed;
+  EXPECT_DOUBLE_EQ(j["summary"]["after"]["accuracy"].get<double>(), after);
+  EXPECT_DOUBLE_EQ(ft["teacher_accuracy"].get<double>(), j["summary"]["before"]["accuracy"].get<double>());
+  EXPECT_EQ(j["summary"]["after"]["file_bytes"].get<int64_t>(), static_cast<int64_t>(std::filesystem::file_size(out)));
+
+  // run-model loads it and measures what the report says.
+  CmdResult rm = testing::RunCapturingStderr(std::string(WHITTLE_BINARY_DIR) + "/bin/run-model " + out +
+                                                 " --eval-data fashion-mnist:test --limit 300 --json",
+                                             dir / "stderr.txt");
+  ASSERT_EQ(rm.code, 0) << rm.err;
+  EXPECT_NEAR(nlohmann::json::parse(rm.out)["accuracy"].get<double>(), after, 1e-9);
+  Status checked = CheckModelWithOnnxChecker(out);
+  EXPECT_TRUE(checked.ok()) << checked.message();
+
+  // Same graph as without --finetune, other weights.
+  auto a = LoadModel(plain);
+  auto b = LoadModel(out);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->nodes().size(), b->nodes().size());
+  for (size_t i = 0; i < a->nodes().size(); ++i) EXPECT_EQ(a->nodes()[i].op_type, b->nodes()[i].op_type);
+  int changed = 0;
+  for (const Value& v : a->values()) {
+    if (!v.initializer || v.initializer->dtype() != DType::kFloat32) continue;
+    const int k = b->FindValue(v.name);
+    ASSERT_GE(k, 0) << v.name;
+    ASSERT_EQ(b->value(k).initializer->dims(), v.initializer->dims()) << v.name;
+    changed += std::memcmp(b->value(k).initializer->raw_data(), v.initializer->raw_data(), v.initializer->nbytes()) != 0;
+  }
+  EXPECT_GE(changed, 4);
+
+  // Text: the passes, then the fine-tune section, then the summary with the fine-tuned accuracy.
+  const size_t pass1 = r.out.find("pass 1: svd rank=6"), pass2 = r.out.find("pass 2: finetune epochs=1,batch=32,lr=0.05"),
+               summary = r.out.find("summary:");
+  ASSERT_NE(pass1, std::string::npos) << r.out;
+  ASSERT_NE(pass2, std::string::npos) << r.out;
+  EXPECT_LT(pass1, pass2);
+  EXPECT_LT(pass2, summary);
+  char before_after[96];
+  std::snprintf(before_after, sizeof before_after, "accuracy before fine-tuning %.2f%% → after %.2f%%", 100 * compressed,
+                100 * after);
+  EXPECT_NE(r.out.find(before_after), std::string::npos) << before_after << "\n" << r.out;
+
+  // HTML: the fine-tune section after the passes, with its epoch row and charts.
+  const std::string page = ReadAll(html);
+  const size_t section = page.find("class=\"card pass finetune\"");
+  ASSERT_NE(section, std::string::npos);
+  EXPECT_LT(page.find("class=\"chart spectrum\""), section);
+  EXPECT_LT(section, page.find("<footer>"));
+  EXPECT_NE(page.find("class=\"chart line loss\"", section), std::string::npos);
+  EXPECT_NE(page.find("<tr class=\"epoch best\" data-epoch=\"1\"", section), std::string::npos);
+  EXPECT_NE(page.find(before_after), std::string::npos);
 }
 
 }  // namespace

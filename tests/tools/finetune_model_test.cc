@@ -1,7 +1,8 @@
 // End-to-end tests of the finetune-model CLI: help, one-line errors that write nothing, a short
 // fine-tune of a compressed student whose output keeps the student's structure and improves its
-// accuracy, the JSON history, and a run killed with SIGKILL mid-epoch that --resume finishes
-// with the same weights as a run that was never killed.
+// accuracy, the JSON history, the HTML report (its epoch rows and charts equal to the JSON), and a
+// run killed with SIGKILL mid-epoch that --resume finishes with the same weights as a run that was
+// never killed.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -9,11 +10,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <regex>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -53,7 +57,7 @@ TEST(FinetuneModelCli, HelpNamesTheFlags) {
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* flag : {"--teacher", "--train-data", "--eval-data", "--epochs", "--batch", "--lr", "--optimizer",
                            "--temperature", "--alpha", "--no-labels", "--seed", "--threads", "--checkpoint-dir",
-                           "--resume", "--train-limit", "--json"})
+                           "--resume", "--train-limit", "--json", "--report"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 
@@ -103,6 +107,10 @@ TEST(FinetuneModelCli, ErrorsWriteNothing) {
       {Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --resume", "--checkpoint-dir"},
       {Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --alpha 2", "--alpha"},
       {std::string(WHITTLE_SOURCE_DIR) + "/README.md --teacher " + Model("mlp") + kData + " -o " + out, "README.md"},
+      // Before any training: a report that could not be written.
+      {Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --report " + dir / "no/such/r.html",
+       "--report"},
+      {Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --report " + out, "same file"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);
@@ -111,7 +119,103 @@ TEST(FinetuneModelCli, ErrorsWriteNothing) {
     EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_FALSE(std::filesystem::exists(out));
+    EXPECT_FALSE(std::filesystem::exists(dir / "no"));
   }
+  // Only the captured stderr was ever there: no report, no temporary.
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) left.push_back(e.path().filename().string());
+  EXPECT_TRUE(left.empty()) << left.front();
+}
+
+// The value of attribute `name` in an HTML start tag; nullopt when absent.
+std::optional<double> Attr(const std::string& tag, const std::string& name) {
+  const std::string key = " " + name + "=\"";
+  const size_t at = tag.find(key);
+  if (at == std::string::npos) return std::nullopt;
+  return std::stod(tag.substr(at + key.size()));
+}
+
+TEST(FinetuneModelCli, ReportHoldsTheEpochsAndChartsOfTheJsonHistory) {
+  testing::ScratchDir dir;
+  const std::string student = PrunedMlp(dir), out = dir / "ft.onnx", html = dir / "ft.html";
+  CmdResult r = Tool(dir, "finetune-model", student + " --teacher " + Model("mlp") + kData + " -o " + out +
+                                                " --epochs 2 --batch 32 --optimizer adamw --lr 0.01 --json --report " + html);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["epochs"].size(), 2u);
+  ASSERT_TRUE(j["accuracy_before"].is_number()) << r.out;
+  ASSERT_TRUE(j["teacher_accuracy"].is_number()) << r.out;
+  const double before = j["accuracy_before"].get<double>();
+  // The student measured before epoch 1 is the student run-model measures.
+  CmdResult rm = Tool(dir, "run-model", student + " --eval-data fashion-mnist:test --limit 300 --json");
+  ASSERT_EQ(rm.code, 0) << rm.err;
+  EXPECT_NEAR(before, nlohmann::json::parse(rm.out)["accuracy"].get<double>(), 1e-9);
+  EXPECT_GT(j["best_eval_accuracy"].get<double>(), before);
+  EXPECT_EQ(j["output_file_bytes"].get<int64_t>(), static_cast<int64_t>(std::filesystem::file_size(out)));
+  EXPECT_GT(j["output_params"].get<int64_t>(), 100000);  // the pruned MLP's weights and biases
+
+  const std::string page = ReadFile(html);
+  ASSERT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u) << page.substr(0, 200);
+  EXPECT_NE(page.find("</html>"), std::string::npos);
+  // Self-contained: no scripts, no links or sources, the only URL the SVG namespace.
+  for (const char* banned : {"<script", "src=", "href=", "<link", "url("}) EXPECT_EQ(page.find(banned), std::string::npos) << banned;
+  const std::regex url("https?://[^\"' <]*");
+  for (auto it = std::sregex_iterator(page.begin(), page.end(), url); it != std::sregex_iterator(); ++it)
+    EXPECT_EQ(it->str(), "http://www.w3.org/2000/svg");
+  // The loss and accuracy charts, each with a point per epoch (plus "before" for accuracy).
+  for (const char* chart : {"class=\"chart line loss\"", "class=\"chart line accuracy\""})
+    EXPECT_NE(page.find(chart), std::string::npos) << chart;
+  const size_t loss_svg = page.find("class=\"chart line loss\""), acc_svg = page.find("class=\"chart line accuracy\"");
+  auto circles = [&](size_t from) {
+    const std::string svg = page.substr(from, page.find("</svg>", from) - from);
+    int n = 0;
+    for (size_t p = svg.find("<circle"); p != std::string::npos; p = svg.find("<circle", p + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(circles(loss_svg), 2);
+  EXPECT_EQ(circles(acc_svg), 3 + 2);  // eval: before + 2 epochs; train: 2 epochs
+  // One row per epoch, its figures those of --json.
+  std::map<int, std::string> rows;
+  for (size_t p = page.find("<tr class=\"epoch"); p != std::string::npos; p = page.find("<tr class=\"epoch", p + 1)) {
+    const std::string tag = page.substr(p, page.find('>', p) - p);
+    rows[static_cast<int>(Attr(tag, "data-epoch").value_or(-1))] = page.substr(p, page.find("</tr>", p) - p);
+  }
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& e : j["epochs"]) {
+    const int n = e["epoch"].get<int>();
+    ASSERT_TRUE(rows.count(n)) << n;
+    const std::string& row = rows[n];
+    EXPECT_EQ(Attr(row, "data-loss").value_or(-1), e["loss"].get<double>()) << row;
+    EXPECT_EQ(Attr(row, "data-eval-accuracy").value_or(-1), e["eval_accuracy"].get<double>()) << row;
+    EXPECT_EQ(Attr(row, "data-train-accuracy").value_or(-1), e["train_accuracy"].get<double>()) << row;
+    char loss[32];
+    std::snprintf(loss, sizeof loss, ">%.4f<", e["loss"].get<double>());
+    EXPECT_NE(row.find(loss), std::string::npos) << loss << " in " << row;
+  }
+  const size_t before_row = page.find("<tr class=\"before\"");
+  ASSERT_NE(before_row, std::string::npos);
+  EXPECT_EQ(Attr(page.substr(before_row, page.find('>', before_row) - before_row), "data-eval-accuracy").value_or(-1),
+            before);
+  EXPECT_NE(rows[j["best_epoch"].get<int>()].find("(best)"), std::string::npos);
+  // The command, the options, the teacher's accuracy and the output's size.
+  std::string bytes = std::to_string(std::filesystem::file_size(out));  // grouped: 1,234,567
+  for (int i = static_cast<int>(bytes.size()) - 3; i > 0; i -= 3) bytes.insert(static_cast<size_t>(i), ",");
+  char teacher[32];
+  std::snprintf(teacher, sizeof teacher, "%.2f%%", 100 * j["teacher_accuracy"].get<double>());
+  for (const std::string& s : {std::string("--report"), std::string("adamw"), std::string("temperature"),
+                               std::string(teacher), std::string("output params"),
+                               bytes + " bytes"})
+    EXPECT_NE(page.find(s), std::string::npos) << s;
+}
+
+TEST(FinetuneModelCli, TextOutputGivesTheAccuracyBeforeFineTuning) {
+  testing::ScratchDir dir;
+  const std::string out = dir / "ft.onnx";
+  const std::string data = " --train-data fashion-mnist:train --train-limit 256 --eval-data fashion-mnist:test --eval-limit 200";
+  CmdResult r = Tool(dir, "finetune-model", Model("mlp") + " --teacher " + Model("mlp") + data + " -o " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("student before fine-tuning: eval accuracy 0."), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("; before fine-tuning 0."), std::string::npos) << r.err;
 }
 
 // Starts finetune-model with args in a child process; returns its pid.

@@ -1,20 +1,31 @@
 // compress-model: apply compression passes to an ONNX model, in the order given, and report what
 // they did. The work is passes/pipeline (load, evaluate, passes, evaluate, benchmark, report,
-// atomic write); this file parses flags, shows progress, and prints the report. On any error
-// nothing is written at -o (nor at the report paths), Ctrl-C included.
+// atomic write); this file parses flags, shows progress, and prints the report. With --finetune
+// the compressed model is then distilled from the original (runtime/training/finetune.h, the
+// engine finetune-model runs) before anything is written, and the reports get a fine-tune
+// section. On any error nothing is written at -o (nor at the report paths), Ctrl-C included.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "lib/data/dataset.h"
+#include "lib/data/file_util.h"
+#include "lib/onnx/model_io.h"
+#include "lib/ops/op_def.h"
 #include "passes/pass_registry.h"
 #include "passes/pipeline.h"
+#include "passes/report/finetune_report.h"
 #include "passes/report/report.h"
+#include "runtime/evaluate.h"
+#include "runtime/training/finetune.h"
+#include "runtime/training/trainer.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
 
@@ -36,11 +47,39 @@ class ProgressObserver : public whittle::PipelineObserver {
   whittle::cli::Progress* p_;
 };
 
+// Shows the fine-tuning's progress on stderr, in finetune-model's format under a [finetune] tag.
+class FinetuneProgress : public whittle::training::FinetuneObserver {
+ public:
+  explicit FinetuneProgress(whittle::cli::Progress* p) : p_(p) {}
+  void Progress(const std::string& stage, int64_t step, int64_t steps, const std::string& detail) override {
+    p_->Update("[finetune] " + stage, step, steps, detail);
+  }
+  void Line(const std::string& text) override { p_->Line("[finetune] " + text); }
+
+ private:
+  whittle::cli::Progress* p_;
+};
+
 std::string PassFlagHelp() {
   std::string s = "Pass options (each pass flag takes a SPEC of comma-separated key=value options; repeat a flag to add "
                   "options, e.g. --svd energy=0.95 --svd layer=/fc1/Gemm:rank=16; passes run in the order given):\n";
   for (const std::string& name : whittle::PassNames()) s += std::string("\n") + whittle::PassHelp(name) + "\n";
   return s;
+}
+
+std::string Fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof(b), f, v);
+  return b;
+}
+
+// The fine-tuned model's top-1 accuracy, measured as the pipeline measures the others.
+whittle::StatusOr<double> Accuracy(const whittle::Graph& g, const whittle::Dataset& data, int threads) {
+  whittle::SessionOptions so;
+  so.num_threads = threads;
+  WH_ASSIGN_OR_RETURN(auto session, whittle::Session::FromGraph(g, so));
+  WH_ASSIGN_OR_RETURN(auto r, whittle::EvaluateTop1(*session, data.inputs, data.labels));
+  return r.accuracy;
 }
 
 }  // namespace
@@ -52,11 +91,13 @@ int main(int argc, char** argv) {
       "Examples:\n"
       "  compress-model mlp.onnx -o small.onnx --svd ratio=0.5 --calibration-data fashion-mnist:train\n"
       "  compress-model cnn.onnx -o small.onnx --prune ratio=0.3 --svd energy=0.95,mode=channel \\\n"
-      "      --eval-data fashion-mnist:test --report report.html --report-json report.json\n\n"
+      "      --eval-data fashion-mnist:test --report report.html --report-json report.json\n"
+      "  compress-model mlp.onnx -o small.onnx --svd ratio=0.5 --finetune epochs=2,lr=0.02 \\\n"
+      "      --train-data fashion-mnist:train --eval-data fashion-mnist:test\n\n"
       "Data specs: " +
       std::string(whittle::DatasetSpecHelp())};
   app.set_version_flag("--version", "compress-model (Whittle) 0.1.0");
-  app.footer(PassFlagHelp());
+  app.footer(PassFlagHelp() + "\n" + whittle::training::FinetuneSpecHelp(whittle::training::TrainOptions{}));
 
   std::string model, output, eval_spec, calib_spec, report_json, report_html;
   int64_t eval_limit = -1, calib_samples = 500, bench_batch = 64;
@@ -88,7 +129,7 @@ int main(int argc, char** argv) {
   app.add_option("--calibration-samples", calib_samples, "Use the first N samples of --calibration-data")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--threads", threads, "Intra-op threads for evaluation and benchmarks (0 = all cores)")
+  app.add_option("--threads", threads, "Intra-op threads for evaluation, benchmarks and --finetune (0 = all cores)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--seed", seed, "Seed for randomized algorithms (randomized SVD)")->capture_default_str();
@@ -116,6 +157,16 @@ int main(int argc, char** argv) {
                  "Pin the free dims of input NAME for MAC counts and the passes' decisions when no data gives "
                  "them (NAME=1,3,224,224; repeatable; the written model keeps its free dims)")
       ->type_name("NAME=DIMS");
+  std::string finetune_spec, train_spec;
+  int64_t train_limit = -1;
+  app.add_option("--finetune", finetune_spec,
+                 "After the passes, fine-tune the compressed model by distillation with IN.onnx as the teacher "
+                 "(finetune-model's engine) on --train-data, then write it; the reports give the accuracy before "
+                 "and after (SPEC: epochs=N,lr=X,batch=B,optimizer=sgd|adamw,temperature=T,alpha=A,no-labels=1,"
+                 "seed=S; see below)")
+      ->type_name("SPEC");
+  app.add_option("--train-data", train_spec, "Training data of --finetune (required with it)")->type_name("SPEC");
+  app.add_option("--train-limit", train_limit, "Use only the first N samples of --train-data")->check(CLI::PositiveNumber);
   app.add_flag("-q,--quiet", quiet, "No progress on stderr and no tables on stdout (errors only)");
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "compress-model")) return *code;
 
@@ -154,6 +205,18 @@ int main(int argc, char** argv) {
 
   if (Status s = whittle::CheckPipelineSteps(specs); !s.ok()) return Fail(s.message());
 
+  const bool finetune = app.count("--finetune") > 0;
+  whittle::training::TrainOptions train_options;
+  train_options.threads = threads;
+  if (finetune) {
+    if (train_spec.empty()) return Fail("--finetune needs --train-data SPEC (the data to fine-tune on)");
+    auto parsed = whittle::training::ParseFinetuneSpec(finetune_spec, train_options);
+    if (!parsed.ok()) return Fail(parsed.status().message());
+    train_options = *parsed;
+  } else if (!train_spec.empty() || train_limit > 0) {
+    return Fail(std::string(train_spec.empty() ? "--train-limit" : "--train-data") + " is only used with --finetune");
+  }
+
   const bool json_stdout = report_json == "-";
   for (const auto& [path, flag] : std::vector<std::pair<std::string, std::string>>{
            {output, "-o"}, {json_stdout ? std::string() : report_json, "--report-json"}, {report_html, "--report"}}) {
@@ -168,6 +231,8 @@ int main(int argc, char** argv) {
   if (!eval_data.ok()) return Fail(eval_data.status().message());
   auto calib_data = whittle::cli::LoadDataFlag({"--calibration-data", calib_spec, calib_samples});
   if (!calib_data.ok()) return Fail(calib_data.status().message());
+  auto train_data = whittle::cli::LoadDataFlag({"--train-data", train_spec, train_limit, train_options.use_labels});
+  if (!train_data.ok()) return Fail(train_data.status().message());
 
   std::map<std::string, whittle::Dims> input_shapes;
   for (const std::string& spec : input_shape_specs) {
@@ -212,14 +277,101 @@ int main(int argc, char** argv) {
   whittle::cli::RemoveTempFilesOnSignal();
   whittle::cli::Progress progress(!quiet);
   ProgressObserver observer(&progress);
+  const auto t_start = std::chrono::steady_clock::now();
+  // With --finetune the pipeline writes its model to a temporary file beside -o (removed on any
+  // error or Ctrl-C) and no reports; the fine-tuned model replaces it and is renamed into place
+  // after the reports were written.
+  std::optional<whittle::TempFile> scratch;
+  if (finetune) {
+    scratch.emplace(output);
+    po.output_path = scratch->path();
+    po.report_json_path.clear();
+    po.report_html_path.clear();
+  }
   auto result = whittle::RunPipeline(po, &observer);
   progress.Clear();
   if (!result.ok()) return Fail(result.status().message());
+  whittle::CompressionReport& report = result->report;
+
+  std::optional<whittle::FinetuneReport> ft;
+  if (finetune) {
+    const auto t0 = std::chrono::steady_clock::now();
+    whittle::RegisterAllOps();
+    auto teacher = whittle::LoadModel(model);
+    if (!teacher.ok()) return Fail(teacher.status().message());
+    auto trainer = whittle::training::Trainer::Create(result->graph, &*teacher, train_options);
+    if (!trainer.ok()) return Fail(trainer.status().WithContext("--finetune").message());
+    const whittle::Dataset* eval = eval_spec.empty() ? nullptr : &*eval_data;
+    whittle::training::FinetuneRun run;
+    run.epochs = train_options.epochs;
+    run.evaluate_before = false;  // the pipeline measured the compressed model already
+    FinetuneProgress fp(&progress);
+    ft.emplace();
+    auto tuned = whittle::training::RunFinetune(**trainer, *train_data, eval, std::move(run), &ft->history, &fp);
+    progress.Clear();
+    if (!tuned.ok()) return Fail(tuned.status().message());
+    ft->history.before = report.after.accuracy;
+    if (eval) {
+      auto acc = Accuracy(*tuned, *eval, threads);
+      if (!acc.ok()) return Fail(acc.status().WithContext("evaluating the fine-tuned model").message());
+      ft->output_accuracy = *acc;
+      report.after.accuracy = *acc;
+    }
+    result->graph = std::move(*tuned);
+    if (Status s = whittle::SaveModel(result->graph, scratch->path()); !s.ok()) return Fail(s.message());
+    report.after.file_bytes = whittle::FileSizeOf(scratch->path());
+    report.output_path = output;
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    ft->spec = finetune_spec;
+    ft->student = "compressed " + model;
+    ft->teacher = model;
+    ft->output = output;
+    ft->train_data = train_spec;
+    ft->train_samples = train_data->size();
+    ft->eval_data = eval_spec;
+    ft->eval_samples = eval ? eval->size() : 0;
+    ft->options = train_options;
+    ft->teacher_accuracy = report.before.accuracy;
+    ft->output_params = report.after.params;
+    ft->output_file_bytes = report.after.file_bytes;
+    ft->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!quiet) {
+      std::string line = "[finetune] done in " + Fmt("%.2f", ft->seconds) + " s";
+      if (ft->history.before >= 0 && ft->output_accuracy >= 0)
+        line += ": accuracy " + Fmt("%.4f", ft->history.before) + " -> " + Fmt("%.4f", ft->output_accuracy);
+      progress.Line(line);
+    }
+    nlohmann::json j = whittle::ToJson(report);
+    j["finetune"] = whittle::FinetuneJson(*ft);
+    if (!report_json.empty() && !json_stdout) {
+      if (Status s = whittle::WriteFileAtomically(report_json, j.dump(2) + "\n"); !s.ok()) return Fail(s.message());
+    }
+    if (!report_html.empty()) {
+      std::string page = whittle::ToHtml(report);
+      const size_t style_end = page.find("</style>");
+      if (style_end != std::string::npos) page.insert(style_end, whittle::FinetuneSectionCss());
+      const size_t footer = page.rfind("<footer>");
+      page.insert(footer == std::string::npos ? page.size() : footer,
+                  whittle::FinetuneSectionHtml(*ft, static_cast<int>(report.passes.size()) + 1) + "\n");
+      if (Status s = whittle::WriteFileAtomically(report_html, page); !s.ok()) return Fail(s.message());
+    }
+    if (Status s = scratch->Commit(); !s.ok()) return Fail(s.message());
+  }
 
   if (json_stdout) {
-    std::cout << whittle::ToJson(result->report).dump(2) << "\n" << std::flush;
+    nlohmann::json j = whittle::ToJson(report);
+    if (ft) j["finetune"] = whittle::FinetuneJson(*ft);
+    std::cout << j.dump(2) << "\n" << std::flush;
   } else if (!quiet) {
-    std::cout << whittle::ToText(result->report) << "wrote " << output << "\n" << std::flush;
+    if (ft) {
+      std::string text;
+      for (size_t i = 0; i < report.passes.size(); ++i)
+        text += whittle::PassTableText(report.passes[i], static_cast<int>(i) + 1) + "\n";
+      text += whittle::FinetuneText(*ft, static_cast<int>(report.passes.size()) + 1) + "\n";
+      std::cout << text << whittle::SummaryText(report) << "wrote " << output << "\n" << std::flush;
+    } else {
+      std::cout << whittle::ToText(report) << "wrote " << output << "\n" << std::flush;
+    }
   }
   return 0;
 }

@@ -3,6 +3,7 @@
 // layers stay two layers, pruned layers stay narrow — with retrained weights.
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +18,10 @@
 #include "lib/data/npy.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
+#include "passes/cost.h"
+#include "passes/report/finetune_report.h"
+#include "runtime/evaluate.h"
+#include "runtime/training/finetune.h"
 #include "runtime/training/trainer.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
@@ -26,6 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 using whittle::Status;
 using whittle::training::EpochStats;
+using whittle::training::FinetuneHistory;
 using whittle::training::Trainer;
 
 int Fail(const std::string& msg) { return whittle::cli::Fail("finetune-model", msg); }
@@ -36,31 +42,12 @@ std::string Fmt(const char* f, double v) {
   return b;
 }
 
-struct History {
-  std::vector<EpochStats> epochs;
-  std::vector<double> eval_accuracy;  // -1 when no eval data
-  double best = -1;
-  int best_epoch = -1;
-};
-
-nlohmann::json ToJson(const History& h) {
-  nlohmann::json a = nlohmann::json::array();
-  for (size_t i = 0; i < h.epochs.size(); ++i) {
-    const EpochStats& e = h.epochs[i];
-    nlohmann::json o{{"epoch", e.epoch + 1}, {"loss", e.loss}, {"samples_per_s", e.samples_per_s},
-                     {"seconds", e.seconds}, {"data_wait_s", e.data_wait_s}};
-    o["train_accuracy"] = e.train_accuracy >= 0 ? nlohmann::json(e.train_accuracy) : nlohmann::json(nullptr);
-    o["eval_accuracy"] = h.eval_accuracy[i] >= 0 ? nlohmann::json(h.eval_accuracy[i]) : nlohmann::json(nullptr);
-    a.push_back(o);
-  }
-  return a;
-}
-
 // Checkpoint directory: one folder per epoch (epoch_<n>/: model.onnx with the current weights,
 // best.onnx, opt_<k>_m.npy / _v.npy) and state.json, written last and atomically, naming the folder
 // it belongs to; a run killed while a folder is being written resumes from the one before. The
 // folder state.json named before is removed once the new state.json is in place.
-Status SaveCheckpoint(const std::string& dir, Trainer& t, const whittle::Graph* best, const History& h, int epoch_done) {
+Status SaveCheckpoint(const std::string& dir, Trainer& t, const whittle::Graph* best, const FinetuneHistory& h,
+                      int epoch_done) {
   const std::string name = "epoch_" + std::to_string(epoch_done + 1), sub = dir + "/" + name;
   std::error_code ec;
   fs::create_directories(sub, ec);
@@ -72,11 +59,33 @@ Status SaveCheckpoint(const std::string& dir, Trainer& t, const whittle::Graph* 
     WH_RETURN_IF_ERROR(whittle::WriteNpy(sub + "/opt_" + std::to_string(k) + "_v.npy", t.state2()[k]));
   }
   nlohmann::json s{{"epoch_done", epoch_done}, {"folder", name},          {"optimizer_steps", t.adam_steps()},
-                   {"best", h.best},           {"best_epoch", h.best_epoch}, {"history", ToJson(h)}};
+                   {"best", h.best},           {"best_epoch", h.best_epoch}, {"accuracy_before", h.before},
+                   {"history", whittle::EpochsJson(h)}};
   WH_RETURN_IF_ERROR(whittle::WriteFileAtomically(dir + "/state.json", s.dump(1)));
   if (epoch_done > 0) fs::remove_all(dir + "/epoch_" + std::to_string(epoch_done), ec);  // the previous one
   return Status::Ok();
 }
+
+// Progress on stderr, and a checkpoint after every epoch when --checkpoint-dir is given.
+class ProgressObserver : public whittle::training::FinetuneObserver {
+ public:
+  ProgressObserver(whittle::cli::Progress* p, bool quiet, std::string ckpt_dir)
+      : p_(p), quiet_(quiet), ckpt_dir_(std::move(ckpt_dir)) {}
+  void Progress(const std::string& stage, int64_t step, int64_t steps, const std::string& detail) override {
+    p_->Update(stage, step, steps, detail);
+  }
+  void Line(const std::string& text) override {
+    if (!quiet_) p_->Line(text);
+  }
+  Status EpochDone(Trainer& t, const FinetuneHistory& h, const whittle::Graph* best, int epoch) override {
+    return ckpt_dir_.empty() ? Status::Ok() : SaveCheckpoint(ckpt_dir_, t, best, h, epoch);
+  }
+
+ private:
+  whittle::cli::Progress* p_;
+  bool quiet_;
+  std::string ckpt_dir_;
+};
 
 }  // namespace
 
@@ -123,7 +132,14 @@ int main(int argc, char** argv) {
   app.add_option("--eval-limit", eval_limit, "Use only the first N evaluation samples")->check(CLI::PositiveNumber);
   app.add_option("--checkpoint-dir", ckpt_dir, "Write a checkpoint after every epoch into this directory");
   app.add_flag("--resume", resume, "Continue from the last checkpoint in --checkpoint-dir");
-  app.add_flag("--json", json, "Print one JSON object with the per-epoch history on stdout");
+  app.add_flag("--json", json,
+               "Print one JSON object on stdout: the per-epoch history, accuracy_before (the student before epoch 1), "
+               "best_eval_accuracy, best_epoch, teacher_accuracy (with --report), output_params, output_file_bytes");
+  app.add_option("--report", report,
+                 "Write a self-contained HTML report to FILE.html (written only on success): the command, inputs, "
+                 "options, the per-epoch table, loss and accuracy charts, the student's accuracy before and the "
+                 "teacher's on --eval-data, the output's params and size")
+      ->type_name("FILE.html");
   app.add_flag("-q,--quiet", quiet, "No progress on stderr");
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "finetune-model")) return *code;
   whittle::cli::RemoveTempFilesOnSignal();
@@ -135,6 +151,11 @@ int main(int argc, char** argv) {
   if (teacher_path.empty() && (no_labels || o.alpha > 0))
     return Fail("--teacher is needed for distillation (or give --alpha 0 to train on the labels alone)");
   if (Status st = whittle::cli::CheckOutputPath(out_path, "-o"); !st.ok()) return Fail(st.message());
+  if (!report.empty()) {
+    if (Status st = whittle::cli::CheckOutputPath(report, "--report"); !st.ok()) return Fail(st.message());
+    if (report == out_path) return Fail("--report " + report + " is the same file as -o");
+  }
+  const auto t_start = std::chrono::steady_clock::now();
 
   whittle::RegisterAllOps();
   auto student = whittle::LoadModel(student_path);
@@ -154,7 +175,7 @@ int main(int argc, char** argv) {
     eval = std::move(*e);
   }
 
-  History h;
+  FinetuneHistory h;
   int first_epoch = 0;
   std::optional<whittle::Graph> best;
   nlohmann::json saved;
@@ -185,6 +206,8 @@ int main(int argc, char** argv) {
     t.adam_steps() = saved.value("optimizer_steps", int64_t{0});
     h.best = saved.value("best", -1.0);
     h.best_epoch = saved.value("best_epoch", -1);
+    if (saved.contains("accuracy_before") && saved["accuracy_before"].is_number())
+      h.before = saved["accuracy_before"].get<double>();
     for (const auto& e : saved["history"]) {
       EpochStats s;
       s.epoch = e.value("epoch", 1) - 1;
@@ -210,55 +233,68 @@ int main(int argc, char** argv) {
 
   whittle::cli::Progress progress(!quiet);
   if (!quiet && first_epoch > 0) progress.Line("resuming after epoch " + std::to_string(first_epoch));
-  if (!eval_spec.empty() && first_epoch == 0 && !quiet) {
-    auto a = t.Evaluate(eval);
-    if (!a.ok()) return Fail(a.status().message());
-    progress.Line("student before fine-tuning: eval accuracy " + Fmt("%.4f", *a));
-  }
-  for (int epoch = first_epoch; epoch < o.epochs; ++epoch) {
-    const std::string stage = "[epoch " + std::to_string(epoch + 1) + "/" + std::to_string(o.epochs) + "]";
-    auto st = t.TrainEpoch(*train, epoch, [&](const whittle::training::Progress& p) {
-      std::string s = "loss " + Fmt("%.4f", p.loss);
-      if (p.accuracy >= 0) s += " acc " + Fmt("%.4f", p.accuracy);
-      s += " " + Fmt("%.0f", p.samples_per_s) + " samples/s ETA " + Fmt("%.0f", p.eta_s) + " s";
-      progress.Update(stage, p.step, p.steps, s);
-    });
-    if (!st.ok()) return Fail(st.status().message());
-    double acc = -1;
-    if (!eval_spec.empty()) {
-      auto a = t.Evaluate(eval);
-      if (!a.ok()) return Fail(a.status().message());
-      acc = *a;
-      if (acc > h.best) {
-        h.best = acc;
-        h.best_epoch = epoch;
-        best = t.CurrentModel();
-      }
-    }
-    h.epochs.push_back(*st);
-    h.eval_accuracy.push_back(acc);
-    std::string line = stage + " loss " + Fmt("%.4f", st->loss);
-    if (st->train_accuracy >= 0) line += " train acc " + Fmt("%.4f", st->train_accuracy);
-    if (acc >= 0) line += " eval acc " + Fmt("%.4f", acc);
-    line += " " + Fmt("%.0f", st->samples_per_s) + " samples/s " + Fmt("%.1f", st->seconds) + " s (waited " +
-            Fmt("%.3f", st->data_wait_s) + " s for data)";
-    if (!quiet) progress.Line(line);
-    if (!ckpt_dir.empty()) {
-      if (Status s = SaveCheckpoint(ckpt_dir, t, best ? &*best : nullptr, h, epoch); !s.ok()) return Fail(s.message());
+  ProgressObserver observer(&progress, quiet, ckpt_dir);
+  whittle::training::FinetuneRun run;
+  run.epochs = o.epochs;
+  run.first_epoch = first_epoch;
+  run.history = std::move(h);
+  run.best = std::move(best);
+  auto out = whittle::training::RunFinetune(t, *train, eval_spec.empty() ? nullptr : &eval, std::move(run), &h, &observer);
+  if (!out.ok()) return Fail(out.status().message());
+
+  whittle::FinetuneReport rep;
+  if (!report.empty()) {
+    rep.command_line = whittle::CommandLine(argc, argv);
+    rep.student = student_path;
+    rep.teacher = teacher_path;
+    rep.output = out_path;
+    rep.train_data = train_spec;
+    rep.train_samples = train->size();
+    rep.eval_data = eval_spec;
+    rep.eval_samples = eval_spec.empty() ? 0 : eval.size();
+    rep.options = o;
+    rep.history = h;
+    rep.output_accuracy = h.best;
+    if (teacher && !eval_spec.empty()) {
+      whittle::SessionOptions so;
+      so.num_threads = o.threads;
+      auto session = whittle::Session::FromGraph(*teacher, so);
+      if (!session.ok()) return Fail(session.status().WithContext("evaluating the teacher").message());
+      auto r = whittle::EvaluateTop1(**session, eval.inputs, eval.labels);
+      if (!r.ok()) return Fail(r.status().WithContext("evaluating the teacher").message());
+      rep.teacher_accuracy = r->accuracy;
     }
   }
-  const whittle::Graph out = best ? *best : t.CurrentModel();
-  if (Status s = whittle::SaveModel(out, out_path); !s.ok()) return Fail(s.message());
+  // The model goes to a temporary file first so that the report can give its size; both are
+  // committed only when everything succeeded.
+  whittle::TempFile temp(out_path);
+  if (Status s = whittle::SaveModel(*out, temp.path()); !s.ok()) return Fail(s.message());
+  rep.output_params = whittle::ComputeCost(*out).params;
+  rep.output_file_bytes = whittle::FileSizeOf(temp.path());
+  if (!report.empty()) {
+    rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    if (Status s = whittle::WriteFileAtomically(report, whittle::FinetuneHtml(rep)); !s.ok()) return Fail(s.message());
+  }
+  if (Status s = temp.Commit(); !s.ok()) return Fail(s.message());
   if (json) {
     nlohmann::json j{{"student", student_path}, {"teacher", teacher_path}, {"output", out_path},
-                     {"epochs", ToJson(h)}, {"params", t.params().size()}};
+                     {"epochs", whittle::EpochsJson(h)}, {"params", t.params().size()}};
+    j["accuracy_before"] = h.before >= 0 ? nlohmann::json(h.before) : nlohmann::json(nullptr);
     j["best_eval_accuracy"] = h.best >= 0 ? nlohmann::json(h.best) : nlohmann::json(nullptr);
     j["best_epoch"] = h.best_epoch >= 0 ? nlohmann::json(h.best_epoch + 1) : nlohmann::json(nullptr);
+    j["teacher_accuracy"] = rep.teacher_accuracy >= 0 ? nlohmann::json(rep.teacher_accuracy) : nlohmann::json(nullptr);
+    j["output_params"] = rep.output_params;
+    j["output_file_bytes"] = rep.output_file_bytes;
+    if (!report.empty()) j["report"] = report;
     std::printf("%s\n", j.dump().c_str());
   } else if (!quiet) {
-    progress.Line("wrote " + out_path + (h.best >= 0 ? " (epoch " + std::to_string(h.best_epoch + 1) + ", eval accuracy " +
-                                                           Fmt("%.4f", h.best) + ")"
-                                                     : ""));
+    std::string what;
+    if (h.best >= 0) {
+      what = " (epoch " + std::to_string(h.best_epoch + 1) + ", eval accuracy " + Fmt("%.4f", h.best);
+      if (h.before >= 0) what += "; before fine-tuning " + Fmt("%.4f", h.before);
+      what += ")";
+    }
+    progress.Line("wrote " + out_path + what + (report.empty() ? "" : " and " + report));
   }
   return 0;
 }
