@@ -55,6 +55,8 @@ Status SaveCheckpoint(const std::string& dir, Trainer& t, const whittle::Graph* 
   WH_RETURN_IF_ERROR(whittle::SaveModel(t.CurrentModel(), sub + "/model.onnx"));
   if (best) WH_RETURN_IF_ERROR(whittle::SaveModel(*best, sub + "/best.onnx"));
   for (size_t k = 0; k < t.params().size(); ++k) {
+    // The params as trained (a QDQ student's latent weights are finer than model.onnx's integers).
+    WH_RETURN_IF_ERROR(whittle::WriteNpy(sub + "/param_" + std::to_string(k) + ".npy", t.param_values()[k]));
     WH_RETURN_IF_ERROR(whittle::WriteNpy(sub + "/opt_" + std::to_string(k) + "_m.npy", t.state1()[k]));
     WH_RETURN_IF_ERROR(whittle::WriteNpy(sub + "/opt_" + std::to_string(k) + "_v.npy", t.state2()[k]));
   }
@@ -108,6 +110,8 @@ int main(int argc, char** argv) {
   whittle::training::TrainOptions o;
   int64_t train_limit = -1, eval_limit = -1;
   bool no_labels = false, json = false, resume = false, no_lr_scaling = false, no_cosine = false, quiet = false;
+  bool no_teacher_cache = false, fixed_scales = false;
+  std::string batchnorm = "train";
   app.add_option("student", student_path, "The compressed model to fine-tune (ONNX)")->required();
   app.add_option("--teacher", teacher_path, "The original model (ONNX); needed unless --alpha 0");
   app.add_option("--train-data", train_spec, "Training data (spec below)")->required();
@@ -140,12 +144,28 @@ int main(int argc, char** argv) {
                  "options, the per-epoch table, loss and accuracy charts, the student's accuracy before and the "
                  "teacher's on --eval-data, the output's params and size")
       ->type_name("FILE.html");
+  app.add_option("--crop-padding", o.crop_padding,
+                 "Augment images [N, ..., H, W]: a random crop of the image zero-padded by P on every side")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_flag("--hflip", o.hflip, "Augment images: a horizontal flip with probability 1/2");
+  app.add_flag("--no-teacher-cache", no_teacher_cache,
+               "Run the teacher on every batch even without augmentation (by default its logits, C floats per "
+               "sample, are kept from the first epoch)");
+  app.add_option("--batchnorm", batchnorm,
+                 "BatchNormalization while training: train (batch statistics, running statistics updated) or frozen")
+      ->check(CLI::IsMember({"train", "frozen"}))->capture_default_str();
+  app.add_flag("--fixed-scales", fixed_scales,
+               "INT8 (QDQ) students: keep the model's weight scales (by default they are re-estimated from the "
+               "weights at every step and written out)");
   app.add_flag("-q,--quiet", quiet, "No progress on stderr");
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "finetune-model")) return *code;
   whittle::cli::RemoveTempFilesOnSignal();
   o.use_labels = !no_labels;
   o.scale_lr = !no_lr_scaling;
   o.cosine = !no_cosine;
+  o.cache_teacher = !no_teacher_cache;
+  o.bn_training = batchnorm == "train";
+  o.refresh_weight_scales = !fixed_scales;
   o.optimizer = optimizer == "adamw" ? whittle::training::OptimizerKind::kAdamW : whittle::training::OptimizerKind::kSgd;
   if (resume && ckpt_dir.empty()) return Fail("--resume needs --checkpoint-dir");
   if (teacher_path.empty() && (no_labels || o.alpha > 0))
@@ -228,6 +248,11 @@ int main(int argc, char** argv) {
         return Fail("checkpoint '" + ckpt_dir + "' does not belong to this student (optimizer state shapes differ)");
       t.state1()[k] = *m;
       t.state2()[k] = *v;
+      auto p = whittle::ReadNpy(ckpt_sub + "/param_" + std::to_string(k) + ".npy");
+      if (!p.ok()) return Fail(p.status().message());
+      if (p->dims() != t.param_values()[k].dims())
+        return Fail("checkpoint '" + ckpt_dir + "' does not belong to this student (param shapes differ)");
+      t.param_values()[k] = *p;
     }
   }
 
