@@ -1029,6 +1029,24 @@ StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature
   // Backward, accumulating contributions per value.
   std::map<int, std::vector<int>> contrib;
   contrib[logits].push_back(dz);
+  // Feature (hint) losses: c_i (s - t_i) at each hint tensor.
+  std::set<int> live_set;
+  for (int ni : live_nodes)
+    for (int o : g.nodes()[static_cast<size_t>(ni)].outputs) live_set.insert(o);
+  std::vector<int> hint_values;
+  for (size_t i = 0; i < options.hints.size(); ++i) {
+    const std::string& name = options.hints[i];
+    const int v = g.FindValue(name);
+    if (v < 0) return InvalidArgument("hint: the student has no tensor '" + name + "'");
+    if (g.value(v).dtype != DType::kFloat32 || !live_set.count(v) || !needs.count(v))
+      return InvalidArgument("hint: '" + name + "' is not a float32 tensor between the trainable weights and the logits");
+    const int t = g.AddValue(kHintTargetPrefix + std::to_string(i), DType::kFloat32, g.value(v).shape);
+    const int c = g.AddValue(std::string(kHintCoefInput) + "_" + std::to_string(i), DType::kFloat32, SymShape{});
+    g.inputs().push_back(t);
+    g.inputs().push_back(c);
+    contrib[v].push_back(e.Op("Mul", {e.Op("Sub", {v, t}), c}));
+    hint_values.push_back(v);
+  }
   auto GradOfValue = [&](int v) -> int {
     auto it = contrib.find(v);
     if (it == contrib.end()) return -1;
@@ -1090,6 +1108,7 @@ StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature
     u.output = output(updated, u.initializer + "_updated");
     tg.state.push_back(std::move(u));
   }
+  for (int v : hint_values) tg.hint_outputs.push_back(output(v, "hint_" + g.value(v).name));
   if (g.OpsetFor(kWhittleDomain) == 0) g.opset_imports[kWhittleDomain] = 1;
   WH_RETURN_IF_ERROR(g.Compact());
   WH_RETURN_IF_ERROR(g.Verify());

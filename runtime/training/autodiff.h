@@ -28,6 +28,10 @@ namespace whittle::training {
 inline constexpr const char* kTargetInput = "whittle_train_target";     // float32, the logits' shape
 inline constexpr const char* kCeCoefInput = "whittle_train_ce_coef";    // float32 scalar a
 inline constexpr const char* kKdCoefInput = "whittle_train_kd_coef";    // float32 scalar b
+// Feature (hint) loss: input kHintTargetPrefix + i holds the teacher's tensor for hint i (the
+// student tensor's shape); kHintCoefInput the scalar c of its gradient c * (s - t).
+inline constexpr const char* kHintTargetPrefix = "whittle_hint_target_";
+inline constexpr const char* kHintCoefInput = "whittle_hint_coef";
 
 // A weight the model stores quantized (DequantizeLinear of a constant integer initializer, as
 // --int8 and ONNX Runtime's QDQ format write them): it trains as a float latent copy behind a
@@ -81,6 +85,11 @@ struct TrainingGraphOptions {
   // Quantized weights: re-estimate their scales from the latent weights at every step (see
   // QuantizedParam::live_scale) instead of keeping the model's. Activation scales stay fixed.
   bool refresh_weight_scales = false;
+  // Student tensors (value names) with a feature loss: each gets the extra gradient
+  // c_i * (s - t_i), t_i fed as kHintTargetPrefix + i and c_i as kHintCoefInput + "_" + i (the
+  // caller's choice of scale, e.g. 2 * weight / numel for weight * mean((s - t)^2)). Each must
+  // lie between a trainable weight and the logits.
+  std::vector<std::string> hints;
 };
 
 struct TrainingGraph {
@@ -89,6 +98,7 @@ struct TrainingGraph {
   std::vector<Tensor> initial;      // their values in the model
   std::vector<QuantizedParam> quantized;  // the params trained behind a fake quantization
   std::vector<StateUpdate> state;   // graph inputs updated but not trained (empty without bn_training)
+  std::vector<std::string> hint_outputs;  // graph outputs after the state's: the hint tensors' values
   std::string logits;               // the model's first output
   std::string model_input;          // the model's (only) data input
 };

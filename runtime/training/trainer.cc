@@ -143,6 +143,10 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const Graph& student, const G
   TrainingGraphOptions go;
   go.bn_training = options.bn_training;
   go.refresh_weight_scales = options.refresh_weight_scales;
+  for (const auto& h : options.hints) go.hints.push_back(h.first);
+  if (!options.hints.empty() && !teacher) return InvalidArgument("a hint (feature) loss needs a teacher");
+  if (!(options.hint_weight >= 0)) return InvalidArgument("the hint weight must be >= 0");
+  t->hint_count_ = options.hints.size();
   WH_ASSIGN_OR_RETURN(TrainingGraph tg, BuildTrainingGraph(student, t->opts_.temperature, go));
   for (const StateUpdate& su : tg.state) {
     t->state_names_.push_back(su.initializer);
@@ -171,7 +175,15 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const Graph& student, const G
     const Value& si = student.value(student.inputs()[0]);
     if (ti.dtype != si.dtype || !ti.shape || !si.shape || ti.shape->size() != si.shape->size())
       return InvalidArgument("the student's input '" + si.name + "' does not match the teacher's '" + ti.name + "'");
-    WH_ASSIGN_OR_RETURN(t->teacher_, Session::FromGraph(*teacher, so));
+    Graph tg2 = *teacher;
+    for (const auto& h : options.hints) {
+      const int v = tg2.FindValue(h.second);
+      if (v < 0) return InvalidArgument("hint: the teacher has no tensor '" + h.second + "'");
+      tg2.outputs().push_back(v);
+    }
+    if (!options.hints.empty()) so.optimize = false;  // keep the named tensors
+    WH_ASSIGN_OR_RETURN(t->teacher_, Session::FromGraph(std::move(tg2), so));
+    so.optimize = true;
   }
   return t;
 }
@@ -185,11 +197,13 @@ StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, con
   const float alpha = opts_.alpha, T = opts_.temperature;
   const float a = (1.f - alpha) / static_cast<float>(B), b = alpha * T / static_cast<float>(B);
   std::vector<float> p_teacher;
-  if (alpha > 0) {
+  std::vector<Tensor> features;  // the teacher's hint tensors
+  if (alpha > 0 || hint_count_ > 0) {
     Tensor tz = teacher_logits;
-    if (!tz.defined()) {
+    if (!tz.defined() || hint_count_ > 0) {
       WH_ASSIGN_OR_RETURN(std::vector<Tensor> tout, teacher_->Run({{teacher_->inputs()[0].name, x}}));
       tz = tout[0];
+      features.assign(tout.begin() + 1, tout.end());
     }
     if (tz.dtype() != DType::kFloat32 || tz.numel() != B * C)
       return InvalidArgument("the teacher's logits " + DimsToString(tz.dims()) + " do not match the student's [" +
@@ -221,7 +235,39 @@ StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, con
   for (size_t i = 0; i < state_names_.size(); ++i) in[state_names_[i]] = state_values_[i];
   for (const QuantizedParam& q : quantized_)
     if (!q.live_scale.empty()) in[q.live_scale] = LiveScale(*Latent(q.latent), q);
+  for (size_t i = 0; i < hint_count_; ++i) {
+    if (i >= features.size() || features[i].dtype() != DType::kFloat32)
+      return InvalidArgument("hint: the teacher's tensor '" + opts_.hints[i].second + "' is not float32");
+    const Graph& tg = train_->graph();
+    const int tv = tg.FindValue(kHintTargetPrefix + std::to_string(i));
+    const std::optional<SymShape>& want = tg.value(tv).shape;
+    bool fits = !want || want->size() == features[i].dims().size();
+    for (size_t d = 0; fits && want && d < want->size(); ++d)
+      fits = !(*want)[d].known() || (*want)[d].value == features[i].dim(static_cast<int>(d));
+    if (!fits)
+      return InvalidArgument("hint '" + opts_.hints[i].first + "' = '" + opts_.hints[i].second + "': the student's " +
+                             SymShapeToString(*want) + " and the teacher's " + DimsToString(features[i].dims()) +
+                             " differ");
+    in[kHintTargetPrefix + std::to_string(i)] = features[i];
+    // d/ds of w * mean((s - t)^2) = 2 w / numel * (s - t).
+    in[std::string(kHintCoefInput) + "_" + std::to_string(i)] =
+        Tensor::Scalar<float>(2.f * opts_.hint_weight / static_cast<float>(std::max<int64_t>(1, features[i].numel())));
+  }
   WH_ASSIGN_OR_RETURN(*outs, train_->Run(in));
+  double hint_loss = 0;
+  for (size_t i = 0; i < hint_count_; ++i) {
+    const Tensor& sv = (*outs)[outs->size() - hint_count_ + i];
+    if (sv.dims() != features[i].dims())
+      return InvalidArgument("hint '" + opts_.hints[i].first + "' = '" + opts_.hints[i].second + "': the student's " +
+                             DimsToString(sv.dims()) + " and the teacher's " + DimsToString(features[i].dims()) +
+                             " differ");
+    double sse = 0;
+    for (int64_t k = 0; k < sv.numel(); ++k) {
+      const double d = static_cast<double>(sv.data<float>()[k]) - features[i].data<float>()[k];
+      sse += d * d;
+    }
+    hint_loss += opts_.hint_weight * sse / static_cast<double>(std::max<int64_t>(1, sv.numel()));
+  }
   // The loss: (1 - alpha) CE + alpha T^2 KL(p_teacher || softmax(z / T)), batch means.
   const float* z = (*outs)[0].data<float>();
   std::vector<float> s, q;
@@ -243,7 +289,7 @@ StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, con
     for (size_t k = 0; k < q.size(); ++k)
       if (p_teacher[k] > 0) kl += p_teacher[k] * (std::log(p_teacher[k]) - std::log(std::max(q[k], 1e-30f)));
   }
-  r.loss = ((1.0 - alpha) * ce + alpha * T * T * kl) / static_cast<double>(B);
+  r.loss = ((1.0 - alpha) * ce + alpha * T * T * kl) / static_cast<double>(B) + hint_loss;
   return r;
 }
 
@@ -254,7 +300,8 @@ StatusOr<StepResult> Trainer::Gradients(const Tensor& x, const Tensor& labels, s
   // Outputs: logits, one gradient per param, then the updated model state (running statistics).
   const size_t P = params_.size();
   grads->assign(outs.begin() + 1, outs.begin() + 1 + static_cast<std::ptrdiff_t>(P));
-  pending_state_.assign(outs.begin() + 1 + static_cast<std::ptrdiff_t>(P), outs.end());
+  pending_state_.assign(outs.begin() + 1 + static_cast<std::ptrdiff_t>(P),
+                        outs.end() - static_cast<std::ptrdiff_t>(hint_count_));
   return r;
 }
 
@@ -347,7 +394,7 @@ StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
   if (augment && (data.inputs.dtype() != DType::kFloat32 || data.inputs.rank() < 3))
     return InvalidArgument("image augmentation needs float32 images [N, ..., H, W]; the training data is " +
                            std::string(DTypeName(data.inputs.dtype())) + " " + DimsToString(data.inputs.dims()));
-  const bool cache = opts_.cache_teacher && !augment && opts_.alpha > 0 && teacher_;
+  const bool cache = opts_.cache_teacher && !augment && opts_.alpha > 0 && teacher_ && hint_count_ == 0;
   Prefetcher loader(steps, [&](int64_t s) {
     const int64_t b0 = s * opts_.batch, b1 = std::min(n, b0 + opts_.batch);
     Prefetcher::Batch b(GatherRows(data.inputs, order, b0, b1),

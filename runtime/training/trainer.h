@@ -60,6 +60,11 @@ struct TrainOptions {
   // at every step, and write the re-estimated scales (and the bias scales that follow them)
   // into the output. false: the model's scales stay.
   bool refresh_weight_scales = true;
+  // Feature (hint) losses, FitNets-style: (student tensor, teacher tensor) value names of one
+  // shape; the loss gains hint_weight * mean((s - t)^2) per pair. The teacher then runs on
+  // every batch (no logit cache).
+  std::vector<std::pair<std::string, std::string>> hints;
+  float hint_weight = 1.f;
 };
 
 struct StepResult {
@@ -146,6 +151,7 @@ class Trainer {
   std::vector<std::string> state_names_;
   std::vector<Tensor> state_values_;
   std::vector<Tensor> pending_state_;  // the last Gradients() call's updated state
+  size_t hint_count_ = 0;
   int64_t adam_t_ = 0;
   // Teacher logits per sample of the data set last trained on (see TrainOptions::cache_teacher).
   const void* cache_for_ = nullptr;

@@ -57,7 +57,8 @@ TEST(FinetuneModelCli, HelpNamesTheFlags) {
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* flag : {"--teacher", "--train-data", "--eval-data", "--epochs", "--batch", "--lr", "--optimizer",
                            "--temperature", "--alpha", "--no-labels", "--seed", "--threads", "--checkpoint-dir",
-                           "--resume", "--train-limit", "--json", "--report"})
+                           "--resume", "--train-limit", "--json", "--report", "--crop-padding", "--hflip",
+                           "--no-teacher-cache", "--batchnorm", "--fixed-scales", "--hint", "--hint-weight"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 
@@ -111,6 +112,9 @@ TEST(FinetuneModelCli, ErrorsWriteNothing) {
       {Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --report " + dir / "no/such/r.html",
        "--report"},
       {Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --report " + out, "same file"},
+      {Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --hint /no/such", "no tensor '/no/such'"},
+      {Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --hint =x", "--hint"},
+      {Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --batchnorm sometimes", "--batchnorm"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);

@@ -112,6 +112,7 @@ int main(int argc, char** argv) {
   bool no_labels = false, json = false, resume = false, no_lr_scaling = false, no_cosine = false, quiet = false;
   bool no_teacher_cache = false, fixed_scales = false;
   std::string batchnorm = "train";
+  std::vector<std::string> hints;
   app.add_option("student", student_path, "The compressed model to fine-tune (ONNX)")->required();
   app.add_option("--teacher", teacher_path, "The original model (ONNX); needed unless --alpha 0");
   app.add_option("--train-data", train_spec, "Training data (spec below)")->required();
@@ -157,6 +158,11 @@ int main(int argc, char** argv) {
   app.add_flag("--fixed-scales", fixed_scales,
                "INT8 (QDQ) students: keep the model's weight scales (by default they are re-estimated from the "
                "weights at every step and written out)");
+  app.add_option("--hint", hints,
+                 "Feature (hint) loss between a student tensor and the teacher's tensor of the same shape: "
+                 "STUDENT_TENSOR[=TEACHER_TENSOR] (value names; repeatable)");
+  app.add_option("--hint-weight", o.hint_weight, "Weight of each hint loss, weight * mean((s - t)^2)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "No progress on stderr");
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "finetune-model")) return *code;
   whittle::cli::RemoveTempFilesOnSignal();
@@ -166,6 +172,13 @@ int main(int argc, char** argv) {
   o.cache_teacher = !no_teacher_cache;
   o.bn_training = batchnorm == "train";
   o.refresh_weight_scales = !fixed_scales;
+  for (const std::string& h : hints) {
+    const size_t eq = h.find('=');
+    const std::string sname = h.substr(0, eq), tname = eq == std::string::npos ? sname : h.substr(eq + 1);
+    if (sname.empty() || tname.empty()) return Fail("--hint " + h + ": expected STUDENT_TENSOR[=TEACHER_TENSOR]");
+    o.hints.emplace_back(sname, tname);
+  }
+  if (!hints.empty() && teacher_path.empty()) return Fail("--hint needs --teacher");
   o.optimizer = optimizer == "adamw" ? whittle::training::OptimizerKind::kAdamW : whittle::training::OptimizerKind::kSgd;
   if (resume && ckpt_dir.empty()) return Fail("--resume needs --checkpoint-dir");
   if (teacher_path.empty() && (no_labels || o.alpha > 0))

@@ -129,8 +129,9 @@ TEST(TrainStep, TransformerTakesOptimizerSteps) {
 // Central finite differences of the loss (double accumulation of float32 logits) for a few
 // elements of every param, against the training graph's gradients.
 void ExpectGradientsMatchFiniteDifferences(const Graph& model, const Tensor& x, const Tensor& labels,
-                                           const Graph* teacher = nullptr, float alpha = 0.f) {
-  TrainOptions o;
+                                           const Graph* teacher = nullptr, float alpha = 0.f,
+                                           const TrainOptions& base = TrainOptions()) {
+  TrainOptions o = base;
   o.alpha = alpha;
   auto tr = Trainer::Create(model, teacher, o);
   ASSERT_TRUE(tr.ok()) << tr.status().message();
@@ -372,6 +373,57 @@ TEST(TrainStep, QuantizedWeightsTrainBehindFakeQuantization) {
   }
   const Tensor& bl = *lo.value(lo.FindValue("bq")).initializer;
   EXPECT_EQ(bl.data<int32_t>()[0], static_cast<int32_t>(std::nearbyint(bq.data<int32_t>()[0] * ws.data<float>()[0] / s0)));
+}
+
+// The feature (hint) loss: weight * mean((s - t)^2) between a student and a teacher tensor, its
+// gradient against finite differences of the whole loss, and its errors.
+TEST(TrainStep, HintLossGradientsAndErrors) {
+  RegisterAllOps();
+  auto mlp = [](uint32_t seed) {
+    return GraphBuilder(13)
+        .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 6})
+        .Init("w1", RandomFloat({6, 5}, seed))
+        .Init("w2", RandomFloat({5, 3}, seed + 1))
+        .Op("MatMul", {"x", "w1"}, {"h"})
+        .Op("Relu", {"h"}, {"r"})
+        .Op("MatMul", {"r", "w2"}, {"z"})
+        .Output("z")
+        .Build();
+  };
+  const Graph student = mlp(31), teacher = mlp(41);
+  const Tensor x = RandomFloat({4, 6}, 12);
+  const Tensor y = Labels({0, 2, 1, 2});
+  TrainOptions o;
+  o.hints = {{"h", "h"}, {"r", "r"}};
+  o.hint_weight = 0.7f;
+  ExpectGradientsMatchFiniteDifferences(student, x, y, &teacher, 0.5f, o);
+  // The hint term is in the loss: the same step without hints has a smaller one.
+  TrainOptions plain;
+  plain.alpha = 0.5f;
+  o.alpha = 0.5f;
+  auto with = Trainer::Create(student, &teacher, o);
+  auto without = Trainer::Create(student, &teacher, plain);
+  ASSERT_TRUE(with.ok() && without.ok());
+  std::vector<Tensor> g1, g2;
+  auto r1 = (*with)->Gradients(x, y, &g1);
+  auto r2 = (*without)->Gradients(x, y, &g2);
+  ASSERT_TRUE(r1.ok() && r2.ok()) << r1.status().message();
+  EXPECT_GT(r1->loss, r2->loss + 1e-3);
+  // Errors: unknown tensors on either side, a tensor off the path, shapes that differ.
+  TrainOptions bad = o;
+  bad.hints = {{"nope", "h"}};
+  EXPECT_NE(Trainer::Create(student, &teacher, bad).status().message().find("no tensor 'nope'"), std::string::npos);
+  bad.hints = {{"h", "nope"}};
+  EXPECT_NE(Trainer::Create(student, &teacher, bad).status().message().find("teacher has no tensor"), std::string::npos);
+  bad.hints = {{"x", "x"}};
+  EXPECT_NE(Trainer::Create(student, &teacher, bad).status().message().find("between the trainable weights"),
+            std::string::npos);
+  bad.hints = {{"h", "z"}};  // [4, 5] against [4, 3]
+  auto mismatch = Trainer::Create(student, &teacher, bad);
+  ASSERT_TRUE(mismatch.ok()) << mismatch.status().message();
+  auto r = (*mismatch)->Gradients(x, y, &g1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("differ"), std::string::npos) << "msg: " << r.status().message();
 }
 
 TEST(TrainStep, SgdAndAdamWUpdatesByHand) {
