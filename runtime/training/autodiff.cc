@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/common/codebook.h"
 #include "lib/ops/op_def.h"
 
 namespace whittle::training {
@@ -374,12 +375,42 @@ StatusOr<InputGrads> SplitGrad(Emitter& e, const Graph& g, const Node& n, const 
 
 // The gradient rules. dys: the gradient of each output (-1: none reaches it); need(slot): whether
 // that input needs a gradient.
+// Weight sharing (ai.whittle CodebookMatMul, Y = A W^T + bias, W[n, k] = codebook[index]): the
+// codebook entries train, the assignment stays. With the indices unpacked once into an int32
+// [N, K] constant, W = Gather(codebook, indices), dA = dY W, dW = dY^T A (rows flattened), and
+// each entry's gradient is the sum of dW over its weights (GatherGrad's scatter-add).
+template <class Need>
+StatusOr<InputGrads> CodebookMatMulGrad(Emitter& e, const Graph& g, const Node& n, int dy, const Need& need) {
+  InputGrads r;
+  const int64_t bits = n.attrs.GetInt("bits", 8), N = n.attrs.GetInt("out_features", 0), K = n.attrs.GetInt("in_features", 0);
+  const Tensor* packed = g.ConstInput(n, 2, DType::kUInt8);
+  if (!packed || packed->numel() != PackedIndexBytes(N * K, bits))
+    return Unimplemented(n.DebugName() + ": CodebookMatMul gradient needs constant packed indices");
+  Tensor idx(DType::kInt32, {N, K});
+  for (int64_t i = 0; i < N * K; ++i)
+    idx.data<int32_t>()[i] = static_cast<int32_t>(CodebookIndexAt(packed->data<uint8_t>(), i, bits));
+  const int iv = e.Const(idx, "codebook_indices");
+  const int w = e.Op("Gather", {n.inputs[1], iv});  // [N, K]
+  if (need(0)) r.push_back({0, e.Op("MatMul", {dy, w})});
+  if (need(1)) {
+    const int a2 = e.Op("Reshape", {n.inputs[0], e.Int64s({-1, K})});
+    const int dy2 = e.Op("Reshape", {dy, e.Int64s({-1, N})});
+    const int dw = e.Gemm(dy2, a2, true, false);
+    r.push_back({1, e.Op("GatherGrad", {n.inputs[1], iv, dw}, {}, kWhittleDomain)});
+  }
+  if (n.inputs.size() > 3 && n.inputs[3] >= 0 && need(3))
+    r.push_back({3, e.ReduceSum(e.Op("Reshape", {dy, e.Int64s({-1, N})}), {0}, false)});
+  return r;
+}
+
 template <class Need>
 StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, const std::vector<int>& dys, const Need& need,
                             const RuleContext& ctx) {
   InputGrads r;
   const std::string& op = n.op_type;
   auto in = [&](size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; };
+  if (n.domain == kWhittleDomain && op == "CodebookMatMul" && dys.size() == 1 && dys[0] >= 0)
+    return CodebookMatMulGrad(e, g, n, dys[0], need);
   if (!n.domain.empty() && n.domain != "ai.onnx")
     return Unimplemented(n.DebugName() + ": no gradient rule for domain '" + n.domain + "'");
   if (op == "Split") return SplitGrad(e, g, n, dys);
@@ -849,6 +880,7 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, const std
 
 // Slots whose constant float input is a trainable weight.
 bool TrainableSlot(const Node& n, size_t slot) {
+  if (n.domain == kWhittleDomain && n.op_type == "CodebookMatMul") return slot == 1 || slot == 3;  // codebook, bias
   if (!n.domain.empty()) return false;
   if (n.op_type == "Gemm" || n.op_type == "Conv") return slot <= 2;
   if (n.op_type == "MatMul") return slot <= 1;

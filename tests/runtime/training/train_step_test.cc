@@ -12,6 +12,7 @@
 #include "lib/data/npy.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
+#include "passes/cluster/cluster_pass.h"
 #include "runtime/training/autodiff.h"
 #include "runtime/training/trainer.h"
 #include "tests/util/graph_builder.h"
@@ -424,6 +425,49 @@ TEST(TrainStep, HintLossGradientsAndErrors) {
   auto r = (*mismatch)->Gradients(x, y, &g1);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("differ"), std::string::npos) << "msg: " << r.status().message();
+}
+
+// Weight-shared layers (--cluster) train their codebooks and biases, the assignment fixed: the
+// gradients against finite differences, and the export is the same CodebookMatMul graph.
+TEST(TrainStep, CodebookLayersTrainTheirCodebooks) {
+  RegisterAllOps();
+  Graph g = GraphBuilder(13)
+                .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 7})
+                .Init("w1", RandomFloat({9, 7}, 51))
+                .Init("b1", RandomFloat({9}, 52))
+                .Init("w2", RandomFloat({9, 4}, 53))
+                .Op("Gemm", {"x", "w1", "b1"}, {"h"}, Attrs({{"transB", Attribute::Int(1)}}))
+                .Op("Tanh", {"h"}, {"t"})
+                .Op("MatMul", {"t", "w2"}, {"z"})
+                .Output("z")
+                .Build();
+  const Graph teacher = g;
+  auto pass = MakeClusterPass(*PassOptions::Parse("cluster", "k=5"));
+  ASSERT_TRUE(pass.ok());
+  PassContext ctx;
+  ASSERT_TRUE((*pass)->Run(g, ctx).ok());
+  ASSERT_EQ(::whittle::testing::CountOps(g, "CodebookMatMul"), 2);
+  ExpectGradientsMatchFiniteDifferences(g, RandomFloat({5, 7}, 54), Labels({0, 3, 1, 2, 3}), &teacher, 0.5f);
+  TrainOptions o;
+  o.alpha = 0;
+  auto tr = Trainer::Create(g, nullptr, o);
+  ASSERT_TRUE(tr.ok()) << tr.status().message();
+  EXPECT_EQ((*tr)->params().size(), 3u);  // two codebooks and the bias
+  for (const Tensor& p : (*tr)->param_values()) EXPECT_LE(p.numel(), 9);
+  ASSERT_TRUE((*tr)->Step(RandomFloat({5, 7}, 54), Labels({0, 3, 1, 2, 3}), 0, 10).ok());
+  const Graph out = (*tr)->CurrentModel();
+  EXPECT_EQ(::whittle::testing::CountOps(out, "CodebookMatMul"), 2);
+  bool changed = false;
+  for (const Node& n : out.nodes())
+    if (n.op_type == "CodebookMatMul") {
+      const Tensor* after = out.ConstInput(n, 1);
+      const int bv = g.FindValue(out.value(n.inputs[1]).name);
+      ASSERT_GE(bv, 0);
+      const Tensor* before = g.value(bv).initializer ? &*g.value(bv).initializer : nullptr;
+      ASSERT_TRUE(before && after);
+      for (int64_t i = 0; i < after->numel(); ++i) changed = changed || after->data<float>()[i] != before->data<float>()[i];
+    }
+  EXPECT_TRUE(changed);
 }
 
 TEST(TrainStep, SgdAndAdamWUpdatesByHand) {
