@@ -8,6 +8,7 @@
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
 #include "passes/cost.h"
+#include "passes/lowering.h"
 #include "passes/pass_manager.h"
 #include "passes/pass_registry.h"
 #include "runtime/evaluate.h"
@@ -249,6 +250,10 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& o, PipelineObserver*
   obs.Clear();
   if (!reports.ok()) return reports.status();
   report.passes = std::move(reports).value();
+  if (o.portable) {
+    WH_ASSIGN_OR_RETURN(std::string lowered, LowerCompressedOps(out.graph));
+    if (!lowered.empty()) report.notes.push_back(lowered);
+  }
   if (report.passes.size() < pm.size())
     obs.Line("--stop-after " + std::to_string(o.stop_after) + ": ran " + std::to_string(report.passes.size()) + " of " +
              std::to_string(pm.size()) + " passes");

@@ -50,6 +50,9 @@ struct PipelineOptions {
   std::map<std::string, Dims> input_shapes;
   // Report files written with the model ("" = none); both are written before the model commits.
   std::string report_json_path, report_html_path;
+  // Replace the ai.whittle ops the passes wrote by standard ONNX ops (passes/lowering.h) before
+  // measuring and writing, so that other runtimes run the result.
+  bool portable = false;
 };
 
 // Where the pipeline tells how far it is (all optional; compress-model draws a progress bar).
