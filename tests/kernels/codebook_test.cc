@@ -128,5 +128,34 @@ TEST(CodebookMatMul, HostileTensorsAreRefusedAtLoad) {
   }
 }
 
+
+// A codebook fed at run time (a training graph's param) with constant indices: the fast kernel
+// runs, and a codebook that does not cover the largest index is refused on the call.
+TEST(CodebookMatMul, FedCodebookWithConstantIndices) {
+  RegisterAllOps();
+  const int64_t n = 37, k = 19;
+  const Tensor idx = RandomIndices(n, k, 4, 10, 5);
+  std::vector<Tensor> outs;
+  for (Backend be : {Backend::kReference, Backend::kCpu}) {
+    GraphBuilder b(17);
+    b.Input("x", DType::kFloat32, {Dim::Symbol("batch"), k}).Input("cb", DType::kFloat32, {Dim::Symbol("c")}).Init("idx", idx);
+    b.Op("CodebookMatMul", {"x", "cb", "idx"}, {"y"}, Attrs(4, n, k)).Output("y");
+    Graph g = b.Build();
+    g.nodes().back().domain = kWhittleDomain;
+    g.opset_imports[kWhittleDomain] = 1;
+    SessionOptions so;
+    so.backend = be;
+    auto s = Session::FromGraph(std::move(g), so);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    auto y = (*s)->Run({{"x", RandomFloat({9, k}, 6)}, {"cb", RandomFloat({10}, 7)}});
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    outs.push_back((*y)[0]);
+    auto bad = (*s)->Run({{"x", RandomFloat({9, k}, 6)}, {"cb", RandomFloat({3}, 7)}});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find("codebook"), std::string::npos) << bad.status().message();
+  }
+  EXPECT_TRUE(::whittle::testing::TensorsClose(outs[1], outs[0], 1e-4f, 1e-4f));
+}
+
 }  // namespace
 }  // namespace whittle
