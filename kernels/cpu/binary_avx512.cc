@@ -8,6 +8,13 @@
 namespace whittle::cpu::binary_avx512 {
 namespace {
 
+// (_mm512_reduce_add_epi64 trips GCC 12's -Wuninitialized through _mm256_undefined_si256.)
+inline int64_t Sum64(__m512i v) {
+  alignas(64) int64_t t[8];
+  _mm512_store_si512(t, v);
+  return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+
 template <int R, int C>
 inline void Tile(const uint64_t* a, int64_t lda, const uint64_t* w, int64_t words, int32_t* out, int64_t ldo) {
   __m512i acc[R][C];
@@ -23,7 +30,7 @@ inline void Tile(const uint64_t* a, int64_t lda, const uint64_t* w, int64_t word
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) out[r * ldo + c] = static_cast<int32_t>(_mm512_reduce_add_epi64(acc[r][c]));
+    for (int c = 0; c < C; ++c) out[r * ldo + c] = static_cast<int32_t>(Sum64(acc[r][c]));
 }
 
 template <int C>

@@ -266,14 +266,22 @@ StatusOr<int> LowerBinary(Graph& g) {
     const Tensor* bias = has_bias ? g.ConstInput(node, 3) : nullptr;
     Status s = CheckBinaryTensors(a, *bits, *alpha, bias, true);
     if (!s.ok()) return InvalidArgument(node.DebugName() + ": " + s.message());
+    // Copies: the pointers above dangle once values are added below.
+    const Tensor bias_copy = bias ? *bias : Tensor();
     const int64_t words = BinaryWords(a.k);
     // Signs as the standard op's weight: MatMul B [K, N]; Conv W [M, C/group, kh, kw].
     Tensor sign(DType::kInt8, conv ? Dims{a.n, a.k / (ks[0] * ks[1]), ks[0], ks[1]} : Dims{a.k, a.n});
     for (int64_t o = 0; o < a.n; ++o)
       for (int64_t i = 0; i < a.k; ++i)
         sign.data<int8_t>()[conv ? o * a.k + i : i * a.n + o] = BinaryBit(bits->data<uint64_t>() + o * words, i) ? 1 : -1;
+    // activations=float: the weight is sign * alpha (exactly the float layer the pass describes).
+    // activations=binary: the weight is the +-1 signs and alpha scales the product, so the sums
+    // are exact integers as in the kernel and a zero dot product stays exactly zero (the next
+    // layer's sign(0) = +1 must not see a rounding residue instead).
     Tensor al = *alpha;
-    if (conv) al = Tensor::FromVector<float>({a.n, 1, 1, 1}, std::vector<float>(alpha->data<float>(), alpha->data<float>() + a.n));
+    if (conv)
+      al = Tensor::FromVector<float>(a.binary ? Dims{a.n, 1, 1} : Dims{a.n, 1, 1, 1},
+                                     std::vector<float>(alpha->data<float>(), alpha->data<float>() + a.n));
     auto add = [&](const std::string& op, std::vector<int> in, AttributeMap at = {}) {
       Node n;
       n.name = g.UniqueName(node.name + "/" + op);
@@ -288,7 +296,8 @@ StatusOr<int> LowerBinary(Graph& g) {
     auto init = [&](const std::string& suffix, Tensor t) { return g.AddInitializer(g.UniqueName(node.name + suffix), t); };
     AttributeMap to;
     to.Set("to", Attribute::Int(static_cast<int64_t>(1)));  // FLOAT
-    const int w = add("Mul", {add("Cast", {init("/weight_sign", sign)}, to), init("/alpha", al)});
+    const int signs = add("Cast", {init("/weight_sign", sign)}, to);
+    const int w = a.binary ? signs : add("Mul", {signs, init("/alpha", al)});
     int x = node.inputs[0], beta = -1;
     if (a.binary) {
       const int neg = add("Less", {x, init("/zero", Tensor::FromVector<float>({1}, {0.f}))});
@@ -314,11 +323,12 @@ StatusOr<int> LowerBinary(Graph& g) {
     } else {
       y = add("MatMul", {x, w});
     }
-    if (a.binary) y = add("Mul", {y, beta});
+    if (a.binary) y = add("Mul", {add("Mul", {y, init("/alpha", al)}), beta});
     if (has_bias && (a.binary || !conv)) {
       int b = node.inputs[3];
       if (conv)
-        b = init("/bias", Tensor::FromVector<float>({a.n, 1, 1}, std::vector<float>(bias->data<float>(), bias->data<float>() + a.n)));
+        b = init("/bias", Tensor::FromVector<float>({a.n, 1, 1}, std::vector<float>(bias_copy.data<float>(),
+                                                                                   bias_copy.data<float>() + a.n)));
       y = add("Add", {y, b});
     }
     // The final node takes over the original output value and the node's name.

@@ -19,8 +19,9 @@ const char* BinarizePassHelp();
 
 // Replaces every ai.whittle BinaryMatMul/BinaryConv of g by standard ops computing the same
 // outputs: an int8 +-1 sign tensor -> Cast -> Mul alpha as the weight of a MatMul/Conv; for
-// activations=binary the input goes through Where(x < 0, -1, 1) and the product is scaled by
-// ReduceMean(Abs(x)) over the row (Conv: over C, H, W). Returns how many nodes it lowered.
+// activations=binary the input goes through Where(x < 0, -1, 1), the weight is the Cast signs,
+// and the product is scaled by alpha and by ReduceMean(Abs(x)) over the row (Conv: over C, H, W),
+// so that the sums are exact integers as in the kernel. Returns how many nodes it lowered.
 StatusOr<int> LowerBinary(Graph& g);
 
 }  // namespace whittle
