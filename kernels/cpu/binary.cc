@@ -190,17 +190,10 @@ class BinaryMatMulKernel : public OpKernel {
 
 class BinaryConvKernel : public OpKernel {
  public:
-  BinaryConvKernel(const BinaryConvAttrs& a, const Tensor& bits, const Tensor& alpha) : a_(a) {
+  BinaryConvKernel(const BinaryConvAttrs& a, const Tensor& bits) : a_(a) {
     const uint64_t* b = bits.data<uint64_t>();
     bits_.assign(b, b + bits.numel());
-    if (a.b.binary) {
-      popcount_ = XorPopcountFor(ActivePopcountPath());
-    } else {
-      const int64_t mg = a.b.n / a.group;
-      for (int64_t g = 0; g < a.group; ++g)
-        panels_.push_back(std::make_unique<SignPanels>(b, alpha.data<float>(), g * mg, mg, a.b.k,
-                                                       ActiveSimdIsa() == SimdIsa::kAvx512));
-    }
+    popcount_ = XorPopcountFor(ActivePopcountPath());
   }
 
   Status Compute(KernelContext& ctx) const override {
@@ -217,57 +210,58 @@ class BinaryConvKernel : public OpKernel {
     const float* bias = ctx.inputs.size() > 3 && ctx.inputs[3] ? ctx.inputs[3]->data<float>() : nullptr;
     float* Y = ctx.outputs[0]->data<float>();
     std::vector<float> beta(static_cast<size_t>(s.batch), 1.f);
-    if (a_.b.binary)
-      ParallelFor(s.batch, ctx.num_threads, [&](int64_t n) {
+    ParallelFor(s.batch, ctx.num_threads, [&](int64_t n) {
         double t = 0;
         const float* xs = X + n * a_.in_channels * in;
         for (int64_t i = 0; i < a_.in_channels * in; ++i) t += std::fabs(xs[i]);
         beta[static_cast<size_t>(n)] = static_cast<float>(t / static_cast<double>(a_.in_channels * in));
       });
-    // Calls f(p, j, inside, iy*W+ix) for every output position p and tap j of group channel c.
-    auto taps = [&](const float* xg, auto&& f) {
-      for (int64_t oy = 0; oy < geo.out[0]; ++oy)
-        for (int64_t ox = 0; ox < geo.out[1]; ++ox) {
-          const int64_t p = oy * geo.out[1] + ox;
-          for (int64_t c = 0; c < cg; ++c)
-            for (int64_t ky = 0; ky < kh; ++ky) {
-              const int64_t iy = oy * geo.stride[0] - geo.pad_begin[0] + ky * geo.dilation[0];
-              for (int64_t kx = 0; kx < kw; ++kx) {
-                const int64_t ix = ox * geo.stride[1] - geo.pad_begin[1] + kx * geo.dilation[1];
-                const bool inside = iy >= 0 && iy < geo.in[0] && ix >= 0 && ix < geo.in[1];
-                f(p, (c * kh + ky) * kw + kx, inside, inside ? xg[c * in + iy * geo.in[1] + ix] : 0.f);
-              }
-            }
-        }
-    };
     ParallelFor(s.batch * a_.group, ctx.num_threads, [&](int64_t t) {
       const int64_t n = t / a_.group, g = t % a_.group;
       const float* xg = X + (n * a_.in_channels + g * cg) * in;
       float* yg = Y + (n * a_.b.n + g * mg) * P;
       thread_local std::vector<float> out;
       out.resize(static_cast<size_t>(P * mg));
-      if (!a_.b.binary) {
-        thread_local std::vector<float> cols, buf;
-        cols.resize(static_cast<size_t>(P * K));
-        taps(xg, [&](int64_t p, int64_t j, bool, float v) { cols[static_cast<size_t>(p * K + j)] = v; });
-        const SignPanels& sp = *panels_[static_cast<size_t>(g)];
-        const int64_t stride = K * sp.nr;
-        buf.resize(static_cast<size_t>(sp.panels * stride));
-        for (int64_t p = 0; p < sp.panels; ++p) sp.Decode(p, buf.data() + p * stride);
-        sp.Tiles(P, cols.data(), K, buf.data(), sp.panels, 0, mg, out.data(), mg, bias ? bias + g * mg : nullptr);
-      } else {
+      {
         thread_local std::vector<uint64_t> abits, mask;
         thread_local std::vector<uint8_t> border;
         thread_local std::vector<int32_t> cnt;
         abits.assign(static_cast<size_t>(P * words), 0);
         mask.assign(static_cast<size_t>(P * words), 0);
         border.assign(static_cast<size_t>(P), 0);
-        taps(xg, [&](int64_t p, int64_t j, bool inside, float v) {
-          const size_t w = static_cast<size_t>(p * words + (j >> 6));
-          abits[w] |= static_cast<uint64_t>(inside && v >= 0.f) << (j & 63);
-          mask[w] |= static_cast<uint64_t>(inside) << (j & 63);
-          if (!inside) border[static_cast<size_t>(p)] = 1;
-        });
+        // Bit im2col, one tap j at a time over every output position (bounds hoisted per row):
+        // a tap inside sets its mask bit and, for x >= 0, its sign bit; one in the padding marks
+        // the row for the masked recount.
+        const int64_t OW = geo.out[1], IW = geo.in[1];
+        for (int64_t c = 0; c < cg; ++c)
+          for (int64_t ky = 0; ky < kh; ++ky)
+            for (int64_t kx = 0; kx < kw; ++kx) {
+              const int64_t j = (c * kh + ky) * kw + kx;
+              const uint64_t bit = uint64_t{1} << (j & 63);
+              uint64_t* aj = abits.data() + (j >> 6);
+              uint64_t* mj = mask.data() + (j >> 6);
+              int64_t lo, hi;  // output columns whose tap lands inside the row
+              const int64_t off = kx * geo.dilation[1] - geo.pad_begin[1];
+              ValidRange(off, geo.stride[1], IW, OW, &lo, &hi);
+              lo = std::min(lo, OW);
+              hi = std::max(std::min(hi, OW), lo);
+              for (int64_t oy = 0; oy < geo.out[0]; ++oy) {
+                const int64_t iy = oy * geo.stride[0] - geo.pad_begin[0] + ky * geo.dilation[0];
+                const int64_t p0 = oy * OW;
+                if (iy < 0 || iy >= geo.in[0] || lo >= hi) {
+                  for (int64_t ox = 0; ox < OW; ++ox) border[static_cast<size_t>(p0 + ox)] = 1;
+                  continue;
+                }
+                for (int64_t ox = 0; ox < lo; ++ox) border[static_cast<size_t>(p0 + ox)] = 1;
+                for (int64_t ox = hi; ox < OW; ++ox) border[static_cast<size_t>(p0 + ox)] = 1;
+                const float* xr = xg + c * in + iy * IW;
+                for (int64_t ox = lo; ox < hi; ++ox) {
+                  const int64_t p = p0 + ox;
+                  mj[p * words] |= bit;
+                  aj[p * words] |= xr[ox * geo.stride[1] + off] >= 0.f ? bit : 0;
+                }
+              }
+            }
         cnt.resize(static_cast<size_t>(P * mg));
         const uint64_t* wg = bits_.data() + g * mg * words;
         popcount_(P, abits.data(), words, wg, mg, words, cnt.data(), mg);
@@ -300,7 +294,48 @@ class BinaryConvKernel : public OpKernel {
   BinaryConvAttrs a_;
   std::vector<uint64_t> bits_;
   XorPopcountFn popcount_ = nullptr;
-  std::vector<std::unique_ptr<SignPanels>> panels_;
+};
+
+// activations=float BinaryConv: the signs are decoded once at load into the float weight
+// sign * alpha and the CPU Conv kernel runs with it (its direct/NCHWc paths beat an im2col of the
+// binary panels several times over at the CNN's shapes; a Conv weight is small, and the file
+// keeps 1 bit per weight). The products are then those of the float Conv with weights sign * alpha.
+class BinaryConvFloatKernel : public OpKernel {
+ public:
+  static KernelOr Make(const BinaryConvAttrs& a, const KernelInit& init) {
+    std::unique_ptr<BinaryConvFloatKernel> k(new BinaryConvFloatKernel);
+    const Tensor& bits = *init.const_inputs[1];
+    const float* alpha = init.const_inputs[2]->data<float>();
+    const int64_t kh = a.window.kernel_shape[0], kw = a.window.kernel_shape[1], words = BinaryWords(a.b.k);
+    k->w_ = Tensor(DType::kFloat32, {a.b.n, a.in_channels / a.group, kh, kw});
+    for (int64_t m = 0; m < a.b.n; ++m)
+      for (int64_t i = 0; i < a.b.k; ++i)
+        k->w_.data<float>()[m * a.b.k + i] = BinaryBit(bits.data<uint64_t>() + m * words, i) ? alpha[m] : -alpha[m];
+    for (const char* name : {"kernel_shape", "strides", "pads", "dilations", "auto_pad", "group"})
+      if (const Attribute* at = init.attrs.Find(name)) k->attrs_.Set(name, *at);
+    const KernelFactory* conv = KernelRegistry::Global().Find("", "Conv");
+    if (!conv) return KernelOr(nullptr);
+    const Tensor* bias = init.const_inputs.size() > 3 ? init.const_inputs[3] : nullptr;
+    std::vector<DType> dtypes(init.input_dtypes.size(), DType::kFloat32);
+    const KernelInit ci{k->attrs_, 17, dtypes, {nullptr, &k->w_, bias}, 1, init.node_name, Backend::kCpu};
+    WH_ASSIGN_OR_RETURN(k->conv_, (*conv)(ci));
+    if (!k->conv_) return KernelOr(nullptr);
+    return std::unique_ptr<OpKernel>(std::move(k));
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    KernelContext c;
+    c.inputs = {ctx.inputs[0], &w_};
+    if (ctx.inputs.size() > 3) c.inputs.push_back(ctx.inputs[3]);
+    c.outputs = ctx.outputs;
+    c.num_threads = ctx.num_threads;
+    return conv_->Compute(c);
+  }
+
+ private:
+  AttributeMap attrs_;
+  Tensor w_;
+  std::unique_ptr<OpKernel> conv_;
 };
 
 bool Consts(const KernelInit& init) {
@@ -314,7 +349,8 @@ KernelOr MakeMatMul(const BinaryAttrs& a, const KernelInit& init) {
 
 KernelOr MakeConv(const BinaryConvAttrs& a, const KernelInit& init) {
   if (!Consts(init) || (!a.b.binary && ActiveSimdIsa() == SimdIsa::kScalar)) return KernelOr(nullptr);
-  return std::unique_ptr<OpKernel>(new BinaryConvKernel(a, *init.const_inputs[1], *init.const_inputs[2]));
+  if (!a.b.binary) return BinaryConvFloatKernel::Make(a, init);
+  return std::unique_ptr<OpKernel>(new BinaryConvKernel(a, *init.const_inputs[1]));
 }
 
 }  // namespace
