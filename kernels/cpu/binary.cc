@@ -71,6 +71,13 @@ XorPopcountFn XorPopcountFor(PopcountPath p) {
   return binary_portable::XorPopcount;
 }
 
+PackSignsFn PackSignsFor(PopcountPath p) {
+  if (!CpuHasPopcountPath(p)) p = PopcountPath::kPortable;
+  if (p == PopcountPath::kAvx512) return binary_avx512::PackSigns;
+  if (p == PopcountPath::kAvx2) return binary_avx2::PackSigns;
+  return whittle::PackSigns;
+}
+
 namespace {
 
 constexpr int64_t kGroup = 4;  // float mode: panels per task
@@ -125,8 +132,9 @@ struct SignPanels {
 // Packs each of `rows` rows of x (k floats, ldx apart) into words; beta[r] = mean |x_r| when given.
 void PackRows(int64_t rows, const float* x, int64_t ldx, int64_t k, uint64_t* out, float* beta, int threads) {
   const int64_t words = BinaryWords(k);
+  const PackSignsFn pack = PackSignsFor(ActivePopcountPath());
   ParallelFor(rows, threads, [&](int64_t r) {
-    const double s = PackSigns(x + r * ldx, k, out + r * words);
+    const double s = pack(x + r * ldx, k, out + r * words);
     if (beta) beta[r] = static_cast<float>(s / static_cast<double>(k));
   });
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "kernels/common/binary.h"
 #include "kernels/cpu/binary_gemm.h"
 
 namespace whittle::cpu::binary_avx2 {
@@ -58,6 +59,27 @@ void XorPopcount(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w
     for (int64_t r = 0; r < rows; ++r) Tile<4>(a + r * lda, w + j * words, words, out + r * ldo + j);
   for (; j < n; ++j)
     for (int64_t r = 0; r < rows; ++r) Tile<1>(a + r * lda, w + j * words, words, out + r * ldo + j);
+}
+
+double PackSigns(const float* x, int64_t k, uint64_t* out) {
+  const __m256 zero = _mm256_setzero_ps(), abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 sum = zero;
+  int64_t i = 0;
+  for (; i + 64 <= k; i += 64) {
+    uint64_t word = 0;
+    for (int q = 0; q < 8; ++q) {
+      const __m256 v = _mm256_loadu_ps(x + i + q * 8);
+      word |= static_cast<uint64_t>(_mm256_movemask_ps(_mm256_cmp_ps(v, zero, _CMP_GE_OQ))) << (q * 8);
+      sum = _mm256_add_ps(sum, _mm256_and_ps(v, abs_mask));
+    }
+    out[i / 64] = word;
+  }
+  alignas(32) float t[8];
+  _mm256_store_ps(t, sum);
+  double s = 0;
+  for (float f : t) s += f;
+  if (i < k) s += whittle::PackSigns(x + i, k - i, out + i / 64);
+  return s;
 }
 
 void DecodeSignPanel(const uint32_t* masks, int64_t K, const float* alpha, float* out) {

@@ -1,14 +1,18 @@
 // binary_gemm.h on AVX-512 (compiled with -mavx512f -mavx512vpopcntdq -mfma: see CMakeLists.txt;
 // run only where the CPU has AVX512_VPOPCNTDQ). XorPopcount: tiles of R rows of a against C
 // columns of w, eight words per VPOPCNTQ, the last partial vector read with a masked load.
+// GCC 12 bug 105593: AVX-512 intrinsics built on _mm*_undefined_* warn as uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 
+#include "kernels/common/binary.h"
 #include "kernels/cpu/binary_gemm.h"
 
 namespace whittle::cpu::binary_avx512 {
 namespace {
 
-// (_mm512_reduce_add_epi64 trips GCC 12's -Wuninitialized through _mm256_undefined_si256.)
 inline int64_t Sum64(__m512i v) {
   alignas(64) int64_t t[8];
   _mm512_store_si512(t, v);
@@ -29,8 +33,30 @@ inline void Tile(const uint64_t* a, int64_t lda, const uint64_t* w, int64_t word
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_add_epi64(acc[r][c], _mm512_popcnt_epi64(_mm512_xor_si512(x, y[c])));
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) out[r * ldo + c] = static_cast<int32_t>(Sum64(acc[r][c]));
+  if constexpr (R == 2 && C == 4) {
+    // Eight horizontal sums at once: fold pairs of accumulators (unpack), then 128-bit chunks
+    // (shuffle_i64x2) twice; lanes end up (0,0) (0,1) (0,2) (0,3) (1,0) ... (1,3).
+    __m512i s[4];
+    for (int i = 0; i < 4; ++i) {
+      const __m512i a = acc[i / 2][(i % 2) * 2], b = acc[i / 2][(i % 2) * 2 + 1];
+      s[i] = _mm512_add_epi64(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+    }
+    const __m512i u01 = _mm512_add_epi64(_mm512_shuffle_i64x2(s[0], s[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                         _mm512_shuffle_i64x2(s[0], s[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i u23 = _mm512_add_epi64(_mm512_shuffle_i64x2(s[2], s[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                         _mm512_shuffle_i64x2(s[2], s[3], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i w = _mm512_add_epi64(_mm512_shuffle_i64x2(u01, u23, _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_i64x2(u01, u23, _MM_SHUFFLE(3, 1, 3, 1)));
+    alignas(32) int32_t t[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(t), _mm512_cvtepi64_epi32(w));
+    for (int c = 0; c < 4; ++c) {
+      out[c] = t[c];
+      out[ldo + c] = t[4 + c];
+    }
+  } else {
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) out[r * ldo + c] = static_cast<int32_t>(Sum64(acc[r][c]));
+  }
 }
 
 template <int C>
@@ -48,6 +74,28 @@ void XorPopcount(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) Columns<4>(rows, a, lda, w + j * words, words, out + j, ldo);
   for (; j < n; ++j) Columns<1>(rows, a, lda, w + j * words, words, out + j, ldo);
+}
+
+double PackSigns(const float* x, int64_t k, uint64_t* out) {
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  __m512 sum = zero;
+  int64_t i = 0;
+  for (; i + 64 <= k; i += 64) {
+    uint64_t word = 0;
+    for (int q = 0; q < 4; ++q) {
+      const __m512 v = _mm512_loadu_ps(x + i + q * 16);
+      word |= static_cast<uint64_t>(_mm512_cmp_ps_mask(v, zero, _CMP_GE_OQ)) << (q * 16);
+      sum = _mm512_add_ps(sum, _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), abs_mask)));
+    }
+    out[i / 64] = word;
+  }
+  alignas(64) float t[16];
+  _mm512_store_ps(t, sum);
+  double s = 0;
+  for (float f : t) s += f;
+  if (i < k) s += whittle::PackSigns(x + i, k - i, out + i / 64);
+  return s;
 }
 
 void DecodeSignPanel(const uint32_t* masks, int64_t K, const float* alpha, float* out) {

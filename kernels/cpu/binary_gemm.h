@@ -5,6 +5,8 @@
 //     product is then K - 2 * out (padding bits are zero in both operands).
 //     popcnt: 64-bit POPCNT per word; avx2: vpshufb nibble lookup on 256-bit vectors, byte
 //     counts summed with vpsadbw; avx512: VPOPCNTDQ on 512-bit vectors (masked tail loads).
+//   PackSigns: kernels/common/binary.h's PackSigns (bit = x >= 0, returns sum |x|) vectorized:
+//     compare masks per 64 inputs, |x| summed in float lanes (then in double).
 //   DecodeSignPanel (activations=float): one packed-GEMM panel of nr output channels,
 //     out[k * nr + j] = bit j of masks[k] ? alpha[j] : -alpha[j] for k < K: the weights sign * alpha,
 //     made by selecting between alpha and -alpha (no multiply), for the packed GEMM's tiles.
@@ -26,6 +28,8 @@ const char* PopcountPathName(PopcountPath p);
 using XorPopcountFn = void (*)(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w, int64_t n,
                                int64_t words, int32_t* out, int64_t ldo);
 XorPopcountFn XorPopcountFor(PopcountPath p);
+using PackSignsFn = double (*)(const float* x, int64_t k, uint64_t* out);
+PackSignsFn PackSignsFor(PopcountPath p);
 
 namespace binary_portable {
 void XorPopcount(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w, int64_t n, int64_t words,
@@ -36,12 +40,14 @@ void XorPopcount(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w
                  int32_t* out, int64_t ldo);
 }  // namespace binary_popcnt
 namespace binary_avx2 {
+double PackSigns(const float* x, int64_t k, uint64_t* out);
 void XorPopcount(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w, int64_t n, int64_t words,
                  int32_t* out, int64_t ldo);
 // nr = 16 (packed_gemm_avx2::kNr); masks[k] bits 0..15.
 void DecodeSignPanel(const uint32_t* masks, int64_t K, const float* alpha, float* out);
 }  // namespace binary_avx2
 namespace binary_avx512 {
+double PackSigns(const float* x, int64_t k, uint64_t* out);
 void XorPopcount(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w, int64_t n, int64_t words,
                  int32_t* out, int64_t ldo);
 // nr = 32 (packed_gemm_avx512::kNr).

@@ -117,6 +117,17 @@ TEST(BinaryMatMul, EveryPopcountPathCounts) {
         EXPECT_EQ(out[ldo - 1], -1) << "wrote past n";
       }
     }
+    // The sign packing of A's rows on this path: the same bits and sum |x| as the portable one.
+    const cpu::PackSignsFn pack = cpu::PackSignsFor(path);
+    for (int64_t k : {1, 5, 63, 64, 65, 130, 1000, 1024}) {
+      Tensor x = RandomFloat({k}, static_cast<uint32_t>(k));
+      x.data<float>()[0] = -0.f;  // sign(-0) = +1
+      if (k > 2) x.data<float>()[k / 2] = 0.f;
+      std::vector<uint64_t> got(static_cast<size_t>(BinaryWords(k)) + 1, 7), want(got.size(), 7);
+      const double sg = pack(x.data<float>(), k, got.data()), sw = PackSigns(x.data<float>(), k, want.data());
+      EXPECT_EQ(got, want) << cpu::PopcountPathName(path) << " k " << k;
+      EXPECT_NEAR(sg, sw, 1e-4 * sw) << cpu::PopcountPathName(path) << " k " << k;
+    }
   }
 }
 
