@@ -240,7 +240,11 @@ class BinaryConvKernel : public OpKernel {
         // Bit im2col, one tap j at a time over every output position (bounds hoisted per row):
         // a tap inside sets its mask bit and, for x >= 0, its sign bit; one in the padding marks
         // the row for the masked recount.
-        const int64_t OW = geo.out[1], IW = geo.in[1];
+        // Locals: through the lambda's captures the compiler would reload them after every store.
+        const int64_t OW = geo.out[1], IW = geo.in[1], OH = geo.out[0], IH = geo.in[0], sy = geo.stride[0],
+                      sx = geo.stride[1], dy = geo.dilation[0], dx = geo.dilation[1], py = geo.pad_begin[0],
+                      px = geo.pad_begin[1], nw = words, chan = in;
+        uint8_t* brd = border.data();
         for (int64_t c = 0; c < cg; ++c)
           for (int64_t ky = 0; ky < kh; ++ky)
             for (int64_t kx = 0; kx < kw; ++kx) {
@@ -249,24 +253,24 @@ class BinaryConvKernel : public OpKernel {
               uint64_t* aj = abits.data() + (j >> 6);
               uint64_t* mj = mask.data() + (j >> 6);
               int64_t lo, hi;  // output columns whose tap lands inside the row
-              const int64_t off = kx * geo.dilation[1] - geo.pad_begin[1];
-              ValidRange(off, geo.stride[1], IW, OW, &lo, &hi);
+              const int64_t off = kx * dx - px;
+              ValidRange(off, sx, IW, OW, &lo, &hi);
               lo = std::min(lo, OW);
               hi = std::max(std::min(hi, OW), lo);
-              for (int64_t oy = 0; oy < geo.out[0]; ++oy) {
-                const int64_t iy = oy * geo.stride[0] - geo.pad_begin[0] + ky * geo.dilation[0];
+              for (int64_t oy = 0; oy < OH; ++oy) {
+                const int64_t iy = oy * sy - py + ky * dy;
                 const int64_t p0 = oy * OW;
-                if (iy < 0 || iy >= geo.in[0] || lo >= hi) {
-                  for (int64_t ox = 0; ox < OW; ++ox) border[static_cast<size_t>(p0 + ox)] = 1;
+                if (iy < 0 || iy >= IH || lo >= hi) {
+                  for (int64_t ox = 0; ox < OW; ++ox) brd[p0 + ox] = 1;
                   continue;
                 }
-                for (int64_t ox = 0; ox < lo; ++ox) border[static_cast<size_t>(p0 + ox)] = 1;
-                for (int64_t ox = hi; ox < OW; ++ox) border[static_cast<size_t>(p0 + ox)] = 1;
-                const float* xr = xg + c * in + iy * IW;
+                for (int64_t ox = 0; ox < lo; ++ox) brd[p0 + ox] = 1;
+                for (int64_t ox = hi; ox < OW; ++ox) brd[p0 + ox] = 1;
+                const float* xr = xg + c * chan + iy * IW;
                 for (int64_t ox = lo; ox < hi; ++ox) {
                   const int64_t p = p0 + ox;
-                  mj[p * words] |= bit;
-                  aj[p * words] |= xr[ox * geo.stride[1] + off] >= 0.f ? bit : 0;
+                  mj[p * nw] |= bit;
+                  aj[p * nw] |= xr[ox * sx + off] >= 0.f ? bit : 0;
                 }
               }
             }

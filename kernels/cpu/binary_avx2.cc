@@ -8,6 +8,7 @@
 
 #include "kernels/common/binary.h"
 #include "kernels/cpu/binary_gemm.h"
+#include "kernels/cpu/binary_scalar_impl.h"
 
 namespace whittle::cpu::binary_avx2 {
 namespace {
@@ -54,6 +55,9 @@ inline void Tile(const uint64_t* a, const uint64_t* w, int64_t words, int32_t* o
 
 void XorPopcount(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w, int64_t n, int64_t words,
                  int32_t* out, int64_t ldo) {
+  // Rows shorter than one vector (a Conv's few words per im2col row): the vector tile's
+  // horizontal sums would cost more than the counts; POPCNT per word instead.
+  if (words < 4) return XorPopcountRows(rows, a, lda, w, n, words, out, ldo);
   int64_t j = 0;
   for (; j + 4 <= n; j += 4)
     for (int64_t r = 0; r < rows; ++r) Tile<4>(a + r * lda, w + j * words, words, out + r * ldo + j);

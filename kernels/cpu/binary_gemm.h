@@ -5,6 +5,7 @@
 //     product is then K - 2 * out (padding bits are zero in both operands).
 //     popcnt: 64-bit POPCNT per word; avx2: vpshufb nibble lookup on 256-bit vectors, byte
 //     counts summed with vpsadbw; avx512: VPOPCNTDQ on 512-bit vectors (masked tail loads).
+//     Rows shorter than one vector take the POPCNT loop on the vector paths too.
 //   PackSigns: kernels/common/binary.h's PackSigns (bit = x >= 0, returns sum |x|) vectorized:
 //     compare masks per 64 inputs, |x| summed in float lanes (then in double).
 //   DecodeSignPanel (activations=float): one packed-GEMM panel of nr output channels,
