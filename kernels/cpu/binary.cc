@@ -228,8 +228,6 @@ class BinaryConvKernel : public OpKernel {
       const int64_t n = t / a_.group, g = t % a_.group;
       const float* xg = X + (n * a_.in_channels + g * cg) * in;
       float* yg = Y + (n * a_.b.n + g * mg) * P;
-      thread_local std::vector<float> out;
-      out.resize(static_cast<size_t>(P * mg));
       {
         thread_local std::vector<uint64_t> abits, mask;
         thread_local std::vector<uint8_t> border;
@@ -277,27 +275,32 @@ class BinaryConvKernel : public OpKernel {
         cnt.resize(static_cast<size_t>(P * mg));
         const uint64_t* wg = bits_.data() + g * mg * words;
         popcount_(P, abits.data(), words, wg, mg, words, cnt.data(), mg);
-        const float b = beta[static_cast<size_t>(n)];
+        // cnt becomes the dot product: K - 2 * count, or over a border row's valid taps only.
         for (int64_t p = 0; p < P; ++p) {
+          int32_t* row = cnt.data() + p * mg;
+          if (!border[static_cast<size_t>(p)]) {
+            for (int64_t m = 0; m < mg; ++m) row[m] = static_cast<int32_t>(K - 2 * static_cast<int64_t>(row[m]));
+            continue;
+          }
           const uint64_t* ap = abits.data() + p * words;
           const uint64_t* mp = mask.data() + p * words;
           for (int64_t m = 0; m < mg; ++m) {
-            int64_t valid = K, c = cnt[static_cast<size_t>(p * mg + m)];
-            if (border[static_cast<size_t>(p)]) {
-              valid = c = 0;
-              for (int64_t i = 0; i < words; ++i) {
-                valid += __builtin_popcountll(mp[i]);
-                c += __builtin_popcountll((ap[i] ^ wg[m * words + i]) & mp[i]);
-              }
+            int64_t valid = 0, c = 0;
+            for (int64_t i = 0; i < words; ++i) {
+              valid += __builtin_popcountll(mp[i]);
+              c += __builtin_popcountll((ap[i] ^ wg[m * words + i]) & mp[i]);
             }
-            const int64_t o = g * mg + m;
-            out[static_cast<size_t>(p * mg + m)] =
-                b * alpha[o] * static_cast<float>(valid - 2 * c) + (bias ? bias[o] : 0.f);
+            row[m] = static_cast<int32_t>(valid - 2 * c);
           }
         }
+        const float b = beta[static_cast<size_t>(n)];
+        for (int64_t m = 0; m < mg; ++m) {
+          const int64_t o = g * mg + m;
+          const float scale = b * alpha[o], add = bias ? bias[o] : 0.f;
+          float* ym = yg + m * P;
+          for (int64_t p = 0; p < P; ++p) ym[p] = scale * static_cast<float>(cnt[static_cast<size_t>(p * mg + m)]) + add;
+        }
       }
-      for (int64_t p = 0; p < P; ++p)
-        for (int64_t m = 0; m < mg; ++m) yg[m * P + p] = out[static_cast<size_t>(p * mg + m)];
     });
     return Status::Ok();
   }
