@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,8 @@ TEST(BinarizePass, BinaryActivationsMatchTheLoweredModel) {
     ASSERT_TRUE(lowered.ok()) << lowered.status().message();
     EXPECT_EQ(*lowered, want);
     EXPECT_EQ(CountOps(low, "Where"), want);
+    std::set<std::string> names;  // ONNX Runtime refuses a model with two nodes of one name
+    for (const Node& n : low.nodes()) EXPECT_TRUE(names.insert(n.name).second) << "two nodes named " << n.name;
     auto yl = RunGraph(low, x);
     ASSERT_TRUE(y.ok() && yref.ok() && yl.ok()) << y.status().message() << yl.status().message();
     EXPECT_TRUE(TensorsClose((*y)[0], (*yl)[0], 1e-4f, 1e-4f));
