@@ -4,10 +4,13 @@
 // widest path the CPU runs (AVX-512 VPOPCNTDQ, AVX2 vpshufb, POPCNT); dot = K - 2 * count.
 // Conv rows whose window reaches into the padding are recounted under a mask of their valid taps
 // (padding adds 0, not -1). activations=float: FMA throughput equals add throughput on x86, so a
-// dedicated add/subtract loop cannot beat the packed float GEMM; the weights are instead decoded
-// per call into the packed GEMM's panel layout as +-alpha (a select, no multiply) from sign masks
-// laid out once at load in panel order (1 bit per weight), and the GEMM's register tiles run on
-// them. Without AVX2 the float mode has no fast path (the reference kernel runs).
+// dedicated add/subtract loop cannot beat the packed float GEMM; BinaryMatMul's weights are
+// instead decoded per call into the packed GEMM's panel layout as +-alpha (a select, no
+// multiply) from sign masks laid out once at load in panel order (1 bit per weight, so memory
+// stays 1-bit), and the GEMM's register tiles run on them. BinaryConv with float activations
+// decodes sign * alpha once at load and runs the CPU Conv kernel (its direct paths beat an
+// im2col + GEMM at small channel counts; a Conv weight is small). Without AVX2 the float mode has
+// no fast path (the reference kernel runs).
 #include <algorithm>
 #include <cmath>
 #include <memory>
