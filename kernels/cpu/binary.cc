@@ -201,9 +201,20 @@ class BinaryMatMulKernel : public OpKernel {
 
 class BinaryConvKernel : public OpKernel {
  public:
+  // The weight bits are reordered at load from (c, ky, kx) to tap-major (ky, kx, c): bit
+  // t * cg + c of a row is tap t of channel c, so that the im2col copies each input pixel's
+  // cg channel bits (packed once per call) as one chunk instead of setting bits one by one.
   BinaryConvKernel(const BinaryConvAttrs& a, const Tensor& bits) : a_(a) {
-    const uint64_t* b = bits.data<uint64_t>();
-    bits_.assign(b, b + bits.numel());
+    const int64_t words = BinaryWords(a.b.k), taps = a.window.kernel_shape[0] * a.window.kernel_shape[1];
+    const int64_t cg = a.in_channels / a.group;
+    bits_.assign(static_cast<size_t>(a.b.n * words), 0);
+    for (int64_t m = 0; m < a.b.n; ++m)
+      for (int64_t c = 0; c < cg; ++c)
+        for (int64_t t = 0; t < taps; ++t)
+          if (BinaryBit(bits.data<uint64_t>() + m * words, c * taps + t)) {
+            const int64_t k = t * cg + c;
+            bits_[static_cast<size_t>(m * words + (k >> 6))] |= uint64_t{1} << (k & 63);
+          }
     popcount_ = XorPopcountFor(ActivePopcountPath());
   }
 
@@ -238,43 +249,52 @@ class BinaryConvKernel : public OpKernel {
         abits.assign(static_cast<size_t>(P * words), 0);
         mask.assign(static_cast<size_t>(P * words), 0);
         border.assign(static_cast<size_t>(P), 0);
-        // Bit im2col, one tap j at a time over every output position (bounds hoisted per row):
-        // a tap inside sets its mask bit and, for x >= 0, its sign bit; one in the padding marks
-        // the row for the masked recount.
-        // Locals: through the lambda's captures the compiler would reload them after every store.
+        // Bit im2col: each input pixel's cg channel sign bits are packed once (cw words), then
+        // every (output position, tap) inside the input copies them as one chunk at bit t * cg
+        // (and all-ones into the mask); a tap in the padding leaves zeros and marks the row for
+        // the masked recount. Geometry in locals: through the captures the compiler would reload
+        // it after every store.
         const int64_t OW = geo.out[1], IW = geo.in[1], OH = geo.out[0], IH = geo.in[0], sy = geo.stride[0],
                       sx = geo.stride[1], dy = geo.dilation[0], dx = geo.dilation[1], py = geo.pad_begin[0],
-                      px = geo.pad_begin[1], nw = words, chan = in;
+                      px = geo.pad_begin[1], nw = words, chan = in, cw = BinaryWords(cg);
+        thread_local std::vector<uint64_t> pix;
+        pix.assign(static_cast<size_t>(in * cw), 0);
+        for (int64_t c = 0; c < cg; ++c) {
+          const float* xc = xg + c * chan;
+          uint64_t* pc = pix.data() + (c >> 6);
+          const uint64_t bit = uint64_t{1} << (c & 63);
+          for (int64_t i = 0; i < chan; ++i) pc[i * cw] |= xc[i] >= 0.f ? bit : 0;
+        }
+        std::vector<uint64_t> ones(static_cast<size_t>(cw), ~uint64_t{0});
+        if (cg % 64) ones.back() = (uint64_t{1} << (cg % 64)) - 1;
+        // row |= the cg-bit chunk src at bit offset off (chunks never run past the row's K bits).
+        auto place = [cg, cw](uint64_t* row, int64_t off, const uint64_t* src) {
+          for (int64_t q = 0; q < cw; ++q) {
+            const int64_t o = off + q * 64, n = std::min<int64_t>(64, cg - q * 64), w = o >> 6, sh = o & 63;
+            row[w] |= src[q] << sh;
+            if (sh && sh + n > 64) row[w + 1] |= src[q] >> (64 - sh);
+          }
+        };
         uint8_t* brd = border.data();
-        for (int64_t c = 0; c < cg; ++c)
-          for (int64_t ky = 0; ky < kh; ++ky)
-            for (int64_t kx = 0; kx < kw; ++kx) {
-              const int64_t j = (c * kh + ky) * kw + kx;
-              const uint64_t bit = uint64_t{1} << (j & 63);
-              uint64_t* aj = abits.data() + (j >> 6);
-              uint64_t* mj = mask.data() + (j >> 6);
-              int64_t lo, hi;  // output columns whose tap lands inside the row
-              const int64_t off = kx * dx - px;
-              ValidRange(off, sx, IW, OW, &lo, &hi);
-              lo = std::min(lo, OW);
-              hi = std::max(std::min(hi, OW), lo);
-              for (int64_t oy = 0; oy < OH; ++oy) {
-                const int64_t iy = oy * sy - py + ky * dy;
-                const int64_t p0 = oy * OW;
-                if (iy < 0 || iy >= IH || lo >= hi) {
-                  for (int64_t ox = 0; ox < OW; ++ox) brd[p0 + ox] = 1;
+        for (int64_t oy = 0; oy < OH; ++oy)
+          for (int64_t ox = 0; ox < OW; ++ox) {
+            const int64_t p = oy * OW + ox;
+            uint64_t* ar = abits.data() + p * nw;
+            uint64_t* mr = mask.data() + p * nw;
+            for (int64_t ky = 0; ky < kh; ++ky) {
+              const int64_t iy = oy * sy - py + ky * dy;
+              for (int64_t kx = 0; kx < kw; ++kx) {
+                const int64_t ix = ox * sx - px + kx * dx;
+                if (iy < 0 || iy >= IH || ix < 0 || ix >= IW) {
+                  brd[p] = 1;
                   continue;
                 }
-                for (int64_t ox = 0; ox < lo; ++ox) brd[p0 + ox] = 1;
-                for (int64_t ox = hi; ox < OW; ++ox) brd[p0 + ox] = 1;
-                const float* xr = xg + c * chan + iy * IW;
-                for (int64_t ox = lo; ox < hi; ++ox) {
-                  const int64_t p = p0 + ox;
-                  mj[p * nw] |= bit;
-                  aj[p * nw] |= xr[ox * sx + off] >= 0.f ? bit : 0;
-                }
+                const int64_t off = (ky * kw + kx) * cg;
+                place(ar, off, pix.data() + (iy * IW + ix) * cw);
+                place(mr, off, ones.data());
               }
             }
+          }
         cnt.resize(static_cast<size_t>(P * mg));
         const uint64_t* wg = bits_.data() + g * mg * words;
         popcount_(P, abits.data(), words, wg, mg, words, cnt.data(), mg);

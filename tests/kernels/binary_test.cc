@@ -181,6 +181,8 @@ TEST(BinaryConv, CpuMatchesReferenceOnConvGeometries) {
       {"1x1", 1, 8, 4, 4, 33, 1, 1, 1, {}, {}, {}},
       {"K 144 (3 words), 32 channels", 1, 16, 6, 6, 32, 3, 3, 1, {}, {1, 1, 1, 1}, {}},
       {"K 576, stride 2 pad 1", 2, 64, 5, 5, 17, 3, 3, 1, {2, 2}, {1, 1, 1, 1}, {}},
+      {"70 channels per group (chunks span words)", 1, 140, 4, 5, 6, 3, 2, 2, {}, {1, 0, 1, 1}, {}},
+      {"65 channels, 1x1", 2, 65, 3, 3, 5, 1, 1, 1, {}, {}, {}},
   };
   uint32_t seed = 11;
   for (const std::string act : {"float", "binary"})
