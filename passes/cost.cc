@@ -53,7 +53,35 @@ int64_t CodebookExtraParams(const Graph& g, const Node& n) {
   return n.attrs.GetInt("out_features", 0) * n.attrs.GetInt("in_features", 0) - idx.initializer->numel();
 }
 
+namespace {
+
+// A binarized layer (ai.whittle BinaryMatMul/BinaryConv) holds one weight per bit of its packed
+// uint64 words (padding aside): they count as out x contracted-size params, not as words.
+int64_t BinaryContracted(const Node& n) {
+  if (n.op_type == "BinaryMatMul") return n.attrs.GetInt("in_features", 0);
+  const auto ks = n.attrs.GetInts("kernel_shape");
+  const int64_t g = n.attrs.GetInt("group", 1);
+  return ks.size() == 2 && g > 0 ? n.attrs.GetInt("in_channels", 0) / g * ks[0] * ks[1] : 0;
+}
+
+int64_t BinaryExtraParams(const Graph& g, const Node& n) {
+  if (n.domain != kWhittleDomain || (n.op_type != "BinaryMatMul" && n.op_type != "BinaryConv") || n.inputs.size() < 2 ||
+      n.inputs[1] < 0)
+    return 0;
+  const Value& bits = g.value(n.inputs[1]);
+  if (!bits.initializer) return 0;
+  const int64_t out = n.attrs.GetInt(n.op_type == "BinaryConv" ? "out_channels" : "out_features", 0);
+  return out * BinaryContracted(n) - bits.initializer->numel();
+}
+
+}  // namespace
+
 int64_t NodeMacs(const Graph& g, const Node& n) {
+  if (n.domain == kWhittleDomain && (n.op_type == "BinaryMatMul" || n.op_type == "BinaryConv")) {
+    Dims out;
+    if (n.outputs.empty() || !PerSampleDims(g, n.outputs[0], &out)) return 0;
+    return Prod(out, n.op_type == "BinaryConv" ? 1 : 0, out.size()) * BinaryContracted(n);
+  }
   if (n.domain == kWhittleDomain && n.op_type == "CodebookMatMul") {
     Dims out;
     if (n.outputs.empty() || !PerSampleDims(g, n.outputs[0], &out)) return 0;
@@ -96,7 +124,7 @@ int64_t NodeParams(const Graph& g, const Node& n) {
     const Value& v = g.value(id);
     if (v.initializer && v.initializer->dtype() != DType::kInt64) p += v.initializer->numel();
   }
-  p += CodebookExtraParams(g, n);
+  p += CodebookExtraParams(g, n) + BinaryExtraParams(g, n);
   return p;
 }
 
@@ -129,7 +157,7 @@ GraphCost ComputeCost(const Graph& g) {
   }
   for (const Node& n : g.nodes()) {
     c.macs += NodeMacs(g, n);
-    c.params += CodebookExtraParams(g, n);
+    c.params += CodebookExtraParams(g, n) + BinaryExtraParams(g, n);
   }
   return c;
 }

@@ -1,0 +1,114 @@
+// binary_gemm.h on AVX-512 (compiled with -mavx512f -mavx512vpopcntdq -mfma: see CMakeLists.txt;
+// run only where the CPU has AVX512_VPOPCNTDQ). XorPopcount: tiles of R rows of a against C
+// columns of w, eight words per VPOPCNTQ, the last partial vector read with a masked load.
+// GCC 12 bug 105593: AVX-512 intrinsics built on _mm*_undefined_* warn as uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include "kernels/common/binary.h"
+#include "kernels/cpu/binary_gemm.h"
+#include "kernels/cpu/binary_scalar_impl.h"
+
+namespace whittle::cpu::binary_avx512 {
+namespace {
+
+inline int64_t Sum64(__m512i v) {
+  alignas(64) int64_t t[8];
+  _mm512_store_si512(t, v);
+  return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+
+template <int R, int C>
+inline void Tile(const uint64_t* a, int64_t lda, const uint64_t* w, int64_t words, int32_t* out, int64_t ldo) {
+  __m512i acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_si512();
+  for (int64_t i = 0; i < words; i += 8) {
+    const __mmask8 m = words - i >= 8 ? static_cast<__mmask8>(0xff) : static_cast<__mmask8>((1u << (words - i)) - 1);
+    __m512i y[C];
+    for (int c = 0; c < C; ++c) y[c] = _mm512_maskz_loadu_epi64(m, w + c * words + i);
+    for (int r = 0; r < R; ++r) {
+      const __m512i x = _mm512_maskz_loadu_epi64(m, a + r * lda + i);
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_add_epi64(acc[r][c], _mm512_popcnt_epi64(_mm512_xor_si512(x, y[c])));
+    }
+  }
+  if constexpr (R == 2 && C == 4) {
+    // Eight horizontal sums at once: fold pairs of accumulators (unpack), then 128-bit chunks
+    // (shuffle_i64x2) twice; lanes end up (0,0) (0,1) (0,2) (0,3) (1,0) ... (1,3).
+    __m512i s[4];
+    for (int i = 0; i < 4; ++i) {
+      const __m512i a = acc[i / 2][(i % 2) * 2], b = acc[i / 2][(i % 2) * 2 + 1];
+      s[i] = _mm512_add_epi64(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+    }
+    const __m512i u01 = _mm512_add_epi64(_mm512_shuffle_i64x2(s[0], s[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                         _mm512_shuffle_i64x2(s[0], s[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i u23 = _mm512_add_epi64(_mm512_shuffle_i64x2(s[2], s[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                         _mm512_shuffle_i64x2(s[2], s[3], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i w = _mm512_add_epi64(_mm512_shuffle_i64x2(u01, u23, _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_i64x2(u01, u23, _MM_SHUFFLE(3, 1, 3, 1)));
+    alignas(32) int32_t t[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(t), _mm512_cvtepi64_epi32(w));
+    for (int c = 0; c < 4; ++c) {
+      out[c] = t[c];
+      out[ldo + c] = t[4 + c];
+    }
+  } else {
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) out[r * ldo + c] = static_cast<int32_t>(Sum64(acc[r][c]));
+  }
+}
+
+template <int C>
+inline void Columns(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w, int64_t words, int32_t* out,
+                    int64_t ldo) {
+  int64_t r = 0;
+  for (; r + 2 <= rows; r += 2) Tile<2, C>(a + r * lda, lda, w, words, out + r * ldo, ldo);
+  for (; r < rows; ++r) Tile<1, C>(a + r * lda, lda, w, words, out + r * ldo, ldo);
+}
+
+}  // namespace
+
+void XorPopcount(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w, int64_t n, int64_t words,
+                 int32_t* out, int64_t ldo) {
+  // Rows shorter than one vector (a Conv's few words per im2col row): the vector tile's
+  // horizontal sums would cost more than the counts; POPCNT per word instead.
+  if (words < 8) return XorPopcountRows(rows, a, lda, w, n, words, out, ldo);
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) Columns<4>(rows, a, lda, w + j * words, words, out + j, ldo);
+  for (; j < n; ++j) Columns<1>(rows, a, lda, w + j * words, words, out + j, ldo);
+}
+
+double PackSigns(const float* x, int64_t k, uint64_t* out) {
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  __m512 sum = zero;
+  int64_t i = 0;
+  for (; i + 64 <= k; i += 64) {
+    uint64_t word = 0;
+    for (int q = 0; q < 4; ++q) {
+      const __m512 v = _mm512_loadu_ps(x + i + q * 16);
+      word |= static_cast<uint64_t>(_mm512_cmp_ps_mask(v, zero, _CMP_GE_OQ)) << (q * 16);
+      sum = _mm512_add_ps(sum, _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), abs_mask)));
+    }
+    out[i / 64] = word;
+  }
+  alignas(64) float t[16];
+  _mm512_store_ps(t, sum);
+  double s = 0;
+  for (float f : t) s += f;
+  if (i < k) s += whittle::PackSigns(x + i, k - i, out + i / 64);
+  return s;
+}
+
+void DecodeSignPanel(const uint32_t* masks, int64_t K, const float* alpha, float* out) {
+  const __m512 a0 = _mm512_loadu_ps(alpha), a1 = _mm512_loadu_ps(alpha + 16);
+  const __m512 n0 = _mm512_sub_ps(_mm512_setzero_ps(), a0), n1 = _mm512_sub_ps(_mm512_setzero_ps(), a1);
+  for (int64_t k = 0; k < K; ++k) {
+    _mm512_storeu_ps(out + k * 32, _mm512_mask_blend_ps(static_cast<__mmask16>(masks[k] & 0xffff), n0, a0));
+    _mm512_storeu_ps(out + k * 32 + 16, _mm512_mask_blend_ps(static_cast<__mmask16>(masks[k] >> 16), n1, a1));
+  }
+}
+
+}  // namespace whittle::cpu::binary_avx512

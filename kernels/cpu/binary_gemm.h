@@ -1,0 +1,58 @@
+// Per-ISA inner loops of the binarized layers' CPU kernels (kernels/cpu/binary.cc), each in a file
+// compiled for its ISA (see CMakeLists.txt) and chosen at run time:
+//   XorPopcount: out[r * ldo + j] = popcount(a_r XOR w_j) over `words` uint64 words, for rows
+//     r < rows of a (lda words apart) and columns j < n of w (words apart). The XNOR-Net dot
+//     product is then K - 2 * out (padding bits are zero in both operands).
+//     popcnt: 64-bit POPCNT per word; avx2: vpshufb nibble lookup on 256-bit vectors, byte
+//     counts summed with vpsadbw; avx512: VPOPCNTDQ on 512-bit vectors (masked tail loads).
+//     Rows shorter than one vector take the POPCNT loop on the vector paths too.
+//   PackSigns: kernels/common/binary.h's PackSigns (bit = x >= 0, returns sum |x|) vectorized:
+//     compare masks per 64 inputs, |x| summed in float lanes (then in double).
+//   DecodeSignPanel (activations=float): one packed-GEMM panel of nr output channels,
+//     out[k * nr + j] = bit j of masks[k] ? alpha[j] : -alpha[j] for k < K: the weights sign * alpha,
+//     made by selecting between alpha and -alpha (no multiply), for the packed GEMM's tiles.
+#pragma once
+
+#include <cstdint>
+
+namespace whittle::cpu {
+
+enum class PopcountPath { kPortable = 0, kPopcnt = 1, kAvx2 = 2, kAvx512 = 3 };
+
+// The fastest path this CPU runs, capped by WHITTLE_ISA (scalar keeps POPCNT; avx2 stops below
+// AVX-512 VPOPCNTDQ). AVX-512 needs AVX512F and AVX512_VPOPCNTDQ.
+PopcountPath ActivePopcountPath();
+// Whether this CPU runs a path (tests call every one it runs).
+bool CpuHasPopcountPath(PopcountPath p);
+const char* PopcountPathName(PopcountPath p);
+
+using XorPopcountFn = void (*)(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w, int64_t n,
+                               int64_t words, int32_t* out, int64_t ldo);
+XorPopcountFn XorPopcountFor(PopcountPath p);
+using PackSignsFn = double (*)(const float* x, int64_t k, uint64_t* out);
+PackSignsFn PackSignsFor(PopcountPath p);
+
+namespace binary_portable {
+void XorPopcount(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w, int64_t n, int64_t words,
+                 int32_t* out, int64_t ldo);
+}  // namespace binary_portable
+namespace binary_popcnt {
+void XorPopcount(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w, int64_t n, int64_t words,
+                 int32_t* out, int64_t ldo);
+}  // namespace binary_popcnt
+namespace binary_avx2 {
+double PackSigns(const float* x, int64_t k, uint64_t* out);
+void XorPopcount(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w, int64_t n, int64_t words,
+                 int32_t* out, int64_t ldo);
+// nr = 16 (packed_gemm_avx2::kNr); masks[k] bits 0..15.
+void DecodeSignPanel(const uint32_t* masks, int64_t K, const float* alpha, float* out);
+}  // namespace binary_avx2
+namespace binary_avx512 {
+double PackSigns(const float* x, int64_t k, uint64_t* out);
+void XorPopcount(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w, int64_t n, int64_t words,
+                 int32_t* out, int64_t ldo);
+// nr = 32 (packed_gemm_avx512::kNr).
+void DecodeSignPanel(const uint32_t* masks, int64_t K, const float* alpha, float* out);
+}  // namespace binary_avx512
+
+}  // namespace whittle::cpu
