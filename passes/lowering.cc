@@ -1,6 +1,7 @@
 #include "passes/lowering.h"
 
 #include "lib/ir/domain.h"
+#include "passes/binarize/binarize_pass.h"
 #include "passes/cluster/cluster_pass.h"
 
 namespace whittle {
@@ -12,6 +13,8 @@ StatusOr<std::string> LowerCompressedOps(Graph& g) {
   };
   WH_ASSIGN_OR_RETURN(int codebooks, LowerCodebooks(g));
   note(codebooks, "CodebookMatMul");
+  WH_ASSIGN_OR_RETURN(int binary, LowerBinary(g));
+  note(binary, "BinaryMatMul/BinaryConv");
   for (const Node& n : g.nodes())
     if (n.domain == kWhittleDomain)
       return Unimplemented("--portable: no standard-ONNX lowering for " + n.DebugName() + " (" + n.op_type + ")");

@@ -24,6 +24,8 @@ from ort_int8_check import load_idx  # noqa: E402
 PASSES = [
     ("mlp", ["--cluster", "k=16"]),
     ("cnn", ["--cluster", "k=32"]),
+    ("cnn", ["--binarize"]),
+    ("cnn", ["--binarize", "activations=binary,include=/conv2/Conv"]),
 ]
 
 
