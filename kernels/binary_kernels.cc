@@ -72,9 +72,22 @@ KernelOr MakeBinaryConv(const KernelInit& init) {
   return MakeChecked(init, a.b, a, &BinaryFns::conv);
 }
 
+// SignSte (lib/ops/binary.cc): +1 / -1 by x >= 0, one loop for every backend.
+KernelOr MakeSignSte(const KernelInit& init) {
+  if (!init.input_dtypes.empty() && init.input_dtypes[0] != DType::kFloat32)
+    return InvalidArgument(init.node_name + ": SignSte supports float32 only");
+  return WrapFnKernel([](KernelContext& ctx) {
+    const float* x = ctx.inputs[0]->data<float>();
+    float* y = ctx.outputs[0]->data<float>();
+    for (int64_t i = 0; i < ctx.inputs[0]->numel(); ++i) y[i] = x[i] >= 0.f ? 1.f : -1.f;
+    return Status::Ok();
+  });
+}
+
 }  // namespace
 
 void RegisterBinaryKernels(KernelRegistry& r) {
+  r.Register(kWhittleDomain, "SignSte", MakeSignSte);
   r.Register(kWhittleDomain, "BinaryMatMul", MakeBinaryMatMul);
   r.Register(kWhittleDomain, "BinaryConv", MakeBinaryConv);
 }

@@ -129,6 +129,20 @@ void RegisterBinaryOps(OpRegistry& r) {
   c.check = CheckBinaryConv;
   c.infer = InferBinaryConv;
   r.Register(std::move(c));
+
+  // Y = SignSte(X): +1 where X >= 0, -1 elsewhere (float32). Training graphs use it for a binary
+  // layer's latent weights; its gradient rule is the straight-through estimator (dX = dY).
+  OpDef st;
+  st.domain = kWhittleDomain;
+  st.op_type = "SignSte";
+  st.infer = [](InferContext& ctx) {
+    const DType t = ctx.InputDType(0);
+    if (t != DType::kUndefined && t != DType::kFloat32) return ctx.Error(std::string("X is ") + DTypeName(t) + ", expected float32");
+    const SymShape* x = ctx.InputShape(0);
+    ctx.SetOutput(0, DType::kFloat32, x ? std::optional<SymShape>(*x) : std::nullopt);
+    return Status::Ok();
+  };
+  r.Register(std::move(st));
 }
 
 }  // namespace whittle

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/common/binary.h"
 #include "kernels/common/codebook.h"
 #include "lib/ops/op_def.h"
 
@@ -177,6 +178,113 @@ Tensor Dequantize(const Tensor& q, const Tensor& scale, const Tensor& zp, int64_
 
 // Replaces every DequantizeLinear of a constant integer initializer (a stored weight) by a fake
 // quantization of a float latent initializer; returns the latent values' ids.
+// Replaces each binarized layer with float activations by a standard MatMul/Conv of
+// SignSte(latent) * alpha (see BinaryParam); returns the latent values' ids. Binary activations
+// are refused: the sign of the input has no useful gradient here.
+StatusOr<std::set<int>> LiftBinaryWeights(Graph& g, std::vector<BinaryParam>* out) {
+  std::set<int> latent;
+  const size_t count = g.nodes().size();
+  for (size_t ni = 0; ni < count; ++ni) {
+    const Node d = g.nodes()[ni];
+    if (d.domain != kWhittleDomain || (d.op_type != "BinaryMatMul" && d.op_type != "BinaryConv")) continue;
+    if (d.attrs.GetString("activations", "float") != "float")
+      return Unimplemented(d.DebugName() + ": fine-tuning a layer with binary activations is not supported "
+                                           "(binarize with activations=float)");
+    const bool conv = d.op_type == "BinaryConv";
+    if (d.inputs.size() < 3) return InvalidArgument(d.DebugName() + ": missing inputs");
+    const Tensor* bits = g.ConstInput(d, 1, DType::kUInt64);
+    const Tensor* alpha = g.ConstInput(d, 2, DType::kFloat32);
+    if (!bits || !alpha) return Unimplemented(d.DebugName() + ": fine-tuning needs constant bits and alpha");
+    BinaryParam b;
+    b.bits = g.value(d.inputs[1]).name;
+    b.alpha_stored = g.value(d.inputs[2]).name;
+    Dims wd;
+    if (conv) {
+      const auto ks = d.attrs.GetInts("kernel_shape");
+      const int64_t m = d.attrs.GetInt("out_channels", 0), c = d.attrs.GetInt("in_channels", 0),
+                    grp = d.attrs.GetInt("group", 1);
+      if (ks.size() != 2 || grp < 1) return InvalidArgument(d.DebugName() + ": bad kernel_shape or group");
+      b.n = m;
+      b.k = c / grp * ks[0] * ks[1];
+      wd = {m, c / grp, ks[0], ks[1]};
+    } else {
+      b.n = d.attrs.GetInt("out_features", 0);
+      b.k = d.attrs.GetInt("in_features", 0);
+      b.transposed = true;
+      wd = {b.k, b.n};
+    }
+    const BinaryAttrs ba{b.n, b.k, false};
+    WH_RETURN_IF_ERROR(CheckBinaryTensors(ba, *bits, *alpha, nullptr, false).WithContext(d.DebugName()));
+    // The latent starts at sign * alpha: step 0 computes what the model computes.
+    Tensor w(DType::kFloat32, wd);
+    const int64_t words = BinaryWords(b.k);
+    for (int64_t r = 0; r < b.n; ++r)
+      for (int64_t i = 0; i < b.k; ++i) {
+        const float v = (BinaryBit(bits->data<uint64_t>() + r * words, i) ? 1.f : -1.f) * alpha->data<float>()[r];
+        w.data<float>()[b.transposed ? i * b.n + r : r * b.k + i] = v;
+      }
+    Tensor a4;
+    if (conv) {
+      a4 = Tensor(DType::kFloat32, {b.n, 1, 1, 1});
+      std::copy(alpha->data<float>(), alpha->data<float>() + b.n, a4.data<float>());
+    }
+    const int lid = g.AddInitializer(g.UniqueName(b.bits + "_latent"), w);
+    b.latent = g.value(lid).name;
+    latent.insert(lid);
+    const int aid = conv ? g.AddInitializer(g.UniqueName(b.alpha_stored + "_4d"), a4) : d.inputs[2];
+    b.alpha = g.value(aid).name;
+    auto add = [&](const std::string& op, std::vector<int> in, AttributeMap at = {}, const std::string& dom = "") {
+      Node n;
+      n.name = g.UniqueName(d.name + "/train_" + op);
+      n.op_type = op;
+      n.domain = dom;
+      n.inputs = std::move(in);
+      n.attrs = std::move(at);
+      n.outputs = {g.AddValue(g.UniqueName(n.name + "_out"))};
+      const int o = n.outputs[0];
+      g.AddNode(std::move(n));
+      return o;
+    };
+    const int wb = add("Mul", {add("SignSte", {lid}, {}, kWhittleDomain), aid});
+    Node& layer = g.nodes()[ni];
+    const int bias = d.inputs.size() > 3 ? d.inputs[3] : -1;
+    if (conv) {
+      AttributeMap at;
+      for (const char* k : {"kernel_shape", "strides", "pads", "dilations", "auto_pad", "group"})
+        if (d.attrs.Has(k)) at.Set(k, *d.attrs.Find(k));
+      layer.domain.clear();
+      layer.op_type = "Conv";
+      layer.attrs = at;
+      layer.inputs = {d.inputs[0], wb};
+      if (bias >= 0) layer.inputs.push_back(bias);
+    } else if (bias >= 0) {
+      // MatMul into a new value, then the bias Add writes the layer's output.
+      const int mm = g.AddValue(g.UniqueName(d.name + "/train_MatMul_out"));
+      Node& l2 = g.nodes()[ni];
+      l2.domain.clear();
+      l2.op_type = "MatMul";
+      l2.attrs = AttributeMap();
+      l2.inputs = {d.inputs[0], wb};
+      const int out = l2.outputs[0];
+      l2.outputs = {mm};
+      g.value(mm).producer = static_cast<int>(ni);
+      Node addn;
+      addn.name = g.UniqueName(d.name + "/train_Add");
+      addn.op_type = "Add";
+      addn.inputs = {mm, bias};
+      addn.outputs = {out};
+      g.AddNode(std::move(addn));
+    } else {
+      layer.domain.clear();
+      layer.op_type = "MatMul";
+      layer.attrs = AttributeMap();
+      layer.inputs = {d.inputs[0], wb};
+    }
+    out->push_back(std::move(b));
+  }
+  return latent;
+}
+
 // How many node inputs read value v.
 int Readers(const Graph& g, int v) {
   int c = 0;
@@ -411,6 +519,10 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, const std
   auto in = [&](size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; };
   if (n.domain == kWhittleDomain && op == "CodebookMatMul" && dys.size() == 1 && dys[0] >= 0)
     return CodebookMatMulGrad(e, g, n, dys[0], need);
+  if (n.domain == kWhittleDomain && op == "SignSte" && dys.size() == 1 && dys[0] >= 0) {
+    r.push_back({0, dys[0]});  // straight-through: sign's gradient taken as 1
+    return r;
+  }
   if (!n.domain.empty() && n.domain != "ai.onnx")
     return Unimplemented(n.DebugName() + ": no gradient rule for domain '" + n.domain + "'");
   if (op == "Split") return SplitGrad(e, g, n, dys);
@@ -989,6 +1101,8 @@ StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature
   std::vector<int> live_scales;
   WH_ASSIGN_OR_RETURN(std::set<int> latent,
                       LiftQuantizedWeights(g, &tg.quantized, options.refresh_weight_scales, &live_scales));
+  WH_ASSIGN_OR_RETURN(std::set<int> binary_latent, LiftBinaryWeights(g, &tg.binary));
+  latent.insert(binary_latent.begin(), binary_latent.end());
   if (g.inputs().size() != 1) return InvalidArgument("fine-tuning needs a model with exactly one data input");
   for (int v : live_scales) g.inputs().push_back(v);
   WH_RETURN_IF_ERROR(InferShapes(g));

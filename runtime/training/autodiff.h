@@ -57,6 +57,18 @@ struct QuantizedParam {
   Tensor weight_scale0;
 };
 
+// A binarized layer (ai.whittle BinaryMatMul / BinaryConv with float activations; lib/ops/binary.cc)
+// trains as a float latent weight behind SignSte (straight-through gradient) times its alpha, a
+// param of its own; the training graph runs a standard MatMul / Conv on sign * alpha. Export packs
+// the latent's signs into the layer's bits and writes alpha back (BinaryParam).
+struct BinaryParam {
+  std::string latent;       // param: BinaryMatMul [K, N] (W transposed); BinaryConv [M, C/g, kh, kw]
+  std::string alpha;        // param: BinaryMatMul the model's alpha [N]; BinaryConv [M, 1, 1, 1]
+  std::string bits, alpha_stored;  // the model's initializers
+  bool transposed = false;  // latent is W^T (BinaryMatMul)
+  int64_t n = 0, k = 0;     // W [n, k] as the bits store it
+};
+
 // The scale of a live-scaled weight for latent values w: per channel max |w| / levels, the
 // model's scale where a channel is all zeros.
 Tensor LiveScale(const Tensor& w, const QuantizedParam& q);
@@ -97,6 +109,7 @@ struct TrainingGraph {
   std::vector<std::string> params;  // graph inputs holding the trainable weights
   std::vector<Tensor> initial;      // their values in the model
   std::vector<QuantizedParam> quantized;  // the params trained behind a fake quantization
+  std::vector<BinaryParam> binary;        // binarized layers' latent weights
   std::vector<StateUpdate> state;   // graph inputs updated but not trained (empty without bn_training)
   std::vector<std::string> hint_outputs;  // graph outputs after the state's: the hint tensors' values
   std::string logits;               // the model's first output

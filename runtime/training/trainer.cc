@@ -11,6 +11,7 @@
 #include <random>
 #include <utility>
 
+#include "kernels/common/binary.h"
 #include "kernels/cpu/parallel.h"
 #include "runtime/training/autodiff.h"
 
@@ -155,6 +156,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const Graph& student, const G
   t->input_name_ = tg.model_input;
   t->params_ = tg.params;
   t->quantized_ = tg.quantized;
+  t->binary_ = tg.binary;
   // Own copies: tensor copies share their bytes, and the updates are made in place.
   for (const Tensor& p : tg.initial) t->values_.push_back(p.Clone());
   for (const Tensor& p : t->values_) {
@@ -520,6 +522,26 @@ Graph Trainer::CurrentModel() const {
   for (size_t i = 0; i < state_names_.size(); ++i) {
     const int v = g.FindValue(state_names_[i]);
     if (v >= 0) g.value(v).initializer = state_values_[i].Clone();
+  }
+  // Binarized layers: the latent weights' signs packed again, alpha as trained.
+  for (const BinaryParam& b : binary_) {
+    const Tensor* w = Latent(b.latent);
+    const Tensor* a = Latent(b.alpha);
+    const int bv = g.FindValue(b.bits), av = g.FindValue(b.alpha_stored);
+    if (!w || bv < 0) continue;
+    const int64_t words = BinaryWords(b.k);
+    Tensor bits(DType::kUInt64, {b.n, words});
+    std::vector<float> row(static_cast<size_t>(b.k));
+    for (int64_t r = 0; r < b.n; ++r) {
+      for (int64_t i = 0; i < b.k; ++i) row[static_cast<size_t>(i)] = w->data<float>()[b.transposed ? i * b.n + r : r * b.k + i];
+      PackSigns(row.data(), b.k, bits.data<uint64_t>() + r * words);
+    }
+    g.value(bv).initializer = bits;
+    if (a && av >= 0) {
+      Tensor alpha(DType::kFloat32, {b.n});
+      std::copy(a->data<float>(), a->data<float>() + b.n, alpha.data<float>());
+      g.value(av).initializer = alpha;
+    }
   }
   return g;
 }

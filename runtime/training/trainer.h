@@ -147,6 +147,7 @@ class Trainer {
   std::string input_name_;
   std::vector<std::string> params_;
   std::vector<QuantizedParam> quantized_;  // params the student stores quantized
+  std::vector<BinaryParam> binary_;        // binarized layers' latent weights
   std::vector<Tensor> values_, m_, v_;
   std::vector<std::string> state_names_;
   std::vector<Tensor> state_values_;

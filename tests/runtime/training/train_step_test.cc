@@ -12,6 +12,8 @@
 #include "lib/data/npy.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
+#include "kernels/common/binary.h"
+#include "passes/binarize/binarize_pass.h"
 #include "passes/cluster/cluster_pass.h"
 #include "runtime/training/autodiff.h"
 #include "runtime/training/trainer.h"
@@ -468,6 +470,117 @@ TEST(TrainStep, CodebookLayersTrainTheirCodebooks) {
       for (int64_t i = 0; i < after->numel(); ++i) changed = changed || after->data<float>()[i] != before->data<float>()[i];
     }
   EXPECT_TRUE(changed);
+}
+
+// Binarized layers (--binarize, float activations) train as latent weights behind a
+// straight-through sign times a trained alpha: at step 0 the loss is the binarized model's, the
+// latent's gradient is the effective weight's times alpha, alpha's is the sum of the effective
+// weight's gradient times the signs, and the export packs the latent's signs into the bits.
+TEST(TrainStep, BinaryLayersTrainLatentWeightsThroughTheSign) {
+  RegisterAllOps();
+  Graph g = GraphBuilder(13)
+                .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 2, 5, 5})
+                .Init("wc", RandomFloat({4, 2, 3, 3}, 61))
+                .Init("bc", RandomFloat({4}, 62))
+                .Init("w1", RandomFloat({6, 36}, 63))
+                .Init("b1", RandomFloat({6}, 64))
+                .Init("w2", RandomFloat({6, 3}, 65))
+                .Op("Conv", {"x", "wc", "bc"}, {"c"}, Attrs({{"kernel_shape", Attribute::Ints({3, 3})}}))
+                .Op("Relu", {"c"}, {"r"})
+                .Op("Flatten", {"r"}, {"f"})
+                .Op("Gemm", {"f", "w1", "b1"}, {"h"}, Attrs({{"transB", Attribute::Int(1)}}))
+                .Op("Tanh", {"h"}, {"t"})
+                .Op("MatMul", {"t", "w2"}, {"z"})
+                .Output("z")
+                .Build();
+  g.nodes()[0].name = "conv";
+  g.nodes()[3].name = "fc";
+  auto pass = MakeBinarizePass(*PassOptions::Parse("binarize", "include=conv"));
+  ASSERT_TRUE(pass.ok()) << pass.status().message();
+  Graph b = g;
+  PassContext ctx;
+  ASSERT_TRUE((*pass)->Run(b, ctx).ok());
+  ASSERT_EQ(::whittle::testing::CountOps(b, "BinaryConv"), 1);
+  ASSERT_EQ(::whittle::testing::CountOps(b, "BinaryMatMul"), 1);
+  // The float twin: the same layers with sign * alpha as float weights.
+  Graph twin = g;
+  for (const Node& n : b.nodes()) {
+    if (n.domain != kWhittleDomain) continue;
+    const Tensor& bits = *b.ConstInput(n, 1);
+    const Tensor& alpha = *b.ConstInput(n, 2);
+    const std::string wname = n.op_type == "BinaryConv" ? "wc" : "w1";
+    Tensor w = twin.value(twin.FindValue(wname)).initializer->Clone();
+    const int64_t rows = w.dim(0), k = w.numel() / rows, words = BinaryWords(k);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < k; ++i)
+        w.data<float>()[r * k + i] = (BinaryBit(bits.data<uint64_t>() + r * words, i) ? 1.f : -1.f) * alpha.data<float>()[r];
+    twin.value(twin.FindValue(wname)).initializer = w;
+  }
+  const Tensor x = RandomFloat({3, 2, 5, 5}, 66);
+  const Tensor y = Labels({0, 2, 1});
+  TrainOptions o;
+  o.alpha = 0;
+  auto tb = Trainer::Create(b, nullptr, o);
+  auto tt = Trainer::Create(twin, nullptr, o);
+  ASSERT_TRUE(tb.ok()) << tb.status().message();
+  ASSERT_TRUE(tt.ok()) << tt.status().message();
+  std::vector<Tensor> gb, gt;
+  auto rb = (*tb)->Gradients(x, y, &gb);
+  auto rt = (*tt)->Gradients(x, y, &gt);
+  ASSERT_TRUE(rb.ok() && rt.ok()) << rb.status().message();
+  EXPECT_NEAR(rb->loss, rt->loss, 1e-6);
+  auto grad_of = [](Trainer& t, std::vector<Tensor>& gs, const std::string& name) -> const Tensor* {
+    for (size_t i = 0; i < t.params().size(); ++i)
+      if (t.params()[i] == name) return &gs[i];
+    return nullptr;
+  };
+  for (const Node& n : b.nodes()) {
+    if (n.domain != kWhittleDomain) continue;
+    const bool conv = n.op_type == "BinaryConv";
+    SCOPED_TRACE(n.op_type);
+    const std::string bits_name = b.value(n.inputs[1]).name;
+    const Tensor& alpha = *b.ConstInput(n, 2);
+    const Tensor* dw = grad_of(**tt, gt, conv ? "wc" : "w1");  // [rows, k]
+    ASSERT_NE(dw, nullptr);
+    const Tensor* dl = nullptr;
+    const Tensor* da = nullptr;
+    for (size_t i = 0; i < (*tb)->params().size(); ++i) {
+      const std::string& p = (*tb)->params()[i];
+      if (p.rfind(bits_name + "_latent", 0) == 0) dl = &gb[i];
+      if (p.rfind(b.value(n.inputs[2]).name, 0) == 0) da = &gb[i];
+    }
+    ASSERT_TRUE(dl && da);
+    const int64_t rows = dw->dim(0), k = dw->numel() / rows;
+    const Tensor& bits = *b.ConstInput(n, 1);
+    for (int64_t r = 0; r < rows; ++r) {
+      double want_a = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        const float s = BinaryBit(bits.data<uint64_t>() + r * BinaryWords(k), i) ? 1.f : -1.f;
+        const float g = dw->data<float>()[r * k + i];
+        want_a += static_cast<double>(g) * s;
+        const float got = dl->data<float>()[conv ? r * k + i : i * rows + r];  // the MatMul latent is W^T
+        EXPECT_NEAR(got, g * alpha.data<float>()[r], 1e-5 + 1e-4 * std::fabs(g)) << r << "," << i;
+      }
+      EXPECT_NEAR(da->data<float>()[r], want_a, 1e-4 + 1e-4 * std::fabs(want_a)) << "alpha " << r;
+    }
+  }
+  // Export: flip one latent weight's sign and scale alpha; the bits and alpha follow.
+  for (size_t i = 0; i < (*tb)->params().size(); ++i) {
+    const std::string& p = (*tb)->params()[i];
+    Tensor& v = (*tb)->param_values()[i];
+    if (p.find("_latent") != std::string::npos && v.rank() == 4) v.data<float>()[0] = -v.data<float>()[0];
+    if (p.find("_4d") != std::string::npos) v.data<float>()[1] *= 2.f;
+  }
+  const Graph out = (*tb)->CurrentModel();
+  for (const Node& n : out.nodes()) {
+    if (n.op_type != "BinaryConv") continue;
+    const Tensor& before = *b.ConstInput(b.nodes()[0], 1);
+    const Tensor& after = *out.ConstInput(n, 1);
+    EXPECT_NE(BinaryBit(after.data<uint64_t>(), 0), BinaryBit(before.data<uint64_t>(), 0));
+    for (int64_t i = 1; i < 18; ++i) EXPECT_EQ(BinaryBit(after.data<uint64_t>(), i), BinaryBit(before.data<uint64_t>(), i));
+    EXPECT_FLOAT_EQ(out.ConstInput(n, 2)->data<float>()[1], 2.f * b.ConstInput(b.nodes()[0], 2)->data<float>()[1]);
+  }
+  (void)grad_of;
 }
 
 TEST(TrainStep, SgdAndAdamWUpdatesByHand) {
