@@ -24,6 +24,7 @@ void RegisterNchwcKernels(KernelRegistry& r);     // kernels/nchwc_kernels.cc
 void RegisterAttentionKernels(KernelRegistry& r);  // kernels/attention_kernels.cc
 void RegisterGradKernels(KernelRegistry& r);       // kernels/grad_kernels.cc
 void RegisterCodebookKernels(KernelRegistry& r);   // kernels/codebook_kernels.cc
+void RegisterCirculantKernels(KernelRegistry& r);  // kernels/circulant_kernels.cc
 
 void RegisterAllKernels() {
   static std::once_flag once;
@@ -47,6 +48,7 @@ void RegisterAllKernels() {
     RegisterAttentionKernels(r);
     RegisterGradKernels(r);
     RegisterCodebookKernels(r);
+    RegisterCirculantKernels(r);
   });
 }
 

@@ -1,5 +1,6 @@
 #include "passes/pass_registry.h"
 
+#include "passes/circulant/circulant_pass.h"
 #include "passes/cluster/cluster_pass.h"
 #include "passes/prune/prune_pass.h"
 #include "passes/quantize/int8_pass.h"
@@ -14,6 +15,7 @@ const PassEntry kPasses[] = {
     {"prune", PrunePassHelp, MakePrunePass},
     {"int8", Int8PassHelp, MakeInt8Pass},
     {"cluster", ClusterPassHelp, MakeClusterPass},
+    {"circulant", CirculantPassHelp, MakeCirculantPass},
 };
 
 const PassEntry* FindPass(const std::string& name) {

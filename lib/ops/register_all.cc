@@ -23,6 +23,7 @@ void RegisterNchwcOps(OpRegistry& r);        // lib/ops/nchwc.cc
 void RegisterAttentionOps(OpRegistry& r);    // lib/ops/attention.cc
 void RegisterGradOps(OpRegistry& r);         // lib/ops/grad.cc
 void RegisterCodebookOps(OpRegistry& r);     // lib/ops/codebook.cc
+void RegisterCirculantOps(OpRegistry& r);    // lib/ops/circulant.cc
 
 void RegisterAllOps() {
   static std::once_flag once;
@@ -46,6 +47,7 @@ void RegisterAllOps() {
     RegisterAttentionOps(r);
     RegisterGradOps(r);
     RegisterCodebookOps(r);
+    RegisterCirculantOps(r);
   });
 }
 
