@@ -121,7 +121,6 @@ class CirculantPass : public Pass {
       lr.op_type = node.op_type;
       lr.params_before = NodeParams(g, node);
       lr.macs_before = lr.macs_after = NodeMacs(g, node);
-      lr.full_setting = std::min(m.n, m.k);
       if (stored >= dense) {
         lr.action = "skipped";
         lr.reason = a.block == 1 ? "block=1 does not shrink the layer"

@@ -169,6 +169,19 @@ TEST(BlockCirculantMatMul, HostileTensorsAreRefusedAtLoad) {
     expect_error(LoadOne(4, 10, 7, RandomFloat({3, 2, 4}, 1), RandomFloat({2, 5}, 2), be), "bias");
     expect_error(LoadOne(int64_t{1} << 40, 10, 7, RandomFloat({1, 1, 4}, 1), Tensor(), be), "too large");
   }
+  // The kernels' own check (what the factory runs at load, whatever shape inference saw).
+  const CirculantAttrs a{4, 10, 7};
+  const Tensor ok = RandomFloat({3, 2, 4}, 1), bias = RandomFloat({10}, 2);
+  EXPECT_TRUE(CheckCirculantTensors(a, ok, &bias).ok());
+  EXPECT_FALSE(CheckCirculantTensors(a, RandomFloat({3, 2, 5}, 1), nullptr).ok());
+  EXPECT_FALSE(CheckCirculantTensors(a, RandomFloat({3, 3, 4}, 1), nullptr).ok());
+  EXPECT_FALSE(CheckCirculantTensors(a, RandomFloat({4, 2, 4}, 1), nullptr).ok());
+  EXPECT_FALSE(CheckCirculantTensors(a, Tensor(DType::kInt32, {3, 2, 4}), nullptr).ok());
+  const Tensor short_bias = RandomFloat({9}, 2), long_bias = RandomFloat({11}, 2);
+  EXPECT_FALSE(CheckCirculantTensors(a, ok, &short_bias).ok());
+  EXPECT_FALSE(CheckCirculantTensors(a, ok, &long_bias).ok());
+  EXPECT_FALSE(CheckCirculantTensors(CirculantAttrs{0, 10, 7}, ok, nullptr).ok());
+  EXPECT_FALSE(CheckCirculantTensors(CirculantAttrs{4, 10, 0}, ok, nullptr).ok());
 }
 
 }  // namespace
