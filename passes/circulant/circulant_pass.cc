@@ -36,10 +36,48 @@ struct Match {
   int64_t n = 0, k = 0;
   std::vector<float> w;  // [n, k]
   int bias = -1;         // a float32 value of n elements, or -1
+  bool conv = false;     // a 1x1 Conv on NCHW: the op runs between NHWC transposes
 };
+
+// A 2-D Conv that is a per-pixel matrix product: 1x1 kernel, stride 1, no padding, one group,
+// constant float32 weight [Cout, Cin, 1, 1] and bias [Cout].
+bool MatchConv1x1(const Graph& g, int index, Match* m, std::string* reason) {
+  const Node& node = g.nodes()[static_cast<size_t>(index)];
+  const Tensor* w = node.inputs.size() > 1 ? g.ConstInput(node, 1, DType::kFloat32) : nullptr;
+  if (!w || w->rank() != 4) {
+    *reason = "the weight is not a constant float32 4-D tensor";
+    return false;
+  }
+  if (w->dim(2) != 1 || w->dim(3) != 1) return false;  // k x k convolutions are not this pass's
+  // A 4-D weight makes the input 4-D (NCHW) by Conv's own rules.
+  bool unit = node.attrs.GetInt("group", 1) == 1;
+  for (int64_t v : node.attrs.GetInts("strides")) unit &= v == 1;
+  for (int64_t v : node.attrs.GetInts("pads")) unit &= v == 0;
+  const std::string pad = node.attrs.GetString("auto_pad", "NOTSET");
+  unit &= pad == "NOTSET" || pad == "VALID" || pad.empty();
+  if (!unit) {
+    *reason = "1x1 Conv with groups, strides or padding";
+    return false;
+  }
+  m->node = index;
+  m->conv = true;
+  m->n = w->dim(0);
+  m->k = w->dim(1);
+  if (node.inputs.size() > 2 && node.inputs[2] >= 0) {
+    const Tensor* c = g.ConstInput(node, 2, DType::kFloat32);
+    if (!c || c->rank() != 1 || c->numel() != m->n) {
+      *reason = "the bias is not a constant float32 [Cout]";
+      return false;
+    }
+    m->bias = node.inputs[2];
+  }
+  m->w.assign(w->data<float>(), w->data<float>() + m->n * m->k);
+  return true;
+}
 
 bool MatchLayer(const Graph& g, int index, Match* m, std::string* reason) {
   const Node& node = g.nodes()[static_cast<size_t>(index)];
+  if (node.domain.empty() && node.op_type == "Conv") return MatchConv1x1(g, index, m, reason);
   if (!node.domain.empty() || (node.op_type != "Gemm" && node.op_type != "MatMul")) return false;
   const Tensor* b = node.inputs.size() > 1 ? g.ConstInput(node, 1, DType::kFloat32) : nullptr;
   if (!b || b->rank() != 2) {
@@ -80,7 +118,7 @@ class CirculantPass : public Pass {
   std::string name() const override { return "circulant"; }
 
   StatusOr<PassReport> Run(Graph& g, const PassContext& ctx) override {
-    WH_RETURN_IF_ERROR(c_.select.Check(g, {"Gemm", "MatMul"}));
+    WH_RETURN_IF_ERROR(c_.select.Check(g, {"Gemm", "MatMul", "Conv"}));
     PassReport rep;
     rep.pass = "circulant";
     rep.config = c_.spec;
@@ -160,9 +198,34 @@ class CirculantPass : public Pass {
       nn.attrs.Set("out_features", Attribute::Int(m.n));
       nn.attrs.Set("in_features", Attribute::Int(m.k));
       nn.outputs = node.outputs;
-      g.nodes()[static_cast<size_t>(m.node)] = std::move(nn);
+      if (m.conv) {  // NCHW -> NHWC, the product over channels, back to NCHW
+        AttributeMap to_nhwc, to_nchw;
+        to_nhwc.Set("perm", Attribute::Ints({0, 2, 3, 1}));
+        to_nchw.Set("perm", Attribute::Ints({0, 3, 1, 2}));
+        Node t0, t1;
+        t0.name = g.UniqueName(node.name + "/to_nhwc");
+        t0.op_type = "Transpose";
+        t0.attrs = to_nhwc;
+        t0.inputs = {node.inputs[0]};
+        t0.outputs = {g.AddValue(g.UniqueName(t0.name + "_out"))};
+        nn.inputs[0] = t0.outputs[0];
+        t1.name = g.UniqueName(node.name + "/to_nchw");
+        t1.op_type = "Transpose";
+        t1.attrs = to_nchw;
+        nn.outputs = {g.AddValue(g.UniqueName(node.name + "/nhwc_out"))};
+        t1.inputs = nn.outputs;
+        t1.outputs = node.outputs;
+        g.nodes()[static_cast<size_t>(m.node)] = std::move(nn);
+        g.AddNode(std::move(t0));
+        g.AddNode(std::move(t1));
+      } else {
+        g.nodes()[static_cast<size_t>(m.node)] = std::move(nn);
+      }
       lr.action = "circulant";
       lr.setting = a.block;
+      // Per sample: the dense MACs are rows x N x K, the FFT form rows x CirculantMacsPerRow
+      // (what cost.cc's NodeMacs gives the new node once its output shape is inferred).
+      lr.macs_after = lr.macs_before / dense * CirculantMacsPerRow(a);
       lr.detail = "block " + std::to_string(a.block) + ": " + std::to_string(a.p()) + "x" + std::to_string(a.q()) +
                   " circulant blocks, " + std::to_string(dense) + " -> " + std::to_string(stored) +
                   " weights, weight error " + Fmt("%.4f", energy > 0 ? std::sqrt(err / energy) : 0.0) +
@@ -173,15 +236,13 @@ class CirculantPass : public Pass {
     }
     ctx.Progress("circulant: fitting", done, static_cast<int64_t>(work.size()));
     if (!work.empty() && g.OpsetFor(kWhittleDomain) == 0) g.opset_imports[kWhittleDomain] = 1;
+    g.Reindex();  // nodes were replaced in place (a Conv's now produces a new NHWC value)
     WH_RETURN_IF_ERROR(g.Compact());
-    // Params after: the block vectors and the bias; MACs after: the FFT form (cost.cc).
+    // Params after: the block vectors and the bias.
     for (LayerReport& lr : rep.layers)
       if (lr.action == "circulant")
         for (const Node& n : g.nodes())
-          if (n.name == lr.node) {
-            lr.params_after = NodeParams(g, n);
-            lr.macs_after = NodeMacs(g, n);
-          }
+          if (n.name == lr.node) lr.params_after = NodeParams(g, n);
     return rep;
   }
 
@@ -211,7 +272,7 @@ StatusOr<std::unique_ptr<Pass>> MakeCirculantPass(PassOptions o) {
 
 const char* CirculantPassHelp() {
   return "block-circulant layers (CirCNN): the weight W [N, K] of each Gemm/MatMul with a constant 2-D weight "
-         "becomes a grid of B x B circulant blocks, each the least-squares fit of its block (the mean of each "
+         "(and of each 1x1 Conv: stride 1, no padding, one group, between NHWC transposes) becomes a grid of B x B circulant blocks, each the least-squares fit of its block (the mean of each "
          "wrapped diagonal; N and K are zero-padded to multiples of B), storing N*K/B values; the node becomes "
          "ai.whittle BlockCirculantMatMul, which Whittle's runtime computes with FFTs (FFTW), O(B log B) per "
          "block instead of B^2. Options (comma-separated key=value):\n"

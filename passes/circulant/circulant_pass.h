@@ -3,8 +3,8 @@
 // one length-B vector each, padding to multiples of B; kernels/common/circulant.h has the
 // convention) and the node becomes ai.whittle BlockCirculantMatMul (lib/ops/circulant.cc), which
 // Whittle's runtime computes with FFTs. Storage N*K -> ceil(N/B)*ceil(K/B)*B. LowerCirculant turns
-// those nodes back into standard ONNX (the dense weight expanded, MatMul + Add). 1x1 Conv is not
-// matched (yet).
+// those nodes back into standard ONNX (the dense weight expanded, MatMul + Add). A 1x1 Conv
+// (stride 1, no padding, one group) is rewritten too, between NCHW<->NHWC Transposes.
 #pragma once
 
 #include <memory>

@@ -42,8 +42,8 @@ Graph Expanded(const Graph& circ, const Graph& original) {
     ExpandCirculant(a, circ.ConstInput(n, 1)->data<float>(), w.data());
     for (Node& o : d.nodes()) {
       if (o.name != n.name) continue;
-      const bool trans = o.op_type == "Gemm" && o.attrs.GetInt("transB", 0);
-      Tensor t(DType::kFloat32, trans ? Dims{a.n, a.k} : Dims{a.k, a.n});
+      const bool conv = o.op_type == "Conv", trans = conv || (o.op_type == "Gemm" && o.attrs.GetInt("transB", 0));
+      Tensor t(DType::kFloat32, conv ? Dims{a.n, a.k, 1, 1} : trans ? Dims{a.n, a.k} : Dims{a.k, a.n});
       for (int64_t r = 0; r < a.n; ++r)
         for (int64_t c = 0; c < a.k; ++c)
           t.data<float>()[trans ? r * a.k + c : c * a.n + r] = w[static_cast<size_t>(r * a.k + c)];
@@ -192,6 +192,60 @@ TEST(CirculantPass, MatMulAndGemmLayoutsBiasShapesAndSkips) {
   Graph s = g;
   ASSERT_TRUE((*sk)->Run(s, ctx).ok());
   EXPECT_EQ(CountOps(s, "BlockCirculantMatMul"), 0);
+}
+
+TEST(CirculantPass, PointwiseConvRunsBetweenTransposes) {
+  RegisterAllOps();
+  AttributeMap k3;
+  k3.Set("pads", Attribute::Ints({1, 1, 1, 1}));
+  AttributeMap strided;
+  strided.Set("strides", Attribute::Ints({2, 2}));
+  Graph g = GraphBuilder(13)
+                .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 12, 5, 6})
+                .Init("w1", RandomFloat({20, 12, 1, 1}, 1))
+                .Init("c1", RandomFloat({20}, 2))
+                .Init("w2", RandomFloat({8, 20, 3, 3}, 3))
+                .Init("w3", RandomFloat({16, 8, 1, 1}, 4))
+                .Init("w4", RandomFloat({16, 16, 1, 1}, 5))
+                .Op("Conv", {"x", "w1", "c1"}, {"h1"})
+                .Op("Conv", {"h1", "w2"}, {"h2"}, k3)
+                .Op("Conv", {"h2", "w3"}, {"h3"})
+                .Op("Conv", {"h3", "w4"}, {"y"}, strided)
+                .Output("y")
+                .Build();
+  for (size_t i = 0; i < 4; ++i) g.nodes()[i].name = "c" + std::to_string(i + 1);
+  ASSERT_TRUE(InferShapes(g).ok());  // as the PassManager does before a pass (for the MACs)
+  auto pass = MakeCirculantPass(*PassOptions::Parse("circulant", "block=4"));
+  ASSERT_TRUE(pass.ok());
+  Graph c = g;
+  PassContext ctx;
+  auto rep = (*pass)->Run(c, ctx);
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  { Status v = c.Verify(); ASSERT_TRUE(v.ok()) << v.message(); }
+  EXPECT_EQ(CountOps(c, "BlockCirculantMatMul"), 2);  // c1 and c3; the 3x3 and the strided stay
+  EXPECT_EQ(CountOps(c, "Conv"), 2);
+  EXPECT_EQ(CountOps(c, "Transpose"), 4);
+  for (const LayerReport& l : rep->layers) {
+    if (l.node == "c4") {
+      EXPECT_EQ(l.action, "skipped");
+      EXPECT_NE(l.reason.find("strides"), std::string::npos) << l.reason;
+    }
+    if (l.node == "c3") {  // 30 pixels x (4 x 2 blocks x (2 real + 4 x 1 complex bins) + 6 FFTs x 8)
+      EXPECT_EQ(l.macs_before, 30 * 16 * 8);
+      EXPECT_EQ(l.macs_after, 30 * (8 * 6 + 6 * 8));
+      EXPECT_EQ(l.params_after, 4 * 2 * 4);
+    }
+  }
+  const Tensor x = RandomFloat({2, 12, 5, 6}, 9);
+  auto y = RunGraph(c, x);
+  auto yd = RunGraph(Expanded(c, g), x);
+  ASSERT_TRUE(y.ok() && yd.ok()) << y.status().message() << yd.status().message();
+  EXPECT_TRUE(::whittle::testing::TensorsClose((*y)[0], (*yd)[0], 1e-4f, 1e-4f));
+  Graph low = c;
+  ASSERT_TRUE(LowerCirculant(low).ok());
+  auto yl = RunGraph(low, x);
+  ASSERT_TRUE(yl.ok()) << yl.status().message();
+  EXPECT_TRUE(::whittle::testing::TensorsClose((*yl)[0], (*yd)[0], 1e-4f, 1e-4f));
 }
 
 TEST(CirculantPass, OptionErrors) {
