@@ -5,6 +5,14 @@
 // dense-equivalent rate (M*N*N / time) so the rows compare directly.
 // Run: whittle_bench --benchmark_filter='Circulant|DenseSquare' --benchmark_repetitions=5
 //        --benchmark_report_aggregates_only=true
+// Measured (AMD EPYC, Zen 4 with AVX-512, 2 shared cores; 1 thread, batch 64, median CPU time of 5;
+// speedup over the packed dense GEMM):
+//   N \ B      4      8     16     32     64    dense
+//   256     1.06x  1.17x  0.96x  0.79x  0.64x   33 us
+//   512     1.57x  1.93x  1.68x  1.63x  1.31x  131 us
+//   1024    1.84x  2.64x  2.87x  3.01x  2.79x  517 us
+//   2048    2.43x  3.70x  4.74x  5.91x  5.79x  2304 us
+// so the FFT form pays from N = 512 at every block size, and at N = 256 only for B <= 8, barely.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
