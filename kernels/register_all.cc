@@ -25,6 +25,7 @@ void RegisterAttentionKernels(KernelRegistry& r);  // kernels/attention_kernels.
 void RegisterGradKernels(KernelRegistry& r);       // kernels/grad_kernels.cc
 void RegisterCodebookKernels(KernelRegistry& r);   // kernels/codebook_kernels.cc
 void RegisterBinaryKernels(KernelRegistry& r);     // kernels/binary_kernels.cc
+void RegisterCirculantKernels(KernelRegistry& r);  // kernels/circulant_kernels.cc
 
 void RegisterAllKernels() {
   static std::once_flag once;
@@ -49,6 +50,7 @@ void RegisterAllKernels() {
     RegisterGradKernels(r);
     RegisterCodebookKernels(r);
     RegisterBinaryKernels(r);
+    RegisterCirculantKernels(r);
   });
 }
 

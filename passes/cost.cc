@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "kernels/common/circulant.h"
 #include "lib/ir/domain.h"
 #include "whittle/session.h"
 
@@ -86,6 +87,12 @@ int64_t NodeMacs(const Graph& g, const Node& n) {
     Dims out;
     if (n.outputs.empty() || !PerSampleDims(g, n.outputs[0], &out)) return 0;
     return Prod(out, 0, out.size()) * n.attrs.GetInt("in_features", 0);
+  }
+  if (n.domain == kWhittleDomain && n.op_type == "BlockCirculantMatMul") {  // the FFT form (circulant.h)
+    Dims out;
+    const CirculantAttrs a{n.attrs.GetInt("block", 0), n.attrs.GetInt("out_features", 0), n.attrs.GetInt("in_features", 0)};
+    if (n.outputs.empty() || !PerSampleDims(g, n.outputs[0], &out) || !CheckCirculantAttrs(a).ok()) return 0;
+    return Prod(out, 0, out.size()) / a.n * CirculantMacsPerRow(a);
   }
   if (!n.domain.empty() && n.domain != "ai.onnx") return 0;
   const std::string& op = n.op_type;

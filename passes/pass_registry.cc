@@ -1,6 +1,7 @@
 #include "passes/pass_registry.h"
 
 #include "passes/binarize/binarize_pass.h"
+#include "passes/circulant/circulant_pass.h"
 #include "passes/cluster/cluster_pass.h"
 #include "passes/prune/prune_pass.h"
 #include "passes/quantize/int8_pass.h"
@@ -16,6 +17,7 @@ const PassEntry kPasses[] = {
     {"int8", Int8PassHelp, MakeInt8Pass},
     {"cluster", ClusterPassHelp, MakeClusterPass},
     {"binarize", BinarizePassHelp, MakeBinarizePass},
+    {"circulant", CirculantPassHelp, MakeCirculantPass},
 };
 
 const PassEntry* FindPass(const std::string& name) {

@@ -24,6 +24,7 @@ void RegisterAttentionOps(OpRegistry& r);    // lib/ops/attention.cc
 void RegisterGradOps(OpRegistry& r);         // lib/ops/grad.cc
 void RegisterCodebookOps(OpRegistry& r);     // lib/ops/codebook.cc
 void RegisterBinaryOps(OpRegistry& r);       // lib/ops/binary.cc
+void RegisterCirculantOps(OpRegistry& r);    // lib/ops/circulant.cc
 
 void RegisterAllOps() {
   static std::once_flag once;
@@ -48,6 +49,7 @@ void RegisterAllOps() {
     RegisterGradOps(r);
     RegisterCodebookOps(r);
     RegisterBinaryOps(r);
+    RegisterCirculantOps(r);
   });
 }
 

@@ -1,0 +1,77 @@
+// Block-circulant layer (domain ai.whittle, CirCNN), written by compress-model --circulant:
+//   Y = BlockCirculantMatMul(A, blocks[, bias])   block B, out_features N, in_features K
+// A [..., K] float32; blocks float32 [P, Q, B] with P = ceil(N/B), Q = ceil(K/B), one vector per
+// B x B circulant block of W [N, K] (the convention is in kernels/common/circulant.h:
+// W[pB+i, qB+j] = blocks[p, q, (i-j) mod B]); bias float32 [N]; Y [..., N] = A W^T + bias.
+// Shapes are checked here whenever they are known, and again by the kernel at load.
+#include <string>
+
+#include "kernels/common/circulant.h"
+#include "lib/ops/op_def.h"
+
+namespace whittle {
+namespace {
+
+CirculantAttrs ReadAttrs(const AttributeMap& at) {
+  CirculantAttrs a;
+  a.block = at.GetInt("block", 0);
+  a.n = at.GetInt("out_features", 0);
+  a.k = at.GetInt("in_features", 0);
+  return a;
+}
+
+Status CheckCirculantNode(const Node& node, int) {
+  Status s = CheckCirculantAttrs(ReadAttrs(node.attrs));
+  if (!s.ok()) return InvalidArgument(node.DebugName() + ": " + s.message());
+  return Status::Ok();
+}
+
+Status InferBlockCirculantMatMul(InferContext& ctx) {
+  const CirculantAttrs a = ReadAttrs(ctx.attrs());
+  if (Status s = CheckCirculantAttrs(a); !s.ok()) return ctx.Error(s.message());
+  const char* names[] = {"A", "blocks", "bias"};
+  for (int i = 0; i < 3; ++i) {
+    const DType t = ctx.InputDType(i);
+    if (t != DType::kUndefined && t != DType::kFloat32)
+      return ctx.Error(std::string(names[i]) + " is " + DTypeName(t) + ", expected float32");
+  }
+  const int64_t want[] = {a.p(), a.q(), a.block};
+  if (const SymShape* s = ctx.InputShape(1)) {
+    bool ok = s->size() == 3;
+    for (size_t i = 0; ok && i < 3; ++i) ok = !(*s)[i].known() || (*s)[i].value == want[i];
+    if (!ok)
+      return ctx.Error("the block vectors must be [" + std::to_string(want[0]) + ", " + std::to_string(want[1]) + ", " +
+                       std::to_string(want[2]) + "], got " + SymShapeToString(*s));
+  }
+  if (ctx.HasInput(2))
+    if (const SymShape* s = ctx.InputShape(2))
+      if (s->size() != 1 || ((*s)[0].known() && (*s)[0].value != a.n))
+        return ctx.Error("the bias must be [" + std::to_string(a.n) + "], got " + SymShapeToString(*s));
+  const SymShape* x = ctx.InputShape(0);
+  if (!x) {
+    ctx.SetOutput(0, DType::kFloat32, std::nullopt);
+    return Status::Ok();
+  }
+  if (x->empty() || (x->back().known() && x->back().value != a.k))
+    return ctx.Error("A " + SymShapeToString(*x) + " must end in in_features = " + std::to_string(a.k));
+  SymShape y = *x;
+  y.back() = Dim(a.n);
+  ctx.SetOutput(0, DType::kFloat32, y);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterCirculantOps(OpRegistry& r) {
+  OpDef d;
+  d.domain = kWhittleDomain;
+  d.op_type = "BlockCirculantMatMul";
+  d.min_inputs = 2;
+  d.max_inputs = 3;
+  d.attrs = {{"block", AttrType::kInt, true}, {"out_features", AttrType::kInt, true}, {"in_features", AttrType::kInt, true}};
+  d.check = CheckCirculantNode;
+  d.infer = InferBlockCirculantMatMul;
+  r.Register(std::move(d));
+}
+
+}  // namespace whittle
