@@ -2,6 +2,7 @@
 
 #include "lib/ir/domain.h"
 #include "passes/binarize/binarize_pass.h"
+#include "passes/circulant/circulant_pass.h"
 #include "passes/cluster/cluster_pass.h"
 
 namespace whittle {
@@ -15,6 +16,8 @@ StatusOr<std::string> LowerCompressedOps(Graph& g) {
   note(codebooks, "CodebookMatMul");
   WH_ASSIGN_OR_RETURN(int binary, LowerBinary(g));
   note(binary, "BinaryMatMul/BinaryConv");
+  WH_ASSIGN_OR_RETURN(int circulant, LowerCirculant(g));
+  note(circulant, "BlockCirculantMatMul");
   for (const Node& n : g.nodes())
     if (n.domain == kWhittleDomain)
       return Unimplemented("--portable: no standard-ONNX lowering for " + n.DebugName() + " (" + n.op_type + ")");

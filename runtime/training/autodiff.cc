@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/common/binary.h"
+#include "kernels/common/circulant.h"
 #include "kernels/common/codebook.h"
 #include "lib/ops/op_def.h"
 
@@ -283,6 +284,64 @@ StatusOr<std::set<int>> LiftBinaryWeights(Graph& g, std::vector<BinaryParam>* ou
     out->push_back(std::move(b));
   }
   return latent;
+}
+
+// Replaces each block-circulant layer (ai.whittle BlockCirculantMatMul, W[pB+i, qB+j] =
+// blocks[p, q, (i - j) mod B]) by MatMul(A, Gather(blocks flattened, index [K, N])) (+ bias): the
+// same product, with the block vectors as the param (GatherGrad sums each vector entry's
+// gradient over the weights that share it). Returns the block tensors' ids.
+StatusOr<std::set<int>> LiftCirculant(Graph& g) {
+  std::set<int> params;
+  const size_t count = g.nodes().size();
+  for (size_t ni = 0; ni < count; ++ni) {
+    const Node d = g.nodes()[ni];
+    if (d.domain != kWhittleDomain || d.op_type != "BlockCirculantMatMul") continue;
+    const CirculantAttrs a{d.attrs.GetInt("block", 0), d.attrs.GetInt("out_features", 0), d.attrs.GetInt("in_features", 0)};
+    WH_RETURN_IF_ERROR(CheckCirculantAttrs(a).WithContext(d.DebugName()));
+    const Tensor* blocks = d.inputs.size() > 1 ? g.ConstInput(d, 1, DType::kFloat32) : nullptr;
+    if (!blocks || blocks->numel() != a.p() * a.q() * a.block)
+      return Unimplemented(d.DebugName() + ": fine-tuning needs constant block vectors [P, Q, B]");
+    Tensor idx(DType::kInt32, {a.k, a.n});
+    for (int64_t col = 0; col < a.k; ++col)
+      for (int64_t row = 0; row < a.n; ++row) {
+        const int64_t p = row / a.block, i = row % a.block, q = col / a.block, j = col % a.block;
+        idx.data<int32_t>()[col * a.n + row] =
+            static_cast<int32_t>((p * a.q() + q) * a.block + ((i - j) % a.block + a.block) % a.block);
+      }
+    params.insert(d.inputs[1]);
+    auto add = [&](const std::string& op, std::vector<int> in) {
+      Node n;
+      n.name = g.UniqueName(d.name + "/train_" + op);
+      n.op_type = op;
+      n.inputs = std::move(in);
+      n.outputs = {g.AddValue(g.UniqueName(n.name + "_out"))};
+      const int o = n.outputs[0];
+      g.AddNode(std::move(n));
+      return o;
+    };
+    const int flat = add("Reshape", {d.inputs[1], g.AddInitializer(g.UniqueName(d.name + "/flat"),
+                                                                  Tensor::FromVector<int64_t>({1}, {-1}))});
+    const int wt = add("Gather", {flat, g.AddInitializer(g.UniqueName(d.name + "/circulant_index"), idx)});
+    const int bias = d.inputs.size() > 2 ? d.inputs[2] : -1;
+    Node& l = g.nodes()[ni];
+    l.domain.clear();
+    l.op_type = "MatMul";
+    l.attrs = AttributeMap();
+    l.inputs = {d.inputs[0], wt};
+    if (bias >= 0) {
+      const int mm = g.AddValue(g.UniqueName(d.name + "/train_MatMul_out"));
+      const int out = l.outputs[0];
+      l.outputs = {mm};
+      g.value(mm).producer = static_cast<int>(ni);
+      Node addn;
+      addn.name = g.UniqueName(d.name + "/train_Add");
+      addn.op_type = "Add";
+      addn.inputs = {mm, bias};
+      addn.outputs = {out};
+      g.AddNode(std::move(addn));
+    }
+  }
+  return params;
 }
 
 // How many node inputs read value v.
@@ -1103,6 +1162,8 @@ StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature
                       LiftQuantizedWeights(g, &tg.quantized, options.refresh_weight_scales, &live_scales));
   WH_ASSIGN_OR_RETURN(std::set<int> binary_latent, LiftBinaryWeights(g, &tg.binary));
   latent.insert(binary_latent.begin(), binary_latent.end());
+  WH_ASSIGN_OR_RETURN(std::set<int> circulant_blocks, LiftCirculant(g));
+  latent.insert(circulant_blocks.begin(), circulant_blocks.end());
   if (g.inputs().size() != 1) return InvalidArgument("fine-tuning needs a model with exactly one data input");
   for (int v : live_scales) g.inputs().push_back(v);
   WH_RETURN_IF_ERROR(InferShapes(g));

@@ -26,6 +26,8 @@ PASSES = [
     ("cnn", ["--cluster", "k=32"]),
     ("cnn", ["--binarize"]),
     ("cnn", ["--binarize", "activations=binary,include=/conv2/Conv"]),
+    ("mlp", ["--circulant", "block=8"]),
+    ("transformer", ["--circulant", "block=16"]),
 ]
 
 
