@@ -11,6 +11,7 @@
 #include "lib/ir/domain.h"
 #include "passes/cost.h"
 #include "passes/layer_selection.h"
+#include "passes/linear_weight.h"
 
 namespace whittle {
 namespace {
@@ -26,60 +27,23 @@ struct BinarizeConfig {
 };
 
 // A matched layer: W [n, k] (output channel, contracted inputs in the op's order) and its bias.
-struct Match {
-  int node = -1;
-  bool conv = false;
-  int64_t n = 0, k = 0;
-  std::vector<float> w;  // [n, k]
-  int bias = -1;         // a float32 value of n elements, or -1
-};
+using Match = WeightMatch;
 
 bool MatchLayer(const Graph& g, int index, Match* m, std::string* reason) {
   const Node& node = g.nodes()[static_cast<size_t>(index)];
   if (!node.domain.empty() || !kTypes.count(node.op_type)) return false;
+  if (node.op_type != "Conv") return MatchGemmWeight(g, index, m, reason);
   const Tensor* b = node.inputs.size() > 1 ? g.ConstInput(node, 1, DType::kFloat32) : nullptr;
+  if (!b || b->rank() != 4) {
+    *reason = "the weight is not a constant float32 [M, C/group, kh, kw] (BinaryConv is 2-D)";
+    return false;
+  }
   m->node = index;
-  if (node.op_type == "Conv") {
-    if (!b || b->rank() != 4) {
-      *reason = "the weight is not a constant float32 [M, C/group, kh, kw] (BinaryConv is 2-D)";
-      return false;
-    }
-    m->conv = true;
-    m->n = b->dim(0);
-    m->k = b->dim(1) * b->dim(2) * b->dim(3);
-    m->w.assign(b->data<float>(), b->data<float>() + m->n * m->k);
-  } else {
-    if (!b || b->rank() != 2) {
-      *reason = "the weight is not a constant float32 matrix";
-      return false;
-    }
-    bool trans_b = false;
-    if (node.op_type == "Gemm") {
-      if (node.attrs.GetInt("transA", 0) != 0 || node.attrs.GetFloat("alpha", 1.f) != 1.f ||
-          node.attrs.GetFloat("beta", 1.f) != 1.f) {
-        *reason = "Gemm with transA, alpha or beta other than the defaults";
-        return false;
-      }
-      trans_b = node.attrs.GetInt("transB", 0) != 0;
-    }
-    m->n = trans_b ? b->dim(0) : b->dim(1);
-    m->k = trans_b ? b->dim(1) : b->dim(0);
-    m->w.resize(static_cast<size_t>(m->n * m->k));
-    const float* src = b->data<float>();
-    for (int64_t o = 0; o < m->n; ++o)
-      for (int64_t i = 0; i < m->k; ++i)
-        m->w[static_cast<size_t>(o * m->k + i)] = trans_b ? src[o * m->k + i] : src[i * m->n + o];
-  }
-  const size_t bi = 2;
-  if (node.inputs.size() > bi && node.inputs[bi] >= 0) {
-    const Tensor* c = g.ConstInput(node, bi, DType::kFloat32);
-    if (!c || c->numel() != m->n || !(c->rank() == 1 || (!m->conv && c->rank() == 2 && c->dim(0) == 1))) {
-      *reason = "the bias is not a constant float32 [N] or [1, N]";
-      return false;
-    }
-    m->bias = node.inputs[bi];
-  }
-  return true;
+  m->conv = true;
+  m->n = b->dim(0);
+  m->k = b->dim(1) * b->dim(2) * b->dim(3);
+  m->w.assign(b->data<float>(), b->data<float>() + m->n * m->k);
+  return MatchBias(g, index, 2, false, m, reason);
 }
 
 // The first and last Gemm/MatMul/Conv (or already binarized layer) in topological order.

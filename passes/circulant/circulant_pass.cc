@@ -12,6 +12,7 @@
 #include "lib/ir/domain.h"
 #include "passes/cost.h"
 #include "passes/layer_selection.h"
+#include "passes/linear_weight.h"
 
 namespace whittle {
 namespace {
@@ -31,13 +32,7 @@ struct CirculantConfig {
 };
 
 // A matched layer: W [n, k] (output, input) read from the node's weight, its bias when it has one.
-struct Match {
-  int node = -1;
-  int64_t n = 0, k = 0;
-  std::vector<float> w;  // [n, k]
-  int bias = -1;         // a float32 value of n elements, or -1
-  bool conv = false;     // a 1x1 Conv on NCHW: the op runs between NHWC transposes
-};
+using Match = WeightMatch;  // conv: a 1x1 Conv on NCHW, the op runs between NHWC transposes
 
 // A 2-D Conv that is a per-pixel matrix product: 1x1 kernel, stride 1, no padding, one group,
 // constant float32 weight [Cout, Cin, 1, 1] and bias [Cout].
@@ -78,38 +73,7 @@ bool MatchConv1x1(const Graph& g, int index, Match* m, std::string* reason) {
 bool MatchLayer(const Graph& g, int index, Match* m, std::string* reason) {
   const Node& node = g.nodes()[static_cast<size_t>(index)];
   if (node.domain.empty() && node.op_type == "Conv") return MatchConv1x1(g, index, m, reason);
-  if (!node.domain.empty() || (node.op_type != "Gemm" && node.op_type != "MatMul")) return false;
-  const Tensor* b = node.inputs.size() > 1 ? g.ConstInput(node, 1, DType::kFloat32) : nullptr;
-  if (!b || b->rank() != 2) {
-    *reason = "the weight is not a constant float32 matrix";
-    return false;
-  }
-  bool trans_b = false;
-  if (node.op_type == "Gemm") {
-    if (node.attrs.GetInt("transA", 0) != 0 || node.attrs.GetFloat("alpha", 1.f) != 1.f ||
-        node.attrs.GetFloat("beta", 1.f) != 1.f) {
-      *reason = "Gemm with transA, alpha or beta other than the defaults";
-      return false;
-    }
-    trans_b = node.attrs.GetInt("transB", 0) != 0;
-  }
-  m->node = index;
-  m->n = trans_b ? b->dim(0) : b->dim(1);
-  m->k = trans_b ? b->dim(1) : b->dim(0);
-  if (node.op_type == "Gemm" && node.inputs.size() > 2 && node.inputs[2] >= 0) {
-    const Tensor* c = g.ConstInput(node, 2, DType::kFloat32);
-    if (!c || c->numel() != m->n || !(c->rank() == 1 || (c->rank() == 2 && c->dim(0) == 1))) {
-      *reason = "the bias is not a constant float32 [N] or [1, N]";
-      return false;
-    }
-    m->bias = node.inputs[2];
-  }
-  m->w.resize(static_cast<size_t>(m->n * m->k));
-  const float* src = b->data<float>();
-  for (int64_t o = 0; o < m->n; ++o)
-    for (int64_t i = 0; i < m->k; ++i)
-      m->w[static_cast<size_t>(o * m->k + i)] = trans_b ? src[o * m->k + i] : src[i * m->n + o];
-  return true;
+  return MatchGemmWeight(g, index, m, reason);
 }
 
 class CirculantPass : public Pass {

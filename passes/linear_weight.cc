@@ -1,0 +1,47 @@
+#include "passes/linear_weight.h"
+
+namespace whittle {
+
+bool MatchBias(const Graph& g, int index, size_t slot, bool allow_row, WeightMatch* m, std::string* reason) {
+  const Node& node = g.nodes()[static_cast<size_t>(index)];
+  if (node.inputs.size() <= slot || node.inputs[slot] < 0) return true;
+  const Tensor* c = g.ConstInput(node, slot, DType::kFloat32);
+  if (!c || c->numel() != m->n || !(c->rank() == 1 || (allow_row && c->rank() == 2 && c->dim(0) == 1))) {
+    *reason = allow_row ? "the bias is not a constant float32 [N] or [1, N]" : "the bias is not a constant float32 [N]";
+    return false;
+  }
+  m->bias = node.inputs[slot];
+  return true;
+}
+
+bool MatchGemmWeight(const Graph& g, int index, WeightMatch* m, std::string* reason) {
+  const Node& node = g.nodes()[static_cast<size_t>(index)];
+  if (!node.domain.empty() || (node.op_type != "Gemm" && node.op_type != "MatMul")) return false;
+  const Tensor* b = node.inputs.size() > 1 ? g.ConstInput(node, 1, DType::kFloat32) : nullptr;
+  if (!b || b->rank() != 2) {
+    *reason = "the weight is not a constant float32 matrix";
+    return false;
+  }
+  bool trans_b = false;
+  if (node.op_type == "Gemm") {
+    if (node.attrs.GetInt("transA", 0) != 0 || node.attrs.GetFloat("alpha", 1.f) != 1.f ||
+        node.attrs.GetFloat("beta", 1.f) != 1.f) {
+      *reason = "Gemm with transA, alpha or beta other than the defaults";
+      return false;
+    }
+    trans_b = node.attrs.GetInt("transB", 0) != 0;
+  }
+  m->node = index;
+  m->conv = false;
+  m->n = trans_b ? b->dim(0) : b->dim(1);
+  m->k = trans_b ? b->dim(1) : b->dim(0);
+  if (node.op_type == "Gemm" && !MatchBias(g, index, 2, true, m, reason)) return false;
+  m->w.resize(static_cast<size_t>(m->n * m->k));
+  const float* src = b->data<float>();
+  for (int64_t o = 0; o < m->n; ++o)
+    for (int64_t i = 0; i < m->k; ++i)
+      m->w[static_cast<size_t>(o * m->k + i)] = trans_b ? src[o * m->k + i] : src[i * m->n + o];
+  return true;
+}
+
+}  // namespace whittle
