@@ -14,6 +14,7 @@
 #include "kernels/common/binary.h"
 #include "kernels/cpu/parallel.h"
 #include "runtime/training/autodiff.h"
+#include "runtime/training/lift.h"
 
 namespace whittle::training {
 namespace {
@@ -28,14 +29,6 @@ Tensor GatherRows(const Tensor& t, const std::vector<int64_t>& idx, int64_t begi
     std::memcpy(static_cast<char*>(out.raw_data()) + static_cast<size_t>(i - begin) * row,
                 static_cast<const char*>(t.raw_data()) + static_cast<size_t>(idx[static_cast<size_t>(i)]) * row, row);
   return out;
-}
-
-// How many node inputs read value v.
-int Readers(const Graph& g, int v) {
-  int c = 0;
-  for (const Node& n : g.nodes())
-    for (int i : n.inputs) c += i == v;
-  return c;
 }
 
 // Row-wise softmax of z / T into p (B x C).
