@@ -7,7 +7,7 @@
 
 namespace whittle {
 
-StatusOr<std::string> LowerCompressedOps(Graph& g) {
+StatusOr<std::string> LowerCompressedOps(Graph& g, bool circulant_dense) {
   std::string summary;
   auto note = [&](int n, const char* what) {
     if (n > 0) summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + what;
@@ -16,8 +16,10 @@ StatusOr<std::string> LowerCompressedOps(Graph& g) {
   note(codebooks, "CodebookMatMul");
   WH_ASSIGN_OR_RETURN(int binary, LowerBinary(g));
   note(binary, "BinaryMatMul/BinaryConv");
-  WH_ASSIGN_OR_RETURN(int circulant, LowerCirculant(g));
-  note(circulant, "BlockCirculantMatMul");
+  auto circulant = circulant_dense ? LowerCirculant(g) : LowerCirculantDft(g);
+  if (!circulant.ok())
+    return circulant.status().WithContext(circulant_dense ? "--portable" : "--portable (--portable-dense avoids the DFT op)");
+  note(*circulant, circulant_dense ? "BlockCirculantMatMul (dense)" : "BlockCirculantMatMul (DFT)");
   for (const Node& n : g.nodes())
     if (n.domain == kWhittleDomain)
       return Unimplemented("--portable: no standard-ONNX lowering for " + n.DebugName() + " (" + n.op_type + ")");

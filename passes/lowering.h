@@ -12,6 +12,8 @@
 namespace whittle {
 
 // Lowers every compressed ai.whittle op of g; returns a one-line summary ("" when none).
-StatusOr<std::string> LowerCompressedOps(Graph& g);
+// Block-circulant layers go to ONNX's DFT op (opset 17, the FFT form and its size) unless
+// circulant_dense asks for the expanded dense MatMul.
+StatusOr<std::string> LowerCompressedOps(Graph& g, bool circulant_dense = false);
 
 }  // namespace whittle

@@ -251,7 +251,7 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& o, PipelineObserver*
   if (!reports.ok()) return reports.status();
   report.passes = std::move(reports).value();
   if (o.portable) {
-    WH_ASSIGN_OR_RETURN(std::string lowered, LowerCompressedOps(out.graph));
+    WH_ASSIGN_OR_RETURN(std::string lowered, LowerCompressedOps(out.graph, o.portable_dense));
     if (!lowered.empty()) report.notes.push_back(lowered);
   }
   if (report.passes.size() < pm.size())

@@ -53,6 +53,7 @@ struct PipelineOptions {
   // Replace the ai.whittle ops the passes wrote by standard ONNX ops (passes/lowering.h) before
   // measuring and writing, so that other runtimes run the result.
   bool portable = false;
+  bool portable_dense = false;  // circulant layers as the expanded dense MatMul, not the DFT form
 };
 
 // Where the pipeline tells how far it is (all optional; compress-model draws a progress bar).

@@ -20,5 +20,9 @@ const char* CirculantPassHelp();
 // Replaces every ai.whittle BlockCirculantMatMul of g (with constant block vectors) by a MatMul
 // against the expanded dense weight [K, N] (+ Add of the bias). Returns how many it lowered.
 StatusOr<int> LowerCirculant(Graph& g);
+// The same with ONNX's DFT op (opset 17; the model's default-domain opset is raised to 17 when
+// every op it has is unchanged in between, else an error names the op): the FFT form, N*K/B
+// stored values instead of the dense N*K (passes/circulant/lower_dft.cc).
+StatusOr<int> LowerCirculantDft(Graph& g);
 
 }  // namespace whittle

@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   int threads = 1, stop_after = -1, bench_iterations = 20, bench_rounds = 2;
   double bench_time = 1.0;
   uint64_t seed = 1234;
-  bool no_bench = false, quiet = false, portable = false;
+  bool no_bench = false, quiet = false, portable = false, portable_dense = false;
 
   app.add_option("model", model, "ONNX model to compress (required)")->type_name("IN.onnx");
   app.add_option("-o,--output", output, "Where to write the compressed model (required; written only on success)")
@@ -148,7 +148,10 @@ int main(int argc, char** argv) {
   app.add_flag("--no-bench", no_bench, "Skip the latency benchmark");
   app.add_flag("--portable", portable,
                "Write only standard ONNX ops: the ai.whittle ops of --cluster (and the other Whittle-only forms) are "
-               "lowered to standard ones that ONNX Runtime runs (larger and slower in Whittle's runtime)");
+               "lowered to standard ones that ONNX Runtime runs (larger and slower in Whittle's runtime); circulant "
+               "layers use the DFT op (opset 17)");
+  app.add_flag("--portable-dense", portable_dense,
+               "With --portable: circulant layers as the expanded dense MatMul instead of the DFT form");
   app.add_option("--report-json", report_json, "Write the report as JSON to FILE ('-' = stdout instead of the tables)")
       ->type_name("FILE");
   app.add_option("--report", report_html, "Write a self-contained HTML report (tables and charts) to FILE.html")
@@ -270,7 +273,8 @@ int main(int argc, char** argv) {
   po.seed = seed;
   po.stop_after = stop_after;
   po.bench = !no_bench;
-  po.portable = portable;
+  po.portable = portable || portable_dense;
+  po.portable_dense = portable_dense;
   po.bench_batch = bench_batch;
   po.bench_seconds = bench_time;
   po.bench_iterations = bench_iterations;
