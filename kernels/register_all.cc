@@ -26,6 +26,7 @@ void RegisterGradKernels(KernelRegistry& r);       // kernels/grad_kernels.cc
 void RegisterCodebookKernels(KernelRegistry& r);   // kernels/codebook_kernels.cc
 void RegisterBinaryKernels(KernelRegistry& r);     // kernels/binary_kernels.cc
 void RegisterCirculantKernels(KernelRegistry& r);  // kernels/circulant_kernels.cc
+void RegisterSignalKernels(KernelRegistry& r);     // kernels/signal_kernels.cc
 
 void RegisterAllKernels() {
   static std::once_flag once;
@@ -51,6 +52,7 @@ void RegisterAllKernels() {
     RegisterCodebookKernels(r);
     RegisterBinaryKernels(r);
     RegisterCirculantKernels(r);
+    RegisterSignalKernels(r);
   });
 }
 

@@ -25,6 +25,7 @@ void RegisterGradOps(OpRegistry& r);         // lib/ops/grad.cc
 void RegisterCodebookOps(OpRegistry& r);     // lib/ops/codebook.cc
 void RegisterBinaryOps(OpRegistry& r);       // lib/ops/binary.cc
 void RegisterCirculantOps(OpRegistry& r);    // lib/ops/circulant.cc
+void RegisterSignalOps(OpRegistry& r);       // lib/ops/signal.cc
 
 void RegisterAllOps() {
   static std::once_flag once;
@@ -50,6 +51,7 @@ void RegisterAllOps() {
     RegisterCodebookOps(r);
     RegisterBinaryOps(r);
     RegisterCirculantOps(r);
+    RegisterSignalOps(r);
   });
 }
 
