@@ -109,6 +109,19 @@ TEST(CirculantPass, BundledMlpComputesWithItsFittedWeights) {
   auto yl = RunGraph(low, x);
   ASSERT_TRUE(yl.ok()) << yl.status().message();
   EXPECT_TRUE(::whittle::testing::TensorsClose((*yl)[0], (*yd)[0], 1e-4f, 1e-4f));
+  // The DFT form (opset raised 13 -> 17): the same outputs through ONNX's DFT op, which stores
+  // the spectra (N*K/B-sized) rather than the dense matrix.
+  Graph fft = c;
+  auto dft_lowered = LowerCirculantDft(fft);
+  ASSERT_TRUE(dft_lowered.ok()) << dft_lowered.status().message();
+  EXPECT_EQ(*dft_lowered, 3);
+  EXPECT_EQ(CountOps(fft, "BlockCirculantMatMul"), 0);
+  EXPECT_EQ(CountOps(fft, "DFT"), 6);
+  EXPECT_EQ(fft.OpsetFor(""), 17);
+  EXPECT_TRUE(fft.Verify().ok());
+  auto yf = RunGraph(fft, x);
+  ASSERT_TRUE(yf.ok()) << yf.status().message();
+  EXPECT_TRUE(::whittle::testing::TensorsClose((*yf)[0], (*yd)[0], 1e-4f, 1e-4f));
   // Idempotent: nothing left to rewrite.
   Graph again = c;
   auto rep2 = (*pass)->Run(again, ctx);
