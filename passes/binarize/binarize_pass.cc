@@ -306,7 +306,6 @@ StatusOr<int> LowerBinary(Graph& g) {
     Node& fin = g.nodes().back();
     fin.name = node.name;
     fin.outputs = node.outputs;
-    (void)y;
     dead.insert(static_cast<int>(ni));
     ++lowered;
   }

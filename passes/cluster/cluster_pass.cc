@@ -212,17 +212,12 @@ StatusOr<int> LowerCodebooks(Graph& g) {
     to.Set("to", Attribute::Int(static_cast<int64_t>(6)));  // INT32: Gather's indices type
     const int idx32 = add("Cast", {g.AddInitializer(g.UniqueName(node.name + "/indices"), idx)}, to);
     const int w = add("Gather", {node.inputs[1], idx32});
-    int y = add("MatMul", {node.inputs[0], w});
-    Node& last = g.nodes().back();
-    if (node.inputs.size() > 3 && node.inputs[3] >= 0) {
-      last.name = g.UniqueName(node.name + "/MatMul");
-      y = add("Add", {y, node.inputs[3]});
-    }
+    const int y = add("MatMul", {node.inputs[0], w});
+    if (node.inputs.size() > 3 && node.inputs[3] >= 0) add("Add", {y, node.inputs[3]});
     // The final node takes over the original output value (and the node's name).
     Node& fin = g.nodes().back();
     fin.name = node.name;
     fin.outputs = node.outputs;
-    (void)y;
     dead.insert(static_cast<int>(ni));
     ++lowered;
   }

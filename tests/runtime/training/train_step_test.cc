@@ -581,7 +581,6 @@ TEST(TrainStep, BinaryLayersTrainLatentWeightsThroughTheSign) {
     for (int64_t i = 1; i < 18; ++i) EXPECT_EQ(BinaryBit(after.data<uint64_t>(), i), BinaryBit(before.data<uint64_t>(), i));
     EXPECT_FLOAT_EQ(out.ConstInput(n, 2)->data<float>()[1], 2.f * b.ConstInput(b.nodes()[0], 2)->data<float>()[1]);
   }
-  (void)grad_of;
 }
 
 // Block-circulant layers (--circulant) train their block vectors: gradients against finite
