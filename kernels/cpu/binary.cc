@@ -142,6 +142,17 @@ void PackRows(int64_t rows, const float* x, int64_t ldx, int64_t k, uint64_t* ou
   });
 }
 
+}  // namespace
+
+std::vector<uint64_t> InterleaveColumns(const uint64_t* w, int64_t n, int64_t words) {
+  std::vector<uint64_t> p(static_cast<size_t>((n + 7) / 8 * words * 8), 0);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < words; ++i) p[static_cast<size_t>((j / 8) * words * 8 + i * 8 + j % 8)] = w[j * words + i];
+  return p;
+}
+
+namespace {
+
 class BinaryMatMulKernel : public OpKernel {
  public:
   BinaryMatMulKernel(const BinaryAttrs& a, const Tensor& bits, const Tensor& alpha) : a_(a) {
@@ -149,6 +160,7 @@ class BinaryMatMulKernel : public OpKernel {
     bits_.assign(b, b + bits.numel());
     if (a.binary) {
       popcount_ = XorPopcountFor(ActivePopcountPath());
+      if (ActivePopcountPath() == PopcountPath::kAvx512) panels_bits_ = InterleaveColumns(b, a.n, BinaryWords(a.k));
     } else {
       panels_ = std::make_unique<SignPanels>(b, alpha.data<float>(), 0, a.n, a.k, ActiveSimdIsa() == SimdIsa::kAvx512);
     }
@@ -182,7 +194,11 @@ class BinaryMatMulKernel : public OpKernel {
       thread_local std::vector<int32_t> cnt;
       const int64_t j0 = t * kCols, nb = std::min(kCols, a_.n - j0);
       cnt.resize(static_cast<size_t>(M * nb));
-      popcount_(M, abits.data(), words, bits_.data() + j0 * words, nb, words, cnt.data(), nb);
+      if (!panels_bits_.empty())  // j0 is a multiple of 8: a panel boundary
+        binary_avx512::XorPopcountPanels(M, abits.data(), words, panels_bits_.data() + (j0 / 8) * words * 8, nb, words,
+                                         cnt.data(), nb);
+      else
+        popcount_(M, abits.data(), words, bits_.data() + j0 * words, nb, words, cnt.data(), nb);
       for (int64_t m = 0; m < M; ++m)
         for (int64_t j = 0; j < nb; ++j) {
           const float dot = static_cast<float>(a_.k - 2 * static_cast<int64_t>(cnt[static_cast<size_t>(m * nb + j)]));
@@ -196,6 +212,7 @@ class BinaryMatMulKernel : public OpKernel {
   BinaryAttrs a_;
   std::vector<uint64_t> bits_;
   XorPopcountFn popcount_ = nullptr;
+  std::vector<uint64_t> panels_bits_;  // InterleaveColumns(bits_) on the AVX-512 path
   std::unique_ptr<SignPanels> panels_;
 };
 

@@ -7,6 +7,8 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include <algorithm>
+
 #include "kernels/common/binary.h"
 #include "kernels/cpu/binary_gemm.h"
 #include "kernels/cpu/binary_scalar_impl.h"
@@ -78,6 +80,51 @@ void XorPopcount(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) Columns<4>(rows, a, lda, w + j * words, words, out + j, ldo);
   for (; j < n; ++j) Columns<1>(rows, a, lda, w + j * words, words, out + j, ldo);
+}
+
+namespace {
+
+// R rows x G panels (8 columns each): acc[r][g] lane c counts column 8g + c of row r.
+template <int R, int G>
+inline void PanelTile(const uint64_t* a, int64_t lda, const uint64_t* panels, int64_t words, int32_t* out, int64_t ldo,
+                      int64_t cols) {
+  __m512i acc[R][G];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_si512();
+  const int64_t stride = words * 8;
+  for (int64_t i = 0; i < words; ++i) {
+    __m512i y[G];
+    for (int g = 0; g < G; ++g) y[g] = _mm512_loadu_si512(panels + g * stride + i * 8);
+    for (int r = 0; r < R; ++r) {
+      const __m512i x = _mm512_set1_epi64(static_cast<long long>(a[r * lda + i]));
+      for (int g = 0; g < G; ++g) acc[r][g] = _mm512_add_epi64(acc[r][g], _mm512_popcnt_epi64(_mm512_xor_si512(x, y[g])));
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const int64_t c = cols - g * 8;
+    if (c <= 0) break;
+    const __mmask8 m = c >= 8 ? static_cast<__mmask8>(0xff) : static_cast<__mmask8>((1u << c) - 1);
+    for (int r = 0; r < R; ++r)
+      _mm256_mask_storeu_epi32(out + r * ldo + g * 8, m, _mm512_cvtepi64_epi32(acc[r][g]));
+  }
+}
+
+template <int G>
+inline void PanelRows(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* panels, int64_t words, int32_t* out,
+                      int64_t ldo, int64_t cols) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) PanelTile<4, G>(a + r * lda, lda, panels, words, out + r * ldo, ldo, cols);
+  for (; r < rows; ++r) PanelTile<1, G>(a + r * lda, lda, panels, words, out + r * ldo, ldo, cols);
+}
+
+}  // namespace
+
+void XorPopcountPanels(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* panels, int64_t n, int64_t words,
+                       int32_t* out, int64_t ldo) {
+  const int64_t stride = words * 8;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) PanelRows<2>(rows, a, lda, panels + (j / 8) * stride, words, out + j, ldo, 16);
+  for (; j < n; j += 8) PanelRows<1>(rows, a, lda, panels + (j / 8) * stride, words, out + j, ldo, std::min<int64_t>(8, n - j));
 }
 
 double PackSigns(const float* x, int64_t k, uint64_t* out) {

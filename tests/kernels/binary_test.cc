@@ -131,6 +131,34 @@ TEST(BinaryMatMul, EveryPopcountPathCounts) {
   }
 }
 
+// The AVX-512 kernel on column-interleaved panels (one column per 64-bit lane): every row and
+// column count, partial panels at the end, rows in 4-row tiles and single rows, nothing past n.
+TEST(BinaryMatMul, ColumnPanelPopcountCounts) {
+  if (!cpu::CpuHasPopcountPath(cpu::PopcountPath::kAvx512)) GTEST_SKIP() << "no AVX512_VPOPCNTDQ on this CPU";
+  std::mt19937_64 rng(5);
+  for (int64_t words : {1, 2, 7, 16, 17}) {
+    for (int64_t n : {1, 8, 9, 16, 17, 33}) {
+      for (int64_t rows : {1, 3, 4, 5, 9}) {
+        const int64_t lda = words + 2, ldo = n + 3;
+        std::vector<uint64_t> a(static_cast<size_t>(rows * lda)), w(static_cast<size_t>(n * words));
+        for (auto& v : a) v = rng();
+        for (auto& v : w) v = rng();
+        const std::vector<uint64_t> panels = cpu::InterleaveColumns(w.data(), n, words);
+        std::vector<int32_t> out(static_cast<size_t>(rows * ldo), -1);
+        cpu::binary_avx512::XorPopcountPanels(rows, a.data(), lda, panels.data(), n, words, out.data(), ldo);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t j = 0; j < n; ++j) {
+            int want = 0;
+            for (int64_t i = 0; i < words; ++i) want += __builtin_popcountll(a[r * lda + i] ^ w[j * words + i]);
+            ASSERT_EQ(out[r * ldo + j], want) << "words " << words << " n " << n << " row " << r << " col " << j;
+          }
+          for (int64_t j = n; j < ldo; ++j) ASSERT_EQ(out[r * ldo + j], -1) << "wrote past n";
+        }
+      }
+    }
+  }
+}
+
 TEST(BinaryMatMul, PerIsaSignDecodersSelectAlpha) {
   const cpu::SimdIsa isa = cpu::CpuSimdIsa();
   if (isa == cpu::SimdIsa::kScalar) GTEST_SKIP() << "no AVX2 on this CPU: the decoders are not used";
