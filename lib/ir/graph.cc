@@ -72,6 +72,23 @@ int Graph::AddNode(Node n) {
   return idx;
 }
 
+int Graph::AddOp(const std::string& name, const std::string& op_type, std::vector<int> inputs, AttributeMap attrs,
+                 const std::string& domain) {
+  std::set<std::string> taken;
+  for (const Node& n : nodes_) taken.insert(n.name);
+  Node n;
+  n.name = name;
+  for (int i = 1; taken.count(n.name) || index_.count(n.name); ++i) n.name = name + "_" + std::to_string(i);
+  n.op_type = op_type;
+  n.domain = domain;
+  n.inputs = std::move(inputs);
+  n.attrs = std::move(attrs);
+  n.outputs = {AddValue(UniqueName(n.name + "_out"))};
+  const int out = n.outputs[0];
+  AddNode(std::move(n));
+  return out;
+}
+
 std::string Graph::UniqueName(const std::string& prefix) const {
   if (!index_.count(prefix)) return prefix;
   for (int i = 1;; ++i) {

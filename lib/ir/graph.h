@@ -67,6 +67,11 @@ class Graph {
   int AddNode(Node n);
   // A fresh value name with the given prefix that no value uses yet.
   std::string UniqueName(const std::string& prefix) const;
+  // Appends a node with one output, as the rewrites that lower or lift an op emit them: named
+  // `name`, or name_<i> where a node or value has that name already (ONNX Runtime refuses two
+  // nodes of one name), its output a fresh value named after it. Returns the output's id.
+  int AddOp(const std::string& name, const std::string& op_type, std::vector<int> inputs, AttributeMap attrs = {},
+            const std::string& domain = "");
 
   int FindValue(const std::string& name) const;  // -1 if absent
   Value& value(int id) { return values_[static_cast<size_t>(id)]; }

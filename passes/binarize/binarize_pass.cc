@@ -212,8 +212,6 @@ StatusOr<int> LowerBinary(Graph& g) {
   std::set<int> dead;
   const size_t count = g.nodes().size();
   const int64_t opset = g.OpsetFor("");
-  std::set<std::string> node_names;
-  for (const Node& n : g.nodes()) node_names.insert(n.name);
   for (size_t ni = 0; ni < count; ++ni) {
     const Node node = g.nodes()[ni];
     const bool conv = node.op_type == "BinaryConv";
@@ -249,20 +247,7 @@ StatusOr<int> LowerBinary(Graph& g) {
       al = Tensor::FromVector<float>(a.binary ? Dims{a.n, 1, 1} : Dims{a.n, 1, 1, 1},
                                      std::vector<float>(alpha->data<float>(), alpha->data<float>() + a.n));
     auto add = [&](const std::string& op, std::vector<int> in, AttributeMap at = {}) {
-      Node n;
-      // Unique among nodes too (Graph::UniqueName knows value names only; ONNX Runtime refuses
-      // two nodes of one name, and a binary layer has two Muls).
-      const std::string base = node.name + "/" + op;
-      n.name = base;
-      for (int i = 1; node_names.count(n.name) || g.FindValue(n.name) >= 0; ++i) n.name = base + "_" + std::to_string(i);
-      node_names.insert(n.name);
-      n.op_type = op;
-      n.inputs = std::move(in);
-      n.attrs = std::move(at);
-      n.outputs = {g.AddValue(g.UniqueName(n.name + "_out"))};
-      const int out = n.outputs[0];
-      g.AddNode(std::move(n));
-      return out;
+      return g.AddOp(node.name + "/" + op, op, std::move(in), std::move(at));
     };
     auto init = [&](const std::string& suffix, Tensor t) { return g.AddInitializer(g.UniqueName(node.name + suffix), t); };
     AttributeMap to;

@@ -269,16 +269,7 @@ StatusOr<int> LowerCirculant(Graph& g) {
     Tensor wt(DType::kFloat32, {a.k, a.n});  // MatMul's B: W^T
     for (int64_t r = 0; r < a.n; ++r)
       for (int64_t c = 0; c < a.k; ++c) wt.data<float>()[c * a.n + r] = w[static_cast<size_t>(r * a.k + c)];
-    auto add = [&](const std::string& op, std::vector<int> in) {
-      Node n;
-      n.name = g.UniqueName(node.name + "/" + op);
-      n.op_type = op;
-      n.inputs = std::move(in);
-      n.outputs = {g.AddValue(g.UniqueName(n.name + "_out"))};
-      const int out = n.outputs[0];
-      g.AddNode(std::move(n));
-      return out;
-    };
+    auto add = [&](const std::string& op, std::vector<int> in) { return g.AddOp(node.name + "/" + op, op, std::move(in)); };
     const int y = add("MatMul", {node.inputs[0], g.AddInitializer(g.UniqueName(node.name + "/weight"), wt)});
     if (has_bias) add("Add", {y, node.inputs[2]});
     // The final node takes over the original output value (and the node's name).

@@ -82,17 +82,8 @@ StatusOr<int> LowerCirculantDft(Graph& g) {
     auto scalar = [&](const std::string& what, int64_t v) {
       return g.AddInitializer(g.UniqueName(node.name + "/" + what), Tensor::Scalar<int64_t>(v));
     };
-    int made = 0;  // node names unique within the layer (UniqueName sees value names only)
     auto add = [&](const std::string& op, std::vector<int> in, AttributeMap at = {}) {
-      Node n;
-      n.name = g.UniqueName(node.name + "/dft_" + std::to_string(made++) + "_" + op);
-      n.op_type = op;
-      n.inputs = std::move(in);
-      n.attrs = std::move(at);
-      n.outputs = {g.AddValue(g.UniqueName(n.name + "_out"))};
-      const int out = n.outputs[0];
-      g.AddNode(std::move(n));
-      return out;
+      return g.AddOp(node.name + "/dft_" + op, op, std::move(in), std::move(at));
     };
     auto attrs = [](std::initializer_list<std::pair<const char*, Attribute>> l) {
       AttributeMap m;

@@ -198,15 +198,7 @@ StatusOr<int> LowerCodebooks(Graph& g) {
       for (int64_t i = 0; i < a.k; ++i)
         idx.data<uint8_t>()[i * a.n + o] = static_cast<uint8_t>(CodebookIndexAt(packed->data<uint8_t>(), o * a.k + i, a.bits));
     auto add = [&](const std::string& op, std::vector<int> in, AttributeMap at = {}) {
-      Node n;
-      n.name = g.UniqueName(node.name + "/" + op);
-      n.op_type = op;
-      n.inputs = std::move(in);
-      n.attrs = std::move(at);
-      n.outputs = {g.AddValue(g.UniqueName(n.name + "_out"))};
-      const int out = n.outputs[0];
-      g.AddNode(std::move(n));
-      return out;
+      return g.AddOp(node.name + "/" + op, op, std::move(in), std::move(at));
     };
     AttributeMap to;
     to.Set("to", Attribute::Int(static_cast<int64_t>(6)));  // INT32: Gather's indices type

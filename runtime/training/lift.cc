@@ -114,16 +114,7 @@ StatusOr<std::set<int>> LiftBinaryWeights(Graph& g, std::vector<BinaryParam>* ou
     const int aid = conv ? g.AddInitializer(g.UniqueName(b.alpha_stored + "_4d"), a4) : d.inputs[2];
     b.alpha = g.value(aid).name;
     auto add = [&](const std::string& op, std::vector<int> in, AttributeMap at = {}, const std::string& dom = "") {
-      Node n;
-      n.name = g.UniqueName(d.name + "/train_" + op);
-      n.op_type = op;
-      n.domain = dom;
-      n.inputs = std::move(in);
-      n.attrs = std::move(at);
-      n.outputs = {g.AddValue(g.UniqueName(n.name + "_out"))};
-      const int o = n.outputs[0];
-      g.AddNode(std::move(n));
-      return o;
+      return g.AddOp(d.name + "/train_" + op, op, std::move(in), std::move(at), dom);
     };
     const int wb = add("Mul", {add("SignSte", {lid}, {}, kWhittleDomain), aid});
     Node& layer = g.nodes()[ni];
@@ -188,16 +179,7 @@ StatusOr<std::set<int>> LiftCirculant(Graph& g) {
             static_cast<int32_t>((p * a.q() + q) * a.block + ((i - j) % a.block + a.block) % a.block);
       }
     params.insert(d.inputs[1]);
-    auto add = [&](const std::string& op, std::vector<int> in) {
-      Node n;
-      n.name = g.UniqueName(d.name + "/train_" + op);
-      n.op_type = op;
-      n.inputs = std::move(in);
-      n.outputs = {g.AddValue(g.UniqueName(n.name + "_out"))};
-      const int o = n.outputs[0];
-      g.AddNode(std::move(n));
-      return o;
-    };
+    auto add = [&](const std::string& op, std::vector<int> in) { return g.AddOp(d.name + "/train_" + op, op, std::move(in)); };
     const int flat = add("Reshape", {d.inputs[1], g.AddInitializer(g.UniqueName(d.name + "/flat"),
                                                                   Tensor::FromVector<int64_t>({1}, {-1}))});
     const int wt = add("Gather", {flat, g.AddInitializer(g.UniqueName(d.name + "/circulant_index"), idx)});
