@@ -10,18 +10,13 @@
 
 #include "kernels/common/circulant.h"
 #include "lib/ir/domain.h"
+#include "lib/ir/format.h"
 #include "passes/cost.h"
 #include "passes/layer_selection.h"
 #include "passes/linear_weight.h"
 
 namespace whittle {
 namespace {
-
-std::string Fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
 
 struct CirculantConfig {
   std::string spec;

@@ -10,6 +10,7 @@
 
 #include "kernels/common/codebook.h"
 #include "lib/ir/domain.h"
+#include "lib/ir/format.h"
 #include "passes/cluster/kmeans.h"
 #include "passes/cost.h"
 #include "passes/layer_selection.h"
@@ -17,12 +18,6 @@
 
 namespace whittle {
 namespace {
-
-std::string Fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
 
 struct ClusterConfig {
   std::string spec;

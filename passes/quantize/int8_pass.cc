@@ -1,5 +1,6 @@
 // The --int8 pass: preparation (opset 13, BatchNormalization folding), the plan, calibration,
 // the choice of activation parameters, emission in the chosen format, and the report.
+#include "lib/ir/format.h"
 #include "passes/quantize/int8_pass.h"
 
 #include <cstdio>
@@ -26,12 +27,6 @@ using quant::ActParams;
 using quant::Int8Config;
 using quant::Int8Plan;
 using quant::ParamTable;
-
-std::string Fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), f, v);
-  return buf;
-}
 
 std::string Describe(const ActParams& p) {
   return "[" + Fmt("%.4g", p.lo) + ", " + Fmt("%.4g", p.hi) + "] scale " + Fmt("%.4g", p.scale) + " zp " +

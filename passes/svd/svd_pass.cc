@@ -1,6 +1,7 @@
 // The --svd pass: options, the rank choice per layer (rank=, energy=, or the ratio= allocation
 // by measured sensitivity), and the report. Matching and the rewrite are in low_rank_layer.h,
 // the SVD numerics in linalg.h, the greedy allocation in rank_allocation.h.
+#include "lib/ir/format.h"
 #include "passes/svd/svd_pass.h"
 
 #include <algorithm>
@@ -55,12 +56,6 @@ struct SvdConfig {
   std::map<std::string, LayerOverride> layers;
   std::string spec;
 };
-
-std::string Fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), f, v);
-  return buf;
-}
 
 // r rounded up to a multiple of `round`, never past the full rank.
 int64_t RoundRank(int64_t r, int64_t round, int64_t full) {

@@ -6,14 +6,10 @@
 #include <cstdlib>
 #include <utility>
 
+#include "lib/ir/format.h"
+
 namespace whittle::training {
 namespace {
-
-std::string Fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof(b), f, v);
-  return b;
-}
 
 std::string Stage(int epoch, int epochs) {
   return "[epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs) + "]";

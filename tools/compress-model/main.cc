@@ -17,6 +17,7 @@
 
 #include "lib/data/dataset.h"
 #include "lib/data/file_util.h"
+#include "lib/ir/format.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
 #include "passes/pass_registry.h"
@@ -31,6 +32,7 @@
 
 namespace {
 
+using whittle::Fmt;
 using whittle::Status;
 
 int Fail(const std::string& msg) { return whittle::cli::Fail("compress-model", msg); }
@@ -65,12 +67,6 @@ std::string PassFlagHelp() {
                   "options, e.g. --svd energy=0.95 --svd layer=/fc1/Gemm:rank=16; passes run in the order given):\n";
   for (const std::string& name : whittle::PassNames()) s += std::string("\n") + whittle::PassHelp(name) + "\n";
   return s;
-}
-
-std::string Fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof(b), f, v);
-  return b;
 }
 
 // The fine-tuned model's top-1 accuracy, measured as the pipeline measures the others.

@@ -16,6 +16,7 @@
 #include "lib/data/dataset.h"
 #include "lib/data/file_util.h"
 #include "lib/data/npy.h"
+#include "lib/ir/format.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
 #include "passes/cost.h"
@@ -29,18 +30,13 @@
 namespace {
 
 namespace fs = std::filesystem;
+using whittle::Fmt;
 using whittle::Status;
 using whittle::training::EpochStats;
 using whittle::training::FinetuneHistory;
 using whittle::training::Trainer;
 
 int Fail(const std::string& msg) { return whittle::cli::Fail("finetune-model", msg); }
-
-std::string Fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof(b), f, v);
-  return b;
-}
 
 // Checkpoint directory: one folder per epoch (epoch_<n>/: model.onnx with the current weights,
 // best.onnx, opt_<k>_m.npy / _v.npy) and state.json, written last and atomically, naming the folder
