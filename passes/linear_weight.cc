@@ -1,5 +1,7 @@
 #include "passes/linear_weight.h"
 
+#include "passes/cost.h"
+
 namespace whittle {
 
 bool MatchBias(const Graph& g, int index, size_t slot, bool allow_row, WeightMatch* m, std::string* reason) {
@@ -42,6 +44,52 @@ bool MatchGemmWeight(const Graph& g, int index, WeightMatch* m, std::string* rea
     for (int64_t i = 0; i < m->k; ++i)
       m->w[static_cast<size_t>(o * m->k + i)] = trans_b ? src[o * m->k + i] : src[i * m->n + o];
   return true;
+}
+
+std::vector<WeightMatch> CollectWeightLayers(const Graph& g, const WeightMatcher& match, const LayerSelection& select,
+                                             const std::set<std::string>& skip, PassReport* rep,
+                                             const std::function<std::string(const Node&)>& veto) {
+  std::vector<WeightMatch> work;
+  for (int i = 0; i < static_cast<int>(g.nodes().size()); ++i) {
+    const Node& n = g.nodes()[static_cast<size_t>(i)];
+    WeightMatch m;
+    std::string reason;
+    if (!match(g, i, &m, &reason)) {
+      if (!reason.empty()) rep->layers.push_back(SkippedLayer(g, n, reason));
+      continue;
+    }
+    if (select.excluded(n.name)) reason = "excluded by exclude=";
+    else if (skip.count(n.name)) reason = "skip=1 for this layer";
+    else if (veto) reason = veto(n);
+    if (!reason.empty()) {
+      rep->layers.push_back(SkippedLayer(g, n, reason));
+      continue;
+    }
+    work.push_back(std::move(m));
+  }
+  return work;
+}
+
+StatusOr<LayerOverrides> ParseLayerOverrides(PassOptions& o, const std::string& key, int64_t def, int64_t lo,
+                                             int64_t hi) {
+  LayerOverrides r;
+  for (auto& [name, lopts] : o.layers()) {
+    if (lopts.Has(key)) {
+      WH_ASSIGN_OR_RETURN(int64_t v, lopts.GetInt(key, def, lo, hi));
+      r.value[name] = v;
+    }
+    WH_ASSIGN_OR_RETURN(int64_t skip, lopts.GetInt("skip", 0, 0, 1));
+    if (skip) r.skip.insert(name);
+    WH_RETURN_IF_ERROR(lopts.Finish());
+  }
+  return r;
+}
+
+void SetParamsAfter(const Graph& g, const std::string& action, PassReport* rep) {
+  for (LayerReport& lr : rep->layers)
+    if (lr.action == action)
+      for (const Node& n : g.nodes())
+        if (n.name == lr.node) lr.params_after = NodeParams(g, n);
 }
 
 }  // namespace whittle

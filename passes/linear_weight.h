@@ -6,10 +6,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "lib/ir/graph.h"
+#include "passes/layer_selection.h"
+#include "passes/pass.h"
+#include "passes/pass_options.h"
 
 namespace whittle {
 
@@ -28,5 +34,30 @@ bool MatchGemmWeight(const Graph& g, int index, WeightMatch* m, std::string* rea
 // The bias at input `slot` of node `index` when it is a constant float32 of m->n elements ([N], or
 // [1, N] when allow_row): sets m->bias; an absent input is fine. false with *reason otherwise.
 bool MatchBias(const Graph& g, int index, size_t slot, bool allow_row, WeightMatch* m, std::string* reason);
+
+// The layers a weight-rewriting pass works on: every node `match` accepts, less the ones exclude=
+// names, `skip` names (layer=NAME:skip=1) and `veto` gives a reason for (or ""); each node left
+// alone with a reason goes into rep as skipped, in graph order.
+using WeightMatcher = std::function<bool(const Graph&, int, WeightMatch*, std::string*)>;
+std::vector<WeightMatch> CollectWeightLayers(const Graph& g, const WeightMatcher& match, const LayerSelection& select,
+                                             const std::set<std::string>& skip, PassReport* rep,
+                                             const std::function<std::string(const Node&)>& veto = nullptr);
+
+// Per-layer settings of a weight-rewriting pass: layer=NAME:<key>=V (lo..hi) and
+// layer=NAME:skip=1; any other per-layer key is an error naming it.
+struct LayerOverrides {
+  std::map<std::string, int64_t> value;
+  std::set<std::string> skip;
+  int64_t For(const std::string& node, int64_t def) const {
+    auto it = value.find(node);
+    return it == value.end() ? def : it->second;
+  }
+};
+StatusOr<LayerOverrides> ParseLayerOverrides(PassOptions& o, const std::string& key, int64_t def, int64_t lo,
+                                             int64_t hi);
+
+// params_after of every layer the pass rewrote (LayerReport::action == action), from the node of
+// that name in g once the rewrite is done.
+void SetParamsAfter(const Graph& g, const std::string& action, PassReport* rep);
 
 }  // namespace whittle

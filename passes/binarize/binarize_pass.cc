@@ -73,26 +73,11 @@ class BinarizePass : public Pass {
     rep.config = c_.spec;
     std::string first, last;
     FirstLast(g, &first, &last);
-    std::vector<Match> work;
-    for (int i = 0; i < static_cast<int>(g.nodes().size()); ++i) {
-      const Node& n = g.nodes()[static_cast<size_t>(i)];
-      Match m;
-      std::string reason;
-      if (!MatchLayer(g, i, &m, &reason)) {
-        if (!reason.empty()) rep.layers.push_back(SkippedLayer(g, n, reason));
-        continue;
-      }
-      if (c_.select.excluded(n.name)) {
-        rep.layers.push_back(SkippedLayer(g, n, "excluded by exclude="));
-        continue;
-      }
-      if ((n.name == first || n.name == last) && !include.count(n.name)) {
-        rep.layers.push_back(SkippedLayer(g, n, std::string(n.name == first ? "the first" : "the last") +
-                                                    " layer stays float (include=" + n.name + " binarizes it)"));
-        continue;
-      }
-      work.push_back(std::move(m));
-    }
+    const std::vector<Match> work = CollectWeightLayers(g, MatchLayer, c_.select, {}, &rep, [&](const Node& n) {
+      if ((n.name != first && n.name != last) || include.count(n.name)) return std::string();
+      return std::string(n.name == first ? "the first" : "the last") + " layer stays float (include=" + n.name +
+             " binarizes it)";
+    });
     for (const Match& m : work) {
       const Node node = g.nodes()[static_cast<size_t>(m.node)];  // a copy: the graph grows below
       const int64_t words = BinaryWords(m.k);
@@ -159,10 +144,7 @@ class BinarizePass : public Pass {
     ctx.Progress("binarize", static_cast<int64_t>(work.size()), static_cast<int64_t>(work.size()));
     if (!work.empty() && g.OpsetFor(kWhittleDomain) == 0) g.opset_imports[kWhittleDomain] = 1;
     WH_RETURN_IF_ERROR(g.Compact());
-    for (LayerReport& lr : rep.layers)
-      if (lr.action == "binarize")
-        for (const Node& n : g.nodes())
-          if (n.name == lr.node) lr.params_after = NodeParams(g, n);
+    SetParamsAfter(g, "binarize", &rep);
     if (c_.lower) {
       WH_ASSIGN_OR_RETURN(int lowered, LowerBinary(g));
       rep.notes.push_back("lower=1: " + std::to_string(lowered) + " binarized layers lowered to standard ONNX");

@@ -22,8 +22,7 @@ struct CirculantConfig {
   std::string spec;
   int64_t block = 8;
   LayerSelection select;
-  std::map<std::string, int64_t> layer_block;  // layer=NAME:block=B
-  std::set<std::string> layer_skip;            // layer=NAME:skip=1
+  LayerOverrides layers;  // layer=NAME:block=B, layer=NAME:skip=1
 };
 
 // A matched layer: W [n, k] (output, input) read from the node's weight, its bias when it has one.
@@ -83,33 +82,14 @@ class CirculantPass : public Pass {
     rep.config = c_.spec;
     rep.notes.push_back("MACs after count the FFT form: the frequency-domain products exactly plus B*ceil(log2 B) "
                         "per real FFT of length B (an estimate); the dense MACs are the MACs before");
-    std::vector<Match> work;
-    for (int i = 0; i < static_cast<int>(g.nodes().size()); ++i) {
-      const Node& n = g.nodes()[static_cast<size_t>(i)];
-      Match m;
-      std::string reason;
-      if (!MatchLayer(g, i, &m, &reason)) {
-        if (!reason.empty()) rep.layers.push_back(SkippedLayer(g, n, reason));
-        continue;
-      }
-      if (c_.select.excluded(n.name)) {
-        rep.layers.push_back(SkippedLayer(g, n, "excluded by exclude="));
-        continue;
-      }
-      if (c_.layer_skip.count(n.name)) {
-        rep.layers.push_back(SkippedLayer(g, n, "skip=1 for this layer"));
-        continue;
-      }
-      work.push_back(std::move(m));
-    }
+    const std::vector<Match> work = CollectWeightLayers(g, MatchLayer, c_.select, c_.layers.skip, &rep);
     int64_t done = 0;
     std::set<std::string> rewritten;
     for (const Match& m : work) {
       Node node = g.nodes()[static_cast<size_t>(m.node)];  // a copy: the graph grows below
       ctx.Progress("circulant: fitting " + node.name, done++, static_cast<int64_t>(work.size()));
-      auto lb = c_.layer_block.find(node.name);
       CirculantAttrs a;
-      a.block = lb == c_.layer_block.end() ? c_.block : lb->second;
+      a.block = c_.layers.For(node.name, c_.block);
       a.n = m.n;
       a.k = m.k;
       const int64_t stored = a.p() * a.q() * a.block, dense = m.n * m.k;
@@ -198,10 +178,7 @@ class CirculantPass : public Pass {
     g.Reindex();  // nodes were replaced in place (a Conv's now produces a new NHWC value)
     WH_RETURN_IF_ERROR(g.Compact());
     // Params after: the block vectors and the bias.
-    for (LayerReport& lr : rep.layers)
-      if (lr.action == "circulant")
-        for (const Node& n : g.nodes())
-          if (n.name == lr.node) lr.params_after = NodeParams(g, n);
+    SetParamsAfter(g, "circulant", &rep);
     return rep;
   }
 
@@ -216,15 +193,7 @@ StatusOr<std::unique_ptr<Pass>> MakeCirculantPass(PassOptions o) {
   c.spec = o.spec();
   WH_ASSIGN_OR_RETURN(c.block, o.GetInt("block", 8, 1, 4096));
   WH_ASSIGN_OR_RETURN(c.select, LayerSelection::Parse(o));
-  for (auto& [name, lo] : o.layers()) {
-    if (lo.Has("block")) {
-      WH_ASSIGN_OR_RETURN(int64_t b, lo.GetInt("block", 8, 1, 4096));
-      c.layer_block[name] = b;
-    }
-    WH_ASSIGN_OR_RETURN(int64_t skip, lo.GetInt("skip", 0, 0, 1));
-    if (skip) c.layer_skip.insert(name);
-    WH_RETURN_IF_ERROR(lo.Finish());
-  }
+  WH_ASSIGN_OR_RETURN(c.layers, ParseLayerOverrides(o, "block", 8, 1, 4096));
   WH_RETURN_IF_ERROR(o.Finish());
   return std::unique_ptr<Pass>(new CirculantPass(std::move(c)));
 }

@@ -24,8 +24,7 @@ struct ClusterConfig {
   int64_t k = 16;
   int64_t iterations = 100;
   LayerSelection select;
-  std::map<std::string, int64_t> layer_k;  // layer=NAME:k=K
-  std::set<std::string> layer_skip;        // layer=NAME:skip=1
+  LayerOverrides layers;  // layer=NAME:k=K, layer=NAME:skip=1
 };
 
 using Match = WeightMatch;
@@ -40,31 +39,12 @@ class ClusterPass : public Pass {
     PassReport rep;
     rep.pass = "cluster";
     rep.config = c_.spec;
-    std::vector<Match> work;
-    for (int i = 0; i < static_cast<int>(g.nodes().size()); ++i) {
-      const Node& n = g.nodes()[static_cast<size_t>(i)];
-      Match m;
-      std::string reason;
-      if (!MatchGemmWeight(g, i, &m, &reason)) {
-        if (!reason.empty()) rep.layers.push_back(SkippedLayer(g, n, reason));
-        continue;
-      }
-      if (c_.select.excluded(n.name)) {
-        rep.layers.push_back(SkippedLayer(g, n, "excluded by exclude="));
-        continue;
-      }
-      if (c_.layer_skip.count(n.name)) {
-        rep.layers.push_back(SkippedLayer(g, n, "skip=1 for this layer"));
-        continue;
-      }
-      work.push_back(std::move(m));
-    }
+    const std::vector<Match> work = CollectWeightLayers(g, MatchGemmWeight, c_.select, c_.layers.skip, &rep);
     int64_t done = 0;
     for (const Match& m : work) {
       Node node = g.nodes()[static_cast<size_t>(m.node)];  // a copy: the graph grows below
       ctx.Progress("cluster: k-means of " + node.name, done++, static_cast<int64_t>(work.size()));
-      auto lk = c_.layer_k.find(node.name);
-      const int64_t k = lk == c_.layer_k.end() ? c_.k : lk->second;
+      const int64_t k = c_.layers.For(node.name, c_.k);
       const int64_t bits = k <= 16 ? 4 : 8;
       const int64_t count = m.n * m.k;
       const int64_t dense_bytes = count * 4, packed_bytes = PackedIndexBytes(count, bits) + k * 4;
@@ -126,10 +106,7 @@ class ClusterPass : public Pass {
     if (!work.empty() && g.OpsetFor(kWhittleDomain) == 0) g.opset_imports[kWhittleDomain] = 1;
     WH_RETURN_IF_ERROR(g.Compact());
     // The params a layer reports after: its weights (each an index now), codebook and bias.
-    for (LayerReport& lr : rep.layers)
-      if (lr.action == "cluster")
-        for (const Node& n : g.nodes())
-          if (n.name == lr.node) lr.params_after = NodeParams(g, n);
+    SetParamsAfter(g, "cluster", &rep);
     return rep;
   }
 
@@ -145,15 +122,7 @@ StatusOr<std::unique_ptr<Pass>> MakeClusterPass(PassOptions o) {
   WH_ASSIGN_OR_RETURN(c.k, o.GetInt("k", 16, 2, 256));
   WH_ASSIGN_OR_RETURN(c.iterations, o.GetInt("iterations", 100, 1, 10000));
   WH_ASSIGN_OR_RETURN(c.select, LayerSelection::Parse(o));
-  for (auto& [name, lo] : o.layers()) {
-    if (lo.Has("k")) {
-      WH_ASSIGN_OR_RETURN(int64_t k, lo.GetInt("k", 16, 2, 256));
-      c.layer_k[name] = k;
-    }
-    WH_ASSIGN_OR_RETURN(int64_t skip, lo.GetInt("skip", 0, 0, 1));
-    if (skip) c.layer_skip.insert(name);
-    WH_RETURN_IF_ERROR(lo.Finish());
-  }
+  WH_ASSIGN_OR_RETURN(c.layers, ParseLayerOverrides(o, "k", 16, 2, 256));
   WH_RETURN_IF_ERROR(o.Finish());
   return std::unique_ptr<Pass>(new ClusterPass(std::move(c)));
 }
