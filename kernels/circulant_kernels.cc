@@ -15,10 +15,7 @@ const BackendTable<CirculantFns> kCirculant{{Backend::kReference, &reference::kC
                                             {Backend::kCpu, &cpu::kCirculantFns}};
 
 StatusOr<std::unique_ptr<OpKernel>> MakeBlockCirculantMatMul(const KernelInit& init) {
-  CirculantAttrs a;
-  a.block = init.attrs.GetInt("block", 0);
-  a.n = init.attrs.GetInt("out_features", 0);
-  a.k = init.attrs.GetInt("in_features", 0);
+  const CirculantAttrs a = CirculantAttrsOf(init.attrs);
   if (Status s = CheckCirculantAttrs(a); !s.ok()) return InvalidArgument(init.node_name + ": " + s.message());
   const Tensor* bias = init.const_inputs.size() > 2 ? init.const_inputs[2] : nullptr;
   const bool bias_known = init.input_dtypes.size() < 3 || init.input_dtypes[2] == DType::kUndefined || bias;

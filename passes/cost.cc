@@ -90,7 +90,7 @@ int64_t NodeMacs(const Graph& g, const Node& n) {
   }
   if (n.domain == kWhittleDomain && n.op_type == "BlockCirculantMatMul") {  // the FFT form (circulant.h)
     Dims out;
-    const CirculantAttrs a{n.attrs.GetInt("block", 0), n.attrs.GetInt("out_features", 0), n.attrs.GetInt("in_features", 0)};
+    const CirculantAttrs a = CirculantAttrsOf(n.attrs);
     if (n.outputs.empty() || !PerSampleDims(g, n.outputs[0], &out) || !CheckCirculantAttrs(a).ok()) return 0;
     return Prod(out, 0, out.size()) / a.n * CirculantMacsPerRow(a);
   }

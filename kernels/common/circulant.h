@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "lib/ir/attribute.h"
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
 
@@ -21,6 +22,11 @@ struct CirculantAttrs {
   int64_t p() const { return (n + block - 1) / block; }
   int64_t q() const { return (k + block - 1) / block; }
 };
+
+// The node's attributes block, out_features and in_features (0 where absent; unchecked).
+inline CirculantAttrs CirculantAttrsOf(const AttributeMap& at) {
+  return CirculantAttrs{at.GetInt("block", 0), at.GetInt("out_features", 0), at.GetInt("in_features", 0)};
+}
 
 // The attributes (block >= 1, features >= 1, the grid small enough to index without overflow),
 // the blocks (float32 [P, Q, B]) and the bias (float32 [N], optional): the check every kernel

@@ -12,22 +12,14 @@
 namespace whittle {
 namespace {
 
-CirculantAttrs ReadAttrs(const AttributeMap& at) {
-  CirculantAttrs a;
-  a.block = at.GetInt("block", 0);
-  a.n = at.GetInt("out_features", 0);
-  a.k = at.GetInt("in_features", 0);
-  return a;
-}
-
 Status CheckCirculantNode(const Node& node, int) {
-  Status s = CheckCirculantAttrs(ReadAttrs(node.attrs));
+  Status s = CheckCirculantAttrs(CirculantAttrsOf(node.attrs));
   if (!s.ok()) return InvalidArgument(node.DebugName() + ": " + s.message());
   return Status::Ok();
 }
 
 Status InferBlockCirculantMatMul(InferContext& ctx) {
-  const CirculantAttrs a = ReadAttrs(ctx.attrs());
+  const CirculantAttrs a = CirculantAttrsOf(ctx.attrs());
   if (Status s = CheckCirculantAttrs(a); !s.ok()) return ctx.Error(s.message());
   const char* names[] = {"A", "blocks", "bias"};
   for (int i = 0; i < 3; ++i) {

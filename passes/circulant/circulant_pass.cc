@@ -11,6 +11,7 @@
 #include "kernels/common/circulant.h"
 #include "lib/ir/domain.h"
 #include "lib/ir/format.h"
+#include "passes/circulant/lowering.h"
 #include "passes/cost.h"
 #include "passes/layer_selection.h"
 #include "passes/linear_weight.h"
@@ -211,6 +212,18 @@ const char* CirculantPassHelp() {
          "  count the FFT form (frequency-domain products + an estimate for the FFTs).\n";
 }
 
+StatusOr<CirculantLayer> ReadCirculantLayer(const Graph& g, const Node& node) {
+  CirculantLayer l;
+  l.a = CirculantAttrsOf(node.attrs);
+  l.blocks = g.ConstInput(node, 1);
+  if (!l.blocks) return Unimplemented(node.DebugName() + ": lowering needs constant block vectors");
+  l.has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
+  const Tensor* bias = l.has_bias ? g.ConstInput(node, 2) : nullptr;
+  if (Status s = CheckCirculantTensors(l.a, *l.blocks, bias); !s.ok())
+    return InvalidArgument(node.DebugName() + ": " + s.message());
+  return l;
+}
+
 StatusOr<int> LowerCirculant(Graph& g) {
   int lowered = 0;
   std::set<int> dead;
@@ -218,16 +231,10 @@ StatusOr<int> LowerCirculant(Graph& g) {
   for (size_t ni = 0; ni < count; ++ni) {
     const Node node = g.nodes()[ni];
     if (node.domain != kWhittleDomain || node.op_type != "BlockCirculantMatMul") continue;
-    CirculantAttrs a;
-    a.block = node.attrs.GetInt("block", 0);
-    a.n = node.attrs.GetInt("out_features", 0);
-    a.k = node.attrs.GetInt("in_features", 0);
-    const Tensor* blocks = g.ConstInput(node, 1);
-    if (!blocks) return Unimplemented(node.DebugName() + ": lowering needs constant block vectors");
-    const bool has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
-    const Tensor* bias = has_bias ? g.ConstInput(node, 2) : nullptr;
-    if (Status s = CheckCirculantTensors(a, *blocks, bias); !s.ok())
-      return InvalidArgument(node.DebugName() + ": " + s.message());
+    WH_ASSIGN_OR_RETURN(const CirculantLayer layer, ReadCirculantLayer(g, node));
+    const CirculantAttrs& a = layer.a;
+    const Tensor* blocks = layer.blocks;
+    const bool has_bias = layer.has_bias;
     std::vector<float> w(static_cast<size_t>(a.n * a.k));
     ExpandCirculant(a, blocks->data<float>(), w.data());
     Tensor wt(DType::kFloat32, {a.k, a.n});  // MatMul's B: W^T

@@ -14,6 +14,7 @@
 #include "lib/ir/domain.h"
 #include "lib/ops/schema_compat.h"
 #include "passes/circulant/circulant_pass.h"
+#include "passes/circulant/lowering.h"
 
 namespace whittle {
 
@@ -49,16 +50,10 @@ StatusOr<int> LowerCirculantDft(Graph& g) {
   for (size_t ni = 0; ni < count; ++ni) {
     const Node node = g.nodes()[ni];
     if (node.domain != kWhittleDomain || node.op_type != "BlockCirculantMatMul") continue;
-    CirculantAttrs a;
-    a.block = node.attrs.GetInt("block", 0);
-    a.n = node.attrs.GetInt("out_features", 0);
-    a.k = node.attrs.GetInt("in_features", 0);
-    const Tensor* blocks = g.ConstInput(node, 1);
-    if (!blocks) return Unimplemented(node.DebugName() + ": lowering needs constant block vectors");
-    const bool has_bias = node.inputs.size() > 2 && node.inputs[2] >= 0;
-    const Tensor* bias = has_bias ? g.ConstInput(node, 2) : nullptr;
-    if (Status s = CheckCirculantTensors(a, *blocks, bias); !s.ok())
-      return InvalidArgument(node.DebugName() + ": " + s.message());
+    WH_ASSIGN_OR_RETURN(const CirculantLayer layer, ReadCirculantLayer(g, node));
+    const CirculantAttrs& a = layer.a;
+    const Tensor* blocks = layer.blocks;
+    const bool has_bias = layer.has_bias;
     const int64_t B = a.block, P = a.p(), Q = a.q();
     // The blocks' spectra, laid out [f, q, p] for the per-frequency MatMuls.
     Tensor wr(DType::kFloat32, {B, Q, P}), wi(DType::kFloat32, {B, Q, P});

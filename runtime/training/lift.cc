@@ -166,7 +166,7 @@ StatusOr<std::set<int>> LiftCirculant(Graph& g) {
   for (size_t ni = 0; ni < count; ++ni) {
     const Node d = g.nodes()[ni];
     if (d.domain != kWhittleDomain || d.op_type != "BlockCirculantMatMul") continue;
-    const CirculantAttrs a{d.attrs.GetInt("block", 0), d.attrs.GetInt("out_features", 0), d.attrs.GetInt("in_features", 0)};
+    const CirculantAttrs a = CirculantAttrsOf(d.attrs);
     WH_RETURN_IF_ERROR(CheckCirculantAttrs(a).WithContext(d.DebugName()));
     const Tensor* blocks = d.inputs.size() > 1 ? g.ConstInput(d, 1, DType::kFloat32) : nullptr;
     if (!blocks || blocks->numel() != a.p() * a.q() * a.block)

@@ -36,8 +36,7 @@ Graph Expanded(const Graph& circ, const Graph& original) {
   Graph d = original;
   for (const Node& n : circ.nodes()) {
     if (n.op_type != "BlockCirculantMatMul") continue;
-    const CirculantAttrs a{n.attrs.GetInt("block", 0), n.attrs.GetInt("out_features", 0),
-                           n.attrs.GetInt("in_features", 0)};
+    const CirculantAttrs a = CirculantAttrsOf(n.attrs);
     std::vector<float> w(static_cast<size_t>(a.n * a.k));
     ExpandCirculant(a, circ.ConstInput(n, 1)->data<float>(), w.data());
     for (Node& o : d.nodes()) {
