@@ -15,10 +15,7 @@ const BackendTable<CodebookFns> kCodebook{{Backend::kReference, &reference::kCod
                                           {Backend::kCpu, &cpu::kCodebookFns}};
 
 StatusOr<std::unique_ptr<OpKernel>> MakeCodebookMatMul(const KernelInit& init) {
-  CodebookAttrs a;
-  a.bits = init.attrs.GetInt("bits", 8);
-  a.n = init.attrs.GetInt("out_features", 0);
-  a.k = init.attrs.GetInt("in_features", 0);
+  const CodebookAttrs a = CodebookAttrsOf(init.attrs);
   const Tensor* cb = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
   const Tensor* idx = init.const_inputs.size() > 2 ? init.const_inputs[2] : nullptr;
   const Tensor* bias = init.const_inputs.size() > 3 ? init.const_inputs[3] : nullptr;

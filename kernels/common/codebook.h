@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "lib/ir/attribute.h"
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
 
@@ -16,6 +17,11 @@ struct CodebookAttrs {
   int64_t n = 0;     // output features (rows of W)
   int64_t k = 0;     // input features (columns of W)
 };
+
+// The node's attributes bits (8 where absent), out_features and in_features (unchecked).
+inline CodebookAttrs CodebookAttrsOf(const AttributeMap& at) {
+  return CodebookAttrs{at.GetInt("bits", 8), at.GetInt("out_features", 0), at.GetInt("in_features", 0)};
+}
 
 inline int64_t PackedIndexBytes(int64_t count, int64_t bits) { return (count * bits + 7) / 8; }
 

@@ -13,8 +13,8 @@ namespace whittle {
 namespace {
 
 Status CheckCodebookAttrs(const Node& node, int) {
-  const int64_t bits = node.attrs.GetInt("bits", 0), n = node.attrs.GetInt("out_features", 0),
-                k = node.attrs.GetInt("in_features", 0);
+  const CodebookAttrs a = CodebookAttrsOf(node.attrs);
+  const int64_t bits = a.bits, n = a.n, k = a.k;
   if (bits != 4 && bits != 8) return InvalidArgument(node.DebugName() + ": bits must be 4 or 8, got " + std::to_string(bits));
   if (n < 1 || k < 1)
     return InvalidArgument(node.DebugName() + ": out_features and in_features must be >= 1, got " + std::to_string(n) +
@@ -23,8 +23,8 @@ Status CheckCodebookAttrs(const Node& node, int) {
 }
 
 Status InferCodebookMatMul(InferContext& ctx) {
-  const int64_t bits = ctx.attrs().GetInt("bits", 8), n = ctx.attrs().GetInt("out_features", 0),
-                k = ctx.attrs().GetInt("in_features", 0);
+  const CodebookAttrs ca = CodebookAttrsOf(ctx.attrs());
+  const int64_t bits = ca.bits, n = ca.n, k = ca.k;
   const char* names[] = {"A", "codebook", "indices", "bias"};
   const DType want[] = {DType::kFloat32, DType::kFloat32, DType::kUInt8, DType::kFloat32};
   for (int i = 0; i < 4; ++i) {

@@ -147,10 +147,7 @@ StatusOr<int> LowerCodebooks(Graph& g) {
   for (size_t ni = 0; ni < count; ++ni) {
     const Node node = g.nodes()[ni];
     if (node.domain != kWhittleDomain || node.op_type != "CodebookMatMul") continue;
-    CodebookAttrs a;
-    a.bits = node.attrs.GetInt("bits", 8);
-    a.n = node.attrs.GetInt("out_features", 0);
-    a.k = node.attrs.GetInt("in_features", 0);
+    const CodebookAttrs a = CodebookAttrsOf(node.attrs);
     const Tensor* cb = g.ConstInput(node, 1);
     const Tensor* packed = g.ConstInput(node, 2);
     if (!cb || !packed) return Unimplemented(node.DebugName() + ": lowering needs a constant codebook and indices");

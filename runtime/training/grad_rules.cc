@@ -100,7 +100,8 @@ StatusOr<InputGrads> SplitGrad(Emitter& e, const Graph& g, const Node& n, const 
 // each entry's gradient is the sum of dW over its weights (GatherGrad's scatter-add).
 StatusOr<InputGrads> CodebookMatMulGrad(Emitter& e, const Graph& g, const Node& n, int dy, const Need& need) {
   InputGrads r;
-  const int64_t bits = n.attrs.GetInt("bits", 8), N = n.attrs.GetInt("out_features", 0), K = n.attrs.GetInt("in_features", 0);
+  const CodebookAttrs a = CodebookAttrsOf(n.attrs);
+  const int64_t bits = a.bits, N = a.n, K = a.k;
   const Tensor* packed = g.ConstInput(n, 2, DType::kUInt8);
   if (!packed || packed->numel() != PackedIndexBytes(N * K, bits))
     return Unimplemented(n.DebugName() + ": CodebookMatMul gradient needs constant packed indices");

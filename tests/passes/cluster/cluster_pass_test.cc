@@ -75,7 +75,8 @@ Graph Decoded(const Graph& clustered, const Graph& original) {
   Graph d = original;
   for (const Node& n : clustered.nodes()) {
     if (n.op_type != "CodebookMatMul") continue;
-    const int64_t bits = n.attrs.GetInt("bits", 8), N = n.attrs.GetInt("out_features", 0), K = n.attrs.GetInt("in_features", 0);
+    const CodebookAttrs ca = CodebookAttrsOf(n.attrs);
+    const int64_t bits = ca.bits, N = ca.n, K = ca.k;
     const Tensor* cb = clustered.ConstInput(n, 1);
     const Tensor* idx = clustered.ConstInput(n, 2);
     for (Node& o : d.nodes()) {
