@@ -232,20 +232,7 @@ TEST(BinaryConv, CpuMatchesReferenceOnConvGeometries) {
 // A model with one BinaryMatMul over the given tensors (bias when defined).
 StatusOr<std::unique_ptr<Session>> LoadOne(int64_t n, int64_t k, Tensor bits, Tensor alpha, Tensor bias,
                                            const std::string& act, Backend backend) {
-  GraphBuilder b(17);
-  b.Input("x", DType::kFloat32, {Dim::Symbol("batch"), k}).Init("bits", bits).Init("alpha", alpha);
-  std::vector<std::string> in{"x", "bits", "alpha"};
-  if (bias.defined()) {
-    b.Init("bias", bias);
-    in.push_back("bias");
-  }
-  b.Op("BinaryMatMul", in, {"y"}, MatMulAttrs(n, k, act)).Output("y");
-  Graph g = b.Build();
-  g.nodes().back().domain = kWhittleDomain;
-  g.opset_imports[kWhittleDomain] = 1;
-  SessionOptions so;
-  so.backend = backend;
-  return Session::FromGraph(std::move(g), so);
+  return ::whittle::testing::LoadWhittleOp("BinaryMatMul", k, {bits, alpha, bias}, MatMulAttrs(n, k, act), backend);
 }
 
 TEST(BinaryMatMul, HostileTensorsAreRefusedAtLoad) {

@@ -132,20 +132,7 @@ TEST(CirculantFit, ExactOnBlockCirculantAndLeastSquaresOtherwise) {
 // A model with one BlockCirculantMatMul whose blocks/bias are the given tensors.
 StatusOr<std::unique_ptr<Session>> LoadOne(int64_t block, int64_t n, int64_t k, Tensor blocks, Tensor bias,
                                            Backend backend) {
-  GraphBuilder b(17);
-  b.Input("x", DType::kFloat32, {Dim::Symbol("batch"), k}).Init("blocks", blocks);
-  std::vector<std::string> in{"x", "blocks"};
-  if (bias.defined()) {
-    b.Init("bias", bias);
-    in.push_back("bias");
-  }
-  b.Op("BlockCirculantMatMul", in, {"y"}, Attrs(block, n, k)).Output("y");
-  Graph g = b.Build();
-  g.nodes().back().domain = kWhittleDomain;
-  g.opset_imports[kWhittleDomain] = 1;
-  SessionOptions so;
-  so.backend = backend;
-  return Session::FromGraph(std::move(g), so);
+  return ::whittle::testing::LoadWhittleOp("BlockCirculantMatMul", k, {blocks, bias}, Attrs(block, n, k), backend);
 }
 
 TEST(BlockCirculantMatMul, HostileTensorsAreRefusedAtLoad) {

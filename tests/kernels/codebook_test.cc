@@ -87,20 +87,7 @@ TEST(CodebookMatMul, PerIsaDecodersLookUpEveryEntry) {
 // A model with one CodebookMatMul whose codebook/indices/bias are the given tensors.
 StatusOr<std::unique_ptr<Session>> LoadOne(int64_t bits, int64_t n, int64_t k, Tensor cb, Tensor idx, Tensor bias,
                                            Backend backend) {
-  GraphBuilder b(17);
-  b.Input("x", DType::kFloat32, {Dim::Symbol("batch"), k}).Init("cb", cb).Init("idx", idx);
-  std::vector<std::string> in{"x", "cb", "idx"};
-  if (bias.defined()) {
-    b.Init("bias", bias);
-    in.push_back("bias");
-  }
-  b.Op("CodebookMatMul", in, {"y"}, Attrs(bits, n, k)).Output("y");
-  Graph g = b.Build();
-  g.nodes().back().domain = kWhittleDomain;
-  g.opset_imports[kWhittleDomain] = 1;
-  SessionOptions so;
-  so.backend = backend;
-  return Session::FromGraph(std::move(g), so);
+  return ::whittle::testing::LoadWhittleOp("CodebookMatMul", k, {cb, idx, bias}, Attrs(bits, n, k), backend);
 }
 
 TEST(CodebookMatMul, HostileTensorsAreRefusedAtLoad) {

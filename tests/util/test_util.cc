@@ -3,6 +3,8 @@
 #include <cmath>
 #include <random>
 
+#include "lib/ir/domain.h"
+#include "tests/util/graph_builder.h"
 #include "whittle/session.h"
 
 namespace whittle::testing {
@@ -165,6 +167,25 @@ double OutputMse(const Graph& a, const Graph& b, const std::string& input, const
     s += d * d;
   }
   return s / static_cast<double>((*ya)[0].numel());
+}
+
+StatusOr<std::unique_ptr<Session>> LoadWhittleOp(const std::string& op_type, int64_t in_features,
+                                                 const std::vector<Tensor>& consts, AttributeMap attrs, Backend backend) {
+  GraphBuilder b(17);
+  b.Input("x", DType::kFloat32, {Dim::Symbol("batch"), in_features});
+  std::vector<std::string> in{"x"};
+  for (size_t i = 0; i < consts.size(); ++i) {
+    if (!consts[i].defined()) break;
+    in.push_back("c" + std::to_string(i));
+    b.Init(in.back(), consts[i]);
+  }
+  b.Op(op_type, in, {"y"}, std::move(attrs)).Output("y");
+  Graph g = b.Build();
+  g.nodes().back().domain = kWhittleDomain;
+  g.opset_imports[kWhittleDomain] = 1;
+  SessionOptions so;
+  so.backend = backend;
+  return Session::FromGraph(std::move(g), so);
 }
 
 }  // namespace whittle::testing

@@ -12,6 +12,7 @@
 #include "lib/ir/graph.h"
 #include "lib/ir/tensor.h"
 #include "runtime/node_runner.h"
+#include "whittle/session.h"
 
 namespace whittle::testing {
 
@@ -47,5 +48,11 @@ Node MakeNode(const std::string& op_type, int num_inputs, int num_outputs, Attri
 std::vector<Tensor> ExpectBackendsMatchReference(const Node& node, const std::vector<Tensor>& inputs,
                                                  float atol = 1e-5f, float rtol = 1e-5f, int opset = 17,
                                                  int threads = 2, bool inputs_const = false);
+
+// A model of one ai.whittle op on x [batch, in_features] followed by the given constant inputs in
+// order (undefined tensors at the end are absent optional inputs), loaded on backend: how the
+// kernel tests feed a compressed op hostile tensors and see what its load says.
+StatusOr<std::unique_ptr<Session>> LoadWhittleOp(const std::string& op_type, int64_t in_features,
+                                                 const std::vector<Tensor>& consts, AttributeMap attrs, Backend backend);
 
 }  // namespace whittle::testing
