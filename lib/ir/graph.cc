@@ -1,7 +1,6 @@
 #include "lib/ir/graph.h"
 
 #include <algorithm>
-#include <set>
 
 namespace whittle {
 
@@ -74,11 +73,15 @@ int Graph::AddNode(Node n) {
 
 int Graph::AddOp(const std::string& name, const std::string& op_type, std::vector<int> inputs, AttributeMap attrs,
                  const std::string& domain) {
-  std::set<std::string> taken;
-  for (const Node& n : nodes_) taken.insert(n.name);
+  auto taken = [&](const std::string& s) {
+    if (index_.count(s)) return true;
+    for (const Node& m : nodes_)
+      if (m.name == s) return true;
+    return false;
+  };
   Node n;
   n.name = name;
-  for (int i = 1; taken.count(n.name) || index_.count(n.name); ++i) n.name = name + "_" + std::to_string(i);
+  for (int i = 1; taken(n.name); ++i) n.name = name + "_" + std::to_string(i);
   n.op_type = op_type;
   n.domain = domain;
   n.inputs = std::move(inputs);
