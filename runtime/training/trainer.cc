@@ -140,7 +140,6 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const Graph& student, const G
   for (const auto& h : options.hints) go.hints.push_back(h.first);
   if (!options.hints.empty() && !teacher) return InvalidArgument("a hint (feature) loss needs a teacher");
   if (!(options.hint_weight >= 0)) return InvalidArgument("the hint weight must be >= 0");
-  t->hint_count_ = options.hints.size();
   WH_ASSIGN_OR_RETURN(TrainingGraph tg, BuildTrainingGraph(student, t->opts_.temperature, go));
   for (const StateUpdate& su : tg.state) {
     t->state_names_.push_back(su.initializer);
@@ -193,9 +192,9 @@ StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, con
   const float a = (1.f - alpha) / static_cast<float>(B), b = alpha * T / static_cast<float>(B);
   std::vector<float> p_teacher;
   std::vector<Tensor> features;  // the teacher's hint tensors
-  if (alpha > 0 || hint_count_ > 0) {
+  if (alpha > 0 || !opts_.hints.empty()) {
     Tensor tz = teacher_logits;
-    if (!tz.defined() || hint_count_ > 0) {
+    if (!tz.defined() || !opts_.hints.empty()) {
       WH_ASSIGN_OR_RETURN(std::vector<Tensor> tout, teacher_->Run({{teacher_->inputs()[0].name, x}}));
       tz = tout[0];
       features.assign(tout.begin() + 1, tout.end());
@@ -230,7 +229,7 @@ StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, con
   for (size_t i = 0; i < state_names_.size(); ++i) in[state_names_[i]] = state_values_[i];
   for (const QuantizedParam& q : quantized_)
     if (!q.live_scale.empty()) in[q.live_scale] = LiveScale(*Latent(q.latent), q);
-  for (size_t i = 0; i < hint_count_; ++i) {
+  for (size_t i = 0; i < opts_.hints.size(); ++i) {
     if (i >= features.size() || features[i].dtype() != DType::kFloat32)
       return InvalidArgument("hint: the teacher's tensor '" + opts_.hints[i].second + "' is not float32");
     const Graph& tg = train_->graph();
@@ -250,8 +249,8 @@ StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, con
   }
   WH_ASSIGN_OR_RETURN(*outs, train_->Run(in));
   double hint_loss = 0;
-  for (size_t i = 0; i < hint_count_; ++i) {
-    const Tensor& sv = (*outs)[outs->size() - hint_count_ + i];
+  for (size_t i = 0; i < opts_.hints.size(); ++i) {
+    const Tensor& sv = (*outs)[outs->size() - opts_.hints.size() + i];
     if (sv.dims() != features[i].dims())
       return InvalidArgument("hint '" + opts_.hints[i].first + "' = '" + opts_.hints[i].second + "': the student's " +
                              DimsToString(sv.dims()) + " and the teacher's " + DimsToString(features[i].dims()) +
@@ -296,7 +295,7 @@ StatusOr<StepResult> Trainer::Gradients(const Tensor& x, const Tensor& labels, s
   const size_t P = params_.size();
   grads->assign(outs.begin() + 1, outs.begin() + 1 + static_cast<std::ptrdiff_t>(P));
   pending_state_.assign(outs.begin() + 1 + static_cast<std::ptrdiff_t>(P),
-                        outs.end() - static_cast<std::ptrdiff_t>(hint_count_));
+                        outs.end() - static_cast<std::ptrdiff_t>(opts_.hints.size()));
   return r;
 }
 
@@ -389,7 +388,7 @@ StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
   if (augment && (data.inputs.dtype() != DType::kFloat32 || data.inputs.rank() < 3))
     return InvalidArgument("image augmentation needs float32 images [N, ..., H, W]; the training data is " +
                            std::string(DTypeName(data.inputs.dtype())) + " " + DimsToString(data.inputs.dims()));
-  const bool cache = opts_.cache_teacher && !augment && opts_.alpha > 0 && teacher_ && hint_count_ == 0;
+  const bool cache = opts_.cache_teacher && !augment && opts_.alpha > 0 && teacher_ && opts_.hints.empty();
   Prefetcher loader(steps, [&](int64_t s) {
     const int64_t b0 = s * opts_.batch, b1 = std::min(n, b0 + opts_.batch);
     Prefetcher::Batch b(GatherRows(data.inputs, order, b0, b1),

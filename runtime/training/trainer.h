@@ -152,7 +152,6 @@ class Trainer {
   std::vector<std::string> state_names_;
   std::vector<Tensor> state_values_;
   std::vector<Tensor> pending_state_;  // the last Gradients() call's updated state
-  size_t hint_count_ = 0;
   int64_t adam_t_ = 0;
   // Teacher logits per sample of the data set last trained on (see TrainOptions::cache_teacher).
   const void* cache_for_ = nullptr;
