@@ -1,7 +1,8 @@
 // Kernel of ai.whittle BlockCirculantMatMul (lib/ops/circulant.cc): the factory reads the
 // attributes and checks them, the block vectors and the bias at load when they are constants
-// (always, as compress-model writes them); the fast CPU kernel needs constant blocks (their
-// spectra are computed at load), otherwise the reference kernel runs and each call checks.
+// (always, as compress-model writes them: the CPU kernel transforms the blocks once at load),
+// otherwise on every call (the CPU kernel then transforms them per call). Also the kernel of
+// BlockCirculantMatMulGradWeight, the blocks' gradient fine-tuning runs (through FFTs on the CPU).
 #include <memory>
 #include <string>
 
@@ -25,9 +26,9 @@ StatusOr<std::unique_ptr<OpKernel>> MakeBlockCirculantMatMul(const KernelInit& i
     if (!s.ok()) return InvalidArgument(init.node_name + ": " + s.message());
     return kCirculant.Make(init.backend, &CirculantFns::make, a, init);
   }
-  // Computed blocks or bias (not what compress-model writes): checked on every call.
-  WH_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> inner,
-                      kCirculant.Make(Backend::kReference, &CirculantFns::make, a, init));
+  // Computed blocks or bias (a training graph's params, a gradient's transposed blocks): the FFT
+  // kernel transforms them per call; both kernels check them on every call.
+  WH_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> inner, kCirculant.Make(init.backend, &CirculantFns::make, a, init));
   const std::string name = init.node_name;
   std::shared_ptr<OpKernel> k(std::move(inner));
   return WrapFnKernel([a, k, name](KernelContext& ctx) -> Status {
@@ -37,10 +38,17 @@ StatusOr<std::unique_ptr<OpKernel>> MakeBlockCirculantMatMul(const KernelInit& i
   });
 }
 
+StatusOr<std::unique_ptr<OpKernel>> MakeBlockCirculantMatMulGradWeight(const KernelInit& init) {
+  const CirculantAttrs a = CirculantAttrsOf(init.attrs);
+  if (Status s = CheckCirculantAttrs(a); !s.ok()) return InvalidArgument(init.node_name + ": " + s.message());
+  return kCirculant.Make(init.backend, &CirculantFns::grad_weight, a, init);
+}
+
 }  // namespace
 
 void RegisterCirculantKernels(KernelRegistry& r) {
   r.Register(kWhittleDomain, "BlockCirculantMatMul", MakeBlockCirculantMatMul);
+  r.Register(kWhittleDomain, "BlockCirculantMatMulGradWeight", MakeBlockCirculantMatMulGradWeight);
 }
 
 }  // namespace whittle

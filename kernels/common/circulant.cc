@@ -32,6 +32,18 @@ Status CheckCirculantTensors(const CirculantAttrs& a, const Tensor& blocks, cons
   return Status::Ok();
 }
 
+Status CheckCirculantGradWeightShapes(const CirculantAttrs& a, const Tensor& dy, const Tensor& x) {
+  const bool ok = dy.dtype() == DType::kFloat32 && x.dtype() == DType::kFloat32 && x.rank() >= 1 &&
+                  dy.rank() == x.rank() && x.dims().back() == a.k && dy.dims().back() == a.n &&
+                  std::equal(x.dims().begin(), x.dims().end() - 1, dy.dims().begin());
+  if (!ok)
+    return InvalidArgument("BlockCirculantMatMulGradWeight: dY " + std::string(DTypeName(dy.dtype())) + " " +
+                           DimsToString(dy.dims()) + " and A " + DTypeName(x.dtype()) + " " + DimsToString(x.dims()) +
+                           " must be float32 [..., " + std::to_string(a.n) + "] and [..., " + std::to_string(a.k) +
+                           "] with the same leading dims");
+  return Status::Ok();
+}
+
 void ExpandCirculant(const CirculantAttrs& a, const float* blocks, float* w) {
   const int64_t B = a.block, Q = a.q();
   for (int64_t r = 0; r < a.n; ++r)

@@ -34,6 +34,10 @@ inline CirculantAttrs CirculantAttrsOf(const AttributeMap& at) {
 Status CheckCirculantAttrs(const CirculantAttrs& a);
 Status CheckCirculantTensors(const CirculantAttrs& a, const Tensor& blocks, const Tensor* bias);
 
+// The inputs of ai.whittle BlockCirculantMatMulGradWeight(dY, A): float32 A [..., K] and dY
+// [..., N] with the same leading dims.
+Status CheckCirculantGradWeightShapes(const CirculantAttrs& a, const Tensor& dy, const Tensor& x);
+
 // The dense weight the blocks stand for, [N, K] row-major (padding dropped).
 void ExpandCirculant(const CirculantAttrs& a, const float* blocks, float* w);
 

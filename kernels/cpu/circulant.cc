@@ -9,8 +9,10 @@
 // dense. FFTW plans are made once per (B, count) under a lock (the planner is not thread-safe),
 // FFTW_ESTIMATE so every process picks the same algorithm, and executed with the new-array
 // functions on per-thread buffers from fftwf_malloc (the planning arrays' alignment).
+#include <Eigen/Core>
 #include <fftw3.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -69,43 +71,86 @@ class FftwScratch {
   size_t n_ = 0;
 };
 
+// Bins whose spectra are real for real blocks: 0, and B/2 when B is even.
+bool RealBin(int64_t f, int64_t B) { return f == 0 || 2 * f == B; }
+
+// The spectra of the block vectors (1/B folded in) as one packed GEMM operand per bin f: [Q, P]
+// real for bins 0 and B/2, otherwise [2Q, 2P] [[Cr Ci] [-Ci Cr]]. A direct DFT in double against a
+// twiddle table (P*Q*H*B multiply-adds: a dense GEMV's worth, so computing it per call for
+// computed blocks costs about one row of the product).
+std::vector<PackedGemmB> BinOperands(const CirculantAttrs& a, const float* c, SimdIsa isa) {
+  const int64_t B = a.block, P = a.p(), Q = a.q(), H = B / 2 + 1;
+  std::vector<double> cs(static_cast<size_t>(B)), sn(cs.size());
+  const double w = 2 * 3.14159265358979323846 / static_cast<double>(B);
+  for (int64_t t = 0; t < B; ++t) {
+    cs[static_cast<size_t>(t)] = std::cos(w * static_cast<double>(t));
+    sn[static_cast<size_t>(t)] = std::sin(w * static_cast<double>(t));
+  }
+  std::vector<double> re(static_cast<size_t>(P * Q * H)), im(re.size());
+  for (int64_t pq = 0; pq < P * Q; ++pq)
+    for (int64_t f = 0; f < H; ++f) {
+      double sr = 0, si = 0;
+      for (int64_t t = 0; t < B; ++t) {
+        const size_t e = static_cast<size_t>((f * t) % B);
+        sr += c[pq * B + t] * cs[e];
+        si -= c[pq * B + t] * sn[e];
+      }
+      re[static_cast<size_t>(pq * H + f)] = sr / static_cast<double>(B);
+      im[static_cast<size_t>(pq * H + f)] = si / static_cast<double>(B);
+    }
+  std::vector<PackedGemmB> bins;
+  bins.reserve(static_cast<size_t>(H));
+  for (int64_t f = 0; f < H; ++f) {
+    const bool real = RealBin(f, B);
+    const int64_t kr = real ? Q : 2 * Q, nc = real ? P : 2 * P;
+    std::vector<float> m(static_cast<size_t>(kr * nc));  // [kr, nc] row-major
+    for (int64_t p = 0; p < P; ++p)
+      for (int64_t q = 0; q < Q; ++q) {
+        const size_t e = static_cast<size_t>((p * Q + q) * H + f);
+        const float cr = static_cast<float>(re[e]), ci = static_cast<float>(im[e]);
+        m[static_cast<size_t>(q * nc + p)] = cr;
+        if (real) continue;
+        m[static_cast<size_t>(q * nc + P + p)] = ci;
+        m[static_cast<size_t>((Q + q) * nc + p)] = -ci;
+        m[static_cast<size_t>((Q + q) * nc + P + p)] = cr;
+      }
+    bins.emplace_back(m.data(), false, kr, nc, isa);
+  }
+  return bins;
+}
+
+// The real FFT of every row of x [M, L] cut into `count` blocks of B (zero-padded past L), laid
+// out per bin: bin f's slice (M rows, 2*count floats [re | im] apart, count when the bin is
+// real) starts at out + f * M * 2 * count.
+void RowSpectra(const float* x, int64_t M, int64_t L, int64_t B, int64_t count, int threads, float* out) {
+  const FftPlans& plan = PlansFor(B, count);
+  const int64_t H = B / 2 + 1;
+  ParallelFor(M, threads, [&](int64_t m) {
+    thread_local FftwScratch<float> rbuf;
+    thread_local FftwScratch<fftwf_complex> cbuf;
+    float* r = rbuf.get(static_cast<size_t>(count * B));
+    fftwf_complex* c = cbuf.get(static_cast<size_t>(count * H));
+    std::copy(x + m * L, x + (m + 1) * L, r);
+    std::fill(r + L, r + count * B, 0.f);
+    fftwf_execute_dft_r2c(plan.r2c, r, c);
+    for (int64_t f = 0; f < H; ++f) {
+      const bool real = RealBin(f, B);
+      float* row = out + f * M * 2 * count + m * (real ? count : 2 * count);
+      for (int64_t q = 0; q < count; ++q) row[q] = c[q * H + f][0];
+      if (!real)
+        for (int64_t q = 0; q < count; ++q) row[count + q] = c[q * H + f][1];
+    }
+  });
+}
+
 class CirculantKernel : public OpKernel {
  public:
-  CirculantKernel(const CirculantAttrs& a, const Tensor& blocks, SimdIsa isa)
-      : a_(a), B_(a.block), P_(a.p()), Q_(a.q()), H_(a.block / 2 + 1) {
-    fwd_ = &PlansFor(B_, Q_);
+  // blocks null: computed at run time (a training graph's param, or the transposed blocks of a
+  // gradient), checked and transformed on every call.
+  CirculantKernel(const CirculantAttrs& a, const Tensor* blocks, SimdIsa isa)
+      : a_(a), B_(a.block), P_(a.p()), Q_(a.q()), H_(a.block / 2 + 1), isa_(isa) {
     inv_ = &PlansFor(B_, P_);
-    // The spectra C_pq[f] = sum_t c[t] e^{-2 pi i f t / B} (FFTW's forward sign), in double.
-    const float* c = blocks.data<float>();
-    std::vector<double> re(static_cast<size_t>(P_ * Q_ * H_)), im(re.size());
-    const double w = 2 * 3.14159265358979323846 / static_cast<double>(B_);
-    for (int64_t pq = 0; pq < P_ * Q_; ++pq)
-      for (int64_t f = 0; f < H_; ++f) {
-        double sr = 0, si = 0;
-        for (int64_t t = 0; t < B_; ++t) {
-          const double ang = w * static_cast<double>((f * t) % B_);
-          sr += c[pq * B_ + t] * std::cos(ang);
-          si -= c[pq * B_ + t] * std::sin(ang);
-        }
-        re[static_cast<size_t>(pq * H_ + f)] = sr / static_cast<double>(B_);
-        im[static_cast<size_t>(pq * H_ + f)] = si / static_cast<double>(B_);
-      }
-    for (int64_t f = 0; f < H_; ++f) {
-      const bool real = RealBin(f);
-      const int64_t kr = real ? Q_ : 2 * Q_, nc = real ? P_ : 2 * P_;
-      std::vector<float> m(static_cast<size_t>(kr * nc));  // [kr, nc] row-major
-      for (int64_t p = 0; p < P_; ++p)
-        for (int64_t q = 0; q < Q_; ++q) {
-          const size_t e = static_cast<size_t>((p * Q_ + q) * H_ + f);
-          const float cr = static_cast<float>(re[e]), ci = static_cast<float>(im[e]);
-          m[static_cast<size_t>(q * nc + p)] = cr;
-          if (real) continue;
-          m[static_cast<size_t>(q * nc + P_ + p)] = ci;
-          m[static_cast<size_t>((Q_ + q) * nc + p)] = -ci;
-          m[static_cast<size_t>((Q_ + q) * nc + P_ + p)] = cr;
-        }
-      bins_.emplace_back(m.data(), false, kr, nc, isa);
-    }
+    if (blocks) bins_ = BinOperands(a_, blocks->data<float>(), isa_);
   }
 
   Status Compute(KernelContext& ctx) const override {
@@ -113,10 +158,16 @@ class CirculantKernel : public OpKernel {
     if (x.rank() < 1 || x.dims().back() != a_.k)
       return InvalidArgument("BlockCirculantMatMul: A " + DimsToString(x.dims()) + " must end in in_features " +
                              std::to_string(a_.k));
+    const Tensor* bias_t = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+    std::vector<PackedGemmB> computed;
+    if (bins_.empty()) {
+      WH_RETURN_IF_ERROR(CheckCirculantTensors(a_, *ctx.inputs[1], bias_t));
+      computed = BinOperands(a_, ctx.inputs[1]->data<float>(), isa_);
+    }
+    const std::vector<PackedGemmB>& bins = bins_.empty() ? computed : bins_;
     const int64_t M = x.numel() / a_.k;
     if (M == 0) return Status::Ok();
-    const float* A = x.data<float>();
-    const float* bias = ctx.inputs.size() > 2 && ctx.inputs[2] ? ctx.inputs[2]->data<float>() : nullptr;
+    const float* bias = bias_t ? bias_t->data<float>() : nullptr;
     float* Y = ctx.outputs[0]->data<float>();
     // Bin f of the inputs: rows of 2Q floats ([Xr | Xi], Q when the bin is real); of the outputs:
     // rows of 2P. One slice per bin, M rows each.
@@ -125,27 +176,12 @@ class CirculantKernel : public OpKernel {
     ys.resize(static_cast<size_t>(H_ * M * 2 * P_));
     float* X = xs.data();
     float* Yb = ys.data();
-    const int64_t B = B_, P = P_, Q = Q_, H = H_, K = a_.k, N = a_.n;
-    ParallelFor(M, ctx.num_threads, [&](int64_t m) {
-      thread_local FftwScratch<float> rbuf;
-      thread_local FftwScratch<fftwf_complex> cbuf;
-      float* r = rbuf.get(static_cast<size_t>(Q * B));
-      fftwf_complex* c = cbuf.get(static_cast<size_t>(Q * H));
-      std::copy(A + m * K, A + (m + 1) * K, r);
-      std::fill(r + K, r + Q * B, 0.f);
-      fftwf_execute_dft_r2c(fwd_->r2c, r, c);
-      for (int64_t f = 0; f < H; ++f) {
-        const bool real = RealBin(f);
-        float* row = X + f * M * 2 * Q + m * (real ? Q : 2 * Q);
-        for (int64_t q = 0; q < Q; ++q) row[q] = c[q * H + f][0];
-        if (!real)
-          for (int64_t q = 0; q < Q; ++q) row[Q + q] = c[q * H + f][1];
-      }
-    });
+    const int64_t B = B_, P = P_, Q = Q_, H = H_, N = a_.n;
+    RowSpectra(x.data<float>(), M, a_.k, B, Q, ctx.num_threads, X);
     for (int64_t f = 0; f < H; ++f) {
-      const bool real = RealBin(f);
-      bins_[static_cast<size_t>(f)].Multiply(M, X + f * M * 2 * Q, real ? Q : 2 * Q, Yb + f * M * 2 * P,
-                                             real ? P : 2 * P, nullptr, false, ctx.num_threads);
+      const bool real = RealBin(f, B);
+      bins[static_cast<size_t>(f)].Multiply(M, X + f * M * 2 * Q, real ? Q : 2 * Q, Yb + f * M * 2 * P,
+                                            real ? P : 2 * P, nullptr, false, ctx.num_threads);
     }
     ParallelFor(M, ctx.num_threads, [&](int64_t m) {
       thread_local FftwScratch<float> rbuf;
@@ -153,7 +189,7 @@ class CirculantKernel : public OpKernel {
       float* r = rbuf.get(static_cast<size_t>(P * B));
       fftwf_complex* c = cbuf.get(static_cast<size_t>(P * H));
       for (int64_t f = 0; f < H; ++f) {
-        const bool real = RealBin(f);
+        const bool real = RealBin(f, B);
         const float* row = Yb + f * M * 2 * P + m * (real ? P : 2 * P);
         for (int64_t p = 0; p < P; ++p) {
           c[p * H + f][0] = row[p];
@@ -172,23 +208,81 @@ class CirculantKernel : public OpKernel {
   }
 
  private:
-  // Bins whose spectra are real for real blocks: 0, and B/2 when B is even.
-  bool RealBin(int64_t f) const { return f == 0 || 2 * f == B_; }
-
   CirculantAttrs a_;
   int64_t B_, P_, Q_, H_;
-  const FftPlans* fwd_ = nullptr;  // count Q
+  SimdIsa isa_;
   const FftPlans* inv_ = nullptr;  // count P
-  std::vector<PackedGemmB> bins_;  // per bin: [Q, P] real, or [2Q, 2P] [[Cr Ci] [-Ci Cr]]
+  std::vector<PackedGemmB> bins_;  // constant blocks' operands; empty when computed per call
+};
+
+// dblocks = d/dblocks sum(Y * dY) (kernels/reference/circulant.h) through the FFTs: block (p, q)'s
+// gradient is the batch sum of the circular cross-correlation of dy_p with x_q, whose spectrum
+// is sum_m G_p[f] conj(X_q[f]). For one bin that is a complex product over the rows,
+// [Gr Gi]^T (2P x M) times [Xr Xi] (M x 2Q): Re = Gr^T Xr + Gi^T Xi, Im = Gi^T Xr - Gr^T Xi
+// (bins 0 and B/2: Gr^T Xr). Then one c2r per block, / B. Per call: r2c of the rows of A and
+// dY, one [2P, M] x [M, 2Q] product per bin (Eigen, bins in parallel), P*Q inverse FFTs.
+class CirculantGradWeightKernel : public OpKernel {
+ public:
+  explicit CirculantGradWeightKernel(const CirculantAttrs& a) : a_(a) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor& dy = *ctx.inputs[0];
+    const Tensor& x = *ctx.inputs[1];
+    WH_RETURN_IF_ERROR(CheckCirculantGradWeightShapes(a_, dy, x));
+    const int64_t B = a_.block, P = a_.p(), Q = a_.q(), H = B / 2 + 1, M = x.numel() / a_.k;
+    float* out = ctx.outputs[0]->data<float>();
+    if (M == 0) {
+      std::fill(out, out + P * Q * B, 0.f);
+      return Status::Ok();
+    }
+    std::vector<float> xs(static_cast<size_t>(H * M * 2 * Q)), gs(static_cast<size_t>(H * M * 2 * P));
+    RowSpectra(x.data<float>(), M, a_.k, B, Q, ctx.num_threads, xs.data());
+    RowSpectra(dy.data<float>(), M, a_.n, B, P, ctx.num_threads, gs.data());
+    using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    static std::once_flag eigen_once;  // Eigen's blocking parameters, before concurrent use
+    std::call_once(eigen_once, [] { Eigen::initParallel(); });
+    ScopedOmpThreads omp(ctx.num_threads);  // a product outside a parallel region uses at most these
+    // spec[(p * Q + q) * H + f]: the blocks' gradient spectra, the layout the c2r plan reads.
+    fftwf_complex* spec = static_cast<fftwf_complex*>(fftwf_malloc(sizeof(fftwf_complex) * P * Q * H));
+    ParallelFor(H, ctx.num_threads, [&](int64_t f) {
+      const bool real = RealBin(f, B);
+      const int64_t wp = real ? P : 2 * P, wq = real ? Q : 2 * Q;
+      Eigen::Map<const RowMat> G(gs.data() + f * M * 2 * P, M, wp), X(xs.data() + f * M * 2 * Q, M, wq);
+      RowMat D(wp, wq);
+      D.noalias() = G.transpose() * X;
+      for (int64_t p = 0; p < P; ++p)
+        for (int64_t q = 0; q < Q; ++q) {
+          fftwf_complex& s = spec[(p * Q + q) * H + f];
+          s[0] = real ? D(p, q) : D(p, q) + D(P + p, Q + q);
+          s[1] = real ? 0.f : D(P + p, q) - D(p, Q + q);
+        }
+    });
+    // Into FFTW-allocated memory: the new-array execute needs the planning arrays' alignment.
+    float* r = fftwf_alloc_real(static_cast<size_t>(P * Q * B));
+    fftwf_execute_dft_c2r(PlansFor(B, P * Q).c2r, spec, r);
+    const float inv = 1.f / static_cast<float>(B);
+    for (int64_t i = 0; i < P * Q * B; ++i) out[i] = r[i] * inv;
+    fftwf_free(r);
+    fftwf_free(spec);
+    return Status::Ok();
+  }
+
+ private:
+  CirculantAttrs a_;
 };
 
 KernelOr Make(const CirculantAttrs& a, const KernelInit& init) {
   const SimdIsa isa = ActiveSimdIsa();
-  if (isa == SimdIsa::kScalar || init.const_inputs.size() < 2 || !init.const_inputs[1]) return KernelOr(nullptr);
-  return std::unique_ptr<OpKernel>(new CirculantKernel(a, *init.const_inputs[1], isa));
+  if (isa == SimdIsa::kScalar) return KernelOr(nullptr);
+  const Tensor* blocks = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
+  return std::unique_ptr<OpKernel>(new CirculantKernel(a, blocks, isa));
+}
+
+KernelOr MakeGradWeight(const CirculantAttrs& a, const KernelInit&) {
+  return std::unique_ptr<OpKernel>(new CirculantGradWeightKernel(a));
 }
 
 }  // namespace
-const CirculantFns kCirculantFns{Make};
+const CirculantFns kCirculantFns{Make, MakeGradWeight};
 }  // namespace cpu
 }  // namespace whittle

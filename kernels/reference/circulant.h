@@ -13,10 +13,17 @@ namespace whittle {
 Status BlockCirculantMatMulReference(const CirculantAttrs& a, const Tensor& x, const Tensor& blocks, const Tensor* bias,
                                      Tensor* y);
 
+// dblocks [P, Q, B] = d/dblocks sum(BlockCirculantMatMul(A, blocks) * dY): each entry the sum of
+// dY[m, n] A[m, k] over the rows m and the (n, k) inside W on its block's wrapped diagonal, in
+// double. dy and x checked by the caller (CheckCirculantGradWeightShapes).
+void BlockCirculantGradWeightReference(const CirculantAttrs& a, const Tensor& dy, const Tensor& x, Tensor* dblocks);
+
 // make: the kernel for one node; a backend returns null where it has no fast path (then the
 // reference kernel runs). init's blocks and bias, when constant, are already checked.
+// grad_weight: the kernel of BlockCirculantMatMulGradWeight (shapes checked on every call).
 struct CirculantFns {
   KernelOr (*make)(const CirculantAttrs& a, const KernelInit& init);
+  KernelOr (*grad_weight)(const CirculantAttrs& a, const KernelInit& init);
 };
 
 namespace reference {

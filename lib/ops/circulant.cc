@@ -4,6 +4,10 @@
 // B x B circulant block of W [N, K] (the convention is in kernels/common/circulant.h:
 // W[pB+i, qB+j] = blocks[p, q, (i-j) mod B]); bias float32 [N]; Y [..., N] = A W^T + bias.
 // Shapes are checked here whenever they are known, and again by the kernel at load.
+// Its gradient op, which fine-tuning emits (the input's gradient is BlockCirculantMatMul itself
+// against the transposed blocks):
+//   dblocks = BlockCirculantMatMulGradWeight(dY, A)   the same attributes; dY [..., N], A [..., K]
+// dblocks [P, Q, B] = d/dblocks sum(BlockCirculantMatMul(A, blocks) * dY).
 #include <string>
 
 #include "kernels/common/circulant.h"
@@ -52,6 +56,23 @@ Status InferBlockCirculantMatMul(InferContext& ctx) {
   return Status::Ok();
 }
 
+Status InferBlockCirculantMatMulGradWeight(InferContext& ctx) {
+  const CirculantAttrs a = CirculantAttrsOf(ctx.attrs());
+  if (Status s = CheckCirculantAttrs(a); !s.ok()) return ctx.Error(s.message());
+  const char* names[] = {"dY", "A"};
+  const int64_t last[] = {a.n, a.k};
+  for (int i = 0; i < 2; ++i) {
+    const DType t = ctx.InputDType(i);
+    if (t != DType::kUndefined && t != DType::kFloat32)
+      return ctx.Error(std::string(names[i]) + " is " + DTypeName(t) + ", expected float32");
+    if (const SymShape* s = ctx.InputShape(i))
+      if (s->empty() || (s->back().known() && s->back().value != last[i]))
+        return ctx.Error(std::string(names[i]) + " " + SymShapeToString(*s) + " must end in " + std::to_string(last[i]));
+  }
+  ctx.SetOutput(0, DType::kFloat32, SymShape{Dim(a.p()), Dim(a.q()), Dim(a.block)});
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterCirculantOps(OpRegistry& r) {
@@ -63,7 +84,12 @@ void RegisterCirculantOps(OpRegistry& r) {
   d.attrs = {{"block", AttrType::kInt, true}, {"out_features", AttrType::kInt, true}, {"in_features", AttrType::kInt, true}};
   d.check = CheckCirculantNode;
   d.infer = InferBlockCirculantMatMul;
+  OpDef grad = d;
   r.Register(std::move(d));
+  grad.op_type = "BlockCirculantMatMulGradWeight";
+  grad.min_inputs = grad.max_inputs = 2;
+  grad.infer = InferBlockCirculantMatMulGradWeight;
+  r.Register(std::move(grad));
 }
 
 }  // namespace whittle

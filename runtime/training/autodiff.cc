@@ -19,6 +19,7 @@ namespace {
 // Slots whose constant float input is a trainable weight.
 bool TrainableSlot(const Node& n, size_t slot) {
   if (n.domain == kWhittleDomain && n.op_type == "CodebookMatMul") return slot == 1 || slot == 3;  // codebook, bias
+  if (n.domain == kWhittleDomain && n.op_type == "BlockCirculantMatMul") return slot >= 1;  // block vectors, bias
   if (!n.domain.empty()) return false;
   if (n.op_type == "Gemm" || n.op_type == "Conv") return slot <= 2;
   if (n.op_type == "MatMul") return slot <= 1;
@@ -99,8 +100,6 @@ StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature
                       LiftQuantizedWeights(g, &tg.quantized, options.refresh_weight_scales, &live_scales));
   WH_ASSIGN_OR_RETURN(std::set<int> binary_latent, LiftBinaryWeights(g, &tg.binary));
   latent.insert(binary_latent.begin(), binary_latent.end());
-  WH_ASSIGN_OR_RETURN(std::set<int> circulant_blocks, LiftCirculant(g));
-  latent.insert(circulant_blocks.begin(), circulant_blocks.end());
   if (g.inputs().size() != 1) return InvalidArgument("fine-tuning needs a model with exactly one data input");
   for (int v : live_scales) g.inputs().push_back(v);
   WH_RETURN_IF_ERROR(InferShapes(g));

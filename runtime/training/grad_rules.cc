@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "kernels/common/circulant.h"
 #include "kernels/common/codebook.h"
 #include "lib/ops/op_def.h"
 #include "runtime/training/lift.h"
@@ -122,6 +123,35 @@ StatusOr<InputGrads> CodebookMatMulGrad(Emitter& e, const Graph& g, const Node& 
   return r;
 }
 
+// Block-circulant layers (ai.whittle BlockCirculantMatMul, W[pB+i, qB+j] = c_pq[(i-j) mod B]):
+// the gradients run through FFTs as the forward does. W^T is block-circulant too — its block
+// (q, p) is c_pq reversed, c'[d] = c[(-d) mod B] — so dA = BlockCirculantMatMul(dY, blocks
+// transposed and reversed) with the features swapped; dblocks = BlockCirculantMatMulGradWeight
+// (the batch's circular cross-correlations, in the frequency domain); dbias sums dY's rows.
+StatusOr<InputGrads> CirculantGrad(Emitter& e, const Node& n, int dy, const Need& need) {
+  InputGrads r;
+  const CirculantAttrs a = CirculantAttrsOf(n.attrs);
+  WH_RETURN_IF_ERROR(CheckCirculantAttrs(a).WithContext(n.DebugName()));
+  if (need(0)) {
+    AttributeMap perm;
+    perm.Set("perm", Attribute::Ints({1, 0, 2}));
+    std::vector<int64_t> rev(static_cast<size_t>(a.block));
+    for (int64_t d = 0; d < a.block; ++d) rev[static_cast<size_t>(d)] = (a.block - d) % a.block;
+    AttributeMap axis;
+    axis.Set("axis", Attribute::Int(2));
+    const int bt = e.Op("Gather", {e.Op("Transpose", {n.inputs[1]}, perm), e.Int64s(rev)}, axis);
+    AttributeMap t;
+    t.Set("block", Attribute::Int(a.block));
+    t.Set("out_features", Attribute::Int(a.k));
+    t.Set("in_features", Attribute::Int(a.n));
+    r.push_back({0, e.Op("BlockCirculantMatMul", {dy, bt}, t, kWhittleDomain)});
+  }
+  if (need(1)) r.push_back({1, e.Op("BlockCirculantMatMulGradWeight", {dy, n.inputs[0]}, n.attrs, kWhittleDomain)});
+  if (n.inputs.size() > 2 && n.inputs[2] >= 0 && need(2))
+    r.push_back({2, e.ReduceSum(e.Op("Reshape", {dy, e.Int64s({-1, a.n})}), {0}, false)});
+  return r;
+}
+
 }  // namespace
 
 StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, const std::vector<int>& dys, const Need& need,
@@ -131,6 +161,8 @@ StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, const std
   auto in = [&](size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; };
   if (n.domain == kWhittleDomain && op == "CodebookMatMul" && dys.size() == 1 && dys[0] >= 0)
     return CodebookMatMulGrad(e, g, n, dys[0], need);
+  if (n.domain == kWhittleDomain && op == "BlockCirculantMatMul" && dys.size() == 1 && dys[0] >= 0)
+    return CirculantGrad(e, n, dys[0], need);
   if (n.domain == kWhittleDomain && op == "SignSte" && dys.size() == 1 && dys[0] >= 0) {
     r.push_back({0, dys[0]});  // straight-through: sign's gradient taken as 1
     return r;

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "kernels/common/binary.h"
-#include "kernels/common/circulant.h"
 #include "lib/ir/domain.h"
 
 namespace whittle::training {
@@ -154,55 +153,6 @@ StatusOr<std::set<int>> LiftBinaryWeights(Graph& g, std::vector<BinaryParam>* ou
     out->push_back(std::move(b));
   }
   return latent;
-}
-
-// Replaces each block-circulant layer (ai.whittle BlockCirculantMatMul, W[pB+i, qB+j] =
-// blocks[p, q, (i - j) mod B]) by MatMul(A, Gather(blocks flattened, index [K, N])) (+ bias): the
-// same product, with the block vectors as the param (GatherGrad sums each vector entry's
-// gradient over the weights that share it). Returns the block tensors' ids.
-StatusOr<std::set<int>> LiftCirculant(Graph& g) {
-  std::set<int> params;
-  const size_t count = g.nodes().size();
-  for (size_t ni = 0; ni < count; ++ni) {
-    const Node d = g.nodes()[ni];
-    if (d.domain != kWhittleDomain || d.op_type != "BlockCirculantMatMul") continue;
-    const CirculantAttrs a = CirculantAttrsOf(d.attrs);
-    WH_RETURN_IF_ERROR(CheckCirculantAttrs(a).WithContext(d.DebugName()));
-    const Tensor* blocks = d.inputs.size() > 1 ? g.ConstInput(d, 1, DType::kFloat32) : nullptr;
-    if (!blocks || blocks->numel() != a.p() * a.q() * a.block)
-      return Unimplemented(d.DebugName() + ": fine-tuning needs constant block vectors [P, Q, B]");
-    Tensor idx(DType::kInt32, {a.k, a.n});
-    for (int64_t col = 0; col < a.k; ++col)
-      for (int64_t row = 0; row < a.n; ++row) {
-        const int64_t p = row / a.block, i = row % a.block, q = col / a.block, j = col % a.block;
-        idx.data<int32_t>()[col * a.n + row] =
-            static_cast<int32_t>((p * a.q() + q) * a.block + ((i - j) % a.block + a.block) % a.block);
-      }
-    params.insert(d.inputs[1]);
-    auto add = [&](const std::string& op, std::vector<int> in) { return g.AddOp(d.name + "/train_" + op, op, std::move(in)); };
-    const int flat = add("Reshape", {d.inputs[1], g.AddInitializer(g.UniqueName(d.name + "/flat"),
-                                                                  Tensor::FromVector<int64_t>({1}, {-1}))});
-    const int wt = add("Gather", {flat, g.AddInitializer(g.UniqueName(d.name + "/circulant_index"), idx)});
-    const int bias = d.inputs.size() > 2 ? d.inputs[2] : -1;
-    Node& l = g.nodes()[ni];
-    l.domain.clear();
-    l.op_type = "MatMul";
-    l.attrs = AttributeMap();
-    l.inputs = {d.inputs[0], wt};
-    if (bias >= 0) {
-      const int mm = g.AddValue(g.UniqueName(d.name + "/train_MatMul_out"));
-      const int out = l.outputs[0];
-      l.outputs = {mm};
-      g.value(mm).producer = static_cast<int>(ni);
-      Node addn;
-      addn.name = g.UniqueName(d.name + "/train_Add");
-      addn.op_type = "Add";
-      addn.inputs = {mm, bias};
-      addn.outputs = {out};
-      g.AddNode(std::move(addn));
-    }
-  }
-  return params;
 }
 
 // How many node inputs read value v.

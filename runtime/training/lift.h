@@ -1,8 +1,9 @@
 // Internal to the training engine: how autodiff (runtime/training/autodiff.cc) turns the
 // compressed forms a student stores into trainable float params before differentiating —
 // quantized (QDQ) weights into float latents behind a fake quantization, binarized layers into
-// latents behind SignSte times alpha, block-circulant layers into a Gather of their block
-// vectors — and the quantization arithmetic those and the trainer's export share.
+// latents behind SignSte times alpha — and the quantization arithmetic those and the trainer's
+// export share. (Block-circulant and codebook layers train as they are: their block vectors and
+// codebooks are params of their own ops, differentiated by grad_rules.cc.)
 #pragma once
 
 #include <set>
@@ -26,7 +27,6 @@ int Readers(const Graph& g, int v);
 
 // Each lifting edits g in place and returns the ids of the values that become params.
 StatusOr<std::set<int>> LiftBinaryWeights(Graph& g, std::vector<BinaryParam>* out);
-StatusOr<std::set<int>> LiftCirculant(Graph& g);
 // refresh: live weight scales (QuantizedParam::live_scale); their graph inputs go to *live_inputs.
 StatusOr<std::set<int>> LiftQuantizedWeights(Graph& g, std::vector<QuantizedParam>* out, bool refresh,
                                              std::vector<int>* live_inputs);

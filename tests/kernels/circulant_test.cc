@@ -86,6 +86,67 @@ TEST(BlockCirculantMatMul, ReferenceIsTheExpandedDenseProduct) {
     }
 }
 
+// BlockCirculantMatMulGradWeight: the product is linear in the blocks, so entry i of d/dblocks
+// sum(Y * dY) is sum(Y(e_i) * dY) with Y(e_i) the reference forward of the i-th unit vector — an
+// exact check of the reference that shares nothing with it; then the CPU kernel (FFTs, one
+// product per bin) against the reference on awkward shapes, odd and even blocks, rank 3.
+TEST(BlockCirculantMatMulGradWeight, ReferenceIsTheDerivativeOfTheForward) {
+  RegisterAllOps();
+  // block 3, out 5, in 7: P = 2, Q = 3, padded rows and columns
+  const Tensor x = RandomFloat({4, 7}, 21), dy = RandomFloat({4, 5}, 22);
+  const Node grad = MakeNode("BlockCirculantMatMulGradWeight", 2, 1, Attrs(3, 5, 7), kWhittleDomain);
+  const std::vector<Tensor> g = ExpectBackendsMatchReference(grad, {dy, x}, 1e-4f, 1e-4f, 17, 1, false);
+  ASSERT_EQ(g.size(), 1u);
+  ASSERT_EQ(g[0].dims(), (Dims{2, 3, 3}));
+  const Node fwd = MakeNode("BlockCirculantMatMul", 2, 1, Attrs(3, 5, 7), kWhittleDomain);
+  for (int64_t i = 0; i < 18; ++i) {
+    Tensor e(DType::kFloat32, {2, 3, 3});
+    std::fill(e.data<float>(), e.data<float>() + 18, 0.f);
+    e.data<float>()[i] = 1.f;
+    const std::vector<Tensor> y = ExpectBackendsMatchReference(fwd, {x, e}, 1e-4f, 1e-4f, 17, 1, false);
+    double s = 0;
+    for (int64_t j = 0; j < 20; ++j) s += static_cast<double>(y[0].data<float>()[j]) * dy.data<float>()[j];
+    EXPECT_NEAR(g[0].data<float>()[i], s, 1e-5) << "entry " << i;
+  }
+}
+
+TEST(BlockCirculantMatMulGradWeight, CpuMatchesReference) {
+  RegisterAllOps();
+  struct Case {
+    Dims lead;
+    int64_t n, k, block;
+  };
+  const Case cases[] = {{{1}, 1, 1, 1},     {{64}, 7, 5, 1},   {{1}, 4, 6, 2},    {{9}, 9, 11, 2},
+                        {{5}, 10, 7, 3},    {{2, 3}, 12, 9, 3}, {{64}, 37, 61, 8}, {{3}, 100, 45, 8},
+                        {{1}, 48, 33, 16},  {{64}, 70, 129, 16}, {{17}, 40, 40, 5}, {{0}, 6, 6, 3}};
+  uint32_t seed = 40;
+  for (const Case& c : cases)
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE("lead " + DimsToString(c.lead) + " n " + std::to_string(c.n) + " k " + std::to_string(c.k) +
+                   " block " + std::to_string(c.block) + " threads " + std::to_string(threads));
+      Dims xd = c.lead, yd = c.lead;
+      xd.push_back(c.k);
+      yd.push_back(c.n);
+      const Node node = MakeNode("BlockCirculantMatMulGradWeight", 2, 1, Attrs(c.block, c.n, c.k), kWhittleDomain);
+      ExpectBackendsMatchReference(node, {RandomFloat(yd, seed++), RandomFloat(xd, seed++)}, 1e-4f, 1e-4f, 17, threads);
+    }
+}
+
+TEST(BlockCirculantMatMulGradWeight, MismatchedShapesAreRefused) {
+  RegisterAllOps();
+  Graph g = GraphBuilder(17)
+                .Input("dy", DType::kFloat32, {4, 6})
+                .Input("x", DType::kFloat32, {4, 7})
+                .Op("BlockCirculantMatMulGradWeight", {"dy", "x"}, {"g"}, Attrs(3, 5, 7))
+                .Output("g")
+                .Build();
+  g.nodes()[0].domain = kWhittleDomain;
+  g.opset_imports[kWhittleDomain] = 1;
+  const Status s = InferShapes(g);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("must end in 5"), std::string::npos) << s.message();
+}
+
 TEST(CirculantFit, ExactOnBlockCirculantAndLeastSquaresOtherwise) {
   for (const CirculantAttrs a : {CirculantAttrs{4, 8, 12}, CirculantAttrs{3, 7, 5}, CirculantAttrs{8, 10, 20},
                                  CirculantAttrs{1, 3, 4}}) {

@@ -583,7 +583,7 @@ TEST(TrainStep, BinaryLayersTrainLatentWeightsThroughTheSign) {
   }
 }
 
-// Block-circulant layers (--circulant) train their block vectors: gradients against finite
+// Block-circulant layers (--circulant) train their block vectors through FFTs: gradients against finite
 // differences (sizes not multiples of the block, with and without bias), and the export keeps the
 // BlockCirculantMatMul nodes with the trained vectors.
 TEST(TrainStep, CirculantLayersTrainTheirBlockVectors) {
@@ -607,6 +607,13 @@ TEST(TrainStep, CirculantLayersTrainTheirBlockVectors) {
   const Tensor x = RandomFloat({5, 10}, 74);
   const Tensor y = Labels({0, 3, 1, 2, 3});
   ExpectGradientsMatchFiniteDifferences(g, x, y, &teacher, 0.5f);
+  // The gradients run through the FFT ops, never a dense weight: two forward layers, the second's
+  // input gradient (the first's input is data), and each layer's blocks' gradient.
+  auto tg = BuildTrainingGraph(g, 1.f);
+  ASSERT_TRUE(tg.ok()) << tg.status().message();
+  EXPECT_EQ(::whittle::testing::CountOps(tg->graph, "BlockCirculantMatMul"), 3);
+  EXPECT_EQ(::whittle::testing::CountOps(tg->graph, "BlockCirculantMatMulGradWeight"), 2);
+  EXPECT_EQ(::whittle::testing::CountOps(tg->graph, "MatMul") + ::whittle::testing::CountOps(tg->graph, "Gemm"), 0);
   TrainOptions o;
   o.alpha = 0;
   auto tr = Trainer::Create(g, nullptr, o);
