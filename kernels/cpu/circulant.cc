@@ -9,6 +9,9 @@
 // dense. FFTW plans are made once per (B, count) under a lock (the planner is not thread-safe),
 // FFTW_ESTIMATE so every process picks the same algorithm, and executed with the new-array
 // functions on per-thread buffers from fftwf_malloc (the planning arrays' alignment).
+// Blocks computed at run time (a training graph's param; a gradient's transposed blocks) are
+// transformed per call and multiplied by the plain sgemm. The blocks' gradient op
+// (BlockCirculantMatMulGradWeight) is here too, below the forward kernel.
 #include <Eigen/Core>
 #include <fftw3.h>
 
@@ -23,6 +26,7 @@
 
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/sgemm.h"
 #include "kernels/reference/circulant.h"
 
 namespace whittle {
@@ -74,49 +78,40 @@ class FftwScratch {
 // Bins whose spectra are real for real blocks: 0, and B/2 when B is even.
 bool RealBin(int64_t f, int64_t B) { return f == 0 || 2 * f == B; }
 
-// The spectra of the block vectors (1/B folded in) as one packed GEMM operand per bin f: [Q, P]
-// real for bins 0 and B/2, otherwise [2Q, 2P] [[Cr Ci] [-Ci Cr]]. A direct DFT in double against a
-// twiddle table (P*Q*H*B multiply-adds: a dense GEMV's worth, so computing it per call for
-// computed blocks costs about one row of the product).
-std::vector<PackedGemmB> BinOperands(const CirculantAttrs& a, const float* c, SimdIsa isa) {
+// The spectra of the block vectors (1/B folded in) as one GEMM operand per bin f, stored
+// transposed ([nc][kr], ready for a transB product): [P][Q] real for bins 0 and B/2, otherwise
+// [2P][2Q] with rows p = [Cr -Ci] and P + p = [Ci Cr] — i.e. B = [[Cr Ci] [-Ci Cr]] (2Q x 2P).
+// One batched FFTW r2c over the P*Q blocks, then one pass over them in order that writes every
+// bin's matrix in order (a [kr][nc] fill strides by a row of up to megabytes per entry).
+std::vector<std::vector<float>> BinMatrices(const CirculantAttrs& a, const float* c) {
   const int64_t B = a.block, P = a.p(), Q = a.q(), H = B / 2 + 1;
-  std::vector<double> cs(static_cast<size_t>(B)), sn(cs.size());
-  const double w = 2 * 3.14159265358979323846 / static_cast<double>(B);
-  for (int64_t t = 0; t < B; ++t) {
-    cs[static_cast<size_t>(t)] = std::cos(w * static_cast<double>(t));
-    sn[static_cast<size_t>(t)] = std::sin(w * static_cast<double>(t));
-  }
-  std::vector<double> re(static_cast<size_t>(P * Q * H)), im(re.size());
-  for (int64_t pq = 0; pq < P * Q; ++pq)
-    for (int64_t f = 0; f < H; ++f) {
-      double sr = 0, si = 0;
-      for (int64_t t = 0; t < B; ++t) {
-        const size_t e = static_cast<size_t>((f * t) % B);
-        sr += c[pq * B + t] * cs[e];
-        si -= c[pq * B + t] * sn[e];
+  float* r = fftwf_alloc_real(static_cast<size_t>(P * Q * B));
+  fftwf_complex* spec = fftwf_alloc_complex(static_cast<size_t>(P * Q * H));
+  std::copy(c, c + P * Q * B, r);
+  fftwf_execute_dft_r2c(PlansFor(B, P * Q).r2c, r, spec);
+  std::vector<std::vector<float>> mt(static_cast<size_t>(H));
+  for (int64_t f = 0; f < H; ++f) mt[static_cast<size_t>(f)].resize(static_cast<size_t>(RealBin(f, B) ? P * Q : 4 * P * Q));
+  const float inv = 1.f / static_cast<float>(B);
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t q = 0; q < Q; ++q) {
+      const fftwf_complex* v = spec + (p * Q + q) * H;
+      for (int64_t f = 0; f < H; ++f) {
+        const float re = v[f][0] * inv, im = v[f][1] * inv;
+        float* m = mt[static_cast<size_t>(f)].data();
+        if (RealBin(f, B)) {
+          m[p * Q + q] = re;
+          continue;
+        }
+        const int64_t kr = 2 * Q;
+        m[p * kr + q] = re;
+        m[p * kr + Q + q] = -im;
+        m[(P + p) * kr + q] = im;
+        m[(P + p) * kr + Q + q] = re;
       }
-      re[static_cast<size_t>(pq * H + f)] = sr / static_cast<double>(B);
-      im[static_cast<size_t>(pq * H + f)] = si / static_cast<double>(B);
     }
-  std::vector<PackedGemmB> bins;
-  bins.reserve(static_cast<size_t>(H));
-  for (int64_t f = 0; f < H; ++f) {
-    const bool real = RealBin(f, B);
-    const int64_t kr = real ? Q : 2 * Q, nc = real ? P : 2 * P;
-    std::vector<float> m(static_cast<size_t>(kr * nc));  // [kr, nc] row-major
-    for (int64_t p = 0; p < P; ++p)
-      for (int64_t q = 0; q < Q; ++q) {
-        const size_t e = static_cast<size_t>((p * Q + q) * H + f);
-        const float cr = static_cast<float>(re[e]), ci = static_cast<float>(im[e]);
-        m[static_cast<size_t>(q * nc + p)] = cr;
-        if (real) continue;
-        m[static_cast<size_t>(q * nc + P + p)] = ci;
-        m[static_cast<size_t>((Q + q) * nc + p)] = -ci;
-        m[static_cast<size_t>((Q + q) * nc + P + p)] = cr;
-      }
-    bins.emplace_back(m.data(), false, kr, nc, isa);
-  }
-  return bins;
+  fftwf_free(spec);
+  fftwf_free(r);
+  return mt;
 }
 
 // The real FFT of every row of x [M, L] cut into `count` blocks of B (zero-padded past L), laid
@@ -148,9 +143,14 @@ class CirculantKernel : public OpKernel {
   // blocks null: computed at run time (a training graph's param, or the transposed blocks of a
   // gradient), checked and transformed on every call.
   CirculantKernel(const CirculantAttrs& a, const Tensor* blocks, SimdIsa isa)
-      : a_(a), B_(a.block), P_(a.p()), Q_(a.q()), H_(a.block / 2 + 1), isa_(isa) {
+      : a_(a), B_(a.block), P_(a.p()), Q_(a.q()), H_(a.block / 2 + 1) {
     inv_ = &PlansFor(B_, P_);
-    if (blocks) bins_ = BinOperands(a_, blocks->data<float>(), isa_);
+    if (!blocks) return;
+    const std::vector<std::vector<float>> mt = BinMatrices(a_, blocks->data<float>());
+    for (int64_t f = 0; f < H_; ++f) {
+      const bool real = RealBin(f, B_);
+      bins_.emplace_back(mt[static_cast<size_t>(f)].data(), true, real ? Q_ : 2 * Q_, real ? P_ : 2 * P_, isa);
+    }
   }
 
   Status Compute(KernelContext& ctx) const override {
@@ -159,12 +159,13 @@ class CirculantKernel : public OpKernel {
       return InvalidArgument("BlockCirculantMatMul: A " + DimsToString(x.dims()) + " must end in in_features " +
                              std::to_string(a_.k));
     const Tensor* bias_t = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
-    std::vector<PackedGemmB> computed;
+    // Computed blocks: their matrices made per call and multiplied unpacked (packing them for one
+    // use costs more than the sgemm's own blocking).
+    std::vector<std::vector<float>> computed;
     if (bins_.empty()) {
       WH_RETURN_IF_ERROR(CheckCirculantTensors(a_, *ctx.inputs[1], bias_t));
-      computed = BinOperands(a_, ctx.inputs[1]->data<float>(), isa_);
+      computed = BinMatrices(a_, ctx.inputs[1]->data<float>());
     }
-    const std::vector<PackedGemmB>& bins = bins_.empty() ? computed : bins_;
     const int64_t M = x.numel() / a_.k;
     if (M == 0) return Status::Ok();
     const float* bias = bias_t ? bias_t->data<float>() : nullptr;
@@ -180,8 +181,14 @@ class CirculantKernel : public OpKernel {
     RowSpectra(x.data<float>(), M, a_.k, B, Q, ctx.num_threads, X);
     for (int64_t f = 0; f < H; ++f) {
       const bool real = RealBin(f, B);
-      bins[static_cast<size_t>(f)].Multiply(M, X + f * M * 2 * Q, real ? Q : 2 * Q, Yb + f * M * 2 * P,
-                                            real ? P : 2 * P, nullptr, false, ctx.num_threads);
+      const int64_t kr = real ? Q : 2 * Q, nc = real ? P : 2 * P;
+      if (computed.empty()) {
+        bins_[static_cast<size_t>(f)].Multiply(M, X + f * M * 2 * Q, kr, Yb + f * M * 2 * P, nc, nullptr, false,
+                                               ctx.num_threads);
+      } else {
+        Sgemm(false, true, M, nc, kr, 1.f, X + f * M * 2 * Q, kr, computed[static_cast<size_t>(f)].data(), kr, 0.f,
+              Yb + f * M * 2 * P, nc, ctx.num_threads);
+      }
     }
     ParallelFor(M, ctx.num_threads, [&](int64_t m) {
       thread_local FftwScratch<float> rbuf;
@@ -210,7 +217,6 @@ class CirculantKernel : public OpKernel {
  private:
   CirculantAttrs a_;
   int64_t B_, P_, Q_, H_;
-  SimdIsa isa_;
   const FftPlans* inv_ = nullptr;  // count P
   std::vector<PackedGemmB> bins_;  // constant blocks' operands; empty when computed per call
 };
