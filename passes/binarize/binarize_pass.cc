@@ -21,7 +21,6 @@ const std::set<std::string> kTypes{"Gemm", "MatMul", "Conv"};
 struct BinarizeConfig {
   std::string spec;
   bool binary = false;  // activations=binary
-  bool lower = false;   // lower=1: emit standard ONNX
   LayerSelection select;
   std::vector<std::string> include;
 };
@@ -145,10 +144,6 @@ class BinarizePass : public Pass {
     if (!work.empty() && g.OpsetFor(kWhittleDomain) == 0) g.opset_imports[kWhittleDomain] = 1;
     WH_RETURN_IF_ERROR(g.Compact());
     SetParamsAfter(g, "binarize", &rep);
-    if (c_.lower) {
-      WH_ASSIGN_OR_RETURN(int lowered, LowerBinary(g));
-      rep.notes.push_back("lower=1: " + std::to_string(lowered) + " binarized layers lowered to standard ONNX");
-    }
     return rep;
   }
 
@@ -163,8 +158,8 @@ StatusOr<std::unique_ptr<Pass>> MakeBinarizePass(PassOptions o) {
   c.spec = o.spec();
   WH_ASSIGN_OR_RETURN(std::string act, o.GetChoice("activations", "float", {"float", "binary"}));
   c.binary = act == "binary";
-  WH_ASSIGN_OR_RETURN(int64_t lower, o.GetInt("lower", 0, 0, 1));
-  c.lower = lower != 0;
+  if (o.Has("lower"))  // what compress-model --portable does, for every pass's ops at once
+    return InvalidArgument("--binarize: lower= is gone; write standard ONNX with compress-model --portable");
   for (const std::string& name : o.GetList("include")) {
     if (name.empty()) return InvalidArgument("--binarize: include= has an empty layer name");
     c.include.push_back(name);
@@ -186,7 +181,8 @@ const char* BinarizePassHelp() {
          "                            XNOR + popcount\n"
          "  include=NAME,...          binarize these even when first or last\n"
          "  exclude=NAME,...          leave these nodes alone\n"
-         "  lower=1                   write standard ONNX instead (int8 signs -> Cast -> Mul alpha -> MatMul/Conv)\n";
+         "compress-model --portable writes the layers as standard ONNX instead (signs -> Cast -> Mul alpha -> "
+         "MatMul/Conv).\n";
 }
 
 StatusOr<int> LowerBinary(Graph& g) {
