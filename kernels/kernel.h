@@ -59,6 +59,9 @@ class OpKernel {
   // >= 0: output 0 is input k's bytes with the inferred dims (Reshape, Flatten, Identity ...).
   // The runtime then shares the buffer and does not call Compute.
   virtual int OutputAliasesInput() const { return -1; }
+  // Whose memory Compute reads and writes: the runtime hands a kCuda kernel device tensors only
+  // (copying inputs made elsewhere) and a CPU kernel host tensors only.
+  virtual DeviceType device() const { return DeviceType::kCpu; }
 };
 
 using KernelFactory = std::function<StatusOr<std::unique_ptr<OpKernel>>(const KernelInit&)>;

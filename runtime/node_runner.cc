@@ -56,6 +56,14 @@ StatusOr<std::vector<Tensor>> RunNode(const Node& node, int opset, const std::ve
   std::vector<DType> odt;
   std::vector<Dims> odims;
   WH_RETURN_IF_ERROR(InferConcrete(*def, node, opset, in, &odt, &odims));
+  // A device kernel gets device copies of the inputs and device outputs, copied back after.
+  const DeviceType dev = kernel->device();
+  std::vector<Tensor> moved(in.size());
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i] && in[i]->device() != dev) {
+      WH_ASSIGN_OR_RETURN(moved[i], in[i]->ToDevice(dev));
+      in[i] = &moved[i];
+    }
   std::vector<Tensor> outs(node.outputs.size());
   KernelContext ctx;
   ctx.inputs = in;
@@ -63,11 +71,22 @@ StatusOr<std::vector<Tensor>> RunNode(const Node& node, int opset, const std::ve
   int alias = kernel->OutputAliasesInput();
   for (size_t i = 0; i < outs.size(); ++i) {
     if (node.outputs[i] < 0) { ctx.outputs.push_back(nullptr); continue; }
-    if (i == 0 && alias >= 0) outs[i] = in[static_cast<size_t>(alias)]->Reshaped(odims[i]);
-    else outs[i] = Tensor(odt[i], odims[i]);
+    if (i == 0 && alias >= 0) {
+      outs[i] = in[static_cast<size_t>(alias)]->Reshaped(odims[i]);
+    } else if (dev == DeviceType::kCpu) {
+      outs[i] = Tensor(odt[i], odims[i]);
+    } else {
+      WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> b,
+                          Buffer::AllocateOn(dev, static_cast<size_t>(NumElements(odims[i])) * DTypeSize(odt[i])));
+      outs[i] = Tensor(odt[i], odims[i], std::move(b));
+    }
     ctx.outputs.push_back(&outs[i]);
   }
   if (alias < 0) WH_RETURN_IF_ERROR(kernel->Compute(ctx).WithContext(node.DebugName()));
+  for (Tensor& t : outs) {
+    if (!t.defined() || t.device() == DeviceType::kCpu) continue;
+    WH_ASSIGN_OR_RETURN(t, t.ToDevice(DeviceType::kCpu));
+  }
   return outs;
 }
 

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "kernels/nchwc.h"
+#include "lib/ir/device.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
 #include "runtime/node_runner.h"
@@ -21,6 +22,7 @@ struct Session::Step {
   int opset = 0;
   std::unique_ptr<OpKernel> kernel;
   int alias = -1;
+  DeviceType device = DeviceType::kCpu;  // where the kernel computes (an alias follows its input)
 };
 
 // What shape inference decided for one input signature (dtype and dims of every graph input):
@@ -57,13 +59,16 @@ void AppendSignature(std::string* key, const Tensor* t) {
 // aliases (Reshape) are never reused under someone's feet.
 struct Session::Arena {
   std::vector<Tensor> slots;
+  std::vector<Tensor> moved;  // per value: its copy on the other device, made once per run
   std::vector<std::shared_ptr<Buffer>> free;
   int64_t allocated = 0, reused = 0;
 
-  std::shared_ptr<Buffer> Take(size_t bytes) {
+  StatusOr<std::shared_ptr<Buffer>> Take(size_t bytes, DeviceType device) {
     size_t best = free.size();
     for (size_t i = 0; i < free.size(); ++i)
-      if (free[i]->size() >= bytes && (best == free.size() || free[i]->size() < free[best]->size())) best = i;
+      if (free[i]->device() == device && free[i]->size() >= bytes &&
+          (best == free.size() || free[i]->size() < free[best]->size()))
+        best = i;
     if (best != free.size() && free[best]->size() <= 4 * bytes + 4096) {
       std::shared_ptr<Buffer> b = std::move(free[best]);
       free.erase(free.begin() + static_cast<long>(best));
@@ -71,7 +76,7 @@ struct Session::Arena {
       return b;
     }
     ++allocated;
-    return Buffer::Allocate(bytes);
+    return Buffer::AllocateOn(device, bytes);
   }
   void Release(Tensor& t) {
     if (t.defined() && t.buffer().use_count() == 1) free.push_back(t.buffer());
@@ -88,9 +93,8 @@ StatusOr<std::unique_ptr<Session>> Session::Load(const std::string& path, const 
 }
 
 StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, const SessionOptions& opts) {
-  if (std::find(BuiltBackends().begin(), BuiltBackends().end(), opts.backend) == BuiltBackends().end())
-    return Unimplemented(std::string("device '") + BackendName(opts.backend) +
-                         "' is not available in this build (only the CPU backend is built)");
+  if (std::string why; !DeviceAvailable(BackendDevice(opts.backend), &why))
+    return Unimplemented(std::string("device '") + BackendName(opts.backend) + "' is not available: " + why);
   if (opts.num_threads < 0) return InvalidArgument("num_threads must be >= 0, got " + std::to_string(opts.num_threads));
   RegisterAllOps();
   RegisterAllKernels();
@@ -141,6 +145,18 @@ Status Session::Prepare() {
     }
     WH_ASSIGN_OR_RETURN(step->kernel, CreateKernel(n, step->opset, opts_.backend, dts, consts));
     step->alias = step->kernel->OutputAliasesInput();
+    if (step->alias < 0 && step->kernel->device() != BackendDevice(opts_.backend)) {
+      // No kernel on the session's device for this node: the fast CPU one, with explicit copies.
+      WH_ASSIGN_OR_RETURN(step->kernel, CreateKernel(n, step->opset, Backend::kCpu, dts, consts));
+      fallback_nodes_.push_back(n.name.empty() ? n.op_type : n.name + " (" + n.op_type + ")");
+    }
+    step->device = step->kernel->device();
+    if (step->alias < 0 && step->device != DeviceType::kCpu)
+      for (int i : n.inputs)  // constants a device kernel reads: uploaded once, here
+        if (i >= 0 && g.value(i).initializer && !device_consts_.count(i)) {
+          WH_ASSIGN_OR_RETURN(Tensor t, g.value(i).initializer->ToDevice(step->device));
+          device_consts_.emplace(i, std::move(t));
+        }
     const int si = static_cast<int>(steps_.size());
     for (int i : n.inputs)
       if (i >= 0 && !g.value(i).is_constant()) release_after_[static_cast<size_t>(i)] = si;
@@ -176,6 +192,8 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
   arena->allocated = arena->reused = 0;
   std::vector<Tensor>& slots = arena->slots;
   slots.assign(g.values().size(), Tensor());
+  std::vector<Tensor>& moved = arena->moved;
+  moved.assign(g.values().size(), Tensor());
   for (size_t v = 0; v < g.values().size(); ++v)
     if (g.values()[v].initializer) slots[v] = *g.values()[v].initializer;
 
@@ -230,7 +248,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
   const int prev_threads = omp_get_max_threads();
   omp_set_num_threads(opts_.num_threads);
   if (stats) stats->nodes.clear();
-  std::vector<const Tensor*> in;
+  std::vector<const Tensor*> in, infer_in;
   std::vector<Tensor*> out;
   std::vector<DType> inferred_dt;
   std::vector<Dims> inferred_dims;
@@ -240,12 +258,29 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     const auto t0 = stats ? Clock::now() : Clock::time_point();
     in.clear();
     for (int i : n.inputs) in.push_back(i >= 0 ? &slots[static_cast<size_t>(i)] : nullptr);
+    // Shape inference (and the plan's value checks) read host tensors: a device input shows its
+    // dtype and dims, and its value only after a download where it is not float (shape values).
+    infer_in = in;
+    for (size_t k = 0; st.ok() && k < in.size(); ++k)
+      if (in[k] && in[k]->device() != DeviceType::kCpu) {
+        infer_in[k] = nullptr;
+        if (in[k]->dtype() != DType::kFloat32) {
+          const size_t v = static_cast<size_t>(n.inputs[k]);
+          if (moved[v].device() != DeviceType::kCpu || !moved[v].defined()) {
+            auto h = in[k]->ToDevice(DeviceType::kCpu);
+            if (!h.ok()) { st = h.status().WithContext(n.DebugName()); break; }
+            moved[v] = std::move(*h);
+          }
+          infer_in[k] = &moved[v];
+        }
+      }
+    if (!st.ok()) break;
     const std::vector<DType>* odt_p = &inferred_dt;
     const std::vector<Dims>* odims_p = &inferred_dims;
     if (planned) {
       const Plan::StepPlan& sp = plan->steps[si];
       for (const auto& [pos, value] : sp.reads) {
-        const Tensor* now = in[static_cast<size_t>(pos)];
+        const Tensor* now = infer_in[static_cast<size_t>(pos)];
         planned &= now && now->BitwiseEquals(value);
       }
       if (planned) {
@@ -255,20 +290,36 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     }
     if (!planned) {
       uint64_t reads = 0;
-      st = InferConcrete(*step.def, n, step.opset, in, &inferred_dt, &inferred_dims, &reads);
+      st = InferConcrete(*step.def, n, step.opset, infer_in, &inferred_dt, &inferred_dims, &reads);
       if (!st.ok()) break;
       if (recording) {
         Plan::StepPlan sp{inferred_dt, inferred_dims, {}};
         for (size_t k = 0; k < in.size() && reads; ++k) {
-          if (!(reads >> std::min<size_t>(k, 63) & 1) || !in[k]) continue;
-          if (in[k]->nbytes() > kMaxPlannedReadBytes) { recording.reset(); break; }
-          sp.reads.emplace_back(static_cast<int>(k), in[k]->Clone());
+          if (!(reads >> std::min<size_t>(k, 63) & 1) || !infer_in[k]) continue;
+          if (infer_in[k]->nbytes() > kMaxPlannedReadBytes) { recording.reset(); break; }
+          sp.reads.emplace_back(static_cast<int>(k), infer_in[k]->Clone());
         }
         if (recording) recording->steps.push_back(std::move(sp));
       }
     }
     const std::vector<DType>& odt = *odt_p;
     const std::vector<Dims>& odims = *odims_p;
+    if (step.alias < 0)
+      for (size_t k = 0; st.ok() && k < in.size(); ++k) {
+        if (!in[k] || in[k]->device() == step.device) continue;
+        const size_t v = static_cast<size_t>(n.inputs[k]);
+        if (auto c = device_consts_.find(static_cast<int>(v)); c != device_consts_.end() && c->second.device() == step.device) {
+          in[k] = &c->second;
+          continue;
+        }
+        if (!moved[v].defined() || moved[v].device() != step.device) {
+          auto c = in[k]->ToDevice(step.device);
+          if (!c.ok()) { st = c.status().WithContext(n.DebugName()); break; }
+          moved[v] = std::move(*c);
+        }
+        in[k] = &moved[v];
+      }
+    if (!st.ok()) break;
     out.clear();
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       int o = n.outputs[k];
@@ -278,26 +329,34 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
         t = in[static_cast<size_t>(step.alias)]->Reshaped(odims[k]);
       } else {
         const size_t bytes = static_cast<size_t>(NumElements(odims[k])) * DTypeSize(odt[k]);
-        t = Tensor(odt[k], odims[k], arena->Take(bytes));
+        auto b = arena->Take(bytes, step.device);
+        if (!b.ok()) { st = b.status().WithContext(n.DebugName()); break; }
+        t = Tensor(odt[k], odims[k], std::move(*b));
       }
       out.push_back(&t);
     }
+    if (!st.ok()) break;
     if (step.alias < 0) {
       KernelContext ctx{in, out, opts_.num_threads};
       st = step.kernel->Compute(ctx);
+      // Profiling times a device step to its end (otherwise only its launch would show).
+      if (st.ok() && stats && step.device != DeviceType::kCpu) st = DeviceRuntimeFor(step.device)->synchronize();
       if (!st.ok()) {
         st = st.WithContext(n.DebugName());
         break;
       }
     }
-    for (int v : release_at_step_[si]) arena->Release(slots[static_cast<size_t>(v)]);
+    for (int v : release_at_step_[si]) {
+      arena->Release(slots[static_cast<size_t>(v)]);
+      arena->Release(moved[static_cast<size_t>(v)]);
+    }
     if (stats) {
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       // Fused work shows in the op type: "QConv+Relu+MaxPool".
       std::string op = n.op_type;
       if (n.attrs.Has("_activation")) op += "+" + n.attrs.GetString("_activation", "");
       if (n.attrs.Has("_max_pool")) op += "+MaxPool";
-      stats->nodes.push_back({n.name, op, ms});
+      stats->nodes.push_back({n.name, op, ms, DeviceName(step.device)});
     }
   }
   omp_set_num_threads(prev_threads);
@@ -306,13 +365,22 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
   if (st.ok()) {
     for (int o : g.outputs()) {
       Tensor& t = slots[static_cast<size_t>(o)];
+      if (t.device() != DeviceType::kCpu) {  // the copy back waits for the device's queued work
+        auto h = t.ToDevice(DeviceType::kCpu);
+        if (!h.ok()) { st = h.status(); break; }
+        results.push_back(std::move(*h));
+        continue;
+      }
       // Never hand out a constant's or an input's buffer: the caller may write into results.
       bool shared = g.value(o).is_constant();
       for (const auto& [name, x] : inputs) shared |= t.defined() && x.defined() && x.buffer() == t.buffer();
       results.push_back(shared ? t.Clone() : t);
     }
   }
+  if (st.ok() && BackendDevice(opts_.backend) != DeviceType::kCpu)
+    st = DeviceRuntimeFor(BackendDevice(opts_.backend))->synchronize();  // a device error surfaces here
   for (Tensor& t : slots) t = Tensor();  // drop references; arena keeps only free buffers
+  for (Tensor& t : moved) t = Tensor();
   if (st.ok() && recording) {
     std::lock_guard<std::mutex> lock(plans_mu_);
     if (plans_.size() < kMaxPlans) plans_.emplace(key, std::move(recording));

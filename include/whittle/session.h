@@ -39,6 +39,7 @@ struct RunStats {
   struct NodeTime {
     std::string name, op_type;
     double ms = 0;
+    std::string device = "cpu";  // where it ran ("cuda", or "cpu" for a node that fell back)
   };
   std::vector<NodeTime> nodes;
   double total_ms = 0;
@@ -64,6 +65,9 @@ class Session {
   // The graph as executed (after the runtime's rewrites).
   const Graph& graph() const { return graph_; }
   const SessionOptions& options() const { return opts_; }
+  // On a device backend: the nodes with no kernel there, run on the CPU with explicit copies
+  // ("name (OpType)"); empty on the CPU.
+  const std::vector<std::string>& fallback_nodes() const { return fallback_nodes_; }
 
   struct Arena;  // per-call buffers and scratch (defined in session.cc)
   struct Step;   // one planned node
@@ -79,6 +83,8 @@ class Session {
   std::vector<std::unique_ptr<Step>> steps_;
   std::vector<int> release_after_;      // per value: step index after which it can be recycled (-1 never)
   std::vector<std::vector<int>> release_at_step_;  // per step: values that die after it
+  std::vector<std::string> fallback_nodes_;
+  std::map<int, Tensor> device_consts_;  // initializers device kernels read, uploaded at load
   mutable std::mutex arenas_mu_;
   mutable std::vector<std::unique_ptr<Arena>> idle_arenas_;
   mutable std::mutex plans_mu_;

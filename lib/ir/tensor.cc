@@ -2,6 +2,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include "lib/ir/device.h"
 
 namespace whittle {
 
@@ -49,7 +52,27 @@ std::shared_ptr<Buffer> Buffer::Allocate(size_t bytes) {
   return b;
 }
 
-Buffer::~Buffer() { std::free(data_); }
+StatusOr<std::shared_ptr<Buffer>> Buffer::AllocateOn(DeviceType device, size_t bytes) {
+  if (device == DeviceType::kCpu) return Allocate(bytes);
+  const DeviceRuntime* rt = DeviceRuntimeFor(device);
+  if (!rt) return Unimplemented(std::string("no runtime for device '") + DeviceName(device) + "' in this build");
+  auto b = std::shared_ptr<Buffer>(new Buffer());
+  b->data_ = rt->allocate(bytes == 0 ? 1 : bytes);
+  if (!b->data_)
+    return Internal(std::string("out of ") + DeviceName(device) + " memory allocating " +
+                             std::to_string(bytes) + " bytes");
+  b->size_ = bytes;
+  b->device_ = device;
+  return b;
+}
+
+Buffer::~Buffer() {
+  if (device_ == DeviceType::kCpu) {
+    std::free(data_);
+  } else if (const DeviceRuntime* rt = DeviceRuntimeFor(device_)) {
+    rt->release(data_);
+  }
+}
 
 Tensor::Tensor(DType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)) {
   WH_CHECK(DTypeSize(dtype) > 0);
@@ -69,8 +92,21 @@ Tensor Tensor::Reshaped(const Dims& dims) const {
   return t;
 }
 
+StatusOr<Tensor> Tensor::ToDevice(DeviceType to) const {
+  if (!defined() || device() == to) return *this;
+  const DeviceType from = device();
+  const DeviceRuntime* rt = DeviceRuntimeFor(to == DeviceType::kCpu ? from : to);
+  if (!rt) return Unimplemented(std::string("no runtime for device '") + DeviceName(to == DeviceType::kCpu ? from : to) + "'");
+  WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> b, Buffer::AllocateOn(to, nbytes()));
+  Tensor t(dtype_, dims_, std::move(b));
+  if (nbytes()) WH_RETURN_IF_ERROR(rt->copy(t.raw_data(), to, raw_data(), from, nbytes()));
+  t.quant = quant;
+  return t;
+}
+
 Tensor Tensor::Clone() const {
   if (!defined()) return Tensor();
+  WH_CHECK(device() == DeviceType::kCpu);
   Tensor t(dtype_, dims_);
   std::memcpy(t.raw_data(), raw_data(), nbytes());
   t.quant = quant;
@@ -80,6 +116,7 @@ Tensor Tensor::Clone() const {
 bool Tensor::BitwiseEquals(const Tensor& o) const {
   if (dtype_ != o.dtype_ || dims_ != o.dims_) return false;
   if (!defined() || !o.defined()) return defined() == o.defined();
+  WH_CHECK(device() == DeviceType::kCpu && o.device() == DeviceType::kCpu);
   return std::memcmp(raw_data(), o.raw_data(), nbytes()) == 0;
 }
 

@@ -28,6 +28,9 @@ class Buffer {
  public:
   // 64-byte aligned CPU memory, zero-filled. Aborts only if the system is out of memory.
   static std::shared_ptr<Buffer> Allocate(size_t bytes);
+  // Zero-filled memory on `device` through its registered DeviceRuntime (lib/ir/device.h);
+  // the CPU takes Allocate.
+  static StatusOr<std::shared_ptr<Buffer>> AllocateOn(DeviceType device, size_t bytes);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -98,6 +101,11 @@ class Tensor {
 
   const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
   size_t offset() const { return offset_; }
+  // Where the bytes live (kCpu for an undefined tensor). data() on a device tensor is a device
+  // pointer: only that device's kernels and copies may touch it; Clone and BitwiseEquals need kCpu.
+  DeviceType device() const { return buffer_ ? buffer_->device() : DeviceType::kCpu; }
+  // The same tensor on `device` (this one when it is there already; a copy otherwise).
+  StatusOr<Tensor> ToDevice(DeviceType device) const;
 
   std::optional<QuantParams> quant;
 
