@@ -151,6 +151,15 @@ std::vector<uint64_t> InterleaveColumns(const uint64_t* w, int64_t n, int64_t wo
   return p;
 }
 
+std::vector<uint8_t> NibbleColumns(const uint64_t* w, int64_t n, int64_t words) {
+  const int64_t pstride = words * 512;
+  std::vector<uint8_t> p(static_cast<size_t>((n + 31) / 32 * pstride), 0);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t q = 0; q < words * 16; ++q)
+      p[static_cast<size_t>((j / 32) * pstride + q * 32 + j % 32)] = static_cast<uint8_t>((w[j * words + q / 16] >> (4 * (q % 16))) & 15);
+  return p;
+}
+
 namespace {
 
 class BinaryMatMulKernel : public OpKernel {
@@ -161,6 +170,7 @@ class BinaryMatMulKernel : public OpKernel {
     if (a.binary) {
       popcount_ = XorPopcountFor(ActivePopcountPath());
       if (ActivePopcountPath() == PopcountPath::kAvx512) panels_bits_ = InterleaveColumns(b, a.n, BinaryWords(a.k));
+      if (ActivePopcountPath() == PopcountPath::kAvx2) nibbles_ = NibbleColumns(b, a.n, BinaryWords(a.k));
     } else {
       panels_ = std::make_unique<SignPanels>(b, alpha.data<float>(), 0, a.n, a.k, ActiveSimdIsa() == SimdIsa::kAvx512);
     }
@@ -189,7 +199,7 @@ class BinaryMatMulKernel : public OpKernel {
     std::vector<uint64_t> abits(static_cast<size_t>(M * words));
     std::vector<float> beta(static_cast<size_t>(M));
     PackRows(M, A, a_.k, a_.k, abits.data(), beta.data(), ctx.num_threads);
-    constexpr int64_t kCols = 64;
+    const int64_t kCols = nibbles_.empty() ? 64 : 96;  // a whole tile of the panel kernels
     ParallelFor((a_.n + kCols - 1) / kCols, ctx.num_threads, [&](int64_t t) {
       thread_local std::vector<int32_t> cnt;
       const int64_t j0 = t * kCols, nb = std::min(kCols, a_.n - j0);
@@ -197,6 +207,9 @@ class BinaryMatMulKernel : public OpKernel {
       if (!panels_bits_.empty())  // j0 is a multiple of 8: a panel boundary
         binary_avx512::XorPopcountPanels(M, abits.data(), words, panels_bits_.data() + (j0 / 8) * words * 8, nb, words,
                                          cnt.data(), nb);
+      else if (!nibbles_.empty())  // j0 is a multiple of 32: a panel boundary
+        binary_avx2::XorPopcountNibbles(M, abits.data(), words, nibbles_.data() + (j0 / 32) * words * 512, nb, words,
+                                        cnt.data(), nb);
       else
         popcount_(M, abits.data(), words, bits_.data() + j0 * words, nb, words, cnt.data(), nb);
       for (int64_t m = 0; m < M; ++m)
@@ -213,6 +226,7 @@ class BinaryMatMulKernel : public OpKernel {
   std::vector<uint64_t> bits_;
   XorPopcountFn popcount_ = nullptr;
   std::vector<uint64_t> panels_bits_;  // InterleaveColumns(bits_) on the AVX-512 path
+  std::vector<uint8_t> nibbles_;       // NibbleColumns(bits_) on the AVX2 path
   std::unique_ptr<SignPanels> panels_;
 };
 

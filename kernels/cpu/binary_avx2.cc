@@ -2,6 +2,10 @@
 // XorPopcount: a tile of one row of a against C columns of w; per 256-bit vector of XORed words
 // the bytes' bit counts come from two vpshufb nibble lookups and are summed as bytes (at most 31
 // vectors, 8 per byte each, before they could overflow), then folded into 64-bit lanes by vpsadbw.
+// XorPopcountNibbles: the weights' nibbles one per byte (NibbleColumns), 32 columns per vector;
+// a row's nibble x picks the table t_x[w] = popcount(x ^ w) and one vpshufb of it against a
+// vector of 32 weight nibbles counts 128 bit products (the XOR and the index masking are folded
+// into the table), one vpaddb sums them: 2 uops per 128 products against 8 per 256 above.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -51,7 +55,115 @@ inline void Tile(const uint64_t* a, const uint64_t* w, int64_t words, int32_t* o
   }
 }
 
+// kNibbleTables[x][w] = popcount(x ^ w) for w < 16, both 128-bit lanes alike.
+struct NibbleTables {
+  alignas(32) uint8_t t[16][32];
+  constexpr NibbleTables() : t{} {
+    for (int x = 0; x < 16; ++x)
+      for (int w = 0; w < 32; ++w) {
+        const int v = x ^ (w & 15);
+        t[x][w] = static_cast<uint8_t>((v & 1) + ((v >> 1) & 1) + ((v >> 2) & 1) + ((v >> 3) & 1));
+      }
+  }
+};
+constexpr NibbleTables kNibbleTables;
+
+// Byte counts grow by at most 4 per nibble: flushed into 16-bit lanes every kFlushWords words
+// (48 nibbles, <= 192 per byte); the 16-bit sums go to int32 every kChunkWords words (< 65536).
+constexpr int64_t kFlushWords = 3, kChunkWords = 1020;
+// 3 rows x 3 panels: 9 sums + 3 tables + 1 panel vector in the 16 ymm registers; 6 loads per 9
+// vpshufb (tried at M = 64, N = K = 1024: 3x3 102 us, 4x2 110, 2x4 116, 2x5 118, 4x3 and 3x4
+// 134 as they spill, 2x6 132).
+constexpr int kTileR = 3, kTileC = 3;
+
+// R rows x C panels (32 columns each) of XorPopcountNibbles; `cols` valid columns from the first.
+template <int R, int C>
+inline void NibbleTile(const uint64_t* a, int64_t lda, const uint8_t* p, int64_t words, int32_t* out, int64_t ldo,
+                       int64_t cols) {
+  const int64_t pstride = words * 512;
+  const __m256i lo8 = _mm256_set1_epi16(0x00ff), zero = _mm256_setzero_si256();
+  const uint8_t* tables = &kNibbleTables.t[0][0];
+  int32_t tot[R][C * 32] = {};
+  for (int64_t c0 = 0; c0 < words; c0 += kChunkWords) {
+    const int64_t c1 = std::min(words, c0 + kChunkWords);
+    __m256i s16[R][C][2];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) s16[r][c][0] = s16[r][c][1] = zero;
+    for (int64_t i = c0; i < c1; i += kFlushWords) {
+      __m256i acc[R][C];
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c] = zero;
+      const int64_t e = std::min(c1, i + kFlushWords);
+      for (int64_t j = i; j < e; ++j) {
+        uint64_t x[R];
+        for (int r = 0; r < R; ++r) x[r] = a[r * lda + j];
+        const uint8_t* pj = p + j * 512;
+#pragma GCC unroll 16
+        for (int s = 0; s < 16; ++s) {
+          __m256i t[R];
+          for (int r = 0; r < R; ++r)
+            t[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(tables + (((x[r] >> (4 * s)) & 15) << 5)));
+          for (int c = 0; c < C; ++c) {
+            __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pj + c * pstride + s * 32));
+            asm("" : "+x"(wv));  // one load per panel vector, not one folded into each row's vpshufb
+            for (int r = 0; r < R; ++r) acc[r][c] = _mm256_add_epi8(acc[r][c], _mm256_shuffle_epi8(t[r], wv));
+          }
+          // Keeps each sum a chain in one register: unrolled, GCC reassociates the byte adds
+          // into trees of all 16 lookups and spills them (2.2x slower).
+          for (int r = 0; r < R; ++r)
+            for (int c = 0; c < C; ++c) asm("" : "+x"(acc[r][c]));
+        }
+      }
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) {
+          s16[r][c][0] = _mm256_add_epi16(s16[r][c][0], _mm256_and_si256(acc[r][c], lo8));
+          s16[r][c][1] = _mm256_add_epi16(s16[r][c][1], _mm256_srli_epi16(acc[r][c], 8));
+        }
+    }
+    // 16-bit lane i of the even sums holds byte 2i (column 2i), of the odd sums byte 2i + 1.
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) {
+        alignas(32) uint16_t ev[16], od[16];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(ev), s16[r][c][0]);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(od), s16[r][c][1]);
+        for (int q = 0; q < 16; ++q) {
+          tot[r][c * 32 + 2 * q] += ev[q];
+          tot[r][c * 32 + 2 * q + 1] += od[q];
+        }
+      }
+  }
+  const int64_t nc = std::min<int64_t>(cols, C * 32);
+  for (int r = 0; r < R; ++r)
+    for (int64_t j = 0; j < nc; ++j) out[r * ldo + j] = tot[r][j];
+}
+
+template <int C>
+inline void NibbleRows(int64_t rows, const uint64_t* a, int64_t lda, const uint8_t* p, int64_t words, int32_t* out,
+                       int64_t ldo, int64_t cols) {
+  int64_t r = 0;
+  for (; r + kTileR <= rows; r += kTileR) NibbleTile<kTileR, C>(a + r * lda, lda, p, words, out + r * ldo, ldo, cols);
+  if (r + 2 <= rows) {
+    NibbleTile<2, C>(a + r * lda, lda, p, words, out + r * ldo, ldo, cols);
+    r += 2;
+  }
+  for (; r < rows; ++r) NibbleTile<1, C>(a + r * lda, lda, p, words, out + r * ldo, ldo, cols);
+}
+
 }  // namespace
+
+void XorPopcountNibbles(int64_t rows, const uint64_t* a, int64_t lda, const uint8_t* panels, int64_t n,
+                        int64_t words, int32_t* out, int64_t ldo) {
+  const int64_t pstride = words * 512;
+  int64_t j = 0;
+  for (; j + kTileC * 32 <= n; j += kTileC * 32)
+    NibbleRows<kTileC>(rows, a, lda, panels + (j / 32) * pstride, words, out + j, ldo, kTileC * 32);
+  if (j + 64 <= n) {
+    NibbleRows<2>(rows, a, lda, panels + (j / 32) * pstride, words, out + j, ldo, 64);
+    j += 64;
+  }
+  for (; j < n; j += 32)
+    NibbleRows<1>(rows, a, lda, panels + (j / 32) * pstride, words, out + j, ldo, std::min<int64_t>(32, n - j));
+}
 
 void XorPopcount(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w, int64_t n, int64_t words,
                  int32_t* out, int64_t ldo) {

@@ -45,12 +45,22 @@ namespace binary_avx2 {
 double PackSigns(const float* x, int64_t k, uint64_t* out);
 void XorPopcount(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w, int64_t n, int64_t words,
                  int32_t* out, int64_t ldo);
+// XorPopcount against NibbleColumns panels (the first at `panels`, n columns from there), 32
+// columns per 256-bit vector: a row's nibble selects a 16-entry popcount(x ^ w) table and one
+// vpshufb looks up 32 columns' weight nibbles in it. Tiles of 4 rows x 96 columns.
+void XorPopcountNibbles(int64_t rows, const uint64_t* a, int64_t lda, const uint8_t* panels, int64_t n,
+                        int64_t words, int32_t* out, int64_t ldo);
 // nr = 16 (packed_gemm_avx2::kNr); masks[k] bits 0..15.
 void DecodeSignPanel(const uint32_t* masks, int64_t K, const float* alpha, float* out);
 }  // namespace binary_avx2
 // Column panels for XorPopcountPanels: w [n][words] as ceil(n / 8) panels of [words][8] words
 // (word i of columns 8p..8p+7 adjacent), columns past n zero.
 std::vector<uint64_t> InterleaveColumns(const uint64_t* w, int64_t n, int64_t words);
+
+// Nibble panels for binary_avx2::XorPopcountNibbles: w [n][words] as ceil(n / 32) panels of
+// [16 * words][32] bytes, byte c of row q = nibble q (bits 4q..4q+3) of column 32p + c; columns
+// past n zero.
+std::vector<uint8_t> NibbleColumns(const uint64_t* w, int64_t n, int64_t words);
 
 namespace binary_avx512 {
 double PackSigns(const float* x, int64_t k, uint64_t* out);

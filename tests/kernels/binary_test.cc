@@ -159,6 +159,43 @@ TEST(BinaryMatMul, ColumnPanelPopcountCounts) {
   }
 }
 
+// The AVX2 kernel on nibble panels (32 columns per vector, 3-row x 3-panel tiles): every row and
+// column count for rows 1..9 (whole tiles, 2-row and 1-row tails), n across partial panels and
+// partial tiles, words 1..40 (past the 3-word byte flush), nothing written past n.
+TEST(BinaryMatMul, NibblePanelPopcountCounts) {
+  if (!cpu::CpuHasPopcountPath(cpu::PopcountPath::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937_64 rng(7);
+  for (int64_t words = 1; words <= 40; words += (words < 8 ? 1 : 5)) {
+    for (int64_t n : {1, 31, 32, 33, 64, 95, 96, 97, 161, 200}) {
+      for (int64_t rows = 1; rows <= 9; ++rows) {
+        const int64_t lda = words + 1, ldo = n + 3;
+        std::vector<uint64_t> a(static_cast<size_t>(rows * lda)), w(static_cast<size_t>(n * words));
+        for (auto& v : a) v = rng();
+        for (auto& v : w) v = rng();
+        w[0] = ~uint64_t{0};  // all ones, and a row of zeros: the counts' extremes
+        a[0] = ~uint64_t{0};
+        if (rows > 1) a[lda] = 0;
+        const std::vector<uint8_t> panels = cpu::NibbleColumns(w.data(), n, words);
+        std::vector<int32_t> out(static_cast<size_t>(rows * ldo), -1);
+        cpu::binary_avx2::XorPopcountNibbles(rows, a.data(), lda, panels.data(), n, words, out.data(), ldo);
+        std::vector<int32_t> want(static_cast<size_t>(rows * ldo), -1);
+        cpu::binary_portable::XorPopcount(rows, a.data(), lda, w.data(), n, words, want.data(), ldo);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = 0; j < ldo; ++j)
+            ASSERT_EQ(out[r * ldo + j], want[r * ldo + j]) << "words " << words << " n " << n << " rows " << rows
+                                                           << " row " << r << " col " << j;
+      }
+    }
+  }
+  // Past one 16-bit chunk (1020 words): the counts move to 32 bits in between.
+  const int64_t words = 1100, n = 40;
+  std::vector<uint64_t> a(static_cast<size_t>(2 * words), ~uint64_t{0}), w(static_cast<size_t>(n * words), 0);
+  const std::vector<uint8_t> panels = cpu::NibbleColumns(w.data(), n, words);
+  std::vector<int32_t> out(static_cast<size_t>(2 * n));
+  cpu::binary_avx2::XorPopcountNibbles(2, a.data(), words, panels.data(), n, words, out.data(), n);
+  for (int32_t c : out) ASSERT_EQ(c, words * 64);
+}
+
 TEST(BinaryMatMul, PerIsaSignDecodersSelectAlpha) {
   const cpu::SimdIsa isa = cpu::CpuSimdIsa();
   if (isa == cpu::SimdIsa::kScalar) GTEST_SKIP() << "no AVX2 on this CPU: the decoders are not used";
