@@ -83,7 +83,10 @@ inline void NibbleTile(const uint64_t* a, int64_t lda, const uint8_t* p, int64_t
   const int64_t pstride = words * 512;
   const __m256i lo8 = _mm256_set1_epi16(0x00ff), zero = _mm256_setzero_si256();
   const uint8_t* tables = &kNibbleTables.t[0][0];
-  int32_t tot[R][C * 32] = {};
+  __m256i tot[R][C][4];  // int32 counts of columns 8q..8q+7 of panel c
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c)
+      for (int q = 0; q < 4; ++q) tot[r][c][q] = zero;
   for (int64_t c0 = 0; c0 < words; c0 += kChunkWords) {
     const int64_t c1 = std::min(words, c0 + kChunkWords);
     __m256i s16[R][C][2];
@@ -120,21 +123,31 @@ inline void NibbleTile(const uint64_t* a, int64_t lda, const uint8_t* p, int64_t
           s16[r][c][1] = _mm256_add_epi16(s16[r][c][1], _mm256_srli_epi16(acc[r][c], 8));
         }
     }
-    // 16-bit lane i of the even sums holds byte 2i (column 2i), of the odd sums byte 2i + 1.
+    // 16-bit lane i of the even sums holds byte 2i (column 2i), of the odd sums byte 2i + 1:
+    // interleaved per 128-bit half, lo = columns 0..7 | 16..23, hi = 8..15 | 24..31.
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) {
-        alignas(32) uint16_t ev[16], od[16];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(ev), s16[r][c][0]);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(od), s16[r][c][1]);
-        for (int q = 0; q < 16; ++q) {
-          tot[r][c * 32 + 2 * q] += ev[q];
-          tot[r][c * 32 + 2 * q + 1] += od[q];
-        }
+        const __m256i lo = _mm256_unpacklo_epi16(s16[r][c][0], s16[r][c][1]);
+        const __m256i hi = _mm256_unpackhi_epi16(s16[r][c][0], s16[r][c][1]);
+        __m256i* tq = tot[r][c];
+        tq[0] = _mm256_add_epi32(tq[0], _mm256_cvtepu16_epi32(_mm256_castsi256_si128(lo)));
+        tq[1] = _mm256_add_epi32(tq[1], _mm256_cvtepu16_epi32(_mm256_castsi256_si128(hi)));
+        tq[2] = _mm256_add_epi32(tq[2], _mm256_cvtepu16_epi32(_mm256_extracti128_si256(lo, 1)));
+        tq[3] = _mm256_add_epi32(tq[3], _mm256_cvtepu16_epi32(_mm256_extracti128_si256(hi, 1)));
       }
   }
-  const int64_t nc = std::min<int64_t>(cols, C * 32);
-  for (int r = 0; r < R; ++r)
-    for (int64_t j = 0; j < nc; ++j) out[r * ldo + j] = tot[r][j];
+  for (int r = 0; r < R; ++r) {
+    if (cols >= C * 32) {
+      for (int c = 0; c < C; ++c)
+        for (int q = 0; q < 4; ++q)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + r * ldo + c * 32 + q * 8), tot[r][c][q]);
+    } else {
+      alignas(32) int32_t t[C * 32];
+      for (int c = 0; c < C; ++c)
+        for (int q = 0; q < 4; ++q) _mm256_store_si256(reinterpret_cast<__m256i*>(t + c * 32 + q * 8), tot[r][c][q]);
+      std::copy(t, t + cols, out + r * ldo);
+    }
+  }
 }
 
 template <int C>
