@@ -114,7 +114,7 @@ struct SignPanels {
 
   // Y[r, col0 + c] for rows r < M, columns of panels [p0, p0 + used) decoded at buf.
   void Tiles(int64_t M, const float* A, int64_t lda, const float* buf, int64_t used, int64_t col0, int64_t n,
-             float* Y, int64_t ldc, const float* bias) const {
+             float* Y, int64_t ldc, const float* bias, bool relu) const {
     const int max_rows = wide ? packed_gemm_avx512::kMaxRows : packed_gemm_avx2::kMaxRows;
     const auto tile = wide ? &packed_gemm_avx512::Tile : &packed_gemm_avx2::Tile;
     const int64_t stride = k * nr;
@@ -126,7 +126,7 @@ struct SignPanels {
         const int64_t ncols = std::min<int64_t>(n - c0, np * nr);
         const int u = static_cast<int>(std::min<int64_t>(np, used - p));
         tile(rows, u, k, A + r0 * lda, lda, buf + p * stride, stride, Y + r0 * ldc + c0, ldc, ncols,
-             bias ? bias + c0 : nullptr, false);
+             bias ? bias + c0 : nullptr, relu);
       }
     }
   }
@@ -191,7 +191,7 @@ class BinaryMatMulKernel : public OpKernel {
         buf.resize(static_cast<size_t>(kGroup * stride));
         const int64_t used = std::min(kGroup, sp.panels - g * kGroup);
         for (int64_t p = 0; p < used; ++p) sp.Decode(g * kGroup + p, buf.data() + p * stride);
-        sp.Tiles(M, A, a_.k, buf.data(), used, g * kGroup * sp.nr, a_.n, Y, a_.n, bias);
+        sp.Tiles(M, A, a_.k, buf.data(), used, g * kGroup * sp.nr, a_.n, Y, a_.n, bias, a_.relu);
       });
       return Status::Ok();
     }
@@ -215,7 +215,8 @@ class BinaryMatMulKernel : public OpKernel {
       for (int64_t m = 0; m < M; ++m)
         for (int64_t j = 0; j < nb; ++j) {
           const float dot = static_cast<float>(a_.k - 2 * static_cast<int64_t>(cnt[static_cast<size_t>(m * nb + j)]));
-          Y[m * a_.n + j0 + j] = beta[static_cast<size_t>(m)] * alpha[j0 + j] * dot + (bias ? bias[j0 + j] : 0.f);
+          const float v = beta[static_cast<size_t>(m)] * alpha[j0 + j] * dot + (bias ? bias[j0 + j] : 0.f);
+          Y[m * a_.n + j0 + j] = a_.relu && !(v > 0.f) ? 0.f : v;
         }
     });
     return Status::Ok();
@@ -353,6 +354,8 @@ class BinaryConvKernel : public OpKernel {
           const float scale = b * alpha[o], add = bias ? bias[o] : 0.f;
           float* ym = yg + m * P;
           for (int64_t p = 0; p < P; ++p) ym[p] = scale * static_cast<float>(cnt[static_cast<size_t>(p * mg + m)]) + add;
+          if (a_.b.relu)
+            for (int64_t p = 0; p < P; ++p) ym[p] = ym[p] > 0.f ? ym[p] : 0.f;
         }
       }
     });
@@ -380,7 +383,7 @@ class BinaryConvFloatKernel : public OpKernel {
     for (int64_t m = 0; m < a.b.n; ++m)
       for (int64_t i = 0; i < a.b.k; ++i)
         k->w_.data<float>()[m * a.b.k + i] = BinaryBit(bits.data<uint64_t>() + m * words, i) ? alpha[m] : -alpha[m];
-    for (const char* name : {"kernel_shape", "strides", "pads", "dilations", "auto_pad", "group"})
+    for (const char* name : {"kernel_shape", "strides", "pads", "dilations", "auto_pad", "group", "_activation"})
       if (const Attribute* at = init.attrs.Find(name)) k->attrs_.Set(name, *at);
     const KernelFactory* conv = KernelRegistry::Global().Find("", "Conv");
     if (!conv) return KernelOr(nullptr);

@@ -266,6 +266,41 @@ TEST(BinaryConv, CpuMatchesReferenceOnConvGeometries) {
     }
 }
 
+// The Relu the runtime fuses into a binarized layer ("_activation", runtime/rewrite/
+// fuse_activations.cc): the CPU kernels against the reference, and the reference's fused output
+// against max(0, .) of its unfused one, both activation modes, with and without bias.
+TEST(BinaryMatMul, FusedReluIsTheReluOfTheOutput) {
+  RegisterAllOps();
+  uint32_t seed = 60;
+  for (const std::string act : {"float", "binary"})
+    for (bool conv : {false, true})
+      for (bool bias : {false, true}) {
+        SCOPED_TRACE(act + (conv ? " conv" : " matmul") + (bias ? " bias" : ""));
+        const int64_t n = conv ? 6 : 37, k = conv ? 4 * 9 : 131;
+        std::vector<Tensor> in{conv ? RandomFloat({2, 4, 5, 6}, seed++) : RandomFloat({5, k}, seed++),
+                               RandomBits(n, k, seed++), RandomFloat({n}, seed++, 0.f, 1.f)};
+        if (bias) in.push_back(RandomFloat({n}, seed++));
+        AttributeMap attrs = conv ? ConvAttrs(4, n, 3, 3, 1, {}, {1, 1, 1, 1}, {}, act) : MatMulAttrs(n, k, act);
+        const int ni = static_cast<int>(in.size());
+        const char* op = conv ? "BinaryConv" : "BinaryMatMul";
+        const std::vector<Tensor> plain = ExpectBackendsMatchReference(MakeNode(op, ni, 1, attrs, kWhittleDomain), in,
+                                                                       1e-4f, 1e-4f, 17, 1, true);
+        attrs.Set("_activation", Attribute::String("Relu"));
+        for (bool consts : {false, true}) {
+          const std::vector<Tensor> fused = ExpectBackendsMatchReference(MakeNode(op, ni, 1, attrs, kWhittleDomain), in,
+                                                                         1e-4f, 1e-4f, 17, 2, consts);
+          ASSERT_EQ(fused.size(), 1u);
+          int zeros = 0;
+          for (int64_t i = 0; i < plain[0].numel(); ++i) {
+            const float p = plain[0].data<float>()[i];
+            zeros += p <= 0.f;
+            ASSERT_EQ(fused[0].data<float>()[i], p > 0.f ? p : 0.f) << i;
+          }
+          EXPECT_GT(zeros, 0);
+        }
+      }
+}
+
 // A model with one BinaryMatMul over the given tensors (bias when defined).
 StatusOr<std::unique_ptr<Session>> LoadOne(int64_t n, int64_t k, Tensor bits, Tensor alpha, Tensor bias,
                                            const std::string& act, Backend backend) {
