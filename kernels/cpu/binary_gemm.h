@@ -72,6 +72,16 @@ void XorPopcountPanels(int64_t rows, const uint64_t* a, int64_t lda, const uint6
                        int32_t* out, int64_t ldo);
 void XorPopcount(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w, int64_t n, int64_t words,
                  int32_t* out, int64_t ldo);
+// activations=float without decoding: Y[r, j] = alpha[j] * (sum_k sign(W[j, k]) x[r, k]) + bias[j]
+// (then max(., 0) when relu) for r < rows, j < n, from sign masks in panels of 32 columns
+// (masks[p * K + k] bit c = column 32p + c, as SignPanels in binary.cc lays them out) and
+// rowsum[r] = sum_k x[r, k]: masked adds of broadcast x[r, k] into the columns whose bit is set
+// give S, and the signed sum is 2 S - rowsum. No multiply in the k loop, 1 bit read per weight.
+// alpha, bias (null or n floats) and y start at column 0 of the first panel.
+void SignMaskGemm(int64_t rows, const float* a, int64_t lda, const float* rowsum, const uint32_t* masks, int64_t K,
+                  int64_t n, const float* alpha, const float* bias, bool relu, float* y, int64_t ldy);
+// out[r] = sum of the k floats of row r (32 lanes of partial sums; lda apart).
+void SumRows(int64_t rows, const float* a, int64_t lda, int64_t k, float* out);
 // nr = 32 (packed_gemm_avx512::kNr).
 void DecodeSignPanel(const uint32_t* masks, int64_t K, const float* alpha, float* out);
 }  // namespace binary_avx512

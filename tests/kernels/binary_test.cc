@@ -4,6 +4,8 @@
 // against plain loops, and hostile tensors refused at load with a clear message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -194,6 +196,49 @@ TEST(BinaryMatMul, NibblePanelPopcountCounts) {
   std::vector<int32_t> out(static_cast<size_t>(2 * n));
   cpu::binary_avx2::XorPopcountNibbles(2, a.data(), words, panels.data(), n, words, out.data(), n);
   for (int32_t c : out) ASSERT_EQ(c, words * 64);
+}
+
+// The AVX-512 activations=float kernel (masked adds from sign masks, 2 S - rowsum in the
+// epilogue) against plain loops: rows 1..9 and 13 (6-, 3- and 1..5-row tiles), n across partial
+// vectors, panels and 64/128-column tiles, K across the 512-input blocks, bias and relu on/off.
+TEST(BinaryMatMul, SignMaskGemmMatchesPlainLoops) {
+  if (!cpu::CpuHasPopcountPath(cpu::PopcountPath::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (int64_t K : {1, 7, 511, 512, 513, 1100})
+    for (int64_t n : {1, 16, 31, 33, 64, 100, 128, 129, 200})
+      for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) {
+        const int64_t lda = K + 3, ldy = n + 5, panels = (n + 31) / 32;
+        std::vector<float> a(static_cast<size_t>(rows * lda)), alpha(static_cast<size_t>(panels * 32), 0.f),
+            bias(static_cast<size_t>(n)), rowsum(static_cast<size_t>(rows));
+        for (auto& v : a) v = u(rng);
+        for (int64_t j = 0; j < n; ++j) alpha[static_cast<size_t>(j)] = 0.5f + 0.5f * u(rng);
+        for (auto& v : bias) v = u(rng);
+        std::vector<uint32_t> masks(static_cast<size_t>(panels * K));
+        for (auto& m : masks) m = static_cast<uint32_t>(rng());
+        cpu::binary_avx512::SumRows(rows, a.data(), lda, K, rowsum.data());
+        for (int variant = 0; variant < 4; ++variant) {
+          const bool with_bias = variant & 1, relu = variant & 2;
+          std::vector<float> y(static_cast<size_t>(rows * ldy), -7.f);
+          cpu::binary_avx512::SignMaskGemm(rows, a.data(), lda, rowsum.data(), masks.data(), K, n, alpha.data(),
+                                           with_bias ? bias.data() : nullptr, relu, y.data(), ldy);
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < n; ++j) {
+              double s = 0, mag = 0;
+              for (int64_t k = 0; k < K; ++k) {
+                const double x = a[static_cast<size_t>(r * lda + k)];
+                s += (masks[static_cast<size_t>((j / 32) * K + k)] >> (j % 32)) & 1 ? x : -x;
+                mag += std::fabs(x);
+              }
+              double want = alpha[static_cast<size_t>(j)] * s + (with_bias ? bias[static_cast<size_t>(j)] : 0.f);
+              if (relu) want = std::max(want, 0.0);
+              ASSERT_NEAR(y[static_cast<size_t>(r * ldy + j)], want, 1e-6 * mag + 1e-5)
+                  << "K " << K << " n " << n << " rows " << rows << " variant " << variant << " r " << r << " j " << j;
+            }
+            for (int64_t j = n; j < ldy; ++j) ASSERT_EQ(y[static_cast<size_t>(r * ldy + j)], -7.f) << "wrote past n";
+          }
+        }
+      }
 }
 
 TEST(BinaryMatMul, PerIsaSignDecodersSelectAlpha) {
