@@ -7,9 +7,10 @@
 // load in panel order (1 bit per weight). On AVX-512 they are the write masks of adds of x
 // (binary_gemm.h's SignMaskGemm: no multiply in the k loop, no decode; half the adds issued as
 // masked FMAs by 1 so that Zen's add and FMA pipes both work: 1.4x the packed FP32 GEMM at
-// M = 64, N = K = 1024, 2.4x at M = 1). AVX2 has no masked adds: the masks are decoded per call
-// into the packed GEMM's panel layout as +-alpha (a select, no multiply) and the GEMM's
-// register tiles run on them. BinaryConv with float activations
+// M = 64, N = K = 1024, 2.4x at M = 1). AVX2 has no masked adds: up to 4 rows the masks turn
+// into sign bits XORed into x before an add (SignXorGemm); above, they are decoded per call into
+// the packed GEMM's panel layout as +-alpha (a select, no multiply) and the GEMM's register
+// tiles run on them. BinaryConv with float activations
 // decodes sign * alpha once at load and runs the CPU Conv kernel (its direct paths beat an
 // im2col + GEMM at small channel counts; a Conv weight is small). Without AVX2 the float mode has
 // no fast path (the reference kernel runs).
@@ -86,6 +87,11 @@ PackSignsFn PackSignsFor(PopcountPath p) {
 namespace {
 
 constexpr int64_t kGroup = 4;  // float mode: panels per task
+// AVX2, activations=float: up to this many rows, SignXorGemm (2 + 2 rows vector ops per 16
+// columns and k, nothing decoded) beats decoding the panels for the packed GEMM's FMAs
+// (binarized cnn.onnx, WHITTLE_ISA=avx2: batch 1 34.9K -> 47.2K samples/s, 2: 43.8K -> 57.0K,
+// 4: 50.7K -> 59.8K, 8: 63.4K -> 61.2K).
+constexpr int64_t kSignXorRows = 4;
 
 // Sign masks of output channels [n0, n0 + n) of bits in packed-GEMM panel order: mask p*K + k has
 // bit j set when W[n0 + p*nr + j, k] >= 0; alpha likewise per panel column (0 past n).
@@ -197,6 +203,15 @@ class BinaryMatMulKernel : public OpKernel {
         const int64_t j0 = g * kGroup * sp.nr, nb = std::min(kGroup * sp.nr, a_.n - j0);
         binary_avx512::SignMaskGemm(M, A, a_.k, rs, sp.masks.data() + g * kGroup * a_.k, a_.k, nb, sp.alpha.data() + j0,
                                     bias ? bias + j0 : nullptr, a_.relu, Y + j0, a_.n);
+      });
+      return Status::Ok();
+    }
+    if (!a_.binary && M <= kSignXorRows) {
+      const SignPanels& sp = *panels_;
+      ParallelFor((sp.panels + kGroup - 1) / kGroup, ctx.num_threads, [&](int64_t g) {
+        const int64_t j0 = g * kGroup * sp.nr, nb = std::min(kGroup * sp.nr, a_.n - j0);
+        binary_avx2::SignXorGemm(M, A, a_.k, sp.masks.data() + g * kGroup * a_.k, a_.k, nb, sp.alpha.data() + j0,
+                                 bias ? bias + j0 : nullptr, a_.relu, Y + j0, a_.n);
       });
       return Status::Ok();
     }

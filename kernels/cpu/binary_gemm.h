@@ -50,6 +50,12 @@ void XorPopcount(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w
 // vpshufb looks up 32 columns' weight nibbles in it. Tiles of 4 rows x 96 columns.
 void XorPopcountNibbles(int64_t rows, const uint64_t* a, int64_t lda, const uint8_t* panels, int64_t n,
                         int64_t words, int32_t* out, int64_t ldo);
+// activations=float for a few rows without decoding (AVX2 has no masked adds): Y[r, j] =
+// alpha[j] * sum_k sign(W[j, k]) x[r, k] + bias[j] (then max(., 0) when relu), from sign masks in
+// panels of 16 columns (masks[p * K + k] bit c = column 16p + c, SignPanels' AVX2 layout); x is
+// XORed with the sign each mask bit gives and added. alpha padded to whole panels.
+void SignXorGemm(int64_t rows, const float* a, int64_t lda, const uint32_t* masks, int64_t K, int64_t n,
+                 const float* alpha, const float* bias, bool relu, float* y, int64_t ldy);
 // nr = 16 (packed_gemm_avx2::kNr); masks[k] bits 0..15.
 void DecodeSignPanel(const uint32_t* masks, int64_t K, const float* alpha, float* out);
 }  // namespace binary_avx2

@@ -241,6 +241,48 @@ TEST(BinaryMatMul, SignMaskGemmMatchesPlainLoops) {
       }
 }
 
+// The AVX2 activations=float kernel for a few rows (x XOR the weights' sign bits, added) against
+// plain loops: rows 1..5 (pairs and single rows), n across 16-column panels and 32/64-column
+// tiles, bias and relu on/off.
+TEST(BinaryMatMul, SignXorGemmMatchesPlainLoops) {
+  if (!cpu::CpuHasPopcountPath(cpu::PopcountPath::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(10);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (int64_t K : {1, 7, 300})
+    for (int64_t n : {1, 15, 16, 17, 32, 50, 64, 65, 100, 128})
+      for (int64_t rows = 1; rows <= 5; ++rows) {
+        const int64_t lda = K + 3, ldy = n + 5, panels = (n + 15) / 16;
+        std::vector<float> a(static_cast<size_t>(rows * lda)), alpha(static_cast<size_t>(panels * 16), 0.f),
+            bias(static_cast<size_t>(n));
+        for (auto& v : a) v = u(rng);
+        for (int64_t j = 0; j < n; ++j) alpha[static_cast<size_t>(j)] = 0.5f + 0.5f * u(rng);
+        for (auto& v : bias) v = u(rng);
+        std::vector<uint32_t> masks(static_cast<size_t>(panels * K));
+        for (auto& m : masks) m = static_cast<uint32_t>(rng()) & 0xffffu;
+        for (int variant = 0; variant < 4; ++variant) {
+          const bool with_bias = variant & 1, relu = variant & 2;
+          std::vector<float> y(static_cast<size_t>(rows * ldy), -7.f);
+          cpu::binary_avx2::SignXorGemm(rows, a.data(), lda, masks.data(), K, n, alpha.data(),
+                                        with_bias ? bias.data() : nullptr, relu, y.data(), ldy);
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < n; ++j) {
+              double s = 0, mag = 0;
+              for (int64_t k = 0; k < K; ++k) {
+                const double x = a[static_cast<size_t>(r * lda + k)];
+                s += (masks[static_cast<size_t>((j / 16) * K + k)] >> (j % 16)) & 1 ? x : -x;
+                mag += std::fabs(x);
+              }
+              double want = alpha[static_cast<size_t>(j)] * s + (with_bias ? bias[static_cast<size_t>(j)] : 0.f);
+              if (relu) want = std::max(want, 0.0);
+              ASSERT_NEAR(y[static_cast<size_t>(r * ldy + j)], want, 1e-6 * mag + 1e-5)
+                  << "K " << K << " n " << n << " rows " << rows << " variant " << variant << " r " << r << " j " << j;
+            }
+            for (int64_t j = n; j < ldy; ++j) ASSERT_EQ(y[static_cast<size_t>(r * ldy + j)], -7.f) << "wrote past n";
+          }
+        }
+      }
+}
+
 TEST(BinaryMatMul, PerIsaSignDecodersSelectAlpha) {
   const cpu::SimdIsa isa = cpu::CpuSimdIsa();
   if (isa == cpu::SimdIsa::kScalar) GTEST_SKIP() << "no AVX2 on this CPU: the decoders are not used";
