@@ -6,6 +6,7 @@
 // a row's nibble x picks the table t_x[w] = popcount(x ^ w) and one vpshufb of it against a
 // vector of 32 weight nibbles counts 128 bit products (the XOR and the index masking are folded
 // into the table), one vpaddb sums them: 2 uops per 128 products against 8 per 256 above.
+// SignXorGemm (activations=float, few rows): the sign bits XORed into x, then added.
 #include <immintrin.h>
 
 #include <algorithm>

@@ -1,6 +1,8 @@
 // binary_gemm.h on AVX-512 (compiled with -mavx512f -mavx512vpopcntdq -mfma: see CMakeLists.txt;
 // run only where the CPU has AVX512_VPOPCNTDQ). XorPopcount: tiles of R rows of a against C
 // columns of w, eight words per VPOPCNTQ, the last partial vector read with a masked load.
+// XorPopcountPanels: one column per lane, a row word broadcast. SignMaskGemm (activations=float):
+// the weights' sign bits are the write masks of adds (and FMAs by 1) of broadcast inputs.
 // GCC 12 bug 105593: AVX-512 intrinsics built on _mm*_undefined_* warn as uninitialized.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"

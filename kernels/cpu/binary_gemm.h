@@ -11,6 +11,9 @@
 //   DecodeSignPanel (activations=float): one packed-GEMM panel of nr output channels,
 //     out[k * nr + j] = bit j of masks[k] ? alpha[j] : -alpha[j] for k < K: the weights sign * alpha,
 //     made by selecting between alpha and -alpha (no multiply), for the packed GEMM's tiles.
+//   Column-panel kernels the BinaryMatMul op runs on layouts made once at load: the XNOR count
+//     on AVX-512 (XorPopcountPanels) and AVX2 (XorPopcountNibbles); activations=float without
+//     any decode on AVX-512 (SignMaskGemm: masked adds) and on AVX2 for <= 4 rows (SignXorGemm).
 #pragma once
 
 #include <cstdint>
