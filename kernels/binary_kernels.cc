@@ -44,6 +44,10 @@ StatusOr<BinaryAttrs> ReadCommon(const KernelInit& init, const char* n_name, int
   auto act = ParseBinaryActivations(init.attrs.GetString("activations", "float"));
   if (!act.ok()) return InvalidArgument(init.node_name + ": " + act.status().message());
   b.binary = *act;
+  const std::string fused = init.attrs.GetString("_activation", "");
+  if (!fused.empty() && fused != "Relu")
+    return InvalidArgument(init.node_name + ": a binary layer takes only a fused Relu, got \"" + fused + "\"");
+  b.relu = !fused.empty();
   if (b.n < 1 || b.k < 1)
     return InvalidArgument(init.node_name + ": " + n_name + " and the contracted size must be >= 1, got " +
                            std::to_string(b.n) + " and " + std::to_string(b.k));

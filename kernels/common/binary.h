@@ -8,7 +8,8 @@
 // bias. activations=binary (XNOR-Net): A's rows are binarized the same way with a scale beta =
 // mean |A| over the row (BinaryMatMul) or over the whole sample C x H x W (BinaryConv), and
 // Y = beta * alpha[n] * (K - 2 popcount(a_bits XOR w_bits)) + bias[n]; a Conv tap in the zero
-// padding contributes 0 (as the float Conv of sign(x) * beta would).
+// padding contributes 0 (as the float Conv of sign(x) * beta would). With the runtime-internal
+// "_activation" = "Relu" (runtime/rewrite/fuse_activations.cc) every kernel gives max(Y, 0).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,7 @@ struct BinaryAttrs {
   int64_t n = 0;        // out_features (BinaryConv: output channels M)
   int64_t k = 0;        // contracted inputs (BinaryConv: C/group * kh * kw)
   bool binary = false;  // activations=binary
+  bool relu = false;    // Relu fused by the runtime ("_activation" = "Relu"; never in a saved model)
 };
 
 // "float" -> false, "binary" -> true; anything else an error naming the value.

@@ -25,7 +25,8 @@ Status BinaryMatMulReference(const BinaryAttrs& a, const Tensor& x, const Tensor
         const double v = a.binary ? (row[k] >= 0.f ? 1.0 : -1.0) : row[k];
         s += BinaryBit(W + n * words, k) ? v : -v;
       }
-      Y[m * a.n + n] = static_cast<float>(beta * alpha.data<float>()[n] * s + (bias ? bias->data<float>()[n] : 0.f));
+      const float v = static_cast<float>(beta * alpha.data<float>()[n] * s + (bias ? bias->data<float>()[n] : 0.f));
+      Y[m * a.n + n] = a.relu && !(v > 0.f) ? 0.f : v;
     }
   }
   return Status::Ok();
@@ -75,8 +76,9 @@ Status BinaryConvReference(const BinaryConvAttrs& a, const Tensor& x, const Tens
                 const double v = a.b.binary ? (f >= 0.f ? 1.0 : -1.0) : f;
                 sum += BinaryBit(wrow, (c * kh + ky) * kw + kx) ? v : -v;
               }
-          Y[(n * a.b.n + m) * out + oy * g.out[1] + ox] =
+          const float v =
               static_cast<float>(beta * alpha.data<float>()[m] * sum + (bias ? bias->data<float>()[m] : 0.f));
+          Y[(n * a.b.n + m) * out + oy * g.out[1] + ox] = a.b.relu && !(v > 0.f) ? 0.f : v;
         }
     }
   }

@@ -3,6 +3,7 @@
 #include <set>
 #include <string>
 
+#include "lib/ir/domain.h"
 #include "runtime/rewrite/match.h"
 
 namespace whittle {
@@ -13,13 +14,17 @@ Status FuseActivations(Graph& g, int* count) {
   std::set<int> dead;
   for (size_t pi = 0; pi < g.nodes().size(); ++pi) {
     Node& p = g.nodes()[pi];
-    if (!kProducers.count(p.op_type) || !p.domain.empty() || p.attrs.Has("_activation") || p.outputs.empty()) continue;
+    // The binarized layers (ai.whittle BinaryMatMul / BinaryConv) take a Relu in their epilogue.
+    const bool binary = p.domain == kWhittleDomain && (p.op_type == "BinaryMatMul" || p.op_type == "BinaryConv");
+    if (!(binary || (kProducers.count(p.op_type) && p.domain.empty())) || p.attrs.Has("_activation") || p.outputs.empty())
+      continue;
     int y = p.outputs[0];
     if (y < 0 || g.value(y).dtype != DType::kFloat32) continue;
     int ai = rewrite::SoleConsumer(g, y);
     if (ai < 0 || dead.count(ai)) continue;
     const Node& a = g.nodes()[static_cast<size_t>(ai)];
     if (!kActs.count(a.op_type) || !a.domain.empty() || a.inputs.empty() || a.inputs[0] != y) continue;
+    if (binary && a.op_type != "Relu") continue;
     AttributeMap fused;
     fused.Set("_activation", Attribute::String(a.op_type));
     if (a.op_type == "LeakyRelu") fused.Set("_alpha", Attribute::Float(a.attrs.GetFloat("alpha", 0.01f)));

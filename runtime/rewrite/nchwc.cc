@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "kernels/common/binary.h"
 #include "lib/ops/op_def.h"
 #include "runtime/rewrite/match.h"
 
@@ -32,7 +33,8 @@ class Converter {
     WH_ASSIGN_OR_RETURN(std::vector<int> order, g_.TopologicalOrder());
     for (int ni : order) {
       const Node n = g_.nodes()[static_cast<size_t>(ni)];  // a copy: AddNode may reallocate
-      if (rewrite::IsOp(n, "Conv") && skip_.count(ni)) continue;
+      if ((rewrite::IsOp(n, "Conv") || (n.domain == kWhittleDomain && n.op_type == "BinaryConv")) && skip_.count(ni))
+        continue;
       current_ = ni;
       if (TryConvert(n)) dead_.insert(ni);
     }
@@ -110,6 +112,7 @@ class Converter {
     if (n.outputs.size() != 1 || n.outputs[0] < 0) return false;
     const int y = n.outputs[0];
     if (rewrite::IsOp(n, "Conv")) return ConvertConv(n, y);
+    if (n.domain == kWhittleDomain && n.op_type == "BinaryConv") return ConvertBinaryConv(n, y);
     if (!IsBlocked(rewrite::InputAt(n, 0))) return false;
     const int x = n.inputs[0];
     if (rewrite::IsOp(n, "MaxPool") || rewrite::IsOp(n, "AveragePool") || rewrite::IsOp(n, "GlobalMaxPool") ||
@@ -152,9 +155,43 @@ class Converter {
     return false;
   }
 
-  bool ConvertConv(const Node& n, int y) {
+  // An ai.whittle BinaryConv with float activations is the Conv of weight sign * alpha
+  // (lib/ops/binary.cc): its packed bits are decoded into that float weight, which only this
+  // in-memory graph holds (the saved model keeps the bits), and it becomes an NchwcConv like a
+  // Conv, with the blocked layout and a fused Relu (its CPU kernel runs the float Conv kernel on
+  // the same decoded weight; without the conversion it would stay NCHW between blocked nodes).
+  bool ConvertBinaryConv(const Node& n, int y) {
+    if (n.attrs.GetString("activations", "float") != "float" || n.attrs.GetInt("group", 1) != 1) return false;
+    const Tensor* bits = rewrite::ConstInput(g_, n, 1);
+    const Tensor* alpha = rewrite::ConstInput(g_, n, 2);
+    const std::vector<int64_t> ks = n.attrs.GetInts("kernel_shape", {});
+    const int64_t m = n.attrs.GetInt("out_channels", 0), c = n.attrs.GetInt("in_channels", 0);
+    if (!bits || !alpha || ks.size() != 2 || m < 1 || c < 1) return false;
+    const BinaryAttrs ba{m, c * ks[0] * ks[1], false, false};
+    const Tensor* bias = rewrite::ConstInput(g_, n, 3);
+    if (rewrite::InputAt(n, 3) >= 0 && !bias) return false;
+    if (!CheckBinaryTensors(ba, *bits, *alpha, bias, true).ok()) return false;
+    Tensor w(DType::kFloat32, {m, c, ks[0], ks[1]});
+    const int64_t words = BinaryWords(ba.k);
+    for (int64_t o = 0; o < m; ++o) {
+      const float a = alpha->data<float>()[o];
+      for (int64_t i = 0; i < ba.k; ++i)
+        w.data<float>()[o * ba.k + i] = BinaryBit(bits->data<uint64_t>() + o * words, i) ? a : -a;
+    }
+    Node conv;
+    conv.name = n.name;
+    conv.op_type = "Conv";
+    for (const char* a : {"kernel_shape", "strides", "pads", "dilations", "auto_pad", "group", "_activation"})
+      if (const Attribute* v = n.attrs.Find(a)) conv.attrs.Set(a, *v);
+    conv.inputs = {rewrite::InputAt(n, 0), -1, rewrite::InputAt(n, 3)};
+    return ConvertConv(conv, y, &w);
+  }
+
+  // decoded: the weight when n's input 1 is not yet a value (ConvertBinaryConv), added to the
+  // graph as an initializer only when the conversion happens.
+  bool ConvertConv(const Node& n, int y, const Tensor* decoded = nullptr) {
     const int x = rewrite::InputAt(n, 0);
-    const Tensor* w = rewrite::ConstInput(g_, n, 1);
+    const Tensor* w = decoded ? decoded : rewrite::ConstInput(g_, n, 1);
     const int b = rewrite::InputAt(n, 2);
     if (x < 0 || !w || w->dtype() != DType::kFloat32 || w->rank() != 4 || (block_ && w->dim(0) % block_ != 0))
       return false;
@@ -180,7 +217,8 @@ class Converter {
     conv.attrs.Set("block", Attribute::Int(block_));
     if (plain_input) conv.attrs.Set("plain_input", Attribute::Int(1));
     const int64_t m = w->dim(0);  // w points into the value table, which the next lines grow
-    conv.inputs = {plain_input ? x : BlockedOf(x), n.inputs[1], b};
+    const int wid = decoded ? g_.AddInitializer(g_.UniqueName(n.name + "_weight_decoded"), *decoded) : n.inputs[1];
+    conv.inputs = {plain_input ? x : BlockedOf(x), wid, b};
     if (sum >= 0) conv.inputs.push_back(BlockedOf(sum));
     conv.outputs = {NewValue(y, m)};
     produced_here_.insert(y);

@@ -7,7 +7,8 @@
 //   Conv      -> NchwcConv (its input blocked, or kept NCHW where oneDNN's first-layer kernels
 //                read that directly: <= 3 channels for nChw{8,16}c, 1 for NHWC (or <= 3 when
 //                the output has 8 or 16 channels, which is nChw8c / nChw16c too); its fused
-//                residual blocked too)
+//                residual blocked too); an ai.whittle BinaryConv with float activations likewise,
+//                its bits decoded into the float weight sign * alpha (in the runtime's graph only)
 //   MaxPool / AveragePool (2-D, one output) / GlobalMaxPool / GlobalAveragePool on a blocked
 //                input -> NchwcPool
 //   Relu, and Add of two same-shape tensors, on blocked inputs -> the same op on the blocked data

@@ -31,7 +31,8 @@ Tensor Random(const Dims& d, uint32_t seed) {
 }
 
 // Args: mode, M, N, K. Modes: 0 FP32 packed GEMM, 1 FP32 Sgemm, 2 BinaryMatMul activations=float,
-// 3 BinaryMatMul activations=binary, 4 + PopcountPath: the bare XorPopcount of that path.
+// 3 BinaryMatMul activations=binary, 4 + PopcountPath: the bare XorPopcount of that path, 8 the
+// bare AVX2 XorPopcountNibbles, 9 the bare AVX-512 XorPopcountPanels (the layouts the op runs).
 void BM_BinaryGemm(benchmark::State& state) {
   const int mode = static_cast<int>(state.range(0));
   const int64_t M = state.range(1), N = state.range(2), K = state.range(3), words = BinaryWords(K);
@@ -52,7 +53,7 @@ void BM_BinaryGemm(benchmark::State& state) {
   for (int64_t n = 0; n < N; ++n)
     alpha.data<float>()[n] = static_cast<float>(PackSigns(w.data<float>() + n * K, K, bits.data<uint64_t>() + n * words) / K);
   if (mode >= 4) {
-    const auto path = static_cast<cpu::PopcountPath>(mode - 4);
+    const auto path = static_cast<cpu::PopcountPath>(mode >= 8 ? mode - 6 : mode - 4);
     if (!cpu::CpuHasPopcountPath(path)) {
       state.SkipWithError("popcount path not on this CPU");
       return;
@@ -61,11 +62,21 @@ void BM_BinaryGemm(benchmark::State& state) {
     for (int64_t m = 0; m < M; ++m) PackSigns(a.data<float>() + m * K, K, abits.data() + m * words);
     std::vector<int32_t> cnt(static_cast<size_t>(M * N));
     const cpu::XorPopcountFn fn = cpu::XorPopcountFor(path);
+    const std::vector<uint8_t> nibbles = mode == 8 ? cpu::NibbleColumns(bits.data<uint64_t>(), N, words)
+                                                   : std::vector<uint8_t>();
+    const std::vector<uint64_t> panels = mode == 9 ? cpu::InterleaveColumns(bits.data<uint64_t>(), N, words)
+                                                   : std::vector<uint64_t>();
     for (auto _ : state) {
-      fn(M, abits.data(), words, bits.data<uint64_t>(), N, words, cnt.data(), N);
+      if (mode == 8)
+        cpu::binary_avx2::XorPopcountNibbles(M, abits.data(), words, nibbles.data(), N, words, cnt.data(), N);
+      else if (mode == 9)
+        cpu::binary_avx512::XorPopcountPanels(M, abits.data(), words, panels.data(), N, words, cnt.data(), N);
+      else
+        fn(M, abits.data(), words, bits.data<uint64_t>(), N, words, cnt.data(), N);
       benchmark::ClobberMemory();
     }
-    state.SetLabel(std::string("xor+popcount ") + cpu::PopcountPathName(path));
+    state.SetLabel(std::string(mode == 8 ? "xor+popcount nibble-lut " : mode == 9 ? "xor+popcount panels " : "xor+popcount ") +
+                   cpu::PopcountPathName(path));
     return;
   }
   RegisterAllKernels();
@@ -94,7 +105,7 @@ void BM_BinaryGemm(benchmark::State& state) {
 
 void Args(benchmark::internal::Benchmark* b) {
   for (int64_t m : {64, 1})
-    for (int mode = 0; mode <= 7; ++mode) b->Args({mode, m, 1024, 1024});
+    for (int mode = 0; mode <= 9; ++mode) b->Args({mode, m, 1024, 1024});
 }
 BENCHMARK(BM_BinaryGemm)->Apply(Args)->Unit(benchmark::kMicrosecond);
 

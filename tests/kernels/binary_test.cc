@@ -4,6 +4,8 @@
 // against plain loops, and hostile tensors refused at load with a clear message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -159,6 +161,128 @@ TEST(BinaryMatMul, ColumnPanelPopcountCounts) {
   }
 }
 
+// The AVX2 kernel on nibble panels (32 columns per vector, 3-row x 3-panel tiles): every row and
+// column count for rows 1..9 (whole tiles, 2-row and 1-row tails), n across partial panels and
+// partial tiles, words 1..40 (past the 3-word byte flush), nothing written past n.
+TEST(BinaryMatMul, NibblePanelPopcountCounts) {
+  if (!cpu::CpuHasPopcountPath(cpu::PopcountPath::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937_64 rng(7);
+  for (int64_t words = 1; words <= 40; words += (words < 8 ? 1 : 5)) {
+    for (int64_t n : {1, 31, 32, 33, 64, 95, 96, 97, 161, 200}) {
+      for (int64_t rows = 1; rows <= 9; ++rows) {
+        const int64_t lda = words + 1, ldo = n + 3;
+        std::vector<uint64_t> a(static_cast<size_t>(rows * lda)), w(static_cast<size_t>(n * words));
+        for (auto& v : a) v = rng();
+        for (auto& v : w) v = rng();
+        w[0] = ~uint64_t{0};  // all ones, and a row of zeros: the counts' extremes
+        a[0] = ~uint64_t{0};
+        if (rows > 1) a[lda] = 0;
+        const std::vector<uint8_t> panels = cpu::NibbleColumns(w.data(), n, words);
+        std::vector<int32_t> out(static_cast<size_t>(rows * ldo), -1);
+        cpu::binary_avx2::XorPopcountNibbles(rows, a.data(), lda, panels.data(), n, words, out.data(), ldo);
+        std::vector<int32_t> want(static_cast<size_t>(rows * ldo), -1);
+        cpu::binary_portable::XorPopcount(rows, a.data(), lda, w.data(), n, words, want.data(), ldo);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = 0; j < ldo; ++j)
+            ASSERT_EQ(out[r * ldo + j], want[r * ldo + j]) << "words " << words << " n " << n << " rows " << rows
+                                                           << " row " << r << " col " << j;
+      }
+    }
+  }
+  // Past one 16-bit chunk (1020 words): the counts move to 32 bits in between.
+  const int64_t words = 1100, n = 40;
+  std::vector<uint64_t> a(static_cast<size_t>(2 * words), ~uint64_t{0}), w(static_cast<size_t>(n * words), 0);
+  const std::vector<uint8_t> panels = cpu::NibbleColumns(w.data(), n, words);
+  std::vector<int32_t> out(static_cast<size_t>(2 * n));
+  cpu::binary_avx2::XorPopcountNibbles(2, a.data(), words, panels.data(), n, words, out.data(), n);
+  for (int32_t c : out) ASSERT_EQ(c, words * 64);
+}
+
+// The AVX-512 activations=float kernel (masked adds from sign masks, 2 S - rowsum in the
+// epilogue) against plain loops: rows 1..9 and 13 (6-, 3- and 1..5-row tiles), n across partial
+// vectors, panels and 64/128-column tiles, K across the 512-input blocks, bias and relu on/off.
+TEST(BinaryMatMul, SignMaskGemmMatchesPlainLoops) {
+  if (!cpu::CpuHasPopcountPath(cpu::PopcountPath::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (int64_t K : {1, 7, 511, 512, 513, 1100})
+    for (int64_t n : {1, 16, 31, 33, 64, 100, 128, 129, 200})
+      for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) {
+        const int64_t lda = K + 3, ldy = n + 5, panels = (n + 31) / 32;
+        std::vector<float> a(static_cast<size_t>(rows * lda)), alpha(static_cast<size_t>(panels * 32), 0.f),
+            bias(static_cast<size_t>(n)), rowsum(static_cast<size_t>(rows));
+        for (auto& v : a) v = u(rng);
+        for (int64_t j = 0; j < n; ++j) alpha[static_cast<size_t>(j)] = 0.5f + 0.5f * u(rng);
+        for (auto& v : bias) v = u(rng);
+        std::vector<uint32_t> masks(static_cast<size_t>(panels * K));
+        for (auto& m : masks) m = static_cast<uint32_t>(rng());
+        cpu::binary_avx512::SumRows(rows, a.data(), lda, K, rowsum.data());
+        for (int variant = 0; variant < 4; ++variant) {
+          const bool with_bias = variant & 1, relu = variant & 2;
+          std::vector<float> y(static_cast<size_t>(rows * ldy), -7.f);
+          cpu::binary_avx512::SignMaskGemm(rows, a.data(), lda, rowsum.data(), masks.data(), K, n, alpha.data(),
+                                           with_bias ? bias.data() : nullptr, relu, y.data(), ldy);
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < n; ++j) {
+              double s = 0, mag = 0;
+              for (int64_t k = 0; k < K; ++k) {
+                const double x = a[static_cast<size_t>(r * lda + k)];
+                s += (masks[static_cast<size_t>((j / 32) * K + k)] >> (j % 32)) & 1 ? x : -x;
+                mag += std::fabs(x);
+              }
+              double want = alpha[static_cast<size_t>(j)] * s + (with_bias ? bias[static_cast<size_t>(j)] : 0.f);
+              if (relu) want = std::max(want, 0.0);
+              ASSERT_NEAR(y[static_cast<size_t>(r * ldy + j)], want, 1e-6 * mag + 1e-5)
+                  << "K " << K << " n " << n << " rows " << rows << " variant " << variant << " r " << r << " j " << j;
+            }
+            for (int64_t j = n; j < ldy; ++j) ASSERT_EQ(y[static_cast<size_t>(r * ldy + j)], -7.f) << "wrote past n";
+          }
+        }
+      }
+}
+
+// The AVX2 activations=float kernel for a few rows (x XOR the weights' sign bits, added) against
+// plain loops: rows 1..5 (pairs and single rows), n across 16-column panels and 32/64-column
+// tiles, bias and relu on/off.
+TEST(BinaryMatMul, SignXorGemmMatchesPlainLoops) {
+  if (!cpu::CpuHasPopcountPath(cpu::PopcountPath::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(10);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (int64_t K : {1, 7, 300})
+    for (int64_t n : {1, 15, 16, 17, 32, 50, 64, 65, 100, 128})
+      for (int64_t rows = 1; rows <= 5; ++rows) {
+        const int64_t lda = K + 3, ldy = n + 5, panels = (n + 15) / 16;
+        std::vector<float> a(static_cast<size_t>(rows * lda)), alpha(static_cast<size_t>(panels * 16), 0.f),
+            bias(static_cast<size_t>(n));
+        for (auto& v : a) v = u(rng);
+        for (int64_t j = 0; j < n; ++j) alpha[static_cast<size_t>(j)] = 0.5f + 0.5f * u(rng);
+        for (auto& v : bias) v = u(rng);
+        std::vector<uint32_t> masks(static_cast<size_t>(panels * K));
+        for (auto& m : masks) m = static_cast<uint32_t>(rng()) & 0xffffu;
+        for (int variant = 0; variant < 4; ++variant) {
+          const bool with_bias = variant & 1, relu = variant & 2;
+          std::vector<float> y(static_cast<size_t>(rows * ldy), -7.f);
+          cpu::binary_avx2::SignXorGemm(rows, a.data(), lda, masks.data(), K, n, alpha.data(),
+                                        with_bias ? bias.data() : nullptr, relu, y.data(), ldy);
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < n; ++j) {
+              double s = 0, mag = 0;
+              for (int64_t k = 0; k < K; ++k) {
+                const double x = a[static_cast<size_t>(r * lda + k)];
+                s += (masks[static_cast<size_t>((j / 16) * K + k)] >> (j % 16)) & 1 ? x : -x;
+                mag += std::fabs(x);
+              }
+              double want = alpha[static_cast<size_t>(j)] * s + (with_bias ? bias[static_cast<size_t>(j)] : 0.f);
+              if (relu) want = std::max(want, 0.0);
+              ASSERT_NEAR(y[static_cast<size_t>(r * ldy + j)], want, 1e-6 * mag + 1e-5)
+                  << "K " << K << " n " << n << " rows " << rows << " variant " << variant << " r " << r << " j " << j;
+            }
+            for (int64_t j = n; j < ldy; ++j) ASSERT_EQ(y[static_cast<size_t>(r * ldy + j)], -7.f) << "wrote past n";
+          }
+        }
+      }
+}
+
 TEST(BinaryMatMul, PerIsaSignDecodersSelectAlpha) {
   const cpu::SimdIsa isa = cpu::CpuSimdIsa();
   if (isa == cpu::SimdIsa::kScalar) GTEST_SKIP() << "no AVX2 on this CPU: the decoders are not used";
@@ -227,6 +351,41 @@ TEST(BinaryConv, CpuMatchesReferenceOnConvGeometries) {
         ExpectBackendsMatchReference(node, in, 1e-4f, 1e-4f, 17, 2, false);
       }
     }
+}
+
+// The Relu the runtime fuses into a binarized layer ("_activation", runtime/rewrite/
+// fuse_activations.cc): the CPU kernels against the reference, and the reference's fused output
+// against max(0, .) of its unfused one, both activation modes, with and without bias.
+TEST(BinaryMatMul, FusedReluIsTheReluOfTheOutput) {
+  RegisterAllOps();
+  uint32_t seed = 60;
+  for (const std::string act : {"float", "binary"})
+    for (bool conv : {false, true})
+      for (bool bias : {false, true}) {
+        SCOPED_TRACE(act + (conv ? " conv" : " matmul") + (bias ? " bias" : ""));
+        const int64_t n = conv ? 6 : 37, k = conv ? 4 * 9 : 131;
+        std::vector<Tensor> in{conv ? RandomFloat({2, 4, 5, 6}, seed++) : RandomFloat({5, k}, seed++),
+                               RandomBits(n, k, seed++), RandomFloat({n}, seed++, 0.f, 1.f)};
+        if (bias) in.push_back(RandomFloat({n}, seed++));
+        AttributeMap attrs = conv ? ConvAttrs(4, n, 3, 3, 1, {}, {1, 1, 1, 1}, {}, act) : MatMulAttrs(n, k, act);
+        const int ni = static_cast<int>(in.size());
+        const char* op = conv ? "BinaryConv" : "BinaryMatMul";
+        const std::vector<Tensor> plain = ExpectBackendsMatchReference(MakeNode(op, ni, 1, attrs, kWhittleDomain), in,
+                                                                       1e-4f, 1e-4f, 17, 1, true);
+        attrs.Set("_activation", Attribute::String("Relu"));
+        for (bool consts : {false, true}) {
+          const std::vector<Tensor> fused = ExpectBackendsMatchReference(MakeNode(op, ni, 1, attrs, kWhittleDomain), in,
+                                                                         1e-4f, 1e-4f, 17, 2, consts);
+          ASSERT_EQ(fused.size(), 1u);
+          int zeros = 0;
+          for (int64_t i = 0; i < plain[0].numel(); ++i) {
+            const float p = plain[0].data<float>()[i];
+            zeros += p <= 0.f;
+            ASSERT_EQ(fused[0].data<float>()[i], p > 0.f ? p : 0.f) << i;
+          }
+          EXPECT_GT(zeros, 0);
+        }
+      }
 }
 
 // A model with one BinaryMatMul over the given tensors (bias when defined).

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/common/binary.h"
 #include "kernels/nchwc.h"
 #include "lib/ops/op_def.h"
 #include "runtime/rewrite/rewrite.h"
@@ -221,6 +222,73 @@ TEST(Nchwc, LeavesConvsItCannotOrShouldNotRun) {
   r = Rewrite(se, 16);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(testing::CountOps(se, "NchwcConv"), 0);
+}
+
+// A binarized CNN as compress-model --binarize writes it: stem Conv -> Relu -> MaxPool ->
+// ai.whittle BinaryConv (16 -> 16, 3x3, bias) -> Relu -> MaxPool -> y. With float activations the
+// BinaryConv becomes an NchwcConv on its decoded weight, both Relus are fused, and the outputs
+// are those of the unconverted graph on the reference kernels; with binary activations it stays,
+// and the stem, alone in its region, stays NCHW.
+Graph BinarizedCnn(const std::string& activations) {
+  const int64_t k = 16 * 9;
+  const Tensor wf = RandomFloat({16, k}, 41);
+  Tensor bits(DType::kUInt64, {16, BinaryWords(k)});
+  for (int64_t m = 0; m < 16; ++m) PackSigns(wf.data<float>() + m * k, k, bits.data<uint64_t>() + m * BinaryWords(k));
+  auto pads1 = Attribute::Ints({1, 1, 1, 1});
+  auto pool = A({{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}});
+  Graph g = GraphBuilder(17)
+                .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 1, 8, 8})
+                .Init("w0", RandomFloat({16, 1, 3, 3}, 42, -0.5f, 0.5f))
+                .Init("b0", RandomFloat({16}, 43))
+                .Init("bits", bits)
+                .Init("alpha", RandomFloat({16}, 44, 0.01f, 0.1f))
+                .Init("b1", RandomFloat({16}, 45))
+                .Op("Conv", {"x", "w0", "b0"}, {"c0"}, A({{"pads", pads1}}))
+                .Op("Relu", {"c0"}, {"r0"})
+                .Op("MaxPool", {"r0"}, {"p0"}, pool)
+                .Op("BinaryConv", {"p0", "bits", "alpha", "b1"}, {"c1"},
+                    A({{"in_channels", Attribute::Int(16)}, {"out_channels", Attribute::Int(16)},
+                       {"kernel_shape", Attribute::Ints({3, 3})}, {"pads", pads1},
+                       {"activations", Attribute::String(activations)}}))
+                .Op("Relu", {"c1"}, {"r1"})
+                .Op("MaxPool", {"r1"}, {"y"}, pool)
+                .Output("y")
+                .Build();
+  for (Node& n : g.nodes())
+    if (n.op_type == "BinaryConv") n.domain = kWhittleDomain;
+  g.opset_imports[kWhittleDomain] = 1;
+  return g;
+}
+
+TEST(Nchwc, BinaryConvWithFloatActivationsJoinsTheRegion) {
+  const Tensor x = RandomFloat({3, 1, 8, 8}, 46);
+  for (const std::string act : {"float", "binary"}) {
+    SessionOptions ref;
+    ref.backend = Backend::kReference;
+    ref.optimize = false;
+    const std::vector<Tensor> want = RunGraph(BinarizedCnn(act), ref, x);
+    for (int block : {0, 8, 16}) {
+      SCOPED_TRACE(act + " block " + std::to_string(block));
+      Graph g = BinarizedCnn(act);
+      auto r = Rewrite(g, block);
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      EXPECT_EQ(testing::CountOps(g, "Relu"), 0);  // both fused into their producers
+      EXPECT_EQ(testing::CountOps(g, "NchwcConv"), act == "float" ? 2 : 0);
+      EXPECT_EQ(testing::CountOps(g, "BinaryConv"), act == "float" ? 0 : 1);
+      for (const Node& n : g.nodes()) {
+        if (n.op_type == "NchwcConv" || n.op_type == "BinaryConv") {
+          EXPECT_EQ(n.attrs.GetString("_activation", ""), "Relu") << n.name;
+        }
+      }
+      for (Backend backend : {Backend::kReference, Backend::kCpu}) {
+        SCOPED_TRACE(BackendName(backend));
+        SessionOptions so;
+        so.backend = backend;
+        so.optimize = false;  // g is rewritten already
+        ExpectClose(RunGraph(g, so, x), want);
+      }
+    }
+  }
 }
 
 TEST(Nchwc, OpsRejectBadBlocks) {
