@@ -20,7 +20,7 @@ Status InferConcrete(const OpDef& def, const Node& node, int opset, const std::v
   InferContext ctx(node, opset);
   for (const Tensor* t : inputs) {
     if (!t) ctx.AddInput(false, DType::kUndefined, std::nullopt, nullptr);
-    else ctx.AddInput(true, t->dtype(), ToSymShape(t->dims()), t);
+    else ctx.AddInput(true, t->dtype(), ToSymShape(t->dims()), t->device() == DeviceType::kCpu ? t : nullptr);
   }
   for (int o : node.outputs) ctx.AddOutputSlot(o >= 0);
   WH_RETURN_IF_ERROR(InferNode(def, ctx));

@@ -20,6 +20,7 @@ StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Ba
 
 // Infers output dims for concrete inputs (absent inputs: nullptr). outputs gets dtype/dims;
 // value_reads (optional) gets InferContext::ValueReads(): which inputs' values the shapes depend on.
+// Inputs on a device give their dtype and dims only (their values are not read).
 Status InferConcrete(const OpDef& def, const Node& node, int opset, const std::vector<const Tensor*>& inputs,
                      std::vector<DType>* out_dtypes, std::vector<Dims>* out_dims, uint64_t* value_reads = nullptr);
 

@@ -82,6 +82,13 @@ struct Session::Arena {
     if (t.defined() && t.buffer().use_count() == 1) free.push_back(t.buffer());
     t = Tensor();
   }
+  // t's copy on `device`, in an arena buffer.
+  StatusOr<Tensor> CopyTo(const Tensor& t, DeviceType device) {
+    WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> b, Take(t.nbytes(), device));
+    Tensor c(t.dtype(), t.dims(), std::move(b));
+    WH_RETURN_IF_ERROR(CopyTensorBytes(t, &c));
+    return c;
+  }
 };
 
 Session::~Session() = default;
@@ -258,16 +265,16 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     const auto t0 = stats ? Clock::now() : Clock::time_point();
     in.clear();
     for (int i : n.inputs) in.push_back(i >= 0 ? &slots[static_cast<size_t>(i)] : nullptr);
-    // Shape inference (and the plan's value checks) read host tensors: a device input shows its
-    // dtype and dims, and its value only after a download where it is not float (shape values).
+    // Shape inference (and the plan's value checks) read values on the host only: a device input
+    // shows its dtype and dims (InferConcrete), and its value after a download where it is not
+    // float (shape values).
     infer_in = in;
     for (size_t k = 0; st.ok() && k < in.size(); ++k)
       if (in[k] && in[k]->device() != DeviceType::kCpu) {
-        infer_in[k] = nullptr;
         if (in[k]->dtype() != DType::kFloat32) {
           const size_t v = static_cast<size_t>(n.inputs[k]);
           if (moved[v].device() != DeviceType::kCpu || !moved[v].defined()) {
-            auto h = in[k]->ToDevice(DeviceType::kCpu);
+            auto h = arena->CopyTo(*in[k], DeviceType::kCpu);
             if (!h.ok()) { st = h.status().WithContext(n.DebugName()); break; }
             moved[v] = std::move(*h);
           }
@@ -313,7 +320,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
           continue;
         }
         if (!moved[v].defined() || moved[v].device() != step.device) {
-          auto c = in[k]->ToDevice(step.device);
+          auto c = arena->CopyTo(*in[k], step.device);
           if (!c.ok()) { st = c.status().WithContext(n.DebugName()); break; }
           moved[v] = std::move(*c);
         }
@@ -346,6 +353,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
         break;
       }
     }
+    const DeviceType ran_on = step.alias >= 0 ? in[static_cast<size_t>(step.alias)]->device() : step.device;
     for (int v : release_at_step_[si]) {
       arena->Release(slots[static_cast<size_t>(v)]);
       arena->Release(moved[static_cast<size_t>(v)]);
@@ -356,7 +364,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
       std::string op = n.op_type;
       if (n.attrs.Has("_activation")) op += "+" + n.attrs.GetString("_activation", "");
       if (n.attrs.Has("_max_pool")) op += "+MaxPool";
-      stats->nodes.push_back({n.name, op, ms, DeviceName(step.device)});
+      stats->nodes.push_back({n.name, op, ms, DeviceName(ran_on)});
     }
   }
   omp_set_num_threads(prev_threads);
@@ -377,6 +385,9 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
       results.push_back(shared ? t.Clone() : t);
     }
   }
+  // A device output was copied out: its buffer serves the next run.
+  for (int o : g.outputs())
+    if (slots[static_cast<size_t>(o)].device() != DeviceType::kCpu) arena->Release(slots[static_cast<size_t>(o)]);
   if (st.ok() && BackendDevice(opts_.backend) != DeviceType::kCpu)
     st = DeviceRuntimeFor(BackendDevice(opts_.backend))->synchronize();  // a device error surfaces here
   for (Tensor& t : slots) t = Tensor();  // drop references; arena keeps only free buffers

@@ -1,6 +1,8 @@
 #include "lib/ir/device.h"
 
 #include <atomic>
+#include <cstring>
+#include <string>
 
 namespace whittle {
 namespace {
@@ -18,6 +20,20 @@ const DeviceRuntime* DeviceRuntimeFor(DeviceType device) {
 }
 
 const char* DeviceName(DeviceType device) { return device == DeviceType::kCuda ? "cuda" : "cpu"; }
+
+Status CopyTensorBytes(const Tensor& src, Tensor* dst) {
+  if (src.dtype() != dst->dtype() || src.dims() != dst->dims())
+    return Internal("CopyTensorBytes: " + DimsToString(src.dims()) + " into " + DimsToString(dst->dims()));
+  if (src.nbytes() == 0) return Status::Ok();
+  const DeviceType from = src.device(), to = dst->device();
+  if (from == DeviceType::kCpu && to == DeviceType::kCpu) {
+    std::memcpy(dst->raw_data(), src.raw_data(), src.nbytes());
+    return Status::Ok();
+  }
+  const DeviceRuntime* rt = DeviceRuntimeFor(from == DeviceType::kCpu ? to : from);
+  if (!rt) return Unimplemented(std::string("no runtime for device '") + DeviceName(from == DeviceType::kCpu ? to : from) + "'");
+  return rt->copy(dst->raw_data(), to, src.raw_data(), from, src.nbytes());
+}
 
 bool DeviceAvailable(DeviceType device, std::string* why) {
   if (device == DeviceType::kCpu) return true;

@@ -30,6 +30,9 @@ void RegisterDeviceRuntime(DeviceType device, const DeviceRuntime* rt);
 const DeviceRuntime* DeviceRuntimeFor(DeviceType device);
 const char* DeviceName(DeviceType device);
 
+// dst's bytes = src's (same dtype and dims; any two devices, through the device's runtime).
+Status CopyTensorBytes(const Tensor& src, Tensor* dst);
+
 // Whether `device` can run now (the CPU always can); *why says why not.
 bool DeviceAvailable(DeviceType device, std::string* why);
 

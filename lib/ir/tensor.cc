@@ -94,12 +94,9 @@ Tensor Tensor::Reshaped(const Dims& dims) const {
 
 StatusOr<Tensor> Tensor::ToDevice(DeviceType to) const {
   if (!defined() || device() == to) return *this;
-  const DeviceType from = device();
-  const DeviceRuntime* rt = DeviceRuntimeFor(to == DeviceType::kCpu ? from : to);
-  if (!rt) return Unimplemented(std::string("no runtime for device '") + DeviceName(to == DeviceType::kCpu ? from : to) + "'");
   WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> b, Buffer::AllocateOn(to, nbytes()));
   Tensor t(dtype_, dims_, std::move(b));
-  if (nbytes()) WH_RETURN_IF_ERROR(rt->copy(t.raw_data(), to, raw_data(), from, nbytes()));
+  WH_RETURN_IF_ERROR(CopyTensorBytes(*this, &t));
   t.quant = quant;
   return t;
 }

@@ -1,0 +1,200 @@
+// The session's device placement on a stand-in device: a DeviceRuntime for kCuda whose memory is
+// host memory (it counts copies and remembers what it allocated), and a test op whose kernel
+// claims that device when the session asks for the CUDA backend and refuses any tensor that is
+// not on it. Standard ops have no kernel for the stand-in (the CUDA kernels build only against the
+// real CUDA runtime), so they fall back to the CPU: the test sees the placement, the explicit
+// copies at each device boundary, the constants uploaded once at load, aliases staying on the
+// device, the fallback list and the profile — in every build, GPU or not. The CUDA kernels
+// themselves are tested by tests/kernels (ExpectBackendsMatchReference) where a GPU exists.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "kernels/kernel.h"
+#include "lib/ir/device.h"
+#include "lib/ops/op_def.h"
+#include "tests/util/graph_builder.h"
+#include "tests/util/test_util.h"
+#include "whittle/session.h"
+
+namespace whittle {
+namespace {
+
+using testing::GraphBuilder;
+using testing::RandomFloat;
+using testing::TensorsClose;
+
+struct FakeDevice {
+  std::mutex mu;
+  std::set<void*> live;
+  int copies_to_device = 0, copies_to_host = 0;
+};
+FakeDevice* fake = nullptr;
+
+const DeviceRuntime kFakeRuntime = [] {
+  DeviceRuntime rt;
+  rt.available = [](std::string*) { return true; };
+  rt.allocate = [](size_t bytes) -> void* {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    std::memset(p, 0, (bytes + 63) / 64 * 64);
+    std::lock_guard<std::mutex> l(fake->mu);
+    fake->live.insert(p);
+    return p;
+  };
+  rt.release = [](void* p) {
+    {
+      std::lock_guard<std::mutex> l(fake->mu);
+      fake->live.erase(p);
+    }
+    std::free(p);
+  };
+  rt.copy = [](void* dst, DeviceType dd, const void* src, DeviceType sd, size_t bytes) -> Status {
+    if (dd == sd) return Internal("a copy within one device");
+    std::memcpy(dst, src, bytes);
+    std::lock_guard<std::mutex> l(fake->mu);
+    (dd == DeviceType::kCuda ? fake->copies_to_device : fake->copies_to_host)++;
+    return Status::Ok();
+  };
+  rt.synchronize = []() { return Status::Ok(); };
+  return rt;
+}();
+
+// test.device DevAffine(X[, B]) = 2 X (+ B), float32, B of X's shape.
+class DevAffine : public OpKernel {
+ public:
+  explicit DevAffine(DeviceType d) : d_(d) {}
+  DeviceType device() const override { return d_; }
+  Status Compute(KernelContext& ctx) const override {
+    auto on_device = [&](const Tensor* t) {
+      if (!t || t->device() != d_) return false;
+      if (d_ == DeviceType::kCpu) return true;
+      std::lock_guard<std::mutex> l(fake->mu);  // the bytes must be the stand-in device's own
+      return fake->live.count(t->buffer()->data()) != 0;
+    };
+    for (const Tensor* t : ctx.inputs)
+      if (t && !on_device(t)) return Internal("DevAffine got a tensor that is not on its device");
+    if (!on_device(ctx.outputs[0])) return Internal("DevAffine's output is not on its device");
+    const float* x = ctx.inputs[0]->data<float>();
+    const float* b = ctx.inputs.size() > 1 && ctx.inputs[1] ? ctx.inputs[1]->data<float>() : nullptr;
+    float* y = ctx.outputs[0]->data<float>();
+    for (int64_t i = 0; i < ctx.inputs[0]->numel(); ++i) y[i] = 2.f * x[i] + (b ? b[i] : 0.f);
+    return Status::Ok();
+  }
+
+ private:
+  DeviceType d_;
+};
+
+void RegisterDevAffine() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    OpDef d;
+    d.domain = "test.device";
+    d.op_type = "DevAffine";
+    d.min_inputs = 1;
+    d.max_inputs = 2;
+    d.infer = [](InferContext& ctx) {
+      ctx.SetOutput(0, DType::kFloat32,
+                    ctx.InputShape(0) ? std::optional<SymShape>(*ctx.InputShape(0)) : std::nullopt);
+      return Status::Ok();
+    };
+    OpRegistry::Global().Register(std::move(d));
+    KernelRegistry::Global().Register("test.device", "DevAffine", [](const KernelInit& init) -> KernelOr {
+      return std::unique_ptr<OpKernel>(
+          new DevAffine(init.backend == Backend::kCuda ? DeviceType::kCuda : DeviceType::kCpu));
+    });
+  });
+}
+
+// x -> DevAffine -> Relu (CPU) -> DevAffine(+ constant) -> Reshape (alias) -> Add (CPU) -> DevAffine
+Graph MakeMixed() {
+  Graph g = GraphBuilder(17)
+                .Input("x", DType::kFloat32, {2, 3})
+                .Init("bias", RandomFloat({2, 3}, 2))
+                .Init("shape", Tensor::FromVector<int64_t>({2}, {3, 2}))
+                .Init("c", RandomFloat({3, 2}, 3))
+                .Op("DevAffine", {"x"}, {"a"})
+                .Op("Relu", {"a"}, {"r"})
+                .Op("DevAffine", {"r", "bias"}, {"b"})
+                .Op("Reshape", {"b", "shape"}, {"s"})
+                .Op("Add", {"s", "c"}, {"t"})
+                .Op("DevAffine", {"t"}, {"y"})
+                .Output("y")
+                .Build();
+  for (Node& n : g.nodes())
+    if (n.op_type == "DevAffine") n.domain = "test.device";
+  g.opset_imports["test.device"] = 1;
+  return g;
+}
+
+class DeviceSession : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RegisterAllOps();
+    RegisterAllKernels();
+    RegisterDevAffine();
+    fake = &state_;
+    saved_ = DeviceRuntimeFor(DeviceType::kCuda);
+    RegisterDeviceRuntime(DeviceType::kCuda, &kFakeRuntime);
+  }
+  void TearDown() override {
+    RegisterDeviceRuntime(DeviceType::kCuda, saved_);
+    fake = nullptr;
+  }
+  FakeDevice state_;
+  const DeviceRuntime* saved_ = nullptr;
+};
+
+TEST_F(DeviceSession, PlacesNodesCopiesAtBoundariesAndFallsBack) {
+  SessionOptions cpu_opts;
+  auto cpu = Session::FromGraph(MakeMixed(), cpu_opts);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+  EXPECT_TRUE((*cpu)->fallback_nodes().empty());
+  SessionOptions o;
+  o.backend = Backend::kCuda;
+  auto dev = Session::FromGraph(MakeMixed(), o);
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  ASSERT_EQ((*dev)->fallback_nodes().size(), 2u);  // the Reshape is an alias: it stays on the device
+  EXPECT_NE((*dev)->fallback_nodes()[0].find("Relu"), std::string::npos);
+  EXPECT_NE((*dev)->fallback_nodes()[1].find("Add"), std::string::npos);
+  EXPECT_EQ(state_.copies_to_device, 1);  // the bias, once, at load
+  EXPECT_EQ(state_.copies_to_host, 0);
+
+  const Tensor x = RandomFloat({2, 3}, 1);
+  auto want = (*cpu)->Run({{"x", x}});
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  for (int run = 0; run < 2; ++run) {
+    state_.copies_to_device = state_.copies_to_host = 0;
+    RunStats stats;
+    auto got = (*dev)->Run({{"x", x}}, &stats);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_EQ((*got)[0].device(), DeviceType::kCpu);
+    EXPECT_TRUE(TensorsClose((*got)[0], (*want)[0], 0.f, 0.f));
+    // In: x, Relu's and Add's outputs. Out: the first and the reshaped second DevAffine's outputs
+    // to the CPU ops, and the result.
+    EXPECT_EQ(state_.copies_to_device, 3) << "run " << run;
+    EXPECT_EQ(state_.copies_to_host, 3) << "run " << run;
+    ASSERT_EQ(stats.nodes.size(), 6u);
+    for (const RunStats::NodeTime& nt : stats.nodes)
+      EXPECT_EQ(nt.device, nt.op_type == "DevAffine" || nt.op_type == "Reshape" ? "cuda" : "cpu") << nt.op_type;
+    if (run == 1) {
+      EXPECT_EQ(stats.buffers_allocated, 0);  // device buffers and copies recycled like host ones
+    }
+  }
+}
+
+TEST_F(DeviceSession, UnavailableDeviceIsAClearError) {
+  RegisterDeviceRuntime(DeviceType::kCuda, nullptr);
+  SessionOptions o;
+  o.backend = Backend::kCuda;
+  auto s = Session::FromGraph(MakeMixed(), o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("device 'cuda' is not available"), std::string::npos) << s.status().message();
+}
+
+}  // namespace
+}  // namespace whittle
