@@ -20,7 +20,11 @@ const char* BackendName(Backend b) {
 DeviceType BackendDevice(Backend b) { return b == Backend::kCuda ? DeviceType::kCuda : DeviceType::kCpu; }
 
 const std::vector<Backend>& BuiltBackends() {
+#ifdef WHITTLE_WITH_CUDA
+  static const std::vector<Backend> kBuilt = {Backend::kReference, Backend::kCpu, Backend::kCuda};
+#else
   static const std::vector<Backend> kBuilt = {Backend::kReference, Backend::kCpu};
+#endif
   return kBuilt;
 }
 
@@ -32,6 +36,16 @@ KernelRegistry& KernelRegistry::Global() {
 void KernelRegistry::Register(const std::string& domain, const std::string& op_type, KernelFactory f) {
   WH_CHECK(Find(domain, op_type) == nullptr);
   entries_.push_back({domain, op_type, std::move(f)});
+}
+
+void KernelRegistry::Wrap(const std::string& domain, const std::string& op_type,
+                          const std::function<KernelFactory(KernelFactory)>& wrap) {
+  for (auto& e : entries_)
+    if (e.domain == domain && e.op_type == op_type) {
+      e.factory = wrap(e.factory);
+      return;
+    }
+  WH_CHECK(false && "KernelRegistry::Wrap: no such op");
 }
 
 const KernelFactory* KernelRegistry::Find(const std::string& domain, const std::string& op_type) const {

@@ -73,6 +73,10 @@ class KernelRegistry {
   void Register(const std::string& domain, const std::string& op_type, KernelFactory f);
   // nullptr if the op has no kernel.
   const KernelFactory* Find(const std::string& domain, const std::string& op_type) const;
+  // Replaces a registered factory f by wrap(f): how an optional backend (CUDA, kernels/cuda/)
+  // puts its kernels in front of an op's own factory without touching the family's code.
+  void Wrap(const std::string& domain, const std::string& op_type,
+            const std::function<KernelFactory(KernelFactory)>& wrap);
 
  private:
   struct Entry {

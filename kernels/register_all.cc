@@ -28,6 +28,12 @@ void RegisterBinaryKernels(KernelRegistry& r);     // kernels/binary_kernels.cc
 void RegisterCirculantKernels(KernelRegistry& r);  // kernels/circulant_kernels.cc
 void RegisterSignalKernels(KernelRegistry& r);     // kernels/signal_kernels.cc
 
+#ifdef WHITTLE_WITH_CUDA
+namespace cuda {
+void RegisterKernels(KernelRegistry& r);  // kernels/cuda/ops.cc
+}  // namespace cuda
+#endif
+
 void RegisterAllKernels() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -53,6 +59,9 @@ void RegisterAllKernels() {
     RegisterBinaryKernels(r);
     RegisterCirculantKernels(r);
     RegisterSignalKernels(r);
+#ifdef WHITTLE_WITH_CUDA
+    cuda::RegisterKernels(r);  // last: it wraps the factories registered above
+#endif
   });
 }
 

@@ -100,11 +100,11 @@ StatusOr<std::unique_ptr<Session>> Session::Load(const std::string& path, const 
 }
 
 StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, const SessionOptions& opts) {
-  if (std::string why; !DeviceAvailable(BackendDevice(opts.backend), &why))
-    return Unimplemented(std::string("device '") + BackendName(opts.backend) + "' is not available: " + why);
   if (opts.num_threads < 0) return InvalidArgument("num_threads must be >= 0, got " + std::to_string(opts.num_threads));
   RegisterAllOps();
-  RegisterAllKernels();
+  RegisterAllKernels();  // registers the CUDA runtime too, where it is built
+  if (std::string why; !DeviceAvailable(BackendDevice(opts.backend), &why))
+    return Unimplemented(std::string("device '") + BackendName(opts.backend) + "' is not available: " + why);
   std::unique_ptr<Session> s(new Session());
   s->opts_ = opts;
   if (s->opts_.num_threads == 0) s->opts_.num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -40,7 +40,7 @@ std::vector<float> Values(const Tensor& t) { return std::vector<float>(t.data<fl
 TEST(ConvReference, BasicWithAndWithoutPadding) {
   // ONNX test_basic_conv_with_padding / _without_padding: 5x5 ramp, 3x3 ones.
   const Tensor x = Iota({1, 1, 5, 5}), w = Ones({1, 1, 3, 3});
-  for (Backend p : BuiltBackends()) {
+  for (Backend p : ::whittle::testing::TestedBackends()) {
     auto padded = RunNode(MakeNode("Conv", 2, 1, Attrs({{"kernel_shape", Attribute::Ints({3, 3})},
                                                          {"pads", Attribute::Ints({1, 1, 1, 1})}})),
                           17, {x, w}, p);
@@ -229,7 +229,7 @@ TEST(ConvTransposeReference, OnnxExamples) {
   const Tensor x = Iota({1, 1, 3, 3}), w = Ones({1, 2, 3, 3});
   const std::vector<float> plane = {0, 1, 3, 3, 2, 3, 8, 15, 12, 7, 9, 21, 36, 27, 15,
                                     9, 20, 33, 24, 13, 6, 13, 21, 15, 8};
-  for (Backend p : BuiltBackends()) {
+  for (Backend p : ::whittle::testing::TestedBackends()) {
     SCOPED_TRACE(BackendName(p));
     auto r = RunNode(MakeNode("ConvTranspose", 2, 1), 17, {x, w}, p);
     ASSERT_TRUE(r.ok()) << r.status().message();

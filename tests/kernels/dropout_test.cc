@@ -49,7 +49,7 @@ TEST(DropoutTraining, StreamIsNumpyLegacyUniform) {
   // np.random.RandomState(0).uniform(0, 1, 4) >= 0.5 is [True, True, True, True]; at 0.75 the
   // first four are [False, False, False, False] (the ONNX test_training_dropout*_mask data).
   const Tensor x = Tensor::FromVector<float>({4}, {1, 2, 3, 4});
-  for (Backend b : BuiltBackends()) {
+  for (Backend b : ::whittle::testing::TestedBackends()) {
     auto half = RunDropout(DropoutNode(2), Inputs(x, 0.5f), b);
     ASSERT_TRUE(half.ok()) << half.status().message();
     EXPECT_TRUE(TensorsClose((*half)[1], Tensor::FromVector<bool>({4}, {true, true, true, true})));
@@ -66,7 +66,7 @@ TEST(DropoutTraining, StreamIsNumpyLegacyUniform) {
 TEST(DropoutTraining, StructureAndStatistics) {
   const Tensor x = RandomFloat({257, 1031}, 3, -2.f, 2.f);  // not a multiple of the 312-element block
   for (float ratio : {0.1f, 0.5f, 0.9f}) {
-    for (Backend b : BuiltBackends()) {
+    for (Backend b : ::whittle::testing::TestedBackends()) {
       SCOPED_TRACE(std::string(BackendName(b)) + " ratio " + std::to_string(ratio));
       auto r = RunDropout(DropoutNode(2, true, 1234), Inputs(x, ratio), b);
       ASSERT_TRUE(r.ok()) << r.status().message();
@@ -94,7 +94,7 @@ TEST(DropoutTraining, CpuIsBitExactWithReference) {
     for (bool konst : {false, true}) {
       auto ref = RunDropout(DropoutNode(2, true, 42), Inputs(x, 0.3f), Backend::kReference, konst);
       ASSERT_TRUE(ref.ok()) << ref.status().message();
-      for (Backend b : BuiltBackends()) {
+      for (Backend b : ::whittle::testing::TestedBackends()) {
         auto got = RunDropout(DropoutNode(2, true, 42), Inputs(x, 0.3f), b, konst);
         ASSERT_TRUE(got.ok()) << got.status().message();
         EXPECT_TRUE((*got)[0].BitwiseEquals((*ref)[0])) << BackendName(b);
@@ -115,7 +115,7 @@ TEST(DropoutTraining, IdentityCases) {
     for (int64_t i = 0; i < t.numel(); ++i) t.data<bool>()[i] = true;
     return t;
   }();
-  for (Backend b : BuiltBackends()) {
+  for (Backend b : ::whittle::testing::TestedBackends()) {
     for (bool konst : {false, true}) {
       SCOPED_TRACE(std::string(BackendName(b)) + (konst ? " const" : ""));
       for (const auto& in : {Inputs(x, 0.f, true), Inputs(x, 0.5f, false)}) {
@@ -134,7 +134,7 @@ TEST(DropoutTraining, IdentityCases) {
 
 TEST(DropoutTraining, SeedMakesCallsRepeatableAndNoSeedDoesNot) {
   const Tensor x = RandomFloat({64, 64}, 5);
-  for (Backend b : BuiltBackends()) {
+  for (Backend b : ::whittle::testing::TestedBackends()) {
     SCOPED_TRACE(BackendName(b));
     auto a = RunDropout(DropoutNode(2, true, 7), Inputs(x, 0.5f), b);
     auto a2 = RunDropout(DropoutNode(2, true, 7), Inputs(x, 0.5f), b);
@@ -154,7 +154,7 @@ TEST(DropoutTraining, OtherFloatTypes) {
   const Tensor xf = RandomFloat({100}, 6);
   Tensor xd(DType::kFloat64, {100});
   for (int64_t i = 0; i < 100; ++i) xd.data<double>()[i] = xf.data<float>()[i];
-  for (Backend b : BuiltBackends()) {
+  for (Backend b : ::whittle::testing::TestedBackends()) {
     auto f = RunDropout(DropoutNode(2, true, 3), Inputs(xf, 0.25f), b);
     auto d = RunDropout(DropoutNode(2, true, 3), Inputs(xd, 0.25f), b);
     ASSERT_TRUE(f.ok() && d.ok()) << (f.ok() ? d.status().message() : f.status().message());
@@ -169,7 +169,7 @@ TEST(DropoutTraining, Float16UsesTheSameMask) {
   Tensor xh(DType::kFloat16, {50});
   for (int64_t i = 0; i < 50; ++i)
     static_cast<uint16_t*>(xh.raw_data())[i] = ew::DoubleToHalf(xf.data<float>()[i]);
-  for (Backend b : BuiltBackends()) {
+  for (Backend b : ::whittle::testing::TestedBackends()) {
     auto f = RunDropout(DropoutNode(2, true, 11), Inputs(xf, 0.5f), b);
     auto h = RunDropout(DropoutNode(2, true, 11), Inputs(xh, 0.5f), b);
     ASSERT_TRUE(f.ok() && h.ok()) << (f.ok() ? h.status().message() : f.status().message());
@@ -182,7 +182,7 @@ TEST(DropoutTraining, Float16UsesTheSameMask) {
 
 TEST(DropoutTraining, Refusals) {
   const Tensor x = RandomFloat({4}, 7);
-  for (Backend b : BuiltBackends()) {
+  for (Backend b : ::whittle::testing::TestedBackends()) {
     for (float bad : {1.f, -0.1f, NAN}) {
       auto r = RunDropout(DropoutNode(1), Inputs(x, bad), b);
       ASSERT_FALSE(r.ok());

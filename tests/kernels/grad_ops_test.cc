@@ -240,7 +240,7 @@ TEST(MaxPoolGrad, FirstMaximumWinsAndOverlapsAccumulate) {
   const Tensor x = Tensor::FromVector<float>({1, 1, 3, 3}, {1, 3, 3, 3, 2, 0, 1, 3, 1});
   const Tensor dy = Tensor::FromVector<float>({1, 1, 2, 2}, {1, 2, 4, 8});
   const Node grad = MakeNode("MaxPoolGrad", 2, 1, Attrs({{"kernel_shape", Attribute::Ints({2, 2})}}), kDomain);
-  for (Backend b : BuiltBackends()) {
+  for (Backend b : ::whittle::testing::TestedBackends()) {
     auto r = RunNode(grad, kOpset, {x, dy}, b, 2);
     ASSERT_TRUE(r.ok()) << r.status().message();
     const Tensor& dx = (*r)[0];
@@ -258,7 +258,7 @@ TEST(MaxPoolGrad, PaddingNeverWins) {
   const AttributeMap attrs =
       Attrs({{"kernel_shape", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({1, 1, 1, 1})}});
   const Node grad = MakeNode("MaxPoolGrad", 2, 1, attrs, kDomain);
-  for (Backend b : BuiltBackends()) {
+  for (Backend b : ::whittle::testing::TestedBackends()) {
     auto r = RunNode(grad, kOpset, {x, dy}, b);
     ASSERT_TRUE(r.ok()) << r.status().message();
     const Tensor& dx = (*r)[0];
@@ -393,7 +393,7 @@ TEST(GradOps, RejectNonFloat32NamingTheNode) {
   };
   for (Bad& b : bad) {
     b.node.name = "grad_node_7";
-    for (Backend be : BuiltBackends()) {
+    for (Backend be : ::whittle::testing::TestedBackends()) {
       auto r = RunNode(b.node, kOpset, b.inputs, be);
       ASSERT_FALSE(r.ok()) << b.node.op_type;
       EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();
@@ -448,7 +448,7 @@ TEST(ReluGrad, HandComputedOnEveryBackend) {
                                                       3, 0});
   const Tensor dy = Tensor::FromVector<float>({3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, nan, 12});
   const Node grad = MakeNode("ReluGrad", 2, 1, {}, kDomain);
-  for (Backend b : BuiltBackends()) {
+  for (Backend b : ::whittle::testing::TestedBackends()) {
     auto r = RunNode(grad, kOpset, {y, dy}, b, 2);
     ASSERT_TRUE(r.ok()) << r.status().message();
     const Tensor& dx = (*r)[0];
@@ -496,7 +496,7 @@ TEST(ReluGrad, RejectsShapesThatDifferNamingTheNode) {
   // No broadcasting: [1, 3] against [2, 3] is refused as well.
   for (const auto& [yd, dyd] : std::vector<std::pair<Dims, Dims>>{{{2, 3}, {3, 2}}, {{6}, {2, 3}}, {{1, 3}, {2, 3}}}) {
     const Tensor y = RandomFloat(yd, 1), dy = RandomFloat(dyd, 2);
-    for (Backend b : BuiltBackends()) {
+    for (Backend b : ::whittle::testing::TestedBackends()) {
       auto r = RunNode(grad, kOpset, {y, dy}, b);
       ASSERT_FALSE(r.ok()) << DimsToString(yd) << " " << DimsToString(dyd);
       EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();

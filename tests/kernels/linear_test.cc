@@ -201,7 +201,7 @@ TEST(EinsumReference, HandComputed) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.eq);
-    for (Backend p : BuiltBackends()) {
+    for (Backend p : ::whittle::testing::TestedBackends()) {
       auto r = RunNode(MakeNode("Einsum", static_cast<int>(c.in.size()), 1, Attrs({{"equation", Attribute::String(c.eq)}})),
                        17, c.in, p);
       ASSERT_TRUE(r.ok()) << r.status().message();

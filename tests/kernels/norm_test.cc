@@ -32,7 +32,7 @@ TEST(BatchNormReference, HandComputed) {
   const std::vector<Tensor> in = {Tensor::FromVector<float>({1, 2, 1, 2}, {1, 2, 3, 4}),
                                   Tensor::FromVector<float>({2}, {1, 2}), Tensor::FromVector<float>({2}, {0, 1}),
                                   Tensor::FromVector<float>({2}, {1, 3}), Tensor::FromVector<float>({2}, {4, 1})};
-  for (Backend p : BuiltBackends()) {
+  for (Backend p : ::whittle::testing::TestedBackends()) {
     for (bool konst : {false, true}) {
       auto r = RunNode(MakeNode("BatchNormalization", 5, 1, Attrs({{"epsilon", Attribute::Float(0.f)}})), 15, in, p,
                        1, konst);
@@ -93,7 +93,7 @@ TEST(LayerNormReference, HandComputedWithStatistics) {
   const Tensor x = Tensor::FromVector<float>({2, 4}, {1, 2, 3, 4, 2, 2, 2, 6});
   const Tensor s = Tensor::FromVector<float>({4}, {1, 1, 2, 2});
   const Tensor b = Tensor::FromVector<float>({4}, {0, 0, 0, 1});
-  for (Backend p : BuiltBackends()) {
+  for (Backend p : ::whittle::testing::TestedBackends()) {
     auto r = RunNode(MakeNode("LayerNormalization", 3, 3, Attrs({{"epsilon", Attribute::Float(0.f)}})), 17, {x, s, b}, p);
     ASSERT_TRUE(r.ok()) << r.status().message();
     // Row 0: mean 2.5, var 1.25; row 1: mean 3, var 3.
@@ -161,7 +161,7 @@ TEST(InstanceNormReference, HandComputedAndNumpy) {
   // Channel 0 = [1, 3] (mean 2, var 1), channel 1 = [0, 4] (mean 2, var 4); epsilon 0.
   const std::vector<Tensor> in = {Tensor::FromVector<float>({1, 2, 2}, {1, 3, 0, 4}),
                                   Tensor::FromVector<float>({2}, {2, 1}), Tensor::FromVector<float>({2}, {0.5f, 0})};
-  for (Backend p : BuiltBackends()) {
+  for (Backend p : ::whittle::testing::TestedBackends()) {
     auto r = RunNode(MakeNode("InstanceNormalization", 3, 1, Attrs({{"epsilon", Attribute::Float(0.f)}})), 17, in, p);
     ASSERT_TRUE(r.ok()) << r.status().message();
     EXPECT_EQ(Values((*r)[0]), (std::vector<float>{-1.5f, 2.5f, -1, 1}));

@@ -53,7 +53,7 @@ void ExpectValues(const Tensor& t, const std::vector<float>& want, float tol = 1
 
 TEST(BatchNormTraining, HandComputedOpset15) {
   const float eps = 1e-2f;
-  for (Backend b : BuiltBackends()) {
+  for (Backend b : ::whittle::testing::TestedBackends()) {
     for (bool konst : {false, true}) {
       SCOPED_TRACE(std::string(BackendName(b)) + (konst ? " const" : ""));
       auto r = RunNode(Train(3, {{"epsilon", Attribute::Float(eps)}, {"momentum", Attribute::Float(0.75f)}}), 15,
@@ -72,7 +72,7 @@ TEST(BatchNormTraining, HandComputedOpset15) {
 
 TEST(BatchNormTraining, OldOpsetsTrainWhenStatisticsAreAsked) {
   const float eps = 1e-2f;
-  for (Backend b : BuiltBackends()) {
+  for (Backend b : ::whittle::testing::TestedBackends()) {
     SCOPED_TRACE(BackendName(b));
     const Node five = MakeNode("BatchNormalization", 5, 5, Attrs({{"epsilon", Attribute::Float(eps)}}));
     for (int opset : {7, 9, 13}) {
@@ -102,7 +102,7 @@ TEST(BatchNormTraining, SpatialZeroStatisticsPerElement) {
   const Tensor x = Tensor::FromVector<float>({2, 1, 2}, {1, 4, 3, 8});
   const Tensor one = Tensor::FromVector<float>({1, 2}, {1, 1}), zero = Tensor::FromVector<float>({1, 2}, {0, 0});
   const Node n = MakeNode("BatchNormalization", 5, 5, Attrs({{"spatial", Attribute::Int(0)}, {"epsilon", Attribute::Float(0.f)}}));
-  for (Backend b : BuiltBackends()) {
+  for (Backend b : ::whittle::testing::TestedBackends()) {
     auto r = RunNode(n, 7, {x, one, zero, zero, one}, b);
     ASSERT_TRUE(r.ok()) << r.status().message();
     ExpectValues((*r)[0], {-1, -1, 1, 1});
@@ -148,7 +148,7 @@ TEST(BatchNormTraining, CpuMatchesReference) {
 }
 
 TEST(BatchNormTraining, Refusals) {
-  for (Backend b : BuiltBackends()) {
+  for (Backend b : ::whittle::testing::TestedBackends()) {
     SCOPED_TRACE(BackendName(b));
     // Statistics outputs without training_mode=1.
     auto r = RunNode(MakeNode("BatchNormalization", 5, 3), 15, HandInputs(), b);

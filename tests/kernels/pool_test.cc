@@ -33,7 +33,7 @@ Tensor Ramp(const Dims& dims, float start = 1.f) {
 
 TEST(MaxPoolReference, IndicesInBothStorageOrders) {
   const Tensor x = Ramp({1, 1, 5, 5});
-  for (Backend p : BuiltBackends()) {
+  for (Backend p : ::whittle::testing::TestedBackends()) {
     // test_maxpool_with_argmax_2d_precomputed_strides (column-major indices).
     auto r = RunNode(MakeNode("MaxPool", 1, 2, Attrs({{"kernel_shape", Attribute::Ints({2, 2})},
                                                        {"strides", Attribute::Ints({2, 2})},
@@ -60,7 +60,7 @@ TEST(MaxPoolReference, IndicesInBothStorageOrders) {
 }
 
 TEST(MaxPoolReference, CeilModeDilationsAndUint8) {
-  for (Backend p : BuiltBackends()) {
+  for (Backend p : ::whittle::testing::TestedBackends()) {
     // test_maxpool_2d_ceil: 4x4 ramp, k3 s2 ceil -> 2x2.
     auto r = RunNode(MakeNode("MaxPool", 1, 1, Attrs({{"kernel_shape", Attribute::Ints({3, 3})},
                                                        {"strides", Attribute::Ints({2, 2})},
@@ -84,7 +84,7 @@ TEST(MaxPoolReference, CeilModeDilationsAndUint8) {
 
 TEST(AveragePoolReference, CountIncludePad) {
   const Tensor x = Tensor::FromVector<float>({1, 1, 2, 2}, {1, 2, 3, 4});
-  for (Backend p : BuiltBackends()) {
+  for (Backend p : ::whittle::testing::TestedBackends()) {
     for (int include : {0, 1}) {
       auto r = RunNode(MakeNode("AveragePool", 1, 1, Attrs({{"kernel_shape", Attribute::Ints({2, 2})},
                                                              {"pads", Attribute::Ints({1, 1, 1, 1})},
@@ -106,7 +106,7 @@ TEST(AveragePoolReference, CountIncludePad) {
 
 TEST(GlobalPools, HandComputed) {
   const Tensor x = Tensor::FromVector<float>({1, 2, 2, 2}, {1, 2, 3, 4, -1, -5, -2, -3});
-  for (Backend p : BuiltBackends()) {
+  for (Backend p : ::whittle::testing::TestedBackends()) {
     auto avg = RunNode(MakeNode("GlobalAveragePool", 1, 1), 17, {x}, p);
     auto mx = RunNode(MakeNode("GlobalMaxPool", 1, 1), 17, {x}, p);
     ASSERT_TRUE(avg.ok() && mx.ok());

@@ -133,7 +133,7 @@ TEST(QLinearKernelsTest, QGemmQuantizedOutputRoundsHalfToEven) {
 TEST(QLinearKernelsTest, DynamicQuantizeLinearByHand) {
   // ONNX example: range [0, 255] -> scale 1... here [-1, 2]: scale 3/255, zp round(1/(3/255)) = 85.
   Tensor x = Tensor::FromVector<float>({4}, {-1.f, 0.f, 1.f, 2.f});
-  for (Backend p : BuiltBackends()) {
+  for (Backend p : ::whittle::testing::TestedBackends()) {
     SCOPED_TRACE(BackendName(p));
     auto r = RunNode(MakeNode("DynamicQuantizeLinear", 1, 3), 11, {x}, p, 1);
     ASSERT_TRUE(r.ok()) << r.status().message();
@@ -432,7 +432,7 @@ TEST(QLinearKernelsTest, GemmCoreExactOnExtremes) {
 
 void ExpectRejected(const Node& node, const std::vector<Tensor>& in, const std::string& what) {
   const Node n = WithAbsent(node, in);
-  for (Backend p : BuiltBackends()) {
+  for (Backend p : ::whittle::testing::TestedBackends()) {
     auto r = RunNode(n, 13, in, p, 1, /*treat_inputs_as_const=*/true);
     ASSERT_FALSE(r.ok()) << what;
     EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();

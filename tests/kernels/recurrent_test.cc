@@ -39,7 +39,7 @@ Node RecurrentNode(const std::string& op, const std::vector<Tensor>& in, int n_o
 // Runs on every backend; expects each output i in `want` (flattened) within 1e-5.
 void ExpectOutputs(const Node& n, const std::vector<Tensor>& in, const std::vector<std::vector<double>>& want,
                    int opset = 17) {
-  for (Backend b : BuiltBackends()) {
+  for (Backend b : ::whittle::testing::TestedBackends()) {
     SCOPED_TRACE(BackendName(b));
     auto r = RunNode(n, opset, in, b, 1);
     ASSERT_TRUE(r.ok()) << r.status().message();
@@ -210,7 +210,7 @@ TEST(RecurrentKernel, Layout1IsTransposedLayout0) {
     AttributeMap bidi1 = bidi;
     bidi1.Set("layout", Attribute::Int(1));
     const std::vector<Tensor> in0 = {x, w, r, b, lens, h0}, in1 = {xt, w, r, b, lens, h0t};
-    for (Backend be : BuiltBackends()) {
+    for (Backend be : ::whittle::testing::TestedBackends()) {
       auto r0 = RunNode(RecurrentNode(op, in0, 2, bidi), 14, in0, be);
       auto r1 = RunNode(RecurrentNode(op, in1, 2, bidi1), 14, in1, be);
       ASSERT_TRUE(r0.ok()) << r0.status().message();
@@ -252,7 +252,7 @@ TEST(RecurrentKernel, DoubleMatchesFloat) {
 // Expects RunNode to fail with code and a message containing `what`.
 void ExpectError(const Node& n, const std::vector<Tensor>& in, StatusCode code, const std::string& what,
                  int opset = 17) {
-  for (Backend b : BuiltBackends()) {
+  for (Backend b : ::whittle::testing::TestedBackends()) {
     auto r = RunNode(n, opset, in, b);
     ASSERT_FALSE(r.ok()) << what;
     EXPECT_EQ(r.status().code(), code) << r.status().message();

@@ -41,8 +41,12 @@ void ExpectOptimizedMatchesUnoptimized(const Graph& g, const std::map<std::strin
 Node MakeNode(const std::string& op_type, int num_inputs, int num_outputs, AttributeMap attrs = {},
               const std::string& domain = "");
 
+// The built backends whose device this machine has (BuiltBackends() less CUDA without a GPU,
+// said once on stdout): what kernel tests loop over.
+const std::vector<Backend>& TestedBackends();
+
 // The one cross-backend check: runs node on the reference backend and on every other built
-// backend (BuiltBackends(): the CPU one, CUDA when built) and expects close outputs; returns the
+// backend (TestedBackends(): the CPU one, CUDA when built and a GPU is present) and expects close outputs; returns the
 // reference outputs. opset defaults to 17; inputs_const hands the inputs to the kernel factories
 // as constants (the prepacking path).
 std::vector<Tensor> ExpectBackendsMatchReference(const Node& node, const std::vector<Tensor>& inputs,

@@ -1,0 +1,201 @@
+// Device code of the CUDA backend: grid-stride elementwise kernels, the GEMM/Conv epilogues, a
+// warp-per-row softmax, im2col and the pools. Launchers declared in kernels_impl.h.
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <cstdint>
+
+#include "kernels/cuda/kernels_impl.h"
+
+namespace whittle::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+cudaStream_t S(void* s) { return static_cast<cudaStream_t>(s); }
+
+unsigned Blocks(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
+}
+
+__device__ __forceinline__ float Apply(Unary op, float x, float alpha) {
+  switch (op) {
+    case Unary::kRelu: return x > 0.f ? x : 0.f;
+    case Unary::kSigmoid: return 1.f / (1.f + expf(-x));
+    case Unary::kTanh: return tanhf(x);
+    case Unary::kExp: return expf(x);
+    case Unary::kLog: return logf(x);
+    case Unary::kNeg: return -x;
+    case Unary::kAbs: return fabsf(x);
+    case Unary::kSqrt: return sqrtf(x);
+    case Unary::kErf: return erff(x);
+    case Unary::kLeakyRelu: return x >= 0.f ? x : alpha * x;
+    case Unary::kIdentity: return x;
+  }
+  return x;
+}
+
+__global__ void UnaryKernel(Unary op, const float* x, float* y, int64_t n, float alpha) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+    y[i] = Apply(op, x[i], alpha);
+}
+
+__global__ void BinaryKernel(Binary op, const float* a, const float* b, float* y, BroadcastShape s, int64_t n,
+                             Unary act) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    int64_t rem = i, ai = 0, bi = 0;
+    for (int d = s.rank - 1; d >= 0; --d) {
+      const int64_t c = rem % s.dims[d];
+      rem /= s.dims[d];
+      ai += c * s.a_strides[d];
+      bi += c * s.b_strides[d];
+    }
+    const float u = a[ai], v = b[bi];
+    float r = 0.f;
+    switch (op) {
+      case Binary::kAdd: r = u + v; break;
+      case Binary::kSub: r = u - v; break;
+      case Binary::kMul: r = u * v; break;
+      case Binary::kDiv: r = u / v; break;
+    }
+    y[i] = Apply(act, r, 0.01f);
+  }
+}
+
+__global__ void BiasActKernel(float* y, int64_t rows, int64_t cols, const float* c, int64_t c_rows, int64_t c_cols,
+                              float beta, Unary act) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    float v = y[i];
+    if (c) {
+      const int64_t r = i / cols, k = i % cols;
+      v += beta * c[(c_rows == 1 ? 0 : r) * c_cols + (c_cols == 1 ? 0 : k)];
+    }
+    y[i] = Apply(act, v, 0.01f);
+  }
+}
+
+__global__ void ChannelBiasActKernel(float* y, int64_t n, int64_t c, int64_t hw, const float* bias, Unary act) {
+  const int64_t total = n * c * hw;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const float v = y[i] + (bias ? bias[(i / hw) % c] : 0.f);
+    y[i] = Apply(act, v, 0.01f);
+  }
+}
+
+// One warp per row: max, sum of exp, then the outputs.
+__global__ void SoftmaxKernel(const float* x, float* y, int64_t rows, int64_t cols, bool log) {
+  const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const float* xr = x + row * cols;
+  float* yr = y + row * cols;
+  float m = -FLT_MAX;
+  for (int64_t k = lane; k < cols; k += 32) m = fmaxf(m, xr[k]);
+  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  float s = 0.f;
+  for (int64_t k = lane; k < cols; k += 32) s += expf(xr[k] - m);
+  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  const float ls = logf(s);
+  for (int64_t k = lane; k < cols; k += 32) yr[k] = log ? xr[k] - m - ls : expf(xr[k] - m) / s;
+}
+
+__global__ void Im2colKernel(const float* x, float* col, int64_t channels, Window2d w) {
+  const int64_t hw = w.out_h * w.out_w, n = channels * w.k_h * w.k_w * hw;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const int64_t p = i % hw, r = i / hw;  // r = (c * k_h + kh) * k_w + kw
+    const int64_t kw = r % w.k_w, kh = (r / w.k_w) % w.k_h, c = r / (w.k_w * w.k_h);
+    const int64_t oh = p / w.out_w, ow = p % w.out_w;
+    const int64_t ih = oh * w.stride_h - w.pad_top + kh * w.dil_h, iw = ow * w.stride_w - w.pad_left + kw * w.dil_w;
+    col[i] = ih >= 0 && ih < w.in_h && iw >= 0 && iw < w.in_w ? x[(c * w.in_h + ih) * w.in_w + iw] : 0.f;
+  }
+}
+
+__global__ void PoolKernel(const float* x, float* y, int64_t planes, Window2d w, int mode, bool count_include_pad) {
+  const int64_t n = planes * w.out_h * w.out_w;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const int64_t ow = i % w.out_w, oh = (i / w.out_w) % w.out_h, p = i / (w.out_w * w.out_h);
+    const float* xp = x + p * w.in_h * w.in_w;
+    float acc = mode == 0 ? -FLT_MAX : 0.f;
+    int64_t count = 0;
+    for (int64_t kh = 0; kh < w.k_h; ++kh)
+      for (int64_t kw = 0; kw < w.k_w; ++kw) {
+        const int64_t ih = oh * w.stride_h - w.pad_top + kh * w.dil_h, iw = ow * w.stride_w - w.pad_left + kw * w.dil_w;
+        const bool inside = ih >= 0 && ih < w.in_h && iw >= 0 && iw < w.in_w;
+        if (mode == 0) {
+          if (inside) acc = fmaxf(acc, xp[ih * w.in_w + iw]);
+        } else if (inside) {
+          acc += xp[ih * w.in_w + iw];
+          ++count;
+        } else if (count_include_pad && ih < w.in_h + w.pad_bottom && iw < w.in_w + w.pad_right) {
+          ++count;  // a padded tap (not one past the padded input, which ceil_mode can reach)
+        }
+      }
+    y[i] = mode == 0 ? acc : (count ? acc / static_cast<float>(count) : 0.f);
+  }
+}
+
+__global__ void GlobalAveragePoolKernel(const float* x, float* y, int64_t planes, int64_t hw) {
+  const int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (p >= planes) return;
+  float s = 0.f;
+  for (int64_t k = lane; k < hw; k += 32) s += x[p * hw + k];
+  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane == 0) y[p] = s / static_cast<float>(hw);
+}
+
+}  // namespace
+
+void LaunchUnary(Unary op, const float* x, float* y, int64_t n, float alpha, void* stream) {
+  if (n > 0) UnaryKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(op, x, y, n, alpha);
+}
+
+void LaunchBinary(Binary op, const float* a, const float* b, float* y, const BroadcastShape& s, int64_t n, Unary act,
+                  void* stream) {
+  if (n > 0) BinaryKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(op, a, b, y, s, n, act);
+}
+
+void LaunchBiasAct(float* y, int64_t rows, int64_t cols, const float* c, int64_t c_rows, int64_t c_cols, float beta,
+                   Unary act, void* stream) {
+  if (rows * cols > 0) BiasActKernel<<<Blocks(rows * cols), kThreads, 0, S(stream)>>>(y, rows, cols, c, c_rows, c_cols, beta, act);
+}
+
+void LaunchChannelBiasAct(float* y, int64_t n, int64_t c, int64_t hw, const float* bias, Unary act, void* stream) {
+  if (n * c * hw > 0) ChannelBiasActKernel<<<Blocks(n * c * hw), kThreads, 0, S(stream)>>>(y, n, c, hw, bias, act);
+}
+
+void LaunchSoftmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, void* stream) {
+  const int64_t rows_per_block = kThreads / 32;
+  if (rows > 0) SoftmaxKernel<<<static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block), kThreads, 0, S(stream)>>>(x, y, rows, cols, log);
+}
+
+void LaunchIm2col(const float* x, float* col, int64_t channels, const Window2d& w, void* stream) {
+  const int64_t n = channels * w.k_h * w.k_w * w.out_h * w.out_w;
+  if (n > 0) Im2colKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, col, channels, w);
+}
+
+void LaunchMaxPool2d(const float* x, float* y, int64_t planes, const Window2d& w, void* stream) {
+  const int64_t n = planes * w.out_h * w.out_w;
+  if (n > 0) PoolKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, planes, w, 0, false);
+}
+
+void LaunchAveragePool2d(const float* x, float* y, int64_t planes, const Window2d& w, bool count_include_pad,
+                         void* stream) {
+  const int64_t n = planes * w.out_h * w.out_w;
+  if (n > 0) PoolKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, planes, w, 1, count_include_pad);
+}
+
+void LaunchGlobalAveragePool(const float* x, float* y, int64_t planes, int64_t hw, void* stream) {
+  const int64_t per_block = kThreads / 32;
+  if (planes > 0) GlobalAveragePoolKernel<<<static_cast<unsigned>((planes + per_block - 1) / per_block), kThreads, 0, S(stream)>>>(x, y, planes, hw);
+}
+
+}  // namespace whittle::cuda

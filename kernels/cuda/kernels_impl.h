@@ -1,0 +1,60 @@
+// The CUDA backend's device code (kernels/cuda/kernels.cu) as plain launchers: pointers to device
+// memory, sizes and a stream (a cudaStream_t passed as void*), no CUDA types, so the host side
+// (kernels/cuda/*.cc) and no other header ever sees a CUDA header through this one. Every launcher
+// queues its work on the stream and returns; errors surface at the next synchronizing call.
+#pragma once
+
+#include <cstdint>
+
+namespace whittle::cuda {
+
+constexpr int kMaxRank = 8;
+
+// Elementwise ops (kernels.cu keeps the numbering).
+enum class Unary : int { kRelu, kSigmoid, kTanh, kExp, kLog, kNeg, kAbs, kSqrt, kErf, kLeakyRelu, kIdentity };
+enum class Binary : int { kAdd, kSub, kMul, kDiv };
+
+// y[i] = f(x[i]) (alpha: LeakyRelu's slope).
+void LaunchUnary(Unary op, const float* x, float* y, int64_t n, float alpha, void* stream);
+
+// Numpy-broadcast y = act(a op b): out_dims of `rank` (<= kMaxRank) dims, a and b read at
+// element strides (0 along a broadcast dim).
+struct BroadcastShape {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t a_strides[kMaxRank] = {};
+  int64_t b_strides[kMaxRank] = {};
+};
+void LaunchBinary(Binary op, const float* a, const float* b, float* y, const BroadcastShape& s, int64_t n, Unary act,
+                  void* stream);
+
+// GEMM epilogue on y [rows, cols]: y = act(y + beta * C) with C broadcast from c_rows x c_cols
+// (each 1 or the full size; c null: no C).
+void LaunchBiasAct(float* y, int64_t rows, int64_t cols, const float* c, int64_t c_rows, int64_t c_cols, float beta,
+                   Unary act, void* stream);
+
+// Per-channel bias and activation on y [n, c, hw] (bias null: none).
+void LaunchChannelBiasAct(float* y, int64_t n, int64_t c, int64_t hw, const float* bias, Unary act, void* stream);
+
+// Softmax (or LogSoftmax) over the last axis of x [rows, cols].
+void LaunchSoftmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, void* stream);
+
+// 2-D window geometry of Conv and the pools (pads begin/end, stride, dilation per spatial axis).
+struct Window2d {
+  int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  int64_t k_h = 0, k_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+};
+
+// col [channels * k_h * k_w, out_h * out_w] from one image's x [channels, in_h, in_w] (zero padding).
+void LaunchIm2col(const float* x, float* col, int64_t channels, const Window2d& w, void* stream);
+
+// Pools over x [n*c, in_h, in_w] -> y [n*c, out_h, out_w]. Average: count_include_pad counts the
+// padded taps (inside the padded input) in the divisor.
+void LaunchMaxPool2d(const float* x, float* y, int64_t planes, const Window2d& w, void* stream);
+void LaunchAveragePool2d(const float* x, float* y, int64_t planes, const Window2d& w, bool count_include_pad,
+                         void* stream);
+// y[p] = mean of x's plane p (planes of hw).
+void LaunchGlobalAveragePool(const float* x, float* y, int64_t planes, int64_t hw, void* stream);
+
+}  // namespace whittle::cuda

@@ -1,0 +1,372 @@
+// The CUDA backend's kernels (float32): Gemm and MatMul on cuBLAS, Conv as im2col + cuBLAS
+// (strided-batched over images), element-wise unary and broadcast binary ops, Softmax/LogSoftmax
+// on the last axis, Max/Average/GlobalAveragePool in 2-D. Each is put in front of the op's
+// factory (KernelRegistry::Wrap): for Backend::kCuda, with this backend's runtime registered, it
+// builds the CUDA kernel where the node's dtypes and attributes are ones it handles, and
+// otherwise returns null — the session then runs the node's CPU kernel with explicit copies and
+// lists it (Session::fallback_nodes). Fused activations: Relu or none.
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/common/fused_activation.h"
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/kernels_impl.h"
+#include "kernels/kernel.h"
+
+namespace whittle::cuda {
+namespace {
+
+using MakeFn = std::function<KernelOr(const KernelInit&)>;
+
+// The fused activation when it is one the CUDA kernels apply (Relu, or none).
+bool FusedKind(const AttributeMap& a, Unary* act) {
+  if (a.Has("_max_pool")) return false;
+  const FusedActivation f = FusedActivation::FromAttrs(a);
+  if (f.kind != FusedActivation::kNone && f.kind != FusedActivation::kRelu) return false;
+  *act = f.kind == FusedActivation::kRelu ? Unary::kRelu : Unary::kIdentity;
+  return true;
+}
+
+template <class Fn>
+class CudaKernel : public OpKernel {
+ public:
+  explicit CudaKernel(Fn fn) : fn_(std::move(fn)) {}
+  DeviceType device() const override { return DeviceType::kCuda; }
+  Status Compute(KernelContext& ctx) const override { return fn_(ctx); }
+
+ private:
+  Fn fn_;
+};
+template <class Fn>
+KernelOr Kernel(Fn fn) {
+  return std::unique_ptr<OpKernel>(new CudaKernel<Fn>(std::move(fn)));
+}
+
+Status Launched(const char* what) { return Check(cudaGetLastError(), what); }
+
+// --- element-wise ---------------------------------------------------------------------------
+
+MakeFn UnaryOp(Unary op) {
+  return [op](const KernelInit& init) -> KernelOr {
+    if (!init.AllFloat32() || init.input_dtypes.size() != 1) return KernelOr(nullptr);
+    const float alpha = init.attrs.GetFloat("alpha", 0.01f);
+    return Kernel([op, alpha](KernelContext& ctx) {
+      LaunchUnary(op, ctx.inputs[0]->data<float>(), ctx.outputs[0]->data<float>(), ctx.inputs[0]->numel(), alpha,
+                  Stream());
+      return Launched("an element-wise kernel");
+    });
+  };
+}
+
+// Strides of t's dims read as out_dims (numpy broadcasting: right-aligned, 0 where t has 1).
+void BroadcastStrides(const Dims& t, const Dims& out, int64_t* strides) {
+  const int r = static_cast<int>(out.size()), tr = static_cast<int>(t.size());
+  int64_t s = 1;
+  for (int d = r - 1; d >= 0; --d) {
+    const int td = d - (r - tr);
+    const int64_t dim = td >= 0 ? t[static_cast<size_t>(td)] : 1;
+    strides[d] = dim == 1 ? 0 : s;
+    s *= dim;
+  }
+}
+
+MakeFn BinaryOp(Binary op) {
+  return [op](const KernelInit& init) -> KernelOr {
+    Unary act;
+    if (!init.AllFloat32() || init.input_dtypes.size() != 2 || !FusedKind(init.attrs, &act)) return KernelOr(nullptr);
+    return Kernel([op, act](KernelContext& ctx) -> Status {
+      const Tensor& a = *ctx.inputs[0];
+      const Tensor& b = *ctx.inputs[1];
+      Tensor& y = *ctx.outputs[0];
+      BroadcastShape s;
+      s.rank = std::max(1, y.rank());
+      if (y.rank() > kMaxRank) return Unimplemented("CUDA element-wise ops take up to 8 dims");
+      Dims out = y.dims();
+      if (out.empty()) out = {1};
+      for (int d = 0; d < s.rank; ++d) s.dims[d] = out[static_cast<size_t>(d)];
+      BroadcastStrides(a.dims(), out, s.a_strides);
+      BroadcastStrides(b.dims(), out, s.b_strides);
+      LaunchBinary(op, a.data<float>(), b.data<float>(), y.data<float>(), s, y.numel(), act, Stream());
+      return Launched("a broadcast kernel");
+    });
+  };
+}
+
+// --- Softmax ------------------------------------------------------------------------------
+
+MakeFn SoftmaxOp(bool log) {
+  return [log](const KernelInit& init) -> KernelOr {
+    if (!init.AllFloat32()) return KernelOr(nullptr);
+    const int64_t axis = init.attrs.GetInt("axis", init.opset < 13 ? 1 : -1);
+    if (init.opset >= 13 && axis != -1) return KernelOr(nullptr);  // only the last axis, unflattened
+    const int opset = init.opset;
+    return Kernel([log, axis, opset](KernelContext& ctx) -> Status {
+      const Tensor& x = *ctx.inputs[0];
+      int64_t cols = x.rank() ? x.dims().back() : 1;
+      if (opset < 13) {  // softmax over the flattened dims from axis on
+        const int64_t ax = axis < 0 ? axis + x.rank() : axis;
+        cols = 1;
+        for (int d = static_cast<int>(ax); d < x.rank(); ++d) cols *= x.dim(d);
+      }
+      if (cols == 0) return Status::Ok();
+      LaunchSoftmax(x.data<float>(), ctx.outputs[0]->data<float>(), x.numel() / cols, cols, log, Stream());
+      return Launched("Softmax");
+    });
+  };
+}
+
+// --- Gemm and MatMul ------------------------------------------------------------------------
+
+KernelOr MakeGemm(const KernelInit& init) {
+  Unary act;
+  if (!init.AllFloat32() || !FusedKind(init.attrs, &act)) return KernelOr(nullptr);
+  const bool ta = init.attrs.GetInt("transA", 0) != 0, tb = init.attrs.GetInt("transB", 0) != 0;
+  const float alpha = init.attrs.GetFloat("alpha", 1.f), beta = init.attrs.GetFloat("beta", 1.f);
+  return Kernel([=](KernelContext& ctx) -> Status {
+    const Tensor& a = *ctx.inputs[0];
+    const Tensor& b = *ctx.inputs[1];
+    const Tensor* c = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+    Tensor& y = *ctx.outputs[0];
+    const int64_t M = y.dim(0), N = y.dim(1), K = ta ? a.dim(0) : a.dim(1);
+    WH_RETURN_IF_ERROR(RowMajorSgemm(ta, tb, M, N, K, alpha, a.data<float>(), a.dim(1), b.data<float>(), b.dim(1), 0.f,
+                                     y.data<float>(), N));
+    int64_t cr = 1, cc = 1;
+    if (c && c->rank() == 1) cc = c->dim(0);
+    if (c && c->rank() == 2) {
+      cr = c->dim(0);
+      cc = c->dim(1);
+    }
+    if (c || act != Unary::kIdentity)
+      LaunchBiasAct(y.data<float>(), M, N, c ? c->data<float>() : nullptr, cr, cc, beta, act, Stream());
+    return Launched("the Gemm epilogue");
+  });
+}
+
+KernelOr MakeMatMul(const KernelInit& init) {
+  Unary act;
+  if (!init.AllFloat32() || !FusedKind(init.attrs, &act)) return KernelOr(nullptr);
+  return Kernel([act](KernelContext& ctx) -> Status {
+    const Tensor& a = *ctx.inputs[0];
+    const Tensor& b = *ctx.inputs[1];
+    Tensor& y = *ctx.outputs[0];
+    if (y.numel() == 0) return Status::Ok();
+    const int64_t K = a.dims().back();
+    const int64_t M = a.rank() >= 2 ? a.dim(a.rank() - 2) : 1;
+    const int64_t N = b.rank() >= 2 ? b.dims().back() : 1;
+    const int64_t a_batch = a.numel() / std::max<int64_t>(1, M * K), b_batch = b.numel() / std::max<int64_t>(1, K * N);
+    const int64_t y_batch = y.numel() / (M * N);
+    if (b_batch == 1 && a_batch == y_batch) {  // a Linear layer: every row of A against one B
+      WH_RETURN_IF_ERROR(RowMajorSgemm(false, false, a_batch * M, N, K, 1.f, a.data<float>(), K, b.data<float>(), N, 0.f,
+                                       y.data<float>(), N));
+    } else if (a_batch == y_batch && b_batch == y_batch) {
+      WH_ASSIGN_OR_RETURN(cublasHandle_t h, Cublas());
+      const float one = 1.f, zero = 0.f;
+      WH_RETURN_IF_ERROR(Check(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(N),
+                                                         static_cast<int>(M), static_cast<int>(K), &one, b.data<float>(),
+                                                         static_cast<int>(N), K * N, a.data<float>(), static_cast<int>(K),
+                                                         M * K, &zero, y.data<float>(), static_cast<int>(N), M * N,
+                                                         static_cast<int>(y_batch)),
+                               "cublasSgemmStridedBatched"));
+    } else {  // general broadcasting of the batch dims: one product per output matrix
+      const Dims& yd = y.dims();
+      const int br = y.rank() - 2;
+      Dims ab(static_cast<size_t>(br), 1), bb(static_cast<size_t>(br), 1);
+      for (int d = 0; d < br; ++d) {
+        const int ad = d - (br - (a.rank() - 2)), bd = d - (br - (b.rank() - 2));
+        ab[static_cast<size_t>(d)] = ad >= 0 ? a.dim(ad) : 1;
+        bb[static_cast<size_t>(d)] = bd >= 0 ? b.dim(bd) : 1;
+      }
+      for (int64_t i = 0; i < y_batch; ++i) {
+        int64_t rem = i, ao = 0, bo = 0, as = 1, bs = 1;
+        for (int d = br - 1; d >= 0; --d) {
+          const int64_t c = rem % yd[static_cast<size_t>(d)];
+          rem /= yd[static_cast<size_t>(d)];
+          if (ab[static_cast<size_t>(d)] != 1) ao += c * as;
+          if (bb[static_cast<size_t>(d)] != 1) bo += c * bs;
+          as *= ab[static_cast<size_t>(d)];
+          bs *= bb[static_cast<size_t>(d)];
+        }
+        WH_RETURN_IF_ERROR(RowMajorSgemm(false, false, M, N, K, 1.f, a.data<float>() + ao * M * K, K,
+                                         b.data<float>() + bo * K * N, N, 0.f, y.data<float>() + i * M * N, N));
+      }
+    }
+    if (act != Unary::kIdentity) LaunchUnary(act, y.data<float>(), y.data<float>(), y.numel(), 0.f, Stream());
+    return Launched("MatMul");
+  });
+}
+
+// --- Conv and pools (2-D) -------------------------------------------------------------------
+
+// The window of a 2-D Conv/pool node from its attributes, the kernel size and the in/out dims
+// (the runtime's shape inference already decided the output size, ceil_mode included).
+Window2d WindowOf(const AttributeMap& at, int64_t k_h, int64_t k_w, const Tensor& x, const Tensor& y) {
+  Window2d w;
+  w.in_h = x.dim(2);
+  w.in_w = x.dim(3);
+  w.out_h = y.dim(2);
+  w.out_w = y.dim(3);
+  w.k_h = k_h;
+  w.k_w = k_w;
+  const std::vector<int64_t> strides = at.GetInts("strides", {1, 1}), dil = at.GetInts("dilations", {1, 1});
+  w.stride_h = strides[0];
+  w.stride_w = strides[1];
+  w.dil_h = dil[0];
+  w.dil_w = dil[1];
+  const std::string auto_pad = at.GetString("auto_pad", "NOTSET");
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    const int64_t th = std::max<int64_t>(0, (w.out_h - 1) * w.stride_h + (k_h - 1) * w.dil_h + 1 - w.in_h);
+    const int64_t tw = std::max<int64_t>(0, (w.out_w - 1) * w.stride_w + (k_w - 1) * w.dil_w + 1 - w.in_w);
+    const bool upper = auto_pad == "SAME_UPPER";
+    w.pad_top = upper ? th / 2 : th - th / 2;
+    w.pad_left = upper ? tw / 2 : tw - tw / 2;
+    w.pad_bottom = th - w.pad_top;
+    w.pad_right = tw - w.pad_left;
+  } else if (auto_pad != "VALID") {
+    const std::vector<int64_t> pads = at.GetInts("pads", {0, 0, 0, 0});
+    w.pad_top = pads[0];
+    w.pad_left = pads[1];
+    w.pad_bottom = pads[2];
+    w.pad_right = pads[3];
+  }
+  return w;
+}
+
+bool TwoD(const AttributeMap& at, const char* key, size_t n) {
+  return !at.Has(key) || at.GetInts(key, {}).size() == n;
+}
+
+KernelOr MakeConv(const KernelInit& init) {
+  Unary act;
+  const Tensor* wt = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
+  if (!init.AllFloat32() || !FusedKind(init.attrs, &act) || !wt || wt->rank() != 4 || !TwoD(init.attrs, "pads", 4) ||
+      !TwoD(init.attrs, "strides", 2) || !TwoD(init.attrs, "dilations", 2))
+    return KernelOr(nullptr);
+  const AttributeMap at = init.attrs;
+  const int64_t group = at.GetInt("group", 1), M = wt->dim(0), Cg = wt->dim(1), kh = wt->dim(2), kw = wt->dim(3);
+  if (group < 1 || M % group != 0) return KernelOr(nullptr);
+  return Kernel([=](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    const Tensor& w = *ctx.inputs[1];
+    const Tensor* bias = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+    Tensor& y = *ctx.outputs[0];
+    if (x.rank() != 4) return Unimplemented("the CUDA Conv is 2-D");
+    const Window2d win = WindowOf(at, kh, kw, x, y);
+    const int64_t N = x.dim(0), C = x.dim(1), Mg = M / group, Kg = Cg * kh * kw, P = win.out_h * win.out_w;
+    const bool direct = kh == 1 && kw == 1 && win.stride_h == 1 && win.stride_w == 1 && win.pad_top == 0 &&
+                        win.pad_left == 0 && win.pad_bottom == 0 && win.pad_right == 0 && group == 1;
+    // im2col of up to `chunk` images at a time (about 256 MB of scratch), then one strided-batched
+    // product per group over them (the weights shared: stride 0).
+    const int64_t chunk = direct ? N : std::max<int64_t>(1, std::min<int64_t>(N, (int64_t{64} << 20) / std::max<int64_t>(1, Kg * P)));
+    thread_local std::shared_ptr<Buffer> scratch;
+    const size_t need = direct ? 0 : static_cast<size_t>(chunk * Kg * P) * sizeof(float);
+    if (need && (!scratch || scratch->size() < need)) {
+      scratch.reset();
+      WH_ASSIGN_OR_RETURN(scratch, Buffer::AllocateOn(DeviceType::kCuda, need));
+    }
+    WH_ASSIGN_OR_RETURN(cublasHandle_t h, Cublas());
+    const float one = 1.f, zero = 0.f;
+    for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+      const int64_t nb = std::min(chunk, N - n0);
+      for (int64_t g = 0; g < group; ++g) {
+        const float* col = nullptr;
+        int64_t col_stride = 0;
+        if (direct) {
+          col = x.data<float>() + n0 * C * P;
+          col_stride = C * P;
+        } else {
+          float* s = static_cast<float*>(scratch->data());
+          for (int64_t i = 0; i < nb; ++i)
+            LaunchIm2col(x.data<float>() + ((n0 + i) * C + g * Cg) * win.in_h * win.in_w, s + i * Kg * P, Cg, win,
+                         Stream());
+          col = s;
+          col_stride = Kg * P;
+        }
+        // Per image: y[n, g*Mg.., P] = W_g [Mg, Kg] col [Kg, P] (row-major, operands swapped).
+        WH_RETURN_IF_ERROR(Check(
+            cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(P), static_cast<int>(Mg),
+                                      static_cast<int>(Kg), &one, col, static_cast<int>(P), col_stride,
+                                      w.data<float>() + g * Mg * Kg, static_cast<int>(Kg), 0, &zero,
+                                      y.data<float>() + (n0 * M + g * Mg) * P, static_cast<int>(P), M * P,
+                                      static_cast<int>(nb)),
+            "cublasSgemmStridedBatched (Conv)"));
+      }
+    }
+    if (bias || act != Unary::kIdentity)
+      LaunchChannelBiasAct(y.data<float>(), N, M, P, bias ? bias->data<float>() : nullptr, act, Stream());
+    return Launched("Conv");
+  });
+}
+
+KernelOr MakePool(const KernelInit& init, bool max) {
+  const std::vector<int64_t> ks = init.attrs.GetInts("kernel_shape", {});
+  if (!init.AllFloat32() || init.num_outputs != 1 || ks.size() != 2 || !TwoD(init.attrs, "pads", 4) ||
+      !TwoD(init.attrs, "strides", 2) || !TwoD(init.attrs, "dilations", 2))
+    return KernelOr(nullptr);
+  const AttributeMap at = init.attrs;
+  const bool include_pad = at.GetInt("count_include_pad", 0) != 0;
+  return Kernel([=](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    Tensor& y = *ctx.outputs[0];
+    if (x.rank() != 4) return Unimplemented("the CUDA pools are 2-D");
+    const Window2d w = WindowOf(at, ks[0], ks[1], x, y);
+    if (max) {
+      LaunchMaxPool2d(x.data<float>(), y.data<float>(), x.dim(0) * x.dim(1), w, Stream());
+    } else {
+      LaunchAveragePool2d(x.data<float>(), y.data<float>(), x.dim(0) * x.dim(1), w, include_pad, Stream());
+    }
+    return Launched("a pool");
+  });
+}
+
+KernelOr MakeGlobalAveragePool(const KernelInit& init) {
+  if (!init.AllFloat32()) return KernelOr(nullptr);
+  return Kernel([](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    if (x.rank() < 3) return InvalidArgument("GlobalAveragePool needs [N, C, spatial...]");
+    const int64_t planes = x.dim(0) * x.dim(1);
+    LaunchGlobalAveragePool(x.data<float>(), ctx.outputs[0]->data<float>(), planes, x.numel() / std::max<int64_t>(1, planes),
+                            Stream());
+    return Launched("GlobalAveragePool");
+  });
+}
+
+}  // namespace
+
+void RegisterRuntime();  // runtime.cc
+
+void RegisterKernels(KernelRegistry& r) {
+  RegisterRuntime();
+  auto add = [&r](const char* op, MakeFn make) {
+    r.Wrap("", op, [make](KernelFactory prev) -> KernelFactory {
+      return [make, prev](const KernelInit& init) -> KernelOr {
+        if (init.backend == Backend::kCuda && RuntimeActive()) {
+          KernelOr k = make(init);
+          if (!k.ok() || *k) return k;
+        }
+        return prev(init);
+      };
+    });
+  };
+  const std::pair<const char*, Unary> unary[] = {{"Relu", Unary::kRelu}, {"Sigmoid", Unary::kSigmoid},
+                                                 {"Tanh", Unary::kTanh}, {"Exp", Unary::kExp},
+                                                 {"Log", Unary::kLog},   {"Neg", Unary::kNeg},
+                                                 {"Abs", Unary::kAbs},   {"Sqrt", Unary::kSqrt},
+                                                 {"Erf", Unary::kErf},   {"LeakyRelu", Unary::kLeakyRelu}};
+  for (const auto& [op, u] : unary) add(op, UnaryOp(u));
+  const std::pair<const char*, Binary> binary[] = {
+      {"Add", Binary::kAdd}, {"Sub", Binary::kSub}, {"Mul", Binary::kMul}, {"Div", Binary::kDiv}};
+  for (const auto& [op, b] : binary) add(op, BinaryOp(b));
+  add("Softmax", SoftmaxOp(false));
+  add("LogSoftmax", SoftmaxOp(true));
+  add("Gemm", MakeGemm);
+  add("MatMul", MakeMatMul);
+  add("Conv", MakeConv);
+  add("MaxPool", [](const KernelInit& i) { return MakePool(i, true); });
+  add("AveragePool", [](const KernelInit& i) { return MakePool(i, false); });
+  add("GlobalAveragePool", MakeGlobalAveragePool);
+}
+
+}  // namespace whittle::cuda
