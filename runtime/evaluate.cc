@@ -161,6 +161,7 @@ StatusOr<std::vector<BenchResult>> Benchmark(const Session& session, const Bench
           auto& nn = by_node[nt.name];
           nn.name = nt.name;
           nn.op_type = nt.op_type;
+          nn.device = nt.device;
           nn.total_ms += nt.ms;
           ++nn.calls;
           all_ms += nt.ms;

@@ -58,6 +58,7 @@ struct ProfileEntry {
   double total_ms = 0;  // summed over profiled runs
   double share = 0;     // fraction of all node time
   int64_t calls = 0;
+  std::string device = "cpu";  // per node: where it ran ("cuda"; "cpu" for a CPU fallback)
 };
 
 struct ProfileResult {

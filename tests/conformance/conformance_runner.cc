@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/ir/device.h"
 #include "lib/onnx/model_io.h"
 #include "whittle/session.h"
 
@@ -79,10 +80,11 @@ std::string Compare(const Tensor& got, const Tensor& want, double atol, double r
 }
 
 // Returns "" on pass; sets *unsupported when the model needs something Whittle lacks.
-std::string RunCase(const std::string& dir, bool* unsupported, int threads) {
+std::string RunCase(const std::string& dir, bool* unsupported, int threads, Backend backend) {
   *unsupported = false;
   SessionOptions so;
   so.num_threads = threads;
+  so.backend = backend;
   auto session = Session::Load(dir + "/model.onnx", so);
   if (!session.ok()) {
     *unsupported = session.status().code() == StatusCode::kUnimplemented;
@@ -150,6 +152,7 @@ int main(int argc, char** argv) {
   std::string data = "/usr/share/libonnx-testdata/data", expectations, write_to, filter;
   bool verbose = false;
   int threads = 2;
+  Backend backend = Backend::kCpu;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -164,17 +167,30 @@ int main(int argc, char** argv) {
     else if (a == "--write-expectations") write_to = next();
     else if (a == "--filter") filter = next();
     else if (a == "--threads") threads = std::atoi(next().c_str());
-    else if (a == "-v" || a == "--verbose") verbose = true;
+    else if (a == "--device") {
+      const std::string d = next();
+      if (d != "cpu" && d != "cuda") {
+        std::fprintf(stderr, "onnx_conformance: error: --device must be cpu or cuda, got '%s'\n", d.c_str());
+        return 2;
+      }
+      backend = d == "cuda" ? Backend::kCuda : Backend::kCpu;
+    } else if (a == "-v" || a == "--verbose") verbose = true;
     else if (a == "--help" || a == "-h") {
       std::printf(
           "onnx_conformance [--data DIR] [--expectations FILE] [--write-expectations FILE] [--filter SUBSTR] "
-          "[--threads N] [-v]\nRuns the ONNX backend test data (node, pytorch-converted, pytorch-operator, simple) "
-          "on Whittle's CPU runtime.\n");
+          "[--threads N] [--device cpu|cuda] [-v]\nRuns the ONNX backend test data (node, pytorch-converted, "
+          "pytorch-operator, simple) on Whittle's runtime (the CPU, or the CUDA backend with CPU fallback for nodes "
+          "it has no kernel for; the same expectations file).\n");
       return 0;
     } else {
       std::fprintf(stderr, "onnx_conformance: error: unknown argument '%s' (see --help)\n", a.c_str());
       return 2;
     }
+  }
+  RegisterAllKernels();
+  if (std::string why; !DeviceAvailable(BackendDevice(backend), &why)) {
+    std::fprintf(stderr, "onnx_conformance: error: device '%s' is not available: %s\n", BackendName(backend), why.c_str());
+    return 1;
   }
   if (!IsDir(data)) {
     std::fprintf(stderr, "onnx_conformance: error: test data folder '%s' not found (install libonnx-testdata)\n", data.c_str());
@@ -221,7 +237,7 @@ int main(int argc, char** argv) {
         continue;
       }
       bool unsupported = false;
-      std::string err = RunCase(sdir + "/" + c, &unsupported, threads);
+      std::string err = RunCase(sdir + "/" + c, &unsupported, threads, backend);
       const bool listed_fail = it != expect.end() && it->second.kind == "fail";
       if (err.empty()) {
         if (listed_fail) {

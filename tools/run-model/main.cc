@@ -191,15 +191,23 @@ int main(int argc, char** argv) {
       for (const auto& e : prof.by_op_type)
         pt.push_back({{"op_type", e.op_type}, {"total_ms", e.total_ms}, {"share", e.share}, {"calls", e.calls}});
       for (const auto& e : prof.by_node)
-        pn.push_back({{"node", e.name}, {"op_type", e.op_type}, {"total_ms", e.total_ms}, {"share", e.share}, {"calls", e.calls}});
-      out["profile"] = {{"runs", prof.runs}, {"by_op_type", pt}, {"by_node", pn}};
+        pn.push_back({{"node", e.name}, {"op_type", e.op_type}, {"device", e.device}, {"total_ms", e.total_ms},
+                      {"share", e.share}, {"calls", e.calls}});
+      out["profile"] = {{"runs", prof.runs}, {"by_op_type", pt}, {"by_node", pn},
+                        {"cpu_fallback", session.fallback_nodes()}};
       if (!json) {
         std::printf("\nprofile over %d runs (all batch sizes): time per op type\n", prof.runs);
         std::printf("%-28s %12s %8s\n", "op type", "total ms", "share");
         for (const auto& e : prof.by_op_type) std::printf("%-28s %12.3f %7.1f%%\n", e.op_type.c_str(), e.total_ms, 100 * e.share);
-        std::printf("\ntime per node\n%-36s %-24s %12s %8s\n", "node", "op type", "total ms", "share");
+        std::printf("\ntime per node\n%-36s %-24s %-6s %12s %8s\n", "node", "op type", "device", "total ms", "share");
         for (const auto& e : prof.by_node)
-          std::printf("%-36s %-24s %12.3f %7.1f%%\n", e.name.c_str(), e.op_type.c_str(), e.total_ms, 100 * e.share);
+          std::printf("%-36s %-24s %-6s %12.3f %7.1f%%\n", e.name.c_str(), e.op_type.c_str(), e.device.c_str(),
+                      e.total_ms, 100 * e.share);
+        if (device != "cpu") {
+          std::printf("\n%zu node(s) without a %s kernel ran on the CPU (inputs and outputs copied):\n",
+                      session.fallback_nodes().size(), device.c_str());
+          for (const std::string& n : session.fallback_nodes()) std::printf("  %s\n", n.c_str());
+        }
       }
     }
     did_something = true;
