@@ -25,9 +25,16 @@ int SetError(const std::string& m) {
 extern "C" {
 
 int whittle_session_load(const char* model_path, int num_threads, whittle_session** out) {
-  if (!model_path || !out) return SetError("whittle_session_load: null argument");
+  return whittle_session_load_on(model_path, num_threads, "cpu", out);
+}
+
+int whittle_session_load_on(const char* model_path, int num_threads, const char* device, whittle_session** out) {
+  if (!model_path || !out || !device) return SetError("whittle_session_load: null argument");
+  const std::string d = device;
+  if (d != "cpu" && d != "cuda") return SetError("whittle_session_load: device must be \"cpu\" or \"cuda\", got \"" + d + "\"");
   whittle::SessionOptions so;
   so.num_threads = num_threads;
+  so.backend = d == "cuda" ? whittle::Backend::kCuda : whittle::Backend::kCpu;
   auto r = whittle::Session::Load(model_path, so);
   if (!r.ok()) return SetError(r.status().message());
   *out = new whittle_session{std::move(*r)};  // owned by the caller: whittle_session_free

@@ -17,6 +17,9 @@ typedef struct whittle_tensor whittle_tensor;
 
 /* dtype codes equal ONNX TensorProto.DataType (1 = float32, 7 = int64, ...). */
 int whittle_session_load(const char* model_path, int num_threads, whittle_session** out);
+/* The same on a device: "cpu", or "cuda" (a CUDA build on a machine with a GPU; nodes without a
+ * CUDA kernel run on the CPU). Inputs and outputs stay host memory either way. */
+int whittle_session_load_on(const char* model_path, int num_threads, const char* device, whittle_session** out);
 void whittle_session_free(whittle_session* s);
 size_t whittle_session_num_inputs(const whittle_session* s);
 size_t whittle_session_num_outputs(const whittle_session* s);

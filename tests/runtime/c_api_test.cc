@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,39 @@ TEST(CApi, LoadRunAndErrors) {
   whittle_session* bad = nullptr;
   EXPECT_NE(whittle_session_load("/nonexistent/model.onnx", 1, &bad), 0);
   EXPECT_FALSE(std::string(whittle_last_error()).empty());
+  EXPECT_NE(whittle_session_load_on(model.c_str(), 1, "gpu", &bad), 0);
+  EXPECT_NE(std::string(whittle_last_error()).find("\"cpu\" or \"cuda\""), std::string::npos);
+}
+
+// On CUDA: the same outputs as the CPU where a GPU exists; otherwise a one-line reason.
+TEST(CApi, LoadOnCuda) {
+  const std::string model = std::string(WHITTLE_SOURCE_DIR) + "/models/mlp.onnx";
+  whittle_session* s = nullptr;
+  if (whittle_session_load_on(model.c_str(), 1, "cuda", &s) != 0) {
+    const std::string why = whittle_last_error();
+    EXPECT_NE(why.find("device 'cuda' is not available"), std::string::npos) << why;
+    GTEST_SKIP() << why;
+  }
+  whittle_session* cpu = nullptr;
+  ASSERT_EQ(whittle_session_load(model.c_str(), 1, &cpu), 0) << whittle_last_error();
+  std::vector<float> x(3 * 28 * 28);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) / 17.f;
+  int64_t dims[] = {3, 1, 28, 28};
+  whittle_tensor* in = nullptr;
+  ASSERT_EQ(whittle_tensor_create(1, dims, 4, x.data(), &in), 0);
+  const char* names[] = {whittle_session_input_name(s, 0)};
+  const whittle_tensor* ins[] = {in};
+  whittle_tensor *a = nullptr, *b = nullptr;
+  ASSERT_EQ(whittle_session_run(s, names, ins, 1, &a), 0) << whittle_last_error();
+  ASSERT_EQ(whittle_session_run(cpu, names, ins, 1, &b), 0) << whittle_last_error();
+  const float* ya = static_cast<const float*>(whittle_tensor_data(a));
+  const float* yb = static_cast<const float*>(whittle_tensor_data(b));
+  for (int i = 0; i < 30; ++i) EXPECT_NEAR(ya[i], yb[i], 1e-4f * (1.f + std::fabs(yb[i]))) << i;
+  whittle_tensor_free(a);
+  whittle_tensor_free(b);
+  whittle_tensor_free(in);
+  whittle_session_free(s);
+  whittle_session_free(cpu);
 }
 
 }  // namespace
