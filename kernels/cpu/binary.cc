@@ -41,7 +41,8 @@ bool CpuHasPopcountPath(PopcountPath p) {
     case PopcountPath::kPopcnt: return __builtin_cpu_supports("popcnt");
     case PopcountPath::kAvx2: return CpuSimdIsa() >= SimdIsa::kAvx2 && __builtin_cpu_supports("popcnt");
     case PopcountPath::kAvx512:
-      return CpuSimdIsa() == SimdIsa::kAvx512 && __builtin_cpu_supports("avx512vpopcntdq");
+      return CpuSimdIsa() == SimdIsa::kAvx512 && __builtin_cpu_supports("avx512vpopcntdq") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
   }
   return false;
 }

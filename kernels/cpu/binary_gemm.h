@@ -24,7 +24,7 @@ namespace whittle::cpu {
 enum class PopcountPath { kPortable = 0, kPopcnt = 1, kAvx2 = 2, kAvx512 = 3 };
 
 // The fastest path this CPU runs, capped by WHITTLE_ISA (scalar keeps POPCNT; avx2 stops below
-// AVX-512 VPOPCNTDQ). AVX-512 needs AVX512F and AVX512_VPOPCNTDQ.
+// AVX-512 VPOPCNTDQ). AVX-512 needs AVX512F, VL, BW and AVX512_VPOPCNTDQ.
 PopcountPath ActivePopcountPath();
 // Whether this CPU runs a path (tests call every one it runs).
 bool CpuHasPopcountPath(PopcountPath p);

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The CUDA backend's checks, for a session that is lent a GPU machine (the `device` tool): that
+# machine has the CUDA driver and toolkit but none of our Debian packages, no test data and no
+# network, so the programs are built here and travel with their libraries and data.
+#
+#   scripts/cuda-device-check.sh bundle   # here: build (WHITTLE_CUDA=ON) and pack .bundle/cuda-check.tar.xz
+#   device run: carry [".bundle"], command "scripts/cuda-device-check.sh run"
+#
+# `run` (on the GPU machine; it also runs here, where every CUDA check reports that there is no
+# device) unpacks the bundle under /tmp and writes each step's log to $OUT (or ./cuda-check-logs):
+#   1. the test suite (each kernel test checks every backend whose device is present against the
+#      reference kernels; the C API's CUDA test; tests that need files only the build machine has —
+#      the training set, the CLIs in the build folder — fail there);
+#   2. the ONNX conformance runner with --device cuda and the CPU's expectations file;
+#   3. run-model --device cpu|cuda --bench --batch 1,64,1024 --profile on the bundled models,
+#      side by side, and top-1 accuracy on the Fashion-MNIST test set on both devices.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-}
+bundle=.bundle/cuda-check.tar.xz
+
+case "$mode" in
+bundle)
+  command -v xz >/dev/null || { echo "cuda-device-check: xz is needed (apt-get install xz-utils)" >&2; exit 1; }
+  build=build-cuda
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DWHITTLE_CUDA=ON -DWHITTLE_NATIVE=OFF -DWHITTLE_BUILD_BENCH=OFF >/dev/null
+  cmake --build "$build" -j"$(nproc)" --target whittle_tests onnx_conformance run-model
+  stage=$(mktemp -d)
+  trap 'rm -rf "$stage"' EXIT
+  ../shared/tools/device-bundle.sh "$stage/pkg" "$build/bin/whittle_tests" "$build/bin/onnx_conformance" \
+    "$build/bin/run-model" >/dev/null
+  mkdir -p "$stage/pkg/data/fashion-mnist" "$stage/pkg/models"
+  cp /usr/share/datasets/fashion-mnist/t10k-* "$stage/pkg/data/fashion-mnist/"
+  cp -r /usr/share/libonnx-testdata/data "$stage/pkg/data/onnx"
+  cp tests/conformance/expected_failures.txt "$stage/pkg/data/"
+  cp models/*.onnx "$stage/pkg/models/"
+  pwd > "$stage/pkg/source_dir.txt"  # the tests' compiled-in WHITTLE_SOURCE_DIR
+  mkdir -p .bundle
+  tar -C "$stage" -cJf "$bundle.tmp" pkg && mv "$bundle.tmp" "$bundle"
+  du -h "$bundle" | awk '{print "wrote " $2 " (" $1 "; the device tool carries at most 64 MiB)"}'
+  ;;
+run)
+  [[ -f $bundle ]] || { echo "cuda-device-check: $bundle not found (run 'bundle' first, carry .bundle)" >&2; exit 1; }
+  logs=${OUT:-cuda-check-logs}
+  mkdir -p "$logs"
+  root=/tmp/whittle-cuda-check
+  rm -rf "$root" && mkdir -p "$root" && tar -C "$root" -xJf "$bundle"
+  pkg=$root/pkg
+  cuda_lib=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/lib 2>/dev/null | head -1 || true)
+  export LD_LIBRARY_PATH="$pkg/lib${cuda_lib:+:$cuda_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # The tests read files under the source folder they were built from, and the Debian data paths:
+  # point those at this checkout and the bundled data (the Fashion-MNIST training set does not
+  # travel — the bundle would pass the tool's 64 MiB — so the tests that train fail here).
+  src=$(cat "$pkg/source_dir.txt")
+  [[ -e $src ]] || { mkdir -p "$(dirname "$src")" && ln -sfn "$PWD" "$src"; }
+  [[ -e /usr/share/libonnx-testdata/data ]] || { mkdir -p /usr/share/libonnx-testdata && ln -sfn "$pkg/data/onnx" /usr/share/libonnx-testdata/data; }
+  [[ -e /usr/share/datasets/fashion-mnist ]] || { mkdir -p /usr/share/datasets && ln -sfn "$pkg/data/fashion-mnist" /usr/share/datasets/fashion-mnist; }
+  nvidia-smi -L > "$logs/gpu.txt" 2>&1 || echo "no nvidia-smi" > "$logs/gpu.txt"
+  lscpu | grep -E 'Model name|Flags' | cut -c1-200 >> "$logs/gpu.txt" || true
+  status=0
+  echo "== the test suite (kernel tests check every backend with a device against the reference)"
+  "$pkg/bin/whittle_tests" > "$logs/tests.txt" 2>&1 || status=1
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]|NO DEVICE' "$logs/tests.txt" | head -40 || true
+  echo "== ONNX conformance, --device cuda"
+  "$pkg/bin/onnx_conformance" --device cuda --data "$pkg/data/onnx" --expectations "$pkg/data/expected_failures.txt" \
+    > "$logs/conformance.txt" 2>&1 || status=1
+  tail -5 "$logs/conformance.txt" || true
+  echo "== run-model, cpu vs cuda"
+  for m in mlp cnn transformer resnet; do
+    for d in cpu cuda; do
+      "$pkg/bin/run-model" "$pkg/models/$m.onnx" --device "$d" --threads 16 --bench --batch 1,64,1024 --profile \
+        --eval-data "idx:$pkg/data/fashion-mnist/t10k-images-idx3-ubyte.gz:$pkg/data/fashion-mnist/t10k-labels-idx1-ubyte.gz" \
+        > "$logs/run-$m-$d.txt" 2>&1 || status=1
+      grep -E '^accuracy|^ +(1|64|1024) |error' "$logs/run-$m-$d.txt" | sed "s/^/$m $d: /" || true
+    done
+  done
+  exit $status
+  ;;
+*)
+  echo "usage: scripts/cuda-device-check.sh bundle|run (see the comment at its top)" >&2
+  exit 2
+  ;;
+esac
