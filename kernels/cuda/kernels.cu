@@ -79,11 +79,12 @@ __global__ void BiasActKernel(float* y, int64_t rows, int64_t cols, const float*
   }
 }
 
-__global__ void ChannelBiasActKernel(float* y, int64_t n, int64_t c, int64_t hw, const float* bias, Unary act) {
+__global__ void ChannelBiasActKernel(float* y, int64_t n, int64_t c, int64_t hw, const float* bias,
+                                     const float* residual, Unary act) {
   const int64_t total = n * c * hw;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const float v = y[i] + (bias ? bias[(i / hw) % c] : 0.f);
+    const float v = y[i] + (bias ? bias[(i / hw) % c] : 0.f) + (residual ? residual[i] : 0.f);
     y[i] = Apply(act, v, 0.01f);
   }
 }
@@ -168,8 +169,10 @@ void LaunchBiasAct(float* y, int64_t rows, int64_t cols, const float* c, int64_t
   if (rows * cols > 0) BiasActKernel<<<Blocks(rows * cols), kThreads, 0, S(stream)>>>(y, rows, cols, c, c_rows, c_cols, beta, act);
 }
 
-void LaunchChannelBiasAct(float* y, int64_t n, int64_t c, int64_t hw, const float* bias, Unary act, void* stream) {
-  if (n * c * hw > 0) ChannelBiasActKernel<<<Blocks(n * c * hw), kThreads, 0, S(stream)>>>(y, n, c, hw, bias, act);
+void LaunchChannelBiasAct(float* y, int64_t n, int64_t c, int64_t hw, const float* bias, const float* residual,
+                          Unary act, void* stream) {
+  if (n * c * hw > 0)
+    ChannelBiasActKernel<<<Blocks(n * c * hw), kThreads, 0, S(stream)>>>(y, n, c, hw, bias, residual, act);
 }
 
 void LaunchSoftmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, void* stream) {

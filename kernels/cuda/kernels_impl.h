@@ -33,8 +33,9 @@ void LaunchBinary(Binary op, const float* a, const float* b, float* y, const Bro
 void LaunchBiasAct(float* y, int64_t rows, int64_t cols, const float* c, int64_t c_rows, int64_t c_cols, float beta,
                    Unary act, void* stream);
 
-// Per-channel bias and activation on y [n, c, hw] (bias null: none).
-void LaunchChannelBiasAct(float* y, int64_t n, int64_t c, int64_t hw, const float* bias, Unary act, void* stream);
+// y = act(y + bias[channel] + residual) on y [n, c, hw] (bias, residual null: none).
+void LaunchChannelBiasAct(float* y, int64_t n, int64_t c, int64_t hw, const float* bias, const float* residual,
+                          Unary act, void* stream);
 
 // Softmax (or LogSoftmax) over the last axis of x [rows, cols].
 void LaunchSoftmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, void* stream);

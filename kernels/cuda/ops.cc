@@ -1,5 +1,6 @@
 // The CUDA backend's kernels (float32): Gemm and MatMul on cuBLAS, Conv as im2col + cuBLAS
-// (strided-batched over images), element-wise unary and broadcast binary ops, Softmax/LogSoftmax
+// (strided-batched over images; the runtime's fused residual input too), MatMul's fused bias
+// input, element-wise unary and broadcast binary ops, Softmax/LogSoftmax
 // on the last axis, Max/Average/GlobalAveragePool in 2-D. Each is put in front of the op's
 // factory (KernelRegistry::Wrap): for Backend::kCuda, with this backend's runtime registered, it
 // builds the CUDA kernel where the node's dtypes and attributes are ones it handles, and
@@ -21,9 +22,13 @@ namespace {
 
 using MakeFn = std::function<KernelOr(const KernelInit&)>;
 
-// The fused activation when it is one the CUDA kernels apply (Relu, or none).
+// The fused activation when it is one the CUDA kernels apply (Relu, or none), and no other
+// runtime-internal attribute (a fused pool, say) asks for more than they do.
 bool FusedKind(const AttributeMap& a, Unary* act) {
-  if (a.Has("_max_pool")) return false;
+  for (const auto& [name, value] : a.all())
+    if (name.rfind('_', 0) == 0 && name != "_activation" && name != "_alpha" && name != "_beta" && name != "_min" &&
+        name != "_max")
+      return false;
   const FusedActivation f = FusedActivation::FromAttrs(a);
   if (f.kind != FusedActivation::kNone && f.kind != FusedActivation::kRelu) return false;
   *act = f.kind == FusedActivation::kRelu ? Unary::kRelu : Unary::kIdentity;
@@ -147,7 +152,7 @@ KernelOr MakeGemm(const KernelInit& init) {
 
 KernelOr MakeMatMul(const KernelInit& init) {
   Unary act;
-  if (!init.AllFloat32() || !FusedKind(init.attrs, &act)) return KernelOr(nullptr);
+  if (!init.AllFloat32() || !FusedKind(init.attrs, &act) || init.input_dtypes.size() > 3) return KernelOr(nullptr);
   return Kernel([act](KernelContext& ctx) -> Status {
     const Tensor& a = *ctx.inputs[0];
     const Tensor& b = *ctx.inputs[1];
@@ -193,7 +198,11 @@ KernelOr MakeMatMul(const KernelInit& init) {
                                          b.data<float>() + bo * K * N, N, 0.f, y.data<float>() + i * M * N, N));
       }
     }
-    if (act != Unary::kIdentity) LaunchUnary(act, y.data<float>(), y.data<float>(), y.numel(), 0.f, Stream());
+    // The runtime's bias fusion (runtime/rewrite/fuse_matmul_bias.h): N values along the last dim.
+    const Tensor* bias = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+    if (bias && bias->numel() != N) return Internal("MatMul: the fused bias must have N values");
+    if (bias || act != Unary::kIdentity)
+      LaunchBiasAct(y.data<float>(), y.numel() / N, N, bias ? bias->data<float>() : nullptr, 1, N, 1.f, act, Stream());
     return Launched("MatMul");
   });
 }
@@ -246,13 +255,16 @@ KernelOr MakeConv(const KernelInit& init) {
     return KernelOr(nullptr);
   const AttributeMap at = init.attrs;
   const int64_t group = at.GetInt("group", 1), M = wt->dim(0), Cg = wt->dim(1), kh = wt->dim(2), kw = wt->dim(3);
-  if (group < 1 || M % group != 0) return KernelOr(nullptr);
+  if (group < 1 || M % group != 0 || init.input_dtypes.size() > 4) return KernelOr(nullptr);
   return Kernel([=](KernelContext& ctx) -> Status {
     const Tensor& x = *ctx.inputs[0];
     const Tensor& w = *ctx.inputs[1];
     const Tensor* bias = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+    // The runtime's residual fusion (runtime/rewrite/fuse_conv_add.h): act(conv + b + r).
+    const Tensor* residual = ctx.inputs.size() > 3 ? ctx.inputs[3] : nullptr;
     Tensor& y = *ctx.outputs[0];
     if (x.rank() != 4) return Unimplemented("the CUDA Conv is 2-D");
+    if (residual && residual->dims() != y.dims()) return Internal("Conv: the fused residual's shape differs");
     const Window2d win = WindowOf(at, kh, kw, x, y);
     const int64_t N = x.dim(0), C = x.dim(1), Mg = M / group, Kg = Cg * kh * kw, P = win.out_h * win.out_w;
     const bool direct = kh == 1 && kw == 1 && win.stride_h == 1 && win.stride_w == 1 && win.pad_top == 0 &&
@@ -294,8 +306,9 @@ KernelOr MakeConv(const KernelInit& init) {
             "cublasSgemmStridedBatched (Conv)"));
       }
     }
-    if (bias || act != Unary::kIdentity)
-      LaunchChannelBiasAct(y.data<float>(), N, M, P, bias ? bias->data<float>() : nullptr, act, Stream());
+    if (bias || residual || act != Unary::kIdentity)
+      LaunchChannelBiasAct(y.data<float>(), N, M, P, bias ? bias->data<float>() : nullptr,
+                           residual ? residual->data<float>() : nullptr, act, Stream());
     return Launched("Conv");
   });
 }
