@@ -63,14 +63,15 @@ StatusOr<std::shared_ptr<Buffer>> Buffer::AllocateOn(DeviceType device, size_t b
                              std::to_string(bytes) + " bytes");
   b->size_ = bytes;
   b->device_ = device;
+  b->runtime_ = rt;
   return b;
 }
 
 Buffer::~Buffer() {
   if (device_ == DeviceType::kCpu) {
     std::free(data_);
-  } else if (const DeviceRuntime* rt = DeviceRuntimeFor(device_)) {
-    rt->release(data_);
+  } else {
+    runtime_->release(data_);  // even if another runtime was registered for the device since
   }
 }
 

@@ -15,6 +15,7 @@
 namespace whittle {
 
 enum class DeviceType { kCpu = 0, kCuda = 1 };
+struct DeviceRuntime;  // lib/ir/device.h
 
 using Dims = std::vector<int64_t>;
 
@@ -45,6 +46,7 @@ class Buffer {
   void* data_ = nullptr;
   size_t size_ = 0;
   DeviceType device_ = DeviceType::kCpu;
+  const DeviceRuntime* runtime_ = nullptr;  // the one that allocated a device buffer frees it
 };
 
 // Quantization parameters attached to a tensor (per-tensor when axis < 0 and one scale).
