@@ -198,6 +198,29 @@ TEST(BinaryMatMul, NibblePanelPopcountCounts) {
   for (int32_t c : out) ASSERT_EQ(c, words * 64);
 }
 
+// The plain-loop check of the activations=float kernels' output y [rows, ldy]: y[r, j] =
+// alpha[j] * sum_k (bit j%width of masks[(j/width)*K + k] ? x : -x) (+ bias[j]) (then max(., 0)),
+// nothing written past n.
+void ExpectSignGemm(const std::vector<float>& y, int64_t ldy, const std::vector<float>& a, int64_t lda,
+                    const std::vector<uint32_t>& masks, int64_t width, int64_t rows, int64_t K, int64_t n,
+                    const std::vector<float>& alpha, const std::vector<float>* bias, bool relu, const std::string& what) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double x = a[static_cast<size_t>(r * lda + k)];
+        s += (masks[static_cast<size_t>((j / width) * K + k)] >> (j % width)) & 1 ? x : -x;
+        mag += std::fabs(x);
+      }
+      double want = alpha[static_cast<size_t>(j)] * s + (bias ? (*bias)[static_cast<size_t>(j)] : 0.f);
+      if (relu) want = std::max(want, 0.0);
+      ASSERT_NEAR(y[static_cast<size_t>(r * ldy + j)], want, 1e-6 * mag + 1e-5)
+          << "K " << K << " n " << n << " rows " << rows << " " << what << " r " << r << " j " << j;
+    }
+    for (int64_t j = n; j < ldy; ++j) ASSERT_EQ(y[static_cast<size_t>(r * ldy + j)], -7.f) << "wrote past n";
+  }
+}
+
 // The AVX-512 activations=float kernel (masked adds from sign masks, 2 S - rowsum in the
 // epilogue) against plain loops: rows 1..9 and 13 (6-, 3- and 1..5-row tiles), n across partial
 // vectors, panels and 64/128-column tiles, K across the 512-input blocks, bias and relu on/off.
@@ -222,21 +245,8 @@ TEST(BinaryMatMul, SignMaskGemmMatchesPlainLoops) {
           std::vector<float> y(static_cast<size_t>(rows * ldy), -7.f);
           cpu::binary_avx512::SignMaskGemm(rows, a.data(), lda, rowsum.data(), masks.data(), K, n, alpha.data(),
                                            with_bias ? bias.data() : nullptr, relu, y.data(), ldy);
-          for (int64_t r = 0; r < rows; ++r) {
-            for (int64_t j = 0; j < n; ++j) {
-              double s = 0, mag = 0;
-              for (int64_t k = 0; k < K; ++k) {
-                const double x = a[static_cast<size_t>(r * lda + k)];
-                s += (masks[static_cast<size_t>((j / 32) * K + k)] >> (j % 32)) & 1 ? x : -x;
-                mag += std::fabs(x);
-              }
-              double want = alpha[static_cast<size_t>(j)] * s + (with_bias ? bias[static_cast<size_t>(j)] : 0.f);
-              if (relu) want = std::max(want, 0.0);
-              ASSERT_NEAR(y[static_cast<size_t>(r * ldy + j)], want, 1e-6 * mag + 1e-5)
-                  << "K " << K << " n " << n << " rows " << rows << " variant " << variant << " r " << r << " j " << j;
-            }
-            for (int64_t j = n; j < ldy; ++j) ASSERT_EQ(y[static_cast<size_t>(r * ldy + j)], -7.f) << "wrote past n";
-          }
+          ASSERT_NO_FATAL_FAILURE(ExpectSignGemm(y, ldy, a, lda, masks, 32, rows, K, n, alpha, with_bias ? &bias : nullptr,
+                                                 relu, "variant " + std::to_string(variant)));
         }
       }
 }
@@ -264,21 +274,8 @@ TEST(BinaryMatMul, SignXorGemmMatchesPlainLoops) {
           std::vector<float> y(static_cast<size_t>(rows * ldy), -7.f);
           cpu::binary_avx2::SignXorGemm(rows, a.data(), lda, masks.data(), K, n, alpha.data(),
                                         with_bias ? bias.data() : nullptr, relu, y.data(), ldy);
-          for (int64_t r = 0; r < rows; ++r) {
-            for (int64_t j = 0; j < n; ++j) {
-              double s = 0, mag = 0;
-              for (int64_t k = 0; k < K; ++k) {
-                const double x = a[static_cast<size_t>(r * lda + k)];
-                s += (masks[static_cast<size_t>((j / 16) * K + k)] >> (j % 16)) & 1 ? x : -x;
-                mag += std::fabs(x);
-              }
-              double want = alpha[static_cast<size_t>(j)] * s + (with_bias ? bias[static_cast<size_t>(j)] : 0.f);
-              if (relu) want = std::max(want, 0.0);
-              ASSERT_NEAR(y[static_cast<size_t>(r * ldy + j)], want, 1e-6 * mag + 1e-5)
-                  << "K " << K << " n " << n << " rows " << rows << " variant " << variant << " r " << r << " j " << j;
-            }
-            for (int64_t j = n; j < ldy; ++j) ASSERT_EQ(y[static_cast<size_t>(r * ldy + j)], -7.f) << "wrote past n";
-          }
+          ASSERT_NO_FATAL_FAILURE(ExpectSignGemm(y, ldy, a, lda, masks, 16, rows, K, n, alpha, with_bias ? &bias : nullptr,
+                                                 relu, "variant " + std::to_string(variant)));
         }
       }
 }
