@@ -13,6 +13,8 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "kernels/kernel.h"
 #include "lib/ir/device.h"
@@ -185,6 +187,33 @@ TEST_F(DeviceSession, PlacesNodesCopiesAtBoundariesAndFallsBack) {
       EXPECT_EQ(stats.buffers_allocated, 0);  // device buffers and copies recycled like host ones
     }
   }
+}
+
+// Run is const and thread-safe on a device too: concurrent runs (each its own arena, copies and
+// device buffers) give the single-threaded result bit for bit.
+TEST_F(DeviceSession, ConcurrentRunsAreBitIdentical) {
+  SessionOptions o;
+  o.backend = Backend::kCuda;
+  auto dev = Session::FromGraph(MakeMixed(), o);
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  std::vector<Tensor> xs, want;
+  for (uint32_t i = 0; i < 4; ++i) {
+    xs.push_back(RandomFloat({2, 3}, 10 + i));
+    auto y = (*dev)->Run({{"x", xs.back()}});
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    want.push_back((*y)[0]);
+  }
+  std::vector<std::thread> threads;
+  std::vector<int> bad(4, 0);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < 50; ++r) {
+        auto y = (*dev)->Run({{"x", xs[static_cast<size_t>(t)]}});
+        if (!y.ok() || !(*y)[0].BitwiseEquals(want[static_cast<size_t>(t)])) ++bad[static_cast<size_t>(t)];
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(bad[static_cast<size_t>(t)], 0) << "thread " << t;
 }
 
 TEST_F(DeviceSession, UnavailableDeviceIsAClearError) {
