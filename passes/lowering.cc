@@ -1,11 +1,31 @@
 #include "passes/lowering.h"
 
+#include <set>
+
 #include "lib/ir/domain.h"
 #include "passes/binarize/binarize_pass.h"
 #include "passes/circulant/circulant_pass.h"
 #include "passes/cluster/cluster_pass.h"
 
 namespace whittle {
+
+StatusOr<int> LowerEachNode(Graph& g, const std::function<bool(const Node&)>& match,
+                            const std::function<Status(const Node&)>& lower) {
+  std::set<int> dead;
+  const size_t count = g.nodes().size();
+  for (size_t ni = 0; ni < count; ++ni) {
+    const Node node = g.nodes()[ni];
+    if (!match(node)) continue;
+    WH_RETURN_IF_ERROR(lower(node));
+    Node& fin = g.nodes().back();
+    fin.name = node.name;
+    fin.outputs = node.outputs;
+    dead.insert(static_cast<int>(ni));
+  }
+  g.RemoveNodes(dead);
+  WH_RETURN_IF_ERROR(g.Compact());
+  return static_cast<int>(dead.size());
+}
 
 StatusOr<std::string> LowerCompressedOps(Graph& g, bool circulant_dense) {
   std::string summary;

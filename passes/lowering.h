@@ -4,6 +4,7 @@
 // the smaller and faster.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "lib/ir/graph.h"
@@ -15,5 +16,11 @@ namespace whittle {
 // Block-circulant layers go to ONNX's DFT op (opset 17, the FFT form and its size) unless
 // circulant_dense asks for the expanded dense MatMul.
 StatusOr<std::string> LowerCompressedOps(Graph& g, bool circulant_dense = false);
+
+// The loop every lowering shares: for each node of g that `match` accepts (by copy: lowering grows
+// the graph), `lower` appends standard nodes computing its outputs; the last one appended takes
+// over the node's name and output values, and the node goes. Returns how many were lowered.
+StatusOr<int> LowerEachNode(Graph& g, const std::function<bool(const Node&)>& match,
+                            const std::function<Status(const Node&)>& lower);
 
 }  // namespace whittle

@@ -12,6 +12,7 @@
 #include "passes/cost.h"
 #include "passes/layer_selection.h"
 #include "passes/linear_weight.h"
+#include "passes/lowering.h"
 
 namespace whittle {
 namespace {
@@ -186,95 +187,87 @@ const char* BinarizePassHelp() {
 }
 
 StatusOr<int> LowerBinary(Graph& g) {
-  int lowered = 0;
-  std::set<int> dead;
-  const size_t count = g.nodes().size();
   const int64_t opset = g.OpsetFor("");
-  for (size_t ni = 0; ni < count; ++ni) {
-    const Node node = g.nodes()[ni];
-    const bool conv = node.op_type == "BinaryConv";
-    if (node.domain != kWhittleDomain || (!conv && node.op_type != "BinaryMatMul")) continue;
-    BinaryAttrs a;
-    a.n = node.attrs.GetInt(conv ? "out_channels" : "out_features", 0);
-    const auto ks = node.attrs.GetInts("kernel_shape");
-    const int64_t group = node.attrs.GetInt("group", 1);
-    a.k = conv ? (ks.size() == 2 ? node.attrs.GetInt("in_channels", 0) / std::max<int64_t>(group, 1) * ks[0] * ks[1] : 0)
-               : node.attrs.GetInt("in_features", 0);
-    WH_ASSIGN_OR_RETURN(a.binary, ParseBinaryActivations(node.attrs.GetString("activations", "float")));
-    const Tensor* bits = g.ConstInput(node, 1);
-    const Tensor* alpha = g.ConstInput(node, 2);
-    if (!bits || !alpha) return Unimplemented(node.DebugName() + ": lowering needs constant bits and alpha");
-    const bool has_bias = node.inputs.size() > 3 && node.inputs[3] >= 0;
-    const Tensor* bias = has_bias ? g.ConstInput(node, 3) : nullptr;
-    Status s = CheckBinaryTensors(a, *bits, *alpha, bias, true);
-    if (!s.ok()) return InvalidArgument(node.DebugName() + ": " + s.message());
-    // Copies: the pointers above dangle once values are added below.
-    const Tensor bias_copy = bias ? *bias : Tensor();
-    const int64_t words = BinaryWords(a.k);
-    // Signs as the standard op's weight: MatMul B [K, N]; Conv W [M, C/group, kh, kw].
-    Tensor sign(DType::kInt8, conv ? Dims{a.n, a.k / (ks[0] * ks[1]), ks[0], ks[1]} : Dims{a.k, a.n});
-    for (int64_t o = 0; o < a.n; ++o)
-      for (int64_t i = 0; i < a.k; ++i)
-        sign.data<int8_t>()[conv ? o * a.k + i : i * a.n + o] = BinaryBit(bits->data<uint64_t>() + o * words, i) ? 1 : -1;
-    // activations=float: the weight is sign * alpha (exactly the float layer the pass describes).
-    // activations=binary: the weight is the +-1 signs and alpha scales the product, so the sums
-    // are exact integers as in the kernel and a zero dot product stays exactly zero (the next
-    // layer's sign(0) = +1 must not see a rounding residue instead).
-    Tensor al = *alpha;
-    if (conv)
-      al = Tensor::FromVector<float>(a.binary ? Dims{a.n, 1, 1} : Dims{a.n, 1, 1, 1},
-                                     std::vector<float>(alpha->data<float>(), alpha->data<float>() + a.n));
-    auto add = [&](const std::string& op, std::vector<int> in, AttributeMap at = {}) {
-      return g.AddOp(node.name + "/" + op, op, std::move(in), std::move(at));
-    };
-    auto init = [&](const std::string& suffix, Tensor t) { return g.AddInitializer(g.UniqueName(node.name + suffix), t); };
-    AttributeMap to;
-    to.Set("to", Attribute::Int(static_cast<int64_t>(1)));  // FLOAT
-    const int signs = add("Cast", {init("/weight_sign", sign)}, to);
-    const int w = a.binary ? signs : add("Mul", {signs, init("/alpha", al)});
-    int x = node.inputs[0], beta = -1;
-    if (a.binary) {
-      const int neg = add("Less", {x, init("/zero", Tensor::FromVector<float>({1}, {0.f}))});
-      const int sx = add("Where", {neg, init("/minus_one", Tensor::FromVector<float>({1}, {-1.f})),
-                                   init("/one", Tensor::FromVector<float>({1}, {1.f}))});
-      AttributeMap rm;
-      rm.Set("keepdims", Attribute::Int(1));
-      std::vector<int64_t> axes = conv ? std::vector<int64_t>{1, 2, 3} : std::vector<int64_t>{-1};
-      std::vector<int> rin{add("Abs", {x})};
-      if (opset >= 18) rin.push_back(init("/axes", Tensor::FromVector<int64_t>({static_cast<int64_t>(axes.size())}, axes)));
-      else rm.Set("axes", Attribute::Ints(axes));
-      beta = add("ReduceMean", rin, rm);
-      x = sx;
-    }
-    int y;
-    if (conv) {
-      AttributeMap ca;
-      for (const char* k : {"kernel_shape", "strides", "pads", "dilations", "auto_pad", "group"})
-        if (node.attrs.Has(k)) ca.Set(k, *node.attrs.Find(k));
-      std::vector<int> cin{x, w};
-      if (has_bias && !a.binary) cin.push_back(node.inputs[3]);
-      y = add("Conv", cin, ca);
-    } else {
-      y = add("MatMul", {x, w});
-    }
-    if (a.binary) y = add("Mul", {add("Mul", {y, init("/alpha", al)}), beta});
-    if (has_bias && (a.binary || !conv)) {
-      int b = node.inputs[3];
-      if (conv)
-        b = init("/bias", Tensor::FromVector<float>({a.n, 1, 1}, std::vector<float>(bias_copy.data<float>(),
-                                                                                   bias_copy.data<float>() + a.n)));
-      y = add("Add", {y, b});
-    }
-    // The final node takes over the original output value and the node's name.
-    Node& fin = g.nodes().back();
-    fin.name = node.name;
-    fin.outputs = node.outputs;
-    dead.insert(static_cast<int>(ni));
-    ++lowered;
-  }
-  g.RemoveNodes(dead);
-  WH_RETURN_IF_ERROR(g.Compact());
-  return lowered;
+  return LowerEachNode(
+      g,
+      [](const Node& node) {
+        return node.domain == kWhittleDomain && (node.op_type == "BinaryConv" || node.op_type == "BinaryMatMul");
+      },
+      [&](const Node& node) -> Status {
+        const bool conv = node.op_type == "BinaryConv";
+        BinaryAttrs a;
+        a.n = node.attrs.GetInt(conv ? "out_channels" : "out_features", 0);
+        const auto ks = node.attrs.GetInts("kernel_shape");
+        const int64_t group = node.attrs.GetInt("group", 1);
+        a.k = conv ? (ks.size() == 2 ? node.attrs.GetInt("in_channels", 0) / std::max<int64_t>(group, 1) * ks[0] * ks[1] : 0)
+                   : node.attrs.GetInt("in_features", 0);
+        WH_ASSIGN_OR_RETURN(a.binary, ParseBinaryActivations(node.attrs.GetString("activations", "float")));
+        const Tensor* bits = g.ConstInput(node, 1);
+        const Tensor* alpha = g.ConstInput(node, 2);
+        if (!bits || !alpha) return Unimplemented(node.DebugName() + ": lowering needs constant bits and alpha");
+        const bool has_bias = node.inputs.size() > 3 && node.inputs[3] >= 0;
+        const Tensor* bias = has_bias ? g.ConstInput(node, 3) : nullptr;
+        Status s = CheckBinaryTensors(a, *bits, *alpha, bias, true);
+        if (!s.ok()) return InvalidArgument(node.DebugName() + ": " + s.message());
+        // Copies: the pointers above dangle once values are added below.
+        const Tensor bias_copy = bias ? *bias : Tensor();
+        const int64_t words = BinaryWords(a.k);
+        // Signs as the standard op's weight: MatMul B [K, N]; Conv W [M, C/group, kh, kw].
+        Tensor sign(DType::kInt8, conv ? Dims{a.n, a.k / (ks[0] * ks[1]), ks[0], ks[1]} : Dims{a.k, a.n});
+        for (int64_t o = 0; o < a.n; ++o)
+          for (int64_t i = 0; i < a.k; ++i)
+            sign.data<int8_t>()[conv ? o * a.k + i : i * a.n + o] = BinaryBit(bits->data<uint64_t>() + o * words, i) ? 1 : -1;
+        // activations=float: the weight is sign * alpha (exactly the float layer the pass describes).
+        // activations=binary: the weight is the +-1 signs and alpha scales the product, so the sums
+        // are exact integers as in the kernel and a zero dot product stays exactly zero (the next
+        // layer's sign(0) = +1 must not see a rounding residue instead).
+        Tensor al = *alpha;
+        if (conv)
+          al = Tensor::FromVector<float>(a.binary ? Dims{a.n, 1, 1} : Dims{a.n, 1, 1, 1},
+                                         std::vector<float>(alpha->data<float>(), alpha->data<float>() + a.n));
+        auto add = [&](const std::string& op, std::vector<int> in, AttributeMap at = {}) {
+          return g.AddOp(node.name + "/" + op, op, std::move(in), std::move(at));
+        };
+        auto init = [&](const std::string& suffix, Tensor t) { return g.AddInitializer(g.UniqueName(node.name + suffix), t); };
+        AttributeMap to;
+        to.Set("to", Attribute::Int(static_cast<int64_t>(1)));  // FLOAT
+        const int signs = add("Cast", {init("/weight_sign", sign)}, to);
+        const int w = a.binary ? signs : add("Mul", {signs, init("/alpha", al)});
+        int x = node.inputs[0], beta = -1;
+        if (a.binary) {
+          const int neg = add("Less", {x, init("/zero", Tensor::FromVector<float>({1}, {0.f}))});
+          const int sx = add("Where", {neg, init("/minus_one", Tensor::FromVector<float>({1}, {-1.f})),
+                                       init("/one", Tensor::FromVector<float>({1}, {1.f}))});
+          AttributeMap rm;
+          rm.Set("keepdims", Attribute::Int(1));
+          std::vector<int64_t> axes = conv ? std::vector<int64_t>{1, 2, 3} : std::vector<int64_t>{-1};
+          std::vector<int> rin{add("Abs", {x})};
+          if (opset >= 18) rin.push_back(init("/axes", Tensor::FromVector<int64_t>({static_cast<int64_t>(axes.size())}, axes)));
+          else rm.Set("axes", Attribute::Ints(axes));
+          beta = add("ReduceMean", rin, rm);
+          x = sx;
+        }
+        int y;
+        if (conv) {
+          AttributeMap ca;
+          for (const char* k : {"kernel_shape", "strides", "pads", "dilations", "auto_pad", "group"})
+            if (node.attrs.Has(k)) ca.Set(k, *node.attrs.Find(k));
+          std::vector<int> cin{x, w};
+          if (has_bias && !a.binary) cin.push_back(node.inputs[3]);
+          y = add("Conv", cin, ca);
+        } else {
+          y = add("MatMul", {x, w});
+        }
+        if (a.binary) y = add("Mul", {add("Mul", {y, init("/alpha", al)}), beta});
+        if (has_bias && (a.binary || !conv)) {
+          int b = node.inputs[3];
+          if (conv)
+            b = init("/bias", Tensor::FromVector<float>({a.n, 1, 1}, std::vector<float>(bias_copy.data<float>(),
+                                                                                       bias_copy.data<float>() + a.n)));
+          y = add("Add", {y, b});
+        }
+        return Status::Ok();
+      });
 }
 
 }  // namespace whittle

@@ -15,6 +15,7 @@
 #include "passes/cost.h"
 #include "passes/layer_selection.h"
 #include "passes/linear_weight.h"
+#include "passes/lowering.h"
 
 namespace whittle {
 namespace {
@@ -225,34 +226,23 @@ StatusOr<CirculantLayer> ReadCirculantLayer(const Graph& g, const Node& node) {
 }
 
 StatusOr<int> LowerCirculant(Graph& g) {
-  int lowered = 0;
-  std::set<int> dead;
-  const size_t count = g.nodes().size();
-  for (size_t ni = 0; ni < count; ++ni) {
-    const Node node = g.nodes()[ni];
-    if (node.domain != kWhittleDomain || node.op_type != "BlockCirculantMatMul") continue;
-    WH_ASSIGN_OR_RETURN(const CirculantLayer layer, ReadCirculantLayer(g, node));
-    const CirculantAttrs& a = layer.a;
-    const Tensor* blocks = layer.blocks;
-    const bool has_bias = layer.has_bias;
-    std::vector<float> w(static_cast<size_t>(a.n * a.k));
-    ExpandCirculant(a, blocks->data<float>(), w.data());
-    Tensor wt(DType::kFloat32, {a.k, a.n});  // MatMul's B: W^T
-    for (int64_t r = 0; r < a.n; ++r)
-      for (int64_t c = 0; c < a.k; ++c) wt.data<float>()[c * a.n + r] = w[static_cast<size_t>(r * a.k + c)];
-    auto add = [&](const std::string& op, std::vector<int> in) { return g.AddOp(node.name + "/" + op, op, std::move(in)); };
-    const int y = add("MatMul", {node.inputs[0], g.AddInitializer(g.UniqueName(node.name + "/weight"), wt)});
-    if (has_bias) add("Add", {y, node.inputs[2]});
-    // The final node takes over the original output value (and the node's name).
-    Node& fin = g.nodes().back();
-    fin.name = node.name;
-    fin.outputs = node.outputs;
-    dead.insert(static_cast<int>(ni));
-    ++lowered;
-  }
-  g.RemoveNodes(dead);
-  WH_RETURN_IF_ERROR(g.Compact());
-  return lowered;
+  return LowerEachNode(
+      g, [](const Node& node) { return node.domain == kWhittleDomain && node.op_type == "BlockCirculantMatMul"; },
+      [&](const Node& node) -> Status {
+        WH_ASSIGN_OR_RETURN(const CirculantLayer layer, ReadCirculantLayer(g, node));
+        const CirculantAttrs& a = layer.a;
+        const Tensor* blocks = layer.blocks;
+        const bool has_bias = layer.has_bias;
+        std::vector<float> w(static_cast<size_t>(a.n * a.k));
+        ExpandCirculant(a, blocks->data<float>(), w.data());
+        Tensor wt(DType::kFloat32, {a.k, a.n});  // MatMul's B: W^T
+        for (int64_t r = 0; r < a.n; ++r)
+          for (int64_t c = 0; c < a.k; ++c) wt.data<float>()[c * a.n + r] = w[static_cast<size_t>(r * a.k + c)];
+        auto add = [&](const std::string& op, std::vector<int> in) { return g.AddOp(node.name + "/" + op, op, std::move(in)); };
+        const int y = add("MatMul", {node.inputs[0], g.AddInitializer(g.UniqueName(node.name + "/weight"), wt)});
+        if (has_bias) add("Add", {y, node.inputs[2]});
+        return Status::Ok();
+      });
 }
 
 }  // namespace whittle

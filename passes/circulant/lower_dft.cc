@@ -6,7 +6,6 @@
 // computed per frequency f as two real batched MatMuls [B, M, Q] x [B, Q, P] for each of the four
 // real/imaginary products; then y_p = IDFT(Y_p), real part. The spectra C are constants.
 #include <cmath>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "lib/ops/schema_compat.h"
 #include "passes/circulant/circulant_pass.h"
 #include "passes/circulant/lowering.h"
+#include "passes/lowering.h"
 
 namespace whittle {
 
@@ -44,85 +44,75 @@ StatusOr<int> LowerCirculantDft(Graph& g) {
   if (!any) return 0;
   WH_RETURN_IF_ERROR(EnsureOpset17(g));
   const bool axis_input = g.OpsetFor("") >= 20;
-  int lowered = 0;
-  std::set<int> dead;
-  const size_t count = g.nodes().size();
-  for (size_t ni = 0; ni < count; ++ni) {
-    const Node node = g.nodes()[ni];
-    if (node.domain != kWhittleDomain || node.op_type != "BlockCirculantMatMul") continue;
-    WH_ASSIGN_OR_RETURN(const CirculantLayer layer, ReadCirculantLayer(g, node));
-    const CirculantAttrs& a = layer.a;
-    const Tensor* blocks = layer.blocks;
-    const bool has_bias = layer.has_bias;
-    const int64_t B = a.block, P = a.p(), Q = a.q();
-    // The blocks' spectra, laid out [f, q, p] for the per-frequency MatMuls.
-    Tensor wr(DType::kFloat32, {B, Q, P}), wi(DType::kFloat32, {B, Q, P});
-    const float* c = blocks->data<float>();
-    for (int64_t p = 0; p < P; ++p)
-      for (int64_t q = 0; q < Q; ++q)
-        for (int64_t f = 0; f < B; ++f) {
-          double re = 0, im = 0;
-          for (int64_t t = 0; t < B; ++t) {
-            const double ang = -2.0 * M_PI * static_cast<double>(f * t % B) / static_cast<double>(B);
-            re += c[(p * Q + q) * B + t] * std::cos(ang);
-            im += c[(p * Q + q) * B + t] * std::sin(ang);
-          }
-          wr.data<float>()[(f * Q + q) * P + p] = static_cast<float>(re);
-          wi.data<float>()[(f * Q + q) * P + p] = static_cast<float>(im);
-        }
-    auto ints = [&](const std::string& what, std::vector<int64_t> v) {
-      const int64_t len = static_cast<int64_t>(v.size());
-      return g.AddInitializer(g.UniqueName(node.name + "/" + what), Tensor::FromVector<int64_t>({len}, std::move(v)));
-    };
-    auto scalar = [&](const std::string& what, int64_t v) {
-      return g.AddInitializer(g.UniqueName(node.name + "/" + what), Tensor::Scalar<int64_t>(v));
-    };
-    auto add = [&](const std::string& op, std::vector<int> in, AttributeMap at = {}) {
-      return g.AddOp(node.name + "/dft_" + op, op, std::move(in), std::move(at));
-    };
-    auto attrs = [](std::initializer_list<std::pair<const char*, Attribute>> l) {
-      AttributeMap m;
-      for (const auto& [k, v] : l) m.Set(k, v);
-      return m;
-    };
-    auto dft = [&](int x, bool inverse) {
-      AttributeMap at = attrs({{"inverse", Attribute::Int(inverse ? 1 : 0)}, {"onesided", Attribute::Int(0)}});
-      if (axis_input) return add("DFT", {x, -1, scalar("dft_axis", 2)}, at);
-      at.Set("axis", Attribute::Int(2));
-      return add("DFT", {x}, at);
-    };
-    auto part = [&](int x, int64_t which) {  // real (0) or imaginary (1) part of [..., 2]
-      return add("Gather", {x, scalar(which ? "imag" : "real", which)}, attrs({{"axis", Attribute::Int(3)}}));
-    };
-    const int a_in = node.inputs[0];
-    const int lead = add("Slice", {add("Shape", {a_in}), ints("lead_start", {0}), ints("lead_end", {-1})});
-    int x2 = add("Reshape", {a_in, ints("rows", {-1, a.k})});
-    if (Q * B > a.k) x2 = add("Pad", {x2, ints("pad", {0, 0, 0, Q * B - a.k})});
-    const int X = dft(add("Reshape", {x2, ints("signals", {-1, Q, B, 1})}), false);  // [M, Q, B, 2]
-    const std::vector<int64_t> to_fmq{2, 0, 1};
-    const int xr = add("Transpose", {part(X, 0)}, attrs({{"perm", Attribute::Ints(to_fmq)}}));  // [B, M, Q]
-    const int xi = add("Transpose", {part(X, 1)}, attrs({{"perm", Attribute::Ints(to_fmq)}}));
-    const int wrv = g.AddInitializer(g.UniqueName(node.name + "/spectrum_real"), wr);
-    const int wiv = g.AddInitializer(g.UniqueName(node.name + "/spectrum_imag"), wi);
-    const int yr = add("Sub", {add("MatMul", {xr, wrv}), add("MatMul", {xi, wiv})});  // [B, M, P]
-    const int yi = add("Add", {add("MatMul", {xr, wiv}), add("MatMul", {xi, wrv})});
-    const int axis3 = ints("complex_axis", {3});
-    const int yc = add("Concat", {add("Unsqueeze", {yr, axis3}), add("Unsqueeze", {yi, axis3})},
-                       attrs({{"axis", Attribute::Int(3)}}));  // [B, M, P, 2]
-    const int ys = add("Transpose", {yc}, attrs({{"perm", Attribute::Ints({1, 2, 0, 3})}}));  // [M, P, B, 2]
-    int y = add("Reshape", {part(dft(ys, true), 0), ints("cols", {-1, P * B})});
-    if (P * B > a.n) y = add("Slice", {y, ints("out_start", {0}), ints("out_end", {a.n}), ints("out_axis", {1})});
-    if (has_bias) y = add("Add", {y, node.inputs[2]});
-    add("Reshape", {y, add("Concat", {lead, ints("features", {a.n})}, attrs({{"axis", Attribute::Int(0)}}))});
-    Node& fin = g.nodes().back();  // takes over the original output (and name)
-    fin.name = node.name;
-    fin.outputs = node.outputs;
-    dead.insert(static_cast<int>(ni));
-    ++lowered;
-  }
-  g.RemoveNodes(dead);
-  WH_RETURN_IF_ERROR(g.Compact());
-  return lowered;
+  return LowerEachNode(
+      g, [](const Node& node) { return node.domain == kWhittleDomain && node.op_type == "BlockCirculantMatMul"; },
+      [&](const Node& node) -> Status {
+        WH_ASSIGN_OR_RETURN(const CirculantLayer layer, ReadCirculantLayer(g, node));
+        const CirculantAttrs& a = layer.a;
+        const Tensor* blocks = layer.blocks;
+        const bool has_bias = layer.has_bias;
+        const int64_t B = a.block, P = a.p(), Q = a.q();
+        // The blocks' spectra, laid out [f, q, p] for the per-frequency MatMuls.
+        Tensor wr(DType::kFloat32, {B, Q, P}), wi(DType::kFloat32, {B, Q, P});
+        const float* c = blocks->data<float>();
+        for (int64_t p = 0; p < P; ++p)
+          for (int64_t q = 0; q < Q; ++q)
+            for (int64_t f = 0; f < B; ++f) {
+              double re = 0, im = 0;
+              for (int64_t t = 0; t < B; ++t) {
+                const double ang = -2.0 * M_PI * static_cast<double>(f * t % B) / static_cast<double>(B);
+                re += c[(p * Q + q) * B + t] * std::cos(ang);
+                im += c[(p * Q + q) * B + t] * std::sin(ang);
+              }
+              wr.data<float>()[(f * Q + q) * P + p] = static_cast<float>(re);
+              wi.data<float>()[(f * Q + q) * P + p] = static_cast<float>(im);
+            }
+        auto ints = [&](const std::string& what, std::vector<int64_t> v) {
+          const int64_t len = static_cast<int64_t>(v.size());
+          return g.AddInitializer(g.UniqueName(node.name + "/" + what), Tensor::FromVector<int64_t>({len}, std::move(v)));
+        };
+        auto scalar = [&](const std::string& what, int64_t v) {
+          return g.AddInitializer(g.UniqueName(node.name + "/" + what), Tensor::Scalar<int64_t>(v));
+        };
+        auto add = [&](const std::string& op, std::vector<int> in, AttributeMap at = {}) {
+          return g.AddOp(node.name + "/dft_" + op, op, std::move(in), std::move(at));
+        };
+        auto attrs = [](std::initializer_list<std::pair<const char*, Attribute>> l) {
+          AttributeMap m;
+          for (const auto& [k, v] : l) m.Set(k, v);
+          return m;
+        };
+        auto dft = [&](int x, bool inverse) {
+          AttributeMap at = attrs({{"inverse", Attribute::Int(inverse ? 1 : 0)}, {"onesided", Attribute::Int(0)}});
+          if (axis_input) return add("DFT", {x, -1, scalar("dft_axis", 2)}, at);
+          at.Set("axis", Attribute::Int(2));
+          return add("DFT", {x}, at);
+        };
+        auto part = [&](int x, int64_t which) {  // real (0) or imaginary (1) part of [..., 2]
+          return add("Gather", {x, scalar(which ? "imag" : "real", which)}, attrs({{"axis", Attribute::Int(3)}}));
+        };
+        const int a_in = node.inputs[0];
+        const int lead = add("Slice", {add("Shape", {a_in}), ints("lead_start", {0}), ints("lead_end", {-1})});
+        int x2 = add("Reshape", {a_in, ints("rows", {-1, a.k})});
+        if (Q * B > a.k) x2 = add("Pad", {x2, ints("pad", {0, 0, 0, Q * B - a.k})});
+        const int X = dft(add("Reshape", {x2, ints("signals", {-1, Q, B, 1})}), false);  // [M, Q, B, 2]
+        const std::vector<int64_t> to_fmq{2, 0, 1};
+        const int xr = add("Transpose", {part(X, 0)}, attrs({{"perm", Attribute::Ints(to_fmq)}}));  // [B, M, Q]
+        const int xi = add("Transpose", {part(X, 1)}, attrs({{"perm", Attribute::Ints(to_fmq)}}));
+        const int wrv = g.AddInitializer(g.UniqueName(node.name + "/spectrum_real"), wr);
+        const int wiv = g.AddInitializer(g.UniqueName(node.name + "/spectrum_imag"), wi);
+        const int yr = add("Sub", {add("MatMul", {xr, wrv}), add("MatMul", {xi, wiv})});  // [B, M, P]
+        const int yi = add("Add", {add("MatMul", {xr, wiv}), add("MatMul", {xi, wrv})});
+        const int axis3 = ints("complex_axis", {3});
+        const int yc = add("Concat", {add("Unsqueeze", {yr, axis3}), add("Unsqueeze", {yi, axis3})},
+                           attrs({{"axis", Attribute::Int(3)}}));  // [B, M, P, 2]
+        const int ys = add("Transpose", {yc}, attrs({{"perm", Attribute::Ints({1, 2, 0, 3})}}));  // [M, P, B, 2]
+        int y = add("Reshape", {part(dft(ys, true), 0), ints("cols", {-1, P * B})});
+        if (P * B > a.n) y = add("Slice", {y, ints("out_start", {0}), ints("out_end", {a.n}), ints("out_axis", {1})});
+        if (has_bias) y = add("Add", {y, node.inputs[2]});
+        add("Reshape", {y, add("Concat", {lead, ints("features", {a.n})}, attrs({{"axis", Attribute::Int(0)}}))});
+        return Status::Ok();
+      });
 }
 
 }  // namespace whittle

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "passes/cost.h"
 #include "passes/layer_selection.h"
 #include "passes/linear_weight.h"
+#include "passes/lowering.h"
 
 namespace whittle {
 namespace {
@@ -141,42 +141,31 @@ const char* ClusterPassHelp() {
 }
 
 StatusOr<int> LowerCodebooks(Graph& g) {
-  int lowered = 0;
-  std::set<int> dead;
-  const size_t count = g.nodes().size();
-  for (size_t ni = 0; ni < count; ++ni) {
-    const Node node = g.nodes()[ni];
-    if (node.domain != kWhittleDomain || node.op_type != "CodebookMatMul") continue;
-    const CodebookAttrs a = CodebookAttrsOf(node.attrs);
-    const Tensor* cb = g.ConstInput(node, 1);
-    const Tensor* packed = g.ConstInput(node, 2);
-    if (!cb || !packed) return Unimplemented(node.DebugName() + ": lowering needs a constant codebook and indices");
-    const Tensor* bias = node.inputs.size() > 3 && node.inputs[3] >= 0 ? g.ConstInput(node, 3) : nullptr;
-    WH_RETURN_IF_ERROR(CheckCodebookTensors(a, *cb, *packed, bias, true));
-    // One uint8 index per weight, laid out [K, N] so that Gather(codebook, idx) is MatMul's B.
-    Tensor idx(DType::kUInt8, {a.k, a.n});
-    for (int64_t o = 0; o < a.n; ++o)
-      for (int64_t i = 0; i < a.k; ++i)
-        idx.data<uint8_t>()[i * a.n + o] = static_cast<uint8_t>(CodebookIndexAt(packed->data<uint8_t>(), o * a.k + i, a.bits));
-    auto add = [&](const std::string& op, std::vector<int> in, AttributeMap at = {}) {
-      return g.AddOp(node.name + "/" + op, op, std::move(in), std::move(at));
-    };
-    AttributeMap to;
-    to.Set("to", Attribute::Int(static_cast<int64_t>(6)));  // INT32: Gather's indices type
-    const int idx32 = add("Cast", {g.AddInitializer(g.UniqueName(node.name + "/indices"), idx)}, to);
-    const int w = add("Gather", {node.inputs[1], idx32});
-    const int y = add("MatMul", {node.inputs[0], w});
-    if (node.inputs.size() > 3 && node.inputs[3] >= 0) add("Add", {y, node.inputs[3]});
-    // The final node takes over the original output value (and the node's name).
-    Node& fin = g.nodes().back();
-    fin.name = node.name;
-    fin.outputs = node.outputs;
-    dead.insert(static_cast<int>(ni));
-    ++lowered;
-  }
-  g.RemoveNodes(dead);
-  WH_RETURN_IF_ERROR(g.Compact());
-  return lowered;
+  return LowerEachNode(
+      g, [](const Node& node) { return node.domain == kWhittleDomain && node.op_type == "CodebookMatMul"; },
+      [&](const Node& node) -> Status {
+        const CodebookAttrs a = CodebookAttrsOf(node.attrs);
+        const Tensor* cb = g.ConstInput(node, 1);
+        const Tensor* packed = g.ConstInput(node, 2);
+        if (!cb || !packed) return Unimplemented(node.DebugName() + ": lowering needs a constant codebook and indices");
+        const Tensor* bias = node.inputs.size() > 3 && node.inputs[3] >= 0 ? g.ConstInput(node, 3) : nullptr;
+        WH_RETURN_IF_ERROR(CheckCodebookTensors(a, *cb, *packed, bias, true));
+        // One uint8 index per weight, laid out [K, N] so that Gather(codebook, idx) is MatMul's B.
+        Tensor idx(DType::kUInt8, {a.k, a.n});
+        for (int64_t o = 0; o < a.n; ++o)
+          for (int64_t i = 0; i < a.k; ++i)
+            idx.data<uint8_t>()[i * a.n + o] = static_cast<uint8_t>(CodebookIndexAt(packed->data<uint8_t>(), o * a.k + i, a.bits));
+        auto add = [&](const std::string& op, std::vector<int> in, AttributeMap at = {}) {
+          return g.AddOp(node.name + "/" + op, op, std::move(in), std::move(at));
+        };
+        AttributeMap to;
+        to.Set("to", Attribute::Int(static_cast<int64_t>(6)));  // INT32: Gather's indices type
+        const int idx32 = add("Cast", {g.AddInitializer(g.UniqueName(node.name + "/indices"), idx)}, to);
+        const int w = add("Gather", {node.inputs[1], idx32});
+        const int y = add("MatMul", {node.inputs[0], w});
+        if (node.inputs.size() > 3 && node.inputs[3] >= 0) add("Add", {y, node.inputs[3]});
+        return Status::Ok();
+      });
 }
 
 }  // namespace whittle
