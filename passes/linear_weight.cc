@@ -92,4 +92,12 @@ void SetParamsAfter(const Graph& g, const std::string& action, PassReport* rep) 
         if (n.name == lr.node) lr.params_after = NodeParams(g, n);
 }
 
+Status FinishWhittleRewrite(Graph& g, bool rewrote, const std::string& action, PassReport* rep) {
+  if (rewrote && g.OpsetFor(kWhittleDomain) == 0) g.opset_imports[kWhittleDomain] = 1;
+  g.Reindex();
+  WH_RETURN_IF_ERROR(g.Compact());
+  SetParamsAfter(g, action, rep);
+  return Status::Ok();
+}
+
 }  // namespace whittle

@@ -60,4 +60,9 @@ StatusOr<LayerOverrides> ParseLayerOverrides(PassOptions& o, const std::string& 
 // that name in g once the rewrite is done.
 void SetParamsAfter(const Graph& g, const std::string& action, PassReport* rep);
 
+// The end of a pass that rewrote layers into ai.whittle ops (binarize, circulant, cluster): the
+// domain imported when any was written, the graph reindexed and compacted (nodes were replaced
+// in place, initializers orphaned), then SetParamsAfter.
+Status FinishWhittleRewrite(Graph& g, bool rewrote, const std::string& action, PassReport* rep);
+
 }  // namespace whittle

@@ -142,9 +142,7 @@ class BinarizePass : public Pass {
       rep.layers.push_back(lr);
     }
     ctx.Progress("binarize", static_cast<int64_t>(work.size()), static_cast<int64_t>(work.size()));
-    if (!work.empty() && g.OpsetFor(kWhittleDomain) == 0) g.opset_imports[kWhittleDomain] = 1;
-    WH_RETURN_IF_ERROR(g.Compact());
-    SetParamsAfter(g, "binarize", &rep);
+    WH_RETURN_IF_ERROR(FinishWhittleRewrite(g, !work.empty(), "binarize", &rep));
     return rep;
   }
 

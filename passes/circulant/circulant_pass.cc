@@ -176,11 +176,8 @@ class CirculantPass : public Pass {
       rewritten.insert(node.name);
     }
     ctx.Progress("circulant: fitting", done, static_cast<int64_t>(work.size()));
-    if (!work.empty() && g.OpsetFor(kWhittleDomain) == 0) g.opset_imports[kWhittleDomain] = 1;
-    g.Reindex();  // nodes were replaced in place (a Conv's now produces a new NHWC value)
-    WH_RETURN_IF_ERROR(g.Compact());
-    // Params after: the block vectors and the bias.
-    SetParamsAfter(g, "circulant", &rep);
+    // Params after: the block vectors and the bias. (A Conv's node now produces a new NHWC value.)
+    WH_RETURN_IF_ERROR(FinishWhittleRewrite(g, !work.empty(), "circulant", &rep));
     return rep;
   }
 

@@ -103,10 +103,8 @@ class ClusterPass : public Pass {
       rep.layers.push_back(lr);
     }
     ctx.Progress("cluster: k-means", done, static_cast<int64_t>(work.size()));
-    if (!work.empty() && g.OpsetFor(kWhittleDomain) == 0) g.opset_imports[kWhittleDomain] = 1;
-    WH_RETURN_IF_ERROR(g.Compact());
     // The params a layer reports after: its weights (each an index now), codebook and bias.
-    SetParamsAfter(g, "cluster", &rep);
+    WH_RETURN_IF_ERROR(FinishWhittleRewrite(g, !work.empty(), "cluster", &rep));
     return rep;
   }
 
