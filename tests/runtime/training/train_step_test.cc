@@ -430,20 +430,26 @@ TEST(TrainStep, HintLossGradientsAndErrors) {
   EXPECT_NE(r.status().message().find("differ"), std::string::npos) << "msg: " << r.status().message();
 }
 
+// x [batch, in] -> Gemm (hidden, bias) -> Tanh -> MatMul (4 outputs): the two-layer student the
+// compressed-layer tests compress (weights from seeds seed, seed + 1, seed + 2).
+Graph GemmTanhMatMul(int64_t in, int64_t hidden, uint32_t seed) {
+  return GraphBuilder(13)
+      .Input("x", DType::kFloat32, {Dim::Symbol("batch"), in})
+      .Init("w1", RandomFloat({hidden, in}, seed))
+      .Init("b1", RandomFloat({hidden}, seed + 1))
+      .Init("w2", RandomFloat({hidden, 4}, seed + 2))
+      .Op("Gemm", {"x", "w1", "b1"}, {"h"}, Attrs({{"transB", Attribute::Int(1)}}))
+      .Op("Tanh", {"h"}, {"t"})
+      .Op("MatMul", {"t", "w2"}, {"z"})
+      .Output("z")
+      .Build();
+}
+
 // Weight-shared layers (--cluster) train their codebooks and biases, the assignment fixed: the
 // gradients against finite differences, and the export is the same CodebookMatMul graph.
 TEST(TrainStep, CodebookLayersTrainTheirCodebooks) {
   RegisterAllOps();
-  Graph g = GraphBuilder(13)
-                .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 7})
-                .Init("w1", RandomFloat({9, 7}, 51))
-                .Init("b1", RandomFloat({9}, 52))
-                .Init("w2", RandomFloat({9, 4}, 53))
-                .Op("Gemm", {"x", "w1", "b1"}, {"h"}, Attrs({{"transB", Attribute::Int(1)}}))
-                .Op("Tanh", {"h"}, {"t"})
-                .Op("MatMul", {"t", "w2"}, {"z"})
-                .Output("z")
-                .Build();
+  Graph g = GemmTanhMatMul(7, 9, 51);
   const Graph teacher = g;
   auto pass = MakeClusterPass(*PassOptions::Parse("cluster", "k=5"));
   ASSERT_TRUE(pass.ok());
@@ -588,16 +594,7 @@ TEST(TrainStep, BinaryLayersTrainLatentWeightsThroughTheSign) {
 // BlockCirculantMatMul nodes with the trained vectors.
 TEST(TrainStep, CirculantLayersTrainTheirBlockVectors) {
   RegisterAllOps();
-  Graph g = GraphBuilder(13)
-                .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 10})
-                .Init("w1", RandomFloat({7, 10}, 71))
-                .Init("b1", RandomFloat({7}, 72))
-                .Init("w2", RandomFloat({7, 4}, 73))
-                .Op("Gemm", {"x", "w1", "b1"}, {"h"}, Attrs({{"transB", Attribute::Int(1)}}))
-                .Op("Tanh", {"h"}, {"t"})
-                .Op("MatMul", {"t", "w2"}, {"z"})
-                .Output("z")
-                .Build();
+  Graph g = GemmTanhMatMul(10, 7, 71);
   const Graph teacher = g;
   auto pass = MakeCirculantPass(*PassOptions::Parse("circulant", "block=3"));
   ASSERT_TRUE(pass.ok()) << pass.status().message();
