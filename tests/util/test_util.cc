@@ -208,4 +208,28 @@ StatusOr<std::unique_ptr<Session>> LoadWhittleOp(const std::string& op_type, int
   return Session::FromGraph(std::move(g), so);
 }
 
+StatusOr<std::vector<Tensor>> RunGraph(const Graph& g, const Tensor& x, Backend backend, int threads) {
+  SessionOptions so;
+  so.backend = backend;
+  so.num_threads = threads;
+  WH_ASSIGN_OR_RETURN(auto s, Session::FromGraph(g, so));
+  return s->Run({{s->inputs()[0].name, x}});
+}
+
+Graph WithDenseWeights(const Graph& original, const std::map<std::string, std::vector<float>>& w_nk) {
+  Graph d = original;
+  for (Node& o : d.nodes()) {
+    auto it = w_nk.find(o.name);
+    if (it == w_nk.end()) continue;
+    const Tensor& w0 = *d.value(o.inputs[1]).initializer;
+    const bool trans = o.op_type == "Conv" || (o.op_type == "Gemm" && o.attrs.GetInt("transB", 0));
+    const int64_t N = trans ? w0.dim(0) : w0.dims().back(), K = w0.numel() / N;
+    Tensor w(DType::kFloat32, w0.dims());
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t c = 0; c < K; ++c) w.data<float>()[trans ? r * K + c : c * N + r] = it->second[static_cast<size_t>(r * K + c)];
+    d.value(o.inputs[1]).initializer = w;
+  }
+  return d;
+}
+
 }  // namespace whittle::testing

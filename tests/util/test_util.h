@@ -59,4 +59,13 @@ std::vector<Tensor> ExpectBackendsMatchReference(const Node& node, const std::ve
 StatusOr<std::unique_ptr<Session>> LoadWhittleOp(const std::string& op_type, int64_t in_features,
                                                  const std::vector<Tensor>& consts, AttributeMap attrs, Backend backend);
 
+// g on a fresh session (backend, threads) fed x as its first input.
+StatusOr<std::vector<Tensor>> RunGraph(const Graph& g, const Tensor& x, Backend backend = Backend::kCpu,
+                                       int threads = 1);
+
+// original with the weight of each named node replaced by a dense W [N, K] (row n: output
+// feature n) stored in that node's layout — MatMul [K, N], Gemm with transB [N, K], Conv
+// [N, K / (kh kw), kh, kw] — what a compressed layer must compute, to compare its model against.
+Graph WithDenseWeights(const Graph& original, const std::map<std::string, std::vector<float>>& w_nk);
+
 }  // namespace whittle::testing

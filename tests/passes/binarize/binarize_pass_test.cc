@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,14 +26,9 @@ namespace {
 using ::whittle::testing::CountOps;
 using ::whittle::testing::GraphBuilder;
 using ::whittle::testing::RandomFloat;
+using ::whittle::testing::RunGraph;
 using ::whittle::testing::TensorsClose;
-
-StatusOr<std::vector<Tensor>> RunGraph(const Graph& g, const Tensor& x, Backend be = Backend::kCpu) {
-  SessionOptions so;
-  so.backend = be;
-  WH_ASSIGN_OR_RETURN(auto s, Session::FromGraph(g, so));
-  return s->Run({{s->inputs()[0].name, x}});
-}
+using ::whittle::testing::WithDenseWeights;
 
 StatusOr<Graph> Binarize(const Graph& g, const std::string& spec, PassReport* rep = nullptr) {
   WH_ASSIGN_OR_RETURN(PassOptions o, PassOptions::Parse("binarize", spec));
@@ -53,26 +49,24 @@ Graph LoadCnn() {
 
 // The original model with each binarized layer's weight replaced by sign * alpha as floats.
 Graph Decoded(const Graph& bin, const Graph& original) {
-  Graph d = original;
+  std::map<std::string, std::vector<float>> w;
   for (const Node& n : bin.nodes()) {
     if (n.op_type != "BinaryMatMul" && n.op_type != "BinaryConv") continue;
     const Tensor* bits = bin.ConstInput(n, 1);
     const Tensor* alpha = bin.ConstInput(n, 2);
-    for (Node& o : d.nodes()) {
-      if (o.name != n.name) continue;
-      const Tensor& w0 = *d.value(o.inputs[1]).initializer;
-      Tensor w(DType::kFloat32, w0.dims());
-      const bool trans = o.op_type != "MatMul" && (o.op_type == "Conv" || o.attrs.GetInt("transB", 0));
-      const int64_t N = alpha->numel(), K = w0.numel() / N, words = BinaryWords(K);
-      for (int64_t r = 0; r < N; ++r)
-        for (int64_t c = 0; c < K; ++c) {
-          const float a = alpha->data<float>()[r];
-          w.data<float>()[trans ? r * K + c : c * N + r] = BinaryBit(bits->data<uint64_t>() + r * words, c) ? a : -a;
-        }
-      d.value(o.inputs[1]).initializer = w;
-    }
+    int64_t weights = 0;  // the original layer's weight count
+    for (const Node& o : original.nodes())
+      if (o.name == n.name) weights = original.ConstInput(o, 1)->numel();
+    const int64_t N = alpha->numel(), K = weights / N, words = BinaryWords(K);
+    std::vector<float>& d = w[n.name];
+    d.resize(static_cast<size_t>(N * K));
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t c = 0; c < K; ++c) {
+        const float a = alpha->data<float>()[r];
+        d[static_cast<size_t>(r * K + c)] = BinaryBit(bits->data<uint64_t>() + r * words, c) ? a : -a;
+      }
   }
-  return d;
+  return WithDenseWeights(original, w);
 }
 
 int64_t InitBytes(const Graph& g) {

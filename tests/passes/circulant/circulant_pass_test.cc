@@ -3,6 +3,7 @@
 // standard ONNX, the bundled MLP's parameter saving, options, skips and idempotence.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,35 +22,21 @@ namespace {
 using ::whittle::testing::CountOps;
 using ::whittle::testing::GraphBuilder;
 using ::whittle::testing::RandomFloat;
-
-StatusOr<std::vector<Tensor>> RunGraph(const Graph& g, const Tensor& x, Backend be = Backend::kCpu, int threads = 1) {
-  SessionOptions so;
-  so.backend = be;
-  so.num_threads = threads;
-  WH_ASSIGN_OR_RETURN(auto s, Session::FromGraph(g, so));
-  return s->Run({{s->inputs()[0].name, x}});
-}
+using ::whittle::testing::RunGraph;
+using ::whittle::testing::WithDenseWeights;
 
 // The original model with every rewritten weight replaced by the dense expansion of its blocks:
 // what the circulant model must compute.
 Graph Expanded(const Graph& circ, const Graph& original) {
-  Graph d = original;
+  std::map<std::string, std::vector<float>> w;
   for (const Node& n : circ.nodes()) {
     if (n.op_type != "BlockCirculantMatMul") continue;
     const CirculantAttrs a = CirculantAttrsOf(n.attrs);
-    std::vector<float> w(static_cast<size_t>(a.n * a.k));
-    ExpandCirculant(a, circ.ConstInput(n, 1)->data<float>(), w.data());
-    for (Node& o : d.nodes()) {
-      if (o.name != n.name) continue;
-      const bool conv = o.op_type == "Conv", trans = conv || (o.op_type == "Gemm" && o.attrs.GetInt("transB", 0));
-      Tensor t(DType::kFloat32, conv ? Dims{a.n, a.k, 1, 1} : trans ? Dims{a.n, a.k} : Dims{a.k, a.n});
-      for (int64_t r = 0; r < a.n; ++r)
-        for (int64_t c = 0; c < a.k; ++c)
-          t.data<float>()[trans ? r * a.k + c : c * a.n + r] = w[static_cast<size_t>(r * a.k + c)];
-      d.value(o.inputs[1]).initializer = t;
-    }
+    std::vector<float>& d = w[n.name];
+    d.resize(static_cast<size_t>(a.n * a.k));
+    ExpandCirculant(a, circ.ConstInput(n, 1)->data<float>(), d.data());
   }
-  return d;
+  return WithDenseWeights(original, w);
 }
 
 TEST(CirculantPass, BundledMlpComputesWithItsFittedWeights) {

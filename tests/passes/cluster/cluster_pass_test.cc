@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,8 @@ namespace {
 using ::whittle::testing::CountOps;
 using ::whittle::testing::GraphBuilder;
 using ::whittle::testing::RandomFloat;
+using ::whittle::testing::RunGraph;
+using ::whittle::testing::WithDenseWeights;
 
 TEST(KMeans1D, FindsTheObviousClustersAndIsAFixedPoint) {
   const std::vector<float> v{0.f, 0.1f, 0.2f, 10.f, 10.1f, 20.f, 0.15f, 19.9f};
@@ -62,34 +65,21 @@ TEST(KMeans1D, FindsTheObviousClustersAndIsAFixedPoint) {
   EXPECT_EQ(e.sse, 0.0);
 }
 
-StatusOr<std::vector<Tensor>> RunGraph(const Graph& g, const Tensor& x, Backend be = Backend::kCpu) {
-  SessionOptions so;
-  so.backend = be;
-  WH_ASSIGN_OR_RETURN(auto s, Session::FromGraph(g, so));
-  return s->Run({{s->inputs()[0].name, x}});
-}
-
 // The clustered model must compute exactly what the original computes with every weight replaced
 // by its codebook entry: rebuild that dense model from the codebooks and compare.
 Graph Decoded(const Graph& clustered, const Graph& original) {
-  Graph d = original;
+  std::map<std::string, std::vector<float>> w;
   for (const Node& n : clustered.nodes()) {
     if (n.op_type != "CodebookMatMul") continue;
     const CodebookAttrs ca = CodebookAttrsOf(n.attrs);
-    const int64_t bits = ca.bits, N = ca.n, K = ca.k;
     const Tensor* cb = clustered.ConstInput(n, 1);
     const Tensor* idx = clustered.ConstInput(n, 2);
-    for (Node& o : d.nodes()) {
-      if (o.name != n.name) continue;
-      const bool trans = o.op_type == "Gemm" && o.attrs.GetInt("transB", 0);
-      Tensor w(DType::kFloat32, trans ? Dims{N, K} : Dims{K, N});
-      for (int64_t r = 0; r < N; ++r)
-        for (int64_t c = 0; c < K; ++c)
-          w.data<float>()[trans ? r * K + c : c * N + r] = cb->data<float>()[CodebookIndexAt(idx->data<uint8_t>(), r * K + c, bits)];
-      d.value(o.inputs[1]).initializer = w;
-    }
+    std::vector<float>& d = w[n.name];
+    d.resize(static_cast<size_t>(ca.n * ca.k));
+    for (int64_t i = 0; i < ca.n * ca.k; ++i)
+      d[static_cast<size_t>(i)] = cb->data<float>()[CodebookIndexAt(idx->data<uint8_t>(), i, ca.bits)];
   }
-  return d;
+  return WithDenseWeights(original, w);
 }
 
 TEST(ClusterPass, BundledMlpComputesWithItsCodebooks) {
