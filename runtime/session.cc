@@ -256,6 +256,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
   omp_set_num_threads(opts_.num_threads);
   if (stats) stats->nodes.clear();
   std::vector<const Tensor*> in, infer_in;
+  const bool on_device = BackendDevice(opts_.backend) != DeviceType::kCpu;
   std::vector<Tensor*> out;
   std::vector<DType> inferred_dt;
   std::vector<Dims> inferred_dims;
@@ -268,8 +269,12 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     // Shape inference (and the plan's value checks) read values on the host only: a device input
     // shows its dtype and dims (InferConcrete), and its value after a download where it is not
     // float (shape values).
-    infer_in = in;
-    for (size_t k = 0; st.ok() && k < in.size(); ++k)
+    const std::vector<const Tensor*>* infer = &in;  // a CPU session's are all host tensors
+    if (on_device) {
+      infer_in = in;
+      infer = &infer_in;
+    }
+    for (size_t k = 0; on_device && st.ok() && k < in.size(); ++k)
       if (in[k] && in[k]->device() != DeviceType::kCpu) {
         if (in[k]->dtype() != DType::kFloat32) {
           const size_t v = static_cast<size_t>(n.inputs[k]);
@@ -287,7 +292,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     if (planned) {
       const Plan::StepPlan& sp = plan->steps[si];
       for (const auto& [pos, value] : sp.reads) {
-        const Tensor* now = infer_in[static_cast<size_t>(pos)];
+        const Tensor* now = (*infer)[static_cast<size_t>(pos)];
         planned &= now && now->BitwiseEquals(value);
       }
       if (planned) {
@@ -297,14 +302,15 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     }
     if (!planned) {
       uint64_t reads = 0;
-      st = InferConcrete(*step.def, n, step.opset, infer_in, &inferred_dt, &inferred_dims, &reads);
+      st = InferConcrete(*step.def, n, step.opset, *infer, &inferred_dt, &inferred_dims, &reads);
       if (!st.ok()) break;
       if (recording) {
         Plan::StepPlan sp{inferred_dt, inferred_dims, {}};
         for (size_t k = 0; k < in.size() && reads; ++k) {
-          if (!(reads >> std::min<size_t>(k, 63) & 1) || !infer_in[k]) continue;
-          if (infer_in[k]->nbytes() > kMaxPlannedReadBytes) { recording.reset(); break; }
-          sp.reads.emplace_back(static_cast<int>(k), infer_in[k]->Clone());
+          const Tensor* t = (*infer)[k];
+          if (!(reads >> std::min<size_t>(k, 63) & 1) || !t) continue;
+          if (t->nbytes() > kMaxPlannedReadBytes) { recording.reset(); break; }
+          sp.reads.emplace_back(static_cast<int>(k), t->Clone());
         }
         if (recording) recording->steps.push_back(std::move(sp));
       }
@@ -388,7 +394,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
   // A device output was copied out: its buffer serves the next run.
   for (int o : g.outputs())
     if (slots[static_cast<size_t>(o)].device() != DeviceType::kCpu) arena->Release(slots[static_cast<size_t>(o)]);
-  if (st.ok() && BackendDevice(opts_.backend) != DeviceType::kCpu)
+  if (st.ok() && on_device)
     st = DeviceRuntimeFor(BackendDevice(opts_.backend))->synchronize();  // a device error surfaces here
   for (Tensor& t : slots) t = Tensor();  // drop references; arena keeps only free buffers
   for (Tensor& t : moved) t = Tensor();
