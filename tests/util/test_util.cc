@@ -2,11 +2,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 
 #include "lib/ir/device.h"
 #include "lib/ir/domain.h"
+#include "lib/onnx/model_io.h"
 #include "tests/util/graph_builder.h"
 #include "whittle/session.h"
 
@@ -230,6 +232,28 @@ Graph WithDenseWeights(const Graph& original, const std::map<std::string, std::v
     d.value(o.inputs[1]).initializer = w;
   }
   return d;
+}
+
+int CountRetrainedWeights(const std::string& a_path, const std::string& b_path) {
+  auto a = LoadModel(a_path);
+  auto b = LoadModel(b_path);
+  EXPECT_TRUE(a.ok() && b.ok());
+  if (!a.ok() || !b.ok()) return -1;
+  EXPECT_EQ(a->nodes().size(), b->nodes().size());
+  for (size_t i = 0; i < a->nodes().size() && i < b->nodes().size(); ++i)
+    EXPECT_EQ(a->nodes()[i].op_type, b->nodes()[i].op_type);
+  int changed = 0;
+  for (const Value& v : a->values()) {
+    if (!v.initializer || v.initializer->dtype() != DType::kFloat32) continue;
+    const int k = b->FindValue(v.name);
+    EXPECT_GE(k, 0) << v.name;
+    if (k < 0 || !b->value(k).initializer) continue;
+    const Tensor& t = *b->value(k).initializer;
+    EXPECT_EQ(t.dims(), v.initializer->dims()) << v.name;
+    if (t.dims() != v.initializer->dims()) continue;
+    changed += std::memcmp(t.raw_data(), v.initializer->raw_data(), v.initializer->nbytes()) != 0;
+  }
+  return changed;
 }
 
 }  // namespace whittle::testing

@@ -68,4 +68,9 @@ StatusOr<std::vector<Tensor>> RunGraph(const Graph& g, const Tensor& x, Backend 
 // [N, K / (kh kw), kh, kw] — what a compressed layer must compute, to compare its model against.
 Graph WithDenseWeights(const Graph& original, const std::map<std::string, std::vector<float>>& w_nk);
 
+// How many float initializers of the model at b differ from a's, expecting the same op list and
+// every float initializer of a present in b with the same dims (a retrained model: new values,
+// same graph); -1 when a file does not load.
+int CountRetrainedWeights(const std::string& a, const std::string& b);
+
 }  // namespace whittle::testing
