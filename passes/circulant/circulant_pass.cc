@@ -224,14 +224,13 @@ StatusOr<CirculantLayer> ReadCirculantLayer(const Graph& g, const Node& node) {
 
 StatusOr<int> LowerCirculant(Graph& g) {
   return LowerEachNode(
-      g, [](const Node& node) { return node.domain == kWhittleDomain && node.op_type == "BlockCirculantMatMul"; },
+      g, IsCirculantNode,
       [&](const Node& node) -> Status {
         WH_ASSIGN_OR_RETURN(const CirculantLayer layer, ReadCirculantLayer(g, node));
         const CirculantAttrs& a = layer.a;
-        const Tensor* blocks = layer.blocks;
         const bool has_bias = layer.has_bias;
         std::vector<float> w(static_cast<size_t>(a.n * a.k));
-        ExpandCirculant(a, blocks->data<float>(), w.data());
+        ExpandCirculant(a, layer.blocks->data<float>(), w.data());
         Tensor wt(DType::kFloat32, {a.k, a.n});  // MatMul's B: W^T
         for (int64_t r = 0; r < a.n; ++r)
           for (int64_t c = 0; c < a.k; ++c) wt.data<float>()[c * a.n + r] = w[static_cast<size_t>(r * a.k + c)];

@@ -40,21 +40,20 @@ Status EnsureOpset17(Graph& g) {
 
 StatusOr<int> LowerCirculantDft(Graph& g) {
   bool any = false;
-  for (const Node& n : g.nodes()) any = any || (n.domain == kWhittleDomain && n.op_type == "BlockCirculantMatMul");
+  for (const Node& n : g.nodes()) any = any || IsCirculantNode(n);
   if (!any) return 0;
   WH_RETURN_IF_ERROR(EnsureOpset17(g));
   const bool axis_input = g.OpsetFor("") >= 20;
   return LowerEachNode(
-      g, [](const Node& node) { return node.domain == kWhittleDomain && node.op_type == "BlockCirculantMatMul"; },
+      g, IsCirculantNode,
       [&](const Node& node) -> Status {
         WH_ASSIGN_OR_RETURN(const CirculantLayer layer, ReadCirculantLayer(g, node));
         const CirculantAttrs& a = layer.a;
-        const Tensor* blocks = layer.blocks;
         const bool has_bias = layer.has_bias;
         const int64_t B = a.block, P = a.p(), Q = a.q();
         // The blocks' spectra, laid out [f, q, p] for the per-frequency MatMuls.
         Tensor wr(DType::kFloat32, {B, Q, P}), wi(DType::kFloat32, {B, Q, P});
-        const float* c = blocks->data<float>();
+        const float* c = layer.blocks->data<float>();
         for (int64_t p = 0; p < P; ++p)
           for (int64_t q = 0; q < Q; ++q)
             for (int64_t f = 0; f < B; ++f) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/common/circulant.h"
+#include "lib/ir/domain.h"
 #include "lib/ir/graph.h"
 #include "lib/ir/status.h"
 
@@ -14,6 +15,9 @@ struct CirculantLayer {
   const Tensor* blocks = nullptr;  // float32 [P, Q, B], in g
   bool has_bias = false;           // input 2, a constant [N]
 };
+
+// An ai.whittle BlockCirculantMatMul node (what both lowerings replace).
+inline bool IsCirculantNode(const Node& n) { return n.domain == kWhittleDomain && n.op_type == "BlockCirculantMatMul"; }
 
 StatusOr<CirculantLayer> ReadCirculantLayer(const Graph& g, const Node& node);
 
