@@ -13,7 +13,10 @@
 #      the training set, the CLIs in the build folder — fail there);
 #   2. the ONNX conformance runner with --device cuda and the CPU's expectations file;
 #   3. run-model --device cpu|cuda --bench --batch 1,64,1024 --profile on the bundled models,
-#      side by side, and top-1 accuracy on the Fashion-MNIST test set on both devices.
+#      side by side, and top-1 accuracy on the Fashion-MNIST test set on both devices;
+#   4. the int8 models compress-model --int8 makes of them (made here, at bundle time) on the GPU:
+#      top-1 agreement with the CPU runtime (--agree-with cpu), accuracy, throughput at batch
+#      1/64/1024 next to the FP32 model's, and which nodes fell back (--profile).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -24,7 +27,7 @@ bundle)
   command -v xz >/dev/null || { echo "cuda-device-check: xz is needed (apt-get install xz-utils)" >&2; exit 1; }
   build=build-cuda
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DWHITTLE_CUDA=ON -DWHITTLE_NATIVE=OFF -DWHITTLE_BUILD_BENCH=OFF >/dev/null
-  cmake --build "$build" -j"$(nproc)" --target whittle_tests onnx_conformance run-model
+  cmake --build "$build" -j"$(nproc)" --target whittle_tests onnx_conformance run-model compress-model
   stage=$(mktemp -d)
   trap 'rm -rf "$stage"' EXIT
   ../shared/tools/device-bundle.sh "$stage/pkg" "$build/bin/whittle_tests" "$build/bin/onnx_conformance" \
@@ -34,6 +37,10 @@ bundle)
   cp -r /usr/share/libonnx-testdata/data "$stage/pkg/data/onnx"
   cp tests/conformance/expected_failures.txt "$stage/pkg/data/"
   cp models/*.onnx "$stage/pkg/models/"
+  for m in mlp cnn; do
+    "$build/bin/compress-model" "models/$m.onnx" -o "$stage/pkg/models/${m}_int8.onnx" --int8 \
+      --calibration-data fashion-mnist:train --calibration-samples 1000 >/dev/null
+  done
   pwd > "$stage/pkg/source_dir.txt"  # the tests' compiled-in WHITTLE_SOURCE_DIR
   mkdir -p .bundle
   tar -C "$stage" -cJf "$bundle.tmp" pkg && mv "$bundle.tmp" "$bundle"
@@ -73,6 +80,14 @@ run)
         > "$logs/run-$m-$d.txt" 2>&1 || status=1
       grep -E '^accuracy|^ +(1|64|1024) |error' "$logs/run-$m-$d.txt" | sed "s/^/$m $d: /" || true
     done
+  done
+  echo "== int8 models: cuda against the CPU runtime"
+  for m in mlp cnn; do
+    "$pkg/bin/run-model" "$pkg/models/${m}_int8.onnx" --device cuda --agree-with cpu --threads 16 --bench \
+      --batch 1,64,1024 --profile \
+      --eval-data "idx:$pkg/data/fashion-mnist/t10k-images-idx3-ubyte.gz:$pkg/data/fashion-mnist/t10k-labels-idx1-ubyte.gz" \
+      > "$logs/run-${m}_int8-cuda.txt" 2>&1 || status=1
+    grep -E '^accuracy|^top-1 agreement|^ +(1|64|1024) |fell back|error' "$logs/run-${m}_int8-cuda.txt" | sed "s/^/${m}_int8 cuda: /" || true
   done
   exit $status
   ;;

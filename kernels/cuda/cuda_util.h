@@ -7,8 +7,12 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <functional>
+#include <memory>
 #include <string>
 
+#include "kernels/kernel.h"
+#include "kernels/cuda/kernels_impl.h"
 #include "lib/ir/status.h"
 
 namespace whittle::cuda {
@@ -31,5 +35,48 @@ Status RowMajorSgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float al
 // Whether the registered kCuda DeviceRuntime is this backend's (a test may have put a stand-in
 // there; the CUDA kernels are then not built and nodes fall back to the CPU).
 bool RuntimeActive();
+
+// --- what every family's host code shares (kernels/cuda/*.cc) ---------------------------------
+
+using MakeFn = std::function<KernelOr(const KernelInit&)>;
+
+// A kernel whose Compute touches device memory only.
+template <class Fn>
+class CudaKernel : public OpKernel {
+ public:
+  explicit CudaKernel(Fn fn) : fn_(std::move(fn)) {}
+  DeviceType device() const override { return DeviceType::kCuda; }
+  Status Compute(KernelContext& ctx) const override { return fn_(ctx); }
+
+ private:
+  Fn fn_;
+};
+template <class Fn>
+KernelOr Kernel(Fn fn) {
+  return std::unique_ptr<OpKernel>(new CudaKernel<Fn>(std::move(fn)));
+}
+
+// The launch error of the kernels just queued, if any.
+inline Status Launched(const char* what) { return Check(cudaGetLastError(), what); }
+
+// The fused activation when it is one the CUDA kernels apply (Relu, or none), and no other
+// runtime-internal attribute (a fused pool, say) except those in `also` asks for more.
+bool FusedKind(const AttributeMap& a, Unary* act, std::initializer_list<const char*> also = {});
+
+// Puts `make` in front of (domain, op)'s factory: for Backend::kCuda with this backend's runtime
+// registered, a kernel `make` builds wins; a null one (dtypes or attributes it does not handle)
+// leaves the node to the op's own factory, i.e. the CPU with explicit copies.
+void AddCudaKernel(KernelRegistry& r, const char* domain, const char* op, MakeFn make);
+
+// `bytes` of host memory in a new device buffer (constants: weights, parameters; at load).
+StatusOr<std::shared_ptr<Buffer>> Upload(const void* host, size_t bytes);
+
+// A per-thread device scratch of at least `bytes` (grown, never shared between threads; work on
+// one thread's stream is ordered, so successive kernels may reuse it). `slot` keeps kernels that
+// need theirs alive at once apart.
+StatusOr<void*> Scratch(size_t bytes, int slot = 0);
+
+// The family registrations (each file's own ops), called by RegisterKernels (ops.cc).
+void RegisterQLinearKernels(KernelRegistry& r);
 
 }  // namespace whittle::cuda

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 namespace whittle::cuda {
 
@@ -57,5 +58,17 @@ void LaunchAveragePool2d(const float* x, float* y, int64_t planes, const Window2
                          void* stream);
 // y[p] = mean of x's plane p (planes of hw).
 void LaunchGlobalAveragePool(const float* x, float* y, int64_t planes, int64_t hw, void* stream);
+
+// Max pool of uint8 (is_uint8) or int8 planes, like LaunchMaxPool2d.
+void LaunchMaxPool2dBytes(const void* x, void* y, bool is_uint8, int64_t planes, const Window2d& w, void* stream);
+
+// QuantizeLinear / DequantizeLinear over x [outer, channels, inner] (kernels/cuda/quant_body.h).
+struct QuantizeArgs;
+void LaunchQuantize(const QuantizeArgs& a, int64_t n, void* stream);
+void LaunchDequantize(const QuantizeArgs& a, int64_t n, void* stream);
+
+// The int8 GEMM's launches on `stream` (kernels/cuda/qgemm_body.h, kernels/cuda/qlinear.cu).
+struct QLaunches;
+std::unique_ptr<QLaunches> MakeQLaunches(void* stream);
 
 }  // namespace whittle::cuda

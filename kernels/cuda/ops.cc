@@ -20,38 +20,6 @@
 namespace whittle::cuda {
 namespace {
 
-using MakeFn = std::function<KernelOr(const KernelInit&)>;
-
-// The fused activation when it is one the CUDA kernels apply (Relu, or none), and no other
-// runtime-internal attribute (a fused pool, say) asks for more than they do.
-bool FusedKind(const AttributeMap& a, Unary* act) {
-  for (const auto& [name, value] : a.all())
-    if (name.rfind('_', 0) == 0 && name != "_activation" && name != "_alpha" && name != "_beta" && name != "_min" &&
-        name != "_max")
-      return false;
-  const FusedActivation f = FusedActivation::FromAttrs(a);
-  if (f.kind != FusedActivation::kNone && f.kind != FusedActivation::kRelu) return false;
-  *act = f.kind == FusedActivation::kRelu ? Unary::kRelu : Unary::kIdentity;
-  return true;
-}
-
-template <class Fn>
-class CudaKernel : public OpKernel {
- public:
-  explicit CudaKernel(Fn fn) : fn_(std::move(fn)) {}
-  DeviceType device() const override { return DeviceType::kCuda; }
-  Status Compute(KernelContext& ctx) const override { return fn_(ctx); }
-
- private:
-  Fn fn_;
-};
-template <class Fn>
-KernelOr Kernel(Fn fn) {
-  return std::unique_ptr<OpKernel>(new CudaKernel<Fn>(std::move(fn)));
-}
-
-Status Launched(const char* what) { return Check(cudaGetLastError(), what); }
-
 // --- element-wise ---------------------------------------------------------------------------
 
 MakeFn UnaryOp(Unary op) {
@@ -315,7 +283,9 @@ KernelOr MakeConv(const KernelInit& init) {
 
 KernelOr MakePool(const KernelInit& init, bool max) {
   const std::vector<int64_t> ks = init.attrs.GetInts("kernel_shape", {});
-  if (!init.AllFloat32() || init.num_outputs != 1 || ks.size() != 2 || !TwoD(init.attrs, "pads", 4) ||
+  const DType xdt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
+  const bool bytes = max && (xdt == DType::kUInt8 || xdt == DType::kInt8);  // MaxPool on int8 data (opset 12+)
+  if (!(init.AllFloat32() || bytes) || init.num_outputs != 1 || ks.size() != 2 || !TwoD(init.attrs, "pads", 4) ||
       !TwoD(init.attrs, "strides", 2) || !TwoD(init.attrs, "dilations", 2))
     return KernelOr(nullptr);
   const AttributeMap at = init.attrs;
@@ -325,7 +295,9 @@ KernelOr MakePool(const KernelInit& init, bool max) {
     Tensor& y = *ctx.outputs[0];
     if (x.rank() != 4) return Unimplemented("the CUDA pools are 2-D");
     const Window2d w = WindowOf(at, ks[0], ks[1], x, y);
-    if (max) {
+    if (bytes) {
+      LaunchMaxPool2dBytes(x.raw_data(), y.raw_data(), xdt == DType::kUInt8, x.dim(0) * x.dim(1), w, Stream());
+    } else if (max) {
       LaunchMaxPool2d(x.data<float>(), y.data<float>(), x.dim(0) * x.dim(1), w, Stream());
     } else {
       LaunchAveragePool2d(x.data<float>(), y.data<float>(), x.dim(0) * x.dim(1), w, include_pad, Stream());
@@ -350,19 +322,35 @@ KernelOr MakeGlobalAveragePool(const KernelInit& init) {
 
 void RegisterRuntime();  // runtime.cc
 
+bool FusedKind(const AttributeMap& a, Unary* act, std::initializer_list<const char*> also) {
+  for (const auto& [name, value] : a.all()) {
+    if (name.rfind('_', 0) != 0 || name == "_activation" || name == "_alpha" || name == "_beta" || name == "_min" ||
+        name == "_max")
+      continue;
+    if (std::find_if(also.begin(), also.end(), [&name = name](const char* s) { return name == s; }) == also.end())
+      return false;
+  }
+  const FusedActivation f = FusedActivation::FromAttrs(a);
+  if (f.kind != FusedActivation::kNone && f.kind != FusedActivation::kRelu) return false;
+  *act = f.kind == FusedActivation::kRelu ? Unary::kRelu : Unary::kIdentity;
+  return true;
+}
+
+void AddCudaKernel(KernelRegistry& r, const char* domain, const char* op, MakeFn make) {
+  r.Wrap(domain, op, [make](KernelFactory prev) -> KernelFactory {
+    return [make, prev](const KernelInit& init) -> KernelOr {
+      if (init.backend == Backend::kCuda && RuntimeActive()) {
+        KernelOr k = make(init);
+        if (!k.ok() || *k) return k;
+      }
+      return prev(init);
+    };
+  });
+}
+
 void RegisterKernels(KernelRegistry& r) {
   RegisterRuntime();
-  auto add = [&r](const char* op, MakeFn make) {
-    r.Wrap("", op, [make](KernelFactory prev) -> KernelFactory {
-      return [make, prev](const KernelInit& init) -> KernelOr {
-        if (init.backend == Backend::kCuda && RuntimeActive()) {
-          KernelOr k = make(init);
-          if (!k.ok() || *k) return k;
-        }
-        return prev(init);
-      };
-    });
-  };
+  auto add = [&r](const char* op, MakeFn make) { AddCudaKernel(r, "", op, std::move(make)); };
   const std::pair<const char*, Unary> unary[] = {{"Relu", Unary::kRelu}, {"Sigmoid", Unary::kSigmoid},
                                                  {"Tanh", Unary::kTanh}, {"Exp", Unary::kExp},
                                                  {"Log", Unary::kLog},   {"Neg", Unary::kNeg},
@@ -380,6 +368,7 @@ void RegisterKernels(KernelRegistry& r) {
   add("MaxPool", [](const KernelInit& i) { return MakePool(i, true); });
   add("AveragePool", [](const KernelInit& i) { return MakePool(i, false); });
   add("GlobalAveragePool", MakeGlobalAveragePool);
+  RegisterQLinearKernels(r);
 }
 
 }  // namespace whittle::cuda

@@ -1,6 +1,8 @@
 // The CUDA DeviceRuntime (lib/ir/device.h): cudaMalloc'd, zero-filled buffers, copies on the
 // calling thread's stream, and the per-thread cuBLAS handle.
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "kernels/cuda/cuda_util.h"
@@ -85,6 +87,24 @@ Status RowMajorSgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float al
                            static_cast<int>(M), static_cast<int>(K), &alpha, B, static_cast<int>(ldb), A,
                            static_cast<int>(lda), &beta, C, static_cast<int>(ldc)),
                "cublasSgemm");
+}
+
+StatusOr<std::shared_ptr<Buffer>> Upload(const void* host, size_t bytes) {
+  WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> b, Buffer::AllocateOn(DeviceType::kCuda, std::max<size_t>(bytes, 1)));
+  if (bytes) WH_RETURN_IF_ERROR(Copy(b->data(), DeviceType::kCuda, host, DeviceType::kCpu, bytes));
+  return b;
+}
+
+StatusOr<void*> Scratch(size_t bytes, int slot) {
+  constexpr int kSlots = 4;
+  thread_local std::shared_ptr<Buffer> buffers[kSlots];
+  if (slot < 0 || slot >= kSlots) return Internal("CUDA scratch slot out of range");
+  std::shared_ptr<Buffer>& b = buffers[slot];
+  if (!b || b->size() < bytes) {
+    b.reset();  // cudaFree waits for the device, so nothing queued still reads the old one
+    WH_ASSIGN_OR_RETURN(b, Buffer::AllocateOn(DeviceType::kCuda, std::max<size_t>(bytes, 256)));
+  }
+  return b->data();
 }
 
 bool RuntimeActive() { return DeviceRuntimeFor(DeviceType::kCuda) == &kRuntime; }

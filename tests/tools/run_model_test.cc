@@ -1,5 +1,6 @@
 // End-to-end tests of the run-model CLI: JSON evaluation and benchmark output, NumPy inputs and
-// outputs, and one-line errors with a non-zero exit on bad input.
+// outputs, top-1 agreement with another backend, and one-line errors with a non-zero exit on bad
+// input.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -66,6 +67,29 @@ TEST(RunModelCli, NpyInputsAndOutputs) {
   EXPECT_TRUE((*want)[0].BitwiseEquals(*y));
 }
 
+// --agree-with runs the model a second time on another backend: an int8 model from compress-model
+// on the CPU's int8 kernels, which are bit-identical to the reference loops, agrees on every
+// sample; the float model agrees on nearly all (summation order may flip a near tie).
+TEST(RunModelCli, AgreementWithAnotherBackend) {
+  testing::ScratchDir scratch;
+  const std::string q = scratch.path() + "/cnn_int8.onnx";
+  auto c = testing::RunCommand(std::string(WHITTLE_BINARY_DIR) + "/bin/compress-model " + Model("cnn") + " -o " + q +
+                               " --int8 --calibration-data fashion-mnist:train --calibration-samples 256 2>&1");
+  ASSERT_EQ(c.code, 0) << c.out;
+  auto r = Sh(q + " --eval-data fashion-mnist:test --limit 300 --agree-with reference --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["agreement"]["with"].get<std::string>(), "reference");
+  EXPECT_EQ(j["agreement"]["samples"].get<int>(), 300);
+  EXPECT_EQ(j["agreement"]["same"].get<int>(), 300);
+  auto f = Sh(Model("mlp") + " --eval-data fashion-mnist:test --limit 300 --agree-with reference --json");
+  ASSERT_EQ(f.code, 0) << f.out;
+  EXPECT_GE(nlohmann::json::parse(f.out)["agreement"]["share"].get<double>(), 0.99);
+  auto t = Sh(Model("mlp") + " --eval-data fashion-mnist:test --limit 50 --agree-with cpu");
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("top-1 agreement with cpu: 1.0000 (50/50 samples)"), std::string::npos) << t.out;
+}
+
 TEST(RunModelCli, ErrorsAreOneLineAndNonZero) {
   testing::ScratchDir scratch;
   const std::string dir = scratch.path();
@@ -80,6 +104,8 @@ TEST(RunModelCli, ErrorsAreOneLineAndNonZero) {
       Model("mlp") + " --eval-data nosuch:spec",
       Model("mlp") + " --input image=" + dir + "/missing.npy",
       Model("mlp") + " --threads -3",
+      Model("mlp") + " --agree-with cpu",
+      Model("mlp") + " --eval-data fashion-mnist:test --agree-with tpu",
   };
   for (const std::string& args : bad) {
     auto r = Sh(args, true);

@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "run-model (Whittle) 0.1.0");
   std::string model;
   std::vector<std::string> input_specs;
-  std::string output_dir, eval_spec, batch_spec = "1,64", provider = "cpu", device = "cpu";
+  std::string output_dir, eval_spec, batch_spec = "1,64", provider = "cpu", device = "cpu", agree_with;
   int64_t limit = -1, eval_batch = 256;
   int threads = 1, warmup = 10, iterations = 20;
   double min_time = 1.0;
@@ -89,6 +89,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "reference"}))->capture_default_str();
   app.add_option("--device", device, "Device: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   app.add_flag("--no-optimize", no_optimize, "Skip the runtime's graph rewrites (folding, fusion)");
+  app.add_option("--agree-with", agree_with,
+                 "With --eval-data: also run the model on cpu, reference (plain loops) or cuda and report the "
+                 "share of samples whose top-1 class both give")
+      ->check(CLI::IsMember({"cpu", "reference", "cuda"}));
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "run-model")) return *code;
 
   whittle::SessionOptions so;
@@ -140,6 +144,7 @@ int main(int argc, char** argv) {
     did_something = true;
   }
 
+  if (!agree_with.empty() && eval_spec.empty()) return Fail("--agree-with needs --eval-data");
   whittle::Tensor sample_source;
   if (!eval_spec.empty()) {
     auto ds = whittle::cli::LoadDataFlag({"--eval-data", eval_spec, limit, /*need_labels=*/true});
@@ -158,6 +163,27 @@ int main(int argc, char** argv) {
       std::printf("accuracy: %.4f (%lld/%lld correct, %s) in %.2f s\n", r->accuracy, static_cast<long long>(r->correct),
                   static_cast<long long>(r->samples), eval_spec.c_str(), r->seconds);
     did_something = true;
+    if (!agree_with.empty()) {
+      whittle::SessionOptions other = so;
+      other.backend = agree_with == "cuda"        ? whittle::Backend::kCuda
+                      : agree_with == "reference" ? whittle::Backend::kReference
+                                                  : whittle::Backend::kCpu;
+      auto second = whittle::Session::Load(model, other);
+      if (!second.ok()) return Fail("--agree-with " + agree_with + ": " + second.status().message());
+      auto mine = whittle::PredictTop1(session, ds->inputs, eval_batch);
+      if (!mine.ok()) return Fail(mine.status().message());
+      auto theirs = whittle::PredictTop1(**second, ds->inputs, eval_batch,
+                                         [&](int64_t done, int64_t total) { bar.Update("agreement", done, total); });
+      bar.Clear();
+      if (!theirs.ok()) return Fail("--agree-with " + agree_with + ": " + theirs.status().message());
+      int64_t same = 0;
+      for (int64_t i = 0; i < mine->numel(); ++i) same += mine->data<int64_t>()[i] == theirs->data<int64_t>()[i];
+      const double share = mine->numel() ? static_cast<double>(same) / static_cast<double>(mine->numel()) : 1.0;
+      out["agreement"] = {{"with", agree_with}, {"share", share}, {"same", same}, {"samples", mine->numel()}};
+      if (!json)
+        std::printf("top-1 agreement with %s: %.4f (%lld/%lld samples)\n", agree_with.c_str(), share,
+                    static_cast<long long>(same), static_cast<long long>(mine->numel()));
+    }
   }
 
   if (bench || profile) {

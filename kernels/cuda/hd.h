@@ -1,0 +1,61 @@
+// The seam that lets the CUDA backend's device code be checked on a machine without a GPU: the
+// arithmetic and indexing of a kernel live in plain functions marked WH_HD in kernels/cuda/*_body.h
+// headers, which nvcc compiles into the __global__ kernels (kernels/cuda/*.cu: thin drivers that
+// map blockIdx/threadIdx onto them and put __syncthreads between their phases) and g++ compiles
+// into tests that run every block and thread of the same grid on the CPU (tests/kernels/
+// cuda_body_test.cc) against the reference kernels. No CUDA header here; the intrinsics a body
+// needs (dp4a, popcount) have a host definition with the device's semantics.
+#pragma once
+
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define WH_HD __host__ __device__ __forceinline__
+#else
+#define WH_HD inline
+#endif
+
+namespace whittle::cuda {
+
+// c + the sum of the four signed byte products of a and b (the device's __dp4a), wrapping like
+// the device's 32-bit adds.
+WH_HD int32_t Dp4a(int32_t a, int32_t b, int32_t c) {
+#ifdef __CUDA_ARCH__
+  return __dp4a(a, b, c);
+#else
+  uint32_t s = static_cast<uint32_t>(c);
+  for (int i = 0; i < 4; ++i) {
+    const int32_t x = static_cast<int8_t>(static_cast<uint32_t>(a) >> (8 * i));
+    const int32_t y = static_cast<int8_t>(static_cast<uint32_t>(b) >> (8 * i));
+    s += static_cast<uint32_t>(x * y);
+  }
+  return static_cast<int32_t>(s);
+#endif
+}
+
+WH_HD int Popc64(uint64_t x) {
+#ifdef __CUDA_ARCH__
+  return __popcll(x);
+#else
+  return __builtin_popcountll(x);
+#endif
+}
+
+// Wrapping int32 arithmetic (the device wraps; on the host signed overflow would be undefined).
+WH_HD int32_t WrapAdd32(int32_t a, int32_t b) {
+  return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
+}
+WH_HD int32_t WrapMul32(int32_t a, int32_t b) {
+  return static_cast<int32_t>(static_cast<uint32_t>(a) * static_cast<uint32_t>(b));
+}
+
+// Round half to even (the default rounding mode on the host, rintf on the device).
+WH_HD float RoundHalfEven(float v) {
+#ifdef __CUDA_ARCH__
+  return rintf(v);
+#else
+  return __builtin_rintf(v);
+#endif
+}
+
+}  // namespace whittle::cuda

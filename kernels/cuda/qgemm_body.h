@@ -1,0 +1,445 @@
+// The CUDA backend's int8 GEMM and convolution, as bodies (kernels/cuda/hd.h): a 64x64 tile per
+// block of 256 threads, each thread 4x4 int32 accumulators fed by dp4a from shared-memory tiles
+// of A bytes and B words, then the requantizing epilogue of kernels/reference/qlinear.h, bit for
+// bit. Both operands run in the int8 domain: a uint8 operand is XORed with 0x80 (its value - 128)
+// and its zero point shifted by 128, so zero points enter only through the identity
+//   sum (a - za)(b - zb) = sum ab - zb sum a - za sum b + Kp za zb     (all over the padded K)
+// with the operand sums precomputed at load for the constant side. Host code here packs the
+// constant operand and runs a whole QGemm / QConv through a QLaunches (the CUDA launchers in
+// kernels/cuda/qlinear.cu, or the CPU emulation the tests use).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cuda/hd.h"
+
+namespace whittle::cuda {
+
+constexpr int kQTileM = 64, kQTileN = 64, kQTileKw = 8, kQTileThreads = 256;
+
+enum class QOut : int { kInt32, kFloat, kUInt8, kInt8 };
+
+// C[z][M, N] = A[z][M, K] B[z][K, N]. A: M rows of bytes (row stride lda), XORed with a_xor (0 or
+// 0x80 per byte); k >= K reads a_pad (A's zero point in the int8 domain, so padding adds 0). B:
+// words [Kw][ldb] of 4 consecutive k each (int8 domain, padded by the packer). Batch z (grid z)
+// advances A by a_batch bytes, B by b_batch words and C by c_batch elements.
+struct QTileArgs {
+  const uint8_t* a = nullptr;
+  int64_t lda = 0, a_batch = 0;
+  uint32_t a_xor = 0;
+  int32_t a_pad = 0;
+  const int32_t* b = nullptr;
+  int64_t ldb = 0, b_batch = 0;
+  int64_t M = 0, N = 0, K = 0, Kw = 0;
+};
+
+// The epilogue of one tile product: zero-point corrections (int8 domain), then
+// kernels/reference/qlinear.h's contract: + bias[c], then int32 | float(acc) * mult[c] |
+// saturate(round_half_even(float(acc) * mult[c]) + zero_point), Relu clamping at 0 / zero_point.
+struct QEpi {
+  // rowsum_a[m] (sum of A's row over Kp) is given iff zb is non-zero somewhere; colsum_b[z][n]
+  // (stride colsum_batch) iff za is. za: 1 or M values, zb: 1 or N values.
+  const int32_t* za = nullptr;
+  int64_t za_n = 1;
+  const int32_t* zb = nullptr;
+  int64_t zb_n = 1;
+  const int32_t* rowsum_a = nullptr;
+  const int32_t* colsum_b = nullptr;
+  int64_t colsum_batch = 0;
+  int32_t k_padded = 0;  // Kw * 4
+  // Channel c = channel_offset + (channel_is_row ? m : n).
+  bool channel_is_row = false;
+  int64_t channel_offset = 0;
+  const float* mult = nullptr;  // 1 or per channel (not read for kInt32)
+  int64_t mult_n = 1;
+  const int32_t* bias = nullptr;  // null or per channel
+  QOut out = QOut::kInt32;
+  int32_t zero_point = 0, qmin = 0, qmax = 0;
+  bool relu = false;
+  void* c = nullptr;  // element (z, m, n) at z * c_batch + m * ldc + n
+  int64_t ldc = 0, c_batch = 0;
+};
+
+struct QTileSmem {
+  int32_t a[kQTileKw][kQTileM];
+  int32_t b[kQTileKw][kQTileN];
+};
+
+// Phase 1 of a K step: thread tid of the block at (m0, n0) loads its share of the A and B tiles.
+WH_HD void QTileLoad(const QTileArgs& g, int64_t z, int64_t m0, int64_t n0, int64_t kw0, int tid, QTileSmem& s) {
+  for (int i = tid; i < kQTileKw * kQTileM; i += kQTileThreads) {
+    const int r = i / kQTileKw, w = i % kQTileKw;
+    const int64_t m = m0 + r, k = (kw0 + w) * 4;
+    uint32_t word = 0;
+    for (int b = 0; b < 4; ++b) {
+      const uint32_t v = m < g.M && k + b < g.K ? (g.a[z * g.a_batch + m * g.lda + k + b] ^ g.a_xor) & 0xffu
+                                                : static_cast<uint32_t>(g.a_pad) & 0xffu;
+      word |= v << (8 * b);
+    }
+    s.a[w][r] = static_cast<int32_t>(word);
+  }
+  for (int i = tid; i < kQTileKw * kQTileN; i += kQTileThreads) {
+    const int w = i / kQTileN, col = i % kQTileN;
+    const int64_t kw = kw0 + w, n = n0 + col;
+    s.b[w][col] = kw < g.Kw && n < g.N ? g.b[z * g.b_batch + kw * g.ldb + n] : 0;
+  }
+}
+
+// Phase 2: thread tid's 4x4 accumulators (rows ty + 16i, columns tx + 16j) over the loaded step.
+WH_HD void QTileMac(const QTileSmem& s, int tid, int32_t (&acc)[4][4]) {
+  const int tx = tid % 16, ty = tid / 16;
+  for (int w = 0; w < kQTileKw; ++w) {
+    int32_t a[4], b[4];
+    for (int i = 0; i < 4; ++i) a[i] = s.a[w][ty + 16 * i];
+    for (int j = 0; j < 4; ++j) b[j] = s.b[w][tx + 16 * j];
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) acc[i][j] = Dp4a(a[i], b[j], acc[i][j]);
+  }
+}
+
+WH_HD void QEpilogueStore(const QEpi& e, int64_t z, int64_t m, int64_t n, int32_t raw) {
+  int32_t v = raw;
+  const int32_t zam = e.za ? e.za[e.za_n == 1 ? 0 : m] : 0, zbn = e.zb ? e.zb[e.zb_n == 1 ? 0 : n] : 0;
+  if (e.rowsum_a) v = WrapAdd32(v, -WrapMul32(zbn, e.rowsum_a[m]));
+  if (e.colsum_b) v = WrapAdd32(v, -WrapMul32(zam, e.colsum_b[z * e.colsum_batch + n]));
+  if (e.rowsum_a && e.colsum_b) v = WrapAdd32(v, WrapMul32(WrapMul32(e.k_padded, zam), zbn));
+  const int64_t c = e.channel_offset + (e.channel_is_row ? m : n);
+  if (e.bias) v = WrapAdd32(v, e.bias[c]);
+  const int64_t at = z * e.c_batch + m * e.ldc + n;
+  if (e.out == QOut::kInt32) {
+    static_cast<int32_t*>(e.c)[at] = v;
+    return;
+  }
+  const float f = static_cast<float>(v) * e.mult[e.mult_n == 1 ? 0 : c];
+  if (e.out == QOut::kFloat) {
+    static_cast<float*>(e.c)[at] = e.relu ? (f > 0.f ? f : 0.f) : f;
+    return;
+  }
+  // In float: exact while |f| < 2^24, and any larger value saturates the same way as in double.
+  float q = RoundHalfEven(f) + static_cast<float>(e.zero_point);
+  q = q < static_cast<float>(e.qmin) ? static_cast<float>(e.qmin) : q;
+  q = q > static_cast<float>(e.qmax) ? static_cast<float>(e.qmax) : q;
+  if (e.out == QOut::kUInt8) static_cast<uint8_t*>(e.c)[at] = static_cast<uint8_t>(static_cast<int32_t>(q));
+  else static_cast<int8_t*>(e.c)[at] = static_cast<int8_t>(static_cast<int32_t>(q));
+}
+
+// Phase 3: thread tid stores its accumulators through the epilogue.
+WH_HD void QTileStore(const QTileArgs& g, const QEpi& e, int64_t z, int64_t m0, int64_t n0, int tid,
+                      const int32_t (&acc)[4][4]) {
+  const int tx = tid % 16, ty = tid / 16;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const int64_t m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
+      if (m < g.M && n < g.N) QEpilogueStore(e, z, m, n, acc[i][j]);
+    }
+}
+
+// Integer im2col of one group of images into B words [z][Kw][P] (P = out_h * out_w): word (kw, p)
+// holds k = 4kw..4kw+3 with k = (c * k_h + i) * k_w + j; taps in the padding and k >= Kg read pad
+// (x's zero point in the int8 domain). x: image z at x + z * x_batch, channels of in_h * in_w.
+struct QIm2colArgs {
+  const uint8_t* x = nullptr;
+  int64_t x_batch = 0;
+  uint32_t x_xor = 0;
+  int32_t pad = 0;
+  int64_t channels = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0, k_h = 0, k_w = 0;
+  int64_t stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1, pad_top = 0, pad_left = 0;
+  int64_t Kw = 0;
+  int32_t* col = nullptr;
+};
+
+WH_HD void QIm2colWord(const QIm2colArgs& g, int64_t z, int64_t kw, int64_t p) {
+  const int64_t kg = g.channels * g.k_h * g.k_w, P = g.out_h * g.out_w;
+  const int64_t oh = p / g.out_w, ow = p % g.out_w;
+  uint32_t word = 0;
+  for (int b = 0; b < 4; ++b) {
+    const int64_t k = kw * 4 + b;
+    uint32_t v = static_cast<uint32_t>(g.pad) & 0xffu;
+    if (k < kg) {
+      const int64_t j = k % g.k_w, i = (k / g.k_w) % g.k_h, c = k / (g.k_w * g.k_h);
+      const int64_t ih = oh * g.stride_h - g.pad_top + i * g.dil_h, iw = ow * g.stride_w - g.pad_left + j * g.dil_w;
+      if (ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w)
+        v = (g.x[z * g.x_batch + (c * g.in_h + ih) * g.in_w + iw] ^ g.x_xor) & 0xffu;
+    }
+    word |= v << (8 * b);
+  }
+  g.col[(z * g.Kw + kw) * P + p] = static_cast<int32_t>(word);
+}
+
+// sum[z * n + j] = sum over kw of the four bytes of words[z][kw][j] (words [z][Kw][n]).
+WH_HD void QColumnSum(const int32_t* words, int64_t Kw, int64_t n, int64_t z, int64_t j, int32_t* sum) {
+  int32_t s = 0;
+  for (int64_t kw = 0; kw < Kw; ++kw) s = Dp4a(words[(z * Kw + kw) * n + j], 0x01010101, s);
+  sum[z * n + j] = s;
+}
+
+// sum[m] = sum over k < K of (a[m * lda + k] ^ a_xor) as int8, plus (Kp - K) * pad.
+WH_HD void QRowSum(const uint8_t* a, int64_t lda, uint32_t a_xor, int64_t K, int64_t Kp, int32_t pad, int64_t m,
+                   int32_t* sum) {
+  int32_t s = WrapMul32(static_cast<int32_t>(Kp - K), pad);
+  for (int64_t k = 0; k < K; ++k)
+    s = WrapAdd32(s, static_cast<int8_t>(static_cast<uint8_t>((a[m * lda + k] ^ a_xor) & 0xffu)));
+  sum[m] = s;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Host side: the packed constant operand and the launches of one QGemm / QConv.
+
+// The launches a backend performs (CUDA kernels on a stream, or the CPU emulation).
+struct QLaunches {
+  virtual ~QLaunches() = default;
+  virtual void Tile(const QTileArgs& g, const QEpi& e, int64_t batches) = 0;
+  virtual void Im2col(const QIm2colArgs& g, int64_t images) = 0;
+  virtual void ColumnSum(const int32_t* words, int64_t Kw, int64_t n, int64_t batches, int32_t* sum) = 0;
+  virtual void RowSum(const uint8_t* a, int64_t lda, uint32_t a_xor, int64_t K, int64_t Kp, int32_t pad, int64_t M,
+                      int32_t* sum) = 0;
+};
+
+inline int32_t Int8Domain(uint8_t byte, bool is_uint8) {
+  return is_uint8 ? static_cast<int32_t>(byte) - 128 : static_cast<int32_t>(static_cast<int8_t>(byte));
+}
+
+// QGemm's constant B [K, N] (uint8 or int8, zero point 1 or N values) as words [Kw][N] in the
+// int8 domain (k >= K: 0), with its shifted zero points and column sums over Kp.
+struct QPackedB {
+  int64_t K = 0, N = 0, Kw = 0;
+  std::vector<int32_t> words, zero_point, colsum;
+  bool zero_point_nonzero = false;
+};
+inline QPackedB PackQGemmB(const uint8_t* b, bool is_uint8, int64_t K, int64_t N, const std::vector<int32_t>& zp) {
+  QPackedB p;
+  p.K = K;
+  p.N = N;
+  p.Kw = (K + 3) / 4;
+  p.words.assign(static_cast<size_t>(p.Kw * N), 0);
+  p.colsum.assign(static_cast<size_t>(N), 0);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) {
+      const int32_t v = Int8Domain(b[k * N + n], is_uint8);
+      uint32_t& w = reinterpret_cast<uint32_t&>(p.words[static_cast<size_t>((k / 4) * N + n)]);
+      w |= (static_cast<uint32_t>(v) & 0xffu) << (8 * (k % 4));
+      p.colsum[static_cast<size_t>(n)] += v;
+    }
+  for (int32_t z : zp) {
+    p.zero_point.push_back(is_uint8 ? z - 128 : z);
+    p.zero_point_nonzero |= p.zero_point.back() != 0;
+  }
+  return p;
+}
+
+// QConv's constant weights [M, Cg * k_h * k_w] as int8-domain rows of Kp bytes (padded with each
+// row's zero point, so padding adds 0), with the shifted zero points and row sums over Kp.
+struct QPackedW {
+  int64_t M = 0, Kg = 0, Kp = 0;
+  std::vector<uint8_t> bytes;
+  std::vector<int32_t> zero_point, rowsum;
+  bool zero_point_nonzero = false;
+};
+inline QPackedW PackQConvW(const uint8_t* w, bool is_uint8, int64_t M, int64_t Kg, const std::vector<int32_t>& zp) {
+  QPackedW p;
+  p.M = M;
+  p.Kg = Kg;
+  p.Kp = (Kg + 3) / 4 * 4;
+  for (int32_t z : zp) {
+    p.zero_point.push_back(is_uint8 ? z - 128 : z);
+    p.zero_point_nonzero |= p.zero_point.back() != 0;
+  }
+  p.bytes.resize(static_cast<size_t>(M * p.Kp));
+  p.rowsum.assign(static_cast<size_t>(M), 0);
+  for (int64_t m = 0; m < M; ++m) {
+    const int32_t zm = p.zero_point[p.zero_point.size() == 1 ? 0 : static_cast<size_t>(m)];
+    for (int64_t k = 0; k < p.Kp; ++k) {
+      const int32_t v = k < Kg ? Int8Domain(w[m * Kg + k], is_uint8) : zm;
+      p.bytes[static_cast<size_t>(m * p.Kp + k)] = static_cast<uint8_t>(static_cast<uint32_t>(v) & 0xffu);
+      p.rowsum[static_cast<size_t>(m)] += v;
+    }
+  }
+  return p;
+}
+
+// The epilogue's parameters that do not depend on the call (device or host pointers alike).
+struct QEpiParams {
+  QOut out = QOut::kInt32;
+  const float* mult = nullptr;
+  int64_t mult_n = 1;
+  const int32_t* bias = nullptr;
+  int32_t zero_point = 0, qmin = 0, qmax = 0;
+  bool relu = false;
+};
+
+inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// y[rows, N] = epilogue(a[rows, K] b[K, N]) with b packed (the pointers of `packed` are where the
+// backend keeps them: words, zero_point, colsum). a's zero point: one value (raw, of a's dtype).
+// rowsum_scratch: rows int32 values, used only when b's zero point is non-zero.
+struct QGemmDevicePtrs {
+  const int32_t* words = nullptr;
+  const int32_t* zero_point = nullptr;
+  const int32_t* colsum = nullptr;
+  const int32_t* za = nullptr;  // one int32: a's shifted zero point
+};
+inline void RunQGemm(QLaunches& L, const QPackedB& shape, const QGemmDevicePtrs& bp, const uint8_t* a, bool a_uint8,
+                     int32_t a_zp_shifted, int64_t rows, const QEpiParams& ep, void* y, int32_t* rowsum_scratch) {
+  QTileArgs g;
+  g.a = a;
+  g.lda = shape.K;
+  g.a_xor = a_uint8 ? 0x80u : 0u;
+  g.a_pad = a_zp_shifted;
+  g.b = bp.words;
+  g.ldb = shape.N;
+  g.M = rows;
+  g.N = shape.N;
+  g.K = shape.K;
+  g.Kw = shape.Kw;
+  QEpi e;
+  e.za = bp.za;
+  e.zb = bp.zero_point;
+  e.zb_n = static_cast<int64_t>(shape.zero_point.size());
+  e.k_padded = static_cast<int32_t>(shape.Kw * 4);
+  if (shape.zero_point_nonzero) {
+    L.RowSum(a, shape.K, g.a_xor, shape.K, shape.Kw * 4, a_zp_shifted, rows, rowsum_scratch);
+    e.rowsum_a = rowsum_scratch;
+  }
+  if (a_zp_shifted != 0) e.colsum_b = bp.colsum;
+  e.out = ep.out;
+  e.mult = ep.mult;
+  e.mult_n = ep.mult_n;
+  e.bias = ep.bias;
+  e.zero_point = ep.zero_point;
+  e.qmin = ep.qmin;
+  e.qmax = ep.qmax;
+  e.relu = ep.relu;
+  e.c = y;
+  e.ldc = shape.N;
+  L.Tile(g, e, 1);
+}
+
+// One QConv (2-D) over `images` images of x [images, C, in_h, in_w] into y [images, M, P].
+struct QConvGeometry {
+  int64_t C = 0, M = 0, group = 1, in_h = 0, in_w = 0, out_h = 0, out_w = 0, k_h = 0, k_w = 0;
+  int64_t stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1, pad_top = 0, pad_left = 0;
+};
+struct QConvDevicePtrs {
+  const uint8_t* bytes = nullptr;  // the packed weights
+  const int32_t* zero_point = nullptr;
+  const int32_t* rowsum = nullptr;
+  const int32_t* zb = nullptr;  // one int32: x's shifted zero point
+};
+// Scratch the call needs (int32 values): the image chunk's columns, and their column sums when
+// the weights' zero point is non-zero. `chunk` images at a time.
+inline int64_t QConvScratchInts(const QConvGeometry& s, const QPackedW& w, int64_t chunk) {
+  const int64_t P = s.out_h * s.out_w, Kw = w.Kp / 4;
+  return chunk * Kw * P + (w.zero_point_nonzero ? chunk * P : 0);
+}
+inline void RunQConv(QLaunches& L, const QConvGeometry& s, const QPackedW& w, const QConvDevicePtrs& wp,
+                     const uint8_t* x, bool x_uint8, int32_t x_zp_shifted, int64_t images, int64_t chunk,
+                     const QEpiParams& ep, void* y, size_t y_elem, int32_t* scratch) {
+  const int64_t Cg = s.C / s.group, Mg = s.M / s.group, P = s.out_h * s.out_w, Kw = w.Kp / 4;
+  int32_t* col = scratch;
+  int32_t* colsum = scratch + chunk * Kw * P;
+  for (int64_t n0 = 0; n0 < images; n0 += chunk) {
+    const int64_t nb = std::min(chunk, images - n0);
+    for (int64_t gi = 0; gi < s.group; ++gi) {
+      QIm2colArgs ic;
+      ic.x = x + (n0 * s.C + gi * Cg) * s.in_h * s.in_w;
+      ic.x_batch = s.C * s.in_h * s.in_w;
+      ic.x_xor = x_uint8 ? 0x80u : 0u;
+      ic.pad = x_zp_shifted;
+      ic.channels = Cg;
+      ic.in_h = s.in_h;
+      ic.in_w = s.in_w;
+      ic.out_h = s.out_h;
+      ic.out_w = s.out_w;
+      ic.k_h = s.k_h;
+      ic.k_w = s.k_w;
+      ic.stride_h = s.stride_h;
+      ic.stride_w = s.stride_w;
+      ic.dil_h = s.dil_h;
+      ic.dil_w = s.dil_w;
+      ic.pad_top = s.pad_top;
+      ic.pad_left = s.pad_left;
+      ic.Kw = Kw;
+      ic.col = col;
+      L.Im2col(ic, nb);
+      QTileArgs g;
+      g.a = wp.bytes + gi * Mg * w.Kp;
+      g.lda = w.Kp;
+      g.a_pad = 0;  // never read: K = Kp
+      g.b = col;
+      g.ldb = P;
+      g.b_batch = Kw * P;
+      g.M = Mg;
+      g.N = P;
+      g.K = w.Kp;
+      g.Kw = Kw;
+      QEpi e;
+      const bool per_row = w.zero_point.size() > 1;
+      e.za = wp.zero_point + (per_row ? gi * Mg : 0);
+      e.za_n = per_row ? Mg : 1;
+      e.zb = wp.zb;
+      e.k_padded = static_cast<int32_t>(w.Kp);
+      if (x_zp_shifted != 0) e.rowsum_a = wp.rowsum + gi * Mg;
+      if (w.zero_point_nonzero) {
+        L.ColumnSum(col, Kw, P, nb, colsum);
+        e.colsum_b = colsum;
+        e.colsum_batch = P;
+      }
+      e.channel_is_row = true;
+      e.channel_offset = gi * Mg;
+      e.out = ep.out;
+      e.mult = ep.mult;
+      e.mult_n = ep.mult_n;
+      e.bias = ep.bias;
+      e.zero_point = ep.zero_point;
+      e.qmin = ep.qmin;
+      e.qmax = ep.qmax;
+      e.relu = ep.relu;
+      e.c = static_cast<char*>(y) + static_cast<size_t>((n0 * s.M + gi * Mg) * P) * y_elem;
+      e.ldc = P;
+      e.c_batch = s.M * P;
+      L.Tile(g, e, nb);
+    }
+  }
+}
+
+#ifndef __CUDACC__
+// The CPU emulation of the launches: every block and thread of the CUDA grid, phase by phase, in
+// the order __syncthreads allows (all loads of a step, then all MACs).
+struct QEmulatedLaunches : QLaunches {
+  void Tile(const QTileArgs& g, const QEpi& e, int64_t batches) override {
+    std::vector<int32_t> acc(static_cast<size_t>(kQTileThreads) * 16);
+    for (int64_t z = 0; z < batches; ++z)
+      for (int64_t m0 = 0; m0 < g.M; m0 += kQTileM)
+        for (int64_t n0 = 0; n0 < g.N; n0 += kQTileN) {
+          QTileSmem s;
+          std::fill(acc.begin(), acc.end(), 0);
+          auto a = [&acc](int t) -> int32_t(&)[4][4] {
+            return *reinterpret_cast<int32_t(*)[4][4]>(acc.data() + static_cast<size_t>(t) * 16);
+          };
+          for (int64_t kw0 = 0; kw0 < g.Kw; kw0 += kQTileKw) {
+            for (int t = 0; t < kQTileThreads; ++t) QTileLoad(g, z, m0, n0, kw0, t, s);
+            for (int t = 0; t < kQTileThreads; ++t) QTileMac(s, t, a(t));
+          }
+          for (int t = 0; t < kQTileThreads; ++t) QTileStore(g, e, z, m0, n0, t, a(t));
+        }
+  }
+  void Im2col(const QIm2colArgs& g, int64_t images) override {
+    const int64_t P = g.out_h * g.out_w;
+    for (int64_t z = 0; z < images; ++z)
+      for (int64_t kw = 0; kw < g.Kw; ++kw)
+        for (int64_t p = 0; p < P; ++p) QIm2colWord(g, z, kw, p);
+  }
+  void ColumnSum(const int32_t* words, int64_t Kw, int64_t n, int64_t batches, int32_t* sum) override {
+    for (int64_t z = 0; z < batches; ++z)
+      for (int64_t j = 0; j < n; ++j) QColumnSum(words, Kw, n, z, j, sum);
+  }
+  void RowSum(const uint8_t* a, int64_t lda, uint32_t a_xor, int64_t K, int64_t Kp, int32_t pad, int64_t M,
+              int32_t* sum) override {
+    for (int64_t m = 0; m < M; ++m) QRowSum(a, lda, a_xor, K, Kp, pad, m, sum);
+  }
+};
+#endif
+
+}  // namespace whittle::cuda

@@ -1,0 +1,117 @@
+// Device code of the CUDA int8 path: the dp4a tile GEMM (phases of kernels/cuda/qgemm_body.h with
+// __syncthreads between them), the integer im2col and operand sums, QuantizeLinear /
+// DequantizeLinear and the byte max pool (kernels/cuda/quant_body.h). The drivers only map the
+// grid onto the bodies, which tests/kernels/cuda_body_test.cc runs on the CPU against the
+// reference kernels.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/qgemm_body.h"
+#include "kernels/cuda/quant_body.h"
+
+namespace whittle::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+cudaStream_t S(void* s) { return static_cast<cudaStream_t>(s); }
+
+unsigned Blocks(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
+}
+
+#define WH_GRID_STRIDE(i, n)                                                              \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
+__global__ void __launch_bounds__(kQTileThreads) QTileKernel(QTileArgs g, QEpi e) {
+  __shared__ QTileSmem s;
+  int32_t acc[4][4] = {};
+  const int64_t z = blockIdx.z, m0 = static_cast<int64_t>(blockIdx.y) * kQTileM,
+                n0 = static_cast<int64_t>(blockIdx.x) * kQTileN;
+  const int tid = static_cast<int>(threadIdx.x);
+  for (int64_t kw0 = 0; kw0 < g.Kw; kw0 += kQTileKw) {
+    QTileLoad(g, z, m0, n0, kw0, tid, s);
+    __syncthreads();
+    QTileMac(s, tid, acc);
+    __syncthreads();
+  }
+  QTileStore(g, e, z, m0, n0, tid, acc);
+}
+
+__global__ void QIm2colKernel(QIm2colArgs g, int64_t images) {
+  const int64_t P = g.out_h * g.out_w, per_image = g.Kw * P;
+  WH_GRID_STRIDE(i, images * per_image) {
+    const int64_t z = i / per_image, r = i % per_image;
+    QIm2colWord(g, z, r / P, r % P);
+  }
+}
+
+__global__ void QColumnSumKernel(const int32_t* words, int64_t Kw, int64_t n, int64_t batches, int32_t* sum) {
+  WH_GRID_STRIDE(i, batches * n) QColumnSum(words, Kw, n, i / n, i % n, sum);
+}
+
+__global__ void QRowSumKernel(const uint8_t* a, int64_t lda, uint32_t a_xor, int64_t K, int64_t Kp, int32_t pad,
+                              int64_t M, int32_t* sum) {
+  WH_GRID_STRIDE(m, M) QRowSum(a, lda, a_xor, K, Kp, pad, m, sum);
+}
+
+__global__ void QuantizeKernel(QuantizeArgs a, int64_t n) { WH_GRID_STRIDE(i, n) QuantizeAt(a, i); }
+__global__ void DequantizeKernel(QuantizeArgs a, int64_t n) { WH_GRID_STRIDE(i, n) DequantizeAt(a, i); }
+
+template <class T>
+__global__ void MaxPoolBytesKernel(const T* x, T* y, Window2d w, int64_t n) {
+  WH_GRID_STRIDE(i, n) MaxPoolBytesAt(x, y, w, i);
+}
+
+class CudaQLaunches : public QLaunches {
+ public:
+  explicit CudaQLaunches(void* stream) : s_(S(stream)) {}
+  void Tile(const QTileArgs& g, const QEpi& e, int64_t batches) override {
+    if (g.M <= 0 || g.N <= 0 || batches <= 0) return;
+    const dim3 grid(static_cast<unsigned>(CeilDiv(g.N, kQTileN)), static_cast<unsigned>(CeilDiv(g.M, kQTileM)),
+                    static_cast<unsigned>(batches));
+    QTileKernel<<<grid, kQTileThreads, 0, s_>>>(g, e);
+  }
+  void Im2col(const QIm2colArgs& g, int64_t images) override {
+    const int64_t n = images * g.Kw * g.out_h * g.out_w;
+    if (n > 0) QIm2colKernel<<<Blocks(n), kThreads, 0, s_>>>(g, images);
+  }
+  void ColumnSum(const int32_t* words, int64_t Kw, int64_t n, int64_t batches, int32_t* sum) override {
+    if (n * batches > 0) QColumnSumKernel<<<Blocks(n * batches), kThreads, 0, s_>>>(words, Kw, n, batches, sum);
+  }
+  void RowSum(const uint8_t* a, int64_t lda, uint32_t a_xor, int64_t K, int64_t Kp, int32_t pad, int64_t M,
+              int32_t* sum) override {
+    if (M > 0) QRowSumKernel<<<Blocks(M), kThreads, 0, s_>>>(a, lda, a_xor, K, Kp, pad, M, sum);
+  }
+
+ private:
+  cudaStream_t s_;
+};
+
+}  // namespace
+
+std::unique_ptr<QLaunches> MakeQLaunches(void* stream) { return std::make_unique<CudaQLaunches>(stream); }
+
+void LaunchQuantize(const QuantizeArgs& a, int64_t n, void* stream) {
+  if (n > 0) QuantizeKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(a, n);
+}
+
+void LaunchDequantize(const QuantizeArgs& a, int64_t n, void* stream) {
+  if (n > 0) DequantizeKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(a, n);
+}
+
+void LaunchMaxPool2dBytes(const void* x, void* y, bool is_uint8, int64_t planes, const Window2d& w, void* stream) {
+  const int64_t n = planes * w.out_h * w.out_w;
+  if (n <= 0) return;
+  if (is_uint8)
+    MaxPoolBytesKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), w, n);
+  else
+    MaxPoolBytesKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(static_cast<const int8_t*>(x), static_cast<int8_t*>(y), w, n);
+}
+
+}  // namespace whittle::cuda
