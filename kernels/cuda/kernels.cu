@@ -6,18 +6,11 @@
 #include <cstdint>
 
 #include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace whittle::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-cudaStream_t S(void* s) { return static_cast<cudaStream_t>(s); }
-
-unsigned Blocks(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
-}
 
 __device__ __forceinline__ float Apply(Unary op, float x, float alpha) {
   switch (op) {

@@ -271,6 +271,17 @@ struct QEpiParams {
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+inline void SetEpilogue(const QEpiParams& p, QEpi* e) {
+  e->out = p.out;
+  e->mult = p.mult;
+  e->mult_n = p.mult_n;
+  e->bias = p.bias;
+  e->zero_point = p.zero_point;
+  e->qmin = p.qmin;
+  e->qmax = p.qmax;
+  e->relu = p.relu;
+}
+
 // y[rows, N] = epilogue(a[rows, K] b[K, N]) with b packed (the pointers of `packed` are where the
 // backend keeps them: words, zero_point, colsum). a's zero point: one value (raw, of a's dtype).
 // rowsum_scratch: rows int32 values, used only when b's zero point is non-zero.
@@ -303,14 +314,7 @@ inline void RunQGemm(QLaunches& L, const QPackedB& shape, const QGemmDevicePtrs&
     e.rowsum_a = rowsum_scratch;
   }
   if (a_zp_shifted != 0) e.colsum_b = bp.colsum;
-  e.out = ep.out;
-  e.mult = ep.mult;
-  e.mult_n = ep.mult_n;
-  e.bias = ep.bias;
-  e.zero_point = ep.zero_point;
-  e.qmin = ep.qmin;
-  e.qmax = ep.qmax;
-  e.relu = ep.relu;
+  SetEpilogue(ep, &e);
   e.c = y;
   e.ldc = shape.N;
   L.Tile(g, e, 1);
@@ -388,14 +392,7 @@ inline void RunQConv(QLaunches& L, const QConvGeometry& s, const QPackedW& w, co
       }
       e.channel_is_row = true;
       e.channel_offset = gi * Mg;
-      e.out = ep.out;
-      e.mult = ep.mult;
-      e.mult_n = ep.mult_n;
-      e.bias = ep.bias;
-      e.zero_point = ep.zero_point;
-      e.qmin = ep.qmin;
-      e.qmax = ep.qmax;
-      e.relu = ep.relu;
+      SetEpilogue(ep, &e);
       e.c = static_cast<char*>(y) + static_cast<size_t>((n0 * s.M + gi * Mg) * P) * y_elem;
       e.ldc = P;
       e.c_batch = s.M * P;

@@ -8,6 +8,7 @@
 // other fused attributes) is declined and runs on the CPU.
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,22 @@ StatusOr<QEpiParams> UploadEpilogue(const QOutput& out, Uploads& up) {
   return EpilogueParams(out, mult, bias);
 }
 
+// The quantization parameters of a QGemm/QConv-like node (x, x_scale, x_zp, w, w_scale, w_zp,
+// y_scale, y_zp, bias) with `channels` output channels; nullopt where the CPU kernel would refuse
+// them, so that the node, and its message, are left to it.
+struct Int8Params {
+  QChannelParams x, w;
+  QOutput out;
+};
+std::optional<Int8Params> ReadInt8Params(const KernelInit& init, const Tensor& w, int64_t channels, bool relu) {
+  auto x = ReadQParams(init.node_name, "x_scale", In(init, 1), In(init, 2), InDType(init, 0), -1);
+  auto wq = ReadQParams(init.node_name, "w_scale", In(init, 4), In(init, 5), w.dtype(), channels);
+  if (!x.ok() || !wq.ok()) return std::nullopt;
+  auto out = MakeQOutput(init.node_name, *x, *wq, In(init, 6), In(init, 7), In(init, 8), channels, relu);
+  if (!out.ok()) return std::nullopt;
+  return Int8Params{*x, *wq, *out};
+}
+
 size_t ElemSize(DType t) { return t == DType::kUInt8 || t == DType::kInt8 ? 1 : 4; }
 
 // QGemm / QLinearMatMul inputs: x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias.
@@ -74,12 +91,11 @@ KernelOr MakeQGemm(const KernelInit& init) {
   const std::string node = init.node_name;
   const DType xdt = InDType(init, 0);
   const int64_t K = w->dim(0), N = w->dim(1);
-  // Parameters the CPU kernel would refuse: leave the node (and its message) to it.
-  auto xp = ReadQParams(node, "x_scale", In(init, 1), In(init, 2), xdt, -1);
-  auto wq = ReadQParams(node, "w_scale", In(init, 4), In(init, 5), w->dtype(), N);
-  if (!xp.ok() || !wq.ok()) return KernelOr(nullptr);
-  auto out = MakeQOutput(node, *xp, *wq, In(init, 6), In(init, 7), In(init, 8), N, act == Unary::kRelu);
-  if (!out.ok()) return KernelOr(nullptr);
+  const std::optional<Int8Params> q = ReadInt8Params(init, *w, N, act == Unary::kRelu);
+  if (!q) return KernelOr(nullptr);
+  const QChannelParams* xp = &q->x;
+  const QChannelParams* wq = &q->w;
+  const QOutput* out = &q->out;
   auto up = std::make_shared<Uploads>();
   QPackedB shape = PackQGemmB(static_cast<const uint8_t*>(w->raw_data()), w->dtype() == DType::kUInt8, K, N,
                               wq->zero_point);
@@ -127,11 +143,11 @@ KernelOr MakeQConv(const KernelInit& init) {
   const int64_t group = attrs.GetInt("group", 1), M = w->dim(0), Kg = w->dim(1) * w->dim(2) * w->dim(3);
   const std::vector<int64_t> pool = attrs.GetInts("_max_pool", {});
   if (group < 1 || M % group != 0 || !(pool.empty() || pool.size() == 2)) return KernelOr(nullptr);
-  auto xp = ReadQParams(node, "x_scale", In(init, 1), In(init, 2), xdt, -1);
-  auto wq = ReadQParams(node, "w_scale", In(init, 4), In(init, 5), w->dtype(), M);
-  if (!xp.ok() || !wq.ok()) return KernelOr(nullptr);
-  auto out = MakeQOutput(node, *xp, *wq, In(init, 6), In(init, 7), In(init, 8), M, act == Unary::kRelu);
-  if (!out.ok()) return KernelOr(nullptr);
+  const std::optional<Int8Params> q = ReadInt8Params(init, *w, M, act == Unary::kRelu);
+  if (!q) return KernelOr(nullptr);
+  const QChannelParams* xp = &q->x;
+  const QChannelParams* wq = &q->w;
+  const QOutput* out = &q->out;
   const DType ydt = out->dtype;
   auto up = std::make_shared<Uploads>();
   QPackedW packed = PackQConvW(static_cast<const uint8_t*>(w->raw_data()), w->dtype() == DType::kUInt8, M, Kg,

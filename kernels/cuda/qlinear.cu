@@ -9,20 +9,13 @@
 #include <memory>
 
 #include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/qgemm_body.h"
 #include "kernels/cuda/quant_body.h"
 
 namespace whittle::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-cudaStream_t S(void* s) { return static_cast<cudaStream_t>(s); }
-
-unsigned Blocks(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
-}
 
 #define WH_GRID_STRIDE(i, n)                                                              \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \

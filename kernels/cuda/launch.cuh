@@ -1,0 +1,20 @@
+// What the CUDA backend's .cu files share to launch grid-stride kernels: the block size, the grid
+// for n elements (capped; the kernels stride over the rest) and the stream behind a void*.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace whittle::cuda {
+
+constexpr int kThreads = 256;
+
+inline cudaStream_t S(void* s) { return static_cast<cudaStream_t>(s); }
+
+inline unsigned Blocks(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
+}
+
+}  // namespace whittle::cuda
