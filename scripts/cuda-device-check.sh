@@ -87,7 +87,8 @@ run)
       --batch 1,64,1024 --profile \
       --eval-data "idx:$pkg/data/fashion-mnist/t10k-images-idx3-ubyte.gz:$pkg/data/fashion-mnist/t10k-labels-idx1-ubyte.gz" \
       > "$logs/run-${m}_int8-cuda.txt" 2>&1 || status=1
-    grep -E '^accuracy|^top-1 agreement|^ +(1|64|1024) |fell back|error' "$logs/run-${m}_int8-cuda.txt" | sed "s/^/${m}_int8 cuda: /" || true
+    grep -E '^accuracy|^top-1 agreement|^ +(1|64|1024) |error' "$logs/run-${m}_int8-cuda.txt" | sed "s/^/${m}_int8 cuda: /" || true
+    grep -A 40 'ran on the CPU' "$logs/run-${m}_int8-cuda.txt" | sed "s/^/${m}_int8 cuda: /" || true
   done
   exit $status
   ;;
