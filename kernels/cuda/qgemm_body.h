@@ -291,8 +291,9 @@ struct QGemmDevicePtrs {
   const int32_t* colsum = nullptr;
   const int32_t* za = nullptr;  // one int32: a's shifted zero point
 };
-inline void RunQGemm(QLaunches& L, const QPackedB& shape, const QGemmDevicePtrs& bp, const uint8_t* a, bool a_uint8,
-                     int32_t a_zp_shifted, int64_t rows, const QEpiParams& ep, void* y, int32_t* rowsum_scratch) {
+inline void RunQGemmSlice(QLaunches& L, const QPackedB& shape, const QGemmDevicePtrs& bp, const uint8_t* a,
+                          bool a_uint8, int32_t a_zp_shifted, int64_t rows, const QEpiParams& ep, void* y,
+                          int32_t* rowsum_scratch) {
   QTileArgs g;
   g.a = a;
   g.lda = shape.K;
@@ -320,6 +321,21 @@ inline void RunQGemm(QLaunches& L, const QPackedB& shape, const QGemmDevicePtrs&
   L.Tile(g, e, 1);
 }
 
+// A launch's grid has at most 65535 blocks along y (rows) and z (batches): larger calls go in
+// slices of at most kMaxGridYZ * kQTileM rows, or kMaxGridYZ images.
+constexpr int64_t kMaxGridYZ = 65535;
+
+inline void RunQGemm(QLaunches& L, const QPackedB& shape, const QGemmDevicePtrs& bp, const uint8_t* a, bool a_uint8,
+                     int32_t a_zp_shifted, int64_t rows, const QEpiParams& ep, void* y, size_t y_elem,
+                     int32_t* rowsum_scratch, int64_t max_rows = kMaxGridYZ * kQTileM) {
+  for (int64_t r0 = 0; r0 < rows; r0 += max_rows) {
+    const int64_t n = std::min(max_rows, rows - r0);
+    RunQGemmSlice(L, shape, bp, a + r0 * shape.K, a_uint8, a_zp_shifted, n, ep,
+                  static_cast<char*>(y) + static_cast<size_t>(r0 * shape.N) * y_elem,
+                  rowsum_scratch ? rowsum_scratch + r0 : nullptr);
+  }
+}
+
 // One QConv (2-D) over `images` images of x [images, C, in_h, in_w] into y [images, M, P].
 struct QConvGeometry {
   int64_t C = 0, M = 0, group = 1, in_h = 0, in_w = 0, out_h = 0, out_w = 0, k_h = 0, k_w = 0;
@@ -340,6 +356,7 @@ inline int64_t QConvScratchInts(const QConvGeometry& s, const QPackedW& w, int64
 inline void RunQConv(QLaunches& L, const QConvGeometry& s, const QPackedW& w, const QConvDevicePtrs& wp,
                      const uint8_t* x, bool x_uint8, int32_t x_zp_shifted, int64_t images, int64_t chunk,
                      const QEpiParams& ep, void* y, size_t y_elem, int32_t* scratch) {
+  chunk = std::max<int64_t>(1, std::min(chunk, kMaxGridYZ));
   const int64_t Cg = s.C / s.group, Mg = s.M / s.group, P = s.out_h * s.out_w, Kw = w.Kp / 4;
   int32_t* col = scratch;
   int32_t* colsum = scratch + chunk * Kw * P;

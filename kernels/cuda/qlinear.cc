@@ -125,7 +125,7 @@ KernelOr MakeQGemm(const KernelInit& init) {
     (void)up;  // the device parameters live as long as the kernel
     std::unique_ptr<QLaunches> launches = MakeQLaunches(Stream());
     RunQGemm(*launches, shape, ptrs, static_cast<const uint8_t*>(a.raw_data()), x_uint8, za, rows, ep, y.raw_data(),
-             rowsum);
+             ElemSize(y.dtype()), rowsum);
     return Launched("QGemm");
   });
 }
@@ -191,7 +191,8 @@ KernelOr MakeQConv(const KernelInit& init) {
     if (y.numel() == 0) return Status::Ok();
     // About 128 MB of columns at a time.
     const int64_t per_image = QConvScratchInts(g, packed, 1);
-    const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(images, (int64_t{32} << 20) / std::max<int64_t>(1, per_image)));
+    const int64_t chunk = std::max<int64_t>(
+        1, std::min({images, kMaxGridYZ, (int64_t{32} << 20) / std::max<int64_t>(1, per_image)}));
     WH_ASSIGN_OR_RETURN(void* scratch, Scratch(static_cast<size_t>(QConvScratchInts(g, packed, chunk)) * 4, 1));
     void* conv_out = y.raw_data();
     if (!pool.empty()) {

@@ -103,7 +103,8 @@ Tensor Reference(const std::string& op, const std::vector<Tensor>& in, Attribute
 
 DType OutDType(const QOutput& o) { return o.kind == QOutput::Kind::kQuantized ? o.dtype : o.kind == QOutput::Kind::kFloat ? DType::kFloat32 : DType::kInt32; }
 
-void RunGemmCase(const QCase& c, int64_t M, int64_t K, int64_t N, uint32_t seed) {
+// max_rows: rows per launch (the grid's y limit, made small to check the slicing).
+void RunGemmCase(const QCase& c, int64_t M, int64_t K, int64_t N, uint32_t seed, int64_t max_rows = kMaxGridYZ * kQTileM) {
   SCOPED_TRACE("QGemm M=" + std::to_string(M) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
                " seed=" + std::to_string(seed));
   const Tensor x = Bytes(c.x_dt, {M, K}, seed), w = Bytes(c.w_dt, {K, N}, seed + 100);
@@ -121,7 +122,8 @@ void RunGemmCase(const QCase& c, int64_t M, int64_t K, int64_t N, uint32_t seed)
   std::vector<int32_t> rowsum(static_cast<size_t>(M));
   QEmulatedLaunches L;
   RunQGemm(L, packed, ptrs, static_cast<const uint8_t*>(x.raw_data()), x_u8, za, M,
-           EpilogueParams(out, out.multiplier.data(), out.bias.data()), got.raw_data(), rowsum.data());
+           EpilogueParams(out, out.multiplier.data(), out.bias.data()), got.raw_data(),
+           got.dtype() == DType::kFloat32 ? 4 : 1, rowsum.data(), max_rows);
   EXPECT_TRUE(TensorsClose(got, want, 0.f, 0.f));
 }
 
@@ -152,6 +154,15 @@ TEST(CudaBodies, QGemmTileMatchesReferenceBitForBit) {
         c.w_zp_zero = false;
         RunGemmCase(c, 37, 45, 66, seed++);
       }
+  // Calls past the grid's row limit go in slices (here of 64 and of 100 rows).
+  for (int64_t max_rows : {int64_t{64}, int64_t{100}}) {
+    QCase c;
+    c.w_dt = DType::kUInt8;  // non-zero weight zero point: the row sums are sliced too
+    c.w_zp_zero = false;
+    RunGemmCase(c, 230, 45, 20, seed++, max_rows);
+    c.out = QCase::kFloatOut;
+    RunGemmCase(c, 130, 9, 70, seed++, max_rows);
+  }
 }
 
 struct ConvGeo {
