@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 
 namespace whittle::cuda {
 
@@ -67,8 +66,9 @@ struct QuantizeArgs;
 void LaunchQuantize(const QuantizeArgs& a, int64_t n, void* stream);
 void LaunchDequantize(const QuantizeArgs& a, int64_t n, void* stream);
 
-// The int8 GEMM's launches on `stream` (kernels/cuda/qgemm_body.h, kernels/cuda/qlinear.cu).
+// The int8 GEMM's launches on the calling thread's stream (cudaStreamPerThread; kernels/cuda/
+// qgemm_body.h, kernels/cuda/qlinear.cu): one stateless instance, no allocation per call.
 struct QLaunches;
-std::unique_ptr<QLaunches> MakeQLaunches(void* stream);
+QLaunches& CudaQLaunches();
 
 }  // namespace whittle::cuda

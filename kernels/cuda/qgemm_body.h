@@ -35,6 +35,16 @@ struct QTileArgs {
   int64_t M = 0, N = 0, K = 0, Kw = 0;
 };
 
+// The epilogue's parameters that do not depend on the call (device or host pointers alike).
+struct QEpiParams {
+  QOut out = QOut::kInt32;
+  const float* mult = nullptr;
+  int64_t mult_n = 1;
+  const int32_t* bias = nullptr;
+  int32_t zero_point = 0, qmin = 0, qmax = 0;
+  bool relu = false;
+};
+
 // The epilogue of one tile product: zero-point corrections (int8 domain), then
 // kernels/reference/qlinear.h's contract: + bias[c], then int32 | float(acc) * mult[c] |
 // saturate(round_half_even(float(acc) * mult[c]) + zero_point), Relu clamping at 0 / zero_point.
@@ -52,12 +62,7 @@ struct QEpi {
   // Channel c = channel_offset + (channel_is_row ? m : n).
   bool channel_is_row = false;
   int64_t channel_offset = 0;
-  const float* mult = nullptr;  // 1 or per channel (not read for kInt32)
-  int64_t mult_n = 1;
-  const int32_t* bias = nullptr;  // null or per channel
-  QOut out = QOut::kInt32;
-  int32_t zero_point = 0, qmin = 0, qmax = 0;
-  bool relu = false;
+  QEpiParams p;
   void* c = nullptr;  // element (z, m, n) at z * c_batch + m * ldc + n
   int64_t ldc = 0, c_batch = 0;
 };
@@ -106,22 +111,22 @@ WH_HD void QEpilogueStore(const QEpi& e, int64_t z, int64_t m, int64_t n, int32_
   if (e.colsum_b) v = WrapAdd32(v, -WrapMul32(zam, e.colsum_b[z * e.colsum_batch + n]));
   if (e.rowsum_a && e.colsum_b) v = WrapAdd32(v, WrapMul32(WrapMul32(e.k_padded, zam), zbn));
   const int64_t c = e.channel_offset + (e.channel_is_row ? m : n);
-  if (e.bias) v = WrapAdd32(v, e.bias[c]);
+  if (e.p.bias) v = WrapAdd32(v, e.p.bias[c]);
   const int64_t at = z * e.c_batch + m * e.ldc + n;
-  if (e.out == QOut::kInt32) {
+  if (e.p.out == QOut::kInt32) {
     static_cast<int32_t*>(e.c)[at] = v;
     return;
   }
-  const float f = static_cast<float>(v) * e.mult[e.mult_n == 1 ? 0 : c];
-  if (e.out == QOut::kFloat) {
-    static_cast<float*>(e.c)[at] = e.relu ? (f > 0.f ? f : 0.f) : f;
+  const float f = static_cast<float>(v) * e.p.mult[e.p.mult_n == 1 ? 0 : c];
+  if (e.p.out == QOut::kFloat) {
+    static_cast<float*>(e.c)[at] = e.p.relu ? (f > 0.f ? f : 0.f) : f;
     return;
   }
   // In float: exact while |f| < 2^24, and any larger value saturates the same way as in double.
-  float q = RoundHalfEven(f) + static_cast<float>(e.zero_point);
-  q = q < static_cast<float>(e.qmin) ? static_cast<float>(e.qmin) : q;
-  q = q > static_cast<float>(e.qmax) ? static_cast<float>(e.qmax) : q;
-  if (e.out == QOut::kUInt8) static_cast<uint8_t*>(e.c)[at] = static_cast<uint8_t>(static_cast<int32_t>(q));
+  float q = RoundHalfEven(f) + static_cast<float>(e.p.zero_point);
+  q = q < static_cast<float>(e.p.qmin) ? static_cast<float>(e.p.qmin) : q;
+  q = q > static_cast<float>(e.p.qmax) ? static_cast<float>(e.p.qmax) : q;
+  if (e.p.out == QOut::kUInt8) static_cast<uint8_t*>(e.c)[at] = static_cast<uint8_t>(static_cast<int32_t>(q));
   else static_cast<int8_t*>(e.c)[at] = static_cast<int8_t>(static_cast<int32_t>(q));
 }
 
@@ -187,7 +192,8 @@ WH_HD void QRowSum(const uint8_t* a, int64_t lda, uint32_t a_xor, int64_t K, int
 // ------------------------------------------------------------------------------------------------
 // Host side: the packed constant operand and the launches of one QGemm / QConv.
 
-// The launches a backend performs (CUDA kernels on a stream, or the CPU emulation).
+// The launches a backend performs (CUDA kernels on the calling thread's stream, or the CPU
+// emulation).
 struct QLaunches {
   virtual ~QLaunches() = default;
   virtual void Tile(const QTileArgs& g, const QEpi& e, int64_t batches) = 0;
@@ -259,28 +265,9 @@ inline QPackedW PackQConvW(const uint8_t* w, bool is_uint8, int64_t M, int64_t K
   return p;
 }
 
-// The epilogue's parameters that do not depend on the call (device or host pointers alike).
-struct QEpiParams {
-  QOut out = QOut::kInt32;
-  const float* mult = nullptr;
-  int64_t mult_n = 1;
-  const int32_t* bias = nullptr;
-  int32_t zero_point = 0, qmin = 0, qmax = 0;
-  bool relu = false;
-};
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-inline void SetEpilogue(const QEpiParams& p, QEpi* e) {
-  e->out = p.out;
-  e->mult = p.mult;
-  e->mult_n = p.mult_n;
-  e->bias = p.bias;
-  e->zero_point = p.zero_point;
-  e->qmin = p.qmin;
-  e->qmax = p.qmax;
-  e->relu = p.relu;
-}
 
 // y[rows, N] = epilogue(a[rows, K] b[K, N]) with b packed (the pointers of `packed` are where the
 // backend keeps them: words, zero_point, colsum). a's zero point: one value (raw, of a's dtype).
@@ -315,7 +302,7 @@ inline void RunQGemmSlice(QLaunches& L, const QPackedB& shape, const QGemmDevice
     e.rowsum_a = rowsum_scratch;
   }
   if (a_zp_shifted != 0) e.colsum_b = bp.colsum;
-  SetEpilogue(ep, &e);
+  e.p = ep;
   e.c = y;
   e.ldc = shape.N;
   L.Tile(g, e, 1);
@@ -409,7 +396,7 @@ inline void RunQConv(QLaunches& L, const QConvGeometry& s, const QPackedW& w, co
       }
       e.channel_is_row = true;
       e.channel_offset = gi * Mg;
-      SetEpilogue(ep, &e);
+      e.p = ep;
       e.c = static_cast<char*>(y) + static_cast<size_t>((n0 * s.M + gi * Mg) * P) * y_elem;
       e.ldc = P;
       e.c_batch = s.M * P;

@@ -123,8 +123,7 @@ KernelOr MakeQGemm(const KernelInit& init) {
       rowsum = static_cast<int32_t*>(p);
     }
     (void)up;  // the device parameters live as long as the kernel
-    std::unique_ptr<QLaunches> launches = MakeQLaunches(Stream());
-    RunQGemm(*launches, shape, ptrs, static_cast<const uint8_t*>(a.raw_data()), x_uint8, za, rows, ep, y.raw_data(),
+    RunQGemm(CudaQLaunches(), shape, ptrs, static_cast<const uint8_t*>(a.raw_data()), x_uint8, za, rows, ep, y.raw_data(),
              ElemSize(y.dtype()), rowsum);
     return Launched("QGemm");
   });
@@ -199,8 +198,7 @@ KernelOr MakeQConv(const KernelInit& init) {
       WH_ASSIGN_OR_RETURN(conv_out, Scratch(static_cast<size_t>(images * g.M * P) * ElemSize(ydt), 2));
     }
     (void)up;
-    std::unique_ptr<QLaunches> launches = MakeQLaunches(Stream());
-    RunQConv(*launches, g, packed, ptrs, static_cast<const uint8_t*>(x.raw_data()), x_uint8, zb, images, chunk, ep,
+    RunQConv(CudaQLaunches(), g, packed, ptrs, static_cast<const uint8_t*>(x.raw_data()), x_uint8, zb, images, chunk, ep,
              conv_out, ElemSize(ydt), static_cast<int32_t*>(scratch));
     if (!pool.empty()) {  // window = stride, no padding, floor mode
       Window2d pw;

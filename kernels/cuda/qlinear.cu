@@ -5,9 +5,6 @@
 // reference kernels.
 #include <cuda_runtime.h>
 
-#include <algorithm>
-#include <memory>
-
 #include "kernels/cuda/kernels_impl.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/qgemm_body.h"
@@ -61,9 +58,8 @@ __global__ void MaxPoolBytesKernel(const T* x, T* y, Window2d w, int64_t n) {
   WH_GRID_STRIDE(i, n) MaxPoolBytesAt(x, y, w, i);
 }
 
-class CudaQLaunches : public QLaunches {
+class StreamQLaunches : public QLaunches {
  public:
-  explicit CudaQLaunches(void* stream) : s_(S(stream)) {}
   void Tile(const QTileArgs& g, const QEpi& e, int64_t batches) override {
     if (g.M <= 0 || g.N <= 0 || batches <= 0) return;
     const dim3 grid(static_cast<unsigned>(CeilDiv(g.N, kQTileN)), static_cast<unsigned>(CeilDiv(g.M, kQTileM)),
@@ -83,12 +79,15 @@ class CudaQLaunches : public QLaunches {
   }
 
  private:
-  cudaStream_t s_;
+  cudaStream_t s_ = cudaStreamPerThread;
 };
 
 }  // namespace
 
-std::unique_ptr<QLaunches> MakeQLaunches(void* stream) { return std::make_unique<CudaQLaunches>(stream); }
+QLaunches& CudaQLaunches() {
+  static StreamQLaunches launches;
+  return launches;
+}
 
 void LaunchQuantize(const QuantizeArgs& a, int64_t n, void* stream) {
   if (n > 0) QuantizeKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(a, n);
