@@ -14,9 +14,11 @@
 #   2. the ONNX conformance runner with --device cuda and the CPU's expectations file;
 #   3. run-model --device cpu|cuda --bench --batch 1,64,1024 --profile on the bundled models,
 #      side by side, and top-1 accuracy on the Fashion-MNIST test set on both devices;
-#   4. the int8 models compress-model --int8 makes of them (made here, at bundle time) on the GPU:
-#      top-1 agreement with the CPU runtime (--agree-with cpu), accuracy, throughput at batch
-#      1/64/1024 next to the FP32 model's, and which nodes fell back (--profile).
+#   4. the compressed models compress-model makes of them (made here, at bundle time) on the GPU:
+#      --int8 (mlp, cnn), --binarize with float and with binary activations (cnn), --cluster k=16
+#      and --circulant block=8 (mlp): top-1 agreement with the CPU runtime (--agree-with cpu),
+#      accuracy, throughput at batch 1/64/1024 next to the FP32 model's, and which nodes fell
+#      back (--profile).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -41,6 +43,10 @@ bundle)
     "$build/bin/compress-model" "models/$m.onnx" -o "$stage/pkg/models/${m}_int8.onnx" --int8 \
       --calibration-data fashion-mnist:train --calibration-samples 1000 >/dev/null
   done
+  "$build/bin/compress-model" models/cnn.onnx -o "$stage/pkg/models/cnn_binary.onnx" --binarize >/dev/null
+  "$build/bin/compress-model" models/cnn.onnx -o "$stage/pkg/models/cnn_xnor.onnx" --binarize activations=binary >/dev/null
+  "$build/bin/compress-model" models/mlp.onnx -o "$stage/pkg/models/mlp_cluster.onnx" --cluster k=16 >/dev/null
+  "$build/bin/compress-model" models/mlp.onnx -o "$stage/pkg/models/mlp_circulant.onnx" --circulant block=8 >/dev/null
   pwd > "$stage/pkg/source_dir.txt"  # the tests' compiled-in WHITTLE_SOURCE_DIR
   mkdir -p .bundle
   tar -C "$stage" -cJf "$bundle.tmp" pkg && mv "$bundle.tmp" "$bundle"
@@ -81,14 +87,14 @@ run)
       grep -E '^accuracy|^ +(1|64|1024) |error' "$logs/run-$m-$d.txt" | sed "s/^/$m $d: /" || true
     done
   done
-  echo "== int8 models: cuda against the CPU runtime"
-  for m in mlp cnn; do
-    "$pkg/bin/run-model" "$pkg/models/${m}_int8.onnx" --device cuda --agree-with cpu --threads 16 --bench \
+  echo "== compressed models: cuda against the CPU runtime"
+  for m in mlp_int8 cnn_int8 cnn_binary cnn_xnor mlp_cluster mlp_circulant; do
+    "$pkg/bin/run-model" "$pkg/models/$m.onnx" --device cuda --agree-with cpu --threads 16 --bench \
       --batch 1,64,1024 --profile \
       --eval-data "idx:$pkg/data/fashion-mnist/t10k-images-idx3-ubyte.gz:$pkg/data/fashion-mnist/t10k-labels-idx1-ubyte.gz" \
-      > "$logs/run-${m}_int8-cuda.txt" 2>&1 || status=1
-    grep -E '^accuracy|^top-1 agreement|^ +(1|64|1024) |error' "$logs/run-${m}_int8-cuda.txt" | sed "s/^/${m}_int8 cuda: /" || true
-    grep -A 40 'ran on the CPU' "$logs/run-${m}_int8-cuda.txt" | sed "s/^/${m}_int8 cuda: /" || true
+      > "$logs/run-$m-cuda.txt" 2>&1 || status=1
+    grep -E '^accuracy|^top-1 agreement|^ +(1|64|1024) |error' "$logs/run-$m-cuda.txt" | sed "s/^/$m cuda: /" || true
+    grep -A 40 'ran on the CPU' "$logs/run-$m-cuda.txt" | sed "s/^/$m cuda: /" || true
   done
   exit $status
   ;;

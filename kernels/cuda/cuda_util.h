@@ -78,5 +78,7 @@ StatusOr<void*> Scratch(size_t bytes, int slot = 0);
 
 // The family registrations (each file's own ops), called by RegisterKernels (ops.cc).
 void RegisterQLinearKernels(KernelRegistry& r);
+void RegisterBinaryCodebookKernels(KernelRegistry& r);
+void RegisterCirculantFftKernels(KernelRegistry& r);
 
 }  // namespace whittle::cuda

@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "kernels/cuda/im2col_body.h"
 #include "kernels/cuda/kernels_impl.h"
 #include "kernels/cuda/launch.cuh"
 
@@ -100,15 +101,10 @@ __global__ void SoftmaxKernel(const float* x, float* y, int64_t rows, int64_t co
 }
 
 __global__ void Im2colKernel(const float* x, float* col, int64_t channels, Window2d w) {
-  const int64_t hw = w.out_h * w.out_w, n = channels * w.k_h * w.k_w * hw;
+  const int64_t n = channels * w.k_h * w.k_w * w.out_h * w.out_w;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const int64_t p = i % hw, r = i / hw;  // r = (c * k_h + kh) * k_w + kw
-    const int64_t kw = r % w.k_w, kh = (r / w.k_w) % w.k_h, c = r / (w.k_w * w.k_h);
-    const int64_t oh = p / w.out_w, ow = p % w.out_w;
-    const int64_t ih = oh * w.stride_h - w.pad_top + kh * w.dil_h, iw = ow * w.stride_w - w.pad_left + kw * w.dil_w;
-    col[i] = ih >= 0 && ih < w.in_h && iw >= 0 && iw < w.in_w ? x[(c * w.in_h + ih) * w.in_w + iw] : 0.f;
-  }
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+    Im2colAt(x, col, w, i);
 }
 
 __global__ void PoolKernel(const float* x, float* y, int64_t planes, Window2d w, int mode, bool count_include_pad) {

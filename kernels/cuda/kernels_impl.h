@@ -71,4 +71,12 @@ void LaunchDequantize(const QuantizeArgs& a, int64_t n, void* stream);
 struct QLaunches;
 QLaunches& CudaQLaunches();
 
+// The binarized and codebook layers' launches likewise (kernels/cuda/binary_body.h, binary.cu).
+struct BLaunches;
+BLaunches& CudaBLaunches();
+
+// The block-circulant layer's launches and cuFFT transforms (kernels/cuda/circulant_body.h, .cu).
+struct CLaunches;
+CLaunches& CudaCLaunches();
+
 }  // namespace whittle::cuda

@@ -10,6 +10,11 @@ namespace whittle::cuda {
 
 constexpr int kThreads = 256;
 
+// for (i = this thread's first element; i < n; i += the grid's threads)
+#define WH_GRID_STRIDE(i, n)                                                              \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
 inline cudaStream_t S(void* s) { return static_cast<cudaStream_t>(s); }
 
 inline unsigned Blocks(int64_t n) {

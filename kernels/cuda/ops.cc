@@ -369,6 +369,8 @@ void RegisterKernels(KernelRegistry& r) {
   add("AveragePool", [](const KernelInit& i) { return MakePool(i, false); });
   add("GlobalAveragePool", MakeGlobalAveragePool);
   RegisterQLinearKernels(r);
+  RegisterBinaryCodebookKernels(r);
+  RegisterCirculantFftKernels(r);
 }
 
 }  // namespace whittle::cuda

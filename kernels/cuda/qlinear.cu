@@ -13,11 +13,6 @@
 namespace whittle::cuda {
 namespace {
 
-
-#define WH_GRID_STRIDE(i, n)                                                              \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
-
 __global__ void __launch_bounds__(kQTileThreads) QTileKernel(QTileArgs g, QEpi e) {
   __shared__ QTileSmem s;
   int32_t acc[4][4] = {};

@@ -1,0 +1,69 @@
+// The CUDA block-circulant layer's host side: ai.whittle BlockCirculantMatMul whose blocks and
+// bias are constants (as compress-model writes them) takes the cuFFT path of
+// kernels/cuda/circulant_body.h: the blocks' spectra are computed once at load and uploaded, and
+// each call runs pad, FFT, bin products, inverse FFT and the epilogue on the device, rows in
+// chunks of about 128 MB of scratch. Attributes or tensors the CPU factory would refuse, and
+// computed blocks (a training graph), are left to the CPU.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/common/circulant.h"
+#include "kernels/cuda/circulant_body.h"
+#include "kernels/cuda/cuda_util.h"
+
+namespace whittle::cuda {
+namespace {
+
+KernelOr MakeBlockCirculantMatMul(const KernelInit& init) {
+  Unary act;
+  const CirculantAttrs a = CirculantAttrsOf(init.attrs);
+  const Tensor* blocks = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
+  const Tensor* bias = init.const_inputs.size() > 2 ? init.const_inputs[2] : nullptr;
+  const bool bias_absent = init.input_dtypes.size() < 3 || init.input_dtypes[2] == DType::kUndefined;
+  if (init.input_dtypes.empty() || init.input_dtypes[0] != DType::kFloat32 || !blocks || !(bias || bias_absent) ||
+      !FusedKind(init.attrs, &act) || !CheckCirculantAttrs(a).ok() || !CheckCirculantTensors(a, *blocks, bias).ok())
+    return KernelOr(nullptr);
+  CircShape shape;
+  shape.N = a.n;
+  shape.K = a.k;
+  shape.B = a.block;
+  shape.P = a.p();
+  shape.Q = a.q();
+  const std::vector<float> spectra = CirculantSpectra(blocks->data<float>(), shape.P, shape.Q, shape.B);
+  WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> cf, Upload(spectra.data(), spectra.size() * sizeof(float)));
+  std::shared_ptr<Buffer> b;
+  if (bias) {
+    WH_ASSIGN_OR_RETURN(b, Upload(bias->raw_data(), bias->nbytes()));
+  }
+  const bool relu = act == Unary::kRelu;
+  const std::string node = init.node_name;
+  return Kernel([=](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    Tensor& y = *ctx.outputs[0];
+    if (x.rank() < 1 || x.dims().back() != shape.K)
+      return InvalidArgument(node + ": the input's last dim must be " + std::to_string(shape.K) + ", got " +
+                             DimsToString(x.dims()));
+    const int64_t rows = x.numel() / shape.K;
+    if (y.numel() != rows * shape.N)
+      return InvalidArgument(node + ": output has the wrong size " + DimsToString(y.dims()));
+    if (rows == 0) return Status::Ok();
+    const int64_t per_row = CircScratchPerRow(shape);
+    const int64_t chunk = std::max<int64_t>(1, std::min(rows, (int64_t{32} << 20) / per_row));
+    WH_ASSIGN_OR_RETURN(void* scratch, Scratch(static_cast<size_t>(chunk * per_row) * sizeof(float), 1));
+    const float* bias_d = b ? static_cast<const float*>(b->data()) : nullptr;
+    if (!RunCirculant(CudaCLaunches(), shape, static_cast<const float*>(cf->data()), bias_d, relu, x.data<float>(),
+                      rows, chunk, y.data<float>(), static_cast<float*>(scratch)))
+      return Internal(node + ": cuFFT could not plan or run a batched FFT of length " + std::to_string(shape.B));
+    return Launched("BlockCirculantMatMul");
+  });
+}
+
+}  // namespace
+
+void RegisterCirculantFftKernels(KernelRegistry& r) {
+  AddCudaKernel(r, kWhittleDomain, "BlockCirculantMatMul", MakeBlockCirculantMatMul);
+}
+
+}  // namespace whittle::cuda
