@@ -17,6 +17,22 @@ const char* BackendName(Backend b) {
   return "?";
 }
 
+const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kTf32: return "tf32";
+    case Precision::kFp16: return "fp16";
+    case Precision::kBf16: return "bf16";
+  }
+  return "?";
+}
+
+StatusOr<Precision> ParsePrecision(const std::string& s) {
+  for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kFp16, Precision::kBf16})
+    if (s == PrecisionName(p)) return p;
+  return InvalidArgument("unknown precision '" + s + "' (fp32, tf32, fp16 or bf16)");
+}
+
 DeviceType BackendDevice(Backend b) { return b == Backend::kCuda ? DeviceType::kCuda : DeviceType::kCpu; }
 
 const std::vector<Backend>& BuiltBackends() {

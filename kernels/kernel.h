@@ -29,6 +29,15 @@ DeviceType BackendDevice(Backend b);
 // The backends compiled into this build, kReference first.
 const std::vector<Backend>& BuiltBackends();
 
+// The arithmetic of float32 matrix products (Gemm, MatMul, Conv) on the CUDA backend: kFp32 exact
+// float32; kTf32 / kFp16 / kBf16 let cuBLAS round the float32 operands to that type and multiply
+// on tensor cores, accumulating and writing float32 (tensors stay float32 everywhere). Only kFp32
+// exists on the CPU backends.
+enum class Precision { kFp32 = 0, kTf32 = 1, kFp16 = 2, kBf16 = 3 };
+const char* PrecisionName(Precision p);  // "fp32", "tf32", "fp16", "bf16"
+// The inverse of PrecisionName; an error naming the value and the choices otherwise.
+StatusOr<Precision> ParsePrecision(const std::string& s);
+
 struct KernelInit {
   const AttributeMap& attrs;
   int opset = 0;
@@ -37,6 +46,7 @@ struct KernelInit {
   int num_outputs = 1;
   std::string node_name;                  // for error messages
   Backend backend = Backend::kReference;  // whose compute function the factory picks
+  Precision precision = Precision::kFp32;  // SessionOptions::precision (kCuda only)
 
   // Input 0 is float32 and every other present input is float32 too (the fast paths' condition).
   bool AllFloat32() const {

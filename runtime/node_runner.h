@@ -16,7 +16,8 @@ namespace whittle {
 // const_inputs[i] is the value of input i if it is constant at load time.
 StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Backend backend,
                                                  const std::vector<DType>& input_dtypes,
-                                                 const std::vector<const Tensor*>& const_inputs);
+                                                 const std::vector<const Tensor*>& const_inputs,
+                                                 Precision precision = Precision::kFp32);
 
 // Infers output dims for concrete inputs (absent inputs: nullptr). outputs gets dtype/dims;
 // value_reads (optional) gets InferContext::ValueReads(): which inputs' values the shapes depend on.

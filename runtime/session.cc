@@ -105,6 +105,9 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, const Session
   RegisterAllKernels();  // registers the CUDA runtime too, where it is built
   if (std::string why; !DeviceAvailable(BackendDevice(opts.backend), &why))
     return Unimplemented(std::string("device '") + BackendName(opts.backend) + "' is not available: " + why);
+  if (opts.precision != Precision::kFp32 && opts.backend != Backend::kCuda)
+    return InvalidArgument(std::string("precision ") + PrecisionName(opts.precision) +
+                           " needs the cuda backend (the " + BackendName(opts.backend) + " backend computes in fp32)");
   std::unique_ptr<Session> s(new Session());
   s->opts_ = opts;
   if (s->opts_.num_threads == 0) s->opts_.num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -150,7 +153,7 @@ Status Session::Prepare() {
       dts.push_back(i < 0 ? DType::kUndefined : g.value(i).dtype);
       consts.push_back(i >= 0 && g.value(i).initializer ? &*g.value(i).initializer : nullptr);
     }
-    WH_ASSIGN_OR_RETURN(step->kernel, CreateKernel(n, step->opset, opts_.backend, dts, consts));
+    WH_ASSIGN_OR_RETURN(step->kernel, CreateKernel(n, step->opset, opts_.backend, dts, consts, opts_.precision));
     step->alias = step->kernel->OutputAliasesInput();
     if (step->alias < 0 && step->kernel->device() != BackendDevice(opts_.backend)) {
       // No kernel on the session's device for this node: the fast CPU one, with explicit copies.

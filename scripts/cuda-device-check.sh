@@ -18,7 +18,9 @@
 #      --int8 (mlp, cnn), --binarize with float and with binary activations (cnn), --cluster k=16
 #      and --circulant block=8 (mlp): top-1 agreement with the CPU runtime (--agree-with cpu),
 #      accuracy, throughput at batch 1/64/1024 next to the FP32 model's, and which nodes fell
-#      back (--profile).
+#      back (--profile);
+#   5. the bundled models at --precision tf32 and bf16 on the GPU: agreement with the CPU's fp32
+#      and throughput next to step 3's fp32 figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -95,6 +97,16 @@ run)
       > "$logs/run-$m-cuda.txt" 2>&1 || status=1
     grep -E '^accuracy|^top-1 agreement|^ +(1|64|1024) |error' "$logs/run-$m-cuda.txt" | sed "s/^/$m cuda: /" || true
     grep -A 40 'ran on the CPU' "$logs/run-$m-cuda.txt" | sed "s/^/$m cuda: /" || true
+  done
+  echo "== reduced precision on the GPU against the CPU's fp32"
+  for m in mlp cnn transformer resnet; do
+    for p in tf32 bf16; do
+      "$pkg/bin/run-model" "$pkg/models/$m.onnx" --device cuda --precision "$p" --agree-with cpu --threads 16 --bench \
+        --batch 1,64,1024 \
+        --eval-data "idx:$pkg/data/fashion-mnist/t10k-images-idx3-ubyte.gz:$pkg/data/fashion-mnist/t10k-labels-idx1-ubyte.gz" \
+        > "$logs/run-$m-cuda-$p.txt" 2>&1 || status=1
+      grep -E '^accuracy|^top-1 agreement|^ +(1|64|1024) |error' "$logs/run-$m-cuda-$p.txt" | sed "s/^/$m cuda $p: /" || true
+    done
   done
   exit $status
   ;;

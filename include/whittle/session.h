@@ -26,6 +26,10 @@ struct SessionOptions {
   // channel-blocked layout oneDNN's convolutions prefer (runtime/rewrite/nchwc.h), reordered only
   // where the region starts and ends. false keeps every tensor NCHW (WHITTLE_NCHWC=0 does too).
   bool blocked_layout = true;
+  // kCuda: float32 Gemm/MatMul/Conv on tensor cores with the operands rounded to TF32, FP16 or
+  // BF16 inside cuBLAS (float32 accumulation and tensors; see Precision). Other backends accept
+  // kFp32 only.
+  Precision precision = Precision::kFp32;
 };
 
 struct IoInfo {

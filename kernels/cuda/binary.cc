@@ -2,8 +2,9 @@
 // (2-D; activations float or binary; a fused Relu) and CodebookMatMul (4 or 8 bits), whose
 // weights, scales and bias are constants — as compress-model writes them. The factory checks
 // them as the CPU's does (a hostile file is refused the same way: the node is left to the CPU
-// factory, which names what is wrong), uploads them once, compact as stored, and each call runs
-// the tile products of kernels/cuda/binary_body.h. Computed weights run on the CPU.
+// factory, which names what is wrong); the session uploads them once, compact as stored, and
+// each call runs the tile products of kernels/cuda/binary_body.h on those device copies.
+// Computed weights run on the CPU.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -24,17 +25,6 @@ const Tensor* ConstIn(const KernelInit& init, size_t i) {
 bool Present(const KernelInit& init, size_t i) {
   return i < init.input_dtypes.size() && init.input_dtypes[i] != DType::kUndefined;
 }
-
-// Device copies of a layer's constants, alive as long as its kernel.
-struct Consts {
-  std::vector<std::shared_ptr<Buffer>> keep;
-  StatusOr<const void*> Put(const Tensor* t) {
-    if (!t) return static_cast<const void*>(nullptr);
-    WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> b, Upload(t->raw_data(), static_cast<size_t>(t->nbytes())));
-    keep.push_back(b);
-    return static_cast<const void*>(b->data());
-  }
-};
 
 // The weight inputs 1, 2 and (when present) 3 are constants and input 0 is float32.
 bool ConstantWeights(const KernelInit& init) {
@@ -58,10 +48,25 @@ bool ReadBinary(const KernelInit& init, const char* n_name, int64_t k, BinaryAtt
          CheckBinaryTensors(*b, *ConstIn(init, 1), *ConstIn(init, 2), ConstIn(init, 3), true).ok();
 }
 
+// The constant inputs' device copies (the session uploads a device kernel's constants once, at
+// load): BinaryMatMul's bits and alpha, or CodebookMatMul's codebook and indices; the bias.
+void PointAtInputs(const KernelContext& ctx, BLinear* l) {
+  if (l->decode == BDecode::kSigns) {
+    l->signs = ctx.inputs[1]->data<uint64_t>();
+    l->alpha = ctx.inputs[2]->data<float>();
+  } else {
+    l->codebook = ctx.inputs[1]->data<float>();
+    l->index = ctx.inputs[2]->data<uint8_t>();
+  }
+  l->bias = ctx.inputs.size() > 3 && ctx.inputs[3] ? ctx.inputs[3]->data<float>() : nullptr;
+}
+
 // y [rows, N] from x [..., K] through RunBLinear (XNOR scratch: sign bits and beta of a slice).
-KernelOr LinearKernel(const KernelInit& init, const BLinear& l, std::shared_ptr<Consts> keep) {
+KernelOr LinearKernel(const KernelInit& init, const BLinear& layer) {
   const std::string node = init.node_name;
   return Kernel([=](KernelContext& ctx) -> Status {
+    BLinear l = layer;
+    PointAtInputs(ctx, &l);
     const Tensor& x = *ctx.inputs[0];
     Tensor& y = *ctx.outputs[0];
     if (x.rank() < 1 || x.dims().back() != l.K)
@@ -78,7 +83,6 @@ KernelOr LinearKernel(const KernelInit& init, const BLinear& l, std::shared_ptr<
       abits = static_cast<uint64_t*>(p);
       beta = reinterpret_cast<float*>(abits + slice * words);
     }
-    (void)keep;
     RunBLinear(CudaBLaunches(), l, x.data<float>(), rows, y.data<float>(), abits, beta);
     return Launched(l.binary ? "BinaryMatMul" : "a decoding MatMul");
   });
@@ -88,19 +92,12 @@ KernelOr MakeBinaryMatMul(const KernelInit& init) {
   BinaryAttrs b;
   if (!ConstantWeights(init) || !ReadBinary(init, "out_features", init.attrs.GetInt("in_features", 0), &b))
     return KernelOr(nullptr);
-  auto keep = std::make_shared<Consts>();
   BLinear l;
   l.N = b.n;
   l.K = b.k;
   l.binary = b.binary;
   l.relu = b.relu;
-  WH_ASSIGN_OR_RETURN(const void* bits, keep->Put(ConstIn(init, 1)));
-  WH_ASSIGN_OR_RETURN(const void* alpha, keep->Put(ConstIn(init, 2)));
-  WH_ASSIGN_OR_RETURN(const void* bias, keep->Put(ConstIn(init, 3)));
-  l.signs = static_cast<const uint64_t*>(bits);
-  l.alpha = static_cast<const float*>(alpha);
-  l.bias = static_cast<const float*>(bias);
-  return LinearKernel(init, l, keep);
+  return LinearKernel(init, l);
 }
 
 KernelOr MakeCodebookMatMul(const KernelInit& init) {
@@ -109,19 +106,12 @@ KernelOr MakeCodebookMatMul(const KernelInit& init) {
   if (!ConstantWeights(init) || !FusedKind(init.attrs, &act) ||
       !CheckCodebookTensors(a, *ConstIn(init, 1), *ConstIn(init, 2), ConstIn(init, 3), true).ok())
     return KernelOr(nullptr);
-  auto keep = std::make_shared<Consts>();
   BLinear l;
   l.N = a.n;
   l.K = a.k;
   l.decode = a.bits == 4 ? BDecode::kCodebook4 : BDecode::kCodebook8;
   l.relu = act == Unary::kRelu;
-  WH_ASSIGN_OR_RETURN(const void* codebook, keep->Put(ConstIn(init, 1)));
-  WH_ASSIGN_OR_RETURN(const void* index, keep->Put(ConstIn(init, 2)));
-  WH_ASSIGN_OR_RETURN(const void* bias, keep->Put(ConstIn(init, 3)));
-  l.codebook = static_cast<const float*>(codebook);
-  l.index = static_cast<const uint8_t*>(index);
-  l.bias = static_cast<const float*>(bias);
-  return LinearKernel(init, l, keep);
+  return LinearKernel(init, l);
 }
 
 KernelOr MakeBinaryConv(const KernelInit& init) {
@@ -136,17 +126,10 @@ KernelOr MakeBinaryConv(const KernelInit& init) {
     return KernelOr(nullptr);
   const int64_t k = a.in_channels / a.group * a.window.kernel_shape[0] * a.window.kernel_shape[1];
   if (!ReadBinary(init, "out_channels", k, &a.b)) return KernelOr(nullptr);
-  auto keep = std::make_shared<Consts>();
   BConv c;
   c.M = a.b.n;
   c.binary = a.b.binary;
   c.relu = a.b.relu;
-  WH_ASSIGN_OR_RETURN(const void* bits, keep->Put(ConstIn(init, 1)));
-  WH_ASSIGN_OR_RETURN(const void* alpha, keep->Put(ConstIn(init, 2)));
-  WH_ASSIGN_OR_RETURN(const void* bias, keep->Put(ConstIn(init, 3)));
-  c.signs = static_cast<const uint64_t*>(bits);
-  c.alpha = static_cast<const float*>(alpha);
-  c.bias = static_cast<const float*>(bias);
   const std::string node = init.node_name;
   return Kernel([=](KernelContext& ctx) -> Status {
     const Tensor& x = *ctx.inputs[0];
@@ -155,6 +138,9 @@ KernelOr MakeBinaryConv(const KernelInit& init) {
     Status shape = ResolveBinaryConv(a, x, &s);
     if (!shape.ok()) return InvalidArgument(node + ": " + shape.message());
     BConv call = c;
+    call.signs = ctx.inputs[1]->data<uint64_t>();
+    call.alpha = ctx.inputs[2]->data<float>();
+    call.bias = ctx.inputs.size() > 3 && ctx.inputs[3] ? ctx.inputs[3]->data<float>() : nullptr;
     call.g = BConvGeometryOf(s, a.b.k);
     const BConvGeometry& g = call.g;
     const Dims y_dims{s.batch, c.M, g.out_h, g.out_w};
@@ -169,7 +155,6 @@ KernelOr MakeBinaryConv(const KernelInit& init) {
     const int64_t chunk =
         std::max<int64_t>(1, std::min({s.batch, kBMaxGridYZ / a.group, (int64_t{128} << 20) / per_image}));
     WH_ASSIGN_OR_RETURN(void* scratch, Scratch(static_cast<size_t>(BConvScratchBytes(call, chunk, s.batch)), 1));
-    (void)keep;
     RunBConv(CudaBLaunches(), call, x.data<float>(), s.batch, chunk, y.data<float>(), scratch);
     return Launched("BinaryConv");
   });

@@ -28,9 +28,23 @@ Status Check(cublasStatus_t e, const char* what);
 // This thread's cuBLAS handle, bound to Stream() (created on first use).
 StatusOr<cublasHandle_t> Cublas();
 
-// Row-major C[M,N] = alpha op(A) op(B) + beta C; lda/ldb/ldc row strides as stored.
-Status RowMajorSgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-                     const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// Row-major C[b][M,N] = alpha op(A[b]) op(B[b]) + beta C[b] for b < batch, float32 tensors;
+// lda/ldb/ldc row strides as stored, stride_* the distance between batch entries (0: shared).
+// precision: the arithmetic cuBLAS may use (kernels/kernel.h's Precision).
+struct GemmCall {
+  bool ta = false, tb = false;
+  int64_t M = 0, N = 0, K = 0;
+  float alpha = 1.f, beta = 0.f;
+  const float* A = nullptr;
+  int64_t lda = 0, stride_a = 0;
+  const float* B = nullptr;
+  int64_t ldb = 0, stride_b = 0;
+  float* C = nullptr;
+  int64_t ldc = 0, stride_c = 0;
+  int64_t batch = 1;
+  Precision precision = Precision::kFp32;
+};
+Status RowMajorGemm(const GemmCall& g);
 
 // Whether the registered kCuda DeviceRuntime is this backend's (a test may have put a stand-in
 // there; the CUDA kernels are then not built and nodes fall back to the CPU).

@@ -98,14 +98,28 @@ KernelOr MakeGemm(const KernelInit& init) {
   if (!init.AllFloat32() || !FusedKind(init.attrs, &act)) return KernelOr(nullptr);
   const bool ta = init.attrs.GetInt("transA", 0) != 0, tb = init.attrs.GetInt("transB", 0) != 0;
   const float alpha = init.attrs.GetFloat("alpha", 1.f), beta = init.attrs.GetFloat("beta", 1.f);
+  const Precision precision = init.precision;
   return Kernel([=](KernelContext& ctx) -> Status {
     const Tensor& a = *ctx.inputs[0];
     const Tensor& b = *ctx.inputs[1];
     const Tensor* c = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
     Tensor& y = *ctx.outputs[0];
     const int64_t M = y.dim(0), N = y.dim(1), K = ta ? a.dim(0) : a.dim(1);
-    WH_RETURN_IF_ERROR(RowMajorSgemm(ta, tb, M, N, K, alpha, a.data<float>(), a.dim(1), b.data<float>(), b.dim(1), 0.f,
-                                     y.data<float>(), N));
+    GemmCall g;
+    g.ta = ta;
+    g.tb = tb;
+    g.M = M;
+    g.N = N;
+    g.K = K;
+    g.alpha = alpha;
+    g.A = a.data<float>();
+    g.lda = a.dim(1);
+    g.B = b.data<float>();
+    g.ldb = b.dim(1);
+    g.C = y.data<float>();
+    g.ldc = N;
+    g.precision = precision;
+    WH_RETURN_IF_ERROR(RowMajorGemm(g));
     int64_t cr = 1, cc = 1;
     if (c && c->rank() == 1) cc = c->dim(0);
     if (c && c->rank() == 2) {
@@ -121,7 +135,8 @@ KernelOr MakeGemm(const KernelInit& init) {
 KernelOr MakeMatMul(const KernelInit& init) {
   Unary act;
   if (!init.AllFloat32() || !FusedKind(init.attrs, &act) || init.input_dtypes.size() > 3) return KernelOr(nullptr);
-  return Kernel([act](KernelContext& ctx) -> Status {
+  const Precision precision = init.precision;
+  return Kernel([act, precision](KernelContext& ctx) -> Status {
     const Tensor& a = *ctx.inputs[0];
     const Tensor& b = *ctx.inputs[1];
     Tensor& y = *ctx.outputs[0];
@@ -131,18 +146,29 @@ KernelOr MakeMatMul(const KernelInit& init) {
     const int64_t N = b.rank() >= 2 ? b.dims().back() : 1;
     const int64_t a_batch = a.numel() / std::max<int64_t>(1, M * K), b_batch = b.numel() / std::max<int64_t>(1, K * N);
     const int64_t y_batch = y.numel() / (M * N);
+    GemmCall g;  // row-major [M, K] x [K, N]
+    g.M = M;
+    g.N = N;
+    g.K = K;
+    g.lda = K;
+    g.ldb = N;
+    g.ldc = N;
+    g.precision = precision;
     if (b_batch == 1 && a_batch == y_batch) {  // a Linear layer: every row of A against one B
-      WH_RETURN_IF_ERROR(RowMajorSgemm(false, false, a_batch * M, N, K, 1.f, a.data<float>(), K, b.data<float>(), N, 0.f,
-                                       y.data<float>(), N));
+      g.M = a_batch * M;
+      g.A = a.data<float>();
+      g.B = b.data<float>();
+      g.C = y.data<float>();
+      WH_RETURN_IF_ERROR(RowMajorGemm(g));
     } else if (a_batch == y_batch && b_batch == y_batch) {
-      WH_ASSIGN_OR_RETURN(cublasHandle_t h, Cublas());
-      const float one = 1.f, zero = 0.f;
-      WH_RETURN_IF_ERROR(Check(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(N),
-                                                         static_cast<int>(M), static_cast<int>(K), &one, b.data<float>(),
-                                                         static_cast<int>(N), K * N, a.data<float>(), static_cast<int>(K),
-                                                         M * K, &zero, y.data<float>(), static_cast<int>(N), M * N,
-                                                         static_cast<int>(y_batch)),
-                               "cublasSgemmStridedBatched"));
+      g.A = a.data<float>();
+      g.stride_a = M * K;
+      g.B = b.data<float>();
+      g.stride_b = K * N;
+      g.C = y.data<float>();
+      g.stride_c = M * N;
+      g.batch = y_batch;
+      WH_RETURN_IF_ERROR(RowMajorGemm(g));
     } else {  // general broadcasting of the batch dims: one product per output matrix
       const Dims& yd = y.dims();
       const int br = y.rank() - 2;
@@ -162,8 +188,10 @@ KernelOr MakeMatMul(const KernelInit& init) {
           as *= ab[static_cast<size_t>(d)];
           bs *= bb[static_cast<size_t>(d)];
         }
-        WH_RETURN_IF_ERROR(RowMajorSgemm(false, false, M, N, K, 1.f, a.data<float>() + ao * M * K, K,
-                                         b.data<float>() + bo * K * N, N, 0.f, y.data<float>() + i * M * N, N));
+        g.A = a.data<float>() + ao * M * K;
+        g.B = b.data<float>() + bo * K * N;
+        g.C = y.data<float>() + i * M * N;
+        WH_RETURN_IF_ERROR(RowMajorGemm(g));
       }
     }
     // The runtime's bias fusion (runtime/rewrite/fuse_matmul_bias.h): N values along the last dim.
@@ -224,6 +252,7 @@ KernelOr MakeConv(const KernelInit& init) {
   const AttributeMap at = init.attrs;
   const int64_t group = at.GetInt("group", 1), M = wt->dim(0), Cg = wt->dim(1), kh = wt->dim(2), kw = wt->dim(3);
   if (group < 1 || M % group != 0 || init.input_dtypes.size() > 4) return KernelOr(nullptr);
+  const Precision precision = init.precision;
   return Kernel([=](KernelContext& ctx) -> Status {
     const Tensor& x = *ctx.inputs[0];
     const Tensor& w = *ctx.inputs[1];
@@ -246,8 +275,6 @@ KernelOr MakeConv(const KernelInit& init) {
       scratch.reset();
       WH_ASSIGN_OR_RETURN(scratch, Buffer::AllocateOn(DeviceType::kCuda, need));
     }
-    WH_ASSIGN_OR_RETURN(cublasHandle_t h, Cublas());
-    const float one = 1.f, zero = 0.f;
     for (int64_t n0 = 0; n0 < N; n0 += chunk) {
       const int64_t nb = std::min(chunk, N - n0);
       for (int64_t g = 0; g < group; ++g) {
@@ -264,14 +291,22 @@ KernelOr MakeConv(const KernelInit& init) {
           col = s;
           col_stride = Kg * P;
         }
-        // Per image: y[n, g*Mg.., P] = W_g [Mg, Kg] col [Kg, P] (row-major, operands swapped).
-        WH_RETURN_IF_ERROR(Check(
-            cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(P), static_cast<int>(Mg),
-                                      static_cast<int>(Kg), &one, col, static_cast<int>(P), col_stride,
-                                      w.data<float>() + g * Mg * Kg, static_cast<int>(Kg), 0, &zero,
-                                      y.data<float>() + (n0 * M + g * Mg) * P, static_cast<int>(P), M * P,
-                                      static_cast<int>(nb)),
-            "cublasSgemmStridedBatched (Conv)"));
+        // Per image: y[n, g*Mg.., P] = W_g [Mg, Kg] col [Kg, P] (the weights shared: stride 0).
+        GemmCall c;
+        c.M = Mg;
+        c.N = P;
+        c.K = Kg;
+        c.A = w.data<float>() + g * Mg * Kg;
+        c.lda = Kg;
+        c.B = col;
+        c.ldb = P;
+        c.stride_b = col_stride;
+        c.C = y.data<float>() + (n0 * M + g * Mg) * P;
+        c.ldc = P;
+        c.stride_c = M * P;
+        c.batch = nb;
+        c.precision = precision;
+        WH_RETURN_IF_ERROR(RowMajorGemm(c));
       }
     }
     if (bias || residual || act != Unary::kIdentity)

@@ -79,14 +79,34 @@ StatusOr<cublasHandle_t> Cublas() {
   return handle.h;
 }
 
-Status RowMajorSgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-                     const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+namespace {
+// float32 operands and result throughout; the compute type is where the precision goes.
+cublasComputeType_t ComputeType(Precision p) {
+  switch (p) {
+    case Precision::kTf32: return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case Precision::kFp16: return CUBLAS_COMPUTE_32F_FAST_16F;
+    case Precision::kBf16: return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case Precision::kFp32: break;
+  }
+  return CUBLAS_COMPUTE_32F;
+}
+}  // namespace
+
+Status RowMajorGemm(const GemmCall& g) {
   WH_ASSIGN_OR_RETURN(cublasHandle_t h, Cublas());
+  const int m = static_cast<int>(g.M), n = static_cast<int>(g.N), k = static_cast<int>(g.K);
+  const cublasOperation_t op_a = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
-  return Check(cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(N),
-                           static_cast<int>(M), static_cast<int>(K), &alpha, B, static_cast<int>(ldb), A,
-                           static_cast<int>(lda), &beta, C, static_cast<int>(ldc)),
-               "cublasSgemm");
+  if (g.batch == 1)
+    return Check(cublasGemmEx(h, op_b, op_a, n, m, k, &g.alpha, g.B, CUDA_R_32F, static_cast<int>(g.ldb), g.A,
+                              CUDA_R_32F, static_cast<int>(g.lda), &g.beta, g.C, CUDA_R_32F, static_cast<int>(g.ldc),
+                              ComputeType(g.precision), CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+  return Check(cublasGemmStridedBatchedEx(h, op_b, op_a, n, m, k, &g.alpha, g.B, CUDA_R_32F, static_cast<int>(g.ldb),
+                                          g.stride_b, g.A, CUDA_R_32F, static_cast<int>(g.lda), g.stride_a, &g.beta, g.C,
+                                          CUDA_R_32F, static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch),
+                                          ComputeType(g.precision), CUBLAS_GEMM_DEFAULT),
+               "cublasGemmStridedBatchedEx");
 }
 
 StatusOr<std::shared_ptr<Buffer>> Upload(const void* host, size_t bytes) {

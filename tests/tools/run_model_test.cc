@@ -106,6 +106,8 @@ TEST(RunModelCli, ErrorsAreOneLineAndNonZero) {
       Model("mlp") + " --threads -3",
       Model("mlp") + " --agree-with cpu",
       Model("mlp") + " --eval-data fashion-mnist:test --agree-with tpu",
+      Model("mlp") + " --precision bf16",
+      Model("mlp") + " --device cuda --precision int4",
   };
   for (const std::string& args : bad) {
     auto r = Sh(args, true);

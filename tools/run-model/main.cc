@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "run-model (Whittle) 0.1.0");
   std::string model;
   std::vector<std::string> input_specs;
-  std::string output_dir, eval_spec, batch_spec = "1,64", provider = "cpu", device = "cpu", agree_with;
+  std::string output_dir, eval_spec, batch_spec = "1,64", provider = "cpu", device = "cpu", agree_with,
+              precision = "fp32";
   int64_t limit = -1, eval_batch = 256;
   int threads = 1, warmup = 10, iterations = 20;
   double min_time = 1.0;
@@ -88,10 +89,14 @@ int main(int argc, char** argv) {
   app.add_option("--provider", provider, "Kernels: cpu (fast) or reference (plain loops)")
       ->check(CLI::IsMember({"cpu", "reference"}))->capture_default_str();
   app.add_option("--device", device, "Device: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  app.add_option("--precision", precision,
+                 "With --device cuda: arithmetic of float Gemm/MatMul/Conv: fp32, or tf32/fp16/bf16 on tensor cores "
+                 "(operands rounded inside cuBLAS; float32 accumulation and tensors)")
+      ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16"}))->capture_default_str();
   app.add_flag("--no-optimize", no_optimize, "Skip the runtime's graph rewrites (folding, fusion)");
   app.add_option("--agree-with", agree_with,
-                 "With --eval-data: also run the model on cpu, reference (plain loops) or cuda and report the "
-                 "share of samples whose top-1 class both give")
+                 "With --eval-data: also run the model on cpu, reference (plain loops) or cuda (in fp32) and "
+                 "report the share of samples whose top-1 class both give")
       ->check(CLI::IsMember({"cpu", "reference", "cuda"}));
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "run-model")) return *code;
 
@@ -101,12 +106,16 @@ int main(int argc, char** argv) {
                : provider == "reference" ? whittle::Backend::kReference
                                          : whittle::Backend::kCpu;
   so.optimize = !no_optimize;
+  so.precision = *whittle::ParsePrecision(precision);  // one of the four (checked above)
+  if (so.precision != whittle::Precision::kFp32 && device != "cuda")
+    return Fail("--precision " + precision + " needs --device cuda (the CPU computes in fp32)");
   auto session_or = whittle::Session::Load(model, so);
   if (!session_or.ok()) return Fail(session_or.status().message());
   const whittle::Session& session = **session_or;
 
   nlohmann::json out = nlohmann::json::object();
   out["model"] = model;
+  out["precision"] = precision;
   bool did_something = false;
 
   // Explicit inputs.
@@ -165,6 +174,7 @@ int main(int argc, char** argv) {
     did_something = true;
     if (!agree_with.empty()) {
       whittle::SessionOptions other = so;
+      other.precision = whittle::Precision::kFp32;  // the comparison is against full precision
       other.backend = agree_with == "cuda"        ? whittle::Backend::kCuda
                       : agree_with == "reference" ? whittle::Backend::kReference
                                                   : whittle::Backend::kCpu;
