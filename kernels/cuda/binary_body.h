@@ -485,37 +485,38 @@ struct BEmulatedLaunches : BLaunches {
     for (int64_t i = 0; i < n; ++i) Im2colAt(x, col, w, i);
   }
   void Xnor(const BTileArgs& g, const BOut& o, int64_t batches) override {
-    auto& acc = iacc_;
-    for (int64_t z = 0; z < batches; ++z)
-      for (int64_t m0 = 0; m0 < g.M; m0 += kBTileM)
-        for (int64_t n0 = 0; n0 < g.N; n0 += kBTileN) {
-          BTileSmem s;
-          for (auto& a : acc)
-            for (auto& row : a) std::fill(row, row + 4, 0);
-          for (int64_t kw0 = 0; kw0 < g.words; kw0 += kBTileKw) {
-            for (int t = 0; t < kBThreads; ++t) BTileLoad(g, o.groups, z, m0, n0, kw0, t, s);
-            for (int t = 0; t < kBThreads; ++t) BTileCount(s, t, acc[t]);
-          }
-          for (int t = 0; t < kBThreads; ++t) BTileStore(g, o, z, m0, n0, t, acc[t]);
-        }
+    Grid<BTileSmem>(
+        batches, g.M, g.N, g.words, kBTileKw, iacc_,
+        [&](int64_t z, int64_t m0, int64_t n0, int64_t k0, int t, BTileSmem& s) { BTileLoad(g, o.groups, z, m0, n0, k0, t, s); },
+        BTileCount, [&](int64_t z, int64_t m0, int64_t n0, int t, const int32_t(&a)[4][4]) { BTileStore(g, o, z, m0, n0, t, a); });
   }
   void Decode(const FTileArgs& g, const BOut& o, int64_t batches) override {
-    auto& acc = facc_;
-    for (int64_t z = 0; z < batches; ++z)
-      for (int64_t m0 = 0; m0 < g.M; m0 += kBTileM)
-        for (int64_t n0 = 0; n0 < g.N; n0 += kBTileN) {
-          FTileSmem s;
-          for (auto& a : acc)
-            for (auto& row : a) std::fill(row, row + 4, 0.f);
-          for (int64_t k0 = 0; k0 < g.K; k0 += kFTileK) {
-            for (int t = 0; t < kBThreads; ++t) FTileLoad(g, o.groups, z, m0, n0, k0, t, s);
-            for (int t = 0; t < kBThreads; ++t) FTileMac(s, t, acc[t]);
-          }
-          for (int t = 0; t < kBThreads; ++t) FTileStore(g, o, z, m0, n0, t, acc[t]);
-        }
+    Grid<FTileSmem>(
+        batches, g.M, g.N, g.K, kFTileK, facc_,
+        [&](int64_t z, int64_t m0, int64_t n0, int64_t k0, int t, FTileSmem& s) { FTileLoad(g, o.groups, z, m0, n0, k0, t, s); },
+        FTileMac, [&](int64_t z, int64_t m0, int64_t n0, int t, const float(&a)[4][4]) { FTileStore(g, o, z, m0, n0, t, a); });
   }
 
  private:
+  // Every block (z, m0, n0) of a tile product's grid, its threads phase by phase: all stage a step
+  // of `steps` (`step` at a time), then all accumulate it; at the end all store.
+  template <class Smem, class Acc, class Stage, class Accumulate, class Store>
+  static void Grid(int64_t batches, int64_t M, int64_t N, int64_t steps, int64_t step, Acc (&acc)[kBThreads][4][4],
+                   Stage stage, Accumulate accumulate, Store store) {
+    for (int64_t z = 0; z < batches; ++z)
+      for (int64_t m0 = 0; m0 < M; m0 += kBTileM)
+        for (int64_t n0 = 0; n0 < N; n0 += kBTileN) {
+          Smem s;
+          for (auto& a : acc)
+            for (auto& row : a) std::fill(row, row + 4, Acc{});
+          for (int64_t k0 = 0; k0 < steps; k0 += step) {
+            for (int t = 0; t < kBThreads; ++t) stage(z, m0, n0, k0, t, s);
+            for (int t = 0; t < kBThreads; ++t) accumulate(s, t, acc[t]);
+          }
+          for (int t = 0; t < kBThreads; ++t) store(z, m0, n0, t, acc[t]);
+        }
+  }
+
   int32_t iacc_[kBThreads][4][4];  // each thread's registers
   float facc_[kBThreads][4][4];
 };

@@ -25,20 +25,7 @@ using ::whittle::testing::ExpectBackendsMatchReference;
 using ::whittle::testing::GraphBuilder;
 using ::whittle::testing::MakeNode;
 using ::whittle::testing::RandomFloat;
-
-// Random sign bits for n rows of k weights, padding bits zero.
-Tensor RandomBits(int64_t n, int64_t k, uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  const int64_t words = BinaryWords(k);
-  Tensor t(DType::kUInt64, {n, words});
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t w = 0; w < words; ++w) {
-      uint64_t v = rng();
-      if (w == words - 1 && k % 64) v &= (uint64_t{1} << (k % 64)) - 1;
-      t.data<uint64_t>()[r * words + w] = v;
-    }
-  return t;
-}
+using ::whittle::testing::RandomSignBits;
 
 AttributeMap MatMulAttrs(int64_t n, int64_t k, const std::string& act) {
   AttributeMap a;
@@ -61,7 +48,7 @@ TEST(BinaryMatMul, CpuMatchesReference) {
   for (const std::string act : {"float", "binary"})
     for (const Case& c : cases) {
       SCOPED_TRACE(act + " m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " k " + std::to_string(c.k));
-      std::vector<Tensor> in{RandomFloat({c.m, c.k}, seed++), RandomBits(c.n, c.k, seed++),
+      std::vector<Tensor> in{RandomFloat({c.m, c.k}, seed++), RandomSignBits(c.n, c.k, seed++),
                              RandomFloat({c.n}, seed++, 0.f, 1.f)};
       if (c.bias) in.push_back(RandomFloat({c.n}, seed++));
       const Node node = MakeNode("BinaryMatMul", static_cast<int>(in.size()), 1, MatMulAttrs(c.n, c.k, act), kWhittleDomain);
@@ -69,7 +56,7 @@ TEST(BinaryMatMul, CpuMatchesReference) {
         for (bool consts : {false, true}) ExpectBackendsMatchReference(node, in, 1e-4f, 1e-4f, 17, threads, consts);
     }
   // A's leading dims are rows: [2, 3, K].
-  std::vector<Tensor> in{RandomFloat({2, 3, 70}, 5), RandomBits(9, 70, 6), RandomFloat({9}, 7, 0.f, 1.f)};
+  std::vector<Tensor> in{RandomFloat({2, 3, 70}, 5), RandomSignBits(9, 70, 6), RandomFloat({9}, 7, 0.f, 1.f)};
   for (const std::string act : {"float", "binary"})
     ExpectBackendsMatchReference(MakeNode("BinaryMatMul", 3, 1, MatMulAttrs(9, 70, act), kWhittleDomain), in, 1e-4f,
                                  1e-4f, 17, 2, true);
@@ -339,7 +326,7 @@ TEST(BinaryConv, CpuMatchesReferenceOnConvGeometries) {
       SCOPED_TRACE(act + " " + c.what);
       const int64_t k = c.c / c.group * c.kh * c.kw;
       for (bool bias : {false, true}) {
-        std::vector<Tensor> in{RandomFloat({c.n, c.c, c.h, c.w}, seed++), RandomBits(c.m, k, seed++),
+        std::vector<Tensor> in{RandomFloat({c.n, c.c, c.h, c.w}, seed++), RandomSignBits(c.m, k, seed++),
                                RandomFloat({c.m}, seed++, 0.f, 1.f)};
         if (bias) in.push_back(RandomFloat({c.m}, seed++));
         const Node node = MakeNode("BinaryConv", static_cast<int>(in.size()), 1,
@@ -362,7 +349,7 @@ TEST(BinaryMatMul, FusedReluIsTheReluOfTheOutput) {
         SCOPED_TRACE(act + (conv ? " conv" : " matmul") + (bias ? " bias" : ""));
         const int64_t n = conv ? 6 : 37, k = conv ? 4 * 9 : 131;
         std::vector<Tensor> in{conv ? RandomFloat({2, 4, 5, 6}, seed++) : RandomFloat({5, k}, seed++),
-                               RandomBits(n, k, seed++), RandomFloat({n}, seed++, 0.f, 1.f)};
+                               RandomSignBits(n, k, seed++), RandomFloat({n}, seed++, 0.f, 1.f)};
         if (bias) in.push_back(RandomFloat({n}, seed++));
         AttributeMap attrs = conv ? ConvAttrs(4, n, 3, 3, 1, {}, {1, 1, 1, 1}, {}, act) : MatMulAttrs(n, k, act);
         const int ni = static_cast<int>(in.size());
@@ -400,16 +387,16 @@ TEST(BinaryMatMul, HostileTensorsAreRefusedAtLoad) {
       EXPECT_NE(s.status().message().find(what), std::string::npos) << s.status().message();
     };
     const Tensor alpha = RandomFloat({3}, 1, 0.f, 1.f);
-    ASSERT_TRUE(LoadOne(3, 70, RandomBits(3, 70, 2), alpha, RandomFloat({3}, 3), "binary", be).ok());
+    ASSERT_TRUE(LoadOne(3, 70, RandomSignBits(3, 70, 2), alpha, RandomFloat({3}, 3), "binary", be).ok());
     // 70 inputs need 2 words per row.
-    expect_error(LoadOne(3, 70, RandomBits(3, 64, 2), alpha, Tensor(), "float", be), "packed weight bits");
-    expect_error(LoadOne(3, 70, RandomBits(2, 70, 2), alpha, Tensor(), "float", be), "packed weight bits");
+    expect_error(LoadOne(3, 70, RandomSignBits(3, 64, 2), alpha, Tensor(), "float", be), "packed weight bits");
+    expect_error(LoadOne(3, 70, RandomSignBits(2, 70, 2), alpha, Tensor(), "float", be), "packed weight bits");
     expect_error(LoadOne(3, 70, RandomFloat({3, 2}, 2), alpha, Tensor(), "float", be), "uint64");
-    expect_error(LoadOne(3, 70, RandomBits(3, 70, 2), RandomFloat({4}, 1), Tensor(), "float", be), "alpha");
-    expect_error(LoadOne(3, 70, RandomBits(3, 70, 2), alpha, RandomFloat({2}, 3), "float", be), "bias");
-    expect_error(LoadOne(3, 70, RandomBits(3, 70, 2), alpha, Tensor(), "ternary", be), "activations");
+    expect_error(LoadOne(3, 70, RandomSignBits(3, 70, 2), RandomFloat({4}, 1), Tensor(), "float", be), "alpha");
+    expect_error(LoadOne(3, 70, RandomSignBits(3, 70, 2), alpha, RandomFloat({2}, 3), "float", be), "bias");
+    expect_error(LoadOne(3, 70, RandomSignBits(3, 70, 2), alpha, Tensor(), "ternary", be), "activations");
     // A padding bit (input 70 of row 2) set.
-    Tensor bits = RandomBits(3, 70, 2);
+    Tensor bits = RandomSignBits(3, 70, 2);
     bits.data<uint64_t>()[5] |= uint64_t{1} << 6;
     expect_error(LoadOne(3, 70, bits, alpha, Tensor(), "binary", be), "padding bits");
   }
@@ -429,18 +416,18 @@ TEST(BinaryConv, HostileTensorsAreRefusedAtLoad) {
     g.opset_imports[kWhittleDomain] = 1;
     return Session::FromGraph(std::move(g), SessionOptions{});
   };
-  ASSERT_TRUE(load(ConvAttrs(4, 6, 3, 3, 2, {}, {}, {}, "binary"), RandomBits(6, 18, 1), RandomFloat({6}, 2)).ok());
+  ASSERT_TRUE(load(ConvAttrs(4, 6, 3, 3, 2, {}, {}, {}, "binary"), RandomSignBits(6, 18, 1), RandomFloat({6}, 2)).ok());
   // 5x5 over 4 channels: 100 inputs, two words per channel.
-  auto s = load(ConvAttrs(4, 6, 5, 5, 1, {}, {}, {}, "binary"), RandomBits(6, 18, 1), RandomFloat({6}, 2));
+  auto s = load(ConvAttrs(4, 6, 5, 5, 1, {}, {}, {}, "binary"), RandomSignBits(6, 18, 1), RandomFloat({6}, 2));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("[6, 2]"), std::string::npos) << s.status().message();
-  s = load(ConvAttrs(4, 6, 3, 3, 3, {}, {}, {}, "binary"), RandomBits(6, 18, 1), RandomFloat({6}, 2));
+  s = load(ConvAttrs(4, 6, 3, 3, 3, {}, {}, {}, "binary"), RandomSignBits(6, 18, 1), RandomFloat({6}, 2));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("group"), std::string::npos) << s.status().message();
-  s = load(ConvAttrs(4, 6, 3, 3, 2, {}, {}, {}, "float"), RandomBits(6, 18, 1), RandomFloat({5}, 2));
+  s = load(ConvAttrs(4, 6, 3, 3, 2, {}, {}, {}, "float"), RandomSignBits(6, 18, 1), RandomFloat({5}, 2));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("alpha"), std::string::npos) << s.status().message();
-  s = load(ConvAttrs(5, 6, 3, 3, 1, {}, {}, {}, "float"), RandomBits(6, 45, 1), RandomFloat({6}, 2));
+  s = load(ConvAttrs(5, 6, 3, 3, 1, {}, {}, {}, "float"), RandomSignBits(6, 45, 1), RandomFloat({6}, 2));
   ASSERT_FALSE(s.ok());  // X has 4 channels
   EXPECT_NE(s.status().message().find("[N, 5, H, W]"), std::string::npos) << s.status().message();
 }

@@ -25,20 +25,8 @@ namespace {
 
 using ::whittle::testing::MakeNode;
 using ::whittle::testing::RandomFloat;
+using ::whittle::testing::RandomSignBits;
 using ::whittle::testing::TensorsClose;
-
-Tensor RandomBits(int64_t n, int64_t k, uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  const int64_t words = BinaryWords(k);
-  Tensor t(DType::kUInt64, {n, words});
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t w = 0; w < words; ++w) {
-      uint64_t v = rng();
-      if (w == words - 1 && k % 64) v &= (uint64_t{1} << (k % 64)) - 1;
-      t.data<uint64_t>()[r * words + w] = v;
-    }
-  return t;
-}
 
 Tensor Reference(const std::string& op, const std::vector<Tensor>& in, const AttributeMap& attrs) {
   RegisterAllOps();
@@ -54,7 +42,7 @@ void BinaryMatMulCase(int64_t m, int64_t n, int64_t k, bool binary, bool bias, b
                       int64_t slice = kBMaxGridYZ * kBTileM) {
   SCOPED_TRACE(std::string(binary ? "binary" : "float") + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
                " k=" + std::to_string(k) + " slice=" + std::to_string(slice));
-  std::vector<Tensor> in{RandomFloat({m, k}, seed), RandomBits(n, k, seed + 1), RandomFloat({n}, seed + 2, 0.f, 1.f)};
+  std::vector<Tensor> in{RandomFloat({m, k}, seed), RandomSignBits(n, k, seed + 1), RandomFloat({n}, seed + 2, 0.f, 1.f)};
   if (bias) in.push_back(RandomFloat({n}, seed + 3));
   AttributeMap a;
   a.Set("out_features", Attribute::Int(n));
@@ -148,7 +136,7 @@ void BinaryConvCase(const ConvCase& c, bool binary, bool bias, bool relu, int64_
   a.b.k = c.c / c.group * c.kh * c.kw;
   a.b.binary = binary;
   a.b.relu = relu;
-  std::vector<Tensor> in{RandomFloat({c.n, c.c, c.h, c.w}, seed), RandomBits(c.m, a.b.k, seed + 1),
+  std::vector<Tensor> in{RandomFloat({c.n, c.c, c.h, c.w}, seed), RandomSignBits(c.m, a.b.k, seed + 1),
                          RandomFloat({c.m}, seed + 2, 0.f, 1.f)};
   if (bias) in.push_back(RandomFloat({c.m}, seed + 3));
   AttributeMap attrs;

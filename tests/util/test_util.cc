@@ -50,6 +50,19 @@ Tensor RandomUInt8(const Dims& dims, uint32_t seed) {
   return t;
 }
 
+Tensor RandomSignBits(int64_t n, int64_t k, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  const int64_t words = (k + 63) / 64;
+  Tensor t(DType::kUInt64, {n, words});
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t w = 0; w < words; ++w) {
+      uint64_t v = rng();
+      if (w == words - 1 && k % 64) v &= (uint64_t{1} << (k % 64)) - 1;
+      t.data<uint64_t>()[r * words + w] = v;
+    }
+  return t;
+}
+
 float MaxAbsDiff(const Tensor& a, const Tensor& b) {
   WH_CHECK(a.dims() == b.dims());
   const float* pa = a.data<float>();
