@@ -19,18 +19,10 @@
 namespace whittle::cuda {
 namespace {
 
-const Tensor* ConstIn(const KernelInit& init, size_t i) {
-  return i < init.const_inputs.size() ? init.const_inputs[i] : nullptr;
-}
-bool Present(const KernelInit& init, size_t i) {
-  return i < init.input_dtypes.size() && init.input_dtypes[i] != DType::kUndefined;
-}
-
 // The weight inputs 1, 2 and (when present) 3 are constants and input 0 is float32.
 bool ConstantWeights(const KernelInit& init) {
-  if (init.input_dtypes.empty() || init.input_dtypes[0] != DType::kFloat32) return false;
-  if (!ConstIn(init, 1) || !ConstIn(init, 2)) return false;
-  return !Present(init, 3) || ConstIn(init, 3);
+  return InputDType(init, 0) == DType::kFloat32 && ConstInput(init, 1) && ConstInput(init, 2) &&
+         ConstantInputs(init, {3});
 }
 
 // The shared part of both binary layers' attributes; false where the CPU factory would refuse
@@ -45,7 +37,7 @@ bool ReadBinary(const KernelInit& init, const char* n_name, int64_t k, BinaryAtt
   b->binary = *binary;
   b->relu = act == Unary::kRelu;
   return b->n >= 1 && b->k >= 1 &&
-         CheckBinaryTensors(*b, *ConstIn(init, 1), *ConstIn(init, 2), ConstIn(init, 3), true).ok();
+         CheckBinaryTensors(*b, *ConstInput(init, 1), *ConstInput(init, 2), ConstInput(init, 3), true).ok();
 }
 
 // The constant inputs' device copies (the session uploads a device kernel's constants once, at
@@ -104,7 +96,7 @@ KernelOr MakeCodebookMatMul(const KernelInit& init) {
   Unary act;
   const CodebookAttrs a = CodebookAttrsOf(init.attrs);
   if (!ConstantWeights(init) || !FusedKind(init.attrs, &act) ||
-      !CheckCodebookTensors(a, *ConstIn(init, 1), *ConstIn(init, 2), ConstIn(init, 3), true).ok())
+      !CheckCodebookTensors(a, *ConstInput(init, 1), *ConstInput(init, 2), ConstInput(init, 3), true).ok())
     return KernelOr(nullptr);
   BLinear l;
   l.N = a.n;
@@ -143,7 +135,7 @@ KernelOr MakeBinaryConv(const KernelInit& init) {
     call.bias = ctx.inputs.size() > 3 && ctx.inputs[3] ? ctx.inputs[3]->data<float>() : nullptr;
     call.g = BConvGeometryOf(s, a.b.k);
     const BConvGeometry& g = call.g;
-    const Dims y_dims{s.batch, c.M, g.out_h, g.out_w};
+    const Dims y_dims{s.batch, c.M, g.win.out_h, g.win.out_w};
     if (y.dims() != y_dims)
       return InvalidArgument(node + ": output is " + DimsToString(y.dims()) + ", expected " + DimsToString(y_dims));
     if (y.numel() == 0) return Status::Ok();

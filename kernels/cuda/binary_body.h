@@ -219,10 +219,10 @@ WH_HD float BAbsMean(const float* shares, int64_t len) {
 // an output position p < P = out_h * out_w, its K = cg * k_h * k_w bits in the weight's order
 // k = (c * k_h + ky) * k_w + kx.
 struct BConvGeometry {
-  int64_t C = 0, groups = 1, cg = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0, k_h = 0, k_w = 0;
-  int64_t stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1, pad_top = 0, pad_left = 0;
+  int64_t C = 0, groups = 1, cg = 0;
+  Window2d win;  // the spatial window (kernels/cuda/kernels_impl.h): the float im2col's too
   int64_t K = 0, words = 0;
-  WH_HD int64_t P() const { return out_h * out_w; }
+  WH_HD int64_t P() const { return win.out_h * win.out_w; }
 };
 
 #ifndef __CUDACC__
@@ -232,18 +232,21 @@ inline BConvGeometry BConvGeometryOf(const ConvShape& s, int64_t K) {
   g.C = s.in_channels;
   g.groups = s.group;
   g.cg = s.in_channels / s.group;
-  g.in_h = s.geo.in[0];
-  g.in_w = s.geo.in[1];
-  g.out_h = s.geo.out[0];
-  g.out_w = s.geo.out[1];
-  g.k_h = s.geo.kernel[0];
-  g.k_w = s.geo.kernel[1];
-  g.stride_h = s.geo.stride[0];
-  g.stride_w = s.geo.stride[1];
-  g.dil_h = s.geo.dilation[0];
-  g.dil_w = s.geo.dilation[1];
-  g.pad_top = s.geo.pad_begin[0];
-  g.pad_left = s.geo.pad_begin[1];
+  Window2d& w = g.win;
+  w.in_h = s.geo.in[0];
+  w.in_w = s.geo.in[1];
+  w.out_h = s.geo.out[0];
+  w.out_w = s.geo.out[1];
+  w.k_h = s.geo.kernel[0];
+  w.k_w = s.geo.kernel[1];
+  w.stride_h = s.geo.stride[0];
+  w.stride_w = s.geo.stride[1];
+  w.dil_h = s.geo.dilation[0];
+  w.dil_w = s.geo.dilation[1];
+  w.pad_top = s.geo.pad_begin[0];
+  w.pad_left = s.geo.pad_begin[1];
+  w.pad_bottom = s.geo.pad_end[0];
+  w.pad_right = s.geo.pad_end[1];
   g.K = K;
   g.words = (K + 63) / 64;
   return g;
@@ -253,17 +256,17 @@ inline BConvGeometry BConvGeometryOf(const ConvShape& s, int64_t K) {
 // Word w of output position p: sign bits of image/group z's taps (a, when x) or the in-bounds
 // taps (mask, when x is null).
 WH_HD uint64_t BTapWord(const BConvGeometry& g, const float* x, int64_t z, int64_t p, int64_t w) {
-  const int64_t taps = g.k_h * g.k_w, oy = p / g.out_w, ox = p % g.out_w;
-  const float* xs = x ? x + ((z / g.groups) * g.C + (z % g.groups) * g.cg) * g.in_h * g.in_w : nullptr;
-  int64_t k = w * 64, c = k / taps, t = k % taps, ky = t / g.k_w, kx = t % g.k_w;
+  const int64_t taps = g.win.k_h * g.win.k_w, oy = p / g.win.out_w, ox = p % g.win.out_w;
+  const float* xs = x ? x + ((z / g.groups) * g.C + (z % g.groups) * g.cg) * g.win.in_h * g.win.in_w : nullptr;
+  int64_t k = w * 64, c = k / taps, t = k % taps, ky = t / g.win.k_w, kx = t % g.win.k_w;
   uint64_t v = 0;
   for (int b = 0; b < 64 && k < g.K; ++b, ++k) {
-    const int64_t iy = oy * g.stride_h - g.pad_top + ky * g.dil_h, ix = ox * g.stride_w - g.pad_left + kx * g.dil_w;
-    if (iy >= 0 && iy < g.in_h && ix >= 0 && ix < g.in_w && (!xs || xs[(c * g.in_h + iy) * g.in_w + ix] >= 0.f))
+    const int64_t iy = oy * g.win.stride_h - g.win.pad_top + ky * g.win.dil_h, ix = ox * g.win.stride_w - g.win.pad_left + kx * g.win.dil_w;
+    if (iy >= 0 && iy < g.win.in_h && ix >= 0 && ix < g.win.in_w && (!xs || xs[(c * g.win.in_h + iy) * g.win.in_w + ix] >= 0.f))
       v |= uint64_t{1} << b;
-    if (++kx == g.k_w) {
+    if (++kx == g.win.k_w) {
       kx = 0;
-      if (++ky == g.k_h) {
+      if (++ky == g.win.k_h) {
         ky = 0;
         ++c;
       }
@@ -388,7 +391,7 @@ inline int64_t BConvScratchBytes(const BConv& c, int64_t chunk, int64_t images) 
 inline void RunBConv(BLaunches& L, const BConv& c, const float* x, int64_t images, int64_t chunk, float* y,
                      void* scratch) {
   const BConvGeometry& g = c.g;
-  const int64_t P = g.P(), mg = c.M / g.groups, in = g.C * g.in_h * g.in_w;
+  const int64_t P = g.P(), mg = c.M / g.groups, in = g.C * g.win.in_h * g.win.in_w;
   uint64_t* abits = static_cast<uint64_t*>(scratch);
   uint64_t* mask = abits + chunk * g.groups * P * g.words;
   int32_t* valid = reinterpret_cast<int32_t*>(mask + P * g.words);
@@ -397,19 +400,6 @@ inline void RunBConv(BLaunches& L, const BConv& c, const float* x, int64_t image
     L.Mask(g, mask, valid);
     L.AbsMean(x, images, in, beta);
   }
-  Window2d w;
-  w.in_h = g.in_h;
-  w.in_w = g.in_w;
-  w.out_h = g.out_h;
-  w.out_w = g.out_w;
-  w.k_h = g.k_h;
-  w.k_w = g.k_w;
-  w.stride_h = g.stride_h;
-  w.stride_w = g.stride_w;
-  w.dil_h = g.dil_h;
-  w.dil_w = g.dil_w;
-  w.pad_top = g.pad_top;
-  w.pad_left = g.pad_left;
   for (int64_t n0 = 0; n0 < images; n0 += chunk) {
     const int64_t nb = std::min(chunk, images - n0), zs = nb * g.groups;
     BOut o;
@@ -440,7 +430,8 @@ inline void RunBConv(BLaunches& L, const BConv& c, const float* x, int64_t image
     } else {
       float* col = static_cast<float*>(scratch);
       for (int64_t z = 0; z < zs; ++z)
-        L.Im2col(x + (n0 + z / g.groups) * in + (z % g.groups) * g.cg * g.in_h * g.in_w, col + z * g.K * P, g.cg, w);
+        L.Im2col(x + (n0 + z / g.groups) * in + (z % g.groups) * g.cg * g.win.in_h * g.win.in_w, col + z * g.K * P, g.cg,
+                 g.win);
       FTileArgs t;
       t.a = col;
       t.a_batch = g.K * P;

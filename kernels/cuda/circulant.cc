@@ -19,10 +19,9 @@ namespace {
 KernelOr MakeBlockCirculantMatMul(const KernelInit& init) {
   Unary act;
   const CirculantAttrs a = CirculantAttrsOf(init.attrs);
-  const Tensor* blocks = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
-  const Tensor* bias = init.const_inputs.size() > 2 ? init.const_inputs[2] : nullptr;
-  const bool bias_absent = init.input_dtypes.size() < 3 || init.input_dtypes[2] == DType::kUndefined;
-  if (init.input_dtypes.empty() || init.input_dtypes[0] != DType::kFloat32 || !blocks || !(bias || bias_absent) ||
+  const Tensor* blocks = ConstInput(init, 1);
+  const Tensor* bias = ConstInput(init, 2);
+  if (InputDType(init, 0) != DType::kFloat32 || !blocks || !ConstantInputs(init, {2}) ||
       !FusedKind(init.attrs, &act) || !CheckCirculantAttrs(a).ok() || !CheckCirculantTensors(a, *blocks, bias).ok())
     return KernelOr(nullptr);
   CircShape shape;

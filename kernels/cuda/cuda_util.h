@@ -77,6 +77,23 @@ inline Status Launched(const char* what) { return Check(cudaGetLastError(), what
 // runtime-internal attribute (a fused pool, say) except those in `also` asks for more.
 bool FusedKind(const AttributeMap& a, Unary* act, std::initializer_list<const char*> also = {});
 
+// Input i's value when it is a constant (null otherwise, or past the inputs), and its dtype
+// (kUndefined when absent).
+inline const Tensor* ConstInput(const KernelInit& init, int i) {
+  return i >= 0 && static_cast<size_t>(i) < init.const_inputs.size() ? init.const_inputs[static_cast<size_t>(i)]
+                                                                      : nullptr;
+}
+inline DType InputDType(const KernelInit& init, int i) {
+  return i >= 0 && static_cast<size_t>(i) < init.input_dtypes.size() ? init.input_dtypes[static_cast<size_t>(i)]
+                                                                      : DType::kUndefined;
+}
+// Every present input among `ids` is a constant.
+inline bool ConstantInputs(const KernelInit& init, std::initializer_list<int> ids) {
+  for (int i : ids)
+    if (InputDType(init, i) != DType::kUndefined && !ConstInput(init, i)) return false;
+  return true;
+}
+
 // Puts `make` in front of (domain, op)'s factory: for Backend::kCuda with this backend's runtime
 // registered, a kernel `make` builds wins; a null one (dtypes or attributes it does not handle)
 // leaves the node to the op's own factory, i.e. the CPU with explicit copies.

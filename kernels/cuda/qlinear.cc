@@ -23,22 +23,7 @@
 namespace whittle::cuda {
 namespace {
 
-const Tensor* In(const KernelInit& init, int i) {
-  return i >= 0 && static_cast<size_t>(i) < init.const_inputs.size() ? init.const_inputs[static_cast<size_t>(i)]
-                                                                      : nullptr;
-}
-DType InDType(const KernelInit& init, int i) {
-  return i >= 0 && static_cast<size_t>(i) < init.input_dtypes.size() ? init.input_dtypes[static_cast<size_t>(i)]
-                                                                      : DType::kUndefined;
-}
 bool IsByte(DType t) { return t == DType::kUInt8 || t == DType::kInt8; }
-
-// Every present input among `ids` is a constant.
-bool Constant(const KernelInit& init, std::initializer_list<int> ids) {
-  for (int i : ids)
-    if (InDType(init, i) != DType::kUndefined && !In(init, i)) return false;
-  return true;
-}
 
 // Device copies of what a kernel reads besides its inputs (kept alive by the kernel).
 struct Uploads {
@@ -71,10 +56,10 @@ struct Int8Params {
   QOutput out;
 };
 std::optional<Int8Params> ReadInt8Params(const KernelInit& init, const Tensor& w, int64_t channels, bool relu) {
-  auto x = ReadQParams(init.node_name, "x_scale", In(init, 1), In(init, 2), InDType(init, 0), -1);
-  auto wq = ReadQParams(init.node_name, "w_scale", In(init, 4), In(init, 5), w.dtype(), channels);
+  auto x = ReadQParams(init.node_name, "x_scale", ConstInput(init, 1), ConstInput(init, 2), InputDType(init, 0), -1);
+  auto wq = ReadQParams(init.node_name, "w_scale", ConstInput(init, 4), ConstInput(init, 5), w.dtype(), channels);
   if (!x.ok() || !wq.ok()) return std::nullopt;
-  auto out = MakeQOutput(init.node_name, *x, *wq, In(init, 6), In(init, 7), In(init, 8), channels, relu);
+  auto out = MakeQOutput(init.node_name, *x, *wq, ConstInput(init, 6), ConstInput(init, 7), ConstInput(init, 8), channels, relu);
   if (!out.ok()) return std::nullopt;
   return Int8Params{*x, *wq, *out};
 }
@@ -84,12 +69,12 @@ size_t ElemSize(DType t) { return t == DType::kUInt8 || t == DType::kInt8 ? 1 : 
 // QGemm / QLinearMatMul inputs: x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias.
 KernelOr MakeQGemm(const KernelInit& init) {
   Unary act;
-  const Tensor* w = In(init, 3);
-  if (!FusedKind(init.attrs, &act) || !IsByte(InDType(init, 0)) || !w || w->rank() != 2 || !IsByte(w->dtype()) ||
-      !In(init, 1) || !In(init, 4) || !Constant(init, {1, 2, 4, 5, 6, 7, 8}))
+  const Tensor* w = ConstInput(init, 3);
+  if (!FusedKind(init.attrs, &act) || !IsByte(InputDType(init, 0)) || !w || w->rank() != 2 || !IsByte(w->dtype()) ||
+      !ConstInput(init, 1) || !ConstInput(init, 4) || !ConstantInputs(init, {1, 2, 4, 5, 6, 7, 8}))
     return KernelOr(nullptr);
   const std::string node = init.node_name;
-  const DType xdt = InDType(init, 0);
+  const DType xdt = InputDType(init, 0);
   const int64_t K = w->dim(0), N = w->dim(1);
   const std::optional<Int8Params> q = ReadInt8Params(init, *w, N, act == Unary::kRelu);
   if (!q) return KernelOr(nullptr);
@@ -132,13 +117,13 @@ KernelOr MakeQGemm(const KernelInit& init) {
 // QConv / QLinearConv: the same inputs, w [M, C/group, k_h, k_w].
 KernelOr MakeQConv(const KernelInit& init) {
   Unary act;
-  const Tensor* w = In(init, 3);
-  if (!FusedKind(init.attrs, &act, {"_max_pool"}) || !IsByte(InDType(init, 0)) || !w || w->rank() != 4 ||
-      !IsByte(w->dtype()) || !In(init, 1) || !In(init, 4) || !Constant(init, {1, 2, 4, 5, 6, 7, 8}))
+  const Tensor* w = ConstInput(init, 3);
+  if (!FusedKind(init.attrs, &act, {"_max_pool"}) || !IsByte(InputDType(init, 0)) || !w || w->rank() != 4 ||
+      !IsByte(w->dtype()) || !ConstInput(init, 1) || !ConstInput(init, 4) || !ConstantInputs(init, {1, 2, 4, 5, 6, 7, 8}))
     return KernelOr(nullptr);
   const std::string node = init.node_name;
   const AttributeMap attrs = init.attrs;
-  const DType xdt = InDType(init, 0);
+  const DType xdt = InputDType(init, 0);
   const int64_t group = attrs.GetInt("group", 1), M = w->dim(0), Kg = w->dim(1) * w->dim(2) * w->dim(3);
   const std::vector<int64_t> pool = attrs.GetInts("_max_pool", {});
   if (group < 1 || M % group != 0 || !(pool.empty() || pool.size() == 2)) return KernelOr(nullptr);
@@ -220,10 +205,10 @@ KernelOr MakeQConv(const KernelInit& init) {
 KernelOr MakeQuant(const KernelInit& init, bool dequantize) {
   for (const auto& [name, value] : init.attrs.all())
     if (name != "axis") return KernelOr(nullptr);  // block_size, output_dtype, saturate: not here
-  const Tensor* scale = In(init, 1);
-  const Tensor* zp = In(init, 2);
-  const DType xdt = InDType(init, 0);
-  if (!scale || scale->dtype() != DType::kFloat32 || !Constant(init, {2})) return KernelOr(nullptr);
+  const Tensor* scale = ConstInput(init, 1);
+  const Tensor* zp = ConstInput(init, 2);
+  const DType xdt = InputDType(init, 0);
+  if (!scale || scale->dtype() != DType::kFloat32 || !ConstantInputs(init, {2})) return KernelOr(nullptr);
   if (zp && !IsByte(zp->dtype())) return KernelOr(nullptr);
   if (dequantize ? !IsByte(xdt) : xdt != DType::kFloat32) return KernelOr(nullptr);
   const bool q_uint8 = dequantize ? xdt == DType::kUInt8 : (!zp || zp->dtype() == DType::kUInt8);
