@@ -61,9 +61,19 @@ struct Session::Arena {
   std::vector<Tensor> slots;
   std::vector<Tensor> moved;  // per value: its copy on the other device, made once per run
   std::vector<std::shared_ptr<Buffer>> free;
+  // Device outputs handed to the caller (OutputsOn::kWhereComputed): each rejoins `free` once the
+  // caller has dropped it, so a loop of runs reuses its device outputs' memory too.
+  std::vector<std::shared_ptr<Buffer>> lent;
   int64_t allocated = 0, reused = 0;
 
   StatusOr<std::shared_ptr<Buffer>> Take(size_t bytes, DeviceType device) {
+    for (size_t i = 0; i < lent.size();)
+      if (lent[i].use_count() == 1) {
+        free.push_back(std::move(lent[i]));
+        lent.erase(lent.begin() + static_cast<long>(i));
+      } else {
+        ++i;
+      }
     size_t best = free.size();
     for (size_t i = 0; i < free.size(); ++i)
       if (free[i]->device() == device && free[i]->size() >= bytes &&
@@ -181,7 +191,8 @@ Status Session::Prepare() {
   return Status::Ok();
 }
 
-StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& inputs, RunStats* stats) const {
+StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& inputs, RunStats* stats,
+                                           OutputsOn outputs_on) const {
   using Clock = std::chrono::steady_clock;
   const auto t_start = Clock::now();
   const Graph& g = graph_;
@@ -382,25 +393,31 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
   if (st.ok()) {
     for (int o : g.outputs()) {
       Tensor& t = slots[static_cast<size_t>(o)];
+      // Never hand out a constant's or an input's buffer: the caller may write into results.
+      bool shared = g.value(o).is_constant();
+      for (const auto& [name, x] : inputs) shared |= t.defined() && x.defined() && x.buffer() == t.buffer();
+      if (t.device() != DeviceType::kCpu && outputs_on == OutputsOn::kWhereComputed && !shared) {
+        if (std::find(arena->lent.begin(), arena->lent.end(), t.buffer()) == arena->lent.end())
+          arena->lent.push_back(t.buffer());
+        results.push_back(t);
+        continue;
+      }
       if (t.device() != DeviceType::kCpu) {  // the copy back waits for the device's queued work
         auto h = t.ToDevice(DeviceType::kCpu);
         if (!h.ok()) { st = h.status(); break; }
         results.push_back(std::move(*h));
         continue;
       }
-      // Never hand out a constant's or an input's buffer: the caller may write into results.
-      bool shared = g.value(o).is_constant();
-      for (const auto& [name, x] : inputs) shared |= t.defined() && x.defined() && x.buffer() == t.buffer();
       results.push_back(shared ? t.Clone() : t);
     }
   }
-  // A device output was copied out: its buffer serves the next run.
+  // A device output was copied out: its buffer serves the next run (a kept one is in `lent`).
   for (int o : g.outputs())
     if (slots[static_cast<size_t>(o)].device() != DeviceType::kCpu) arena->Release(slots[static_cast<size_t>(o)]);
   if (st.ok() && on_device)
     st = DeviceRuntimeFor(BackendDevice(opts_.backend))->synchronize();  // a device error surfaces here
   for (Tensor& t : slots) t = Tensor();  // drop references; arena keeps only free buffers
-  for (Tensor& t : moved) t = Tensor();
+  for (Tensor& t : moved) arena->Release(t);  // copies of outputs (never released by a step) too
   if (st.ok() && recording) {
     std::lock_guard<std::mutex> lock(plans_mu_);
     if (plans_.size() < kMaxPlans) plans_.emplace(key, std::move(recording));

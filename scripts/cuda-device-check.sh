@@ -20,7 +20,11 @@
 #      accuracy, throughput at batch 1/64/1024 next to the FP32 model's, and which nodes fell
 #      back (--profile);
 #   5. the bundled models at --precision tf32 and bf16 on the GPU: agreement with the CPU's fp32
-#      and throughput next to step 3's fp32 figures.
+#      and throughput next to step 3's fp32 figures;
+#   6. one fine-tune of a pruned CNN (compress-model --prune ratio=0.5, the bundled CNN its teacher)
+#      on the first 12000 Fashion-MNIST training images, 2 epochs, with --device cpu, --device cuda
+#      and --device cuda --precision bf16: eval accuracy on the test set, samples/s, and the
+#      training graph's nodes that fell back to the CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -31,13 +35,24 @@ bundle)
   command -v xz >/dev/null || { echo "cuda-device-check: xz is needed (apt-get install xz-utils)" >&2; exit 1; }
   build=build-cuda
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DWHITTLE_CUDA=ON -DWHITTLE_NATIVE=OFF -DWHITTLE_BUILD_BENCH=OFF >/dev/null
-  cmake --build "$build" -j"$(nproc)" --target whittle_tests onnx_conformance run-model compress-model
+  cmake --build "$build" -j"$(nproc)" --target whittle_tests onnx_conformance run-model compress-model finetune-model
   stage=$(mktemp -d)
   trap 'rm -rf "$stage"' EXIT
   ../shared/tools/device-bundle.sh "$stage/pkg" "$build/bin/whittle_tests" "$build/bin/onnx_conformance" \
-    "$build/bin/run-model" >/dev/null
+    "$build/bin/run-model" "$build/bin/finetune-model" >/dev/null
   mkdir -p "$stage/pkg/data/fashion-mnist" "$stage/pkg/models"
   cp /usr/share/datasets/fashion-mnist/t10k-* "$stage/pkg/data/fashion-mnist/"
+  # The first 12000 training images and labels (the whole set would not fit the 64 MiB carry).
+  python3 - "$stage/pkg/data/fashion-mnist" <<'PY'
+import gzip, struct, sys
+n, src, dst = 12000, "/usr/share/datasets/fashion-mnist/", sys.argv[1] + "/"
+for name, item in (("train-images-idx3-ubyte", 784), ("train-labels-idx1-ubyte", 1)):
+    data = gzip.open(src + name + ".gz").read()
+    header = 16 if item > 1 else 8
+    out = bytearray(data[:header] + data[header:header + n * item])
+    out[4:8] = struct.pack(">I", n)
+    gzip.open(dst + "sub-" + name + ".gz", "wb").write(bytes(out))
+PY
   cp -r /usr/share/libonnx-testdata/data "$stage/pkg/data/onnx"
   cp tests/conformance/expected_failures.txt "$stage/pkg/data/"
   cp models/*.onnx "$stage/pkg/models/"
@@ -49,6 +64,7 @@ bundle)
   "$build/bin/compress-model" models/cnn.onnx -o "$stage/pkg/models/cnn_xnor.onnx" --binarize activations=binary >/dev/null
   "$build/bin/compress-model" models/mlp.onnx -o "$stage/pkg/models/mlp_cluster.onnx" --cluster k=16 >/dev/null
   "$build/bin/compress-model" models/mlp.onnx -o "$stage/pkg/models/mlp_circulant.onnx" --circulant block=8 >/dev/null
+  "$build/bin/compress-model" models/cnn.onnx -o "$stage/pkg/models/cnn_p50.onnx" --prune ratio=0.5 >/dev/null
   pwd > "$stage/pkg/source_dir.txt"  # the tests' compiled-in WHITTLE_SOURCE_DIR
   mkdir -p .bundle
   tar -C "$stage" -cJf "$bundle.tmp" pkg && mv "$bundle.tmp" "$bundle"
@@ -107,6 +123,18 @@ run)
         > "$logs/run-$m-cuda-$p.txt" 2>&1 || status=1
       grep -E '^accuracy|^top-1 agreement|^ +(1|64|1024) |error' "$logs/run-$m-cuda-$p.txt" | sed "s/^/$m cuda $p: /" || true
     done
+  done
+  echo "== one fine-tune of the pruned CNN: cpu, cuda, cuda bf16"
+  fm="$pkg/data/fashion-mnist"
+  for run in "cpu fp32" "cuda fp32" "cuda bf16"; do
+    set -- $run
+    "$pkg/bin/finetune-model" "$pkg/models/cnn_p50.onnx" --teacher "$pkg/models/cnn.onnx" --device "$1" --precision "$2" \
+      --threads 16 --epochs 2 --lr 0.1 --batch 128 --seed 1 \
+      --train-data "idx:$fm/sub-train-images-idx3-ubyte.gz:$fm/sub-train-labels-idx1-ubyte.gz" \
+      --eval-data "idx:$fm/t10k-images-idx3-ubyte.gz:$fm/t10k-labels-idx1-ubyte.gz" \
+      -o "/tmp/cnn_p50_ft_$1_$2.onnx" --json > "$logs/finetune-$1-$2.json" 2> "$logs/finetune-$1-$2.txt" || status=1
+    echo "finetune $1 $2: $(cat "$logs/finetune-$1-$2.json")"
+    tail -n 3 "$logs/finetune-$1-$2.txt" | sed "s/^/finetune $1 $2: /"
   done
   exit $status
   ;;

@@ -54,6 +54,11 @@ struct RunStats {
   bool plan_reused = false;
 };
 
+// Where Session::Run leaves its outputs: copied to host memory (the default), or, for a caller
+// that keeps working on the device (the trainer's optimizer), on the device whose kernel computed
+// each one (no copy back; a CPU-computed output stays on the host).
+enum class OutputsOn { kHost, kWhereComputed };
+
 class Session {
  public:
   static StatusOr<std::unique_ptr<Session>> Load(const std::string& path, const SessionOptions& opts = {});
@@ -62,7 +67,9 @@ class Session {
   ~Session();
 
   // Inputs by name; returns outputs in the order of outputs(). Thread-safe.
-  StatusOr<std::vector<Tensor>> Run(const std::map<std::string, Tensor>& inputs, RunStats* stats = nullptr) const;
+  // Inputs may be on any device (each is copied where a kernel needs it, once per run).
+  StatusOr<std::vector<Tensor>> Run(const std::map<std::string, Tensor>& inputs, RunStats* stats = nullptr,
+                                    OutputsOn outputs_on = OutputsOn::kHost) const;
 
   const std::vector<IoInfo>& inputs() const { return inputs_; }
   const std::vector<IoInfo>& outputs() const { return outputs_; }

@@ -26,6 +26,7 @@ __device__ __forceinline__ float Apply(Unary op, float x, float alpha) {
     case Unary::kErf: return erff(x);
     case Unary::kLeakyRelu: return x >= 0.f ? x : alpha * x;
     case Unary::kIdentity: return x;
+    case Unary::kReciprocal: return 1.f / x;
   }
   return x;
 }

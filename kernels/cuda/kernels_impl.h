@@ -11,7 +11,7 @@ namespace whittle::cuda {
 constexpr int kMaxRank = 8;
 
 // Elementwise ops (kernels.cu keeps the numbering).
-enum class Unary : int { kRelu, kSigmoid, kTanh, kExp, kLog, kNeg, kAbs, kSqrt, kErf, kLeakyRelu, kIdentity };
+enum class Unary : int { kRelu, kSigmoid, kTanh, kExp, kLog, kNeg, kAbs, kSqrt, kErf, kLeakyRelu, kIdentity, kReciprocal };
 enum class Binary : int { kAdd, kSub, kMul, kDiv };
 
 // y[i] = f(x[i]) (alpha: LeakyRelu's slope).
@@ -57,6 +57,24 @@ void LaunchAveragePool2d(const float* x, float* y, int64_t planes, const Window2
                          void* stream);
 // y[p] = mean of x's plane p (planes of hw).
 void LaunchGlobalAveragePool(const float* x, float* y, int64_t planes, int64_t hw, void* stream);
+
+// --- the training graph's ops (kernels/cuda/grad_body.h, grad.cu) ---
+
+// x [channels, in_h, in_w] = col2im of col [channels * k_h * k_w, out_h * out_w] (overwrites x).
+void LaunchCol2im(const float* col, float* x, int64_t channels, const Window2d& w, void* stream);
+// MaxPoolGrad (max; x read) or AveragePoolGrad over planes of x/dx [in_h, in_w], dy [out_h, out_w].
+void LaunchPoolGrad2d(const float* x, const float* dy, float* dx, int64_t planes, const Window2d& w, bool max,
+                      bool count_include_pad, void* stream);
+// y = broadcast of x to y's dims (BroadcastShape's a_strides read x; Expand).
+void LaunchBroadcastCopy(const float* x, float* y, const BroadcastShape& s, int64_t n, void* stream);
+// dx = y > 0 ? dy : 0.
+void LaunchReluGrad(const float* y, const float* dy, float* dx, int64_t n, void* stream);
+// y[o] = scale * the sum of x over the reduced axes (ReduceSum, ReduceMean); grad_body.h's ReduceShape.
+struct ReduceShape;
+void LaunchReduce(const float* x, float* y, const ReduceShape& r, void* stream);
+// Inference BatchNormalization of x [N, C, inner] with per-channel scale, bias, mean, var.
+void LaunchBatchNorm(const float* x, const float* scale, const float* bias, const float* mean, const float* var,
+                     float eps, int64_t n, int64_t channels, int64_t inner, float* y, void* stream);
 
 // Max pool of uint8 (is_uint8) or int8 planes, like LaunchMaxPool2d.
 void LaunchMaxPool2dBytes(const void* x, void* y, bool is_uint8, int64_t planes, const Window2d& w, void* stream);

@@ -34,18 +34,6 @@ MakeFn UnaryOp(Unary op) {
   };
 }
 
-// Strides of t's dims read as out_dims (numpy broadcasting: right-aligned, 0 where t has 1).
-void BroadcastStrides(const Dims& t, const Dims& out, int64_t* strides) {
-  const int r = static_cast<int>(out.size()), tr = static_cast<int>(t.size());
-  int64_t s = 1;
-  for (int d = r - 1; d >= 0; --d) {
-    const int td = d - (r - tr);
-    const int64_t dim = td >= 0 ? t[static_cast<size_t>(td)] : 1;
-    strides[d] = dim == 1 ? 0 : s;
-    s *= dim;
-  }
-}
-
 MakeFn BinaryOp(Binary op) {
   return [op](const KernelInit& init) -> KernelOr {
     Unary act;
@@ -205,53 +193,17 @@ KernelOr MakeMatMul(const KernelInit& init) {
 
 // --- Conv and pools (2-D) -------------------------------------------------------------------
 
-// The window of a 2-D Conv/pool node from its attributes, the kernel size and the in/out dims
-// (the runtime's shape inference already decided the output size, ceil_mode included).
-Window2d WindowOf(const AttributeMap& at, int64_t k_h, int64_t k_w, const Tensor& x, const Tensor& y) {
-  Window2d w;
-  w.in_h = x.dim(2);
-  w.in_w = x.dim(3);
-  w.out_h = y.dim(2);
-  w.out_w = y.dim(3);
-  w.k_h = k_h;
-  w.k_w = k_w;
-  const std::vector<int64_t> strides = at.GetInts("strides", {1, 1}), dil = at.GetInts("dilations", {1, 1});
-  w.stride_h = strides[0];
-  w.stride_w = strides[1];
-  w.dil_h = dil[0];
-  w.dil_w = dil[1];
-  const std::string auto_pad = at.GetString("auto_pad", "NOTSET");
-  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    const int64_t th = std::max<int64_t>(0, (w.out_h - 1) * w.stride_h + (k_h - 1) * w.dil_h + 1 - w.in_h);
-    const int64_t tw = std::max<int64_t>(0, (w.out_w - 1) * w.stride_w + (k_w - 1) * w.dil_w + 1 - w.in_w);
-    const bool upper = auto_pad == "SAME_UPPER";
-    w.pad_top = upper ? th / 2 : th - th / 2;
-    w.pad_left = upper ? tw / 2 : tw - tw / 2;
-    w.pad_bottom = th - w.pad_top;
-    w.pad_right = tw - w.pad_left;
-  } else if (auto_pad != "VALID") {
-    const std::vector<int64_t> pads = at.GetInts("pads", {0, 0, 0, 0});
-    w.pad_top = pads[0];
-    w.pad_left = pads[1];
-    w.pad_bottom = pads[2];
-    w.pad_right = pads[3];
-  }
-  return w;
-}
-
-bool TwoD(const AttributeMap& at, const char* key, size_t n) {
-  return !at.Has(key) || at.GetInts(key, {}).size() == n;
-}
-
 KernelOr MakeConv(const KernelInit& init) {
   Unary act;
-  const Tensor* wt = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
-  if (!init.AllFloat32() || !FusedKind(init.attrs, &act) || !wt || wt->rank() != 4 || !TwoD(init.attrs, "pads", 4) ||
-      !TwoD(init.attrs, "strides", 2) || !TwoD(init.attrs, "dilations", 2))
+  // The weight may be a constant or, in a training graph, an input (its dims are read per call).
+  const Tensor* wt = ConstInput(init, 1);
+  if (!init.AllFloat32() || !FusedKind(init.attrs, &act) || (wt && wt->rank() != 4) || !TwoD(init.attrs, "pads", 4) ||
+      !TwoD(init.attrs, "strides", 2) || !TwoD(init.attrs, "dilations", 2) ||
+      !TwoD(init.attrs, "kernel_shape", 2))
     return KernelOr(nullptr);
   const AttributeMap at = init.attrs;
-  const int64_t group = at.GetInt("group", 1), M = wt->dim(0), Cg = wt->dim(1), kh = wt->dim(2), kw = wt->dim(3);
-  if (group < 1 || M % group != 0 || init.input_dtypes.size() > 4) return KernelOr(nullptr);
+  const int64_t group = at.GetInt("group", 1);
+  if (group < 1 || (wt && wt->dim(0) % group != 0) || init.input_dtypes.size() > 4) return KernelOr(nullptr);
   const Precision precision = init.precision;
   return Kernel([=](KernelContext& ctx) -> Status {
     const Tensor& x = *ctx.inputs[0];
@@ -260,7 +212,9 @@ KernelOr MakeConv(const KernelInit& init) {
     // The runtime's residual fusion (runtime/rewrite/fuse_conv_add.h): act(conv + b + r).
     const Tensor* residual = ctx.inputs.size() > 3 ? ctx.inputs[3] : nullptr;
     Tensor& y = *ctx.outputs[0];
-    if (x.rank() != 4) return Unimplemented("the CUDA Conv is 2-D");
+    if (x.rank() != 4 || w.rank() != 4) return Unimplemented("the CUDA Conv is 2-D");
+    const int64_t M = w.dim(0), Cg = w.dim(1), kh = w.dim(2), kw = w.dim(3);
+    if (M % group != 0) return InvalidArgument("Conv: the weight's output channels are not a multiple of group");
     if (residual && residual->dims() != y.dims()) return Internal("Conv: the fused residual's shape differs");
     const Window2d win = WindowOf(at, kh, kw, x, y);
     const int64_t N = x.dim(0), C = x.dim(1), Mg = M / group, Kg = Cg * kh * kw, P = win.out_h * win.out_w;
@@ -357,6 +311,53 @@ KernelOr MakeGlobalAveragePool(const KernelInit& init) {
 
 void RegisterRuntime();  // runtime.cc
 
+Window2d WindowOf(const AttributeMap& at, int64_t k_h, int64_t k_w, const Tensor& x, const Tensor& y) {
+  Window2d w;
+  w.in_h = x.dim(2);
+  w.in_w = x.dim(3);
+  w.out_h = y.dim(2);
+  w.out_w = y.dim(3);
+  w.k_h = k_h;
+  w.k_w = k_w;
+  const std::vector<int64_t> strides = at.GetInts("strides", {1, 1}), dil = at.GetInts("dilations", {1, 1});
+  w.stride_h = strides[0];
+  w.stride_w = strides[1];
+  w.dil_h = dil[0];
+  w.dil_w = dil[1];
+  const std::string auto_pad = at.GetString("auto_pad", "NOTSET");
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    const int64_t th = std::max<int64_t>(0, (w.out_h - 1) * w.stride_h + (k_h - 1) * w.dil_h + 1 - w.in_h);
+    const int64_t tw = std::max<int64_t>(0, (w.out_w - 1) * w.stride_w + (k_w - 1) * w.dil_w + 1 - w.in_w);
+    const bool upper = auto_pad == "SAME_UPPER";
+    w.pad_top = upper ? th / 2 : th - th / 2;
+    w.pad_left = upper ? tw / 2 : tw - tw / 2;
+    w.pad_bottom = th - w.pad_top;
+    w.pad_right = tw - w.pad_left;
+  } else if (auto_pad != "VALID") {
+    const std::vector<int64_t> pads = at.GetInts("pads", {0, 0, 0, 0});
+    w.pad_top = pads[0];
+    w.pad_left = pads[1];
+    w.pad_bottom = pads[2];
+    w.pad_right = pads[3];
+  }
+  return w;
+}
+
+bool TwoD(const AttributeMap& at, const char* key, size_t n) {
+  return !at.Has(key) || at.GetInts(key, {}).size() == n;
+}
+
+void BroadcastStrides(const Dims& t, const Dims& out, int64_t* strides) {
+  const int r = static_cast<int>(out.size()), tr = static_cast<int>(t.size());
+  int64_t s = 1;
+  for (int d = r - 1; d >= 0; --d) {
+    const int td = d - (r - tr);
+    const int64_t dim = td >= 0 ? t[static_cast<size_t>(td)] : 1;
+    strides[d] = dim == 1 ? 0 : s;
+    s *= dim;
+  }
+}
+
 bool FusedKind(const AttributeMap& a, Unary* act, std::initializer_list<const char*> also) {
   for (const auto& [name, value] : a.all()) {
     if (name.rfind('_', 0) != 0 || name == "_activation" || name == "_alpha" || name == "_beta" || name == "_min" ||
@@ -390,7 +391,8 @@ void RegisterKernels(KernelRegistry& r) {
                                                  {"Tanh", Unary::kTanh}, {"Exp", Unary::kExp},
                                                  {"Log", Unary::kLog},   {"Neg", Unary::kNeg},
                                                  {"Abs", Unary::kAbs},   {"Sqrt", Unary::kSqrt},
-                                                 {"Erf", Unary::kErf},   {"LeakyRelu", Unary::kLeakyRelu}};
+                                                 {"Erf", Unary::kErf},   {"LeakyRelu", Unary::kLeakyRelu},
+                                                 {"Reciprocal", Unary::kReciprocal}};
   for (const auto& [op, u] : unary) add(op, UnaryOp(u));
   const std::pair<const char*, Binary> binary[] = {
       {"Add", Binary::kAdd}, {"Sub", Binary::kSub}, {"Mul", Binary::kMul}, {"Div", Binary::kDiv}};
@@ -406,6 +408,7 @@ void RegisterKernels(KernelRegistry& r) {
   RegisterQLinearKernels(r);
   RegisterBinaryCodebookKernels(r);
   RegisterCirculantFftKernels(r);
+  RegisterTrainingKernels(r);
 }
 
 }  // namespace whittle::cuda

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/param_update.h"
 #include "lib/ir/device.h"
 
 namespace whittle::cuda {
@@ -129,6 +130,11 @@ StatusOr<void*> Scratch(size_t bytes, int slot) {
 
 bool RuntimeActive() { return DeviceRuntimeFor(DeviceType::kCuda) == &kRuntime; }
 
-void RegisterRuntime() { RegisterDeviceRuntime(DeviceType::kCuda, &kRuntime); }
+const ParamUpdates& CudaParamUpdates();  // param_update.cu
+
+void RegisterRuntime() {
+  RegisterDeviceRuntime(DeviceType::kCuda, &kRuntime);
+  RegisterParamUpdates(DeviceType::kCuda, &CudaParamUpdates());
+}
 
 }  // namespace whittle::cuda

@@ -162,8 +162,8 @@ StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature
   g.inputs().push_back(target);
   g.inputs().push_back(a);
   g.inputs().push_back(b);
-  AttributeMap last_axis;
-  last_axis.Set("axis", Attribute::Int(1));
+  AttributeMap last_axis;  // the logits are [B, C]: -1 is the class axis at every opset (the CUDA Softmax's)
+  last_axis.Set("axis", Attribute::Int(-1));
   const int s = e.Op("Softmax", {logits}, last_axis);
   const int q = e.Op("Softmax", {e.Op("Div", {logits, e.Const(Tensor::Scalar<float>(temperature), "temperature")})},
                      last_axis);

@@ -12,7 +12,8 @@
 #include <utility>
 
 #include "kernels/common/binary.h"
-#include "kernels/cpu/parallel.h"
+#include "kernels/param_update.h"
+#include "lib/ir/device.h"
 #include "runtime/training/autodiff.h"
 #include "runtime/training/lift.h"
 
@@ -43,6 +44,14 @@ void Softmax(const float* z, int64_t B, int64_t C, float T, std::vector<float>* 
     for (int64_t c = 0; c < C; ++c) sum += (pi[c] = std::exp((zi[c] - m) / T));
     for (int64_t c = 0; c < C; ++c) pi[c] = static_cast<float>(pi[c] / sum);
   }
+}
+
+// t's values in host memory, in a buffer of their own (a snapshot: training goes on in place).
+Tensor HostSnapshot(const Tensor& t) {
+  if (t.device() == DeviceType::kCpu) return t.Clone();
+  auto h = t.ToDevice(DeviceType::kCpu);
+  WH_CHECK(h.ok());  // a download of the trainer's own buffer fails only with the device
+  return *h;
 }
 
 }  // namespace
@@ -126,6 +135,13 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const Graph& student, const G
                                                    const TrainOptions& options) {
   std::unique_ptr<Trainer> t(new Trainer());
   t->opts_ = options;
+  t->device_ = BackendDevice(options.backend);
+  RegisterAllKernels();  // the backend's device runtime and optimizer updates, where built
+  if (std::string why; !DeviceAvailable(t->device_, &why))
+    return Unimplemented(std::string("device '") + BackendName(options.backend) + "' is not available: " + why);
+  if (!ParamUpdatesFor(t->device_))
+    return Unimplemented(std::string("training on '") + BackendName(options.backend) +
+                         "': this build has no optimizer update for that device");
   if (!options.use_labels) t->opts_.alpha = 1.f;
   if (t->opts_.weight_decay < 0) t->opts_.weight_decay = options.optimizer == OptimizerKind::kSgd ? 5e-4f : 0.01f;
   if (t->opts_.alpha > 0 && !teacher) return InvalidArgument("distillation (alpha > 0 or no labels) needs a teacher");
@@ -159,8 +175,11 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const Graph& student, const G
     std::memset(z2.raw_data(), 0, z2.nbytes());
     t->v_.push_back(z2);
   }
+  WH_RETURN_IF_ERROR(t->ToBackendDevice());
   SessionOptions so;
   so.num_threads = options.threads;
+  so.backend = options.backend;
+  so.precision = options.precision;
   WH_ASSIGN_OR_RETURN(t->train_, Session::FromGraph(std::move(tg.graph), so));
   if (teacher) {
     if (teacher->inputs().size() != 1 || teacher->outputs().empty())
@@ -228,7 +247,7 @@ StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, con
   for (size_t i = 0; i < params_.size(); ++i) in[params_[i]] = values_[i];
   for (size_t i = 0; i < state_names_.size(); ++i) in[state_names_[i]] = state_values_[i];
   for (const QuantizedParam& q : quantized_)
-    if (!q.live_scale.empty()) in[q.live_scale] = LiveScale(*Latent(q.latent), q);
+    if (!q.live_scale.empty()) in[q.live_scale] = LiveScale(*Latent(q.latent), q);  // a download on a device
   for (size_t i = 0; i < opts_.hints.size(); ++i) {
     if (i >= features.size() || features[i].dtype() != DType::kFloat32)
       return InvalidArgument("hint: the teacher's tensor '" + opts_.hints[i].second + "' is not float32");
@@ -247,7 +266,14 @@ StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, con
     in[std::string(kHintCoefInput) + "_" + std::to_string(i)] =
         Tensor::Scalar<float>(2.f * opts_.hint_weight / static_cast<float>(std::max<int64_t>(1, features[i].numel())));
   }
-  WH_ASSIGN_OR_RETURN(*outs, train_->Run(in));
+  // Gradients and state stay where they were computed (the device, for the optimizer); the
+  // logits and the hint tensors come to the host for the loss.
+  WH_ASSIGN_OR_RETURN(*outs, train_->Run(in, nullptr, OutputsOn::kWhereComputed));
+  WH_ASSIGN_OR_RETURN((*outs)[0], (*outs)[0].ToDevice(DeviceType::kCpu));
+  for (size_t i = 0; i < opts_.hints.size(); ++i) {
+    Tensor& sv = (*outs)[outs->size() - opts_.hints.size() + i];
+    WH_ASSIGN_OR_RETURN(sv, sv.ToDevice(DeviceType::kCpu));
+  }
   double hint_loss = 0;
   for (size_t i = 0; i < opts_.hints.size(); ++i) {
     const Tensor& sv = (*outs)[outs->size() - opts_.hints.size() + i];
@@ -310,64 +336,43 @@ float Trainer::LearningRate(int64_t step, int64_t total) const {
 
 StatusOr<StepResult> Trainer::Step(const Tensor& x, const Tensor& labels, int64_t step, int64_t total_steps,
                                    const Tensor& teacher_logits) {
+  WH_RETURN_IF_ERROR(ToBackendDevice());  // a restored checkpoint's host tensors
   std::vector<Tensor> grads;
   WH_ASSIGN_OR_RETURN(StepResult r, Gradients(x, labels, &grads, teacher_logits));
-  // Blocks of at most 16K elements over every param, on the trainer's threads; the squared norm
-  // is summed per block and then in block order, so it does not depend on the thread count.
-  struct Block {
-    size_t k;
-    int64_t begin, end;
-  };
-  std::vector<Block> blocks;
-  for (size_t k = 0; k < values_.size(); ++k)
-    for (int64_t b = 0; b < values_[k].numel(); b += 16384) blocks.push_back({k, b, std::min(values_[k].numel(), b + 16384)});
+  // The optimizer runs where the params live; a gradient a CPU kernel computed moves there.
+  const ParamUpdates& up = *ParamUpdatesFor(device_);
   const int threads = train_->options().num_threads;  // the Session's, with 0 resolved to all cores
-  std::vector<double> partial(blocks.size(), 0.0);
-  ParallelFor(static_cast<int64_t>(blocks.size()), threads, [&](int64_t i) {
-    const Block& bl = blocks[static_cast<size_t>(i)];
-    const float* g = grads[bl.k].data<float>();
-    double sum = 0;
-    for (int64_t j = bl.begin; j < bl.end; ++j) sum += static_cast<double>(g[j]) * g[j];
-    partial[static_cast<size_t>(i)] = sum;
-  });
   double norm2 = 0;
-  for (double v : partial) norm2 += v;
+  for (Tensor& g : grads) {
+    WH_ASSIGN_OR_RETURN(g, g.ToDevice(device_));
+    double sum = 0;
+    WH_RETURN_IF_ERROR(up.sum_squares(g.data<float>(), g.numel(), threads, &sum));
+    norm2 += sum;
+  }
   if (!std::isfinite(norm2)) return Internal("the gradients are not finite (loss " + std::to_string(r.loss) + ")");
   const double norm = std::sqrt(norm2);
-  const float clip = opts_.clip_norm > 0 && norm > opts_.clip_norm ? static_cast<float>(opts_.clip_norm / norm) : 1.f;
-  const float lr = LearningRate(step, total_steps);
+  UpdateHyper h;
+  h.adamw = opts_.optimizer == OptimizerKind::kAdamW;
+  h.clip = opts_.clip_norm > 0 && norm > opts_.clip_norm ? static_cast<float>(opts_.clip_norm / norm) : 1.f;
+  h.lr = LearningRate(step, total_steps);
   ++adam_t_;
-  const bool first = adam_t_ == 1;
-  const float bc1 = 1.f - std::pow(opts_.beta1, static_cast<float>(adam_t_));
-  const float bc2 = 1.f - std::pow(opts_.beta2, static_cast<float>(adam_t_));
-  ParallelFor(static_cast<int64_t>(blocks.size()), threads, [&](int64_t bi) {
-    const Block& bl = blocks[static_cast<size_t>(bi)];
-    const size_t k = bl.k;
-    float* p = values_[k].data<float>();
-    const float* g = grads[k].data<float>();
-    float* m = m_[k].data<float>();
-    float* v = v_[k].data<float>();
-    const float wd = values_[k].rank() >= 2 ? opts_.weight_decay : 0.f;
-    if (opts_.optimizer == OptimizerKind::kSgd) {
-      // PyTorch's SGD: L2 added to the gradient, then momentum (first step: the gradient).
-      for (int64_t i = bl.begin; i < bl.end; ++i) {
-        const float gi = g[i] * clip + wd * p[i];
-        m[i] = first ? gi : opts_.momentum * m[i] + gi;
-        p[i] -= lr * (opts_.nesterov ? gi + opts_.momentum * m[i] : m[i]);
-      }
-    } else {
-      // AdamW: decoupled weight decay.
-      for (int64_t i = bl.begin; i < bl.end; ++i) {
-        const float gi = g[i] * clip;
-        p[i] *= 1.f - lr * wd;
-        m[i] = opts_.beta1 * m[i] + (1.f - opts_.beta1) * gi;
-        v[i] = opts_.beta2 * v[i] + (1.f - opts_.beta2) * gi * gi;
-        p[i] -= lr * (m[i] / bc1) / (std::sqrt(v[i] / bc2) + opts_.adam_eps);
-      }
-    }
-  });
+  h.first = adam_t_ == 1;
+  h.momentum = opts_.momentum;
+  h.nesterov = opts_.nesterov;
+  h.beta1 = opts_.beta1;
+  h.beta2 = opts_.beta2;
+  h.eps = opts_.adam_eps;
+  h.bc1 = 1.f - std::pow(opts_.beta1, static_cast<float>(adam_t_));
+  h.bc2 = 1.f - std::pow(opts_.beta2, static_cast<float>(adam_t_));
+  for (size_t k = 0; k < values_.size(); ++k) {
+    h.weight_decay = values_[k].rank() >= 2 ? opts_.weight_decay : 0.f;  // none on biases
+    WH_RETURN_IF_ERROR(up.update(h, values_[k].data<float>(), grads[k].data<float>(), m_[k].data<float>(),
+                                 v_[k].data<float>(), values_[k].numel(), threads));
+  }
   // The step's running statistics become the model's (never touched by the optimizer).
-  for (size_t i = 0; i < state_values_.size() && i < pending_state_.size(); ++i) state_values_[i] = pending_state_[i].Clone();
+  // A device output is the trainer's own buffer already; a host one may share the arena's.
+  for (size_t i = 0; i < state_values_.size() && i < pending_state_.size(); ++i)
+    state_values_[i] = pending_state_[i].device() == DeviceType::kCpu ? pending_state_[i].Clone() : pending_state_[i];
   return r;
 }
 
@@ -466,22 +471,32 @@ StatusOr<Tensor> Trainer::TeacherLogits(const Dataset& data, const std::vector<i
   return tz;
 }
 
-const Tensor* Trainer::Latent(const std::string& name) const {
+std::optional<Tensor> Trainer::Latent(const std::string& name) const {
   for (size_t i = 0; i < params_.size(); ++i)
-    if (params_[i] == name) return &values_[i];
-  return nullptr;
+    if (params_[i] == name) return HostSnapshot(values_[i]);
+  return std::nullopt;
+}
+
+Status Trainer::ToBackendDevice() {
+  for (std::vector<Tensor>* ts : {&values_, &m_, &v_, &state_values_})
+    for (Tensor& t : *ts) {
+      if (t.device() == device_) continue;
+      WH_ASSIGN_OR_RETURN(t, t.ToDevice(device_));
+    }
+  return Status::Ok();
 }
 
 Graph Trainer::CurrentModel() const {
   Graph g = student_;
   for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor value = *Latent(params_[i]);  // a host snapshot
     const QuantizedParam* q = nullptr;
     for (const QuantizedParam& c : quantized_)
       if (c.latent == params_[i]) q = &c;
     const int v = g.FindValue(q ? q->stored : params_[i]);
     if (v < 0) continue;
     if (!q) {
-      g.value(v).initializer = values_[i].Clone();  // a snapshot: training goes on in place
+      g.value(v).initializer = value;
       continue;
     }
     // Re-estimated scales: a live weight's from its latent values; a bias beside it keeps its
@@ -489,7 +504,7 @@ Graph Trainer::CurrentModel() const {
     QuantizedParam now = *q;
     std::string scale_name;
     if (!q->live_scale.empty()) {
-      now.scale = LiveScale(values_[i], *q);
+      now.scale = LiveScale(value, *q);
       scale_name = q->stored_scale;
     } else if (!q->bias_of.empty() && Latent(q->bias_of)) {
       const QuantizedParam* w = nullptr;
@@ -508,17 +523,18 @@ Graph Trainer::CurrentModel() const {
           if (Readers(g, n.inputs[1]) != 1) scale_name.clear(), now.scale = q->scale;
         }
     }
-    g.value(v).initializer = QuantizeStored(values_[i], now);
+    g.value(v).initializer = QuantizeStored(value, now);
     if (!scale_name.empty()) g.value(g.FindValue(scale_name)).initializer = now.scale.Clone();
   }
   for (size_t i = 0; i < state_names_.size(); ++i) {
     const int v = g.FindValue(state_names_[i]);
-    if (v >= 0) g.value(v).initializer = state_values_[i].Clone();
+    if (v < 0) continue;
+    g.value(v).initializer = HostSnapshot(state_values_[i]);
   }
   // Binarized layers: the latent weights' signs packed again, alpha as trained.
   for (const BinaryParam& b : binary_) {
-    const Tensor* w = Latent(b.latent);
-    const Tensor* a = Latent(b.alpha);
+    const std::optional<Tensor> w = Latent(b.latent);
+    const std::optional<Tensor> a = Latent(b.alpha);
     const int bv = g.FindValue(b.bits), av = g.FindValue(b.alpha_stored);
     if (!w || bv < 0) continue;
     const int64_t words = BinaryWords(b.k);
@@ -542,6 +558,8 @@ StatusOr<double> Trainer::Evaluate(const Dataset& data, int64_t batch) const {
   if (!data.has_labels()) return InvalidArgument("evaluation data needs labels");
   SessionOptions so;
   so.num_threads = opts_.threads;
+  so.backend = opts_.backend;
+  so.precision = opts_.precision;
   WH_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, Session::FromGraph(CurrentModel(), so));
   int64_t correct = 0;
   const std::string in = s->inputs()[0].name;

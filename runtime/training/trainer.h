@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,13 @@ struct TrainOptions {
   bool cosine = true;
   uint64_t seed = 0;
   int threads = 1;
+  // Where the student's forward and backward passes, the teacher and the optimizer run. On kCuda
+  // the parameters, their gradients and the optimizer state stay on the GPU between steps (only
+  // the logits come back, for the loss); precision as SessionOptions::precision (kCuda only):
+  // with bf16/fp16 cuBLAS rounds the products' operands while every tensor, gradient and master
+  // weight stays float32.
+  Backend backend = Backend::kCpu;
+  Precision precision = Precision::kFp32;
   // Image augmentation (inputs [N, ..., H, W]), drawn per sample from (seed, epoch, step):
   // a random crop of the image zero-padded by crop_padding on each side, and a horizontal flip
   // with probability 1/2 (PyTorch's RandomCrop(padding=P) and RandomHorizontalFlip).
@@ -102,7 +110,8 @@ class Trainer {
                                                    const TrainOptions& options);
 
   // Loss, accuracy and the gradient of every param on one batch (x [B, ...], labels int64 [B] or
-  // undefined), without updating anything. grads: one per param (params() order).
+  // undefined), without updating anything. grads: one per param (params() order), on the
+  // device that computed it (the host on the CPU backend).
   // teacher_logits: the teacher's [B, C] logits for x when the caller has them (else the
   // teacher runs).
   StatusOr<StepResult> Gradients(const Tensor& x, const Tensor& labels, std::vector<Tensor>* grads,
@@ -119,13 +128,19 @@ class Trainer {
   // stores quantized are quantized again with their scales).
   Graph CurrentModel() const;
   const std::vector<std::string>& params() const { return params_; }
+  // The training graph's nodes with no kernel on the backend's device (run on the CPU with
+  // copies; Session::fallback_nodes); empty on the CPU.
+  const std::vector<std::string>& fallback_nodes() const { return train_->fallback_nodes(); }
+  // On the backend's device (TrainOptions::backend); a caller may put host tensors of the same
+  // dims here (a restored checkpoint), and the next step moves them there.
   std::vector<Tensor>& param_values() { return values_; }
-  // Optimizer state (momentum / Adam moments) and the step counter, for checkpoints.
+  // Optimizer state (momentum / Adam moments) and the step counter, for checkpoints (device as
+  // param_values()).
   std::vector<Tensor>& state1() { return m_; }
   std::vector<Tensor>& state2() { return v_; }
   int64_t& adam_steps() { return adam_t_; }
   // Model state the steps update but do not train (BatchNormalization running statistics with
-  // bn_training), by initializer name; for checkpoints.
+  // bn_training), by initializer name; for checkpoints (device as param_values()).
   const std::vector<std::string>& state_names() const { return state_names_; }
   std::vector<Tensor>& state_values() { return state_values_; }
   int64_t StepsPerEpoch(int64_t samples) const { return (samples + opts_.batch - 1) / opts_.batch; }
@@ -139,9 +154,13 @@ class Trainer {
   StatusOr<Tensor> TeacherLogits(const Dataset& data, const std::vector<int64_t>& rows, const Tensor& x,
                                  int64_t* cached);
   float LearningRate(int64_t step, int64_t total) const;
-  const Tensor* Latent(const std::string& param) const;  // a param's current values
+  // A snapshot of a param's current values in host memory (downloaded from the device).
+  std::optional<Tensor> Latent(const std::string& param) const;
+  // Params, optimizer state and model state moved to the backend's device where they are not.
+  Status ToBackendDevice();
 
   TrainOptions opts_;
+  DeviceType device_ = DeviceType::kCpu;  // the backend's
   Graph student_;
   std::unique_ptr<Session> train_, teacher_;
   std::string input_name_;

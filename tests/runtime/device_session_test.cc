@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "kernels/kernel.h"
 #include "lib/ir/device.h"
 #include "lib/ops/op_def.h"
+#include "tests/util/fake_device.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"
 #include "whittle/session.h"
@@ -30,40 +32,8 @@ using testing::GraphBuilder;
 using testing::RandomFloat;
 using testing::TensorsClose;
 
-struct FakeDevice {
-  std::mutex mu;
-  std::set<void*> live;
-  int copies_to_device = 0, copies_to_host = 0;
-};
-FakeDevice* fake = nullptr;
-
-const DeviceRuntime kFakeRuntime = [] {
-  DeviceRuntime rt;
-  rt.available = [](std::string*) { return true; };
-  rt.allocate = [](size_t bytes) -> void* {
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    std::memset(p, 0, (bytes + 63) / 64 * 64);
-    std::lock_guard<std::mutex> l(fake->mu);
-    fake->live.insert(p);
-    return p;
-  };
-  rt.release = [](void* p) {
-    {
-      std::lock_guard<std::mutex> l(fake->mu);
-      fake->live.erase(p);
-    }
-    std::free(p);
-  };
-  rt.copy = [](void* dst, DeviceType dd, const void* src, DeviceType sd, size_t bytes) -> Status {
-    if (dd == sd) return Internal("a copy within one device");
-    std::memcpy(dst, src, bytes);
-    std::lock_guard<std::mutex> l(fake->mu);
-    (dd == DeviceType::kCuda ? fake->copies_to_device : fake->copies_to_host)++;
-    return Status::Ok();
-  };
-  rt.synchronize = []() { return Status::Ok(); };
-  return rt;
-}();
+using testing::ActiveFakeDevice;
+using testing::FakeDeviceScope;
 
 // test.device DevAffine(X[, B]) = 2 X (+ B), float32, B of X's shape.
 class DevAffine : public OpKernel {
@@ -73,9 +43,8 @@ class DevAffine : public OpKernel {
   Status Compute(KernelContext& ctx) const override {
     auto on_device = [&](const Tensor* t) {
       if (!t || t->device() != d_) return false;
-      if (d_ == DeviceType::kCpu) return true;
-      std::lock_guard<std::mutex> l(fake->mu);  // the bytes must be the stand-in device's own
-      return fake->live.count(t->buffer()->data()) != 0;
+      // The bytes must be the stand-in device's own.
+      return d_ == DeviceType::kCpu || ActiveFakeDevice()->Owns(t->buffer()->data());
     };
     for (const Tensor* t : ctx.inputs)
       if (t && !on_device(t)) return Internal("DevAffine got a tensor that is not on its device");
@@ -139,16 +108,11 @@ class DeviceSession : public ::testing::Test {
     RegisterAllOps();
     RegisterAllKernels();
     RegisterDevAffine();
-    fake = &state_;
-    saved_ = DeviceRuntimeFor(DeviceType::kCuda);
-    RegisterDeviceRuntime(DeviceType::kCuda, &kFakeRuntime);
+    scope_.emplace();  // after RegisterAllKernels, which registers the real CUDA runtime where built
   }
-  void TearDown() override {
-    RegisterDeviceRuntime(DeviceType::kCuda, saved_);
-    fake = nullptr;
-  }
-  FakeDevice state_;
-  const DeviceRuntime* saved_ = nullptr;
+  void TearDown() override { scope_.reset(); }
+  std::optional<FakeDeviceScope> scope_;
+  testing::FakeDevice& state() { return scope_->device(); }
 };
 
 TEST_F(DeviceSession, PlacesNodesCopiesAtBoundariesAndFallsBack) {
@@ -163,14 +127,14 @@ TEST_F(DeviceSession, PlacesNodesCopiesAtBoundariesAndFallsBack) {
   ASSERT_EQ((*dev)->fallback_nodes().size(), 2u);  // the Reshape is an alias: it stays on the device
   EXPECT_NE((*dev)->fallback_nodes()[0].find("Relu"), std::string::npos);
   EXPECT_NE((*dev)->fallback_nodes()[1].find("Add"), std::string::npos);
-  EXPECT_EQ(state_.copies_to_device, 1);  // the bias, once, at load
-  EXPECT_EQ(state_.copies_to_host, 0);
+  EXPECT_EQ(state().copies_to_device, 1);  // the bias, once, at load
+  EXPECT_EQ(state().copies_to_host, 0);
 
   const Tensor x = RandomFloat({2, 3}, 1);
   auto want = (*cpu)->Run({{"x", x}});
   ASSERT_TRUE(want.ok()) << want.status().message();
   for (int run = 0; run < 2; ++run) {
-    state_.copies_to_device = state_.copies_to_host = 0;
+    state().copies_to_device = state().copies_to_host = 0;
     RunStats stats;
     auto got = (*dev)->Run({{"x", x}}, &stats);
     ASSERT_TRUE(got.ok()) << got.status().message();
@@ -178,8 +142,8 @@ TEST_F(DeviceSession, PlacesNodesCopiesAtBoundariesAndFallsBack) {
     EXPECT_TRUE(TensorsClose((*got)[0], (*want)[0], 0.f, 0.f));
     // In: x, Relu's and Add's outputs. Out: the first and the reshaped second DevAffine's outputs
     // to the CPU ops, and the result.
-    EXPECT_EQ(state_.copies_to_device, 3) << "run " << run;
-    EXPECT_EQ(state_.copies_to_host, 3) << "run " << run;
+    EXPECT_EQ(state().copies_to_device, 3) << "run " << run;
+    EXPECT_EQ(state().copies_to_host, 3) << "run " << run;
     ASSERT_EQ(stats.nodes.size(), 6u);
     for (const RunStats::NodeTime& nt : stats.nodes)
       EXPECT_EQ(nt.device, nt.op_type == "DevAffine" || nt.op_type == "Reshape" ? "cuda" : "cpu") << nt.op_type;
@@ -214,6 +178,38 @@ TEST_F(DeviceSession, ConcurrentRunsAreBitIdentical) {
     });
   for (std::thread& th : threads) th.join();
   for (int t = 0; t < 4; ++t) EXPECT_EQ(bad[static_cast<size_t>(t)], 0) << "thread " << t;
+}
+
+// OutputsOn::kWhereComputed: a device output stays there (no copy back), a CPU-computed one on
+// the host; a later run reuses a device output's buffer once the caller has dropped it.
+TEST_F(DeviceSession, OutputsCanStayWhereTheyWereComputed) {
+  Graph g = MakeMixed();
+  g.outputs().push_back(g.FindValue("t"));  // the CPU Add's output
+  SessionOptions o;
+  o.backend = Backend::kCuda;
+  auto dev = Session::FromGraph(std::move(g), o);
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  const Tensor x = RandomFloat({2, 3}, 1);
+  auto want = (*dev)->Run({{"x", x}});
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  for (int run = 0; run < 2; ++run) {
+    state().copies_to_host = 0;
+    RunStats stats;
+    auto got = (*dev)->Run({{"x", x}}, &stats, OutputsOn::kWhereComputed);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    ASSERT_EQ(got->size(), 2u);
+    EXPECT_EQ((*got)[0].device(), DeviceType::kCuda);
+    EXPECT_TRUE(state().Owns((*got)[0].buffer()->data()));
+    EXPECT_EQ((*got)[1].device(), DeviceType::kCpu);
+    EXPECT_EQ(state().copies_to_host, 2) << "only the two device values the CPU ops read";
+    auto host = (*got)[0].ToDevice(DeviceType::kCpu);
+    ASSERT_TRUE(host.ok());
+    EXPECT_TRUE(host->BitwiseEquals((*want)[0]));
+    EXPECT_TRUE((*got)[1].BitwiseEquals((*want)[1]));
+    // One fresh buffer per run: the host output, which the caller keeps (as on the CPU). The
+    // device output's buffer (and the device copy of the host output) came back from the run before.
+    EXPECT_EQ(stats.buffers_allocated, 1) << "run " << run;
+  }
 }
 
 TEST_F(DeviceSession, UnavailableDeviceIsAClearError) {

@@ -90,7 +90,7 @@ TEST(FinetuneModelCli, ErrorsWriteNothing) {
   struct Case {
     std::string args, says;
   };
-  const std::vector<Case> cases = {
+  std::vector<Case> cases = {
       {Model("mlp") + kData + " -o " + out, "--teacher"},
       {Model("mlp") + " --teacher " + Model("mlp") + " --train-data nonsense:x -o " + out, "--train-data"},
       {Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --resume", "--checkpoint-dir"},
@@ -103,7 +103,14 @@ TEST(FinetuneModelCli, ErrorsWriteNothing) {
       {Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --hint /no/such", "no tensor '/no/such'"},
       {Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --hint =x", "--hint"},
       {Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --batchnorm sometimes", "--batchnorm"},
+      {Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --device tpu", "--device"},
+      {Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --precision bf16", "needs --device cuda"},
+      {Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --precision fp8", "--precision"},
   };
+  const std::vector<Backend>& tested = testing::TestedBackends();
+  if (std::find(tested.begin(), tested.end(), Backend::kCuda) == tested.end())  // no GPU here: a clear refusal
+    cases.push_back({Model("mlp") + " --teacher " + Model("mlp") + kData + " -o " + out + " --device cuda",
+                     "device 'cuda' is not available"});
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);
     CmdResult r = Tool(dir, "finetune-model", c.args);

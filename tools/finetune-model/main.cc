@@ -52,9 +52,14 @@ Status SaveCheckpoint(const std::string& dir, Trainer& t, const whittle::Graph* 
   if (best) WH_RETURN_IF_ERROR(whittle::SaveModel(*best, sub + "/best.onnx"));
   for (size_t k = 0; k < t.params().size(); ++k) {
     // The params as trained (a QDQ student's latent weights are finer than model.onnx's integers).
-    WH_RETURN_IF_ERROR(whittle::WriteNpy(sub + "/param_" + std::to_string(k) + ".npy", t.param_values()[k]));
-    WH_RETURN_IF_ERROR(whittle::WriteNpy(sub + "/opt_" + std::to_string(k) + "_m.npy", t.state1()[k]));
-    WH_RETURN_IF_ERROR(whittle::WriteNpy(sub + "/opt_" + std::to_string(k) + "_v.npy", t.state2()[k]));
+    // On --device cuda they live on the GPU: each is downloaded for the file.
+    const std::pair<const char*, const whittle::Tensor*> files[] = {
+        {"/param_", &t.param_values()[k]}, {"/opt_", &t.state1()[k]}, {"/opt_", &t.state2()[k]}};
+    for (size_t f = 0; f < 3; ++f) {
+      WH_ASSIGN_OR_RETURN(whittle::Tensor host, files[f].second->ToDevice(whittle::DeviceType::kCpu));
+      const char* suffix = f == 0 ? ".npy" : f == 1 ? "_m.npy" : "_v.npy";
+      WH_RETURN_IF_ERROR(whittle::WriteNpy(sub + files[f].first + std::to_string(k) + suffix, host));
+    }
   }
   nlohmann::json s{{"epoch_done", epoch_done}, {"folder", name},          {"optimizer_steps", t.adam_steps()},
                    {"best", h.best},           {"best_epoch", h.best_epoch}, {"accuracy_before", h.before},
@@ -107,7 +112,7 @@ int main(int argc, char** argv) {
   int64_t train_limit = -1, eval_limit = -1;
   bool no_labels = false, json = false, resume = false, no_lr_scaling = false, no_cosine = false, quiet = false;
   bool no_teacher_cache = false, fixed_scales = false;
-  std::string batchnorm = "train";
+  std::string batchnorm = "train", device = "cpu", precision = "fp32";
   std::vector<std::string> hints;
   app.add_option("student", student_path, "The compressed model to fine-tune (ONNX)")->required();
   app.add_option("--teacher", teacher_path, "The original model (ONNX); needed unless --alpha 0");
@@ -129,12 +134,20 @@ int main(int argc, char** argv) {
   app.add_option("--clip", o.clip_norm, "Clip gradients to this global norm (0: off)")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the data order")->capture_default_str();
   app.add_option("--threads", o.threads, "Intra-op threads (0 = all cores)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--device", device,
+                 "Where the forward and backward passes, the teacher and the optimizer run: cpu, or cuda (params, "
+                 "gradients and optimizer state stay on the GPU; nodes without a CUDA kernel run on the CPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  app.add_option("--precision", precision,
+                 "With --device cuda: arithmetic of the float products: fp32, or tf32/fp16/bf16 on tensor cores "
+                 "(mixed precision: tensors, gradients and master weights stay fp32)")
+      ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16"}))->capture_default_str();
   app.add_option("--train-limit", train_limit, "Use only the first N training samples")->check(CLI::PositiveNumber);
   app.add_option("--eval-limit", eval_limit, "Use only the first N evaluation samples")->check(CLI::PositiveNumber);
   app.add_option("--checkpoint-dir", ckpt_dir, "Write a checkpoint after every epoch into this directory");
   app.add_flag("--resume", resume, "Continue from the last checkpoint in --checkpoint-dir");
   app.add_flag("--json", json,
-               "Print one JSON object on stdout: the per-epoch history, accuracy_before (the student before epoch 1), "
+               "Print one JSON object on stdout: the per-epoch history, device, precision, fallback_nodes (training graph nodes on the CPU), accuracy_before (the student before epoch 1), "
                "best_eval_accuracy, best_epoch, teacher_accuracy (with --report), output_params, output_file_bytes");
   app.add_option("--report", report,
                  "Write a self-contained HTML report to FILE.html (written only on success): the command, inputs, "
@@ -163,6 +176,10 @@ int main(int argc, char** argv) {
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "finetune-model")) return *code;
   whittle::cli::RemoveTempFilesOnSignal();
   o.use_labels = !no_labels;
+  o.backend = device == "cuda" ? whittle::Backend::kCuda : whittle::Backend::kCpu;
+  o.precision = *whittle::ParsePrecision(precision);  // one of the four (checked above)
+  if (o.precision != whittle::Precision::kFp32 && device != "cuda")
+    return Fail("--precision " + precision + " needs --device cuda (the CPU computes in fp32)");
   o.scale_lr = !no_lr_scaling;
   o.cosine = !no_cosine;
   o.cache_teacher = !no_teacher_cache;
@@ -267,6 +284,12 @@ int main(int argc, char** argv) {
 
   whittle::cli::Progress progress(!quiet);
   if (!quiet && first_epoch > 0) progress.Line("resuming after epoch " + std::to_string(first_epoch));
+  if (!quiet && o.backend != whittle::Backend::kCpu) {
+    std::string list;
+    for (const std::string& n : t.fallback_nodes()) list += (list.empty() ? "" : ", ") + n;
+    progress.Line(std::to_string(t.fallback_nodes().size()) + " node(s) of the training graph run on the CPU" +
+                  (list.empty() ? "" : ": " + list));
+  }
   ProgressObserver observer(&progress, quiet, ckpt_dir);
   whittle::training::FinetuneRun run;
   run.epochs = o.epochs;
@@ -292,6 +315,8 @@ int main(int argc, char** argv) {
     if (teacher && !eval_spec.empty()) {
       whittle::SessionOptions so;
       so.num_threads = o.threads;
+      so.backend = o.backend;
+      so.precision = o.precision;
       auto session = whittle::Session::FromGraph(*teacher, so);
       if (!session.ok()) return Fail(session.status().WithContext("evaluating the teacher").message());
       auto r = whittle::EvaluateTop1(**session, eval.inputs, eval.labels);
@@ -312,7 +337,8 @@ int main(int argc, char** argv) {
   if (Status s = temp.Commit(); !s.ok()) return Fail(s.message());
   if (json) {
     nlohmann::json j{{"student", student_path}, {"teacher", teacher_path}, {"output", out_path},
-                     {"epochs", whittle::EpochsJson(h)}, {"params", t.params().size()}};
+                     {"epochs", whittle::EpochsJson(h)}, {"params", t.params().size()},
+                     {"device", device},     {"precision", precision}, {"fallback_nodes", t.fallback_nodes()}};
     j["accuracy_before"] = h.before >= 0 ? nlohmann::json(h.before) : nlohmann::json(nullptr);
     j["best_eval_accuracy"] = h.best >= 0 ? nlohmann::json(h.best) : nlohmann::json(nullptr);
     j["best_epoch"] = h.best_epoch >= 0 ? nlohmann::json(h.best_epoch + 1) : nlohmann::json(nullptr);

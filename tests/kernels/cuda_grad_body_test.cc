@@ -1,0 +1,197 @@
+// The CUDA training kernels' device code, run on the CPU: the bodies of kernels/cuda/grad_body.h
+// over their whole ranges against the reference kernels of the ops they serve — col2im (after the
+// product W^T dY the CUDA ConvGradInput leaves to cuBLAS) against ConvGradInput, the pool
+// gradients against MaxPoolGrad (bit for bit: the same first maximum, the same order of
+// additions) and AveragePoolGrad, the block reduction against ReduceSum/ReduceMean, and
+// BatchNormAt against BatchNormalization. The geometry cases cover strides, dilations,
+// asymmetric padding, ceil_mode and groups. cuBLAS's part and the launches run on a GPU only
+// (scripts/cuda-device-check.sh).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/grad_body.h"
+#include "lib/ir/domain.h"
+#include "lib/ops/op_def.h"
+#include "runtime/node_runner.h"
+#include "tests/util/test_util.h"
+
+namespace whittle::cuda {
+namespace {
+
+using ::whittle::testing::MakeNode;
+using ::whittle::testing::RandomFloat;
+using ::whittle::testing::TensorsClose;
+
+struct Geometry {
+  int64_t c, h, w, k_h, k_w, stride, dil, pad_t, pad_l, pad_b, pad_r;
+  bool ceil = false;
+};
+
+AttributeMap WindowAttrs(const Geometry& g) {
+  AttributeMap a;
+  a.Set("kernel_shape", Attribute::Ints({g.k_h, g.k_w}));
+  a.Set("strides", Attribute::Ints({g.stride, g.stride}));
+  a.Set("dilations", Attribute::Ints({g.dil, g.dil}));
+  a.Set("pads", Attribute::Ints({g.pad_t, g.pad_l, g.pad_b, g.pad_r}));
+  if (g.ceil) a.Set("ceil_mode", Attribute::Int(1));
+  return a;
+}
+
+Window2d WindowFor(const Geometry& g, int64_t out_h, int64_t out_w) {
+  Window2d w;
+  w.in_h = g.h;
+  w.in_w = g.w;
+  w.out_h = out_h;
+  w.out_w = out_w;
+  w.k_h = g.k_h;
+  w.k_w = g.k_w;
+  w.stride_h = w.stride_w = g.stride;
+  w.dil_h = w.dil_w = g.dil;
+  w.pad_top = g.pad_t;
+  w.pad_left = g.pad_l;
+  w.pad_bottom = g.pad_b;
+  w.pad_right = g.pad_r;
+  return w;
+}
+
+std::string Name(const Geometry& g) {
+  return "c" + std::to_string(g.c) + " " + std::to_string(g.h) + "x" + std::to_string(g.w) + " k" +
+         std::to_string(g.k_h) + "x" + std::to_string(g.k_w) + " s" + std::to_string(g.stride) + " d" +
+         std::to_string(g.dil) + " pads " + std::to_string(g.pad_t) + "," + std::to_string(g.pad_l) + "," +
+         std::to_string(g.pad_b) + "," + std::to_string(g.pad_r) + (g.ceil ? " ceil" : "");
+}
+
+const Geometry kGeometries[] = {
+    {3, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1},  {2, 9, 7, 3, 2, 2, 1, 0, 1, 1, 0}, {4, 10, 10, 3, 3, 2, 2, 2, 1, 0, 2},
+    {1, 5, 6, 1, 1, 1, 1, 0, 0, 0, 0},  {2, 7, 7, 2, 2, 2, 1, 0, 0, 0, 0, true}, {3, 6, 5, 4, 3, 3, 1, 1, 2, 2, 1}};
+
+TEST(CudaGradBodies, Col2imAfterTheProductIsConvGradInput) {
+  RegisterAllOps();
+  uint32_t seed = 1;
+  for (const Geometry& geo : kGeometries)
+    for (int64_t group : {int64_t{1}, int64_t{2}}) {
+      if (geo.ceil) continue;  // Conv has no ceil_mode
+      SCOPED_TRACE(Name(geo) + " group " + std::to_string(group));
+      const int64_t N = 2, C = geo.c * group, M = 3 * group, Cg = geo.c, Mg = 3;
+      AttributeMap attrs = WindowAttrs(geo);
+      attrs.Set("group", Attribute::Int(group));
+      const Tensor x = RandomFloat({N, C, geo.h, geo.w}, seed++);
+      const Tensor w = RandomFloat({M, Cg, geo.k_h, geo.k_w}, seed++);
+      auto y = RunNode(MakeNode("Conv", 2, 1, attrs), 17, {x, w}, Backend::kReference);
+      ASSERT_TRUE(y.ok()) << y.status().message();
+      const Tensor dy = RandomFloat((*y)[0].dims(), seed++);
+      auto want = RunNode(MakeNode("ConvGradInput", 3, 1, attrs, kWhittleDomain), 17, {dy, w, x}, Backend::kReference);
+      ASSERT_TRUE(want.ok()) << want.status().message();
+      const Window2d win = WindowFor(geo, dy.dim(2), dy.dim(3));
+      const int64_t Kg = Cg * geo.k_h * geo.k_w, P = win.out_h * win.out_w, HW = geo.h * geo.w;
+      Tensor got(DType::kFloat32, x.dims());
+      std::vector<float> col(static_cast<size_t>(Kg * P));
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t g = 0; g < group; ++g) {
+          // col = W_g^T dY_g: what the CUDA kernel asks cuBLAS for.
+          for (int64_t k = 0; k < Kg; ++k)
+            for (int64_t p = 0; p < P; ++p) {
+              double s = 0;
+              for (int64_t m = 0; m < Mg; ++m)
+                s += static_cast<double>(w.data<float>()[(g * Mg + m) * Kg + k]) * dy.data<float>()[(n * M + g * Mg + m) * P + p];
+              col[static_cast<size_t>(k * P + p)] = static_cast<float>(s);
+            }
+          float* dx = got.data<float>() + (n * C + g * Cg) * HW;
+          for (int64_t i = 0; i < Cg * HW; ++i) Col2imAt(col.data(), dx, win, i);
+        }
+      EXPECT_TRUE(TensorsClose(got, (*want)[0], 1e-5f, 1e-5f));
+    }
+}
+
+TEST(CudaGradBodies, PoolGradientsMatchTheReference) {
+  RegisterAllOps();
+  uint32_t seed = 100;
+  for (const Geometry& geo : kGeometries)
+    for (const char* op : {"MaxPool", "AveragePool", "AveragePool+pad"}) {
+      const bool max = std::string(op) == "MaxPool", include_pad = std::string(op) == "AveragePool+pad";
+      if (!max && geo.dil != 1) continue;  // AveragePool's dilations need opset 19
+      SCOPED_TRACE(Name(geo) + " " + op);
+      AttributeMap attrs = WindowAttrs(geo);
+      if (!max) attrs.Erase("dilations");
+      if (include_pad) attrs.Set("count_include_pad", Attribute::Int(1));
+      Tensor x = RandomFloat({2, geo.c, geo.h, geo.w}, seed++);
+      if (max)  // ties: the first maximum in tap order must win, as on the CPU
+        for (int64_t i = 0; i < x.numel(); i += 3) x.data<float>()[i] = 0.5f;
+      auto y = RunNode(MakeNode(max ? "MaxPool" : "AveragePool", 1, 1, attrs), 17, {x}, Backend::kReference);
+      ASSERT_TRUE(y.ok()) << y.status().message();
+      const Tensor dy = RandomFloat((*y)[0].dims(), seed++);
+      auto want = RunNode(MakeNode(max ? "MaxPoolGrad" : "AveragePoolGrad", 2, 1, attrs, kWhittleDomain), 17, {x, dy},
+                          Backend::kReference);
+      ASSERT_TRUE(want.ok()) << want.status().message();
+      const Window2d win = WindowFor(geo, dy.dim(2), dy.dim(3));
+      Tensor got(DType::kFloat32, x.dims());
+      for (int64_t i = 0; i < x.numel(); ++i)
+        PoolGradAt(max ? x.data<float>() : nullptr, dy.data<float>(), got.data<float>(), win, max ? 0 : 1, include_pad, i);
+      if (max) {
+        EXPECT_TRUE(got.BitwiseEquals((*want)[0]));
+      } else {
+        EXPECT_TRUE(TensorsClose(got, (*want)[0], 1e-6f, 1e-5f));
+      }
+    }
+}
+
+TEST(CudaGradBodies, BlockReductionMatchesReduceSumAndMean) {
+  RegisterAllOps();
+  const Tensor x = RandomFloat({3, 4, 5, 6}, 7);
+  const std::vector<std::vector<int64_t>> axes_cases = {{0, 2, 3}, {1}, {-1}, {0}, {0, 1, 2, 3}, {1, 3}};
+  for (const auto& axes : axes_cases)
+    for (bool mean : {false, true}) {
+      SCOPED_TRACE(std::string(mean ? "ReduceMean" : "ReduceSum") + " over " + std::to_string(axes.size()) + " axes");
+      AttributeMap attrs;
+      attrs.Set("axes", Attribute::Ints(axes));
+      auto want = RunNode(MakeNode(mean ? "ReduceMean" : "ReduceSum", 1, 1, attrs), 11, {x}, Backend::kReference);
+      ASSERT_TRUE(want.ok()) << want.status().message();
+      // The host side of the CUDA factory: kept and reduced axes with their strides.
+      ReduceShape r;
+      int64_t stride = 1, strides[4];
+      for (int d = 3; d >= 0; --d) strides[d] = stride, stride *= x.dim(d);
+      for (int d = 0; d < 4; ++d) {
+        bool red = false;
+        for (int64_t a : axes) red |= (a < 0 ? a + 4 : a) == d;
+        int& n = red ? r.reduced_rank : r.kept_rank;
+        (red ? r.reduced_dims : r.kept_dims)[n] = x.dim(d);
+        (red ? r.reduced_strides : r.kept_strides)[n] = strides[d];
+        ++n;
+        (red ? r.count : r.outputs) *= x.dim(d);
+      }
+      r.scale = mean ? 1.f / static_cast<float>(r.count) : 1.f;
+      ASSERT_EQ(r.outputs, (*want)[0].numel());
+      Tensor got(DType::kFloat32, (*want)[0].dims());
+      constexpr int64_t kShares = 256;  // a block's threads
+      for (int64_t o = 0; o < r.outputs; ++o) {
+        float s[kShares];
+        for (int64_t t = 0; t < kShares; ++t) s[t] = ReduceShareAt(x.data<float>(), r, o, t, kShares);
+        for (int64_t w = kShares / 2; w > 0; w /= 2)
+          for (int64_t t = 0; t < w; ++t) s[t] += s[t + w];
+        got.data<float>()[o] = s[0] * r.scale;
+      }
+      EXPECT_TRUE(TensorsClose(got, (*want)[0], 1e-5f, 1e-5f));
+    }
+}
+
+TEST(CudaGradBodies, BatchNormMatchesTheReference) {
+  RegisterAllOps();
+  const int64_t N = 2, C = 3, H = 4, W = 5;
+  std::vector<Tensor> in{RandomFloat({N, C, H, W}, 1), RandomFloat({C}, 2), RandomFloat({C}, 3), RandomFloat({C}, 4),
+                         RandomFloat({C}, 5)};
+  for (int64_t c = 0; c < C; ++c) in[4].data<float>()[c] = 0.5f + std::abs(in[4].data<float>()[c]);  // variances
+  AttributeMap attrs;
+  attrs.Set("epsilon", Attribute::Float(1e-3f));
+  auto want = RunNode(MakeNode("BatchNormalization", 5, 1, attrs), 15, in, Backend::kReference);
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  Tensor got(DType::kFloat32, in[0].dims());
+  for (int64_t i = 0; i < got.numel(); ++i)
+    BatchNormAt(in[0].data<float>(), in[1].data<float>(), in[2].data<float>(), in[3].data<float>(), in[4].data<float>(),
+                1e-3f, C, H * W, got.data<float>(), i);
+  EXPECT_TRUE(TensorsClose(got, (*want)[0], 1e-5f, 1e-5f));
+}
+
+}  // namespace
+}  // namespace whittle::cuda

@@ -1,0 +1,44 @@
+// A stand-in for the CUDA device whose memory is host memory, for tests of device placement on
+// any machine: while a FakeDeviceScope lives, the kCuda DeviceRuntime allocates tracked host
+// buffers (zero-filled) and counts the copies to and from it, and the kCuda optimizer updates
+// (kernels/param_update.h) are the CPU's, run on those buffers. The CUDA backend's own kernels
+// see that the runtime is not theirs and decline, so every standard op falls back to the CPU
+// with explicit copies.
+#pragma once
+
+#include <mutex>
+#include <set>
+
+#include "lib/ir/device.h"
+
+namespace whittle {
+struct ParamUpdates;
+namespace testing {
+
+struct FakeDevice {
+  std::mutex mu;
+  std::set<void*> live;  // buffers allocated on it and not freed
+  int copies_to_device = 0, copies_to_host = 0;
+  // Whether p is the start of a live buffer of the stand-in device.
+  bool Owns(const void* p);
+};
+
+// The FakeDevice of the live scope (null outside one).
+FakeDevice* ActiveFakeDevice();
+
+class FakeDeviceScope {
+ public:
+  FakeDeviceScope();
+  ~FakeDeviceScope();
+  FakeDeviceScope(const FakeDeviceScope&) = delete;
+  FakeDeviceScope& operator=(const FakeDeviceScope&) = delete;
+  FakeDevice& device() { return state_; }
+
+ private:
+  FakeDevice state_;
+  const DeviceRuntime* saved_runtime_ = nullptr;
+  const ParamUpdates* saved_updates_ = nullptr;
+};
+
+}  // namespace testing
+}  // namespace whittle
