@@ -116,20 +116,12 @@ struct ReduceShape {
   float scale = 1.f;               // 1, or 1 / count for a mean
 };
 
-WH_HD int64_t ReduceBase(const ReduceShape& r, int64_t o) {
+// The element offset of index k of a row-major walk over `rank` dims read at `strides`.
+WH_HD int64_t StridedOffset(int rank, const int64_t* dims, const int64_t* strides, int64_t k) {
   int64_t off = 0;
-  for (int d = r.kept_rank - 1; d >= 0; --d) {
-    off += (o % r.kept_dims[d]) * r.kept_strides[d];
-    o /= r.kept_dims[d];
-  }
-  return off;
-}
-
-WH_HD int64_t ReducedOffset(const ReduceShape& r, int64_t k) {
-  int64_t off = 0;
-  for (int d = r.reduced_rank - 1; d >= 0; --d) {
-    off += (k % r.reduced_dims[d]) * r.reduced_strides[d];
-    k /= r.reduced_dims[d];
+  for (int d = rank - 1; d >= 0; --d) {
+    off += (k % dims[d]) * strides[d];
+    k /= dims[d];
   }
   return off;
 }
@@ -137,9 +129,10 @@ WH_HD int64_t ReducedOffset(const ReduceShape& r, int64_t k) {
 // The part of output o's sum that share `share` of `shares` adds: reduced elements share,
 // share + shares, ... (a block's threads, summed by a fixed tree).
 WH_HD float ReduceShareAt(const float* x, const ReduceShape& r, int64_t o, int64_t share, int64_t shares) {
-  const float* base = x + ReduceBase(r, o);
+  const float* base = x + StridedOffset(r.kept_rank, r.kept_dims, r.kept_strides, o);
   float s = 0.f;
-  for (int64_t k = share; k < r.count; k += shares) s += base[ReducedOffset(r, k)];
+  for (int64_t k = share; k < r.count; k += shares)
+    s += base[StridedOffset(r.reduced_rank, r.reduced_dims, r.reduced_strides, k)];
   return s;
 }
 

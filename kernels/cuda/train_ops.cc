@@ -157,14 +157,27 @@ MakeFn PoolGradOp(bool max) {
   };
 }
 
-// Images per im2col/col2im chunk: about 256 MB of float scratch.
-int64_t ImageChunk(int64_t images, int64_t per_image) {
-  return std::max<int64_t>(1, std::min<int64_t>(images, (int64_t{64} << 20) / std::max<int64_t>(1, per_image)));
-}
+// How a 2-D window op over N images walks its columns [Kg, P] per image: a 1x1 window at stride
+// 1 without padding in one group reads (or writes) the images themselves (direct, no scratch);
+// otherwise `chunk` images' columns at a time (about 256 MB) in this thread's scratch `col`.
+struct ColumnPlan {
+  bool direct = false;
+  int64_t chunk = 1;
+  float* col = nullptr;
+};
 
-bool Pointwise(const Window2d& w, int64_t group) {
-  return w.k_h == 1 && w.k_w == 1 && w.stride_h == 1 && w.stride_w == 1 && w.pad_top == 0 && w.pad_left == 0 &&
-         w.pad_bottom == 0 && w.pad_right == 0 && group == 1;
+StatusOr<ColumnPlan> PlanColumns(const Window2d& w, int64_t group, int64_t images, int64_t Kg, int64_t P) {
+  ColumnPlan c;
+  c.direct = w.k_h == 1 && w.k_w == 1 && w.stride_h == 1 && w.stride_w == 1 && w.pad_top == 0 && w.pad_left == 0 &&
+             w.pad_bottom == 0 && w.pad_right == 0 && group == 1;
+  if (c.direct) {
+    c.chunk = std::max<int64_t>(1, images);
+    return c;
+  }
+  c.chunk = std::max<int64_t>(1, std::min<int64_t>(images, (int64_t{64} << 20) / std::max<int64_t>(1, Kg * P)));
+  WH_ASSIGN_OR_RETURN(void* s, Scratch(static_cast<size_t>(c.chunk * Kg * P) * sizeof(float)));
+  c.col = static_cast<float*>(s);
+  return c;
 }
 
 // ConvGradInput(dY, W, X): per group, col [Kg, P] = W_g^T [Kg, Mg] x dY_g [Mg, P] for a chunk of
@@ -186,13 +199,10 @@ KernelOr MakeConvGradInput(const KernelInit& init) {
     if (M % group != 0 || Cg * group != C) return InvalidArgument("ConvGradInput: W does not match X and group");
     const Window2d win = WindowOf(at, w.dim(2), w.dim(3), x, dy);
     const int64_t Mg = M / group, Kg = Cg * win.k_h * win.k_w, P = win.out_h * win.out_w, HW = win.in_h * win.in_w;
-    const bool direct = Pointwise(win, group);
-    const int64_t chunk = direct ? N : ImageChunk(N, Kg * P);
-    float* col = nullptr;
-    if (!direct) {
-      WH_ASSIGN_OR_RETURN(void* s, Scratch(static_cast<size_t>(chunk * Kg * P) * sizeof(float)));
-      col = static_cast<float*>(s);
-    }
+    WH_ASSIGN_OR_RETURN(const ColumnPlan plan, PlanColumns(win, group, N, Kg, P));
+    const bool direct = plan.direct;
+    const int64_t chunk = plan.chunk;
+    float* col = plan.col;
     for (int64_t n0 = 0; n0 < N; n0 += chunk) {
       const int64_t nb = std::min(chunk, N - n0);
       for (int64_t g = 0; g < group; ++g) {
@@ -242,17 +252,12 @@ KernelOr MakeConvGradWeight(const KernelInit& init) {
     const Window2d win = WindowOf(at, ks[0], ks[1], x, dy);
     const int64_t Kg = Cg * win.k_h * win.k_w, P = win.out_h * win.out_w, HW = win.in_h * win.in_w;
     if (dw.numel() != M * Kg) return Internal("ConvGradWeight: the output size differs");
-    if (N == 0) {
-      WH_ASSIGN_OR_RETURN(Tensor zero, Tensor(DType::kFloat32, dw.dims()).ToDevice(DeviceType::kCuda));
-      return CopyTensorBytes(zero, &dw);  // no image: a zero gradient
-    }
-    const bool direct = Pointwise(win, group);
-    const int64_t chunk = direct ? N : ImageChunk(N, Kg * P);
-    float* col = nullptr;
-    if (!direct) {
-      WH_ASSIGN_OR_RETURN(void* s, Scratch(static_cast<size_t>(chunk * Kg * P) * sizeof(float)));
-      col = static_cast<float*>(s);
-    }
+    if (N == 0)  // no image: a zero gradient
+      return Check(cudaMemsetAsync(dw.raw_data(), 0, dw.nbytes(), cudaStreamPerThread), "cudaMemsetAsync");
+    WH_ASSIGN_OR_RETURN(const ColumnPlan plan, PlanColumns(win, group, N, Kg, P));
+    const bool direct = plan.direct;
+    const int64_t chunk = plan.chunk;
+    float* col = plan.col;
     for (int64_t n0 = 0; n0 < N; n0 += chunk) {
       const int64_t nb = std::min(chunk, N - n0);
       for (int64_t g = 0; g < group; ++g) {
