@@ -20,15 +20,8 @@ __global__ void PoolGradKernel(const float* x, const float* dy, float* dx, Windo
   WH_GRID_STRIDE(i, n) PoolGradAt(x, dy, dx, w, mode, include_pad, i);
 }
 
-__global__ void BroadcastCopyKernel(const float* x, float* y, BroadcastShape s, int64_t n) {
-  WH_GRID_STRIDE(i, n) {
-    int64_t rem = i, xi = 0;
-    for (int d = s.rank - 1; d >= 0; --d) {
-      xi += (rem % s.dims[d]) * s.a_strides[d];
-      rem /= s.dims[d];
-    }
-    y[i] = x[xi];
-  }
+__global__ void StridedCopyKernel(const float* x, float* y, BroadcastShape s, int64_t n) {
+  WH_GRID_STRIDE(i, n) StridedCopyAt(x, y, s, i);
 }
 
 __global__ void ReluGradKernel(const float* y, const float* dy, float* dx, int64_t n) {
@@ -67,8 +60,8 @@ void LaunchPoolGrad2d(const float* x, const float* dy, float* dx, int64_t planes
   if (n > 0) PoolGradKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, dy, dx, w, max ? 0 : 1, count_include_pad, n);
 }
 
-void LaunchBroadcastCopy(const float* x, float* y, const BroadcastShape& s, int64_t n, void* stream) {
-  if (n > 0) BroadcastCopyKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, s, n);
+void LaunchStridedCopy(const float* x, float* y, const BroadcastShape& s, int64_t n, void* stream) {
+  if (n > 0) StridedCopyKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, s, n);
 }
 
 void LaunchReluGrad(const float* y, const float* dy, float* dx, int64_t n, void* stream) {

@@ -9,6 +9,8 @@
 //                      divisor as the forward pool counts it)
 //   ReduceShareAt:     thread `share` of `shares`' part of reduction output o (ReduceSum/Mean)
 //   BatchNormAt:       inference BatchNormalization of element i of x [N, C, inner]
+//   StridedCopyAt:     element i of y read from x at strides (Expand: 0 along broadcast dims;
+//                      Transpose: x's strides in the permuted order)
 // The CUDA drivers are kernels/cuda/grad.cu; tests/kernels/cuda_grad_body_test.cc runs these on
 // the CPU against the reference kernels.
 #pragma once
@@ -134,6 +136,11 @@ WH_HD float ReduceShareAt(const float* x, const ReduceShape& r, int64_t o, int64
   for (int64_t k = share; k < r.count; k += shares)
     s += base[StridedOffset(r.reduced_rank, r.reduced_dims, r.reduced_strides, k)];
   return s;
+}
+
+// y[i] = x at the offset of y's index i under s.dims / s.a_strides.
+WH_HD void StridedCopyAt(const float* x, float* y, const BroadcastShape& s, int64_t i) {
+  y[i] = x[StridedOffset(s.rank, s.dims, s.a_strides, i)];
 }
 
 WH_HD void BatchNormAt(const float* x, const float* scale, const float* bias, const float* mean, const float* var,

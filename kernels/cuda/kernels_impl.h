@@ -65,8 +65,8 @@ void LaunchCol2im(const float* col, float* x, int64_t channels, const Window2d& 
 // MaxPoolGrad (max; x read) or AveragePoolGrad over planes of x/dx [in_h, in_w], dy [out_h, out_w].
 void LaunchPoolGrad2d(const float* x, const float* dy, float* dx, int64_t planes, const Window2d& w, bool max,
                       bool count_include_pad, void* stream);
-// y = broadcast of x to y's dims (BroadcastShape's a_strides read x; Expand).
-void LaunchBroadcastCopy(const float* x, float* y, const BroadcastShape& s, int64_t n, void* stream);
+// y [s.dims] read from x at s.a_strides (Expand: 0 along broadcast dims; Transpose: permuted).
+void LaunchStridedCopy(const float* x, float* y, const BroadcastShape& s, int64_t n, void* stream);
 // dx = y > 0 ? dy : 0.
 void LaunchReluGrad(const float* y, const float* dy, float* dx, int64_t n, void* stream);
 // y[o] = scale * the sum of x over the reduced axes (ReduceSum, ReduceMean); grad_body.h's ReduceShape.

@@ -1,7 +1,7 @@
 // The CUDA kernels a training graph (runtime/training/autodiff.h) needs beyond the inference ops,
 // so that `finetune-model --device cuda` keeps its forward and backward passes on the GPU:
 // ReduceSum/ReduceMean (bias gradients, batch statistics), inference-form BatchNormalization (fed
-// the batch statistics), Expand and Shape (the gradients of reductions), and the ai.whittle
+// the batch statistics), Expand and Shape (the gradients of reductions), Transpose, and the ai.whittle
 // gradient ops ReluGrad, MaxPoolGrad, AveragePoolGrad, ConvGradInput (cuBLAS product W^T dY, then
 // col2im) and ConvGradWeight (im2col, then dY col^T accumulated image by image). 2-D windows and
 // float32 only; anything else declines to the CPU kernel like every CUDA factory.
@@ -104,8 +104,34 @@ KernelOr MakeExpand(const KernelInit& init) {
     s.rank = static_cast<int>(out.size());
     for (int d = 0; d < s.rank; ++d) s.dims[d] = out[static_cast<size_t>(d)];
     BroadcastStrides(x.dims(), out, s.a_strides);
-    LaunchBroadcastCopy(x.data<float>(), y.data<float>(), s, y.numel(), Stream());
+    LaunchStridedCopy(x.data<float>(), y.data<float>(), s, y.numel(), Stream());
     return Launched("Expand");
+  });
+}
+
+// Transpose of float32 x: y's index walks x at x's strides taken in perm's order.
+KernelOr MakeTranspose(const KernelInit& init) {
+  if (InputDType(init, 0) != DType::kFloat32) return KernelOr(nullptr);
+  const std::vector<int64_t> perm = init.attrs.GetInts("perm", {});
+  return Kernel([perm](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    Tensor& y = *ctx.outputs[0];
+    const int r = x.rank();
+    if (r > kMaxRank) return Unimplemented("CUDA Transpose takes up to 8 dims");
+    if (y.numel() == 0) return Status::Ok();
+    int64_t strides[kMaxRank] = {}, s = 1;
+    for (int d = r - 1; d >= 0; --d) strides[d] = s, s *= x.dim(d);
+    BroadcastShape b;  // a scalar: one element, rank 1
+    b.rank = std::max(r, 1);
+    b.dims[0] = 1;
+    for (int d = 0; d < r; ++d) {
+      const int64_t p = perm.empty() ? r - 1 - d : perm[static_cast<size_t>(d)];
+      if (p < 0 || p >= r) return InvalidArgument("Transpose: perm is not a permutation of the axes");
+      b.dims[d] = y.dim(d);
+      b.a_strides[d] = strides[p];
+    }
+    LaunchStridedCopy(x.data<float>(), y.data<float>(), b, y.numel(), Stream());
+    return Launched("Transpose");
   });
 }
 
@@ -294,6 +320,7 @@ void RegisterTrainingKernels(KernelRegistry& r) {
   AddCudaKernel(r, "", "BatchNormalization", MakeBatchNorm);
   AddCudaKernel(r, "", "Expand", MakeExpand);
   AddCudaKernel(r, "", "Shape", MakeShape);
+  AddCudaKernel(r, "", "Transpose", MakeTranspose);
   AddCudaKernel(r, kWhittleDomain, "ReluGrad", MakeReluGrad);
   AddCudaKernel(r, kWhittleDomain, "MaxPoolGrad", PoolGradOp(true));
   AddCudaKernel(r, kWhittleDomain, "AveragePoolGrad", PoolGradOp(false));

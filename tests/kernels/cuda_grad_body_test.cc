@@ -176,6 +176,40 @@ TEST(CudaGradBodies, BlockReductionMatchesReduceSumAndMean) {
     }
 }
 
+// Transpose and Expand as the CUDA factories lay them out: y's index walks x at strides.
+TEST(CudaGradBodies, StridedCopyIsTransposeAndExpand) {
+  RegisterAllOps();
+  const Tensor x = RandomFloat({2, 3, 4, 5}, 11);
+  for (const std::vector<int64_t>& perm : std::vector<std::vector<int64_t>>{{0, 2, 3, 1}, {}, {1, 0, 3, 2}}) {
+    SCOPED_TRACE("perm of " + std::to_string(perm.size()));
+    AttributeMap attrs;
+    if (!perm.empty()) attrs.Set("perm", Attribute::Ints(perm));
+    auto want = RunNode(MakeNode("Transpose", 1, 1, attrs), 17, {x}, Backend::kReference);
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    const int64_t strides[4] = {60, 20, 5, 1};
+    BroadcastShape b;
+    b.rank = 4;
+    for (int d = 0; d < 4; ++d) {
+      b.dims[d] = (*want)[0].dim(d);
+      b.a_strides[d] = strides[perm.empty() ? 3 - d : perm[static_cast<size_t>(d)]];
+    }
+    Tensor got(DType::kFloat32, (*want)[0].dims());
+    for (int64_t i = 0; i < got.numel(); ++i) StridedCopyAt(x.data<float>(), got.data<float>(), b, i);
+    EXPECT_TRUE(got.BitwiseEquals((*want)[0]));
+  }
+  const Tensor small = RandomFloat({3, 1, 5}, 12);
+  auto want = RunNode(MakeNode("Expand", 2, 1), 17, {small, Tensor::FromVector<int64_t>({4}, {2, 3, 4, 5})},
+                      Backend::kReference);
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  BroadcastShape b;
+  b.rank = 4;
+  const int64_t dims[4] = {2, 3, 4, 5}, strides[4] = {0, 5, 0, 1};  // small's, 0 along the broadcast dims
+  for (int d = 0; d < 4; ++d) b.dims[d] = dims[d], b.a_strides[d] = strides[d];
+  Tensor got(DType::kFloat32, (*want)[0].dims());
+  for (int64_t i = 0; i < got.numel(); ++i) StridedCopyAt(small.data<float>(), got.data<float>(), b, i);
+  EXPECT_TRUE(got.BitwiseEquals((*want)[0]));
+}
+
 TEST(CudaGradBodies, BatchNormMatchesTheReference) {
   RegisterAllOps();
   const int64_t N = 2, C = 3, H = 4, W = 5;
