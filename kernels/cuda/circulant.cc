@@ -24,12 +24,7 @@ KernelOr MakeBlockCirculantMatMul(const KernelInit& init) {
   if (InputDType(init, 0) != DType::kFloat32 || !blocks || !ConstantInputs(init, {2}) ||
       !FusedKind(init.attrs, &act) || !CheckCirculantAttrs(a).ok() || !CheckCirculantTensors(a, *blocks, bias).ok())
     return KernelOr(nullptr);
-  CircShape shape;
-  shape.N = a.n;
-  shape.K = a.k;
-  shape.B = a.block;
-  shape.P = a.p();
-  shape.Q = a.q();
+  const CircShape shape = CircShapeOf(a);
   const std::vector<float> spectra = CirculantSpectra(blocks->data<float>(), shape.P, shape.Q, shape.B);
   WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> cf, Upload(spectra.data(), spectra.size() * sizeof(float)));
   std::shared_ptr<Buffer> b;

@@ -14,6 +14,9 @@
 #include <vector>
 
 #include "kernels/cuda/hd.h"
+#ifndef __CUDACC__
+#include "kernels/common/circulant.h"
+#endif
 
 namespace whittle::cuda {
 
@@ -21,6 +24,19 @@ struct CircShape {
   int64_t M = 0, N = 0, K = 0, B = 0, P = 0, Q = 0;
   WH_HD int64_t H() const { return B / 2 + 1; }
 };
+
+#ifndef __CUDACC__
+// A layer's shape from its attributes (M, the rows, is per call; host code only).
+inline CircShape CircShapeOf(const CirculantAttrs& a) {
+  CircShape c;
+  c.N = a.n;
+  c.K = a.k;
+  c.B = a.block;
+  c.P = a.p();
+  c.Q = a.q();
+  return c;
+}
+#endif
 
 // xp [M][Q][B] from x [M][K], zero past K. i < M * Q * B.
 WH_HD void CircPadAt(const float* x, float* xp, const CircShape& c, int64_t i) {

@@ -13,7 +13,6 @@
 
 #include "kernels/common/binary.h"
 #include "kernels/param_update.h"
-#include "lib/ir/device.h"
 #include "runtime/training/autodiff.h"
 #include "runtime/training/lift.h"
 
@@ -46,13 +45,15 @@ void Softmax(const float* z, int64_t B, int64_t C, float T, std::vector<float>* 
   }
 }
 
-// t's values in host memory, in a buffer of their own (a snapshot: training goes on in place).
-Tensor HostSnapshot(const Tensor& t) {
-  if (t.device() == DeviceType::kCpu) return t.Clone();
+// t's values in host memory: t itself on the CPU, else downloaded.
+Tensor HostValues(const Tensor& t) {
   auto h = t.ToDevice(DeviceType::kCpu);
   WH_CHECK(h.ok());  // a download of the trainer's own buffer fails only with the device
   return *h;
 }
+
+// t's values in host memory, in a buffer of their own (a snapshot: training goes on in place).
+Tensor HostSnapshot(const Tensor& t) { return t.device() == DeviceType::kCpu ? t.Clone() : HostValues(t); }
 
 }  // namespace
 
@@ -136,12 +137,6 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const Graph& student, const G
   std::unique_ptr<Trainer> t(new Trainer());
   t->opts_ = options;
   t->device_ = BackendDevice(options.backend);
-  RegisterAllKernels();  // the backend's device runtime and optimizer updates, where built
-  if (std::string why; !DeviceAvailable(t->device_, &why))
-    return Unimplemented(std::string("device '") + BackendName(options.backend) + "' is not available: " + why);
-  if (!ParamUpdatesFor(t->device_))
-    return Unimplemented(std::string("training on '") + BackendName(options.backend) +
-                         "': this build has no optimizer update for that device");
   if (!options.use_labels) t->opts_.alpha = 1.f;
   if (t->opts_.weight_decay < 0) t->opts_.weight_decay = options.optimizer == OptimizerKind::kSgd ? 5e-4f : 0.01f;
   if (t->opts_.alpha > 0 && !teacher) return InvalidArgument("distillation (alpha > 0 or no labels) needs a teacher");
@@ -175,12 +170,16 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const Graph& student, const G
     std::memset(z2.raw_data(), 0, z2.nbytes());
     t->v_.push_back(z2);
   }
-  WH_RETURN_IF_ERROR(t->ToBackendDevice());
   SessionOptions so;
   so.num_threads = options.threads;
   so.backend = options.backend;
   so.precision = options.precision;
+  // The session says first whether the device is there (and registers its backend).
   WH_ASSIGN_OR_RETURN(t->train_, Session::FromGraph(std::move(tg.graph), so));
+  if (!ParamUpdatesFor(t->device_))
+    return Unimplemented(std::string("training on '") + BackendName(options.backend) +
+                         "': this build has no optimizer update for that device");
+  WH_RETURN_IF_ERROR(t->ToBackendDevice());
   if (teacher) {
     if (teacher->inputs().size() != 1 || teacher->outputs().empty())
       return InvalidArgument("the teacher must have one data input and logits as its first output");
@@ -473,7 +472,7 @@ StatusOr<Tensor> Trainer::TeacherLogits(const Dataset& data, const std::vector<i
 
 std::optional<Tensor> Trainer::Latent(const std::string& name) const {
   for (size_t i = 0; i < params_.size(); ++i)
-    if (params_[i] == name) return HostSnapshot(values_[i]);
+    if (params_[i] == name) return HostValues(values_[i]);
   return std::nullopt;
 }
 
@@ -489,14 +488,14 @@ Status Trainer::ToBackendDevice() {
 Graph Trainer::CurrentModel() const {
   Graph g = student_;
   for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor value = *Latent(params_[i]);  // a host snapshot
+    const Tensor value = *Latent(params_[i]);  // read only: may share the param's buffer
     const QuantizedParam* q = nullptr;
     for (const QuantizedParam& c : quantized_)
       if (c.latent == params_[i]) q = &c;
     const int v = g.FindValue(q ? q->stored : params_[i]);
     if (v < 0) continue;
     if (!q) {
-      g.value(v).initializer = value;
+      g.value(v).initializer = values_[i].device() == DeviceType::kCpu ? value.Clone() : value;  // a snapshot
       continue;
     }
     // Re-estimated scales: a live weight's from its latent values; a bias beside it keeps its

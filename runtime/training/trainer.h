@@ -154,7 +154,7 @@ class Trainer {
   StatusOr<Tensor> TeacherLogits(const Dataset& data, const std::vector<int64_t>& rows, const Tensor& x,
                                  int64_t* cached);
   float LearningRate(int64_t step, int64_t total) const;
-  // A snapshot of a param's current values in host memory (downloaded from the device).
+  // A param's current values in host memory, to read (the param itself on the CPU, else a download).
   std::optional<Tensor> Latent(const std::string& param) const;
   // Params, optimizer state and model state moved to the backend's device where they are not.
   Status ToBackendDevice();

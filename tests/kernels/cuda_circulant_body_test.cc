@@ -99,12 +99,7 @@ TEST(CudaCirculantBodies, FftPathMatchesReference) {
     Tensor expect = (*want)[0];
     if (c.relu)
       for (int64_t i = 0; i < expect.numel(); ++i) expect.data<float>()[i] = std::max(expect.data<float>()[i], 0.f);
-    CircShape shape;
-    shape.N = c.n;
-    shape.K = c.k;
-    shape.B = c.block;
-    shape.P = a.p();
-    shape.Q = a.q();
+    const CircShape shape = CircShapeOf(a);
     const std::vector<float> cf = CirculantSpectra(in[1].data<float>(), shape.P, shape.Q, shape.B);
     std::vector<float> scratch(static_cast<size_t>(c.chunk * CircScratchPerRow(shape)));
     Tensor got(DType::kFloat32, {c.m, c.n});

@@ -53,12 +53,12 @@ Status SaveCheckpoint(const std::string& dir, Trainer& t, const whittle::Graph* 
   for (size_t k = 0; k < t.params().size(); ++k) {
     // The params as trained (a QDQ student's latent weights are finer than model.onnx's integers).
     // On --device cuda they live on the GPU: each is downloaded for the file.
-    const std::pair<const char*, const whittle::Tensor*> files[] = {
-        {"/param_", &t.param_values()[k]}, {"/opt_", &t.state1()[k]}, {"/opt_", &t.state2()[k]}};
-    for (size_t f = 0; f < 3; ++f) {
-      WH_ASSIGN_OR_RETURN(whittle::Tensor host, files[f].second->ToDevice(whittle::DeviceType::kCpu));
-      const char* suffix = f == 0 ? ".npy" : f == 1 ? "_m.npy" : "_v.npy";
-      WH_RETURN_IF_ERROR(whittle::WriteNpy(sub + files[f].first + std::to_string(k) + suffix, host));
+    const std::string ks = std::to_string(k);
+    for (const auto& [file, tensor] : {std::pair{"/param_" + ks + ".npy", &t.param_values()[k]},
+                                       std::pair{"/opt_" + ks + "_m.npy", &t.state1()[k]},
+                                       std::pair{"/opt_" + ks + "_v.npy", &t.state2()[k]}}) {
+      WH_ASSIGN_OR_RETURN(whittle::Tensor host, tensor->ToDevice(whittle::DeviceType::kCpu));
+      WH_RETURN_IF_ERROR(whittle::WriteNpy(sub + file, host));
     }
   }
   nlohmann::json s{{"epoch_done", epoch_done}, {"folder", name},          {"optimizer_steps", t.adam_steps()},
