@@ -231,7 +231,10 @@ class QConvKernel : public OpKernel {
         conv_(kQLinear.Pick(init.backend, &QLinearFns::conv)),
         pools_(kQLinear.Pick(init.backend, &QLinearFns::conv_pools)),
         pool_(init.attrs.GetInts("_max_pool")),
-        backend_(init.backend) {}
+        // This kernel runs on the host, so its fallback pool must too: a device backend's MaxPool
+        // (CUDA, when the CUDA QConv declined this node) would be handed host pointers (seen on
+        // an H100 as wrong bytes, then an illegal memory access).
+        pool_backend_(BackendDevice(init.backend) == DeviceType::kCpu ? init.backend : Backend::kCpu) {}
 
   Status Init(const KernelInit& init) {
     WH_RETURN_IF_ERROR(CheckDataTypes(node_, init, q_));
@@ -246,7 +249,7 @@ class QConvKernel : public OpKernel {
     if (pack_ && params_ && w->dim(0) % group_ == 0) packed_ = pack_(*w, params_->w_zp, group_);
     if (!pool_.empty() && params_) {
       pool_dtype_ = params_->out.dtype;
-      WH_ASSIGN_OR_RETURN(pool_kernel_, MakeMaxPool(pool_, pool_dtype_, backend_, node_));
+      WH_ASSIGN_OR_RETURN(pool_kernel_, MakeMaxPool(pool_, pool_dtype_, pool_backend_, node_));
     }
     return Status::Ok();
   }
@@ -293,7 +296,7 @@ class QConvKernel : public OpKernel {
     std::unique_ptr<OpKernel> per_call;
     const OpKernel* pool = pool_kernel_.get();
     if (!pool || y.dtype() != pool_dtype_) {  // parameters not constant: the dtype is known only now
-      WH_ASSIGN_OR_RETURN(per_call, MakeMaxPool(pool_, y.dtype(), backend_, node_));
+      WH_ASSIGN_OR_RETURN(per_call, MakeMaxPool(pool_, y.dtype(), pool_backend_, node_));
       pool = per_call.get();
     }
     KernelContext pc{{&full}, {&y}, ctx.num_threads};
@@ -309,7 +312,7 @@ class QConvKernel : public OpKernel {
   Status (*conv_)(const QConvCall&, int);
   bool (*pools_)(const QConvCall&);
   std::vector<int64_t> pool_;  // _max_pool: the fused max pool's window (= stride), or empty
-  Backend backend_;
+  Backend pool_backend_;  // a host backend
   std::unique_ptr<OpKernel> pool_kernel_;  // the fallback pool, built at load for pool_dtype_
   DType pool_dtype_ = DType::kUndefined;
   int64_t group_ = 1;

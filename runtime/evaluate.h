@@ -42,6 +42,8 @@ struct BenchOptions {
   int warmup = 10;
   int min_iterations = 20;
   double min_seconds = 1.0;
+  // Per-node times from extra runs after each batch size's timed ones (up to 200; a profiled run
+  // synchronises the device after every node, so the latencies never include profiling).
   bool profile = false;
 };
 

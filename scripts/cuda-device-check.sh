@@ -4,10 +4,12 @@
 # network, so the programs are built here and travel with their libraries and data.
 #
 #   scripts/cuda-device-check.sh bundle   # here: build (WHITTLE_CUDA=ON) and pack .bundle/cuda-check.tar.xz
+#   WHITTLE_CHECK_BUILD=build scripts/cuda-device-check.sh bundle   # pack an existing CUDA build
 #   device run: carry [".bundle"], command "scripts/cuda-device-check.sh run"
 #
 # `run` (on the GPU machine; it also runs here, where every CUDA check reports that there is no
-# device) unpacks the bundle under /tmp and writes each step's log to $OUT (or ./cuda-check-logs):
+# device) unpacks the bundle under /tmp and packs each step's log into $OUT/cuda-check-logs.tar.gz
+# (or ./cuda-check-logs.tar.gz); CHECK_STEPS="2 3" runs only those steps:
 #   1. the test suite (each kernel test checks every backend whose device is present against the
 #      reference kernels; the C API's CUDA test; tests that need files only the build machine has —
 #      the training set, the CLIs in the build folder — fail there);
@@ -33,8 +35,11 @@ bundle=.bundle/cuda-check.tar.xz
 case "$mode" in
 bundle)
   command -v xz >/dev/null || { echo "cuda-device-check: xz is needed (apt-get install xz-utils)" >&2; exit 1; }
-  build=build-cuda
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DWHITTLE_CUDA=ON -DWHITTLE_NATIVE=OFF -DWHITTLE_BUILD_BENCH=OFF >/dev/null
+  # WHITTLE_CHECK_BUILD names an existing CUDA build to pack instead (e.g. build, when the GPU
+  # machine's CPU has every ISA extension of this one: compare `lscpu` flags first).
+  build=${WHITTLE_CHECK_BUILD:-build-cuda}
+  [[ -n ${WHITTLE_CHECK_BUILD:-} ]] ||
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DWHITTLE_CUDA=ON -DWHITTLE_NATIVE=OFF -DWHITTLE_BUILD_BENCH=OFF >/dev/null
   cmake --build "$build" -j"$(nproc)" --target whittle_tests onnx_conformance run-model compress-model finetune-model
   stage=$(mktemp -d)
   trap 'rm -rf "$stage"' EXIT
@@ -72,8 +77,12 @@ PY
   ;;
 run)
   [[ -f $bundle ]] || { echo "cuda-device-check: $bundle not found (run 'bundle' first, carry .bundle)" >&2; exit 1; }
-  logs=${OUT:-cuda-check-logs}
-  mkdir -p "$logs"
+  # Every step's log goes into one archive (the device tool returns at most 8 files).
+  logs=/tmp/whittle-cuda-check-logs
+  archive=${OUT:-$PWD}/cuda-check-logs.tar.gz
+  rm -rf "$logs" && mkdir -p "$logs"
+  want() { [[ " ${CHECK_STEPS:-1 2 3 4 5 6} " == *" $1 "* ]]; }
+  trap 'tar -C "$logs" -czf "$archive" . && echo "logs: $archive"' EXIT
   root=/tmp/whittle-cuda-check
   rm -rf "$root" && mkdir -p "$root" && tar -C "$root" -xJf "$bundle"
   pkg=$root/pkg
@@ -89,13 +98,18 @@ run)
   nvidia-smi -L > "$logs/gpu.txt" 2>&1 || echo "no nvidia-smi" > "$logs/gpu.txt"
   lscpu | grep -E 'Model name|Flags' | cut -c1-200 >> "$logs/gpu.txt" || true
   status=0
+  if want 1; then
   echo "== the test suite (kernel tests check every backend with a device against the reference)"
-  "$pkg/bin/whittle_tests" > "$logs/tests.txt" 2>&1 || status=1
+  timeout "${TEST_TIMEOUT:-420}" "$pkg/bin/whittle_tests" > "$logs/tests.txt" 2>&1 || status=1
   grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]|NO DEVICE' "$logs/tests.txt" | head -40 || true
+  fi
+  if want 2; then
   echo "== ONNX conformance, --device cuda"
-  "$pkg/bin/onnx_conformance" --device cuda --data "$pkg/data/onnx" --expectations "$pkg/data/expected_failures.txt" \
+  timeout 300 "$pkg/bin/onnx_conformance" --device cuda --data "$pkg/data/onnx" --expectations "$pkg/data/expected_failures.txt" \
     > "$logs/conformance.txt" 2>&1 || status=1
   tail -5 "$logs/conformance.txt" || true
+  fi
+  if want 3; then
   echo "== run-model, cpu vs cuda"
   for m in mlp cnn transformer resnet; do
     for d in cpu cuda; do
@@ -105,6 +119,8 @@ run)
       grep -E '^accuracy|^ +(1|64|1024) |error' "$logs/run-$m-$d.txt" | sed "s/^/$m $d: /" || true
     done
   done
+  fi
+  if want 4; then
   echo "== compressed models: cuda against the CPU runtime"
   for m in mlp_int8 cnn_int8 cnn_binary cnn_xnor mlp_cluster mlp_circulant; do
     "$pkg/bin/run-model" "$pkg/models/$m.onnx" --device cuda --agree-with cpu --threads 16 --bench \
@@ -114,6 +130,8 @@ run)
     grep -E '^accuracy|^top-1 agreement|^ +(1|64|1024) |error' "$logs/run-$m-cuda.txt" | sed "s/^/$m cuda: /" || true
     grep -A 40 'ran on the CPU' "$logs/run-$m-cuda.txt" | sed "s/^/$m cuda: /" || true
   done
+  fi
+  if want 5; then
   echo "== reduced precision on the GPU against the CPU's fp32"
   for m in mlp cnn transformer resnet; do
     for p in tf32 bf16; do
@@ -124,6 +142,8 @@ run)
       grep -E '^accuracy|^top-1 agreement|^ +(1|64|1024) |error' "$logs/run-$m-cuda-$p.txt" | sed "s/^/$m cuda $p: /" || true
     done
   done
+  fi
+  if want 6; then
   echo "== one fine-tune of the pruned CNN: cpu, cuda, cuda bf16"
   fm="$pkg/data/fashion-mnist"
   for run in "cpu fp32" "cuda fp32" "cuda bf16"; do
@@ -136,6 +156,7 @@ run)
     echo "finetune $1 $2: $(cat "$logs/finetune-$1-$2.json")"
     tail -n 3 "$logs/finetune-$1-$2.txt" | sed "s/^/finetune $1 $2: /"
   done
+  fi
   exit $status
   ;;
 *)

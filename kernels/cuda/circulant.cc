@@ -45,7 +45,7 @@ KernelOr MakeBlockCirculantMatMul(const KernelInit& init) {
     if (rows == 0) return Status::Ok();
     const int64_t per_row = CircScratchPerRow(shape);
     const int64_t chunk = std::max<int64_t>(1, std::min(rows, (int64_t{32} << 20) / per_row));
-    WH_ASSIGN_OR_RETURN(void* scratch, Scratch(static_cast<size_t>(chunk * per_row) * sizeof(float), 1));
+    WH_ASSIGN_OR_RETURN(void* scratch, Scratch(static_cast<size_t>(CircScratchFloats(shape, chunk)) * sizeof(float), 1));
     const float* bias_d = b ? static_cast<const float*>(b->data()) : nullptr;
     if (!RunCirculant(CudaCLaunches(), shape, static_cast<const float*>(cf->data()), bias_d, relu, x.data<float>(),
                       rows, chunk, y.data<float>(), static_cast<float*>(scratch)))

@@ -107,14 +107,24 @@ struct CLaunches {
 // Floats of scratch per row of x.
 inline int64_t CircScratchPerRow(const CircShape& c) { return (c.Q + c.P) * (c.B + 2 * c.H()); }
 
-// y [rows][N] from x [rows][K], `chunk` rows at a time, with scratch of chunk *
-// CircScratchPerRow floats. False when an FFT failed.
+// The padded rows take a whole number of 64-float lines, so the complex spectra after them start
+// 256-byte aligned: cuFFT refuses a cufftComplex pointer that is not 8-byte aligned (an odd
+// M * Q * B put xf on a 4-byte boundary; seen on an H100).
+constexpr int64_t kCircAlignFloats = 64;
+inline int64_t CircAlignUp(int64_t n) { return (n + kCircAlignFloats - 1) / kCircAlignFloats * kCircAlignFloats; }
+// Scratch floats RunCirculant needs for `chunk` rows.
+inline int64_t CircScratchFloats(const CircShape& c, int64_t chunk) {
+  return chunk * CircScratchPerRow(c) + kCircAlignFloats;
+}
+
+// y [rows][N] from x [rows][K], `chunk` rows at a time, with CircScratchFloats(c, chunk) floats of
+// scratch (cudaMalloc-aligned). False when an FFT failed.
 inline bool RunCirculant(CLaunches& L, CircShape c, const float* cf, const float* bias, bool relu, const float* x,
                          int64_t rows, int64_t chunk, float* y, float* scratch) {
   for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
     c.M = std::min(chunk, rows - r0);
     float* xp = scratch;
-    float* xf = xp + c.M * c.Q * c.B;
+    float* xf = xp + CircAlignUp(c.M * c.Q * c.B);
     float* yf = xf + c.M * c.Q * c.H() * 2;
     float* yp = yf + c.M * c.P * c.H() * 2;
     L.Pad(x + r0 * c.K, xp, c);

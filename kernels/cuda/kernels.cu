@@ -101,11 +101,14 @@ __global__ void SoftmaxKernel(const float* x, float* y, int64_t rows, int64_t co
   for (int64_t k = lane; k < cols; k += 32) yr[k] = log ? xr[k] - m - ls : expf(xr[k] - m) / s;
 }
 
-__global__ void Im2colKernel(const float* x, float* col, int64_t channels, Window2d w) {
-  const int64_t n = channels * w.k_h * w.k_w * w.out_h * w.out_w;
+__global__ void Im2colKernel(const float* x, int64_t x_stride, float* col, int64_t col_stride, int64_t images,
+                             int64_t channels, Window2d w) {
+  const int64_t per = channels * w.k_h * w.k_w * w.out_h * w.out_w, n = images * per;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
-    Im2colAt(x, col, w, i);
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const int64_t img = i / per;
+    Im2colAt(x + img * x_stride, col + img * col_stride, w, i - img * per);
+  }
 }
 
 __global__ void PoolKernel(const float* x, float* y, int64_t planes, Window2d w, int mode, bool count_include_pad) {
@@ -170,9 +173,10 @@ void LaunchSoftmax(const float* x, float* y, int64_t rows, int64_t cols, bool lo
   if (rows > 0) SoftmaxKernel<<<static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block), kThreads, 0, S(stream)>>>(x, y, rows, cols, log);
 }
 
-void LaunchIm2col(const float* x, float* col, int64_t channels, const Window2d& w, void* stream) {
-  const int64_t n = channels * w.k_h * w.k_w * w.out_h * w.out_w;
-  if (n > 0) Im2colKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, col, channels, w);
+void LaunchIm2col(const float* x, int64_t x_stride, float* col, int64_t col_stride, int64_t images, int64_t channels,
+                  const Window2d& w, void* stream) {
+  const int64_t n = images * channels * w.k_h * w.k_w * w.out_h * w.out_w;
+  if (n > 0) Im2colKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, x_stride, col, col_stride, images, channels, w);
 }
 
 void LaunchMaxPool2d(const float* x, float* y, int64_t planes, const Window2d& w, void* stream) {

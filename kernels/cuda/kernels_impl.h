@@ -47,8 +47,11 @@ struct Window2d {
   int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
 };
 
-// col [channels * k_h * k_w, out_h * out_w] from one image's x [channels, in_h, in_w] (zero padding).
-void LaunchIm2col(const float* x, float* col, int64_t channels, const Window2d& w, void* stream);
+// For each of `images` images (x_stride / col_stride floats apart), col [channels * k_h * k_w,
+// out_h * out_w] from x [channels, in_h, in_w] (zero padding): one launch for the whole chunk
+// (a launch per image cost the CNN at batch 1024 more than its GEMMs on an H100).
+void LaunchIm2col(const float* x, int64_t x_stride, float* col, int64_t col_stride, int64_t images, int64_t channels,
+                  const Window2d& w, void* stream);
 
 // Pools over x [n*c, in_h, in_w] -> y [n*c, out_h, out_w]. Average: count_include_pad counts the
 // padded taps (inside the padded input) in the divisor.

@@ -158,8 +158,10 @@ KernelOr MakeMatMul(const KernelInit& init) {
       g.batch = y_batch;
       WH_RETURN_IF_ERROR(RowMajorGemm(g));
     } else {  // general broadcasting of the batch dims: one product per output matrix
+      // y's batch dims: all but its matrix dims (a 1-D operand contributes none: [K] x [B, K, N]
+      // is [B, N]).
       const Dims& yd = y.dims();
-      const int br = y.rank() - 2;
+      const int br = y.rank() - (a.rank() >= 2 ? 1 : 0) - (b.rank() >= 2 ? 1 : 0);
       Dims ab(static_cast<size_t>(br), 1), bb(static_cast<size_t>(br), 1);
       for (int d = 0; d < br; ++d) {
         const int ad = d - (br - (a.rank() - 2)), bd = d - (br - (b.rank() - 2));
@@ -239,9 +241,8 @@ KernelOr MakeConv(const KernelInit& init) {
           col_stride = C * P;
         } else {
           float* s = static_cast<float*>(scratch->data());
-          for (int64_t i = 0; i < nb; ++i)
-            LaunchIm2col(x.data<float>() + ((n0 + i) * C + g * Cg) * win.in_h * win.in_w, s + i * Kg * P, Cg, win,
-                         Stream());
+          LaunchIm2col(x.data<float>() + (n0 * C + g * Cg) * win.in_h * win.in_w, C * win.in_h * win.in_w, s, Kg * P,
+                       nb, Cg, win, Stream());
           col = s;
           col_stride = Kg * P;
         }

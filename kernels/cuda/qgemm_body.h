@@ -33,7 +33,29 @@ struct QTileArgs {
   const int32_t* b = nullptr;
   int64_t ldb = 0, b_batch = 0;
   int64_t M = 0, N = 0, K = 0, Kw = 0;
+  // Split-K (one product, no batches): grid z is the split, which covers K words [z * kw_per_split,
+  // (z + 1) * kw_per_split) (a multiple of kQTileKw) and stores its raw sums at
+  // partial[(z * M + m) * N + n]; QSplitEpilogueAt adds the splits and runs the epilogue.
+  int64_t kw_per_split = 0;  // 0: no split
+  int32_t* partial = nullptr;
 };
+
+// The batch and K-word range of the block at grid z.
+struct QTileRange {
+  int64_t z = 0, split = 0, kw_begin = 0, kw_end = 0;
+};
+WH_HD QTileRange QTileRangeOf(const QTileArgs& g, int64_t grid_z) {
+  QTileRange r;
+  if (g.kw_per_split > 0) {
+    r.split = grid_z;
+    r.kw_begin = grid_z * g.kw_per_split;
+    r.kw_end = r.kw_begin + g.kw_per_split < g.Kw ? r.kw_begin + g.kw_per_split : g.Kw;
+  } else {
+    r.z = grid_z;
+    r.kw_end = g.Kw;
+  }
+  return r;
+}
 
 // The epilogue's parameters that do not depend on the call (device or host pointers alike).
 struct QEpiParams {
@@ -130,15 +152,26 @@ WH_HD void QEpilogueStore(const QEpi& e, int64_t z, int64_t m, int64_t n, int32_
   else static_cast<int8_t*>(e.c)[at] = static_cast<int8_t>(static_cast<int32_t>(q));
 }
 
-// Phase 3: thread tid stores its accumulators through the epilogue.
-WH_HD void QTileStore(const QTileArgs& g, const QEpi& e, int64_t z, int64_t m0, int64_t n0, int tid,
+// Phase 3: thread tid stores its accumulators through the epilogue, or its split's raw sums.
+WH_HD void QTileStore(const QTileArgs& g, const QEpi& e, const QTileRange& r, int64_t m0, int64_t n0, int tid,
                       const int32_t (&acc)[4][4]) {
   const int tx = tid % 16, ty = tid / 16;
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j) {
       const int64_t m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
-      if (m < g.M && n < g.N) QEpilogueStore(e, z, m, n, acc[i][j]);
+      if (m >= g.M || n >= g.N) continue;
+      if (g.partial) g.partial[(r.split * g.M + m) * g.N + n] = acc[i][j];
+      else QEpilogueStore(e, r.z, m, n, acc[i][j]);
     }
+}
+
+// Element i of a split product: the splits' sums added in order (wrapping, as dp4a accumulates:
+// the fused path's value bit for bit), then the epilogue.
+WH_HD void QSplitEpilogueAt(const QTileArgs& g, const QEpi& e, int64_t splits, int64_t i) {
+  const int64_t m = i / g.N, n = i % g.N;
+  int32_t v = 0;
+  for (int64_t sp = 0; sp < splits; ++sp) v = WrapAdd32(v, g.partial[(sp * g.M + m) * g.N + n]);
+  QEpilogueStore(e, 0, m, n, v);
 }
 
 // Integer im2col of one group of images into B words [z][Kw][P] (P = out_h * out_w): word (kw, p)
@@ -196,7 +229,9 @@ WH_HD void QRowSum(const uint8_t* a, int64_t lda, uint32_t a_xor, int64_t K, int
 // emulation).
 struct QLaunches {
   virtual ~QLaunches() = default;
-  virtual void Tile(const QTileArgs& g, const QEpi& e, int64_t batches) = 0;
+  // grid_z: the batches, or the splits when g.kw_per_split is set.
+  virtual void Tile(const QTileArgs& g, const QEpi& e, int64_t grid_z) = 0;
+  virtual void SplitEpilogue(const QTileArgs& g, const QEpi& e, int64_t splits) = 0;
   virtual void Im2col(const QIm2colArgs& g, int64_t images) = 0;
   virtual void ColumnSum(const int32_t* words, int64_t Kw, int64_t n, int64_t batches, int32_t* sum) = 0;
   virtual void RowSum(const uint8_t* a, int64_t lda, uint32_t a_xor, int64_t K, int64_t Kp, int32_t pad, int64_t M,
@@ -278,9 +313,26 @@ struct QGemmDevicePtrs {
   const int32_t* colsum = nullptr;
   const int32_t* za = nullptr;  // one int32: a's shifted zero point
 };
+// Split-K: a product of few tiles (a batch-64 Linear layer is 2-4 of the 64x64 tiles, which left
+// an H100 nearly idle while each block walked all of K) spreads its K words over up to
+// kQMaxSplits blocks per tile, aiming at kQSplitTargetBlocks blocks, each split at least
+// kQMinKwPerSplit words. 1: no split.
+constexpr int64_t kQSplitTargetBlocks = 256, kQMaxSplits = 32, kQMinKwPerSplit = 4 * kQTileKw;
+inline int64_t QGemmKwPerSplit(int64_t M, int64_t N, int64_t Kw) {
+  const int64_t tiles = CeilDiv(M, kQTileM) * CeilDiv(N, kQTileN);
+  int64_t splits = std::min(std::min(CeilDiv(kQSplitTargetBlocks, tiles), kQMaxSplits), Kw / kQMinKwPerSplit);
+  if (tiles * 2 >= kQSplitTargetBlocks || splits <= 1) return 0;
+  return CeilDiv(CeilDiv(Kw, splits), kQTileKw) * kQTileKw;
+}
+// Scratch (int32 values) for the split partial sums of a product of M rows (0 when unsplit).
+inline int64_t QGemmPartialInts(int64_t M, int64_t N, int64_t Kw) {
+  const int64_t per = QGemmKwPerSplit(M, N, Kw);
+  return per > 0 ? CeilDiv(Kw, per) * M * N : 0;
+}
+
 inline void RunQGemmSlice(QLaunches& L, const QPackedB& shape, const QGemmDevicePtrs& bp, const uint8_t* a,
                           bool a_uint8, int32_t a_zp_shifted, int64_t rows, const QEpiParams& ep, void* y,
-                          int32_t* rowsum_scratch) {
+                          int32_t* rowsum_scratch, int32_t* partial_scratch) {
   QTileArgs g;
   g.a = a;
   g.lda = shape.K;
@@ -305,21 +357,30 @@ inline void RunQGemmSlice(QLaunches& L, const QPackedB& shape, const QGemmDevice
   e.p = ep;
   e.c = y;
   e.ldc = shape.N;
-  L.Tile(g, e, 1);
+  g.kw_per_split = partial_scratch ? QGemmKwPerSplit(rows, shape.N, shape.Kw) : 0;
+  if (g.kw_per_split == 0) {
+    L.Tile(g, e, 1);
+    return;
+  }
+  const int64_t splits = CeilDiv(shape.Kw, g.kw_per_split);
+  g.partial = partial_scratch;
+  L.Tile(g, e, splits);
+  L.SplitEpilogue(g, e, splits);
 }
 
 // A launch's grid has at most 65535 blocks along y (rows) and z (batches): larger calls go in
 // slices of at most kMaxGridYZ * kQTileM rows, or kMaxGridYZ images.
 constexpr int64_t kMaxGridYZ = 65535;
 
+// partial_scratch: QGemmPartialInts(min(rows, max_rows), N, Kw) values, or null (never split).
 inline void RunQGemm(QLaunches& L, const QPackedB& shape, const QGemmDevicePtrs& bp, const uint8_t* a, bool a_uint8,
                      int32_t a_zp_shifted, int64_t rows, const QEpiParams& ep, void* y, size_t y_elem,
-                     int32_t* rowsum_scratch, int64_t max_rows = kMaxGridYZ * kQTileM) {
+                     int32_t* rowsum_scratch, int32_t* partial_scratch, int64_t max_rows = kMaxGridYZ * kQTileM) {
   for (int64_t r0 = 0; r0 < rows; r0 += max_rows) {
     const int64_t n = std::min(max_rows, rows - r0);
     RunQGemmSlice(L, shape, bp, a + r0 * shape.K, a_uint8, a_zp_shifted, n, ep,
                   static_cast<char*>(y) + static_cast<size_t>(r0 * shape.N) * y_elem,
-                  rowsum_scratch ? rowsum_scratch + r0 : nullptr);
+                  rowsum_scratch ? rowsum_scratch + r0 : nullptr, partial_scratch);
   }
 }
 
@@ -409,22 +470,26 @@ inline void RunQConv(QLaunches& L, const QConvGeometry& s, const QPackedW& w, co
 // The CPU emulation of the launches: every block and thread of the CUDA grid, phase by phase, in
 // the order __syncthreads allows (all loads of a step, then all MACs).
 struct QEmulatedLaunches : QLaunches {
-  void Tile(const QTileArgs& g, const QEpi& e, int64_t batches) override {
+  void Tile(const QTileArgs& g, const QEpi& e, int64_t grid_z) override {
     std::vector<int32_t> acc(static_cast<size_t>(kQTileThreads) * 16);
-    for (int64_t z = 0; z < batches; ++z)
+    for (int64_t gz = 0; gz < grid_z; ++gz)
       for (int64_t m0 = 0; m0 < g.M; m0 += kQTileM)
         for (int64_t n0 = 0; n0 < g.N; n0 += kQTileN) {
+          const QTileRange r = QTileRangeOf(g, gz);
           QTileSmem s;
           std::fill(acc.begin(), acc.end(), 0);
           auto a = [&acc](int t) -> int32_t(&)[4][4] {
             return *reinterpret_cast<int32_t(*)[4][4]>(acc.data() + static_cast<size_t>(t) * 16);
           };
-          for (int64_t kw0 = 0; kw0 < g.Kw; kw0 += kQTileKw) {
-            for (int t = 0; t < kQTileThreads; ++t) QTileLoad(g, z, m0, n0, kw0, t, s);
+          for (int64_t kw0 = r.kw_begin; kw0 < r.kw_end; kw0 += kQTileKw) {
+            for (int t = 0; t < kQTileThreads; ++t) QTileLoad(g, r.z, m0, n0, kw0, t, s);
             for (int t = 0; t < kQTileThreads; ++t) QTileMac(s, t, a(t));
           }
-          for (int t = 0; t < kQTileThreads; ++t) QTileStore(g, e, z, m0, n0, t, a(t));
+          for (int t = 0; t < kQTileThreads; ++t) QTileStore(g, e, r, m0, n0, t, a(t));
         }
+  }
+  void SplitEpilogue(const QTileArgs& g, const QEpi& e, int64_t splits) override {
+    for (int64_t i = 0; i < g.M * g.N; ++i) QSplitEpilogueAt(g, e, splits, i);
   }
   void Im2col(const QIm2colArgs& g, int64_t images) override {
     const int64_t P = g.out_h * g.out_w;

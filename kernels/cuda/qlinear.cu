@@ -16,16 +16,20 @@ namespace {
 __global__ void __launch_bounds__(kQTileThreads) QTileKernel(QTileArgs g, QEpi e) {
   __shared__ QTileSmem s;
   int32_t acc[4][4] = {};
-  const int64_t z = blockIdx.z, m0 = static_cast<int64_t>(blockIdx.y) * kQTileM,
-                n0 = static_cast<int64_t>(blockIdx.x) * kQTileN;
+  const QTileRange r = QTileRangeOf(g, blockIdx.z);
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kQTileM, n0 = static_cast<int64_t>(blockIdx.x) * kQTileN;
   const int tid = static_cast<int>(threadIdx.x);
-  for (int64_t kw0 = 0; kw0 < g.Kw; kw0 += kQTileKw) {
-    QTileLoad(g, z, m0, n0, kw0, tid, s);
+  for (int64_t kw0 = r.kw_begin; kw0 < r.kw_end; kw0 += kQTileKw) {
+    QTileLoad(g, r.z, m0, n0, kw0, tid, s);
     __syncthreads();
     QTileMac(s, tid, acc);
     __syncthreads();
   }
-  QTileStore(g, e, z, m0, n0, tid, acc);
+  QTileStore(g, e, r, m0, n0, tid, acc);
+}
+
+__global__ void QSplitEpilogueKernel(QTileArgs g, QEpi e, int64_t splits) {
+  WH_GRID_STRIDE(i, g.M * g.N) QSplitEpilogueAt(g, e, splits, i);
 }
 
 __global__ void QIm2colKernel(QIm2colArgs g, int64_t images) {
@@ -55,11 +59,15 @@ __global__ void MaxPoolBytesKernel(const T* x, T* y, Window2d w, int64_t n) {
 
 class StreamQLaunches : public QLaunches {
  public:
-  void Tile(const QTileArgs& g, const QEpi& e, int64_t batches) override {
-    if (g.M <= 0 || g.N <= 0 || batches <= 0) return;
+  void Tile(const QTileArgs& g, const QEpi& e, int64_t grid_z) override {
+    if (g.M <= 0 || g.N <= 0 || grid_z <= 0) return;
     const dim3 grid(static_cast<unsigned>(CeilDiv(g.N, kQTileN)), static_cast<unsigned>(CeilDiv(g.M, kQTileM)),
-                    static_cast<unsigned>(batches));
+                    static_cast<unsigned>(grid_z));
     QTileKernel<<<grid, kQTileThreads, 0, s_>>>(g, e);
+  }
+  void SplitEpilogue(const QTileArgs& g, const QEpi& e, int64_t splits) override {
+    const int64_t n = g.M * g.N;
+    if (n > 0) QSplitEpilogueKernel<<<Blocks(n), kThreads, 0, s_>>>(g, e, splits);
   }
   void Im2col(const QIm2colArgs& g, int64_t images) override {
     const int64_t n = images * g.Kw * g.out_h * g.out_w;

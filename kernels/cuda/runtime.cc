@@ -97,15 +97,19 @@ Status RowMajorGemm(const GemmCall& g) {
   WH_ASSIGN_OR_RETURN(cublasHandle_t h, Cublas());
   const int m = static_cast<int>(g.M), n = static_cast<int>(g.N), k = static_cast<int>(g.K);
   const cublasOperation_t op_a = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  // cuBLAS refuses a leading dimension below 1 even where a dim is 0 (K = 0: C = beta C, nothing
+  // read; seen on an H100 with MatMul [8,3,0] x [0,4]).
+  const int lda = static_cast<int>(std::max<int64_t>(1, g.lda)), ldb = static_cast<int>(std::max<int64_t>(1, g.ldb)),
+            ldc = static_cast<int>(std::max<int64_t>(1, g.ldc));
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
   if (g.batch == 1)
-    return Check(cublasGemmEx(h, op_b, op_a, n, m, k, &g.alpha, g.B, CUDA_R_32F, static_cast<int>(g.ldb), g.A,
-                              CUDA_R_32F, static_cast<int>(g.lda), &g.beta, g.C, CUDA_R_32F, static_cast<int>(g.ldc),
+    return Check(cublasGemmEx(h, op_b, op_a, n, m, k, &g.alpha, g.B, CUDA_R_32F, ldb, g.A,
+                              CUDA_R_32F, lda, &g.beta, g.C, CUDA_R_32F, ldc,
                               ComputeType(g.precision), CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx");
-  return Check(cublasGemmStridedBatchedEx(h, op_b, op_a, n, m, k, &g.alpha, g.B, CUDA_R_32F, static_cast<int>(g.ldb),
-                                          g.stride_b, g.A, CUDA_R_32F, static_cast<int>(g.lda), g.stride_a, &g.beta, g.C,
-                                          CUDA_R_32F, static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch),
+  return Check(cublasGemmStridedBatchedEx(h, op_b, op_a, n, m, k, &g.alpha, g.B, CUDA_R_32F, ldb,
+                                          g.stride_b, g.A, CUDA_R_32F, lda, g.stride_a, &g.beta, g.C,
+                                          CUDA_R_32F, ldc, g.stride_c, static_cast<int>(g.batch),
                                           ComputeType(g.precision), CUBLAS_GEMM_DEFAULT),
                "cublasGemmStridedBatchedEx");
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/norm_shape.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/grad_body.h"
 #include "kernels/cuda/kernels_impl.h"
@@ -72,10 +73,12 @@ MakeFn ReduceOp(bool mean) {
 }
 
 KernelOr MakeBatchNorm(const KernelInit& init) {
-  if (!init.AllFloat32() || init.input_dtypes.size() != 5 || init.num_outputs != 1 ||
-      init.attrs.GetInt("training_mode", 0) != 0)
-    return KernelOr(nullptr);
-  const float eps = init.attrs.GetFloat("epsilon", 1e-5f);
+  if (!init.AllFloat32() || init.input_dtypes.size() != 5 || init.num_outputs != 1) return KernelOr(nullptr);
+  // Inference form only: the shared parser decides training per opset (opset 6's is_test=0
+  // default trains; spatial=0 of opsets < 9 has per-element statistics).
+  WH_ASSIGN_OR_RETURN(const BatchNormAttrs a, ParseBatchNormAttrs(init));
+  if (a.training || !a.spatial) return KernelOr(nullptr);
+  const float eps = a.epsilon;
   return Kernel([eps](KernelContext& ctx) -> Status {
     const Tensor& x = *ctx.inputs[0];
     if (x.rank() < 2) return InvalidArgument("BatchNormalization needs [N, C, ...]");
@@ -287,9 +290,7 @@ KernelOr MakeConvGradWeight(const KernelInit& init) {
     for (int64_t n0 = 0; n0 < N; n0 += chunk) {
       const int64_t nb = std::min(chunk, N - n0);
       for (int64_t g = 0; g < group; ++g) {
-        if (!direct)
-          for (int64_t i = 0; i < nb; ++i)
-            LaunchIm2col(x.data<float>() + ((n0 + i) * C + g * Cg) * HW, col + i * Kg * P, Cg, win, Stream());
+        if (!direct) LaunchIm2col(x.data<float>() + (n0 * C + g * Cg) * HW, C * HW, col, Kg * P, nb, Cg, win, Stream());
         for (int64_t i = 0; i < nb; ++i) {
           GemmCall c;
           c.tb = true;

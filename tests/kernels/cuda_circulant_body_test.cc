@@ -101,7 +101,7 @@ TEST(CudaCirculantBodies, FftPathMatchesReference) {
       for (int64_t i = 0; i < expect.numel(); ++i) expect.data<float>()[i] = std::max(expect.data<float>()[i], 0.f);
     const CircShape shape = CircShapeOf(a);
     const std::vector<float> cf = CirculantSpectra(in[1].data<float>(), shape.P, shape.Q, shape.B);
-    std::vector<float> scratch(static_cast<size_t>(c.chunk * CircScratchPerRow(shape)));
+    std::vector<float> scratch(static_cast<size_t>(CircScratchFloats(shape, c.chunk)));
     Tensor got(DType::kFloat32, {c.m, c.n});
     DftLaunches L;
     ASSERT_TRUE(RunCirculant(L, shape, cf.data(), c.bias ? in[2].data<float>() : nullptr, c.relu, in[0].data<float>(),
