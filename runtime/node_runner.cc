@@ -17,14 +17,17 @@ StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Ba
 }
 
 Status InferConcrete(const OpDef& def, const Node& node, int opset, const std::vector<const Tensor*>& inputs,
-                     std::vector<DType>* out_dtypes, std::vector<Dims>* out_dims, uint64_t* value_reads) {
+                     std::vector<DType>* out_dtypes, std::vector<Dims>* out_dims, uint64_t* value_reads,
+                     uint64_t* value_asks) {
   InferContext ctx(node, opset);
   for (const Tensor* t : inputs) {
     if (!t) ctx.AddInput(false, DType::kUndefined, std::nullopt, nullptr);
     else ctx.AddInput(true, t->dtype(), ToSymShape(t->dims()), t->device() == DeviceType::kCpu ? t : nullptr);
   }
   for (int o : node.outputs) ctx.AddOutputSlot(o >= 0);
-  WH_RETURN_IF_ERROR(InferNode(def, ctx));
+  const Status inferred = InferNode(def, ctx);
+  if (value_asks) *value_asks = ctx.ValueAsks();
+  WH_RETURN_IF_ERROR(inferred);
   if (value_reads) *value_reads = ctx.ValueReads();
   out_dtypes->assign(node.outputs.size(), DType::kUndefined);
   out_dims->assign(node.outputs.size(), Dims());

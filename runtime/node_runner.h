@@ -21,9 +21,12 @@ StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Ba
 
 // Infers output dims for concrete inputs (absent inputs: nullptr). outputs gets dtype/dims;
 // value_reads (optional) gets InferContext::ValueReads(): which inputs' values the shapes depend on.
-// Inputs on a device give their dtype and dims only (their values are not read).
+// Inputs on a device give their dtype and dims only (their values are not read); value_asks
+// (optional, set on failure too) gets InferContext::ValueAsks(): which inputs' values inference
+// asked for, known or not — a device input among them must be downloaded and inference rerun.
 Status InferConcrete(const OpDef& def, const Node& node, int opset, const std::vector<const Tensor*>& inputs,
-                     std::vector<DType>* out_dtypes, std::vector<Dims>* out_dims, uint64_t* value_reads = nullptr);
+                     std::vector<DType>* out_dtypes, std::vector<Dims>* out_dims, uint64_t* value_reads = nullptr,
+                     uint64_t* value_asks = nullptr);
 
 // Validates, infers, builds the kernel (inputs are treated as constants at build time when
 // treat_inputs_as_const) and runs it. Returns one tensor per node output (undefined if absent).

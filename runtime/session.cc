@@ -281,42 +281,53 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     in.clear();
     for (int i : n.inputs) in.push_back(i >= 0 ? &slots[static_cast<size_t>(i)] : nullptr);
     // Shape inference (and the plan's value checks) read values on the host only: a device input
-    // shows its dtype and dims (InferConcrete), and its value after a download where it is not
-    // float (shape values).
+    // shows its dtype and dims (InferConcrete), and its value after a download only where
+    // inference or the plan asks for it (a shape computed on the device). Downloading every
+    // non-float device input cost an int8 model a device-to-host copy per node.
     const std::vector<const Tensor*>* infer = &in;  // a CPU session's are all host tensors
     if (on_device) {
       infer_in = in;
       infer = &infer_in;
     }
-    for (size_t k = 0; on_device && st.ok() && k < in.size(); ++k)
-      if (in[k] && in[k]->device() != DeviceType::kCpu) {
-        if (in[k]->dtype() != DType::kFloat32) {
-          const size_t v = static_cast<size_t>(n.inputs[k]);
-          if (moved[v].device() != DeviceType::kCpu || !moved[v].defined()) {
-            auto h = arena->CopyTo(*in[k], DeviceType::kCpu);
-            if (!h.ok()) { st = h.status().WithContext(n.DebugName()); break; }
-            moved[v] = std::move(*h);
-          }
-          infer_in[k] = &moved[v];
-        }
+    auto download = [&](size_t k) -> Status {
+      if (!on_device || !in[k] || in[k]->device() == DeviceType::kCpu) return Status::Ok();
+      const size_t v = static_cast<size_t>(n.inputs[k]);
+      if (!moved[v].defined() || moved[v].device() != DeviceType::kCpu) {
+        auto h = arena->CopyTo(*in[k], DeviceType::kCpu);
+        if (!h.ok()) return h.status().WithContext(n.DebugName());
+        moved[v] = std::move(*h);
       }
-    if (!st.ok()) break;
+      infer_in[k] = &moved[v];
+      return Status::Ok();
+    };
     const std::vector<DType>* odt_p = &inferred_dt;
     const std::vector<Dims>* odims_p = &inferred_dims;
     if (planned) {
       const Plan::StepPlan& sp = plan->steps[si];
       for (const auto& [pos, value] : sp.reads) {
+        st = download(static_cast<size_t>(pos));
+        if (!st.ok()) break;
         const Tensor* now = (*infer)[static_cast<size_t>(pos)];
         planned &= now && now->BitwiseEquals(value);
       }
+      if (!st.ok()) break;
       if (planned) {
         odt_p = &sp.odt;
         odims_p = &sp.odims;
       }
     }
     if (!planned) {
-      uint64_t reads = 0;
-      st = InferConcrete(*step.def, n, step.opset, *infer, &inferred_dt, &inferred_dims, &reads);
+      uint64_t reads = 0, asks = 0;
+      st = InferConcrete(*step.def, n, step.opset, *infer, &inferred_dt, &inferred_dims, &reads, &asks);
+      bool retry = false;
+      Status dl = Status::Ok();
+      for (size_t k = 0; on_device && dl.ok() && k < in.size(); ++k)
+        if ((asks >> std::min<size_t>(k, 63) & 1) && in[k] && infer_in[k]->device() != DeviceType::kCpu) {
+          dl = download(k);
+          retry = true;
+        }
+      if (!dl.ok()) st = dl;
+      else if (retry) st = InferConcrete(*step.def, n, step.opset, *infer, &inferred_dt, &inferred_dims, &reads);
       if (!st.ok()) break;
       if (recording) {
         Plan::StepPlan sp{inferred_dt, inferred_dims, {}};

@@ -26,7 +26,12 @@
 #   6. one fine-tune of a pruned CNN (compress-model --prune ratio=0.5, the bundled CNN its teacher)
 #      on the first 12000 Fashion-MNIST training images, 2 epochs, with --device cpu, --device cuda
 #      and --device cuda --precision bf16: eval accuracy on the test set, samples/s, and the
-#      training graph's nodes that fell back to the CPU.
+#      training graph's nodes that fell back to the CPU;
+#   7. GEMM (fp32 and int8) as a fraction of cuBLAS's own figure for the shape
+#      (tests/bench/cuda/gemm_vs_cublas.cc);
+#   8. the bundled models at batch 1/64/1024 on Whittle, PyTorch eager and ONNX Runtime's CUDA
+#      provider side by side (tests/bench/cuda_vs_torch_ort.py; ORT_SITE: where a carried
+#      onnxruntime-gpu is unpacked).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -40,11 +45,12 @@ bundle)
   build=${WHITTLE_CHECK_BUILD:-build-cuda}
   [[ -n ${WHITTLE_CHECK_BUILD:-} ]] ||
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DWHITTLE_CUDA=ON -DWHITTLE_NATIVE=OFF -DWHITTLE_BUILD_BENCH=OFF >/dev/null
-  cmake --build "$build" -j"$(nproc)" --target whittle_tests onnx_conformance run-model compress-model finetune-model
+  cmake --build "$build" -j"$(nproc)" --target whittle_tests onnx_conformance run-model compress-model finetune-model \
+    whittle_cuda_gemm_bench
   stage=$(mktemp -d)
   trap 'rm -rf "$stage"' EXIT
   ../shared/tools/device-bundle.sh "$stage/pkg" "$build/bin/whittle_tests" "$build/bin/onnx_conformance" \
-    "$build/bin/run-model" "$build/bin/finetune-model" >/dev/null
+    "$build/bin/run-model" "$build/bin/finetune-model" "$build/bin/whittle_cuda_gemm_bench" >/dev/null
   mkdir -p "$stage/pkg/data/fashion-mnist" "$stage/pkg/models"
   cp /usr/share/datasets/fashion-mnist/t10k-* "$stage/pkg/data/fashion-mnist/"
   # The first 12000 training images and labels (the whole set would not fit the 64 MiB carry).
@@ -81,7 +87,7 @@ run)
   logs=/tmp/whittle-cuda-check-logs
   archive=${OUT:-$PWD}/cuda-check-logs.tar.gz
   rm -rf "$logs" && mkdir -p "$logs"
-  want() { [[ " ${CHECK_STEPS:-1 2 3 4 5 6} " == *" $1 "* ]]; }
+  want() { [[ " ${CHECK_STEPS:-1 2 3 4 5 6 7 8} " == *" $1 "* ]]; }
   trap 'tar -C "$logs" -czf "$archive" . && echo "logs: $archive"' EXIT
   root=/tmp/whittle-cuda-check
   rm -rf "$root" && mkdir -p "$root" && tar -C "$root" -xJf "$bundle"
@@ -156,6 +162,20 @@ run)
     echo "finetune $1 $2: $(cat "$logs/finetune-$1-$2.json")"
     tail -n 3 "$logs/finetune-$1-$2.txt" | sed "s/^/finetune $1 $2: /"
   done
+  fi
+  if want 7; then
+  echo "== GEMM on the GPU against cuBLAS's own figure"
+  timeout 300 "$pkg/bin/whittle_cuda_gemm_bench" > "$logs/gemm-vs-cublas.txt" 2>&1 || status=1
+  cat "$logs/gemm-vs-cublas.txt"
+  fi
+  if want 8; then
+  echo "== inference side by side: Whittle vs PyTorch eager vs ONNX Runtime's CUDA provider"
+  # ONNX Runtime with the CUDA provider is not on the GPU machine: ORT_SITE names a folder where a
+  # carried onnxruntime-gpu was unpacked (without it, that column says n/a).
+  PYTHONPATH="${ORT_SITE:+$ORT_SITE:}${PYTHONPATH:-}" timeout 400 python3 tests/bench/cuda_vs_torch_ort.py \
+    "$pkg"/models/{mlp,cnn,transformer,resnet}.onnx --bin "$pkg/bin" --batch 1,64,1024 --rounds 3 \
+    > "$logs/vs-torch-ort.txt" 2>&1 || status=1
+  cat "$logs/vs-torch-ort.txt"
   fi
   exit $status
   ;;

@@ -49,11 +49,15 @@ class InferContext {
   // (runtime/session.cc) re-checks exactly those inputs before it reuses an output shape.
   const Tensor* InputValue(int i) const {
     const Tensor* v = HasInput(i) ? in_value_[static_cast<size_t>(i)] : nullptr;
+    if (HasInput(i)) value_asks_ |= uint64_t{1} << std::min(i, 63);
     if (v) value_reads_ |= uint64_t{1} << std::min(i, 63);
     return v;
   }
   // Bit i: the value of input i was read (bit 63: some input at index >= 63).
   uint64_t ValueReads() const { return value_reads_; }
+  // Bit i: the value of present input i was asked for, whether or not it was known (a device
+  // session shows device tensors without values and downloads only those asked for).
+  uint64_t ValueAsks() const { return value_asks_; }
   bool HasOutput(int i) const { return i < num_outputs() && out_present_[static_cast<size_t>(i)]; }
 
   void SetOutput(int i, DType dtype, std::optional<SymShape> shape) {
@@ -96,7 +100,7 @@ class InferContext {
   std::vector<DType> in_dtype_;
   std::vector<std::optional<SymShape>> in_shape_;
   std::vector<const Tensor*> in_value_;
-  mutable uint64_t value_reads_ = 0;
+  mutable uint64_t value_reads_ = 0, value_asks_ = 0;
   std::vector<const ShapeValue*> in_symval_;
   std::vector<bool> out_present_;
   std::vector<DType> out_dtype_;

@@ -81,6 +81,36 @@ void RegisterDevAffine() {
   });
 }
 
+// test.device DevCopy(X) = X, any dtype, on the device (its inference reads no value).
+class DevCopy : public OpKernel {
+ public:
+  DeviceType device() const override { return DeviceType::kCuda; }
+  Status Compute(KernelContext& ctx) const override {
+    if (!ActiveFakeDevice()->Owns(ctx.inputs[0]->buffer()->data())) return Internal("DevCopy's input is not on its device");
+    std::memcpy(ctx.outputs[0]->raw_data(), ctx.inputs[0]->raw_data(), ctx.inputs[0]->nbytes());
+    return Status::Ok();
+  }
+};
+
+void RegisterDevCopy() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    OpDef d;
+    d.domain = "test.device";
+    d.op_type = "DevCopy";
+    d.min_inputs = d.max_inputs = 1;
+    d.infer = [](InferContext& ctx) {
+      ctx.SetOutput(0, ctx.InputDType(0),
+                    ctx.InputShape(0) ? std::optional<SymShape>(*ctx.InputShape(0)) : std::nullopt);
+      return Status::Ok();
+    };
+    OpRegistry::Global().Register(std::move(d));
+    KernelRegistry::Global().Register("test.device", "DevCopy", [](const KernelInit&) -> KernelOr {
+      return std::unique_ptr<OpKernel>(new DevCopy);
+    });
+  });
+}
+
 // x -> DevAffine -> Relu (CPU) -> DevAffine(+ constant) -> Reshape (alias) -> Add (CPU) -> DevAffine
 Graph MakeMixed() {
   Graph g = GraphBuilder(17)
@@ -209,6 +239,45 @@ TEST_F(DeviceSession, OutputsCanStayWhereTheyWereComputed) {
     // One fresh buffer per run: the host output, which the caller keeps (as on the CPU). The
     // device output's buffer (and the device copy of the host output) came back from the run before.
     EXPECT_EQ(stats.buffers_allocated, 1) << "run " << run;
+  }
+}
+
+// Shape inference sees a device tensor's dtype and dims only: the value comes down just where
+// inference asks for it (Reshape's shape computed on the device), not for every non-float
+// tensor a device node reads (an int8 model paid a download per node).
+TEST_F(DeviceSession, DownloadsOnlyTheValuesShapeInferenceAsksFor) {
+  RegisterDevCopy();
+  Graph g = GraphBuilder(17)
+                .Input("x", DType::kFloat32, {2, 3})
+                .Input("u", DType::kUInt8, {4})
+                .Init("shape", Tensor::FromVector<int64_t>({2}, {3, 2}))
+                .Op("DevAffine", {"x"}, {"a"})
+                .Op("DevCopy", {"shape"}, {"shape_d"})
+                .Op("Reshape", {"a", "shape_d"}, {"r"})
+                .Op("DevAffine", {"r"}, {"y"})
+                .Op("DevCopy", {"u"}, {"u1"})
+                .Op("DevCopy", {"u1"}, {"u2"})
+                .Output("y")
+                .Output("u2")
+                .Build();
+  for (Node& n : g.nodes())
+    if (n.op_type == "DevAffine" || n.op_type == "DevCopy") n.domain = "test.device";
+  g.opset_imports["test.device"] = 1;
+  SessionOptions o;
+  o.backend = Backend::kCuda;
+  auto dev = Session::FromGraph(std::move(g), o);
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  EXPECT_TRUE((*dev)->fallback_nodes().empty());
+  const Tensor x = RandomFloat({2, 3}, 1), u = Tensor::FromVector<uint8_t>({4}, {1, 2, 250, 7});
+  for (int run = 0; run < 2; ++run) {
+    state().copies_to_host = 0;
+    auto got = (*dev)->Run({{"x", x}, {"u", u}});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_EQ((*got)[0].dims(), (Dims{3, 2}));
+    for (int64_t i = 0; i < 6; ++i) EXPECT_EQ((*got)[0].data<float>()[i], 4.f * x.data<float>()[i]);
+    EXPECT_TRUE((*got)[1].BitwiseEquals(u));
+    // The shape for Reshape's inference (run 0; the plan re-checks it in run 1), then the outputs.
+    EXPECT_EQ(state().copies_to_host, 3) << "run " << run;
   }
 }
 
