@@ -2,6 +2,7 @@
 // warp-per-row softmax, im2col and the pools. Launchers declared in kernels_impl.h.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cstdint>
 
@@ -27,6 +28,8 @@ __device__ __forceinline__ float Apply(Unary op, float x, float alpha) {
     case Unary::kLeakyRelu: return x >= 0.f ? x : alpha * x;
     case Unary::kIdentity: return x;
     case Unary::kReciprocal: return 1.f / x;
+    case Unary::kGelu: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    case Unary::kGeluTanh: return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
   }
   return x;
 }
@@ -81,6 +84,39 @@ __global__ void ChannelBiasActKernel(float* y, int64_t n, int64_t c, int64_t hw,
        i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
     const float v = y[i] + (bias ? bias[(i / hw) % c] : 0.f) + (residual ? residual[i] : 0.f);
     y[i] = Apply(act, v, 0.01f);
+  }
+}
+
+// The sum of v over the block (kThreads threads, a multiple of 32), for every thread.
+__device__ float BlockSum(float v, float* shared) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  __syncthreads();  // shared may still be read by the previous call
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : 0.f;
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// A block per row: the mean, then the variance of the deviations (two passes, as the CPU), then y.
+__global__ void LayerNormKernel(const float* x, const float* scale, const float* bias, float* y, int64_t rows,
+                                int64_t cols, float eps) {
+  __shared__ float shared[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * cols;
+    float* yr = y + r * cols;
+    float s = 0.f;
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) s += xr[k];
+    const float mean = BlockSum(s, shared) / static_cast<float>(cols);
+    float v = 0.f;
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) {
+      const float d = xr[k] - mean;
+      v += d * d;
+    }
+    const float inv = 1.f / sqrtf(BlockSum(v, shared) / static_cast<float>(cols) + eps);
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x)
+      yr[k] = (xr[k] - mean) * inv * scale[k] + (bias ? bias[k] : 0.f);
   }
 }
 
@@ -166,6 +202,13 @@ void LaunchChannelBiasAct(float* y, int64_t n, int64_t c, int64_t hw, const floa
                           Unary act, void* stream) {
   if (n * c * hw > 0)
     ChannelBiasActKernel<<<Blocks(n * c * hw), kThreads, 0, S(stream)>>>(y, n, c, hw, bias, residual, act);
+}
+
+void LaunchLayerNorm(const float* x, const float* scale, const float* bias, float* y, int64_t rows, int64_t cols,
+                     float eps, void* stream) {
+  if (rows > 0 && cols > 0)
+    LayerNormKernel<<<static_cast<unsigned>(std::min<int64_t>(rows, 65535)), kThreads, 0, S(stream)>>>(
+        x, scale, bias, y, rows, cols, eps);
 }
 
 void LaunchSoftmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, void* stream) {

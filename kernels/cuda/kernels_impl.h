@@ -11,7 +11,7 @@ namespace whittle::cuda {
 constexpr int kMaxRank = 8;
 
 // Elementwise ops (kernels.cu keeps the numbering).
-enum class Unary : int { kRelu, kSigmoid, kTanh, kExp, kLog, kNeg, kAbs, kSqrt, kErf, kLeakyRelu, kIdentity, kReciprocal };
+enum class Unary : int { kRelu, kSigmoid, kTanh, kExp, kLog, kNeg, kAbs, kSqrt, kErf, kLeakyRelu, kIdentity, kReciprocal, kGelu, kGeluTanh };
 enum class Binary : int { kAdd, kSub, kMul, kDiv };
 
 // y[i] = f(x[i]) (alpha: LeakyRelu's slope).
@@ -39,6 +39,10 @@ void LaunchChannelBiasAct(float* y, int64_t n, int64_t c, int64_t hw, const floa
 
 // Softmax (or LogSoftmax) over the last axis of x [rows, cols].
 void LaunchSoftmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, void* stream);
+// LayerNormalization of x [rows, cols] over cols: y = (x - mean) / sqrt(var + eps) * scale + bias
+// (scale and bias: cols values; bias may be null), a block per row, mean and variance in float.
+void LaunchLayerNorm(const float* x, const float* scale, const float* bias, float* y, int64_t rows, int64_t cols,
+                     float eps, void* stream);
 
 // 2-D window geometry of Conv and the pools (pads begin/end, stride, dilation per spatial axis).
 struct Window2d {

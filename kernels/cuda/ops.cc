@@ -79,6 +79,31 @@ MakeFn SoftmaxOp(bool log) {
   };
 }
 
+// LayerNormalization (opset 17), float32, Y only (training graphs that ask for Mean and
+// InvStdDev keep the CPU kernel); Scale and B must have the normalised dims' element count.
+KernelOr MakeLayerNorm(const KernelInit& init) {
+  if (!init.AllFloat32() || init.num_outputs != 1 || init.input_dtypes.size() < 2 ||
+      init.attrs.GetInt("stash_type", 1) != 1)
+    return KernelOr(nullptr);
+  const int64_t axis_attr = init.attrs.GetInt("axis", -1);
+  const float eps = init.attrs.GetFloat("epsilon", 1e-5f);
+  return Kernel([axis_attr, eps](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    const Tensor& scale = *ctx.inputs[1];
+    const Tensor* bias = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+    const int64_t axis = axis_attr < 0 ? axis_attr + x.rank() : axis_attr;
+    if (axis < 0 || axis >= std::max<int64_t>(1, x.rank()))
+      return InvalidArgument("LayerNormalization: axis " + std::to_string(axis_attr) + " is out of range");
+    int64_t cols = 1;
+    for (int64_t d = axis; d < x.rank(); ++d) cols *= x.dim(static_cast<int>(d));
+    if (scale.numel() != cols || (bias && bias->numel() != cols))
+      return Unimplemented("the CUDA LayerNormalization takes Scale and B of the normalised size only");
+    LaunchLayerNorm(x.data<float>(), scale.data<float>(), bias ? bias->data<float>() : nullptr,
+                    ctx.outputs[0]->data<float>(), cols ? x.numel() / cols : 0, cols, eps, Stream());
+    return Launched("LayerNormalization");
+  });
+}
+
 // --- Gemm and MatMul ------------------------------------------------------------------------
 
 KernelOr MakeGemm(const KernelInit& init) {
@@ -395,6 +420,11 @@ void RegisterKernels(KernelRegistry& r) {
                                                  {"Erf", Unary::kErf},   {"LeakyRelu", Unary::kLeakyRelu},
                                                  {"Reciprocal", Unary::kReciprocal}};
   for (const auto& [op, u] : unary) add(op, UnaryOp(u));
+  // Gelu (opset 20; also what runtime/rewrite/fuse_gelu.h makes of exported erf patterns).
+  add("Gelu", [](const KernelInit& i) {
+    return UnaryOp(i.attrs.GetString("approximate", "none") == "tanh" ? Unary::kGeluTanh : Unary::kGelu)(i);
+  });
+  add("LayerNormalization", MakeLayerNorm);
   const std::pair<const char*, Binary> binary[] = {
       {"Add", Binary::kAdd}, {"Sub", Binary::kSub}, {"Mul", Binary::kMul}, {"Div", Binary::kDiv}};
   for (const auto& [op, b] : binary) add(op, BinaryOp(b));
