@@ -60,21 +60,26 @@ class DevAffine : public OpKernel {
   DeviceType d_;
 };
 
+// Registers test.device `op` (inputs min..max; output 0 of input 0's shape and dtype) with a
+// kernel factory.
+void RegisterDeviceOp(const char* op, int min_inputs, int max_inputs, KernelFactory make) {
+  OpDef d;
+  d.domain = "test.device";
+  d.op_type = op;
+  d.min_inputs = min_inputs;
+  d.max_inputs = max_inputs;
+  d.infer = [](InferContext& ctx) {
+    ctx.SetOutput(0, ctx.InputDType(0), ctx.InputShape(0) ? std::optional<SymShape>(*ctx.InputShape(0)) : std::nullopt);
+    return Status::Ok();
+  };
+  OpRegistry::Global().Register(std::move(d));
+  KernelRegistry::Global().Register("test.device", op, std::move(make));
+}
+
 void RegisterDevAffine() {
   static std::once_flag once;
   std::call_once(once, [] {
-    OpDef d;
-    d.domain = "test.device";
-    d.op_type = "DevAffine";
-    d.min_inputs = 1;
-    d.max_inputs = 2;
-    d.infer = [](InferContext& ctx) {
-      ctx.SetOutput(0, DType::kFloat32,
-                    ctx.InputShape(0) ? std::optional<SymShape>(*ctx.InputShape(0)) : std::nullopt);
-      return Status::Ok();
-    };
-    OpRegistry::Global().Register(std::move(d));
-    KernelRegistry::Global().Register("test.device", "DevAffine", [](const KernelInit& init) -> KernelOr {
+    RegisterDeviceOp("DevAffine", 1, 2, [](const KernelInit& init) -> KernelOr {
       return std::unique_ptr<OpKernel>(
           new DevAffine(init.backend == Backend::kCuda ? DeviceType::kCuda : DeviceType::kCpu));
     });
@@ -95,19 +100,7 @@ class DevCopy : public OpKernel {
 void RegisterDevCopy() {
   static std::once_flag once;
   std::call_once(once, [] {
-    OpDef d;
-    d.domain = "test.device";
-    d.op_type = "DevCopy";
-    d.min_inputs = d.max_inputs = 1;
-    d.infer = [](InferContext& ctx) {
-      ctx.SetOutput(0, ctx.InputDType(0),
-                    ctx.InputShape(0) ? std::optional<SymShape>(*ctx.InputShape(0)) : std::nullopt);
-      return Status::Ok();
-    };
-    OpRegistry::Global().Register(std::move(d));
-    KernelRegistry::Global().Register("test.device", "DevCopy", [](const KernelInit&) -> KernelOr {
-      return std::unique_ptr<OpKernel>(new DevCopy);
-    });
+    RegisterDeviceOp("DevCopy", 1, 1, [](const KernelInit&) -> KernelOr { return std::unique_ptr<OpKernel>(new DevCopy); });
   });
 }
 

@@ -42,13 +42,17 @@ def attrs(node):
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
-def const(t):
-    """An ONNX tensor as torch: floats in double (the reference's precision), integers int64."""
+def const(t, dtype=torch.float64, device="cpu"):
+    """An ONNX tensor as torch: floats in `dtype` on `device` (the reference: double on the CPU),
+    integers int64 on the host (shape arithmetic)."""
     a = numpy_helper.to_array(t)
-    return torch.from_numpy(np.array(a, np.float64 if a.dtype.kind == "f" else np.int64))
+    if a.dtype.kind == "f":
+        return torch.from_numpy(np.array(a, np.float64)).to(device=device, dtype=dtype)
+    return torch.from_numpy(np.array(a, np.int64))
 
 
 def gather(data, idx, axis):
+    idx = idx.to(data.device)
     n = data.shape[axis]
     if idx.dim() == 0:
         return data.select(axis, int(idx) % n)
@@ -61,7 +65,10 @@ def reshape(x, shape):
     return x.reshape(dims)
 
 
-def run(model, x, params):
+def run(model, x, params, dtype=torch.float64, device="cpu"):
+    """The model's first output for input x, params (name -> tensor) its initializers; dtype and
+    device: those of float constants and casts (tests/bench/cuda_vs_torch_ort.py runs float32 on
+    the GPU)."""
     env = {model.graph.input[0].name: x}
     env.update(params)
     for n in model.graph.node:
@@ -78,17 +85,23 @@ def run(model, x, params):
         elif op == "MaxPool":
             assert not any(a.get("pads", [0]))
             y = F.max_pool2d(i[0], a["kernel_shape"], a.get("strides", a["kernel_shape"]))
+        elif op == "GlobalAveragePool":
+            y = i[0].mean(dim=(2, 3), keepdim=True)
         elif op == "Flatten":
             y = i[0].reshape(i[0].shape[0], -1)
         elif op == "Gemm":
             A = i[0].t() if a.get("transA", 0) else i[0]
             B = i[1].t() if a.get("transB", 0) else i[1]
-            y = a.get("alpha", 1.0) * (A @ B)
-            if len(i) > 2:
-                y = y + a.get("beta", 1.0) * i[2]
+            alpha, beta = a.get("alpha", 1.0), a.get("beta", 1.0)
+            if alpha == 1.0 and beta == 1.0:  # one kernel, as an exported nn.Linear runs
+                y = torch.addmm(i[2], A, B) if len(i) > 2 else A @ B
+            else:
+                y = alpha * (A @ B)
+                if len(i) > 2:
+                    y = y + beta * i[2]
         # The transformer's ops (torch.onnx.export, opset 17), shape arithmetic included.
         elif op == "Constant":
-            y = const(a["value"])
+            y = const(a["value"], dtype, device)
         elif op == "Shape":
             y = torch.tensor(list(i[0].shape), dtype=torch.int64)
         elif op == "Gather":
@@ -115,7 +128,7 @@ def run(model, x, params):
         elif op == "Div":
             y = torch.div(i[0], i[1], rounding_mode="trunc") if not i[0].is_floating_point() else i[0] / i[1]
         elif op == "Cast":
-            y = i[0].to(torch.float64 if a["to"] == onnx.TensorProto.FLOAT else torch.int64)
+            y = i[0].to(dtype if a["to"] == onnx.TensorProto.FLOAT else torch.int64)
             assert a["to"] in (onnx.TensorProto.FLOAT, onnx.TensorProto.INT64)
         elif op == "LayerNormalization":
             ax = a.get("axis", -1) % i[0].dim()
