@@ -89,6 +89,9 @@ void LaunchMaxPool2dBytes(const void* x, void* y, bool is_uint8, int64_t planes,
 // QuantizeLinear / DequantizeLinear over x [outer, channels, inner] (kernels/cuda/quant_body.h).
 struct QuantizeArgs;
 void LaunchQuantize(const QuantizeArgs& a, int64_t n, void* stream);
+// c [M][N] int32 = a8 [M][Kp] x bt [N][Kp]^T (int8, int32 accumulation) by cuBLAS on the calling
+// thread's stream (runtime.cc); false when cuBLAS cannot run it (the caller uses its own kernel).
+bool Int8GemmTN(const int8_t* bt, const int8_t* a8, int32_t* c, int64_t M, int64_t N, int64_t Kp);
 void LaunchDequantize(const QuantizeArgs& a, int64_t n, void* stream);
 
 // The int8 GEMM's launches on the calling thread's stream (cudaStreamPerThread; kernels/cuda/

@@ -214,6 +214,15 @@ WH_HD void QColumnSum(const int32_t* words, int64_t Kw, int64_t n, int64_t z, in
 }
 
 // sum[m] = sum over k < K of (a[m * lda + k] ^ a_xor) as int8, plus (Kp - K) * pad.
+// Element i of A in the int8 domain as [M][Kp] bytes, k >= K padded with pad (A's shifted zero
+// point, so padding adds 0 to the zero-point identity): the tensor-core GEMM's A operand.
+WH_HD void QToInt8At(const uint8_t* a, int64_t lda, uint32_t a_xor, int64_t K, int64_t Kp, int32_t pad, int8_t* out,
+                     int64_t i) {
+  const int64_t m = i / Kp, k = i % Kp;
+  out[i] = k < K ? static_cast<int8_t>(static_cast<uint8_t>((a[m * lda + k] ^ a_xor) & 0xffu))
+                 : static_cast<int8_t>(pad);
+}
+
 WH_HD void QRowSum(const uint8_t* a, int64_t lda, uint32_t a_xor, int64_t K, int64_t Kp, int32_t pad, int64_t m,
                    int32_t* sum) {
   int32_t s = WrapMul32(static_cast<int32_t>(Kp - K), pad);
@@ -232,6 +241,11 @@ struct QLaunches {
   // grid_z: the batches, or the splits when g.kw_per_split is set.
   virtual void Tile(const QTileArgs& g, const QEpi& e, int64_t grid_z) = 0;
   virtual void SplitEpilogue(const QTileArgs& g, const QEpi& e, int64_t splits) = 0;
+  // A [M][Kp] from bytes (QToInt8At), then C[M][N] = A B (int32, wrapping) with B as bt [N][Kp]:
+  // cuBLAS's int8 tensor-core GEMM on the device. False when it cannot run this call.
+  virtual void ToInt8(const uint8_t* a, int64_t lda, uint32_t a_xor, int64_t K, int64_t Kp, int32_t pad, int64_t M,
+                      int8_t* out) = 0;
+  virtual bool Int8Gemm(const int8_t* bt, const int8_t* a8, int32_t* c, int64_t M, int64_t N, int64_t Kp) = 0;
   virtual void Im2col(const QIm2colArgs& g, int64_t images) = 0;
   virtual void ColumnSum(const int32_t* words, int64_t Kw, int64_t n, int64_t batches, int32_t* sum) = 0;
   virtual void RowSum(const uint8_t* a, int64_t lda, uint32_t a_xor, int64_t K, int64_t Kp, int32_t pad, int64_t M,
@@ -247,6 +261,7 @@ inline int32_t Int8Domain(uint8_t byte, bool is_uint8) {
 struct QPackedB {
   int64_t K = 0, N = 0, Kw = 0;
   std::vector<int32_t> words, zero_point, colsum;
+  std::vector<int8_t> bt;  // [N][Kw * 4] int8-domain bytes (k >= K: 0): the tensor-core GEMM's B
   bool zero_point_nonzero = false;
 };
 inline QPackedB PackQGemmB(const uint8_t* b, bool is_uint8, int64_t K, int64_t N, const std::vector<int32_t>& zp) {
@@ -256,9 +271,11 @@ inline QPackedB PackQGemmB(const uint8_t* b, bool is_uint8, int64_t K, int64_t N
   p.Kw = (K + 3) / 4;
   p.words.assign(static_cast<size_t>(p.Kw * N), 0);
   p.colsum.assign(static_cast<size_t>(N), 0);
+  p.bt.assign(static_cast<size_t>(p.Kw * 4 * N), 0);
   for (int64_t k = 0; k < K; ++k)
     for (int64_t n = 0; n < N; ++n) {
       const int32_t v = Int8Domain(b[k * N + n], is_uint8);
+      p.bt[static_cast<size_t>(n * p.Kw * 4 + k)] = static_cast<int8_t>(v);
       uint32_t& w = reinterpret_cast<uint32_t&>(p.words[static_cast<size_t>((k / 4) * N + n)]);
       w |= (static_cast<uint32_t>(v) & 0xffu) << (8 * (k % 4));
       p.colsum[static_cast<size_t>(n)] += v;
@@ -308,6 +325,7 @@ inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // backend keeps them: words, zero_point, colsum). a's zero point: one value (raw, of a's dtype).
 // rowsum_scratch: rows int32 values, used only when b's zero point is non-zero.
 struct QGemmDevicePtrs {
+  const int8_t* bt = nullptr;  // QPackedB::bt (null: the tile kernel only)
   const int32_t* words = nullptr;
   const int32_t* zero_point = nullptr;
   const int32_t* colsum = nullptr;
@@ -324,8 +342,17 @@ inline int64_t QGemmKwPerSplit(int64_t M, int64_t N, int64_t Kw) {
   if (tiles * 2 >= kQSplitTargetBlocks || splits <= 1) return 0;
   return CeilDiv(CeilDiv(Kw, splits), kQTileKw) * kQTileKw;
 }
-// Scratch (int32 values) for the split partial sums of a product of M rows (0 when unsplit).
-inline int64_t QGemmPartialInts(int64_t M, int64_t N, int64_t Kw) {
+// Large products go to cuBLAS's int8 tensor-core GEMM (then the epilogue pass) instead of the
+// dp4a tiles: on an H100 it took 0.4x the tile kernel's time at 1024x784x256 and 0.04x at 4096^3,
+// while at batch-64 Linear shapes its two extra passes (to int8, epilogue) ate the gain.
+constexpr int64_t kQInt8GemmMinMacs = int64_t{1} << 25;
+inline bool QGemmUsesInt8Gemm(int64_t M, int64_t N, int64_t Kw) { return M * N * Kw * 4 >= kQInt8GemmMinMacs; }
+// The tensor-core path's scratch: A in int8 ([M][Kp] bytes, in 64-int lines), then C [M][N].
+inline int64_t QInt8GemmAInts(int64_t M, int64_t Kw) { return CeilDiv(M * Kw, 64) * 64; }
+// Scratch (int32 values) a product of M rows needs: the split partial sums, or the tensor-core
+// path's operands (0 when neither applies).
+inline int64_t QGemmScratchInts(int64_t M, int64_t N, int64_t Kw) {
+  if (QGemmUsesInt8Gemm(M, N, Kw)) return QInt8GemmAInts(M, Kw) + M * N;
   const int64_t per = QGemmKwPerSplit(M, N, Kw);
   return per > 0 ? CeilDiv(Kw, per) * M * N : 0;
 }
@@ -357,6 +384,16 @@ inline void RunQGemmSlice(QLaunches& L, const QPackedB& shape, const QGemmDevice
   e.p = ep;
   e.c = y;
   e.ldc = shape.N;
+  if (partial_scratch && bp.bt && QGemmUsesInt8Gemm(rows, shape.N, shape.Kw)) {
+    int8_t* a8 = reinterpret_cast<int8_t*>(partial_scratch);
+    int32_t* c = partial_scratch + QInt8GemmAInts(rows, shape.Kw);
+    L.ToInt8(a, shape.K, g.a_xor, shape.K, shape.Kw * 4, a_zp_shifted, rows, a8);
+    if (L.Int8Gemm(bp.bt, a8, c, rows, shape.N, shape.Kw * 4)) {
+      g.partial = c;  // one "split": the epilogue pass reads the int32 product
+      L.SplitEpilogue(g, e, 1);
+      return;
+    }
+  }
   g.kw_per_split = partial_scratch ? QGemmKwPerSplit(rows, shape.N, shape.Kw) : 0;
   if (g.kw_per_split == 0) {
     L.Tile(g, e, 1);
@@ -372,7 +409,8 @@ inline void RunQGemmSlice(QLaunches& L, const QPackedB& shape, const QGemmDevice
 // slices of at most kMaxGridYZ * kQTileM rows, or kMaxGridYZ images.
 constexpr int64_t kMaxGridYZ = 65535;
 
-// partial_scratch: QGemmPartialInts(min(rows, max_rows), N, Kw) values, or null (never split).
+// partial_scratch: QGemmScratchInts(min(rows, max_rows), N, Kw) values, or null (the tile kernel
+// over all of K only).
 inline void RunQGemm(QLaunches& L, const QPackedB& shape, const QGemmDevicePtrs& bp, const uint8_t* a, bool a_uint8,
                      int32_t a_zp_shifted, int64_t rows, const QEpiParams& ep, void* y, size_t y_elem,
                      int32_t* rowsum_scratch, int32_t* partial_scratch, int64_t max_rows = kMaxGridYZ * kQTileM) {
@@ -490,6 +528,20 @@ struct QEmulatedLaunches : QLaunches {
   }
   void SplitEpilogue(const QTileArgs& g, const QEpi& e, int64_t splits) override {
     for (int64_t i = 0; i < g.M * g.N; ++i) QSplitEpilogueAt(g, e, splits, i);
+  }
+  void ToInt8(const uint8_t* a, int64_t lda, uint32_t a_xor, int64_t K, int64_t Kp, int32_t pad, int64_t M,
+              int8_t* out) override {
+    for (int64_t i = 0; i < M * Kp; ++i) QToInt8At(a, lda, a_xor, K, Kp, pad, out, i);
+  }
+  // cuBLAS stood in for by the plain product (int32, wrapping, as the tensor cores accumulate).
+  bool Int8Gemm(const int8_t* bt, const int8_t* a8, int32_t* c, int64_t M, int64_t N, int64_t Kp) override {
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        int32_t acc = 0;
+        for (int64_t k = 0; k < Kp; ++k) acc = WrapAdd32(acc, WrapMul32(a8[m * Kp + k], bt[n * Kp + k]));
+        c[m * N + n] = acc;
+      }
+    return true;
   }
   void Im2col(const QIm2colArgs& g, int64_t images) override {
     const int64_t P = g.out_h * g.out_w;

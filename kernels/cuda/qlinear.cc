@@ -87,6 +87,7 @@ KernelOr MakeQGemm(const KernelInit& init) {
   QGemmDevicePtrs ptrs;
   const bool x_uint8 = xdt == DType::kUInt8;
   const int32_t za = xp->zero_point[0] - (x_uint8 ? 128 : 0);
+  WH_ASSIGN_OR_RETURN(ptrs.bt, up->Put(shape.bt));
   WH_ASSIGN_OR_RETURN(ptrs.words, up->Put(shape.words));
   WH_ASSIGN_OR_RETURN(ptrs.zero_point, up->Put(shape.zero_point));
   WH_ASSIGN_OR_RETURN(ptrs.colsum, up->Put(shape.colsum));
@@ -94,6 +95,7 @@ KernelOr MakeQGemm(const KernelInit& init) {
   WH_ASSIGN_OR_RETURN(QEpiParams ep, UploadEpilogue(*out, *up));
   shape.words.clear();
   shape.colsum.clear();
+  shape.bt.clear();
   return Kernel([=](KernelContext& ctx) -> Status {
     const Tensor& a = *ctx.inputs[0];
     Tensor& y = *ctx.outputs[0];
@@ -107,8 +109,8 @@ KernelOr MakeQGemm(const KernelInit& init) {
       WH_ASSIGN_OR_RETURN(void* p, Scratch(static_cast<size_t>(rows) * sizeof(int32_t), 1));
       rowsum = static_cast<int32_t*>(p);
     }
-    int32_t* partial = nullptr;  // split-K sums (few tiles)
-    if (const int64_t ints = QGemmPartialInts(std::min(rows, kMaxGridYZ * kQTileM), N, shape.Kw); ints > 0) {
+    int32_t* partial = nullptr;  // split-K sums (few tiles) or the tensor-core GEMM's operands
+    if (const int64_t ints = QGemmScratchInts(std::min(rows, kMaxGridYZ * kQTileM), N, shape.Kw); ints > 0) {
       WH_ASSIGN_OR_RETURN(void* p, Scratch(static_cast<size_t>(ints) * sizeof(int32_t), 3));
       partial = static_cast<int32_t*>(p);
     }

@@ -28,6 +28,11 @@ __global__ void __launch_bounds__(kQTileThreads) QTileKernel(QTileArgs g, QEpi e
   QTileStore(g, e, r, m0, n0, tid, acc);
 }
 
+__global__ void QToInt8Kernel(const uint8_t* a, int64_t lda, uint32_t a_xor, int64_t K, int64_t Kp, int32_t pad,
+                              int8_t* out, int64_t n) {
+  WH_GRID_STRIDE(i, n) QToInt8At(a, lda, a_xor, K, Kp, pad, out, i);
+}
+
 __global__ void QSplitEpilogueKernel(QTileArgs g, QEpi e, int64_t splits) {
   WH_GRID_STRIDE(i, g.M * g.N) QSplitEpilogueAt(g, e, splits, i);
 }
@@ -68,6 +73,14 @@ class StreamQLaunches : public QLaunches {
   void SplitEpilogue(const QTileArgs& g, const QEpi& e, int64_t splits) override {
     const int64_t n = g.M * g.N;
     if (n > 0) QSplitEpilogueKernel<<<Blocks(n), kThreads, 0, s_>>>(g, e, splits);
+  }
+  void ToInt8(const uint8_t* a, int64_t lda, uint32_t a_xor, int64_t K, int64_t Kp, int32_t pad, int64_t M,
+              int8_t* out) override {
+    const int64_t n = M * Kp;
+    if (n > 0) QToInt8Kernel<<<Blocks(n), kThreads, 0, s_>>>(a, lda, a_xor, K, Kp, pad, out, n);
+  }
+  bool Int8Gemm(const int8_t* bt, const int8_t* a8, int32_t* c, int64_t M, int64_t N, int64_t Kp) override {
+    return Int8GemmTN(bt, a8, c, M, N, Kp);
   }
   void Im2col(const QIm2colArgs& g, int64_t images) override {
     const int64_t n = images * g.Kw * g.out_h * g.out_w;

@@ -1,6 +1,7 @@
 // The CUDA DeviceRuntime (lib/ir/device.h): cudaMalloc'd, zero-filled buffers, copies on the
 // calling thread's stream, and the per-thread cuBLAS handle.
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -112,6 +113,16 @@ Status RowMajorGemm(const GemmCall& g) {
                                           CUDA_R_32F, ldc, g.stride_c, static_cast<int>(g.batch),
                                           ComputeType(g.precision), CUBLAS_GEMM_DEFAULT),
                "cublasGemmStridedBatchedEx");
+}
+
+bool Int8GemmTN(const int8_t* bt, const int8_t* a8, int32_t* c, int64_t M, int64_t N, int64_t Kp) {
+  auto h = Cublas();
+  if (!h.ok() || M > INT32_MAX || N > INT32_MAX || Kp > INT32_MAX) return false;
+  const int32_t one = 1, zero = 0;
+  // Row-major C = A B^T is column-major C^T = Bt^T A^T: Bt [N][Kp] read transposed, A8 as is.
+  return cublasGemmEx(*h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M), static_cast<int>(Kp),
+                      &one, bt, CUDA_R_8I, static_cast<int>(Kp), a8, CUDA_R_8I, static_cast<int>(Kp), &zero, c,
+                      CUDA_R_32I, static_cast<int>(N), CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
 }
 
 StatusOr<std::shared_ptr<Buffer>> Upload(const void* host, size_t bytes) {

@@ -117,10 +117,10 @@ void RunGemmCase(const QCase& c, int64_t M, int64_t K, int64_t N, uint32_t seed,
   const QPackedB packed = PackQGemmB(static_cast<const uint8_t*>(w.raw_data()), c.w_dt == DType::kUInt8, K, N, wp.zero_point);
   const bool x_u8 = c.x_dt == DType::kUInt8;
   const int32_t za = xp.zero_point[0] - (x_u8 ? 128 : 0);
-  QGemmDevicePtrs ptrs{packed.words.data(), packed.zero_point.data(), packed.colsum.data(), &za};
+  QGemmDevicePtrs ptrs{packed.bt.data(), packed.words.data(), packed.zero_point.data(), packed.colsum.data(), &za};
   Tensor got(OutDType(out), {M, N});
   std::vector<int32_t> rowsum(static_cast<size_t>(M));
-  std::vector<int32_t> partial(static_cast<size_t>(QGemmPartialInts(std::min(M, max_rows), N, packed.Kw)));
+  std::vector<int32_t> partial(static_cast<size_t>(QGemmScratchInts(std::min(M, max_rows), N, packed.Kw)));
   QEmulatedLaunches L;
   RunQGemm(L, packed, ptrs, static_cast<const uint8_t*>(x.raw_data()), x_u8, za, M,
            EpilogueParams(out, out.multiplier.data(), out.bias.data()), got.raw_data(),
@@ -146,6 +146,24 @@ TEST(CudaBodies, QGemmSplitKMatchesReferenceBitForBit) {
     }
   }
   EXPECT_EQ(split, 4);  // all but the K = 100 case (too few K words)
+}
+
+// Large products take cuBLAS's int8 GEMM (stood in for by the plain product): A to int8 with K
+// padded by its zero point, B as [N][Kp], then the epilogue pass; bit for bit as the tiles.
+TEST(CudaBodies, QGemmTensorCorePathMatchesReferenceBitForBit) {
+  const int64_t shapes[][3] = {{1024, 784, 64}, {300, 1001, 120}};
+  uint32_t seed = 950;
+  for (const auto& s : shapes) {
+    ASSERT_TRUE(QGemmUsesInt8Gemm(s[0], s[2], CeilDiv(s[1], 4)));
+    for (DType wdt : {DType::kInt8, DType::kUInt8}) {
+      QCase c;
+      c.w_dt = wdt;
+      c.w_zp_zero = wdt == DType::kInt8;  // uint8 weights: a non-zero zero point (row sums)
+      c.x_zp_zero = false;
+      c.relu = true;
+      RunGemmCase(c, s[0], s[1], s[2], seed++);
+    }
+  }
 }
 
 TEST(CudaBodies, QGemmTileMatchesReferenceBitForBit) {
