@@ -16,6 +16,7 @@
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/kernels_impl.h"
 #include "kernels/kernel.h"
+#include "lib/ir/domain.h"
 
 namespace whittle::cuda {
 namespace {
@@ -101,6 +102,79 @@ KernelOr MakeLayerNorm(const KernelInit& init) {
     LaunchLayerNorm(x.data<float>(), scale.data<float>(), bias ? bias->data<float>() : nullptr,
                     ctx.outputs[0]->data<float>(), cols ? x.numel() / cols : 0, cols, eps, Stream());
     return Launched("LayerNormalization");
+  });
+}
+
+// ai.whittle Attention (runtime/rewrite/fuse_attention.h; lib/ops/attention.cc): per head, over
+// a chunk of the batch at a time, S = scale Q K^T and Y_h = softmax(S) V as strided-batched cuBLAS
+// products reading Q, K and V in place from the packed QKV rows and writing Y in place, the
+// softmax a warp per row between them. A mask, or a scale input that is not a constant, stays on
+// the CPU.
+KernelOr MakeAttention(const KernelInit& init) {
+  const int64_t h = init.attrs.GetInt("heads", 0), d = init.attrs.GetInt("head_dim", 0);
+  if (InputDType(init, 0) != DType::kFloat32 || h < 1 || d < 1 || InputDType(init, 2) != DType::kUndefined)
+    return KernelOr(nullptr);
+  float scale = init.attrs.GetFloat("scale", 1.f);
+  if (InputDType(init, 1) != DType::kUndefined) {
+    const Tensor* st = ConstInput(init, 1);
+    if (!st || st->dtype() != DType::kFloat32 || st->numel() != 1) return KernelOr(nullptr);
+    scale *= st->data<float>()[0];
+  }
+  const Precision precision = init.precision;
+  return Kernel([h, d, scale, precision](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    Tensor& y = *ctx.outputs[0];
+    if (x.rank() != 3 || x.dim(2) != 3 * h * d || y.numel() != x.dim(0) * x.dim(1) * h * d)
+      return InvalidArgument("Attention: QKV " + DimsToString(x.dims()) + " does not hold 3 x " + std::to_string(h) +
+                             " heads of " + std::to_string(d));
+    const int64_t B = x.dim(0), N = x.dim(1), ld_in = 3 * h * d, ld_out = h * d;
+    if (B == 0 || N == 0) return Status::Ok();
+    // The scores of up to `chunk` batch entries at a time (about 256 MB).
+    const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(B, (int64_t{64} << 20) / (N * N)));
+    WH_ASSIGN_OR_RETURN(void* sp, Scratch(static_cast<size_t>(chunk * N * N) * sizeof(float)));
+    float* scores = static_cast<float*>(sp);
+    for (int64_t b0 = 0; b0 < B; b0 += chunk) {
+      const int64_t nb = std::min(chunk, B - b0);
+      for (int64_t hi = 0; hi < h; ++hi) {
+        const float* q = x.data<float>() + b0 * N * ld_in + hi * d;
+        GemmCall qk;  // S[b] = scale Q_b K_b^T
+        qk.tb = true;
+        qk.M = N;
+        qk.N = N;
+        qk.K = d;
+        qk.alpha = scale;
+        qk.A = q;
+        qk.lda = ld_in;
+        qk.stride_a = N * ld_in;
+        qk.B = q + h * d;
+        qk.ldb = ld_in;
+        qk.stride_b = N * ld_in;
+        qk.C = scores;
+        qk.ldc = N;
+        qk.stride_c = N * N;
+        qk.batch = nb;
+        qk.precision = precision;
+        WH_RETURN_IF_ERROR(RowMajorGemm(qk));
+        LaunchSoftmax(scores, scores, nb * N, N, false, Stream());
+        GemmCall pv;  // Y_h[b] = P[b] V_b
+        pv.M = N;
+        pv.N = d;
+        pv.K = N;
+        pv.A = scores;
+        pv.lda = N;
+        pv.stride_a = N * N;
+        pv.B = q + 2 * h * d;
+        pv.ldb = ld_in;
+        pv.stride_b = N * ld_in;
+        pv.C = y.data<float>() + b0 * N * ld_out + hi * d;
+        pv.ldc = ld_out;
+        pv.stride_c = N * ld_out;
+        pv.batch = nb;
+        pv.precision = precision;
+        WH_RETURN_IF_ERROR(RowMajorGemm(pv));
+      }
+    }
+    return Launched("Attention");
   });
 }
 
@@ -436,6 +510,7 @@ void RegisterKernels(KernelRegistry& r) {
   add("MaxPool", [](const KernelInit& i) { return MakePool(i, true); });
   add("AveragePool", [](const KernelInit& i) { return MakePool(i, false); });
   add("GlobalAveragePool", MakeGlobalAveragePool);
+  AddCudaKernel(r, kWhittleDomain, "Attention", MakeAttention);
   RegisterQLinearKernels(r);
   RegisterBinaryCodebookKernels(r);
   RegisterCirculantFftKernels(r);
