@@ -120,21 +120,23 @@ __global__ void LayerNormKernel(const float* x, const float* scale, const float*
   }
 }
 
-// One warp per row: max, sum of exp, then the outputs.
-__global__ void SoftmaxKernel(const float* x, float* y, int64_t rows, int64_t cols, bool log) {
+// One warp per row of scale * x (scale: one device float, or null for 1): max, sum of exp, then
+// the outputs.
+__global__ void SoftmaxKernel(const float* x, float* y, int64_t rows, int64_t cols, bool log, const float* scale) {
   const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
+  const float c = scale ? *scale : 1.f;
   const float* xr = x + row * cols;
   float* yr = y + row * cols;
   float m = -FLT_MAX;
-  for (int64_t k = lane; k < cols; k += 32) m = fmaxf(m, xr[k]);
+  for (int64_t k = lane; k < cols; k += 32) m = fmaxf(m, c * xr[k]);
   for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   float s = 0.f;
-  for (int64_t k = lane; k < cols; k += 32) s += expf(xr[k] - m);
+  for (int64_t k = lane; k < cols; k += 32) s += expf(c * xr[k] - m);
   for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
   const float ls = logf(s);
-  for (int64_t k = lane; k < cols; k += 32) yr[k] = log ? xr[k] - m - ls : expf(xr[k] - m) / s;
+  for (int64_t k = lane; k < cols; k += 32) yr[k] = log ? c * xr[k] - m - ls : expf(c * xr[k] - m) / s;
 }
 
 __global__ void Im2colKernel(const float* x, int64_t x_stride, float* col, int64_t col_stride, int64_t images,
@@ -211,9 +213,9 @@ void LaunchLayerNorm(const float* x, const float* scale, const float* bias, floa
         x, scale, bias, y, rows, cols, eps);
 }
 
-void LaunchSoftmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, void* stream) {
+void LaunchSoftmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, void* stream, const float* scale) {
   const int64_t rows_per_block = kThreads / 32;
-  if (rows > 0) SoftmaxKernel<<<static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block), kThreads, 0, S(stream)>>>(x, y, rows, cols, log);
+  if (rows > 0) SoftmaxKernel<<<static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block), kThreads, 0, S(stream)>>>(x, y, rows, cols, log, scale);
 }
 
 void LaunchIm2col(const float* x, int64_t x_stride, float* col, int64_t col_stride, int64_t images, int64_t channels,

@@ -37,8 +37,10 @@ void LaunchBiasAct(float* y, int64_t rows, int64_t cols, const float* c, int64_t
 void LaunchChannelBiasAct(float* y, int64_t n, int64_t c, int64_t hw, const float* bias, const float* residual,
                           Unary act, void* stream);
 
-// Softmax (or LogSoftmax) over the last axis of x [rows, cols].
-void LaunchSoftmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, void* stream);
+// Softmax (or LogSoftmax) over the last axis of scale * x [rows, cols]; scale: one float in device
+// memory, or null for 1.
+void LaunchSoftmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, void* stream,
+                   const float* scale = nullptr);
 // LayerNormalization of x [rows, cols] over cols: y = (x - mean) / sqrt(var + eps) * scale + bias
 // (scale and bias: cols values; bias may be null), a block per row, mean and variance in float.
 void LaunchLayerNorm(const float* x, const float* scale, const float* bias, float* y, int64_t rows, int64_t cols,

@@ -108,18 +108,15 @@ KernelOr MakeLayerNorm(const KernelInit& init) {
 // ai.whittle Attention (runtime/rewrite/fuse_attention.h; lib/ops/attention.cc): per head, over
 // a chunk of the batch at a time, S = scale Q K^T and Y_h = softmax(S) V as strided-batched cuBLAS
 // products reading Q, K and V in place from the packed QKV rows and writing Y in place, the
-// softmax a warp per row between them. A mask, or a scale input that is not a constant, stays on
-// the CPU.
+// softmax a warp per row between them. The scale input (the exporter's 1/sqrt(d), computed at run
+// time from the shape) is read by the softmax on the device, so nothing waits for it. A mask
+// stays on the CPU.
 KernelOr MakeAttention(const KernelInit& init) {
   const int64_t h = init.attrs.GetInt("heads", 0), d = init.attrs.GetInt("head_dim", 0);
   if (InputDType(init, 0) != DType::kFloat32 || h < 1 || d < 1 || InputDType(init, 2) != DType::kUndefined)
     return KernelOr(nullptr);
-  float scale = init.attrs.GetFloat("scale", 1.f);
-  if (InputDType(init, 1) != DType::kUndefined) {
-    const Tensor* st = ConstInput(init, 1);
-    if (!st || st->dtype() != DType::kFloat32 || st->numel() != 1) return KernelOr(nullptr);
-    scale *= st->data<float>()[0];
-  }
+  if (InputDType(init, 1) != DType::kUndefined && InputDType(init, 1) != DType::kFloat32) return KernelOr(nullptr);
+  const float scale = init.attrs.GetFloat("scale", 1.f);
   const Precision precision = init.precision;
   return Kernel([h, d, scale, precision](KernelContext& ctx) -> Status {
     const Tensor& x = *ctx.inputs[0];
@@ -127,6 +124,9 @@ KernelOr MakeAttention(const KernelInit& init) {
     if (x.rank() != 3 || x.dim(2) != 3 * h * d || y.numel() != x.dim(0) * x.dim(1) * h * d)
       return InvalidArgument("Attention: QKV " + DimsToString(x.dims()) + " does not hold 3 x " + std::to_string(h) +
                              " heads of " + std::to_string(d));
+    const Tensor* scale_in = ctx.inputs.size() > 1 ? ctx.inputs[1] : nullptr;
+    if (scale_in && scale_in->numel() != 1)
+      return InvalidArgument("Attention: the scale input must be one float32, got " + DimsToString(scale_in->dims()));
     const int64_t B = x.dim(0), N = x.dim(1), ld_in = 3 * h * d, ld_out = h * d;
     if (B == 0 || N == 0) return Status::Ok();
     // The scores of up to `chunk` batch entries at a time (about 256 MB).
@@ -155,7 +155,7 @@ KernelOr MakeAttention(const KernelInit& init) {
         qk.batch = nb;
         qk.precision = precision;
         WH_RETURN_IF_ERROR(RowMajorGemm(qk));
-        LaunchSoftmax(scores, scores, nb * N, N, false, Stream());
+        LaunchSoftmax(scores, scores, nb * N, N, false, Stream(), scale_in ? scale_in->data<float>() : nullptr);
         GemmCall pv;  // Y_h[b] = P[b] V_b
         pv.M = N;
         pv.N = d;
