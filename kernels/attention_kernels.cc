@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/common/attention_shape.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/vmath.h"
@@ -118,9 +119,7 @@ StatusOr<std::unique_ptr<OpKernel>> MakeAttention(const KernelInit& init) {
   return WrapFnKernel([h, d, scale, plain](KernelContext& ctx) -> Status {
     const Tensor& x = *ctx.inputs[0];
     Tensor& y = *ctx.outputs[0];
-    if (x.rank() != 3 || x.dim(2) != 3 * h * d || y.numel() != x.dim(0) * x.dim(1) * h * d)
-      return InvalidArgument("Attention: QKV " + DimsToString(x.dims()) + " does not hold 3 x " + std::to_string(h) +
-                             " heads of " + std::to_string(d));
+    WH_RETURN_IF_ERROR(CheckAttentionQkv(x, y, h, d));
     const int64_t b = x.dim(0), n = x.dim(1), ld_in = 3 * h * d, ld_out = h * d;
     // The mask's strides over [B, H, N, N], right-aligned, 0 where it broadcasts.
     const Tensor* mask_t = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
@@ -144,8 +143,7 @@ StatusOr<std::unique_ptr<OpKernel>> MakeAttention(const KernelInit& init) {
     float s_all = scale;
     if (ctx.inputs.size() > 1 && ctx.inputs[1]) {
       const Tensor& st = *ctx.inputs[1];
-      if (st.dtype() != DType::kFloat32 || st.numel() != 1)
-        return InvalidArgument("Attention: the scale input must be one float32, got " + DimsToString(st.dims()));
+      WH_RETURN_IF_ERROR(CheckAttentionScale(st));
       s_all *= st.data<float>()[0];
     }
     const float* xp = x.data<float>();

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/attention_shape.h"
 #include "kernels/common/fused_activation.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/kernels_impl.h"
@@ -121,12 +122,9 @@ KernelOr MakeAttention(const KernelInit& init) {
   return Kernel([h, d, scale, precision](KernelContext& ctx) -> Status {
     const Tensor& x = *ctx.inputs[0];
     Tensor& y = *ctx.outputs[0];
-    if (x.rank() != 3 || x.dim(2) != 3 * h * d || y.numel() != x.dim(0) * x.dim(1) * h * d)
-      return InvalidArgument("Attention: QKV " + DimsToString(x.dims()) + " does not hold 3 x " + std::to_string(h) +
-                             " heads of " + std::to_string(d));
+    WH_RETURN_IF_ERROR(CheckAttentionQkv(x, y, h, d));
     const Tensor* scale_in = ctx.inputs.size() > 1 ? ctx.inputs[1] : nullptr;
-    if (scale_in && scale_in->numel() != 1)
-      return InvalidArgument("Attention: the scale input must be one float32, got " + DimsToString(scale_in->dims()));
+    if (scale_in) WH_RETURN_IF_ERROR(CheckAttentionScale(*scale_in));
     const int64_t B = x.dim(0), N = x.dim(1), ld_in = 3 * h * d, ld_out = h * d;
     if (B == 0 || N == 0) return Status::Ok();
     // The scores of up to `chunk` batch entries at a time (about 256 MB).
