@@ -158,22 +158,20 @@ StatusOr<std::vector<BenchResult>> Benchmark(const Session& session, const Bench
     for (int i = 0; i < profiled; ++i) {
       RunStats stats;
       WH_RETURN_IF_ERROR(session.Run(feed, &stats).status());
-      {
-        ++profile->runs;
-        for (const auto& nt : stats.nodes) {
-          auto& t = by_type[nt.op_type];
-          t.name = t.op_type = nt.op_type;
-          t.total_ms += nt.ms;
-          ++t.calls;
-          if (!by_node.count(nt.name)) node_order.push_back(nt.name);
-          auto& nn = by_node[nt.name];
-          nn.name = nt.name;
-          nn.op_type = nt.op_type;
-          nn.device = nt.device;
-          nn.total_ms += nt.ms;
-          ++nn.calls;
-          all_ms += nt.ms;
-        }
+      ++profile->runs;
+      for (const auto& nt : stats.nodes) {
+        auto& t = by_type[nt.op_type];
+        t.name = t.op_type = nt.op_type;
+        t.total_ms += nt.ms;
+        ++t.calls;
+        if (!by_node.count(nt.name)) node_order.push_back(nt.name);
+        auto& nn = by_node[nt.name];
+        nn.name = nt.name;
+        nn.op_type = nt.op_type;
+        nn.device = nt.device;
+        nn.total_ms += nt.ms;
+        ++nn.calls;
+        all_ms += nt.ms;
       }
     }
     BenchResult r;

@@ -84,8 +84,9 @@ class StreamBLaunches : public BLaunches {
   void Mask(const BConvGeometry& g, uint64_t* mask, int32_t* valid) override {
     if (g.P() > 0) MaskKernel<<<Blocks(g.P()), kThreads, 0, s_>>>(g, mask, valid);
   }
-  void Im2col(const float* x, float* col, int64_t channels, const Window2d& w) override {
-    LaunchIm2col(x, 0, col, 0, 1, channels, w, s_);
+  void Im2col(const float* x, int64_t x_stride, float* col, int64_t col_stride, int64_t images, int64_t channels,
+              const Window2d& w) override {
+    LaunchIm2col(x, x_stride, col, col_stride, images, channels, w, s_);
   }
   void Xnor(const BTileArgs& g, const BOut& o, int64_t batches) override {
     if (g.M > 0 && g.N > 0 && batches > 0) XnorTileKernel<<<TileGrid(g.M, g.N, batches), kBThreads, 0, s_>>>(g, o);

@@ -304,7 +304,9 @@ struct BLaunches {
   virtual void BitIm2col(const BConvGeometry& g, const float* x, int64_t zs, uint64_t* a) = 0;
   virtual void Mask(const BConvGeometry& g, uint64_t* mask, int32_t* valid) = 0;
   // col [channels * k_h * k_w][out_h * out_w] of one image slice (kernels/cuda/im2col_body.h).
-  virtual void Im2col(const float* x, float* col, int64_t channels, const Window2d& w) = 0;
+  // For each of `images` images (x_stride / col_stride floats apart): LaunchIm2col's columns.
+  virtual void Im2col(const float* x, int64_t x_stride, float* col, int64_t col_stride, int64_t images,
+                      int64_t channels, const Window2d& w) = 0;
   virtual void Xnor(const BTileArgs& g, const BOut& o, int64_t batches) = 0;
   virtual void Decode(const FTileArgs& g, const BOut& o, int64_t batches) = 0;
 };
@@ -429,9 +431,10 @@ inline void RunBConv(BLaunches& L, const BConv& c, const float* x, int64_t image
       L.Xnor(t, o, zs);
     } else {
       float* col = static_cast<float*>(scratch);
-      for (int64_t z = 0; z < zs; ++z)
-        L.Im2col(x + (n0 + z / g.groups) * in + (z % g.groups) * g.cg * g.win.in_h * g.win.in_w, col + z * g.K * P, g.cg,
-                 g.win);
+      // Column block z = image * groups + group: one launch per group over the chunk's images.
+      for (int64_t gi = 0; gi < g.groups; ++gi)
+        L.Im2col(x + n0 * in + gi * g.cg * g.win.in_h * g.win.in_w, in, col + gi * g.K * P, g.groups * g.K * P,
+                 zs / g.groups, g.cg, g.win);
       FTileArgs t;
       t.a = col;
       t.a_batch = g.K * P;
@@ -471,9 +474,11 @@ struct BEmulatedLaunches : BLaunches {
   void Mask(const BConvGeometry& g, uint64_t* mask, int32_t* valid) override {
     for (int64_t p = 0; p < g.P(); ++p) BMaskRow(g, p, mask, valid);
   }
-  void Im2col(const float* x, float* col, int64_t channels, const Window2d& w) override {
+  void Im2col(const float* x, int64_t x_stride, float* col, int64_t col_stride, int64_t images, int64_t channels,
+              const Window2d& w) override {
     const int64_t n = channels * w.k_h * w.k_w * w.out_h * w.out_w;
-    for (int64_t i = 0; i < n; ++i) Im2colAt(x, col, w, i);
+    for (int64_t z = 0; z < images; ++z)
+      for (int64_t i = 0; i < n; ++i) Im2colAt(x + z * x_stride, col + z * col_stride, w, i);
   }
   void Xnor(const BTileArgs& g, const BOut& o, int64_t batches) override {
     Grid<BTileSmem>(

@@ -359,7 +359,7 @@ inline int64_t QGemmScratchInts(int64_t M, int64_t N, int64_t Kw) {
 
 inline void RunQGemmSlice(QLaunches& L, const QPackedB& shape, const QGemmDevicePtrs& bp, const uint8_t* a,
                           bool a_uint8, int32_t a_zp_shifted, int64_t rows, const QEpiParams& ep, void* y,
-                          int32_t* rowsum_scratch, int32_t* partial_scratch) {
+                          int32_t* rowsum_scratch, int32_t* scratch) {
   QTileArgs g;
   g.a = a;
   g.lda = shape.K;
@@ -384,9 +384,9 @@ inline void RunQGemmSlice(QLaunches& L, const QPackedB& shape, const QGemmDevice
   e.p = ep;
   e.c = y;
   e.ldc = shape.N;
-  if (partial_scratch && bp.bt && QGemmUsesInt8Gemm(rows, shape.N, shape.Kw)) {
-    int8_t* a8 = reinterpret_cast<int8_t*>(partial_scratch);
-    int32_t* c = partial_scratch + QInt8GemmAInts(rows, shape.Kw);
+  if (scratch && bp.bt && QGemmUsesInt8Gemm(rows, shape.N, shape.Kw)) {
+    int8_t* a8 = reinterpret_cast<int8_t*>(scratch);
+    int32_t* c = scratch + QInt8GemmAInts(rows, shape.Kw);
     L.ToInt8(a, shape.K, g.a_xor, shape.K, shape.Kw * 4, a_zp_shifted, rows, a8);
     if (L.Int8Gemm(bp.bt, a8, c, rows, shape.N, shape.Kw * 4)) {
       g.partial = c;  // one "split": the epilogue pass reads the int32 product
@@ -394,13 +394,13 @@ inline void RunQGemmSlice(QLaunches& L, const QPackedB& shape, const QGemmDevice
       return;
     }
   }
-  g.kw_per_split = partial_scratch ? QGemmKwPerSplit(rows, shape.N, shape.Kw) : 0;
+  g.kw_per_split = scratch ? QGemmKwPerSplit(rows, shape.N, shape.Kw) : 0;
   if (g.kw_per_split == 0) {
     L.Tile(g, e, 1);
     return;
   }
   const int64_t splits = CeilDiv(shape.Kw, g.kw_per_split);
-  g.partial = partial_scratch;
+  g.partial = scratch;
   L.Tile(g, e, splits);
   L.SplitEpilogue(g, e, splits);
 }
@@ -409,16 +409,16 @@ inline void RunQGemmSlice(QLaunches& L, const QPackedB& shape, const QGemmDevice
 // slices of at most kMaxGridYZ * kQTileM rows, or kMaxGridYZ images.
 constexpr int64_t kMaxGridYZ = 65535;
 
-// partial_scratch: QGemmScratchInts(min(rows, max_rows), N, Kw) values, or null (the tile kernel
-// over all of K only).
+// scratch: QGemmScratchInts(min(rows, max_rows), N, Kw) values (split partial sums or the
+// tensor-core path's operands), or null (the tile kernel over all of K only).
 inline void RunQGemm(QLaunches& L, const QPackedB& shape, const QGemmDevicePtrs& bp, const uint8_t* a, bool a_uint8,
                      int32_t a_zp_shifted, int64_t rows, const QEpiParams& ep, void* y, size_t y_elem,
-                     int32_t* rowsum_scratch, int32_t* partial_scratch, int64_t max_rows = kMaxGridYZ * kQTileM) {
+                     int32_t* rowsum_scratch, int32_t* scratch, int64_t max_rows = kMaxGridYZ * kQTileM) {
   for (int64_t r0 = 0; r0 < rows; r0 += max_rows) {
     const int64_t n = std::min(max_rows, rows - r0);
     RunQGemmSlice(L, shape, bp, a + r0 * shape.K, a_uint8, a_zp_shifted, n, ep,
                   static_cast<char*>(y) + static_cast<size_t>(r0 * shape.N) * y_elem,
-                  rowsum_scratch ? rowsum_scratch + r0 : nullptr, partial_scratch);
+                  rowsum_scratch ? rowsum_scratch + r0 : nullptr, scratch);
   }
 }
 

@@ -109,14 +109,14 @@ KernelOr MakeQGemm(const KernelInit& init) {
       WH_ASSIGN_OR_RETURN(void* p, Scratch(static_cast<size_t>(rows) * sizeof(int32_t), 1));
       rowsum = static_cast<int32_t*>(p);
     }
-    int32_t* partial = nullptr;  // split-K sums (few tiles) or the tensor-core GEMM's operands
+    int32_t* gemm_scratch = nullptr;  // split-K sums (few tiles) or the tensor-core GEMM's operands
     if (const int64_t ints = QGemmScratchInts(std::min(rows, kMaxGridYZ * kQTileM), N, shape.Kw); ints > 0) {
       WH_ASSIGN_OR_RETURN(void* p, Scratch(static_cast<size_t>(ints) * sizeof(int32_t), 3));
-      partial = static_cast<int32_t*>(p);
+      gemm_scratch = static_cast<int32_t*>(p);
     }
     (void)up;  // the device parameters live as long as the kernel
     RunQGemm(CudaQLaunches(), shape, ptrs, static_cast<const uint8_t*>(a.raw_data()), x_uint8, za, rows, ep, y.raw_data(),
-             ElemSize(y.dtype()), rowsum, partial);
+             ElemSize(y.dtype()), rowsum, gemm_scratch);
     return Launched("QGemm");
   });
 }
