@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include "kernels/nchwc.h"
@@ -23,6 +24,8 @@ struct Session::Step {
   std::unique_ptr<OpKernel> kernel;
   int alias = -1;
   DeviceType device = DeviceType::kCpu;  // where the kernel computes (an alias follows its input)
+  // Inputs whose dims alone the kernel reads (Shape, Size): never copied to the step's device.
+  uint64_t dims_only = 0;
 };
 
 // What shape inference decided for one input signature (dtype and dims of every graph input):
@@ -44,6 +47,26 @@ namespace {
 
 constexpr size_t kMaxPlans = 16;            // input signatures remembered per session
 constexpr size_t kMaxPlannedReadBytes = 4096;  // larger shape-deciding values: no plan is kept
+
+// Shape arithmetic on a device session (docs/design-notes.md, "Shape arithmetic stays on the
+// host"). Shape and Size read only dims, which live on the host for a device tensor too; the ops
+// below, fed only by such values and small constants, compute shapes, indices and scalars that
+// Reshape, Slice or Attention read back on the host. Placed on the device, each of those tiny
+// values cost a copy each way and a synchronisation per run (the exported transformer's 9
+// fallback nodes). None of these ops makes an output larger than its inputs allow (no
+// ConstantOfShape, Range, Expand, Tile: their sizes come from values).
+constexpr int64_t kMaxHostShapeConstant = 64;  // elements of a constant a host shape step may read
+
+bool ReadsDimsOnly(const Node& n) { return n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size"); }
+
+bool ShapeArithmeticOp(const Node& n) {
+  static const std::set<std::string> kOps = {
+      "Gather", "Concat", "Cast", "Add", "Sub", "Mul", "Div", "Mod", "Pow", "Sqrt", "Neg", "Abs", "Reciprocal",
+      "Floor", "Ceil", "Round", "Min", "Max", "Sign", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+      "Not", "And", "Or", "Where", "Slice", "Squeeze", "Unsqueeze", "Reshape", "Flatten", "Identity",
+      "ReduceProd", "ReduceSum", "ReduceMin", "ReduceMax", "Transpose"};
+  return n.domain.empty() && kOps.count(n.op_type) > 0;
+}
 
 void AppendSignature(std::string* key, const Tensor* t) {
   if (!t) { *key += "-;"; return; }
@@ -151,6 +174,8 @@ Status Session::Prepare() {
   WH_ASSIGN_OR_RETURN(std::vector<int> order, g.TopologicalOrder());
   const size_t nv = g.values().size();
   release_after_.assign(nv, -1);
+  const bool on_device = BackendDevice(opts_.backend) != DeviceType::kCpu;
+  std::vector<char> host_value(nv, 0);  // on a device session: computed on the host by shape steps
   for (int ni : order) {
     const Node& n = g.nodes()[static_cast<size_t>(ni)];
     auto step = std::make_unique<Step>();
@@ -163,9 +188,30 @@ Status Session::Prepare() {
       dts.push_back(i < 0 ? DType::kUndefined : g.value(i).dtype);
       consts.push_back(i >= 0 && g.value(i).initializer ? &*g.value(i).initializer : nullptr);
     }
-    WH_ASSIGN_OR_RETURN(step->kernel, CreateKernel(n, step->opset, opts_.backend, dts, consts, opts_.precision));
+    bool host_shape = false;
+    if (on_device && ReadsDimsOnly(n)) {
+      host_shape = true;
+      step->dims_only = 1;
+    } else if (on_device && ShapeArithmeticOp(n)) {
+      bool computed = false;
+      host_shape = true;
+      for (int i : n.inputs) {
+        if (i < 0) continue;
+        const Value& v = g.value(i);
+        if (host_value[static_cast<size_t>(i)]) computed = true;
+        else if (!v.initializer || v.initializer->numel() > kMaxHostShapeConstant) host_shape = false;
+      }
+      host_shape &= computed;
+    }
+    if (host_shape) {
+      for (int o : n.outputs)
+        if (o >= 0) host_value[static_cast<size_t>(o)] = 1;
+      host_nodes_.push_back(n.name.empty() ? n.op_type : n.name + " (" + n.op_type + ")");
+    }
+    WH_ASSIGN_OR_RETURN(step->kernel, CreateKernel(n, step->opset, host_shape ? Backend::kCpu : opts_.backend, dts,
+                                                   consts, host_shape ? Precision::kFp32 : opts_.precision));
     step->alias = step->kernel->OutputAliasesInput();
-    if (step->alias < 0 && step->kernel->device() != BackendDevice(opts_.backend)) {
+    if (!host_shape && step->alias < 0 && step->kernel->device() != BackendDevice(opts_.backend)) {
       // No kernel on the session's device for this node: the fast CPU one, with explicit copies.
       WH_ASSIGN_OR_RETURN(step->kernel, CreateKernel(n, step->opset, Backend::kCpu, dts, consts));
       fallback_nodes_.push_back(n.name.empty() ? n.op_type : n.name + " (" + n.op_type + ")");
@@ -344,7 +390,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     const std::vector<Dims>& odims = *odims_p;
     if (step.alias < 0)
       for (size_t k = 0; st.ok() && k < in.size(); ++k) {
-        if (!in[k] || in[k]->device() == step.device) continue;
+        if (!in[k] || in[k]->device() == step.device || (step.dims_only >> std::min<size_t>(k, 63) & 1)) continue;
         const size_t v = static_cast<size_t>(n.inputs[k]);
         if (auto c = device_consts_.find(static_cast<int>(v)); c != device_consts_.end() && c->second.device() == step.device) {
           in[k] = &c->second;

@@ -79,6 +79,10 @@ class Session {
   // On a device backend: the nodes with no kernel there, run on the CPU with explicit copies
   // ("name (OpType)"); empty on the CPU.
   const std::vector<std::string>& fallback_nodes() const { return fallback_nodes_; }
+  // On a device backend: the shape arithmetic computed on the host by design (Shape, Size, and
+  // the Gather/Concat/Cast/... fed only by them and small constants: the dims Reshape reads, the
+  // scale Attention reads); not fallbacks. Empty on the CPU.
+  const std::vector<std::string>& host_shape_nodes() const { return host_nodes_; }
 
   struct Arena;  // per-call buffers and scratch (defined in session.cc)
   struct Step;   // one planned node
@@ -95,6 +99,7 @@ class Session {
   std::vector<int> release_after_;      // per value: step index after which it can be recycled (-1 never)
   std::vector<std::vector<int>> release_at_step_;  // per step: values that die after it
   std::vector<std::string> fallback_nodes_;
+  std::vector<std::string> host_nodes_;
   std::map<int, Tensor> device_consts_;  // initializers device kernels read, uploaded at load
   mutable std::mutex arenas_mu_;
   mutable std::vector<std::unique_ptr<Arena>> idle_arenas_;

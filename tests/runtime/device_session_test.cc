@@ -22,12 +22,14 @@
 #include "lib/ops/op_def.h"
 #include "tests/util/fake_device.h"
 #include "tests/util/graph_builder.h"
+#include "tests/util/infer_test_util.h"
 #include "tests/util/test_util.h"
 #include "whittle/session.h"
 
 namespace whittle {
 namespace {
 
+using testing::Attrs;
 using testing::GraphBuilder;
 using testing::RandomFloat;
 using testing::TensorsClose;
@@ -272,6 +274,101 @@ TEST_F(DeviceSession, DownloadsOnlyTheValuesShapeInferenceAsksFor) {
     // The shape for Reshape's inference (run 0; the plan re-checks it in run 1), then the outputs.
     EXPECT_EQ(state().copies_to_host, 3) << "run " << run;
   }
+}
+
+// Shape arithmetic stays on the host: Shape reads a device tensor's dims without copying it, and
+// the Gather/Unsqueeze/Concat on its output (what exporters write around every Reshape) compute
+// on the host, so Reshape reads its shape there: no download, no fallback, no upload of the shape.
+TEST_F(DeviceSession, ShapeArithmeticStaysOnTheHost) {
+  Graph g = GraphBuilder(17)
+                .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 3, 4})  // a folded Shape would prove nothing
+                .Init("zero", Tensor::Scalar<int64_t>(0))
+                .Init("axes", Tensor::FromVector<int64_t>({1}, {0}))
+                .Init("rest", Tensor::FromVector<int64_t>({1}, {-1}))
+                .Op("DevAffine", {"x"}, {"a"})
+                .Op("Shape", {"a"}, {"s"})
+                .Op("Gather", {"s", "zero"}, {"n"}, Attrs({{"axis", Attribute::Int(0)}}))
+                .Op("Unsqueeze", {"n", "axes"}, {"n1"})
+                .Op("Concat", {"n1", "rest"}, {"shp"}, Attrs({{"axis", Attribute::Int(0)}}))
+                .Op("Reshape", {"a", "shp"}, {"r"})
+                .Op("DevAffine", {"r"}, {"y"})
+                .Output("y")
+                .Build();
+  for (Node& n : g.nodes())
+    if (n.op_type == "DevAffine") n.domain = "test.device";
+  g.opset_imports["test.device"] = 1;
+  SessionOptions o;
+  o.backend = Backend::kCuda;
+  auto dev = Session::FromGraph(std::move(g), o);
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  EXPECT_TRUE((*dev)->fallback_nodes().empty());
+  ASSERT_EQ((*dev)->host_shape_nodes().size(), 4u);  // Shape, Gather, Unsqueeze, Concat
+  const Tensor x = RandomFloat({2, 3, 4}, 1);
+  for (int run = 0; run < 2; ++run) {
+    state().copies_to_host = state().copies_to_device = 0;
+    RunStats stats;
+    auto got = (*dev)->Run({{"x", x}}, &stats);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    ASSERT_EQ((*got)[0].dims(), (Dims{2, 12}));
+    for (int64_t i = 0; i < x.numel(); ++i) EXPECT_EQ((*got)[0].data<float>()[i], 4.f * x.data<float>()[i]);
+    EXPECT_EQ(state().copies_to_device, 1) << "x only; run " << run;
+    EXPECT_EQ(state().copies_to_host, 1) << "y only; run " << run;
+    for (const RunStats::NodeTime& nt : stats.nodes)
+      EXPECT_EQ(nt.device, nt.op_type == "DevAffine" || nt.op_type == "Reshape" ? "cuda" : "cpu") << nt.op_type;
+  }
+}
+
+// Not shape arithmetic: an op reading a device value, or a constant too large to be a shape,
+// keeps its placement (here the CPU fallback, as the stand-in device has no such kernel).
+TEST_F(DeviceSession, OnlyShapeDerivedValuesStayOnTheHost) {
+  Graph g = GraphBuilder(17)
+                .Input("x", DType::kFloat32, {2, Dim::Symbol("n")})
+                .Init("table", RandomFloat({100, 3}, 4))
+                .Init("one", Tensor::Scalar<int64_t>(1))
+                .Op("DevAffine", {"x"}, {"a"})
+                .Op("Shape", {"a"}, {"s"})
+                .Op("Gather", {"s", "one"}, {"k"}, Attrs({{"axis", Attribute::Int(0)}}))
+                .Op("Gather", {"table", "k"}, {"row"}, Attrs({{"axis", Attribute::Int(0)}}))  // a 300-element constant
+                .Op("Relu", {"a"}, {"r"})                                      // a device value
+                .Output("row")
+                .Output("r")
+                .Build();
+  for (Node& n : g.nodes())
+    if (n.op_type == "DevAffine") n.domain = "test.device";
+  g.opset_imports["test.device"] = 1;
+  SessionOptions o;
+  o.backend = Backend::kCuda;
+  auto dev = Session::FromGraph(std::move(g), o);
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  EXPECT_EQ((*dev)->host_shape_nodes().size(), 2u);  // Shape, the first Gather
+  EXPECT_EQ((*dev)->fallback_nodes().size(), 2u);    // the table Gather and the Relu
+  auto got = (*dev)->Run({{"x", RandomFloat({2, 3}, 1)}});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ((*got)[0].dims(), (Dims{3}));
+}
+
+// The exported transformer (torch.onnx.export, opset 17): its Shape/Gather/Concat/Cast/Div/Pow
+// chains (9 CPU fallbacks with copies on the H100 before) are all host shape steps.
+TEST_F(DeviceSession, ExportedTransformerShapeChainsAreHostSteps) {
+  SessionOptions o;
+  o.backend = Backend::kCuda;
+  auto dev = Session::Load(std::string(WHITTLE_SOURCE_DIR) + "/models/transformer.onnx", o);
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  std::set<std::string> host((*dev)->host_shape_nodes().begin(), (*dev)->host_shape_nodes().end());
+  for (const char* n : {"/Shape (Shape)", "/Gather (Gather)", "/Concat (Concat)", "/Concat_1 (Concat)",
+                        "/Gather_2 (Gather)", "/Div (Div)", "/Cast (Cast)", "/Cast_1 (Cast)", "/Cast_2 (Cast)",
+                        "/Pow (Pow)"})
+    EXPECT_TRUE(host.count(n)) << n << " is not a host shape step";
+  for (const std::string& f : (*dev)->fallback_nodes()) EXPECT_FALSE(host.count(f)) << f;
+  // Still the model's results: the CPU session's logits on a few images.
+  auto cpu = Session::Load(std::string(WHITTLE_SOURCE_DIR) + "/models/transformer.onnx");
+  ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+  const Tensor x = RandomFloat({3, 1, 28, 28}, 7);
+  const std::string in = (*cpu)->inputs()[0].name;
+  auto want = (*cpu)->Run({{in, x}});
+  auto got = (*dev)->Run({{in, x}});
+  ASSERT_TRUE(want.ok() && got.ok()) << (got.ok() ? want.status().message() : got.status().message());
+  EXPECT_TRUE(TensorsClose((*got)[0], (*want)[0], 1e-5f, 1e-5f));
 }
 
 TEST_F(DeviceSession, UnavailableDeviceIsAClearError) {

@@ -230,7 +230,7 @@ int main(int argc, char** argv) {
         pn.push_back({{"node", e.name}, {"op_type", e.op_type}, {"device", e.device}, {"total_ms", e.total_ms},
                       {"share", e.share}, {"calls", e.calls}});
       out["profile"] = {{"runs", prof.runs}, {"by_op_type", pt}, {"by_node", pn},
-                        {"cpu_fallback", session.fallback_nodes()}};
+                        {"cpu_fallback", session.fallback_nodes()}, {"host_shape_nodes", session.host_shape_nodes()}};
       if (!json) {
         std::printf("\nprofile over %d runs (all batch sizes): time per op type\n", prof.runs);
         std::printf("%-28s %12s %8s\n", "op type", "total ms", "share");
@@ -243,6 +243,9 @@ int main(int argc, char** argv) {
           std::printf("\n%zu node(s) without a %s kernel ran on the CPU (inputs and outputs copied):\n",
                       session.fallback_nodes().size(), device.c_str());
           for (const std::string& n : session.fallback_nodes()) std::printf("  %s\n", n.c_str());
+          std::printf("%zu shape node(s) computed on the host by design (Shape and the arithmetic on its dims; "
+                      "no device copies)\n",
+                      session.host_shape_nodes().size());
         }
       }
     }
