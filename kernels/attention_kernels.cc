@@ -124,22 +124,7 @@ StatusOr<std::unique_ptr<OpKernel>> MakeAttention(const KernelInit& init) {
     // The mask's strides over [B, H, N, N], right-aligned, 0 where it broadcasts.
     const Tensor* mask_t = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
     int64_t ms[4] = {0, 0, 0, 0};
-    if (mask_t) {
-      const int64_t full[4] = {b, h, n, n};
-      if (mask_t->dtype() != DType::kFloat32 || mask_t->rank() > 4)
-        return InvalidArgument("Attention: the mask must be float32 of rank <= 4, got " + DimsToString(mask_t->dims()));
-      const int64_t off = 4 - mask_t->rank();
-      int64_t stride = 1;
-      for (int64_t a = 3; a >= off; --a) {
-        const int64_t md = mask_t->dim(a - off);
-        if (md != 1 && md != full[a])
-          return InvalidArgument("Attention: mask " + DimsToString(mask_t->dims()) + " does not broadcast to [" +
-                                 std::to_string(b) + ", " + std::to_string(h) + ", " + std::to_string(n) + ", " +
-                                 std::to_string(n) + "]");
-        ms[a] = md == 1 ? 0 : stride;
-        stride *= md;
-      }
-    }
+    if (mask_t) WH_RETURN_IF_ERROR(AttentionMaskStrides(*mask_t, b, h, n, ms));
     float s_all = scale;
     if (ctx.inputs.size() > 1 && ctx.inputs[1]) {
       const Tensor& st = *ctx.inputs[1];

@@ -29,12 +29,20 @@ int whittle_session_load(const char* model_path, int num_threads, whittle_sessio
 }
 
 int whittle_session_load_on(const char* model_path, int num_threads, const char* device, whittle_session** out) {
-  if (!model_path || !out || !device) return SetError("whittle_session_load: null argument");
+  return whittle_session_load_with(model_path, num_threads, device, "fp32", out);
+}
+
+int whittle_session_load_with(const char* model_path, int num_threads, const char* device, const char* precision,
+                              whittle_session** out) {
+  if (!model_path || !out || !device || !precision) return SetError("whittle_session_load: null argument");
   const std::string d = device;
   if (d != "cpu" && d != "cuda") return SetError("whittle_session_load: device must be \"cpu\" or \"cuda\", got \"" + d + "\"");
+  auto p = whittle::ParsePrecision(precision);
+  if (!p.ok()) return SetError("whittle_session_load: " + p.status().message());
   whittle::SessionOptions so;
   so.num_threads = num_threads;
   so.backend = d == "cuda" ? whittle::Backend::kCuda : whittle::Backend::kCpu;
+  so.precision = *p;
   auto r = whittle::Session::Load(model_path, so);
   if (!r.ok()) return SetError(r.status().message());
   *out = new whittle_session{std::move(*r)};  // owned by the caller: whittle_session_free

@@ -20,6 +20,11 @@ int whittle_session_load(const char* model_path, int num_threads, whittle_sessio
 /* The same on a device: "cpu", or "cuda" (a CUDA build on a machine with a GPU; nodes without a
  * CUDA kernel run on the CPU). Inputs and outputs stay host memory either way. */
 int whittle_session_load_on(const char* model_path, int num_threads, const char* device, whittle_session** out);
+/* The same with the arithmetic precision of the GEMMs on "cuda": "fp32" (exact float32, the
+ * default), "tf32", "fp16" or "bf16" (tensor cores inside cuBLAS; tensors and accumulation stay
+ * float32, like run-model --precision). The CPU takes "fp32" only. */
+int whittle_session_load_with(const char* model_path, int num_threads, const char* device, const char* precision,
+                              whittle_session** out);
 void whittle_session_free(whittle_session* s);
 size_t whittle_session_num_inputs(const whittle_session* s);
 size_t whittle_session_num_outputs(const whittle_session* s);

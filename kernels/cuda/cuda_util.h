@@ -120,5 +120,6 @@ void RegisterQLinearKernels(KernelRegistry& r);
 void RegisterBinaryCodebookKernels(KernelRegistry& r);
 void RegisterCirculantFftKernels(KernelRegistry& r);
 void RegisterTrainingKernels(KernelRegistry& r);  // train_ops.cc
+void RegisterMovementKernels(KernelRegistry& r);  // movement.cc
 
 }  // namespace whittle::cuda

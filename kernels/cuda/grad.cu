@@ -1,7 +1,8 @@
 // Device drivers of the training graph's ops (kernels/cuda/grad_body.h): one thread per output
 // element for col2im, the pool gradients, the broadcast copy, ReluGrad and BatchNormalization;
-// one block per output for the reductions (kThreads shares, a fixed tree), so a reduction over
-// N*H*W elements into C outputs (a Conv bias's gradient) still fills the GPU.
+// one block per output for the long reductions (kThreads shares, a fixed tree), so a reduction over
+// N*H*W elements into C outputs (a Conv bias's gradient) still fills the GPU, and one thread per
+// output for the short ones (kSerialReduceMax elements or fewer).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -42,6 +43,13 @@ __global__ void __launch_bounds__(kThreads) ReduceKernel(const float* x, float* 
   }
 }
 
+// One thread per output, summing its elements in order: for short reductions, where a block per
+// output left most of its threads idle behind a tree of barriers (the exported transformer's
+// ReduceMean over 16 tokens into [1024, 192] outputs: 65535 blocks of 256 threads, 16 busy).
+__global__ void ReduceSerialKernel(const float* x, float* y, ReduceShape r) {
+  WH_GRID_STRIDE(o, r.outputs) y[o] = ReduceShareAt(x, r, o, 0, 1) * r.scale;
+}
+
 __global__ void BatchNormKernel(const float* x, const float* scale, const float* bias, const float* mean,
                                 const float* var, float eps, int64_t channels, int64_t inner, float* y, int64_t n) {
   WH_GRID_STRIDE(i, n) BatchNormAt(x, scale, bias, mean, var, eps, channels, inner, y, i);
@@ -69,8 +77,12 @@ void LaunchReluGrad(const float* y, const float* dy, float* dx, int64_t n, void*
 }
 
 void LaunchReduce(const float* x, float* y, const ReduceShape& r, void* stream) {
-  if (r.outputs > 0)
-    ReduceKernel<<<static_cast<unsigned>(r.outputs < 65535 ? r.outputs : 65535), kThreads, 0, S(stream)>>>(x, y, r);
+  if (r.outputs <= 0) return;
+  if (r.count <= kSerialReduceMax) {
+    ReduceSerialKernel<<<Blocks(r.outputs), kThreads, 0, S(stream)>>>(x, y, r);
+    return;
+  }
+  ReduceKernel<<<static_cast<unsigned>(r.outputs < 65535 ? r.outputs : 65535), kThreads, 0, S(stream)>>>(x, y, r);
 }
 
 void LaunchBatchNorm(const float* x, const float* scale, const float* bias, const float* mean, const float* var,

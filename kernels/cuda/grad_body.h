@@ -128,6 +128,10 @@ WH_HD int64_t StridedOffset(int rank, const int64_t* dims, const int64_t* stride
   return off;
 }
 
+// Reductions of at most this many elements per output run a thread per output (share 0 of 1);
+// longer ones a block per output (kThreads shares and a fixed tree).
+constexpr int64_t kSerialReduceMax = 256;
+
 // The part of output o's sum that share `share` of `shares` adds: reduced elements share,
 // share + shares, ... (a block's threads, summed by a fixed tree).
 WH_HD float ReduceShareAt(const float* x, const ReduceShape& r, int64_t o, int64_t share, int64_t shares) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/im2col_body.h"
+#include "kernels/cuda/softmax_body.h"
 #include "kernels/cuda/kernels_impl.h"
 #include "kernels/cuda/launch.cuh"
 
@@ -120,23 +121,26 @@ __global__ void LayerNormKernel(const float* x, const float* scale, const float*
   }
 }
 
-// One warp per row of scale * x (scale: one device float, or null for 1): max, sum of exp, then
-// the outputs.
-__global__ void SoftmaxKernel(const float* x, float* y, int64_t rows, int64_t cols, bool log, const float* scale) {
+// One warp per row of scale * x (+ the mask; scale: one device float, or null for 1): max, sum
+// of exp, then the outputs.
+__global__ void SoftmaxKernel(const float* x, float* y, int64_t rows, int64_t cols, bool log, const float* scale,
+                              SoftmaxMask mask) {
   const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
   const float c = scale ? *scale : 1.f;
-  const float* xr = x + row * cols;
   float* yr = y + row * cols;
   float m = -FLT_MAX;
-  for (int64_t k = lane; k < cols; k += 32) m = fmaxf(m, c * xr[k]);
+  for (int64_t k = lane; k < cols; k += 32) m = fmaxf(m, SoftmaxInput(x, c, mask, cols, row, k));
   for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   float s = 0.f;
-  for (int64_t k = lane; k < cols; k += 32) s += expf(c * xr[k] - m);
+  for (int64_t k = lane; k < cols; k += 32) s += expf(SoftmaxInput(x, c, mask, cols, row, k) - m);
   for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
   const float ls = logf(s);
-  for (int64_t k = lane; k < cols; k += 32) yr[k] = log ? c * xr[k] - m - ls : expf(c * xr[k] - m) / s;
+  for (int64_t k = lane; k < cols; k += 32) {
+    const float v = SoftmaxInput(x, c, mask, cols, row, k);
+    yr[k] = log ? v - m - ls : expf(v - m) / s;
+  }
 }
 
 __global__ void Im2colKernel(const float* x, int64_t x_stride, float* col, int64_t col_stride, int64_t images,
@@ -213,9 +217,12 @@ void LaunchLayerNorm(const float* x, const float* scale, const float* bias, floa
         x, scale, bias, y, rows, cols, eps);
 }
 
-void LaunchSoftmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, void* stream, const float* scale) {
+void LaunchSoftmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, void* stream, const float* scale,
+                   const SoftmaxMask* mask) {
   const int64_t rows_per_block = kThreads / 32;
-  if (rows > 0) SoftmaxKernel<<<static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block), kThreads, 0, S(stream)>>>(x, y, rows, cols, log, scale);
+  if (rows > 0)
+    SoftmaxKernel<<<static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block), kThreads, 0, S(stream)>>>(
+        x, y, rows, cols, log, scale, mask ? *mask : SoftmaxMask{});
 }
 
 void LaunchIm2col(const float* x, int64_t x_stride, float* col, int64_t col_stride, int64_t images, int64_t channels,

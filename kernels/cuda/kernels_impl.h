@@ -37,10 +37,12 @@ void LaunchBiasAct(float* y, int64_t rows, int64_t cols, const float* c, int64_t
 void LaunchChannelBiasAct(float* y, int64_t n, int64_t c, int64_t hw, const float* bias, const float* residual,
                           Unary act, void* stream);
 
-// Softmax (or LogSoftmax) over the last axis of scale * x [rows, cols]; scale: one float in device
-// memory, or null for 1.
+// Softmax (or LogSoftmax) over the last axis of scale * x [rows, cols] (+ mask, the fused
+// Attention's additive mask: kernels/cuda/softmax_body.h); scale: one float in device memory, or
+// null for 1; mask null for none.
+struct SoftmaxMask;
 void LaunchSoftmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, void* stream,
-                   const float* scale = nullptr);
+                   const float* scale = nullptr, const SoftmaxMask* mask = nullptr);
 // LayerNormalization of x [rows, cols] over cols: y = (x - mean) / sqrt(var + eps) * scale + bias
 // (scale and bias: cols values; bias may be null), a block per row, mean and variance in float.
 void LaunchLayerNorm(const float* x, const float* scale, const float* bias, float* y, int64_t rows, int64_t cols,
@@ -95,6 +97,21 @@ void LaunchQuantize(const QuantizeArgs& a, int64_t n, void* stream);
 // thread's stream (runtime.cc); false when cuBLAS cannot run it (the caller uses its own kernel).
 bool Int8GemmTN(const int8_t* bt, const int8_t* a8, int32_t* c, int64_t M, int64_t N, int64_t Kp);
 void LaunchDequantize(const QuantizeArgs& a, int64_t n, void* stream);
+
+// --- data movement (kernels/cuda/movement_body.h, movement.cu); elem_bytes 1, 2, 4 or 8 ---
+
+// y [outer, n_idx, inner] = x [outer, axis_dim, inner] gathered at idx (int64, or int32 when
+// !idx64) along the middle axis; an index out of range gives zeros.
+void LaunchGather(const void* x, const void* idx, bool idx64, void* y, int elem_bytes, int64_t outer, int64_t axis_dim,
+                  int64_t n_idx, int64_t inner, void* stream);
+// One Concat input x [outer, piece_row] into y's rows of out_row elements, at element `offset`.
+void LaunchConcatPiece(const void* x, void* y, int elem_bytes, int64_t outer, int64_t piece_row, int64_t out_row,
+                       int64_t offset, void* stream);
+enum class CastType : int;
+void LaunchCast(const void* x, CastType from, void* y, CastType to, int64_t n, void* stream);
+struct WhereShape;
+void LaunchWhere(const void* cond, const void* x, const void* y, void* out, int elem_bytes, const WhereShape& s,
+                 int64_t n, void* stream);
 
 // The int8 GEMM's launches on the calling thread's stream (cudaStreamPerThread; kernels/cuda/
 // qgemm_body.h, kernels/cuda/qlinear.cu): one stateless instance, no allocation per call.

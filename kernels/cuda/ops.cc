@@ -16,6 +16,7 @@
 #include "kernels/common/fused_activation.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/softmax_body.h"
 #include "kernels/kernel.h"
 #include "lib/ir/domain.h"
 
@@ -97,11 +98,33 @@ KernelOr MakeLayerNorm(const KernelInit& init) {
     if (axis < 0 || axis >= std::max<int64_t>(1, x.rank()))
       return InvalidArgument("LayerNormalization: axis " + std::to_string(axis_attr) + " is out of range");
     int64_t cols = 1;
-    for (int64_t d = axis; d < x.rank(); ++d) cols *= x.dim(static_cast<int>(d));
-    if (scale.numel() != cols || (bias && bias->numel() != cols))
-      return Unimplemented("the CUDA LayerNormalization takes Scale and B of the normalised size only");
-    LaunchLayerNorm(x.data<float>(), scale.data<float>(), bias ? bias->data<float>() : nullptr,
-                    ctx.outputs[0]->data<float>(), cols ? x.numel() / cols : 0, cols, eps, Stream());
+    const Dims norm(x.dims().begin() + axis, x.dims().end());
+    for (int64_t v : norm) cols *= v;
+    // Scale and B broadcast to the normalised shape (unidirectionally, numpy-aligned): one that is
+    // smaller is expanded into scratch first (a strided copy), so the kernel reads cols of each.
+    const float* affine[2] = {scale.data<float>(), bias ? bias->data<float>() : nullptr};
+    const Tensor* given[2] = {&scale, bias};
+    for (int k = 0; k < 2; ++k) {
+      const Tensor* t = given[k];
+      if (!t || t->numel() == cols) continue;
+      const bool single = t->numel() == 1;
+      if ((!single && t->rank() > static_cast<int>(norm.size())) || norm.size() > static_cast<size_t>(kMaxRank))
+        return InvalidArgument(std::string("LayerNormalization: ") + (k ? "B" : "Scale") + " does not broadcast to the normalised shape");
+      for (int d = 1; !single && d <= t->rank(); ++d) {
+        const int64_t td = t->dim(t->rank() - d), nd = norm[norm.size() - static_cast<size_t>(d)];
+        if (td != 1 && td != nd)
+          return InvalidArgument(std::string("LayerNormalization: ") + (k ? "B" : "Scale") + " does not broadcast to the normalised shape");
+      }
+      BroadcastShape b;
+      b.rank = static_cast<int>(norm.size());
+      for (int d = 0; d < b.rank; ++d) b.dims[d] = norm[static_cast<size_t>(d)];
+      if (!single) BroadcastStrides(t->dims(), norm, b.a_strides);  // else all 0
+      WH_ASSIGN_OR_RETURN(void* full, Scratch(static_cast<size_t>(cols) * sizeof(float), 1 + k));
+      LaunchStridedCopy(t->data<float>(), static_cast<float*>(full), b, cols, Stream());
+      affine[k] = static_cast<const float*>(full);
+    }
+    LaunchLayerNorm(x.data<float>(), affine[0], affine[1], ctx.outputs[0]->data<float>(), cols ? x.numel() / cols : 0,
+                    cols, eps, Stream());
     return Launched("LayerNormalization");
   });
 }
@@ -110,11 +133,12 @@ KernelOr MakeLayerNorm(const KernelInit& init) {
 // a chunk of the batch at a time, S = scale Q K^T and Y_h = softmax(S) V as strided-batched cuBLAS
 // products reading Q, K and V in place from the packed QKV rows and writing Y in place, the
 // softmax a warp per row between them. The scale input (the exporter's 1/sqrt(d), computed at run
-// time from the shape) is read by the softmax on the device, so nothing waits for it. A mask
-// stays on the CPU.
+// time from the shape) is read by the softmax on the device, so nothing waits for it; so is the
+// additive mask, broadcast over [B, H, N, N] by strides (kernels/cuda/softmax_body.h).
 KernelOr MakeAttention(const KernelInit& init) {
   const int64_t h = init.attrs.GetInt("heads", 0), d = init.attrs.GetInt("head_dim", 0);
-  if (InputDType(init, 0) != DType::kFloat32 || h < 1 || d < 1 || InputDType(init, 2) != DType::kUndefined)
+  if (InputDType(init, 0) != DType::kFloat32 || h < 1 || d < 1 ||
+      (InputDType(init, 2) != DType::kUndefined && InputDType(init, 2) != DType::kFloat32))
     return KernelOr(nullptr);
   if (InputDType(init, 1) != DType::kUndefined && InputDType(init, 1) != DType::kFloat32) return KernelOr(nullptr);
   const float scale = init.attrs.GetFloat("scale", 1.f);
@@ -126,6 +150,9 @@ KernelOr MakeAttention(const KernelInit& init) {
     const Tensor* scale_in = ctx.inputs.size() > 1 ? ctx.inputs[1] : nullptr;
     if (scale_in) WH_RETURN_IF_ERROR(CheckAttentionScale(*scale_in));
     const int64_t B = x.dim(0), N = x.dim(1), ld_in = 3 * h * d, ld_out = h * d;
+    const Tensor* mask_t = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+    int64_t ms[4] = {0, 0, 0, 0};  // the mask's strides over [B, H, N, N]
+    if (mask_t) WH_RETURN_IF_ERROR(AttentionMaskStrides(*mask_t, B, h, N, ms));
     if (B == 0 || N == 0) return Status::Ok();
     // The scores of up to `chunk` batch entries at a time (about 256 MB).
     const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(B, (int64_t{64} << 20) / (N * N)));
@@ -153,7 +180,10 @@ KernelOr MakeAttention(const KernelInit& init) {
         qk.batch = nb;
         qk.precision = precision;
         WH_RETURN_IF_ERROR(RowMajorGemm(qk));
-        LaunchSoftmax(scores, scores, nb * N, N, false, Stream(), scale_in ? scale_in->data<float>() : nullptr);
+        SoftmaxMask mask;  // rows of the chunk: nb groups (batch entries) of N query rows
+        if (mask_t) mask = {mask_t->data<float>() + b0 * ms[0] + hi * ms[1], N, ms[0], ms[2], ms[3]};
+        LaunchSoftmax(scores, scores, nb * N, N, false, Stream(), scale_in ? scale_in->data<float>() : nullptr,
+                      mask_t ? &mask : nullptr);
         GemmCall pv;  // Y_h[b] = P[b] V_b
         pv.M = N;
         pv.N = d;
@@ -513,6 +543,7 @@ void RegisterKernels(KernelRegistry& r) {
   RegisterBinaryCodebookKernels(r);
   RegisterCirculantFftKernels(r);
   RegisterTrainingKernels(r);
+  RegisterMovementKernels(r);
 }
 
 }  // namespace whittle::cuda

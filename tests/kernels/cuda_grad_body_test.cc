@@ -163,7 +163,7 @@ TEST(CudaGradBodies, BlockReductionMatchesReduceSumAndMean) {
       }
       r.scale = mean ? 1.f / static_cast<float>(r.count) : 1.f;
       ASSERT_EQ(r.outputs, (*want)[0].numel());
-      Tensor got(DType::kFloat32, (*want)[0].dims());
+      Tensor got(DType::kFloat32, (*want)[0].dims()), serial(DType::kFloat32, (*want)[0].dims());
       constexpr int64_t kShares = 256;  // a block's threads
       for (int64_t o = 0; o < r.outputs; ++o) {
         float s[kShares];
@@ -171,8 +171,11 @@ TEST(CudaGradBodies, BlockReductionMatchesReduceSumAndMean) {
         for (int64_t w = kShares / 2; w > 0; w /= 2)
           for (int64_t t = 0; t < w; ++t) s[t] += s[t + w];
         got.data<float>()[o] = s[0] * r.scale;
+        // The short reductions' kernel: a thread per output, the elements in order.
+        serial.data<float>()[o] = ReduceShareAt(x.data<float>(), r, o, 0, 1) * r.scale;
       }
       EXPECT_TRUE(TensorsClose(got, (*want)[0], 1e-5f, 1e-5f));
+      EXPECT_TRUE(TensorsClose(serial, (*want)[0], 1e-5f, 1e-5f));
     }
 }
 

@@ -119,7 +119,9 @@ TEST(LayerNormCpu, MatchesReference) {
     int outputs;
   } cases[] = {{{2, 3, 4, 5}, -1, {5}, true, 3},     {{2, 3, 4, 5}, 1, {3, 4, 5}, true, 1},
                {{2, 3, 4, 5}, 0, {2, 3, 4, 5}, false, 2}, {{3, 4}, -2, {3, 4}, true, 3},
-               {{8, 16, 64}, 2, {1, 64}, true, 1},  {{4, 6}, 1, {1}, true, 3}};
+               {{8, 16, 64}, 2, {1, 64}, true, 1},  {{4, 6}, 1, {1}, true, 3},
+               // a single Scale and B value, one output (the CUDA kernel expands them first)
+               {{2, 3, 4, 5}, 1, {1}, true, 1},  {{4, 6}, 1, {1}, false, 1}};
   uint32_t seed = 1;
   for (const Case& c : cases) {
     SCOPED_TRACE(DimsToString(c.x) + " axis " + std::to_string(c.axis));

@@ -1,0 +1,133 @@
+// CUDA Gather, Concat, Cast and Where (kernels/cuda/movement_body.h): the data-movement ops that
+// exported graphs put between layers. Tensors of any dtype of 1, 2, 4 or 8 bytes move as words
+// (Gather, Concat, Where); Cast converts between float32, int32, int64, uint8, int8 and bool.
+// Anything else (strings, float16 casts, a rank over 8) declines to the CPU kernel. The shape
+// arithmetic on Shape's output never gets here: a device session computes it on the host
+// (runtime/session.cc).
+#include <string>
+
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/movement_body.h"
+
+namespace whittle::cuda {
+namespace {
+
+int WordBytes(DType dt) {
+  if (dt == DType::kUndefined || dt == DType::kString) return 0;
+  const size_t b = DTypeSize(dt);
+  return b == 1 || b == 2 || b == 4 || b == 8 ? static_cast<int>(b) : 0;
+}
+
+bool CastTypeOf(DType dt, CastType* t) {
+  switch (dt) {
+    case DType::kFloat32: *t = CastType::kFloat32; return true;
+    case DType::kInt32: *t = CastType::kInt32; return true;
+    case DType::kInt64: *t = CastType::kInt64; return true;
+    case DType::kUInt8: *t = CastType::kUInt8; return true;
+    case DType::kInt8: *t = CastType::kInt8; return true;
+    case DType::kBool: *t = CastType::kBool; return true;
+    default: return false;
+  }
+}
+
+// outer, the axis, inner of dims around `axis` (already in range).
+void Split3(const Dims& d, int axis, int64_t* outer, int64_t* inner) {
+  *outer = *inner = 1;
+  for (int k = 0; k < axis; ++k) *outer *= d[static_cast<size_t>(k)];
+  for (size_t k = static_cast<size_t>(axis) + 1; k < d.size(); ++k) *inner *= d[k];
+}
+
+KernelOr MakeGather(const KernelInit& init) {
+  const DType idt = InputDType(init, 1);
+  const int bytes = WordBytes(InputDType(init, 0));
+  if (bytes == 0 || (idt != DType::kInt64 && idt != DType::kInt32) || init.num_outputs != 1) return KernelOr(nullptr);
+  const int64_t axis_attr = init.attrs.GetInt("axis", 0);
+  return Kernel([axis_attr, bytes, idt](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    const Tensor& idx = *ctx.inputs[1];
+    const int64_t axis = axis_attr < 0 ? axis_attr + x.rank() : axis_attr;
+    if (x.rank() < 1 || axis < 0 || axis >= x.rank())
+      return InvalidArgument("Gather: axis " + std::to_string(axis_attr) + " is out of range");
+    int64_t outer = 1, inner = 1;
+    Split3(x.dims(), static_cast<int>(axis), &outer, &inner);
+    if (ctx.outputs[0]->numel() != outer * idx.numel() * inner) return Internal("Gather: the output size differs");
+    LaunchGather(x.raw_data(), idx.raw_data(), idt == DType::kInt64, ctx.outputs[0]->raw_data(), bytes, outer,
+                 x.dim(static_cast<int>(axis)), idx.numel(), inner, Stream());
+    return Launched("Gather");
+  });
+}
+
+KernelOr MakeConcat(const KernelInit& init) {
+  const int bytes = WordBytes(InputDType(init, 0));
+  if (bytes == 0 || init.num_outputs != 1) return KernelOr(nullptr);
+  for (size_t i = 1; i < init.input_dtypes.size(); ++i)
+    if (init.input_dtypes[i] != init.input_dtypes[0]) return KernelOr(nullptr);
+  const int64_t axis_attr = init.attrs.GetInt("axis", 0);
+  return Kernel([axis_attr, bytes](KernelContext& ctx) -> Status {
+    Tensor& y = *ctx.outputs[0];
+    const int64_t axis = axis_attr < 0 ? axis_attr + y.rank() : axis_attr;
+    if (y.rank() < 1 || axis < 0 || axis >= y.rank())
+      return InvalidArgument("Concat: axis " + std::to_string(axis_attr) + " is out of range");
+    int64_t outer = 1, inner = 1;
+    Split3(y.dims(), static_cast<int>(axis), &outer, &inner);
+    const int64_t out_row = y.dim(static_cast<int>(axis)) * inner;
+    int64_t offset = 0;
+    for (const Tensor* x : ctx.inputs) {
+      if (!x) continue;
+      if (x->rank() != y.rank()) return Internal("Concat: an input's rank differs from the output's");
+      const int64_t piece_row = x->dim(static_cast<int>(axis)) * inner;
+      if (offset + piece_row > out_row) return Internal("Concat: the inputs exceed the output");
+      LaunchConcatPiece(x->raw_data(), y.raw_data(), bytes, outer, piece_row, out_row, offset, Stream());
+      offset += piece_row;
+    }
+    if (offset != out_row) return Internal("Concat: the inputs do not fill the output");
+    return Launched("Concat");
+  });
+}
+
+KernelOr MakeCast(const KernelInit& init) {
+  CastType from, to;
+  if (init.num_outputs != 1 || !CastTypeOf(InputDType(init, 0), &from) ||
+      !CastTypeOf(static_cast<DType>(init.attrs.GetInt("to", 0)), &to))
+    return KernelOr(nullptr);
+  return Kernel([from, to](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    if (ctx.outputs[0]->numel() != x.numel()) return Internal("Cast: the output size differs");
+    LaunchCast(x.raw_data(), from, ctx.outputs[0]->raw_data(), to, x.numel(), Stream());
+    return Launched("Cast");
+  });
+}
+
+KernelOr MakeWhere(const KernelInit& init) {
+  const int bytes = WordBytes(InputDType(init, 1));
+  if (InputDType(init, 0) != DType::kBool || bytes == 0 || InputDType(init, 2) != InputDType(init, 1) ||
+      init.num_outputs != 1)
+    return KernelOr(nullptr);
+  return Kernel([bytes](KernelContext& ctx) -> Status {
+    Tensor& out = *ctx.outputs[0];
+    Dims d = out.dims();
+    if (d.empty()) d = {1};
+    if (d.size() > static_cast<size_t>(kMaxRank)) return Unimplemented("CUDA Where takes up to 8 dims");
+    WhereShape s;
+    s.rank = static_cast<int>(d.size());
+    for (int k = 0; k < s.rank; ++k) s.dims[k] = d[static_cast<size_t>(k)];
+    BroadcastStrides(ctx.inputs[0]->dims(), d, s.c_strides);
+    BroadcastStrides(ctx.inputs[1]->dims(), d, s.x_strides);
+    BroadcastStrides(ctx.inputs[2]->dims(), d, s.y_strides);
+    LaunchWhere(ctx.inputs[0]->raw_data(), ctx.inputs[1]->raw_data(), ctx.inputs[2]->raw_data(), out.raw_data(), bytes,
+                s, out.numel(), Stream());
+    return Launched("Where");
+  });
+}
+
+}  // namespace
+
+void RegisterMovementKernels(KernelRegistry& r) {
+  AddCudaKernel(r, "", "Gather", MakeGather);
+  AddCudaKernel(r, "", "Concat", MakeConcat);
+  AddCudaKernel(r, "", "Cast", MakeCast);
+  AddCudaKernel(r, "", "Where", MakeWhere);
+}
+
+}  // namespace whittle::cuda

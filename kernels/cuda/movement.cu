@@ -1,0 +1,86 @@
+// Device drivers of the data-movement ops (kernels/cuda/movement_body.h): one thread per output
+// element, elements moved as unsigned words of their size.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/movement_body.h"
+
+namespace whittle::cuda {
+namespace {
+
+template <class T>
+__global__ void GatherKernel(const T* x, const int64_t* i64, const int32_t* i32, T* y, int64_t axis_dim, int64_t n_idx,
+                             int64_t inner, int64_t n) {
+  WH_GRID_STRIDE(i, n) GatherAt(x, i64, i32, y, axis_dim, n_idx, inner, i);
+}
+
+template <class T>
+__global__ void ConcatPieceKernel(const T* x, T* y, int64_t piece_row, int64_t out_row, int64_t offset, int64_t n) {
+  WH_GRID_STRIDE(i, n) ConcatPieceAt(x, y, piece_row, out_row, offset, i);
+}
+
+__global__ void CastKernel(const void* x, CastType from, void* y, CastType to, int64_t n) {
+  WH_GRID_STRIDE(i, n) CastAt(x, from, y, to, i);
+}
+
+template <class T>
+__global__ void WhereKernel(const uint8_t* c, const T* x, const T* y, T* out, WhereShape s, int64_t n) {
+  WH_GRID_STRIDE(i, n) WhereAt(c, x, y, out, s, i);
+}
+
+// fn(T{}) with T the unsigned word of elem_bytes.
+template <class Fn>
+void BySize(int elem_bytes, Fn fn) {
+  switch (elem_bytes) {
+    case 1: fn(uint8_t{}); break;
+    case 2: fn(uint16_t{}); break;
+    case 4: fn(uint32_t{}); break;
+    case 8: fn(uint64_t{}); break;
+    default: break;  // the factories admit these sizes only
+  }
+}
+
+}  // namespace
+
+void LaunchGather(const void* x, const void* idx, bool idx64, void* y, int elem_bytes, int64_t outer, int64_t axis_dim,
+                  int64_t n_idx, int64_t inner, void* stream) {
+  const int64_t n = outer * n_idx * inner;
+  if (n <= 0) return;
+  const int64_t* i64 = idx64 ? static_cast<const int64_t*>(idx) : nullptr;
+  const int32_t* i32 = idx64 ? nullptr : static_cast<const int32_t*>(idx);
+  BySize(elem_bytes, [&](auto t) {
+    using T = decltype(t);
+    GatherKernel<T><<<Blocks(n), kThreads, 0, S(stream)>>>(static_cast<const T*>(x), i64, i32, static_cast<T*>(y),
+                                                           axis_dim, n_idx, inner, n);
+  });
+}
+
+void LaunchConcatPiece(const void* x, void* y, int elem_bytes, int64_t outer, int64_t piece_row, int64_t out_row,
+                       int64_t offset, void* stream) {
+  const int64_t n = outer * piece_row;
+  if (n <= 0) return;
+  BySize(elem_bytes, [&](auto t) {
+    using T = decltype(t);
+    ConcatPieceKernel<T><<<Blocks(n), kThreads, 0, S(stream)>>>(static_cast<const T*>(x), static_cast<T*>(y), piece_row,
+                                                                out_row, offset, n);
+  });
+}
+
+void LaunchCast(const void* x, CastType from, void* y, CastType to, int64_t n, void* stream) {
+  if (n > 0) CastKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, from, y, to, n);
+}
+
+void LaunchWhere(const void* cond, const void* x, const void* y, void* out, int elem_bytes, const WhereShape& s,
+                 int64_t n, void* stream) {
+  if (n <= 0) return;
+  BySize(elem_bytes, [&](auto t) {
+    using T = decltype(t);
+    WhereKernel<T><<<Blocks(n), kThreads, 0, S(stream)>>>(static_cast<const uint8_t*>(cond), static_cast<const T*>(x),
+                                                          static_cast<const T*>(y), static_cast<T*>(out), s, n);
+  });
+}
+
+}  // namespace whittle::cuda

@@ -1,0 +1,194 @@
+// The CUDA data-movement kernels' device code, run on the CPU: the bodies of
+// kernels/cuda/movement_body.h over their whole ranges, laid out as the factories in
+// kernels/cuda/movement.cc lay them out, against the reference Gather, Concat, Cast and Where,
+// bit for bit. The launches themselves run on a GPU only (scripts/cuda-device-check.sh).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/movement_body.h"
+#include "lib/ops/op_def.h"
+#include "runtime/node_runner.h"
+#include "tests/util/test_util.h"
+
+namespace whittle::cuda {
+namespace {
+
+using ::whittle::testing::MakeNode;
+using ::whittle::testing::RandomFloat;
+
+// Element strides of t's dims read as out (numpy broadcasting), as the CUDA factories compute them.
+void Strides(const Dims& t, const Dims& out, int64_t* strides) {
+  const int r = static_cast<int>(out.size()), tr = static_cast<int>(t.size());
+  int64_t s = 1;
+  for (int d = r - 1; d >= 0; --d) {
+    const int td = d - (r - tr);
+    const int64_t dim = td >= 0 ? t[static_cast<size_t>(td)] : 1;
+    strides[d] = dim == 1 ? 0 : s;
+    s *= dim;
+  }
+}
+
+Tensor Reference(const Node& n, const std::vector<Tensor>& in) {
+  auto r = RunNode(n, 17, in, Backend::kReference);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? (*r)[0] : Tensor();
+}
+
+template <class W>
+Tensor GatherBody(const Tensor& x, const Tensor& idx, int64_t axis, const Dims& out_dims) {
+  Tensor y(x.dtype(), out_dims);
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < axis; ++k) outer *= x.dim(static_cast<int>(k));
+  for (int64_t k = axis + 1; k < x.rank(); ++k) inner *= x.dim(static_cast<int>(k));
+  const bool i64 = idx.dtype() == DType::kInt64;
+  for (int64_t i = 0; i < y.numel(); ++i)
+    GatherAt(static_cast<const W*>(x.raw_data()), i64 ? idx.data<int64_t>() : nullptr, i64 ? nullptr : idx.data<int32_t>(),
+             static_cast<W*>(y.raw_data()), x.dim(static_cast<int>(axis)), idx.numel(), inner, i);
+  return y;
+}
+
+TEST(CudaMovementBodies, GatherMatchesTheReference) {
+  RegisterAllOps();
+  const Tensor x = RandomFloat({3, 4, 5}, 1);
+  const Tensor i64 = Tensor::FromVector<int64_t>({2, 2}, {0, -1, 2, 1});
+  const Tensor i32 = Tensor::FromVector<int32_t>({3}, {1, -2, 0});
+  for (int64_t axis : {0, 1, 2, -1})
+    for (const Tensor* idx : {&i64, &i32}) {
+      SCOPED_TRACE("axis " + std::to_string(axis) + (idx == &i64 ? " int64" : " int32"));
+      AttributeMap a;
+      a.Set("axis", Attribute::Int(axis));
+      const Tensor want = Reference(MakeNode("Gather", 2, 1, a), {x, *idx});
+      const Tensor got = GatherBody<uint32_t>(x, *idx, axis < 0 ? axis + 3 : axis, want.dims());
+      EXPECT_TRUE(got.BitwiseEquals(want));
+    }
+  // 8-byte and 1-byte elements, scalar indices (an exported model's "pick token 0").
+  const Tensor ids = Tensor::FromVector<int64_t>({2, 3}, {5, -7, 11, 0, 3, -1});
+  const Tensor bytes = Tensor::FromVector<uint8_t>({4, 2}, {1, 2, 3, 4, 250, 6, 7, 8});
+  AttributeMap a1;
+  a1.Set("axis", Attribute::Int(1));
+  EXPECT_TRUE(GatherBody<uint64_t>(ids, Tensor::Scalar<int64_t>(2), 1, Dims{2})
+                  .BitwiseEquals(Reference(MakeNode("Gather", 2, 1, a1), {ids, Tensor::Scalar<int64_t>(2)})));
+  const Tensor rows = Tensor::FromVector<int64_t>({3}, {3, 0, -2});
+  EXPECT_TRUE(GatherBody<uint8_t>(bytes, rows, 0, Dims{3, 2}).BitwiseEquals(Reference(MakeNode("Gather", 2, 1), {bytes, rows})));
+  // Out of range: zeros on the device (the CPU kernel reports the error).
+  const Tensor bad = Tensor::FromVector<int64_t>({1}, {9});
+  const Tensor z = GatherBody<uint64_t>(ids, bad, 0, Dims{1, 3});
+  for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(z.data<int64_t>()[i], 0);
+  EXPECT_FALSE(RunNode(MakeNode("Gather", 2, 1), 17, {ids, bad}, Backend::kReference).ok());
+}
+
+TEST(CudaMovementBodies, ConcatPiecesMatchTheReference) {
+  RegisterAllOps();
+  const std::vector<Tensor> in = {RandomFloat({2, 3, 4}, 2), RandomFloat({2, 3, 4}, 3), RandomFloat({2, 3, 4}, 4)};
+  for (int64_t axis : {0, 1, 2, -2}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    AttributeMap a;
+    a.Set("axis", Attribute::Int(axis));
+    // Different sizes along the axis: the first input cut down.
+    std::vector<Tensor> pieces = in;
+    const int ax = static_cast<int>(axis < 0 ? axis + 3 : axis);
+    Dims small = pieces[0].dims();
+    small[static_cast<size_t>(ax)] = 1;
+    pieces[0] = RandomFloat(small, 9);
+    const Tensor want = Reference(MakeNode("Concat", 3, 1, a), pieces);
+    Tensor got(DType::kFloat32, want.dims());
+    std::memset(got.raw_data(), 0xff, got.nbytes());
+    int64_t outer = 1, inner = 1;
+    for (int k = 0; k < ax; ++k) outer *= want.dim(k);
+    for (int k = ax + 1; k < 3; ++k) inner *= want.dim(k);
+    const int64_t out_row = want.dim(ax) * inner;
+    int64_t offset = 0;
+    for (const Tensor& p : pieces) {
+      const int64_t piece_row = p.dim(ax) * inner;
+      for (int64_t i = 0; i < outer * piece_row; ++i)
+        ConcatPieceAt(static_cast<const uint32_t*>(p.raw_data()), static_cast<uint32_t*>(got.raw_data()), piece_row, out_row,
+                      offset, i);
+      offset += piece_row;
+    }
+    EXPECT_EQ(offset, out_row);
+    EXPECT_TRUE(got.BitwiseEquals(want));
+  }
+}
+
+TEST(CudaMovementBodies, CastMatchesTheReferenceForEveryPair) {
+  RegisterAllOps();
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> fv = {0.f, -0.f, 1.f, -1.7f, 2.5f, 127.9f, 128.f, -129.f, 255.5f, 300.f, 3e9f, -3e9f,
+                                 1e19f, -1e19f, inf, -inf, nan, 9.3e18f, -9.3e18f};
+  const int64_t n = static_cast<int64_t>(fv.size());
+  std::vector<Tensor> sources = {Tensor::FromVector<float>({n}, fv)};
+  std::vector<int64_t> iv = {0, 1, -1, 127, 128, -129, 255, 256, 70000, -70000, INT32_MAX, INT32_MIN, 5000000000LL,
+                             -5000000000LL, INT64_MAX, INT64_MIN, 3, 42, -42};
+  sources.push_back(Tensor::FromVector<int64_t>({n}, iv));
+  std::vector<int32_t> i32;
+  std::vector<uint8_t> u8, b8;
+  std::vector<int8_t> s8;
+  for (int64_t v : iv) {
+    i32.push_back(static_cast<int32_t>(v));
+    u8.push_back(static_cast<uint8_t>(v));
+    s8.push_back(static_cast<int8_t>(v));
+    b8.push_back(v % 3 == 0 ? 0 : 1);
+  }
+  sources.push_back(Tensor::FromVector<int32_t>({n}, i32));
+  sources.push_back(Tensor::FromVector<uint8_t>({n}, u8));
+  sources.push_back(Tensor::FromVector<int8_t>({n}, s8));
+  Tensor b(DType::kBool, {n});
+  std::memcpy(b.raw_data(), b8.data(), b8.size());
+  sources.push_back(b);
+  const std::pair<DType, CastType> types[] = {{DType::kFloat32, CastType::kFloat32}, {DType::kInt32, CastType::kInt32},
+                                              {DType::kInt64, CastType::kInt64},     {DType::kUInt8, CastType::kUInt8},
+                                              {DType::kInt8, CastType::kInt8},       {DType::kBool, CastType::kBool}};
+  auto type_of = [&](DType dt) {
+    for (const auto& [d, c] : types)
+      if (d == dt) return c;
+    return CastType::kFloat32;
+  };
+  for (const Tensor& x : sources)
+    for (const auto& [to_dt, to] : types) {
+      SCOPED_TRACE(std::string(DTypeName(x.dtype())) + " -> " + DTypeName(to_dt));
+      AttributeMap a;
+      a.Set("to", Attribute::Int(static_cast<int64_t>(to_dt)));
+      const Tensor want = Reference(MakeNode("Cast", 1, 1, a), {x});
+      Tensor got(to_dt, x.dims());
+      for (int64_t i = 0; i < n; ++i) CastAt(x.raw_data(), type_of(x.dtype()), got.raw_data(), to, i);
+      EXPECT_TRUE(got.BitwiseEquals(want));
+    }
+}
+
+TEST(CudaMovementBodies, WhereBroadcastsLikeTheReference) {
+  RegisterAllOps();
+  Tensor cond(DType::kBool, {2, 1, 4});
+  for (int64_t i = 0; i < 8; ++i) static_cast<uint8_t*>(cond.raw_data())[i] = (i * 5) % 3 == 0;
+  const std::vector<std::pair<Tensor, Tensor>> xy = {
+      {RandomFloat({3, 1}, 5), RandomFloat({4}, 6)},
+      {Tensor::FromVector<int64_t>({1, 3, 1}, {7, -8, 9}), Tensor::Scalar<int64_t>(-1)}};
+  for (const auto& [x, y] : xy) {
+    SCOPED_TRACE(DTypeName(x.dtype()));
+    const Tensor want = Reference(MakeNode("Where", 3, 1), {cond, x, y});
+    ASSERT_EQ(want.dims(), (Dims{2, 3, 4}));
+    WhereShape s;
+    s.rank = 3;
+    for (int d = 0; d < 3; ++d) s.dims[d] = want.dim(d);
+    Strides(cond.dims(), want.dims(), s.c_strides);
+    Strides(x.dims(), want.dims(), s.x_strides);
+    Strides(y.dims(), want.dims(), s.y_strides);
+    Tensor got(x.dtype(), want.dims());
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      if (x.dtype() == DType::kFloat32)
+        WhereAt(static_cast<const uint8_t*>(cond.raw_data()), static_cast<const uint32_t*>(x.raw_data()),
+                static_cast<const uint32_t*>(y.raw_data()), static_cast<uint32_t*>(got.raw_data()), s, i);
+      else
+        WhereAt(static_cast<const uint8_t*>(cond.raw_data()), static_cast<const uint64_t*>(x.raw_data()),
+                static_cast<const uint64_t*>(y.raw_data()), static_cast<uint64_t*>(got.raw_data()), s, i);
+    }
+    EXPECT_TRUE(got.BitwiseEquals(want));
+  }
+}
+
+}  // namespace
+}  // namespace whittle::cuda
