@@ -100,6 +100,7 @@ class Session {
   std::vector<std::vector<int>> release_at_step_;  // per step: values that die after it
   std::vector<std::string> fallback_nodes_;
   std::vector<std::string> host_nodes_;
+  std::vector<char> host_shape_value_;  // per value: made on the host by a shape step (device sessions)
   std::map<int, Tensor> device_consts_;  // initializers device kernels read, uploaded at load
   mutable std::mutex arenas_mu_;
   mutable std::vector<std::unique_ptr<Arena>> idle_arenas_;

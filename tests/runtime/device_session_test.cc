@@ -318,6 +318,38 @@ TEST_F(DeviceSession, ShapeArithmeticStaysOnTheHost) {
   }
 }
 
+// A host shape value a device kernel reads (the exported transformer's Attention scale) is
+// uploaded once per arena while it is unchanged, not once per run (an upload mid-run waits for
+// the device's queue); a new value is uploaded again.
+TEST_F(DeviceSession, UnchangedHostShapeValuesAreUploadedOnce) {
+  RegisterDevCopy();
+  Graph g = GraphBuilder(17)
+                .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 3})
+                .Op("DevAffine", {"x"}, {"a"})
+                .Op("Shape", {"a"}, {"s"})
+                .Op("DevCopy", {"s"}, {"s_dev"})
+                .Output("a")
+                .Output("s_dev")
+                .Build();
+  for (Node& n : g.nodes())
+    if (n.op_type == "DevAffine" || n.op_type == "DevCopy") n.domain = "test.device";
+  g.opset_imports["test.device"] = 1;
+  SessionOptions o;
+  o.backend = Backend::kCuda;
+  auto dev = Session::FromGraph(std::move(g), o);
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  const int64_t batches[] = {2, 2, 2, 5, 5, 2};
+  const int uploads[] = {2, 1, 1, 2, 1, 2};  // x every run; the shape when it is new to the arena
+  for (int run = 0; run < 6; ++run) {
+    state().copies_to_device = 0;
+    auto got = (*dev)->Run({{"x", RandomFloat({batches[run], 3}, 1)}});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_EQ((*got)[1].data<int64_t>()[0], batches[run]) << "run " << run;
+    EXPECT_EQ((*got)[1].data<int64_t>()[1], 3) << "run " << run;
+    EXPECT_EQ(state().copies_to_device, uploads[run]) << "run " << run;
+  }
+}
+
 // Not shape arithmetic: an op reading a device value, or a constant too large to be a shape,
 // keeps its placement (here the CPU fallback, as the stand-in device has no such kernel).
 TEST_F(DeviceSession, OnlyShapeDerivedValuesStayOnTheHost) {
