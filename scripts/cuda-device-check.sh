@@ -32,6 +32,15 @@
 #   8. the bundled models at batch 1/64/1024 on Whittle, PyTorch eager and ONNX Runtime's CUDA
 #      provider side by side (tests/bench/cuda_vs_torch_ort.py; ORT_SITE: where a carried
 #      onnxruntime-gpu is unpacked).
+#
+# ONNX Runtime's CUDA provider for step 8: the GPU machine's onnxruntime is CPU-only and has no
+# network, and onnxruntime-gpu (about 200 MB packed) passes one call's 64 MiB carry. So:
+#   scripts/cuda-device-check.sh ort-bundle   # here: pip download it, pack .bundle/ort/part-NN (ORT_PART_MB, 40)
+#   device run, once per part, one call right after the other (the machine stays warm 30 s):
+#     carry [".bundle/ort/part-NN", ".bundle/ort/PARTS", ".bundle/ort/SHA256SUMS"],
+#     command "scripts/cuda-device-check.sh ort-part NN"
+#   the last part unpacks it into /tmp/whittle-ort/site (checked against .bundle/ort/SHA256SUMS);
+#   then: carry [".bundle"], command "ORT_SITE=/tmp/whittle-ort/site CHECK_STEPS=8 scripts/cuda-device-check.sh run".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -80,6 +89,44 @@ PY
   mkdir -p .bundle
   tar -C "$stage" -cJf "$bundle.tmp" pkg && mv "$bundle.tmp" "$bundle"
   du -h "$bundle" | awk '{print "wrote " $2 " (" $1 "; the device tool carries at most 64 MiB)"}'
+  ;;
+ort-bundle)
+  # onnxruntime-gpu for the GPU machine's python (3.12, x86_64, CUDA 13 wheels), as parts that
+  # each fit one call's carry next to the working tree.
+  command -v xz >/dev/null || { echo "cuda-device-check: xz is needed (apt-get install xz-utils)" >&2; exit 1; }
+  stage=$(mktemp -d)
+  trap 'rm -rf "$stage"' EXIT
+  python3 -m pip download "onnxruntime-gpu${ORT_VERSION:+==$ORT_VERSION}" --no-deps --only-binary=:all: \
+    --python-version 3.12 --platform manylinux_2_28_x86_64 -d "$stage/whl" >/dev/null
+  mkdir -p "$stage/site"
+  python3 -m zipfile -e "$stage"/whl/*.whl "$stage/site"
+  rm -rf .bundle/ort && mkdir -p .bundle/ort
+  tar -C "$stage/site" -cf - . | xz -T0 -6 > "$stage/ort.tar.xz"
+  split -b "${ORT_PART_MB:-40}M" -d -a 2 "$stage/ort.tar.xz" .bundle/ort/part-
+  (cd .bundle/ort && sha256sum "$stage/ort.tar.xz" | awk '{print $1 "  ort.tar.xz"}' > SHA256SUMS && ls part-* > PARTS)
+  echo "wrote $(wc -l < .bundle/ort/PARTS) parts of onnxruntime-gpu ($(basename "$stage"/whl/*.whl)) under .bundle/ort"
+  ;;
+ort-part)
+  # On the GPU machine: keep the carried part under /tmp/whittle-ort; once all are there,
+  # reassemble, check and unpack.
+  n=${2:?usage: scripts/cuda-device-check.sh ort-part NN}
+  part=.bundle/ort/part-$n
+  [[ -f $part ]] || { echo "cuda-device-check: $part not found (carry it)" >&2; exit 1; }
+  dest=/tmp/whittle-ort
+  mkdir -p "$dest/parts"
+  cp "$part" "$dest/parts/"
+  [[ -f .bundle/ort/PARTS && -f .bundle/ort/SHA256SUMS ]] ||
+    { echo "cuda-device-check: carry .bundle/ort/PARTS and .bundle/ort/SHA256SUMS with the part" >&2; exit 1; }
+  cp .bundle/ort/PARTS .bundle/ort/SHA256SUMS "$dest/"
+  have=$(ls "$dest/parts" | wc -l)
+  want_parts=$(wc -l < "$dest/PARTS" 2>/dev/null || echo '?')
+  echo "ort parts on this machine: $have of $want_parts"
+  if [[ $have == "$want_parts" ]]; then
+    cat "$dest"/parts/part-* > "$dest/ort.tar.xz"
+    (cd "$dest" && sha256sum -c SHA256SUMS) || { echo "cuda-device-check: the reassembled onnxruntime-gpu is corrupt" >&2; exit 1; }
+    rm -rf "$dest/site" && mkdir -p "$dest/site" && tar -C "$dest/site" -xJf "$dest/ort.tar.xz"
+    echo "onnxruntime-gpu unpacked: ORT_SITE=$dest/site"
+  fi
   ;;
 run)
   [[ -f $bundle ]] || { echo "cuda-device-check: $bundle not found (run 'bundle' first, carry .bundle)" >&2; exit 1; }
@@ -180,7 +227,7 @@ run)
   exit $status
   ;;
 *)
-  echo "usage: scripts/cuda-device-check.sh bundle|run (see the comment at its top)" >&2
+  echo "usage: scripts/cuda-device-check.sh bundle|run|ort-bundle|ort-part NN (see the comment at its top)" >&2
   exit 2
   ;;
 esac

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "kernels/kernel.h"
+#include "kernels/cuda/broadcast.h"
 #include "kernels/cuda/kernels_impl.h"
 #include "lib/ir/status.h"
 
@@ -107,8 +108,6 @@ StatusOr<std::shared_ptr<Buffer>> Upload(const void* host, size_t bytes);
 // need theirs alive at once apart.
 StatusOr<void*> Scratch(size_t bytes, int slot = 0);
 
-// Strides of t's dims read as out_dims (numpy broadcasting: right-aligned, 0 where t has 1).
-void BroadcastStrides(const Dims& t, const Dims& out, int64_t* strides);
 // The window of a 2-D Conv/pool node from its attributes, the kernel size and the in/out dims
 // (the runtime's shape inference already decided the output size, ceil_mode included).
 Window2d WindowOf(const AttributeMap& at, int64_t k_h, int64_t k_w, const Tensor& x, const Tensor& y);

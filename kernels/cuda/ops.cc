@@ -475,17 +475,6 @@ bool TwoD(const AttributeMap& at, const char* key, size_t n) {
   return !at.Has(key) || at.GetInts(key, {}).size() == n;
 }
 
-void BroadcastStrides(const Dims& t, const Dims& out, int64_t* strides) {
-  const int r = static_cast<int>(out.size()), tr = static_cast<int>(t.size());
-  int64_t s = 1;
-  for (int d = r - 1; d >= 0; --d) {
-    const int td = d - (r - tr);
-    const int64_t dim = td >= 0 ? t[static_cast<size_t>(td)] : 1;
-    strides[d] = dim == 1 ? 0 : s;
-    s *= dim;
-  }
-}
-
 bool FusedKind(const AttributeMap& a, Unary* act, std::initializer_list<const char*> also) {
   for (const auto& [name, value] : a.all()) {
     if (name.rfind('_', 0) != 0 || name == "_activation" || name == "_alpha" || name == "_beta" || name == "_min" ||

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/broadcast.h"
 #include "kernels/cuda/movement_body.h"
 #include "lib/ops/op_def.h"
 #include "runtime/node_runner.h"
@@ -20,18 +21,6 @@ namespace {
 
 using ::whittle::testing::MakeNode;
 using ::whittle::testing::RandomFloat;
-
-// Element strides of t's dims read as out (numpy broadcasting), as the CUDA factories compute them.
-void Strides(const Dims& t, const Dims& out, int64_t* strides) {
-  const int r = static_cast<int>(out.size()), tr = static_cast<int>(t.size());
-  int64_t s = 1;
-  for (int d = r - 1; d >= 0; --d) {
-    const int td = d - (r - tr);
-    const int64_t dim = td >= 0 ? t[static_cast<size_t>(td)] : 1;
-    strides[d] = dim == 1 ? 0 : s;
-    s *= dim;
-  }
-}
 
 Tensor Reference(const Node& n, const std::vector<Tensor>& in) {
   auto r = RunNode(n, 17, in, Backend::kReference);
@@ -174,9 +163,9 @@ TEST(CudaMovementBodies, WhereBroadcastsLikeTheReference) {
     WhereShape s;
     s.rank = 3;
     for (int d = 0; d < 3; ++d) s.dims[d] = want.dim(d);
-    Strides(cond.dims(), want.dims(), s.c_strides);
-    Strides(x.dims(), want.dims(), s.x_strides);
-    Strides(y.dims(), want.dims(), s.y_strides);
+    BroadcastStrides(cond.dims(), want.dims(), s.c_strides);  // as kernels/cuda/movement.cc
+    BroadcastStrides(x.dims(), want.dims(), s.x_strides);
+    BroadcastStrides(y.dims(), want.dims(), s.y_strides);
     Tensor got(x.dtype(), want.dims());
     for (int64_t i = 0; i < got.numel(); ++i) {
       if (x.dtype() == DType::kFloat32)

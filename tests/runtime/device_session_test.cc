@@ -106,6 +106,21 @@ void RegisterDevCopy() {
   });
 }
 
+// g with its DevAffine/DevCopy nodes in the test.device domain.
+Graph OnTestDevice(Graph g) {
+  for (Node& n : g.nodes())
+    if (n.op_type == "DevAffine" || n.op_type == "DevCopy") n.domain = "test.device";
+  g.opset_imports["test.device"] = 1;
+  return g;
+}
+
+// A session of g (after OnTestDevice) on the CUDA backend, i.e. the stand-in device.
+StatusOr<std::unique_ptr<Session>> LoadOnDevice(Graph g) {
+  SessionOptions o;
+  o.backend = Backend::kCuda;
+  return Session::FromGraph(OnTestDevice(std::move(g)), o);
+}
+
 // x -> DevAffine -> Relu (CPU) -> DevAffine(+ constant) -> Reshape (alias) -> Add (CPU) -> DevAffine
 Graph MakeMixed() {
   Graph g = GraphBuilder(17)
@@ -121,10 +136,7 @@ Graph MakeMixed() {
                 .Op("DevAffine", {"t"}, {"y"})
                 .Output("y")
                 .Build();
-  for (Node& n : g.nodes())
-    if (n.op_type == "DevAffine") n.domain = "test.device";
-  g.opset_imports["test.device"] = 1;
-  return g;
+  return OnTestDevice(std::move(g));
 }
 
 class DeviceSession : public ::testing::Test {
@@ -255,12 +267,7 @@ TEST_F(DeviceSession, DownloadsOnlyTheValuesShapeInferenceAsksFor) {
                 .Output("y")
                 .Output("u2")
                 .Build();
-  for (Node& n : g.nodes())
-    if (n.op_type == "DevAffine" || n.op_type == "DevCopy") n.domain = "test.device";
-  g.opset_imports["test.device"] = 1;
-  SessionOptions o;
-  o.backend = Backend::kCuda;
-  auto dev = Session::FromGraph(std::move(g), o);
+  auto dev = LoadOnDevice(std::move(g));
   ASSERT_TRUE(dev.ok()) << dev.status().message();
   EXPECT_TRUE((*dev)->fallback_nodes().empty());
   const Tensor x = RandomFloat({2, 3}, 1), u = Tensor::FromVector<uint8_t>({4}, {1, 2, 250, 7});
@@ -294,12 +301,7 @@ TEST_F(DeviceSession, ShapeArithmeticStaysOnTheHost) {
                 .Op("DevAffine", {"r"}, {"y"})
                 .Output("y")
                 .Build();
-  for (Node& n : g.nodes())
-    if (n.op_type == "DevAffine") n.domain = "test.device";
-  g.opset_imports["test.device"] = 1;
-  SessionOptions o;
-  o.backend = Backend::kCuda;
-  auto dev = Session::FromGraph(std::move(g), o);
+  auto dev = LoadOnDevice(std::move(g));
   ASSERT_TRUE(dev.ok()) << dev.status().message();
   EXPECT_TRUE((*dev)->fallback_nodes().empty());
   ASSERT_EQ((*dev)->host_shape_nodes().size(), 4u);  // Shape, Gather, Unsqueeze, Concat
@@ -331,12 +333,7 @@ TEST_F(DeviceSession, UnchangedHostShapeValuesAreUploadedOnce) {
                 .Output("a")
                 .Output("s_dev")
                 .Build();
-  for (Node& n : g.nodes())
-    if (n.op_type == "DevAffine" || n.op_type == "DevCopy") n.domain = "test.device";
-  g.opset_imports["test.device"] = 1;
-  SessionOptions o;
-  o.backend = Backend::kCuda;
-  auto dev = Session::FromGraph(std::move(g), o);
+  auto dev = LoadOnDevice(std::move(g));
   ASSERT_TRUE(dev.ok()) << dev.status().message();
   const int64_t batches[] = {2, 2, 2, 5, 5, 2};
   const int uploads[] = {2, 1, 1, 2, 1, 2};  // x every run; the shape when it is new to the arena
@@ -365,12 +362,7 @@ TEST_F(DeviceSession, OnlyShapeDerivedValuesStayOnTheHost) {
                 .Output("row")
                 .Output("r")
                 .Build();
-  for (Node& n : g.nodes())
-    if (n.op_type == "DevAffine") n.domain = "test.device";
-  g.opset_imports["test.device"] = 1;
-  SessionOptions o;
-  o.backend = Backend::kCuda;
-  auto dev = Session::FromGraph(std::move(g), o);
+  auto dev = LoadOnDevice(std::move(g));
   ASSERT_TRUE(dev.ok()) << dev.status().message();
   EXPECT_EQ((*dev)->host_shape_nodes().size(), 2u);  // Shape, the first Gather
   EXPECT_EQ((*dev)->fallback_nodes().size(), 2u);    // the table Gather and the Relu
