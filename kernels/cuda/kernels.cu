@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/im2col_body.h"
 #include "kernels/cuda/softmax_body.h"
+#include "kernels/cuda/unary_body.h"
 #include "kernels/cuda/kernels_impl.h"
 #include "kernels/cuda/launch.cuh"
 
@@ -15,30 +16,10 @@ namespace whittle::cuda {
 namespace {
 
 
-__device__ __forceinline__ float Apply(Unary op, float x, float alpha) {
-  switch (op) {
-    case Unary::kRelu: return x > 0.f ? x : 0.f;
-    case Unary::kSigmoid: return 1.f / (1.f + expf(-x));
-    case Unary::kTanh: return tanhf(x);
-    case Unary::kExp: return expf(x);
-    case Unary::kLog: return logf(x);
-    case Unary::kNeg: return -x;
-    case Unary::kAbs: return fabsf(x);
-    case Unary::kSqrt: return sqrtf(x);
-    case Unary::kErf: return erff(x);
-    case Unary::kLeakyRelu: return x >= 0.f ? x : alpha * x;
-    case Unary::kIdentity: return x;
-    case Unary::kReciprocal: return 1.f / x;
-    case Unary::kGelu: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
-    case Unary::kGeluTanh: return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-  }
-  return x;
-}
-
-__global__ void UnaryKernel(Unary op, const float* x, float* y, int64_t n, float alpha) {
+__global__ void UnaryKernel(Unary op, const float* x, float* y, int64_t n, float alpha, float beta) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
-    y[i] = Apply(op, x[i], alpha);
+    y[i] = Apply(op, x[i], alpha, beta);
 }
 
 __global__ void BinaryKernel(Binary op, const float* a, const float* b, float* y, BroadcastShape s, int64_t n,
@@ -190,8 +171,8 @@ __global__ void GlobalAveragePoolKernel(const float* x, float* y, int64_t planes
 
 }  // namespace
 
-void LaunchUnary(Unary op, const float* x, float* y, int64_t n, float alpha, void* stream) {
-  if (n > 0) UnaryKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(op, x, y, n, alpha);
+void LaunchUnary(Unary op, const float* x, float* y, int64_t n, float alpha, void* stream, float beta) {
+  if (n > 0) UnaryKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(op, x, y, n, alpha, beta);
 }
 
 void LaunchBinary(Binary op, const float* a, const float* b, float* y, const BroadcastShape& s, int64_t n, Unary act,

@@ -28,10 +28,11 @@ namespace {
 MakeFn UnaryOp(Unary op) {
   return [op](const KernelInit& init) -> KernelOr {
     if (!init.AllFloat32() || init.input_dtypes.size() != 1) return KernelOr(nullptr);
-    const float alpha = init.attrs.GetFloat("alpha", 0.01f);
-    return Kernel([op, alpha](KernelContext& ctx) {
+    const bool hs = op == Unary::kHardSigmoid;  // ONNX's defaults: alpha 0.2, beta 0.5
+    const float alpha = init.attrs.GetFloat("alpha", hs ? 0.2f : 0.01f), beta = init.attrs.GetFloat("beta", hs ? 0.5f : 0.f);
+    return Kernel([op, alpha, beta](KernelContext& ctx) {
       LaunchUnary(op, ctx.inputs[0]->data<float>(), ctx.outputs[0]->data<float>(), ctx.inputs[0]->numel(), alpha,
-                  Stream());
+                  Stream(), beta);
       return Launched("an element-wise kernel");
     });
   };
@@ -509,7 +510,8 @@ void RegisterKernels(KernelRegistry& r) {
                                                  {"Log", Unary::kLog},   {"Neg", Unary::kNeg},
                                                  {"Abs", Unary::kAbs},   {"Sqrt", Unary::kSqrt},
                                                  {"Erf", Unary::kErf},   {"LeakyRelu", Unary::kLeakyRelu},
-                                                 {"Reciprocal", Unary::kReciprocal}};
+                                                 {"Reciprocal", Unary::kReciprocal}, {"HardSigmoid", Unary::kHardSigmoid},
+                                                 {"HardSwish", Unary::kHardSwish}};
   for (const auto& [op, u] : unary) add(op, UnaryOp(u));
   // Gelu (opset 20; also what runtime/rewrite/fuse_gelu.h makes of exported erf patterns).
   add("Gelu", [](const KernelInit& i) {

@@ -1,7 +1,8 @@
-// The CUDA data-movement kernels' device code, run on the CPU: the bodies of
+// The CUDA data-movement and element-wise kernels' device code, run on the CPU: the bodies of
 // kernels/cuda/movement_body.h over their whole ranges, laid out as the factories in
 // kernels/cuda/movement.cc lay them out, against the reference Gather, Concat, Cast and Where,
-// bit for bit. The launches themselves run on a GPU only (scripts/cuda-device-check.sh).
+// bit for bit; and kernels/cuda/unary_body.h's per-element function against every unary op it
+// serves. The launches themselves run on a GPU only (scripts/cuda-device-check.sh).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "kernels/cuda/broadcast.h"
 #include "kernels/cuda/movement_body.h"
+#include "kernels/cuda/unary_body.h"
 #include "lib/ops/op_def.h"
 #include "runtime/node_runner.h"
 #include "tests/util/test_util.h"
@@ -176,6 +178,37 @@ TEST(CudaMovementBodies, WhereBroadcastsLikeTheReference) {
                 static_cast<const uint64_t*>(y.raw_data()), static_cast<uint64_t*>(got.raw_data()), s, i);
     }
     EXPECT_TRUE(got.BitwiseEquals(want));
+  }
+}
+
+TEST(CudaUnaryBody, EveryUnaryOpMatchesTheReference) {
+  RegisterAllOps();
+  struct Case {
+    const char* op;
+    Unary u;
+    float alpha, beta;
+    bool positive;  // the op's domain (Log, Sqrt)
+    int opset;
+  } cases[] = {{"Relu", Unary::kRelu, 0, 0, false, 17},          {"Sigmoid", Unary::kSigmoid, 0, 0, false, 17},
+               {"Tanh", Unary::kTanh, 0, 0, false, 17},          {"Exp", Unary::kExp, 0, 0, false, 17},
+               {"Log", Unary::kLog, 0, 0, true, 17},             {"Neg", Unary::kNeg, 0, 0, false, 17},
+               {"Abs", Unary::kAbs, 0, 0, false, 17},            {"Sqrt", Unary::kSqrt, 0, 0, true, 17},
+               {"Erf", Unary::kErf, 0, 0, false, 17},            {"LeakyRelu", Unary::kLeakyRelu, 0.1f, 0, false, 17},
+               {"Reciprocal", Unary::kReciprocal, 0, 0, true, 17}, {"Gelu", Unary::kGelu, 0, 0, false, 20},
+               {"HardSigmoid", Unary::kHardSigmoid, 0.3f, 0.4f, false, 17},
+               {"HardSigmoid", Unary::kHardSigmoid, 0.2f, 0.5f, false, 17},  // ONNX's defaults
+               {"HardSwish", Unary::kHardSwish, 0, 0, false, 17}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op);
+    const Tensor x = RandomFloat({200}, 21, c.positive ? 0.05f : -6.f, 6.f);
+    AttributeMap a;
+    if (c.u == Unary::kLeakyRelu || c.u == Unary::kHardSigmoid) a.Set("alpha", Attribute::Float(c.alpha));
+    if (c.u == Unary::kHardSigmoid) a.Set("beta", Attribute::Float(c.beta));
+    auto want = RunNode(MakeNode(c.op, 1, 1, a), c.opset, {x}, Backend::kReference);
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    Tensor got(DType::kFloat32, x.dims());
+    for (int64_t i = 0; i < x.numel(); ++i) got.data<float>()[i] = Apply(c.u, x.data<float>()[i], c.alpha, c.beta);
+    EXPECT_TRUE(::whittle::testing::TensorsClose(got, (*want)[0], 1e-6f, 1e-5f));
   }
 }
 

@@ -1,0 +1,154 @@
+// The exported-graph corpus (tests/corpus: PyTorch's two exporters, opsets 11-18, a Paddle-style
+// file) through a device session on the host-memory stand-in device, whose kernels are the CPU's
+// kernels claiming the device for the ops the CUDA backend has (float data; any data for the
+// movement ops). So on any machine the session's device logic meets real exported graphs: the
+// placement per node, the copies at every device boundary, the shape arithmetic kept on the
+// host, the downloads shape inference asks for, and the plan on a second run, against the CPU
+// session's outputs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel.h"
+#include "lib/ir/device.h"
+#include "lib/ir/domain.h"
+#include "lib/ops/op_def.h"
+#include "tests/util/fake_device.h"
+#include "tests/util/test_util.h"
+#include "whittle/session.h"
+
+namespace whittle {
+namespace {
+
+using testing::ActiveFakeDevice;
+using testing::FakeDeviceScope;
+using testing::RandomFloat;
+using testing::TensorsClose;
+
+std::atomic<bool> g_claim{false};
+
+// A CPU kernel that claims the stand-in device (whose memory is host memory) and refuses any
+// tensor that is not on it.
+class StandInKernel : public OpKernel {
+ public:
+  explicit StandInKernel(std::unique_ptr<OpKernel> inner) : inner_(std::move(inner)) {}
+  DeviceType device() const override { return DeviceType::kCuda; }
+  Status Compute(KernelContext& ctx) const override {
+    for (const Tensor* t : ctx.inputs)
+      if (t && (t->device() != DeviceType::kCuda || !ActiveFakeDevice()->Owns(t->buffer()->data())))
+        return Internal("a stand-in device kernel got a tensor that is not on the device");
+    for (const Tensor* t : ctx.outputs)
+      if (t && (t->device() != DeviceType::kCuda || !ActiveFakeDevice()->Owns(t->buffer()->data())))
+        return Internal("a stand-in device kernel's output is not on the device");
+    return inner_->Compute(ctx);
+  }
+
+ private:
+  std::unique_ptr<OpKernel> inner_;
+};
+
+// In front of the ops the CUDA backend has: while g_claim is set, a kCuda kernel for float data
+// in input 0 (any data for Gather, Concat, Cast and Where), built by the op's CPU factory.
+void RegisterStandInKernels() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const std::set<std::string> any_data = {"Gather", "Concat", "Cast", "Where"};
+    auto wrap = [&any_data](const std::string& domain, const std::string& op) {
+      const bool any = any_data.count(op) > 0;
+      KernelRegistry::Global().Wrap(domain, op, [any](KernelFactory prev) -> KernelFactory {
+        return [any, prev](const KernelInit& init) -> StatusOr<std::unique_ptr<OpKernel>> {
+          const bool float_data = !init.input_dtypes.empty() && init.input_dtypes[0] == DType::kFloat32;
+          if (!g_claim || init.backend != Backend::kCuda || !ActiveFakeDevice() || (!any && !float_data))
+            return prev(init);
+          KernelInit cpu = init;
+          cpu.backend = Backend::kCpu;
+          auto k = prev(cpu);
+          if (!k.ok() || !*k || (*k)->OutputAliasesInput() >= 0) return k;
+          return std::unique_ptr<OpKernel>(new StandInKernel(std::move(*k)));
+        };
+      });
+    };
+    for (const char* op : {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Neg", "Abs", "Sqrt", "Erf", "LeakyRelu",
+                           "Reciprocal", "HardSigmoid", "HardSwish", "Gelu", "LayerNormalization", "Add", "Sub", "Mul", "Div", "Softmax",
+                           "LogSoftmax", "Gemm", "MatMul", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool",
+                           "ReduceSum", "ReduceMean", "BatchNormalization", "Expand", "Transpose", "Gather", "Concat",
+                           "Cast", "Where"})
+      wrap("", op);
+    wrap(kWhittleDomain, "Attention");
+  });
+}
+
+TEST(DeviceCorpus, ExportedGraphsRunOnTheStandInDeviceAsOnTheCpu) {
+  RegisterAllOps();
+  RegisterAllKernels();
+  RegisterStandInKernels();
+  FakeDeviceScope scope;
+  g_claim = true;
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(WHITTLE_SOURCE_DIR) + "/tests/corpus"))
+    if (e.path().extension() == ".onnx") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 10u);
+  int with_shape_steps = 0;
+  for (const std::string& path : files) {
+    const std::string name = std::filesystem::path(path).filename().string();
+    SCOPED_TRACE(name);
+    auto cpu = Session::Load(path);
+    ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+    SessionOptions o;
+    o.backend = Backend::kCuda;
+    auto dev = Session::Load(path, o);
+    ASSERT_TRUE(dev.ok()) << dev.status().message();
+    std::map<std::string, Tensor> feeds;
+    uint32_t seed = 1;
+    for (const IoInfo& in : (*cpu)->inputs()) {
+      Dims d;
+      for (size_t k = 0; k < in.shape.size(); ++k) d.push_back(in.shape[k].known() ? in.shape[k].value : k == 0 ? 3 : 7);
+      if (in.dtype == DType::kFloat32) {
+        feeds[in.name] = RandomFloat(d, seed++);
+      } else {
+        Tensor t(in.dtype, d);
+        for (int64_t i = 0; i < t.numel(); ++i) {
+          if (in.dtype == DType::kInt64) t.data<int64_t>()[i] = (i * 37 + 11) % 100;
+          else if (in.dtype == DType::kInt32) t.data<int32_t>()[i] = static_cast<int32_t>((i * 37 + 11) % 100);
+        }
+        ASSERT_TRUE(in.dtype == DType::kInt64 || in.dtype == DType::kInt32) << DTypeName(in.dtype);
+        feeds[in.name] = t;
+      }
+    }
+    auto want = (*cpu)->Run(feeds);
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    for (int run = 0; run < 2; ++run) {  // the second run follows the recorded plan
+      RunStats stats;
+      auto got = (*dev)->Run(feeds, &stats);
+      ASSERT_TRUE(got.ok()) << "run " << run << ": " << got.status().message();
+      ASSERT_EQ(got->size(), want->size());
+      for (size_t k = 0; k < got->size(); ++k) EXPECT_TRUE(TensorsClose((*got)[k], (*want)[k], 1e-4f, 1e-4f)) << "output " << k;
+      int on_device = 0;
+      for (const RunStats::NodeTime& nt : stats.nodes) on_device += nt.device == "cuda";
+      EXPECT_GT(on_device, 0) << "no node ran on the device";
+      if (run == 1) {
+        std::string fb;
+        for (const std::string& f : (*dev)->fallback_nodes()) fb += (fb.empty() ? "" : ", ") + f.substr(f.rfind('(') + 1, f.size() - f.rfind('(') - 2);
+        std::printf("[ corpus   ] %-36s %3d of %3zu nodes on the device, %2zu host shape steps, %2zu fallbacks%s%s\n",
+                    name.c_str(), on_device, stats.nodes.size(), (*dev)->host_shape_nodes().size(),
+                    (*dev)->fallback_nodes().size(), fb.empty() ? "" : ": ", fb.c_str());
+      }
+    }
+    // No shape step is a fallback, and none has a device value among its inputs but Shape's.
+    std::set<std::string> fallbacks((*dev)->fallback_nodes().begin(), (*dev)->fallback_nodes().end());
+    for (const std::string& h : (*dev)->host_shape_nodes()) EXPECT_FALSE(fallbacks.count(h)) << h;
+    with_shape_steps += !(*dev)->host_shape_nodes().empty();
+  }
+  g_claim = false;
+  EXPECT_GE(with_shape_steps, 3) << "the exporters' Shape chains should stay on the host in several models";
+}
+
+}  // namespace
+}  // namespace whittle
