@@ -72,6 +72,10 @@ class OpKernel {
   // Whose memory Compute reads and writes: the runtime hands a kCuda kernel device tensors only
   // (copying inputs made elsewhere) and a CPU kernel host tensors only.
   virtual DeviceType device() const { return DeviceType::kCpu; }
+  // A device kernel's inputs (bit k: input k) that it reads on the host: small parameters such as
+  // Slice's starts and ends, which decide the launch. The runtime hands these over as host
+  // tensors (downloading one made on the device) and does not upload such a constant.
+  virtual uint64_t HostInputs() const { return 0; }
 };
 
 using KernelFactory = std::function<StatusOr<std::unique_ptr<OpKernel>>(const KernelInit&)>;

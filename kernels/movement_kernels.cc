@@ -21,14 +21,7 @@ const BackendTable<MovementFns> kMovement{{Backend::kReference, &reference::kMov
 
 // Values of an optional int32/int64 index input; empty when absent.
 StatusOr<std::vector<int64_t>> IndexInput(const KernelContext& ctx, size_t i, const char* what) {
-  if (i >= ctx.inputs.size() || !ctx.inputs[i]) return std::vector<int64_t>();
-  const Tensor& t = *ctx.inputs[i];
-  if (t.dtype() != DType::kInt64 && t.dtype() != DType::kInt32)
-    return InvalidArgument(std::string(what) + " must be int64, got " + DTypeName(t.dtype()));
-  std::vector<int64_t> v(static_cast<size_t>(t.numel()));
-  for (size_t k = 0; k < v.size(); ++k)
-    v[k] = t.dtype() == DType::kInt64 ? t.data<int64_t>()[k] : t.data<int32_t>()[k];
-  return v;
+  return IndexValues(i < ctx.inputs.size() ? ctx.inputs[i] : nullptr, what);
 }
 
 Factory MakeTranspose(const KernelInit& init) {

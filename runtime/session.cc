@@ -27,6 +27,8 @@ struct Session::Step {
   DeviceType device = DeviceType::kCpu;  // where the kernel computes (an alias follows its input)
   // Inputs whose dims alone the kernel reads (Shape, Size): never copied to the step's device.
   uint64_t dims_only = 0;
+  // A device kernel's inputs it reads on the host (OpKernel::HostInputs: Slice's starts, ...).
+  uint64_t host_in = 0;
 };
 
 // What shape inference decided for one input signature (dtype and dims of every graph input):
@@ -221,12 +223,16 @@ Status Session::Prepare() {
       fallback_nodes_.push_back(n.name.empty() ? n.op_type : n.name + " (" + n.op_type + ")");
     }
     step->device = step->kernel->device();
+    if (step->device != DeviceType::kCpu) step->host_in = step->kernel->HostInputs();
     if (step->alias < 0 && step->device != DeviceType::kCpu)
-      for (int i : n.inputs)  // constants a device kernel reads: uploaded once, here
+      for (size_t k = 0; k < n.inputs.size(); ++k) {  // constants a device kernel reads: uploaded once, here
+        const int i = n.inputs[k];
+        if (step->host_in >> std::min<size_t>(k, 63) & 1) continue;  // read on the host
         if (i >= 0 && g.value(i).initializer && !device_consts_.count(i)) {
           WH_ASSIGN_OR_RETURN(Tensor t, g.value(i).initializer->ToDevice(step->device));
           device_consts_.emplace(i, std::move(t));
         }
+      }
     const int si = static_cast<int>(steps_.size());
     for (int i : n.inputs)
       if (i >= 0 && !g.value(i).is_constant()) release_after_[static_cast<size_t>(i)] = si;
@@ -395,10 +401,18 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     const std::vector<Dims>& odims = *odims_p;
     if (step.alias < 0)
       for (size_t k = 0; st.ok() && k < in.size(); ++k) {
-        if (!in[k] || in[k]->device() == step.device || (step.dims_only >> std::min<size_t>(k, 63) & 1)) continue;
+        const uint64_t bit = uint64_t{1} << std::min<size_t>(k, 63);
+        // Where input k must be: the step's device, or the host for what the kernel reads there.
+        const DeviceType want = step.host_in & bit ? DeviceType::kCpu : step.device;
+        if (!in[k] || in[k]->device() == want || (step.dims_only & bit)) continue;
         const size_t v = static_cast<size_t>(n.inputs[k]);
-        if (auto c = device_consts_.find(static_cast<int>(v)); c != device_consts_.end() && c->second.device() == step.device) {
+        if (auto c = device_consts_.find(static_cast<int>(v)); c != device_consts_.end() && c->second.device() == want) {
           in[k] = &c->second;
+          continue;
+        }
+        if (want == DeviceType::kCpu) {  // a device value a device kernel reads on the host
+          st = download(k);
+          if (st.ok()) in[k] = infer_in[k];
           continue;
         }
         if (!moved[v].defined() || moved[v].device() != step.device) {

@@ -152,6 +152,16 @@ StatusOr<uint64_t> PadValueBits(float value, DType dtype) {
   }
 }
 
+StatusOr<std::vector<int64_t>> IndexValues(const Tensor* t, const char* what) {
+  if (!t) return std::vector<int64_t>();
+  if (t->dtype() != DType::kInt64 && t->dtype() != DType::kInt32)
+    return InvalidArgument(std::string(what) + " must be int64, got " + DTypeName(t->dtype()));
+  std::vector<int64_t> v(static_cast<size_t>(t->numel()));
+  for (size_t k = 0; k < v.size(); ++k)
+    v[k] = t->dtype() == DType::kInt64 ? t->data<int64_t>()[k] : t->data<int32_t>()[k];
+  return v;
+}
+
 StatusOr<std::vector<int64_t>> ResolveGatherIndices(const Tensor& indices, int64_t axis, int64_t d) {
   if (indices.dtype() != DType::kInt32 && indices.dtype() != DType::kInt64)
     return InvalidArgument("Gather indices must be int32 or int64");

@@ -16,6 +16,10 @@ namespace whittle {
 // perm attribute (empty = reverse) validated against rank.
 StatusOr<std::vector<int64_t>> ResolvePerm(const std::vector<int64_t>& perm, int rank);
 
+// Values of an optional int32/int64 index input (t null: absent, empty). Slice's starts, ends,
+// axes and steps on every backend.
+StatusOr<std::vector<int64_t>> IndexValues(const Tensor* t, const char* what);
+
 // Per-axis first input index and step of a slice, for every axis of the input (unsliced axes:
 // start 0, step 1). len is the output size, which must match the preallocated output.
 struct SliceParams {

@@ -1,9 +1,12 @@
-// Numpy broadcasting as the CUDA factories lay it out for their kernels (element strides per
-// output dim), in a header without CUDA so that the body tests compute strides the same way.
+// Strided views as the CUDA factories lay them out for their kernels (element strides per output
+// dim): numpy broadcasting, and a slice. In a header without CUDA, so that the body tests build
+// them the same way.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/common/index.h"
+#include "kernels/cuda/kernels_impl.h"
 #include "lib/ir/tensor.h"
 
 namespace whittle::cuda {
@@ -18,6 +21,29 @@ inline void BroadcastStrides(const Dims& t, const Dims& out, int64_t* strides) {
     strides[d] = dim == 1 ? 0 : s;
     s *= dim;
   }
+}
+
+// A slice of x (dims) as a strided copy: y's index i reads x at offset + StridedOffset(s, i) (the
+// first selected element, then x's strides times the steps). Returns false when the slice does
+// not give y_dims or has more than kMaxRank dims.
+inline bool SliceCopyShape(const Dims& x, const SliceParams& p, const Dims& y_dims, BroadcastShape* s,
+                           int64_t* offset) {
+  const int r = static_cast<int>(x.size());
+  if (r > kMaxRank || y_dims.size() != x.size()) return false;
+  *s = BroadcastShape();
+  s->rank = r > 0 ? r : 1;
+  s->dims[0] = 1;
+  int64_t stride = 1;
+  *offset = 0;
+  for (int d = r - 1; d >= 0; --d) {
+    const size_t k = static_cast<size_t>(d);
+    if (p.len[k] != y_dims[k]) return false;
+    s->dims[d] = p.len[k];
+    s->a_strides[d] = stride * p.step[k];
+    *offset += p.start[k] * stride;
+    stride *= x[k];
+  }
+  return true;
 }
 
 }  // namespace whittle::cuda

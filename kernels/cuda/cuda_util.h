@@ -55,20 +55,23 @@ bool RuntimeActive();
 
 using MakeFn = std::function<KernelOr(const KernelInit&)>;
 
-// A kernel whose Compute touches device memory only.
+// A kernel whose Compute touches device memory only, but for the inputs in host_inputs (bit k:
+// input k), which it reads on the host (OpKernel::HostInputs).
 template <class Fn>
 class CudaKernel : public OpKernel {
  public:
-  explicit CudaKernel(Fn fn) : fn_(std::move(fn)) {}
+  explicit CudaKernel(Fn fn, uint64_t host_inputs) : fn_(std::move(fn)), host_inputs_(host_inputs) {}
   DeviceType device() const override { return DeviceType::kCuda; }
+  uint64_t HostInputs() const override { return host_inputs_; }
   Status Compute(KernelContext& ctx) const override { return fn_(ctx); }
 
  private:
   Fn fn_;
+  uint64_t host_inputs_;
 };
 template <class Fn>
-KernelOr Kernel(Fn fn) {
-  return std::unique_ptr<OpKernel>(new CudaKernel<Fn>(std::move(fn)));
+KernelOr Kernel(Fn fn, uint64_t host_inputs = 0) {
+  return std::unique_ptr<OpKernel>(new CudaKernel<Fn>(std::move(fn), host_inputs));
 }
 
 // The launch error of the kernels just queued, if any.

@@ -1,11 +1,14 @@
-// CUDA Gather, Concat, Cast and Where (kernels/cuda/movement_body.h): the data-movement ops that
-// exported graphs put between layers. Tensors of any dtype of 1, 2, 4 or 8 bytes move as words
+// CUDA Gather, Concat, Cast, Where (kernels/cuda/movement_body.h) and Slice (a strided copy): the
+// data-movement ops that exported graphs put between layers. Tensors of any dtype of 1, 2, 4 or 8 bytes move as words
 // (Gather, Concat, Where); Cast converts between float32, int32, int64, uint8, int8 and bool.
 // Anything else (strings, float16 casts, a rank over 8) declines to the CPU kernel. The shape
 // arithmetic on Shape's output never gets here: a device session computes it on the host
 // (runtime/session.cc).
+#include <algorithm>
 #include <string>
+#include <vector>
 
+#include "kernels/common/index.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/kernels_impl.h"
 #include "kernels/cuda/movement_body.h"
@@ -121,9 +124,42 @@ KernelOr MakeWhere(const KernelInit& init) {
   });
 }
 
+// Slice of float32 x: y's index walks x from the first selected element at x's strides times
+// the steps (a strided copy). starts, ends, axes and steps are read on the host (HostInputs):
+// they decide the launch, and a device session keeps the exporters' computed ones there.
+KernelOr MakeSlice(const KernelInit& init) {
+  if (InputDType(init, 0) != DType::kFloat32 || init.num_outputs != 1) return KernelOr(nullptr);
+  const int opset = init.opset;
+  const std::vector<int64_t> starts_attr = init.attrs.GetInts("starts", {}), ends_attr = init.attrs.GetInts("ends", {}),
+                             axes_attr = init.attrs.GetInts("axes", {});
+  return Kernel(
+      [=](KernelContext& ctx) -> Status {
+        const Tensor& x = *ctx.inputs[0];
+        Tensor& y = *ctx.outputs[0];
+        std::vector<int64_t> starts = starts_attr, ends = ends_attr, axes = axes_attr, steps;
+        if (opset >= 10) {
+          auto in = [&ctx](size_t i) { return i < ctx.inputs.size() ? ctx.inputs[i] : nullptr; };
+          WH_ASSIGN_OR_RETURN(starts, IndexValues(in(1), "starts"));
+          WH_ASSIGN_OR_RETURN(ends, IndexValues(in(2), "ends"));
+          WH_ASSIGN_OR_RETURN(axes, IndexValues(in(3), "axes"));
+          WH_ASSIGN_OR_RETURN(steps, IndexValues(in(4), "steps"));
+        }
+        WH_ASSIGN_OR_RETURN(SliceParams p, ResolveSlice(x.dims(), starts, ends, axes, steps));
+        if (x.rank() > kMaxRank) return Unimplemented("CUDA Slice takes up to 8 dims");
+        if (y.numel() == 0) return Status::Ok();
+        BroadcastShape s;
+        int64_t offset = 0;
+        if (!SliceCopyShape(x.dims(), p, y.dims(), &s, &offset)) return Internal("Slice: the output size differs");
+        LaunchStridedCopy(x.data<float>() + offset, y.data<float>(), s, y.numel(), Stream());
+        return Launched("Slice");
+      },
+      init.opset >= 10 ? 0b11110 : 0);
+}
+
 }  // namespace
 
 void RegisterMovementKernels(KernelRegistry& r) {
+  AddCudaKernel(r, "", "Slice", MakeSlice);
   AddCudaKernel(r, "", "Gather", MakeGather);
   AddCudaKernel(r, "", "Concat", MakeConcat);
   AddCudaKernel(r, "", "Cast", MakeCast);

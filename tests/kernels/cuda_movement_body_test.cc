@@ -181,6 +181,34 @@ TEST(CudaMovementBodies, WhereBroadcastsLikeTheReference) {
   }
 }
 
+// Slice as the CUDA factory lays it out (SliceCopyShape: the first selected element, then x's
+// strides times the steps) through the strided-copy body, negative steps and clamped ends included.
+TEST(CudaMovementBodies, SliceAsAStridedCopyMatchesTheReference) {
+  RegisterAllOps();
+  const Tensor x = RandomFloat({4, 5, 6}, 31);
+  struct Case {
+    std::vector<int64_t> starts, ends, axes, steps;
+  } cases[] = {{{1}, {3}, {0}, {1}},
+               {{0, 1}, {100, -1}, {1, 2}, {2, 2}},
+               {{-1, 4}, {-100, 0}, {0, 2}, {-1, -2}},
+               {{2}, {3}, {-2}, {1}},
+               {{0, 0, 0}, {4, 5, 6}, {0, 1, 2}, {3, 4, 5}}};
+  for (const Case& c : cases) {
+    const int64_t n = static_cast<int64_t>(c.starts.size());
+    std::vector<Tensor> in = {x, Tensor::FromVector<int64_t>({n}, c.starts), Tensor::FromVector<int64_t>({n}, c.ends),
+                              Tensor::FromVector<int64_t>({n}, c.axes), Tensor::FromVector<int64_t>({n}, c.steps)};
+    const Tensor want = Reference(MakeNode("Slice", 5, 1), in);
+    auto p = ResolveSlice(x.dims(), c.starts, c.ends, c.axes, c.steps);
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    BroadcastShape s;
+    int64_t offset = 0;
+    ASSERT_TRUE(SliceCopyShape(x.dims(), *p, want.dims(), &s, &offset));
+    Tensor got(DType::kFloat32, want.dims());
+    for (int64_t i = 0; i < got.numel(); ++i) StridedCopyAt(x.data<float>() + offset, got.data<float>(), s, i);
+    EXPECT_TRUE(got.BitwiseEquals(want));
+  }
+}
+
 TEST(CudaUnaryBody, EveryUnaryOpMatchesTheReference) {
   RegisterAllOps();
   struct Case {
