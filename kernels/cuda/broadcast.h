@@ -23,6 +23,15 @@ inline void BroadcastStrides(const Dims& t, const Dims& out, int64_t* strides) {
   }
 }
 
+// A plain copy of n elements as a strided copy.
+inline BroadcastShape IdentityCopy(int64_t n) {
+  BroadcastShape s;
+  s.rank = 1;
+  s.dims[0] = n;
+  s.a_strides[0] = 1;
+  return s;
+}
+
 // A slice of x (dims) as a strided copy: y's index i reads x at offset + StridedOffset(s, i) (the
 // first selected element, then x's strides times the steps). Returns false when the slice does
 // not give y_dims or has more than kMaxRank dims.

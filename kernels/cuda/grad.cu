@@ -35,7 +35,7 @@ __global__ void __launch_bounds__(kThreads) ReduceKernel(const float* x, float* 
     s[threadIdx.x] = ReduceShareAt(x, r, o, threadIdx.x, kThreads);
     __syncthreads();
     for (int w = kThreads / 2; w > 0; w /= 2) {
-      if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+      if (threadIdx.x < w) s[threadIdx.x] = ReduceCombine(r.op, s[threadIdx.x], s[threadIdx.x + w]);
       __syncthreads();
     }
     if (threadIdx.x == 0) y[o] = s[0] * r.scale;

@@ -111,6 +111,7 @@ WH_HD void PoolGradAt(const float* x, const float* dy, float* dx, const Window2d
 // sums the `count` elements at base(o) + r-th reduced offset. The reduced axes and the kept ones
 // are given as dims and element strides of x (rank <= kMaxRank each).
 struct ReduceShape {
+  int op = 0;  // ReduceOpKind: what combines the elements
   int kept_rank = 0, reduced_rank = 0;
   int64_t kept_dims[kMaxRank] = {}, kept_strides[kMaxRank] = {};
   int64_t reduced_dims[kMaxRank] = {}, reduced_strides[kMaxRank] = {};
@@ -132,13 +133,22 @@ WH_HD int64_t StridedOffset(int rank, const int64_t* dims, const int64_t* stride
 // longer ones a block per output (kThreads shares and a fixed tree).
 constexpr int64_t kSerialReduceMax = 256;
 
-// The part of output o's sum that share `share` of `shares` adds: reduced elements share,
-// share + shares, ... (a block's threads, summed by a fixed tree).
+// ReduceShape::op: ReduceSum and ReduceMean add (the mean then scales), ReduceMax and ReduceMin
+// keep the larger or smaller.
+enum ReduceOpKind : int { kReduceAdd = 0, kReduceMax = 1, kReduceMin = 2 };
+
+WH_HD float ReduceIdentity(int op) { return op == kReduceMax ? -INFINITY : op == kReduceMin ? INFINITY : 0.f; }
+WH_HD float ReduceCombine(int op, float a, float b) {
+  return op == kReduceMax ? (b > a ? b : a) : op == kReduceMin ? (b < a ? b : a) : a + b;
+}
+
+// The part of output o's result that share `share` of `shares` combines: reduced elements share,
+// share + shares, ... (a block's threads, then combined by a fixed tree).
 WH_HD float ReduceShareAt(const float* x, const ReduceShape& r, int64_t o, int64_t share, int64_t shares) {
   const float* base = x + StridedOffset(r.kept_rank, r.kept_dims, r.kept_strides, o);
-  float s = 0.f;
+  float s = ReduceIdentity(r.op);
   for (int64_t k = share; k < r.count; k += shares)
-    s += base[StridedOffset(r.reduced_rank, r.reduced_dims, r.reduced_strides, k)];
+    s = ReduceCombine(r.op, s, base[StridedOffset(r.reduced_rank, r.reduced_dims, r.reduced_strides, k)]);
   return s;
 }
 

@@ -26,18 +26,24 @@ bool Window2dAttrs(const AttributeMap& at) {
 
 // --- reductions -------------------------------------------------------------------------------
 
-MakeFn ReduceOp(bool mean) {
-  return [mean](const KernelInit& init) -> KernelOr {
+// ReduceSum/ReduceMean (op kReduceAdd, mean), ReduceMax/ReduceMin. The axes come from the
+// attribute or, from opset 13/18 on, an input read on the host (HostInputs).
+MakeFn ReduceOp(int op, bool mean) {
+  return [op, mean](const KernelInit& init) -> KernelOr {
     if (InputDType(init, 0) != DType::kFloat32 || init.num_outputs != 1) return KernelOr(nullptr);
-    std::vector<int64_t> axes = init.attrs.GetInts("axes", {});
-    if (InputDType(init, 1) != DType::kUndefined) {  // axes as an input: must be a constant here
-      const Tensor* a = ConstInput(init, 1);
-      if (!a || a->dtype() != DType::kInt64) return KernelOr(nullptr);
-      axes.assign(a->data<int64_t>(), a->data<int64_t>() + a->numel());
-    }
-    if (axes.empty() && init.attrs.GetInt("noop_with_empty_axes", 0) != 0) return KernelOr(nullptr);
-    return Kernel([mean, axes](KernelContext& ctx) -> Status {
+    const std::vector<int64_t> axes_attr = init.attrs.GetInts("axes", {});
+    const bool axes_input = InputDType(init, 1) != DType::kUndefined;
+    if (axes_input && InputDType(init, 1) != DType::kInt64) return KernelOr(nullptr);
+    const bool noop_empty = init.attrs.GetInt("noop_with_empty_axes", 0) != 0;
+    return Kernel([op, mean, axes_attr, axes_input, noop_empty](KernelContext& ctx) -> Status {
       const Tensor& x = *ctx.inputs[0];
+      std::vector<int64_t> axes = axes_attr;
+      if (axes_input && ctx.inputs.size() > 1 && ctx.inputs[1])
+        axes.assign(ctx.inputs[1]->data<int64_t>(), ctx.inputs[1]->data<int64_t>() + ctx.inputs[1]->numel());
+      if (axes.empty() && noop_empty) {  // the identity
+        LaunchStridedCopy(x.data<float>(), ctx.outputs[0]->data<float>(), IdentityCopy(x.numel()), x.numel(), Stream());
+        return Launched("a reduction");
+      }
       const int rank = x.rank();
       if (rank > kMaxRank) return Unimplemented("CUDA reductions take up to 8 dims");
       std::vector<bool> reduced(static_cast<size_t>(rank), axes.empty());
@@ -65,10 +71,11 @@ MakeFn ReduceOp(bool mean) {
       }
       if (ctx.outputs[0]->numel() != r.outputs) return Internal("reduction: the output size differs");
       if (r.count == 0) return Unimplemented("a reduction over no elements");
+      r.op = op;
       r.scale = mean ? 1.f / static_cast<float>(r.count) : 1.f;
       LaunchReduce(x.data<float>(), ctx.outputs[0]->data<float>(), r, Stream());
       return Launched("a reduction");
-    });
+    }, axes_input ? 0b10 : 0);
   };
 }
 
@@ -316,8 +323,10 @@ KernelOr MakeConvGradWeight(const KernelInit& init) {
 }  // namespace
 
 void RegisterTrainingKernels(KernelRegistry& r) {
-  AddCudaKernel(r, "", "ReduceSum", ReduceOp(false));
-  AddCudaKernel(r, "", "ReduceMean", ReduceOp(true));
+  AddCudaKernel(r, "", "ReduceSum", ReduceOp(kReduceAdd, false));
+  AddCudaKernel(r, "", "ReduceMean", ReduceOp(kReduceAdd, true));
+  AddCudaKernel(r, "", "ReduceMax", ReduceOp(kReduceMax, false));
+  AddCudaKernel(r, "", "ReduceMin", ReduceOp(kReduceMin, false));
   AddCudaKernel(r, "", "BatchNormalization", MakeBatchNorm);
   AddCudaKernel(r, "", "Expand", MakeExpand);
   AddCudaKernel(r, "", "Shape", MakeShape);

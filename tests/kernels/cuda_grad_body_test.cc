@@ -2,7 +2,7 @@
 // over their whole ranges against the reference kernels of the ops they serve — col2im (after the
 // product W^T dY the CUDA ConvGradInput leaves to cuBLAS) against ConvGradInput, the pool
 // gradients against MaxPoolGrad (bit for bit: the same first maximum, the same order of
-// additions) and AveragePoolGrad, the block reduction against ReduceSum/ReduceMean, and
+// additions) and AveragePoolGrad, the reductions (block and per-thread) against ReduceSum/ReduceMean/ReduceMax/ReduceMin, and
 // BatchNormAt against BatchNormalization. The geometry cases cover strides, dilations,
 // asymmetric padding, ceil_mode and groups. cuBLAS's part and the launches run on a GPU only
 // (scripts/cuda-device-check.sh).
@@ -137,19 +137,23 @@ TEST(CudaGradBodies, PoolGradientsMatchTheReference) {
     }
 }
 
-TEST(CudaGradBodies, BlockReductionMatchesReduceSumAndMean) {
+TEST(CudaGradBodies, ReductionsMatchReduceSumMeanMaxAndMin) {
   RegisterAllOps();
   const Tensor x = RandomFloat({3, 4, 5, 6}, 7);
   const std::vector<std::vector<int64_t>> axes_cases = {{0, 2, 3}, {1}, {-1}, {0}, {0, 1, 2, 3}, {1, 3}};
+  const std::pair<const char*, int> ops[] = {
+      {"ReduceSum", kReduceAdd}, {"ReduceMean", kReduceAdd}, {"ReduceMax", kReduceMax}, {"ReduceMin", kReduceMin}};
   for (const auto& axes : axes_cases)
-    for (bool mean : {false, true}) {
-      SCOPED_TRACE(std::string(mean ? "ReduceMean" : "ReduceSum") + " over " + std::to_string(axes.size()) + " axes");
+    for (const auto& [op_name, op] : ops) {
+      const bool mean = std::string(op_name) == "ReduceMean";
+      SCOPED_TRACE(std::string(op_name) + " over " + std::to_string(axes.size()) + " axes");
       AttributeMap attrs;
       attrs.Set("axes", Attribute::Ints(axes));
-      auto want = RunNode(MakeNode(mean ? "ReduceMean" : "ReduceSum", 1, 1, attrs), 11, {x}, Backend::kReference);
+      auto want = RunNode(MakeNode(op_name, 1, 1, attrs), 11, {x}, Backend::kReference);
       ASSERT_TRUE(want.ok()) << want.status().message();
       // The host side of the CUDA factory: kept and reduced axes with their strides.
       ReduceShape r;
+      r.op = op;
       int64_t stride = 1, strides[4];
       for (int d = 3; d >= 0; --d) strides[d] = stride, stride *= x.dim(d);
       for (int d = 0; d < 4; ++d) {
@@ -169,7 +173,7 @@ TEST(CudaGradBodies, BlockReductionMatchesReduceSumAndMean) {
         float s[kShares];
         for (int64_t t = 0; t < kShares; ++t) s[t] = ReduceShareAt(x.data<float>(), r, o, t, kShares);
         for (int64_t w = kShares / 2; w > 0; w /= 2)
-          for (int64_t t = 0; t < w; ++t) s[t] += s[t + w];
+          for (int64_t t = 0; t < w; ++t) s[t] = ReduceCombine(r.op, s[t], s[t + w]);
         got.data<float>()[o] = s[0] * r.scale;
         // The short reductions' kernel: a thread per output, the elements in order.
         serial.data<float>()[o] = ReduceShareAt(x.data<float>(), r, o, 0, 1) * r.scale;
