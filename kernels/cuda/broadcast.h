@@ -55,4 +55,21 @@ inline bool SliceCopyShape(const Dims& x, const SliceParams& p, const Dims& y_di
   return true;
 }
 
+// DepthToSpace of x [N, C*b*b, H, W] (DCR, or CRD when crd) as a strided copy: y [N, C, H*b, W*b]
+// walked as [N, C, H, b, W, b], each index at the stride of x it reads. False for a bad shape.
+inline bool DepthToSpaceCopyShape(const Dims& x, int64_t b, bool crd, BroadcastShape* s) {
+  if (x.size() != 4 || b < 1 || x[1] % (b * b) != 0) return false;
+  const int64_t N = x[0], C = x[1] / (b * b), H = x[2], W = x[3], plane = H * W;
+  *s = BroadcastShape();
+  s->rank = 6;
+  const int64_t dims[6] = {N, C, H, b, W, b};
+  const int64_t strides[6] = {x[1] * plane, crd ? b * b * plane : plane, W, crd ? b * plane : b * C * plane, 1,
+                              crd ? plane : C * plane};
+  for (int d = 0; d < 6; ++d) {
+    s->dims[d] = dims[d];
+    s->a_strides[d] = strides[d];
+  }
+  return true;
+}
+
 }  // namespace whittle::cuda

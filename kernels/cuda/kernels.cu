@@ -83,7 +83,7 @@ __device__ float BlockSum(float v, float* shared) {
 
 // A block per row: the mean, then the variance of the deviations (two passes, as the CPU), then y.
 __global__ void LayerNormKernel(const float* x, const float* scale, const float* bias, float* y, int64_t rows,
-                                int64_t cols, float eps) {
+                                int64_t cols, float eps, int64_t row_channels) {
   __shared__ float shared[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* xr = x + r * cols;
@@ -98,7 +98,7 @@ __global__ void LayerNormKernel(const float* x, const float* scale, const float*
     }
     const float inv = 1.f / sqrtf(BlockSum(v, shared) / static_cast<float>(cols) + eps);
     for (int64_t k = threadIdx.x; k < cols; k += blockDim.x)
-      yr[k] = (xr[k] - mean) * inv * scale[k] + (bias ? bias[k] : 0.f);
+      yr[k] = NormAffine((xr[k] - mean) * inv, scale, bias, row_channels, r, k);
   }
 }
 
@@ -192,10 +192,10 @@ void LaunchChannelBiasAct(float* y, int64_t n, int64_t c, int64_t hw, const floa
 }
 
 void LaunchLayerNorm(const float* x, const float* scale, const float* bias, float* y, int64_t rows, int64_t cols,
-                     float eps, void* stream) {
+                     float eps, void* stream, int64_t row_channels) {
   if (rows > 0 && cols > 0)
     LayerNormKernel<<<static_cast<unsigned>(std::min<int64_t>(rows, 65535)), kThreads, 0, S(stream)>>>(
-        x, scale, bias, y, rows, cols, eps);
+        x, scale, bias, y, rows, cols, eps, row_channels);
 }
 
 void LaunchSoftmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, void* stream, const float* scale,

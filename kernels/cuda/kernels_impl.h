@@ -46,8 +46,10 @@ void LaunchSoftmax(const float* x, float* y, int64_t rows, int64_t cols, bool lo
                    const float* scale = nullptr, const SoftmaxMask* mask = nullptr);
 // LayerNormalization of x [rows, cols] over cols: y = (x - mean) / sqrt(var + eps) * scale + bias
 // (scale and bias: cols values; bias may be null), a block per row, mean and variance in float.
+// row_channels > 0: InstanceNormalization of [N*C] rows instead, scale and bias per row's channel
+// (row % row_channels).
 void LaunchLayerNorm(const float* x, const float* scale, const float* bias, float* y, int64_t rows, int64_t cols,
-                     float eps, void* stream);
+                     float eps, void* stream, int64_t row_channels = 0);
 
 // 2-D window geometry of Conv and the pools (pads begin/end, stride, dilation per spatial axis).
 struct Window2d {

@@ -1,4 +1,5 @@
-// CUDA Gather, Concat, Cast, Where (kernels/cuda/movement_body.h) and Slice (a strided copy): the
+// CUDA Gather, Concat, Cast, Where (kernels/cuda/movement_body.h), Slice and DepthToSpace (strided
+// copies): the
 // data-movement ops that exported graphs put between layers. Tensors of any dtype of 1, 2, 4 or 8 bytes move as words
 // (Gather, Concat, Where); Cast converts between float32, int32, int64, uint8, int8 and bool.
 // Anything else (strings, float16 casts, a rank over 8) declines to the CPU kernel. The shape
@@ -156,9 +157,27 @@ KernelOr MakeSlice(const KernelInit& init) {
       init.opset >= 10 ? 0b11110 : 0);
 }
 
+// DepthToSpace of float32 x (DCR or CRD) as one strided copy.
+KernelOr MakeDepthToSpace(const KernelInit& init) {
+  const int64_t b = init.attrs.GetInt("blocksize", 0);
+  const std::string mode = init.attrs.GetString("mode", "DCR");
+  if (InputDType(init, 0) != DType::kFloat32 || b < 1 || (mode != "DCR" && mode != "CRD")) return KernelOr(nullptr);
+  const bool crd = mode == "CRD";
+  return Kernel([b, crd](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    Tensor& y = *ctx.outputs[0];
+    BroadcastShape s;
+    if (!DepthToSpaceCopyShape(x.dims(), b, crd, &s) || y.numel() != x.numel())
+      return InvalidArgument("DepthToSpace: " + DimsToString(x.dims()) + " is not [N, C*" + std::to_string(b * b) + ", H, W]");
+    LaunchStridedCopy(x.data<float>(), y.data<float>(), s, y.numel(), Stream());
+    return Launched("DepthToSpace");
+  });
+}
+
 }  // namespace
 
 void RegisterMovementKernels(KernelRegistry& r) {
+  AddCudaKernel(r, "", "DepthToSpace", MakeDepthToSpace);
   AddCudaKernel(r, "", "Slice", MakeSlice);
   AddCudaKernel(r, "", "Gather", MakeGather);
   AddCudaKernel(r, "", "Concat", MakeConcat);

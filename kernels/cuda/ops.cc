@@ -130,6 +130,24 @@ KernelOr MakeLayerNorm(const KernelInit& init) {
   });
 }
 
+// InstanceNormalization of x [N, C, spatial...]: the LayerNorm kernel over the N*C planes, the
+// scale and bias per plane's channel.
+KernelOr MakeInstanceNorm(const KernelInit& init) {
+  if (!init.AllFloat32() || init.input_dtypes.size() != 3 || init.num_outputs != 1) return KernelOr(nullptr);
+  const float eps = init.attrs.GetFloat("epsilon", 1e-5f);
+  return Kernel([eps](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    if (x.rank() < 3) return InvalidArgument("InstanceNormalization: X must be [N, C, spatial...], got " + DimsToString(x.dims()));
+    const int64_t C = x.dim(1), planes = x.dim(0) * C;
+    if (ctx.inputs[1]->numel() != C || ctx.inputs[2]->numel() != C)
+      return InvalidArgument("InstanceNormalization: scale and B must have C = " + std::to_string(C) + " values");
+    if (planes == 0) return Status::Ok();
+    LaunchLayerNorm(x.data<float>(), ctx.inputs[1]->data<float>(), ctx.inputs[2]->data<float>(),
+                    ctx.outputs[0]->data<float>(), planes, x.numel() / planes, eps, Stream(), C);
+    return Launched("InstanceNormalization");
+  });
+}
+
 // ai.whittle Attention (runtime/rewrite/fuse_attention.h; lib/ops/attention.cc): per head, over
 // a chunk of the batch at a time, S = scale Q K^T and Y_h = softmax(S) V as strided-batched cuBLAS
 // products reading Q, K and V in place from the packed QKV rows and writing Y in place, the
@@ -518,6 +536,7 @@ void RegisterKernels(KernelRegistry& r) {
     return UnaryOp(i.attrs.GetString("approximate", "none") == "tanh" ? Unary::kGeluTanh : Unary::kGelu)(i);
   });
   add("LayerNormalization", MakeLayerNorm);
+  add("InstanceNormalization", MakeInstanceNorm);
   const std::pair<const char*, Binary> binary[] = {
       {"Add", Binary::kAdd}, {"Sub", Binary::kSub}, {"Mul", Binary::kMul}, {"Div", Binary::kDiv}};
   for (const auto& [op, b] : binary) add(op, BinaryOp(b));

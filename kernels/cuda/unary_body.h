@@ -1,7 +1,7 @@
 // The CUDA element-wise kernels' per-element function (kernels/cuda/kernels.cu's unary, binary
 // and epilogue kernels apply it): y = op(x) with the op's attributes alpha (LeakyRelu's slope,
-// HardSigmoid's alpha) and beta (HardSigmoid's). tests/kernels/cuda_movement_body_test.cc runs it
-// on the CPU against the reference kernels.
+// HardSigmoid's alpha) and beta (HardSigmoid's); and the normalization kernels' affine step.
+// tests/kernels/cuda_movement_body_test.cc runs them on the CPU against the reference kernels.
 #pragma once
 
 #include <cmath>
@@ -33,6 +33,14 @@ WH_HD float Apply(Unary op, float x, float alpha, float beta = 0.f) {
     case Unary::kHardSwish: return x * HardSigmoidOf(x, 1.f / 6.f, 0.5f);
   }
   return x;
+}
+
+// The normalization kernels' affine step on a normalised value v of row r, column k: per column
+// (LayerNormalization: row_channels 0) or per row's channel (InstanceNormalization over rows of
+// [N*C] planes: channel r % row_channels); bias may be null.
+WH_HD float NormAffine(float v, const float* scale, const float* bias, int64_t row_channels, int64_t r, int64_t k) {
+  const int64_t i = row_channels ? r % row_channels : k;
+  return v * scale[i] + (bias ? bias[i] : 0.f);
 }
 
 }  // namespace whittle::cuda

@@ -209,6 +209,47 @@ TEST(CudaMovementBodies, SliceAsAStridedCopyMatchesTheReference) {
   }
 }
 
+// DepthToSpace (DCR and CRD) as the CUDA factory lays it out, through the strided-copy body.
+TEST(CudaMovementBodies, DepthToSpaceAsAStridedCopyMatchesTheReference) {
+  RegisterAllOps();
+  const Tensor x = RandomFloat({2, 12, 3, 4}, 41);
+  for (const char* mode : {"DCR", "CRD"}) {
+    SCOPED_TRACE(mode);
+    AttributeMap a;
+    a.Set("blocksize", Attribute::Int(2));
+    a.Set("mode", Attribute::String(mode));
+    const Tensor want = Reference(MakeNode("DepthToSpace", 1, 1, a), {x});
+    BroadcastShape s;
+    ASSERT_TRUE(DepthToSpaceCopyShape(x.dims(), 2, std::string(mode) == "CRD", &s));
+    Tensor got(DType::kFloat32, want.dims());
+    for (int64_t i = 0; i < got.numel(); ++i) StridedCopyAt(x.data<float>(), got.data<float>(), s, i);
+    EXPECT_TRUE(got.BitwiseEquals(want));
+  }
+}
+
+// InstanceNormalization as the CUDA factory runs it: the LayerNorm kernel's two passes over each
+// of the N*C planes (mean, then the deviations' mean square), then NormAffine per plane's channel.
+TEST(CudaUnaryBody, InstanceNormAsPlaneRowsMatchesTheReference) {
+  RegisterAllOps();
+  const int64_t N = 2, C = 3, HW = 20;
+  const Tensor x = RandomFloat({N, C, 4, 5}, 51, -2.f, 3.f), scale = RandomFloat({C}, 52), bias = RandomFloat({C}, 53);
+  AttributeMap a;
+  a.Set("epsilon", Attribute::Float(1e-3f));
+  const Tensor want = Reference(MakeNode("InstanceNormalization", 3, 1, a), {x, scale, bias});
+  Tensor got(DType::kFloat32, x.dims());
+  for (int64_t r = 0; r < N * C; ++r) {
+    const float* xr = x.data<float>() + r * HW;
+    float s = 0.f, v = 0.f;
+    for (int64_t k = 0; k < HW; ++k) s += xr[k];
+    const float mean = s / static_cast<float>(HW);
+    for (int64_t k = 0; k < HW; ++k) v += (xr[k] - mean) * (xr[k] - mean);
+    const float inv = 1.f / std::sqrt(v / static_cast<float>(HW) + 1e-3f);
+    for (int64_t k = 0; k < HW; ++k)
+      got.data<float>()[r * HW + k] = NormAffine((xr[k] - mean) * inv, scale.data<float>(), bias.data<float>(), C, r, k);
+  }
+  EXPECT_TRUE(::whittle::testing::TensorsClose(got, want, 1e-5f, 1e-5f));
+}
+
 TEST(CudaUnaryBody, EveryUnaryOpMatchesTheReference) {
   RegisterAllOps();
   struct Case {

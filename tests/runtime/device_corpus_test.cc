@@ -97,10 +97,10 @@ void RegisterStandInKernels() {
       });
     };
     for (const char* op : {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Neg", "Abs", "Sqrt", "Erf", "LeakyRelu",
-                           "Reciprocal", "HardSigmoid", "HardSwish", "Gelu", "LayerNormalization", "Add", "Sub", "Mul", "Div", "Softmax",
+                           "Reciprocal", "HardSigmoid", "HardSwish", "Gelu", "LayerNormalization", "InstanceNormalization", "Add", "Sub", "Mul", "Div", "Softmax",
                            "LogSoftmax", "Gemm", "MatMul", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool",
                            "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "BatchNormalization", "Expand", "Transpose", "Gather", "Concat",
-                           "Cast", "Where", "Slice"})
+                           "Cast", "Where", "Slice", "DepthToSpace"})
       wrap("", op);
     wrap(kWhittleDomain, "Attention");
   });
