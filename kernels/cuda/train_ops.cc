@@ -216,9 +216,45 @@ StatusOr<ColumnPlan> PlanColumns(const Window2d& w, int64_t group, int64_t image
   return c;
 }
 
-// ConvGradInput(dY, W, X): per group, col [Kg, P] = W_g^T [Kg, Mg] x dY_g [Mg, P] for a chunk of
-// images in one strided-batched product, then col2im into dX (a 1x1 window at stride 1 without
-// padding: the product is dX itself).
+// The data gradient of a convolution, per group: col [Kg, P] = W_g^T [Kg, Mg] x dY_g [Mg, P] for a
+// chunk of images in one strided-batched product, then col2im into dX (a 1x1 window at stride 1
+// without padding: the product is dX itself). win: the convolution's window (in: dX, out: dY).
+Status ConvDataGrad(const Tensor& dy, const Tensor& w, Tensor& dx, const Window2d& win, int64_t group,
+                    Precision precision) {
+  const int64_t N = dx.dim(0), C = dx.dim(1), M = w.dim(0), Cg = w.dim(1);
+  const int64_t Mg = M / group, Kg = Cg * win.k_h * win.k_w, P = win.out_h * win.out_w, HW = win.in_h * win.in_w;
+  WH_ASSIGN_OR_RETURN(const ColumnPlan plan, PlanColumns(win, group, N, Kg, P));
+  const bool direct = plan.direct;
+  const int64_t chunk = plan.chunk;
+  float* col = plan.col;
+  for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+    const int64_t nb = std::min(chunk, N - n0);
+    for (int64_t g = 0; g < group; ++g) {
+      GemmCall c;
+      c.ta = true;
+      c.M = Kg;
+      c.N = P;
+      c.K = Mg;
+      c.A = w.data<float>() + g * Mg * Kg;
+      c.lda = Kg;
+      c.B = dy.data<float>() + (n0 * M + g * Mg) * P;
+      c.ldb = P;
+      c.stride_b = M * P;
+      c.C = direct ? dx.data<float>() + n0 * C * HW : col;
+      c.ldc = P;
+      c.stride_c = direct ? C * HW : Kg * P;
+      c.batch = nb;
+      c.precision = precision;
+      WH_RETURN_IF_ERROR(RowMajorGemm(c));
+      if (!direct)
+        for (int64_t i = 0; i < nb; ++i)
+          LaunchCol2im(col + i * Kg * P, dx.data<float>() + ((n0 + i) * C + g * Cg) * HW, Cg, win, Stream());
+    }
+  }
+  return Status::Ok();
+}
+
+// ConvGradInput(dY, W, X): ConvDataGrad with X's geometry.
 KernelOr MakeConvGradInput(const KernelInit& init) {
   if (!init.AllFloat32() || !Window2dAttrs(init.attrs)) return KernelOr(nullptr);
   const AttributeMap at = init.attrs;
@@ -231,39 +267,42 @@ KernelOr MakeConvGradInput(const KernelInit& init) {
     const Tensor& x = *ctx.inputs[2];
     Tensor& dx = *ctx.outputs[0];
     if (x.rank() != 4 || w.rank() != 4 || dy.rank() != 4) return Unimplemented("the CUDA ConvGradInput is 2-D");
-    const int64_t N = x.dim(0), C = x.dim(1), M = w.dim(0), Cg = w.dim(1);
-    if (M % group != 0 || Cg * group != C) return InvalidArgument("ConvGradInput: W does not match X and group");
-    const Window2d win = WindowOf(at, w.dim(2), w.dim(3), x, dy);
-    const int64_t Mg = M / group, Kg = Cg * win.k_h * win.k_w, P = win.out_h * win.out_w, HW = win.in_h * win.in_w;
-    WH_ASSIGN_OR_RETURN(const ColumnPlan plan, PlanColumns(win, group, N, Kg, P));
-    const bool direct = plan.direct;
-    const int64_t chunk = plan.chunk;
-    float* col = plan.col;
-    for (int64_t n0 = 0; n0 < N; n0 += chunk) {
-      const int64_t nb = std::min(chunk, N - n0);
-      for (int64_t g = 0; g < group; ++g) {
-        GemmCall c;
-        c.ta = true;
-        c.M = Kg;
-        c.N = P;
-        c.K = Mg;
-        c.A = w.data<float>() + g * Mg * Kg;
-        c.lda = Kg;
-        c.B = dy.data<float>() + (n0 * M + g * Mg) * P;
-        c.ldb = P;
-        c.stride_b = M * P;
-        c.C = direct ? dx.data<float>() + n0 * C * HW : col;
-        c.ldc = P;
-        c.stride_c = direct ? C * HW : Kg * P;
-        c.batch = nb;
-        c.precision = precision;
-        WH_RETURN_IF_ERROR(RowMajorGemm(c));
-        if (!direct)
-          for (int64_t i = 0; i < nb; ++i)
-            LaunchCol2im(col + i * Kg * P, dx.data<float>() + ((n0 + i) * C + g * Cg) * HW, Cg, win, Stream());
-      }
-    }
+    if (w.dim(0) % group != 0 || w.dim(1) * group != x.dim(1))
+      return InvalidArgument("ConvGradInput: W does not match X and group");
+    WH_RETURN_IF_ERROR(ConvDataGrad(dy, w, dx, WindowOf(at, w.dim(2), w.dim(3), x, dy), group, precision));
     return Launched("ConvGradInput");
+  });
+}
+
+// ConvTranspose(X, W[, B]) is the data gradient of the convolution that maps Y to X with the same
+// weights (W [C_in, C_out/group, kh, kw] is that convolution's [M, C/group, kh, kw]), strides,
+// pads and dilations: ConvDataGrad with Y as the convolution's input, then the bias. col2im
+// writes every output position, those output_padding adds included. auto_pad and output_shape
+// (pads derived from the output size) decline to the CPU.
+KernelOr MakeConvTranspose(const KernelInit& init) {
+  const AttributeMap& a = init.attrs;
+  if (!init.AllFloat32() || !Window2dAttrs(a) || init.num_outputs != 1 || a.Has("output_shape") ||
+      a.GetString("auto_pad", "NOTSET") != "NOTSET" || !TwoD(a, "output_padding", 2))
+    return KernelOr(nullptr);
+  const AttributeMap at = init.attrs;
+  const int64_t group = at.GetInt("group", 1);
+  if (group < 1) return KernelOr(nullptr);
+  const Precision precision = init.precision;
+  return Kernel([=](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    const Tensor& w = *ctx.inputs[1];
+    const Tensor* bias = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+    Tensor& y = *ctx.outputs[0];
+    if (x.rank() != 4 || w.rank() != 4 || y.rank() != 4) return Unimplemented("the CUDA ConvTranspose is 2-D");
+    if (w.dim(0) != x.dim(1) || w.dim(0) % group != 0 || w.dim(1) * group != y.dim(1))
+      return InvalidArgument("ConvTranspose: W does not match X and group");
+    WH_RETURN_IF_ERROR(ConvDataGrad(x, w, y, WindowOf(at, w.dim(2), w.dim(3), y, x), group, precision));
+    if (bias) {
+      if (bias->numel() != y.dim(1)) return InvalidArgument("ConvTranspose: B must have one value per output channel");
+      LaunchChannelBiasAct(y.data<float>(), y.dim(0), y.dim(1), y.dim(2) * y.dim(3), bias->data<float>(), nullptr,
+                           Unary::kIdentity, Stream());
+    }
+    return Launched("ConvTranspose");
   });
 }
 
@@ -335,6 +374,7 @@ void RegisterTrainingKernels(KernelRegistry& r) {
   AddCudaKernel(r, kWhittleDomain, "MaxPoolGrad", PoolGradOp(true));
   AddCudaKernel(r, kWhittleDomain, "AveragePoolGrad", PoolGradOp(false));
   AddCudaKernel(r, kWhittleDomain, "ConvGradInput", MakeConvGradInput);
+  AddCudaKernel(r, "", "ConvTranspose", MakeConvTranspose);
   AddCudaKernel(r, kWhittleDomain, "ConvGradWeight", MakeConvGradWeight);
 }
 

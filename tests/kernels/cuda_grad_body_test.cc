@@ -217,6 +217,56 @@ TEST(CudaGradBodies, StridedCopyIsTransposeAndExpand) {
   EXPECT_TRUE(got.BitwiseEquals((*want)[0]));
 }
 
+// ConvTranspose as the CUDA factory computes it: the data gradient of the convolution from Y to X
+// (W^T X_g per group, then col2im over Y's planes with that convolution's window), then the bias;
+// strides, asymmetric pads, output_padding, dilation and groups.
+TEST(CudaGradBodies, ConvTransposeIsTheConvolutionsDataGradient) {
+  RegisterAllOps();
+  struct Case {
+    int64_t c_in, c_out, group, h, w, k, stride, dil;
+    std::vector<int64_t> pads, out_pad;
+  } cases[] = {{4, 6, 2, 5, 4, 3, 2, 1, {1, 1, 1, 1}, {1, 1}},
+               {3, 2, 1, 4, 4, 2, 2, 1, {0, 0, 0, 0}, {0, 0}},
+               {2, 3, 1, 3, 5, 3, 1, 2, {0, 1, 1, 0}, {0, 0}}};
+  uint32_t seed = 70;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("k " + std::to_string(c.k) + " stride " + std::to_string(c.stride) + " group " + std::to_string(c.group));
+    const Tensor x = RandomFloat({2, c.c_in, c.h, c.w}, seed++), w = RandomFloat({c.c_in, c.c_out / c.group, c.k, c.k}, seed++),
+                 b = RandomFloat({c.c_out}, seed++);
+    AttributeMap a;
+    a.Set("strides", Attribute::Ints({c.stride, c.stride}));
+    a.Set("dilations", Attribute::Ints({c.dil, c.dil}));
+    a.Set("pads", Attribute::Ints(c.pads));
+    a.Set("output_padding", Attribute::Ints(c.out_pad));
+    a.Set("group", Attribute::Int(c.group));
+    auto want = RunNode(MakeNode("ConvTranspose", 3, 1, a), 17, {x, w, b}, Backend::kReference);
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    const Tensor& y = (*want)[0];
+    Window2d win;  // the convolution from Y (its input) to X (its output)
+    win.in_h = y.dim(2), win.in_w = y.dim(3), win.out_h = c.h, win.out_w = c.w, win.k_h = c.k, win.k_w = c.k;
+    win.stride_h = win.stride_w = c.stride, win.dil_h = win.dil_w = c.dil;
+    win.pad_top = c.pads[0], win.pad_left = c.pads[1], win.pad_bottom = c.pads[2], win.pad_right = c.pads[3];
+    const int64_t Mg = c.c_in / c.group, Cg = c.c_out / c.group, Kg = Cg * c.k * c.k, P = c.h * c.w;
+    const int64_t HW = y.dim(2) * y.dim(3);
+    Tensor got(DType::kFloat32, y.dims());
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t g = 0; g < c.group; ++g) {
+        std::vector<float> col(static_cast<size_t>(Kg * P), 0.f);  // W_g^T [Kg, Mg] x X_g [Mg, P]
+        for (int64_t r = 0; r < Kg; ++r)
+          for (int64_t p = 0; p < P; ++p)
+            for (int64_t m = 0; m < Mg; ++m)
+              col[static_cast<size_t>(r * P + p)] +=
+                  w.data<float>()[(g * Mg + m) * Kg + r] * x.data<float>()[((n * c.c_in) + g * Mg + m) * P + p];
+        float* plane = got.data<float>() + (n * c.c_out + g * Cg) * HW;
+        for (int64_t i = 0; i < Cg * HW; ++i) Col2imAt(col.data(), plane, win, i);
+      }
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t ch = 0; ch < c.c_out; ++ch)
+        for (int64_t i = 0; i < HW; ++i) got.data<float>()[(n * c.c_out + ch) * HW + i] += b.data<float>()[ch];
+    EXPECT_TRUE(TensorsClose(got, y, 1e-5f, 1e-5f));
+  }
+}
+
 TEST(CudaGradBodies, BatchNormMatchesTheReference) {
   RegisterAllOps();
   const int64_t N = 2, C = 3, H = 4, W = 5;

@@ -98,7 +98,7 @@ void RegisterStandInKernels() {
     };
     for (const char* op : {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Neg", "Abs", "Sqrt", "Erf", "LeakyRelu",
                            "Reciprocal", "HardSigmoid", "HardSwish", "Gelu", "LayerNormalization", "InstanceNormalization", "Add", "Sub", "Mul", "Div", "Softmax",
-                           "LogSoftmax", "Gemm", "MatMul", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool",
+                           "LogSoftmax", "Gemm", "MatMul", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "ConvTranspose",
                            "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "BatchNormalization", "Expand", "Transpose", "Gather", "Concat",
                            "Cast", "Where", "Slice", "DepthToSpace"})
       wrap("", op);
