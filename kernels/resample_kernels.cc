@@ -11,6 +11,7 @@
 #include "kernels/common/dtype_dispatch.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/resample.h"
+#include "kernels/resample_setup.h"
 
 namespace whittle {
 namespace {
@@ -18,13 +19,6 @@ namespace {
 using Factory = StatusOr<std::unique_ptr<OpKernel>>;
 
 const BackendTable<ResampleFns> kResample{{Backend::kReference, &reference::kResampleFns}};
-
-struct ResizeSetup {
-  ResizeParams params;
-  std::vector<int64_t> axes;  // attribute (opset 18), not yet normalised; empty: every axis
-  enum class Policy { kStretch, kNotLarger, kNotSmaller } policy = Policy::kStretch;
-  int opset = 0;
-};
 
 Status Bad(const KernelInit& init, const std::string& what) { return InvalidArgument(init.node_name + ": " + what); }
 
@@ -38,6 +32,8 @@ bool Lookup(const std::string& s, std::initializer_list<std::pair<const char*, E
     }
   return false;
 }
+
+}  // namespace
 
 StatusOr<ResizeSetup> ParseResize(const KernelInit& init) {
   ResizeSetup s;
@@ -85,6 +81,8 @@ StatusOr<ResizeSetup> ParseResize(const KernelInit& init) {
   return s;
 }
 
+namespace {
+
 bool Given(const KernelContext& ctx, size_t i) {
   return i < ctx.inputs.size() && ctx.inputs[i] && ctx.inputs[i]->numel() > 0;
 }
@@ -121,8 +119,8 @@ StatusOr<std::vector<size_t>> ResolveAxes(const std::vector<int64_t>& attr, int6
   return axes;
 }
 
-// One scale per axis of X from the call's scales or sizes (the same rules as the op's shape
-// inference, which gave the output dims), and the roi spread to 2 * rank values.
+}  // namespace
+
 Status ResolveResize(const ResizeSetup& s, const KernelContext& ctx, std::vector<double>* scales,
                      std::vector<double>* roi) {
   const Tensor& x = *ctx.inputs[0];
@@ -176,6 +174,8 @@ Status ResolveResize(const ResizeSetup& s, const KernelContext& ctx, std::vector
   }
   return Status::Ok();
 }
+
+namespace {
 
 Factory MakeResize(const KernelInit& init) {
   WH_ASSIGN_OR_RETURN(const ResizeSetup setup, ParseResize(init));

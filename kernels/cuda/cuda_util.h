@@ -123,5 +123,6 @@ void RegisterBinaryCodebookKernels(KernelRegistry& r);
 void RegisterCirculantFftKernels(KernelRegistry& r);
 void RegisterTrainingKernels(KernelRegistry& r);  // train_ops.cc
 void RegisterMovementKernels(KernelRegistry& r);  // movement.cc
+void RegisterResizeKernels(KernelRegistry& r);    // resize.cc
 
 }  // namespace whittle::cuda

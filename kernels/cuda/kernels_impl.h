@@ -116,6 +116,10 @@ struct WhereShape;
 void LaunchWhere(const void* cond, const void* x, const void* y, void* out, int elem_bytes, const WhereShape& s,
                  int64_t n, void* stream);
 
+// Resize of float planes by the tables in g (kernels/cuda/resize_body.h; device pointers).
+struct ResizeGeom;
+void LaunchResize(const float* x, float* y, const ResizeGeom& g, void* stream);
+
 // The int8 GEMM's launches on the calling thread's stream (cudaStreamPerThread; kernels/cuda/
 // qgemm_body.h, kernels/cuda/qlinear.cu): one stateless instance, no allocation per call.
 struct QLaunches;

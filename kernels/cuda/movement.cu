@@ -7,6 +7,7 @@
 #include "kernels/cuda/kernels_impl.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/movement_body.h"
+#include "kernels/cuda/resize_body.h"
 
 namespace whittle::cuda {
 namespace {
@@ -29,6 +30,10 @@ __global__ void CastKernel(const void* x, CastType from, void* y, CastType to, i
 template <class T>
 __global__ void WhereKernel(const uint8_t* c, const T* x, const T* y, T* out, WhereShape s, int64_t n) {
   WH_GRID_STRIDE(i, n) WhereAt(c, x, y, out, s, i);
+}
+
+__global__ void ResizeKernel(const float* x, float* y, ResizeGeom g, int64_t n) {
+  WH_GRID_STRIDE(i, n) ResizeAt(x, y, g, i);
 }
 
 // fn(T{}) with T the unsigned word of elem_bytes.
@@ -81,6 +86,11 @@ void LaunchWhere(const void* cond, const void* x, const void* y, void* out, int 
     WhereKernel<T><<<Blocks(n), kThreads, 0, S(stream)>>>(static_cast<const uint8_t*>(cond), static_cast<const T*>(x),
                                                           static_cast<const T*>(y), static_cast<T*>(out), s, n);
   });
+}
+
+void LaunchResize(const float* x, float* y, const ResizeGeom& g, void* stream) {
+  const int64_t n = g.planes * g.out_h * g.out_w;
+  if (n > 0) ResizeKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, g, n);
 }
 
 }  // namespace whittle::cuda

@@ -554,6 +554,7 @@ void RegisterKernels(KernelRegistry& r) {
   RegisterCirculantFftKernels(r);
   RegisterTrainingKernels(r);
   RegisterMovementKernels(r);
+  RegisterResizeKernels(r);
 }
 
 }  // namespace whittle::cuda

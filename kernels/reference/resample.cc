@@ -58,17 +58,6 @@ T FromDouble(double v) {
 
 // ---------------------------------------------------------------- per-axis sampling tables
 
-// For one axis: for each output index y, n input indices (clamped into the input) and their
-// weights, and whether y falls outside the crop (tf_crop_and_resize: the output is then the
-// extrapolation value).
-struct AxisTaps {
-  bool identity = false;
-  int n = 1;
-  std::vector<int64_t> idx;
-  std::vector<double> w;
-  std::vector<uint8_t> outside;
-};
-
 bool IsClose(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b)); }
 
 // Input coordinate of output index y (ONNX coordinate_transformation_mode). output_width is
@@ -132,8 +121,10 @@ std::vector<double> Coeffs(const ResizeParams& p, double ratio, double scale) {
   return c;
 }
 
-StatusOr<AxisTaps> MakeAxisTaps(const ResizeParams& p, int64_t in_w, int64_t out_w, double scale, double roi_start,
-                                double roi_end) {
+}  // namespace
+
+StatusOr<AxisTaps> ResizeAxisTaps(const ResizeParams& p, int64_t in_w, int64_t out_w, double scale, double roi_start,
+                                  double roi_end) {
   AxisTaps t;
   const bool roi_identity =
       p.coord != ResizeCoord::kTfCropAndResize || (IsClose(roi_start, 0.0) && IsClose(roi_end, 1.0));
@@ -195,6 +186,8 @@ StatusOr<AxisTaps> MakeAxisTaps(const ResizeParams& p, int64_t in_w, int64_t out
   }
   return t;
 }
+
+namespace {
 
 // ---------------------------------------------------------------- nearest: a gather
 
@@ -293,7 +286,7 @@ Status ResizeReference(const Tensor& in, const std::vector<double>& scales, cons
   std::vector<AxisTaps> taps;
   for (size_t d = 0; d < r; ++d) {
     const double rs = roi.empty() ? 0.0 : roi[d], re = roi.empty() ? 1.0 : roi[d + r];
-    auto t = MakeAxisTaps(p, in.dims()[d], out->dims()[d], scales[d], rs, re);
+    auto t = ResizeAxisTaps(p, in.dims()[d], out->dims()[d], scales[d], rs, re);
     if (!t.ok()) return t.status();
     taps.push_back(std::move(*t));
   }

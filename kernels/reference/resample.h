@@ -42,6 +42,21 @@ struct ResizeParams {
   double extrapolation_value = 0.0;  // tf_crop_and_resize outside [0, length - 1]
 };
 
+// For one axis: for each output index y, n input indices (clamped into the input) and their
+// weights, and whether y falls outside the crop (tf_crop_and_resize: the output is then the
+// extrapolation value). identity: the axis is copied (same size, scale 1).
+struct AxisTaps {
+  bool identity = false;
+  int n = 1;
+  std::vector<int64_t> idx;
+  std::vector<double> w;
+  std::vector<uint8_t> outside;
+};
+// The sampling table of one axis of in_w elements resized to out_w (every backend's Resize
+// samples by these).
+StatusOr<AxisTaps> ResizeAxisTaps(const ResizeParams& p, int64_t in_w, int64_t out_w, double scale, double roi_start,
+                                  double roi_end);
+
 // scales: one per axis of in (1 for axes that are not resized); roi: [starts..., ends...] with
 // 2 * rank values for tf_crop_and_resize, or empty (the whole input). out: dims from inference.
 // Nearest mode works on every dtype; linear and cubic need a numeric or 16-bit float type.

@@ -13,6 +13,8 @@
 
 #include "kernels/cuda/broadcast.h"
 #include "kernels/cuda/movement_body.h"
+#include "kernels/cuda/resize_body.h"
+#include "kernels/cuda/resize_tables.h"
 #include "kernels/cuda/unary_body.h"
 #include "lib/ops/op_def.h"
 #include "runtime/node_runner.h"
@@ -248,6 +250,75 @@ TEST(CudaUnaryBody, InstanceNormAsPlaneRowsMatchesTheReference) {
       got.data<float>()[r * HW + k] = NormAffine((xr[k] - mean) * inv, scale.data<float>(), bias.data<float>(), C, r, k);
   }
   EXPECT_TRUE(::whittle::testing::TensorsClose(got, want, 1e-5f, 1e-5f));
+}
+
+// Resize as the CUDA kernel computes it: tables from the shared axis tables (BuildResizeTables),
+// then ResizeAt over every output, against the reference Resize (both sum in double; the
+// reference one axis at a time): nearest exactly, linear and cubic to the kernel tests' 1e-6.
+TEST(CudaMovementBodies, ResizeMatchesTheReference) {
+  RegisterAllOps();
+  struct Case {
+    const char* mode;
+    const char* ctm;
+    const char* nearest;
+    std::vector<float> scales;  // empty: sizes
+    std::vector<int64_t> sizes;
+  } cases[] = {{"nearest", "asymmetric", "floor", {1, 1, 2, 2}, {}},
+               {"nearest", "half_pixel", "round_prefer_floor", {1, 1, 1.5f, 0.5f}, {}},
+               {"nearest", "pytorch_half_pixel", "round_prefer_ceil", {}, {2, 3, 9, 4}},
+               {"linear", "half_pixel", "round_prefer_floor", {1, 1, 2, 2}, {}},
+               {"linear", "align_corners", "round_prefer_floor", {}, {2, 3, 7, 11}},
+               {"linear", "pytorch_half_pixel", "round_prefer_floor", {1, 1, 0.5f, 3}, {}},
+               {"linear", "asymmetric", "round_prefer_floor", {1, 1, 1, 2}, {}},
+               {"cubic", "half_pixel", "round_prefer_floor", {1, 1, 2, 1.5f}, {}}};
+  const Tensor x = RandomFloat({2, 3, 6, 5}, 61);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.mode) + " " + c.ctm);
+    AttributeMap a;
+    a.Set("mode", Attribute::String(c.mode));
+    a.Set("coordinate_transformation_mode", Attribute::String(c.ctm));
+    a.Set("nearest_mode", Attribute::String(c.nearest));
+    Node n = MakeNode("Resize", 4, 1, a);
+    n.inputs[1] = -1;  // no roi
+    std::vector<Tensor> in = {x, Tensor(), Tensor(), Tensor()};
+    if (!c.scales.empty()) {
+      in[2] = Tensor::FromVector<float>({4}, c.scales);
+      n.inputs[3] = -1;
+    } else {
+      in[3] = Tensor::FromVector<int64_t>({4}, c.sizes);
+      n.inputs[2] = -1;
+    }
+    auto want = RunNode(n, 13, in, Backend::kReference);
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    const Tensor& y = (*want)[0];
+    // The scales ResolveResize gives: the given ones, or sizes / input dims.
+    std::vector<double> scales(4);
+    for (int d = 0; d < 4; ++d)
+      scales[static_cast<size_t>(d)] = c.scales.empty() ? static_cast<double>(c.sizes[static_cast<size_t>(d)]) / static_cast<double>(x.dim(d))
+                                                        : static_cast<double>(c.scales[static_cast<size_t>(d)]);
+    ResizeParams p;
+    p.mode = std::string(c.mode) == "nearest" ? ResizeMode::kNearest
+             : std::string(c.mode) == "linear" ? ResizeMode::kLinear : ResizeMode::kCubic;
+    const std::string ctm = c.ctm, nm = c.nearest;
+    p.coord = ctm == "asymmetric" ? ResizeCoord::kAsymmetric
+              : ctm == "align_corners" ? ResizeCoord::kAlignCorners
+              : ctm == "pytorch_half_pixel" ? ResizeCoord::kPytorchHalfPixel
+              : ctm == "tf_half_pixel_for_nn" ? ResizeCoord::kTfHalfPixelForNN : ResizeCoord::kHalfPixel;
+    p.nearest = nm == "floor" ? ResizeNearest::kFloor
+                : nm == "round_prefer_ceil" ? ResizeNearest::kRoundPreferCeil : ResizeNearest::kRoundPreferFloor;
+    auto t = BuildResizeTables(p, x.dims(), y.dims(), scales);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    ResizeGeom g;
+    g.in_h = 6, g.in_w = 5, g.out_h = y.dim(2), g.out_w = y.dim(3), g.planes = 6, g.nh = t->nh, g.nw = t->nw;
+    g.iy = t->ints.data(), g.ix = t->ints.data() + g.out_h * g.nh;
+    g.wy = t->weights.data(), g.wx = t->weights.data() + g.out_h * g.nh;
+    Tensor got(DType::kFloat32, y.dims());
+    for (int64_t i = 0; i < got.numel(); ++i) ResizeAt(x.data<float>(), got.data<float>(), g, i);
+    if (p.mode == ResizeMode::kNearest) EXPECT_TRUE(got.BitwiseEquals(y));
+    else EXPECT_TRUE(::whittle::testing::TensorsClose(got, y, 1e-6f, 1e-6f));  // the kernel tests' tolerance
+  }
+  // What the CUDA kernel leaves to the CPU: a batch or channel axis that changes.
+  EXPECT_FALSE(BuildResizeTables(ResizeParams(), {2, 3, 4, 4}, {2, 6, 4, 4}, {1, 2, 1, 1}).ok());
 }
 
 TEST(CudaUnaryBody, EveryUnaryOpMatchesTheReference) {

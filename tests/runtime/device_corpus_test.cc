@@ -81,7 +81,7 @@ void RegisterStandInKernels() {
     auto wrap = [&any_data](const std::string& domain, const std::string& op) {
       const bool any = any_data.count(op) > 0;
       // The inputs the CUDA kernels read on the host: Slice's parameters, a reduction's axes.
-      const uint64_t host = op == "Slice" ? 0b11110 : op.rfind("Reduce", 0) == 0 ? 0b10 : 0;
+      const uint64_t host = op == "Slice" ? 0b11110 : op == "Resize" ? 0b1110 : op.rfind("Reduce", 0) == 0 ? 0b10 : 0;
       KernelRegistry::Global().Wrap(domain, op, [any, host](KernelFactory prev) -> KernelFactory {
         return [any, host, prev](const KernelInit& init) -> StatusOr<std::unique_ptr<OpKernel>> {
           const bool float_data = !init.input_dtypes.empty() && init.input_dtypes[0] == DType::kFloat32;
@@ -91,7 +91,9 @@ void RegisterStandInKernels() {
           cpu.backend = Backend::kCpu;
           auto k = prev(cpu);
           if (!k.ok() || !*k || (*k)->OutputAliasesInput() >= 0) return k;
-          const uint64_t h = host == 0b11110 ? (init.opset >= 10 ? host : 0) : init.input_dtypes.size() > 1 ? host : 0;
+          const uint64_t h = host == 0b11110 ? (init.opset >= 10 ? host : 0)
+                             : host == 0b1110 ? (init.opset >= 11 ? host : 0b10)
+                             : init.input_dtypes.size() > 1 ? host : 0;
           return std::unique_ptr<OpKernel>(new StandInKernel(std::move(*k), h));
         };
       });
@@ -100,7 +102,7 @@ void RegisterStandInKernels() {
                            "Reciprocal", "HardSigmoid", "HardSwish", "Gelu", "LayerNormalization", "InstanceNormalization", "Add", "Sub", "Mul", "Div", "Softmax",
                            "LogSoftmax", "Gemm", "MatMul", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "ConvTranspose",
                            "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "BatchNormalization", "Expand", "Transpose", "Gather", "Concat",
-                           "Cast", "Where", "Slice", "DepthToSpace"})
+                           "Cast", "Where", "Slice", "DepthToSpace", "Resize"})
       wrap("", op);
     wrap(kWhittleDomain, "Attention");
   });
