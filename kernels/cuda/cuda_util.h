@@ -124,5 +124,6 @@ void RegisterCirculantFftKernels(KernelRegistry& r);
 void RegisterTrainingKernels(KernelRegistry& r);  // train_ops.cc
 void RegisterMovementKernels(KernelRegistry& r);  // movement.cc
 void RegisterResizeKernels(KernelRegistry& r);    // resize.cc
+void RegisterRecurrentKernels(KernelRegistry& r);  // recurrent.cc
 
 }  // namespace whittle::cuda

@@ -110,6 +110,8 @@ void LaunchGather(const void* x, const void* idx, bool idx64, void* y, int elem_
 // One Concat input x [outer, piece_row] into y's rows of out_row elements, at element `offset`.
 void LaunchConcatPiece(const void* x, void* y, int elem_bytes, int64_t outer, int64_t piece_row, int64_t out_row,
                        int64_t offset, void* stream);
+// y[0..n) = the element whose bytes are the low elem_bytes bytes of bits.
+void LaunchFill(void* y, int elem_bytes, uint64_t bits, int64_t n, void* stream);
 enum class CastType : int;
 void LaunchCast(const void* x, CastType from, void* y, CastType to, int64_t n, void* stream);
 struct WhereShape;
@@ -119,6 +121,10 @@ void LaunchWhere(const void* cond, const void* x, const void* y, void* out, int 
 // Resize of float planes by the tables in g (kernels/cuda/resize_body.h; device pointers).
 struct ResizeGeom;
 void LaunchResize(const float* x, float* y, const ResizeGeom& g, void* stream);
+
+// One step of an LSTM or GRU direction over the batch (kernels/cuda/recurrent_body.h).
+struct RecurrentStep;
+void LaunchRecurrentCell(const RecurrentStep& s, void* stream);
 
 // The int8 GEMM's launches on the calling thread's stream (cudaStreamPerThread; kernels/cuda/
 // qgemm_body.h, kernels/cuda/qlinear.cu): one stateless instance, no allocation per call.

@@ -6,6 +6,7 @@
 // arithmetic on Shape's output never gets here: a device session computes it on the host
 // (runtime/session.cc).
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -174,9 +175,30 @@ KernelOr MakeDepthToSpace(const KernelInit& init) {
   });
 }
 
+// ConstantOfShape: the value's bytes filled over the output; the shape input is read on the host
+// (HostInputs: it is the shape arithmetic's output, which stays there).
+KernelOr MakeConstantOfShape(const KernelInit& init) {
+  Tensor value = Tensor::Scalar<float>(0.f);
+  if (const Tensor* v = init.attrs.GetTensor("value")) {
+    if (!v->defined() || v->numel() != 1 || v->device() != DeviceType::kCpu) return KernelOr(nullptr);
+    value = *v;
+  }
+  const int bytes = WordBytes(value.dtype());
+  if (bytes == 0) return KernelOr(nullptr);
+  uint64_t bits = 0;
+  std::memcpy(&bits, value.raw_data(), static_cast<size_t>(bytes));
+  return Kernel(
+      [bytes, bits](KernelContext& ctx) -> Status {
+        LaunchFill(ctx.outputs[0]->raw_data(), bytes, bits, ctx.outputs[0]->numel(), Stream());
+        return Launched("ConstantOfShape");
+      },
+      0b1);
+}
+
 }  // namespace
 
 void RegisterMovementKernels(KernelRegistry& r) {
+  AddCudaKernel(r, "", "ConstantOfShape", MakeConstantOfShape);
   AddCudaKernel(r, "", "DepthToSpace", MakeDepthToSpace);
   AddCudaKernel(r, "", "Slice", MakeSlice);
   AddCudaKernel(r, "", "Gather", MakeGather);

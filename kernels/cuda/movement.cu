@@ -1,5 +1,5 @@
-// Device drivers of the data-movement ops (kernels/cuda/movement_body.h): one thread per output
-// element, elements moved as unsigned words of their size.
+// Device drivers of the data-movement ops (kernels/cuda/movement_body.h), Resize and the recurrent
+// cell: one thread per output element, elements moved as unsigned words of their size.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -7,6 +7,7 @@
 #include "kernels/cuda/kernels_impl.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/movement_body.h"
+#include "kernels/cuda/recurrent_body.h"
 #include "kernels/cuda/resize_body.h"
 
 namespace whittle::cuda {
@@ -31,6 +32,13 @@ template <class T>
 __global__ void WhereKernel(const uint8_t* c, const T* x, const T* y, T* out, WhereShape s, int64_t n) {
   WH_GRID_STRIDE(i, n) WhereAt(c, x, y, out, s, i);
 }
+
+template <class T>
+__global__ void FillKernel(T* y, T v, int64_t n) {
+  WH_GRID_STRIDE(i, n) y[i] = v;
+}
+
+__global__ void RecurrentCellKernel(RecurrentStep s, int64_t n) { WH_GRID_STRIDE(i, n) RecurrentCellAt(s, i); }
 
 __global__ void ResizeKernel(const float* x, float* y, ResizeGeom g, int64_t n) {
   WH_GRID_STRIDE(i, n) ResizeAt(x, y, g, i);
@@ -91,6 +99,19 @@ void LaunchWhere(const void* cond, const void* x, const void* y, void* out, int 
 void LaunchResize(const float* x, float* y, const ResizeGeom& g, void* stream) {
   const int64_t n = g.planes * g.out_h * g.out_w;
   if (n > 0) ResizeKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, g, n);
+}
+
+void LaunchRecurrentCell(const RecurrentStep& s, void* stream) {
+  const int64_t n = s.batch * s.hidden;
+  if (n > 0) RecurrentCellKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(s, n);
+}
+
+void LaunchFill(void* y, int elem_bytes, uint64_t bits, int64_t n, void* stream) {
+  if (n <= 0) return;
+  BySize(elem_bytes, [&](auto t) {
+    using T = decltype(t);
+    FillKernel<T><<<Blocks(n), kThreads, 0, S(stream)>>>(static_cast<T*>(y), static_cast<T>(bits), n);
+  });
 }
 
 }  // namespace whittle::cuda

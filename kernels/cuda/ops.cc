@@ -555,6 +555,7 @@ void RegisterKernels(KernelRegistry& r) {
   RegisterTrainingKernels(r);
   RegisterMovementKernels(r);
   RegisterResizeKernels(r);
+  RegisterRecurrentKernels(r);
 }
 
 }  // namespace whittle::cuda
