@@ -118,9 +118,10 @@ struct WhereShape;
 void LaunchWhere(const void* cond, const void* x, const void* y, void* out, int elem_bytes, const WhereShape& s,
                  int64_t n, void* stream);
 
-// Resize of float planes by the tables in g (kernels/cuda/resize_body.h; device pointers).
+// Resize of float x into y's n elements by the tables in g (kernels/cuda/resize_body.h; device
+// pointers).
 struct ResizeGeom;
-void LaunchResize(const float* x, float* y, const ResizeGeom& g, void* stream);
+void LaunchResize(const float* x, float* y, const ResizeGeom& g, int64_t n, void* stream);
 
 // One step of an LSTM or GRU direction over the batch (kernels/cuda/recurrent_body.h).
 struct RecurrentStep;

@@ -96,8 +96,7 @@ void LaunchWhere(const void* cond, const void* x, const void* y, void* out, int 
   });
 }
 
-void LaunchResize(const float* x, float* y, const ResizeGeom& g, void* stream) {
-  const int64_t n = g.planes * g.out_h * g.out_w;
+void LaunchResize(const float* x, float* y, const ResizeGeom& g, int64_t n, void* stream) {
   if (n > 0) ResizeKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, g, n);
 }
 

@@ -1,5 +1,5 @@
 // CUDA LSTM and GRU (float32, both layouts, one or two directions, sequence_lens, peepholes,
-// clip, input_forget; default activations; GRU with linear_before_reset): RunRecurrent's sequence
+// clip, input_forget, linear_before_reset; default activations): RunRecurrent's sequence
 // (kernels/cuda/recurrent_driver.h) on cuBLAS and the cell kernel. Other attributes decline to the
 // CPU kernels. sequence_lens stays on the device: the cell clamps each length into [0, seq]
 // (the CPU reports one outside it).
@@ -16,12 +16,12 @@ namespace {
 class CudaRecurrentOps : public RecurrentOps {
  public:
   explicit CudaRecurrentOps(Precision p) : precision_(p) {}
-  Status Gemm(const float* a, int64_t lda, const float* bt, int64_t ldb, float* c, int64_t M, int64_t N,
+  Status Gemm(const float* a, int64_t lda, const float* bt, int64_t ldb, float* c, int64_t ldc, int64_t M, int64_t N,
               int64_t K) override {
     GemmCall g;
     g.tb = true;
     g.M = M, g.N = N, g.K = K;
-    g.A = a, g.lda = lda, g.B = bt, g.ldb = ldb, g.C = c, g.ldc = N;
+    g.A = a, g.lda = lda, g.B = bt, g.ldb = ldb, g.C = c, g.ldc = ldc;
     g.precision = precision_;
     return RowMajorGemm(g);
   }

@@ -3,7 +3,7 @@
 // from one GEMM over the batch; this body then applies the gates to element (b, j) of the state,
 // updates h (and c) in place and writes Y, Y_h (and Y_c). Sequences shorter than the input
 // (sequence_lens) keep their state and leave Y zero past their end, as the reference does.
-// Default activations only (sigmoid, tanh, tanh); GRU with linear_before_reset (PyTorch's).
+// Default activations only (sigmoid, tanh, tanh); GRU with or without linear_before_reset.
 // tests/kernels/cuda_recurrent_body_test.cc runs the steps on the CPU against the reference.
 #pragma once
 
@@ -33,6 +33,12 @@ struct RecurrentStep {
   bool has_clip = false;
   float clip = 0.f;
   bool input_forget = false;
+  // GRU without linear_before_reset (ONNX's default): the h gate's product takes r * h, so a step
+  // is phase 1 (rh = r * h, from hr's z and r columns), a GEMM rh R_h^T into hr's h columns, then
+  // phase 0 (the update).
+  bool linear_before_reset = true;
+  int phase = 0;
+  float* rh = nullptr;               // [batch, H]
 };
 
 WH_HD float RnnSigmoid(float x) { return x >= 0.f ? 1.f / (1.f + expf(-x)) : expf(x) / (1.f + expf(x)); }
@@ -45,6 +51,10 @@ WH_HD void RecurrentCellAt(const RecurrentStep& s, int64_t i) {
   const int64_t H = s.hidden, b = i / H, j = i % H, G = s.gru ? 3 : 4;
   int64_t len = s.lens ? static_cast<int64_t>(s.lens[b]) : s.seq;
   len = len < 0 ? 0 : len > s.seq ? s.seq : len;
+  if (s.phase == 1 && s.step >= len) {
+    s.rh[i] = 0.f;  // unused: this sequence has ended
+    return;
+  }
   const int64_t state = (s.layout == 0 ? static_cast<int64_t>(s.dir) * s.batch + b : b * s.dirs + s.dir) * H + j;
   if (s.step >= len) {
     // Past this sequence's end: the state stays; an empty sequence ends with zero state.
@@ -63,10 +73,17 @@ WH_HD void RecurrentCellAt(const RecurrentStep& s, int64_t i) {
   auto wb = [&](int64_t g) { return s.bias ? s.bias[g * H + j] : 0.f; };
   auto rb = [&](int64_t g) { return s.bias ? s.bias[(G + g) * H + j] : 0.f; };
   float h_new;
-  if (s.gru) {  // gates z, r, h; linear_before_reset: h~ = tanh(xw_h + Wb_h + r * (hr_h + Rb_h))
-    const float z = RnnSigmoid(RnnClip(s, xw[j] + wb(0) + hr[j] + rb(0)));
+  if (s.gru) {  // gates z, r, h; linear_before_reset: h~ = tanh(xw_h + Wb_h + r * (hr_h + Rb_h)),
+                // else hr_h is already (r * h) R_h^T: h~ = tanh(xw_h + Wb_h + hr_h + Rb_h)
     const float r = RnnSigmoid(RnnClip(s, xw[H + j] + wb(1) + hr[H + j] + rb(1)));
-    const float hh = tanhf(RnnClip(s, xw[2 * H + j] + wb(2) + r * (hr[2 * H + j] + rb(2))));
+    if (s.phase == 1) {
+      s.rh[i] = r * s.h[i];
+      return;
+    }
+    const float z = RnnSigmoid(RnnClip(s, xw[j] + wb(0) + hr[j] + rb(0)));
+    const float hpre = s.linear_before_reset ? xw[2 * H + j] + wb(2) + r * (hr[2 * H + j] + rb(2))
+                                             : xw[2 * H + j] + wb(2) + hr[2 * H + j] + rb(2);
+    const float hh = tanhf(RnnClip(s, hpre));
     h_new = (1.f - z) * hh + z * s.h[i];
   } else {  // gates i, o, f, c; peepholes i, o, f
     const float c_prev = s.c[i];

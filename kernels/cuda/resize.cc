@@ -1,5 +1,5 @@
-// CUDA Resize (opset 10+) of float32 tensors over their last two axes (the NCHW upsampling and
-// downsampling of segmentation and detection models): nearest, linear and cubic, every coordinate
+// CUDA Resize (opset 10+) of float32 tensors of up to 8 dims (the NCHW upsampling and downsampling
+// of segmentation and detection models, any axes): nearest, linear and cubic, every coordinate
 // transform but tf_crop_and_resize. roi, scales and sizes are read on the host (HostInputs); the
 // tables (kernels/cuda/resize_tables.h) are built there from the same axis tables as the CPU's,
 // uploaded once per input/output shape and kept by the kernel.
@@ -18,8 +18,8 @@ namespace whittle::cuda {
 namespace {
 
 struct UploadedTables {
-  int nh = 1, nw = 1;
-  std::shared_ptr<Buffer> ints, weights;
+  ResizeTables layout;  // taps and offsets (the host vectors cleared)
+  std::shared_ptr<Buffer> idx, w;
 };
 
 // Device tables per (input dims, output dims, scales), at most a few kept.
@@ -40,6 +40,7 @@ KernelOr MakeResize(const KernelInit& init) {
         Tensor& y = *ctx.outputs[0];
         std::vector<double> scales, roi;
         WH_RETURN_IF_ERROR(ResolveResize(s, ctx, &scales, &roi));
+        if (y.numel() == 0) return Status::Ok();
         std::vector<double> key(x.dims().begin(), x.dims().end());
         key.insert(key.end(), y.dims().begin(), y.dims().end());
         key.insert(key.end(), scales.begin(), scales.end());
@@ -51,24 +52,18 @@ KernelOr MakeResize(const KernelInit& init) {
             up = it->second;
           } else {
             WH_ASSIGN_OR_RETURN(ResizeTables t, BuildResizeTables(s.params, x.dims(), y.dims(), scales));
-            up.nh = t.nh;
-            up.nw = t.nw;
-            WH_ASSIGN_OR_RETURN(up.ints, Upload(t.ints.data(), t.ints.size() * sizeof(int32_t)));
-            WH_ASSIGN_OR_RETURN(up.weights, Upload(t.weights.data(), t.weights.size() * sizeof(double)));
+            WH_ASSIGN_OR_RETURN(up.idx, Upload(t.idx.data(), t.idx.size() * sizeof(int32_t)));
+            WH_ASSIGN_OR_RETURN(up.w, Upload(t.w.data(), t.w.size() * sizeof(double)));
+            t.idx.clear();
+            t.w.clear();
+            up.layout = std::move(t);
             if (cache->by_key.size() >= 8) cache->by_key.clear();
             cache->by_key.emplace(key, up);
           }
         }
-        const int r = x.rank();
-        ResizeGeom g;
-        g.in_h = x.dim(r - 2), g.in_w = x.dim(r - 1), g.out_h = y.dim(r - 2), g.out_w = y.dim(r - 1);
-        g.planes = g.in_h * g.in_w != 0 ? x.numel() / (g.in_h * g.in_w) : 0;
-        g.nh = up.nh, g.nw = up.nw;
-        const int32_t* ints = static_cast<const int32_t*>(up.ints->data());
-        const double* weights = static_cast<const double*>(up.weights->data());
-        g.iy = ints, g.ix = ints + g.out_h * g.nh;
-        g.wy = weights, g.wx = weights + g.out_h * g.nh;
-        LaunchResize(x.data<float>(), y.data<float>(), g, Stream());
+        const ResizeGeom g = ResizeGeomOf(up.layout, x.dims(), y.dims(), static_cast<const int32_t*>(up.idx->data()),
+                                          static_cast<const double*>(up.w->data()));
+        LaunchResize(x.data<float>(), y.data<float>(), g, y.numel(), Stream());
         return Launched("Resize");
       },
       init.opset >= 11 ? 0b1110 : 0b10);

@@ -1,13 +1,13 @@
 // The CUDA Resize's tables, built on the host from the axis tables every backend samples by
-// (ResizeAxisTaps): for the last two axes, per output row and column, the input rows/columns and
-// their weights, laid out as kernels/cuda/resize_body.h reads them. No CUDA here, so the body
-// test builds them the same way.
+// (ResizeAxisTaps): per axis and output index, the input indices and their weights, laid out as
+// kernels/cuda/resize_body.h reads them. No CUDA here, so the body test builds them the same way.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/resize_body.h"
 #include "kernels/reference/resample.h"
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
@@ -15,47 +15,61 @@
 namespace whittle::cuda {
 
 struct ResizeTables {
-  int nh = 1, nw = 1;
-  std::vector<int32_t> ints;  // [out_h * nh rows | out_w * nw columns]
-  std::vector<double> weights;  // their weights, the same layout
+  int taps[kResizeMaxRank] = {};
+  int64_t offset[kResizeMaxRank] = {};
+  std::vector<int32_t> idx;
+  std::vector<double> w;
 };
 
-// Unimplemented for what the CUDA Resize leaves to the CPU: rank < 2, an axis before the last two
-// that changes, tf_crop_and_resize, an axis over 2^31 elements.
+// Unimplemented for what the CUDA Resize leaves to the CPU: tf_crop_and_resize, a rank over 8,
+// an axis over 2^31 elements, more than 4096 tap combinations per output.
 inline StatusOr<ResizeTables> BuildResizeTables(const ResizeParams& p, const Dims& in, const Dims& out,
                                                 const std::vector<double>& scales) {
   const size_t r = in.size();
-  if (r < 2 || out.size() != r || scales.size() != r || p.coord == ResizeCoord::kTfCropAndResize)
-    return Unimplemented("the CUDA Resize resizes the last two axes (no tf_crop_and_resize)");
-  for (size_t d = 0; d + 2 < r; ++d)
-    if (in[d] != out[d] || scales[d] != 1.0) return Unimplemented("the CUDA Resize resizes the last two axes only");
-  if (in[r - 2] > INT32_MAX || in[r - 1] > INT32_MAX) return Unimplemented("a CUDA Resize axis over 2^31 elements");
+  if (r > static_cast<size_t>(kResizeMaxRank) || out.size() != r || scales.size() != r ||
+      p.coord == ResizeCoord::kTfCropAndResize)
+    return Unimplemented("the CUDA Resize takes up to 8 dims and no tf_crop_and_resize");
   ResizeTables t;
-  std::vector<int32_t> idx[2];
-  std::vector<double> w[2];
-  for (int a = 0; a < 2; ++a) {
-    const size_t d = r - 2 + static_cast<size_t>(a);
+  int64_t combos = 1;
+  for (size_t d = 0; d < r; ++d) {
+    if (in[d] > INT32_MAX) return Unimplemented("a CUDA Resize axis over 2^31 elements");
     WH_ASSIGN_OR_RETURN(AxisTaps taps, ResizeAxisTaps(p, in[d], out[d], scales[d], 0.0, 1.0));
-    int& n = a == 0 ? t.nh : t.nw;
+    t.offset[d] = static_cast<int64_t>(t.idx.size());
     if (taps.identity) {  // copied: one tap of weight 1 at the same index
-      n = 1;
+      t.taps[d] = 1;
       for (int64_t y = 0; y < out[d]; ++y) {
-        idx[a].push_back(static_cast<int32_t>(y));
-        w[a].push_back(1.0);
+        t.idx.push_back(static_cast<int32_t>(y));
+        t.w.push_back(1.0);
       }
-      continue;
+    } else {
+      t.taps[d] = taps.n;
+      for (size_t k = 0; k < taps.idx.size(); ++k) {
+        t.idx.push_back(static_cast<int32_t>(taps.idx[k]));
+        t.w.push_back(taps.w[k]);
+      }
     }
-    n = taps.n;
-    for (size_t k = 0; k < taps.idx.size(); ++k) {
-      idx[a].push_back(static_cast<int32_t>(taps.idx[k]));
-      w[a].push_back(taps.w[k]);
-    }
+    combos *= t.taps[d];
   }
-  t.ints = idx[0];
-  t.ints.insert(t.ints.end(), idx[1].begin(), idx[1].end());
-  t.weights = w[0];
-  t.weights.insert(t.weights.end(), w[1].begin(), w[1].end());
+  if (combos > 4096) return Unimplemented("a CUDA Resize of more than 4096 taps per output");
   return t;
+}
+
+// The kernel's geometry from the tables (idx, w: where the tables are, on the device or not).
+inline ResizeGeom ResizeGeomOf(const ResizeTables& t, const Dims& in, const Dims& out, const int32_t* idx,
+                               const double* w) {
+  ResizeGeom g;
+  g.rank = static_cast<int>(in.size());
+  int64_t stride = 1;
+  for (int d = g.rank - 1; d >= 0; --d) {
+    g.out_dims[d] = out[static_cast<size_t>(d)];
+    g.in_strides[d] = stride;
+    stride *= in[static_cast<size_t>(d)];
+    g.taps[d] = t.taps[d];
+    g.offset[d] = t.offset[d];
+  }
+  g.idx = idx;
+  g.w = w;
+  return g;
 }
 
 }  // namespace whittle::cuda

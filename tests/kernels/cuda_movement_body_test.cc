@@ -5,7 +5,10 @@
 // serves. The launches themselves run on a GPU only (scripts/cuda-device-check.sh).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -16,8 +19,10 @@
 #include "kernels/cuda/resize_body.h"
 #include "kernels/cuda/resize_tables.h"
 #include "kernels/cuda/unary_body.h"
+#include "kernels/resample_setup.h"
 #include "lib/ops/op_def.h"
 #include "runtime/node_runner.h"
+#include "tests/util/node_case.h"
 #include "tests/util/test_util.h"
 
 namespace whittle::cuda {
@@ -254,7 +259,8 @@ TEST(CudaUnaryBody, InstanceNormAsPlaneRowsMatchesTheReference) {
 
 // Resize as the CUDA kernel computes it: tables from the shared axis tables (BuildResizeTables),
 // then ResizeAt over every output, against the reference Resize (both sum in double; the
-// reference one axis at a time): nearest exactly, linear and cubic to the kernel tests' 1e-6.
+// reference one axis at a time): nearest exactly, linear and cubic to the kernel tests' 1e-6;
+// the batch and channel axes resized too.
 TEST(CudaMovementBodies, ResizeMatchesTheReference) {
   RegisterAllOps();
   struct Case {
@@ -266,10 +272,12 @@ TEST(CudaMovementBodies, ResizeMatchesTheReference) {
   } cases[] = {{"nearest", "asymmetric", "floor", {1, 1, 2, 2}, {}},
                {"nearest", "half_pixel", "round_prefer_floor", {1, 1, 1.5f, 0.5f}, {}},
                {"nearest", "pytorch_half_pixel", "round_prefer_ceil", {}, {2, 3, 9, 4}},
+               {"nearest", "asymmetric", "floor", {2, 0.5f, 1, 2}, {}},
                {"linear", "half_pixel", "round_prefer_floor", {1, 1, 2, 2}, {}},
                {"linear", "align_corners", "round_prefer_floor", {}, {2, 3, 7, 11}},
                {"linear", "pytorch_half_pixel", "round_prefer_floor", {1, 1, 0.5f, 3}, {}},
                {"linear", "asymmetric", "round_prefer_floor", {1, 1, 1, 2}, {}},
+               {"linear", "half_pixel", "round_prefer_floor", {1, 2, 2, 2}, {}},
                {"cubic", "half_pixel", "round_prefer_floor", {1, 1, 2, 1.5f}, {}}};
   const Tensor x = RandomFloat({2, 3, 6, 5}, 61);
   for (const Case& c : cases) {
@@ -302,23 +310,66 @@ TEST(CudaMovementBodies, ResizeMatchesTheReference) {
     const std::string ctm = c.ctm, nm = c.nearest;
     p.coord = ctm == "asymmetric" ? ResizeCoord::kAsymmetric
               : ctm == "align_corners" ? ResizeCoord::kAlignCorners
-              : ctm == "pytorch_half_pixel" ? ResizeCoord::kPytorchHalfPixel
-              : ctm == "tf_half_pixel_for_nn" ? ResizeCoord::kTfHalfPixelForNN : ResizeCoord::kHalfPixel;
+              : ctm == "pytorch_half_pixel" ? ResizeCoord::kPytorchHalfPixel : ResizeCoord::kHalfPixel;
     p.nearest = nm == "floor" ? ResizeNearest::kFloor
                 : nm == "round_prefer_ceil" ? ResizeNearest::kRoundPreferCeil : ResizeNearest::kRoundPreferFloor;
     auto t = BuildResizeTables(p, x.dims(), y.dims(), scales);
     ASSERT_TRUE(t.ok()) << t.status().message();
-    ResizeGeom g;
-    g.in_h = 6, g.in_w = 5, g.out_h = y.dim(2), g.out_w = y.dim(3), g.planes = 6, g.nh = t->nh, g.nw = t->nw;
-    g.iy = t->ints.data(), g.ix = t->ints.data() + g.out_h * g.nh;
-    g.wy = t->weights.data(), g.wx = t->weights.data() + g.out_h * g.nh;
+    const ResizeGeom g = ResizeGeomOf(*t, x.dims(), y.dims(), t->idx.data(), t->w.data());
     Tensor got(DType::kFloat32, y.dims());
     for (int64_t i = 0; i < got.numel(); ++i) ResizeAt(x.data<float>(), got.data<float>(), g, i);
     if (p.mode == ResizeMode::kNearest) EXPECT_TRUE(got.BitwiseEquals(y));
     else EXPECT_TRUE(::whittle::testing::TensorsClose(got, y, 1e-6f, 1e-6f));  // the kernel tests' tolerance
   }
-  // What the CUDA kernel leaves to the CPU: a batch or channel axis that changes.
-  EXPECT_FALSE(BuildResizeTables(ResizeParams(), {2, 3, 4, 4}, {2, 6, 4, 4}, {1, 2, 1, 1}).ok());
+  ResizeParams crop;
+  crop.coord = ResizeCoord::kTfCropAndResize;  // left to the CPU
+  EXPECT_FALSE(BuildResizeTables(crop, {2, 3, 4, 4}, {2, 3, 8, 8}, {1, 1, 2, 2}).ok());
+}
+
+// The ONNX backend suite's Resize cases (libonnx-testdata) through the CUDA Resize's host side
+// (ParseResize, ResolveResize, BuildResizeTables) and its body, against the suite's expected
+// outputs: every float case the CUDA kernel takes (all but tf_crop_and_resize) agrees.
+TEST(CudaMovementBodies, ResizeConformanceCases) {
+  RegisterAllOps();
+  int ran = 0, declined = 0;
+  for (const auto& e : std::filesystem::directory_iterator(::whittle::testing::kOnnxNodeCases)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("test_resize_", 0) != 0) continue;
+    SCOPED_TRACE(name);
+    auto nc = ::whittle::testing::LoadNodeCase(e.path().string());
+    ASSERT_TRUE(nc.ok()) << nc.status().message();
+    const Node& node = nc->node;
+    const std::vector<Tensor>& in = nc->inputs;
+    const Tensor* want = &nc->outputs[0];
+    if (in[0].dtype() != DType::kFloat32) continue;
+    std::vector<DType> dts;
+    std::vector<const Tensor*> ptrs;
+    for (const Tensor& t : in) {
+      dts.push_back(t.defined() ? t.dtype() : DType::kUndefined);
+      ptrs.push_back(t.defined() ? &t : nullptr);
+    }
+    const int opset = static_cast<int>(nc->graph.OpsetFor(""));
+    KernelInit init{node.attrs, opset, dts, std::vector<const Tensor*>(in.size(), nullptr), 1, name, Backend::kCpu};
+    auto setup = ParseResize(init);
+    ASSERT_TRUE(setup.ok()) << setup.status().message();
+    if (setup->params.coord == ResizeCoord::kTfCropAndResize) {
+      ++declined;  // the CUDA factory declines these
+      continue;
+    }
+    Tensor y(DType::kFloat32, want->dims());
+    KernelContext ctx{ptrs, {&y}, 1};
+    std::vector<double> scales, roi;
+    ASSERT_TRUE(ResolveResize(*setup, ctx, &scales, &roi).ok());
+    auto t = BuildResizeTables(setup->params, in[0].dims(), y.dims(), scales);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    const ResizeGeom geom = ResizeGeomOf(*t, in[0].dims(), y.dims(), t->idx.data(), t->w.data());
+    for (int64_t i = 0; i < y.numel(); ++i) ResizeAt(in[0].data<float>(), y.data<float>(), geom, i);
+    EXPECT_TRUE(::whittle::testing::TensorsClose(y, *want, 1e-5f, 1e-5f));
+    ++ran;
+  }
+  std::printf("[ resize   ] %d conformance cases through the CUDA Resize's body, %d tf_crop_and_resize left to the CPU\n",
+              ran, declined);
+  EXPECT_GE(ran, 15);
 }
 
 TEST(CudaUnaryBody, EveryUnaryOpMatchesTheReference) {
