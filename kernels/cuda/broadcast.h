@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "kernels/common/index.h"
 #include "kernels/cuda/kernels_impl.h"
@@ -53,6 +55,30 @@ inline bool SliceCopyShape(const Dims& x, const SliceParams& p, const Dims& y_di
     stride *= x[k];
   }
   return true;
+}
+
+// Split of x (dims) along axis into outputs of out_dims (each x's dims but for the axis): each a
+// strided copy from its offset. False when they do not tile the axis.
+inline bool SplitCopyShapes(const Dims& x, int64_t axis, const std::vector<Dims>& out_dims,
+                            std::vector<std::pair<BroadcastShape, int64_t>>* copies) {
+  copies->clear();
+  if (axis < 0 || axis >= static_cast<int64_t>(x.size())) return false;
+  const size_t a = static_cast<size_t>(axis);
+  SliceParams p;
+  p.start.assign(x.size(), 0);
+  p.step.assign(x.size(), 1);
+  int64_t begin = 0;
+  for (const Dims& y : out_dims) {
+    if (y.size() != x.size()) return false;
+    p.len = y;
+    p.start[a] = begin;
+    begin += y[a];
+    BroadcastShape s;
+    int64_t offset = 0;
+    if (!SliceCopyShape(x, p, y, &s, &offset)) return false;
+    copies->emplace_back(s, offset);
+  }
+  return begin == x[a];
 }
 
 // DepthToSpace of x [N, C*b*b, H, W] (DCR, or CRD when crd) as a strided copy: y [N, C, H*b, W*b]

@@ -33,15 +33,7 @@ __global__ void BinaryKernel(Binary op, const float* a, const float* b, float* y
       ai += c * s.a_strides[d];
       bi += c * s.b_strides[d];
     }
-    const float u = a[ai], v = b[bi];
-    float r = 0.f;
-    switch (op) {
-      case Binary::kAdd: r = u + v; break;
-      case Binary::kSub: r = u - v; break;
-      case Binary::kMul: r = u * v; break;
-      case Binary::kDiv: r = u / v; break;
-    }
-    y[i] = Apply(act, r, 0.01f);
+    y[i] = Apply(act, BinaryOf(op, a[ai], b[bi]), 0.01f);
   }
 }
 

@@ -11,11 +11,11 @@ namespace whittle::cuda {
 constexpr int kMaxRank = 8;
 
 // Elementwise ops (kernels.cu keeps the numbering).
-enum class Unary : int { kRelu, kSigmoid, kTanh, kExp, kLog, kNeg, kAbs, kSqrt, kErf, kLeakyRelu, kIdentity, kReciprocal, kGelu, kGeluTanh, kHardSigmoid, kHardSwish };
-enum class Binary : int { kAdd, kSub, kMul, kDiv };
+enum class Unary : int { kRelu, kSigmoid, kTanh, kExp, kLog, kNeg, kAbs, kSqrt, kErf, kLeakyRelu, kIdentity, kReciprocal, kGelu, kGeluTanh, kHardSigmoid, kHardSwish,
+                         kElu, kSelu, kSoftplus, kSoftsign, kFloor, kCeil, kRound, kClip, kThresholdedRelu };
+enum class Binary : int { kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kPRelu };
 
-// y[i] = f(x[i]) (alpha: LeakyRelu's slope, HardSigmoid's alpha; beta: HardSigmoid's beta;
-// kernels/cuda/unary_body.h).
+// y[i] = f(x[i]) (alpha, beta: the op's parameters, kernels/cuda/unary_body.h).
 void LaunchUnary(Unary op, const float* x, float* y, int64_t n, float alpha, void* stream, float beta = 0.f);
 
 // Numpy-broadcast y = act(a op b): out_dims of `rank` (<= kMaxRank) dims, a and b read at

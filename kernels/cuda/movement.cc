@@ -195,9 +195,36 @@ KernelOr MakeConstantOfShape(const KernelInit& init) {
       0b1);
 }
 
+// Split of float32 x along an axis: output k is the slice of x at the sizes the outputs' dims
+// give (shape inference resolved the split input or attribute), one strided copy each
+// (SplitCopyShapes). The split input is not read (HostInputs: not uploaded).
+KernelOr MakeSplit(const KernelInit& init) {
+  if (InputDType(init, 0) != DType::kFloat32) return KernelOr(nullptr);
+  const int64_t axis_attr = init.attrs.GetInt("axis", 0);
+  return Kernel(
+      [axis_attr](KernelContext& ctx) -> Status {
+        const Tensor& x = *ctx.inputs[0];
+        const int64_t axis = axis_attr < 0 ? axis_attr + x.rank() : axis_attr;
+        std::vector<Dims> dims;
+        for (Tensor* y : ctx.outputs) {
+          if (!y) return Unimplemented("the CUDA Split needs every output");
+          dims.push_back(y->dims());
+        }
+        std::vector<std::pair<BroadcastShape, int64_t>> copies;
+        if (x.rank() > kMaxRank || !SplitCopyShapes(x.dims(), axis, dims, &copies))
+          return InvalidArgument("Split: the outputs do not tile axis " + std::to_string(axis_attr) + " of " + DimsToString(x.dims()));
+        for (size_t k = 0; k < copies.size(); ++k)
+          LaunchStridedCopy(x.data<float>() + copies[k].second, ctx.outputs[k]->data<float>(), copies[k].first,
+                            ctx.outputs[k]->numel(), Stream());
+        return Launched("Split");
+      },
+      0b10);
+}
+
 }  // namespace
 
 void RegisterMovementKernels(KernelRegistry& r) {
+  AddCudaKernel(r, "", "Split", MakeSplit);
   AddCudaKernel(r, "", "ConstantOfShape", MakeConstantOfShape);
   AddCudaKernel(r, "", "DepthToSpace", MakeDepthToSpace);
   AddCudaKernel(r, "", "Slice", MakeSlice);

@@ -7,6 +7,7 @@
 // otherwise returns null — the session then runs the node's CPU kernel with explicit copies and
 // lists it (Session::fallback_nodes). Fused activations: Relu or none.
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -28,14 +29,50 @@ namespace {
 MakeFn UnaryOp(Unary op) {
   return [op](const KernelInit& init) -> KernelOr {
     if (!init.AllFloat32() || init.input_dtypes.size() != 1) return KernelOr(nullptr);
-    const bool hs = op == Unary::kHardSigmoid;  // ONNX's defaults: alpha 0.2, beta 0.5
-    const float alpha = init.attrs.GetFloat("alpha", hs ? 0.2f : 0.01f), beta = init.attrs.GetFloat("beta", hs ? 0.5f : 0.f);
+    // ONNX's defaults of each op's alpha and beta (Selu's gamma travels as beta).
+    float alpha = 0.01f, beta = 0.f;
+    switch (op) {
+      case Unary::kHardSigmoid: alpha = init.attrs.GetFloat("alpha", 0.2f), beta = init.attrs.GetFloat("beta", 0.5f); break;
+      case Unary::kElu:
+      case Unary::kThresholdedRelu: alpha = init.attrs.GetFloat("alpha", 1.f); break;
+      case Unary::kSelu:
+        alpha = init.attrs.GetFloat("alpha", 1.67326319217681884765625f);
+        beta = init.attrs.GetFloat("gamma", 1.05070102214813232421875f);
+        break;
+      default: alpha = init.attrs.GetFloat("alpha", 0.01f);
+    }
     return Kernel([op, alpha, beta](KernelContext& ctx) {
       LaunchUnary(op, ctx.inputs[0]->data<float>(), ctx.outputs[0]->data<float>(), ctx.inputs[0]->numel(), alpha,
                   Stream(), beta);
       return Launched("an element-wise kernel");
     });
   };
+}
+
+// Clip of float32 x: the bounds from the attributes (opset < 11) or the optional scalar inputs,
+// read on the host (HostInputs); an absent bound does not clip.
+KernelOr MakeClip(const KernelInit& init) {
+  if (!init.AllFloat32() || init.num_outputs != 1) return KernelOr(nullptr);
+  const bool attrs = init.opset < 11;
+  const float lo_attr = init.attrs.GetFloat("min", -INFINITY), hi_attr = init.attrs.GetFloat("max", INFINITY);
+  return Kernel(
+      [attrs, lo_attr, hi_attr](KernelContext& ctx) -> Status {
+        float lo = -INFINITY, hi = INFINITY;
+        if (attrs) {
+          lo = lo_attr, hi = hi_attr;
+        } else {
+          for (size_t k = 1; k < 3 && k < ctx.inputs.size(); ++k) {
+            const Tensor* b = ctx.inputs[k];
+            if (!b) continue;
+            if (b->numel() != 1) return InvalidArgument("Clip bounds must be scalars, got shape " + DimsToString(b->dims()));
+            (k == 1 ? lo : hi) = b->data<float>()[0];
+          }
+        }
+        LaunchUnary(Unary::kClip, ctx.inputs[0]->data<float>(), ctx.outputs[0]->data<float>(), ctx.inputs[0]->numel(),
+                    lo, Stream(), hi);
+        return Launched("Clip");
+      },
+      attrs ? 0 : 0b110);
 }
 
 MakeFn BinaryOp(Binary op) {
@@ -529,7 +566,11 @@ void RegisterKernels(KernelRegistry& r) {
                                                  {"Abs", Unary::kAbs},   {"Sqrt", Unary::kSqrt},
                                                  {"Erf", Unary::kErf},   {"LeakyRelu", Unary::kLeakyRelu},
                                                  {"Reciprocal", Unary::kReciprocal}, {"HardSigmoid", Unary::kHardSigmoid},
-                                                 {"HardSwish", Unary::kHardSwish}};
+                                                 {"HardSwish", Unary::kHardSwish}, {"Elu", Unary::kElu},
+                                                 {"Selu", Unary::kSelu}, {"Softplus", Unary::kSoftplus},
+                                                 {"Softsign", Unary::kSoftsign}, {"Floor", Unary::kFloor},
+                                                 {"Ceil", Unary::kCeil}, {"Round", Unary::kRound},
+                                                 {"ThresholdedRelu", Unary::kThresholdedRelu}};
   for (const auto& [op, u] : unary) add(op, UnaryOp(u));
   // Gelu (opset 20; also what runtime/rewrite/fuse_gelu.h makes of exported erf patterns).
   add("Gelu", [](const KernelInit& i) {
@@ -537,9 +578,12 @@ void RegisterKernels(KernelRegistry& r) {
   });
   add("LayerNormalization", MakeLayerNorm);
   add("InstanceNormalization", MakeInstanceNorm);
-  const std::pair<const char*, Binary> binary[] = {
-      {"Add", Binary::kAdd}, {"Sub", Binary::kSub}, {"Mul", Binary::kMul}, {"Div", Binary::kDiv}};
+  const std::pair<const char*, Binary> binary[] = {{"Add", Binary::kAdd}, {"Sub", Binary::kSub},
+                                                   {"Mul", Binary::kMul}, {"Div", Binary::kDiv},
+                                                   {"Pow", Binary::kPow}, {"PRelu", Binary::kPRelu},
+                                                   {"Max", Binary::kMax}, {"Min", Binary::kMin}};  // Max/Min: two inputs
   for (const auto& [op, b] : binary) add(op, BinaryOp(b));
+  add("Clip", MakeClip);
   add("Softmax", SoftmaxOp(false));
   add("LogSoftmax", SoftmaxOp(true));
   add("Gemm", MakeGemm);

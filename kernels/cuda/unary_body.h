@@ -31,8 +31,36 @@ WH_HD float Apply(Unary op, float x, float alpha, float beta = 0.f) {
     case Unary::kGeluTanh: return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
     case Unary::kHardSigmoid: return HardSigmoidOf(x, alpha, beta);
     case Unary::kHardSwish: return x * HardSigmoidOf(x, 1.f / 6.f, 0.5f);
+    case Unary::kElu: return x >= 0.f ? x : alpha * expm1f(x);
+    case Unary::kSelu: return x > 0.f ? beta * x : beta * (alpha * expf(x) - alpha);  // beta: gamma
+    case Unary::kSoftplus: return x > 0.f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+    case Unary::kSoftsign: return x / (1.f + fabsf(x));
+    case Unary::kFloor: return floorf(x);
+    case Unary::kCeil: return ceilf(x);
+    case Unary::kRound: return RoundHalfEven(x);
+    case Unary::kClip: {  // alpha, beta: the bounds; NaN stays NaN (the CPU's min(max(x, lo), hi))
+      const float m = x < alpha ? alpha : x;
+      return beta < m ? beta : m;
+    }
+    case Unary::kThresholdedRelu: return x > alpha ? x : 0.f;
   }
   return x;
+}
+
+// The binary element-wise ops on one pair (the CPU's semantics: Max/Min keep a NaN first operand,
+// Pow in double).
+WH_HD float BinaryOf(Binary op, float u, float v) {
+  switch (op) {
+    case Binary::kAdd: return u + v;
+    case Binary::kSub: return u - v;
+    case Binary::kMul: return u * v;
+    case Binary::kDiv: return u / v;
+    case Binary::kPow: return static_cast<float>(pow(static_cast<double>(u), static_cast<double>(v)));
+    case Binary::kMax: return (u >= v || u != u) ? u : v;
+    case Binary::kMin: return (u <= v || u != u) ? u : v;
+    case Binary::kPRelu: return u < 0.f ? u * v : u;
+  }
+  return u;
 }
 
 // The normalization kernels' affine step on a normalised value v of row r, column k: per column

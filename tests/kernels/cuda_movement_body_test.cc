@@ -216,6 +216,34 @@ TEST(CudaMovementBodies, SliceAsAStridedCopyMatchesTheReference) {
   }
 }
 
+// Split (uneven, along each axis) as the CUDA factory lays it out, through the strided-copy body.
+TEST(CudaMovementBodies, SplitAsStridedCopiesMatchesTheReference) {
+  RegisterAllOps();
+  const Tensor x = RandomFloat({4, 6, 5}, 45);
+  for (int64_t axis : {0, 1, 2}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    const std::vector<int64_t> sizes = axis == 0 ? std::vector<int64_t>{1, 3} : axis == 1 ? std::vector<int64_t>{2, 0, 4}
+                                                                                          : std::vector<int64_t>{3, 2};
+    AttributeMap a;
+    a.Set("axis", Attribute::Int(axis));
+    auto want = RunNode(MakeNode("Split", 2, static_cast<int>(sizes.size()), a), 13,
+                        {x, Tensor::FromVector<int64_t>({static_cast<int64_t>(sizes.size())}, sizes)}, Backend::kReference);
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    std::vector<Dims> dims;
+    for (const Tensor& t : *want) dims.push_back(t.dims());
+    std::vector<std::pair<BroadcastShape, int64_t>> copies;
+    ASSERT_TRUE(SplitCopyShapes(x.dims(), axis, dims, &copies));
+    for (size_t k = 0; k < copies.size(); ++k) {
+      Tensor got(DType::kFloat32, dims[k]);
+      for (int64_t i = 0; i < got.numel(); ++i)
+        StridedCopyAt(x.data<float>() + copies[k].second, got.data<float>(), copies[k].first, i);
+      EXPECT_TRUE(got.BitwiseEquals((*want)[k])) << "output " << k;
+    }
+  }
+  std::vector<std::pair<BroadcastShape, int64_t>> copies;
+  EXPECT_FALSE(SplitCopyShapes({4, 6}, 1, {{4, 2}, {4, 3}}, &copies));  // 5 of 6
+}
+
 // DepthToSpace (DCR and CRD) as the CUDA factory lays it out, through the strided-copy body.
 TEST(CudaMovementBodies, DepthToSpaceAsAStridedCopyMatchesTheReference) {
   RegisterAllOps();
@@ -232,6 +260,30 @@ TEST(CudaMovementBodies, DepthToSpaceAsAStridedCopyMatchesTheReference) {
     for (int64_t i = 0; i < got.numel(); ++i) StridedCopyAt(x.data<float>(), got.data<float>(), s, i);
     EXPECT_TRUE(got.BitwiseEquals(want));
   }
+}
+
+// The binary element-wise ops and Clip on single values against the reference ops, NaNs included
+// (Max/Min keep a NaN first operand; Clip keeps a NaN).
+TEST(CudaUnaryBody, BinaryOpsAndClipMatchTheReference) {
+  RegisterAllOps();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> av = {-2.5f, -1.f, 0.f, 0.5f, 3.f, nan, 2.f, -0.f}, bv = {1.5f, -2.f, 2.f, 0.5f, nan, 1.f, 3.f, 0.f};
+  const Tensor a = Tensor::FromVector<float>({8}, av), b = Tensor::FromVector<float>({8}, bv);
+  const std::pair<const char*, Binary> ops[] = {{"Add", Binary::kAdd}, {"Sub", Binary::kSub}, {"Mul", Binary::kMul},
+                                                {"Div", Binary::kDiv}, {"Pow", Binary::kPow}, {"Max", Binary::kMax},
+                                                {"Min", Binary::kMin}, {"PRelu", Binary::kPRelu}};
+  for (const auto& [name, op] : ops) {
+    SCOPED_TRACE(name);
+    const Tensor want = Reference(MakeNode(name, 2, 1), {a, b});
+    Tensor got(DType::kFloat32, {8});
+    for (int64_t i = 0; i < 8; ++i) got.data<float>()[i] = BinaryOf(op, av[static_cast<size_t>(i)], bv[static_cast<size_t>(i)]);
+    EXPECT_TRUE(got.BitwiseEquals(want));
+  }
+  const Tensor lo = Tensor::Scalar<float>(-1.f), hi = Tensor::Scalar<float>(2.f);
+  const Tensor want = Reference(MakeNode("Clip", 3, 1), {a, lo, hi});
+  Tensor got(DType::kFloat32, {8});
+  for (int64_t i = 0; i < 8; ++i) got.data<float>()[i] = Apply(Unary::kClip, av[static_cast<size_t>(i)], -1.f, 2.f);
+  EXPECT_TRUE(got.BitwiseEquals(want));
 }
 
 // InstanceNormalization as the CUDA factory runs it: the LayerNorm kernel's two passes over each
@@ -388,12 +440,21 @@ TEST(CudaUnaryBody, EveryUnaryOpMatchesTheReference) {
                {"Reciprocal", Unary::kReciprocal, 0, 0, true, 17}, {"Gelu", Unary::kGelu, 0, 0, false, 20},
                {"HardSigmoid", Unary::kHardSigmoid, 0.3f, 0.4f, false, 17},
                {"HardSigmoid", Unary::kHardSigmoid, 0.2f, 0.5f, false, 17},  // ONNX's defaults
-               {"HardSwish", Unary::kHardSwish, 0, 0, false, 17}};
+               {"HardSwish", Unary::kHardSwish, 0, 0, false, 17},
+               {"Elu", Unary::kElu, 0.7f, 0, false, 17},
+               {"Selu", Unary::kSelu, 1.67326319217681884765625f, 1.05070102214813232421875f, false, 17},
+               {"Softplus", Unary::kSoftplus, 0, 0, false, 17},  {"Softsign", Unary::kSoftsign, 0, 0, false, 17},
+               {"Floor", Unary::kFloor, 0, 0, false, 17},        {"Ceil", Unary::kCeil, 0, 0, false, 17},
+               {"Round", Unary::kRound, 0, 0, false, 17},
+               {"ThresholdedRelu", Unary::kThresholdedRelu, 0.5f, 0, false, 17}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.op);
-    const Tensor x = RandomFloat({200}, 21, c.positive ? 0.05f : -6.f, 6.f);
+    Tensor x = RandomFloat({200}, 21, c.positive ? 0.05f : -6.f, 6.f);
+    if (c.u == Unary::kRound)  // halves, to see half to even
+      for (int64_t i = 0; i < 20; ++i) x.data<float>()[i] = static_cast<float>(i - 10) + 0.5f;
     AttributeMap a;
-    if (c.u == Unary::kLeakyRelu || c.u == Unary::kHardSigmoid) a.Set("alpha", Attribute::Float(c.alpha));
+    if (c.u == Unary::kLeakyRelu || c.u == Unary::kHardSigmoid || c.u == Unary::kElu || c.u == Unary::kThresholdedRelu)
+      a.Set("alpha", Attribute::Float(c.alpha));
     if (c.u == Unary::kHardSigmoid) a.Set("beta", Attribute::Float(c.beta));
     auto want = RunNode(MakeNode(c.op, 1, 1, a), c.opset, {x}, Backend::kReference);
     ASSERT_TRUE(want.ok()) << want.status().message();

@@ -84,6 +84,8 @@ void RegisterStandInKernels() {
       const uint64_t host = op == "Slice"             ? 0b11110
                             : op == "Resize"          ? 0b1110
                             : op == "ConstantOfShape" ? 0b1
+                            : op == "Split"           ? 0b10
+                            : op == "Clip"            ? 0b110
                             : op.rfind("Reduce", 0) == 0 ? 0b10
                                                          : 0;
       KernelRegistry::Global().Wrap(domain, op, [any, host](KernelFactory prev) -> KernelFactory {
@@ -107,7 +109,9 @@ void RegisterStandInKernels() {
                            "Reciprocal", "HardSigmoid", "HardSwish", "Gelu", "LayerNormalization", "InstanceNormalization", "Add", "Sub", "Mul", "Div", "Softmax",
                            "LogSoftmax", "Gemm", "MatMul", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "ConvTranspose",
                            "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "BatchNormalization", "Expand", "Transpose", "Gather", "Concat",
-                           "Cast", "Where", "Slice", "DepthToSpace", "Resize", "LSTM", "GRU", "ConstantOfShape"})
+                           "Cast", "Where", "Slice", "DepthToSpace", "Resize", "LSTM", "GRU", "ConstantOfShape", "Split", "Clip", "Pow",
+                           "PRelu", "Max", "Min", "Elu", "Selu", "Softplus", "Softsign", "Floor", "Ceil", "Round",
+                           "ThresholdedRelu"})
       wrap("", op);
     wrap(kWhittleDomain, "Attention");
   });
