@@ -81,6 +81,23 @@ inline bool SplitCopyShapes(const Dims& x, int64_t axis, const std::vector<Dims>
   return begin == x[a];
 }
 
+// Pad's tables: per axis, the input index each output index reads (PadSourceIndex; -1: the
+// constant), concatenated; offsets where each axis's run starts. False for a bad shape.
+inline bool PadTables(const Dims& x, const Dims& y, const std::vector<int64_t>& pads, PadMode mode,
+                      std::vector<int32_t>* idx, int64_t offsets[kMaxRank]) {
+  const size_t r = x.size();
+  if (y.size() != r || pads.size() != 2 * r || r > static_cast<size_t>(kMaxRank)) return false;
+  idx->clear();
+  for (size_t d = 0; d < r; ++d) {
+    if (x[d] > INT32_MAX || y[d] != x[d] + pads[d] + pads[r + d]) return false;
+    if (x[d] == 0 && mode != PadMode::kConstant && y[d] > 0) return false;
+    offsets[d] = static_cast<int64_t>(idx->size());
+    for (int64_t o = 0; o < y[d]; ++o)
+      idx->push_back(static_cast<int32_t>(x[d] == 0 ? -1 : PadSourceIndex(o, pads[d], x[d], mode)));
+  }
+  return true;
+}
+
 // DepthToSpace of x [N, C*b*b, H, W] (DCR, or CRD when crd) as a strided copy: y [N, C, H*b, W*b]
 // walked as [N, C, H, b, W, b], each index at the stride of x it reads. False for a bad shape.
 inline bool DepthToSpaceCopyShape(const Dims& x, int64_t b, bool crd, BroadcastShape* s) {

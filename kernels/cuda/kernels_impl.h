@@ -112,6 +112,9 @@ void LaunchConcatPiece(const void* x, void* y, int elem_bytes, int64_t outer, in
                        int64_t offset, void* stream);
 // y[0..n) = the element whose bytes are the low elem_bytes bytes of bits.
 void LaunchFill(void* y, int elem_bytes, uint64_t bits, int64_t n, void* stream);
+// Pad of float x into y's n elements by g's tables (kernels/cuda/movement_body.h; device memory).
+struct PadGeom;
+void LaunchPad(const float* x, float* y, float value, const PadGeom& g, int64_t n, void* stream);
 enum class CastType : int;
 void LaunchCast(const void* x, CastType from, void* y, CastType to, int64_t n, void* stream);
 struct WhereShape;

@@ -7,6 +7,9 @@
 // (runtime/session.cc).
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -221,9 +224,82 @@ KernelOr MakeSplit(const KernelInit& init) {
       0b10);
 }
 
+// Pad of float32 x (constant, reflect, edge, wrap): per axis a table of the input index each
+// output index reads, built on the host by the CPU's PadSourceIndex and uploaded once per shape;
+// pads and the constant are read on the host (HostInputs). The axes input (opset 18) declines.
+struct PadCache {
+  std::mutex mu;
+  std::map<std::vector<int64_t>, std::pair<std::shared_ptr<Buffer>, std::vector<int64_t>>> by_key;
+};
+
+KernelOr MakePad(const KernelInit& init) {
+  if (InputDType(init, 0) != DType::kFloat32 || InputDType(init, 3) != DType::kUndefined || init.num_outputs != 1)
+    return KernelOr(nullptr);
+  auto mode = ParsePadMode(init.attrs.GetString("mode", "constant"));
+  if (!mode.ok()) return KernelOr(nullptr);
+  const PadMode m = *mode;
+  const int opset = init.opset;
+  const std::vector<int64_t> pads_attr = init.attrs.GetInts("pads", {});
+  const float value_attr = init.attrs.GetFloat("value", 0.f);
+  auto cache = std::make_shared<PadCache>();
+  return Kernel(
+      [m, opset, pads_attr, value_attr, cache](KernelContext& ctx) -> Status {
+        const Tensor& x = *ctx.inputs[0];
+        Tensor& y = *ctx.outputs[0];
+        std::vector<int64_t> pads = pads_attr;
+        float value = value_attr;
+        if (opset >= 11) {
+          WH_ASSIGN_OR_RETURN(pads, IndexValues(ctx.inputs.size() > 1 ? ctx.inputs[1] : nullptr, "pads"));
+          const Tensor* v = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+          if (v) {
+            if (v->dtype() != DType::kFloat32 || v->numel() != 1)
+              return InvalidArgument("constant_value must be a scalar of the data's type");
+            value = v->data<float>()[0];
+          }
+        }
+        if (y.numel() == 0) return Status::Ok();
+        std::vector<int64_t> key(x.dims().begin(), x.dims().end());
+        key.insert(key.end(), pads.begin(), pads.end());
+        std::shared_ptr<Buffer> table;
+        std::vector<int64_t> offsets;
+        {
+          std::lock_guard<std::mutex> lock(cache->mu);
+          auto it = cache->by_key.find(key);
+          if (it != cache->by_key.end()) {
+            table = it->second.first;
+            offsets = it->second.second;
+          } else {
+            std::vector<int32_t> idx;
+            int64_t off[kMaxRank] = {};
+            if (!PadTables(x.dims(), y.dims(), pads, m, &idx, off))
+              return InvalidArgument("Pad: pads " + std::to_string(pads.size()) + " do not give " + DimsToString(y.dims()) +
+                                     " from " + DimsToString(x.dims()));
+            WH_ASSIGN_OR_RETURN(table, Upload(idx.data(), std::max<size_t>(1, idx.size()) * sizeof(int32_t)));
+            offsets.assign(off, off + x.rank());
+            if (cache->by_key.size() >= 8) cache->by_key.clear();
+            cache->by_key.emplace(key, std::make_pair(table, offsets));
+          }
+        }
+        PadGeom g;
+        g.rank = x.rank();
+        int64_t stride = 1;
+        for (int d = g.rank - 1; d >= 0; --d) {
+          g.out_dims[d] = y.dim(d);
+          g.in_strides[d] = stride;
+          stride *= x.dim(d);
+          g.offset[d] = offsets[static_cast<size_t>(d)];
+        }
+        g.idx = static_cast<const int32_t*>(table->data());
+        LaunchPad(x.data<float>(), y.data<float>(), value, g, y.numel(), Stream());
+        return Launched("Pad");
+      },
+      opset >= 11 ? 0b110 : 0);
+}
+
 }  // namespace
 
 void RegisterMovementKernels(KernelRegistry& r) {
+  AddCudaKernel(r, "", "Pad", MakePad);
   AddCudaKernel(r, "", "Split", MakeSplit);
   AddCudaKernel(r, "", "ConstantOfShape", MakeConstantOfShape);
   AddCudaKernel(r, "", "DepthToSpace", MakeDepthToSpace);

@@ -33,6 +33,10 @@ __global__ void WhereKernel(const uint8_t* c, const T* x, const T* y, T* out, Wh
   WH_GRID_STRIDE(i, n) WhereAt(c, x, y, out, s, i);
 }
 
+__global__ void PadKernel(const float* x, float* y, float value, PadGeom g, int64_t n) {
+  WH_GRID_STRIDE(i, n) PadAt(x, y, value, g, i);
+}
+
 template <class T>
 __global__ void FillKernel(T* y, T v, int64_t n) {
   WH_GRID_STRIDE(i, n) y[i] = v;
@@ -111,6 +115,10 @@ void LaunchFill(void* y, int elem_bytes, uint64_t bits, int64_t n, void* stream)
     using T = decltype(t);
     FillKernel<T><<<Blocks(n), kThreads, 0, S(stream)>>>(static_cast<T*>(y), static_cast<T>(bits), n);
   });
+}
+
+void LaunchPad(const float* x, float* y, float value, const PadGeom& g, int64_t n, void* stream) {
+  if (n > 0) PadKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, value, g, n);
 }
 
 }  // namespace whittle::cuda

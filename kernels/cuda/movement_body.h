@@ -96,4 +96,29 @@ WH_HD void WhereAt(const uint8_t* cond, const T* x, const T* y, T* out, const Wh
   out[i] = c ? x[StridedOffset(s.rank, s.dims, s.x_strides, i)] : y[StridedOffset(s.rank, s.dims, s.y_strides, i)];
 }
 
+// Pad: per axis d, idx[offset[d] + o] is the input index output index o reads along d
+// (kernels/common/index.h's PadSourceIndex, tabled on the host), -1 for the constant.
+struct PadGeom {
+  int rank = 0;
+  int64_t out_dims[kMaxRank] = {};
+  int64_t in_strides[kMaxRank] = {};
+  int64_t offset[kMaxRank] = {};
+  const int32_t* idx = nullptr;
+};
+
+WH_HD void PadAt(const float* x, float* y, float value, const PadGeom& g, int64_t i) {
+  int64_t rest = i, off = 0;
+  for (int d = g.rank - 1; d >= 0; --d) {
+    const int64_t o = rest % g.out_dims[d];
+    rest /= g.out_dims[d];
+    const int32_t s = g.idx[g.offset[d] + o];
+    if (s < 0) {
+      y[i] = value;
+      return;
+    }
+    off += static_cast<int64_t>(s) * g.in_strides[d];
+  }
+  y[i] = x[off];
+}
+
 }  // namespace whittle::cuda

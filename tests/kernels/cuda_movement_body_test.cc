@@ -244,6 +244,41 @@ TEST(CudaMovementBodies, SplitAsStridedCopiesMatchesTheReference) {
   EXPECT_FALSE(SplitCopyShapes({4, 6}, 1, {{4, 2}, {4, 3}}, &copies));  // 5 of 6
 }
 
+// Pad (every mode; negative pads crop) as the CUDA factory lays it out: the host's index tables
+// (PadTables, from the CPU's PadSourceIndex) read by the body.
+TEST(CudaMovementBodies, PadMatchesTheReference) {
+  RegisterAllOps();
+  const Tensor x = RandomFloat({2, 3, 4, 5}, 47);
+  const std::vector<std::vector<int64_t>> pad_cases = {{0, 0, 1, 2, 0, 0, 2, 1}, {0, 1, 3, 0, 1, 0, 0, 4},
+                                                       {0, 0, -1, 1, 0, 0, 1, -2}};
+  for (const char* mode : {"constant", "reflect", "edge", "wrap"})
+    for (const auto& pads : pad_cases) {
+      SCOPED_TRACE(std::string(mode) + " pads[2] " + std::to_string(pads[2]));
+      AttributeMap a;
+      a.Set("mode", Attribute::String(mode));
+      auto want = RunNode(MakeNode("Pad", 3, 1, a), 19,
+                          {x, Tensor::FromVector<int64_t>({8}, pads), Tensor::Scalar<float>(0.75f)}, Backend::kReference);
+      ASSERT_TRUE(want.ok()) << want.status().message();
+      const Tensor& y = (*want)[0];
+      auto m = ParsePadMode(mode);
+      ASSERT_TRUE(m.ok());
+      std::vector<int32_t> idx;
+      int64_t off[kMaxRank] = {};
+      ASSERT_TRUE(PadTables(x.dims(), y.dims(), pads, *m, &idx, off));
+      PadGeom g;
+      g.rank = 4;
+      int64_t stride = 1;
+      for (int d = 3; d >= 0; --d) {
+        g.out_dims[d] = y.dim(d), g.in_strides[d] = stride, g.offset[d] = off[d];
+        stride *= x.dim(d);
+      }
+      g.idx = idx.data();
+      Tensor got(DType::kFloat32, y.dims());
+      for (int64_t i = 0; i < got.numel(); ++i) PadAt(x.data<float>(), got.data<float>(), 0.75f, g, i);
+      EXPECT_TRUE(got.BitwiseEquals(y));
+    }
+}
+
 // DepthToSpace (DCR and CRD) as the CUDA factory lays it out, through the strided-copy body.
 TEST(CudaMovementBodies, DepthToSpaceAsAStridedCopyMatchesTheReference) {
   RegisterAllOps();

@@ -85,7 +85,7 @@ void RegisterStandInKernels() {
                             : op == "Resize"          ? 0b1110
                             : op == "ConstantOfShape" ? 0b1
                             : op == "Split"           ? 0b10
-                            : op == "Clip"            ? 0b110
+                            : op == "Clip" || op == "Pad" ? 0b110
                             : op.rfind("Reduce", 0) == 0 ? 0b10
                                                          : 0;
       KernelRegistry::Global().Wrap(domain, op, [any, host](KernelFactory prev) -> KernelFactory {
@@ -111,7 +111,7 @@ void RegisterStandInKernels() {
                            "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "BatchNormalization", "Expand", "Transpose", "Gather", "Concat",
                            "Cast", "Where", "Slice", "DepthToSpace", "Resize", "LSTM", "GRU", "ConstantOfShape", "Split", "Clip", "Pow",
                            "PRelu", "Max", "Min", "Elu", "Selu", "Softplus", "Softsign", "Floor", "Ceil", "Round",
-                           "ThresholdedRelu"})
+                           "ThresholdedRelu", "Pad"})
       wrap("", op);
     wrap(kWhittleDomain, "Attention");
   });
