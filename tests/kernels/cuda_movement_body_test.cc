@@ -459,6 +459,86 @@ TEST(CudaMovementBodies, ResizeConformanceCases) {
   EXPECT_GE(ran, 15);
 }
 
+// The ONNX backend suite's float Slice, Split, Pad and DepthToSpace cases through the CUDA
+// kernels' layouts (the same helpers kernels/cuda/movement.cc calls) and the strided-copy and pad
+// bodies, against the suite's expected outputs, bit for bit.
+TEST(CudaMovementBodies, StridedCopyConformanceCases) {
+  RegisterAllOps();
+  int ran = 0;
+  for (const auto& e : std::filesystem::directory_iterator(::whittle::testing::kOnnxNodeCases)) {
+    const std::string name = e.path().filename().string();
+    const bool slice = name.rfind("test_slice", 0) == 0, split = name.rfind("test_split_", 0) == 0,
+               pad = name == "test_constant_pad" || name == "test_edge_pad" || name == "test_reflect_pad" ||
+                     name == "test_wrap_pad",
+               d2s = name.rfind("test_depthtospace", 0) == 0;
+    if (!slice && !split && !pad && !d2s) continue;
+    SCOPED_TRACE(name);
+    auto nc = ::whittle::testing::LoadNodeCase(e.path().string());
+    ASSERT_TRUE(nc.ok()) << nc.status().message();
+    const std::vector<Tensor>& in = nc->inputs;
+    if (in[0].dtype() != DType::kFloat32) continue;
+    const Tensor& x = in[0];
+    auto values = [&](size_t k) {
+      std::vector<int64_t> v;
+      if (k < in.size() && in[k].defined()) {
+        auto r = IndexValues(&in[k], "values");
+        if (r.ok()) v = *r;
+      }
+      return v;
+    };
+    std::vector<Tensor> got;
+    if (slice) {
+      auto p = ResolveSlice(x.dims(), values(1), values(2), values(3), values(4));
+      ASSERT_TRUE(p.ok()) << p.status().message();
+      BroadcastShape bs;
+      int64_t offset = 0;
+      got.emplace_back(DType::kFloat32, nc->outputs[0].dims());
+      ASSERT_TRUE(SliceCopyShape(x.dims(), *p, got[0].dims(), &bs, &offset));
+      for (int64_t i = 0; i < got[0].numel(); ++i) StridedCopyAt(x.data<float>() + offset, got[0].data<float>(), bs, i);
+    } else if (split) {
+      std::vector<Dims> dims;
+      for (const Tensor& t : nc->outputs) dims.push_back(t.dims());
+      int64_t axis = nc->node.attrs.GetInt("axis", 0);
+      if (axis < 0) axis += x.rank();
+      std::vector<std::pair<BroadcastShape, int64_t>> copies;
+      ASSERT_TRUE(SplitCopyShapes(x.dims(), axis, dims, &copies));
+      for (size_t k = 0; k < copies.size(); ++k) {
+        got.emplace_back(DType::kFloat32, dims[k]);
+        for (int64_t i = 0; i < got[k].numel(); ++i)
+          StridedCopyAt(x.data<float>() + copies[k].second, got[k].data<float>(), copies[k].first, i);
+      }
+    } else if (pad) {
+      auto m = ParsePadMode(nc->node.attrs.GetString("mode", "constant"));
+      ASSERT_TRUE(m.ok());
+      got.emplace_back(DType::kFloat32, nc->outputs[0].dims());
+      std::vector<int32_t> idx;
+      int64_t off[kMaxRank] = {};
+      ASSERT_TRUE(PadTables(x.dims(), got[0].dims(), values(1), *m, &idx, off));
+      PadGeom g;
+      g.rank = x.rank();
+      int64_t stride = 1;
+      for (int d = g.rank - 1; d >= 0; --d) {
+        g.out_dims[d] = got[0].dim(d), g.in_strides[d] = stride, g.offset[d] = off[d];
+        stride *= x.dim(d);
+      }
+      g.idx = idx.data();
+      const float value = in.size() > 2 && in[2].defined() ? in[2].data<float>()[0] : 0.f;
+      for (int64_t i = 0; i < got[0].numel(); ++i) PadAt(x.data<float>(), got[0].data<float>(), value, g, i);
+    } else {
+      BroadcastShape bs;
+      ASSERT_TRUE(DepthToSpaceCopyShape(x.dims(), nc->node.attrs.GetInt("blocksize", 0),
+                                        nc->node.attrs.GetString("mode", "DCR") == "CRD", &bs));
+      got.emplace_back(DType::kFloat32, nc->outputs[0].dims());
+      for (int64_t i = 0; i < got[0].numel(); ++i) StridedCopyAt(x.data<float>(), got[0].data<float>(), bs, i);
+    }
+    ASSERT_EQ(got.size(), nc->outputs.size());
+    for (size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(got[k].BitwiseEquals(nc->outputs[k])) << "output " << k;
+    ++ran;
+  }
+  std::printf("[ movement ] %d Slice/Split/Pad/DepthToSpace conformance cases through the CUDA layouts\n", ran);
+  EXPECT_GE(ran, 15);
+}
+
 TEST(CudaUnaryBody, EveryUnaryOpMatchesTheReference) {
   RegisterAllOps();
   struct Case {
