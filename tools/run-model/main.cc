@@ -84,7 +84,9 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "Warm-up runs per batch size")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--iterations", iterations, "Minimum timed runs per batch size")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--min-time", min_time, "Minimum seconds of timed runs per batch size")->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_flag("--profile", profile, "Print time per op type and per node (share of the total)");
+  app.add_flag("--profile", profile,
+               "Print time per op type and per node (share of the total) and, on a device, which nodes ran on the CPU: "
+               "fallbacks (no kernel there; inputs and outputs copied) and shape arithmetic (on the host by design)");
   app.add_flag("--json", json, "Print one JSON object on stdout instead of tables");
   app.add_option("--provider", provider, "Kernels: cpu (fast) or reference (plain loops)")
       ->check(CLI::IsMember({"cpu", "reference"}))->capture_default_str();
