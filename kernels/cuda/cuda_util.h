@@ -106,6 +106,10 @@ void AddCudaKernel(KernelRegistry& r, const char* domain, const char* op, MakeFn
 // `bytes` of host memory in a new device buffer (constants: weights, parameters; at load).
 StatusOr<std::shared_ptr<Buffer>> Upload(const void* host, size_t bytes);
 
+// `bytes` of host memory copied into this thread's Scratch(bytes, slot) (per-call parameters a
+// kernel checked on the host: no allocation, so no cudaFree stall when the call ends).
+StatusOr<void*> UploadToScratch(const void* host, size_t bytes, int slot);
+
 // A per-thread device scratch of at least `bytes` (grown, never shared between threads; work on
 // one thread's stream is ordered, so successive kernels may reuse it). `slot` keeps kernels that
 // need theirs alive at once apart.

@@ -20,8 +20,8 @@
 namespace whittle::cuda {
 
 // Indices read as int64 or int32 (one of idx64 / idx32 is null). A negative index counts from
-// the end; one out of [-axis_dim, axis_dim) gives zeros (the device cannot raise an error
-// without a synchronisation; the CPU kernel reports it).
+// the end; one out of [-axis_dim, axis_dim) gives zeros (the CUDA Gather checks its indices on
+// the host first, so it never passes one).
 template <class T>
 WH_HD void GatherAt(const T* x, const int64_t* idx64, const int32_t* idx32, T* y, int64_t axis_dim, int64_t n_idx,
                     int64_t inner, int64_t i) {

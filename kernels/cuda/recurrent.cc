@@ -1,8 +1,8 @@
 // CUDA LSTM and GRU (float32, both layouts, one or two directions, sequence_lens, peepholes,
 // clip, input_forget, linear_before_reset; default activations): RunRecurrent's sequence
 // (kernels/cuda/recurrent_driver.h) on cuBLAS and the cell kernel. Other attributes decline to the
-// CPU kernels. sequence_lens stays on the device: the cell clamps each length into [0, seq]
-// (the CPU reports one outside it).
+// CPU kernels. sequence_lens is read on the host and checked there as on the CPU (a length outside
+// [0, seq] is the CPU's error), then uploaded.
 #include <cuda_runtime_api.h>
 
 #include "kernels/common/recurrent_attrs.h"
@@ -62,12 +62,18 @@ MakeFn RecurrentOp_(RecurrentOp op) {
       };
       auto f = [](const Tensor* t) { return t ? t->data<float>() : nullptr; };
       auto fo = [](Tensor* t) { return t ? t->data<float>() : nullptr; };
-      if (in(kRnnSeqLens) && in(kRnnSeqLens)->dtype() != DType::kInt32)
-        return InvalidArgument("sequence_lens must be int32");
+      // sequence_lens is read on the host (HostInputs) and checked as on the CPU, then uploaded.
+      const int32_t* lens_dev = nullptr;
+      if (in(kRnnSeqLens)) {
+        WH_ASSIGN_OR_RETURN(std::vector<int64_t> lens, ResolveSequenceLengths(in(kRnnSeqLens), d));
+        std::vector<int32_t> l32(lens.begin(), lens.end());
+        WH_ASSIGN_OR_RETURN(void* p, UploadToScratch(l32.data(), l32.size() * sizeof(int32_t), 2));
+        lens_dev = static_cast<const int32_t*>(p);
+      }
       RecurrentCall call;
       call.X = f(in(kRnnX)), call.W = f(in(kRnnW)), call.R = f(in(kRnnR)), call.B = f(in(kRnnB));
       call.h0 = f(in(kRnnInitialH));
-      call.lens = in(kRnnSeqLens) ? in(kRnnSeqLens)->data<int32_t>() : nullptr;
+      call.lens = lens_dev;
       const bool lstm = a.op == RecurrentOp::kLstm;
       if (lstm) call.c0 = f(in(kRnnInitialC)), call.P = f(in(kRnnP));
       call.Y = fo(out(0)), call.Yh = fo(out(1)), call.Yc = lstm ? fo(out(2)) : nullptr;
@@ -76,7 +82,7 @@ MakeFn RecurrentOp_(RecurrentOp op) {
       CudaRecurrentOps ops(precision);
       WH_RETURN_IF_ERROR(RunRecurrent(a, d, call, ops));
       return Launched(lstm ? "LSTM" : "GRU");
-    });
+    }, uint64_t{1} << kRnnSeqLens);
   };
 }
 

@@ -24,7 +24,7 @@ struct RecurrentStep {
   const float* hr = nullptr;         // [batch, G*H]: h R^T without biases
   const float* bias = nullptr;       // [2*G*H]: the W biases, then the R biases; null: none
   const float* peep = nullptr;       // LSTM [3*H]: i, o, f; null: none
-  const int32_t* lens = nullptr;     // [batch]; null: every sequence is seq long
+  const int32_t* lens = nullptr;     // [batch] (checked on the host); null: every sequence is seq long
   float* h = nullptr;                // [batch, H], in place
   float* c = nullptr;                // LSTM [batch, H], in place
   float* y = nullptr;                // Y or null

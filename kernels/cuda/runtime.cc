@@ -143,6 +143,13 @@ StatusOr<void*> Scratch(size_t bytes, int slot) {
   return b->data();
 }
 
+StatusOr<void*> UploadToScratch(const void* host, size_t bytes, int slot) {
+  WH_ASSIGN_OR_RETURN(void* p, Scratch(bytes, slot));
+  // Stream-ordered: a later upload into the same scratch waits for the kernels queued before it.
+  if (bytes) WH_RETURN_IF_ERROR(Copy(p, DeviceType::kCuda, host, DeviceType::kCpu, bytes));
+  return p;
+}
+
 bool RuntimeActive() { return DeviceRuntimeFor(DeviceType::kCuda) == &kRuntime; }
 
 const ParamUpdates& CudaParamUpdates();  // param_update.cu

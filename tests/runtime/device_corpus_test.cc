@@ -84,7 +84,8 @@ void RegisterStandInKernels() {
       const uint64_t host = op == "Slice"             ? 0b11110
                             : op == "Resize"          ? 0b1110
                             : op == "ConstantOfShape" ? 0b1
-                            : op == "Split"           ? 0b10
+                            : op == "Split" || op == "Gather" ? 0b10
+                            : op == "LSTM" || op == "GRU" ? 0b10000
                             : op == "Clip" || op == "Pad" ? 0b110
                             : op.rfind("Reduce", 0) == 0 ? 0b10
                                                          : 0;
