@@ -1,5 +1,7 @@
 #include "runtime/node_runner.h"
 
+#include <algorithm>
+
 namespace whittle {
 
 StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Backend backend,
@@ -60,14 +62,18 @@ StatusOr<std::vector<Tensor>> RunNode(const Node& node, int opset, const std::ve
   std::vector<DType> odt;
   std::vector<Dims> odims;
   WH_RETURN_IF_ERROR(InferConcrete(*def, node, opset, in, &odt, &odims));
-  // A device kernel gets device copies of the inputs and device outputs, copied back after.
+  // A device kernel gets device copies of the inputs (host ones of those it reads on the host:
+  // OpKernel::HostInputs) and device outputs, copied back after.
   const DeviceType dev = kernel->device();
+  const uint64_t host_in = dev == DeviceType::kCpu ? 0 : kernel->HostInputs();
   std::vector<Tensor> moved(in.size());
-  for (size_t i = 0; i < in.size(); ++i)
-    if (in[i] && in[i]->device() != dev) {
-      WH_ASSIGN_OR_RETURN(moved[i], in[i]->ToDevice(dev));
+  for (size_t i = 0; i < in.size(); ++i) {
+    const DeviceType want = (host_in >> std::min<size_t>(i, 63) & 1) ? DeviceType::kCpu : dev;
+    if (in[i] && in[i]->device() != want) {
+      WH_ASSIGN_OR_RETURN(moved[i], in[i]->ToDevice(want));
       in[i] = &moved[i];
     }
+  }
   std::vector<Tensor> outs(node.outputs.size());
   KernelContext ctx;
   ctx.inputs = in;

@@ -19,6 +19,7 @@
 #include "lib/ir/device.h"
 #include "lib/ir/domain.h"
 #include "lib/ops/op_def.h"
+#include "runtime/node_runner.h"
 #include "tests/util/fake_device.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/infer_test_util.h"
@@ -157,6 +158,23 @@ TEST(DeviceCorpus, HostInputsStayOnTheHost) {
     EXPECT_EQ(scope.device().copies_to_device, 1) << "x; run " << run;
     EXPECT_EQ(scope.device().copies_to_host, 2) << "starts, once, and y; run " << run;
   }
+}
+
+// RunNode (what the kernel tests run every backend through) honours HostInputs too: the stand-in
+// Slice gets its data on the device and its starts/ends on the host, and computes the CPU's result.
+TEST(DeviceCorpus, RunNodeHandsHostInputsOnTheHost) {
+  RegisterAllOps();
+  RegisterAllKernels();
+  RegisterStandInKernels();
+  FakeDeviceScope scope;
+  ClaimScope claim;
+  const std::vector<Tensor> in = {RandomFloat({4, 6}, 3), Tensor::FromVector<int64_t>({1}, {1}),
+                                  Tensor::FromVector<int64_t>({1}, {5}), Tensor::FromVector<int64_t>({1}, {1})};
+  auto want = RunNode(testing::MakeNode("Slice", 4, 1), 13, in, Backend::kCpu);
+  auto got = RunNode(testing::MakeNode("Slice", 4, 1), 13, in, Backend::kCuda);
+  ASSERT_TRUE(want.ok() && got.ok()) << (got.ok() ? want.status().message() : got.status().message());
+  EXPECT_TRUE((*got)[0].BitwiseEquals((*want)[0]));
+  EXPECT_EQ(scope.device().copies_to_device, 1) << "the data only";
 }
 
 TEST(DeviceCorpus, ExportedGraphsRunOnTheStandInDeviceAsOnTheCpu) {
