@@ -18,6 +18,7 @@
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/kernels_impl.h"
 #include "kernels/cuda/softmax_body.h"
+#include "kernels/cuda/unary_params.h"
 #include "kernels/kernel.h"
 #include "lib/ir/domain.h"
 
@@ -29,18 +30,7 @@ namespace {
 MakeFn UnaryOp(Unary op) {
   return [op](const KernelInit& init) -> KernelOr {
     if (!init.AllFloat32() || init.input_dtypes.size() != 1) return KernelOr(nullptr);
-    // ONNX's defaults of each op's alpha and beta (Selu's gamma travels as beta).
-    float alpha = 0.01f, beta = 0.f;
-    switch (op) {
-      case Unary::kHardSigmoid: alpha = init.attrs.GetFloat("alpha", 0.2f), beta = init.attrs.GetFloat("beta", 0.5f); break;
-      case Unary::kElu:
-      case Unary::kThresholdedRelu: alpha = init.attrs.GetFloat("alpha", 1.f); break;
-      case Unary::kSelu:
-        alpha = init.attrs.GetFloat("alpha", 1.67326319217681884765625f);
-        beta = init.attrs.GetFloat("gamma", 1.05070102214813232421875f);
-        break;
-      default: alpha = init.attrs.GetFloat("alpha", 0.01f);
-    }
+    const auto [alpha, beta] = UnaryParams(op, init.attrs);  // the attributes or ONNX's defaults
     return Kernel([op, alpha, beta](KernelContext& ctx) {
       LaunchUnary(op, ctx.inputs[0]->data<float>(), ctx.outputs[0]->data<float>(), ctx.inputs[0]->numel(), alpha,
                   Stream(), beta);

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "kernels/cuda/resize_body.h"
 #include "kernels/cuda/resize_tables.h"
 #include "kernels/cuda/unary_body.h"
+#include "kernels/cuda/unary_params.h"
 #include "kernels/resample_setup.h"
 #include "lib/ops/op_def.h"
 #include "runtime/node_runner.h"
@@ -295,6 +297,68 @@ TEST(CudaMovementBodies, DepthToSpaceAsAStridedCopyMatchesTheReference) {
     for (int64_t i = 0; i < got.numel(); ++i) StridedCopyAt(x.data<float>(), got.data<float>(), s, i);
     EXPECT_TRUE(got.BitwiseEquals(want));
   }
+}
+
+// The ONNX suite's float cases of the unary ops the CUDA kernel applies, with the parameters
+// kernels/cuda/ops.cc gives it (UnaryParams: the node's attributes or ONNX's defaults), and of the
+// binary ops (same-shape and broadcast inputs, BroadcastStrides), against the suite's outputs.
+TEST(CudaUnaryBody, ElementwiseConformanceCases) {
+  RegisterAllOps();
+  const std::pair<const char*, Unary> unary[] = {
+      {"relu", Unary::kRelu},           {"sigmoid", Unary::kSigmoid},   {"tanh", Unary::kTanh},
+      {"exp", Unary::kExp},             {"log", Unary::kLog},           {"neg", Unary::kNeg},
+      {"abs", Unary::kAbs},             {"sqrt", Unary::kSqrt},         {"erf", Unary::kErf},
+      {"leakyrelu", Unary::kLeakyRelu}, {"reciprocal", Unary::kReciprocal}, {"hardsigmoid", Unary::kHardSigmoid},
+      {"hardswish", Unary::kHardSwish}, {"elu", Unary::kElu},           {"selu", Unary::kSelu},
+      {"softplus", Unary::kSoftplus},   {"softsign", Unary::kSoftsign}, {"floor", Unary::kFloor},
+      {"ceil", Unary::kCeil},           {"round", Unary::kRound},       {"thresholdedrelu", Unary::kThresholdedRelu}};
+  const std::pair<const char*, Binary> binary[] = {{"add", Binary::kAdd}, {"sub", Binary::kSub}, {"mul", Binary::kMul},
+                                                   {"div", Binary::kDiv}, {"pow", Binary::kPow}, {"prelu", Binary::kPRelu},
+                                                   {"max", Binary::kMax}, {"min", Binary::kMin}};
+  int ran = 0;
+  for (const auto& e : std::filesystem::directory_iterator(::whittle::testing::kOnnxNodeCases)) {
+    const std::string name = e.path().filename().string();
+    std::optional<Unary> u;
+    std::optional<Binary> b;
+    for (const auto& [n, op] : unary)
+      if (name == std::string("test_") + n || name.rfind(std::string("test_") + n + "_", 0) == 0) u = op;
+    for (const auto& [n, op] : binary)
+      if (name == std::string("test_") + n || name.rfind(std::string("test_") + n + "_", 0) == 0) b = op;
+    if (!u && !b) continue;
+    auto nc = ::whittle::testing::LoadNodeCase(e.path().string());
+    if (!nc.ok() || nc->outputs.size() != 1 || nc->outputs[0].dtype() != DType::kFloat32) continue;
+    const std::vector<Tensor>& in = nc->inputs;
+    bool floats = true;
+    for (const Tensor& t : in) floats &= t.defined() && t.dtype() == DType::kFloat32;
+    if (!floats || (u && in.size() != 1) || (b && in.size() != 2)) continue;  // the CUDA factories' conditions
+    SCOPED_TRACE(name);
+    const Tensor& want = nc->outputs[0];
+    Tensor got(DType::kFloat32, want.dims());
+    if (u) {
+      const auto [alpha, beta] = UnaryParams(*u, nc->node.attrs);
+      for (int64_t i = 0; i < got.numel(); ++i) got.data<float>()[i] = Apply(*u, in[0].data<float>()[i], alpha, beta);
+    } else {
+      Dims out = want.dims();
+      if (out.empty()) out = {1};
+      int64_t sa[kMaxRank], sb[kMaxRank];
+      BroadcastStrides(in[0].dims(), out, sa);
+      BroadcastStrides(in[1].dims(), out, sb);
+      for (int64_t i = 0; i < got.numel(); ++i) {
+        int64_t rem = i, ai = 0, bi = 0;
+        for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
+          const int64_t c = rem % out[static_cast<size_t>(d)];
+          rem /= out[static_cast<size_t>(d)];
+          ai += c * sa[d];
+          bi += c * sb[d];
+        }
+        got.data<float>()[i] = BinaryOf(*b, in[0].data<float>()[ai], in[1].data<float>()[bi]);
+      }
+    }
+    EXPECT_TRUE(::whittle::testing::TensorsClose(got, want, 1e-5f, 1e-5f));
+    ++ran;
+  }
+  std::printf("[ eltwise  ] %d element-wise conformance cases through the CUDA bodies\n", ran);
+  EXPECT_GE(ran, 40);
 }
 
 // The binary element-wise ops and Clip on single values against the reference ops, NaNs included
