@@ -495,10 +495,7 @@ TEST(CudaMovementBodies, ResizeConformanceCases) {
     if (in[0].dtype() != DType::kFloat32) continue;
     std::vector<DType> dts;
     std::vector<const Tensor*> ptrs;
-    for (const Tensor& t : in) {
-      dts.push_back(t.defined() ? t.dtype() : DType::kUndefined);
-      ptrs.push_back(t.defined() ? &t : nullptr);
-    }
+    ::whittle::testing::InputViews(in, &dts, &ptrs);
     const int opset = static_cast<int>(nc->graph.OpsetFor(""));
     KernelInit init{node.attrs, opset, dts, std::vector<const Tensor*>(in.size(), nullptr), 1, name, Backend::kCpu};
     auto setup = ParseResize(init);

@@ -104,10 +104,7 @@ TEST(CudaRecurrentBodies, LstmAndGruMatchTheReference) {
 
     std::vector<DType> dts;
     std::vector<const Tensor*> ptrs;
-    for (const Tensor& t : in) {
-      dts.push_back(t.defined() ? t.dtype() : DType::kUndefined);
-      ptrs.push_back(t.defined() ? &t : nullptr);
-    }
+    ::whittle::testing::InputViews(in, &dts, &ptrs);
     KernelInit init{at, 14, dts, std::vector<const Tensor*>(in.size(), nullptr), outputs, "test", Backend::kCpu};
     auto a = ParseRecurrentAttrs(c.op, init);
     ASSERT_TRUE(a.ok()) << a.status().message();
@@ -146,10 +143,7 @@ TEST(CudaRecurrentBodies, ConformanceCases) {
     if (in[0].dtype() != DType::kFloat32) continue;
     std::vector<DType> dts;
     std::vector<const Tensor*> ptrs;
-    for (const Tensor& t : in) {
-      dts.push_back(t.defined() ? t.dtype() : DType::kUndefined);
-      ptrs.push_back(t.defined() ? &t : nullptr);
-    }
+    ::whittle::testing::InputViews(in, &dts, &ptrs);
     const int outputs = static_cast<int>(nc->node.outputs.size());
     KernelInit init{nc->node.attrs, static_cast<int>(nc->graph.OpsetFor("")), dts,
                     std::vector<const Tensor*>(in.size(), nullptr), outputs, name, Backend::kCpu};

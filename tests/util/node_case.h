@@ -23,4 +23,16 @@ struct NodeCase {
 
 StatusOr<NodeCase> LoadNodeCase(const std::string& dir);
 
+// The dtypes (kUndefined for an undefined tensor) and pointers (null likewise) a KernelInit and
+// RecurrentDims::Resolve take for inputs.
+inline void InputViews(const std::vector<Tensor>& inputs, std::vector<DType>* dtypes,
+                       std::vector<const Tensor*>* ptrs) {
+  dtypes->clear();
+  ptrs->clear();
+  for (const Tensor& t : inputs) {
+    dtypes->push_back(t.defined() ? t.dtype() : DType::kUndefined);
+    ptrs->push_back(t.defined() ? &t : nullptr);
+  }
+}
+
 }  // namespace whittle::testing
