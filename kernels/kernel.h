@@ -78,6 +78,16 @@ class OpKernel {
   virtual uint64_t HostInputs() const { return 0; }
 };
 
+// Whether input k's bit is set in a per-input mask (HostInputs, InferContext::ValueAsks...; inputs
+// past 63 share bit 63).
+inline bool InputBit(uint64_t mask, size_t k) { return (mask >> (k < 63 ? k : 63)) & 1; }
+
+// Where a kernel takes input k: its device, or the host for what it reads there (HostInputs).
+inline DeviceType InputDevice(const OpKernel& kernel, size_t k) {
+  const DeviceType d = kernel.device();
+  return d != DeviceType::kCpu && InputBit(kernel.HostInputs(), k) ? DeviceType::kCpu : d;
+}
+
 using KernelFactory = std::function<StatusOr<std::unique_ptr<OpKernel>>(const KernelInit&)>;
 
 // One factory per (domain, op_type), for every backend.

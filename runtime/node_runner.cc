@@ -1,7 +1,5 @@
 #include "runtime/node_runner.h"
 
-#include <algorithm>
-
 namespace whittle {
 
 StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Backend backend,
@@ -65,10 +63,9 @@ StatusOr<std::vector<Tensor>> RunNode(const Node& node, int opset, const std::ve
   // A device kernel gets device copies of the inputs (host ones of those it reads on the host:
   // OpKernel::HostInputs) and device outputs, copied back after.
   const DeviceType dev = kernel->device();
-  const uint64_t host_in = dev == DeviceType::kCpu ? 0 : kernel->HostInputs();
   std::vector<Tensor> moved(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
-    const DeviceType want = (host_in >> std::min<size_t>(i, 63) & 1) ? DeviceType::kCpu : dev;
+    const DeviceType want = InputDevice(*kernel, i);
     if (in[i] && in[i]->device() != want) {
       WH_ASSIGN_OR_RETURN(moved[i], in[i]->ToDevice(want));
       in[i] = &moved[i];

@@ -227,7 +227,7 @@ Status Session::Prepare() {
     if (step->alias < 0 && step->device != DeviceType::kCpu)
       for (size_t k = 0; k < n.inputs.size(); ++k) {  // constants a device kernel reads: uploaded once, here
         const int i = n.inputs[k];
-        if (step->host_in >> std::min<size_t>(k, 63) & 1) continue;  // read on the host
+        if (InputBit(step->host_in, k)) continue;  // read on the host
         if (i >= 0 && g.value(i).initializer && !device_consts_.count(i)) {
           WH_ASSIGN_OR_RETURN(Tensor t, g.value(i).initializer->ToDevice(step->device));
           device_consts_.emplace(i, std::move(t));
@@ -379,7 +379,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
       bool retry = false;
       Status dl = Status::Ok();
       for (size_t k = 0; on_device && dl.ok() && k < in.size(); ++k)
-        if ((asks >> std::min<size_t>(k, 63) & 1) && in[k] && infer_in[k]->device() != DeviceType::kCpu) {
+        if (InputBit(asks, k) && in[k] && infer_in[k]->device() != DeviceType::kCpu) {
           dl = download(k);
           retry = true;
         }
@@ -390,7 +390,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
         Plan::StepPlan sp{inferred_dt, inferred_dims, {}};
         for (size_t k = 0; k < in.size() && reads; ++k) {
           const Tensor* t = (*infer)[k];
-          if (!(reads >> std::min<size_t>(k, 63) & 1) || !t) continue;
+          if (!InputBit(reads, k) || !t) continue;
           if (t->nbytes() > kMaxPlannedReadBytes) { recording.reset(); break; }
           sp.reads.emplace_back(static_cast<int>(k), t->Clone());
         }
@@ -401,10 +401,10 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     const std::vector<Dims>& odims = *odims_p;
     if (step.alias < 0)
       for (size_t k = 0; st.ok() && k < in.size(); ++k) {
-        const uint64_t bit = uint64_t{1} << std::min<size_t>(k, 63);
-        // Where input k must be: the step's device, or the host for what the kernel reads there.
-        const DeviceType want = step.host_in & bit ? DeviceType::kCpu : step.device;
-        if (!in[k] || in[k]->device() == want || (step.dims_only & bit)) continue;
+        // Where input k must be: the step's device, or the host for what the kernel reads there
+        // (InputDevice's rule, from the mask cached at load).
+        const DeviceType want = InputBit(step.host_in, k) ? DeviceType::kCpu : step.device;
+        if (!in[k] || in[k]->device() == want || InputBit(step.dims_only, k)) continue;
         const size_t v = static_cast<size_t>(n.inputs[k]);
         if (auto c = device_consts_.find(static_cast<int>(v)); c != device_consts_.end() && c->second.device() == want) {
           in[k] = &c->second;

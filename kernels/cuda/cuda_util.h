@@ -12,7 +12,7 @@
 #include <string>
 
 #include "kernels/kernel.h"
-#include "kernels/cuda/broadcast.h"
+#include "kernels/cuda/layout.h"
 #include "kernels/cuda/kernels_impl.h"
 #include "lib/ir/status.h"
 
@@ -118,6 +118,16 @@ StatusOr<void*> Scratch(size_t bytes, int slot = 0);
 // The window of a 2-D Conv/pool node from its attributes, the kernel size and the in/out dims
 // (the runtime's shape inference already decided the output size, ceil_mode included).
 Window2d WindowOf(const AttributeMap& at, int64_t k_h, int64_t k_w, const Tensor& x, const Tensor& y);
+// How a 2-D window op over N images walks its columns [Kg, P] per image: a 1x1 window at stride
+// 1 without padding in one group reads (or writes) the images themselves (direct, no scratch);
+// otherwise `chunk` images' columns at a time (about 256 MB) in this thread's scratch `col`.
+struct ColumnPlan {
+  bool direct = false;
+  int64_t chunk = 1;
+  float* col = nullptr;
+};
+
+StatusOr<ColumnPlan> PlanColumns(const Window2d& w, int64_t group, int64_t images, int64_t Kg, int64_t P);
 // Whether attribute `key` is absent or has n values (the 2-D kernels' pads, strides, dilations).
 bool TwoD(const AttributeMap& at, const char* key, size_t n);
 

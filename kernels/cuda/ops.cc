@@ -393,17 +393,11 @@ KernelOr MakeConv(const KernelInit& init) {
     if (residual && residual->dims() != y.dims()) return Internal("Conv: the fused residual's shape differs");
     const Window2d win = WindowOf(at, kh, kw, x, y);
     const int64_t N = x.dim(0), C = x.dim(1), Mg = M / group, Kg = Cg * kh * kw, P = win.out_h * win.out_w;
-    const bool direct = kh == 1 && kw == 1 && win.stride_h == 1 && win.stride_w == 1 && win.pad_top == 0 &&
-                        win.pad_left == 0 && win.pad_bottom == 0 && win.pad_right == 0 && group == 1;
-    // im2col of up to `chunk` images at a time (about 256 MB of scratch), then one strided-batched
-    // product per group over them (the weights shared: stride 0).
-    const int64_t chunk = direct ? N : std::max<int64_t>(1, std::min<int64_t>(N, (int64_t{64} << 20) / std::max<int64_t>(1, Kg * P)));
-    thread_local std::shared_ptr<Buffer> scratch;
-    const size_t need = direct ? 0 : static_cast<size_t>(chunk * Kg * P) * sizeof(float);
-    if (need && (!scratch || scratch->size() < need)) {
-      scratch.reset();
-      WH_ASSIGN_OR_RETURN(scratch, Buffer::AllocateOn(DeviceType::kCuda, need));
-    }
+    // im2col of up to `chunk` images at a time, then one strided-batched product per group over
+    // them (the weights shared: stride 0).
+    WH_ASSIGN_OR_RETURN(const ColumnPlan plan, PlanColumns(win, group, N, Kg, P));
+    const bool direct = plan.direct;
+    const int64_t chunk = plan.chunk;
     for (int64_t n0 = 0; n0 < N; n0 += chunk) {
       const int64_t nb = std::min(chunk, N - n0);
       for (int64_t g = 0; g < group; ++g) {
@@ -413,10 +407,9 @@ KernelOr MakeConv(const KernelInit& init) {
           col = x.data<float>() + n0 * C * P;
           col_stride = C * P;
         } else {
-          float* s = static_cast<float*>(scratch->data());
-          LaunchIm2col(x.data<float>() + (n0 * C + g * Cg) * win.in_h * win.in_w, C * win.in_h * win.in_w, s, Kg * P,
-                       nb, Cg, win, Stream());
-          col = s;
+          LaunchIm2col(x.data<float>() + (n0 * C + g * Cg) * win.in_h * win.in_w, C * win.in_h * win.in_w, plan.col,
+                       Kg * P, nb, Cg, win, Stream());
+          col = plan.col;
           col_stride = Kg * P;
         }
         // Per image: y[n, g*Mg.., P] = W_g [Mg, Kg] col [Kg, P] (the weights shared: stride 0).
@@ -515,6 +508,20 @@ Window2d WindowOf(const AttributeMap& at, int64_t k_h, int64_t k_w, const Tensor
     w.pad_right = pads[3];
   }
   return w;
+}
+
+StatusOr<ColumnPlan> PlanColumns(const Window2d& w, int64_t group, int64_t images, int64_t Kg, int64_t P) {
+  ColumnPlan c;
+  c.direct = w.k_h == 1 && w.k_w == 1 && w.stride_h == 1 && w.stride_w == 1 && w.pad_top == 0 && w.pad_left == 0 &&
+             w.pad_bottom == 0 && w.pad_right == 0 && group == 1;
+  if (c.direct) {
+    c.chunk = std::max<int64_t>(1, images);
+    return c;
+  }
+  c.chunk = std::max<int64_t>(1, std::min<int64_t>(images, (int64_t{64} << 20) / std::max<int64_t>(1, Kg * P)));
+  WH_ASSIGN_OR_RETURN(void* s, Scratch(static_cast<size_t>(c.chunk * Kg * P) * sizeof(float)));
+  c.col = static_cast<float*>(s);
+  return c;
 }
 
 bool TwoD(const AttributeMap& at, const char* key, size_t n) {

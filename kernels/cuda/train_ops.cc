@@ -193,28 +193,6 @@ MakeFn PoolGradOp(bool max) {
   };
 }
 
-// How a 2-D window op over N images walks its columns [Kg, P] per image: a 1x1 window at stride
-// 1 without padding in one group reads (or writes) the images themselves (direct, no scratch);
-// otherwise `chunk` images' columns at a time (about 256 MB) in this thread's scratch `col`.
-struct ColumnPlan {
-  bool direct = false;
-  int64_t chunk = 1;
-  float* col = nullptr;
-};
-
-StatusOr<ColumnPlan> PlanColumns(const Window2d& w, int64_t group, int64_t images, int64_t Kg, int64_t P) {
-  ColumnPlan c;
-  c.direct = w.k_h == 1 && w.k_w == 1 && w.stride_h == 1 && w.stride_w == 1 && w.pad_top == 0 && w.pad_left == 0 &&
-             w.pad_bottom == 0 && w.pad_right == 0 && group == 1;
-  if (c.direct) {
-    c.chunk = std::max<int64_t>(1, images);
-    return c;
-  }
-  c.chunk = std::max<int64_t>(1, std::min<int64_t>(images, (int64_t{64} << 20) / std::max<int64_t>(1, Kg * P)));
-  WH_ASSIGN_OR_RETURN(void* s, Scratch(static_cast<size_t>(c.chunk * Kg * P) * sizeof(float)));
-  c.col = static_cast<float*>(s);
-  return c;
-}
 
 // The data gradient of a convolution, per group: col [Kg, P] = W_g^T [Kg, Mg] x dY_g [Mg, P] for a
 // chunk of images in one strided-batched product, then col2im into dX (a 1x1 window at stride 1

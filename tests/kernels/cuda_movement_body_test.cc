@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/broadcast.h"
+#include "kernels/cuda/layout.h"
 #include "kernels/cuda/movement_body.h"
 #include "kernels/cuda/resize_body.h"
 #include "kernels/cuda/resize_tables.h"

@@ -73,25 +73,30 @@ class StandInKernel : public OpKernel {
   uint64_t host_inputs_;
 };
 
+// The inputs the CUDA factory of op reads on the host (OpKernel::HostInputs), per opset as there.
+uint64_t StandInHostInputs(const std::string& op, const KernelInit& init) {
+  const bool v11 = init.opset >= 11;
+  if (op == "Slice") return init.opset >= 10 ? 0b11110 : 0;  // starts, ends, axes, steps
+  if (op == "Resize") return v11 ? 0b1110 : 0b10;             // roi, scales, sizes (scales below 11)
+  if (op == "Clip" || op == "Pad") return v11 ? 0b110 : 0;    // the bounds; pads and the constant
+  if (op == "ConstantOfShape") return 0b1;                    // the shape
+  if (op == "Split" || op == "Gather") return 0b10;           // the split sizes; the indices
+  if (op == "LSTM" || op == "GRU") return uint64_t{1} << 4;   // sequence_lens
+  if (op.rfind("Reduce", 0) == 0) return init.input_dtypes.size() > 1 ? 0b10 : 0;  // an axes input
+  return 0;
+}
+
 // In front of the ops the CUDA backend has: while g_claim is set, a kCuda kernel for float data
-// in input 0 (any data for Gather, Concat, Cast and Where), built by the op's CPU factory.
+// in input 0 (any data for Gather, Concat, Cast, Where and ConstantOfShape), built by the op's
+// CPU factory.
 void RegisterStandInKernels() {
   static std::once_flag once;
   std::call_once(once, [] {
     const std::set<std::string> any_data = {"Gather", "Concat", "Cast", "Where", "ConstantOfShape"};
     auto wrap = [&any_data](const std::string& domain, const std::string& op) {
       const bool any = any_data.count(op) > 0;
-      // The inputs the CUDA kernels read on the host: Slice's parameters, a reduction's axes.
-      const uint64_t host = op == "Slice"             ? 0b11110
-                            : op == "Resize"          ? 0b1110
-                            : op == "ConstantOfShape" ? 0b1
-                            : op == "Split" || op == "Gather" ? 0b10
-                            : op == "LSTM" || op == "GRU" ? 0b10000
-                            : op == "Clip" || op == "Pad" ? 0b110
-                            : op.rfind("Reduce", 0) == 0 ? 0b10
-                                                         : 0;
-      KernelRegistry::Global().Wrap(domain, op, [any, host](KernelFactory prev) -> KernelFactory {
-        return [any, host, prev](const KernelInit& init) -> StatusOr<std::unique_ptr<OpKernel>> {
+      KernelRegistry::Global().Wrap(domain, op, [any, op](KernelFactory prev) -> KernelFactory {
+        return [any, op, prev](const KernelInit& init) -> StatusOr<std::unique_ptr<OpKernel>> {
           const bool float_data = !init.input_dtypes.empty() && init.input_dtypes[0] == DType::kFloat32;
           if (!g_claim || init.backend != Backend::kCuda || !ActiveFakeDevice() || (!any && !float_data))
             return prev(init);
@@ -99,21 +104,18 @@ void RegisterStandInKernels() {
           cpu.backend = Backend::kCpu;
           auto k = prev(cpu);
           if (!k.ok() || !*k || (*k)->OutputAliasesInput() >= 0) return k;
-          const uint64_t h = host == 0b11110 ? (init.opset >= 10 ? host : 0)
-                             : host == 0b1110 ? (init.opset >= 11 ? host : 0b10)
-                             : host == 0b1    ? host
-                             : init.input_dtypes.size() > 1 ? host : 0;
-          return std::unique_ptr<OpKernel>(new StandInKernel(std::move(*k), h));
+          return std::unique_ptr<OpKernel>(new StandInKernel(std::move(*k), StandInHostInputs(op, init)));
         };
       });
     };
-    for (const char* op : {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Neg", "Abs", "Sqrt", "Erf", "LeakyRelu",
-                           "Reciprocal", "HardSigmoid", "HardSwish", "Gelu", "LayerNormalization", "InstanceNormalization", "Add", "Sub", "Mul", "Div", "Softmax",
-                           "LogSoftmax", "Gemm", "MatMul", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "ConvTranspose",
-                           "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "BatchNormalization", "Expand", "Transpose", "Gather", "Concat",
-                           "Cast", "Where", "Slice", "DepthToSpace", "Resize", "LSTM", "GRU", "ConstantOfShape", "Split", "Clip", "Pow",
-                           "PRelu", "Max", "Min", "Elu", "Selu", "Softplus", "Softsign", "Floor", "Ceil", "Round",
-                           "ThresholdedRelu", "Pad"})
+    for (const char* op :
+         {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Neg", "Abs", "Sqrt", "Erf", "LeakyRelu", "Reciprocal",
+          "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Softsign", "Floor", "Ceil", "Round",
+          "ThresholdedRelu", "Clip", "Gelu", "Add", "Sub", "Mul", "Div", "Pow", "PRelu", "Max", "Min",
+          "LayerNormalization", "InstanceNormalization", "BatchNormalization", "Softmax", "LogSoftmax", "Gemm",
+          "MatMul", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool", "ReduceSum",
+          "ReduceMean", "ReduceMax", "ReduceMin", "Expand", "Transpose", "Gather", "Concat", "Cast", "Where",
+          "Slice", "Split", "Pad", "DepthToSpace", "Resize", "ConstantOfShape", "LSTM", "GRU"})
       wrap("", op);
     wrap(kWhittleDomain, "Attention");
   });

@@ -1,6 +1,6 @@
-// Strided views as the CUDA factories lay them out for their kernels (element strides per output
-// dim): numpy broadcasting, and a slice. In a header without CUDA, so that the body tests build
-// them the same way.
+// The host-side layouts the CUDA factories hand their kernels: strided views (numpy broadcasting,
+// Slice, Split, DepthToSpace, a plain copy) and Pad's index tables. In a header without CUDA, so
+// that the body tests build them the same way.
 #pragma once
 
 #include <cstdint>
