@@ -47,6 +47,12 @@ struct KernelInit {
   std::string node_name;                  // for error messages
   Backend backend = Backend::kReference;  // whose compute function the factory picks
   Precision precision = Precision::kFp32;  // SessionOptions::precision (kCuda only)
+  // Each input's rank where the graph's static inference knows it, -1 where not (empty: none
+  // known). Lets a device factory decline at load what it would only refuse at run time (the
+  // 2-D CUDA convolutions on a 1-D or 3-D input), so the node falls back to the CPU instead.
+  std::vector<int> input_ranks = {};
+
+  int InputRank(size_t k) const { return k < input_ranks.size() ? input_ranks[k] : -1; }
 
   // Input 0 is float32 and every other present input is float32 too (the fast paths' condition).
   bool AllFloat32() const {

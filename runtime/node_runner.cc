@@ -5,12 +5,12 @@ namespace whittle {
 StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Backend backend,
                                                  const std::vector<DType>& input_dtypes,
                                                  const std::vector<const Tensor*>& const_inputs,
-                                                 Precision precision) {
+                                                 Precision precision, std::vector<int> input_ranks) {
   RegisterAllKernels();
   const KernelFactory* f = KernelRegistry::Global().Find(node.domain, node.op_type);
   if (!f) return Unimplemented(node.DebugName() + ": no kernel for op '" + node.op_type + "'");
   KernelInit init{node.attrs, opset, input_dtypes, const_inputs, static_cast<int>(node.outputs.size()), node.name,
-                  backend, precision};
+                  backend, precision, std::move(input_ranks)};
   auto k = (*f)(init);
   if (!k.ok()) return k.status().WithContext(node.DebugName());
   return k;
@@ -51,12 +51,15 @@ StatusOr<std::vector<Tensor>> RunNode(const Node& node, int opset, const std::ve
   const OpDef* def = OpRegistry::Global().Find(node.domain, node.op_type);
   std::vector<const Tensor*> in;
   std::vector<DType> dts;
+  std::vector<int> ranks;
   for (const Tensor& t : inputs) {
     in.push_back(t.defined() ? &t : nullptr);
     dts.push_back(t.defined() ? t.dtype() : DType::kUndefined);
+    ranks.push_back(t.defined() ? t.rank() : -1);
   }
   std::vector<const Tensor*> consts = treat_inputs_as_const ? in : std::vector<const Tensor*>(in.size(), nullptr);
-  WH_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, CreateKernel(node, opset, backend, dts, consts));
+  WH_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel,
+                      CreateKernel(node, opset, backend, dts, consts, Precision::kFp32, ranks));
   std::vector<DType> odt;
   std::vector<Dims> odims;
   WH_RETURN_IF_ERROR(InferConcrete(*def, node, opset, in, &odt, &odims));

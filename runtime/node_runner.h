@@ -13,11 +13,13 @@
 namespace whittle {
 
 // Builds the kernel for node with the given backend (its family falls back to kReference).
-// const_inputs[i] is the value of input i if it is constant at load time.
+// const_inputs[i] is the value of input i if it is constant at load time; input_ranks[i] its rank
+// where static inference knows it (-1 where not; KernelInit::input_ranks).
 StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Backend backend,
                                                  const std::vector<DType>& input_dtypes,
                                                  const std::vector<const Tensor*>& const_inputs,
-                                                 Precision precision = Precision::kFp32);
+                                                 Precision precision = Precision::kFp32,
+                                                 std::vector<int> input_ranks = {});
 
 // Infers output dims for concrete inputs (absent inputs: nullptr). outputs gets dtype/dims;
 // value_reads (optional) gets InferContext::ValueReads(): which inputs' values the shapes depend on.

@@ -190,9 +190,11 @@ Status Session::Prepare() {
     step->opset = static_cast<int>(g.OpsetFor(n.domain));
     std::vector<DType> dts;
     std::vector<const Tensor*> consts;
+    std::vector<int> ranks;
     for (int i : n.inputs) {
       dts.push_back(i < 0 ? DType::kUndefined : g.value(i).dtype);
       consts.push_back(i >= 0 && g.value(i).initializer ? &*g.value(i).initializer : nullptr);
+      ranks.push_back(i >= 0 && g.value(i).shape ? static_cast<int>(g.value(i).shape->size()) : -1);
     }
     bool host_shape = false;
     if (on_device && ReadsDimsOnly(n)) {
@@ -215,7 +217,7 @@ Status Session::Prepare() {
       host_nodes_.push_back(n.name.empty() ? n.op_type : n.name + " (" + n.op_type + ")");
     }
     WH_ASSIGN_OR_RETURN(step->kernel, CreateKernel(n, step->opset, host_shape ? Backend::kCpu : opts_.backend, dts,
-                                                   consts, host_shape ? Precision::kFp32 : opts_.precision));
+                                                   consts, host_shape ? Precision::kFp32 : opts_.precision, ranks));
     step->alias = step->kernel->OutputAliasesInput();
     if (!host_shape && step->alias < 0 && step->kernel->device() != BackendDevice(opts_.backend)) {
       // No kernel on the session's device for this node: the fast CPU one, with explicit copies.

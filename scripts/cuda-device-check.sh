@@ -31,7 +31,10 @@
 #      (tests/bench/cuda/gemm_vs_cublas.cc);
 #   8. the bundled models at batch 1/64/1024 on Whittle, PyTorch eager and ONNX Runtime's CUDA
 #      provider side by side (tests/bench/cuda_vs_torch_ort.py; ORT_SITE: where a carried
-#      onnxruntime-gpu is unpacked).
+#      onnxruntime-gpu is unpacked);
+#   9. the exported-graph corpus (tests/corpus) on the GPU against ONNX Runtime on the CPU
+#      (tests/tools/ort_corpus_check.py --device cuda; the GPU machine's python has onnx and
+#      onnxruntime).
 #
 # ONNX Runtime's CUDA provider for step 8: the GPU machine's onnxruntime is CPU-only and has no
 # network, and onnxruntime-gpu (about 200 MB packed) passes one call's 64 MiB carry. So:
@@ -134,7 +137,7 @@ run)
   logs=/tmp/whittle-cuda-check-logs
   archive=${OUT:-$PWD}/cuda-check-logs.tar.gz
   rm -rf "$logs" && mkdir -p "$logs"
-  want() { [[ " ${CHECK_STEPS:-1 2 3 4 5 6 7 8} " == *" $1 "* ]]; }
+  want() { [[ " ${CHECK_STEPS:-1 2 3 4 5 6 7 8 9} " == *" $1 "* ]]; }
   trap 'tar -C "$logs" -czf "$archive" . && echo "logs: $archive"' EXIT
   root=/tmp/whittle-cuda-check
   rm -rf "$root" && mkdir -p "$root" && tar -C "$root" -xJf "$bundle"
@@ -223,6 +226,12 @@ run)
     "$pkg"/models/{mlp,cnn,transformer,resnet}.onnx --bin "$pkg/bin" --batch 1,64,1024 --rounds 3 \
     > "$logs/vs-torch-ort.txt" 2>&1 || status=1
   cat "$logs/vs-torch-ort.txt"
+  fi
+  if want 9; then
+  echo "== the exported-graph corpus on the GPU against ONNX Runtime on the CPU"
+  timeout 300 python3 tests/tools/ort_corpus_check.py --bin "$pkg/bin" --corpus tests/corpus --device cuda \
+    > "$logs/corpus-cuda.txt" 2>&1 || status=1
+  grep -v '^ok' "$logs/corpus-cuda.txt" || true
   fi
   exit $status
   ;;

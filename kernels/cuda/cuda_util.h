@@ -130,6 +130,13 @@ struct ColumnPlan {
 StatusOr<ColumnPlan> PlanColumns(const Window2d& w, int64_t group, int64_t images, int64_t Kg, int64_t P);
 // Whether attribute `key` is absent or has n values (the 2-D kernels' pads, strides, dilations).
 bool TwoD(const AttributeMap& at, const char* key, size_t n);
+// No input among `ids` has a statically known rank other than 4 (the 2-D convolutions and pools
+// decline a 1-D or 3-D node at load, which then runs on the CPU, instead of failing at run time).
+inline bool NotKnownOtherThan4d(const KernelInit& init, std::initializer_list<size_t> ids) {
+  for (size_t i : ids)
+    if (init.InputRank(i) >= 0 && init.InputRank(i) != 4) return false;
+  return true;
+}
 
 // The family registrations (each file's own ops), called by RegisterKernels (ops.cc).
 void RegisterQLinearKernels(KernelRegistry& r);

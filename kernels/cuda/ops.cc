@@ -372,7 +372,8 @@ KernelOr MakeConv(const KernelInit& init) {
   Unary act;
   // The weight may be a constant or, in a training graph, an input (its dims are read per call).
   const Tensor* wt = ConstInput(init, 1);
-  if (!init.AllFloat32() || !FusedKind(init.attrs, &act) || (wt && wt->rank() != 4) || !TwoD(init.attrs, "pads", 4) ||
+  if (!init.AllFloat32() || !FusedKind(init.attrs, &act) || (wt && wt->rank() != 4) || !NotKnownOtherThan4d(init, {0, 1}) ||
+      !TwoD(init.attrs, "pads", 4) ||
       !TwoD(init.attrs, "strides", 2) || !TwoD(init.attrs, "dilations", 2) ||
       !TwoD(init.attrs, "kernel_shape", 2))
     return KernelOr(nullptr);
@@ -441,7 +442,8 @@ KernelOr MakePool(const KernelInit& init, bool max) {
   const std::vector<int64_t> ks = init.attrs.GetInts("kernel_shape", {});
   const DType xdt = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
   const bool bytes = max && (xdt == DType::kUInt8 || xdt == DType::kInt8);  // MaxPool on int8 data (opset 12+)
-  if (!(init.AllFloat32() || bytes) || init.num_outputs != 1 || ks.size() != 2 || !TwoD(init.attrs, "pads", 4) ||
+  if (!(init.AllFloat32() || bytes) || init.num_outputs != 1 || ks.size() != 2 || !NotKnownOtherThan4d(init, {0}) ||
+      !TwoD(init.attrs, "pads", 4) ||
       !TwoD(init.attrs, "strides", 2) || !TwoD(init.attrs, "dilations", 2))
     return KernelOr(nullptr);
   const AttributeMap at = init.attrs;

@@ -177,7 +177,8 @@ KernelOr MakeReluGrad(const KernelInit& init) {
 MakeFn PoolGradOp(bool max) {
   return [max](const KernelInit& init) -> KernelOr {
     const std::vector<int64_t> ks = init.attrs.GetInts("kernel_shape", {});
-    if (!init.AllFloat32() || ks.size() != 2 || !Window2dAttrs(init.attrs) || init.attrs.GetInt("storage_order", 0) != 0)
+    if (!init.AllFloat32() || ks.size() != 2 || !Window2dAttrs(init.attrs) || init.attrs.GetInt("storage_order", 0) != 0 ||
+        !NotKnownOtherThan4d(init, {0, 1}))
       return KernelOr(nullptr);
     const AttributeMap at = init.attrs;
     const bool include_pad = at.GetInt("count_include_pad", 0) != 0;
@@ -234,7 +235,7 @@ Status ConvDataGrad(const Tensor& dy, const Tensor& w, Tensor& dx, const Window2
 
 // ConvGradInput(dY, W, X): ConvDataGrad with X's geometry.
 KernelOr MakeConvGradInput(const KernelInit& init) {
-  if (!init.AllFloat32() || !Window2dAttrs(init.attrs)) return KernelOr(nullptr);
+  if (!init.AllFloat32() || !Window2dAttrs(init.attrs) || !NotKnownOtherThan4d(init, {0, 1, 2})) return KernelOr(nullptr);
   const AttributeMap at = init.attrs;
   const int64_t group = at.GetInt("group", 1);
   if (group < 1) return KernelOr(nullptr);
@@ -260,6 +261,7 @@ KernelOr MakeConvGradInput(const KernelInit& init) {
 KernelOr MakeConvTranspose(const KernelInit& init) {
   const AttributeMap& a = init.attrs;
   if (!init.AllFloat32() || !Window2dAttrs(a) || init.num_outputs != 1 || a.Has("output_shape") ||
+      !NotKnownOtherThan4d(init, {0, 1}) ||
       a.GetString("auto_pad", "NOTSET") != "NOTSET" || !TwoD(a, "output_padding", 2))
     return KernelOr(nullptr);
   const AttributeMap at = init.attrs;
@@ -289,7 +291,8 @@ KernelOr MakeConvTranspose(const KernelInit& init) {
 // one product per image accumulating into dW in image order.
 KernelOr MakeConvGradWeight(const KernelInit& init) {
   const std::vector<int64_t> ks = init.attrs.GetInts("kernel_shape", {});
-  if (!init.AllFloat32() || ks.size() != 2 || !Window2dAttrs(init.attrs)) return KernelOr(nullptr);
+  if (!init.AllFloat32() || ks.size() != 2 || !Window2dAttrs(init.attrs) || !NotKnownOtherThan4d(init, {0, 1}))
+    return KernelOr(nullptr);
   const AttributeMap at = init.attrs;
   const int64_t group = at.GetInt("group", 1);
   if (group < 1) return KernelOr(nullptr);

@@ -267,6 +267,37 @@ TEST(CudaGradBodies, ConvTransposeIsTheConvolutionsDataGradient) {
   }
 }
 
+// The 2-D CUDA convolutions and pools decline a node whose input rank static inference knows to
+// be other than 4 (the suite's 1-D and 3-D ConvTranspose cases), so that it runs on the CPU
+// instead of failing at run time; an unknown rank keeps the CUDA kernel (it checks per call).
+TEST(CudaGradBodies, KnownNon2dRanksDeclineToTheCpu) {
+  RegisterAllOps();
+  const bool cuda_built = [] {
+    for (Backend b : BuiltBackends())
+      if (b == Backend::kCuda) return true;
+    return false;
+  }();
+  AttributeMap pool;
+  pool.Set("kernel_shape", Attribute::Ints({2, 2}));
+  struct Case {
+    const char* op;
+    int inputs;
+    AttributeMap attrs;
+  } cases[] = {{"ConvTranspose", 2, {}}, {"Conv", 2, {}}, {"MaxPool", 1, pool}, {"AveragePool", 1, pool}};
+  for (const Case& c : cases) {
+    for (int rank : {3, 4, 5, -1}) {
+      SCOPED_TRACE(std::string(c.op) + " rank " + std::to_string(rank));
+      const std::vector<DType> dts(static_cast<size_t>(c.inputs), DType::kFloat32);
+      const std::vector<const Tensor*> consts(static_cast<size_t>(c.inputs), nullptr);
+      auto k = CreateKernel(MakeNode(c.op, c.inputs, 1, c.attrs), 17, Backend::kCuda, dts, consts, Precision::kFp32,
+                            std::vector<int>(static_cast<size_t>(c.inputs), rank));
+      ASSERT_TRUE(k.ok()) << k.status().message();
+      const bool on_gpu = cuda_built && (rank == 4 || rank == -1);
+      EXPECT_EQ((*k)->device(), on_gpu ? DeviceType::kCuda : DeviceType::kCpu);
+    }
+  }
+}
+
 TEST(CudaGradBodies, BatchNormMatchesTheReference) {
   RegisterAllOps();
   const int64_t N = 2, C = 3, H = 4, W = 5;

@@ -6,6 +6,10 @@ ORT has against itself with and without its graph optimizations). Prints one lin
 output; exits non-zero on any disagreement or failure to load.
 
     build/check-venv/bin/python tests/tools/ort_corpus_check.py --bin build/bin --corpus tests/corpus
+
+--device cuda runs Whittle on the GPU (scripts/cuda-device-check.sh, step 9) against ORT on the CPU,
+with the same tolerance: cuBLAS's FP32 GEMM and Whittle's own kernels sum in other orders than
+ORT's CPU kernels, but well inside 1e-4 of the output's scale.
 """
 import argparse
 import glob
@@ -55,6 +59,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--corpus", required=True)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="Whittle's device (ORT runs on the CPU)")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     failures = 0
@@ -69,7 +74,7 @@ def main():
             names, ref = ort_run(path, feeds, True)
             _, ref_noopt = ort_run(path, feeds, False)
             with tempfile.TemporaryDirectory() as tmp:
-                cmd = [os.path.join(args.bin, "run-model"), path, "--output-dir", tmp]
+                cmd = [os.path.join(args.bin, "run-model"), path, "--output-dir", tmp, "--device", args.device]
                 for k, v in feeds.items():
                     f = os.path.join(tmp, "in_%d.npy" % len(cmd))
                     np.save(f, v)
