@@ -476,9 +476,10 @@ struct BEmulatedLaunches : BLaunches {
   }
   void Im2col(const float* x, int64_t x_stride, float* col, int64_t col_stride, int64_t images, int64_t channels,
               const Window2d& w) override {
-    const int64_t n = channels * w.k_h * w.k_w * w.out_h * w.out_w;
+    const int64_t hw = w.out_h * w.out_w;  // LaunchIm2col: Im2colWindowAt per (image, channel, position)
     for (int64_t z = 0; z < images; ++z)
-      for (int64_t i = 0; i < n; ++i) Im2colAt(x + z * x_stride, col + z * col_stride, w, i);
+      for (int64_t c = 0; c < channels; ++c)
+        for (int64_t p = 0; p < hw; ++p) Im2colWindowAt<int64_t>(x + z * x_stride, col + z * col_stride, hw, w, c, p);
   }
   void Xnor(const BTileArgs& g, const BOut& o, int64_t batches) override {
     Grid<BTileSmem>(

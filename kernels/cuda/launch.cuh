@@ -22,4 +22,7 @@ inline unsigned Blocks(int64_t n) {
   return static_cast<unsigned>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
 }
 
+// Whether a grid-stride loop over n can count in int32_t: n and every step past it fit.
+inline bool Fits32(int64_t n) { return n + static_cast<int64_t>(Blocks(n)) * kThreads < (int64_t{1} << 31); }
+
 }  // namespace whittle::cuda

@@ -87,6 +87,9 @@ struct QEpi {
   QEpiParams p;
   void* c = nullptr;  // element (z, m, n) at z * c_batch + m * ldc + n
   int64_t ldc = 0, c_batch = 0;
+  // > 0: the split epilogue's column n' is (z, n) = (n' / n_block, n' % n_block) — the QConv's
+  // tensor-core product, whose columns are the chunk's images side by side.
+  int64_t n_block = 0;
 };
 
 struct QTileSmem {
@@ -167,11 +170,17 @@ WH_HD void QTileStore(const QTileArgs& g, const QEpi& e, const QTileRange& r, in
 
 // Element i of a split product: the splits' sums added in order (wrapping, as dp4a accumulates:
 // the fused path's value bit for bit), then the epilogue.
-WH_HD void QSplitEpilogueAt(const QTileArgs& g, const QEpi& e, int64_t splits, int64_t i) {
-  const int64_t m = i / g.N, n = i % g.N;
+template <class I = int64_t>
+WH_HD void QSplitEpilogueAt(const QTileArgs& g, const QEpi& e, int64_t splits, I i) {
+  const I N = static_cast<I>(g.N), m = i / N, n = i - m * N;
   int32_t v = 0;
   for (int64_t sp = 0; sp < splits; ++sp) v = WrapAdd32(v, g.partial[(sp * g.M + m) * g.N + n]);
-  QEpilogueStore(e, 0, m, n, v);
+  if (e.n_block > 0) {
+    const I nb = static_cast<I>(e.n_block), z = n / nb;
+    QEpilogueStore(e, z, m, n - z * nb, v);
+  } else {
+    QEpilogueStore(e, 0, m, n, v);
+  }
 }
 
 // Integer im2col of one group of images into B words [z][Kw][P] (P = out_h * out_w): word (kw, p)
@@ -186,24 +195,39 @@ struct QIm2colArgs {
   int64_t stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1, pad_top = 0, pad_left = 0;
   int64_t Kw = 0;
   int32_t* col = nullptr;
+  // Words at col[(z * P + p) * Kw + kw] instead: bt [z * P + p][Kp] bytes, the operand of the
+  // tensor-core product.
+  bool transposed = false;
 };
 
-WH_HD void QIm2colWord(const QIm2colArgs& g, int64_t z, int64_t kw, int64_t p) {
-  const int64_t kg = g.channels * g.k_h * g.k_w, P = g.out_h * g.out_w;
-  const int64_t oh = p / g.out_w, ow = p % g.out_w;
+// Index arithmetic in I (int32_t where the launch's range fits, as on the device): k's (c, i, j)
+// are decoded once per word and stepped for its four bytes.
+template <class I = int64_t>
+WH_HD void QIm2colWord(const QIm2colArgs& g, I z, I kw, I p) {
+  const I k_h = static_cast<I>(g.k_h), k_w = static_cast<I>(g.k_w), in_h = static_cast<I>(g.in_h),
+          in_w = static_cast<I>(g.in_w), out_w = static_cast<I>(g.out_w);
+  const I kg = static_cast<I>(g.channels) * k_h * k_w;
+  const I oh = p / out_w, ow = p - oh * out_w;
+  const I ih0 = oh * static_cast<I>(g.stride_h) - static_cast<I>(g.pad_top);
+  const I iw0 = ow * static_cast<I>(g.stride_w) - static_cast<I>(g.pad_left);
+  I k = kw * 4, j = k % k_w, t = k / k_w, i = t % k_h, c = t / k_h;
+  const uint8_t* x = g.x + static_cast<int64_t>(z) * g.x_batch;
   uint32_t word = 0;
-  for (int b = 0; b < 4; ++b) {
-    const int64_t k = kw * 4 + b;
+  for (int b = 0; b < 4; ++b, ++k) {
     uint32_t v = static_cast<uint32_t>(g.pad) & 0xffu;
     if (k < kg) {
-      const int64_t j = k % g.k_w, i = (k / g.k_w) % g.k_h, c = k / (g.k_w * g.k_h);
-      const int64_t ih = oh * g.stride_h - g.pad_top + i * g.dil_h, iw = ow * g.stride_w - g.pad_left + j * g.dil_w;
-      if (ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w)
-        v = (g.x[z * g.x_batch + (c * g.in_h + ih) * g.in_w + iw] ^ g.x_xor) & 0xffu;
+      const I ih = ih0 + i * static_cast<I>(g.dil_h), iw = iw0 + j * static_cast<I>(g.dil_w);
+      if (ih >= 0 && ih < in_h && iw >= 0 && iw < in_w)
+        v = (x[(static_cast<int64_t>(c) * in_h + ih) * in_w + iw] ^ g.x_xor) & 0xffu;
     }
     word |= v << (8 * b);
+    if (++j == k_w) {
+      j = 0;
+      if (++i == k_h) i = 0, ++c;
+    }
   }
-  g.col[(z * g.Kw + kw) * P + p] = static_cast<int32_t>(word);
+  const int64_t P = g.out_h * g.out_w;
+  g.col[g.transposed ? (z * P + p) * g.Kw + kw : (z * g.Kw + kw) * P + p] = static_cast<int32_t>(word);
 }
 
 // sum[z * n + j] = sum over kw of the four bytes of words[z][kw][j] (words [z][Kw][n]).
@@ -433,19 +457,31 @@ struct QConvDevicePtrs {
   const int32_t* rowsum = nullptr;
   const int32_t* zb = nullptr;  // one int32: x's shifted zero point
 };
-// Scratch the call needs (int32 values): the image chunk's columns, and their column sums when
-// the weights' zero point is non-zero. `chunk` images at a time.
-inline int64_t QConvScratchInts(const QConvGeometry& s, const QPackedW& w, int64_t chunk) {
+// A chunk of nb images goes to cuBLAS's int8 tensor-core GEMM, one product C [Mg, nb * P] per
+// group over the images' transposed columns, when it is at least min_macs (kQInt8GemmMinMacs; the
+// tests pass 0 to take it on small shapes): the dp4a tiles run one small product per image.
+// Not for a short K: on an H100 cuBLAS took 158 us for the CNN's first layer at batch 1024 (16
+// channels, K = 9 padded to 12, 0.8M columns), about what the whole layer takes in fp32.
+inline bool QConvUsesInt8Gemm(const QConvGeometry& s, int64_t Kw, int64_t nb, int64_t min_macs) {
+  return (s.M / s.group) * nb * s.out_h * s.out_w * Kw * 4 >= min_macs && (min_macs == 0 || Kw * 4 >= 64);
+}
+// Scratch the call needs (int32 values): the image chunk's columns, their column sums when the
+// weights' zero point is non-zero, and the tensor-core product. `chunk` images at a time.
+inline int64_t QConvScratchInts(const QConvGeometry& s, const QPackedW& w, int64_t chunk,
+                                int64_t min_macs = kQInt8GemmMinMacs) {
   const int64_t P = s.out_h * s.out_w, Kw = w.Kp / 4;
-  return chunk * Kw * P + (w.zero_point_nonzero ? chunk * P : 0);
+  return chunk * Kw * P + (w.zero_point_nonzero ? chunk * P : 0) +
+         (QConvUsesInt8Gemm(s, Kw, chunk, min_macs) ? (s.M / s.group) * chunk * P : 0);
 }
 inline void RunQConv(QLaunches& L, const QConvGeometry& s, const QPackedW& w, const QConvDevicePtrs& wp,
                      const uint8_t* x, bool x_uint8, int32_t x_zp_shifted, int64_t images, int64_t chunk,
-                     const QEpiParams& ep, void* y, size_t y_elem, int32_t* scratch) {
+                     const QEpiParams& ep, void* y, size_t y_elem, int32_t* scratch,
+                     int64_t min_macs = kQInt8GemmMinMacs) {
   chunk = std::max<int64_t>(1, std::min(chunk, kMaxGridYZ));
   const int64_t Cg = s.C / s.group, Mg = s.M / s.group, P = s.out_h * s.out_w, Kw = w.Kp / 4;
   int32_t* col = scratch;
   int32_t* colsum = scratch + chunk * Kw * P;
+  int32_t* product = colsum + (w.zero_point_nonzero ? chunk * P : 0);
   for (int64_t n0 = 0; n0 < images; n0 += chunk) {
     const int64_t nb = std::min(chunk, images - n0);
     for (int64_t gi = 0; gi < s.group; ++gi) {
@@ -469,6 +505,42 @@ inline void RunQConv(QLaunches& L, const QConvGeometry& s, const QPackedW& w, co
       ic.pad_left = s.pad_left;
       ic.Kw = Kw;
       ic.col = col;
+      QEpi e;
+      const bool per_row = w.zero_point.size() > 1;
+      e.za = wp.zero_point + (per_row ? gi * Mg : 0);
+      e.za_n = per_row ? Mg : 1;
+      e.zb = wp.zb;
+      e.k_padded = static_cast<int32_t>(w.Kp);
+      if (x_zp_shifted != 0) e.rowsum_a = wp.rowsum + gi * Mg;
+      e.channel_is_row = true;
+      e.channel_offset = gi * Mg;
+      e.p = ep;
+      e.c = static_cast<char*>(y) + static_cast<size_t>((n0 * s.M + gi * Mg) * P) * y_elem;
+      e.ldc = P;
+      e.c_batch = s.M * P;
+      if (QConvUsesInt8Gemm(s, Kw, nb, min_macs)) {
+        // C [Mg, nb * P] = W_g [Mg][Kp] x bt^T, bt [nb * P][Kp] the transposed columns; then the
+        // epilogue pass, which splits each column into (image, position).
+        ic.transposed = true;
+        L.Im2col(ic, nb);
+        const auto* bt = reinterpret_cast<const uint8_t*>(col);
+        if (L.Int8Gemm(reinterpret_cast<const int8_t*>(bt), reinterpret_cast<const int8_t*>(wp.bytes + gi * Mg * w.Kp),
+                       product, Mg, nb * P, w.Kp)) {
+          if (w.zero_point_nonzero) {  // each column's byte sum: a row sum of bt
+            L.RowSum(bt, w.Kp, 0, w.Kp, w.Kp, 0, nb * P, colsum);
+            e.colsum_b = colsum;
+            e.colsum_batch = P;
+          }
+          QTileArgs g;
+          g.M = Mg;
+          g.N = nb * P;
+          g.partial = product;
+          e.n_block = P;
+          L.SplitEpilogue(g, e, 1);
+          continue;
+        }
+        ic.transposed = false;  // cuBLAS refused the call: the dp4a tiles below
+      }
       L.Im2col(ic, nb);
       QTileArgs g;
       g.a = wp.bytes + gi * Mg * w.Kp;
@@ -481,24 +553,11 @@ inline void RunQConv(QLaunches& L, const QConvGeometry& s, const QPackedW& w, co
       g.N = P;
       g.K = w.Kp;
       g.Kw = Kw;
-      QEpi e;
-      const bool per_row = w.zero_point.size() > 1;
-      e.za = wp.zero_point + (per_row ? gi * Mg : 0);
-      e.za_n = per_row ? Mg : 1;
-      e.zb = wp.zb;
-      e.k_padded = static_cast<int32_t>(w.Kp);
-      if (x_zp_shifted != 0) e.rowsum_a = wp.rowsum + gi * Mg;
       if (w.zero_point_nonzero) {
         L.ColumnSum(col, Kw, P, nb, colsum);
         e.colsum_b = colsum;
         e.colsum_batch = P;
       }
-      e.channel_is_row = true;
-      e.channel_offset = gi * Mg;
-      e.p = ep;
-      e.c = static_cast<char*>(y) + static_cast<size_t>((n0 * s.M + gi * Mg) * P) * y_elem;
-      e.ldc = P;
-      e.c_batch = s.M * P;
       L.Tile(g, e, nb);
     }
   }

@@ -33,15 +33,21 @@ __global__ void QToInt8Kernel(const uint8_t* a, int64_t lda, uint32_t a_xor, int
   WH_GRID_STRIDE(i, n) QToInt8At(a, lda, a_xor, K, Kp, pad, out, i);
 }
 
+
+template <class I>
 __global__ void QSplitEpilogueKernel(QTileArgs g, QEpi e, int64_t splits) {
-  WH_GRID_STRIDE(i, g.M * g.N) QSplitEpilogueAt(g, e, splits, i);
+  const I n = static_cast<I>(g.M * g.N);
+  for (I i = static_cast<I>(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += static_cast<I>(blockDim.x * gridDim.x))
+    QSplitEpilogueAt<I>(g, e, splits, i);
 }
 
-__global__ void QIm2colKernel(QIm2colArgs g, int64_t images) {
-  const int64_t P = g.out_h * g.out_w, per_image = g.Kw * P;
-  WH_GRID_STRIDE(i, images * per_image) {
-    const int64_t z = i / per_image, r = i % per_image;
-    QIm2colWord(g, z, r / P, r % P);
+template <class I>
+__global__ void QIm2colKernel(QIm2colArgs g, I images) {
+  const I P = static_cast<I>(g.out_h * g.out_w), Kw = static_cast<I>(g.Kw), per_image = Kw * P, n = images * per_image;
+  for (I i = static_cast<I>(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += static_cast<I>(blockDim.x * gridDim.x)) {
+    const I z = i / per_image, r = i - z * per_image;
+    if (g.transposed) QIm2colWord<I>(g, z, r % Kw, r / Kw);  // consecutive threads: consecutive words
+    else QIm2colWord<I>(g, z, r / P, r % P);
   }
 }
 
@@ -72,7 +78,9 @@ class StreamQLaunches : public QLaunches {
   }
   void SplitEpilogue(const QTileArgs& g, const QEpi& e, int64_t splits) override {
     const int64_t n = g.M * g.N;
-    if (n > 0) QSplitEpilogueKernel<<<Blocks(n), kThreads, 0, s_>>>(g, e, splits);
+    if (n <= 0) return;
+    if (Fits32(n)) QSplitEpilogueKernel<int32_t><<<Blocks(n), kThreads, 0, s_>>>(g, e, splits);
+    else QSplitEpilogueKernel<int64_t><<<Blocks(n), kThreads, 0, s_>>>(g, e, splits);
   }
   void ToInt8(const uint8_t* a, int64_t lda, uint32_t a_xor, int64_t K, int64_t Kp, int32_t pad, int64_t M,
               int8_t* out) override {
@@ -84,7 +92,10 @@ class StreamQLaunches : public QLaunches {
   }
   void Im2col(const QIm2colArgs& g, int64_t images) override {
     const int64_t n = images * g.Kw * g.out_h * g.out_w;
-    if (n > 0) QIm2colKernel<<<Blocks(n), kThreads, 0, s_>>>(g, images);
+    if (n <= 0) return;
+    if (Fits32(n) && g.in_h * g.in_w * g.channels < (int64_t{1} << 31))
+      QIm2colKernel<int32_t><<<Blocks(n), kThreads, 0, s_>>>(g, static_cast<int32_t>(images));
+    else QIm2colKernel<int64_t><<<Blocks(n), kThreads, 0, s_>>>(g, images);
   }
   void ColumnSum(const int32_t* words, int64_t Kw, int64_t n, int64_t batches, int32_t* sum) override {
     if (n * batches > 0) QColumnSumKernel<<<Blocks(n * batches), kThreads, 0, s_>>>(words, Kw, n, batches, sum);

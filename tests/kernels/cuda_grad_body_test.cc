@@ -8,10 +8,12 @@
 // (scripts/cuda-device-check.sh).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/grad_body.h"
+#include "kernels/cuda/im2col_body.h"
 #include "lib/ir/domain.h"
 #include "lib/ops/op_def.h"
 #include "runtime/node_runner.h"
@@ -102,6 +104,59 @@ TEST(CudaGradBodies, Col2imAfterTheProductIsConvGradInput) {
           for (int64_t i = 0; i < Cg * HW; ++i) Col2imAt(col.data(), dx, win, i);
         }
       EXPECT_TRUE(TensorsClose(got, (*want)[0], 1e-5f, 1e-5f));
+    }
+}
+
+// The CUDA Conv's columns and epilogue: Im2colWindowAt in the per-image layout is Im2colAt bit for
+// bit, and in the wide layout (the images' columns side by side) the product W_g x col into a
+// channel-major [M, N, P] scratch, read back by ChannelMajorAt with the bias and a residual, is
+// the reference Conv plus that residual.
+TEST(CudaGradBodies, WideConvColumnsAndEpilogueAreTheConv) {
+  RegisterAllOps();
+  uint32_t seed = 90;
+  for (const Geometry& geo : kGeometries)
+    for (int64_t group : {int64_t{1}, int64_t{2}}) {
+      if (geo.ceil) continue;  // Conv has no ceil_mode
+      SCOPED_TRACE(Name(geo) + " group " + std::to_string(group));
+      const int64_t N = 3, C = geo.c * group, M = 3 * group, Cg = geo.c, Mg = 3;
+      AttributeMap attrs = WindowAttrs(geo);
+      attrs.Set("group", Attribute::Int(group));
+      const Tensor x = RandomFloat({N, C, geo.h, geo.w}, seed++);
+      const Tensor w = RandomFloat({M, Cg, geo.k_h, geo.k_w}, seed++), b = RandomFloat({M}, seed++);
+      auto want = RunNode(MakeNode("Conv", 3, 1, attrs), 17, {x, w, b}, Backend::kReference);
+      ASSERT_TRUE(want.ok()) << want.status().message();
+      const Tensor& y = (*want)[0];
+      const Tensor r = RandomFloat(y.dims(), seed++);
+      const Window2d win = WindowFor(geo, y.dim(2), y.dim(3));
+      const int64_t Kg = Cg * geo.k_h * geo.k_w, P = win.out_h * win.out_w, HW = geo.h * geo.w;
+      std::vector<float> t(static_cast<size_t>(M * N * P));
+      for (int64_t g = 0; g < group; ++g) {
+        std::vector<float> wide(static_cast<size_t>(Kg * N * P), -1.f), image(static_cast<size_t>(Kg * P), -1.f),
+            per_entry(static_cast<size_t>(Kg * P), -2.f);
+        for (int32_t n = 0; n < N; ++n) {
+          const float* xg = x.data<float>() + (n * C + g * Cg) * HW;
+          for (int32_t c = 0; c < Cg; ++c)
+            for (int32_t p = 0; p < P; ++p) {
+              Im2colWindowAt<int32_t>(xg, wide.data() + n * P, N * P, win, c, p);
+              Im2colWindowAt<int32_t>(xg, image.data(), P, win, c, p);
+            }
+          for (int64_t i = 0; i < Kg * P; ++i) Im2colAt(xg, per_entry.data(), win, i);
+          ASSERT_EQ(0, std::memcmp(image.data(), per_entry.data(), image.size() * sizeof(float)));
+        }
+        for (int64_t m = 0; m < Mg; ++m)  // t[g*Mg + m, n, p] = sum_k W_g[m, k] wide[k, n*P + p]
+          for (int64_t q = 0; q < N * P; ++q) {
+            double s = 0;
+            for (int64_t k = 0; k < Kg; ++k)
+              s += static_cast<double>(w.data<float>()[(g * Mg + m) * Kg + k]) * wide[static_cast<size_t>(k * N * P + q)];
+            t[static_cast<size_t>((g * Mg + m) * N * P + q)] = static_cast<float>(s);
+          }
+      }
+      Tensor got(DType::kFloat32, y.dims()), want_r(DType::kFloat32, y.dims());
+      for (int32_t o = 0; o < y.numel(); ++o) {
+        got.data<float>()[o] = ChannelMajorAt<int32_t>(t.data(), N, M, P, b.data<float>(), r.data<float>(), o);
+        want_r.data<float>()[o] = y.data<float>()[o] + r.data<float>()[o];
+      }
+      EXPECT_TRUE(TensorsClose(got, want_r, 1e-5f, 1e-5f));
     }
 }
 
