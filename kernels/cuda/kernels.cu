@@ -135,11 +135,11 @@ __global__ void ChannelMajorBiasActKernel(const float* t, float* y, I n, I c, I 
 }
 
 
+template <class I>
 __global__ void PoolKernel(const float* x, float* y, int64_t planes, Window2d w, int mode, bool count_include_pad) {
-  const int64_t n = planes * w.out_h * w.out_w;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const int64_t ow = i % w.out_w, oh = (i / w.out_w) % w.out_h, p = i / (w.out_w * w.out_h);
+  const I n = static_cast<I>(planes * w.out_h * w.out_w), out_w = static_cast<I>(w.out_w), out_h = static_cast<I>(w.out_h);
+  for (I i = static_cast<I>(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += static_cast<I>(blockDim.x * gridDim.x)) {
+    const I q = i / out_w, ow = i - q * out_w, p = q / out_h, oh = q - p * out_h;
     const float* xp = x + p * w.in_h * w.in_w;
     float acc = mode == 0 ? -FLT_MAX : 0.f;
     int64_t count = 0;
@@ -238,13 +238,15 @@ void LaunchChannelMajorBiasAct(const float* t, float* y, int64_t n, int64_t c, i
 
 void LaunchMaxPool2d(const float* x, float* y, int64_t planes, const Window2d& w, void* stream) {
   const int64_t n = planes * w.out_h * w.out_w;
-  if (n > 0) PoolKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, planes, w, 0, false);
+  if (n > 0 && Fits32(n)) PoolKernel<int32_t><<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, planes, w, 0, false);
+  else if (n > 0) PoolKernel<int64_t><<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, planes, w, 0, false);
 }
 
 void LaunchAveragePool2d(const float* x, float* y, int64_t planes, const Window2d& w, bool count_include_pad,
                          void* stream) {
   const int64_t n = planes * w.out_h * w.out_w;
-  if (n > 0) PoolKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, planes, w, 1, count_include_pad);
+  if (n > 0 && Fits32(n)) PoolKernel<int32_t><<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, planes, w, 1, count_include_pad);
+  else if (n > 0) PoolKernel<int64_t><<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, planes, w, 1, count_include_pad);
 }
 
 void LaunchGlobalAveragePool(const float* x, float* y, int64_t planes, int64_t hw, void* stream) {

@@ -129,12 +129,14 @@ WH_HD void QTileMac(const QTileSmem& s, int tid, int32_t (&acc)[4][4]) {
   }
 }
 
-WH_HD void QEpilogueStore(const QEpi& e, int64_t z, int64_t m, int64_t n, int32_t raw) {
+// colsum: B's column sum for (z, n) where the zero-point identity needs it (e.colsum_b's entry, or
+// one a kernel summed itself), else null.
+WH_HD void QEpilogueFinish(const QEpi& e, int64_t z, int64_t m, int64_t n, int32_t raw, const int32_t* colsum) {
   int32_t v = raw;
   const int32_t zam = e.za ? e.za[e.za_n == 1 ? 0 : m] : 0, zbn = e.zb ? e.zb[e.zb_n == 1 ? 0 : n] : 0;
   if (e.rowsum_a) v = WrapAdd32(v, -WrapMul32(zbn, e.rowsum_a[m]));
-  if (e.colsum_b) v = WrapAdd32(v, -WrapMul32(zam, e.colsum_b[z * e.colsum_batch + n]));
-  if (e.rowsum_a && e.colsum_b) v = WrapAdd32(v, WrapMul32(WrapMul32(e.k_padded, zam), zbn));
+  if (colsum) v = WrapAdd32(v, -WrapMul32(zam, *colsum));
+  if (e.rowsum_a && colsum) v = WrapAdd32(v, WrapMul32(WrapMul32(e.k_padded, zam), zbn));
   const int64_t c = e.channel_offset + (e.channel_is_row ? m : n);
   if (e.p.bias) v = WrapAdd32(v, e.p.bias[c]);
   const int64_t at = z * e.c_batch + m * e.ldc + n;
@@ -153,6 +155,10 @@ WH_HD void QEpilogueStore(const QEpi& e, int64_t z, int64_t m, int64_t n, int32_
   q = q > static_cast<float>(e.p.qmax) ? static_cast<float>(e.p.qmax) : q;
   if (e.p.out == QOut::kUInt8) static_cast<uint8_t*>(e.c)[at] = static_cast<uint8_t>(static_cast<int32_t>(q));
   else static_cast<int8_t*>(e.c)[at] = static_cast<int8_t>(static_cast<int32_t>(q));
+}
+
+WH_HD void QEpilogueStore(const QEpi& e, int64_t z, int64_t m, int64_t n, int32_t raw) {
+  QEpilogueFinish(e, z, m, n, raw, e.colsum_b ? e.colsum_b + z * e.colsum_batch + n : nullptr);
 }
 
 // Phase 3: thread tid stores its accumulators through the epilogue, or its split's raw sums.
@@ -230,6 +236,46 @@ WH_HD void QIm2colWord(const QIm2colArgs& g, I z, I kw, I p) {
   g.col[g.transposed ? (z * P + p) * g.Kw + kw : (z * g.Kw + kw) * P + p] = static_cast<int32_t>(word);
 }
 
+// A QConv of a short K without columns (kQDirectMaxKp; the CNN's first layer: K = 9): the thread
+// of output position p of image z reads its window's Kp bytes once, as QIm2colWord would pack
+// them, and runs every one of the group's Mg channels over them with the weights [Mg][Kp] (int8
+// domain), then the epilogue with the column sum it added itself (colsum: whether the weights'
+// zero point needs it). The same int32 sums as the tiles, so the same bytes out.
+constexpr int64_t kQDirectMaxKp = 32;
+template <class I = int64_t>
+WH_HD void QDirectConvAt(const QIm2colArgs& g, const uint8_t* w, I Mg, I Kp, const QEpi& e, bool colsum, I z, I p) {
+  int32_t col[kQDirectMaxKp];
+  const I k_h = static_cast<I>(g.k_h), k_w = static_cast<I>(g.k_w), in_h = static_cast<I>(g.in_h),
+          in_w = static_cast<I>(g.in_w), out_w = static_cast<I>(g.out_w);
+  const I kg = static_cast<I>(g.channels) * k_h * k_w;
+  const I oh = p / out_w, ow = p - oh * out_w;
+  const I ih0 = oh * static_cast<I>(g.stride_h) - static_cast<I>(g.pad_top);
+  const I iw0 = ow * static_cast<I>(g.stride_w) - static_cast<I>(g.pad_left);
+  const uint8_t* x = g.x + static_cast<int64_t>(z) * g.x_batch;
+  I i = 0, j = 0, c = 0;
+  int32_t sum = 0;
+  for (I k = 0; k < Kp; ++k) {
+    uint32_t v = static_cast<uint32_t>(g.pad) & 0xffu;
+    if (k < kg) {
+      const I ih = ih0 + i * static_cast<I>(g.dil_h), iw = iw0 + j * static_cast<I>(g.dil_w);
+      if (ih >= 0 && ih < in_h && iw >= 0 && iw < in_w)
+        v = (x[(static_cast<int64_t>(c) * in_h + ih) * in_w + iw] ^ g.x_xor) & 0xffu;
+      if (++j == k_w) {
+        j = 0;
+        if (++i == k_h) i = 0, ++c;
+      }
+    }
+    col[k] = static_cast<int8_t>(static_cast<uint8_t>(v));
+    sum = WrapAdd32(sum, col[k]);
+  }
+  for (I m = 0; m < Mg; ++m) {
+    const uint8_t* wm = w + static_cast<int64_t>(m) * Kp;
+    int32_t raw = 0;
+    for (I k = 0; k < Kp; ++k) raw = WrapAdd32(raw, WrapMul32(static_cast<int8_t>(wm[k]), col[k]));
+    QEpilogueFinish(e, z, m, p, raw, colsum ? &sum : nullptr);
+  }
+}
+
 // sum[z * n + j] = sum over kw of the four bytes of words[z][kw][j] (words [z][Kw][n]).
 WH_HD void QColumnSum(const int32_t* words, int64_t Kw, int64_t n, int64_t z, int64_t j, int32_t* sum) {
   int32_t s = 0;
@@ -271,6 +317,9 @@ struct QLaunches {
                       int8_t* out) = 0;
   virtual bool Int8Gemm(const int8_t* bt, const int8_t* a8, int32_t* c, int64_t M, int64_t N, int64_t Kp) = 0;
   virtual void Im2col(const QIm2colArgs& g, int64_t images) = 0;
+  // QDirectConvAt for every (image, position) of `images` images.
+  virtual void DirectConv(const QIm2colArgs& g, const uint8_t* w, int64_t Mg, int64_t Kp, const QEpi& e, bool colsum,
+                          int64_t images) = 0;
   virtual void ColumnSum(const int32_t* words, int64_t Kw, int64_t n, int64_t batches, int32_t* sum) = 0;
   virtual void RowSum(const uint8_t* a, int64_t lda, uint32_t a_xor, int64_t K, int64_t Kp, int32_t pad, int64_t M,
                       int32_t* sum) = 0;
@@ -457,26 +506,34 @@ struct QConvDevicePtrs {
   const int32_t* rowsum = nullptr;
   const int32_t* zb = nullptr;  // one int32: x's shifted zero point
 };
-// A chunk of nb images goes to cuBLAS's int8 tensor-core GEMM, one product C [Mg, nb * P] per
-// group over the images' transposed columns, when it is at least min_macs (kQInt8GemmMinMacs; the
-// tests pass 0 to take it on small shapes): the dp4a tiles run one small product per image.
-// Not for a short K: on an H100 cuBLAS took 158 us for the CNN's first layer at batch 1024 (16
-// channels, K = 9 padded to 12, 0.8M columns), about what the whole layer takes in fp32.
-inline bool QConvUsesInt8Gemm(const QConvGeometry& s, int64_t Kw, int64_t nb, int64_t min_macs) {
-  return (s.M / s.group) * nb * s.out_h * s.out_w * Kw * 4 >= min_macs && (min_macs == 0 || Kw * 4 >= 64);
+// How a QConv chunk is computed. kAuto: kDirect for a short K (at most kQDirectMaxKp) and at most
+// kQDirectMaxMg channels per group; else cuBLAS's int8 tensor-core GEMM, one product C [Mg, nb *
+// P] per group over the images' transposed columns, when it is kQInt8GemmMinMacs or more and K is
+// 64 or more (for the CNN's first layer, K = 9 padded to 12, cuBLAS took 158 us at batch 1024 on
+// an H100, about what the whole fp32 layer takes); else the dp4a tiles, one small product per
+// image. The tests force each path.
+enum class QConvPath { kAuto, kTiles, kInt8Gemm, kDirect };
+constexpr int64_t kQDirectMaxMg = 64;
+inline QConvPath QConvPathFor(const QConvGeometry& s, int64_t Kw, int64_t nb, QConvPath force) {
+  const int64_t Mg = s.M / s.group, Kp = Kw * 4;
+  if (force == QConvPath::kDirect) return Kp <= kQDirectMaxKp ? QConvPath::kDirect : QConvPath::kTiles;
+  if (force != QConvPath::kAuto) return force;
+  if (Kp <= kQDirectMaxKp && Mg <= kQDirectMaxMg) return QConvPath::kDirect;
+  if (Mg * nb * s.out_h * s.out_w * Kp >= kQInt8GemmMinMacs && Kp >= 64) return QConvPath::kInt8Gemm;
+  return QConvPath::kTiles;
 }
 // Scratch the call needs (int32 values): the image chunk's columns, their column sums when the
 // weights' zero point is non-zero, and the tensor-core product. `chunk` images at a time.
 inline int64_t QConvScratchInts(const QConvGeometry& s, const QPackedW& w, int64_t chunk,
-                                int64_t min_macs = kQInt8GemmMinMacs) {
+                                QConvPath force = QConvPath::kAuto) {
   const int64_t P = s.out_h * s.out_w, Kw = w.Kp / 4;
   return chunk * Kw * P + (w.zero_point_nonzero ? chunk * P : 0) +
-         (QConvUsesInt8Gemm(s, Kw, chunk, min_macs) ? (s.M / s.group) * chunk * P : 0);
+         (QConvPathFor(s, Kw, chunk, force) == QConvPath::kInt8Gemm ? (s.M / s.group) * chunk * P : 0);
 }
 inline void RunQConv(QLaunches& L, const QConvGeometry& s, const QPackedW& w, const QConvDevicePtrs& wp,
                      const uint8_t* x, bool x_uint8, int32_t x_zp_shifted, int64_t images, int64_t chunk,
                      const QEpiParams& ep, void* y, size_t y_elem, int32_t* scratch,
-                     int64_t min_macs = kQInt8GemmMinMacs) {
+                     QConvPath force = QConvPath::kAuto) {
   chunk = std::max<int64_t>(1, std::min(chunk, kMaxGridYZ));
   const int64_t Cg = s.C / s.group, Mg = s.M / s.group, P = s.out_h * s.out_w, Kw = w.Kp / 4;
   int32_t* col = scratch;
@@ -518,7 +575,12 @@ inline void RunQConv(QLaunches& L, const QConvGeometry& s, const QPackedW& w, co
       e.c = static_cast<char*>(y) + static_cast<size_t>((n0 * s.M + gi * Mg) * P) * y_elem;
       e.ldc = P;
       e.c_batch = s.M * P;
-      if (QConvUsesInt8Gemm(s, Kw, nb, min_macs)) {
+      const QConvPath path = QConvPathFor(s, Kw, nb, force);
+      if (path == QConvPath::kDirect) {
+        L.DirectConv(ic, wp.bytes + gi * Mg * w.Kp, Mg, w.Kp, e, w.zero_point_nonzero, nb);
+        continue;
+      }
+      if (path == QConvPath::kInt8Gemm) {
         // C [Mg, nb * P] = W_g [Mg][Kp] x bt^T, bt [nb * P][Kp] the transposed columns; then the
         // epilogue pass, which splits each column into (image, position).
         ic.transposed = true;
@@ -607,6 +669,11 @@ struct QEmulatedLaunches : QLaunches {
     for (int64_t z = 0; z < images; ++z)
       for (int64_t kw = 0; kw < g.Kw; ++kw)
         for (int64_t p = 0; p < P; ++p) QIm2colWord(g, z, kw, p);
+  }
+  void DirectConv(const QIm2colArgs& g, const uint8_t* w, int64_t Mg, int64_t Kp, const QEpi& e, bool colsum,
+                  int64_t images) override {
+    for (int64_t z = 0; z < images; ++z)
+      for (int64_t p = 0; p < g.out_h * g.out_w; ++p) QDirectConvAt(g, w, Mg, Kp, e, colsum, z, p);
   }
   void ColumnSum(const int32_t* words, int64_t Kw, int64_t n, int64_t batches, int32_t* sum) override {
     for (int64_t z = 0; z < batches; ++z)

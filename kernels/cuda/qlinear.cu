@@ -51,6 +51,15 @@ __global__ void QIm2colKernel(QIm2colArgs g, I images) {
   }
 }
 
+template <class I>
+__global__ void QDirectConvKernel(QIm2colArgs g, const uint8_t* w, I Mg, I Kp, QEpi e, bool colsum, I images) {
+  const I P = static_cast<I>(g.out_h * g.out_w), n = images * P;
+  for (I i = static_cast<I>(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += static_cast<I>(blockDim.x * gridDim.x)) {
+    const I z = i / P;
+    QDirectConvAt<I>(g, w, Mg, Kp, e, colsum, z, i - z * P);
+  }
+}
+
 __global__ void QColumnSumKernel(const int32_t* words, int64_t Kw, int64_t n, int64_t batches, int32_t* sum) {
   WH_GRID_STRIDE(i, batches * n) QColumnSum(words, Kw, n, i / n, i % n, sum);
 }
@@ -65,7 +74,14 @@ __global__ void DequantizeKernel(QuantizeArgs a, int64_t n) { WH_GRID_STRIDE(i, 
 
 template <class T>
 __global__ void MaxPoolBytesKernel(const T* x, T* y, Window2d w, int64_t n) {
-  WH_GRID_STRIDE(i, n) MaxPoolBytesAt(x, y, w, i);
+  WH_GRID_STRIDE(i, n) MaxPoolBytesAt<T, int64_t>(x, y, w, i);
+}
+
+template <class T>
+__global__ void MaxPoolBytesKernel32(const T* x, T* y, Window2d w, int32_t n) {
+  for (int32_t i = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x); i < n;
+       i += static_cast<int32_t>(blockDim.x * gridDim.x))
+    MaxPoolBytesAt<T, int32_t>(x, y, w, i);
 }
 
 class StreamQLaunches : public QLaunches {
@@ -97,6 +113,15 @@ class StreamQLaunches : public QLaunches {
       QIm2colKernel<int32_t><<<Blocks(n), kThreads, 0, s_>>>(g, static_cast<int32_t>(images));
     else QIm2colKernel<int64_t><<<Blocks(n), kThreads, 0, s_>>>(g, images);
   }
+  void DirectConv(const QIm2colArgs& g, const uint8_t* w, int64_t Mg, int64_t Kp, const QEpi& e, bool colsum,
+                  int64_t images) override {
+    const int64_t n = images * g.out_h * g.out_w;
+    if (n <= 0) return;
+    if (Fits32(n) && g.in_h * g.in_w * g.channels < (int64_t{1} << 31))
+      QDirectConvKernel<int32_t><<<Blocks(n), kThreads, 0, s_>>>(g, w, static_cast<int32_t>(Mg), static_cast<int32_t>(Kp),
+                                                                 e, colsum, static_cast<int32_t>(images));
+    else QDirectConvKernel<int64_t><<<Blocks(n), kThreads, 0, s_>>>(g, w, Mg, Kp, e, colsum, images);
+  }
   void ColumnSum(const int32_t* words, int64_t Kw, int64_t n, int64_t batches, int32_t* sum) override {
     if (n * batches > 0) QColumnSumKernel<<<Blocks(n * batches), kThreads, 0, s_>>>(words, Kw, n, batches, sum);
   }
@@ -127,10 +152,15 @@ void LaunchDequantize(const QuantizeArgs& a, int64_t n, void* stream) {
 void LaunchMaxPool2dBytes(const void* x, void* y, bool is_uint8, int64_t planes, const Window2d& w, void* stream) {
   const int64_t n = planes * w.out_h * w.out_w;
   if (n <= 0) return;
-  if (is_uint8)
-    MaxPoolBytesKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), w, n);
-  else
-    MaxPoolBytesKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(static_cast<const int8_t*>(x), static_cast<int8_t*>(y), w, n);
+  const auto* xu = static_cast<const uint8_t*>(x);
+  const auto* xs = static_cast<const int8_t*>(x);
+  auto* yu = static_cast<uint8_t*>(y);
+  auto* ys = static_cast<int8_t*>(y);
+  const int32_t n32 = static_cast<int32_t>(n);
+  if (Fits32(n) && is_uint8) MaxPoolBytesKernel32<<<Blocks(n), kThreads, 0, S(stream)>>>(xu, yu, w, n32);
+  else if (Fits32(n)) MaxPoolBytesKernel32<<<Blocks(n), kThreads, 0, S(stream)>>>(xs, ys, w, n32);
+  else if (is_uint8) MaxPoolBytesKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(xu, yu, w, n);
+  else MaxPoolBytesKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(xs, ys, w, n);
 }
 
 }  // namespace whittle::cuda

@@ -45,9 +45,10 @@ WH_HD void DequantizeAt(const QuantizeArgs& a, int64_t i) {
 
 // Output element i of a max pool over byte planes x [planes, in_h, in_w] (padding never wins; a
 // window wholly in the padding gives the type's minimum, as the reference does).
-template <class T>
-WH_HD void MaxPoolBytesAt(const T* x, T* y, const Window2d& w, int64_t i) {
-  const int64_t ow = i % w.out_w, oh = (i / w.out_w) % w.out_h, p = i / (w.out_w * w.out_h);
+template <class T, class I = int64_t>
+WH_HD void MaxPoolBytesAt(const T* x, T* y, const Window2d& w, I i) {
+  const I out_w = static_cast<I>(w.out_w), out_h = static_cast<I>(w.out_h);
+  const I q = i / out_w, ow = i - q * out_w, p = q / out_h, oh = q - p * out_h;
   const T* xp = x + p * w.in_h * w.in_w;
   int32_t acc = static_cast<T>(0x80) < 0 ? -128 : 0;
   for (int64_t kh = 0; kh < w.k_h; ++kh)

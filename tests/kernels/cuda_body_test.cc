@@ -243,16 +243,17 @@ void RunConvCase(const QCase& c, const ConvGeo& g, int64_t chunk, uint32_t seed)
   const bool x_u8 = c.x_dt == DType::kUInt8;
   const int32_t zb = xp.zero_point[0] - (x_u8 ? 128 : 0);
   QConvDevicePtrs ptrs{packed.bytes.data(), packed.zero_point.data(), packed.rowsum.data(), &zb};
-  // The dp4a tiles (min_macs past any product here) and the tensor-core path (min_macs 0: the
-  // transposed columns, one product per group over the chunk, the split epilogue).
-  for (int64_t min_macs : {std::numeric_limits<int64_t>::max(), int64_t{0}}) {
-    SCOPED_TRACE(min_macs == 0 ? "tensor-core path" : "tile path");
-    std::vector<int32_t> scratch(static_cast<size_t>(QConvScratchInts(geo, packed, chunk, min_macs)));
+  // Every path forced: the dp4a tiles, the tensor-core path (the transposed columns, one product
+  // per group over the chunk, the split epilogue) and, where K is short, the direct kernel.
+  for (QConvPath path : {QConvPath::kTiles, QConvPath::kInt8Gemm, QConvPath::kDirect}) {
+    if (path == QConvPath::kDirect && packed.Kp > kQDirectMaxKp) continue;
+    SCOPED_TRACE(path == QConvPath::kTiles ? "tile path" : path == QConvPath::kInt8Gemm ? "tensor-core path" : "direct path");
+    std::vector<int32_t> scratch(static_cast<size_t>(QConvScratchInts(geo, packed, chunk, path)));
     Tensor got(OutDType(out), want.dims());
     QEmulatedLaunches L;
     RunQConv(L, geo, packed, ptrs, static_cast<const uint8_t*>(x.raw_data()), x_u8, zb, g.N, chunk,
              EpilogueParams(out, out.multiplier.data(), out.bias.data()), got.raw_data(),
-             got.dtype() == DType::kFloat32 ? 4 : 1, scratch.data(), min_macs);
+             got.dtype() == DType::kFloat32 ? 4 : 1, scratch.data(), path);
     EXPECT_TRUE(TensorsClose(got, want, 0.f, 0.f));
   }
 }
