@@ -206,32 +206,47 @@ struct QIm2colArgs {
   bool transposed = false;
 };
 
-// Index arithmetic in I (int32_t where the launch's range fits, as on the device): k's (c, i, j)
-// are decoded once per word and stepped for its four bytes.
-template <class I = int64_t>
-WH_HD void QIm2colWord(const QIm2colArgs& g, I z, I kw, I p) {
-  const I k_h = static_cast<I>(g.k_h), k_w = static_cast<I>(g.k_w), in_h = static_cast<I>(g.in_h),
-          in_w = static_cast<I>(g.in_w), out_w = static_cast<I>(g.out_w);
-  const I kg = static_cast<I>(g.channels) * k_h * k_w;
-  const I oh = p / out_w, ow = p - oh * out_w;
-  const I ih0 = oh * static_cast<I>(g.stride_h) - static_cast<I>(g.pad_top);
-  const I iw0 = ow * static_cast<I>(g.stride_w) - static_cast<I>(g.pad_left);
-  I k = kw * 4, j = k % k_w, t = k / k_w, i = t % k_h, c = t / k_h;
-  const uint8_t* x = g.x + static_cast<int64_t>(z) * g.x_batch;
-  uint32_t word = 0;
-  for (int b = 0; b < 4; ++b, ++k) {
+// The bytes of output position p's window in image z, k = (c * k_h + i) * k_w + j from k0 on, as
+// the columns hold them: x's byte in the int8 domain, pad in the padding and past K. Index
+// arithmetic in I (int32_t where the launch's range fits, as on the device): (c, i, j) is decoded
+// once and stepped after.
+template <class I>
+struct QWindowBytes {
+  const QIm2colArgs& g;
+  const uint8_t* x;
+  I k_h, k_w, in_h, in_w, kg, ih0, iw0, k, i, j, c;
+  WH_HD QWindowBytes(const QIm2colArgs& args, I z, I p, I k0)
+      : g(args), x(args.x + static_cast<int64_t>(z) * args.x_batch), k_h(static_cast<I>(args.k_h)),
+        k_w(static_cast<I>(args.k_w)), in_h(static_cast<I>(args.in_h)), in_w(static_cast<I>(args.in_w)),
+        kg(static_cast<I>(args.channels) * k_h * k_w), k(k0) {
+    const I out_w = static_cast<I>(g.out_w), oh = p / out_w, ow = p - oh * out_w;
+    ih0 = oh * static_cast<I>(g.stride_h) - static_cast<I>(g.pad_top);
+    iw0 = ow * static_cast<I>(g.stride_w) - static_cast<I>(g.pad_left);
+    j = k0 % k_w;
+    const I t = k0 / k_w;
+    i = t % k_h;
+    c = t / k_h;
+  }
+  WH_HD uint32_t Next() {
     uint32_t v = static_cast<uint32_t>(g.pad) & 0xffu;
-    if (k < kg) {
+    if (k++ < kg) {
       const I ih = ih0 + i * static_cast<I>(g.dil_h), iw = iw0 + j * static_cast<I>(g.dil_w);
       if (ih >= 0 && ih < in_h && iw >= 0 && iw < in_w)
         v = (x[(static_cast<int64_t>(c) * in_h + ih) * in_w + iw] ^ g.x_xor) & 0xffu;
+      if (++j == k_w) {
+        j = 0;
+        if (++i == k_h) i = 0, ++c;
+      }
     }
-    word |= v << (8 * b);
-    if (++j == k_w) {
-      j = 0;
-      if (++i == k_h) i = 0, ++c;
-    }
+    return v;
   }
+};
+
+template <class I = int64_t>
+WH_HD void QIm2colWord(const QIm2colArgs& g, I z, I kw, I p) {
+  QWindowBytes<I> bytes(g, z, p, kw * 4);
+  uint32_t word = 0;
+  for (int b = 0; b < 4; ++b) word |= bytes.Next() << (8 * b);
   const int64_t P = g.out_h * g.out_w;
   g.col[g.transposed ? (z * P + p) * g.Kw + kw : (z * g.Kw + kw) * P + p] = static_cast<int32_t>(word);
 }
@@ -245,27 +260,10 @@ constexpr int64_t kQDirectMaxKp = 32;
 template <class I = int64_t>
 WH_HD void QDirectConvAt(const QIm2colArgs& g, const uint8_t* w, I Mg, I Kp, const QEpi& e, bool colsum, I z, I p) {
   int32_t col[kQDirectMaxKp];
-  const I k_h = static_cast<I>(g.k_h), k_w = static_cast<I>(g.k_w), in_h = static_cast<I>(g.in_h),
-          in_w = static_cast<I>(g.in_w), out_w = static_cast<I>(g.out_w);
-  const I kg = static_cast<I>(g.channels) * k_h * k_w;
-  const I oh = p / out_w, ow = p - oh * out_w;
-  const I ih0 = oh * static_cast<I>(g.stride_h) - static_cast<I>(g.pad_top);
-  const I iw0 = ow * static_cast<I>(g.stride_w) - static_cast<I>(g.pad_left);
-  const uint8_t* x = g.x + static_cast<int64_t>(z) * g.x_batch;
-  I i = 0, j = 0, c = 0;
+  QWindowBytes<I> bytes(g, z, p, 0);
   int32_t sum = 0;
   for (I k = 0; k < Kp; ++k) {
-    uint32_t v = static_cast<uint32_t>(g.pad) & 0xffu;
-    if (k < kg) {
-      const I ih = ih0 + i * static_cast<I>(g.dil_h), iw = iw0 + j * static_cast<I>(g.dil_w);
-      if (ih >= 0 && ih < in_h && iw >= 0 && iw < in_w)
-        v = (x[(static_cast<int64_t>(c) * in_h + ih) * in_w + iw] ^ g.x_xor) & 0xffu;
-      if (++j == k_w) {
-        j = 0;
-        if (++i == k_h) i = 0, ++c;
-      }
-    }
-    col[k] = static_cast<int8_t>(static_cast<uint8_t>(v));
+    col[k] = static_cast<int8_t>(static_cast<uint8_t>(bytes.Next()));
     sum = WrapAdd32(sum, col[k]);
   }
   for (I m = 0; m < Mg; ++m) {
