@@ -1,7 +1,7 @@
 // The training graph's device arithmetic as bodies (kernels/cuda/hd.h), each computing one
 // output element by gathering what reaches it — no atomics, so every run adds in one order:
 //   Col2imAt:          element i of x [channels, in_h, in_w] = the sum of the col
-//                      [channels * k_h * k_w, out_h * out_w] entries Im2colAt read it into
+//                      [channels * k_h * k_w, out_h * out_w] entries im2col read it into
 //                      (ConvGradInput's second half)
 //   MaxPoolGradAt:     element i of dx [planes, in_h, in_w] = the sum of dy over the windows whose
 //                      first maximum (row-major taps, padding never wins) is element i

@@ -1,7 +1,7 @@
-// The float im2col as bodies (kernels/cuda/hd.h): col [channels * k_h * k_w, out_h * out_w] from
-// x [channels, in_h, in_w], 0 in the padding. The GPU runs Im2colWindowAt (LaunchIm2col,
-// LaunchIm2colWindows in kernels/cuda/kernels.cu: the Conv, ConvGradWeight and the binary/codebook
-// layers' float path); Im2colAt, an entry at a time, is what the tests check it against.
+// The float im2col as a body (kernels/cuda/hd.h): col [channels * k_h * k_w, out_h * out_w] from
+// x [channels, in_h, in_w], 0 in the padding, entry r = (c * k_h + kh) * k_w + kw. The GPU runs
+// Im2colWindowAt (LaunchIm2col, LaunchIm2colWindows in kernels/cuda/kernels.cu: the Conv,
+// ConvGradWeight and the binary/codebook layers' float path); the tests run it on the CPU.
 #pragma once
 
 #include <cstdint>
@@ -11,20 +11,10 @@
 
 namespace whittle::cuda {
 
-WH_HD void Im2colAt(const float* x, float* col, const Window2d& w, int64_t i) {
-  const int64_t hw = w.out_h * w.out_w;
-  const int64_t p = i % hw, r = i / hw;  // r = (c * k_h + kh) * k_w + kw
-  const int64_t kw = r % w.k_w, kh = (r / w.k_w) % w.k_h, c = r / (w.k_w * w.k_h);
-  const int64_t oh = p / w.out_w, ow = p % w.out_w;
-  const int64_t ih = oh * w.stride_h - w.pad_top + kh * w.dil_h, iw = ow * w.stride_w - w.pad_left + kw * w.dil_w;
-  col[i] = ih >= 0 && ih < w.in_h && iw >= 0 && iw < w.in_w ? x[(c * w.in_h + ih) * w.in_w + iw] : 0.f;
-}
-
-// The same columns, one output position at a time: the k_h * k_w entries that position p of
-// channel c reads, entry r = (c * k_h + kh) * k_w + kw at col[r * row_stride + p] (row_stride =
-// out_h * out_w: Im2colAt's layout; images * out_h * out_w: the images side by side, the Conv's
-// one wide product). Index arithmetic in I (int32_t where the launch's range fits): a thread
-// divides once per window, not once per entry as Im2colAt does.
+// One output position at a time: the k_h * k_w entries that position p of channel c reads, entry
+// r at col[r * row_stride + p] (row_stride = out_h * out_w: one image's columns; images * out_h *
+// out_w: the images side by side, the Conv's one wide product). Index arithmetic in I (int32_t
+// where the launch's range fits): a thread divides once per window, not once per entry.
 template <class I>
 WH_HD void Im2colWindowAt(const float* x, float* col, int64_t row_stride, const Window2d& w, I c, I p) {
   const I out_w = static_cast<I>(w.out_w), in_h = static_cast<I>(w.in_h), in_w = static_cast<I>(w.in_w);

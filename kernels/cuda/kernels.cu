@@ -134,7 +134,6 @@ __global__ void ChannelMajorBiasActKernel(const float* t, float* y, I n, I c, I 
     y[o] = Apply(act, ChannelMajorAt<I>(t, n, c, hw, bias, residual, o), 0.01f);
 }
 
-
 template <class I>
 __global__ void PoolKernel(const float* x, float* y, int64_t planes, Window2d w, int mode, bool count_include_pad) {
   const I n = static_cast<I>(planes * w.out_h * w.out_w), out_w = static_cast<I>(w.out_w), out_h = static_cast<I>(w.out_h);
@@ -236,17 +235,22 @@ void LaunchChannelMajorBiasAct(const float* t, float* y, int64_t n, int64_t c, i
     ChannelMajorBiasActKernel<int64_t><<<Blocks(total), kThreads, 0, S(stream)>>>(t, y, n, c, hw, bias, residual, act);
 }
 
-void LaunchMaxPool2d(const float* x, float* y, int64_t planes, const Window2d& w, void* stream) {
+// mode 0: max, 1: average.
+void LaunchPool(const float* x, float* y, int64_t planes, const Window2d& w, int mode, bool count_include_pad,
+                void* stream) {
   const int64_t n = planes * w.out_h * w.out_w;
-  if (n > 0 && Fits32(n)) PoolKernel<int32_t><<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, planes, w, 0, false);
-  else if (n > 0) PoolKernel<int64_t><<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, planes, w, 0, false);
+  if (n <= 0) return;
+  if (Fits32(n)) PoolKernel<int32_t><<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, planes, w, mode, count_include_pad);
+  else PoolKernel<int64_t><<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, planes, w, mode, count_include_pad);
+}
+
+void LaunchMaxPool2d(const float* x, float* y, int64_t planes, const Window2d& w, void* stream) {
+  LaunchPool(x, y, planes, w, 0, false, stream);
 }
 
 void LaunchAveragePool2d(const float* x, float* y, int64_t planes, const Window2d& w, bool count_include_pad,
                          void* stream) {
-  const int64_t n = planes * w.out_h * w.out_w;
-  if (n > 0 && Fits32(n)) PoolKernel<int32_t><<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, planes, w, 1, count_include_pad);
-  else if (n > 0) PoolKernel<int64_t><<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, planes, w, 1, count_include_pad);
+  LaunchPool(x, y, planes, w, 1, count_include_pad, stream);
 }
 
 void LaunchGlobalAveragePool(const float* x, float* y, int64_t planes, int64_t hw, void* stream) {

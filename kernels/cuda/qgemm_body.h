@@ -521,12 +521,15 @@ inline QConvPath QConvPathFor(const QConvGeometry& s, int64_t Kw, int64_t nb, QC
   return QConvPath::kTiles;
 }
 // Scratch the call needs (int32 values): the image chunk's columns, their column sums when the
-// weights' zero point is non-zero, and the tensor-core product. `chunk` images at a time.
+// weights' zero point is non-zero, and the tensor-core product; none for the direct kernel.
+// `chunk` images at a time.
 inline int64_t QConvScratchInts(const QConvGeometry& s, const QPackedW& w, int64_t chunk,
                                 QConvPath force = QConvPath::kAuto) {
   const int64_t P = s.out_h * s.out_w, Kw = w.Kp / 4;
+  const QConvPath path = QConvPathFor(s, Kw, chunk, force);
+  if (path == QConvPath::kDirect) return 0;
   return chunk * Kw * P + (w.zero_point_nonzero ? chunk * P : 0) +
-         (QConvPathFor(s, Kw, chunk, force) == QConvPath::kInt8Gemm ? (s.M / s.group) * chunk * P : 0);
+         (path == QConvPath::kInt8Gemm ? (s.M / s.group) * chunk * P : 0);
 }
 inline void RunQConv(QLaunches& L, const QConvGeometry& s, const QPackedW& w, const QConvDevicePtrs& wp,
                      const uint8_t* x, bool x_uint8, int32_t x_zp_shifted, int64_t images, int64_t chunk,

@@ -33,7 +33,6 @@ __global__ void QToInt8Kernel(const uint8_t* a, int64_t lda, uint32_t a_xor, int
   WH_GRID_STRIDE(i, n) QToInt8At(a, lda, a_xor, K, Kp, pad, out, i);
 }
 
-
 template <class I>
 __global__ void QSplitEpilogueKernel(QTileArgs g, QEpi e, int64_t splits) {
   const I n = static_cast<I>(g.M * g.N);

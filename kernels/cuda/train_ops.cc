@@ -24,6 +24,12 @@ bool Window2dAttrs(const AttributeMap& at) {
   return TwoD(at, "pads", 4) && TwoD(at, "strides", 2) && TwoD(at, "dilations", 2) && TwoD(at, "kernel_shape", 2);
 }
 
+// What every float 2-D window kernel here needs: float32 inputs, 2-D window attributes, and no
+// input among `ranked` statically known to be other than 4-D.
+bool FloatWindow2d(const KernelInit& init, std::initializer_list<size_t> ranked) {
+  return init.AllFloat32() && Window2dAttrs(init.attrs) && NotKnownOtherThan4d(init, ranked);
+}
+
 // --- reductions -------------------------------------------------------------------------------
 
 // ReduceSum/ReduceMean (op kReduceAdd, mean), ReduceMax/ReduceMin. The axes come from the
@@ -177,8 +183,7 @@ KernelOr MakeReluGrad(const KernelInit& init) {
 MakeFn PoolGradOp(bool max) {
   return [max](const KernelInit& init) -> KernelOr {
     const std::vector<int64_t> ks = init.attrs.GetInts("kernel_shape", {});
-    if (!init.AllFloat32() || ks.size() != 2 || !Window2dAttrs(init.attrs) || init.attrs.GetInt("storage_order", 0) != 0 ||
-        !NotKnownOtherThan4d(init, {0, 1}))
+    if (!FloatWindow2d(init, {0, 1}) || ks.size() != 2 || init.attrs.GetInt("storage_order", 0) != 0)
       return KernelOr(nullptr);
     const AttributeMap at = init.attrs;
     const bool include_pad = at.GetInt("count_include_pad", 0) != 0;
@@ -235,7 +240,7 @@ Status ConvDataGrad(const Tensor& dy, const Tensor& w, Tensor& dx, const Window2
 
 // ConvGradInput(dY, W, X): ConvDataGrad with X's geometry.
 KernelOr MakeConvGradInput(const KernelInit& init) {
-  if (!init.AllFloat32() || !Window2dAttrs(init.attrs) || !NotKnownOtherThan4d(init, {0, 1, 2})) return KernelOr(nullptr);
+  if (!FloatWindow2d(init, {0, 1, 2})) return KernelOr(nullptr);
   const AttributeMap at = init.attrs;
   const int64_t group = at.GetInt("group", 1);
   if (group < 1) return KernelOr(nullptr);
@@ -260,8 +265,7 @@ KernelOr MakeConvGradInput(const KernelInit& init) {
 // (pads derived from the output size) decline to the CPU.
 KernelOr MakeConvTranspose(const KernelInit& init) {
   const AttributeMap& a = init.attrs;
-  if (!init.AllFloat32() || !Window2dAttrs(a) || init.num_outputs != 1 || a.Has("output_shape") ||
-      !NotKnownOtherThan4d(init, {0, 1}) ||
+  if (!FloatWindow2d(init, {0, 1}) || init.num_outputs != 1 || a.Has("output_shape") ||
       a.GetString("auto_pad", "NOTSET") != "NOTSET" || !TwoD(a, "output_padding", 2))
     return KernelOr(nullptr);
   const AttributeMap at = init.attrs;
@@ -291,8 +295,7 @@ KernelOr MakeConvTranspose(const KernelInit& init) {
 // one product per image accumulating into dW in image order.
 KernelOr MakeConvGradWeight(const KernelInit& init) {
   const std::vector<int64_t> ks = init.attrs.GetInts("kernel_shape", {});
-  if (!init.AllFloat32() || ks.size() != 2 || !Window2dAttrs(init.attrs) || !NotKnownOtherThan4d(init, {0, 1}))
-    return KernelOr(nullptr);
+  if (!FloatWindow2d(init, {0, 1}) || ks.size() != 2) return KernelOr(nullptr);
   const AttributeMap at = init.attrs;
   const int64_t group = at.GetInt("group", 1);
   if (group < 1) return KernelOr(nullptr);

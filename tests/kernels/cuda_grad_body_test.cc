@@ -107,6 +107,17 @@ TEST(CudaGradBodies, Col2imAfterTheProductIsConvGradInput) {
     }
 }
 
+// The im2col an entry at a time (entry i of col [channels * k_h * k_w, out_h * out_w]): the
+// reference the per-window body is checked against.
+void Im2colAt(const float* x, float* col, const Window2d& w, int64_t i) {
+  const int64_t hw = w.out_h * w.out_w;
+  const int64_t p = i % hw, r = i / hw;  // r = (c * k_h + kh) * k_w + kw
+  const int64_t kw = r % w.k_w, kh = (r / w.k_w) % w.k_h, c = r / (w.k_w * w.k_h);
+  const int64_t oh = p / w.out_w, ow = p % w.out_w;
+  const int64_t ih = oh * w.stride_h - w.pad_top + kh * w.dil_h, iw = ow * w.stride_w - w.pad_left + kw * w.dil_w;
+  col[i] = ih >= 0 && ih < w.in_h && iw >= 0 && iw < w.in_w ? x[(c * w.in_h + ih) * w.in_w + iw] : 0.f;
+}
+
 // The CUDA Conv's columns and epilogue: Im2colWindowAt in the per-image layout is Im2colAt bit for
 // bit, and in the wide layout (the images' columns side by side) the product W_g x col into a
 // channel-major [M, N, P] scratch, read back by ChannelMajorAt with the bias and a residual, is
