@@ -152,7 +152,8 @@ run)
   [[ -e /usr/share/libonnx-testdata/data ]] || { mkdir -p /usr/share/libonnx-testdata && ln -sfn "$pkg/data/onnx" /usr/share/libonnx-testdata/data; }
   [[ -e /usr/share/datasets/fashion-mnist ]] || { mkdir -p /usr/share/datasets && ln -sfn "$pkg/data/fashion-mnist" /usr/share/datasets/fashion-mnist; }
   nvidia-smi -L > "$logs/gpu.txt" 2>&1 || echo "no nvidia-smi" > "$logs/gpu.txt"
-  lscpu | grep -E 'Model name|Flags' | cut -c1-200 >> "$logs/gpu.txt" || true
+  lscpu | grep -E 'Model name' >> "$logs/gpu.txt" || true
+  echo "ISA: $(lscpu | grep -ow -E 'avx2|avx512f|avx512_vnni|avx512_bf16|amx_tile' | sort -u | tr '\n' ' ')" >> "$logs/gpu.txt" || true
   status=0
   if want 1; then
   echo "== the test suite (kernel tests check every backend with a device against the reference)"
