@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <thread>
@@ -29,6 +30,7 @@ struct Session::Step {
   uint64_t dims_only = 0;
   // A device kernel's inputs it reads on the host (OpKernel::HostInputs: Slice's starts, ...).
   uint64_t host_in = 0;
+  bool host_step = false;  // shape arithmetic on the host by design (a device session's)
 };
 
 // What shape inference decided for one input signature (dtype and dims of every graph input):
@@ -130,7 +132,104 @@ struct Session::Arena {
   }
 };
 
+// One input signature's CUDA graph (SessionOptions::cuda_graphs): what its eager runs showed
+// and, once captured, the graph with every buffer it reads or writes. All of it under mu, which a
+// capture or replay holds throughout (the buffers are the graph's own, so replays take turns; a
+// run that finds it busy runs eagerly).
+struct Session::DeviceGraph {
+  std::mutex mu;
+  std::string signature;  // the input dtypes and dims, for the report
+  int eager_runs = 0;    // eager runs that could have been captured
+  double eager_ms = 0;   // the fastest of those whose plan was reused (0: none yet)
+  std::string eager_why;  // why it runs eagerly for good (empty: not decided)
+  const DeviceRuntime* rt = nullptr;
+  void* graph = nullptr;
+  std::unique_ptr<Arena> arena;                // every buffer the graph's kernels touch
+  std::vector<std::pair<int, Tensor>> inputs;  // (graph input value, the device tensor the graph reads)
+  std::vector<Tensor> outputs;                 // per graph output: where the graph leaves it
+  int64_t replays = 0;
+  double replay_ms = 0;  // the fastest replay
+
+  void Drop() {
+    if (graph) rt->drop_graph(graph);
+    graph = nullptr;
+    inputs.clear();
+    outputs.clear();
+    arena.reset();
+  }
+  ~DeviceGraph() { Drop(); }
+};
+
+namespace {
+
+constexpr int kEagerRunsBeforeCapture = 3;  // the first records the plan and fills kernel caches
+constexpr int kReplaysToJudge = 5;          // replays before a graph must have paid
+constexpr double kGraphMustSave = 0.95;     // of the eager time, or the graph is dropped
+
+std::string SignatureText(const Graph& g, const std::map<std::string, Tensor>& inputs) {
+  std::string s;
+  for (int id : g.inputs()) {
+    auto it = inputs.find(g.value(id).name);
+    if (it == inputs.end()) continue;
+    if (!s.empty()) s += ", ";
+    s += std::string(DTypeName(it->second.dtype())) + DimsToString(it->second.dims());
+  }
+  return s;
+}
+
+// The inputs copied into the graph's, one launch, the outputs copied back to the host.
+StatusOr<std::vector<Tensor>> ReplayGraph(Session::DeviceGraph& dg, const Graph& g,
+                                          const std::map<std::string, Tensor>& inputs,
+                                          std::chrono::steady_clock::time_point t_start) {
+  for (auto& [id, dev] : dg.inputs) WH_RETURN_IF_ERROR(CopyTensorBytes(inputs.at(g.value(id).name), &dev));
+  WH_RETURN_IF_ERROR(dg.rt->replay(dg.graph));
+  std::vector<Tensor> results;
+  for (const Tensor& t : dg.outputs) {
+    WH_ASSIGN_OR_RETURN(Tensor h, t.ToDevice(DeviceType::kCpu));  // waits for the graph
+    results.push_back(std::move(h));
+  }
+  WH_RETURN_IF_ERROR(dg.rt->synchronize());
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();
+  dg.replay_ms = dg.replays == 0 ? ms : std::min(dg.replay_ms, ms);
+  if (++dg.replays == kReplaysToJudge && dg.replay_ms >= kGraphMustSave * dg.eager_ms) {
+    char why[160];
+    std::snprintf(why, sizeof(why), "eager: a graph did not pay (best replay %.4f ms, best eager run %.4f ms)",
+                  dg.replay_ms, dg.eager_ms);
+    dg.eager_why = why;
+    dg.Drop();
+  }
+  return results;
+}
+
+}  // namespace
+
 Session::~Session() = default;
+
+std::vector<std::string> Session::device_graph_report() const {
+  std::vector<std::pair<std::string, std::shared_ptr<DeviceGraph>>> all;
+  {
+    std::lock_guard<std::mutex> lock(graphs_mu_);
+    all.assign(graphs_.begin(), graphs_.end());
+  }
+  std::vector<std::string> lines;
+  for (auto& [key, dg] : all) {
+    std::lock_guard<std::mutex> lock(dg->mu);
+    std::string line = dg->signature + ": ";
+    char buf[200];
+    if (dg->graph) {
+      std::snprintf(buf, sizeof(buf), "replayed as a CUDA graph (%lld replays, best %.4f ms; best eager run %.4f ms)",
+                    static_cast<long long>(dg->replays), dg->replay_ms, dg->eager_ms);
+      line += buf;
+    } else if (!dg->eager_why.empty()) {
+      line += dg->eager_why;
+    } else {
+      line += "eager (" + std::to_string(dg->eager_runs) + " of " + std::to_string(kEagerRunsBeforeCapture) +
+              " runs before a capture)";
+    }
+    lines.push_back(line);
+  }
+  return lines;
+}
 
 StatusOr<std::unique_ptr<Session>> Session::Load(const std::string& path, const SessionOptions& opts) {
   auto g = LoadModel(path);
@@ -219,6 +318,7 @@ Status Session::Prepare() {
     WH_ASSIGN_OR_RETURN(step->kernel, CreateKernel(n, step->opset, host_shape ? Backend::kCpu : opts_.backend, dts,
                                                    consts, host_shape ? Precision::kFp32 : opts_.precision, ranks));
     step->alias = step->kernel->OutputAliasesInput();
+    step->host_step = host_shape;
     if (!host_shape && step->alias < 0 && step->kernel->device() != BackendDevice(opts_.backend)) {
       // No kernel on the session's device for this node: the fast CPU one, with explicit copies.
       WH_ASSIGN_OR_RETURN(step->kernel, CreateKernel(n, step->opset, Backend::kCpu, dts, consts));
@@ -325,6 +425,78 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
   }
   bool planned = plan != nullptr;  // false from the first step whose read values differ
 
+  std::shared_ptr<DeviceGraph> dg;
+  std::unique_lock<std::mutex> dg_lock;
+  // This run's buffers back to the idle arenas, for a run that ends early or starts over.
+  auto return_arena = [&] {
+    for (Tensor& t : slots) t = Tensor();
+    for (Tensor& t : moved) arena->Release(t);
+    std::lock_guard<std::mutex> lock(arenas_mu_);
+    idle_arenas_.push_back(std::move(arena));
+  };
+  // A capture that failed or could not start: this signature runs eagerly from now on, this run
+  // included (an error of its own is reported from there).
+  auto eager_after_all = [&](const std::string& why) {
+    dg->eager_why = "eager: " + why;
+    dg->Drop();
+    dg_lock.unlock();
+    return_arena();
+    return Run(inputs, stats, outputs_on);
+  };
+  // CUDA graphs (SessionOptions::cuda_graphs): replay this signature's graph, capture this run,
+  // or run eagerly and note whether the run could have been captured.
+  const DeviceType session_device = BackendDevice(opts_.backend);
+  const DeviceRuntime* rt = session_device != DeviceType::kCpu ? DeviceRuntimeFor(session_device) : nullptr;
+  bool capture = false;
+  if (st.ok() && opts_.cuda_graphs && rt && rt->begin_capture && !stats && outputs_on == OutputsOn::kHost) {
+    {
+      std::lock_guard<std::mutex> lock(graphs_mu_);
+      auto it = graphs_.find(key);
+      if (it != graphs_.end()) dg = it->second;
+      else if (graphs_.size() < kMaxPlans) dg = graphs_[key] = std::make_shared<DeviceGraph>();
+    }
+    if (dg) dg_lock = std::unique_lock<std::mutex>(dg->mu, std::try_to_lock);
+    if (dg && !dg_lock.owns_lock()) dg.reset();  // a replay or capture under way: this run is eager, uncounted
+    if (dg) {
+      if (dg->signature.empty()) dg->signature = SignatureText(g, inputs);
+      if (dg->graph) {
+        return_arena();
+        return ReplayGraph(*dg, g, inputs, t_start);
+      }
+      capture = dg->eager_why.empty() && plan && dg->eager_runs >= kEagerRunsBeforeCapture && dg->eager_ms > 0;
+      if (!capture) dg_lock.unlock();  // the accounting after the run takes it again
+    }
+  }
+  // A value whose bytes are the same in every run of this signature: a constant the caller does
+  // not feed, or shape arithmetic on the host (from dims alone).
+  std::vector<char> fed;
+  if (dg) {
+    fed.assign(g.values().size(), 0);
+    for (const auto& [name, t] : inputs)
+      if (int id = g.FindValue(name); id >= 0) fed[static_cast<size_t>(id)] = 1;
+  }
+  auto fixed_value = [&](int v) {
+    if (!dg) return true;
+    return v >= 0 && ((g.value(v).is_constant() && !fed[static_cast<size_t>(v)]) || host_shape_value_[static_cast<size_t>(v)]);
+  };
+  std::string not_graphable;  // why this run could not be replayed as a graph (empty: it could)
+  auto not_graph = [&](const Node& n, const char* why) {
+    if (dg && not_graphable.empty()) not_graphable = "eager: " + n.DebugName() + " " + why;
+  };
+  bool capturing = false;
+  if (capture) {  // the inputs go into the graph's own buffers first (a replay copies them there)
+    for (int id : g.inputs()) {
+      if (!st.ok() || !inputs.count(g.value(id).name)) continue;
+      auto c = arena->CopyTo(slots[static_cast<size_t>(id)], session_device);
+      if (!c.ok()) { st = c.status(); break; }
+      slots[static_cast<size_t>(id)] = *c;
+      dg->inputs.emplace_back(id, *c);
+    }
+    if (st.ok()) st = rt->begin_capture();
+    if (!st.ok()) return eager_after_all("the capture could not start (" + st.message() + ")");
+    capturing = true;
+  }
+
   const int prev_threads = omp_get_max_threads();
   omp_set_num_threads(opts_.num_threads);
   if (stats) stats->nodes.clear();
@@ -337,6 +509,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     const Step& step = *steps_[si];
     const Node& n = *step.node;
     const auto t0 = stats ? Clock::now() : Clock::time_point();
+    if (step.alias < 0 && step.device == DeviceType::kCpu && !step.host_step) not_graph(n, "runs on the CPU");
     in.clear();
     for (int i : n.inputs) in.push_back(i >= 0 ? &slots[static_cast<size_t>(i)] : nullptr);
     // Shape inference (and the plan's value checks) read values on the host only: a device input
@@ -350,6 +523,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     }
     auto download = [&](size_t k) -> Status {
       if (!on_device || !in[k] || in[k]->device() == DeviceType::kCpu) return Status::Ok();
+      not_graph(n, "reads a value computed on the device on the host");
       const size_t v = static_cast<size_t>(n.inputs[k]);
       if (!moved[v].defined() || moved[v].device() != DeviceType::kCpu) {
         auto h = arena->CopyTo(*in[k], DeviceType::kCpu);
@@ -364,6 +538,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     if (planned) {
       const Plan::StepPlan& sp = plan->steps[si];
       for (const auto& [pos, value] : sp.reads) {
+        if (!fixed_value(n.inputs[static_cast<size_t>(pos)])) not_graph(n, "has output shapes that depend on input values");
         st = download(static_cast<size_t>(pos));
         if (!st.ok()) break;
         const Tensor* now = (*infer)[static_cast<size_t>(pos)];
@@ -388,6 +563,8 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
       if (!dl.ok()) st = dl;
       else if (retry) st = InferConcrete(*step.def, n, step.opset, *infer, &inferred_dt, &inferred_dims, &reads);
       if (!st.ok()) break;
+      for (size_t k = 0; dg && k < in.size(); ++k)
+        if (InputBit(reads, k) && in[k] && !fixed_value(n.inputs[k])) not_graph(n, "has output shapes that depend on input values");
       if (recording) {
         Plan::StepPlan sp{inferred_dt, inferred_dims, {}};
         for (size_t k = 0; k < in.size() && reads; ++k) {
@@ -406,6 +583,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
         // Where input k must be: the step's device, or the host for what the kernel reads there
         // (InputDevice's rule, from the mask cached at load).
         const DeviceType want = InputBit(step.host_in, k) ? DeviceType::kCpu : step.device;
+        if (in[k] && InputBit(step.host_in, k) && !fixed_value(n.inputs[k])) not_graph(n, "reads an input value on the host");
         if (!in[k] || in[k]->device() == want || InputBit(step.dims_only, k)) continue;
         const size_t v = static_cast<size_t>(n.inputs[k]);
         if (auto c = device_consts_.find(static_cast<int>(v)); c != device_consts_.end() && c->second.device() == want) {
@@ -478,6 +656,26 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     }
   }
   omp_set_num_threads(prev_threads);
+  for (int o : g.outputs())
+    if (st.ok() && dg && slots[static_cast<size_t>(o)].device() == DeviceType::kCpu)
+      not_graphable = "eager: output '" + g.value(o).name + "' is computed on the host";
+
+  if (capturing) {  // the graph, then its first replay, which computes this run's outputs
+    void* graph = nullptr;
+    const Status ended = rt->end_capture(&graph);
+    if (st.ok()) st = ended;
+    if (st.ok() && !planned) st = Internal("the output shapes changed while capturing");
+    if (st.ok() && !not_graphable.empty()) st = Internal(not_graphable);
+    if (st.ok()) {
+      dg->graph = graph;
+      dg->rt = rt;
+      for (int o : g.outputs()) dg->outputs.push_back(slots[static_cast<size_t>(o)]);
+      st = rt->replay(graph);
+    } else if (graph) {
+      rt->drop_graph(graph);
+    }
+    if (!st.ok()) return eager_after_all("the capture failed (" + st.message() + ")");
+  }
 
   std::vector<Tensor> results;
   if (st.ok()) {
@@ -513,9 +711,25 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     if (plans_.size() < kMaxPlans) plans_.emplace(key, std::move(recording));
   }
   const int64_t allocated = arena->allocated, reused = arena->reused;
-  {
+  if (capturing && dg->graph) {
+    dg->arena = std::move(arena);  // the graph's buffers from now on (even if copying out failed)
+  } else {
     std::lock_guard<std::mutex> lock(arenas_mu_);
     idle_arenas_.push_back(std::move(arena));
+  }
+  if (dg && !capture && st.ok()) {  // what this eager run showed
+    std::unique_lock<std::mutex> lock(dg->mu, std::try_to_lock);
+    if (lock.owns_lock() && dg->eager_why.empty() && !dg->graph) {
+      if (!not_graphable.empty()) {
+        dg->eager_why = not_graphable;
+      } else {
+        ++dg->eager_runs;
+        if (plan && planned) {
+          const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t_start).count();
+          dg->eager_ms = dg->eager_ms > 0 ? std::min(dg->eager_ms, ms) : ms;
+        }
+      }
+    }
   }
   if (!st.ok()) return st;
   if (stats) {

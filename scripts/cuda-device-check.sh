@@ -34,7 +34,12 @@
 #      onnxruntime-gpu is unpacked);
 #   9. the exported-graph corpus (tests/corpus) on the GPU against ONNX Runtime on the CPU
 #      (tests/tools/ort_corpus_check.py --device cuda; the GPU machine's python has onnx and
-#      onnxruntime).
+#      onnxruntime);
+#  10. CUDA graphs (SessionOptions::cuda_graphs, run-model --cuda-graphs): the CudaGraphs tests
+#      (every bundled model's runs replayed with new inputs, against an eager CUDA session), then
+#      run-model --bench at batch 1/64 with and without --cuda-graphs on the bundled and int8
+#      models, alternating, three rounds (compare the medians of the p50 columns), and what each
+#      input shape got.
 #
 # ONNX Runtime's CUDA provider for step 8: the GPU machine's onnxruntime is CPU-only and has no
 # network, and onnxruntime-gpu (about 200 MB packed) passes one call's 64 MiB carry. So:
@@ -137,7 +142,7 @@ run)
   logs=/tmp/whittle-cuda-check-logs
   archive=${OUT:-$PWD}/cuda-check-logs.tar.gz
   rm -rf "$logs" && mkdir -p "$logs"
-  want() { [[ " ${CHECK_STEPS:-1 2 3 4 5 6 7 8 9} " == *" $1 "* ]]; }
+  want() { [[ " ${CHECK_STEPS:-1 2 3 4 5 6 7 8 9 10} " == *" $1 "* ]]; }
   trap 'tar -C "$logs" -czf "$archive" . && echo "logs: $archive"' EXIT
   root=/tmp/whittle-cuda-check
   rm -rf "$root" && mkdir -p "$root" && tar -C "$root" -xJf "$bundle"
@@ -233,6 +238,21 @@ run)
   timeout 300 python3 tests/tools/ort_corpus_check.py --bin "$pkg/bin" --corpus tests/corpus --device cuda \
     > "$logs/corpus-cuda.txt" 2>&1 || status=1
   grep -v '^ok' "$logs/corpus-cuda.txt" || true
+  fi
+  if want 10; then
+  echo "== CUDA graphs: replays against eager runs, then latency with and without"
+  timeout 300 "$pkg/bin/whittle_tests" --gtest_filter='CudaGraphs.*:DeviceSession.*Graph*' > "$logs/graphs-tests.txt" 2>&1 || status=1
+  grep -E '^\[ (graphs|  PASSED|  FAILED|  SKIPPED) ' "$logs/graphs-tests.txt" || true
+  for round in 1 2 3; do
+    for m in mlp cnn transformer resnet cnn_int8; do
+      for g in "" --cuda-graphs; do
+        "$pkg/bin/run-model" "$pkg/models/$m.onnx" --device cuda --threads 16 --bench --batch 1,64 --warmup 20 \
+          --min-time 0.5 $g > "$logs/graphs-$m-r$round${g:+-graphs}.txt" 2>&1 || status=1
+        grep -E '^ +(1|64) |error|replayed|eager' "$logs/graphs-$m-r$round${g:+-graphs}.txt" |
+          sed "s/^/round $round $m ${g:-eager}: /" || true
+      done
+    done
+  done
   fi
   exit $status
   ;;

@@ -30,6 +30,14 @@ struct SessionOptions {
   // BF16 inside cuBLAS (float32 accumulation and tensors; see Precision). Other backends accept
   // kFp32 only.
   Precision precision = Precision::kFp32;
+  // kCuda: replay a run as one CUDA graph where that pays (docs/design-notes.md, "CUDA graphs").
+  // Per input signature, once three runs have shown the whole run stays on the device with
+  // shapes fixed by the signature (no CPU fallback, no device value read on the host, every
+  // output on the device), the fourth is captured; later runs copy the inputs in, launch the
+  // graph and copy the outputs out. A graph whose first replays are no faster than the eager
+  // runs is dropped, with its buffers. Runs with a RunStats, or OutputsOn::kWhereComputed, stay
+  // eager. device_graph_report() says what each signature got.
+  bool cuda_graphs = false;
 };
 
 struct IoInfo {
@@ -83,10 +91,14 @@ class Session {
   // the Gather/Concat/Cast/... fed only by them and small constants: the dims Reshape reads, the
   // scale Attention reads); not fallbacks. Empty on the CPU.
   const std::vector<std::string>& host_shape_nodes() const { return host_nodes_; }
+  // With cuda_graphs: one line per input signature seen, "float32[1,1,28,28]: replayed as a
+  // CUDA graph (N replays, best x ms; eager best y ms)" or why it runs eagerly. Empty otherwise.
+  std::vector<std::string> device_graph_report() const;
 
   struct Arena;  // per-call buffers and scratch (defined in session.cc)
   struct Step;   // one planned node
   struct Plan;   // output dtypes/dims of every step for one input signature
+  struct DeviceGraph;  // one input signature's CUDA graph, or why it has none
 
  private:
   Session() = default;
@@ -106,6 +118,9 @@ class Session {
   mutable std::vector<std::unique_ptr<Arena>> idle_arenas_;
   mutable std::mutex plans_mu_;
   mutable std::map<std::string, std::shared_ptr<const Plan>> plans_;  // key: input dtypes and dims
+  // Last, so graphs go before the buffers and kernels they use.
+  mutable std::mutex graphs_mu_;
+  mutable std::map<std::string, std::shared_ptr<DeviceGraph>> graphs_;  // key: as plans_
 };
 
 }  // namespace whittle

@@ -43,6 +43,9 @@ KernelOr MakeBlockCirculantMatMul(const KernelInit& init) {
     if (y.numel() != rows * shape.N)
       return InvalidArgument(node + ": output has the wrong size " + DimsToString(y.dims()));
     if (rows == 0) return Status::Ok();
+    // cuFFT's plans, and their work areas, are this thread's (circulant.cu's PlanFor): a graph
+    // replayed on another thread, or after this one ended, would use them from there.
+    if (Capturing()) return RefuseCapture(node + ": cuFFT plans are kept per thread");
     const int64_t per_row = CircScratchPerRow(shape);
     const int64_t chunk = std::max<int64_t>(1, std::min(rows, (int64_t{32} << 20) / per_row));
     WH_ASSIGN_OR_RETURN(void* scratch, Scratch(static_cast<size_t>(CircScratchFloats(shape, chunk)) * sizeof(float), 1));

@@ -26,6 +26,18 @@ inline Status Check(cudaError_t e, const char* what) {
 }
 Status Check(cublasStatus_t e, const char* what);
 
+// Whether this thread is capturing a CUDA graph (DeviceRuntime::begin_capture): its launches
+// are recorded, not run.
+bool Capturing();
+// Spoils this thread's capture, if one is under way, naming what could not be recorded (state a
+// kernel keeps per thread, a copy to the host...), and returns that as an error for the caller
+// to pass up; end_capture reports it.
+Status RefuseCapture(const std::string& what);
+
+// Keeps b alive as long as the graph being captured on this thread, if any: a buffer a kernel
+// cached (a table per shape) and may evict while a graph still reads it.
+void HoldForCapture(const std::shared_ptr<Buffer>& b);
+
 // This thread's cuBLAS handle, bound to Stream() (created on first use).
 StatusOr<cublasHandle_t> Cublas();
 

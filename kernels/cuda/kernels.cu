@@ -15,6 +15,13 @@
 namespace whittle::cuda {
 namespace {
 
+struct ByteChunk {
+  unsigned char b[kWriteBytesChunk];
+};
+
+__global__ void WriteBytesKernel(unsigned char* dst, ByteChunk chunk, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) dst[i] = chunk.b[i];
+}
 
 __global__ void UnaryKernel(Unary op, const float* x, float* y, int64_t n, float alpha, float beta) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -170,6 +177,17 @@ __global__ void GlobalAveragePoolKernel(const float* x, float* y, int64_t planes
 }
 
 }  // namespace
+
+void LaunchWriteBytes(void* dst, const void* src, int64_t bytes, void* stream) {
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* h = static_cast<const unsigned char*>(src);
+  for (int64_t off = 0; off < bytes; off += kWriteBytesChunk) {
+    const int n = static_cast<int>(std::min<int64_t>(kWriteBytesChunk, bytes - off));
+    ByteChunk c{};
+    for (int i = 0; i < n; ++i) c.b[i] = h[off + i];
+    WriteBytesKernel<<<1, 256, 0, static_cast<cudaStream_t>(stream)>>>(d + off, c, n);
+  }
+}
 
 void LaunchUnary(Unary op, const float* x, float* y, int64_t n, float alpha, void* stream, float beta) {
   if (n > 0) UnaryKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(op, x, y, n, alpha, beta);

@@ -10,6 +10,12 @@ namespace whittle::cuda {
 
 constexpr int kMaxRank = 8;
 
+// dst[0, bytes) = the host bytes at src, carried in the launches' parameters (kWriteBytesChunk
+// per launch), not read from host memory when they run: how a graph capture records a small
+// upload (kernels/cuda/runtime.cc), which then replays with the bytes it was captured with.
+constexpr int kWriteBytesChunk = 1024;
+void LaunchWriteBytes(void* dst, const void* src, int64_t bytes, void* stream);
+
 // Elementwise ops (kernels.cu keeps the numbering).
 enum class Unary : int { kRelu, kSigmoid, kTanh, kExp, kLog, kNeg, kAbs, kSqrt, kErf, kLeakyRelu, kIdentity, kReciprocal, kGelu, kGeluTanh, kHardSigmoid, kHardSwish,
                          kElu, kSelu, kSoftplus, kSoftsign, kFloor, kCeil, kRound, kClip, kThresholdedRelu };

@@ -95,6 +95,7 @@ KernelOr MakeGather(const KernelInit& init) {
           }
         }
         if (ctx.outputs[0]->numel() == 0) return Status::Ok();
+        HoldForCapture(kept);  // replaced in the cache when the axis length changes
         LaunchGather(x.raw_data(), dev, true, ctx.outputs[0]->raw_data(), bytes, outer, d, idx.numel(), inner, Stream());
         return Launched("Gather");
       },
@@ -325,6 +326,7 @@ KernelOr MakePad(const KernelInit& init) {
           g.offset[d] = offsets[static_cast<size_t>(d)];
         }
         g.idx = static_cast<const int32_t*>(table->data());
+        HoldForCapture(table);  // the cache may drop it while a graph still reads it
         LaunchPad(x.data<float>(), y.data<float>(), value, g, y.numel(), Stream());
         return Launched("Pad");
       },

@@ -63,6 +63,8 @@ KernelOr MakeResize(const KernelInit& init) {
         }
         const ResizeGeom g = ResizeGeomOf(up.layout, x.dims(), y.dims(), static_cast<const int32_t*>(up.idx->data()),
                                           static_cast<const double*>(up.w->data()));
+        HoldForCapture(up.idx);  // the cache may drop the tables while a graph still reads them
+        HoldForCapture(up.w);
         LaunchResize(x.data<float>(), y.data<float>(), g, y.numel(), Stream());
         return Launched("Resize");
       },

@@ -13,6 +13,28 @@
 namespace whittle::cuda {
 namespace {
 
+constexpr int kScratchSlots = 4;
+// cuBLAS's workspace while capturing (NVIDIA's figure for Hopper; 4 MiB serves older parts):
+// the graph's own, so a replay never reads a workspace a thread's handle freed or reused.
+constexpr size_t kCaptureWorkspaceBytes = size_t{32} << 20;
+// The most a captured host-to-device copy may carry (in the launches' parameters, LaunchWriteBytes):
+// shape values and per-call tables; larger host data is no fixed part of a graph.
+constexpr size_t kMaxCapturedUploadBytes = 4096;
+
+// What a capture on this thread owns: the scratch its kernels asked for (each size it grew to:
+// an early kernel's launch still points at the smaller one) and cuBLAS's workspace.
+struct CaptureState {
+  std::shared_ptr<Buffer> scratch[kScratchSlots];
+  std::vector<std::shared_ptr<Buffer>> owned;
+  Status refused = Status::Ok();  // the first thing that could not be captured
+};
+thread_local CaptureState* capturing = nullptr;
+
+struct CapturedGraph {
+  cudaGraphExec_t exec = nullptr;
+  std::unique_ptr<CaptureState> state;
+};
+
 bool Available(std::string* why) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
@@ -37,6 +59,15 @@ void* Allocate(size_t bytes) {
 void Release(void* p) { cudaFree(p); }  // synchronizes the device, so no kernel still reads p
 
 Status Copy(void* dst, DeviceType dd, const void* src, DeviceType sd, size_t bytes) {
+  if (capturing) {  // no synchronisation, and only what replays the same every time
+    if (dd == DeviceType::kCuda && sd == DeviceType::kCuda)
+      return Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cudaStreamPerThread), "cudaMemcpyAsync");
+    if (dd == DeviceType::kCuda && bytes <= kMaxCapturedUploadBytes) {
+      LaunchWriteBytes(dst, src, static_cast<int64_t>(bytes), Stream());
+      return Launched("a captured upload");
+    }
+    return RefuseCapture(dd == DeviceType::kCuda ? "an upload of more than 4 KiB" : "a copy to the host");
+  }
   const cudaMemcpyKind kind = dd == DeviceType::kCuda ? (sd == DeviceType::kCuda ? cudaMemcpyDeviceToDevice
                                                                                 : cudaMemcpyHostToDevice)
                                                       : cudaMemcpyDeviceToHost;
@@ -45,7 +76,63 @@ Status Copy(void* dst, DeviceType dd, const void* src, DeviceType sd, size_t byt
   return Check(cudaStreamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize");
 }
 
-Status Synchronize() { return Check(cudaStreamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize"); }
+Status Synchronize() {
+  if (capturing) return RefuseCapture("a synchronisation");
+  return Check(cudaStreamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize");
+}
+
+// Relaxed mode: buffers the capture allocates (cudaMalloc, never freed while it lasts) are legal
+// then; the work on this thread's stream is recorded.
+Status BeginCapture() {
+  if (capturing) return Internal("a CUDA graph capture is already under way on this thread");
+  auto state = std::make_unique<CaptureState>();
+  WH_ASSIGN_OR_RETURN(cublasHandle_t h, Cublas());
+  WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> ws, Buffer::AllocateOn(DeviceType::kCuda, kCaptureWorkspaceBytes));
+  WH_RETURN_IF_ERROR(Check(cublasSetWorkspace(h, ws->data(), kCaptureWorkspaceBytes), "cublasSetWorkspace"));
+  state->owned.push_back(std::move(ws));
+  if (Status st = Check(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed),
+                        "cudaStreamBeginCapture");
+      !st.ok()) {
+    cublasSetStream(h, cudaStreamPerThread);  // back to the handle's own workspace
+    return st;
+  }
+  capturing = state.release();
+  return Status::Ok();
+}
+
+Status EndCapture(void** graph) {
+  *graph = nullptr;
+  if (!capturing) return Internal("no CUDA graph capture is under way on this thread");
+  std::unique_ptr<CaptureState> state(capturing);
+  capturing = nullptr;
+  cudaGraph_t g = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(cudaStreamPerThread, &g);
+  if (auto h = Cublas(); h.ok()) cublasSetStream(*h, cudaStreamPerThread);  // resets the workspace too
+  Status st = !state->refused.ok() ? state->refused : Check(ended, "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  if (st.ok()) st = Check(cudaGraphInstantiate(&exec, g, 0), "cudaGraphInstantiate");
+  if (g) cudaGraphDestroy(g);
+  if (!st.ok()) {
+    cudaGetLastError();  // a spoiled capture's error is not the next kernel's
+    return st;
+  }
+  *graph = new CapturedGraph{exec, std::move(state)};
+  return Status::Ok();
+}
+
+Status Replay(void* graph) {
+  if (capturing) return RefuseCapture("a graph launch");
+  return Check(cudaGraphLaunch(static_cast<CapturedGraph*>(graph)->exec, cudaStreamPerThread), "cudaGraphLaunch");
+}
+
+// An executable graph still in flight is freed when its work ends (cudaGraphExecDestroy); its
+// scratch goes with cudaFree, which waits for the device first.
+void DropGraph(void* graph) {
+  auto* g = static_cast<CapturedGraph*>(graph);
+  if (!g) return;
+  cudaGraphExecDestroy(g->exec);
+  delete g;
+}
 
 const DeviceRuntime kRuntime = [] {
   DeviceRuntime rt;
@@ -54,10 +141,26 @@ const DeviceRuntime kRuntime = [] {
   rt.release = Release;
   rt.copy = Copy;
   rt.synchronize = Synchronize;
+  rt.begin_capture = BeginCapture;
+  rt.end_capture = EndCapture;
+  rt.replay = Replay;
+  rt.drop_graph = DropGraph;
   return rt;
 }();
 
 }  // namespace
+
+bool Capturing() { return capturing != nullptr; }
+
+Status RefuseCapture(const std::string& what) {
+  Status st = Unimplemented("cannot be captured in a CUDA graph: " + what);
+  if (capturing && capturing->refused.ok()) capturing->refused = st;
+  return st;
+}
+
+void HoldForCapture(const std::shared_ptr<Buffer>& b) {
+  if (capturing && b) capturing->owned.push_back(b);
+}
 
 Status Check(cublasStatus_t e, const char* what) {
   if (e == CUBLAS_STATUS_SUCCESS) return Status::Ok();
@@ -126,17 +229,21 @@ bool Int8GemmTN(const int8_t* bt, const int8_t* a8, int32_t* c, int64_t M, int64
 }
 
 StatusOr<std::shared_ptr<Buffer>> Upload(const void* host, size_t bytes) {
+  // A kernel keeps this buffer past the capture; recorded, it would be filled only by a replay.
+  if (capturing) return RefuseCapture("a kernel's lasting upload (its cache is filled by an uncaptured run)");
   WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> b, Buffer::AllocateOn(DeviceType::kCuda, std::max<size_t>(bytes, 1)));
   if (bytes) WH_RETURN_IF_ERROR(Copy(b->data(), DeviceType::kCuda, host, DeviceType::kCpu, bytes));
   return b;
 }
 
 StatusOr<void*> Scratch(size_t bytes, int slot) {
-  constexpr int kSlots = 4;
-  thread_local std::shared_ptr<Buffer> buffers[kSlots];
-  if (slot < 0 || slot >= kSlots) return Internal("CUDA scratch slot out of range");
-  std::shared_ptr<Buffer>& b = buffers[slot];
+  thread_local std::shared_ptr<Buffer> buffers[kScratchSlots];
+  if (slot < 0 || slot >= kScratchSlots) return Internal("CUDA scratch slot out of range");
+  // A capture's kernels get the graph's own scratch: a thread's may be freed or regrown before a
+  // replay, and a replay may run on another thread beside this one's work.
+  std::shared_ptr<Buffer>& b = capturing ? capturing->scratch[slot] : buffers[slot];
   if (!b || b->size() < bytes) {
+    if (capturing && b) capturing->owned.push_back(b);  // recorded launches still point at it
     b.reset();  // cudaFree waits for the device, so nothing queued still reads the old one
     WH_ASSIGN_OR_RETURN(b, Buffer::AllocateOn(DeviceType::kCuda, std::max<size_t>(bytes, 256)));
   }

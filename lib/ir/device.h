@@ -23,6 +23,19 @@ struct DeviceRuntime {
   Status (*copy)(void* dst, DeviceType dst_dev, const void* src, DeviceType src_dev, size_t bytes) = nullptr;
   // Waits for all work this thread queued on the device.
   Status (*synchronize)() = nullptr;
+
+  // Graph capture (CUDA graphs; null where the device has none). Between begin_capture and
+  // end_capture the work this thread queues is recorded, not run; end_capture hands it back as a
+  // graph that replay queues again, as one launch, on the calling thread's queue. What the
+  // capture allocated for itself (kernel scratch, the GEMM library's workspace) belongs to the
+  // graph; every other buffer it reads or writes must outlive it (the caller keeps them). A
+  // capture fails — end_capture returns why, and the thread queues normally again — when the
+  // recorded work could not be replayed faithfully: a copy to the host, a larger upload, a
+  // synchronisation, a kernel that declines (state of its own per thread). Nothing recorded ran.
+  Status (*begin_capture)() = nullptr;
+  Status (*end_capture)(void** graph) = nullptr;
+  Status (*replay)(void* graph) = nullptr;
+  void (*drop_graph)(void* graph) = nullptr;
 };
 
 // rt null unregisters; rt must outlive its use. Thread-safe.

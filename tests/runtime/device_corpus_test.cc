@@ -35,6 +35,7 @@ using testing::RandomFloat;
 using testing::TensorsClose;
 
 std::atomic<bool> g_claim{false};
+std::atomic<int> g_replay_failures{0};  // stand-in kernel runs that failed (eager ones report theirs too)
 
 // The stand-in kernels claim nodes only while one of these lives (other tests' stand-in device
 // sessions keep the plain fallbacks they count on), failed assertions included.
@@ -65,7 +66,33 @@ class StandInKernel : public OpKernel {
     for (const Tensor* t : ctx.outputs)
       if (t && (t->device() != DeviceType::kCuda || !ActiveFakeDevice()->Owns(t->buffer()->data())))
         return Internal("a stand-in device kernel's output is not on the device");
-    return inner_->Compute(ctx);
+    // Its work as a device kernel's: run now, or recorded while the session captures a graph (the
+    // tensors held, so a replay computes on the same buffers; a replay's error is counted).
+    struct Call {
+      std::vector<Tensor> in, out;
+      std::vector<bool> in_present, out_present;
+    };
+    auto call = std::make_shared<Call>();
+    for (const Tensor* t : ctx.inputs) {
+      call->in.push_back(t ? *t : Tensor());
+      call->in_present.push_back(t != nullptr);
+    }
+    for (Tensor* t : ctx.outputs) {
+      call->out.push_back(t ? *t : Tensor());
+      call->out_present.push_back(t != nullptr);
+    }
+    auto result = std::make_shared<Status>(Status::Ok());
+    const OpKernel* inner = inner_.get();
+    const int threads = ctx.num_threads;
+    testing::FakeDeviceWork([call, result, inner, threads] {
+      KernelContext c;
+      for (size_t k = 0; k < call->in.size(); ++k) c.inputs.push_back(call->in_present[k] ? &call->in[k] : nullptr);
+      for (size_t k = 0; k < call->out.size(); ++k) c.outputs.push_back(call->out_present[k] ? &call->out[k] : nullptr);
+      c.num_threads = threads;
+      *result = inner->Compute(c);
+      if (!result->ok()) ++g_replay_failures;
+    });
+    return *result;  // a recorded call's is Ok: its run is the replay's
   }
 
  private:
@@ -179,16 +206,45 @@ TEST(DeviceCorpus, RunNodeHandsHostInputsOnTheHost) {
   EXPECT_EQ(scope.device().copies_to_device, 1) << "the data only";
 }
 
+std::vector<std::string> CorpusFiles() {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(WHITTLE_SOURCE_DIR) + "/tests/corpus"))
+    if (e.path().extension() == ".onnx") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Inputs for a corpus model: symbolic dims 3 (the first) and 7; floats from `seed`, integer ids
+// (token ids, indices) below 100, shifted by the seed.
+StatusOr<std::map<std::string, Tensor>> CorpusFeeds(const Session& s, uint32_t seed) {
+  std::map<std::string, Tensor> feeds;
+  for (const IoInfo& in : s.inputs()) {
+    Dims d;
+    for (size_t k = 0; k < in.shape.size(); ++k) d.push_back(in.shape[k].known() ? in.shape[k].value : k == 0 ? 3 : 7);
+    if (in.dtype == DType::kFloat32) {
+      feeds[in.name] = RandomFloat(d, seed++);
+      continue;
+    }
+    if (in.dtype != DType::kInt64 && in.dtype != DType::kInt32)
+      return Unimplemented(std::string("no corpus feed for a ") + DTypeName(in.dtype) + " input");
+    Tensor t(in.dtype, d);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const int64_t v = (i * 37 + 11 + 7 * (seed - 1)) % 100;
+      if (in.dtype == DType::kInt64) t.data<int64_t>()[i] = v;
+      else t.data<int32_t>()[i] = static_cast<int32_t>(v);
+    }
+    feeds[in.name] = t;
+  }
+  return feeds;
+}
+
 TEST(DeviceCorpus, ExportedGraphsRunOnTheStandInDeviceAsOnTheCpu) {
   RegisterAllOps();
   RegisterAllKernels();
   RegisterStandInKernels();
   FakeDeviceScope scope;
   ClaimScope claim;
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(WHITTLE_SOURCE_DIR) + "/tests/corpus"))
-    if (e.path().extension() == ".onnx") files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
+  const std::vector<std::string> files = CorpusFiles();
   ASSERT_GE(files.size(), 10u);
   int with_shape_steps = 0;
   for (const std::string& path : files) {
@@ -200,23 +256,9 @@ TEST(DeviceCorpus, ExportedGraphsRunOnTheStandInDeviceAsOnTheCpu) {
     o.backend = Backend::kCuda;
     auto dev = Session::Load(path, o);
     ASSERT_TRUE(dev.ok()) << dev.status().message();
-    std::map<std::string, Tensor> feeds;
-    uint32_t seed = 1;
-    for (const IoInfo& in : (*cpu)->inputs()) {
-      Dims d;
-      for (size_t k = 0; k < in.shape.size(); ++k) d.push_back(in.shape[k].known() ? in.shape[k].value : k == 0 ? 3 : 7);
-      if (in.dtype == DType::kFloat32) {
-        feeds[in.name] = RandomFloat(d, seed++);
-      } else {
-        Tensor t(in.dtype, d);
-        for (int64_t i = 0; i < t.numel(); ++i) {
-          if (in.dtype == DType::kInt64) t.data<int64_t>()[i] = (i * 37 + 11) % 100;
-          else if (in.dtype == DType::kInt32) t.data<int32_t>()[i] = static_cast<int32_t>((i * 37 + 11) % 100);
-        }
-        ASSERT_TRUE(in.dtype == DType::kInt64 || in.dtype == DType::kInt32) << DTypeName(in.dtype);
-        feeds[in.name] = t;
-      }
-    }
+    auto made = CorpusFeeds(**cpu, 1);
+    ASSERT_TRUE(made.ok()) << made.status().message();
+    const std::map<std::string, Tensor>& feeds = *made;
     auto want = (*cpu)->Run(feeds);
     ASSERT_TRUE(want.ok()) << want.status().message();
     for (int run = 0; run < 2; ++run) {  // the second run follows the recorded plan
@@ -245,6 +287,50 @@ TEST(DeviceCorpus, ExportedGraphsRunOnTheStandInDeviceAsOnTheCpu) {
     with_shape_steps += !(*dev)->host_shape_nodes().empty();
   }
   EXPECT_GE(with_shape_steps, 3) << "the exporters' Shape chains should stay on the host in several models";
+}
+
+// SessionOptions::cuda_graphs on real exported graphs: each model's runs, eager, captured (the
+// stand-in records the kernels' work) and replayed, with new inputs every run, give the CPU
+// session's outputs for those inputs; what a signature got is in the report.
+TEST(DeviceCorpus, ExportedGraphsReplayAsCapturedGraphsWithEachRunsInputs) {
+  RegisterAllOps();
+  RegisterAllKernels();
+  RegisterStandInKernels();
+  FakeDeviceScope scope;
+  ClaimScope claim;
+  scope.device().launch_us = 20;  // what an eager launch costs, so that a graph pays
+  g_replay_failures = 0;
+  int captured = 0;
+  for (const std::string& path : CorpusFiles()) {
+    const std::string name = std::filesystem::path(path).filename().string();
+    SCOPED_TRACE(name);
+    auto cpu = Session::Load(path);
+    ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+    SessionOptions o;
+    o.backend = Backend::kCuda;
+    o.cuda_graphs = true;
+    auto dev = Session::Load(path, o);
+    ASSERT_TRUE(dev.ok()) << dev.status().message();
+    const int before = scope.device().captures;
+    for (uint32_t run = 0; run < 8; ++run) {
+      auto feeds = CorpusFeeds(**cpu, 1 + 10 * run);
+      ASSERT_TRUE(feeds.ok()) << feeds.status().message();
+      auto want = (*cpu)->Run(*feeds);
+      ASSERT_TRUE(want.ok()) << want.status().message();
+      auto got = (*dev)->Run(*feeds);
+      ASSERT_TRUE(got.ok()) << "run " << run << ": " << got.status().message();
+      ASSERT_EQ(got->size(), want->size());
+      for (size_t k = 0; k < got->size(); ++k)
+        EXPECT_TRUE(TensorsClose((*got)[k], (*want)[k], 1e-4f, 1e-4f)) << "run " << run << ", output " << k;
+    }
+    captured += scope.device().captures > before;
+    for (const std::string& line : (*dev)->device_graph_report()) {
+      std::printf("[ graphs   ] %-36s %s\n", name.c_str(), line.c_str());
+      EXPECT_EQ(line.find("capture failed"), std::string::npos) << line;
+    }
+  }
+  EXPECT_EQ(g_replay_failures, 0);
+  EXPECT_GE(captured, 10) << "most of the corpus stays on the device with shapes fixed by the inputs' dims";
 }
 
 }  // namespace

@@ -54,7 +54,12 @@ class DevAffine : public OpKernel {
     const float* x = ctx.inputs[0]->data<float>();
     const float* b = ctx.inputs.size() > 1 && ctx.inputs[1] ? ctx.inputs[1]->data<float>() : nullptr;
     float* y = ctx.outputs[0]->data<float>();
-    for (int64_t i = 0; i < ctx.inputs[0]->numel(); ++i) y[i] = 2.f * x[i] + (b ? b[i] : 0.f);
+    const int64_t n = ctx.inputs[0]->numel();
+    auto work = [x, b, y, n] {
+      for (int64_t i = 0; i < n; ++i) y[i] = 2.f * x[i] + (b ? b[i] : 0.f);
+    };
+    if (d_ == DeviceType::kCpu) work();
+    else testing::FakeDeviceWork(work);  // recorded while the session captures a graph
     return Status::Ok();
   }
 
@@ -94,7 +99,10 @@ class DevCopy : public OpKernel {
   DeviceType device() const override { return DeviceType::kCuda; }
   Status Compute(KernelContext& ctx) const override {
     if (!ActiveFakeDevice()->Owns(ctx.inputs[0]->buffer()->data())) return Internal("DevCopy's input is not on its device");
-    std::memcpy(ctx.outputs[0]->raw_data(), ctx.inputs[0]->raw_data(), ctx.inputs[0]->nbytes());
+    void* y = ctx.outputs[0]->raw_data();
+    const void* x = ctx.inputs[0]->raw_data();
+    const size_t bytes = ctx.inputs[0]->nbytes();
+    testing::FakeDeviceWork([y, x, bytes] { std::memcpy(y, x, bytes); });
     return Status::Ok();
   }
 };
@@ -393,6 +401,179 @@ TEST_F(DeviceSession, ExportedTransformerShapeChainsAreHostSteps) {
   auto got = (*dev)->Run({{in, x}});
   ASSERT_TRUE(want.ok() && got.ok()) << (got.ok() ? want.status().message() : got.status().message());
   EXPECT_TRUE(TensorsClose((*got)[0], (*want)[0], 1e-5f, 1e-5f));
+}
+
+// --- CUDA graphs (SessionOptions::cuda_graphs), on the stand-in's recorded work ---------------
+
+StatusOr<std::unique_ptr<Session>> LoadWithGraphs(Graph g, bool graphs = true) {
+  SessionOptions o;
+  o.backend = Backend::kCuda;
+  o.cuda_graphs = graphs;
+  return Session::FromGraph(OnTestDevice(std::move(g)), o);
+}
+
+// x [2,3] -> DevAffine -> DevAffine(+ bias) -> DevCopy -> y; Shape(y) -> DevCopy -> dims (a host
+// shape value read by a device kernel: uploaded, inside the capture, with the bytes it had).
+Graph MakeGraphable() {
+  return GraphBuilder(17)
+      .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 3})
+      .Init("bias", RandomFloat({1, 3}, 2))
+      .Op("DevAffine", {"x"}, {"a"})
+      .Op("DevCopy", {"a"}, {"b"})
+      .Op("DevAffine", {"b"}, {"y"})
+      .Op("Shape", {"y"}, {"s"})
+      .Op("DevCopy", {"s"}, {"dims"})
+      .Output("y")
+      .Output("dims")
+      .Build();
+}
+
+void ExpectRunsGiveTheirOwnResults(const Session& s, int64_t batch, int runs, uint32_t seed) {
+  for (int r = 0; r < runs; ++r) {
+    const Tensor x = RandomFloat({batch, 3}, seed + static_cast<uint32_t>(r));
+    auto got = s.Run({{"x", x}});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    ASSERT_EQ((*got)[0].dims(), (Dims{batch, 3}));
+    ASSERT_EQ((*got)[0].device(), DeviceType::kCpu);
+    for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ((*got)[0].data<float>()[i], 4.f * x.data<float>()[i]) << "run " << r;
+    ASSERT_EQ((*got)[1].data<int64_t>()[0], batch);
+    ASSERT_EQ((*got)[1].data<int64_t>()[1], 3);
+  }
+}
+
+std::string Report(const Session& s) {
+  std::string all;
+  for (const std::string& l : s.device_graph_report()) all += l + "\n";
+  return all;
+}
+
+// Three eager runs, then a capture (which runs the graph once for that run's outputs), then
+// replays: each run's own inputs go in and its own outputs come out, equal to the eager results.
+TEST_F(DeviceSession, GraphIsCapturedOnceAndReplayedWithEachRunsInputs) {
+  RegisterDevCopy();
+  state().launch_us = 300;  // each eager launch costs what a replay saves
+  auto dev = LoadWithGraphs(MakeGraphable());
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  ExpectRunsGiveTheirOwnResults(**dev, 2, 3, 100);
+  EXPECT_EQ(state().captures, 0);
+  EXPECT_NE(Report(**dev).find("float32[2,3]: eager (3 of 3 runs before a capture)"), std::string::npos) << Report(**dev);
+  ExpectRunsGiveTheirOwnResults(**dev, 2, 8, 200);
+  EXPECT_EQ(state().captures, 1);
+  EXPECT_EQ(state().replays, 8);  // the capture run's own, and 7 more
+  EXPECT_NE(Report(**dev).find("float32[2,3]: replayed as a CUDA graph (7 replays"), std::string::npos) << Report(**dev);
+  // A replay copies x in and the two outputs out, nothing else.
+  state().copies_to_device = state().copies_to_host = 0;
+  ExpectRunsGiveTheirOwnResults(**dev, 2, 1, 300);
+  EXPECT_EQ(state().copies_to_device, 1);
+  EXPECT_EQ(state().copies_to_host, 2);
+  // Another batch size is another signature, with a graph of its own; the first keeps its.
+  ExpectRunsGiveTheirOwnResults(**dev, 5, 6, 400);
+  EXPECT_EQ(state().captures, 2);
+  ExpectRunsGiveTheirOwnResults(**dev, 2, 2, 500);
+  EXPECT_NE(Report(**dev).find("float32[5,3]: replayed as a CUDA graph (2 replays"), std::string::npos) << Report(**dev);
+  EXPECT_NE(Report(**dev).find("float32[2,3]: replayed as a CUDA graph (10 replays"), std::string::npos) << Report(**dev);
+}
+
+// Threads sharing a session with graphs: one replays (the graph's buffers are its own) while the
+// others, finding it busy, run eagerly; every run gets its own inputs' results.
+TEST_F(DeviceSession, ConcurrentRunsWithGraphsGetTheirOwnResults) {
+  RegisterDevCopy();
+  auto dev = LoadWithGraphs(MakeGraphable());
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  std::vector<std::thread> threads;
+  std::vector<int> bad(4, 0);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < 40; ++r) {
+        const Tensor x = RandomFloat({2, 3}, static_cast<uint32_t>(1000 * t + r));
+        auto y = (*dev)->Run({{"x", x}});
+        bool ok = y.ok() && (*y)[0].numel() == 6;
+        for (int64_t i = 0; ok && i < 6; ++i) ok = (*y)[0].data<float>()[i] == 4.f * x.data<float>()[i];
+        if (!ok) ++bad[static_cast<size_t>(t)];
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(bad[static_cast<size_t>(t)], 0) << "thread " << t;
+  EXPECT_EQ(state().captures, 1);
+  EXPECT_GT(state().replays, 0);
+}
+
+// Graphs are opt-in, and runs that time each node or keep outputs on the device stay eager.
+TEST_F(DeviceSession, GraphsOnlyWhenAskedAndNotForProfiledOrDeviceOutputRuns) {
+  RegisterDevCopy();
+  auto off = LoadWithGraphs(MakeGraphable(), /*graphs=*/false);
+  ASSERT_TRUE(off.ok()) << off.status().message();
+  ExpectRunsGiveTheirOwnResults(**off, 2, 6, 1);
+  EXPECT_EQ(state().captures, 0);
+  EXPECT_TRUE((*off)->device_graph_report().empty());
+  auto on = LoadWithGraphs(MakeGraphable());
+  ASSERT_TRUE(on.ok()) << on.status().message();
+  const Tensor x = RandomFloat({2, 3}, 1);
+  for (int r = 0; r < 6; ++r) {
+    RunStats stats;
+    ASSERT_TRUE((*on)->Run({{"x", x}}, &stats).ok());
+    ASSERT_TRUE((*on)->Run({{"x", x}}, nullptr, OutputsOn::kWhereComputed).ok());
+  }
+  EXPECT_EQ(state().captures, 0);
+  EXPECT_TRUE((*on)->device_graph_report().empty());
+}
+
+// A signature whose run leaves the device, or whose shapes follow an input's values, is never
+// captured, and the report says why.
+TEST_F(DeviceSession, RunsThatLeaveTheDeviceOrReadValuesStayEager) {
+  RegisterDevCopy();
+  auto mixed = LoadWithGraphs(MakeMixed());
+  ASSERT_TRUE(mixed.ok()) << mixed.status().message();
+  for (int r = 0; r < 6; ++r) ASSERT_TRUE((*mixed)->Run({{"x", RandomFloat({2, 3}, 1)}}).ok());
+  EXPECT_NE(Report(**mixed).find("(Relu)"), std::string::npos) << Report(**mixed);
+  EXPECT_NE(Report(**mixed).find("runs on the CPU"), std::string::npos) << Report(**mixed);
+
+  Graph g = GraphBuilder(17)
+                .Input("x", DType::kFloat32, {2, 3})
+                .Input("shape", DType::kInt64, {2})
+                .Op("DevAffine", {"x"}, {"a"})
+                .Op("Reshape", {"a", "shape"}, {"r"})
+                .Op("DevCopy", {"r"}, {"y"})
+                .Output("y")
+                .Build();
+  auto reshaped = LoadWithGraphs(std::move(g));
+  ASSERT_TRUE(reshaped.ok()) << reshaped.status().message();
+  for (int r = 0; r < 6; ++r) {
+    // The same dims every run, another value every other run: a graph would keep the first.
+    const Tensor shape = Tensor::FromVector<int64_t>({2}, r % 2 ? std::vector<int64_t>{3, 2} : std::vector<int64_t>{6, 1});
+    auto got = (*reshaped)->Run({{"x", RandomFloat({2, 3}, 1)}, {"shape", shape}});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_EQ((*got)[0].dims(), (r % 2 ? Dims{3, 2} : Dims{6, 1}));
+  }
+  EXPECT_EQ(state().captures, 0);
+  EXPECT_NE(Report(**reshaped).find("output shapes that depend on input values"), std::string::npos) << Report(**reshaped);
+}
+
+// A capture that fails (here the stand-in refuses it; on a GPU a kernel that keeps per-thread
+// state, or an upload too large to record) costs nothing but the attempt: that run and every
+// later one of the signature run eagerly, with their own results.
+TEST_F(DeviceSession, FailedCaptureRunsEagerlyFromThen) {
+  RegisterDevCopy();
+  state().refuse_captures = "the stand-in refuses";
+  auto dev = LoadWithGraphs(MakeGraphable());
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  ExpectRunsGiveTheirOwnResults(**dev, 2, 8, 1);
+  EXPECT_EQ(state().captures, 0);
+  EXPECT_EQ(state().replays, 0);
+  EXPECT_NE(Report(**dev).find("eager: the capture failed (the stand-in refuses)"), std::string::npos) << Report(**dev);
+}
+
+// A graph whose replays are no faster than the eager runs is dropped (with its buffers), and the
+// signature runs eagerly from then on.
+TEST_F(DeviceSession, GraphThatDoesNotPayIsDropped) {
+  RegisterDevCopy();
+  state().replay_us = 20000;  // a replay far slower than the eager runs (no launch cost)
+  auto dev = LoadWithGraphs(MakeGraphable());
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  ExpectRunsGiveTheirOwnResults(**dev, 2, 12, 1);
+  EXPECT_EQ(state().captures, 1);
+  EXPECT_EQ(state().replays, 6);  // the capture run's, then five judged
+  EXPECT_NE(Report(**dev).find("eager: a graph did not pay"), std::string::npos) << Report(**dev);
 }
 
 TEST_F(DeviceSession, UnavailableDeviceIsAClearError) {

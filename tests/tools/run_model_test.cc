@@ -108,6 +108,7 @@ TEST(RunModelCli, ErrorsAreOneLineAndNonZero) {
       Model("mlp") + " --eval-data fashion-mnist:test --agree-with tpu",
       Model("mlp") + " --precision bf16",
       Model("mlp") + " --device cuda --precision int4",
+      Model("mlp") + " --bench --cuda-graphs",  // graphs are a CUDA device's
   };
   for (const std::string& args : bad) {
     auto r = Sh(args, true);

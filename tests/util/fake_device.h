@@ -6,8 +6,10 @@
 // with explicit copies.
 #pragma once
 
+#include <functional>
 #include <mutex>
 #include <set>
+#include <string>
 
 #include "lib/ir/device.h"
 
@@ -19,9 +21,20 @@ struct FakeDevice {
   std::mutex mu;
   std::set<void*> live;  // buffers allocated on it and not freed
   int copies_to_device = 0, copies_to_host = 0;
+  // Graph capture as the CUDA runtime does it (lib/ir/device.h): while a thread captures, the
+  // work it queues (FakeDeviceWork) and its copies into device memory are recorded, not run; a
+  // copy to the host, an upload over 4 KiB or a synchronisation spoils the capture; a replay runs
+  // the recorded work. launch_us: what each eagerly run piece of work costs (a kernel launch),
+  // replay_us: what a replay costs; refuse_captures: every capture fails, naming that.
+  int captures = 0, replays = 0;
+  int launch_us = 0, replay_us = 0;
+  std::string refuse_captures;
   // Whether p is the start of a live buffer of the stand-in device.
   bool Owns(const void* p);
 };
+
+// Runs `work` on the stand-in device: now, or recorded while this thread captures a graph.
+void FakeDeviceWork(std::function<void()> work);
 
 // The FakeDevice of the live scope (null outside one).
 FakeDevice* ActiveFakeDevice();

@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   int64_t limit = -1, eval_batch = 256;
   int threads = 1, warmup = 10, iterations = 20;
   double min_time = 1.0;
-  bool bench = false, profile = false, json = false, no_optimize = false;
+  bool bench = false, profile = false, json = false, no_optimize = false, cuda_graphs = false;
   app.add_option("model", model, "ONNX model file")->required();
   app.add_option("--input", input_specs, "Feed input NAME from a NumPy file (NAME=FILE.npy); repeatable");
   app.add_option("--output-dir", output_dir, "Write each model output as DIR/<output name>.npy");
@@ -95,6 +95,9 @@ int main(int argc, char** argv) {
                  "With --device cuda: arithmetic of float Gemm/MatMul/Conv: fp32, or tf32/fp16/bf16 on tensor cores "
                  "(operands rounded inside cuBLAS; float32 accumulation and tensors)")
       ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16"}))->capture_default_str();
+  app.add_flag("--cuda-graphs", cuda_graphs,
+               "With --device cuda: replay each input shape's run as one CUDA graph once three runs have shown it "
+               "stays on the device (dropped again where it is no faster); --bench then says what each shape got");
   app.add_flag("--no-optimize", no_optimize, "Skip the runtime's graph rewrites (folding, fusion)");
   app.add_option("--agree-with", agree_with,
                  "With --eval-data: also run the model on cpu, reference (plain loops) or cuda (in fp32) and "
@@ -111,6 +114,8 @@ int main(int argc, char** argv) {
   so.precision = *whittle::ParsePrecision(precision);  // one of the four (checked above)
   if (so.precision != whittle::Precision::kFp32 && device != "cuda")
     return Fail("--precision " + precision + " needs --device cuda (the CPU computes in fp32)");
+  if (cuda_graphs && device != "cuda") return Fail("--cuda-graphs needs --device cuda");
+  so.cuda_graphs = cuda_graphs;
   auto session_or = whittle::Session::Load(model, so);
   if (!session_or.ok()) return Fail(session_or.status().message());
   const whittle::Session& session = **session_or;
@@ -224,6 +229,13 @@ int main(int argc, char** argv) {
     }
     out["bench"] = rows;
     out["threads"] = so.num_threads;
+    if (cuda_graphs) {
+      out["cuda_graphs"] = session.device_graph_report();
+      if (!json) {
+        std::printf("\nCUDA graphs, per input shape:\n");
+        for (const std::string& line : session.device_graph_report()) std::printf("  %s\n", line.c_str());
+      }
+    }
     if (profile) {
       nlohmann::json pt = nlohmann::json::array(), pn = nlohmann::json::array();
       for (const auto& e : prof.by_op_type)
