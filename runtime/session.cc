@@ -142,6 +142,7 @@ struct Session::DeviceGraph {
   int eager_runs = 0;    // eager runs that could have been captured
   double eager_ms = 0;   // the fastest of those whose plan was reused (0: none yet)
   std::string eager_why;  // why it runs eagerly for good (empty: not decided)
+  int failed_captures = 0;
   const DeviceRuntime* rt = nullptr;
   void* graph = nullptr;
   std::unique_ptr<Arena> arena;                // every buffer the graph's kernels touch
@@ -164,6 +165,9 @@ namespace {
 
 constexpr int kEagerRunsBeforeCapture = 3;  // the first records the plan and fills kernel caches
 constexpr int kReplaysToJudge = 5;          // replays before a graph must have paid
+// Captures tried before a signature runs eagerly for good: a synchronisation on another thread's
+// stream can spoil a capture on the same GPU, which the next attempt may not meet.
+constexpr int kCaptureAttempts = 2;
 constexpr double kGraphMustSave = 0.95;     // of the eager time, or the graph is dropped
 
 std::string SignatureText(const Graph& g, const std::map<std::string, Tensor>& inputs) {
@@ -434,10 +438,11 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     std::lock_guard<std::mutex> lock(arenas_mu_);
     idle_arenas_.push_back(std::move(arena));
   };
-  // A capture that failed or could not start: this signature runs eagerly from now on, this run
-  // included (an error of its own is reported from there).
+  // A capture that failed or could not start: this run is eager after all (an error of its own is
+  // reported from there), and after kCaptureAttempts so is the signature.
   auto eager_after_all = [&](const std::string& why) {
-    dg->eager_why = "eager: " + why;
+    if (++dg->failed_captures >= kCaptureAttempts) dg->eager_why = "eager: " + why;
+    dg->eager_runs = 0;  // the next attempt after as many eager runs again, this one the first
     dg->Drop();
     dg_lock.unlock();
     return_arena();
