@@ -250,6 +250,8 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, const Session
   if (opts.precision != Precision::kFp32 && opts.backend != Backend::kCuda)
     return InvalidArgument(std::string("precision ") + PrecisionName(opts.precision) +
                            " needs the cuda backend (the " + BackendName(opts.backend) + " backend computes in fp32)");
+  if (opts.cuda_graphs && opts.backend != Backend::kCuda)
+    return InvalidArgument(std::string("cuda_graphs needs the cuda backend (got ") + BackendName(opts.backend) + ")");
   std::unique_ptr<Session> s(new Session());
   s->opts_ = opts;
   if (s->opts_.num_threads == 0) s->opts_.num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

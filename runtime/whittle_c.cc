@@ -34,7 +34,13 @@ int whittle_session_load_on(const char* model_path, int num_threads, const char*
 
 int whittle_session_load_with(const char* model_path, int num_threads, const char* device, const char* precision,
                               whittle_session** out) {
+  return whittle_session_load_ex(model_path, num_threads, device, precision, 0, out);
+}
+
+int whittle_session_load_ex(const char* model_path, int num_threads, const char* device, const char* precision,
+                            unsigned flags, whittle_session** out) {
   if (!model_path || !out || !device || !precision) return SetError("whittle_session_load: null argument");
+  if (flags & ~WHITTLE_CUDA_GRAPHS) return SetError("whittle_session_load: unknown flags " + std::to_string(flags));
   const std::string d = device;
   if (d != "cpu" && d != "cuda") return SetError("whittle_session_load: device must be \"cpu\" or \"cuda\", got \"" + d + "\"");
   auto p = whittle::ParsePrecision(precision);
@@ -43,6 +49,7 @@ int whittle_session_load_with(const char* model_path, int num_threads, const cha
   so.num_threads = num_threads;
   so.backend = d == "cuda" ? whittle::Backend::kCuda : whittle::Backend::kCpu;
   so.precision = *p;
+  so.cuda_graphs = (flags & WHITTLE_CUDA_GRAPHS) != 0;
   auto r = whittle::Session::Load(model_path, so);
   if (!r.ok()) return SetError(r.status().message());
   *out = new whittle_session{std::move(*r)};  // owned by the caller: whittle_session_free

@@ -25,6 +25,12 @@ int whittle_session_load_on(const char* model_path, int num_threads, const char*
  * float32, like run-model --precision). The CPU takes "fp32" only. */
 int whittle_session_load_with(const char* model_path, int num_threads, const char* device, const char* precision,
                               whittle_session** out);
+/* The same with flags: WHITTLE_CUDA_GRAPHS (on "cuda" only) replays each input shape's run as
+ * one CUDA graph once three runs have shown it stays on the GPU, and drops the graph where it is no
+ * faster (SessionOptions::cuda_graphs, run-model --cuda-graphs). */
+#define WHITTLE_CUDA_GRAPHS 1u
+int whittle_session_load_ex(const char* model_path, int num_threads, const char* device, const char* precision,
+                            unsigned flags, whittle_session** out);
 void whittle_session_free(whittle_session* s);
 size_t whittle_session_num_inputs(const whittle_session* s);
 size_t whittle_session_num_outputs(const whittle_session* s);

@@ -56,12 +56,25 @@ TEST(CApi, PrecisionArgument) {
   whittle_session_free(s);
 }
 
-// The MLP loaded on CUDA at `precision` gives the CPU's outputs to rtol; without a GPU, the load
-// fails with a one-line reason and the test is skipped.
-void ExpectCudaMatchesCpu(const char* precision, float rtol) {
+// The flags argument: known flags only, and CUDA graphs on "cuda" only.
+TEST(CApi, FlagsArgument) {
   const std::string model = std::string(WHITTLE_SOURCE_DIR) + "/models/mlp.onnx";
   whittle_session* s = nullptr;
-  if (whittle_session_load_with(model.c_str(), 1, "cuda", precision, &s) != 0) {
+  EXPECT_NE(whittle_session_load_ex(model.c_str(), 1, "cpu", "fp32", 2u, &s), 0);
+  EXPECT_NE(std::string(whittle_last_error()).find("unknown flags 2"), std::string::npos) << whittle_last_error();
+  EXPECT_NE(whittle_session_load_ex(model.c_str(), 1, "cpu", "fp32", WHITTLE_CUDA_GRAPHS, &s), 0);
+  EXPECT_NE(std::string(whittle_last_error()).find("cuda_graphs needs the cuda backend"), std::string::npos)
+      << whittle_last_error();
+  ASSERT_EQ(whittle_session_load_ex(model.c_str(), 1, "cpu", "fp32", 0u, &s), 0) << whittle_last_error();
+  whittle_session_free(s);
+}
+
+// The MLP loaded on CUDA at `precision` (with `flags`) gives the CPU's outputs to rtol, run after
+// run; without a GPU, the load fails with a one-line reason and the test is skipped.
+void ExpectCudaMatchesCpu(const char* precision, float rtol, unsigned flags = 0) {
+  const std::string model = std::string(WHITTLE_SOURCE_DIR) + "/models/mlp.onnx";
+  whittle_session* s = nullptr;
+  if (whittle_session_load_ex(model.c_str(), 1, "cuda", precision, flags, &s) != 0) {
     const std::string why = whittle_last_error();
     EXPECT_NE(why.find("device 'cuda' is not available"), std::string::npos) << why;
     GTEST_SKIP() << why;
@@ -75,13 +88,16 @@ void ExpectCudaMatchesCpu(const char* precision, float rtol) {
   ASSERT_EQ(whittle_tensor_create(1, dims, 4, x.data(), &in), 0);
   const char* names[] = {whittle_session_input_name(s, 0)};
   const whittle_tensor* ins[] = {in};
-  whittle_tensor *a = nullptr, *b = nullptr;
-  ASSERT_EQ(whittle_session_run(s, names, ins, 1, &a), 0) << whittle_last_error();
+  whittle_tensor* b = nullptr;
   ASSERT_EQ(whittle_session_run(cpu, names, ins, 1, &b), 0) << whittle_last_error();
-  const float* ya = static_cast<const float*>(whittle_tensor_data(a));
   const float* yb = static_cast<const float*>(whittle_tensor_data(b));
-  for (int i = 0; i < 30; ++i) EXPECT_NEAR(ya[i], yb[i], rtol * (1.f + std::fabs(yb[i]))) << i;
-  whittle_tensor_free(a);
+  for (int run = 0; run < 8; ++run) {  // eager, then (with WHITTLE_CUDA_GRAPHS) captured and replayed
+    whittle_tensor* a = nullptr;
+    ASSERT_EQ(whittle_session_run(s, names, ins, 1, &a), 0) << whittle_last_error();
+    const float* ya = static_cast<const float*>(whittle_tensor_data(a));
+    for (int i = 0; i < 30; ++i) EXPECT_NEAR(ya[i], yb[i], rtol * (1.f + std::fabs(yb[i]))) << "run " << run << ", " << i;
+    whittle_tensor_free(a);
+  }
   whittle_tensor_free(b);
   whittle_tensor_free(in);
   whittle_session_free(s);
@@ -93,5 +109,8 @@ TEST(CApi, LoadOnCuda) { ExpectCudaMatchesCpu("fp32", 1e-4f); }
 
 // TF32 to TF32's tolerance (10 mantissa bits in the products).
 TEST(CApi, LoadOnCudaWithPrecision) { ExpectCudaMatchesCpu("tf32", 2e-2f); }
+
+// With CUDA graphs: the same outputs from the replays.
+TEST(CApi, LoadOnCudaWithGraphs) { ExpectCudaMatchesCpu("fp32", 1e-4f, WHITTLE_CUDA_GRAPHS); }
 
 }  // namespace
