@@ -241,8 +241,8 @@ run)
   fi
   if want 10; then
   echo "== CUDA graphs: replays against eager runs, then latency with and without"
-  timeout 300 "$pkg/bin/whittle_tests" --gtest_filter='CudaGraphs.*:DeviceSession.*Graph*' > "$logs/graphs-tests.txt" 2>&1 || status=1
-  grep -E '^\[ (graphs|  PASSED|  FAILED|  SKIPPED) ' "$logs/graphs-tests.txt" || true
+  timeout 300 "$pkg/bin/whittle_tests" --gtest_filter='CudaGraphs.*:CApi.*Graphs*:DeviceSession.*:DeviceCorpus.*' > "$logs/graphs-tests.txt" 2>&1 || status=1
+  grep -E '^\[ +(graphs|PASSED|FAILED|SKIPPED) ' "$logs/graphs-tests.txt" || true
   for round in 1 2 3; do
     for m in mlp cnn transformer resnet cnn_int8; do
       for g in "" --cuda-graphs; do
