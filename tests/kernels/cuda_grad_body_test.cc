@@ -69,42 +69,52 @@ const Geometry kGeometries[] = {
     {3, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1},  {2, 9, 7, 3, 2, 2, 1, 0, 1, 1, 0}, {4, 10, 10, 3, 3, 2, 2, 2, 1, 0, 2},
     {1, 5, 6, 1, 1, 1, 1, 0, 0, 0, 0},  {2, 7, 7, 2, 2, 2, 1, 0, 0, 0, 0, true}, {3, 6, 5, 4, 3, 3, 1, 1, 2, 2, 1}};
 
+// fn(geo, group, attrs) for every geometry Conv has (no ceil_mode) with 1 and 2 groups, attrs
+// the window's and the group's, under a trace naming the case; a fatal failure stops the loop.
+template <class Fn>
+void ForEachGroupedConv(Fn fn) {
+  for (const Geometry& geo : kGeometries)
+    for (int64_t group : {int64_t{1}, int64_t{2}}) {
+      if (geo.ceil) continue;
+      SCOPED_TRACE(Name(geo) + " group " + std::to_string(group));
+      AttributeMap attrs = WindowAttrs(geo);
+      attrs.Set("group", Attribute::Int(group));
+      fn(geo, group, attrs);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+}
+
 TEST(CudaGradBodies, Col2imAfterTheProductIsConvGradInput) {
   RegisterAllOps();
   uint32_t seed = 1;
-  for (const Geometry& geo : kGeometries)
-    for (int64_t group : {int64_t{1}, int64_t{2}}) {
-      if (geo.ceil) continue;  // Conv has no ceil_mode
-      SCOPED_TRACE(Name(geo) + " group " + std::to_string(group));
-      const int64_t N = 2, C = geo.c * group, M = 3 * group, Cg = geo.c, Mg = 3;
-      AttributeMap attrs = WindowAttrs(geo);
-      attrs.Set("group", Attribute::Int(group));
-      const Tensor x = RandomFloat({N, C, geo.h, geo.w}, seed++);
-      const Tensor w = RandomFloat({M, Cg, geo.k_h, geo.k_w}, seed++);
-      auto y = RunNode(MakeNode("Conv", 2, 1, attrs), 17, {x, w}, Backend::kReference);
-      ASSERT_TRUE(y.ok()) << y.status().message();
-      const Tensor dy = RandomFloat((*y)[0].dims(), seed++);
-      auto want = RunNode(MakeNode("ConvGradInput", 3, 1, attrs, kWhittleDomain), 17, {dy, w, x}, Backend::kReference);
-      ASSERT_TRUE(want.ok()) << want.status().message();
-      const Window2d win = WindowFor(geo, dy.dim(2), dy.dim(3));
-      const int64_t Kg = Cg * geo.k_h * geo.k_w, P = win.out_h * win.out_w, HW = geo.h * geo.w;
-      Tensor got(DType::kFloat32, x.dims());
-      std::vector<float> col(static_cast<size_t>(Kg * P));
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t g = 0; g < group; ++g) {
-          // col = W_g^T dY_g: what the CUDA kernel asks cuBLAS for.
-          for (int64_t k = 0; k < Kg; ++k)
-            for (int64_t p = 0; p < P; ++p) {
-              double s = 0;
-              for (int64_t m = 0; m < Mg; ++m)
-                s += static_cast<double>(w.data<float>()[(g * Mg + m) * Kg + k]) * dy.data<float>()[(n * M + g * Mg + m) * P + p];
-              col[static_cast<size_t>(k * P + p)] = static_cast<float>(s);
-            }
-          float* dx = got.data<float>() + (n * C + g * Cg) * HW;
-          for (int64_t i = 0; i < Cg * HW; ++i) Col2imAt(col.data(), dx, win, i);
-        }
-      EXPECT_TRUE(TensorsClose(got, (*want)[0], 1e-5f, 1e-5f));
-    }
+  ForEachGroupedConv([&](const Geometry& geo, int64_t group, const AttributeMap& attrs) {
+    const int64_t N = 2, C = geo.c * group, M = 3 * group, Cg = geo.c, Mg = 3;
+    const Tensor x = RandomFloat({N, C, geo.h, geo.w}, seed++);
+    const Tensor w = RandomFloat({M, Cg, geo.k_h, geo.k_w}, seed++);
+    auto y = RunNode(MakeNode("Conv", 2, 1, attrs), 17, {x, w}, Backend::kReference);
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    const Tensor dy = RandomFloat((*y)[0].dims(), seed++);
+    auto want = RunNode(MakeNode("ConvGradInput", 3, 1, attrs, kWhittleDomain), 17, {dy, w, x}, Backend::kReference);
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    const Window2d win = WindowFor(geo, dy.dim(2), dy.dim(3));
+    const int64_t Kg = Cg * geo.k_h * geo.k_w, P = win.out_h * win.out_w, HW = geo.h * geo.w;
+    Tensor got(DType::kFloat32, x.dims());
+    std::vector<float> col(static_cast<size_t>(Kg * P));
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t g = 0; g < group; ++g) {
+        // col = W_g^T dY_g: what the CUDA kernel asks cuBLAS for.
+        for (int64_t k = 0; k < Kg; ++k)
+          for (int64_t p = 0; p < P; ++p) {
+            double s = 0;
+            for (int64_t m = 0; m < Mg; ++m)
+              s += static_cast<double>(w.data<float>()[(g * Mg + m) * Kg + k]) * dy.data<float>()[(n * M + g * Mg + m) * P + p];
+            col[static_cast<size_t>(k * P + p)] = static_cast<float>(s);
+          }
+        float* dx = got.data<float>() + (n * C + g * Cg) * HW;
+        for (int64_t i = 0; i < Cg * HW; ++i) Col2imAt(col.data(), dx, win, i);
+      }
+    EXPECT_TRUE(TensorsClose(got, (*want)[0], 1e-5f, 1e-5f));
+  });
 }
 
 // The im2col an entry at a time (entry i of col [channels * k_h * k_w, out_h * out_w]): the
@@ -125,50 +135,45 @@ void Im2colAt(const float* x, float* col, const Window2d& w, int64_t i) {
 TEST(CudaGradBodies, WideConvColumnsAndEpilogueAreTheConv) {
   RegisterAllOps();
   uint32_t seed = 90;
-  for (const Geometry& geo : kGeometries)
-    for (int64_t group : {int64_t{1}, int64_t{2}}) {
-      if (geo.ceil) continue;  // Conv has no ceil_mode
-      SCOPED_TRACE(Name(geo) + " group " + std::to_string(group));
-      const int64_t N = 3, C = geo.c * group, M = 3 * group, Cg = geo.c, Mg = 3;
-      AttributeMap attrs = WindowAttrs(geo);
-      attrs.Set("group", Attribute::Int(group));
-      const Tensor x = RandomFloat({N, C, geo.h, geo.w}, seed++);
-      const Tensor w = RandomFloat({M, Cg, geo.k_h, geo.k_w}, seed++), b = RandomFloat({M}, seed++);
-      auto want = RunNode(MakeNode("Conv", 3, 1, attrs), 17, {x, w, b}, Backend::kReference);
-      ASSERT_TRUE(want.ok()) << want.status().message();
-      const Tensor& y = (*want)[0];
-      const Tensor r = RandomFloat(y.dims(), seed++);
-      const Window2d win = WindowFor(geo, y.dim(2), y.dim(3));
-      const int64_t Kg = Cg * geo.k_h * geo.k_w, P = win.out_h * win.out_w, HW = geo.h * geo.w;
-      std::vector<float> t(static_cast<size_t>(M * N * P));
-      for (int64_t g = 0; g < group; ++g) {
-        std::vector<float> wide(static_cast<size_t>(Kg * N * P), -1.f), image(static_cast<size_t>(Kg * P), -1.f),
-            per_entry(static_cast<size_t>(Kg * P), -2.f);
-        for (int32_t n = 0; n < N; ++n) {
-          const float* xg = x.data<float>() + (n * C + g * Cg) * HW;
-          for (int32_t c = 0; c < Cg; ++c)
-            for (int32_t p = 0; p < P; ++p) {
-              Im2colWindowAt<int32_t>(xg, wide.data() + n * P, N * P, win, c, p);
-              Im2colWindowAt<int32_t>(xg, image.data(), P, win, c, p);
-            }
-          for (int64_t i = 0; i < Kg * P; ++i) Im2colAt(xg, per_entry.data(), win, i);
-          ASSERT_EQ(0, std::memcmp(image.data(), per_entry.data(), image.size() * sizeof(float)));
-        }
-        for (int64_t m = 0; m < Mg; ++m)  // t[g*Mg + m, n, p] = sum_k W_g[m, k] wide[k, n*P + p]
-          for (int64_t q = 0; q < N * P; ++q) {
-            double s = 0;
-            for (int64_t k = 0; k < Kg; ++k)
-              s += static_cast<double>(w.data<float>()[(g * Mg + m) * Kg + k]) * wide[static_cast<size_t>(k * N * P + q)];
-            t[static_cast<size_t>((g * Mg + m) * N * P + q)] = static_cast<float>(s);
+  ForEachGroupedConv([&](const Geometry& geo, int64_t group, const AttributeMap& attrs) {
+    const int64_t N = 3, C = geo.c * group, M = 3 * group, Cg = geo.c, Mg = 3;
+    const Tensor x = RandomFloat({N, C, geo.h, geo.w}, seed++);
+    const Tensor w = RandomFloat({M, Cg, geo.k_h, geo.k_w}, seed++), b = RandomFloat({M}, seed++);
+    auto want = RunNode(MakeNode("Conv", 3, 1, attrs), 17, {x, w, b}, Backend::kReference);
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    const Tensor& y = (*want)[0];
+    const Tensor r = RandomFloat(y.dims(), seed++);
+    const Window2d win = WindowFor(geo, y.dim(2), y.dim(3));
+    const int64_t Kg = Cg * geo.k_h * geo.k_w, P = win.out_h * win.out_w, HW = geo.h * geo.w;
+    std::vector<float> t(static_cast<size_t>(M * N * P));
+    for (int64_t g = 0; g < group; ++g) {
+      std::vector<float> wide(static_cast<size_t>(Kg * N * P), -1.f), image(static_cast<size_t>(Kg * P), -1.f),
+          per_entry(static_cast<size_t>(Kg * P), -2.f);
+      for (int32_t n = 0; n < N; ++n) {
+        const float* xg = x.data<float>() + (n * C + g * Cg) * HW;
+        for (int32_t c = 0; c < Cg; ++c)
+          for (int32_t p = 0; p < P; ++p) {
+            Im2colWindowAt<int32_t>(xg, wide.data() + n * P, N * P, win, c, p);
+            Im2colWindowAt<int32_t>(xg, image.data(), P, win, c, p);
           }
+        for (int64_t i = 0; i < Kg * P; ++i) Im2colAt(xg, per_entry.data(), win, i);
+        ASSERT_EQ(0, std::memcmp(image.data(), per_entry.data(), image.size() * sizeof(float)));
       }
-      Tensor got(DType::kFloat32, y.dims()), want_r(DType::kFloat32, y.dims());
-      for (int32_t o = 0; o < y.numel(); ++o) {
-        got.data<float>()[o] = ChannelMajorAt<int32_t>(t.data(), N, M, P, b.data<float>(), r.data<float>(), o);
-        want_r.data<float>()[o] = y.data<float>()[o] + r.data<float>()[o];
-      }
-      EXPECT_TRUE(TensorsClose(got, want_r, 1e-5f, 1e-5f));
+      for (int64_t m = 0; m < Mg; ++m)  // t[g*Mg + m, n, p] = sum_k W_g[m, k] wide[k, n*P + p]
+        for (int64_t q = 0; q < N * P; ++q) {
+          double s = 0;
+          for (int64_t k = 0; k < Kg; ++k)
+            s += static_cast<double>(w.data<float>()[(g * Mg + m) * Kg + k]) * wide[static_cast<size_t>(k * N * P + q)];
+          t[static_cast<size_t>((g * Mg + m) * N * P + q)] = static_cast<float>(s);
+        }
     }
+    Tensor got(DType::kFloat32, y.dims()), want_r(DType::kFloat32, y.dims());
+    for (int32_t o = 0; o < y.numel(); ++o) {
+      got.data<float>()[o] = ChannelMajorAt<int32_t>(t.data(), N, M, P, b.data<float>(), r.data<float>(), o);
+      want_r.data<float>()[o] = y.data<float>()[o] + r.data<float>()[o];
+    }
+    EXPECT_TRUE(TensorsClose(got, want_r, 1e-5f, 1e-5f));
+  });
 }
 
 TEST(CudaGradBodies, PoolGradientsMatchTheReference) {

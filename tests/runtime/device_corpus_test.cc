@@ -238,6 +238,20 @@ StatusOr<std::map<std::string, Tensor>> CorpusFeeds(const Session& s, uint32_t s
   return feeds;
 }
 
+// A corpus file's CPU session and its session on the CUDA backend (here the stand-in device).
+struct CorpusSessions {
+  std::unique_ptr<Session> cpu, dev;
+};
+StatusOr<CorpusSessions> LoadCorpusSessions(const std::string& path, bool cuda_graphs) {
+  CorpusSessions s;
+  WH_ASSIGN_OR_RETURN(s.cpu, Session::Load(path));
+  SessionOptions o;
+  o.backend = Backend::kCuda;
+  o.cuda_graphs = cuda_graphs;
+  WH_ASSIGN_OR_RETURN(s.dev, Session::Load(path, o));
+  return s;
+}
+
 TEST(DeviceCorpus, ExportedGraphsRunOnTheStandInDeviceAsOnTheCpu) {
   RegisterAllOps();
   RegisterAllKernels();
@@ -250,12 +264,10 @@ TEST(DeviceCorpus, ExportedGraphsRunOnTheStandInDeviceAsOnTheCpu) {
   for (const std::string& path : files) {
     const std::string name = std::filesystem::path(path).filename().string();
     SCOPED_TRACE(name);
-    auto cpu = Session::Load(path);
-    ASSERT_TRUE(cpu.ok()) << cpu.status().message();
-    SessionOptions o;
-    o.backend = Backend::kCuda;
-    auto dev = Session::Load(path, o);
-    ASSERT_TRUE(dev.ok()) << dev.status().message();
+    auto loaded = LoadCorpusSessions(path, /*cuda_graphs=*/false);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    const std::unique_ptr<Session>* cpu = &loaded->cpu;
+    const std::unique_ptr<Session>* dev = &loaded->dev;
     auto made = CorpusFeeds(**cpu, 1);
     ASSERT_TRUE(made.ok()) << made.status().message();
     const std::map<std::string, Tensor>& feeds = *made;
@@ -304,13 +316,10 @@ TEST(DeviceCorpus, ExportedGraphsReplayAsCapturedGraphsWithEachRunsInputs) {
   for (const std::string& path : CorpusFiles()) {
     const std::string name = std::filesystem::path(path).filename().string();
     SCOPED_TRACE(name);
-    auto cpu = Session::Load(path);
-    ASSERT_TRUE(cpu.ok()) << cpu.status().message();
-    SessionOptions o;
-    o.backend = Backend::kCuda;
-    o.cuda_graphs = true;
-    auto dev = Session::Load(path, o);
-    ASSERT_TRUE(dev.ok()) << dev.status().message();
+    auto loaded = LoadCorpusSessions(path, /*cuda_graphs=*/true);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    const std::unique_ptr<Session>* cpu = &loaded->cpu;
+    const std::unique_ptr<Session>* dev = &loaded->dev;
     const int before = scope.device().captures;
     for (uint32_t run = 0; run < 8; ++run) {
       auto feeds = CorpusFeeds(**cpu, 1 + 10 * run);
