@@ -62,10 +62,23 @@ struct KernelInit {
   }
 };
 
+// A device kernel's report of what it found wrong in values it never reads on the host (a Gather
+// index out of range; OpKernel::ChecksOnDevice): kDeviceCheckWords int64 of device memory, zero
+// until a kernel reports. report[0] takes the reporter's tag (KernelContext::check_tag; the first
+// report of a run wins) and report[1..] its details; once the run's device work is done the
+// runtime reads the report, asks that kernel what it means (OpKernel::DeviceCheckError) and
+// zeroes it again. No kernel waits for the device to check a value on the host, so such a run can
+// be captured as a CUDA graph.
+inline constexpr int kDeviceCheckWords = 8;
+
 struct KernelContext {
   std::vector<const Tensor*> inputs;  // nullptr for absent optional inputs
   std::vector<Tensor*> outputs;       // preallocated (dtype, dims); nullptr for absent outputs
   int num_threads = 1;
+  // The run's device check report (device memory), or null: a ChecksOnDevice kernel then checks
+  // on the host (downloading what it checks). check_tag identifies this call in the report.
+  int64_t* device_check = nullptr;
+  int64_t check_tag = 1;
 };
 
 class OpKernel {
@@ -82,6 +95,11 @@ class OpKernel {
   // Slice's starts and ends, which decide the launch. The runtime hands these over as host
   // tensors (downloading one made on the device) and does not upload such a constant.
   virtual uint64_t HostInputs() const { return 0; }
+  // Whether Compute reports what it finds wrong in device values on the device
+  // (KernelContext::device_check) instead of reading them on the host; DeviceCheckError then
+  // turns this kernel's report (kDeviceCheckWords) into the error the CPU kernel would give.
+  virtual bool ChecksOnDevice() const { return false; }
+  virtual Status DeviceCheckError(const int64_t* /*report*/) const { return Internal("a device check failed"); }
 };
 
 // Whether input k's bit is set in a per-input mask (HostInputs, InferContext::ValueAsks...; inputs

@@ -1,5 +1,7 @@
 #include "runtime/node_runner.h"
 
+#include "lib/ir/device.h"
+
 namespace whittle {
 
 StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Backend backend,
@@ -42,6 +44,19 @@ Status InferConcrete(const OpDef& def, const Node& node, int opset, const std::v
     (*out_dims)[i] = std::move(*d);
   }
   return Status::Ok();
+}
+
+StatusOr<Tensor> NewDeviceCheckReport(DeviceType device) {
+  // Zero-filled, as a DeviceRuntime allocates.
+  WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> b, Buffer::AllocateOn(device, kDeviceCheckWords * sizeof(int64_t)));
+  return Tensor(DType::kInt64, {kDeviceCheckWords}, std::move(b));
+}
+
+StatusOr<int64_t> TakeDeviceCheckReport(Tensor& report, std::vector<int64_t>* words) {
+  WH_ASSIGN_OR_RETURN(Tensor host, report.ToDevice(DeviceType::kCpu));
+  words->assign(host.data<int64_t>(), host.data<int64_t>() + kDeviceCheckWords);
+  if ((*words)[0] != 0) WH_RETURN_IF_ERROR(CopyTensorBytes(Tensor(DType::kInt64, {kDeviceCheckWords}), &report));
+  return (*words)[0];
 }
 
 StatusOr<std::vector<Tensor>> RunNode(const Node& node, int opset, const std::vector<Tensor>& inputs,
@@ -92,10 +107,20 @@ StatusOr<std::vector<Tensor>> RunNode(const Node& node, int opset, const std::ve
     }
     ctx.outputs.push_back(&outs[i]);
   }
+  Tensor report;  // a device kernel's check report (kernels/kernel.h), read once its work is done
+  if (alias < 0 && dev != DeviceType::kCpu && kernel->ChecksOnDevice()) {
+    WH_ASSIGN_OR_RETURN(report, NewDeviceCheckReport(dev));
+    ctx.device_check = static_cast<int64_t*>(report.raw_data());
+  }
   if (alias < 0) WH_RETURN_IF_ERROR(kernel->Compute(ctx).WithContext(node.DebugName()));
   for (Tensor& t : outs) {
     if (!t.defined() || t.device() == DeviceType::kCpu) continue;
     WH_ASSIGN_OR_RETURN(t, t.ToDevice(DeviceType::kCpu));
+  }
+  if (report.defined()) {
+    std::vector<int64_t> words;
+    WH_ASSIGN_OR_RETURN(int64_t tag, TakeDeviceCheckReport(report, &words));
+    if (tag != 0) return kernel->DeviceCheckError(words.data()).WithContext(node.DebugName());
   }
   return outs;
 }

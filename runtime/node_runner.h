@@ -30,6 +30,12 @@ Status InferConcrete(const OpDef& def, const Node& node, int opset, const std::v
                      std::vector<DType>* out_dtypes, std::vector<Dims>* out_dims, uint64_t* value_reads = nullptr,
                      uint64_t* value_asks = nullptr);
 
+// A device check report (kernels/kernel.h's kDeviceCheckWords int64) on `device`, zero.
+StatusOr<Tensor> NewDeviceCheckReport(DeviceType device);
+// Reads `report` once the device work that writes it is done: the tag a kernel reported under (0:
+// none) and the report's words in *words; a written report is zeroed again for the next run.
+StatusOr<int64_t> TakeDeviceCheckReport(Tensor& report, std::vector<int64_t>* words);
+
 // Validates, infers, builds the kernel (inputs are treated as constants at build time when
 // treat_inputs_as_const) and runs it. Returns one tensor per node output (undefined if absent).
 StatusOr<std::vector<Tensor>> RunNode(const Node& node, int opset, const std::vector<Tensor>& inputs,

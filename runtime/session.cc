@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -31,6 +32,7 @@ struct Session::Step {
   // A device kernel's inputs it reads on the host (OpKernel::HostInputs: Slice's starts, ...).
   uint64_t host_in = 0;
   bool host_step = false;  // shape arithmetic on the host by design (a device session's)
+  bool checks = false;     // reports into the run's device check report (OpKernel::ChecksOnDevice)
 };
 
 // What shape inference decided for one input signature (dtype and dims of every graph input):
@@ -95,6 +97,9 @@ struct Session::Arena {
   // Device outputs handed to the caller (OutputsOn::kWhereComputed): each rejoins `free` once the
   // caller has dropped it, so a loop of runs reuses its device outputs' memory too.
   std::vector<std::shared_ptr<Buffer>> lent;
+  // The device check report of this arena's runs (device sessions with a ChecksOnDevice kernel;
+  // kernels/kernel.h): zero between runs; a graph's arena keeps its own, which its kernels write.
+  Tensor check;
   int64_t allocated = 0, reused = 0;
 
   StatusOr<std::shared_ptr<Buffer>> Take(size_t bytes, DeviceType device) {
@@ -182,9 +187,11 @@ std::string SignatureText(const Graph& g, const std::map<std::string, Tensor>& i
 }
 
 // The inputs copied into the graph's, one launch, the outputs copied back to the host.
+// check_report: what the graph's kernels reported on the device (Session::CheckReport).
 StatusOr<std::vector<Tensor>> ReplayGraph(Session::DeviceGraph& dg, const Graph& g,
                                           const std::map<std::string, Tensor>& inputs,
-                                          std::chrono::steady_clock::time_point t_start) {
+                                          std::chrono::steady_clock::time_point t_start,
+                                          const std::function<Status(Tensor&)>& check_report) {
   for (auto& [id, dev] : dg.inputs) WH_RETURN_IF_ERROR(CopyTensorBytes(inputs.at(g.value(id).name), &dev));
   WH_RETURN_IF_ERROR(dg.rt->replay(dg.graph));
   std::vector<Tensor> results;
@@ -192,6 +199,7 @@ StatusOr<std::vector<Tensor>> ReplayGraph(Session::DeviceGraph& dg, const Graph&
     WH_ASSIGN_OR_RETURN(Tensor h, t.ToDevice(DeviceType::kCpu));  // waits for the graph; its error surfaces here
     results.push_back(std::move(h));
   }
+  if (dg.arena->check.defined()) WH_RETURN_IF_ERROR(check_report(dg.arena->check));
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();
   dg.replay_ms = dg.replays == 0 ? ms : std::min(dg.replay_ms, ms);
   if (++dg.replays == kReplaysToJudge && dg.replay_ms >= kGraphMustSave * dg.eager_ms) {
@@ -331,6 +339,8 @@ Status Session::Prepare() {
     }
     step->device = step->kernel->device();
     if (step->device != DeviceType::kCpu) step->host_in = step->kernel->HostInputs();
+    step->checks = step->alias < 0 && step->device != DeviceType::kCpu && step->kernel->ChecksOnDevice();
+    device_checks_ |= step->checks;
     if (step->alias < 0 && step->device != DeviceType::kCpu)
       for (size_t k = 0; k < n.inputs.size(); ++k) {  // constants a device kernel reads: uploaded once, here
         const int i = n.inputs[k];
@@ -375,6 +385,15 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
   }
   if (!arena) arena = std::make_unique<Arena>();
   arena->allocated = arena->reused = 0;
+  if (device_checks_ && !arena->check.defined()) {  // before a capture, which must not allocate it
+    auto r = NewDeviceCheckReport(BackendDevice(opts_.backend));
+    if (!r.ok()) {
+      std::lock_guard<std::mutex> lock(arenas_mu_);
+      idle_arenas_.push_back(std::move(arena));
+      return r.status();
+    }
+    arena->check = std::move(*r);
+  }
   std::vector<Tensor>& slots = arena->slots;
   slots.assign(g.values().size(), Tensor());
   std::vector<Tensor>& moved = arena->moved;
@@ -467,7 +486,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
       if (dg->signature.empty()) dg->signature = SignatureText(g, inputs);
       if (dg->graph) {
         return_arena();
-        return ReplayGraph(*dg, g, inputs, t_start);
+        return ReplayGraph(*dg, g, inputs, t_start, [this](Tensor& r) { return CheckReport(r); });
       }
       capture = dg->eager_why.empty() && plan && dg->eager_runs >= kEagerRunsBeforeCapture && dg->eager_ms > 0;
       if (!capture) dg_lock.unlock();  // the accounting after the run takes it again
@@ -639,6 +658,10 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     if (!st.ok()) break;
     if (step.alias < 0) {
       KernelContext ctx{in, out, opts_.num_threads};
+      if (step.checks) {
+        ctx.device_check = static_cast<int64_t*>(arena->check.raw_data());
+        ctx.check_tag = static_cast<int64_t>(si) + 1;
+      }
       st = step.kernel->Compute(ctx);
       // Profiling times a device step to its end (otherwise only its launch would show).
       if (st.ok() && stats && step.device != DeviceType::kCpu) st = DeviceRuntimeFor(step.device)->synchronize();
@@ -710,6 +733,10 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     if (slots[static_cast<size_t>(o)].device() != DeviceType::kCpu) arena->Release(slots[static_cast<size_t>(o)]);
   if (st.ok() && on_device)
     st = DeviceRuntimeFor(BackendDevice(opts_.backend))->synchronize();  // a device error surfaces here
+  if (arena->check.defined()) {  // what the kernels reported on the device (zeroed again if any)
+    const Status checked = CheckReport(arena->check);
+    if (st.ok()) st = checked;
+  }
   for (Tensor& t : slots) t = Tensor();  // drop references; arena keeps only free buffers
   for (Tensor& t : moved) arena->Release(t);  // copies of outputs (never released by a step) too
   if (st.ok() && recording) {
@@ -745,6 +772,16 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     stats->plan_reused = plan != nullptr && planned;
   }
   return results;
+}
+
+Status Session::CheckReport(Tensor& report) const {
+  std::vector<int64_t> words;
+  WH_ASSIGN_OR_RETURN(int64_t tag, TakeDeviceCheckReport(report, &words));
+  if (tag == 0) return Status::Ok();
+  if (tag < 1 || tag > static_cast<int64_t>(steps_.size()) || !steps_[static_cast<size_t>(tag - 1)]->checks)
+    return Internal("a device check report names no step (" + std::to_string(tag) + ")");
+  const Step& step = *steps_[static_cast<size_t>(tag - 1)];
+  return step.kernel->DeviceCheckError(words.data()).WithContext(step.node->DebugName());
 }
 
 }  // namespace whittle

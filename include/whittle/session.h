@@ -103,6 +103,9 @@ class Session {
  private:
   Session() = default;
   Status Prepare();
+  // Reads a run's device check report once its device work is done (kernels/kernel.h): the error
+  // of the kernel that reported, naming its node; the report is zero again after.
+  Status CheckReport(Tensor& report) const;
 
   SessionOptions opts_;
   Graph graph_;
@@ -114,6 +117,7 @@ class Session {
   std::vector<std::string> host_nodes_;
   std::vector<char> host_shape_value_;  // per value: made on the host by a shape step (device sessions)
   std::map<int, Tensor> device_consts_;  // initializers device kernels read, uploaded at load
+  bool device_checks_ = false;  // a step reports on the device (OpKernel::ChecksOnDevice)
   mutable std::mutex arenas_mu_;
   mutable std::vector<std::unique_ptr<Arena>> idle_arenas_;
   mutable std::mutex plans_mu_;

@@ -162,6 +162,11 @@ StatusOr<std::vector<int64_t>> IndexValues(const Tensor* t, const char* what) {
   return v;
 }
 
+Status GatherIndexOutOfRange(int64_t v, int64_t position, int64_t axis, int64_t d) {
+  return OutOfRange("Gather index " + std::to_string(v) + " at position " + std::to_string(position) +
+                    " is out of range for axis " + std::to_string(axis) + " of size " + std::to_string(d));
+}
+
 StatusOr<std::vector<int64_t>> ResolveGatherIndices(const Tensor& indices, int64_t axis, int64_t d) {
   if (indices.dtype() != DType::kInt32 && indices.dtype() != DType::kInt64)
     return InvalidArgument("Gather indices must be int32 or int64");
@@ -169,9 +174,7 @@ StatusOr<std::vector<int64_t>> ResolveGatherIndices(const Tensor& indices, int64
   std::vector<int64_t> idx(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     const int64_t v = indices.dtype() == DType::kInt64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
-    if (v < -d || v >= d)
-      return OutOfRange("Gather index " + std::to_string(v) + " at position " + std::to_string(i) +
-                        " is out of range for axis " + std::to_string(axis) + " of size " + std::to_string(d));
+    if (v < -d || v >= d) return GatherIndexOutOfRange(v, i, axis, d);
     idx[static_cast<size_t>(i)] = v < 0 ? v + d : v;
   }
   return idx;

@@ -40,6 +40,8 @@ StatusOr<uint64_t> PadValueBits(float value, DType dtype);
 // Gather's indices (int32 or int64) checked against an axis of size d and made non-negative;
 // an index outside [-d, d) is an OutOfRange error naming its position.
 StatusOr<std::vector<int64_t>> ResolveGatherIndices(const Tensor& indices, int64_t axis, int64_t d);
+// That error for index v at `position` (the CUDA Gather's, from its device report, too).
+Status GatherIndexOutOfRange(int64_t v, int64_t position, int64_t axis, int64_t d);
 
 // Row-major multi-index of flat position i over n dims (index[d] in [0, dims[d])).
 inline void UnravelIndex(int64_t i, const int64_t* dims, int n, int64_t* index) {

@@ -86,6 +86,24 @@ KernelOr Kernel(Fn fn, uint64_t host_inputs = 0) {
   return std::unique_ptr<OpKernel>(new CudaKernel<Fn>(std::move(fn), host_inputs));
 }
 
+// A CudaKernel that reports on the device what it finds wrong (OpKernel::ChecksOnDevice);
+// `error` turns its report into the CPU kernel's error.
+template <class Fn>
+class CheckingCudaKernel : public CudaKernel<Fn> {
+ public:
+  CheckingCudaKernel(Fn fn, std::function<Status(const int64_t*)> error)
+      : CudaKernel<Fn>(std::move(fn), 0), error_(std::move(error)) {}
+  bool ChecksOnDevice() const override { return true; }
+  Status DeviceCheckError(const int64_t* report) const override { return error_(report); }
+
+ private:
+  std::function<Status(const int64_t*)> error_;
+};
+template <class Fn>
+KernelOr CheckingKernel(Fn fn, std::function<Status(const int64_t*)> error) {
+  return std::unique_ptr<OpKernel>(new CheckingCudaKernel<Fn>(std::move(fn), std::move(error)));
+}
+
 // The launch error of the kernels just queued, if any.
 inline Status Launched(const char* what) { return Check(cudaGetLastError(), what); }
 

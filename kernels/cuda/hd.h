@@ -58,4 +58,21 @@ WH_HD float RoundHalfEven(float v) {
 #endif
 }
 
+// A device check report (kernels/kernel.h's kDeviceCheckWords): the first caller of a run puts
+// its tag in report[0] and its details in report[1..4]; later ones leave it (and report[0] is
+// never 0 again until the runtime has read it, so the details are never torn).
+WH_HD void ReportCheck(int64_t* report, int64_t tag, int64_t a, int64_t b, int64_t c, int64_t d) {
+#ifdef __CUDA_ARCH__
+  using U = unsigned long long;
+  if (atomicCAS(reinterpret_cast<U*>(report), U(0), static_cast<U>(tag)) != U(0)) return;
+#else
+  if (report[0] != 0) return;
+  report[0] = tag;
+#endif
+  report[1] = a;
+  report[2] = b;
+  report[3] = c;
+  report[4] = d;
+}
+
 }  // namespace whittle::cuda

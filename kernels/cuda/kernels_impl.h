@@ -120,9 +120,15 @@ void LaunchDequantize(const QuantizeArgs& a, int64_t n, void* stream);
 // --- data movement (kernels/cuda/movement_body.h, movement.cu); elem_bytes 1, 2, 4 or 8 ---
 
 // y [outer, n_idx, inner] = x [outer, axis_dim, inner] gathered at idx (int64, or int32 when
-// !idx64) along the middle axis; an index out of range gives zeros.
+// !idx64; negative ones count from the end) along the middle axis; an index out of range gives
+// zeros and, with a report (kernels/kernel.h's device check report), is reported there under tag
+// as (index, position, axis, axis_dim).
+struct GatherReport {
+  int64_t* report = nullptr;
+  int64_t tag = 0, axis = 0;
+};
 void LaunchGather(const void* x, const void* idx, bool idx64, void* y, int elem_bytes, int64_t outer, int64_t axis_dim,
-                  int64_t n_idx, int64_t inner, void* stream);
+                  int64_t n_idx, int64_t inner, const GatherReport& r, void* stream);
 // One Concat input x [outer, piece_row] into y's rows of out_row elements, at element `offset`.
 void LaunchConcatPiece(const void* x, void* y, int elem_bytes, int64_t outer, int64_t piece_row, int64_t out_row,
                        int64_t offset, void* stream);

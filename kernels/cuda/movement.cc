@@ -46,60 +46,42 @@ void Split3(const Dims& d, int axis, int64_t* outer, int64_t* inner) {
   for (size_t k = static_cast<size_t>(axis) + 1; k < d.size(); ++k) *inner *= d[k];
 }
 
-// Gather: the indices are read on the host (HostInputs) and checked there as on the CPU
-// (ResolveGatherIndices: an index out of range is the CPU's OutOfRange error, naming it), then
-// uploaded, made non-negative, as int64 (the device cannot report an error without a stall).
-// Constant indices are uploaded once at load.
+// Gather: the indices stay on the device (int64 or int32; a constant is uploaded once at load
+// like a weight). An index out of range gives zeros and is reported on the device
+// (KernelContext::device_check), which the session turns into the CPU's OutOfRange error, naming
+// the index, once the run's work is done: a Gather of token ids or of computed indices neither
+// waits for the device mid-run nor keeps the run out of a CUDA graph. The first bad index a
+// thread reports is the one named (the CPU names the first in order). Without a report to write
+// into, the indices are downloaded and checked on the host first.
 KernelOr MakeGather(const KernelInit& init) {
   const DType idt = InputDType(init, 1);
   const int bytes = WordBytes(InputDType(init, 0));
   if (bytes == 0 || (idt != DType::kInt64 && idt != DType::kInt32) || init.num_outputs != 1) return KernelOr(nullptr);
   const int64_t axis_attr = init.attrs.GetInt("axis", 0);
-  // Constant indices: normalised and uploaded at load for every axis size they fit (checked per call).
-  struct Uploaded {
-    std::mutex mu;
-    int64_t axis_dim = -1;
-    std::shared_ptr<Buffer> buf;
-  };
-  auto cached = std::make_shared<Uploaded>();
-  const bool constant = ConstInput(init, 1) != nullptr;
-  return Kernel(
-      [axis_attr, bytes, cached, constant](KernelContext& ctx) -> Status {
+  return CheckingKernel(
+      [axis_attr, bytes](KernelContext& ctx) -> Status {
         const Tensor& x = *ctx.inputs[0];
-        const Tensor& idx = *ctx.inputs[1];  // on the host
+        const Tensor& idx = *ctx.inputs[1];
         const int64_t axis = axis_attr < 0 ? axis_attr + x.rank() : axis_attr;
         if (x.rank() < 1 || axis < 0 || axis >= x.rank())
           return InvalidArgument("Gather: axis " + std::to_string(axis_attr) + " is out of range");
+        if (idx.dtype() != DType::kInt64 && idx.dtype() != DType::kInt32)
+          return InvalidArgument("Gather indices must be int32 or int64");
         int64_t outer = 1, inner = 1;
         Split3(x.dims(), static_cast<int>(axis), &outer, &inner);
         if (ctx.outputs[0]->numel() != outer * idx.numel() * inner) return Internal("Gather: the output size differs");
         const int64_t d = x.dim(static_cast<int>(axis));
-        std::shared_ptr<Buffer> kept;  // constant indices' upload, kept by the kernel
-        {
-          std::lock_guard<std::mutex> lock(cached->mu);
-          if (constant && cached->buf && cached->axis_dim == d) kept = cached->buf;
-        }
-        const void* dev = kept ? kept->data() : nullptr;
-        if (!dev) {
-          WH_ASSIGN_OR_RETURN(std::vector<int64_t> norm, ResolveGatherIndices(idx, axis, d));
-          const size_t nbytes = norm.size() * sizeof(int64_t);
-          if (constant) {
-            WH_ASSIGN_OR_RETURN(kept, Upload(norm.data(), nbytes));
-            std::lock_guard<std::mutex> lock(cached->mu);
-            cached->buf = kept;
-            cached->axis_dim = d;
-            dev = kept->data();
-          } else {
-            WH_ASSIGN_OR_RETURN(void* p, UploadToScratch(norm.data(), nbytes, 3));
-            dev = p;
-          }
+        // No element to report through (an empty outer or inner extent), or no report: the host checks.
+        if (idx.numel() > 0 && (!ctx.device_check || ctx.outputs[0]->numel() == 0)) {
+          WH_ASSIGN_OR_RETURN(Tensor host, idx.ToDevice(DeviceType::kCpu));
+          WH_RETURN_IF_ERROR(ResolveGatherIndices(host, axis, d).status());
         }
         if (ctx.outputs[0]->numel() == 0) return Status::Ok();
-        HoldForCapture(kept);  // replaced in the cache when the axis length changes
-        LaunchGather(x.raw_data(), dev, true, ctx.outputs[0]->raw_data(), bytes, outer, d, idx.numel(), inner, Stream());
+        LaunchGather(x.raw_data(), idx.raw_data(), idx.dtype() == DType::kInt64, ctx.outputs[0]->raw_data(), bytes,
+                     outer, d, idx.numel(), inner, GatherReport{ctx.device_check, ctx.check_tag, axis}, Stream());
         return Launched("Gather");
       },
-      0b10);
+      [](const int64_t* r) { return GatherIndexOutOfRange(r[1], r[2], r[3], r[4]); });
 }
 
 KernelOr MakeConcat(const KernelInit& init) {

@@ -15,8 +15,8 @@ namespace {
 
 template <class T>
 __global__ void GatherKernel(const T* x, const int64_t* i64, const int32_t* i32, T* y, int64_t axis_dim, int64_t n_idx,
-                             int64_t inner, int64_t n) {
-  WH_GRID_STRIDE(i, n) GatherAt(x, i64, i32, y, axis_dim, n_idx, inner, i);
+                             int64_t inner, int64_t n, int64_t* report, int64_t tag, int64_t axis) {
+  WH_GRID_STRIDE(i, n) GatherAt(x, i64, i32, y, axis_dim, n_idx, inner, i, report, tag, axis);
 }
 
 template <class T>
@@ -63,7 +63,7 @@ void BySize(int elem_bytes, Fn fn) {
 }  // namespace
 
 void LaunchGather(const void* x, const void* idx, bool idx64, void* y, int elem_bytes, int64_t outer, int64_t axis_dim,
-                  int64_t n_idx, int64_t inner, void* stream) {
+                  int64_t n_idx, int64_t inner, const GatherReport& r, void* stream) {
   const int64_t n = outer * n_idx * inner;
   if (n <= 0) return;
   const int64_t* i64 = idx64 ? static_cast<const int64_t*>(idx) : nullptr;
@@ -71,7 +71,7 @@ void LaunchGather(const void* x, const void* idx, bool idx64, void* y, int elem_
   BySize(elem_bytes, [&](auto t) {
     using T = decltype(t);
     GatherKernel<T><<<Blocks(n), kThreads, 0, S(stream)>>>(static_cast<const T*>(x), i64, i32, static_cast<T*>(y),
-                                                           axis_dim, n_idx, inner, n);
+                                                           axis_dim, n_idx, inner, n, r.report, r.tag, r.axis);
   });
 }
 

@@ -20,15 +20,21 @@
 namespace whittle::cuda {
 
 // Indices read as int64 or int32 (one of idx64 / idx32 is null). A negative index counts from
-// the end; one out of [-axis_dim, axis_dim) gives zeros (the CUDA Gather checks its indices on
-// the host first, so it never passes one).
+// the end; one out of [-axis_dim, axis_dim) gives zeros and, where there is a report
+// (ReportCheck), is reported there as (index, position, axis, axis_dim) by the element of its row
+// with outer and inner position 0 (one report per bad index, not one per element).
 template <class T>
 WH_HD void GatherAt(const T* x, const int64_t* idx64, const int32_t* idx32, T* y, int64_t axis_dim, int64_t n_idx,
-                    int64_t inner, int64_t i) {
+                    int64_t inner, int64_t i, int64_t* report = nullptr, int64_t tag = 0, int64_t axis = 0) {
   const int64_t k = i % inner, j = (i / inner) % n_idx, o = i / (inner * n_idx);
-  int64_t a = idx64 ? idx64[j] : static_cast<int64_t>(idx32[j]);
-  if (a < 0) a += axis_dim;
-  y[i] = a >= 0 && a < axis_dim ? x[(o * axis_dim + a) * inner + k] : T(0);
+  const int64_t v = idx64 ? idx64[j] : static_cast<int64_t>(idx32[j]);
+  const int64_t a = v < 0 ? v + axis_dim : v;
+  if (a >= 0 && a < axis_dim) {
+    y[i] = x[(o * axis_dim + a) * inner + k];
+    return;
+  }
+  y[i] = T(0);
+  if (report && o == 0 && k == 0) ReportCheck(report, tag, v, j, axis, axis_dim);
 }
 
 template <class T>

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/cuda/layout.h"
+#include "kernels/common/index.h"
 #include "kernels/cuda/movement_body.h"
 #include "kernels/cuda/resize_body.h"
 #include "kernels/cuda/resize_tables.h"
@@ -39,8 +40,10 @@ Tensor Reference(const Node& n, const std::vector<Tensor>& in) {
   return r.ok() ? (*r)[0] : Tensor();
 }
 
+// The grid of the CUDA Gather on the CPU; `report`: its device check report (kDeviceCheckWords).
 template <class W>
-Tensor GatherBody(const Tensor& x, const Tensor& idx, int64_t axis, const Dims& out_dims) {
+Tensor GatherBody(const Tensor& x, const Tensor& idx, int64_t axis, const Dims& out_dims, int64_t* report = nullptr,
+                  int64_t tag = 0) {
   Tensor y(x.dtype(), out_dims);
   int64_t outer = 1, inner = 1;
   for (int64_t k = 0; k < axis; ++k) outer *= x.dim(static_cast<int>(k));
@@ -48,7 +51,7 @@ Tensor GatherBody(const Tensor& x, const Tensor& idx, int64_t axis, const Dims& 
   const bool i64 = idx.dtype() == DType::kInt64;
   for (int64_t i = 0; i < y.numel(); ++i)
     GatherAt(static_cast<const W*>(x.raw_data()), i64 ? idx.data<int64_t>() : nullptr, i64 ? nullptr : idx.data<int32_t>(),
-             static_cast<W*>(y.raw_data()), x.dim(static_cast<int>(axis)), idx.numel(), inner, i);
+             static_cast<W*>(y.raw_data()), x.dim(static_cast<int>(axis)), idx.numel(), inner, i, report, tag, axis);
   return y;
 }
 
@@ -75,11 +78,51 @@ TEST(CudaMovementBodies, GatherMatchesTheReference) {
                   .BitwiseEquals(Reference(MakeNode("Gather", 2, 1, a1), {ids, Tensor::Scalar<int64_t>(2)})));
   const Tensor rows = Tensor::FromVector<int64_t>({3}, {3, 0, -2});
   EXPECT_TRUE(GatherBody<uint8_t>(bytes, rows, 0, Dims{3, 2}).BitwiseEquals(Reference(MakeNode("Gather", 2, 1), {bytes, rows})));
-  // Out of range: zeros on the device (the CPU kernel reports the error).
+  // Out of range: zeros on the device, and without a report nothing else.
   const Tensor bad = Tensor::FromVector<int64_t>({1}, {9});
   const Tensor z = GatherBody<uint64_t>(ids, bad, 0, Dims{1, 3});
   for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(z.data<int64_t>()[i], 0);
   EXPECT_FALSE(RunNode(MakeNode("Gather", 2, 1), 17, {ids, bad}, Backend::kReference).ok());
+}
+
+// With a device check report, a bad index is reported once, under the kernel's tag, with what the
+// CPU's error names: the report turned into that error (GatherIndexOutOfRange, as the CUDA
+// Gather's DeviceCheckError does) is the reference kernel's error, word for word. Good indices
+// around it are gathered as ever, and a later bad index does not overwrite the first report.
+TEST(CudaMovementBodies, GatherReportsAnIndexOutOfRangeAsTheCpuNamesIt) {
+  RegisterAllOps();
+  const Tensor x = RandomFloat({2, 5, 3}, 7);
+  AttributeMap a;
+  a.Set("axis", Attribute::Int(1));
+  const std::vector<Tensor> cases = {Tensor::FromVector<int64_t>({4}, {0, -5, 5, 2}),
+                                     Tensor::FromVector<int64_t>({2, 2}, {1, -6, 4, 3}),
+                                     Tensor::FromVector<int32_t>({3}, {7, 0, -1})};
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const Tensor& idx = cases[c];
+    SCOPED_TRACE("case " + std::to_string(c));
+    std::vector<int64_t> report(kDeviceCheckWords, 0);
+    Dims dims = {2};
+    for (int64_t d : idx.dims()) dims.push_back(d);
+    dims.push_back(3);
+    const Tensor got = GatherBody<uint32_t>(x, idx, 1, dims, report.data(), 42);
+    ASSERT_EQ(report[0], 42) << "the tag";
+    auto want = RunNode(MakeNode("Gather", 2, 1, a), 17, {x, idx}, Backend::kReference);
+    ASSERT_FALSE(want.ok());
+    const Status from_report = GatherIndexOutOfRange(report[1], report[2], report[3], report[4]);
+    EXPECT_EQ(from_report.code(), want.status().code());
+    EXPECT_NE(want.status().message().find(from_report.message()), std::string::npos)
+        << "reference: " << want.status().message() << "\nfrom the report: " << from_report.message();
+    // Every element of a good index is the reference's (a bad one's are zeros).
+    for (int64_t o = 0; o < 2; ++o)
+      for (int64_t j = 0; j < idx.numel(); ++j) {
+        const int64_t v = idx.dtype() == DType::kInt64 ? idx.data<int64_t>()[j] : idx.data<int32_t>()[j];
+        const int64_t r = v < 0 ? v + 5 : v;
+        for (int64_t k = 0; k < 3; ++k) {
+          const float want_v = r >= 0 && r < 5 ? x.data<float>()[(o * 5 + r) * 3 + k] : 0.f;
+          EXPECT_EQ(got.data<float>()[(o * idx.numel() + j) * 3 + k], want_v) << o << " " << j << " " << k;
+        }
+      }
+  }
 }
 
 TEST(CudaMovementBodies, ConcatPiecesMatchTheReference) {

@@ -114,10 +114,50 @@ void RegisterDevCopy() {
   });
 }
 
-// g with its DevAffine/DevCopy nodes in the test.device domain.
+// test.device DevCheck(X) = X, float32, on the device, which reports the first negative element
+// of X into the run's device check report (kernels/kernel.h) as the CUDA Gather reports an index
+// out of range: the work writes it (on the stand-in, recorded into a graph like any other work),
+// and the session turns it into DeviceCheckError's error once the run's work is done.
+class DevCheck : public OpKernel {
+ public:
+  DeviceType device() const override { return DeviceType::kCuda; }
+  bool ChecksOnDevice() const override { return true; }
+  Status DeviceCheckError(const int64_t* r) const override {
+    return OutOfRange("element " + std::to_string(r[1]) + " is negative (" + std::to_string(r[2]) + "/1000)");
+  }
+  Status Compute(KernelContext& ctx) const override {
+    if (!ctx.device_check) return Internal("DevCheck got no device check report");
+    if (!ActiveFakeDevice()->Owns(ctx.device_check)) return Internal("DevCheck's report is not on the device");
+    const float* x = ctx.inputs[0]->data<float>();
+    float* y = ctx.outputs[0]->data<float>();
+    const int64_t n = ctx.inputs[0]->numel();
+    int64_t* report = ctx.device_check;
+    const int64_t tag = ctx.check_tag;
+    testing::FakeDeviceWork([x, y, n, report, tag] {
+      for (int64_t i = 0; i < n; ++i) {
+        y[i] = x[i];
+        if (x[i] < 0 && report[0] == 0) {
+          report[0] = tag;
+          report[1] = i;
+          report[2] = static_cast<int64_t>(x[i] * 1000);
+        }
+      }
+    });
+    return Status::Ok();
+  }
+};
+
+void RegisterDevCheck() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    RegisterDeviceOp("DevCheck", 1, 1, [](const KernelInit&) -> KernelOr { return std::unique_ptr<OpKernel>(new DevCheck); });
+  });
+}
+
+// g with its DevAffine/DevCopy/DevCheck nodes in the test.device domain.
 Graph OnTestDevice(Graph g) {
   for (Node& n : g.nodes())
-    if (n.op_type == "DevAffine" || n.op_type == "DevCopy") n.domain = "test.device";
+    if (n.op_type == "DevAffine" || n.op_type == "DevCopy" || n.op_type == "DevCheck") n.domain = "test.device";
   g.opset_imports["test.device"] = 1;
   return g;
 }
@@ -577,6 +617,80 @@ TEST_F(DeviceSession, GraphThatDoesNotPayIsDropped) {
   EXPECT_EQ(state().captures, 1);
   EXPECT_EQ(state().replays, 6);  // the capture run's, then five judged
   EXPECT_NE(Report(**dev).find("eager: a graph did not pay"), std::string::npos) << Report(**dev);
+}
+
+// x [batch, 3] -> DevAffine -> DevCheck -> DevAffine -> y = 4 x, with x < 0 reported by DevCheck.
+Graph MakeChecked() {
+  return GraphBuilder(17)
+      .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 3})
+      .Op("DevAffine", {"x"}, {"a"})
+      .Op("DevCheck", {"a"}, {"c"})
+      .Op("DevAffine", {"c"}, {"y"})
+      .Output("y")
+      .Build();
+}
+
+// x with every element in [0.25, 1], or with element `bad` -0.5.
+Tensor CheckedInput(int64_t batch, uint32_t seed, int64_t bad = -1) {
+  Tensor x = RandomFloat({batch, 3}, seed, 0.25f, 1.f);
+  if (bad >= 0) x.data<float>()[bad] = -0.5f;
+  return x;
+}
+
+// A kernel's device check report: an eager run that trips it fails with the kernel's error,
+// naming its node, and the next run starts from a clean report; a run that does not trip it reads
+// the report (one small copy down) and gives its results. A run never waits for the device to
+// check a value mid-run, so it stays graphable.
+TEST_F(DeviceSession, DeviceCheckReportsBecomeTheRunsError) {
+  RegisterDevCheck();
+  auto dev = LoadOnDevice(MakeChecked());
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  for (int r = 0; r < 4; ++r) {
+    const bool trip = r % 2 == 1;
+    state().copies_to_host = 0;
+    auto got = (*dev)->Run({{"x", CheckedInput(2, 10 + static_cast<uint32_t>(r), trip ? 4 : -1)}});
+    if (trip) {
+      ASSERT_FALSE(got.ok()) << "run " << r;
+      EXPECT_EQ(got.status().code(), StatusCode::kOutOfRange);
+      // -0.5 doubled by the first DevAffine.
+      EXPECT_NE(got.status().message().find("element 4 is negative (-1000/1000)"), std::string::npos) << got.status().message();
+      EXPECT_NE(got.status().message().find("DevCheck"), std::string::npos) << "the node: " << got.status().message();
+    } else {
+      ASSERT_TRUE(got.ok()) << "run " << r << ": " << got.status().message();
+      EXPECT_EQ(state().copies_to_host, 2) << "y and the report";
+    }
+  }
+  // Sessions without such a kernel read no report.
+  auto plain = LoadOnDevice(MakeMixed());
+  ASSERT_TRUE(plain.ok());
+  state().copies_to_host = 0;
+  ASSERT_TRUE((*plain)->Run({{"x", RandomFloat({2, 3}, 1)}}).ok());
+  EXPECT_EQ(state().copies_to_host, 3) << "the inputs of Relu and Add (on the CPU) and y, no report";
+}
+
+// In a CUDA graph the kernel's report is the graph's own (its arena's): a replay that trips it
+// fails with the kernel's error, and the graph goes on replaying the next runs, reset, with their
+// own results.
+TEST_F(DeviceSession, DeviceCheckReportsReachTheRunThroughAGraph) {
+  RegisterDevCheck();
+  state().launch_us = 300;  // each eager launch costs what a replay saves
+  auto dev = LoadWithGraphs(MakeChecked());
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  for (int r = 0; r < 12; ++r) {
+    const bool trip = r == 4 || r == 7 || r == 8;  // the capture run (the fourth) is r == 3
+    const Tensor x = CheckedInput(2, 100 + static_cast<uint32_t>(r), trip ? 1 : -1);
+    auto got = (*dev)->Run({{"x", x}});
+    if (trip) {
+      ASSERT_FALSE(got.ok()) << "run " << r;
+      EXPECT_NE(got.status().message().find("element 1 is negative (-1000/1000)"), std::string::npos) << got.status().message();
+      continue;
+    }
+    ASSERT_TRUE(got.ok()) << "run " << r << ": " << got.status().message();
+    for (int64_t i = 0; i < 6; ++i) ASSERT_EQ((*got)[0].data<float>()[i], 4.f * x.data<float>()[i]) << "run " << r;
+  }
+  EXPECT_EQ(state().captures, 1);
+  EXPECT_EQ(state().replays, 9);  // from the capture run on, the tripped ones included
+  EXPECT_NE(Report(**dev).find("replayed as a CUDA graph"), std::string::npos) << Report(**dev);
 }
 
 TEST_F(DeviceSession, UnavailableDeviceIsAClearError) {
