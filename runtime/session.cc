@@ -128,13 +128,21 @@ struct Session::Arena {
     if (t.defined() && t.buffer().use_count() == 1) free.push_back(t.buffer());
     t = Tensor();
   }
-  // t's copy on `device`, in an arena buffer.
+  // t's copy on `device`, in an arena buffer: a download waits for it, an upload is queued before
+  // the run's later device work (QueueTensorBytes; `queued` says the run must synchronize before
+  // another thread may take this arena).
   StatusOr<Tensor> CopyTo(const Tensor& t, DeviceType device) {
     WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> b, Take(t.nbytes(), device));
     Tensor c(t.dtype(), t.dims(), std::move(b));
-    WH_RETURN_IF_ERROR(CopyTensorBytes(t, &c));
+    if (device == DeviceType::kCpu) {
+      WH_RETURN_IF_ERROR(CopyTensorBytes(t, &c));
+    } else {
+      queued = true;
+      WH_RETURN_IF_ERROR(QueueTensorBytes(t, &c));
+    }
     return c;
   }
+  bool queued = false;  // device work queued by this run that nothing has waited for yet
 };
 
 // One input signature's CUDA graph (SessionOptions::cuda_graphs): what its eager runs showed
@@ -192,7 +200,8 @@ StatusOr<std::vector<Tensor>> ReplayGraph(Session::DeviceGraph& dg, const Graph&
                                           const std::map<std::string, Tensor>& inputs,
                                           std::chrono::steady_clock::time_point t_start,
                                           const std::function<Status(Tensor&)>& check_report) {
-  for (auto& [id, dev] : dg.inputs) WH_RETURN_IF_ERROR(CopyTensorBytes(inputs.at(g.value(id).name), &dev));
+  // Queued: the launch follows the copies without a wait, and the copies out wait for both.
+  for (auto& [id, dev] : dg.inputs) WH_RETURN_IF_ERROR(QueueTensorBytes(inputs.at(g.value(id).name), &dev));
   WH_RETURN_IF_ERROR(dg.rt->replay(dg.graph));
   std::vector<Tensor> results;
   for (const Tensor& t : dg.outputs) {
@@ -453,6 +462,10 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
   std::unique_lock<std::mutex> dg_lock;
   // This run's buffers back to the idle arenas, for a run that ends early or starts over.
   auto return_arena = [&] {
+    if (arena->queued) {  // its uploads must land before another thread's run may reuse the buffers
+      (void)DeviceRuntimeFor(BackendDevice(opts_.backend))->synchronize();
+      arena->queued = false;
+    }
     for (Tensor& t : slots) t = Tensor();
     for (Tensor& t : moved) arena->Release(t);
     std::lock_guard<std::mutex> lock(arenas_mu_);
@@ -731,8 +744,11 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
   // A device output was copied out: its buffer serves the next run (a kept one is in `lent`).
   for (int o : g.outputs())
     if (slots[static_cast<size_t>(o)].device() != DeviceType::kCpu) arena->Release(slots[static_cast<size_t>(o)]);
-  if (st.ok() && on_device)
-    st = DeviceRuntimeFor(BackendDevice(opts_.backend))->synchronize();  // a device error surfaces here
+  if (on_device) {  // a device error surfaces here; after an error too, before the arena is reused
+    const Status synced = DeviceRuntimeFor(BackendDevice(opts_.backend))->synchronize();
+    if (st.ok()) st = synced;
+    arena->queued = false;
+  }
   if (arena->check.defined()) {  // what the kernels reported on the device (zeroed again if any)
     const Status checked = CheckReport(arena->check);
     if (st.ok()) st = checked;

@@ -76,6 +76,23 @@ Status Copy(void* dst, DeviceType dd, const void* src, DeviceType sd, size_t byt
   return Check(cudaStreamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize");
 }
 
+// Queued without a wait (DeviceRuntime::copy_async). From pageable host memory cudaMemcpyAsync
+// returns once the driver has staged the bytes, so src is free again; from page-locked memory it
+// returns before the copy is made, so such a source (a caller's pinned buffer) is copied with the
+// wait. A device-to-device copy never needs one for the host's sake.
+Status CopyAsync(void* dst, const void* src, DeviceType sd, size_t bytes) {
+  if (capturing) return Copy(dst, DeviceType::kCuda, src, sd, bytes);
+  if (sd == DeviceType::kCpu) {
+    cudaPointerAttributes attr{};
+    const cudaError_t e = cudaPointerGetAttributes(&attr, src);
+    if (e != cudaSuccess) cudaGetLastError();  // an unregistered pointer is not an error to keep
+    if (e != cudaSuccess || attr.type != cudaMemoryTypeUnregistered) return Copy(dst, DeviceType::kCuda, src, sd, bytes);
+  }
+  return Check(cudaMemcpyAsync(dst, src, bytes, sd == DeviceType::kCuda ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice,
+                               cudaStreamPerThread),
+               "cudaMemcpyAsync");
+}
+
 Status Synchronize() {
   if (capturing) return RefuseCapture("a synchronisation");
   return Check(cudaStreamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize");
@@ -138,6 +155,7 @@ const DeviceRuntime kRuntime = [] {
   DeviceRuntime rt;
   rt.available = Available;
   rt.allocate = Allocate;
+  rt.copy_async = CopyAsync;
   rt.release = Release;
   rt.copy = Copy;
   rt.synchronize = Synchronize;

@@ -35,6 +35,14 @@ Status CopyTensorBytes(const Tensor& src, Tensor* dst) {
   return rt->copy(dst->raw_data(), to, src.raw_data(), from, src.nbytes());
 }
 
+Status QueueTensorBytes(const Tensor& src, Tensor* dst) {
+  const DeviceRuntime* rt = dst->device() != DeviceType::kCpu ? DeviceRuntimeFor(dst->device()) : nullptr;
+  if (!rt || !rt->copy_async || src.nbytes() == 0 || src.dtype() != dst->dtype() || src.dims() != dst->dims())
+    return CopyTensorBytes(src, dst);
+  if (src.device() != DeviceType::kCpu && src.device() != dst->device()) return CopyTensorBytes(src, dst);
+  return rt->copy_async(dst->raw_data(), src.raw_data(), src.device(), src.nbytes());
+}
+
 bool DeviceAvailable(DeviceType device, std::string* why) {
   if (device == DeviceType::kCpu) return true;
   const DeviceRuntime* rt = DeviceRuntimeFor(device);

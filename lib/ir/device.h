@@ -23,6 +23,11 @@ struct DeviceRuntime {
   Status (*copy)(void* dst, DeviceType dst_dev, const void* src, DeviceType src_dev, size_t bytes) = nullptr;
   // Waits for all work this thread queued on the device.
   Status (*synchronize)() = nullptr;
+  // bytes from src (on the host or this device) to dst on this device, queued in order with the
+  // work this thread queues there, without waiting for it: the host may reuse src as soon as this
+  // returns, but dst is ready for this thread's later device work only, and another thread must not
+  // touch dst before this one has synchronized. Null: copy serves (QueueTensorBytes).
+  Status (*copy_async)(void* dst, const void* src, DeviceType src_dev, size_t bytes) = nullptr;
 
   // Graph capture (CUDA graphs; null where the device has none). Between begin_capture and
   // end_capture the work this thread queues is recorded, not run; end_capture hands it back as a
@@ -45,6 +50,9 @@ const char* DeviceName(DeviceType device);
 
 // dst's bytes = src's (same dtype and dims; any two devices, through the device's runtime).
 Status CopyTensorBytes(const Tensor& src, Tensor* dst);
+// The same, queued where dst is on a device with copy_async (see there: only this thread's later
+// device work may read dst before it synchronizes); otherwise CopyTensorBytes.
+Status QueueTensorBytes(const Tensor& src, Tensor* dst);
 
 // Whether `device` can run now (the CPU always can); *why says why not.
 bool DeviceAvailable(DeviceType device, std::string* why);

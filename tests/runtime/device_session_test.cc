@@ -154,10 +154,24 @@ void RegisterDevCheck() {
   });
 }
 
-// g with its DevAffine/DevCopy/DevCheck nodes in the test.device domain.
+// test.device DevFail(X): a device kernel that fails before it queues any work.
+class DevFail : public OpKernel {
+ public:
+  DeviceType device() const override { return DeviceType::kCuda; }
+  Status Compute(KernelContext&) const override { return InvalidArgument("DevFail refuses"); }
+};
+
+void RegisterDevFail() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    RegisterDeviceOp("DevFail", 1, 1, [](const KernelInit&) -> KernelOr { return std::unique_ptr<OpKernel>(new DevFail); });
+  });
+}
+
+// g with its test ops (DevAffine, DevCopy, DevCheck, DevFail) in the test.device domain.
 Graph OnTestDevice(Graph g) {
   for (Node& n : g.nodes())
-    if (n.op_type == "DevAffine" || n.op_type == "DevCopy" || n.op_type == "DevCheck") n.domain = "test.device";
+    if (n.op_type.rfind("Dev", 0) == 0) n.domain = "test.device";
   g.opset_imports["test.device"] = 1;
   return g;
 }
@@ -501,10 +515,12 @@ TEST_F(DeviceSession, GraphIsCapturedOnceAndReplayedWithEachRunsInputs) {
   EXPECT_EQ(state().captures, 1);
   EXPECT_EQ(state().replays, 8);  // the capture run's own, and 7 more
   EXPECT_NE(Report(**dev).find("float32[2,3]: replayed as a CUDA graph (7 replays"), std::string::npos) << Report(**dev);
-  // A replay copies x in and the two outputs out, nothing else.
-  state().copies_to_device = state().copies_to_host = 0;
+  // A replay copies x in (queued: the launch does not wait for it) and the two outputs out,
+  // nothing else.
+  state().copies_to_device = state().copies_to_host = state().queued_copies = 0;
   ExpectRunsGiveTheirOwnResults(**dev, 2, 1, 300);
   EXPECT_EQ(state().copies_to_device, 1);
+  EXPECT_EQ(state().queued_copies, 1);
   EXPECT_EQ(state().copies_to_host, 2);
   // Another batch size is another signature, with a graph of its own; the first keeps its.
   ExpectRunsGiveTheirOwnResults(**dev, 5, 6, 400);
@@ -691,6 +707,44 @@ TEST_F(DeviceSession, DeviceCheckReportsReachTheRunThroughAGraph) {
   EXPECT_EQ(state().captures, 1);
   EXPECT_EQ(state().replays, 9);  // from the capture run on, the tripped ones included
   EXPECT_NE(Report(**dev).find("replayed as a CUDA graph"), std::string::npos) << Report(**dev);
+}
+
+// A run's uploads are queued, not waited for: the stand-in makes each only when the thread's
+// queue reaches it (the kernel after it), as a CUDA stream does, so a kernel that read its input
+// before the upload landed would compute on stale bytes. Every run leaves nothing queued behind,
+// the runs that fail too (their arena's buffers go to the next run, maybe on another thread).
+TEST_F(DeviceSession, UploadsAreQueuedAndLandBeforeAnotherRunMayReuseThem) {
+  auto dev = LoadOnDevice(MakeMixed());
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  auto cpu = Session::FromGraph(MakeMixed());
+  ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+  for (uint32_t r = 0; r < 3; ++r) {
+    const Tensor x = RandomFloat({2, 3}, 50 + r);
+    state().copies_to_device = state().queued_copies = 0;
+    auto got = (*dev)->Run({{"x", x}});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_EQ(state().queued_copies, 3) << "x and the outputs of Relu and Add (on the CPU)";
+    EXPECT_EQ(state().copies_to_device, 3);
+    EXPECT_EQ(testing::FakeDevicePendingCopies(), 0);
+    auto want = (*cpu)->Run({{"x", x}});
+    ASSERT_TRUE(want.ok());
+    EXPECT_TRUE((*got)[0].BitwiseEquals((*want)[0])) << "run " << r;
+  }
+  RegisterDevFail();
+  Graph g = GraphBuilder(17)
+                .Input("x", DType::kFloat32, {2, 3})
+                .Op("Relu", {"x"}, {"r"})
+                .Op("DevFail", {"r"}, {"y"})
+                .Output("y")
+                .Build();
+  auto failing = LoadOnDevice(std::move(g));
+  ASSERT_TRUE(failing.ok()) << failing.status().message();
+  state().queued_copies = 0;
+  auto r = (*failing)->Run({{"x", RandomFloat({2, 3}, 9)}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("DevFail refuses"), std::string::npos) << r.status().message();
+  EXPECT_EQ(state().queued_copies, 1) << "Relu's output, queued for DevFail";
+  EXPECT_EQ(testing::FakeDevicePendingCopies(), 0) << "a failed run waits for what it queued too";
 }
 
 TEST_F(DeviceSession, UnavailableDeviceIsAClearError) {

@@ -20,6 +20,16 @@ struct Capture {
   Status refused = Status::Ok();
 };
 thread_local Capture* capturing = nullptr;
+// Copies this thread queued (copy_async) and the stand-in has not made yet: made, in order, before
+// this thread's next work, copy, synchronisation or replay, as a stream orders them. Another
+// thread reading the destination before then sees the old bytes, as on a GPU.
+thread_local Work pending;
+
+void Flush() {
+  Work now;
+  now.swap(pending);
+  for (auto& w : now) w();
+}
 
 Status Refuse(const std::string& what) {
   Status st = Unimplemented("cannot be captured: " + what);
@@ -29,6 +39,22 @@ Status Refuse(const std::string& what) {
 
 void Pause(int us) {
   if (us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
+}
+
+Status FakeCopy(void* dst, DeviceType dd, const void* src, DeviceType sd, size_t bytes) {
+  if (dd == DeviceType::kCpu && sd == DeviceType::kCpu) return Internal("a copy within the host");
+  Flush();
+  if (capturing) {
+    if (dd == DeviceType::kCpu) return Refuse("a copy to the host");
+    if (sd == DeviceType::kCpu && bytes > 4096) return Refuse("an upload of more than 4 KiB");
+    auto held = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
+    capturing->work.push_back([dst, held] { std::memcpy(dst, held->data(), held->size()); });
+    return Status::Ok();
+  }
+  std::memcpy(dst, src, bytes);
+  std::lock_guard<std::mutex> l(fake->mu);
+  (dd == DeviceType::kCuda ? fake->copies_to_device : fake->copies_to_host)++;
+  return Status::Ok();
 }
 
 const DeviceRuntime kFakeRuntime = [] {
@@ -42,27 +68,29 @@ const DeviceRuntime kFakeRuntime = [] {
     return p;
   };
   rt.release = [](void* p) {
+    Flush();  // cudaFree waits for the device
     {
       std::lock_guard<std::mutex> l(fake->mu);
       fake->live.erase(p);
     }
     std::free(p);
   };
-  rt.copy = [](void* dst, DeviceType dd, const void* src, DeviceType sd, size_t bytes) -> Status {
-    if (dd == DeviceType::kCpu && sd == DeviceType::kCpu) return Internal("a copy within the host");
-    if (capturing) {
-      if (dd == DeviceType::kCpu) return Refuse("a copy to the host");
-      if (sd == DeviceType::kCpu && bytes > 4096) return Refuse("an upload of more than 4 KiB");
-      auto held = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
-      capturing->work.push_back([dst, held] { std::memcpy(dst, held->data(), held->size()); });
-      return Status::Ok();
-    }
-    std::memcpy(dst, src, bytes);
+  rt.copy = FakeCopy;
+  rt.copy_async = [](void* dst, const void* src, DeviceType sd, size_t bytes) -> Status {
+    if (capturing) return FakeCopy(dst, DeviceType::kCuda, src, sd, bytes);
+    // The bytes are taken now (the host may reuse src), the copy made when the queue gets there.
+    auto held = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
+    pending.push_back([dst, held] { std::memcpy(dst, held->data(), held->size()); });
     std::lock_guard<std::mutex> l(fake->mu);
-    (dd == DeviceType::kCuda ? fake->copies_to_device : fake->copies_to_host)++;
+    ++fake->copies_to_device;
+    ++fake->queued_copies;
     return Status::Ok();
   };
-  rt.synchronize = []() { return capturing ? Refuse("a synchronisation") : Status::Ok(); };
+  rt.synchronize = []() {
+    if (capturing) return Refuse("a synchronisation");
+    Flush();
+    return Status::Ok();
+  };
   rt.begin_capture = []() -> Status {
     if (capturing) return Internal("a capture is already under way");
     capturing = new Capture;
@@ -82,6 +110,7 @@ const DeviceRuntime kFakeRuntime = [] {
   };
   rt.replay = [](void* graph) -> Status {
     if (capturing) return Refuse("a replay");
+    Flush();
     Pause(fake->replay_us);
     for (auto& w : *static_cast<Work*>(graph)) w();
     std::lock_guard<std::mutex> l(fake->mu);
@@ -101,7 +130,10 @@ bool FakeDevice::Owns(const void* p) {
 
 FakeDevice* ActiveFakeDevice() { return fake; }
 
+int FakeDevicePendingCopies() { return static_cast<int>(pending.size()); }
+
 void FakeDeviceWork(std::function<void()> work) {
+  Flush();  // queued before this work (a capture begins after them, so they are not recorded)
   if (capturing) {
     capturing->work.push_back(std::move(work));
     return;

@@ -21,6 +21,9 @@ struct FakeDevice {
   std::mutex mu;
   std::set<void*> live;  // buffers allocated on it and not freed
   int copies_to_device = 0, copies_to_host = 0;
+  // Of copies_to_device, those queued (DeviceRuntime::copy_async): made when this thread's queue
+  // gets there (its next work, copy, synchronisation or replay), as a CUDA stream makes them.
+  int queued_copies = 0;
   // Graph capture as the CUDA runtime does it (lib/ir/device.h): while a thread captures, the
   // work it queues (FakeDeviceWork) and its copies into device memory are recorded, not run; a
   // copy to the host, an upload over 4 KiB or a synchronisation spoils the capture; a replay runs
@@ -35,6 +38,9 @@ struct FakeDevice {
 
 // Runs `work` on the stand-in device: now, or recorded while this thread captures a graph.
 void FakeDeviceWork(std::function<void()> work);
+
+// Copies this thread queued that the stand-in has not made yet (none once it synchronized).
+int FakeDevicePendingCopies();
 
 // The FakeDevice of the live scope (null outside one).
 FakeDevice* ActiveFakeDevice();
