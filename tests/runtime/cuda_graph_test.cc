@@ -2,7 +2,7 @@
 // exists; the session's side of it is tested on any machine by device_session_test.cc and
 // device_corpus_test.cc on the stand-in device). The bundled models at batch 1 and 4, each run
 // with new inputs: eager, captured, replayed, every run's outputs equal an eager CUDA session's
-// for the same inputs, and no capture fails.
+// for the same inputs, and no capture fails; a token-id model the same, with a bad id reported.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -59,6 +59,47 @@ TEST(CudaGraphs, BundledModelsReplayWithEachRunsInputs) {
           << line;
     }
   }
+}
+
+// A token-id model (the corpus's PyTorch encoder: an embedding Gather of the int64 ids) is
+// captured too: its Gather reads the ids on the device, so each replay gathers that run's ids, and
+// an id out of range is reported on the device and comes back as the CPU session's error, word for
+// word; the graph goes on serving the runs after it.
+TEST(CudaGraphs, TokenIdModelReplaysEachRunsIdsAndReportsABadOne) {
+  const std::string model = std::string(WHITTLE_SOURCE_DIR) + "/tests/corpus/torch_encoder_int64_op17.onnx";
+  SessionOptions o;
+  o.backend = Backend::kCuda;
+  o.cuda_graphs = true;
+  auto dev = Session::Load(model, o);
+  if (!dev.ok()) {
+    EXPECT_NE(dev.status().message().find("device 'cuda' is not available"), std::string::npos)
+        << dev.status().message();
+    GTEST_SKIP() << dev.status().message();
+  }
+  auto cpu = Session::Load(model);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+  for (uint32_t run = 0; run < 12; ++run) {
+    Tensor ids = testing::RandomInt64({2, 12}, 300 + run, 0, 99);
+    const bool bad = run == 6;
+    if (bad) ids.data<int64_t>()[17] = 100;  // the embedding has 100 rows
+    auto want = (*cpu)->Run({{"ids", ids}});
+    auto got = (*dev)->Run({{"ids", ids}});
+    if (bad) {
+      ASSERT_FALSE(want.ok());
+      ASSERT_FALSE(got.ok()) << "run " << run;
+      EXPECT_EQ(got.status().message(), want.status().message());
+      continue;
+    }
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    ASSERT_TRUE(got.ok()) << "run " << run << ": " << got.status().message();
+    EXPECT_TRUE(testing::TensorsClose((*got)[0], (*want)[0], 1e-4f, 1e-4f)) << "run " << run;
+  }
+  const auto report = (*dev)->device_graph_report();
+  ASSERT_EQ(report.size(), 1u);
+  std::printf("[ graphs   ] %-12s %s\n", "encoder", report[0].c_str());
+  EXPECT_TRUE(report[0].find("replayed as a CUDA graph") != std::string::npos ||
+              report[0].find("a graph did not pay") != std::string::npos)
+      << report[0];
 }
 
 }  // namespace
