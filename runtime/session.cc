@@ -478,6 +478,8 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     dg->eager_runs = 0;  // the next attempt after as many eager runs again, this one the first
     dg->Drop();
     dg_lock.unlock();
+    // A first replay that failed may have run far enough to report: the next run starts clean.
+    if (arena->check.defined()) (void)CheckReport(arena->check);
     return_arena();
     return Run(inputs, stats, outputs_on);
   };
