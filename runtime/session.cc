@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -15,8 +13,9 @@
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
 #include "runtime/node_runner.h"
-#include "runtime/rewrite/rewrite.h"
 #include "runtime/quant_validation.h"
+#include "runtime/rewrite/rewrite.h"
+#include "runtime/session_state.h"
 
 namespace whittle {
 
@@ -84,172 +83,7 @@ void AppendSignature(std::string* key, const Tensor* t) {
 
 }  // namespace
 
-// Recycled buffers of one Run call. A buffer goes back to the free list only when no tensor
-// outside the arena still shares it (use_count == 1), so outputs handed to the caller and
-// aliases (Reshape) are never reused under someone's feet.
-struct Session::Arena {
-  std::vector<Tensor> slots;
-  std::vector<Tensor> moved;  // per value: its copy on the other device, made once per run
-  // Host shape values a device kernel reads (Attention's scale): (the host value, its device copy),
-  // kept across this arena's runs, so an unchanged value is not uploaded again.
-  std::map<int, std::pair<Tensor, Tensor>> uploads;
-  std::vector<std::shared_ptr<Buffer>> free;
-  // Device outputs handed to the caller (OutputsOn::kWhereComputed): each rejoins `free` once the
-  // caller has dropped it, so a loop of runs reuses its device outputs' memory too.
-  std::vector<std::shared_ptr<Buffer>> lent;
-  // The device check report of this arena's runs (device sessions with a ChecksOnDevice kernel;
-  // kernels/kernel.h): zero between runs; a graph's arena keeps its own, which its kernels write.
-  Tensor check;
-  int64_t allocated = 0, reused = 0;
-
-  StatusOr<std::shared_ptr<Buffer>> Take(size_t bytes, DeviceType device) {
-    for (size_t i = 0; i < lent.size();)
-      if (lent[i].use_count() == 1) {
-        free.push_back(std::move(lent[i]));
-        lent.erase(lent.begin() + static_cast<long>(i));
-      } else {
-        ++i;
-      }
-    size_t best = free.size();
-    for (size_t i = 0; i < free.size(); ++i)
-      if (free[i]->device() == device && free[i]->size() >= bytes &&
-          (best == free.size() || free[i]->size() < free[best]->size()))
-        best = i;
-    if (best != free.size() && free[best]->size() <= 4 * bytes + 4096) {
-      std::shared_ptr<Buffer> b = std::move(free[best]);
-      free.erase(free.begin() + static_cast<long>(best));
-      ++reused;
-      return b;
-    }
-    ++allocated;
-    return Buffer::AllocateOn(device, bytes);
-  }
-  void Release(Tensor& t) {
-    if (t.defined() && t.buffer().use_count() == 1) free.push_back(t.buffer());
-    t = Tensor();
-  }
-  // t's copy on `device`, in an arena buffer: a download waits for it, an upload is queued before
-  // the run's later device work (QueueTensorBytes; `queued` says the run must synchronize before
-  // another thread may take this arena).
-  StatusOr<Tensor> CopyTo(const Tensor& t, DeviceType device) {
-    WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> b, Take(t.nbytes(), device));
-    Tensor c(t.dtype(), t.dims(), std::move(b));
-    if (device == DeviceType::kCpu) {
-      WH_RETURN_IF_ERROR(CopyTensorBytes(t, &c));
-    } else {
-      queued = true;
-      WH_RETURN_IF_ERROR(QueueTensorBytes(t, &c));
-    }
-    return c;
-  }
-  bool queued = false;  // device work queued by this run that nothing has waited for yet
-};
-
-// One input signature's CUDA graph (SessionOptions::cuda_graphs): what its eager runs showed
-// and, once captured, the graph with every buffer it reads or writes. All of it under mu, which a
-// capture or replay holds throughout (the buffers are the graph's own, so replays take turns; a
-// run that finds it busy runs eagerly).
-struct Session::DeviceGraph {
-  std::mutex mu;
-  std::string signature;  // the input dtypes and dims, for the report
-  int eager_runs = 0;    // eager runs that could have been captured
-  double eager_ms = 0;   // the fastest of those whose plan was reused (0: none yet)
-  std::string eager_why;  // why it runs eagerly for good (empty: not decided)
-  int failed_captures = 0;
-  const DeviceRuntime* rt = nullptr;
-  void* graph = nullptr;
-  std::unique_ptr<Arena> arena;                // every buffer the graph's kernels touch
-  std::vector<std::pair<int, Tensor>> inputs;  // (graph input value, the device tensor the graph reads)
-  std::vector<Tensor> outputs;                 // per graph output: where the graph leaves it
-  int64_t replays = 0;
-  double replay_ms = 0;  // the fastest replay
-
-  void Drop() {
-    if (graph) rt->drop_graph(graph);
-    graph = nullptr;
-    inputs.clear();
-    outputs.clear();
-    arena.reset();
-  }
-  ~DeviceGraph() { Drop(); }
-};
-
-namespace {
-
-constexpr int kEagerRunsBeforeCapture = 3;  // the first records the plan and fills kernel caches
-constexpr int kReplaysToJudge = 5;          // replays before a graph must have paid
-// Captures tried before a signature runs eagerly for good: a synchronisation on another thread's
-// stream can spoil a capture on the same GPU, which the next attempt may not meet.
-constexpr int kCaptureAttempts = 2;
-constexpr double kGraphMustSave = 0.95;     // of the eager time, or the graph is dropped
-
-std::string SignatureText(const Graph& g, const std::map<std::string, Tensor>& inputs) {
-  std::string s;
-  for (int id : g.inputs()) {
-    auto it = inputs.find(g.value(id).name);
-    if (it == inputs.end()) continue;
-    if (!s.empty()) s += ", ";
-    s += std::string(DTypeName(it->second.dtype())) + DimsToString(it->second.dims());
-  }
-  return s;
-}
-
-// The inputs copied into the graph's, one launch, the outputs copied back to the host.
-// check_report: what the graph's kernels reported on the device (Session::CheckReport).
-StatusOr<std::vector<Tensor>> ReplayGraph(Session::DeviceGraph& dg, const Graph& g,
-                                          const std::map<std::string, Tensor>& inputs,
-                                          std::chrono::steady_clock::time_point t_start,
-                                          const std::function<Status(Tensor&)>& check_report) {
-  // Queued: the launch follows the copies without a wait, and the copies out wait for both.
-  for (auto& [id, dev] : dg.inputs) WH_RETURN_IF_ERROR(QueueTensorBytes(inputs.at(g.value(id).name), &dev));
-  WH_RETURN_IF_ERROR(dg.rt->replay(dg.graph));
-  std::vector<Tensor> results;
-  for (const Tensor& t : dg.outputs) {
-    WH_ASSIGN_OR_RETURN(Tensor h, t.ToDevice(DeviceType::kCpu));  // waits for the graph; its error surfaces here
-    results.push_back(std::move(h));
-  }
-  if (dg.arena->check.defined()) WH_RETURN_IF_ERROR(check_report(dg.arena->check));
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();
-  dg.replay_ms = dg.replays == 0 ? ms : std::min(dg.replay_ms, ms);
-  if (++dg.replays == kReplaysToJudge && dg.replay_ms >= kGraphMustSave * dg.eager_ms) {
-    char why[160];
-    std::snprintf(why, sizeof(why), "eager: a graph did not pay (best replay %.4f ms, best eager run %.4f ms)",
-                  dg.replay_ms, dg.eager_ms);
-    dg.eager_why = why;
-    dg.Drop();
-  }
-  return results;
-}
-
-}  // namespace
-
 Session::~Session() = default;
-
-std::vector<std::string> Session::device_graph_report() const {
-  std::vector<std::pair<std::string, std::shared_ptr<DeviceGraph>>> all;
-  {
-    std::lock_guard<std::mutex> lock(graphs_mu_);
-    all.assign(graphs_.begin(), graphs_.end());
-  }
-  std::vector<std::string> lines;
-  for (auto& [key, dg] : all) {
-    std::lock_guard<std::mutex> lock(dg->mu);
-    std::string line = dg->signature + ": ";
-    char buf[200];
-    if (dg->graph) {
-      std::snprintf(buf, sizeof(buf), "replayed as a CUDA graph (%lld replays, best %.4f ms; best eager run %.4f ms)",
-                    static_cast<long long>(dg->replays), dg->replay_ms, dg->eager_ms);
-      line += buf;
-    } else if (!dg->eager_why.empty()) {
-      line += dg->eager_why;
-    } else {
-      line += "eager (" + std::to_string(dg->eager_runs) + " of " + std::to_string(kEagerRunsBeforeCapture) +
-              " runs before a capture)";
-    }
-    lines.push_back(line);
-  }
-  return lines;
-}
 
 StatusOr<std::unique_ptr<Session>> Session::Load(const std::string& path, const SessionOptions& opts) {
   auto g = LoadModel(path);
@@ -501,7 +335,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
       if (dg->signature.empty()) dg->signature = SignatureText(g, inputs);
       if (dg->graph) {
         return_arena();
-        return ReplayGraph(*dg, g, inputs, t_start, [this](Tensor& r) { return CheckReport(r); });
+        return ReplayGraph(*dg, inputs, t_start);
       }
       capture = dg->eager_why.empty() && plan && dg->eager_runs >= kEagerRunsBeforeCapture && dg->eager_ms > 0;
       if (!capture) dg_lock.unlock();  // the accounting after the run takes it again

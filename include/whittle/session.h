@@ -5,6 +5,7 @@
 // threads may share one Session and get results identical to a single-threaded run.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -106,6 +107,10 @@ class Session {
   // Reads a run's device check report once its device work is done (kernels/kernel.h): the error
   // of the kernel that reported, naming its node; the report is zero again after.
   Status CheckReport(Tensor& report) const;
+  // A captured signature's run: its inputs into the graph's, one launch, its outputs out
+  // (device_graph.cc); under dg.mu.
+  StatusOr<std::vector<Tensor>> ReplayGraph(DeviceGraph& dg, const std::map<std::string, Tensor>& inputs,
+                                            std::chrono::steady_clock::time_point t_start) const;
 
   SessionOptions opts_;
   Graph graph_;

@@ -155,9 +155,9 @@ const DeviceRuntime kRuntime = [] {
   DeviceRuntime rt;
   rt.available = Available;
   rt.allocate = Allocate;
-  rt.copy_async = CopyAsync;
   rt.release = Release;
   rt.copy = Copy;
+  rt.copy_async = CopyAsync;
   rt.synchronize = Synchronize;
   rt.begin_capture = BeginCapture;
   rt.end_capture = EndCapture;

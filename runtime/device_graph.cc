@@ -1,0 +1,84 @@
+// CUDA graphs of a device session (SessionOptions::cuda_graphs): a captured signature's replay
+// and the per-signature report. Run (session.cc) decides when to capture; docs/design-notes.md
+// says why the session, not the backend, captures.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/session_state.h"
+
+namespace whittle {
+namespace {
+
+constexpr int kReplaysToJudge = 5;       // replays before a graph must have paid
+constexpr double kGraphMustSave = 0.95;  // of the eager time, or the graph is dropped
+
+}  // namespace
+
+std::string SignatureText(const Graph& g, const std::map<std::string, Tensor>& inputs) {
+  std::string s;
+  for (int id : g.inputs()) {
+    auto it = inputs.find(g.value(id).name);
+    if (it == inputs.end()) continue;
+    if (!s.empty()) s += ", ";
+    s += std::string(DTypeName(it->second.dtype())) + DimsToString(it->second.dims());
+  }
+  return s;
+}
+
+// The inputs copied into the graph's, one launch, the outputs copied back to the host, and what
+// the graph's kernels reported on the device.
+StatusOr<std::vector<Tensor>> Session::ReplayGraph(DeviceGraph& dg, const std::map<std::string, Tensor>& inputs,
+                                                   std::chrono::steady_clock::time_point t_start) const {
+  const Graph& g = graph_;
+  // Queued: the launch follows the copies without a wait, and the copies out wait for both.
+  for (auto& [id, dev] : dg.inputs) WH_RETURN_IF_ERROR(QueueTensorBytes(inputs.at(g.value(id).name), &dev));
+  WH_RETURN_IF_ERROR(dg.rt->replay(dg.graph));
+  std::vector<Tensor> results;
+  for (const Tensor& t : dg.outputs) {
+    WH_ASSIGN_OR_RETURN(Tensor h, t.ToDevice(DeviceType::kCpu));  // waits for the graph; its error surfaces here
+    results.push_back(std::move(h));
+  }
+  if (dg.arena->check.defined()) WH_RETURN_IF_ERROR(CheckReport(dg.arena->check));
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();
+  dg.replay_ms = dg.replays == 0 ? ms : std::min(dg.replay_ms, ms);
+  if (++dg.replays == kReplaysToJudge && dg.replay_ms >= kGraphMustSave * dg.eager_ms) {
+    char why[160];
+    std::snprintf(why, sizeof(why), "eager: a graph did not pay (best replay %.4f ms, best eager run %.4f ms)",
+                  dg.replay_ms, dg.eager_ms);
+    dg.eager_why = why;
+    dg.Drop();
+  }
+  return results;
+}
+
+std::vector<std::string> Session::device_graph_report() const {
+  std::vector<std::pair<std::string, std::shared_ptr<DeviceGraph>>> all;
+  {
+    std::lock_guard<std::mutex> lock(graphs_mu_);
+    all.assign(graphs_.begin(), graphs_.end());
+  }
+  std::vector<std::string> lines;
+  for (auto& [key, dg] : all) {
+    std::lock_guard<std::mutex> lock(dg->mu);
+    std::string line = dg->signature + ": ";
+    char buf[200];
+    if (dg->graph) {
+      std::snprintf(buf, sizeof(buf), "replayed as a CUDA graph (%lld replays, best %.4f ms; best eager run %.4f ms)",
+                    static_cast<long long>(dg->replays), dg->replay_ms, dg->eager_ms);
+      line += buf;
+    } else if (!dg->eager_why.empty()) {
+      line += dg->eager_why;
+    } else {
+      line += "eager (" + std::to_string(dg->eager_runs) + " of " + std::to_string(kEagerRunsBeforeCapture) +
+              " runs before a capture)";
+    }
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+}  // namespace whittle
