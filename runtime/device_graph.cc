@@ -34,14 +34,24 @@ std::string SignatureText(const Graph& g, const std::map<std::string, Tensor>& i
 StatusOr<std::vector<Tensor>> Session::ReplayGraph(DeviceGraph& dg, const std::map<std::string, Tensor>& inputs,
                                                    std::chrono::steady_clock::time_point t_start) const {
   const Graph& g = graph_;
-  // Queued: the launch follows the copies without a wait, and the copies out wait for both.
-  for (auto& [id, dev] : dg.inputs) WH_RETURN_IF_ERROR(QueueTensorBytes(inputs.at(g.value(id).name), &dev));
-  WH_RETURN_IF_ERROR(dg.rt->replay(dg.graph));
+  // Queued: the launch follows the copies without a wait, and the copies out wait for both. The
+  // caller holds its inputs until this returns, so a page-locked one is read by the device
+  // directly; every way out waits for the device first.
+  Status st = Status::Ok();
+  for (auto& [id, dev] : dg.inputs) {
+    const Tensor& x = inputs.at(g.value(id).name);
+    if (st.ok()) st = QueueTensorBytes(x, &dev, x.buffer()->page_locked());
+  }
+  if (st.ok()) st = dg.rt->replay(dg.graph);
   std::vector<Tensor> results;
   for (const Tensor& t : dg.outputs) {
-    WH_ASSIGN_OR_RETURN(Tensor h, t.ToDevice(DeviceType::kCpu));  // waits for the graph; its error surfaces here
-    results.push_back(std::move(h));
+    if (!st.ok()) break;
+    auto h = t.ToDevice(DeviceType::kCpu);  // waits for the graph; its error surfaces here
+    if (!h.ok()) st = h.status();
+    else results.push_back(std::move(*h));
   }
+  if (!st.ok() || dg.outputs.empty()) (void)dg.rt->synchronize();
+  if (!st.ok()) return st;
   if (dg.arena->check.defined()) WH_RETURN_IF_ERROR(CheckReport(dg.arena->check));
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();
   dg.replay_ms = dg.replays == 0 ? ms : std::min(dg.replay_ms, ms);

@@ -8,6 +8,7 @@
 
 #include "kernels/common/index.h"
 #include "lib/data/dataset.h"
+#include "lib/ir/device.h"
 
 namespace whittle {
 double Percentile(std::vector<double> v, double p) {
@@ -140,6 +141,11 @@ StatusOr<std::vector<BenchResult>> Benchmark(const Session& session, const Bench
   for (int64_t batch : opts.batches) {
     if (batch <= 0) return InvalidArgument("batch sizes must be positive, got " + std::to_string(batch));
     WH_ASSIGN_OR_RETURN(Tensor x, MakeBatchInput(session, batch, src));
+    if (opts.page_locked_input) {
+      WH_ASSIGN_OR_RETURN(Tensor locked, session.NewHostTensor(x.dtype(), x.dims()));
+      WH_RETURN_IF_ERROR(CopyTensorBytes(x, &locked));
+      x = std::move(locked);
+    }
     std::map<std::string, Tensor> feed{{session.inputs()[0].name, x}};
     for (int i = 0; i < opts.warmup; ++i) WH_RETURN_IF_ERROR(session.Run(feed).status());
     std::vector<double> lat;

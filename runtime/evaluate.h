@@ -45,6 +45,9 @@ struct BenchOptions {
   // Per-node times from extra runs after each batch size's timed ones (up to 200; a profiled run
   // synchronises the device after every node, so the latencies never include profiling).
   bool profile = false;
+  // Feed the input from Session::NewHostTensor (page-locked on a device), as a caller that refills
+  // one input buffer run after run; false: ordinary (pageable) host memory.
+  bool page_locked_input = false;
 };
 
 struct BenchResult {

@@ -271,6 +271,16 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     slots[static_cast<size_t>(id)] = t;
   }
 
+  // Whether t's bytes are a caller's input (or share its buffer: a Reshape of it), which the
+  // caller holds unchanged until Run returns, and Run synchronizes with the device before that:
+  // a page-locked one is uploaded with no staging copy (Session::NewHostTensor).
+  auto caller_held = [&](const Tensor& t) {
+    if (!t.defined() || !t.buffer()->page_locked()) return false;
+    for (const auto& [name, x] : inputs)
+      if (x.defined() && x.buffer() == t.buffer()) return true;
+    return false;
+  };
+
   // The plan for this input signature, if one was kept; otherwise this run records one.
   std::string key;
   for (int id : g.inputs()) {
@@ -361,7 +371,8 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
   if (capture) {  // the inputs go into the graph's own buffers first (a replay copies them there)
     for (int id : g.inputs()) {
       if (!st.ok() || !inputs.count(g.value(id).name)) continue;
-      auto c = arena->CopyTo(slots[static_cast<size_t>(id)], session_device);
+      const Tensor& x = slots[static_cast<size_t>(id)];
+      auto c = arena->CopyTo(x, session_device, caller_held(x));
       if (!c.ok()) { st = c.status(); break; }
       slots[static_cast<size_t>(id)] = *c;
       dg->inputs.emplace_back(id, *c);
@@ -480,7 +491,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
               u->second.first.BitwiseEquals(*in[k])) {
             moved[v] = u->second.second;
           } else {
-            auto c = arena->CopyTo(*in[k], step.device);
+            auto c = arena->CopyTo(*in[k], step.device, caller_held(*in[k]));
             if (!c.ok()) { st = c.status().WithContext(n.DebugName()); break; }
             moved[v] = std::move(*c);
             if (reuse) arena->uploads[static_cast<int>(v)] = {in[k]->Clone(), moved[v]};
@@ -624,6 +635,16 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     stats->plan_reused = plan != nullptr && planned;
   }
   return results;
+}
+
+StatusOr<Tensor> Session::NewHostTensor(DType dtype, const Dims& dims) const {
+  if (DTypeSize(dtype) == 0) return InvalidArgument(std::string("NewHostTensor: no tensor of dtype ") + DTypeName(dtype));
+  WH_ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(dims));
+  if (n > (int64_t{1} << 56)) return InvalidArgument("NewHostTensor: shape " + DimsToString(dims) + " is too large");
+  const DeviceType device = BackendDevice(opts_.backend);
+  WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> b,
+                      Buffer::AllocatePageLocked(device, static_cast<size_t>(n) * DTypeSize(dtype)));
+  return Tensor(dtype, dims, std::move(b));
 }
 
 Status Session::CheckReport(Tensor& report) const {

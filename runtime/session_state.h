@@ -61,15 +61,16 @@ struct Session::Arena {
   }
   // t's copy on `device`, in an arena buffer: a download waits for it, an upload is queued before
   // the run's later device work (QueueTensorBytes; `queued` says the run must synchronize before
-  // another thread may take this arena).
-  StatusOr<Tensor> CopyTo(const Tensor& t, DeviceType device) {
+  // another thread may take this arena). held: t's bytes stay as they are until the run
+  // synchronizes (a caller-fed input), so a page-locked t is read by the device directly.
+  StatusOr<Tensor> CopyTo(const Tensor& t, DeviceType device, bool held = false) {
     WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> b, Take(t.nbytes(), device));
     Tensor c(t.dtype(), t.dims(), std::move(b));
     if (device == DeviceType::kCpu) {
       WH_RETURN_IF_ERROR(CopyTensorBytes(t, &c));
     } else {
       queued = true;
-      WH_RETURN_IF_ERROR(QueueTensorBytes(t, &c));
+      WH_RETURN_IF_ERROR(QueueTensorBytes(t, &c, held));
     }
     return c;
   }

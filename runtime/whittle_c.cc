@@ -79,11 +79,23 @@ int whittle_tensor_create(int32_t dtype, const int64_t* dims, size_t rank, const
   return 0;
 }
 
+int whittle_session_new_input(const whittle_session* s, int32_t dtype, const int64_t* dims, size_t rank,
+                              whittle_tensor** out) {
+  if (!s || !out || (rank && !dims)) return SetError("whittle_session_new_input: null argument");
+  if (!whittle::IsSupportedDType(dtype))
+    return SetError("whittle_session_new_input: unsupported dtype " + std::to_string(dtype));
+  auto t = s->s->NewHostTensor(static_cast<whittle::DType>(dtype), whittle::Dims(dims, dims + rank));
+  if (!t.ok()) return SetError("whittle_session_new_input: " + t.status().message());
+  *out = new whittle_tensor{std::move(*t)};  // owned by the caller: whittle_tensor_free
+  return 0;
+}
+
 void whittle_tensor_free(whittle_tensor* t) { delete t; }
 int32_t whittle_tensor_dtype(const whittle_tensor* t) { return t ? static_cast<int32_t>(t->t.dtype()) : 0; }
 size_t whittle_tensor_rank(const whittle_tensor* t) { return t ? t->t.dims().size() : 0; }
 const int64_t* whittle_tensor_dims(const whittle_tensor* t) { return t ? t->t.dims().data() : nullptr; }
 const void* whittle_tensor_data(const whittle_tensor* t) { return t && t->t.defined() ? t->t.raw_data() : nullptr; }
+void* whittle_tensor_mutable_data(whittle_tensor* t) { return t && t->t.defined() ? t->t.raw_data() : nullptr; }
 
 int whittle_session_run(const whittle_session* s, const char* const* input_names, const whittle_tensor* const* inputs,
                         size_t n_inputs, whittle_tensor** outputs) {

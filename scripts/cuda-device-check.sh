@@ -41,7 +41,11 @@
 #      kernel tests (its device-side index check, word for word the CPU's error), then
 #      run-model --bench at batch 1/64 with and without --cuda-graphs on the bundled and int8
 #      models, alternating, three rounds (compare the medians of the p50 columns), and what each
-#      input shape got.
+#      input shape got;
+#  11. page-locked inputs (Session::NewHostTensor, run-model --page-locked-input): the PageLocked
+#      and C API tests (a refilled page-locked input read by the GPU, eagerly and by graph replays),
+#      then run-model --bench at batch 64/1024 with and without --page-locked-input on the MLP,
+#      CNN and ResNet, alternating, three rounds (compare the medians of the p50 columns).
 #
 # ONNX Runtime's CUDA provider for step 8: the GPU machine's onnxruntime is CPU-only and has no
 # network, and onnxruntime-gpu (about 200 MB packed) passes one call's 64 MiB carry. So:
@@ -144,7 +148,7 @@ run)
   logs=/tmp/whittle-cuda-check-logs
   archive=${OUT:-$PWD}/cuda-check-logs.tar.gz
   rm -rf "$logs" && mkdir -p "$logs"
-  want() { [[ " ${CHECK_STEPS:-1 2 3 4 5 6 7 8 9 10} " == *" $1 "* ]]; }
+  want() { [[ " ${CHECK_STEPS:-1 2 3 4 5 6 7 8 9 10 11} " == *" $1 "* ]]; }
   trap 'tar -C "$logs" -czf "$archive" . && echo "logs: $archive"' EXIT
   root=/tmp/whittle-cuda-check
   rm -rf "$root" && mkdir -p "$root" && tar -C "$root" -xJf "$bundle"
@@ -252,6 +256,21 @@ run)
           --min-time 0.5 $g > "$logs/graphs-$m-r$round${g:+-graphs}.txt" 2>&1 || status=1
         grep -E '^ +(1|64) |error|replayed|eager' "$logs/graphs-$m-r$round${g:+-graphs}.txt" |
           sed "s/^/round $round $m ${g:-eager}: /" || true
+      done
+    done
+  done
+  fi
+  if want 11; then
+  echo "== page-locked inputs: uploads with and without a staging copy"
+  timeout 120 "$pkg/bin/whittle_tests" --gtest_filter='PageLocked.*:CApi.*PageLocked*' > "$logs/page-locked-tests.txt" 2>&1 || status=1
+  grep -E '^\[ +(PASSED|FAILED|SKIPPED) ' "$logs/page-locked-tests.txt" || true
+  for round in 1 2 3; do
+    for m in mlp cnn resnet; do
+      for p in "" --page-locked-input; do
+        "$pkg/bin/run-model" "$pkg/models/$m.onnx" --device cuda --threads 16 --bench --batch 64,1024 --warmup 20 \
+          --min-time 0.5 $p > "$logs/upload-$m-r$round${p:+-locked}.txt" 2>&1 || status=1
+        grep -E '^ +(64|1024) |error' "$logs/upload-$m-r$round${p:+-locked}.txt" |
+          sed "s/^/round $round $m ${p:-pageable}: /" || true
       done
     done
   done

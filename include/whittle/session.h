@@ -80,6 +80,12 @@ class Session {
   StatusOr<std::vector<Tensor>> Run(const std::map<std::string, Tensor>& inputs, RunStats* stats = nullptr,
                                     OutputsOn outputs_on = OutputsOn::kHost) const;
 
+  // A zero-filled host tensor for an input a caller fills and feeds run after run: on a device
+  // backend it is page-locked memory (Buffer::AllocatePageLocked), which Run uploads with no
+  // staging copy and without waiting for it (the caller keeps it unchanged until Run returns, as
+  // for any input); on the CPU plain memory. Allocating such memory is slow: make it once, refill it.
+  StatusOr<Tensor> NewHostTensor(DType dtype, const Dims& dims) const;
+
   const std::vector<IoInfo>& inputs() const { return inputs_; }
   const std::vector<IoInfo>& outputs() const { return outputs_; }
   // The graph as executed (after the runtime's rewrites).

@@ -39,11 +39,18 @@ const char* whittle_session_output_name(const whittle_session* s, size_t i);
 
 /* Copies data (dims[0..rank) elements of dtype) into a new tensor. */
 int whittle_tensor_create(int32_t dtype, const int64_t* dims, size_t rank, const void* data, whittle_tensor** out);
+/* A zero-filled tensor for an input the caller fills (whittle_tensor_mutable_data) and feeds run
+ * after run: on "cuda" page-locked host memory, which a run uploads with no staging copy
+ * (Session::NewHostTensor); plain memory on "cpu". Slow to allocate: make it once, refill it. */
+int whittle_session_new_input(const whittle_session* s, int32_t dtype, const int64_t* dims, size_t rank,
+                              whittle_tensor** out);
 void whittle_tensor_free(whittle_tensor* t);
 int32_t whittle_tensor_dtype(const whittle_tensor* t);
 size_t whittle_tensor_rank(const whittle_tensor* t);
 const int64_t* whittle_tensor_dims(const whittle_tensor* t);
 const void* whittle_tensor_data(const whittle_tensor* t);
+/* The same bytes, writable (not while a run reads the tensor). */
+void* whittle_tensor_mutable_data(whittle_tensor* t);
 
 /* Runs with n_inputs named inputs; outputs[i] receives output i (num_outputs of them). */
 int whittle_session_run(const whittle_session* s, const char* const* input_names, const whittle_tensor* const* inputs,

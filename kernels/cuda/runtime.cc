@@ -58,6 +58,20 @@ void* Allocate(size_t bytes) {
 
 void Release(void* p) { cudaFree(p); }  // synchronizes the device, so no kernel still reads p
 
+// Page-locked host memory (DeviceRuntime::allocate_host): the copy engine reads it directly, where
+// pageable memory is first staged by the driver through a buffer of its own.
+void* AllocateHost(size_t bytes) {
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
+    cudaGetLastError();  // a refused allocation is not the next kernel's error
+    return nullptr;
+  }
+  std::memset(p, 0, bytes);
+  return p;
+}
+
+void ReleaseHost(void* p) { cudaFreeHost(p); }  // waits for the copies that still read p
+
 Status Copy(void* dst, DeviceType dd, const void* src, DeviceType sd, size_t bytes) {
   if (capturing) {  // no synchronisation, and only what replays the same every time
     if (dd == DeviceType::kCuda && sd == DeviceType::kCuda)
@@ -77,16 +91,19 @@ Status Copy(void* dst, DeviceType dd, const void* src, DeviceType sd, size_t byt
 }
 
 // Queued without a wait (DeviceRuntime::copy_async). From pageable host memory cudaMemcpyAsync
-// returns once the driver has staged the bytes, so src is free again; from page-locked memory it
-// returns before the copy is made, so such a source (a caller's pinned buffer) is copied with the
-// wait. A device-to-device copy never needs one for the host's sake.
-Status CopyAsync(void* dst, const void* src, DeviceType sd, size_t bytes) {
+// returns once the driver has staged the bytes, so src is free again. From page-locked memory it
+// returns before the copy is made: that is the point of such memory when the caller holds src
+// until it synchronizes (src_held: a session's caller-fed input), and otherwise the copy waits.
+// A device-to-device copy never needs a wait for the host's sake.
+Status CopyAsync(void* dst, const void* src, DeviceType sd, size_t bytes, bool src_held) {
   if (capturing) return Copy(dst, DeviceType::kCuda, src, sd, bytes);
   if (sd == DeviceType::kCpu) {
     cudaPointerAttributes attr{};
     const cudaError_t e = cudaPointerGetAttributes(&attr, src);
     if (e != cudaSuccess) cudaGetLastError();  // an unregistered pointer is not an error to keep
-    if (e != cudaSuccess || attr.type != cudaMemoryTypeUnregistered) return Copy(dst, DeviceType::kCuda, src, sd, bytes);
+    const bool pageable = e == cudaSuccess && attr.type == cudaMemoryTypeUnregistered;
+    const bool page_locked = e == cudaSuccess && attr.type == cudaMemoryTypeHost;
+    if (!pageable && !(page_locked && src_held)) return Copy(dst, DeviceType::kCuda, src, sd, bytes);
   }
   return Check(cudaMemcpyAsync(dst, src, bytes, sd == DeviceType::kCuda ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice,
                                cudaStreamPerThread),
@@ -158,6 +175,8 @@ const DeviceRuntime kRuntime = [] {
   rt.release = Release;
   rt.copy = Copy;
   rt.copy_async = CopyAsync;
+  rt.allocate_host = AllocateHost;
+  rt.release_host = ReleaseHost;
   rt.synchronize = Synchronize;
   rt.begin_capture = BeginCapture;
   rt.end_capture = EndCapture;

@@ -35,12 +35,12 @@ Status CopyTensorBytes(const Tensor& src, Tensor* dst) {
   return rt->copy(dst->raw_data(), to, src.raw_data(), from, src.nbytes());
 }
 
-Status QueueTensorBytes(const Tensor& src, Tensor* dst) {
+Status QueueTensorBytes(const Tensor& src, Tensor* dst, bool src_held) {
   const DeviceRuntime* rt = dst->device() != DeviceType::kCpu ? DeviceRuntimeFor(dst->device()) : nullptr;
   if (!rt || !rt->copy_async || src.nbytes() == 0 || src.dtype() != dst->dtype() || src.dims() != dst->dims())
     return CopyTensorBytes(src, dst);
   if (src.device() != DeviceType::kCpu && src.device() != dst->device()) return CopyTensorBytes(src, dst);
-  return rt->copy_async(dst->raw_data(), src.raw_data(), src.device(), src.nbytes());
+  return rt->copy_async(dst->raw_data(), src.raw_data(), src.device(), src.nbytes(), src_held);
 }
 
 bool DeviceAvailable(DeviceType device, std::string* why) {

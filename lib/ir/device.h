@@ -24,10 +24,17 @@ struct DeviceRuntime {
   // Waits for all work this thread queued on the device.
   Status (*synchronize)() = nullptr;
   // bytes from src (on the host or this device) to dst on this device, queued in order with the
-  // work this thread queues there, without waiting for it: the host may reuse src as soon as this
-  // returns, but dst is ready for this thread's later device work only, and another thread must not
-  // touch dst before this one has synchronized. Null: copy serves (QueueTensorBytes).
-  Status (*copy_async)(void* dst, const void* src, DeviceType src_dev, size_t bytes) = nullptr;
+  // work this thread queues there, without waiting for it: dst is ready for this thread's later
+  // device work only, and another thread must not touch dst before this one has synchronized.
+  // src_held false: the host may reuse src as soon as this returns. src_held true: the caller keeps
+  // src's bytes unchanged (and alive) until this thread synchronizes, so a page-locked src
+  // (allocate_host) is read by the device directly, later, with no staging copy and no wait.
+  // Null: copy serves (QueueTensorBytes).
+  Status (*copy_async)(void* dst, const void* src, DeviceType src_dev, size_t bytes, bool src_held) = nullptr;
+  // Zero-filled host memory that this device's copies read and write directly (page-locked), or
+  // null when it cannot be had; release_host frees it. Null where the device has none.
+  void* (*allocate_host)(size_t bytes) = nullptr;
+  void (*release_host)(void* p) = nullptr;
 
   // Graph capture (CUDA graphs; null where the device has none). Between begin_capture and
   // end_capture the work this thread queues is recorded, not run; end_capture hands it back as a
@@ -51,8 +58,10 @@ const char* DeviceName(DeviceType device);
 // dst's bytes = src's (same dtype and dims; any two devices, through the device's runtime).
 Status CopyTensorBytes(const Tensor& src, Tensor* dst);
 // The same, queued where dst is on a device with copy_async (see there: only this thread's later
-// device work may read dst before it synchronizes); otherwise CopyTensorBytes.
-Status QueueTensorBytes(const Tensor& src, Tensor* dst);
+// device work may read dst before it synchronizes); otherwise CopyTensorBytes. src_held: the
+// caller keeps src's bytes as they are until this thread synchronizes with dst's device (a
+// Session's caller-fed inputs, which Run waits for before it returns).
+Status QueueTensorBytes(const Tensor& src, Tensor* dst, bool src_held = false);
 
 // Whether `device` can run now (the CPU always can); *why says why not.
 bool DeviceAvailable(DeviceType device, std::string* why);

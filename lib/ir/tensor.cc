@@ -67,8 +67,23 @@ StatusOr<std::shared_ptr<Buffer>> Buffer::AllocateOn(DeviceType device, size_t b
   return b;
 }
 
+StatusOr<std::shared_ptr<Buffer>> Buffer::AllocatePageLocked(DeviceType for_device, size_t bytes) {
+  const DeviceRuntime* rt = DeviceRuntimeFor(for_device);
+  if (!rt || !rt->allocate_host) return Allocate(bytes);
+  auto b = std::shared_ptr<Buffer>(new Buffer());
+  b->data_ = rt->allocate_host(bytes == 0 ? 1 : bytes);
+  if (!b->data_)
+    return Internal(std::string("could not allocate ") + std::to_string(bytes) + " bytes of page-locked host memory for " +
+                    DeviceName(for_device));
+  b->size_ = bytes;
+  b->runtime_ = rt;
+  return b;
+}
+
 Buffer::~Buffer() {
-  if (device_ == DeviceType::kCpu) {
+  if (device_ == DeviceType::kCpu && runtime_) {
+    runtime_->release_host(data_);
+  } else if (device_ == DeviceType::kCpu) {
     std::free(data_);
   } else {
     runtime_->release(data_);  // even if another runtime was registered for the device since

@@ -32,6 +32,11 @@ class Buffer {
   // Zero-filled memory on `device` through its registered DeviceRuntime (lib/ir/device.h);
   // the CPU takes Allocate.
   static StatusOr<std::shared_ptr<Buffer>> AllocateOn(DeviceType device, size_t bytes);
+  // Zero-filled host memory (device() is kCpu) that `for_device`'s copies read directly
+  // (page-locked, through its DeviceRuntime's allocate_host): an input a caller refills run after
+  // run is uploaded without a staging copy. Plain host memory (Allocate) for the CPU or a device
+  // with no such memory; an error when the device cannot lock that much.
+  static StatusOr<std::shared_ptr<Buffer>> AllocatePageLocked(DeviceType for_device, size_t bytes);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -40,13 +45,16 @@ class Buffer {
   const void* data() const { return data_; }
   size_t size() const { return size_; }
   DeviceType device() const { return device_; }
+  // Host memory from AllocatePageLocked on a device that has it.
+  bool page_locked() const { return device_ == DeviceType::kCpu && runtime_ != nullptr; }
 
  private:
   Buffer() = default;
   void* data_ = nullptr;
   size_t size_ = 0;
   DeviceType device_ = DeviceType::kCpu;
-  const DeviceRuntime* runtime_ = nullptr;  // the one that allocated a device buffer frees it
+  // The one that allocated a device (or page-locked host) buffer frees it.
+  const DeviceRuntime* runtime_ = nullptr;
 };
 
 // Quantization parameters attached to a tensor (per-tensor when axis < 0 and one scale).

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -69,9 +70,50 @@ TEST(CApi, FlagsArgument) {
   whittle_session_free(s);
 }
 
+// whittle_session_new_input on the CPU: plain memory the caller fills, run like any input; bad
+// arguments are one-line errors.
+TEST(CApi, NewInputIsFilledAndRun) {
+  const std::string model = std::string(WHITTLE_SOURCE_DIR) + "/models/mlp.onnx";
+  whittle_session* s = nullptr;
+  ASSERT_EQ(whittle_session_load(model.c_str(), 1, &s), 0) << whittle_last_error();
+  int64_t dims[] = {2, 1, 28, 28};
+  std::vector<float> x(2 * 28 * 28);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 13) / 13.f;
+  whittle_tensor *made = nullptr, *copied = nullptr;
+  ASSERT_EQ(whittle_session_new_input(s, 1, dims, 4, &made), 0) << whittle_last_error();
+  ASSERT_EQ(whittle_tensor_rank(made), 4u);
+  EXPECT_EQ(whittle_tensor_dims(made)[0], 2);
+  EXPECT_EQ(static_cast<const float*>(whittle_tensor_data(made))[5], 0.f);  // zero-filled
+  std::memcpy(whittle_tensor_mutable_data(made), x.data(), x.size() * sizeof(float));
+  ASSERT_EQ(whittle_tensor_create(1, dims, 4, x.data(), &copied), 0);
+  const char* names[] = {whittle_session_input_name(s, 0)};
+  whittle_tensor *a = nullptr, *b = nullptr;
+  const whittle_tensor* in_a[] = {made};
+  const whittle_tensor* in_b[] = {copied};
+  ASSERT_EQ(whittle_session_run(s, names, in_a, 1, &a), 0) << whittle_last_error();
+  ASSERT_EQ(whittle_session_run(s, names, in_b, 1, &b), 0) << whittle_last_error();
+  EXPECT_EQ(std::memcmp(whittle_tensor_data(a), whittle_tensor_data(b), 20 * sizeof(float)), 0);
+  whittle_tensor_free(a);
+  whittle_tensor_free(b);
+  whittle_tensor_free(made);
+  whittle_tensor_free(copied);
+
+  whittle_tensor* bad = nullptr;
+  EXPECT_NE(whittle_session_new_input(s, 999, dims, 4, &bad), 0);
+  EXPECT_NE(std::string(whittle_last_error()).find("unsupported dtype 999"), std::string::npos) << whittle_last_error();
+  int64_t negative[] = {2, -1};
+  EXPECT_NE(whittle_session_new_input(s, 1, negative, 2, &bad), 0);
+  EXPECT_NE(std::string(whittle_last_error()).find("negative dimension"), std::string::npos) << whittle_last_error();
+  EXPECT_NE(whittle_session_new_input(nullptr, 1, dims, 4, &bad), 0);
+  EXPECT_EQ(bad, nullptr);
+  whittle_session_free(s);
+}
+
 // The MLP loaded on CUDA at `precision` (with `flags`) gives the CPU's outputs to rtol, run after
-// run; without a GPU, the load fails with a one-line reason and the test is skipped.
-void ExpectCudaMatchesCpu(const char* precision, float rtol, unsigned flags = 0) {
+// run, each run's input new; with page_locked, the CUDA session's input is one whittle_session_new_input
+// tensor refilled before each run. Without a GPU, the load fails with a one-line reason and the test is
+// skipped.
+void ExpectCudaMatchesCpu(const char* precision, float rtol, unsigned flags = 0, bool page_locked = false) {
   const std::string model = std::string(WHITTLE_SOURCE_DIR) + "/models/mlp.onnx";
   whittle_session* s = nullptr;
   if (whittle_session_load_ex(model.c_str(), 1, "cuda", precision, flags, &s) != 0) {
@@ -81,25 +123,31 @@ void ExpectCudaMatchesCpu(const char* precision, float rtol, unsigned flags = 0)
   }
   whittle_session* cpu = nullptr;
   ASSERT_EQ(whittle_session_load(model.c_str(), 1, &cpu), 0) << whittle_last_error();
-  std::vector<float> x(3 * 28 * 28);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) / 17.f;
   int64_t dims[] = {3, 1, 28, 28};
-  whittle_tensor* in = nullptr;
-  ASSERT_EQ(whittle_tensor_create(1, dims, 4, x.data(), &in), 0);
+  std::vector<float> x(3 * 28 * 28);
+  whittle_tensor* locked = nullptr;
+  if (page_locked) {
+    ASSERT_EQ(whittle_session_new_input(s, 1, dims, 4, &locked), 0) << whittle_last_error();
+  }
   const char* names[] = {whittle_session_input_name(s, 0)};
-  const whittle_tensor* ins[] = {in};
-  whittle_tensor* b = nullptr;
-  ASSERT_EQ(whittle_session_run(cpu, names, ins, 1, &b), 0) << whittle_last_error();
-  const float* yb = static_cast<const float*>(whittle_tensor_data(b));
   for (int run = 0; run < 8; ++run) {  // eager, then (with WHITTLE_CUDA_GRAPHS) captured and replayed
-    whittle_tensor* a = nullptr;
-    ASSERT_EQ(whittle_session_run(s, names, ins, 1, &a), 0) << whittle_last_error();
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i + static_cast<size_t>(run) * 5) % 17) / 17.f;
+    whittle_tensor* in = nullptr;
+    ASSERT_EQ(whittle_tensor_create(1, dims, 4, x.data(), &in), 0);
+    if (locked) std::memcpy(whittle_tensor_mutable_data(locked), x.data(), x.size() * sizeof(float));
+    const whittle_tensor* ins[] = {in};
+    const whittle_tensor* ins_cuda[] = {locked ? locked : in};
+    whittle_tensor *a = nullptr, *b = nullptr;
+    ASSERT_EQ(whittle_session_run(cpu, names, ins, 1, &b), 0) << whittle_last_error();
+    ASSERT_EQ(whittle_session_run(s, names, ins_cuda, 1, &a), 0) << whittle_last_error();
     const float* ya = static_cast<const float*>(whittle_tensor_data(a));
+    const float* yb = static_cast<const float*>(whittle_tensor_data(b));
     for (int i = 0; i < 30; ++i) EXPECT_NEAR(ya[i], yb[i], rtol * (1.f + std::fabs(yb[i]))) << "run " << run << ", " << i;
     whittle_tensor_free(a);
+    whittle_tensor_free(b);
+    whittle_tensor_free(in);
   }
-  whittle_tensor_free(b);
-  whittle_tensor_free(in);
+  whittle_tensor_free(locked);
   whittle_session_free(s);
   whittle_session_free(cpu);
 }
@@ -112,5 +160,10 @@ TEST(CApi, LoadOnCudaWithPrecision) { ExpectCudaMatchesCpu("tf32", 2e-2f); }
 
 // With CUDA graphs: the same outputs from the replays.
 TEST(CApi, LoadOnCudaWithGraphs) { ExpectCudaMatchesCpu("fp32", 1e-4f, WHITTLE_CUDA_GRAPHS); }
+
+// Page-locked inputs refilled run after run, read by the GPU with no staging copy: eagerly, and by
+// the replays of a graph.
+TEST(CApi, LoadOnCudaWithPageLockedInput) { ExpectCudaMatchesCpu("fp32", 1e-4f, 0, true); }
+TEST(CApi, LoadOnCudaWithGraphsAndPageLockedInput) { ExpectCudaMatchesCpu("fp32", 1e-4f, WHITTLE_CUDA_GRAPHS, true); }
 
 }  // namespace

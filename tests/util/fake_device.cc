@@ -76,15 +76,39 @@ const DeviceRuntime kFakeRuntime = [] {
     std::free(p);
   };
   rt.copy = FakeCopy;
-  rt.copy_async = [](void* dst, const void* src, DeviceType sd, size_t bytes) -> Status {
+  rt.copy_async = [](void* dst, const void* src, DeviceType sd, size_t bytes, bool src_held) -> Status {
     if (capturing) return FakeCopy(dst, DeviceType::kCuda, src, sd, bytes);
-    // The bytes are taken now (the host may reuse src), the copy made when the queue gets there.
-    auto held = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
-    pending.push_back([dst, held] { std::memcpy(dst, held->data(), held->size()); });
+    if (sd == DeviceType::kCpu && src_held && fake->PageLocked(src, bytes)) {
+      // Read when the queue gets there: a caller that changed or freed src before this thread
+      // synchronized would see it in dst.
+      pending.push_back([dst, src, bytes] { std::memcpy(dst, src, bytes); });
+      std::lock_guard<std::mutex> l(fake->mu);
+      ++fake->direct_copies;
+    } else {
+      // The bytes are taken now (the host may reuse src), the copy made when the queue gets there.
+      auto held = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
+      pending.push_back([dst, held] { std::memcpy(dst, held->data(), held->size()); });
+    }
     std::lock_guard<std::mutex> l(fake->mu);
     ++fake->copies_to_device;
     ++fake->queued_copies;
     return Status::Ok();
+  };
+  rt.allocate_host = [](size_t bytes) -> void* {
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    std::memset(p, 0, rounded);
+    std::lock_guard<std::mutex> l(fake->mu);
+    fake->host_live[p] = bytes;
+    return p;
+  };
+  rt.release_host = [](void* p) {
+    Flush();  // cudaFreeHost waits for the copies that read p
+    {
+      std::lock_guard<std::mutex> l(fake->mu);
+      fake->host_live.erase(p);
+    }
+    std::free(p);
   };
   rt.synchronize = []() {
     if (capturing) return Refuse("a synchronisation");
@@ -126,6 +150,16 @@ const DeviceRuntime kFakeRuntime = [] {
 bool FakeDevice::Owns(const void* p) {
   std::lock_guard<std::mutex> l(mu);
   return live.count(const_cast<void*>(p)) != 0;
+}
+
+bool FakeDevice::PageLocked(const void* p, size_t bytes) {
+  std::lock_guard<std::mutex> l(mu);
+  auto it = host_live.upper_bound(p);
+  if (it == host_live.begin()) return false;
+  --it;
+  const char* start = static_cast<const char*>(it->first);
+  const char* q = static_cast<const char*>(p);
+  return q >= start && q + bytes <= start + it->second;
 }
 
 FakeDevice* ActiveFakeDevice() { return fake; }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -24,6 +25,11 @@ struct FakeDevice {
   // Of copies_to_device, those queued (DeviceRuntime::copy_async): made when this thread's queue
   // gets there (its next work, copy, synchronisation or replay), as a CUDA stream makes them.
   int queued_copies = 0;
+  // Page-locked host memory (DeviceRuntime::allocate_host): start -> bytes, live allocations. A
+  // queued copy from it whose caller holds the source (src_held) reads it when the queue gets
+  // there, not when it is queued, as a GPU's copy engine does: direct_copies counts those.
+  std::map<const void*, size_t> host_live;
+  int direct_copies = 0;
   // Graph capture as the CUDA runtime does it (lib/ir/device.h): while a thread captures, the
   // work it queues (FakeDeviceWork) and its copies into device memory are recorded, not run; a
   // copy to the host, an upload over 4 KiB or a synchronisation spoils the capture; a replay runs
@@ -34,6 +40,8 @@ struct FakeDevice {
   std::string refuse_captures;
   // Whether p is the start of a live buffer of the stand-in device.
   bool Owns(const void* p);
+  // Whether [p, p + bytes) lies in live page-locked host memory.
+  bool PageLocked(const void* p, size_t bytes);
 };
 
 // Runs `work` on the stand-in device: now, or recorded while this thread captures a graph.
