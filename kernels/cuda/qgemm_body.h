@@ -242,17 +242,39 @@ struct QWindowBytes {
   }
 };
 
+// Words kw0 .. kw0 + count - 1 of output position p of image z: the window's (c, i, j) decoded
+// once for all of them (a thread per word spent more in those divisions than in its stores).
 template <class I = int64_t>
-WH_HD void QIm2colWord(const QIm2colArgs& g, I z, I kw, I p) {
-  QWindowBytes<I> bytes(g, z, p, kw * 4);
-  uint32_t word = 0;
-  for (int b = 0; b < 4; ++b) word |= bytes.Next() << (8 * b);
+WH_HD void QIm2colWords(const QIm2colArgs& g, I z, I kw0, I p, I count) {
+  QWindowBytes<I> bytes(g, z, p, kw0 * 4);
   const int64_t P = g.out_h * g.out_w;
-  g.col[g.transposed ? (z * P + p) * g.Kw + kw : (z * g.Kw + kw) * P + p] = static_cast<int32_t>(word);
+  for (I kw = kw0; kw < kw0 + count; ++kw) {
+    uint32_t word = 0;
+    for (int b = 0; b < 4; ++b) word |= bytes.Next() << (8 * b);
+    g.col[g.transposed ? (z * P + p) * g.Kw + kw : (z * g.Kw + kw) * P + p] = static_cast<int32_t>(word);
+  }
+}
+
+// The integer im2col's threads: thread i of QIm2colThreads(g, images) writes kQIm2colRun words of
+// one position (fewer at the end of its window). Transposed, consecutive threads take consecutive
+// runs of one position's row, then the next position's (each warp stores one contiguous stretch);
+// otherwise consecutive positions of one run of rows (each row's stores contiguous).
+constexpr int64_t kQIm2colRun = 4;
+inline int64_t QIm2colThreads(const QIm2colArgs& g, int64_t images) {
+  return images * ((g.Kw + kQIm2colRun - 1) / kQIm2colRun) * g.out_h * g.out_w;
+}
+template <class I = int64_t>
+WH_HD void QIm2colAt(const QIm2colArgs& g, I i) {
+  const I P = static_cast<I>(g.out_h * g.out_w), Kw = static_cast<I>(g.Kw), run = static_cast<I>(kQIm2colRun);
+  const I runs = (Kw + run - 1) / run, per_image = runs * P;
+  const I z = i / per_image, r = i - z * per_image;
+  const I q = g.transposed ? r % runs : r / P, p = g.transposed ? r / runs : r - (r / P) * P;
+  const I kw0 = q * run;
+  QIm2colWords<I>(g, z, kw0, p, Kw - kw0 < run ? Kw - kw0 : run);
 }
 
 // A QConv of a short K without columns (kQDirectMaxKp; the CNN's first layer: K = 9): the thread
-// of output position p of image z reads its window's Kp bytes once, as QIm2colWord would pack
+// of output position p of image z reads its window's Kp bytes once, as QIm2colWords would pack
 // them, and runs every one of the group's Mg channels over them with the weights [Mg][Kp] (int8
 // domain), then the epilogue with the column sum it added itself (colsum: whether the weights'
 // zero point needs it). The same int32 sums as the tiles, so the same bytes out.
@@ -666,10 +688,7 @@ struct QEmulatedLaunches : QLaunches {
     return true;
   }
   void Im2col(const QIm2colArgs& g, int64_t images) override {
-    const int64_t P = g.out_h * g.out_w;
-    for (int64_t z = 0; z < images; ++z)
-      for (int64_t kw = 0; kw < g.Kw; ++kw)
-        for (int64_t p = 0; p < P; ++p) QIm2colWord(g, z, kw, p);
+    for (int64_t i = 0, n = QIm2colThreads(g, images); i < n; ++i) QIm2colAt(g, i);
   }
   void DirectConv(const QIm2colArgs& g, const uint8_t* w, int64_t Mg, int64_t Kp, const QEpi& e, bool colsum,
                   int64_t images) override {

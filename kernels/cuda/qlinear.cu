@@ -41,13 +41,9 @@ __global__ void QSplitEpilogueKernel(QTileArgs g, QEpi e, int64_t splits) {
 }
 
 template <class I>
-__global__ void QIm2colKernel(QIm2colArgs g, I images) {
-  const I P = static_cast<I>(g.out_h * g.out_w), Kw = static_cast<I>(g.Kw), per_image = Kw * P, n = images * per_image;
-  for (I i = static_cast<I>(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += static_cast<I>(blockDim.x * gridDim.x)) {
-    const I z = i / per_image, r = i - z * per_image;
-    if (g.transposed) QIm2colWord<I>(g, z, r % Kw, r / Kw);  // consecutive threads: consecutive words
-    else QIm2colWord<I>(g, z, r / P, r % P);
-  }
+__global__ void QIm2colKernel(QIm2colArgs g, I n) {
+  for (I i = static_cast<I>(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += static_cast<I>(blockDim.x * gridDim.x))
+    QIm2colAt<I>(g, i);
 }
 
 template <class I>
@@ -106,11 +102,12 @@ class StreamQLaunches : public QLaunches {
     return Int8GemmTN(bt, a8, c, M, N, Kp);
   }
   void Im2col(const QIm2colArgs& g, int64_t images) override {
-    const int64_t n = images * g.Kw * g.out_h * g.out_w;
+    const int64_t n = QIm2colThreads(g, images);
     if (n <= 0) return;
-    if (Fits32(n) && g.in_h * g.in_w * g.channels < (int64_t{1} << 31))
-      QIm2colKernel<int32_t><<<Blocks(n), kThreads, 0, s_>>>(g, static_cast<int32_t>(images));
-    else QIm2colKernel<int64_t><<<Blocks(n), kThreads, 0, s_>>>(g, images);
+    // int32 indices where every word's index fits (a run's last word index is below the words').
+    if (Fits32(images * g.Kw * g.out_h * g.out_w) && g.in_h * g.in_w * g.channels < (int64_t{1} << 31))
+      QIm2colKernel<int32_t><<<Blocks(n), kThreads, 0, s_>>>(g, static_cast<int32_t>(n));
+    else QIm2colKernel<int64_t><<<Blocks(n), kThreads, 0, s_>>>(g, n);
   }
   void DirectConv(const QIm2colArgs& g, const uint8_t* w, int64_t Mg, int64_t Kp, const QEpi& e, bool colsum,
                   int64_t images) override {
