@@ -40,12 +40,12 @@
 #      corpus's token-id encoder with a bad id reported through the graph) and the Gather
 #      kernel tests (its device-side index check, word for word the CPU's error), then
 #      run-model --bench at batch 1/64 with and without --cuda-graphs on the bundled and int8
-#      models, alternating, three rounds (compare the medians of the p50 columns), and what each
-#      input shape got;
+#      models, alternating, three rounds, and the medians of the p50 columns side by side
+#      (tests/tools/bench_medians.py), and what each input shape got;
 #  11. page-locked inputs (Session::NewHostTensor, run-model --page-locked-input): the PageLocked
 #      and C API tests (a refilled page-locked input read by the GPU, eagerly and by graph replays),
 #      then run-model --bench at batch 64/1024 with and without --page-locked-input on the MLP,
-#      CNN and ResNet, alternating, three rounds (compare the medians of the p50 columns).
+#      CNN and ResNet, alternating, three rounds, and the medians of the p50 columns side by side.
 #
 # ONNX Runtime's CUDA provider for step 8: the GPU machine's onnxruntime is CPU-only and has no
 # network, and onnxruntime-gpu (about 200 MB packed) passes one call's 64 MiB carry. So:
@@ -259,6 +259,8 @@ run)
       done
     done
   done
+  echo "medians of the p50 columns (baseline: eager)"
+  python3 tests/tools/bench_medians.py "$logs" graphs graphs | tee "$logs/graphs-medians.md" || true
   fi
   if want 11; then
   echo "== page-locked inputs: uploads with and without a staging copy"
@@ -274,6 +276,8 @@ run)
       done
     done
   done
+  echo "medians of the p50 columns (baseline: pageable input)"
+  python3 tests/tools/bench_medians.py "$logs" upload locked | tee "$logs/upload-medians.md" || true
   fi
   exit $status
   ;;
