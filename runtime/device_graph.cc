@@ -43,6 +43,7 @@ StatusOr<std::vector<Tensor>> Session::ReplayGraph(DeviceGraph& dg, const std::m
     if (st.ok()) st = QueueTensorBytes(x, &dev, x.buffer()->page_locked());
   }
   if (st.ok()) st = dg.rt->replay(dg.graph);
+  if (st.ok() && dg.arena->check.defined()) QueueCheckReportDownload(dg.arena->check);  // comes with the wait
   std::vector<Tensor> results;
   for (const Tensor& t : dg.outputs) {
     if (!st.ok()) break;

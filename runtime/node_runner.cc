@@ -46,16 +46,35 @@ Status InferConcrete(const OpDef& def, const Node& node, int opset, const std::v
   return Status::Ok();
 }
 
-StatusOr<Tensor> NewDeviceCheckReport(DeviceType device) {
+StatusOr<DeviceCheckReport> NewDeviceCheckReport(DeviceType device, bool with_landing) {
+  constexpr size_t kBytes = kDeviceCheckWords * sizeof(int64_t);
+  DeviceCheckReport r;
   // Zero-filled, as a DeviceRuntime allocates.
-  WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> b, Buffer::AllocateOn(device, kDeviceCheckWords * sizeof(int64_t)));
-  return Tensor(DType::kInt64, {kDeviceCheckWords}, std::move(b));
+  WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> b, Buffer::AllocateOn(device, kBytes));
+  r.words = Tensor(DType::kInt64, {kDeviceCheckWords}, std::move(b));
+  const DeviceRuntime* rt = DeviceRuntimeFor(device);
+  if (with_landing && rt && rt->download_async && rt->allocate_host) {
+    auto landing = Buffer::AllocatePageLocked(device, kBytes);
+    if (landing.ok() && (*landing)->page_locked()) r.landing = Tensor(DType::kInt64, {kDeviceCheckWords}, std::move(*landing));
+  }
+  return r;
 }
 
-StatusOr<int64_t> TakeDeviceCheckReport(Tensor& report, std::vector<int64_t>* words) {
-  WH_ASSIGN_OR_RETURN(Tensor host, report.ToDevice(DeviceType::kCpu));
-  words->assign(host.data<int64_t>(), host.data<int64_t>() + kDeviceCheckWords);
-  if ((*words)[0] != 0) WH_RETURN_IF_ERROR(CopyTensorBytes(Tensor(DType::kInt64, {kDeviceCheckWords}), &report));
+void QueueCheckReportDownload(DeviceCheckReport& report) {
+  if (!report.landing.defined()) return;
+  const DeviceRuntime* rt = DeviceRuntimeFor(report.words.device());
+  report.queued = rt->download_async(report.landing.raw_data(), report.words.raw_data(), report.words.nbytes()).ok();
+}
+
+StatusOr<int64_t> TakeDeviceCheckReport(DeviceCheckReport& report, std::vector<int64_t>* words) {
+  if (report.queued) {
+    report.queued = false;
+    words->assign(report.landing.data<int64_t>(), report.landing.data<int64_t>() + kDeviceCheckWords);
+  } else {
+    WH_ASSIGN_OR_RETURN(Tensor host, report.words.ToDevice(DeviceType::kCpu));
+    words->assign(host.data<int64_t>(), host.data<int64_t>() + kDeviceCheckWords);
+  }
+  if ((*words)[0] != 0) WH_RETURN_IF_ERROR(CopyTensorBytes(Tensor(DType::kInt64, {kDeviceCheckWords}), &report.words));
   return (*words)[0];
 }
 
@@ -107,10 +126,10 @@ StatusOr<std::vector<Tensor>> RunNode(const Node& node, int opset, const std::ve
     }
     ctx.outputs.push_back(&outs[i]);
   }
-  Tensor report;  // a device kernel's check report (kernels/kernel.h), read once its work is done
+  DeviceCheckReport report;  // a device kernel's check report (kernels/kernel.h), read once its work is done
   if (alias < 0 && dev != DeviceType::kCpu && kernel->ChecksOnDevice()) {
-    WH_ASSIGN_OR_RETURN(report, NewDeviceCheckReport(dev));
-    ctx.device_check = static_cast<int64_t*>(report.raw_data());
+    WH_ASSIGN_OR_RETURN(report, NewDeviceCheckReport(dev, /*with_landing=*/false));
+    ctx.device_check = report.device_words();
   }
   if (alias < 0) WH_RETURN_IF_ERROR(kernel->Compute(ctx).WithContext(node.DebugName()));
   for (Tensor& t : outs) {

@@ -30,11 +30,27 @@ Status InferConcrete(const OpDef& def, const Node& node, int opset, const std::v
                      std::vector<DType>* out_dtypes, std::vector<Dims>* out_dims, uint64_t* value_reads = nullptr,
                      uint64_t* value_asks = nullptr);
 
-// A device check report (kernels/kernel.h's kDeviceCheckWords int64) on `device`, zero.
-StatusOr<Tensor> NewDeviceCheckReport(DeviceType device);
-// Reads `report` once the device work that writes it is done: the tag a kernel reported under (0:
-// none) and the report's words in *words; a written report is zeroed again for the next run.
-StatusOr<int64_t> TakeDeviceCheckReport(Tensor& report, std::vector<int64_t>* words);
+// A device check report (kernels/kernel.h's kDeviceCheckWords int64): `words` on the device, which
+// kernels write, zero between runs; where the device has queued downloads into page-locked
+// memory, `landing` on the host, into which the report's words are queued behind the run's
+// work, so the wait that ends the run brings them too (no copy of its own after it).
+struct DeviceCheckReport {
+  Tensor words;
+  Tensor landing;
+  bool queued = false;  // the words' download into `landing` is queued and not read yet
+  bool defined() const { return words.defined(); }
+  int64_t* device_words() { return static_cast<int64_t*>(words.raw_data()); }
+};
+// with_landing: allocate the landing where the device has queued downloads (page-locked memory is
+// slow to allocate: for a report read run after run).
+StatusOr<DeviceCheckReport> NewDeviceCheckReport(DeviceType device, bool with_landing);
+// Queues the report's download behind the work this thread queued (where it has a landing);
+// TakeDeviceCheckReport then reads it once the thread has synchronized.
+void QueueCheckReportDownload(DeviceCheckReport& report);
+// Reads the report once the device work that writes it is done (and, for a queued download, the
+// thread has synchronized): the tag a kernel reported under (0: none) and the report's words in
+// *words; a written report is zeroed again for the next run.
+StatusOr<int64_t> TakeDeviceCheckReport(DeviceCheckReport& report, std::vector<int64_t>* words);
 
 // Validates, infers, builds the kernel (inputs are treated as constants at build time when
 // treat_inputs_as_const) and runs it. Returns one tensor per node output (undefined if absent).

@@ -229,7 +229,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
   if (!arena) arena = std::make_unique<Arena>();
   arena->allocated = arena->reused = 0;
   if (device_checks_ && !arena->check.defined()) {  // before a capture, which must not allocate it
-    auto r = NewDeviceCheckReport(BackendDevice(opts_.backend));
+    auto r = NewDeviceCheckReport(BackendDevice(opts_.backend), /*with_landing=*/true);
     if (!r.ok()) {
       std::lock_guard<std::mutex> lock(arenas_mu_);
       idle_arenas_.push_back(std::move(arena));
@@ -519,7 +519,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     if (step.alias < 0) {
       KernelContext ctx{in, out, opts_.num_threads};
       if (step.checks) {
-        ctx.device_check = static_cast<int64_t*>(arena->check.raw_data());
+        ctx.device_check = arena->check.device_words();
         ctx.check_tag = static_cast<int64_t>(si) + 1;
       }
       st = step.kernel->Compute(ctx);
@@ -566,6 +566,8 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     if (!st.ok()) return eager_after_all("the capture failed (" + st.message() + ")");
   }
 
+  // The check report's words come down with the wait below (queued now, behind the run's work).
+  if (arena->check.defined()) QueueCheckReportDownload(arena->check);
   std::vector<Tensor> results;
   if (st.ok()) {
     for (int o : g.outputs()) {
@@ -647,7 +649,7 @@ StatusOr<Tensor> Session::NewHostTensor(DType dtype, const Dims& dims) const {
   return Tensor(dtype, dims, std::move(b));
 }
 
-Status Session::CheckReport(Tensor& report) const {
+Status Session::CheckReport(DeviceCheckReport& report) const {
   std::vector<int64_t> words;
   WH_ASSIGN_OR_RETURN(int64_t tag, TakeDeviceCheckReport(report, &words));
   if (tag == 0) return Status::Ok();

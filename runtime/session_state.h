@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lib/ir/device.h"
+#include "runtime/node_runner.h"
 #include "whittle/session.h"
 
 namespace whittle {
@@ -30,7 +31,7 @@ struct Session::Arena {
   std::vector<std::shared_ptr<Buffer>> lent;
   // The device check report of this arena's runs (device sessions with a ChecksOnDevice kernel;
   // kernels/kernel.h): zero between runs; a graph's arena keeps its own, which its kernels write.
-  Tensor check;
+  DeviceCheckReport check;
   int64_t allocated = 0, reused = 0;
 
   StatusOr<std::shared_ptr<Buffer>> Take(size_t bytes, DeviceType device) {

@@ -19,6 +19,8 @@
 
 namespace whittle {
 
+struct DeviceCheckReport;  // runtime/node_runner.h
+
 struct SessionOptions {
   Backend backend = Backend::kCpu;  // kReference runs the plain reference kernels; kCuda needs a CUDA build
   int num_threads = 1;                 // intra-op threads; 0 = all hardware threads
@@ -112,7 +114,7 @@ class Session {
   Status Prepare();
   // Reads a run's device check report once its device work is done (kernels/kernel.h): the error
   // of the kernel that reported, naming its node; the report is zero again after.
-  Status CheckReport(Tensor& report) const;
+  Status CheckReport(DeviceCheckReport& report) const;
   // A captured signature's run: its inputs into the graph's, one launch, its outputs out
   // (device_graph.cc); under dg.mu.
   StatusOr<std::vector<Tensor>> ReplayGraph(DeviceGraph& dg, const std::map<std::string, Tensor>& inputs,

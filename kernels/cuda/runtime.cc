@@ -110,6 +110,13 @@ Status CopyAsync(void* dst, const void* src, DeviceType sd, size_t bytes, bool s
                "cudaMemcpyAsync");
 }
 
+// Into page-locked memory (DeviceRuntime::download_async) the copy is queued like a kernel; the
+// caller reads dst after it synchronizes.
+Status DownloadAsync(void* dst, const void* src, size_t bytes) {
+  if (capturing) return RefuseCapture("a copy to the host");
+  return Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cudaStreamPerThread), "cudaMemcpyAsync");
+}
+
 Status Synchronize() {
   if (capturing) return RefuseCapture("a synchronisation");
   return Check(cudaStreamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize");
@@ -175,6 +182,7 @@ const DeviceRuntime kRuntime = [] {
   rt.release = Release;
   rt.copy = Copy;
   rt.copy_async = CopyAsync;
+  rt.download_async = DownloadAsync;
   rt.allocate_host = AllocateHost;
   rt.release_host = ReleaseHost;
   rt.synchronize = Synchronize;

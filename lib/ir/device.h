@@ -31,6 +31,10 @@ struct DeviceRuntime {
   // (allocate_host) is read by the device directly, later, with no staging copy and no wait.
   // Null: copy serves (QueueTensorBytes).
   Status (*copy_async)(void* dst, const void* src, DeviceType src_dev, size_t bytes, bool src_held) = nullptr;
+  // bytes from src on this device to dst, page-locked host memory (allocate_host), queued after the
+  // work this thread queued there without waiting for it: dst holds them once this thread has
+  // synchronized. Null: none (copy serves, after the work is done).
+  Status (*download_async)(void* dst, const void* src, size_t bytes) = nullptr;
   // Zero-filled host memory that this device's copies read and write directly (page-locked), or
   // null when it cannot be had; release_host frees it. Null where the device has none.
   void* (*allocate_host)(size_t bytes) = nullptr;

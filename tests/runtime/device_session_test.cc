@@ -547,8 +547,10 @@ TEST_F(DeviceSession, DeviceCheckReportsBecomeTheRunsError) {
   ASSERT_TRUE(dev.ok()) << dev.status().message();
   for (int r = 0; r < 4; ++r) {
     const bool trip = r % 2 == 1;
-    state().copies_to_host = 0;
+    state().copies_to_host = state().queued_downloads = 0;
     auto got = (*dev)->Run({{"x", CheckedInput(2, 10 + static_cast<uint32_t>(r), trip ? 4 : -1)}});
+    // The report comes down queued behind the run's work, with the wait that ends the run.
+    EXPECT_EQ(state().queued_downloads, 1) << "run " << r;
     if (trip) {
       ASSERT_FALSE(got.ok()) << "run " << r;
       EXPECT_EQ(got.status().code(), StatusCode::kOutOfRange);
@@ -557,15 +559,16 @@ TEST_F(DeviceSession, DeviceCheckReportsBecomeTheRunsError) {
       EXPECT_NE(got.status().message().find("DevCheck"), std::string::npos) << "the node: " << got.status().message();
     } else {
       ASSERT_TRUE(got.ok()) << "run " << r << ": " << got.status().message();
-      EXPECT_EQ(state().copies_to_host, 2) << "y and the report";
+      EXPECT_EQ(state().copies_to_host, 1) << "y; the report needs no copy of its own";
     }
   }
   // Sessions without such a kernel read no report.
   auto plain = LoadOnDevice(MakeMixed());
   ASSERT_TRUE(plain.ok());
-  state().copies_to_host = 0;
+  state().copies_to_host = state().queued_downloads = 0;
   ASSERT_TRUE((*plain)->Run({{"x", RandomFloat({2, 3}, 1)}}).ok());
   EXPECT_EQ(state().copies_to_host, 3) << "the inputs of Relu and Add (on the CPU) and y, no report";
+  EXPECT_EQ(state().queued_downloads, 0);
 }
 
 // In a CUDA graph the kernel's report is the graph's own (its arena's): a replay that trips it
@@ -591,6 +594,12 @@ TEST_F(DeviceSession, DeviceCheckReportsReachTheRunThroughAGraph) {
   EXPECT_EQ(state().captures, 1);
   EXPECT_EQ(state().replays, 9);  // from the capture run on, the tripped ones included
   EXPECT_NE(Report(**dev).find("replayed as a CUDA graph"), std::string::npos) << Report(**dev);
+  // A replay's report comes down queued behind the graph, with the output's copy.
+  state().copies_to_host = state().queued_downloads = 0;
+  ASSERT_TRUE((*dev)->Run({{"x", CheckedInput(2, 200, -1)}}).ok());
+  EXPECT_EQ(state().replays, 10);
+  EXPECT_EQ(state().queued_downloads, 1);
+  EXPECT_EQ(state().copies_to_host, 1) << "y; the report needs no copy of its own";
 }
 
 // A run's uploads are queued, not waited for: the stand-in makes each only when the thread's

@@ -94,6 +94,14 @@ const DeviceRuntime kFakeRuntime = [] {
     ++fake->queued_copies;
     return Status::Ok();
   };
+  rt.download_async = [](void* dst, const void* src, size_t bytes) -> Status {
+    if (capturing) return Refuse("a copy to the host");
+    if (!fake->PageLocked(dst, bytes)) return Internal("a queued download into memory that is not page-locked");
+    pending.push_back([dst, src, bytes] { std::memcpy(dst, src, bytes); });
+    std::lock_guard<std::mutex> l(fake->mu);
+    ++fake->queued_downloads;
+    return Status::Ok();
+  };
   rt.allocate_host = [](size_t bytes) -> void* {
     const size_t rounded = (bytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded);

@@ -30,6 +30,9 @@ struct FakeDevice {
   // there, not when it is queued, as a GPU's copy engine does: direct_copies counts those.
   std::map<const void*, size_t> host_live;
   int direct_copies = 0;
+  // Downloads queued into page-locked memory (DeviceRuntime::download_async), made when this
+  // thread's queue gets there; not among copies_to_host.
+  int queued_downloads = 0;
   // Graph capture as the CUDA runtime does it (lib/ir/device.h): while a thread captures, the
   // work it queues (FakeDeviceWork) and its copies into device memory are recorded, not run; a
   // copy to the host, an upload over 4 KiB or a synchronisation spoils the capture; a replay runs
