@@ -302,12 +302,16 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
   }
   bool planned = plan != nullptr;  // false from the first step whose read values differ
 
+  // The session's device and its runtime (null on the CPU).
+  const DeviceType session_device = BackendDevice(opts_.backend);
+  const bool on_device = session_device != DeviceType::kCpu;
+  const DeviceRuntime* rt = on_device ? DeviceRuntimeFor(session_device) : nullptr;
   std::shared_ptr<DeviceGraph> dg;
   std::unique_lock<std::mutex> dg_lock;
   // This run's buffers back to the idle arenas, for a run that ends early or starts over.
   auto return_arena = [&] {
     if (arena->queued) {  // its uploads must land before another thread's run may reuse the buffers
-      (void)DeviceRuntimeFor(BackendDevice(opts_.backend))->synchronize();
+      (void)rt->synchronize();
       arena->queued = false;
     }
     for (Tensor& t : slots) t = Tensor();
@@ -329,8 +333,6 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
   };
   // CUDA graphs (SessionOptions::cuda_graphs): replay this signature's graph, capture this run,
   // or run eagerly and note whether the run could have been captured.
-  const DeviceType session_device = BackendDevice(opts_.backend);
-  const DeviceRuntime* rt = session_device != DeviceType::kCpu ? DeviceRuntimeFor(session_device) : nullptr;
   bool capture = false;
   if (st.ok() && opts_.cuda_graphs && rt && rt->begin_capture && !stats && outputs_on == OutputsOn::kHost) {
     {
@@ -386,7 +388,6 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
   omp_set_num_threads(opts_.num_threads);
   if (stats) stats->nodes.clear();
   std::vector<const Tensor*> in, infer_in;
-  const bool on_device = BackendDevice(opts_.backend) != DeviceType::kCpu;
   std::vector<Tensor*> out;
   std::vector<DType> inferred_dt;
   std::vector<Dims> inferred_dims;
@@ -594,7 +595,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
   for (int o : g.outputs())
     if (slots[static_cast<size_t>(o)].device() != DeviceType::kCpu) arena->Release(slots[static_cast<size_t>(o)]);
   if (on_device) {  // a device error surfaces here; after an error too, before the arena is reused
-    const Status synced = DeviceRuntimeFor(BackendDevice(opts_.backend))->synchronize();
+    const Status synced = rt->synchronize();
     if (st.ok()) st = synced;
     arena->queued = false;
   }

@@ -149,6 +149,26 @@ run)
   archive=${OUT:-$PWD}/cuda-check-logs.tar.gz
   rm -rf "$logs" && mkdir -p "$logs"
   want() { [[ " ${CHECK_STEPS:-1 2 3 4 5 6 7 8 9 10 11} " == *" $1 "* ]]; }
+  # bench_rounds PREFIX FLAG VARIANT BATCHES ROWS MODEL...: three alternating rounds of run-model
+  # --device cuda --bench at BATCHES on each model, without and with FLAG, into
+  # $logs/PREFIX-MODEL-rN[-VARIANT].txt (the lines matching ROWS echoed), then the medians of the p50
+  # columns side by side (tests/tools/bench_medians.py) into $logs/PREFIX-medians.md.
+  bench_rounds() {
+    local prefix=$1 flag=$2 variant=$3 batches=$4 rows=$5 round m f log
+    shift 5
+    for round in 1 2 3; do
+      for m in "$@"; do
+        for f in "" "$flag"; do
+          log="$logs/$prefix-$m-r$round${f:+-$variant}.txt"
+          "$pkg/bin/run-model" "$pkg/models/$m.onnx" --device cuda --threads 16 --bench --batch "$batches" \
+            --warmup 20 --min-time 0.5 $f > "$log" 2>&1 || status=1
+          grep -E "$rows|error" "$log" | sed "s/^/round $round $m ${f:-without}: /" || true
+        done
+      done
+    done
+    echo "medians of the p50 columns (baseline: without $flag)"
+    python3 tests/tools/bench_medians.py "$logs" "$prefix" "$variant" | tee "$logs/$prefix-medians.md" || true
+  }
   trap 'tar -C "$logs" -czf "$archive" . && echo "logs: $archive"' EXIT
   root=/tmp/whittle-cuda-check
   rm -rf "$root" && mkdir -p "$root" && tar -C "$root" -xJf "$bundle"
@@ -249,35 +269,13 @@ run)
   echo "== CUDA graphs: replays against eager runs, then latency with and without"
   timeout 300 "$pkg/bin/whittle_tests" --gtest_filter='CudaGraphs.*:CApi.*Graphs*:DeviceSession.*:DeviceCorpus.*:MovementKernelsTest.Gather*' > "$logs/graphs-tests.txt" 2>&1 || status=1
   grep -E '^\[ +(graphs|PASSED|FAILED|SKIPPED) ' "$logs/graphs-tests.txt" || true
-  for round in 1 2 3; do
-    for m in mlp cnn transformer resnet cnn_int8; do
-      for g in "" --cuda-graphs; do
-        "$pkg/bin/run-model" "$pkg/models/$m.onnx" --device cuda --threads 16 --bench --batch 1,64 --warmup 20 \
-          --min-time 0.5 $g > "$logs/graphs-$m-r$round${g:+-graphs}.txt" 2>&1 || status=1
-        grep -E '^ +(1|64) |error|replayed|eager' "$logs/graphs-$m-r$round${g:+-graphs}.txt" |
-          sed "s/^/round $round $m ${g:-eager}: /" || true
-      done
-    done
-  done
-  echo "medians of the p50 columns (baseline: eager)"
-  python3 tests/tools/bench_medians.py "$logs" graphs graphs | tee "$logs/graphs-medians.md" || true
+  bench_rounds graphs --cuda-graphs graphs 1,64 '^ +(1|64) |replayed|eager' mlp cnn transformer resnet cnn_int8
   fi
   if want 11; then
   echo "== page-locked inputs: uploads with and without a staging copy"
   timeout 120 "$pkg/bin/whittle_tests" --gtest_filter='PageLocked.*:CApi.*PageLocked*' > "$logs/page-locked-tests.txt" 2>&1 || status=1
   grep -E '^\[ +(PASSED|FAILED|SKIPPED) ' "$logs/page-locked-tests.txt" || true
-  for round in 1 2 3; do
-    for m in mlp cnn resnet; do
-      for p in "" --page-locked-input; do
-        "$pkg/bin/run-model" "$pkg/models/$m.onnx" --device cuda --threads 16 --bench --batch 64,1024 --warmup 20 \
-          --min-time 0.5 $p > "$logs/upload-$m-r$round${p:+-locked}.txt" 2>&1 || status=1
-        grep -E '^ +(64|1024) |error' "$logs/upload-$m-r$round${p:+-locked}.txt" |
-          sed "s/^/round $round $m ${p:-pageable}: /" || true
-      done
-    done
-  done
-  echo "medians of the p50 columns (baseline: pageable input)"
-  python3 tests/tools/bench_medians.py "$logs" upload locked | tee "$logs/upload-medians.md" || true
+  bench_rounds upload --page-locked-input locked 64,1024 '^ +(64|1024) ' mlp cnn resnet
   fi
   exit $status
   ;;

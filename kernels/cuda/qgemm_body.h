@@ -268,7 +268,7 @@ WH_HD void QIm2colAt(const QIm2colArgs& g, I i) {
   const I P = static_cast<I>(g.out_h * g.out_w), Kw = static_cast<I>(g.Kw), run = static_cast<I>(kQIm2colRun);
   const I runs = (Kw + run - 1) / run, per_image = runs * P;
   const I z = i / per_image, r = i - z * per_image;
-  const I q = g.transposed ? r % runs : r / P, p = g.transposed ? r / runs : r - (r / P) * P;
+  const I q = g.transposed ? r % runs : r / P, p = g.transposed ? r / runs : r % P;
   const I kw0 = q * run;
   QIm2colWords<I>(g, z, kw0, p, Kw - kw0 < run ? Kw - kw0 : run);
 }

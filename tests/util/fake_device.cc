@@ -41,14 +41,27 @@ void Pause(int us) {
   if (us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
 }
 
+// Copies src's bytes as they are now into dst when the returned work runs.
+std::function<void()> CopyOfNow(void* dst, const void* src, size_t bytes) {
+  auto held = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
+  return [dst, held] { std::memcpy(dst, held->data(), held->size()); };
+}
+
+// Zero-filled, 64-byte aligned host memory (the stand-in's device and page-locked memory alike).
+void* ZeroedAlloc(size_t bytes) {
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  std::memset(p, 0, rounded);
+  return p;
+}
+
 Status FakeCopy(void* dst, DeviceType dd, const void* src, DeviceType sd, size_t bytes) {
   if (dd == DeviceType::kCpu && sd == DeviceType::kCpu) return Internal("a copy within the host");
   Flush();
   if (capturing) {
     if (dd == DeviceType::kCpu) return Refuse("a copy to the host");
     if (sd == DeviceType::kCpu && bytes > 4096) return Refuse("an upload of more than 4 KiB");
-    auto held = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
-    capturing->work.push_back([dst, held] { std::memcpy(dst, held->data(), held->size()); });
+    capturing->work.push_back(CopyOfNow(dst, src, bytes));
     return Status::Ok();
   }
   std::memcpy(dst, src, bytes);
@@ -61,8 +74,7 @@ const DeviceRuntime kFakeRuntime = [] {
   DeviceRuntime rt;
   rt.available = [](std::string*) { return true; };
   rt.allocate = [](size_t bytes) -> void* {
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    std::memset(p, 0, (bytes + 63) / 64 * 64);
+    void* p = ZeroedAlloc(bytes);
     std::lock_guard<std::mutex> l(fake->mu);
     fake->live.insert(p);
     return p;
@@ -78,18 +90,13 @@ const DeviceRuntime kFakeRuntime = [] {
   rt.copy = FakeCopy;
   rt.copy_async = [](void* dst, const void* src, DeviceType sd, size_t bytes, bool src_held) -> Status {
     if (capturing) return FakeCopy(dst, DeviceType::kCuda, src, sd, bytes);
-    if (sd == DeviceType::kCpu && src_held && fake->PageLocked(src, bytes)) {
-      // Read when the queue gets there: a caller that changed or freed src before this thread
-      // synchronized would see it in dst.
-      pending.push_back([dst, src, bytes] { std::memcpy(dst, src, bytes); });
-      std::lock_guard<std::mutex> l(fake->mu);
-      ++fake->direct_copies;
-    } else {
-      // The bytes are taken now (the host may reuse src), the copy made when the queue gets there.
-      auto held = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
-      pending.push_back([dst, held] { std::memcpy(dst, held->data(), held->size()); });
-    }
+    // Held page-locked memory is read when the queue gets there (a caller that changed or freed src
+    // before this thread synchronized would see it in dst); otherwise the bytes are taken now (the
+    // host may reuse src), the copy made when the queue gets there.
+    const bool direct = sd == DeviceType::kCpu && src_held && fake->PageLocked(src, bytes);
+    pending.push_back(direct ? [dst, src, bytes] { std::memcpy(dst, src, bytes); } : CopyOfNow(dst, src, bytes));
     std::lock_guard<std::mutex> l(fake->mu);
+    fake->direct_copies += direct;
     ++fake->copies_to_device;
     ++fake->queued_copies;
     return Status::Ok();
@@ -103,9 +110,7 @@ const DeviceRuntime kFakeRuntime = [] {
     return Status::Ok();
   };
   rt.allocate_host = [](size_t bytes) -> void* {
-    const size_t rounded = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded);
-    std::memset(p, 0, rounded);
+    void* p = ZeroedAlloc(bytes);
     std::lock_guard<std::mutex> l(fake->mu);
     fake->host_live[p] = bytes;
     return p;
