@@ -370,6 +370,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     if (dg && not_graphable.empty()) not_graphable = "eager: " + n.DebugName() + " " + why;
   };
   bool capturing = false;
+  std::unique_ptr<CaptureReleases> kept;  // buffers released while capturing (freed on return unless the graph keeps them)
   if (capture) {  // the inputs go into the graph's own buffers first (a replay copies them there)
     for (int id : g.inputs()) {
       if (!st.ok() || !inputs.count(g.value(id).name)) continue;
@@ -382,6 +383,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     if (st.ok()) st = rt->begin_capture();
     if (!st.ok()) return eager_after_all("the capture could not start (" + st.message() + ")");
     capturing = true;
+    kept = std::make_unique<CaptureReleases>();  // what the recorded work may point at lives with the graph
   }
 
   const int prev_threads = omp_get_max_threads();
@@ -553,12 +555,14 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
   if (capturing) {  // the graph, then its first replay, which computes this run's outputs
     void* graph = nullptr;
     const Status ended = rt->end_capture(&graph);
+    kept->Stop();
     if (st.ok()) st = ended;
     if (st.ok() && !planned) st = Internal("the output shapes changed while capturing");
     if (st.ok() && !not_graphable.empty()) st = Internal(not_graphable);
     if (st.ok()) {
       dg->graph = graph;
       dg->rt = rt;
+      dg->kept = std::move(kept);
       for (int o : g.outputs()) dg->outputs.push_back(slots[static_cast<size_t>(o)]);
       st = rt->replay(graph);
     } else if (graph) {

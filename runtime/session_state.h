@@ -94,6 +94,7 @@ struct Session::DeviceGraph {
   std::unique_ptr<Arena> arena;                // every buffer the graph's kernels touch
   std::vector<std::pair<int, Tensor>> inputs;  // (graph input value, the device tensor the graph reads)
   std::vector<Tensor> outputs;                 // per graph output: where the graph leaves it
+  std::unique_ptr<CaptureReleases> kept;       // buffers released while capturing: the work may read them
   int64_t replays = 0;
   double replay_ms = 0;  // the fastest replay
 
@@ -103,6 +104,7 @@ struct Session::DeviceGraph {
     inputs.clear();
     outputs.clear();
     arena.reset();
+    kept.reset();
   }
   ~DeviceGraph() { Drop(); }
 };

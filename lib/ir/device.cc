@@ -8,8 +8,32 @@ namespace whittle {
 namespace {
 
 std::atomic<const DeviceRuntime*> g_runtimes[2];  // indexed by DeviceType
+thread_local CaptureReleases* g_capture_releases = nullptr;  // this thread's active one
 
 }  // namespace
+
+CaptureReleases::CaptureReleases() {
+  if (!g_capture_releases) {
+    g_capture_releases = this;
+    active_ = true;
+  }
+}
+
+CaptureReleases::~CaptureReleases() {
+  Stop();
+  for (const Held& h : held_) (h.host ? h.rt->release_host : h.rt->release)(h.p);
+}
+
+void CaptureReleases::Stop() {
+  if (active_ && g_capture_releases == this) g_capture_releases = nullptr;
+  active_ = false;
+}
+
+bool KeptForCapture(const DeviceRuntime* rt, void* p, bool host) {
+  if (!g_capture_releases || !rt) return false;
+  g_capture_releases->held_.push_back({rt, p, host});
+  return true;
+}
 
 void RegisterDeviceRuntime(DeviceType device, const DeviceRuntime* rt) {
   g_runtimes[static_cast<int>(device)].store(rt);

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
@@ -44,7 +45,8 @@ struct DeviceRuntime {
   // end_capture the work this thread queues is recorded, not run; end_capture hands it back as a
   // graph that replay queues again, as one launch, on the calling thread's queue. What the
   // capture allocated for itself (kernel scratch, the GEMM library's workspace) belongs to the
-  // graph; every other buffer it reads or writes must outlive it (the caller keeps them). A
+  // graph; every other buffer it reads or writes must outlive it (the caller keeps them, and what is
+  // released on the thread while it captures: CaptureReleases, since a free mid-capture may be refused). A
   // capture fails — end_capture returns why, and the thread queues normally again — when the
   // recorded work could not be replayed faithfully: a copy to the host, a larger upload, a
   // synchronisation, a kernel that declines (state of its own per thread). Nothing recorded ran.
@@ -53,6 +55,34 @@ struct DeviceRuntime {
   Status (*replay)(void* graph) = nullptr;
   void (*drop_graph)(void* graph) = nullptr;
 };
+
+// While one is active on a thread (a graph capture's span), device and page-locked buffers
+// released on that thread are kept, not freed: work recorded in the capture may still point at
+// them (a kernel's temporary, an arena's replaced upload), and a free waits for the device, which
+// a CUDA capture may refuse (the stand-in device refuses it). Whoever keeps the graph keeps this
+// with it and drops it after the graph; destroying it frees what it holds. One per thread at a time.
+class CaptureReleases {
+ public:
+  CaptureReleases();
+  ~CaptureReleases();
+  CaptureReleases(const CaptureReleases&) = delete;
+  CaptureReleases& operator=(const CaptureReleases&) = delete;
+  // Releases on this thread free again; what was kept stays kept. (The destructor stops too.)
+  void Stop();
+  size_t size() const { return held_.size(); }
+
+ private:
+  friend bool KeptForCapture(const DeviceRuntime* rt, void* p, bool host);
+  struct Held {
+    const DeviceRuntime* rt;
+    void* p;
+    bool host;
+  };
+  std::vector<Held> held_;
+  bool active_ = false;
+};
+// Buffer's destructor: whether this thread's active CaptureReleases took p (then it is not freed).
+bool KeptForCapture(const DeviceRuntime* rt, void* p, bool host);
 
 // rt null unregisters; rt must outlive its use. Thread-safe.
 void RegisterDeviceRuntime(DeviceType device, const DeviceRuntime* rt);

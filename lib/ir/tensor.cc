@@ -81,6 +81,7 @@ StatusOr<std::shared_ptr<Buffer>> Buffer::AllocatePageLocked(DeviceType for_devi
 }
 
 Buffer::~Buffer() {
+  if (runtime_ && KeptForCapture(runtime_, data_, device_ == DeviceType::kCpu)) return;  // a capture's span
   if (device_ == DeviceType::kCpu && runtime_) {
     runtime_->release_host(data_);
   } else if (device_ == DeviceType::kCpu) {

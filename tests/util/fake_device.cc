@@ -80,7 +80,10 @@ const DeviceRuntime kFakeRuntime = [] {
     return p;
   };
   rt.release = [](void* p) {
-    Flush();  // cudaFree waits for the device
+    // cudaFree waits for the device, which a capture may refuse; the work recorded may still read
+    // p (the session keeps what is released while it captures: CaptureReleases).
+    if (capturing) (void)Refuse("a free (it waits for the device)");
+    Flush();
     {
       std::lock_guard<std::mutex> l(fake->mu);
       fake->live.erase(p);
@@ -116,6 +119,7 @@ const DeviceRuntime kFakeRuntime = [] {
     return p;
   };
   rt.release_host = [](void* p) {
+    if (capturing) (void)Refuse("a free of page-locked memory (it waits for the device)");
     Flush();  // cudaFreeHost waits for the copies that read p
     {
       std::lock_guard<std::mutex> l(fake->mu);

@@ -35,7 +35,7 @@ struct FakeDevice {
   int queued_downloads = 0;
   // Graph capture as the CUDA runtime does it (lib/ir/device.h): while a thread captures, the
   // work it queues (FakeDeviceWork) and its copies into device memory are recorded, not run; a
-  // copy to the host, an upload over 4 KiB or a synchronisation spoils the capture; a replay runs
+  // copy to the host, an upload over 4 KiB, a synchronisation or a free spoils the capture; a replay runs
   // the recorded work. launch_us: what each eagerly run piece of work costs (a kernel launch),
   // replay_us: what a replay costs; refuse_captures: every capture fails, naming that.
   int captures = 0, replays = 0;

@@ -135,7 +135,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "Seed of the data order")->capture_default_str();
   app.add_option("--threads", o.threads, "Intra-op threads (0 = all cores)")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--device", device,
-                 "Where the forward and backward passes, the teacher and the optimizer run: cpu, or cuda (params, "
+                 "Where the forward and backward passes, the teacher and the optimizer run: cpu, or cuda (the first "
+                 "GPU that CUDA_VISIBLE_DEVICES lets the process see; params, "
                  "gradients and optimizer state stay on the GPU; nodes without a CUDA kernel run on the CPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   app.add_option("--precision", precision,

@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "Print one JSON object on stdout instead of tables");
   app.add_option("--provider", provider, "Kernels: cpu (fast) or reference (plain loops)")
       ->check(CLI::IsMember({"cpu", "reference"}))->capture_default_str();
-  app.add_option("--device", device, "Device: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  app.add_option("--device", device, "Device: cpu, or cuda (the first GPU that CUDA_VISIBLE_DEVICES lets the process see)")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   app.add_option("--precision", precision,
                  "With --device cuda: arithmetic of float Gemm/MatMul/Conv: fp32, or tf32/fp16/bf16 on tensor cores "
                  "(operands rounded inside cuBLAS; float32 accumulation and tensors)")
