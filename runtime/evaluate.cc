@@ -7,6 +7,7 @@
 #include <map>
 
 #include "kernels/common/index.h"
+#include "kernels/kernel.h"
 #include "lib/data/dataset.h"
 #include "lib/ir/device.h"
 
@@ -147,6 +148,12 @@ StatusOr<std::vector<BenchResult>> Benchmark(const Session& session, const Bench
       x = std::move(locked);
     }
     std::map<std::string, Tensor> feed{{session.inputs()[0].name, x}};
+    const DeviceType device = BackendDevice(session.options().backend);
+    int64_t device_before = -1;
+    if (device != DeviceType::kCpu) {
+      ResetDeviceMemoryPeak(device);
+      device_before = DeviceMemoryInUse(device).live_bytes;
+    }
     for (int i = 0; i < opts.warmup; ++i) WH_RETURN_IF_ERROR(session.Run(feed).status());
     std::vector<double> lat;
     const auto start = Clock::now();
@@ -190,6 +197,10 @@ StatusOr<std::vector<BenchResult>> Benchmark(const Session& session, const Bench
     for (double v : lat) sum += v;
     r.mean_ms = sum / static_cast<double>(lat.size());
     r.throughput = r.p50_ms > 0 ? static_cast<double>(batch) * 1000.0 / r.p50_ms : 0;
+    if (device != DeviceType::kCpu) {
+      r.device_before_bytes = device_before;
+      r.device_peak_bytes = DeviceMemoryInUse(device).peak_bytes;
+    }
     results.push_back(r);
   }
   if (profile && opts.profile) {

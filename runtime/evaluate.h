@@ -55,6 +55,10 @@ struct BenchResult {
   int iterations = 0;
   double p50_ms = 0, p90_ms = 0, p99_ms = 0, mean_ms = 0;
   double throughput = 0;  // samples per second (batch / median latency)
+  // A device session's: the device memory held at its highest during this batch size's runs (the
+  // process's, through Buffer: weights, arenas, graphs; DeviceMemoryInUse), and what was held
+  // before them (after load, and what earlier batch sizes left in the arenas). -1 on the CPU.
+  int64_t device_peak_bytes = -1, device_before_bytes = -1;
 };
 
 struct ProfileEntry {

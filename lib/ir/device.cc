@@ -9,6 +9,7 @@ namespace {
 
 std::atomic<const DeviceRuntime*> g_runtimes[2];  // indexed by DeviceType
 thread_local CaptureReleases* g_capture_releases = nullptr;  // this thread's active one
+std::atomic<int64_t> g_live[2], g_peak[2];  // device bytes held through Buffer, indexed by DeviceType
 
 }  // namespace
 
@@ -21,7 +22,10 @@ CaptureReleases::CaptureReleases() {
 
 CaptureReleases::~CaptureReleases() {
   Stop();
-  for (const Held& h : held_) (h.host ? h.rt->release_host : h.rt->release)(h.p);
+  for (const Held& h : held_) {
+    (h.host ? h.rt->release_host : h.rt->release)(h.p);
+    if (!h.host) CountDeviceMemory(h.device, -static_cast<int64_t>(h.bytes));
+  }
 }
 
 void CaptureReleases::Stop() {
@@ -29,10 +33,28 @@ void CaptureReleases::Stop() {
   active_ = false;
 }
 
-bool KeptForCapture(const DeviceRuntime* rt, void* p, bool host) {
+bool KeptForCapture(const DeviceRuntime* rt, void* p, bool host, DeviceType device, size_t bytes) {
   if (!g_capture_releases || !rt) return false;
-  g_capture_releases->held_.push_back({rt, p, host});
+  g_capture_releases->held_.push_back({rt, p, host, device, bytes});
   return true;
+}
+
+void CountDeviceMemory(DeviceType device, int64_t bytes) {
+  const int d = static_cast<int>(device);
+  const int64_t live = g_live[d].fetch_add(bytes) + bytes;
+  int64_t peak = g_peak[d].load();
+  while (live > peak && !g_peak[d].compare_exchange_weak(peak, live)) {
+  }
+}
+
+DeviceMemoryUse DeviceMemoryInUse(DeviceType device) {
+  const int d = static_cast<int>(device);
+  return {g_live[d].load(), g_peak[d].load()};
+}
+
+void ResetDeviceMemoryPeak(DeviceType device) {
+  const int d = static_cast<int>(device);
+  g_peak[d].store(g_live[d].load());
 }
 
 void RegisterDeviceRuntime(DeviceType device, const DeviceRuntime* rt) {

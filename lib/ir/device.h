@@ -72,17 +72,31 @@ class CaptureReleases {
   size_t size() const { return held_.size(); }
 
  private:
-  friend bool KeptForCapture(const DeviceRuntime* rt, void* p, bool host);
+  friend bool KeptForCapture(const DeviceRuntime* rt, void* p, bool host, DeviceType device, size_t bytes);
   struct Held {
     const DeviceRuntime* rt;
     void* p;
     bool host;
+    DeviceType device;
+    size_t bytes;
   };
   std::vector<Held> held_;
   bool active_ = false;
 };
 // Buffer's destructor: whether this thread's active CaptureReleases took p (then it is not freed).
-bool KeptForCapture(const DeviceRuntime* rt, void* p, bool host);
+bool KeptForCapture(const DeviceRuntime* rt, void* p, bool host, DeviceType device, size_t bytes);
+
+// Device memory this process holds through Buffer (weights, constants, arenas, graphs, kernel
+// scratch and caches), now and at its highest since the last ResetDeviceMemoryPeak: what models
+// cost on the device. Memory a library keeps for itself (the CUDA context, cuBLAS's handles,
+// cuFFT's plans) is not counted. Thread-safe.
+struct DeviceMemoryUse {
+  int64_t live_bytes = 0, peak_bytes = 0;
+};
+DeviceMemoryUse DeviceMemoryInUse(DeviceType device);
+void ResetDeviceMemoryPeak(DeviceType device);  // the peak starts again from what is live
+// Buffer's bookkeeping: bytes allocated (positive) or freed (negative) on a device.
+void CountDeviceMemory(DeviceType device, int64_t bytes);
 
 // rt null unregisters; rt must outlive its use. Thread-safe.
 void RegisterDeviceRuntime(DeviceType device, const DeviceRuntime* rt);

@@ -64,6 +64,7 @@ StatusOr<std::shared_ptr<Buffer>> Buffer::AllocateOn(DeviceType device, size_t b
   b->size_ = bytes;
   b->device_ = device;
   b->runtime_ = rt;
+  CountDeviceMemory(device, static_cast<int64_t>(bytes));
   return b;
 }
 
@@ -81,7 +82,9 @@ StatusOr<std::shared_ptr<Buffer>> Buffer::AllocatePageLocked(DeviceType for_devi
 }
 
 Buffer::~Buffer() {
-  if (runtime_ && KeptForCapture(runtime_, data_, device_ == DeviceType::kCpu)) return;  // a capture's span
+  // In a graph capture's span the memory stays, counted, until the graph goes (CaptureReleases).
+  if (runtime_ && KeptForCapture(runtime_, data_, device_ == DeviceType::kCpu, device_, size_)) return;
+  if (device_ != DeviceType::kCpu) CountDeviceMemory(device_, -static_cast<int64_t>(size_));
   if (device_ == DeviceType::kCpu && runtime_) {
     runtime_->release_host(data_);
   } else if (device_ == DeviceType::kCpu) {

@@ -14,7 +14,8 @@ import statistics
 import sys
 from pathlib import Path
 
-ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s*$")
+# batch, runs, p50, p90, p99, samples/s[, device MiB before / peak]
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)(\s+[0-9.]+ / [0-9.]+)?\s*$")
 
 
 def p50s(path):

@@ -78,7 +78,9 @@ int main(int argc, char** argv) {
   app.add_option("--eval-data", eval_spec, "Report top-1 accuracy on a labelled data set (spec above)");
   app.add_option("--limit", limit, "Use only the first N samples of --eval-data")->check(CLI::PositiveNumber);
   app.add_option("--eval-batch", eval_batch, "Batch size for evaluation")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_flag("--bench", bench, "Benchmark latency (p50/p90/p99) and throughput per batch size");
+  app.add_flag("--bench", bench,
+               "Benchmark latency (p50/p90/p99) and throughput per batch size; on a device also its memory "
+               "(held before the batch size's runs, and at the peak during them)");
   app.add_option("--batch", batch_spec, "Batch sizes for --bench, comma-separated")->capture_default_str();
   app.add_option("--threads", threads, "Intra-op threads (0 = all cores)")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--warmup", warmup, "Warm-up runs per batch size")->check(CLI::NonNegativeNumber)->capture_default_str();
@@ -223,14 +225,25 @@ int main(int argc, char** argv) {
     nlohmann::json rows = nlohmann::json::array();
     if (!json) {
       std::printf("benchmark: %s, %d thread(s), provider %s\n", model.c_str(), so.num_threads, provider.c_str());
-      std::printf("%8s %10s %10s %10s %10s %16s\n", "batch", "runs", "p50 ms", "p90 ms", "p99 ms", "samples/s");
+      std::printf("%8s %10s %10s %10s %10s %16s%s\n", "batch", "runs", "p50 ms", "p90 ms", "p99 ms", "samples/s",
+                  device != "cpu" ? "   device MiB (before / peak)" : "");
     }
+    constexpr double kMiB = 1024.0 * 1024.0;
     for (const auto& b : *r) {
-      rows.push_back({{"batch", b.batch}, {"iterations", b.iterations}, {"p50_ms", b.p50_ms}, {"p90_ms", b.p90_ms},
-                      {"p99_ms", b.p99_ms}, {"mean_ms", b.mean_ms}, {"throughput", b.throughput}});
-      if (!json)
-        std::printf("%8lld %10d %10.4f %10.4f %10.4f %16.1f\n", static_cast<long long>(b.batch), b.iterations, b.p50_ms,
-                    b.p90_ms, b.p99_ms, b.throughput);
+      nlohmann::json row = {{"batch", b.batch}, {"iterations", b.iterations}, {"p50_ms", b.p50_ms}, {"p90_ms", b.p90_ms},
+                            {"p99_ms", b.p99_ms}, {"mean_ms", b.mean_ms}, {"throughput", b.throughput}};
+      if (b.device_peak_bytes >= 0) {
+        row["device_before_bytes"] = b.device_before_bytes;
+        row["device_peak_bytes"] = b.device_peak_bytes;
+      }
+      rows.push_back(row);
+      if (json) continue;
+      std::printf("%8lld %10d %10.4f %10.4f %10.4f %16.1f", static_cast<long long>(b.batch), b.iterations, b.p50_ms,
+                  b.p90_ms, b.p99_ms, b.throughput);
+      if (b.device_peak_bytes >= 0)
+        std::printf("   %10.2f / %.2f", static_cast<double>(b.device_before_bytes) / kMiB,
+                    static_cast<double>(b.device_peak_bytes) / kMiB);
+      std::printf("\n");
     }
     out["bench"] = rows;
     out["threads"] = so.num_threads;
