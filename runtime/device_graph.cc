@@ -32,7 +32,8 @@ std::string SignatureText(const Graph& g, const std::map<std::string, Tensor>& i
 // The inputs copied into the graph's, one launch, the outputs copied back to the host, and what
 // the graph's kernels reported on the device.
 StatusOr<std::vector<Tensor>> Session::ReplayGraph(DeviceGraph& dg, const std::map<std::string, Tensor>& inputs,
-                                                   std::chrono::steady_clock::time_point t_start) const {
+                                                   std::chrono::steady_clock::time_point t_start,
+                                                   std::vector<Tensor>* into) const {
   const Graph& g = graph_;
   // Queued: the launch follows the copies without a wait, and the copies out wait for both. The
   // caller holds its inputs until this returns, so a page-locked one is read by the device
@@ -45,13 +46,22 @@ StatusOr<std::vector<Tensor>> Session::ReplayGraph(DeviceGraph& dg, const std::m
   if (st.ok()) st = dg.rt->replay(dg.graph);
   if (st.ok() && dg.arena->check.defined()) QueueCheckReportDownload(dg.arena->check);  // comes with the wait
   std::vector<Tensor> results;
-  for (const Tensor& t : dg.outputs) {
-    if (!st.ok()) break;
-    auto h = t.ToDevice(DeviceType::kCpu);  // waits for the graph; its error surfaces here
-    if (!h.ok()) st = h.status();
-    else results.push_back(std::move(*h));
+  bool queued = false;  // RunInto's outputs queued down into page-locked memory
+  if (st.ok() && into) {
+    std::vector<const Tensor*> produced;
+    for (const Tensor& t : dg.outputs) produced.push_back(&t);
+    st = CheckOutputsInto(g, produced, *into);
+    for (size_t i = 0; st.ok() && i < produced.size(); ++i) st = WriteOutputInto(*produced[i], (*into)[i], &queued);
+  } else {
+    for (const Tensor& t : dg.outputs) {
+      if (!st.ok()) break;
+      auto h = t.ToDevice(DeviceType::kCpu);  // waits for the graph; its error surfaces here
+      if (!h.ok()) st = h.status();
+      else results.push_back(std::move(*h));
+    }
   }
-  if (!st.ok() || dg.outputs.empty()) (void)dg.rt->synchronize();
+  if (queued && st.ok()) st = dg.rt->synchronize();  // the graph, then the outputs' copies down
+  else if (!st.ok() || dg.outputs.empty()) (void)dg.rt->synchronize();
   if (!st.ok()) return st;
   if (dg.arena->check.defined()) WH_RETURN_IF_ERROR(CheckReport(dg.arena->check));
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();

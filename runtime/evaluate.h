@@ -48,6 +48,9 @@ struct BenchOptions {
   // Feed the input from Session::NewHostTensor (page-locked on a device), as a caller that refills
   // one input buffer run after run; false: ordinary (pageable) host memory.
   bool page_locked_input = false;
+  // Take the outputs into tensors from Session::NewHostTensor with Session::RunInto (page-locked
+  // on a device: written there directly, behind one wait), as a caller with bound outputs.
+  bool page_locked_output = false;
 };
 
 struct BenchResult {

@@ -210,6 +210,41 @@ Status Session::Prepare() {
 
 StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& inputs, RunStats* stats,
                                            OutputsOn outputs_on) const {
+  return RunImpl(inputs, stats, outputs_on, nullptr);
+}
+
+Status Session::RunInto(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>& outputs) const {
+  return RunImpl(inputs, nullptr, OutputsOn::kHost, &outputs).status();
+}
+
+Status CheckOutputsInto(const Graph& g, const std::vector<const Tensor*>& produced, const std::vector<Tensor>& into) {
+  if (into.size() != produced.size())
+    return InvalidArgument("RunInto: the model has " + std::to_string(produced.size()) + " output(s), got " +
+                           std::to_string(into.size()) + " tensor(s) to write them into");
+  for (size_t i = 0; i < produced.size(); ++i) {
+    const Tensor& t = *produced[i];
+    const Tensor& d = into[i];
+    if (!d.defined() || d.dtype() != t.dtype() || d.dims() != t.dims())
+      return InvalidArgument("RunInto: output '" + g.value(g.outputs()[i]).name + "' is " + DTypeName(t.dtype()) +
+                             DimsToString(t.dims()) + ", its tensor " +
+                             (d.defined() ? std::string(DTypeName(d.dtype())) + DimsToString(d.dims()) : "is empty"));
+  }
+  return Status::Ok();
+}
+
+Status WriteOutputInto(const Tensor& t, Tensor& dst, bool* queued) {
+  dst.quant = t.quant;
+  const DeviceRuntime* rt = t.device() != DeviceType::kCpu ? DeviceRuntimeFor(t.device()) : nullptr;
+  if (rt && rt->download_async && dst.device() == DeviceType::kCpu && dst.buffer()->page_locked() && t.nbytes()) {
+    WH_RETURN_IF_ERROR(rt->download_async(dst.raw_data(), t.raw_data(), t.nbytes()));
+    *queued = true;
+    return Status::Ok();
+  }
+  return CopyTensorBytes(t, &dst);
+}
+
+StatusOr<std::vector<Tensor>> Session::RunImpl(const std::map<std::string, Tensor>& inputs, RunStats* stats,
+                                               OutputsOn outputs_on, std::vector<Tensor>* into) const {
   using Clock = std::chrono::steady_clock;
   const auto t_start = Clock::now();
   const Graph& g = graph_;
@@ -329,7 +364,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
     // A first replay that failed may have run far enough to report: the next run starts clean.
     if (arena->check.defined()) (void)CheckReport(arena->check);
     return_arena();
-    return Run(inputs, stats, outputs_on);
+    return RunImpl(inputs, stats, outputs_on, into);
   };
   // CUDA graphs (SessionOptions::cuda_graphs): replay this signature's graph, capture this run,
   // or run eagerly and note whether the run could have been captured.
@@ -347,7 +382,7 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
       if (dg->signature.empty()) dg->signature = SignatureText(g, inputs);
       if (dg->graph) {
         return_arena();
-        return ReplayGraph(*dg, inputs, t_start);
+        return ReplayGraph(*dg, inputs, t_start, into);
       }
       capture = dg->eager_why.empty() && plan && dg->eager_runs >= kEagerRunsBeforeCapture && dg->eager_ms > 0;
       if (!capture) dg_lock.unlock();  // the accounting after the run takes it again
@@ -574,7 +609,13 @@ StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& 
   // The check report's words come down with the wait below (queued now, behind the run's work).
   if (arena->check.defined()) QueueCheckReportDownload(arena->check);
   std::vector<Tensor> results;
-  if (st.ok()) {
+  if (st.ok() && into) {  // RunInto: a device output is queued down (the wait below brings it) or copied
+    std::vector<const Tensor*> produced;
+    for (int o : g.outputs()) produced.push_back(&slots[static_cast<size_t>(o)]);
+    st = CheckOutputsInto(g, produced, *into);
+    bool queued = false;
+    for (size_t i = 0; st.ok() && i < produced.size(); ++i) st = WriteOutputInto(*produced[i], (*into)[i], &queued);
+  } else if (st.ok()) {
     for (int o : g.outputs()) {
       Tensor& t = slots[static_cast<size_t>(o)];
       // Never hand out a constant's or an input's buffer: the caller may write into results.

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "whittle/session.h"
 
@@ -19,6 +20,17 @@ thread_local std::string g_last_error;
 int SetError(const std::string& m) {
   g_last_error = m;
   return 1;
+}
+
+// The named inputs of a run, or an error (what: the function's name).
+int Feeds(const char* what, const char* const* input_names, const whittle_tensor* const* inputs, size_t n_inputs,
+          std::map<std::string, whittle::Tensor>* feeds) {
+  if (n_inputs && (!input_names || !inputs)) return SetError(std::string(what) + ": null argument");
+  for (size_t i = 0; i < n_inputs; ++i) {
+    if (!input_names[i] || !inputs[i]) return SetError(std::string(what) + ": null input " + std::to_string(i));
+    (*feeds)[input_names[i]] = inputs[i]->t;
+  }
+  return 0;
 }
 }  // namespace
 
@@ -97,14 +109,27 @@ const int64_t* whittle_tensor_dims(const whittle_tensor* t) { return t ? t->t.di
 const void* whittle_tensor_data(const whittle_tensor* t) { return t && t->t.defined() ? t->t.raw_data() : nullptr; }
 void* whittle_tensor_mutable_data(whittle_tensor* t) { return t && t->t.defined() ? t->t.raw_data() : nullptr; }
 
+int whittle_session_run_into(const whittle_session* s, const char* const* input_names, const whittle_tensor* const* inputs,
+                             size_t n_inputs, whittle_tensor* const* outputs) {
+  if (!s || !outputs) return SetError("whittle_session_run_into: null argument");
+  std::map<std::string, whittle::Tensor> feeds;
+  if (int e = Feeds("whittle_session_run_into", input_names, inputs, n_inputs, &feeds); e != 0) return e;
+  std::vector<whittle::Tensor> into;
+  for (size_t i = 0; i < s->s->outputs().size(); ++i) {
+    if (!outputs[i]) return SetError("whittle_session_run_into: null output " + std::to_string(i));
+    into.push_back(outputs[i]->t);  // shares the caller's buffer
+  }
+  const whittle::Status st = s->s->RunInto(feeds, into);
+  if (!st.ok()) return SetError(st.message());
+  for (size_t i = 0; i < into.size(); ++i) outputs[i]->t.quant = into[i].quant;
+  return 0;
+}
+
 int whittle_session_run(const whittle_session* s, const char* const* input_names, const whittle_tensor* const* inputs,
                         size_t n_inputs, whittle_tensor** outputs) {
-  if (!s || (n_inputs && (!input_names || !inputs)) || !outputs) return SetError("whittle_session_run: null argument");
+  if (!s || !outputs) return SetError("whittle_session_run: null argument");
   std::map<std::string, whittle::Tensor> feeds;
-  for (size_t i = 0; i < n_inputs; ++i) {
-    if (!input_names[i] || !inputs[i]) return SetError("whittle_session_run: null input " + std::to_string(i));
-    feeds[input_names[i]] = inputs[i]->t;
-  }
+  if (int e = Feeds("whittle_session_run", input_names, inputs, n_inputs, &feeds); e != 0) return e;
   auto r = s->s->Run(feeds);
   if (!r.ok()) return SetError(r.status().message());
   for (size_t i = 0; i < r->size(); ++i) outputs[i] = new whittle_tensor{std::move((*r)[i])};

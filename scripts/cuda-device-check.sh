@@ -42,10 +42,12 @@
 #      run-model --bench at batch 1/64 with and without --cuda-graphs on the bundled and int8
 #      models, alternating, three rounds, and the medians of the p50 columns side by side
 #      (tests/tools/bench_medians.py), and what each input shape got;
-#  11. page-locked inputs (Session::NewHostTensor, run-model --page-locked-input): the PageLocked
-#      and C API tests (a refilled page-locked input read by the GPU, eagerly and by graph replays),
-#      then run-model --bench at batch 64/1024 with and without --page-locked-input on the MLP,
-#      CNN and ResNet, alternating, three rounds, and the medians of the p50 columns side by side.
+#  11. page-locked inputs and outputs (Session::NewHostTensor, Session::RunInto, run-model
+#      --page-locked-input/--page-locked-output): the PageLocked and C API tests (a refilled
+#      page-locked input read by the GPU, an output it writes, eagerly and by graph replays), then
+#      run-model --bench at batch 64/1024 with and without --page-locked-input on the MLP, CNN and
+#      ResNet, and at batch 1/64 with and without both flags on the MLP, CNN and transformer,
+#      alternating, three rounds, and the medians of the p50 columns side by side.
 #
 # ONNX Runtime's CUDA provider for step 8: the GPU machine's onnxruntime is CPU-only and has no
 # network, and onnxruntime-gpu (about 200 MB packed) passes one call's 64 MiB carry. So:
@@ -272,10 +274,11 @@ run)
   bench_rounds graphs --cuda-graphs graphs 1,64 '^ +(1|64) |replayed|eager' mlp cnn transformer resnet cnn_int8
   fi
   if want 11; then
-  echo "== page-locked inputs: uploads with and without a staging copy"
+  echo "== page-locked inputs and outputs: copies with and without a staging copy"
   timeout 120 "$pkg/bin/whittle_tests" --gtest_filter='PageLocked.*:CApi.*PageLocked*' > "$logs/page-locked-tests.txt" 2>&1 || status=1
   grep -E '^\[ +(PASSED|FAILED|SKIPPED) ' "$logs/page-locked-tests.txt" || true
   bench_rounds upload --page-locked-input locked 64,1024 '^ +(64|1024) ' mlp cnn resnet
+  bench_rounds io "--page-locked-input --page-locked-output" lockedio 1,64 '^ +(1|64) ' mlp cnn transformer
   fi
   exit $status
   ;;

@@ -82,10 +82,19 @@ class Session {
   StatusOr<std::vector<Tensor>> Run(const std::map<std::string, Tensor>& inputs, RunStats* stats = nullptr,
                                     OutputsOn outputs_on = OutputsOn::kHost) const;
 
+  // Run, with output i's values written into outputs[i], which must already have output i's dtype
+  // and dims (made once and kept for run after run; a mismatch is an error naming the output, and
+  // nothing is written then). On a device backend, memory from NewHostTensor is written by the
+  // device directly, every output queued behind the run's one wait: no allocation and no staging
+  // copy per run (ONNX Runtime's bound outputs). Thread-safe as Run; nobody else may touch
+  // outputs[i] until it returns.
+  Status RunInto(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>& outputs) const;
+
   // A zero-filled host tensor for an input a caller fills and feeds run after run: on a device
   // backend it is page-locked memory (Buffer::AllocatePageLocked), which Run uploads with no
   // staging copy and without waiting for it (the caller keeps it unchanged until Run returns, as
   // for any input); on the CPU plain memory. Allocating such memory is slow: make it once, refill it.
+  // It serves RunInto's outputs the same way.
   StatusOr<Tensor> NewHostTensor(DType dtype, const Dims& dims) const;
 
   const std::vector<IoInfo>& inputs() const { return inputs_; }
@@ -112,13 +121,17 @@ class Session {
  private:
   Session() = default;
   Status Prepare();
+  // Run and RunInto (into: the caller's output tensors, then the result is empty).
+  StatusOr<std::vector<Tensor>> RunImpl(const std::map<std::string, Tensor>& inputs, RunStats* stats,
+                                        OutputsOn outputs_on, std::vector<Tensor>* into) const;
   // Reads a run's device check report once its device work is done (kernels/kernel.h): the error
   // of the kernel that reported, naming its node; the report is zero again after.
   Status CheckReport(DeviceCheckReport& report) const;
   // A captured signature's run: its inputs into the graph's, one launch, its outputs out
   // (device_graph.cc); under dg.mu.
   StatusOr<std::vector<Tensor>> ReplayGraph(DeviceGraph& dg, const std::map<std::string, Tensor>& inputs,
-                                            std::chrono::steady_clock::time_point t_start) const;
+                                            std::chrono::steady_clock::time_point t_start,
+                                            std::vector<Tensor>* into) const;
 
   SessionOptions opts_;
   Graph graph_;

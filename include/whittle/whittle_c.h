@@ -41,7 +41,8 @@ const char* whittle_session_output_name(const whittle_session* s, size_t i);
 int whittle_tensor_create(int32_t dtype, const int64_t* dims, size_t rank, const void* data, whittle_tensor** out);
 /* A zero-filled tensor for an input the caller fills (whittle_tensor_mutable_data) and feeds run
  * after run: on "cuda" page-locked host memory, which a run uploads with no staging copy
- * (Session::NewHostTensor); plain memory on "cpu". Slow to allocate: make it once, refill it. */
+ * (Session::NewHostTensor); plain memory on "cpu". Slow to allocate: make it once, refill it.
+ * It serves as an output of whittle_session_run_into the same way. */
 int whittle_session_new_input(const whittle_session* s, int32_t dtype, const int64_t* dims, size_t rank,
                               whittle_tensor** out);
 void whittle_tensor_free(whittle_tensor* t);
@@ -55,6 +56,13 @@ void* whittle_tensor_mutable_data(whittle_tensor* t);
 /* Runs with n_inputs named inputs; outputs[i] receives output i (num_outputs of them). */
 int whittle_session_run(const whittle_session* s, const char* const* input_names, const whittle_tensor* const* inputs,
                         size_t n_inputs, whittle_tensor** outputs);
+
+/* As whittle_session_run, with output i written into outputs[i] (num_outputs of them), a tensor
+ * of output i's dtype and dims that the caller made and keeps for run after run. Made with
+ * whittle_session_new_input on "cuda", it is page-locked memory the GPU writes directly, every
+ * output behind one wait (Session::RunInto). A dtype or dims mismatch is an error naming the output. */
+int whittle_session_run_into(const whittle_session* s, const char* const* input_names, const whittle_tensor* const* inputs,
+                             size_t n_inputs, whittle_tensor* const* outputs);
 
 const char* whittle_last_error(void);
 

@@ -93,6 +93,19 @@ TEST(CApi, NewInputIsFilledAndRun) {
   ASSERT_EQ(whittle_session_run(s, names, in_a, 1, &a), 0) << whittle_last_error();
   ASSERT_EQ(whittle_session_run(s, names, in_b, 1, &b), 0) << whittle_last_error();
   EXPECT_EQ(std::memcmp(whittle_tensor_data(a), whittle_tensor_data(b), 20 * sizeof(float)), 0);
+  // The output into a tensor the caller made: the same values; of another shape, a named error.
+  int64_t out_dims[] = {2, 10}, wrong_dims[] = {2, 9};
+  whittle_tensor *into = nullptr, *wrong = nullptr;
+  ASSERT_EQ(whittle_session_new_input(s, 1, out_dims, 2, &into), 0) << whittle_last_error();
+  ASSERT_EQ(whittle_session_new_input(s, 1, wrong_dims, 2, &wrong), 0) << whittle_last_error();
+  ASSERT_EQ(whittle_session_run_into(s, names, in_a, 1, &into), 0) << whittle_last_error();
+  EXPECT_EQ(std::memcmp(whittle_tensor_data(a), whittle_tensor_data(into), 20 * sizeof(float)), 0);
+  EXPECT_NE(whittle_session_run_into(s, names, in_a, 1, &wrong), 0);
+  EXPECT_NE(std::string(whittle_last_error()).find("float32[2,10], its tensor float32[2,9]"), std::string::npos)
+      << whittle_last_error();
+  EXPECT_EQ(static_cast<const float*>(whittle_tensor_data(wrong))[0], 0.f) << "nothing written";
+  whittle_tensor_free(into);
+  whittle_tensor_free(wrong);
   whittle_tensor_free(a);
   whittle_tensor_free(b);
   whittle_tensor_free(made);
@@ -111,8 +124,8 @@ TEST(CApi, NewInputIsFilledAndRun) {
 
 // The MLP loaded on CUDA at `precision` (with `flags`) gives the CPU's outputs to rtol, run after
 // run, each run's input new; with page_locked, the CUDA session's input is one whittle_session_new_input
-// tensor refilled before each run. Without a GPU, the load fails with a one-line reason and the test is
-// skipped.
+// tensor refilled before each run, and its output another that whittle_session_run_into writes.
+// Without a GPU, the load fails with a one-line reason and the test is skipped.
 void ExpectCudaMatchesCpu(const char* precision, float rtol, unsigned flags = 0, bool page_locked = false) {
   const std::string model = std::string(WHITTLE_SOURCE_DIR) + "/models/mlp.onnx";
   whittle_session* s = nullptr;
@@ -125,9 +138,11 @@ void ExpectCudaMatchesCpu(const char* precision, float rtol, unsigned flags = 0,
   ASSERT_EQ(whittle_session_load(model.c_str(), 1, &cpu), 0) << whittle_last_error();
   int64_t dims[] = {3, 1, 28, 28};
   std::vector<float> x(3 * 28 * 28);
-  whittle_tensor* locked = nullptr;
+  whittle_tensor *locked = nullptr, *locked_out = nullptr;
   if (page_locked) {
+    int64_t out_dims[] = {3, 10};
     ASSERT_EQ(whittle_session_new_input(s, 1, dims, 4, &locked), 0) << whittle_last_error();
+    ASSERT_EQ(whittle_session_new_input(s, 1, out_dims, 2, &locked_out), 0) << whittle_last_error();
   }
   const char* names[] = {whittle_session_input_name(s, 0)};
   for (int run = 0; run < 8; ++run) {  // eager, then (with WHITTLE_CUDA_GRAPHS) captured and replayed
@@ -139,8 +154,12 @@ void ExpectCudaMatchesCpu(const char* precision, float rtol, unsigned flags = 0,
     const whittle_tensor* ins_cuda[] = {locked ? locked : in};
     whittle_tensor *a = nullptr, *b = nullptr;
     ASSERT_EQ(whittle_session_run(cpu, names, ins, 1, &b), 0) << whittle_last_error();
-    ASSERT_EQ(whittle_session_run(s, names, ins_cuda, 1, &a), 0) << whittle_last_error();
-    const float* ya = static_cast<const float*>(whittle_tensor_data(a));
+    if (locked_out) {
+      ASSERT_EQ(whittle_session_run_into(s, names, ins_cuda, 1, &locked_out), 0) << whittle_last_error();
+    } else {
+      ASSERT_EQ(whittle_session_run(s, names, ins_cuda, 1, &a), 0) << whittle_last_error();
+    }
+    const float* ya = static_cast<const float*>(whittle_tensor_data(locked_out ? locked_out : a));
     const float* yb = static_cast<const float*>(whittle_tensor_data(b));
     for (int i = 0; i < 30; ++i) EXPECT_NEAR(ya[i], yb[i], rtol * (1.f + std::fabs(yb[i]))) << "run " << run << ", " << i;
     whittle_tensor_free(a);
@@ -148,6 +167,7 @@ void ExpectCudaMatchesCpu(const char* precision, float rtol, unsigned flags = 0,
     whittle_tensor_free(in);
   }
   whittle_tensor_free(locked);
+  whittle_tensor_free(locked_out);
   whittle_session_free(s);
   whittle_session_free(cpu);
 }
@@ -161,8 +181,8 @@ TEST(CApi, LoadOnCudaWithPrecision) { ExpectCudaMatchesCpu("tf32", 2e-2f); }
 // With CUDA graphs: the same outputs from the replays.
 TEST(CApi, LoadOnCudaWithGraphs) { ExpectCudaMatchesCpu("fp32", 1e-4f, WHITTLE_CUDA_GRAPHS); }
 
-// Page-locked inputs refilled run after run, read by the GPU with no staging copy: eagerly, and by
-// the replays of a graph.
+// Page-locked inputs refilled run after run, read by the GPU with no staging copy, and a page-locked
+// output it writes: eagerly, and by the replays of a graph.
 TEST(CApi, LoadOnCudaWithPageLockedInput) { ExpectCudaMatchesCpu("fp32", 1e-4f, 0, true); }
 TEST(CApi, LoadOnCudaWithGraphsAndPageLockedInput) { ExpectCudaMatchesCpu("fp32", 1e-4f, WHITTLE_CUDA_GRAPHS, true); }
 

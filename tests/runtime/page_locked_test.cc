@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "lib/ir/device.h"
@@ -147,6 +148,107 @@ TEST_F(PageLocked, GraphReplaysReadARefilledPageLockedInput) {
   EXPECT_EQ(state().replays, 5);  // the capture run's own, and 4 more
   EXPECT_EQ(state().direct_copies, 8) << "every run's x, eager, captured or replayed";
   EXPECT_EQ(testing::FakeDevicePendingCopies(), 0);
+}
+
+// x [2,3] -> DevAffine -> a -> DevAffine -> y (on the device); Relu(a) -> r (on the CPU).
+Graph MakeTwoOutputs() {
+  return GraphBuilder(17)
+      .Input("x", DType::kFloat32, {2, 3})
+      .Op("DevAffine", {"x"}, {"a"})
+      .Op("DevAffine", {"a"}, {"y"})
+      .Op("Relu", {"a"}, {"r"})
+      .Output("y")
+      .Output("r")
+      .Build();
+}
+
+void ExpectTwoOutputs(const std::vector<Tensor>& got, const Tensor& x, const std::string& what) {
+  for (int64_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(got[0].data<float>()[i], 4.f * x.data<float>()[i]) << what << ", y " << i;
+    EXPECT_EQ(got[1].data<float>()[i], std::max(0.f, 2.f * x.data<float>()[i])) << what << ", r " << i;
+  }
+}
+
+// RunInto: a device output is queued down into the caller's page-locked tensor (no copy of its
+// own; Run's last wait brings it), a host output copied; the same tensors serve run after run.
+// Pageable tensors are written by plain copies, a CPU session's too; a tensor of another shape is
+// an error naming the output, with nothing written.
+TEST_F(PageLocked, RunIntoWritesTheCallersOutputs) {
+  auto dev = testing::LoadOnDevice(MakeTwoOutputs());
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  std::vector<Tensor> outs;
+  for (int k = 0; k < 2; ++k) {
+    auto t = (*dev)->NewHostTensor(DType::kFloat32, {2, 3});
+    ASSERT_TRUE(t.ok());
+    outs.push_back(*t);
+  }
+  const void* y_bytes = outs[0].raw_data();
+  for (uint32_t r = 0; r < 3; ++r) {
+    const Tensor x = RandomFloat({2, 3}, 40 + r);
+    state().queued_downloads = state().copies_to_host = 0;
+    const Status st = (*dev)->RunInto({{"x", x}}, outs);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(state().queued_downloads, 1) << "y";
+    EXPECT_EQ(state().copies_to_host, 1) << "a, for Relu on the CPU; not y";
+    EXPECT_EQ(testing::FakeDevicePendingCopies(), 0) << "RunInto waits for the device before it returns";
+    EXPECT_EQ(outs[0].raw_data(), y_bytes);
+    ExpectTwoOutputs(outs, x, "run " + std::to_string(r));
+  }
+
+  std::vector<Tensor> pageable = {Tensor(DType::kFloat32, {2, 3}), Tensor(DType::kFloat32, {2, 3})};
+  const Tensor x = RandomFloat({2, 3}, 50);
+  state().queued_downloads = 0;
+  ASSERT_TRUE((*dev)->RunInto({{"x", x}}, pageable).ok());
+  EXPECT_EQ(state().queued_downloads, 0);
+  ExpectTwoOutputs(pageable, x, "pageable");
+  auto cpu = Session::FromGraph(testing::OnTestDevice(MakeTwoOutputs()));
+  ASSERT_TRUE(cpu.ok());
+  std::vector<Tensor> on_cpu = {Tensor(DType::kFloat32, {2, 3}), Tensor(DType::kFloat32, {2, 3})};
+  ASSERT_TRUE((*cpu)->RunInto({{"x", x}}, on_cpu).ok());
+  ExpectTwoOutputs(on_cpu, x, "cpu session");
+
+  std::vector<Tensor> wrong = {Tensor(DType::kFloat32, {2, 3}), Tensor(DType::kFloat32, {3, 2})};
+  Status st = (*dev)->RunInto({{"x", x}}, wrong);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("output 'r' is float32[2,3], its tensor float32[3,2]"), std::string::npos) << st.message();
+  EXPECT_EQ(wrong[0].data<float>()[0], 0.f) << "nothing written, y neither";
+  std::vector<Tensor> one = {Tensor(DType::kFloat32, {2, 3})};
+  st = (*dev)->RunInto({{"x", x}}, one);
+  EXPECT_NE(st.message().find("2 output(s), got 1"), std::string::npos) << st.message();
+}
+
+// With CUDA graphs: the capture run and every replay queue the output into the caller's tensor.
+TEST_F(PageLocked, GraphReplaysWriteIntoPageLockedOutputs) {
+  Graph g = GraphBuilder(17)
+                .Input("x", DType::kFloat32, {2, 3})
+                .Op("DevAffine", {"x"}, {"a"})
+                .Op("DevAffine", {"a"}, {"y"})
+                .Output("y")
+                .Build();
+  SessionOptions o;
+  o.backend = Backend::kCuda;
+  o.cuda_graphs = true;
+  state().launch_us = 300;  // each eager launch costs what a replay saves
+  auto dev = Session::FromGraph(testing::OnTestDevice(std::move(g)), o);
+  ASSERT_TRUE(dev.ok()) << dev.status().message();
+  auto y = (*dev)->NewHostTensor(DType::kFloat32, {2, 3});
+  ASSERT_TRUE(y.ok());
+  std::vector<Tensor> outs = {*y};
+  for (uint32_t r = 0; r < 8; ++r) {
+    const Tensor x = RandomFloat({2, 3}, 60 + r);
+    const Status st = (*dev)->RunInto({{"x", x}}, outs);
+    ASSERT_TRUE(st.ok()) << st.message();
+    for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(outs[0].data<float>()[i], 4.f * x.data<float>()[i]) << r;
+  }
+  EXPECT_EQ(state().captures, 1);
+  EXPECT_EQ(state().replays, 5);  // the capture run's own, and 4 more
+  EXPECT_EQ(state().queued_downloads, 8) << "every run's y, eager, captured or replayed";
+  EXPECT_EQ(state().copies_to_host, 0);
+  EXPECT_EQ(testing::FakeDevicePendingCopies(), 0);
+  std::vector<Tensor> wrong = {Tensor(DType::kFloat32, {6})};
+  const Status st = (*dev)->RunInto({{"x", RandomFloat({2, 3}, 1)}}, wrong);
+  EXPECT_NE(st.message().find("output 'y' is float32[2,3]"), std::string::npos) << st.message();
+  EXPECT_EQ(testing::FakeDevicePendingCopies(), 0) << "a failed replay waits too";
 }
 
 }  // namespace

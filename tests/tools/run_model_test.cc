@@ -110,6 +110,7 @@ TEST(RunModelCli, ErrorsAreOneLineAndNonZero) {
       Model("mlp") + " --device cuda --precision int4",
       Model("mlp") + " --bench --cuda-graphs",  // graphs are a CUDA device's
       Model("mlp") + " --bench --page-locked-input",  // page-locked memory is for a device's uploads
+      Model("mlp") + " --bench --page-locked-output",  // and its downloads
   };
   for (const std::string& args : bad) {
     auto r = Sh(args, true);

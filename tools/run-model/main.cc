@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
   int64_t limit = -1, eval_batch = 256;
   int threads = 1, warmup = 10, iterations = 20;
   double min_time = 1.0;
-  bool bench = false, profile = false, json = false, no_optimize = false, cuda_graphs = false, page_locked = false;
+  bool bench = false, profile = false, json = false, no_optimize = false, cuda_graphs = false, page_locked = false,
+       page_locked_output = false;
   app.add_option("model", model, "ONNX model file")->required();
   app.add_option("--input", input_specs, "Feed input NAME from a NumPy file (NAME=FILE.npy); repeatable");
   app.add_option("--output-dir", output_dir, "Write each model output as DIR/<output name>.npy");
@@ -103,6 +104,9 @@ int main(int argc, char** argv) {
   app.add_flag("--page-locked-input", page_locked,
                "With --bench on a device: feed the input from page-locked host memory (Session::NewHostTensor), "
                "uploaded without a staging copy, as a caller that refills one input buffer would");
+  app.add_flag("--page-locked-output", page_locked_output,
+               "With --bench on a device: take the outputs into page-locked host memory made once "
+               "(Session::RunInto), written by the device directly behind one wait, as a caller with bound outputs");
   app.add_flag("--no-optimize", no_optimize, "Skip the runtime's graph rewrites (folding, fusion)");
   app.add_option("--agree-with", agree_with,
                  "With --eval-data: also run the model on cpu, reference (plain loops) or cuda (in fp32) and "
@@ -121,6 +125,8 @@ int main(int argc, char** argv) {
     return Fail("--precision " + precision + " needs --device cuda (the CPU computes in fp32)");
   if (cuda_graphs && device != "cuda") return Fail("--cuda-graphs needs --device cuda");
   if (page_locked && (!bench || device != "cuda")) return Fail("--page-locked-input needs --bench and --device cuda");
+  if (page_locked_output && (!bench || device != "cuda"))
+    return Fail("--page-locked-output needs --bench and --device cuda");
   so.cuda_graphs = cuda_graphs;
   auto session_or = whittle::Session::Load(model, so);
   if (!session_or.ok()) return Fail(session_or.status().message());
@@ -219,6 +225,7 @@ int main(int argc, char** argv) {
     bo.min_seconds = min_time;
     bo.profile = profile;
     bo.page_locked_input = page_locked;
+    bo.page_locked_output = page_locked_output;
     whittle::ProfileResult prof;
     auto r = whittle::Benchmark(session, bo, sample_source.defined() ? &sample_source : nullptr, &prof);
     if (!r.ok()) return Fail(r.status().message());
