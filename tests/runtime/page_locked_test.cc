@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -120,9 +121,8 @@ TEST_F(PageLocked, FailedRunWaitsForItsPageLockedUpload) {
   EXPECT_EQ(testing::FakeDevicePendingCopies(), 0);
 }
 
-// With CUDA graphs: the capture run and every replay read the refilled page-locked input directly
-// and give that run's results.
-TEST_F(PageLocked, GraphReplaysReadARefilledPageLockedInput) {
+// x [2,3] -> DevAffine -> DevAffine -> y = 4 x, all on the device, with CUDA graphs.
+StatusOr<std::unique_ptr<Session>> LoadWithGraphs() {
   Graph g = GraphBuilder(17)
                 .Input("x", DType::kFloat32, {2, 3})
                 .Op("DevAffine", {"x"}, {"a"})
@@ -132,8 +132,14 @@ TEST_F(PageLocked, GraphReplaysReadARefilledPageLockedInput) {
   SessionOptions o;
   o.backend = Backend::kCuda;
   o.cuda_graphs = true;
+  return Session::FromGraph(testing::OnTestDevice(std::move(g)), o);
+}
+
+// With CUDA graphs: the capture run and every replay read the refilled page-locked input directly
+// and give that run's results.
+TEST_F(PageLocked, GraphReplaysReadARefilledPageLockedInput) {
   state().launch_us = 300;  // each eager launch costs what a replay saves
-  auto dev = Session::FromGraph(testing::OnTestDevice(std::move(g)), o);
+  auto dev = LoadWithGraphs();
   ASSERT_TRUE(dev.ok()) << dev.status().message();
   auto x = (*dev)->NewHostTensor(DType::kFloat32, {2, 3});
   ASSERT_TRUE(x.ok());
@@ -219,17 +225,8 @@ TEST_F(PageLocked, RunIntoWritesTheCallersOutputs) {
 
 // With CUDA graphs: the capture run and every replay queue the output into the caller's tensor.
 TEST_F(PageLocked, GraphReplaysWriteIntoPageLockedOutputs) {
-  Graph g = GraphBuilder(17)
-                .Input("x", DType::kFloat32, {2, 3})
-                .Op("DevAffine", {"x"}, {"a"})
-                .Op("DevAffine", {"a"}, {"y"})
-                .Output("y")
-                .Build();
-  SessionOptions o;
-  o.backend = Backend::kCuda;
-  o.cuda_graphs = true;
   state().launch_us = 300;  // each eager launch costs what a replay saves
-  auto dev = Session::FromGraph(testing::OnTestDevice(std::move(g)), o);
+  auto dev = LoadWithGraphs();
   ASSERT_TRUE(dev.ok()) << dev.status().message();
   auto y = (*dev)->NewHostTensor(DType::kFloat32, {2, 3});
   ASSERT_TRUE(y.ok());
