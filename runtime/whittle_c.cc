@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/ir/device.h"
 #include "whittle/session.h"
 
 struct whittle_session {
@@ -133,6 +134,22 @@ int whittle_session_run(const whittle_session* s, const char* const* input_names
   auto r = s->s->Run(feeds);
   if (!r.ok()) return SetError(r.status().message());
   for (size_t i = 0; i < r->size(); ++i) outputs[i] = new whittle_tensor{std::move((*r)[i])};
+  return 0;
+}
+
+int whittle_device_memory(const char* device, int64_t* live_bytes, int64_t* peak_bytes) {
+  if (!device || std::string(device) != "cuda")
+    return SetError(std::string("whittle_device_memory: device must be \"cuda\", got ") +
+                    (device ? "\"" + std::string(device) + "\"" : "null"));
+  const whittle::DeviceMemoryUse use = whittle::DeviceMemoryInUse(whittle::DeviceType::kCuda);
+  if (live_bytes) *live_bytes = use.live_bytes;
+  if (peak_bytes) *peak_bytes = use.peak_bytes;
+  return 0;
+}
+
+int whittle_device_memory_reset_peak(const char* device) {
+  if (int e = whittle_device_memory(device, nullptr, nullptr); e != 0) return e;
+  whittle::ResetDeviceMemoryPeak(whittle::DeviceType::kCuda);
   return 0;
 }
 

@@ -64,6 +64,12 @@ int whittle_session_run(const whittle_session* s, const char* const* input_names
 int whittle_session_run_into(const whittle_session* s, const char* const* input_names, const whittle_tensor* const* inputs,
                              size_t n_inputs, whittle_tensor* const* outputs);
 
+/* The memory Whittle holds on device ("cuda") in this process, in bytes: now, and at its highest
+ * since the process started or whittle_device_memory_reset_peak (weights, activations, CUDA
+ * graphs; not the CUDA context or cuBLAS's own). Either pointer may be null. */
+int whittle_device_memory(const char* device, int64_t* live_bytes, int64_t* peak_bytes);
+int whittle_device_memory_reset_peak(const char* device);
+
 const char* whittle_last_error(void);
 
 #ifdef __cplusplus

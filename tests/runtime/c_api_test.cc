@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kernel.h"
+#include "lib/ir/device.h"
+#include "tests/util/fake_device.h"
+
 namespace {
 
 TEST(CApi, LoadRunAndErrors) {
@@ -120,6 +124,34 @@ TEST(CApi, NewInputIsFilledAndRun) {
   EXPECT_NE(whittle_session_new_input(nullptr, 1, dims, 4, &bad), 0);
   EXPECT_EQ(bad, nullptr);
   whittle_session_free(s);
+}
+
+// The device memory Whittle holds (here on the stand-in device): a buffer shows in the live and
+// peak figures, the peak starts again from what is live when reset, and only "cuda" is counted.
+TEST(CApi, DeviceMemoryCountsWhatWhittleHoldsOnTheDevice) {
+  whittle::RegisterAllKernels();  // the real CUDA runtime where built; the stand-in replaces it below
+  whittle::testing::FakeDeviceScope scope;
+  int64_t live = -1, peak = -1;
+  ASSERT_EQ(whittle_device_memory_reset_peak("cuda"), 0) << whittle_last_error();
+  ASSERT_EQ(whittle_device_memory("cuda", &live, &peak), 0) << whittle_last_error();
+  const int64_t base = live;
+  EXPECT_EQ(peak, base);
+  {
+    auto b = whittle::Buffer::AllocateOn(whittle::DeviceType::kCuda, 4096);
+    ASSERT_TRUE(b.ok());
+    ASSERT_EQ(whittle_device_memory("cuda", &live, nullptr), 0);
+    EXPECT_EQ(live, base + 4096);
+  }
+  ASSERT_EQ(whittle_device_memory("cuda", &live, &peak), 0);
+  EXPECT_EQ(live, base);
+  EXPECT_EQ(peak, base + 4096);
+  ASSERT_EQ(whittle_device_memory_reset_peak("cuda"), 0);
+  ASSERT_EQ(whittle_device_memory("cuda", nullptr, &peak), 0);
+  EXPECT_EQ(peak, base);
+  EXPECT_NE(whittle_device_memory("cpu", &live, &peak), 0);
+  EXPECT_NE(std::string(whittle_last_error()).find("device must be \"cuda\", got \"cpu\""), std::string::npos)
+      << whittle_last_error();
+  EXPECT_NE(whittle_device_memory_reset_peak(nullptr), 0);
 }
 
 // The MLP loaded on CUDA at `precision` (with `flags`) gives the CPU's outputs to rtol, run after

@@ -16,6 +16,7 @@
 #include "lib/data/dataset.h"
 #include "lib/data/file_util.h"
 #include "lib/data/npy.h"
+#include "lib/ir/device.h"
 #include "lib/ir/format.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
@@ -346,6 +347,7 @@ int main(int argc, char** argv) {
     j["teacher_accuracy"] = rep.teacher_accuracy >= 0 ? nlohmann::json(rep.teacher_accuracy) : nlohmann::json(nullptr);
     j["output_params"] = rep.output_params;
     j["output_file_bytes"] = rep.output_file_bytes;
+    if (device == "cuda") j["device_peak_bytes"] = whittle::DeviceMemoryInUse(whittle::DeviceType::kCuda).peak_bytes;
     if (!report.empty()) j["report"] = report;
     std::printf("%s\n", j.dump().c_str());
   } else if (!quiet) {
@@ -356,6 +358,12 @@ int main(int argc, char** argv) {
       what += ")";
     }
     progress.Line("wrote " + out_path + what + (report.empty() ? "" : " and " + report));
+    if (device == "cuda")  // what the run held on the GPU at its highest, through Whittle's buffers
+      progress.Line("device memory: " +
+                    Fmt("%.2f", static_cast<double>(whittle::DeviceMemoryInUse(whittle::DeviceType::kCuda).peak_bytes) /
+                                    (1024.0 * 1024.0)) +
+                    " MiB at the peak (parameters, gradients, optimizer state, activations; not the CUDA context or "
+                    "cuBLAS's own)");
   }
   return 0;
 }
