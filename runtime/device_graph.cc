@@ -50,8 +50,7 @@ StatusOr<std::vector<Tensor>> Session::ReplayGraph(DeviceGraph& dg, const std::m
   if (st.ok() && into) {
     std::vector<const Tensor*> produced;
     for (const Tensor& t : dg.outputs) produced.push_back(&t);
-    st = CheckOutputsInto(g, produced, *into);
-    for (size_t i = 0; st.ok() && i < produced.size(); ++i) st = WriteOutputInto(*produced[i], (*into)[i], &queued);
+    st = WriteOutputsInto(g, produced, *into, &queued);
   } else {
     for (const Tensor& t : dg.outputs) {
       if (!st.ok()) break;

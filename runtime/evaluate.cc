@@ -139,6 +139,7 @@ StatusOr<std::vector<BenchResult>> Benchmark(const Session& session, const Bench
   std::map<std::string, ProfileEntry> by_type, by_node;
   std::vector<std::string> node_order;
   double all_ms = 0;
+  const DeviceType device = BackendDevice(session.options().backend);
   for (int64_t batch : opts.batches) {
     if (batch <= 0) return InvalidArgument("batch sizes must be positive, got " + std::to_string(batch));
     WH_ASSIGN_OR_RETURN(Tensor x, MakeBatchInput(session, batch, src));
@@ -148,7 +149,6 @@ StatusOr<std::vector<BenchResult>> Benchmark(const Session& session, const Bench
       x = std::move(locked);
     }
     std::map<std::string, Tensor> feed{{session.inputs()[0].name, x}};
-    const DeviceType device = BackendDevice(session.options().backend);
     int64_t device_before = -1;
     if (device != DeviceType::kCpu) {
       ResetDeviceMemoryPeak(device);

@@ -217,11 +217,12 @@ Status Session::RunInto(const std::map<std::string, Tensor>& inputs, std::vector
   return RunImpl(inputs, nullptr, OutputsOn::kHost, &outputs).status();
 }
 
-Status CheckOutputsInto(const Graph& g, const std::vector<const Tensor*>& produced, const std::vector<Tensor>& into) {
+Status WriteOutputsInto(const Graph& g, const std::vector<const Tensor*>& produced, std::vector<Tensor>& into,
+                        bool* queued) {
   if (into.size() != produced.size())
     return InvalidArgument("RunInto: the model has " + std::to_string(produced.size()) + " output(s), got " +
                            std::to_string(into.size()) + " tensor(s) to write them into");
-  for (size_t i = 0; i < produced.size(); ++i) {
+  for (size_t i = 0; i < produced.size(); ++i) {  // every one checked before any is written
     const Tensor& t = *produced[i];
     const Tensor& d = into[i];
     if (!d.defined() || d.dtype() != t.dtype() || d.dims() != t.dims())
@@ -229,18 +230,19 @@ Status CheckOutputsInto(const Graph& g, const std::vector<const Tensor*>& produc
                              DimsToString(t.dims()) + ", its tensor " +
                              (d.defined() ? std::string(DTypeName(d.dtype())) + DimsToString(d.dims()) : "is empty"));
   }
-  return Status::Ok();
-}
-
-Status WriteOutputInto(const Tensor& t, Tensor& dst, bool* queued) {
-  dst.quant = t.quant;
-  const DeviceRuntime* rt = t.device() != DeviceType::kCpu ? DeviceRuntimeFor(t.device()) : nullptr;
-  if (rt && rt->download_async && dst.device() == DeviceType::kCpu && dst.buffer()->page_locked() && t.nbytes()) {
-    WH_RETURN_IF_ERROR(rt->download_async(dst.raw_data(), t.raw_data(), t.nbytes()));
-    *queued = true;
-    return Status::Ok();
+  for (size_t i = 0; i < produced.size(); ++i) {
+    const Tensor& t = *produced[i];
+    Tensor& dst = into[i];
+    dst.quant = t.quant;
+    const DeviceRuntime* rt = t.device() != DeviceType::kCpu ? DeviceRuntimeFor(t.device()) : nullptr;
+    if (rt && rt->download_async && dst.buffer()->page_locked() && t.nbytes()) {
+      WH_RETURN_IF_ERROR(rt->download_async(dst.raw_data(), t.raw_data(), t.nbytes()));
+      *queued = true;
+    } else {
+      WH_RETURN_IF_ERROR(CopyTensorBytes(t, &dst));
+    }
   }
-  return CopyTensorBytes(t, &dst);
+  return Status::Ok();
 }
 
 StatusOr<std::vector<Tensor>> Session::RunImpl(const std::map<std::string, Tensor>& inputs, RunStats* stats,
@@ -612,9 +614,8 @@ StatusOr<std::vector<Tensor>> Session::RunImpl(const std::map<std::string, Tenso
   if (st.ok() && into) {  // RunInto: a device output is queued down (the wait below brings it) or copied
     std::vector<const Tensor*> produced;
     for (int o : g.outputs()) produced.push_back(&slots[static_cast<size_t>(o)]);
-    st = CheckOutputsInto(g, produced, *into);
     bool queued = false;
-    for (size_t i = 0; st.ok() && i < produced.size(); ++i) st = WriteOutputInto(*produced[i], (*into)[i], &queued);
+    st = WriteOutputsInto(g, produced, *into, &queued);
   } else if (st.ok()) {
     for (int o : g.outputs()) {
       Tensor& t = slots[static_cast<size_t>(o)];

@@ -115,12 +115,12 @@ inline constexpr int kEagerRunsBeforeCapture = 3;  // the first records the plan
 // stream can spoil a capture on the same GPU, which the next attempt may not meet.
 inline constexpr int kCaptureAttempts = 2;
 
-// Session::RunInto: whether the caller's tensors take the run's outputs (as many, each of its
-// output's dtype and dims), else an error naming the first that does not.
-Status CheckOutputsInto(const Graph& g, const std::vector<const Tensor*>& produced, const std::vector<Tensor>& into);
-// t's values into dst (checked): a device t queued down into page-locked dst (*queued = true: wait
-// for the device before reading dst), otherwise copied now.
-Status WriteOutputInto(const Tensor& t, Tensor& dst, bool* queued);
+// Session::RunInto: the run's outputs into the caller's tensors, once all are checked (as many,
+// each of its output's dtype and dims; else an error naming the first that is not). A device
+// output goes queued into a page-locked tensor (*queued = true: wait before reading it), otherwise
+// it is copied now.
+Status WriteOutputsInto(const Graph& g, const std::vector<const Tensor*>& produced, std::vector<Tensor>& into,
+                        bool* queued);
 
 // "float32[1,1,28,28], int64[1,12]": the fed inputs' dtypes and dims, for the report.
 std::string SignatureText(const Graph& g, const std::map<std::string, Tensor>& inputs);

@@ -23,8 +23,12 @@ CaptureReleases::CaptureReleases() {
 CaptureReleases::~CaptureReleases() {
   Stop();
   for (const Held& h : held_) {
-    (h.host ? h.rt->release_host : h.rt->release)(h.p);
-    if (!h.host) CountDeviceMemory(h.device, -static_cast<int64_t>(h.bytes));
+    if (h.device == DeviceType::kCpu) {
+      h.rt->release_host(h.p);
+    } else {
+      h.rt->release(h.p);
+      CountDeviceMemory(h.device, -static_cast<int64_t>(h.bytes));
+    }
   }
 }
 
@@ -33,9 +37,9 @@ void CaptureReleases::Stop() {
   active_ = false;
 }
 
-bool KeptForCapture(const DeviceRuntime* rt, void* p, bool host, DeviceType device, size_t bytes) {
+bool KeptForCapture(const DeviceRuntime* rt, void* p, DeviceType device, size_t bytes) {
   if (!g_capture_releases || !rt) return false;
-  g_capture_releases->held_.push_back({rt, p, host, device, bytes});
+  g_capture_releases->held_.push_back({rt, p, device, bytes});
   return true;
 }
 

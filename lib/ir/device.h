@@ -72,19 +72,19 @@ class CaptureReleases {
   size_t size() const { return held_.size(); }
 
  private:
-  friend bool KeptForCapture(const DeviceRuntime* rt, void* p, bool host, DeviceType device, size_t bytes);
+  friend bool KeptForCapture(const DeviceRuntime* rt, void* p, DeviceType device, size_t bytes);
   struct Held {
     const DeviceRuntime* rt;
     void* p;
-    bool host;
-    DeviceType device;
+    DeviceType device;  // kCpu: page-locked host memory
     size_t bytes;
   };
   std::vector<Held> held_;
   bool active_ = false;
 };
-// Buffer's destructor: whether this thread's active CaptureReleases took p (then it is not freed).
-bool KeptForCapture(const DeviceRuntime* rt, void* p, bool host, DeviceType device, size_t bytes);
+// Buffer's destructor: whether this thread's active CaptureReleases took p (then it is not freed);
+// device kCpu: page-locked host memory.
+bool KeptForCapture(const DeviceRuntime* rt, void* p, DeviceType device, size_t bytes);
 
 // Device memory this process holds through Buffer (weights, constants, arenas, graphs, kernel
 // scratch and caches), now and at its highest since the last ResetDeviceMemoryPeak: what models

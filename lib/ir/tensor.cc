@@ -83,7 +83,7 @@ StatusOr<std::shared_ptr<Buffer>> Buffer::AllocatePageLocked(DeviceType for_devi
 
 Buffer::~Buffer() {
   // In a graph capture's span the memory stays, counted, until the graph goes (CaptureReleases).
-  if (runtime_ && KeptForCapture(runtime_, data_, device_ == DeviceType::kCpu, device_, size_)) return;
+  if (runtime_ && KeptForCapture(runtime_, data_, device_, size_)) return;
   if (device_ != DeviceType::kCpu) CountDeviceMemory(device_, -static_cast<int64_t>(size_));
   if (device_ == DeviceType::kCpu && runtime_) {
     runtime_->release_host(data_);

@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lib/data/dataset.h"
@@ -124,9 +125,9 @@ int main(int argc, char** argv) {
   if (so.precision != whittle::Precision::kFp32 && device != "cuda")
     return Fail("--precision " + precision + " needs --device cuda (the CPU computes in fp32)");
   if (cuda_graphs && device != "cuda") return Fail("--cuda-graphs needs --device cuda");
-  if (page_locked && (!bench || device != "cuda")) return Fail("--page-locked-input needs --bench and --device cuda");
-  if (page_locked_output && (!bench || device != "cuda"))
-    return Fail("--page-locked-output needs --bench and --device cuda");
+  for (const auto& [set, flag] : {std::pair<bool, const char*>{page_locked, "--page-locked-input"},
+                                  std::pair<bool, const char*>{page_locked_output, "--page-locked-output"}})
+    if (set && (!bench || device != "cuda")) return Fail(std::string(flag) + " needs --bench and --device cuda");
   so.cuda_graphs = cuda_graphs;
   auto session_or = whittle::Session::Load(model, so);
   if (!session_or.ok()) return Fail(session_or.status().message());
