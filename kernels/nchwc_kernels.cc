@@ -1,6 +1,7 @@
 // Kernels of the blocked channel layout (lib/ops/nchwc.cc). The reorders and pools are the same
 // loops on every backend (the block is the innermost, contiguous dim, so they vectorize as they
-// are); NchwcConv runs oneDNN's convolution on the blocked tensors on the CPU backend, and on the
+// are); NchwcConv runs Winograd F(2x2, 3x3) for 3x3 stride-1 convs (cpu/winograd.h) and oneDNN's
+// convolution for the rest on the blocked tensors on the CPU backend, and on the
 // reference backend (or where oneDNN has no kernel for a shape) unblocks, runs the reference
 // convolution and blocks the result.
 #include "kernels/nchwc.h"
@@ -23,6 +24,7 @@
 #include "kernels/cpu/conv_onednn.h"
 #include "kernels/cpu/movement.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/winograd.h"
 #include "kernels/reference/conv.h"
 
 namespace whittle {
@@ -176,7 +178,15 @@ class NchwcConvKernel : public OpKernel {
   NchwcConvKernel(ConvAttrs a, int64_t block, bool plain_input, const Tensor& w, const Tensor* b, bool fast)
       : attrs_(std::move(a)), block_(static_cast<int>(block)), plain_input_(plain_input), w_(w) {
     if (b) b_ = *b;
-    if (fast) onednn_ = std::make_unique<cpu::OneDnnConv>(w_.data<float>(), b ? b_.data<float>() : nullptr, attrs_.act);
+    if (!fast) return;
+    onednn_ = std::make_unique<cpu::OneDnnConv>(w_.data<float>(), b ? b_.data<float>() : nullptr, attrs_.act);
+    // 3x3 stride-1 convs on nChw8c input (the layout of oneDNN's AVX2 kernels) run Winograd
+    // F(2x2, 3x3) where the geometry allows (cpu/winograd.h): 1.2-1.8x oneDNN's AVX2 direct
+    // kernel in tests/bench/conv_bench.cc, but behind its AVX-512 brgemm kernels (the NHWC
+    // layout) at batch 64. A fixed rule, not a timing, so every process computes the same floats.
+    if (!plain_input_ && block_ == 8 && w_.dim(2) == 3 && w_.dim(3) == 3 && cpu::WinogradConv::Enabled())
+      winograd_ = std::make_unique<cpu::WinogradConv>(w_.data<float>(), b ? b_.data<float>() : nullptr, w_.dim(0),
+                                                      w_.dim(1));
   }
 
   Status Compute(KernelContext& ctx) const override {
@@ -194,6 +204,13 @@ class NchwcConvKernel : public OpKernel {
     if (y.numel() != s.batch * s.out_channels * s.geo.OutSize()) return Internal("NchwcConv output " + DimsToString(y.dims()));
     if (sum && sum->dims() != y.dims()) return InvalidArgument("NchwcConv: sum " + DimsToString(sum->dims()));
     const float* sp = sum ? sum->data<float>() : nullptr;
+    if (winograd_ && winograd_->Applies(s, block_)) {
+      RunTimed(s, sp != nullptr, ctx.num_threads, [&](int threads) {
+        winograd_->Run(s, block_, x.data<float>(), sp, attrs_.act, threads, y.data<float>());
+        return true;
+      });
+      return Status::Ok();
+    }
     if (onednn_ && RunOneDnn(s, x.data<float>(), sp, y.data<float>(), ctx.num_threads)) return Status::Ok();
     if (onednn_) {
       // Correct but slow: say so once per process (a CPU whose oneDNN lacks a kernel for the layout).
@@ -209,18 +226,18 @@ class NchwcConvKernel : public OpKernel {
 
  private:
   // All threads or one, whichever ran faster on the first call of the shape (batch 1 convs lose
-  // more to the fork/join than they gain).
-  bool RunOneDnn(const ConvShape& s, const float* x, const float* sum, float* y, int threads) const {
-    const cpu::OneDnnConvLayout layout{true, block_, plain_input_};
-    if (threads <= 1) return onednn_->Run(s, x, sum, y, 1, layout);
-    const std::vector<int64_t> key{s.batch, s.in_channels, s.geo.in[0], s.geo.in[1], threads, sum != nullptr};
+  // more to the fork/join than they gain). run(threads) computes the conv; false: it cannot.
+  template <class RunFn>
+  bool RunTimed(const ConvShape& s, bool with_sum, int threads, const RunFn& run) const {
+    if (threads <= 1) return run(1);
+    const std::vector<int64_t> key{s.batch, s.in_channels, s.geo.in[0], s.geo.in[1], threads, with_sum};
     int chosen = -1;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = threads_.find(key);
       if (it != threads_.end()) chosen = it->second;
     }
-    if (chosen > 0) return onednn_->Run(s, x, sum, y, chosen, layout);
+    if (chosen > 0) return run(chosen);
     // Rounds alternate between the candidates (a burst of noise from the other vCPU then hits
     // both), best of 7 each (3 once a run takes a millisecond).
     using Clock = std::chrono::steady_clock;
@@ -229,7 +246,7 @@ class NchwcConvKernel : public OpKernel {
     for (int r = 0; r < (std::min(tb[0], tb[1]) < 1e-3 ? 7 : 3); ++r) {
       for (int c = 0; c < 2; ++c) {
         const auto t0 = Clock::now();
-        if (!onednn_->Run(s, x, sum, y, cand[c], layout)) return false;
+        if (!run(cand[c])) return false;
         tb[c] = std::min(tb[c], std::chrono::duration<double>(Clock::now() - t0).count());
       }
     }
@@ -238,7 +255,12 @@ class NchwcConvKernel : public OpKernel {
       std::lock_guard<std::mutex> lock(mu_);
       chosen = threads_.emplace(key, chosen).first->second;
     }
-    return onednn_->Run(s, x, sum, y, chosen, layout);
+    return run(chosen);
+  }
+
+  bool RunOneDnn(const ConvShape& s, const float* x, const float* sum, float* y, int threads) const {
+    const cpu::OneDnnConvLayout layout{true, block_, plain_input_};
+    return RunTimed(s, sum != nullptr, threads, [&](int t) { return onednn_->Run(s, x, sum, y, t, layout); });
   }
 
   Status RunReference(const ConvShape& s, const Tensor& x, const float* sum, Tensor& y, int threads) const {
@@ -266,6 +288,7 @@ class NchwcConvKernel : public OpKernel {
   bool plain_input_;
   Tensor w_, b_;
   std::unique_ptr<cpu::OneDnnConv> onednn_;
+  std::unique_ptr<cpu::WinogradConv> winograd_;
   mutable std::mutex mu_;
   mutable std::map<std::vector<int64_t>, int> threads_;
 };

@@ -9,6 +9,14 @@ the range of the per-round ratios (how far one comparison alone could have been 
 
 The first line names the CPU (lscpu's model name) and the widest vector ISA it has, and the
 WHITTLE_ISA / ONEDNN_MAX_CPU_ISA caps in effect: a ratio says nothing without them.
+
+--avx2-only holds both runtimes to AVX2 + FMA on an AVX-512 CPU: the script builds
+tests/bench/avx2_cpuid.c (an LD_PRELOAD shim that makes CPUID report no AVX-512, AMX or
+AVX-VNNI; it needs the CPU's `cpuid_fault` flag) and re-runs itself under it with
+ONEDNN_MAX_CPU_ISA=AVX2 and WHITTLE_ISA=avx2, so ONNX Runtime's MLAS, oneDNN and Whittle all
+take their AVX2 kernels. Code compiled for a newer -march (WHITTLE_NATIVE builds) still runs
+as compiled: build with -DWHITTLE_NATIVE=OFF -DCMAKE_CXX_FLAGS=-march=haswell for a strict
+comparison.
 """
 import argparse
 import json
@@ -63,9 +71,30 @@ def cpu_line():
     isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
     if "avx512_vnni" in flags:
         isa += " + VNNI"
+    if os.environ.get("WHITTLE_AVX2_ONLY") == "1":
+        isa += ", held to AVX2 + FMA (CPUID masked by tests/bench/avx2_cpuid.c for both runtimes)"
     caps = ", ".join(f"{k}={os.environ[k]}" for k in ("WHITTLE_ISA", "ONEDNN_MAX_CPU_ISA", "WHITTLE_CONV")
                      if k in os.environ) or "no caps"
     return f"CPU: {model} ({os.cpu_count()} logical), {isa}; Whittle: {caps}"
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def reexec_avx2_only():
+    """Re-runs this script with CPUID masked to AVX2 (see the module doc); returns only if it is."""
+    if os.environ.get("WHITTLE_AVX2_ONLY") == "1":
+        return
+    if "cpuid_fault" not in open("/proc/cpuinfo").read():
+        sys.exit("--avx2-only: this CPU or kernel has no CPUID faulting (no cpuid_fault in /proc/cpuinfo)")
+    out_dir = os.path.join(REPO, "build")
+    os.makedirs(out_dir, exist_ok=True)
+    shim = os.path.join(out_dir, "avx2_cpuid.so")
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", shim, os.path.join(REPO, "tests/bench/avx2_cpuid.c")],
+                   check=True)
+    env = dict(os.environ, LD_PRELOAD=shim, AVX2_CPUID_QUIET="1", WHITTLE_AVX2_ONLY="1",
+               ONEDNN_MAX_CPU_ISA="AVX2", WHITTLE_ISA="avx2")
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
 
 def main():
@@ -77,7 +106,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--run-model", default="build/bin/run-model")
+    ap.add_argument("--avx2-only", action="store_true",
+                    help="hold ONNX Runtime, oneDNN and Whittle to AVX2 + FMA (CPUID masked; see above)")
     args = ap.parse_args()
+    if args.avx2_only:
+        reexec_avx2_only()
     print(cpu_line())
     print(f"onnxruntime {ort.__version__}, medians of {args.rounds} alternating rounds")
     print(f"{'model':<24} {'threads':>7} {'batch':>6} {'ORT samples/s':>15} {'Whittle samples/s':>18} {'ratio':>7}"

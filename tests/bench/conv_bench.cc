@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/conv_onednn.h"
+#include "kernels/cpu/winograd.h"
 #include "runtime/node_runner.h"
 
 namespace whittle {
@@ -81,6 +83,49 @@ BENCHMARK(BM_Conv3x3Relu)
     ->ArgsProduct({{1, 64}, {16}, {16}, {28}, {1, 2}, {1, 2, 3}})
     ->ArgsProduct({{1, 64}, {16}, {32}, {14}, {1, 2}, {1, 2, 3}})
     ->ArgsProduct({{1, 64}, {32}, {32}, {14}, {1, 2}, {1, 2, 3}})
+    ->UseRealTime();
+
+// The blocked layout's 3x3 pad-1 conv + Relu (what NchwcConv runs, on the block oneDNN prefers on
+// this CPU): Winograd F(2x2, 3x3) against oneDNN's direct kernel on the same tensors. GFLOP/s
+// counts the direct convolution's multiply-adds for both. Args: batch, in channels, out channels,
+// spatial size, threads, path (0 Winograd, 1 oneDNN).
+void BM_BlockedConv3x3Relu(benchmark::State& state) {
+  const int64_t n = state.range(0), cin = state.range(1), cout = state.range(2), hw = state.range(3);
+  const int threads = static_cast<int>(state.range(4));
+  const int block = cpu::OneDnnPreferredBlock().value_or(8);
+  const Tensor x = Random({n, cin, hw, hw}, 1), w = Random({cout, cin, 3, 3}, 2), b = Random({cout}, 3);
+  WindowAttrs a;
+  a.pads = {1, 1, 1, 1};
+  ConvShape s;
+  if (!ResolveConvShape(a, 1, x, w, &b, &s).ok()) return state.SkipWithError("shape");
+  Tensor y(DType::kFloat32, {n, cout, hw, hw});  // the same bytes as the blocked output
+  FusedActivation relu;
+  relu.kind = FusedActivation::kRelu;
+  cpu::WinogradConv wino(w.data<float>(), b.data<float>(), cout, cin);
+  cpu::OneDnnConv dnn(w.data<float>(), b.data<float>(), relu);
+  const cpu::OneDnnConvLayout layout{true, block, false};
+  if (state.range(5) == 0 && !wino.Applies(s, block)) return state.SkipWithError("Winograd does not apply here");
+  for (auto _ : state) {
+    if (state.range(5) == 0) {
+      wino.Run(s, block, x.data<float>(), nullptr, relu, threads, y.data<float>());
+    } else if (!dnn.Run(s, x.data<float>(), nullptr, y.data<float>(), threads, layout)) {
+      state.SkipWithError("oneDNN has no blocked kernel here");
+      break;
+    }
+    benchmark::DoNotOptimize(y.raw_data());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel("block " + std::to_string(block));
+  state.counters["GFLOPS"] = benchmark::Counter(2e-9 * static_cast<double>(n * cout * cin * 9 * hw * hw),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_BlockedConv3x3Relu)
+    ->ArgNames({"N", "Cin", "Cout", "HW", "thr", "path"})
+    ->ArgsProduct({{1, 64}, {16}, {16}, {28}, {1, 2}, {0, 1}})
+    ->ArgsProduct({{1, 64}, {16}, {32}, {14}, {1, 2}, {0, 1}})
+    ->ArgsProduct({{1, 64}, {32}, {32}, {14}, {1, 2}, {0, 1}})
+    ->ArgsProduct({{1, 64}, {64}, {64}, {14}, {1, 2}, {0, 1}})
+    ->ArgsProduct({{1, 64}, {128}, {128}, {7}, {1, 2}, {0, 1}})
     ->UseRealTime();
 
 // Args: batch, channels, spatial size, threads.
