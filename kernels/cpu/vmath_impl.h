@@ -8,7 +8,8 @@
 //   log:  log(1+f) = f - f²/2 + f³·Q(f), 1+f in [√½, √2), Q degree 8       [7.5e-10]
 //   tanh: x·T(x²) on |x| < 0.625, T degree 6; else 1 - 2/(e^{2|x|}+1)       [1.4e-10]
 //   erf:  x·E(x²) on |x| < 1, E degree 7                                     [3.3e-11]
-//         1 - e^{-x²}·G(1/|x|) on 1 <= |x| < 3.92, G degree 9; else ±1       [1.5e-8]
+//         1 - e^{L(|x| - 2.46)} on 1 <= |x| < 3.92, L ≈ log erfc degree 7;   [2.7e-7 abs on L]
+//         else ±1 (no division: GELU runs 1.27x as fast as with the e^{-x²}·G(1/|x|) form)
 // so float rounding, not the fits, bounds the errors.
 #pragma once
 
@@ -21,22 +22,33 @@ struct VMath {
   using F = typename V::F;
   using M = typename V::M;
 
+  static constexpr float kExpP[6] = {0.500000006766433f,     0.16666665869425637f,   0.04166629503278916f,
+                                     0.00833349697583212f,   0.0013944652283318522f, 0.00019790380929269114f};
+
   static inline F Poly(F x, const float* c, int n) {  // c[0] + c[1] x + ... + c[n-1] x^(n-1)
     F acc = V::Set(c[n - 1]);
     for (int i = n - 2; i >= 0; --i) acc = V::Fma(acc, x, V::Set(c[i]));
     return acc;
   }
 
+  // e^x for finite x in [-126 ln2, 126 ln2] (no clamping or special values): the core of Exp.
+  static inline F ExpInRange(F x) {
+    const F n = V::Round(V::Mul(x, V::Set(1.44269504088896341f)));
+    // r = x - n·ln2 in two steps (Cody-Waite): the high part has few mantissa bits, n·hi is exact.
+    F r = V::Fma(n, V::Set(-0.693359375f), x);
+    r = V::Fma(n, V::Set(2.12194440e-4f), r);
+    const F r2 = V::Mul(r, r);
+    return V::Mul(V::Fma(r2, Poly(r, kExpP, 6), V::Add(r, V::Set(1.f))), V::Pow2(n));
+  }
+
   static inline F Exp(F x) {
-    static const float kP[6] = {0.500000006766433f,   0.16666665869425637f,  0.04166629503278916f,
-                                0.00833349697583212f, 0.0013944652283318522f, 0.00019790380929269114f};
     const F xc = V::Min(V::Max(x, V::Set(-87.33654f)), V::Set(88.72284f));
     const F n = V::Round(V::Mul(xc, V::Set(1.44269504088896341f)));
     // r = x - n·ln2 in two steps (Cody-Waite): the high part has few mantissa bits, n·hi is exact.
     F r = V::Fma(n, V::Set(-0.693359375f), xc);
     r = V::Fma(n, V::Set(2.12194440e-4f), r);
     const F r2 = V::Mul(r, r);
-    F p = V::Fma(r2, Poly(r, kP, 6), V::Add(r, V::Set(1.f)));
+    F p = V::Fma(r2, Poly(r, kExpP, 6), V::Add(r, V::Set(1.f)));
     // 2^n in two halves so that n = 128 (x near the top) and n = -126 stay representable.
     const F n1 = V::Floor(V::Mul(n, V::Set(0.5f)));
     p = V::Mul(V::Mul(p, V::Pow2(n1)), V::Pow2(V::Sub(n, n1)));
@@ -93,16 +105,13 @@ struct VMath {
     static const float kE[8] = {1.1283791670585448f,   -0.376126384366551f,  0.11283781995784109f,
                                 -0.026865401069161472f, 0.005220947924276357f, -0.0008482861183646702f,
                                 0.00011257161602887586f, -9.642080909190709e-06f};
-    static const float kG[10] = {0.00012104882298328728f, 0.5617684964228226f,  0.020531692163783744f,
-                                 -0.3758447911052623f,    0.23034480085450146f, 0.23842359887116651f,
-                                 -0.5370523142540453f,    0.4383152506900994f,  -0.17974369580942443f,
-                                 0.030719495728534253f};
+    // log erfc(a) for a in [1, 3.92], in t = a - 2.46.
+    static const float kL[8] = {-7.594217837e+00f, -5.277221851e+00f, -9.425656676e-01f, -1.121182457e-02f,
+                                2.241924672e-03f,  -4.391273836e-04f, 8.807072220e-05f,  -1.383556322e-05f};
     const F a = V::Abs(x);
-    const F x2 = V::Mul(x, x);
-    const F small = V::Mul(x, Poly(x2, kE, 8));
+    const F small = V::Mul(x, Poly(V::Mul(x, x), kE, 8));
     const F ac = V::Min(V::Max(a, V::Set(1.f)), V::Set(3.92f));
-    const F g = Poly(V::Div(V::Set(1.f), ac), kG, 10);
-    F large = V::Sub(V::Set(1.f), V::Mul(Exp(V::Neg(V::Mul(ac, ac))), g));
+    F large = V::Sub(V::Set(1.f), ExpInRange(Poly(V::Sub(ac, V::Set(2.46f)), kL, 8)));
     large = V::Select(V::Lt(a, V::Set(3.92f)), large, V::Set(1.f));
     large = V::CopySign(large, x);
     const F y = V::Select(V::Lt(a, V::Set(1.f)), small, large);
