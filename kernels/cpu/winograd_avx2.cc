@@ -50,15 +50,19 @@ void Rows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t c, f
   }
 }
 
+// Where each group of 8 channels starts in a blocked image of `positions` positions (no division
+// by the runtime block size in the tile loops).
+void GroupOffsets(int64_t channels, int64_t b, int64_t positions, int64_t* off) {
+  for (int64_t g = 0; g < channels; g += 8) off[g / 8] = (g / b) * positions * b + g % b;
+}
+
 }  // namespace
 
 void InputTransform(const float* x, int64_t c, int64_t b, int64_t h, int64_t w, int64_t pt, int64_t pl,
                     int64_t tw, int64_t t0, int64_t tiles, float* v, int64_t vstride) {
   const __m256 zero = _mm256_setzero_ps();
-  const int64_t plane = h * w * b;
-  // Where each group of 8 channels starts (no division in the loops below).
   int64_t goff[kMaxGroups];
-  for (int64_t g = 0; g < c; g += 8) goff[g / 8] = (g / b) * plane + g % b;
+  GroupOffsets(c, b, h * w, goff);
   int64_t ti = t0 / tw, tj = t0 % tw;
   for (int64_t t = 0; t < tiles; ++t, tj = tj + 1 == tw ? (++ti, 0) : tj + 1) {
     const int64_t r0 = 2 * ti - pt, c0 = 2 * tj - pl;
@@ -110,9 +114,8 @@ void Gemm16(const float* v, int64_t vstride, const float* u, int64_t c, int64_t 
 void OutputTransform(const float* m, int64_t mstride, int64_t k, int64_t b, int64_t oh, int64_t ow, int64_t tw,
                      int64_t t0, int64_t tiles, const float* bias, const float* sum, bool relu, float* y) {
   const __m256 zero = _mm256_setzero_ps();
-  const int64_t plane = oh * ow * b;
   int64_t qoff[kMaxGroups];
-  for (int64_t q = 0; q < k; q += 8) qoff[q / 8] = (q / b) * plane + q % b;
+  GroupOffsets(k, b, oh * ow, qoff);
   int64_t ti = t0 / tw, tj = t0 % tw;
   for (int64_t t = 0; t < tiles; ++t, tj = tj + 1 == tw ? (++ti, 0) : tj + 1) {
     const int64_t oy = 2 * ti, ox = 2 * tj;
