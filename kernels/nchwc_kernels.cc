@@ -180,11 +180,9 @@ class NchwcConvKernel : public OpKernel {
     if (b) b_ = *b;
     if (!fast) return;
     onednn_ = std::make_unique<cpu::OneDnnConv>(w_.data<float>(), b ? b_.data<float>() : nullptr, attrs_.act);
-    // 3x3 stride-1 convs on nChw8c input (the layout of oneDNN's AVX2 kernels) run Winograd
-    // F(2x2, 3x3) where the geometry allows (cpu/winograd.h): 1.2-1.8x oneDNN's AVX2 direct
-    // kernel in tests/bench/conv_bench.cc, but behind its AVX-512 brgemm kernels (the NHWC
-    // layout) at batch 64. A fixed rule, not a timing, so every process computes the same floats.
-    if (!plain_input_ && block_ == 8 && w_.dim(2) == 3 && w_.dim(3) == 3 && cpu::WinogradConv::Enabled())
+    // 3x3 stride-1 convs on blocked input run Winograd F(2x2, 3x3) (cpu/winograd.h) where the
+    // geometry allows and its fixed rule (WinogradConv::Preferred) says it beats oneDNN.
+    if (!plain_input_ && w_.dim(2) == 3 && w_.dim(3) == 3 && cpu::WinogradConv::Enabled())
       winograd_ = std::make_unique<cpu::WinogradConv>(w_.data<float>(), b ? b_.data<float>() : nullptr, w_.dim(0),
                                                       w_.dim(1));
   }
@@ -204,7 +202,7 @@ class NchwcConvKernel : public OpKernel {
     if (y.numel() != s.batch * s.out_channels * s.geo.OutSize()) return Internal("NchwcConv output " + DimsToString(y.dims()));
     if (sum && sum->dims() != y.dims()) return InvalidArgument("NchwcConv: sum " + DimsToString(sum->dims()));
     const float* sp = sum ? sum->data<float>() : nullptr;
-    if (winograd_ && winograd_->Applies(s, block_)) {
+    if (winograd_ && winograd_->Applies(s, block_) && winograd_->Preferred(s)) {
       RunTimed(s, sp != nullptr, ctx.num_threads, [&](int threads) {
         winograd_->Run(s, block_, x.data<float>(), sp, attrs_.act, threads, y.data<float>());
         return true;

@@ -34,13 +34,16 @@ bool WinogradConv::Enabled() {
   static const bool on = [] {
     const char* e = std::getenv("WHITTLE_WINOGRAD");
     if (e && std::strcmp(e, "0") == 0) return false;
-    return ActiveSimdIsa() != SimdIsa::kScalar;  // AVX2 + FMA (or AVX-512, which has both)
+    return ActiveSimdIsa() != SimdIsa::kScalar;  // AVX2 + FMA or AVX-512
   }();
   return on;
 }
 
-WinogradConv::WinogradConv(const float* w, const float* bias, int64_t out_channels, int64_t in_channels)
+WinogradConv::WinogradConv(const float* w, const float* bias, int64_t out_channels, int64_t in_channels,
+                           SimdIsa isa)
     : k_(out_channels), c_(in_channels) {
+  const SimdIsa capped = static_cast<int>(isa) <= static_cast<int>(CpuSimdIsa()) ? isa : CpuSimdIsa();
+  width_ = capped == SimdIsa::kAvx512 ? winograd_avx512::kWidth : capped == SimdIsa::kAvx2 ? winograd_avx2::kWidth : 0;
   // U = G g G^T per (k, c), G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]].
   static const double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
   u_.assign(static_cast<size_t>(16 * c_ * k_), 0.f);
@@ -61,15 +64,22 @@ WinogradConv::WinogradConv(const float* w, const float* bias, int64_t out_channe
 }
 
 bool WinogradConv::Applies(const ConvShape& s, int64_t block) const {
-  if (!Enabled() || s.geo.spatial != 2 || s.group != 1 || s.in_channels != c_ || s.out_channels != k_) return false;
-  if (c_ > 8 * winograd_avx2::kMaxGroups || k_ > 8 * winograd_avx2::kMaxGroups) return false;
-  if (block == 0) {  // NHWC: one block of all channels, C on the input, K on the output
-    if (c_ % 8 != 0 || k_ % 8 != 0) return false;
-  } else if (block % 8 != 0 || c_ % block != 0 || k_ % block != 0) {
+  if (!Enabled() || width_ == 0 || s.geo.spatial != 2 || s.group != 1 || s.in_channels != c_ ||
+      s.out_channels != k_)
     return false;
-  }
+  if (c_ % width_ != 0 || k_ % width_ != 0 || c_ > kWinogradMaxChannels || k_ > kWinogradMaxChannels)
+    return false;
+  // NHWC (block 0) is one block of all channels: C on the input, K on the output.
+  if (block != 0 && (block % width_ != 0 || c_ % block != 0 || k_ % block != 0)) return false;
   const Geo2D g = To2D(s.geo);
   return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.oh > 0 && g.ow > 0;
+}
+
+bool WinogradConv::Preferred(const ConvShape& s) const {
+  if (width_ != winograd_avx512::kWidth) return true;
+  const Geo2D g = To2D(s.geo);
+  const int64_t padded = ((g.oh + 1) / 2 * 2) * ((g.ow + 1) / 2 * 2);
+  return c_ * k_ >= 512 && 10 * padded <= 11 * g.oh * g.ow;
 }
 
 void WinogradConv::Run(const ConvShape& s, int64_t block, const float* x, const float* sum,
@@ -88,10 +98,16 @@ void WinogradConv::Run(const ConvShape& s, int64_t block, const float* x, const 
     float* v = Scratch(0, static_cast<size_t>(16 * vstride));
     float* m = Scratch(1, static_cast<size_t>(16 * mstride));
     float* yn = y + n * out_image;
-    winograd_avx2::InputTransform(x + n * in_image, c_, bin, g.ih, g.iw, g.pt, g.pl, tw, t0, tiles, v, vstride);
-    winograd_avx2::Gemm16(v, vstride, u_.data(), c_, k_, tiles, m, mstride);
-    winograd_avx2::OutputTransform(m, mstride, k_, bout, g.oh, g.ow, tw, t0, tiles, bias_.data(),
-                                   sum ? sum + n * out_image : nullptr, relu, yn);
+    const float* sn = sum ? sum + n * out_image : nullptr;
+    if (width_ == winograd_avx512::kWidth) {
+      winograd_avx512::InputTransform(x + n * in_image, c_, bin, g.ih, g.iw, g.pt, g.pl, tw, t0, tiles, v, vstride);
+      winograd_avx512::Gemm16(v, vstride, u_.data(), c_, k_, tiles, m, mstride);
+      winograd_avx512::OutputTransform(m, mstride, k_, bout, g.oh, g.ow, tw, t0, tiles, bias_.data(), sn, relu, yn);
+    } else {
+      winograd_avx2::InputTransform(x + n * in_image, c_, bin, g.ih, g.iw, g.pt, g.pl, tw, t0, tiles, v, vstride);
+      winograd_avx2::Gemm16(v, vstride, u_.data(), c_, k_, tiles, m, mstride);
+      winograd_avx2::OutputTransform(m, mstride, k_, bout, g.oh, g.ow, tw, t0, tiles, bias_.data(), sn, relu, yn);
+    }
     if (act.kind != FusedActivation::kNone && !relu) {
       // The band's output rows are contiguous in each block of channels.
       const int64_t r0 = 2 * (t0 / tw), r1 = std::min(g.oh, 2 * ((t0 + tiles) / tw));
