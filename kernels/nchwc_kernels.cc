@@ -182,7 +182,11 @@ class NchwcConvKernel : public OpKernel {
     onednn_ = std::make_unique<cpu::OneDnnConv>(w_.data<float>(), b ? b_.data<float>() : nullptr, attrs_.act);
     // 3x3 stride-1 convs on blocked input run Winograd F(2x2, 3x3) (cpu/winograd.h) where the
     // geometry allows and its fixed rule (WinogradConv::Preferred) says it beats oneDNN.
-    if (!plain_input_ && w_.dim(2) == 3 && w_.dim(3) == 3 && cpu::WinogradConv::Enabled())
+    auto ones = [](const std::vector<int64_t>& v) {
+      return std::all_of(v.begin(), v.end(), [](int64_t e) { return e == 1; });
+    };
+    if (!plain_input_ && w_.dim(2) == 3 && w_.dim(3) == 3 && ones(attrs_.window.strides) &&
+        ones(attrs_.window.dilations) && cpu::WinogradConv::Enabled())
       winograd_ = std::make_unique<cpu::WinogradConv>(w_.data<float>(), b ? b_.data<float>() : nullptr, w_.dim(0),
                                                       w_.dim(1));
   }

@@ -31,24 +31,27 @@ struct VMath {
     return acc;
   }
 
-  // e^x for finite x in [-126 ln2, 126 ln2] (no clamping or special values): the core of Exp.
-  static inline F ExpInRange(F x) {
-    const F n = V::Round(V::Mul(x, V::Set(1.44269504088896341f)));
+  // e^(x - n ln2) for n = round(x / ln2), and n: the reduced exponential both forms below scale.
+  static inline F ExpReduced(F x, F* n) {
+    *n = V::Round(V::Mul(x, V::Set(1.44269504088896341f)));
     // r = x - n·ln2 in two steps (Cody-Waite): the high part has few mantissa bits, n·hi is exact.
-    F r = V::Fma(n, V::Set(-0.693359375f), x);
-    r = V::Fma(n, V::Set(2.12194440e-4f), r);
+    F r = V::Fma(*n, V::Set(-0.693359375f), x);
+    r = V::Fma(*n, V::Set(2.12194440e-4f), r);
     const F r2 = V::Mul(r, r);
-    return V::Mul(V::Fma(r2, Poly(r, kExpP, 6), V::Add(r, V::Set(1.f))), V::Pow2(n));
+    return V::Fma(r2, Poly(r, kExpP, 6), V::Add(r, V::Set(1.f)));
+  }
+
+  // e^x for finite x in [-126 ln2, 126 ln2] (no clamping or special values).
+  static inline F ExpInRange(F x) {
+    F n;
+    const F p = ExpReduced(x, &n);
+    return V::Mul(p, V::Pow2(n));
   }
 
   static inline F Exp(F x) {
     const F xc = V::Min(V::Max(x, V::Set(-87.33654f)), V::Set(88.72284f));
-    const F n = V::Round(V::Mul(xc, V::Set(1.44269504088896341f)));
-    // r = x - n·ln2 in two steps (Cody-Waite): the high part has few mantissa bits, n·hi is exact.
-    F r = V::Fma(n, V::Set(-0.693359375f), xc);
-    r = V::Fma(n, V::Set(2.12194440e-4f), r);
-    const F r2 = V::Mul(r, r);
-    F p = V::Fma(r2, Poly(r, kExpP, 6), V::Add(r, V::Set(1.f)));
+    F n;
+    F p = ExpReduced(xc, &n);
     // 2^n in two halves so that n = 128 (x near the top) and n = -126 stay representable.
     const F n1 = V::Floor(V::Mul(n, V::Set(0.5f)));
     p = V::Mul(V::Mul(p, V::Pow2(n1)), V::Pow2(V::Sub(n, n1)));

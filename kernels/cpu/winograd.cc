@@ -28,6 +28,16 @@ int64_t BandRows(int64_t th, int64_t tw, int64_t batch, int threads) {
   return rows;
 }
 
+// One ISA's kernels (winograd_impl.h).
+struct IsaKernels {
+  decltype(&winograd_avx2::InputTransform) input;
+  decltype(&winograd_avx2::Gemm16) gemm;
+  decltype(&winograd_avx2::OutputTransform) output;
+};
+constexpr IsaKernels kAvx2{winograd_avx2::InputTransform, winograd_avx2::Gemm16, winograd_avx2::OutputTransform};
+constexpr IsaKernels kAvx512{winograd_avx512::InputTransform, winograd_avx512::Gemm16,
+                             winograd_avx512::OutputTransform};
+
 }  // namespace
 
 bool WinogradConv::Enabled() {
@@ -91,6 +101,7 @@ void WinogradConv::Run(const ConvShape& s, int64_t block, const float* x, const 
   const bool relu = act.kind == FusedActivation::kRelu;
   const int64_t bin = block ? block : c_, bout = block ? block : k_;
   const int64_t max_tiles = rows * tw;
+  const IsaKernels& isa = width_ == winograd_avx512::kWidth ? kAvx512 : kAvx2;
   ParallelFor(s.batch * bands, threads, [&](int64_t item) {
     const int64_t n = item / bands, band = item % bands;
     const int64_t t0 = band * rows * tw, tiles = std::min(th, (band + 1) * rows) * tw - t0;
@@ -99,15 +110,9 @@ void WinogradConv::Run(const ConvShape& s, int64_t block, const float* x, const 
     float* m = Scratch(1, static_cast<size_t>(16 * mstride));
     float* yn = y + n * out_image;
     const float* sn = sum ? sum + n * out_image : nullptr;
-    if (width_ == winograd_avx512::kWidth) {
-      winograd_avx512::InputTransform(x + n * in_image, c_, bin, g.ih, g.iw, g.pt, g.pl, tw, t0, tiles, v, vstride);
-      winograd_avx512::Gemm16(v, vstride, u_.data(), c_, k_, tiles, m, mstride);
-      winograd_avx512::OutputTransform(m, mstride, k_, bout, g.oh, g.ow, tw, t0, tiles, bias_.data(), sn, relu, yn);
-    } else {
-      winograd_avx2::InputTransform(x + n * in_image, c_, bin, g.ih, g.iw, g.pt, g.pl, tw, t0, tiles, v, vstride);
-      winograd_avx2::Gemm16(v, vstride, u_.data(), c_, k_, tiles, m, mstride);
-      winograd_avx2::OutputTransform(m, mstride, k_, bout, g.oh, g.ow, tw, t0, tiles, bias_.data(), sn, relu, yn);
-    }
+    isa.input(x + n * in_image, c_, bin, g.ih, g.iw, g.pt, g.pl, tw, t0, tiles, v, vstride);
+    isa.gemm(v, vstride, u_.data(), c_, k_, tiles, m, mstride);
+    isa.output(m, mstride, k_, bout, g.oh, g.ow, tw, t0, tiles, bias_.data(), sn, relu, yn);
     if (act.kind != FusedActivation::kNone && !relu) {
       // The band's output rows are contiguous in each block of channels.
       const int64_t r0 = 2 * (t0 / tw), r1 = std::min(g.oh, 2 * ((t0 + tiles) / tw));

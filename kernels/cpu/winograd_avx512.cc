@@ -20,28 +20,8 @@ struct V {
   static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
 };
 
-#include "kernels/cpu/winograd_impl.h"
-
-using K = WinogradKernels<V>;
-static_assert(K::W == kWidth, "vector width");
-
 }  // namespace
 
-void InputTransform(const float* x, int64_t c, int64_t b, int64_t h, int64_t w, int64_t pt, int64_t pl,
-                    int64_t tw, int64_t t0, int64_t tiles, float* v, int64_t vstride) {
-  int64_t goff[kWinogradMaxChannels / kWidth];
-  K::InputTransform(x, c, b, h, w, pt, pl, tw, t0, tiles, v, vstride, goff);
-}
-
-void Gemm16(const float* v, int64_t vstride, const float* u, int64_t c, int64_t k, int64_t tiles, float* m,
-            int64_t mstride) {
-  K::Gemm16(v, vstride, u, c, k, tiles, m, mstride);
-}
-
-void OutputTransform(const float* m, int64_t mstride, int64_t k, int64_t b, int64_t oh, int64_t ow, int64_t tw,
-                     int64_t t0, int64_t tiles, const float* bias, const float* sum, bool relu, float* y) {
-  int64_t qoff[kWinogradMaxChannels / kWidth];
-  K::OutputTransform(m, mstride, k, b, oh, ow, tw, t0, tiles, bias, sum, relu, y, qoff);
-}
+#include "kernels/cpu/winograd_impl.h"
 
 }  // namespace whittle::cpu::winograd_avx512

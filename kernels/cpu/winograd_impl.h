@@ -1,13 +1,16 @@
 // The transforms and GEMMs of winograd.h, written once over a vector traits type V:
-// winograd_avx2.cc and winograd_avx512.cc define V and include this inside an anonymous
-// namespace, each compiled for its own ISA. One vector holds V::kWidth consecutive channels of
+// winograd_avx2.cc and winograd_avx512.cc define V (in an anonymous namespace) and include this
+// inside their own namespace, each compiled for its own ISA; it defines that namespace's
+// InputTransform, Gemm16 and OutputTransform (declared in winograd.h). One vector holds V::kWidth consecutive channels of
 // one position, which the blocked layout stores contiguously (b is a multiple of the width).
 //
 // V provides F, kWidth, kMaxAcc (accumulator registers a GEMM tile may hold), Zero, Load, Store,
 // Broadcast (one float from memory), Add, Sub, Max and Fma.
+// Included inside a namespace: it includes nothing itself (winograd.h, included first, brings
+// <cstdint>).
 #pragma once
 
-#include <cstdint>
+namespace {
 
 template <class V>
 struct WinogradKernels {
@@ -158,3 +161,25 @@ struct WinogradKernels {
     }
   }
 };
+
+using Kernels = WinogradKernels<V>;
+static_assert(Kernels::W == kWidth, "vector width");
+
+}  // namespace
+
+void InputTransform(const float* x, int64_t c, int64_t b, int64_t h, int64_t w, int64_t pt, int64_t pl,
+                    int64_t tw, int64_t t0, int64_t tiles, float* v, int64_t vstride) {
+  int64_t goff[kWinogradMaxChannels / kWidth];
+  Kernels::InputTransform(x, c, b, h, w, pt, pl, tw, t0, tiles, v, vstride, goff);
+}
+
+void Gemm16(const float* v, int64_t vstride, const float* u, int64_t c, int64_t k, int64_t tiles, float* m,
+            int64_t mstride) {
+  Kernels::Gemm16(v, vstride, u, c, k, tiles, m, mstride);
+}
+
+void OutputTransform(const float* m, int64_t mstride, int64_t k, int64_t b, int64_t oh, int64_t ow, int64_t tw,
+                     int64_t t0, int64_t tiles, const float* bias, const float* sum, bool relu, float* y) {
+  int64_t qoff[kWinogradMaxChannels / kWidth];
+  Kernels::OutputTransform(m, mstride, k, b, oh, ow, tw, t0, tiles, bias, sum, relu, y, qoff);
+}
