@@ -40,19 +40,40 @@ Tensor ConstantValue(const AttributeMap& a) {
   return Tensor::FromVector<int64_t>({static_cast<int64_t>(v.size())}, v);
 }
 
+// Constant nodes become initializers, and so does an Identity of a constant: TorchScript's
+// exporter writes one initializer for tensors of equal value and gives each further reader an
+// Identity of it (torchvision's resnet18 reads 16 of its 20 Conv biases that way), which the
+// passes would otherwise see as a computed bias and skip. Each lifted Identity gets its own copy
+// of the bytes, so a pass may rewrite one reader's tensor without changing another's.
 void LiftConstantNodes(Graph& g) {
   std::set<int> lifted;
+  auto lift = [&](size_t i, Tensor t) {
+    Value& v = g.value(g.nodes()[i].outputs[0]);
+    v.dtype = t.dtype();
+    v.shape = ToSymShape(t.dims());
+    v.initializer = std::move(t);
+    lifted.insert(static_cast<int>(i));
+  };
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];
     if (n.op_type != "Constant" || !n.domain.empty() || n.outputs.size() != 1 || n.outputs[0] < 0) continue;
     if (g.IsGraphOutput(n.outputs[0])) continue;
     Tensor t = ConstantValue(n.attrs);
-    if (!t.defined()) continue;
-    Value& v = g.value(n.outputs[0]);
-    v.dtype = t.dtype();
-    v.shape = ToSymShape(t.dims());
-    v.initializer = std::move(t);
-    lifted.insert(static_cast<int>(i));
+    if (t.defined()) lift(i, std::move(t));
+  }
+  // Identity chains in any node order: repeat until a sweep lifts nothing.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      const Node& n = g.nodes()[i];
+      if (lifted.count(static_cast<int>(i)) || n.op_type != "Identity" || !n.domain.empty() || n.inputs.size() != 1 ||
+          n.outputs.size() != 1 || n.inputs[0] < 0 || n.outputs[0] < 0 || g.IsGraphOutput(n.outputs[0]))
+        continue;
+      const Value& src = g.value(n.inputs[0]);
+      if (!src.is_constant() || src.initializer->device() != DeviceType::kCpu) continue;
+      lift(i, src.initializer->Clone());
+      changed = true;
+    }
   }
   if (!lifted.empty()) g.RemoveNodes(lifted);
 }

@@ -24,6 +24,14 @@ const std::set<std::string>& PoolOps() {
   return ops;
 }
 
+const std::set<std::string>& ReduceOps() {
+  // Each output element reduces positions of one channel when the channel axis is not reduced.
+  static const std::set<std::string> ops = {"ReduceMean", "ReduceMax",  "ReduceMin",       "ReduceSum",
+                                            "ReduceProd", "ReduceL1",   "ReduceL2",        "ReduceLogSum",
+                                            "ReduceLogSumExp", "ReduceSumSquare"};
+  return ops;
+}
+
 const std::set<std::string>& ElementwiseOps() {
   // Broadcasting n-ary ops: removing a channel from every operand removes it from the output.
   static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Div", "Sum", "Mean",
@@ -314,9 +322,119 @@ class Analyzer {
       for (Segment& s : out.segs) s.block *= inner;
       return SetOut(n, out);
     }
+    if (ReduceOps().count(op) || op == "Squeeze" || op == "Unsqueeze") {
+      if (!only_data) return fail("reads the channels as axes");
+      return VisitAxesOp(n, m0, fail);
+    }
+    if (op == "Reshape") {
+      if (!only_data) return fail("reads the channels as a shape");
+      return VisitReshape(ni, n, m0, fail);
+    }
     if (op == "Concat") return VisitConcat(n, ann, fail);
     if (ElementwiseOps().count(op)) return VisitElementwise(ni, n, ann, fail);
     return fail("an op the pass cannot follow (" + op + ")");
+  }
+
+  // The axes a Reduce*, Squeeze or Unsqueeze node names (attribute, or a constant second input
+  // from the opset that moved it there); false when they are computed.
+  bool AxesOf(const Node& n, std::vector<int64_t>* axes, bool* given) const {
+    *given = true;
+    if (n.attrs.Has("axes")) {
+      *axes = n.attrs.GetInts("axes");
+      return true;
+    }
+    if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
+      const Tensor* t = Const(n.inputs[1]);
+      if (!t || t->dtype() != DType::kInt64) return false;
+      axes->assign(t->data<int64_t>(), t->data<int64_t>() + t->numel());
+      return true;
+    }
+    axes->clear();
+    *given = false;
+    return true;
+  }
+
+  // Reduce* over axes other than the channels' (torch.onnx's dynamo exporter writes adaptive
+  // average pooling as ReduceMean over [-1, -2]), Squeeze and Unsqueeze of other axes: the channels
+  // pass through, on an axis that moves by the axes removed or inserted before it.
+  template <class Fail>
+  void VisitAxesOp(const Node& n, const ChannelMap& m0, const Fail& fail) {
+    const std::string& op = n.op_type;
+    const int in_rank = Rank(n.inputs[0]), out_rank = Rank(n.outputs[0]);
+    if (in_rank < 0 || out_rank < 0) return fail("rank unknown");
+    std::vector<int64_t> axes;
+    bool given = false;
+    if (!AxesOf(n, &axes, &given)) return fail("its axes are computed");
+    if (ExtraOutputsUsed(n)) return fail("has more than one output");
+    const int norm_rank = op == "Unsqueeze" ? out_rank : in_rank;
+    for (int64_t& a : axes) {
+      if (a < 0) a += norm_rank;
+      if (a < 0 || a >= norm_rank) return fail("an axis is out of range");
+    }
+    ChannelMap out = m0;
+    if (op == "Unsqueeze") {
+      // Output axis j is an input axis unless inserted; the channel axis is the m0.axis-th of those.
+      int seen = 0;
+      for (int j = 0; j < out_rank; ++j) {
+        if (std::find(axes.begin(), axes.end(), j) != axes.end()) continue;
+        if (seen++ == m0.axis) {
+          out.axis = j;
+          break;
+        }
+      }
+      return SetOut(n, out);
+    }
+    if (!given) {
+      if (op == "Squeeze") {  // every size-1 axis
+        for (int d = 0; d < in_rank; ++d) {
+          const int64_t v = DimAt(n.inputs[0], d);
+          if (v < 0) return fail("squeezes axes of unknown size");
+          if (v == 1) axes.push_back(d);
+        }
+      } else if (n.attrs.GetInt("noop_with_empty_axes", 0)) {
+        return SetOut(n, out);
+      } else {
+        return fail("reduces across the channels");  // every axis
+      }
+    }
+    if (std::find(axes.begin(), axes.end(), m0.axis) != axes.end())
+      return fail(op == "Squeeze" ? "squeezes the channel axis" : "reduces across the channels");
+    if (op == "Squeeze" || !n.attrs.GetInt("keepdims", 1))
+      out.axis = m0.axis - static_cast<int>(std::count_if(axes.begin(), axes.end(), [&](int64_t a) { return a < m0.axis; }));
+    SetOut(n, out);
+  }
+
+  // A Reshape that only drops or adds size-1 axes after the channels, [N, C, 1, 1] -> [N, C] as the
+  // exporters flatten a pooled feature map: the same leading dims, the channel count, then ones. Its
+  // constant shape gets the kept count.
+  template <class Fail>
+  void VisitReshape(int ni, const Node& n, const ChannelMap& m0, const Fail& fail) {
+    const Tensor* shape = n.inputs.size() > 1 ? Const(n.inputs[1]) : nullptr;
+    if (!shape || shape->dtype() != DType::kInt64 || shape->rank() != 1) return fail("its shape is computed");
+    const int in_rank = Rank(n.inputs[0]);
+    const int k = m0.axis;
+    if (in_rank < 0 || static_cast<int>(shape->numel()) <= k) return fail("reshapes the channels");
+    for (int d = k + 1; d < in_rank; ++d)
+      if (DimAt(n.inputs[0], d) != 1) return fail("reshapes the channels with the axes after them");
+    const int64_t* s = shape->data<int64_t>();
+    const bool allowzero = n.attrs.GetInt("allowzero", 0) != 0;
+    if (s[k] != m0.positions()) return fail("reshapes the channels");
+    for (int64_t d = k + 1; d < shape->numel(); ++d)
+      if (s[d] != 1) return fail("reshapes the channels with the axes after them");
+    // The leading entries keep the input's leading dims: copied (0), the one inferred (-1), or equal.
+    int inferred = 0;
+    for (int d = 0; d < k; ++d) {
+      if (s[d] == -1) {
+        ++inferred;
+      } else if (s[d] == 0 && !allowzero) {
+      } else if (s[d] != DimAt(n.inputs[0], d)) {
+        return fail("reshapes the axes before the channels");
+      }
+    }
+    if (inferred > 1) return fail("reshapes the axes before the channels");
+    ChannelMap out = m0;
+    SetOut(n, out);
+    AddEdit(EditKind::kChannelReshape, ni, 1, n.inputs[0], k);
   }
 
   template <class Fail>

@@ -45,6 +45,8 @@ enum class EditKind {
   kConstOperand,  // constant operand of an elementwise op, sliced along `axis`; value = output
   kHeadReshape,   // Reshape splitting (value = its input) or merging (value = its output) attention
                   // heads: its shape input is rewritten for the kept heads
+  kChannelReshape,  // Reshape [.., C, 1..] -> [.., C, 1..]: shape entry `axis` becomes the kept
+                    // count; value = its input
 };
 
 struct Edit {
@@ -52,7 +54,7 @@ struct Edit {
   int node = -1;
   int input = 0;  // kConsumerRows: the data input; kConstOperand: the constant's input index
   int value = -1;
-  int axis = 0;  // kConstOperand: axis of the constant to slice
+  int axis = 0;  // kConstOperand: axis of the constant to slice; kChannelReshape: the shape entry
 };
 
 // A node whose output units start a group.

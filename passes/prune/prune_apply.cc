@@ -85,6 +85,12 @@ class Applier {
         case EditKind::kHeadReshape:
           RewriteHeadReshape(e);
           break;
+        case EditKind::kChannelReshape: {
+          Tensor shape = g_.ConstInput(g_.nodes()[static_cast<size_t>(e.node)], 1)->Clone();
+          shape.data<int64_t>()[e.axis] = static_cast<int64_t>(Kept(e.value).size());
+          ReplaceConst(g_, e.node, 1, std::move(shape));
+          break;
+        }
       }
     }
     for (auto& [ni, np] : plans) {

@@ -288,6 +288,77 @@ TEST(PruneConv, ChannelConstantsAndGlobalPoolFollow) {
   ExpectTableAddsUp(*r, before, ComputeCost(g));
 }
 
+// As torch.onnx's dynamo exporter writes a classifier head: ReduceMean over [-1, -2] (axes an
+// input, opset 18) and Reshape to [-1, C] (allowzero=1); and the other axis forms: ReduceMax with
+// an axes attribute and keepdims=0, Unsqueeze/Squeeze of the batch axis, ReduceSum (opset 13).
+TEST(PruneConv, ReducesSqueezesAndFlatteningReshapesFollow) {
+  const std::set<int64_t> dead = {0, 1, 2, 3, 8, 9, 10, 11};
+  auto axes = [](std::vector<int64_t> v) { return Tensor::FromVector<int64_t>({static_cast<int64_t>(v.size())}, v); };
+  for (int form : {0, 1}) {
+    SCOPED_TRACE(form);
+    GraphBuilder b(form == 0 ? 18 : 13);
+    b.Input("x", DType::kFloat32, {Dim::Symbol("batch"), 2, 5, 5});
+    b.Init("w1", RandomFloat({16, 2, 3, 3}, 1)).Init("w2", RandomFloat({16, 6}, 3));
+    b.Op("Conv", {"x", "w1"}, {"a"}, ConvAttrs()).Op("Relu", {"a"}, {"r"});
+    if (form == 0) {
+      b.Init("hw", axes({-1, -2})).Init("shape", axes({-1, 16}));
+      b.Op("ReduceMean", {"r", "hw"}, {"m"}).Op("Reshape", {"m", "shape"}, {"f"}, Int("allowzero", 1));
+    } else {
+      AttributeMap rm = Ints("axes", {3});
+      rm.Set("keepdims", Attribute::Int(0));
+      b.Init("zero", axes({0})).Init("two", axes({2}));
+      b.Op("ReduceMax", {"r"}, {"m"}, rm).Op("Unsqueeze", {"m", "zero"}, {"u"}).Op("Squeeze", {"u", "zero"}, {"s"});
+      b.Op("ReduceSum", {"s", "two"}, {"f"}, Int("keepdims", 0));
+    }
+    b.Op("Gemm", {"f", "w2"}, {"y"}).Output("y");
+    Graph g = b.Build();
+    Kill(g, "w1", 0, dead);
+    ASSERT_TRUE(InferShapes(g).ok());
+    const Graph original = g;
+    GraphCost before = ComputeCost(g);
+    auto r = Prune(g, "ratio=0.5");
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(Weight(g, "w1").dims(), (Dims{8, 2, 3, 3}));
+    EXPECT_EQ(Weight(g, "w2").dims(), (Dims{8, 6}));
+    if (form == 0) {
+      const Tensor& shape = NodeWeight(g, "Reshape_3", 1);
+      EXPECT_EQ(std::vector<int64_t>(shape.data<int64_t>(), shape.data<int64_t>() + 2), (std::vector<int64_t>{-1, 8}));
+    }
+    Tensor x = RandomFloat({3, 2, 5, 5}, 11);
+    EXPECT_LE(testing::MaxAbsDiff(RunModel(original, x), RunModel(g, x)), 1e-5f);
+    ExpectTableAddsUp(*r, before, ComputeCost(g));
+  }
+}
+
+// A Reduce across the channels, or a Reshape that splits them, leaves the conv whole with the reason.
+TEST(PruneSkips, ReducesAcrossChannelsAndChannelSplittingReshapes) {
+  for (int form : {0, 1}) {
+    SCOPED_TRACE(form);
+    GraphBuilder b(18);
+    b.Input("x", DType::kFloat32, {Dim::Symbol("batch"), 2, 5, 5});
+    b.Init("w1", RandomFloat({16, 2, 3, 3}, 1)).Init("w2", RandomFloat({16, 4, 1, 1}, 2));
+    b.Op("Conv", {"x", "w1"}, {"a"}, ConvAttrs()).Op("Relu", {"a"}, {"r"});
+    if (form == 0) {
+      b.Init("c", Tensor::FromVector<int64_t>({1}, {1}));
+      b.Op("ReduceMean", {"r", "c"}, {"y"});
+    } else {
+      b.Init("shape", Tensor::FromVector<int64_t>({3}, {-1, 8, 50}));
+      b.Op("Reshape", {"r", "shape"}, {"y"});
+    }
+    b.Output("y");
+    Graph g = b.Build();
+    ASSERT_TRUE(InferShapes(g).ok());
+    auto r = Prune(g, "ratio=0.5");
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const LayerReport* l = Layer(*r, "Conv_0");
+    ASSERT_NE(l, nullptr);
+    EXPECT_EQ(l->action, "skipped");
+    EXPECT_NE(l->reason.find(form == 0 ? "reduces across the channels" : "reshapes the channels"), std::string::npos)
+        << l->reason;
+    EXPECT_EQ(Weight(g, "w1").dims(), (Dims{16, 2, 3, 3}));
+  }
+}
+
 TEST(PruneConv, DepthwiseConvFollowsItsInput) {
   // mult 1: Conv(3->16) -> Relu -> DW(16, group 16) -> Relu -> Conv(16->4);
   // mult 2: Conv(3->8)  -> Relu -> DW(8->16, group 8) -> Relu -> Conv(16->4).

@@ -70,6 +70,87 @@ TEST(ExportedModels, ConstantNodesAreLiftedToInitializersAtLoad) {
   EXPECT_EQ(constants, 3);
 }
 
+// TorchScript's exporter writes tensors of equal value once and gives each further reader an
+// Identity of the initializer (here a chain of two, and one Identity that is a graph output).
+TEST(ExportedModels, IdentitiesOfInitializersAreLiftedAtLoad) {
+  testing::ScratchDir dir;
+  AttributeMap tb;
+  tb.Set("transB", Attribute::Int(1));
+  Graph g = GraphBuilder(11)
+                .Input("x", DType::kFloat32, {Dim::Symbol("N"), 4})
+                .Init("W1", testing::RandomFloat({4, 4}, 1))
+                .Init("W2", testing::RandomFloat({4, 4}, 2))
+                .Init("b", testing::RandomFloat({4}, 3))
+                .Op("Identity", {"b"}, {"b_1"})
+                .Op("Identity", {"b_1"}, {"b_2"})
+                .Op("Identity", {"b"}, {"b_out"})
+                .Op("Gemm", {"x", "W1", "b"}, {"h"}, tb)
+                .Op("Gemm", {"h", "W2", "b_2"}, {"y"}, tb)
+                .Output("y")
+                .Output("b_out")
+                .Build();
+  ASSERT_TRUE(SaveModel(g, dir / "m.onnx").ok());
+  auto loaded = LoadModel(dir / "m.onnx");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  int identities = 0;
+  for (const Node& n : loaded->nodes()) identities += n.op_type == "Identity";
+  EXPECT_EQ(identities, 1);  // the graph output's stays a node
+  const Value& b = loaded->value(loaded->FindValue("b"));
+  const Value& b2 = loaded->value(loaded->FindValue("b_2"));
+  ASSERT_TRUE(b2.is_constant());
+  EXPECT_TRUE(b2.initializer->BitwiseEquals(*b.initializer));
+  EXPECT_NE(b2.initializer->buffer(), b.initializer->buffer());  // a pass may rewrite one alone
+  // Both Gemms now read a constant bias: --int8 quantizes both.
+  auto calib = MakeDataset(testing::RandomFloat({32, 4}, 7), Tensor(), "random");
+  ASSERT_TRUE(calib.ok());
+  PassContext ctx;
+  ctx.calibration = &*calib;
+  Graph q = *loaded;
+  auto r = testing::RunPass(q, "int8", "", ctx);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  int quantized = 0;
+  for (const LayerReport& l : r->layers) quantized += l.action == "int8";
+  EXPECT_EQ(quantized, 2);
+  // Structure-only loading keeps the nodes as written.
+  LoadOptions raw;
+  raw.validate_ops = false;
+  auto as_written = LoadModel(dir / "m.onnx", raw);
+  ASSERT_TRUE(as_written.ok());
+  identities = 0;
+  for (const Node& n : as_written->nodes()) identities += n.op_type == "Identity";
+  EXPECT_EQ(identities, 3);
+}
+
+// The corpus's ResNet from both PyTorch exporters: TorchScript's reads 6 of its 8 Conv biases
+// through such Identities; dynamo's pools with ReduceMean over [-1, -2] and flattens with
+// Reshape [-1, 32]. --int8 and --prune take every Conv of both.
+TEST(ExportedModels, ExportedResnetsAreCompressedWhole) {
+  for (const std::string file : {"resnet_op11.onnx", "resnet_op18_dynamo.onnx"}) {
+    SCOPED_TRACE(file);
+    auto loaded = LoadModel(std::string(WHITTLE_SOURCE_DIR) + "/tests/corpus/" + file);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    auto calib = MakeDataset(testing::RandomFloat({32, 1, 28, 28}, 5), Tensor(), "random");
+    ASSERT_TRUE(calib.ok());
+    PassContext ctx;
+    ctx.calibration = &*calib;
+    int convs = 0;
+    for (const Node& n : loaded->nodes()) convs += n.op_type == "Conv";
+    EXPECT_EQ(convs, 8);
+    Graph q = *loaded;
+    auto r = testing::RunPass(q, "int8", "", ctx);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    int quantized = 0;
+    for (const LayerReport& l : r->layers) quantized += l.op_type == "Conv" && l.action == "int8";
+    EXPECT_EQ(quantized, convs);
+    Graph p = *loaded;
+    auto pr = testing::RunPass(p, "prune", "ratio=0.3");
+    ASSERT_TRUE(pr.ok()) << pr.status().message();
+    int pruned = 0;
+    for (const LayerReport& l : pr->layers) pruned += l.op_type == "Conv" && l.action == "prune";
+    EXPECT_EQ(pruned, convs);
+  }
+}
+
 TEST(ExportedModels, Int8OnOpset11WithHardSigmoidAndConstantWeights) {
   testing::ScratchDir dir;
   ASSERT_TRUE(SaveModel(ExportedLikeGraph(), dir / "m.onnx").ok());
