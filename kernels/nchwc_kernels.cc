@@ -185,7 +185,7 @@ class NchwcConvKernel : public OpKernel {
     auto ones = [](const std::vector<int64_t>& v) {
       return std::all_of(v.begin(), v.end(), [](int64_t e) { return e == 1; });
     };
-    if (!plain_input_ && w_.dim(2) == 3 && w_.dim(3) == 3 && ones(attrs_.window.strides) &&
+    if (!plain_input_ && attrs_.group == 1 && w_.dim(2) == 3 && w_.dim(3) == 3 && ones(attrs_.window.strides) &&
         ones(attrs_.window.dilations) && cpu::WinogradConv::Enabled())
       winograd_ = std::make_unique<cpu::WinogradConv>(w_.data<float>(), b ? b_.data<float>() : nullptr, w_.dim(0),
                                                       w_.dim(1));
@@ -200,7 +200,9 @@ class NchwcConvKernel : public OpKernel {
     s.batch = x.dim(0);
     s.in_channels = c;
     s.out_channels = w_.dim(0);
-    if (c != w_.dim(1)) return InvalidArgument("NchwcConv: X has " + std::to_string(c) + " channels, W " + DimsToString(w_.dims()));
+    s.group = attrs_.group;
+    if (c != w_.dim(1) * s.group)
+      return InvalidArgument("NchwcConv: X has " + std::to_string(c) + " channels, W " + DimsToString(w_.dims()));
     const int64_t in[2] = {x.dim(2), x.dim(3)}, kernel[2] = {w_.dim(2), w_.dim(3)};
     WH_RETURN_IF_ERROR(ResolveWindow(attrs_.window, in, kernel, 2, &s.geo));
     if (y.numel() != s.batch * s.out_channels * s.geo.OutSize()) return Internal("NchwcConv output " + DimsToString(y.dims()));
@@ -301,7 +303,8 @@ StatusOr<std::unique_ptr<OpKernel>> MakeNchwcConv(const KernelInit& init) {
   const Tensor* b = init.const_inputs.size() > 2 ? init.const_inputs[2] : nullptr;
   if (!init.AllFloat32() || !w || w->rank() != 4 || (init.input_dtypes.size() > 2 && init.input_dtypes[2] != DType::kUndefined && !b))
     return InvalidArgument(init.node_name + ": NchwcConv needs float32 data and constant 4-D weights and bias");
-  if (a.group != 1) return InvalidArgument(init.node_name + ": NchwcConv takes group 1 only");
+  if (a.group != 1 && (w->dim(1) != 1 || w->dim(0) != a.group || init.attrs.GetInt("plain_input", 0) != 0))
+    return InvalidArgument(init.node_name + ": a grouped NchwcConv must be depthwise on a blocked input");
   const int64_t block = init.attrs.GetInt("block", 16);
   const bool plain = init.attrs.GetInt("plain_input", 0) != 0;
   return std::unique_ptr<OpKernel>(

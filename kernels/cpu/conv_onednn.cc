@@ -1,6 +1,8 @@
 #include "kernels/cpu/conv_onednn.h"
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -38,7 +40,7 @@ struct OneDnnConv::Plan {
   dnnl::reorder to_blocked, to_plain, from_plain;  // from_plain: the residual into dst's layout
   dnnl::memory weights, bias;
   size_t scratch_bytes = 0, src_bytes = 0, dst_bytes = 0;
-  bool post_relu = false;
+  bool post_act = false;  // the fused activation ran as oneDNN post-ops
 };
 
 OneDnnConv::OneDnnConv(const float* weights, const float* bias, FusedActivation act)
@@ -81,15 +83,30 @@ std::shared_ptr<OneDnnConv::Plan> OneDnnConv::PlanFor(const ConvShape& s, bool w
     const dnnl::memory::desc w_plain(wd, dt::f32, grouped ? tag::goihw : tag::oihw);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    p->post_relu = act_.kind == FusedActivation::kRelu || act_.kind == FusedActivation::kLeakyRelu;
-    if (p->post_relu || with_sum) {
-      dnnl::post_ops po;
-      if (with_sum) po.append_sum(1.f);  // dst = conv + b + dst's previous contents (the residual)
-      if (p->post_relu)
-        po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, act_.kind == FusedActivation::kRelu ? 0.f : act_.alpha,
-                          0.f);
-      attr.set_post_ops(po);
+    // The activations oneDNN computes as ONNX defines them run as post-ops, on the output while
+    // it is in registers (ReLU6 = Clip(0, 6), HardSwish = x * relu6(x + 3) / 6, HardSigmoid =
+    // clip(alpha * x + beta, 0, 1)); the others (Sigmoid, Tanh: oneDNN's approximations differ
+    // from ours) run on the output after the conv.
+    using alg = dnnl::algorithm;
+    dnnl::post_ops po;
+    if (with_sum) po.append_sum(1.f);  // dst = conv + b + dst's previous contents (the residual)
+    p->post_act = true;
+    const float big = std::numeric_limits<float>::max();
+    switch (act_.kind) {
+      case FusedActivation::kNone: break;
+      case FusedActivation::kRelu: po.append_eltwise(1.f, alg::eltwise_relu, 0.f, 0.f); break;
+      case FusedActivation::kLeakyRelu: po.append_eltwise(1.f, alg::eltwise_relu, act_.alpha, 0.f); break;
+      case FusedActivation::kClip:
+        po.append_eltwise(1.f, alg::eltwise_clip, std::max(act_.min, -big), std::min(act_.max, big));
+        break;
+      case FusedActivation::kHardSwish: po.append_eltwise(1.f, alg::eltwise_hardswish, 0.f, 0.f); break;
+      case FusedActivation::kHardSigmoid:
+        po.append_eltwise(1.f, alg::eltwise_linear, act_.alpha, act_.beta);
+        po.append_eltwise(1.f, alg::eltwise_clip, 0.f, 1.f);
+        break;
+      default: p->post_act = false;
     }
+    if (po.len() > 0) attr.set_post_ops(po);
     const dnnl::convolution_forward::desc d(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any, w_any, b_md, dst_any,
         {g.sh, g.sw}, {g.dh - 1, g.dw - 1}, {g.pt, g.pl}, {g.pb, g.pr});
@@ -162,7 +179,7 @@ bool OneDnnConv::Run(const ConvShape& s, const float* x, const float* sum, float
                        {DNNL_ARG_SCRATCHPAD, scratch}});
   if (p->reorder_dst) p->to_plain.execute(st, dst, dst_user);
   st.wait();
-  if (!p->post_relu && act_.kind != FusedActivation::kNone) {
+  if (!p->post_act && act_.kind != FusedActivation::kNone) {
     const int64_t n = s.batch * s.out_channels * s.geo.OutSize();
     ParallelRange(n, threads, [&](int64_t a, int64_t b) { act_.Apply(y + a, b - a); });
   }

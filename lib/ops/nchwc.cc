@@ -7,7 +7,8 @@
 //   FromNchwc(X)            channels=C: the inverse
 //   NchwcConv(X, W, [B], [S]) Conv's attributes and fused activation, block=b, plain_input=0|1:
 //                           X blocked (or plain [N, C, H, W] when plain_input=1), W [M, C, kh, kw]
-//                           (group 1), S a blocked residual added before the activation; output
+//                           (group 1) or [C, 1, kh, kw] (depthwise: group = M = C, X blocked), S a
+//                           blocked residual added before the activation; output
 //                           blocked [N, M/b, OH, OW, b] (b = M for block 0)
 //   NchwcPool(X)            pool=MaxPool|AveragePool|GlobalMaxPool|GlobalAveragePool and that op's
 //                           window attributes, on a blocked X; output blocked
@@ -84,9 +85,12 @@ Status InferNchwcConv(InferContext& ctx) {
   if (w->size() != 4) return ctx.Error("W must be [M, C, kh, kw], got " + SymShapeToString(*w));
   for (const Dim& d : *w)
     if (!d.known()) return ctx.Error("W's dims must be known");
+  const int64_t group = ctx.attrs().GetInt("group", 1);
   const Dim c = plain ? (*x)[1] : ((*x)[1].known() ? Dim((*x)[1].value * (*x)[4].value) : Dim());
-  if (c.known() && c.value != (*w)[1].value)
-    return ctx.Error("X has " + std::to_string(c.value) + " channels, W expects " + std::to_string((*w)[1].value));
+  if (c.known() && c.value != (*w)[1].value * group)
+    return ctx.Error("X has " + std::to_string(c.value) + " channels, W expects " + std::to_string((*w)[1].value * group));
+  if (group != 1 && ((*w)[1].value != 1 || (*w)[0].value != group || plain))
+    return ctx.Error("a grouped NchwcConv must be depthwise (W [C, 1, kh, kw], group = C) on a blocked X");
   if (b > 0 && (*w)[0].value % b != 0) return ctx.Error("output channels are not a multiple of the block");
   SymShape spatial;
   WH_RETURN_IF_ERROR(InferWindowOutput(ctx, SymShape{(*x)[2], (*x)[3]}, {(*w)[2].value, (*w)[3].value}, &spatial));
@@ -134,7 +138,7 @@ void RegisterNchwcOps(OpRegistry& r) {
   r.Register(OpDef{kWhittleDomain, "NchwcConv", 1, 2, 4, 1, 1, conv,
                    [](const Node& n, int) {
                      WH_RETURN_IF_ERROR(CheckBlock(n));
-                     if (n.attrs.GetInt("group", 1) != 1) return InvalidArgument(n.DebugName() + ": group must be 1");
+                     if (n.attrs.GetInt("group", 1) < 1) return InvalidArgument(n.DebugName() + ": group must be >= 1");
                      return CheckWindowAttributes(n);
                    },
                    InferNchwcConv});

@@ -196,16 +196,20 @@ class Converter {
     if (x < 0 || !w || w->dtype() != DType::kFloat32 || w->rank() != 4 || (block_ && w->dim(0) % block_ != 0))
       return false;
     if (b >= 0 && !rewrite::ConstValue(g_, b)) return false;
-    if (n.attrs.GetInt("group", 1) != 1 || n.inputs.size() > 4) return false;
+    // Group 1, or depthwise (one filter per channel: MobileNet's, EfficientNet's, ConvNeXt's
+    // 3x3/5x5/7x7 convs), which oneDNN runs on the blocked layout with its depthwise kernels.
+    const int64_t group = n.attrs.GetInt("group", 1);
+    const bool depthwise = group > 1 && w->dim(1) == 1 && w->dim(0) == group;
+    if ((group != 1 && !depthwise) || n.inputs.size() > 4) return false;
     const int64_t c = Channels(g_, x);
-    if (c != w->dim(1) || Channels(g_, y) != w->dim(0)) return false;
+    if (c != w->dim(1) * group || Channels(g_, y) != w->dim(0)) return false;
     // A conv on a 1x1 image (squeeze-excitation) is a matrix-vector product, where oneDNN's
     // per-call cost exceeds the whole computation of the NCHW kernel.
     const SymShape& xs = *g_.value(x).shape;
     if (xs[2].known() && xs[3].known() && xs[2].value * xs[3].value == 1) return false;
     // (NHWC with 8 or 16 output channels is the blocked layout too: conv_onednn.cc.)
-    const bool plain_input =
-        !IsBlocked(x) && (block_ ? c <= 3 : (c == 1 || (c <= 3 && (w->dim(0) == 8 || w->dim(0) == 16))));
+    const bool plain_input = !depthwise && !IsBlocked(x) &&
+                             (block_ ? c <= 3 : (c == 1 || (c <= 3 && (w->dim(0) == 8 || w->dim(0) == 16))));
     if (!plain_input && !IsBlocked(x) && !Blockable(x)) return false;
     const int sum = rewrite::InputAt(n, 3);
     if (sum >= 0 && !IsBlocked(sum) && !Blockable(sum)) return false;

@@ -224,6 +224,73 @@ TEST(Nchwc, LeavesConvsItCannotOrShouldNotRun) {
   EXPECT_EQ(testing::CountOps(se, "NchwcConv"), 0);
 }
 
+// MobileNet's inverted residual block as exporters write it: pointwise Conv(16->32) + Clip(0, 6) ->
+// depthwise Conv(32, kxk, stride s, group 32) + HardSwish -> pointwise Conv(32->16) + HardSigmoid
+// -> Add of the block input's projection (LeakyRelu). Every conv joins one blocked region (the
+// depthwise one on oneDNN's depthwise kernels, the activations as its post-ops), for each block,
+// kernel size and stride, with the outputs of the unconverted graph on the reference kernels.
+Graph InvertedResidual(int64_t k, int64_t stride) {
+  const int64_t p = k / 2;
+  const auto pads = Attribute::Ints({p, p, p, p});
+  return GraphBuilder(17)
+      .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 16, 11, 11})
+      .Init("w1", RandomFloat({32, 16, 1, 1}, 1, -0.5f, 0.5f))
+      .Init("b1", RandomFloat({32}, 2))
+      .Init("lo", Tensor::Scalar<float>(0.f))
+      .Init("hi", Tensor::Scalar<float>(6.f))
+      .Init("wd", RandomFloat({32, 1, k, k}, 3, -0.5f, 0.5f))
+      .Init("bd", RandomFloat({32}, 4))
+      .Init("w2", RandomFloat({16, 32, 1, 1}, 5, -0.3f, 0.3f))
+      .Init("b2", RandomFloat({16}, 6))
+      .Init("ws", RandomFloat({16, 16, 1, 1}, 7, -0.5f, 0.5f))
+      .Op("Conv", {"x", "w1", "b1"}, {"c1"})
+      .Op("Clip", {"c1", "lo", "hi"}, {"r1"})
+      .Op("Conv", {"r1", "wd", "bd"}, {"cd"},
+          A({{"group", Attribute::Int(32)}, {"pads", pads}, {"strides", Attribute::Ints({stride, stride})}}))
+      .Op("HardSwish", {"cd"}, {"rd"})
+      .Op("Conv", {"rd", "w2", "b2"}, {"c2"})
+      .Op("HardSigmoid", {"c2"}, {"r2"}, A({{"alpha", Attribute::Float(0.3f)}, {"beta", Attribute::Float(0.4f)}}))
+      .Op("Conv", {"x", "ws"}, {"cs"}, A({{"strides", Attribute::Ints({stride, stride})}}))
+      .Op("LeakyRelu", {"cs"}, {"rs"}, A({{"alpha", Attribute::Float(0.1f)}}))
+      .Op("Add", {"r2", "rs"}, {"y"})
+      .Output("y")
+      .Build();
+}
+
+TEST(Nchwc, DepthwiseConvsJoinTheRegionWithTheirActivations) {
+  const Tensor x = RandomFloat({3, 16, 11, 11}, 21, -2.f, 2.f);
+  for (int64_t k : {3, 5}) {
+    for (int64_t stride : {1, 2}) {
+      SessionOptions ref;
+      ref.backend = Backend::kReference;
+      ref.optimize = false;
+      const std::vector<Tensor> want = RunGraph(InvertedResidual(k, stride), ref, x);
+      for (int block : {0, 8, 16}) {
+        SCOPED_TRACE("k " + std::to_string(k) + " stride " + std::to_string(stride) + " block " + std::to_string(block));
+        Graph g = InvertedResidual(k, stride);
+        auto r = Rewrite(g, block);
+        ASSERT_TRUE(r.ok()) << r.status().message();
+        EXPECT_EQ(testing::CountOps(g, "NchwcConv"), 4);
+        EXPECT_EQ(testing::CountOps(g, "Conv"), 0);
+        int depthwise = 0;
+        for (const Node& n : g.nodes())
+          depthwise += n.op_type == "NchwcConv" && n.attrs.GetInt("group", 1) == 32;
+        EXPECT_EQ(depthwise, 1);
+        for (Backend backend : {Backend::kReference, Backend::kCpu}) {
+          SCOPED_TRACE(BackendName(backend));
+          for (int threads : {1, 2}) {
+            SessionOptions so;
+            so.backend = backend;
+            so.optimize = false;
+            so.num_threads = threads;
+            ExpectClose(RunGraph(g, so, x), want);
+          }
+        }
+      }
+    }
+  }
+}
+
 // A binarized CNN as compress-model --binarize writes it: stem Conv -> Relu -> MaxPool ->
 // ai.whittle BinaryConv (16 -> 16, 3x3, bias) -> Relu -> MaxPool -> y. With float activations the
 // BinaryConv becomes an NchwcConv on its decoded weight, both Relus are fused, and the outputs
