@@ -1,6 +1,7 @@
 // Activation fused into a producer kernel (Conv, Gemm, MatMul). Session::Load folds a single
 // consumer activation into the producer by setting internal attributes on the producer node:
-//   "_activation": "Relu" | "LeakyRelu" | "Sigmoid" | "Tanh" | "Clip" | "HardSigmoid" | "HardSwish"
+//   "_activation": "Relu" | "LeakyRelu" | "Sigmoid" | "Tanh" | "Clip" | "HardSigmoid" | "HardSwish" |
+//                  "Silu" (x * Sigmoid(x): the Sigmoid + Mul pair exporters write for SiLU / Swish)
 //   "_alpha", "_beta" (LeakyRelu alpha; HardSigmoid alpha/beta), "_min", "_max" (Clip bounds).
 // Kernels parse it once at build time and apply it to each output block while it is in cache.
 #pragma once
@@ -16,7 +17,7 @@
 namespace whittle {
 
 struct FusedActivation {
-  enum Kind { kNone, kRelu, kLeakyRelu, kSigmoid, kTanh, kClip, kHardSigmoid, kHardSwish } kind = kNone;
+  enum Kind { kNone, kRelu, kLeakyRelu, kSigmoid, kTanh, kClip, kHardSigmoid, kHardSwish, kSilu } kind = kNone;
   float alpha = 0.01f, beta = 0.5f;
   float min = -std::numeric_limits<float>::infinity();
   float max = std::numeric_limits<float>::infinity();
@@ -31,6 +32,7 @@ struct FusedActivation {
     else if (k == "Clip") f.kind = kClip;
     else if (k == "HardSigmoid") f.kind = kHardSigmoid;
     else if (k == "HardSwish") f.kind = kHardSwish;
+    else if (k == "Silu") f.kind = kSilu;
     f.alpha = a.GetFloat("_alpha", f.kind == kHardSigmoid ? 0.2f : 0.01f);
     f.beta = a.GetFloat("_beta", 0.5f);
     f.min = a.GetFloat("_min", f.min);
@@ -52,6 +54,7 @@ struct FusedActivation {
       case kHardSwish:
         for (int64_t i = 0; i < n; ++i) p[i] = p[i] * std::max(0.f, std::min(1.f, p[i] / 6.f + 0.5f));
         return;
+      case kSilu: for (int64_t i = 0; i < n; ++i) p[i] = p[i] * (1.f / (1.f + std::exp(-p[i]))); return;
     }
   }
 };

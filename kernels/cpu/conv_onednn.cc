@@ -85,8 +85,8 @@ std::shared_ptr<OneDnnConv::Plan> OneDnnConv::PlanFor(const ConvShape& s, bool w
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     // The activations oneDNN computes as ONNX defines them run as post-ops, on the output while
     // it is in registers (ReLU6 = Clip(0, 6), HardSwish = x * relu6(x + 3) / 6, HardSigmoid =
-    // clip(alpha * x + beta, 0, 1)); the others (Sigmoid, Tanh: oneDNN's approximations differ
-    // from ours) run on the output after the conv.
+    // clip(alpha * x + beta, 0, 1), SiLU = x * sigmoid(x) (oneDNN's swish, within a few ulp of
+    // ours)); the others (Sigmoid, Tanh) run on the output after the conv.
     using alg = dnnl::algorithm;
     dnnl::post_ops po;
     if (with_sum) po.append_sum(1.f);  // dst = conv + b + dst's previous contents (the residual)
@@ -100,6 +100,7 @@ std::shared_ptr<OneDnnConv::Plan> OneDnnConv::PlanFor(const ConvShape& s, bool w
         po.append_eltwise(1.f, alg::eltwise_clip, std::max(act_.min, -big), std::min(act_.max, big));
         break;
       case FusedActivation::kHardSwish: po.append_eltwise(1.f, alg::eltwise_hardswish, 0.f, 0.f); break;
+      case FusedActivation::kSilu: po.append_eltwise(1.f, alg::eltwise_swish, 1.f, 0.f); break;
       case FusedActivation::kHardSigmoid:
         po.append_eltwise(1.f, alg::eltwise_linear, act_.alpha, act_.beta);
         po.append_eltwise(1.f, alg::eltwise_clip, 0.f, 1.f);

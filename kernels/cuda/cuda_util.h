@@ -111,6 +111,13 @@ inline Status Launched(const char* what) { return Check(cudaGetLastError(), what
 // runtime-internal attribute (a fused pool, say) except those in `also` asks for more.
 bool FusedKind(const AttributeMap& a, Unary* act, std::initializer_list<const char*> also = {});
 
+// The element-wise op and its parameters for a fused activation the kernels' epilogues do not take
+// (all but Relu), applied after the kernel (AddCudaKernel; FusedActivation's semantics).
+bool SeparateActivation(const AttributeMap& a, Unary* op, float* alpha, float* beta);
+// make(init) without init's fused activation, wrapped to apply it in place on output 0 after
+// Compute; null when the activation is none of SeparateActivation's or make declines the node.
+KernelOr WithSeparateActivation(const KernelInit& init, const MakeFn& make);
+
 // Input i's value when it is a constant (null otherwise, or past the inputs), and its dtype
 // (kUndefined when absent).
 inline const Tensor* ConstInput(const KernelInit& init, int i) {

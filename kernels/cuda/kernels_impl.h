@@ -18,7 +18,7 @@ void LaunchWriteBytes(void* dst, const void* src, int64_t bytes, void* stream);
 
 // Elementwise ops (kernels.cu keeps the numbering).
 enum class Unary : int { kRelu, kSigmoid, kTanh, kExp, kLog, kNeg, kAbs, kSqrt, kErf, kLeakyRelu, kIdentity, kReciprocal, kGelu, kGeluTanh, kHardSigmoid, kHardSwish,
-                         kElu, kSelu, kSoftplus, kSoftsign, kFloor, kCeil, kRound, kClip, kThresholdedRelu };
+                         kElu, kSelu, kSoftplus, kSoftsign, kFloor, kCeil, kRound, kClip, kThresholdedRelu, kSilu };
 enum class Binary : int { kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kPRelu };
 
 // y[i] = f(x[i]) (alpha, beta: the op's parameters, kernels/cuda/unary_body.h).

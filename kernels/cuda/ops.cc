@@ -556,11 +556,82 @@ bool FusedKind(const AttributeMap& a, Unary* act, std::initializer_list<const ch
   return true;
 }
 
+bool SeparateActivation(const AttributeMap& a, Unary* op, float* alpha, float* beta) {
+  const FusedActivation f = FusedActivation::FromAttrs(a);
+  *alpha = f.alpha;
+  *beta = f.beta;
+  switch (f.kind) {
+    case FusedActivation::kLeakyRelu: *op = Unary::kLeakyRelu; return true;
+    case FusedActivation::kSigmoid: *op = Unary::kSigmoid; return true;
+    case FusedActivation::kTanh: *op = Unary::kTanh; return true;
+    case FusedActivation::kClip:
+      *op = Unary::kClip;
+      *alpha = f.min;
+      *beta = f.max;
+      return true;
+    case FusedActivation::kHardSigmoid: *op = Unary::kHardSigmoid; return true;
+    case FusedActivation::kHardSwish: *op = Unary::kHardSwish; return true;
+    case FusedActivation::kSilu: *op = Unary::kSilu; return true;
+    default: return false;
+  }
+}
+
+namespace {
+
+// A device kernel built without its fused activation, which then runs as the element-wise kernel
+// in place on output 0.
+class ThenActivation : public OpKernel {
+ public:
+  ThenActivation(std::unique_ptr<OpKernel> inner, Unary op, float alpha, float beta,
+                 std::shared_ptr<const AttributeMap> attrs)
+      : inner_(std::move(inner)), op_(op), alpha_(alpha), beta_(beta), attrs_(std::move(attrs)) {}
+  Status Compute(KernelContext& ctx) const override {
+    WH_RETURN_IF_ERROR(inner_->Compute(ctx));
+    Tensor& y = *ctx.outputs[0];
+    if (y.dtype() != DType::kFloat32) return Internal("a fused activation on a non-float32 output");
+    LaunchUnary(op_, y.data<float>(), y.data<float>(), y.numel(), alpha_, Stream(), beta_);
+    return Launched("fused activation");
+  }
+  DeviceType device() const override { return inner_->device(); }
+  uint64_t HostInputs() const override { return inner_->HostInputs(); }
+  bool ChecksOnDevice() const override { return inner_->ChecksOnDevice(); }
+  Status DeviceCheckError(const int64_t* report) const override { return inner_->DeviceCheckError(report); }
+
+ private:
+  std::unique_ptr<OpKernel> inner_;
+  Unary op_;
+  float alpha_, beta_;
+  std::shared_ptr<const AttributeMap> attrs_;
+};
+
+}  // namespace
+
+KernelOr WithSeparateActivation(const KernelInit& init, const MakeFn& make) {
+  Unary op;
+  float alpha = 0.f, beta = 0.f;
+  // Float inputs only: an integer kernel's output is not float (it falls back as before).
+  if (init.num_outputs != 1 || !init.AllFloat32() || !SeparateActivation(init.attrs, &op, &alpha, &beta))
+    return KernelOr(nullptr);
+  // The attributes live as long as the kernel, in case a factory keeps a reference to them.
+  auto attrs = std::make_shared<AttributeMap>(init.attrs);
+  for (const char* k : {"_activation", "_alpha", "_beta", "_min", "_max"}) attrs->Erase(k);
+  const KernelInit bare{*attrs,          init.opset,   init.input_dtypes, init.const_inputs, init.num_outputs,
+                        init.node_name, init.backend, init.precision,    init.input_ranks};
+  KernelOr k = make(bare);
+  if (!k.ok()) return k;
+  if (!*k || (*k)->OutputAliasesInput() >= 0) return KernelOr(nullptr);
+  return std::unique_ptr<OpKernel>(new ThenActivation(std::move(*k), op, alpha, beta, std::move(attrs)));
+}
+
 void AddCudaKernel(KernelRegistry& r, const char* domain, const char* op, MakeFn make) {
   r.Wrap(domain, op, [make](KernelFactory prev) -> KernelFactory {
     return [make, prev](const KernelInit& init) -> KernelOr {
       if (init.backend == Backend::kCuda && RuntimeActive()) {
         KernelOr k = make(init);
+        if (!k.ok() || *k) return k;
+        // A fused activation the kernel's epilogue lacks (it takes Relu): the kernel without it,
+        // then the activation in place, rather than the whole node on the CPU.
+        k = WithSeparateActivation(init, make);
         if (!k.ok() || *k) return k;
       }
       return prev(init);

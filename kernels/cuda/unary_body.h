@@ -43,6 +43,7 @@ WH_HD float Apply(Unary op, float x, float alpha, float beta = 0.f) {
       return beta < m ? beta : m;
     }
     case Unary::kThresholdedRelu: return x > alpha ? x : 0.f;
+    case Unary::kSilu: return x * (1.f / (1.f + expf(-x)));  // a fused Sigmoid + Mul
   }
   return x;
 }

@@ -8,10 +8,39 @@
 
 namespace whittle {
 
+namespace {
+
+// Whether y's only readers are a Sigmoid s = Sigmoid(y) and a Mul of y and s (either order), s read
+// by that Mul alone, neither a graph output: *si, *mi their node indices.
+bool SiluPair(const Graph& g, int y, const std::set<int>& dead, int* si, int* mi) {
+  if (g.IsGraphOutput(y)) return false;
+  const std::vector<int> readers = g.Consumers(y);
+  if (readers.size() != 2) return false;
+  for (int k = 0; k < 2; ++k) {
+    const int s = readers[static_cast<size_t>(k)], m = readers[static_cast<size_t>(1 - k)];
+    const Node& sn = g.nodes()[static_cast<size_t>(s)];
+    const Node& mn = g.nodes()[static_cast<size_t>(m)];
+    if (dead.count(s) || dead.count(m) || sn.op_type != "Sigmoid" || !sn.domain.empty() || sn.inputs.size() != 1 ||
+        sn.outputs.size() != 1 || mn.op_type != "Mul" || !mn.domain.empty() || mn.inputs.size() != 2 ||
+        mn.outputs.size() != 1)
+      continue;
+    const int sv = sn.outputs[0];
+    const bool pair = (mn.inputs[0] == y && mn.inputs[1] == sv) || (mn.inputs[0] == sv && mn.inputs[1] == y);
+    if (!pair || g.IsGraphOutput(sv) || rewrite::SoleConsumer(g, sv) != m) continue;
+    *si = s;
+    *mi = m;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 Status FuseActivations(Graph& g, int* count) {
   static const std::set<std::string> kProducers = {"Conv", "Gemm", "MatMul"};
   static const std::set<std::string> kActs = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish"};
   std::set<int> dead;
+  int fusions = 0;
   for (size_t pi = 0; pi < g.nodes().size(); ++pi) {
     Node& p = g.nodes()[pi];
     // The binarized layers (ai.whittle BinaryMatMul / BinaryConv) take a Relu in their epilogue.
@@ -21,7 +50,19 @@ Status FuseActivations(Graph& g, int* count) {
     int y = p.outputs[0];
     if (y < 0 || g.value(y).dtype != DType::kFloat32) continue;
     int ai = rewrite::SoleConsumer(g, y);
-    if (ai < 0 || dead.count(ai)) continue;
+    if (ai < 0) {
+      // SiLU as exporters write it: y read by a Sigmoid and by a Mul of y with that Sigmoid.
+      int mi = -1;
+      if (SiluPair(g, y, dead, &ai, &mi)) {
+        p.attrs.Set("_activation", Attribute::String("Silu"));
+        p.outputs[0] = g.nodes()[static_cast<size_t>(mi)].outputs[0];
+        dead.insert(ai);
+        dead.insert(mi);
+        ++fusions;
+      }
+      continue;
+    }
+    if (dead.count(ai)) continue;
     const Node& a = g.nodes()[static_cast<size_t>(ai)];
     if (!kActs.count(a.op_type) || !a.domain.empty() || a.inputs.empty() || a.inputs[0] != y) continue;
     if (binary && a.op_type != "Relu") continue;
@@ -53,9 +94,10 @@ Status FuseActivations(Graph& g, int* count) {
     for (const auto& [k, v] : fused.all()) p.attrs.Set(k, v);
     p.outputs[0] = a.outputs[0];
     dead.insert(ai);
+    ++fusions;
   }
+  *count += fusions;
   g.RemoveNodes(dead);
-  *count += static_cast<int>(dead.size());
   return Status::Ok();
 }
 

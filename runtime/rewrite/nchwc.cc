@@ -113,6 +113,7 @@ class Converter {
     const int y = n.outputs[0];
     if (rewrite::IsOp(n, "Conv")) return ConvertConv(n, y);
     if (n.domain == kWhittleDomain && n.op_type == "BinaryConv") return ConvertBinaryConv(n, y);
+    if (IsBinaryElementwise(n)) return ConvertBinaryElementwise(n, y);
     if (!IsBlocked(rewrite::InputAt(n, 0))) return false;
     const int x = n.inputs[0];
     if (rewrite::IsOp(n, "MaxPool") || rewrite::IsOp(n, "AveragePool") || rewrite::IsOp(n, "GlobalMaxPool") ||
@@ -131,28 +132,53 @@ class Converter {
       Add(std::move(p));
       return true;
     }
-    if (rewrite::IsOp(n, "Relu") && n.inputs.size() == 1) {
+    // Element-wise activations do not care about the layout (Clip's bounds are scalars).
+    static const std::set<std::string> kUnary = {"Relu",    "LeakyRelu",   "Sigmoid",   "Tanh",
+                                                 "Clip",    "HardSigmoid", "HardSwish"};
+    if (n.domain.empty() && kUnary.count(n.op_type)) {
+      for (size_t i = 1; i < n.inputs.size(); ++i) {
+        const Tensor* t = rewrite::ConstInput(g_, n, i);
+        if (n.inputs[i] >= 0 && (!t || t->numel() != 1)) return false;
+      }
       Node r = n;
-      r.inputs = {blocked_.at(x)};
+      r.inputs[0] = blocked_.at(x);
       r.outputs = {NewValue(y, channels_.at(x))};
       produced_here_.insert(y);
       Add(std::move(r));
       return true;
     }
-    if (rewrite::IsOp(n, "Add") && n.inputs.size() == 2) {
-      const int other = n.inputs[1];
-      if (other < 0) return false;
-      const Value& xv = g_.value(x);
-      const Value& ov = g_.value(other);
-      if (!xv.shape || !ov.shape || *xv.shape != *ov.shape || !Blockable(other)) return false;
-      Node a = n;
-      a.inputs = {blocked_.at(x), BlockedOf(other)};
-      a.outputs = {NewValue(y, channels_.at(x))};
-      produced_here_.insert(y);
-      Add(std::move(a));
-      return true;
-    }
     return false;
+  }
+
+  static bool IsBinaryElementwise(const Node& n) {
+    return n.domain.empty() && n.inputs.size() == 2 &&
+           (n.op_type == "Add" || n.op_type == "Mul" || n.op_type == "Sub" || n.op_type == "Div");
+  }
+
+  // Add / Mul / Sub / Div with a blocked operand: the other of the same shape (a residual), or
+  // [N or 1, C, 1, 1] (squeeze-excitation's per-channel scale), goes blocked too, and the op
+  // broadcasts over the blocked dims as over the plain ones. The output must have x's shape.
+  bool ConvertBinaryElementwise(const Node& n, int y) {
+    const int bi = IsBlocked(n.inputs[0]) ? 0 : IsBlocked(n.inputs[1]) ? 1 : -1;
+    if (bi < 0) return false;
+    const int x = n.inputs[static_cast<size_t>(bi)], other = n.inputs[static_cast<size_t>(1 - bi)];
+    if (other < 0) return false;
+    const Value& xv = g_.value(x);
+    const Value& ov = g_.value(other);
+    const Value& yv = g_.value(y);
+    if (!xv.shape || !ov.shape || !yv.shape || *yv.shape != *xv.shape || !Blockable(other)) return false;
+    const SymShape& os = *ov.shape;
+    const bool same = os == *xv.shape;
+    const bool per_channel = os.size() == 4 && (os[0] == (*xv.shape)[0] || os[0] == Dim(1)) && os[2] == Dim(1) &&
+                             os[3] == Dim(1);
+    if (!same && !per_channel) return false;
+    Node a = n;
+    a.inputs[static_cast<size_t>(bi)] = blocked_.at(x);
+    a.inputs[static_cast<size_t>(1 - bi)] = BlockedOf(other);
+    a.outputs = {NewValue(y, channels_.at(x))};
+    produced_here_.insert(y);
+    Add(std::move(a));
+    return true;
   }
 
   // An ai.whittle BinaryConv with float activations is the Conv of weight sign * alpha

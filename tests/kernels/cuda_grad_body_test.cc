@@ -8,11 +8,14 @@
 // (scripts/cuda-device-check.sh).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "kernels/common/fused_activation.h"
 #include "kernels/cuda/grad_body.h"
+#include "kernels/cuda/unary_body.h"
 #include "kernels/cuda/im2col_body.h"
 #include "lib/ir/domain.h"
 #include "lib/ops/op_def.h"
@@ -366,6 +369,45 @@ TEST(CudaGradBodies, KnownNon2dRanksDeclineToTheCpu) {
       const bool on_gpu = cuda_built && (rank == 4 || rank == -1);
       EXPECT_EQ((*k)->device(), on_gpu ? DeviceType::kCuda : DeviceType::kCpu);
     }
+  }
+}
+
+// Every activation the runtime fuses into Conv, Gemm and MatMul keeps the node on the GPU: Relu in
+// the kernels' epilogue, the others (Clip for ReLU6, HardSwish, SiLU, ...) as the element-wise
+// kernel on the output (before, such a node ran on the CPU with copies both ways). And the SiLU
+// the element-wise kernel applies is the CPU's fused one.
+TEST(CudaFusedActivation, EveryFusedActivationStaysOnTheDevice) {
+  RegisterAllOps();
+  const bool cuda_built = [] {
+    for (Backend b : BuiltBackends())
+      if (b == Backend::kCuda) return true;
+    return false;
+  }();
+  for (const char* act : {"", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Silu"}) {
+    for (const char* op : {"Conv", "Gemm", "MatMul"}) {
+      SCOPED_TRACE(std::string(op) + "+" + act);
+      AttributeMap attrs;
+      if (*act) attrs.Set("_activation", Attribute::String(act));
+      if (std::string(act) == "Clip") {
+        attrs.Set("_min", Attribute::Float(0.f));
+        attrs.Set("_max", Attribute::Float(6.f));
+      }
+      const int inputs = std::string(op) == "MatMul" ? 2 : 3;
+      const std::vector<DType> dts(static_cast<size_t>(inputs), DType::kFloat32);
+      const std::vector<const Tensor*> consts(static_cast<size_t>(inputs), nullptr);
+      const int rank = std::string(op) == "Conv" ? 4 : 2;
+      auto k = CreateKernel(MakeNode(op, inputs, 1, attrs), 17, Backend::kCuda, dts, consts, Precision::kFp32,
+                            std::vector<int>(static_cast<size_t>(inputs), rank));
+      ASSERT_TRUE(k.ok()) << k.status().message();
+      EXPECT_EQ((*k)->device(), cuda_built ? DeviceType::kCuda : DeviceType::kCpu);
+    }
+  }
+  FusedActivation silu;
+  silu.kind = FusedActivation::kSilu;
+  for (float x : {-30.f, -4.5f, -1.f, -0.25f, 0.f, 0.3f, 2.f, 7.5f, 40.f}) {
+    float want = x;
+    silu.Apply(&want, 1);
+    EXPECT_NEAR(cuda::Apply(cuda::Unary::kSilu, x, 0.f), want, 1e-6f * (1.f + std::fabs(want))) << x;
   }
 }
 

@@ -291,6 +291,76 @@ TEST(Nchwc, DepthwiseConvsJoinTheRegionWithTheirActivations) {
   }
 }
 
+// EfficientNet's MBConv block as torchvision exports it: Conv(16->32) + SiLU (Sigmoid and Mul) ->
+// depthwise 3x3 + SiLU -> squeeze-excitation (GlobalAveragePool, 1x1 Conv + SiLU, 1x1 Conv,
+// Sigmoid, Mul(scale, x) with the scale first) -> Conv(32->16) -> Add of the block input. The
+// SiLUs fuse into their convs; the excitation's Mul and the residual Add run on blocked data, so
+// only the pooled vector leaves the region and only its scale comes back.
+Graph MbConv() {
+  return GraphBuilder(17)
+      .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 16, 9, 9})
+      .Init("w1", RandomFloat({32, 16, 1, 1}, 1, -0.5f, 0.5f))
+      .Init("wd", RandomFloat({32, 1, 3, 3}, 2, -0.5f, 0.5f))
+      .Init("bd", RandomFloat({32}, 3))
+      .Init("wr", RandomFloat({8, 32, 1, 1}, 4, -0.5f, 0.5f))
+      .Init("we", RandomFloat({32, 8, 1, 1}, 5, -0.5f, 0.5f))
+      .Init("be", RandomFloat({32}, 6))
+      .Init("w2", RandomFloat({16, 32, 1, 1}, 7, -0.3f, 0.3f))
+      .Op("Conv", {"x", "w1"}, {"c1"})
+      .Op("Sigmoid", {"c1"}, {"s1"})
+      .Op("Mul", {"c1", "s1"}, {"a1"})
+      .Op("Conv", {"a1", "wd", "bd"}, {"cd"}, A({{"group", Attribute::Int(32)}, {"pads", Attribute::Ints({1, 1, 1, 1})}}))
+      .Op("Sigmoid", {"cd"}, {"sd"})
+      .Op("Mul", {"sd", "cd"}, {"ad"})
+      .Op("GlobalAveragePool", {"ad"}, {"p"})
+      .Op("Conv", {"p", "wr"}, {"cr"})
+      .Op("Sigmoid", {"cr"}, {"sr"})
+      .Op("Mul", {"cr", "sr"}, {"ar"})
+      .Op("Conv", {"ar", "we", "be"}, {"ce"})
+      .Op("Sigmoid", {"ce"}, {"scale"})
+      .Op("Mul", {"scale", "ad"}, {"e"})
+      .Op("Conv", {"e", "w2"}, {"c2"})
+      .Op("Add", {"c2", "x"}, {"y"})
+      .Output("y")
+      .Build();
+}
+
+TEST(Nchwc, SiluAndSqueezeExcitationStayInTheRegion) {
+  const Tensor x = RandomFloat({3, 16, 9, 9}, 22, -2.f, 2.f);
+  SessionOptions ref;
+  ref.backend = Backend::kReference;
+  ref.optimize = false;
+  const std::vector<Tensor> want = RunGraph(MbConv(), ref, x);
+  for (int block : {0, 8, 16}) {
+    SCOPED_TRACE("block " + std::to_string(block));
+    Graph g = MbConv();
+    auto r = Rewrite(g, block);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->fused_activations, 4);  // three SiLUs and the excitation's Sigmoid
+    EXPECT_EQ(testing::CountOps(g, "NchwcConv"), 3);
+    EXPECT_EQ(testing::CountOps(g, "Conv"), 2);  // the excitation's, on a 1x1 image
+    int silu = 0;
+    for (const Node& n : g.nodes()) silu += n.attrs.GetString("_activation", "") == "Silu";
+    EXPECT_EQ(silu, 3);
+    EXPECT_EQ(testing::CountOps(g, "FromNchwc"), 2);  // the pooled vector, and y
+    EXPECT_EQ(testing::CountOps(g, "ToNchwc"), 2);    // the input, and the scale
+    for (const Node& n : g.nodes()) {
+      if (n.op_type != "Mul") continue;
+      EXPECT_EQ(g.value(n.outputs[0]).shape->size(), 5u) << "the excitation's Mul is blocked";
+    }
+    for (Backend backend : {Backend::kReference, Backend::kCpu}) {
+      SCOPED_TRACE(BackendName(backend));
+      for (int threads : {1, 2}) {
+        SessionOptions so;
+        so.backend = backend;
+        so.optimize = false;
+        so.num_threads = threads;
+        ExpectClose(RunGraph(g, so, x), want);
+      }
+    }
+  }
+}
+
 // A binarized CNN as compress-model --binarize writes it: stem Conv -> Relu -> MaxPool ->
 // ai.whittle BinaryConv (16 -> 16, 3x3, bias) -> Relu -> MaxPool -> y. With float activations the
 // BinaryConv becomes an NchwcConv on its decoded weight, both Relus are fused, and the outputs

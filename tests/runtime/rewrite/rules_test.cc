@@ -109,6 +109,69 @@ TEST(FuseActivations, CountsFusedActivations) {
   EXPECT_EQ(fused, 2);
 }
 
+// SiLU as the exporters write it (Sigmoid(y) and Mul of y with it, either operand order) fuses
+// into the producer as one activation; not when the Sigmoid is read elsewhere too or y is a graph
+// output. The fused session computes what the unfused one does.
+TEST(FuseActivations, SigmoidMulPairsAreSilu) {
+  Graph g = GraphBuilder(13)
+                .Input("x", DType::kFloat32, {2, 8})
+                .Init("w1", RandomFloat({8, 8}, 11))
+                .Init("w2", RandomFloat({8, 8}, 12))
+                .Init("w3", RandomFloat({8, 8}, 13))
+                .Init("w4", RandomFloat({8, 8}, 14))
+                .Op("MatMul", {"x", "w1"}, {"a"})
+                .Op("Sigmoid", {"a"}, {"sa"})
+                .Op("Mul", {"a", "sa"}, {"ya"})
+                .Op("MatMul", {"ya", "w2"}, {"b"})
+                .Op("Sigmoid", {"b"}, {"sb"})
+                .Op("Mul", {"sb", "b"}, {"yb"})  // the Sigmoid first
+                .Op("MatMul", {"yb", "w3"}, {"c"})
+                .Op("Sigmoid", {"c"}, {"sc"})
+                .Op("Mul", {"c", "sc"}, {"yc"})
+                .Op("MatMul", {"yc", "w4"}, {"d"})
+                .Op("Add", {"d", "sc"}, {"y"})  // sc read twice: not fused
+                .Output("y")
+                .Build();
+  ASSERT_TRUE(InferShapes(g).ok());
+  const Graph original = g;
+  int count = 0;
+  ASSERT_TRUE(FuseActivations(g, &count).ok());
+  EXPECT_EQ(count, 2);
+  ASSERT_TRUE(g.Compact().ok());
+  EXPECT_EQ(testing::CountOps(g, "Sigmoid"), 1);
+  EXPECT_EQ(testing::CountOps(g, "Mul"), 1);
+  int silu = 0;
+  for (const Node& n : g.nodes()) silu += n.attrs.GetString("_activation", "") == "Silu";
+  EXPECT_EQ(silu, 2);
+  SessionOptions plain;
+  plain.optimize = false;
+  for (Backend backend : {Backend::kReference, Backend::kCpu}) {
+    plain.backend = backend;
+    auto s0 = Session::FromGraph(original, plain);
+    auto s1 = Session::FromGraph(g, plain);
+    ASSERT_TRUE(s0.ok() && s1.ok());
+    const Tensor x = RandomFloat({2, 8}, 5, -3.f, 3.f);
+    auto y0 = (*s0)->Run({{"x", x}});
+    auto y1 = (*s1)->Run({{"x", x}});
+    ASSERT_TRUE(y0.ok() && y1.ok());
+    EXPECT_LE(testing::MaxAbsDiff((*y0)[0], (*y1)[0]), 1e-4f);
+  }
+  // A graph-output y keeps its Sigmoid and Mul.
+  Graph h = GraphBuilder(13)
+                .Input("x", DType::kFloat32, {2, 8})
+                .Init("w1", RandomFloat({8, 8}, 11))
+                .Op("MatMul", {"x", "w1"}, {"a"})
+                .Op("Sigmoid", {"a"}, {"sa"})
+                .Op("Mul", {"a", "sa"}, {"y"})
+                .Output("y")
+                .Output("a")
+                .Build();
+  ASSERT_TRUE(InferShapes(h).ok());
+  count = 0;
+  ASSERT_TRUE(FuseActivations(h, &count).ok());
+  EXPECT_EQ(count, 0);
+}
+
 // An unseeded training-mode Dropout of constants draws a new mask on every run: folding it at
 // load would freeze one draw. Seeded, it is the same every run and folds.
 TEST(FoldConstants, LeavesUnseededDropoutToRun) {
