@@ -46,9 +46,10 @@ class WinogradConv {
   // Whether to take this path for s rather than oneDNN's convolution: a fixed rule from
   // tests/bench/conv_bench.cc (BM_BlockedConv3x3Relu), not a timing, so every process computes
   // the same floats. With the AVX2 kernels always (1.2-1.8x oneDNN's AVX2 kernel on every shape
-  // measured); with the AVX-512 ones where C * K >= 512 and the 2x2 tiles waste at most 10 % of
-  // their outputs (a 16->16 conv is transform-bound and a 7x7 image pads its tiles to 8x8: oneDNN's
-  // brgemm wins both at batch 64).
+  // measured); with the AVX-512 ones where C * K >= 512, the 2x2 tiles waste at most 10 % of
+  // their outputs and an image has at least 32 of them (a 16->16 conv is transform-bound and a 7x7
+  // image pads its tiles to 8x8: oneDNN's brgemm wins both at batch 64; an 8x8 image's 16 tiles do
+  // not pay for streaming the transformed weights: oneDNN wins 256->256 by a third at batch 1).
   bool Preferred(const ConvShape& s) const;
 
   // y = act(conv(x) + bias + sum) on blocked tensors with block b (input and output alike, 0 for

@@ -3,6 +3,7 @@
 #include "lib/ops/op_def.h"
 #include "runtime/rewrite/fold_constants.h"
 #include "runtime/rewrite/fold_conv_bn.h"
+#include "runtime/rewrite/fold_into_conv.h"
 #include "runtime/rewrite/fuse_activations.h"
 #include "runtime/rewrite/fuse_attention.h"
 #include "runtime/rewrite/fuse_conv_add.h"
@@ -32,6 +33,8 @@ StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_blo
   }
   WH_RETURN_IF_ERROR(FoldConstants(g, &r.folded_constants));
   WH_RETURN_IF_ERROR(FoldConvBatchNorm(g, &r.folded_batchnorms));
+  WH_RETURN_IF_ERROR(FoldPadIntoConv(g, &r.folded_into_conv));
+  WH_RETURN_IF_ERROR(FoldConvAffine(g, &r.folded_into_conv));
   WH_RETURN_IF_ERROR(FuseGelu(g, &r.fused_gelu));
   WH_RETURN_IF_ERROR(FuseLayerNorm(g, &r.fused_layernorm));
   WH_RETURN_IF_ERROR(FuseConvAdd(g, &r.fused_conv_add));

@@ -1,6 +1,6 @@
 // The runtime's own graph rewrites, applied by Session::Load before planning: QDQ fusion
 // (fuse_qdq.h), constant folding (fold_constants.h), Conv+BatchNormalization folding
-// (fold_conv_bn.h), GELU fusion (fuse_gelu.h), residual Adds into the Conv before them
+// (fold_conv_bn.h), zero Pads and per-channel Mul/Add into the Conv (fold_into_conv.h), GELU fusion (fuse_gelu.h), residual Adds into the Conv before them
 // (fuse_conv_add.h) and fusing a single consumer activation into Conv/Gemm/MatMul
 // (fuse_activations.h). Each rule matches first, then applies, and leaves the graph alone when a
 // precondition fails (non-constant weights, several consumers, a graph output in the middle).
@@ -16,6 +16,7 @@ namespace whittle {
 struct RewriteReport {
   int folded_constants = 0;
   int folded_batchnorms = 0;
+  int folded_into_conv = 0;   // zero Pads, and constant Mul/Add per channel, computed by the Conv
   int fused_activations = 0;
   int fused_gelu = 0;         // GELU subgraphs (erf or tanh form) run as one Gelu node
   int fused_layernorm = 0;    // layer norms written out (ReduceMean/Sub/Pow/Sqrt/Div) as one node

@@ -126,6 +126,11 @@ BENCHMARK(BM_BlockedConv3x3Relu)
     ->ArgsProduct({{1, 64}, {32}, {32}, {14}, {1, 2}, {0, 1}})
     ->ArgsProduct({{1, 64}, {64}, {64}, {14}, {1, 2}, {0, 1}})
     ->ArgsProduct({{1, 64}, {128}, {128}, {7}, {1, 2}, {0, 1}})
+    // ImageNet-sized ResNet stages at batch 1 (224 and 128 pixel inputs): few tiles per GEMM.
+    ->ArgsProduct({{1}, {64}, {64}, {56, 32}, {1}, {0, 1}})
+    ->ArgsProduct({{1, 16}, {128}, {128}, {28, 16}, {1}, {0, 1}})
+    ->ArgsProduct({{1, 16}, {256}, {256}, {14, 8}, {1}, {0, 1}})
+    ->ArgsProduct({{1}, {512}, {512}, {7, 4}, {1}, {0, 1}})
     ->UseRealTime();
 
 // Args: batch, channels, spatial size, threads.

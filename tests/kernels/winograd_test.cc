@@ -188,6 +188,8 @@ TEST(Winograd, PreferredFollowsTheMeasuredRule) {
     EXPECT_TRUE(c32.Preferred(shape(32, 32, 14)));
     EXPECT_EQ(c32.Preferred(shape(32, 32, 7)), avx2) << "7x7: the tiles pad it to 8x8";
     EXPECT_TRUE(c32.Preferred(shape(32, 32, 20)));
+    EXPECT_EQ(c32.Preferred(shape(32, 32, 8)), avx2) << "8x8: 16 tiles per image";
+    EXPECT_TRUE(c32.Preferred(shape(32, 32, 12)));  // 36 tiles
   }
 }
 

@@ -73,7 +73,8 @@ TEST(FuseConvAdd, ResidualBlockRunsAsTwoConvsOnEveryPath) {
 }
 
 TEST(FuseConvAdd, LeavesOtherAddsAlone) {
-  // A per-channel Add broadcasts: not the same shape as the conv output.
+  // A per-channel Add broadcasts: not the same shape as the conv output. (Being a constant, it
+  // goes into the conv's bias instead: fold_into_conv.h.)
   Graph bcast = GraphBuilder(17)
                     .Input("x", DType::kFloat32, {2, 4, 6, 6})
                     .Init("w", RandomFloat({4, 4, 3, 3}, 1))
@@ -105,7 +106,11 @@ TEST(FuseConvAdd, LeavesOtherAddsAlone) {
     nchw.blocked_layout = false;
     auto s = Session::FromGraph(*g, nchw);
     ASSERT_TRUE(s.ok()) << s.status().message();
-    EXPECT_EQ(testing::CountOps((*s)->graph(), "Add"), 1);
+    EXPECT_EQ(testing::CountOps((*s)->graph(), "Add"), g == &bcast ? 0 : 1);
+    for (const Node& n : (*s)->graph().nodes()) {
+      if (g != &bcast || n.op_type != "Conv") continue;
+      EXPECT_EQ(n.inputs.size(), 3u) << "the shift is the conv's bias";
+    }
     for (const Node& n : (*s)->graph().nodes()) EXPECT_LE(n.inputs.size(), 3u) << n.op_type;
     testing::ExpectOptimizedMatchesUnoptimized(*g, {{"x", RandomFloat({2, 4, 6, 6}, 5)}});
   }

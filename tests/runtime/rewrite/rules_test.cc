@@ -11,6 +11,7 @@
 #include "lib/ops/op_def.h"
 #include "runtime/rewrite/fold_constants.h"
 #include "runtime/rewrite/fold_conv_bn.h"
+#include "runtime/rewrite/fold_into_conv.h"
 #include "runtime/rewrite/fuse_activations.h"
 #include "runtime/rewrite/rewrite.h"
 #include "tests/util/graph_builder.h"
@@ -170,6 +171,114 @@ TEST(FuseActivations, SigmoidMulPairsAreSilu) {
   count = 0;
   ASSERT_TRUE(FuseActivations(h, &count).ok());
   EXPECT_EQ(count, 0);
+}
+
+// Output 0 of g and of h on the reference kernels, unoptimized, for input x.
+float MaxDiffOfGraphs(const Graph& g, const Graph& h, const Tensor& x) {
+  SessionOptions plain;
+  plain.optimize = false;
+  plain.backend = Backend::kReference;
+  auto s0 = Session::FromGraph(g, plain);
+  auto s1 = Session::FromGraph(h, plain);
+  EXPECT_TRUE(s0.ok() && s1.ok());
+  if (!s0.ok() || !s1.ok()) return 1e30f;
+  auto y0 = (*s0)->Run({{"x", x}});
+  auto y1 = (*s1)->Run({{"x", x}});
+  EXPECT_TRUE(y0.ok() && y1.ok());
+  if (!y0.ok() || !y1.ok()) return 1e30f;
+  return testing::MaxAbsDiff((*y0)[0], (*y1)[0]);
+}
+
+// Keras' ZeroPadding2D before a strided conv, as tf2onnx writes it: Pad (bottom and right by one)
+// read by two Convs becomes their padding; a Pad with another value, another mode, or a MaxPool
+// reader stays.
+TEST(FoldPadIntoConv, ZeroPadsBecomeTheConvsPadding) {
+  auto pads = [](std::vector<int64_t> v) { return Tensor::FromVector<int64_t>({8}, v); };
+  AttributeMap strided;
+  strided.Set("strides", Attribute::Ints({2, 2}));
+  strided.Set("pads", Attribute::Ints({1, 0, 0, 1}));
+  AttributeMap pool;
+  pool.Set("kernel_shape", Attribute::Ints({2, 2}));
+  Graph g = GraphBuilder(13)
+                .Input("x", DType::kFloat32, {2, 4, 7, 7})
+                .Init("p", pads({0, 0, 0, 0, 0, 0, 1, 1}))
+                .Init("q", pads({0, 0, 1, 1, 0, 0, 1, 1}))
+                .Init("one", Tensor::Scalar<float>(1.f))
+                .Init("w1", RandomFloat({8, 4, 3, 3}, 1))
+                .Init("w2", RandomFloat({8, 4, 1, 1}, 2))
+                .Init("w3", RandomFloat({8, 4, 3, 3}, 3))
+                .Op("Pad", {"x", "p"}, {"xp"})
+                .Op("Conv", {"xp", "w1"}, {"a"}, strided)
+                .Op("Conv", {"xp", "w2"}, {"b"})
+                .Op("Pad", {"x", "q", "one"}, {"xq"})  // pads with ones: stays
+                .Op("Conv", {"xq", "w3"}, {"c"})
+                .Op("Pad", {"x", "q"}, {"xm"})  // read by a MaxPool: stays
+                .Op("MaxPool", {"xm"}, {"m"}, pool)
+                .Op("Conv", {"xm", "w3"}, {"d"})
+                .Op("Add", {"a", "a"}, {"y"})
+                .Output("y")
+                .Output("b")
+                .Output("c")
+                .Output("m")
+                .Output("d")
+                .Build();
+  ASSERT_TRUE(InferShapes(g).ok());
+  Graph h = g;
+  int count = 0;
+  ASSERT_TRUE(FoldPadIntoConv(h, &count).ok());
+  EXPECT_EQ(count, 1);
+  EXPECT_EQ(testing::CountOps(h, "Pad"), 2);
+  for (const Node& n : h.nodes()) {
+    if (n.op_type != "Conv" || h.value(n.inputs[0]).name != "x") continue;
+    const std::vector<int64_t> cp = n.attrs.GetInts("pads", {});
+    EXPECT_EQ(cp, (n.attrs.Has("strides") ? std::vector<int64_t>{1, 0, 1, 2} : std::vector<int64_t>{0, 0, 1, 1}));
+  }
+  ASSERT_TRUE(InferShapes(h).ok());
+  const Tensor x = RandomFloat({2, 4, 7, 7}, 9);
+  SessionOptions plain;
+  plain.optimize = false;
+  plain.backend = Backend::kReference;
+  auto s0 = Session::FromGraph(g, plain);
+  auto s1 = Session::FromGraph(h, plain);
+  ASSERT_TRUE(s0.ok() && s1.ok());
+  auto y0 = (*s0)->Run({{"x", x}});
+  auto y1 = (*s1)->Run({{"x", x}});
+  ASSERT_TRUE(y0.ok() && y1.ok());
+  for (size_t k = 0; k < y0->size(); ++k) EXPECT_LE(testing::MaxAbsDiff((*y0)[k], (*y1)[k]), 1e-5f) << k;
+}
+
+// tf2onnx's depthwise conv with its BatchNormalization left as Mul and Add by per-channel
+// constants ([C,1,1], [1,C,1,1]), then a scalar Mul: all fold into the conv; a Mul by [C] (which
+// broadcasts along the width, not the channels) does not.
+TEST(FoldConvAffine, PerChannelMulAndAddFoldIntoTheConv) {
+  AttributeMap dw;
+  dw.Set("group", Attribute::Int(6));
+  dw.Set("pads", Attribute::Ints({1, 1, 1, 1}));
+  Graph g = GraphBuilder(13)
+                .Input("x", DType::kFloat32, {2, 6, 6, 6})
+                .Init("w", RandomFloat({6, 1, 3, 3}, 1))
+                .Init("b", RandomFloat({6}, 2))
+                .Init("s", RandomFloat({6, 1, 1}, 3, 0.5f, 2.f))
+                .Init("t", RandomFloat({1, 6, 1, 1}, 4))
+                .Init("half", Tensor::Scalar<float>(0.5f))
+                .Init("row", RandomFloat({6}, 5))
+                .Op("Conv", {"x", "w", "b"}, {"c"}, dw)
+                .Op("Mul", {"c", "s"}, {"m"})
+                .Op("Add", {"t", "m"}, {"a"})
+                .Op("Mul", {"a", "half"}, {"h"})
+                .Op("Conv", {"h", "w"}, {"c2"}, dw)
+                .Op("Mul", {"c2", "row"}, {"y"})
+                .Output("y")
+                .Build();
+  ASSERT_TRUE(InferShapes(g).ok());
+  Graph h = g;
+  int count = 0;
+  ASSERT_TRUE(FoldConvAffine(h, &count).ok());
+  EXPECT_EQ(count, 3);
+  EXPECT_EQ(testing::CountOps(h, "Mul"), 1);
+  EXPECT_EQ(testing::CountOps(h, "Add"), 0);
+  ASSERT_TRUE(InferShapes(h).ok());
+  EXPECT_LE(MaxDiffOfGraphs(g, h, RandomFloat({2, 6, 6, 6}, 9)), 1e-5f);
 }
 
 // An unseeded training-mode Dropout of constants draws a new mask on every run: folding it at
