@@ -330,6 +330,22 @@ class Analyzer {
       if (!only_data) return fail("reads the channels as a shape");
       return VisitReshape(ni, n, m0, fail);
     }
+    if (op == "Pad") {
+      // Padding other axes (Keras' ZeroPadding2D before a strided conv) keeps the channels.
+      if (!only_data) return fail("reads the channels as pads");
+      const int rank = Rank(n.inputs[0]);
+      std::vector<int64_t> pads = n.attrs.GetInts("pads", {});
+      if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
+        const Tensor* t = Const(n.inputs[1]);
+        if (!t || t->dtype() != DType::kInt64) return fail("its pads are computed");
+        pads.assign(t->data<int64_t>(), t->data<int64_t>() + t->numel());
+      }
+      if (n.inputs.size() > 3 && n.inputs[3] >= 0) return fail("its pads name axes");
+      if (rank < 0 || static_cast<int>(pads.size()) != 2 * rank) return fail("its pads do not match the rank");
+      if (pads[static_cast<size_t>(m0.axis)] != 0 || pads[static_cast<size_t>(rank + m0.axis)] != 0)
+        return fail("pads the channels");
+      return SetOut(n, m0);
+    }
     if (op == "Concat") return VisitConcat(n, ann, fail);
     if (ElementwiseOps().count(op)) return VisitElementwise(ni, n, ann, fail);
     return fail("an op the pass cannot follow (" + op + ")");

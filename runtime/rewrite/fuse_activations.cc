@@ -1,5 +1,6 @@
 #include "runtime/rewrite/fuse_activations.h"
 
+#include <cmath>
 #include <set>
 #include <string>
 
@@ -10,9 +11,10 @@ namespace whittle {
 
 namespace {
 
-// Whether y's only readers are a Sigmoid s = Sigmoid(y) and a Mul of y and s (either order), s read
-// by that Mul alone, neither a graph output: *si, *mi their node indices.
-bool SiluPair(const Graph& g, int y, const std::set<int>& dead, int* si, int* mi) {
+// Whether y's only readers are a gate s = Sigmoid(y) (SiLU) or HardSigmoid(y) with alpha 1/6 and
+// beta 1/2 (HardSwish, as Paddle2ONNX writes it) and a Mul of y and s (either order), s read by
+// that Mul alone, neither a graph output: *si, *mi their node indices, *act the activation.
+bool GatedPair(const Graph& g, int y, const std::set<int>& dead, int* si, int* mi, std::string* act) {
   if (g.IsGraphOutput(y)) return false;
   const std::vector<int> readers = g.Consumers(y);
   if (readers.size() != 2) return false;
@@ -20,7 +22,11 @@ bool SiluPair(const Graph& g, int y, const std::set<int>& dead, int* si, int* mi
     const int s = readers[static_cast<size_t>(k)], m = readers[static_cast<size_t>(1 - k)];
     const Node& sn = g.nodes()[static_cast<size_t>(s)];
     const Node& mn = g.nodes()[static_cast<size_t>(m)];
-    if (dead.count(s) || dead.count(m) || sn.op_type != "Sigmoid" || !sn.domain.empty() || sn.inputs.size() != 1 ||
+    const bool hard_swish = sn.op_type == "HardSigmoid" &&
+                            std::fabs(sn.attrs.GetFloat("alpha", 0.2f) - 1.f / 6.f) < 1e-6f &&
+                            sn.attrs.GetFloat("beta", 0.5f) == 0.5f;
+    if (dead.count(s) || dead.count(m) || !(sn.op_type == "Sigmoid" || hard_swish) || !sn.domain.empty() ||
+        sn.inputs.size() != 1 ||
         sn.outputs.size() != 1 || mn.op_type != "Mul" || !mn.domain.empty() || mn.inputs.size() != 2 ||
         mn.outputs.size() != 1)
       continue;
@@ -29,6 +35,7 @@ bool SiluPair(const Graph& g, int y, const std::set<int>& dead, int* si, int* mi
     if (!pair || g.IsGraphOutput(sv) || rewrite::SoleConsumer(g, sv) != m) continue;
     *si = s;
     *mi = m;
+    *act = hard_swish ? "HardSwish" : "Silu";
     return true;
   }
   return false;
@@ -51,10 +58,12 @@ Status FuseActivations(Graph& g, int* count) {
     if (y < 0 || g.value(y).dtype != DType::kFloat32) continue;
     int ai = rewrite::SoleConsumer(g, y);
     if (ai < 0) {
-      // SiLU as exporters write it: y read by a Sigmoid and by a Mul of y with that Sigmoid.
+      // SiLU (HardSwish) as exporters write it: y read by a Sigmoid (HardSigmoid) and by a Mul of y
+      // with it.
       int mi = -1;
-      if (SiluPair(g, y, dead, &ai, &mi)) {
-        p.attrs.Set("_activation", Attribute::String("Silu"));
+      std::string act;
+      if (GatedPair(g, y, dead, &ai, &mi, &act)) {
+        p.attrs.Set("_activation", Attribute::String(act));
         p.outputs[0] = g.nodes()[static_cast<size_t>(mi)].outputs[0];
         dead.insert(ai);
         dead.insert(mi);

@@ -1,5 +1,7 @@
 #include "runtime/rewrite/rewrite.h"
 
+#include <set>
+
 #include "lib/ops/op_def.h"
 #include "runtime/rewrite/fold_constants.h"
 #include "runtime/rewrite/fold_conv_bn.h"
@@ -12,12 +14,36 @@
 #include "runtime/rewrite/fuse_matmul_bias.h"
 #include "runtime/rewrite/fuse_qconv_pool.h"
 #include "runtime/rewrite/fuse_qdq.h"
+#include "runtime/rewrite/match.h"
 #include "runtime/rewrite/nchwc.h"
 
 namespace whittle {
+namespace {
+
+// Identity nodes whose output is not a graph output are skipped: their readers read the input
+// (Paddle2ONNX writes one after many BatchNormalizations and Clips, where a cast was a no-op,
+// and each would split a Conv from its activation).
+int SkipIdentities(Graph& g) {
+  std::set<int> dead;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
+    if (!rewrite::IsOp(n, "Identity") || n.inputs.size() != 1 || n.outputs.size() != 1) continue;
+    const int x = n.inputs[0], y = n.outputs[0];
+    if (x < 0 || y < 0 || g.IsGraphOutput(y)) continue;
+    for (Node& m : g.nodes())
+      for (int& v : m.inputs)
+        if (v == y) v = x;
+    dead.insert(static_cast<int>(i));
+  }
+  g.RemoveNodes(dead);
+  return static_cast<int>(dead.size());
+}
+
+}  // namespace
 
 StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_block) {
   RewriteReport r;
+  r.skipped_identities = SkipIdentities(g);
   // Before folding: FoldConstants would turn DequantizeLinear(int8 weight) into a float weight
   // and the int8 pattern would be lost.
   QdqFusionCounts q;

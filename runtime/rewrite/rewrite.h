@@ -14,6 +14,7 @@
 namespace whittle {
 
 struct RewriteReport {
+  int skipped_identities = 0;  // Identity nodes whose readers now read their input
   int folded_constants = 0;
   int folded_batchnorms = 0;
   int folded_into_conv = 0;   // zero Pads, and constant Mul/Add per channel, computed by the Conv

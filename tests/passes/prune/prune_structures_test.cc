@@ -289,7 +289,7 @@ TEST(PruneConv, ChannelConstantsAndGlobalPoolFollow) {
 }
 
 // As torch.onnx's dynamo exporter writes a classifier head: ReduceMean over [-1, -2] (axes an
-// input, opset 18) and Reshape to [-1, C] (allowzero=1); and the other axis forms: ReduceMax with
+// input, opset 18) and Reshape to [-1, C] (allowzero=1), after a spatial Pad; and the other axis forms: ReduceMax with
 // an axes attribute and keepdims=0, Unsqueeze/Squeeze of the batch axis, ReduceSum (opset 13).
 TEST(PruneConv, ReducesSqueezesAndFlatteningReshapesFollow) {
   const std::set<int64_t> dead = {0, 1, 2, 3, 8, 9, 10, 11};
@@ -301,8 +301,10 @@ TEST(PruneConv, ReducesSqueezesAndFlatteningReshapesFollow) {
     b.Init("w1", RandomFloat({16, 2, 3, 3}, 1)).Init("w2", RandomFloat({16, 6}, 3));
     b.Op("Conv", {"x", "w1"}, {"a"}, ConvAttrs()).Op("Relu", {"a"}, {"r"});
     if (form == 0) {
-      b.Init("hw", axes({-1, -2})).Init("shape", axes({-1, 16}));
-      b.Op("ReduceMean", {"r", "hw"}, {"m"}).Op("Reshape", {"m", "shape"}, {"f"}, Int("allowzero", 1));
+      // Keras' ZeroPadding2D first (Pad of the spatial dims only).
+      b.Init("hw", axes({-1, -2})).Init("shape", axes({-1, 16})).Init("pads", axes({0, 0, 0, 0, 0, 0, 1, 1}));
+      b.Op("Pad", {"r", "pads"}, {"rp"});
+      b.Op("ReduceMean", {"rp", "hw"}, {"m"}).Op("Reshape", {"m", "shape"}, {"f"}, Int("allowzero", 1));
     } else {
       AttributeMap rm = Ints("axes", {3});
       rm.Set("keepdims", Attribute::Int(0));
@@ -321,7 +323,7 @@ TEST(PruneConv, ReducesSqueezesAndFlatteningReshapesFollow) {
     EXPECT_EQ(Weight(g, "w1").dims(), (Dims{8, 2, 3, 3}));
     EXPECT_EQ(Weight(g, "w2").dims(), (Dims{8, 6}));
     if (form == 0) {
-      const Tensor& shape = NodeWeight(g, "Reshape_3", 1);
+      const Tensor& shape = NodeWeight(g, "Reshape_4", 1);
       EXPECT_EQ(std::vector<int64_t>(shape.data<int64_t>(), shape.data<int64_t>() + 2), (std::vector<int64_t>{-1, 8}));
     }
     Tensor x = RandomFloat({3, 2, 5, 5}, 11);

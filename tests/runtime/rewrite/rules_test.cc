@@ -173,6 +173,72 @@ TEST(FuseActivations, SigmoidMulPairsAreSilu) {
   EXPECT_EQ(count, 0);
 }
 
+// Paddle2ONNX writes HardSwish as Mul(y, HardSigmoid(y)) with alpha 1/6 and beta 1/2, and puts an
+// Identity after its BatchNormalizations and Clips: the Identities go (but the one that is a graph
+// output), the pair is one HardSwish, BatchNormalization folds, Clip fuses; another HardSigmoid
+// stays a gate.
+TEST(FuseActivations, PaddleHardSwishAndIdentitiesFold) {
+  AttributeMap hs;
+  hs.Set("alpha", Attribute::Float(0.1666667f));
+  hs.Set("beta", Attribute::Float(0.5f));
+  AttributeMap other;
+  other.Set("alpha", Attribute::Float(0.2f));
+  AttributeMap pads;
+  pads.Set("pads", Attribute::Ints({1, 1, 1, 1}));
+  Graph g = GraphBuilder(13)
+                .Input("x", DType::kFloat32, {2, 4, 5, 5})
+                .Init("w1", RandomFloat({8, 4, 3, 3}, 1))
+                .Init("scale", RandomFloat({8}, 2, 0.5f, 1.5f))
+                .Init("bias", RandomFloat({8}, 3))
+                .Init("mean", RandomFloat({8}, 4))
+                .Init("var", RandomFloat({8}, 5, 0.5f, 1.5f))
+                .Init("lo", Tensor::Scalar<float>(0.f))
+                .Init("hi", Tensor::Scalar<float>(6.f))
+                .Init("w2", RandomFloat({8, 8, 3, 3}, 6))
+                .Init("w3", RandomFloat({8, 8, 1, 1}, 7))
+                .Op("Conv", {"x", "w1"}, {"c1"}, pads)
+                .Op("BatchNormalization", {"c1", "scale", "bias", "mean", "var"}, {"bn"})
+                .Op("Identity", {"bn"}, {"cast"})
+                .Op("Clip", {"cast", "lo", "hi"}, {"r1"})
+                .Op("Identity", {"r1"}, {"r1i"})
+                .Op("Conv", {"r1i", "w2"}, {"c2"}, pads)
+                .Op("HardSigmoid", {"c2"}, {"g2"}, hs)
+                .Op("Mul", {"c2", "g2"}, {"a2"})
+                .Op("Conv", {"a2", "w3"}, {"c3"})
+                .Op("HardSigmoid", {"c3"}, {"g3"}, other)
+                .Op("Mul", {"g3", "c3"}, {"a3"})
+                .Op("Identity", {"a3"}, {"y"})
+                .Output("y")
+                .Build();
+  ASSERT_TRUE(InferShapes(g).ok());
+  Graph h = g;
+  auto r = RewriteForRuntime(h);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->skipped_identities, 2);
+  EXPECT_EQ(testing::CountOps(h, "Identity"), 1);
+  EXPECT_EQ(testing::CountOps(h, "BatchNormalization"), 0);
+  EXPECT_EQ(testing::CountOps(h, "Clip"), 0);
+  EXPECT_EQ(testing::CountOps(h, "HardSigmoid"), 1);  // the other gate and its Mul stay
+  EXPECT_EQ(testing::CountOps(h, "Mul"), 1);
+  std::vector<std::string> acts;
+  for (const Node& n : h.nodes())
+    if (n.op_type == "Conv") acts.push_back(n.attrs.GetString("_activation", ""));
+  EXPECT_EQ(acts, (std::vector<std::string>{"Clip", "HardSwish", ""}));
+  for (Backend backend : {Backend::kReference, Backend::kCpu}) {
+    SessionOptions plain;
+    plain.optimize = false;
+    plain.backend = backend;
+    auto s0 = Session::FromGraph(g, plain);
+    auto s1 = Session::FromGraph(h, plain);
+    ASSERT_TRUE(s0.ok() && s1.ok());
+    const Tensor x = RandomFloat({2, 4, 5, 5}, 9, -2.f, 2.f);
+    auto y0 = (*s0)->Run({{"x", x}});
+    auto y1 = (*s1)->Run({{"x", x}});
+    ASSERT_TRUE(y0.ok() && y1.ok());
+    EXPECT_LE(testing::MaxAbsDiff((*y0)[0], (*y1)[0]), 1e-4f);
+  }
+}
+
 // Output 0 of g and of h on the reference kernels, unoptimized, for input x.
 float MaxDiffOfGraphs(const Graph& g, const Graph& h, const Tensor& x) {
   SessionOptions plain;
