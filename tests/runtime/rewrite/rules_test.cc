@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
 #include "runtime/rewrite/fold_constants.h"
 #include "runtime/rewrite/fold_conv_bn.h"
@@ -236,6 +237,33 @@ TEST(FuseActivations, PaddleHardSwishAndIdentitiesFold) {
     auto y1 = (*s1)->Run({{"x", x}});
     ASSERT_TRUE(y0.ok() && y1.ok());
     EXPECT_LE(testing::MaxAbsDiff((*y0)[0], (*y1)[0]), 1e-4f);
+  }
+}
+
+// The corpus's Keras (tf2onnx) and Paddle (Paddle2ONNX) MobileNets, as the default CPU session
+// runs them: no Pad, BatchNormalization, Identity (but the graph output's), Clip or activation
+// gate is left outside a conv; the Muls left are the squeeze-excitations'; and they compute what
+// the unoptimized graphs do.
+TEST(ExportedGraphs, KerasAndPaddleMobileNetsRunAsFusedConvs) {
+  struct Case {
+    const char* file;
+    Dims dims;
+    int muls, identities;
+  } cases[] = {{"keras_mobilenet_tf2onnx_op17.onnx", {2, 32, 32, 3}, 3, 0},
+               {"paddle_mobilenet_p2o_op13.onnx", {2, 3, 32, 32}, 1, 1}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    auto loaded = LoadModel(std::string(WHITTLE_SOURCE_DIR) + "/tests/corpus/" + c.file);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    auto s = Session::FromGraph(*loaded);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    const Graph& h = (*s)->graph();
+    for (const char* op : {"Pad", "BatchNormalization", "Clip", "Sigmoid", "HardSigmoid", "Sub", "Div"})
+      EXPECT_EQ(testing::CountOps(h, op), 0) << op;
+    EXPECT_EQ(testing::CountOps(h, "Mul"), c.muls);
+    EXPECT_EQ(testing::CountOps(h, "Identity"), c.identities);
+    const std::string input = loaded->value(loaded->inputs()[0]).name;
+    testing::ExpectOptimizedMatchesUnoptimized(*loaded, {{input, RandomFloat(c.dims, 3, -1.f, 1.f)}});
   }
 }
 
