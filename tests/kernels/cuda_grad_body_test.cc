@@ -344,13 +344,16 @@ TEST(CudaGradBodies, ConvTransposeIsTheConvolutionsDataGradient) {
 // The 2-D CUDA convolutions and pools decline a node whose input rank static inference knows to
 // be other than 4 (the suite's 1-D and 3-D ConvTranspose cases), so that it runs on the CPU
 // instead of failing at run time; an unknown rank keeps the CUDA kernel (it checks per call).
+// Whether this build has the CUDA backend (its factories then build device kernels, GPU or not).
+bool CudaBuilt() {
+  for (Backend b : BuiltBackends())
+    if (b == Backend::kCuda) return true;
+  return false;
+}
+
 TEST(CudaGradBodies, KnownNon2dRanksDeclineToTheCpu) {
   RegisterAllOps();
-  const bool cuda_built = [] {
-    for (Backend b : BuiltBackends())
-      if (b == Backend::kCuda) return true;
-    return false;
-  }();
+  const bool cuda_built = CudaBuilt();
   AttributeMap pool;
   pool.Set("kernel_shape", Attribute::Ints({2, 2}));
   struct Case {
@@ -378,11 +381,7 @@ TEST(CudaGradBodies, KnownNon2dRanksDeclineToTheCpu) {
 // the element-wise kernel applies is the CPU's fused one.
 TEST(CudaFusedActivation, EveryFusedActivationStaysOnTheDevice) {
   RegisterAllOps();
-  const bool cuda_built = [] {
-    for (Backend b : BuiltBackends())
-      if (b == Backend::kCuda) return true;
-    return false;
-  }();
+  const bool cuda_built = CudaBuilt();
   for (const char* act : {"", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Silu"}) {
     for (const char* op : {"Conv", "Gemm", "MatMul"}) {
       SCOPED_TRACE(std::string(op) + "+" + act);

@@ -97,6 +97,20 @@ void ExpectClose(const std::vector<Tensor>& got, const std::vector<Tensor>& want
   }
 }
 
+// The rewritten g, unoptimized, on the reference and the CPU kernels with 1 and 2 threads.
+void ExpectCloseOnEveryBackend(const Graph& g, const Tensor& x, const std::vector<Tensor>& want) {
+  for (Backend backend : {Backend::kReference, Backend::kCpu}) {
+    SCOPED_TRACE(BackendName(backend));
+    for (int threads : {1, 2}) {
+      SessionOptions so;
+      so.backend = backend;
+      so.optimize = false;
+      so.num_threads = threads;
+      ExpectClose(RunGraph(g, so, x), want);
+    }
+  }
+}
+
 std::vector<Tensor> Unconverted(const Tensor& x) {
   SessionOptions ref;
   ref.backend = Backend::kReference;
@@ -276,16 +290,7 @@ TEST(Nchwc, DepthwiseConvsJoinTheRegionWithTheirActivations) {
         for (const Node& n : g.nodes())
           depthwise += n.op_type == "NchwcConv" && n.attrs.GetInt("group", 1) == 32;
         EXPECT_EQ(depthwise, 1);
-        for (Backend backend : {Backend::kReference, Backend::kCpu}) {
-          SCOPED_TRACE(BackendName(backend));
-          for (int threads : {1, 2}) {
-            SessionOptions so;
-            so.backend = backend;
-            so.optimize = false;
-            so.num_threads = threads;
-            ExpectClose(RunGraph(g, so, x), want);
-          }
-        }
+        ExpectCloseOnEveryBackend(g, x, want);
       }
     }
   }
@@ -348,16 +353,7 @@ TEST(Nchwc, SiluAndSqueezeExcitationStayInTheRegion) {
       if (n.op_type != "Mul") continue;
       EXPECT_EQ(g.value(n.outputs[0]).shape->size(), 5u) << "the excitation's Mul is blocked";
     }
-    for (Backend backend : {Backend::kReference, Backend::kCpu}) {
-      SCOPED_TRACE(BackendName(backend));
-      for (int threads : {1, 2}) {
-        SessionOptions so;
-        so.backend = backend;
-        so.optimize = false;
-        so.num_threads = threads;
-        ExpectClose(RunGraph(g, so, x), want);
-      }
-    }
+    ExpectCloseOnEveryBackend(g, x, want);
   }
 }
 

@@ -111,6 +111,24 @@ TEST(FuseActivations, CountsFusedActivations) {
   EXPECT_EQ(fused, 2);
 }
 
+// Every output of g and of h (unoptimized, on `backend`) for input x: the largest difference.
+float MaxDiffOfGraphs(const Graph& g, const Graph& h, const Tensor& x, Backend backend = Backend::kReference) {
+  SessionOptions plain;
+  plain.optimize = false;
+  plain.backend = backend;
+  auto s0 = Session::FromGraph(g, plain);
+  auto s1 = Session::FromGraph(h, plain);
+  EXPECT_TRUE(s0.ok() && s1.ok());
+  if (!s0.ok() || !s1.ok()) return 1e30f;
+  auto y0 = (*s0)->Run({{"x", x}});
+  auto y1 = (*s1)->Run({{"x", x}});
+  EXPECT_TRUE(y0.ok() && y1.ok() && y0->size() == y1->size());
+  if (!y0.ok() || !y1.ok() || y0->size() != y1->size()) return 1e30f;
+  float worst = 0.f;
+  for (size_t k = 0; k < y0->size(); ++k) worst = std::max(worst, testing::MaxAbsDiff((*y0)[k], (*y1)[k]));
+  return worst;
+}
+
 // SiLU as the exporters write it (Sigmoid(y) and Mul of y with it, either operand order) fuses
 // into the producer as one activation; not when the Sigmoid is read elsewhere too or y is a graph
 // output. The fused session computes what the unfused one does.
@@ -145,19 +163,8 @@ TEST(FuseActivations, SigmoidMulPairsAreSilu) {
   int silu = 0;
   for (const Node& n : g.nodes()) silu += n.attrs.GetString("_activation", "") == "Silu";
   EXPECT_EQ(silu, 2);
-  SessionOptions plain;
-  plain.optimize = false;
-  for (Backend backend : {Backend::kReference, Backend::kCpu}) {
-    plain.backend = backend;
-    auto s0 = Session::FromGraph(original, plain);
-    auto s1 = Session::FromGraph(g, plain);
-    ASSERT_TRUE(s0.ok() && s1.ok());
-    const Tensor x = RandomFloat({2, 8}, 5, -3.f, 3.f);
-    auto y0 = (*s0)->Run({{"x", x}});
-    auto y1 = (*s1)->Run({{"x", x}});
-    ASSERT_TRUE(y0.ok() && y1.ok());
-    EXPECT_LE(testing::MaxAbsDiff((*y0)[0], (*y1)[0]), 1e-4f);
-  }
+  for (Backend backend : {Backend::kReference, Backend::kCpu})
+    EXPECT_LE(MaxDiffOfGraphs(original, g, RandomFloat({2, 8}, 5, -3.f, 3.f), backend), 1e-4f) << BackendName(backend);
   // A graph-output y keeps its Sigmoid and Mul.
   Graph h = GraphBuilder(13)
                 .Input("x", DType::kFloat32, {2, 8})
@@ -225,19 +232,8 @@ TEST(FuseActivations, PaddleHardSwishAndIdentitiesFold) {
   for (const Node& n : h.nodes())
     if (n.op_type == "Conv") acts.push_back(n.attrs.GetString("_activation", ""));
   EXPECT_EQ(acts, (std::vector<std::string>{"Clip", "HardSwish", ""}));
-  for (Backend backend : {Backend::kReference, Backend::kCpu}) {
-    SessionOptions plain;
-    plain.optimize = false;
-    plain.backend = backend;
-    auto s0 = Session::FromGraph(g, plain);
-    auto s1 = Session::FromGraph(h, plain);
-    ASSERT_TRUE(s0.ok() && s1.ok());
-    const Tensor x = RandomFloat({2, 4, 5, 5}, 9, -2.f, 2.f);
-    auto y0 = (*s0)->Run({{"x", x}});
-    auto y1 = (*s1)->Run({{"x", x}});
-    ASSERT_TRUE(y0.ok() && y1.ok());
-    EXPECT_LE(testing::MaxAbsDiff((*y0)[0], (*y1)[0]), 1e-4f);
-  }
+  for (Backend backend : {Backend::kReference, Backend::kCpu})
+    EXPECT_LE(MaxDiffOfGraphs(g, h, RandomFloat({2, 4, 5, 5}, 9, -2.f, 2.f), backend), 1e-4f) << BackendName(backend);
 }
 
 // The corpus's Keras (tf2onnx) and Paddle (Paddle2ONNX) MobileNets, as the default CPU session
@@ -265,22 +261,6 @@ TEST(ExportedGraphs, KerasAndPaddleMobileNetsRunAsFusedConvs) {
     const std::string input = loaded->value(loaded->inputs()[0]).name;
     testing::ExpectOptimizedMatchesUnoptimized(*loaded, {{input, RandomFloat(c.dims, 3, -1.f, 1.f)}});
   }
-}
-
-// Output 0 of g and of h on the reference kernels, unoptimized, for input x.
-float MaxDiffOfGraphs(const Graph& g, const Graph& h, const Tensor& x) {
-  SessionOptions plain;
-  plain.optimize = false;
-  plain.backend = Backend::kReference;
-  auto s0 = Session::FromGraph(g, plain);
-  auto s1 = Session::FromGraph(h, plain);
-  EXPECT_TRUE(s0.ok() && s1.ok());
-  if (!s0.ok() || !s1.ok()) return 1e30f;
-  auto y0 = (*s0)->Run({{"x", x}});
-  auto y1 = (*s1)->Run({{"x", x}});
-  EXPECT_TRUE(y0.ok() && y1.ok());
-  if (!y0.ok() || !y1.ok()) return 1e30f;
-  return testing::MaxAbsDiff((*y0)[0], (*y1)[0]);
 }
 
 // Keras' ZeroPadding2D before a strided conv, as tf2onnx writes it: Pad (bottom and right by one)
@@ -328,17 +308,7 @@ TEST(FoldPadIntoConv, ZeroPadsBecomeTheConvsPadding) {
     EXPECT_EQ(cp, (n.attrs.Has("strides") ? std::vector<int64_t>{1, 0, 1, 2} : std::vector<int64_t>{0, 0, 1, 1}));
   }
   ASSERT_TRUE(InferShapes(h).ok());
-  const Tensor x = RandomFloat({2, 4, 7, 7}, 9);
-  SessionOptions plain;
-  plain.optimize = false;
-  plain.backend = Backend::kReference;
-  auto s0 = Session::FromGraph(g, plain);
-  auto s1 = Session::FromGraph(h, plain);
-  ASSERT_TRUE(s0.ok() && s1.ok());
-  auto y0 = (*s0)->Run({{"x", x}});
-  auto y1 = (*s1)->Run({{"x", x}});
-  ASSERT_TRUE(y0.ok() && y1.ok());
-  for (size_t k = 0; k < y0->size(); ++k) EXPECT_LE(testing::MaxAbsDiff((*y0)[k], (*y1)[k]), 1e-5f) << k;
+  EXPECT_LE(MaxDiffOfGraphs(g, h, RandomFloat({2, 4, 7, 7}, 9)), 1e-5f);
 }
 
 // tf2onnx's depthwise conv with its BatchNormalization left as Mul and Add by per-channel
