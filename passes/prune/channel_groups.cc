@@ -326,6 +326,12 @@ class Analyzer {
       if (!only_data) return fail("reads the channels as axes");
       return VisitAxesOp(n, m0, fail);
     }
+    if (op == "Shape") {
+      // Reading only the dims before the channels (the batch, for a computed flatten target)
+      // does not see the pruning.
+      if (!ShapeReadsLeadingDims(n, m0.axis)) return fail("its shape is read beyond the axes before the channels");
+      return;
+    }
     if (op == "Reshape") {
       if (!only_data) return fail("reads the channels as a shape");
       return VisitReshape(ni, n, m0, fail);
@@ -426,6 +432,7 @@ class Analyzer {
   template <class Fail>
   void VisitReshape(int ni, const Node& n, const ChannelMap& m0, const Fail& fail) {
     const Tensor* shape = n.inputs.size() > 1 ? Const(n.inputs[1]) : nullptr;
+    if (!shape && n.inputs.size() > 1 && n.inputs[1] >= 0) return VisitComputedFlatten(n, m0, fail);
     if (!shape || shape->dtype() != DType::kInt64 || shape->rank() != 1) return fail("its shape is computed");
     const int in_rank = Rank(n.inputs[0]);
     const int k = m0.axis;
@@ -451,6 +458,91 @@ class Analyzer {
     ChannelMap out = m0;
     SetOut(n, out);
     AddEdit(EditKind::kChannelReshape, ni, 1, n.inputs[0], k);
+  }
+
+  // The int64 values of a constant 1-D (or scalar) input, or false.
+  bool ConstInts(int id, std::vector<int64_t>* v) const {
+    const Tensor* t = id >= 0 ? Const(id) : nullptr;
+    if (!t || t->dtype() != DType::kInt64 || t->rank() > 1) return false;
+    v->assign(t->data<int64_t>(), t->data<int64_t>() + t->numel());
+    return true;
+  }
+
+  // Whether every reader of Shape node n's output takes dims before `axis` only: Gather of
+  // constant indices, or Slice of a constant range (step 1), within [0, axis).
+  bool ShapeReadsLeadingDims(const Node& n, int axis) const {
+    if (n.attrs.Has("start") || n.attrs.Has("end") || n.outputs.empty() || n.outputs[0] < 0) return false;
+    const int sv = n.outputs[0];
+    if (g_.IsGraphOutput(sv)) return false;
+    const int rank = Rank(n.inputs[0]);
+    for (int ci : g_.Consumers(sv)) {
+      const Node& c = g_.nodes()[static_cast<size_t>(ci)];
+      if (!c.domain.empty() || c.inputs.empty() || c.inputs[0] != sv) return false;
+      std::vector<int64_t> idx;
+      if (c.op_type == "Gather") {
+        if (c.inputs.size() < 2 || !ConstInts(c.inputs[1], &idx)) return false;
+        for (int64_t& i : idx) {
+          if (i < 0) i += rank;
+          if (i < 0 || i >= axis) return false;
+        }
+        continue;
+      }
+      if (c.op_type != "Slice") return false;
+      std::vector<int64_t> starts, ends, steps;
+      if (c.inputs.size() < 3 || !ConstInts(c.inputs[1], &starts) || !ConstInts(c.inputs[2], &ends) ||
+          starts.size() != 1 || ends.size() != 1)
+        return false;
+      if (c.inputs.size() > 4 && c.inputs[4] >= 0 && (!ConstInts(c.inputs[4], &steps) || steps != std::vector<int64_t>{1}))
+        return false;
+      int64_t b = starts[0] < 0 ? starts[0] + rank : starts[0];
+      int64_t e = ends[0] < 0 ? ends[0] + rank : std::min<int64_t>(ends[0], rank);
+      if (b < 0 || e > axis || b > e) return false;
+    }
+    return true;
+  }
+
+  // Whether value v is computed from Shape(x)'s leading dims alone: Gather/Slice of that Shape,
+  // through Unsqueeze, Squeeze or Cast.
+  bool FromLeadingDimsOf(int v, int x, int axis) const {
+    for (int hops = 0; hops < 8; ++hops) {
+      const Value& val = g_.value(v);
+      if (val.producer < 0) return false;
+      const Node& p = g_.nodes()[static_cast<size_t>(val.producer)];
+      if (!p.domain.empty() || p.inputs.empty() || p.inputs[0] < 0) return false;
+      if (p.op_type == "Shape") return p.inputs[0] == x && ShapeReadsLeadingDims(p, axis);
+      if (p.op_type != "Gather" && p.op_type != "Slice" && p.op_type != "Unsqueeze" && p.op_type != "Squeeze" &&
+          p.op_type != "Cast")
+        return false;
+      v = p.inputs[0];
+    }
+    return false;
+  }
+
+  // Reshape(x, Concat(leading dims of Shape(x), [-1])): PyTorch's x.view(x.size(0), -1) and
+  // Paddle2ONNX's flatten. Like Flatten at the channel axis: each channel's positions become a
+  // block of columns, and the computed target follows the pruned tensor by itself.
+  template <class Fail>
+  void VisitComputedFlatten(const Node& n, const ChannelMap& m0, const Fail& fail) {
+    const int x = n.inputs[0], t = n.inputs[1];
+    const int k = m0.axis, in_rank = Rank(x);
+    const Value& tv = g_.value(t);
+    const Node* cat = tv.producer >= 0 ? &g_.nodes()[static_cast<size_t>(tv.producer)] : nullptr;
+    if (!cat || cat->op_type != "Concat" || !cat->domain.empty() || cat->inputs.size() < 2 || in_rank < 0 ||
+        Rank(n.outputs[0]) != k + 1)
+      return fail("its shape is computed");
+    std::vector<int64_t> last;
+    if (!ConstInts(cat->inputs.back(), &last) || last != std::vector<int64_t>{-1}) return fail("its shape is computed");
+    for (size_t i = 0; i + 1 < cat->inputs.size(); ++i)
+      if (!FromLeadingDimsOf(cat->inputs[i], x, k)) return fail("its shape is computed");
+    int64_t inner = 1;
+    for (int d = k + 1; d < in_rank; ++d) {
+      const int64_t v = DimAt(x, d);
+      if (v < 0) return fail("dims after the channel axis are not static");
+      inner *= v;
+    }
+    ChannelMap out = m0;
+    for (Segment& sg : out.segs) sg.block *= inner;
+    SetOut(n, out);
   }
 
   template <class Fail>

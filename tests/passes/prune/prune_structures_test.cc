@@ -265,6 +265,52 @@ TEST(PruneConv, FlattenGivesEachChannelABlockOfColumns) {
   EXPECT_NE(Layer(*r, "Gemm_4")->detail.find("inputs 256 -> 128"), std::string::npos);
 }
 
+// PyTorch's x.view(x.size(0), -1) (Shape -> Gather(0) -> Unsqueeze -> Concat(., [-1]) -> Reshape)
+// and Paddle2ONNX's flatten (Shape -> Slice[0:1] -> Concat): each kept channel's positions stay a
+// block of the consumer's columns, and the computed target follows the pruned tensor. A shape read
+// at the channel axis keeps the conv whole.
+TEST(PruneConv, ComputedFlattenTargetsFollow) {
+  const std::set<int64_t> dead = {1, 2, 5, 7, 8, 11, 12, 14};
+  auto ints = [](std::vector<int64_t> v) { return Tensor::FromVector<int64_t>({static_cast<int64_t>(v.size())}, v); };
+  for (int form : {0, 1, 2}) {
+    SCOPED_TRACE(form);
+    GraphBuilder b(13);
+    b.Input("x", DType::kFloat32, {Dim::Symbol("batch"), 2, 4, 4});
+    b.Init("w1", RandomFloat({16, 2, 3, 3}, 1)).Init("c1", RandomFloat({16}, 2));
+    b.Init("w2", RandomFloat({10, 256}, 3)).Init("c2", RandomFloat({10}, 4));
+    b.Init("minus1", ints({-1})).Init("zero", ints({0})).Init("one", ints({1}));
+    b.Op("Conv", {"x", "w1", "c1"}, {"a"}, ConvAttrs()).Op("Relu", {"a"}, {"r"}).Op("Shape", {"r"}, {"s"});
+    if (form == 0) {
+      b.Init("i0", Tensor::Scalar<int64_t>(0));
+      b.Op("Gather", {"s", "i0"}, {"n"}).Op("Unsqueeze", {"n", "zero"}, {"lead"});
+    } else if (form == 1) {
+      b.Op("Slice", {"s", "zero", "one", "zero"}, {"lead"});
+    } else {  // reads the channel count: not followed
+      b.Init("i1", Tensor::FromVector<int64_t>({1}, {1}));
+      b.Op("Gather", {"s", "i1"}, {"lead"});
+    }
+    AttributeMap cat;
+    cat.Set("axis", Attribute::Int(0));
+    b.Op("Concat", {"lead", "minus1"}, {"shape"}, cat).Op("Reshape", {"r", "shape"}, {"f"});
+    b.Op("Gemm", {"f", "w2", "c2"}, {"y"}, Int("transB", 1)).Output("y");
+    Graph g = b.Build();
+    Kill(g, "w1", 0, dead);
+    Kill(g, "c1", 0, dead);
+    ASSERT_TRUE(InferShapes(g).ok());
+    const Graph original = g;
+    auto r = Prune(g, "ratio=0.5");
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    if (form == 2) {
+      EXPECT_EQ(Weight(g, "w2").dims(), (Dims{10, 256}));
+      EXPECT_NE(Layer(*r, "Conv_0")->reason.find("its shape is read beyond"), std::string::npos) << Layer(*r, "Conv_0")->reason;
+      continue;
+    }
+    EXPECT_EQ(Weight(g, "w2").dims(), (Dims{10, 128}));
+    Tensor x = RandomFloat({3, 2, 4, 4}, 11);
+    EXPECT_LE(testing::MaxAbsDiff(RunModel(original, x), RunModel(g, x)), 1e-5f);
+  }
+}
+
 TEST(PruneConv, ChannelConstantsAndGlobalPoolFollow) {
   // Conv -> Mul(per-channel [16,1,1]) -> LeakyRelu -> GlobalAveragePool -> Flatten -> Gemm.
   const std::set<int64_t> dead = {0, 1, 2, 3, 8, 9, 10, 11};
