@@ -111,13 +111,6 @@ inline Status Launched(const char* what) { return Check(cudaGetLastError(), what
 // runtime-internal attribute (a fused pool, say) except those in `also` asks for more.
 bool FusedKind(const AttributeMap& a, Unary* act, std::initializer_list<const char*> also = {});
 
-// The element-wise op and its parameters for a fused activation the kernels' epilogues do not take
-// (all but Relu), applied after the kernel (AddCudaKernel; FusedActivation's semantics).
-bool SeparateActivation(const AttributeMap& a, Unary* op, float* alpha, float* beta);
-// make(init) without init's fused activation, wrapped to apply it in place on output 0 after
-// Compute; null when the activation is none of SeparateActivation's or make declines the node.
-KernelOr WithSeparateActivation(const KernelInit& init, const MakeFn& make);
-
 // Input i's value when it is a constant (null otherwise, or past the inputs), and its dtype
 // (kUndefined when absent).
 inline const Tensor* ConstInput(const KernelInit& init, int i) {
@@ -137,7 +130,9 @@ inline bool ConstantInputs(const KernelInit& init, std::initializer_list<int> id
 
 // Puts `make` in front of (domain, op)'s factory: for Backend::kCuda with this backend's runtime
 // registered, a kernel `make` builds wins; a null one (dtypes or attributes it does not handle)
-// leaves the node to the op's own factory, i.e. the CPU with explicit copies.
+// leaves the node to the op's own factory, i.e. the CPU with explicit copies. A node with a fused
+// activation the kernels' epilogues lack (all but Relu) is built without it, the activation then
+// applied in place by the element-wise kernel.
 void AddCudaKernel(KernelRegistry& r, const char* domain, const char* op, MakeFn make);
 
 // `bytes` of host memory in a new device buffer (constants: weights, parameters; at load).

@@ -556,6 +556,10 @@ bool FusedKind(const AttributeMap& a, Unary* act, std::initializer_list<const ch
   return true;
 }
 
+namespace {
+
+// The element-wise op and its parameters for a fused activation the kernels' epilogues do not
+// take (all but Relu: FusedKind), with FusedActivation's semantics.
 bool SeparateActivation(const AttributeMap& a, Unary* op, float* alpha, float* beta) {
   const FusedActivation f = FusedActivation::FromAttrs(a);
   *alpha = f.alpha;
@@ -576,15 +580,12 @@ bool SeparateActivation(const AttributeMap& a, Unary* op, float* alpha, float* b
   }
 }
 
-namespace {
-
 // A device kernel built without its fused activation, which then runs as the element-wise kernel
 // in place on output 0.
 class ThenActivation : public OpKernel {
  public:
-  ThenActivation(std::unique_ptr<OpKernel> inner, Unary op, float alpha, float beta,
-                 std::shared_ptr<const AttributeMap> attrs)
-      : inner_(std::move(inner)), op_(op), alpha_(alpha), beta_(beta), attrs_(std::move(attrs)) {}
+  ThenActivation(std::unique_ptr<OpKernel> inner, Unary op, float alpha, float beta)
+      : inner_(std::move(inner)), op_(op), alpha_(alpha), beta_(beta) {}
   Status Compute(KernelContext& ctx) const override {
     WH_RETURN_IF_ERROR(inner_->Compute(ctx));
     Tensor& y = *ctx.outputs[0];
@@ -601,27 +602,28 @@ class ThenActivation : public OpKernel {
   std::unique_ptr<OpKernel> inner_;
   Unary op_;
   float alpha_, beta_;
-  std::shared_ptr<const AttributeMap> attrs_;
 };
 
-}  // namespace
-
+// make(init) without init's fused activation, wrapped to apply it after Compute; null when the
+// activation is none of SeparateActivation's or make declines the node. Float inputs only: an
+// integer kernel's output is not float (it falls back as before). The factories copy what they
+// keep of the attributes, so a local map serves.
 KernelOr WithSeparateActivation(const KernelInit& init, const MakeFn& make) {
   Unary op;
   float alpha = 0.f, beta = 0.f;
-  // Float inputs only: an integer kernel's output is not float (it falls back as before).
   if (init.num_outputs != 1 || !init.AllFloat32() || !SeparateActivation(init.attrs, &op, &alpha, &beta))
     return KernelOr(nullptr);
-  // The attributes live as long as the kernel, in case a factory keeps a reference to them.
-  auto attrs = std::make_shared<AttributeMap>(init.attrs);
-  for (const char* k : {"_activation", "_alpha", "_beta", "_min", "_max"}) attrs->Erase(k);
-  const KernelInit bare{*attrs,          init.opset,   init.input_dtypes, init.const_inputs, init.num_outputs,
+  AttributeMap attrs = init.attrs;
+  for (const char* k : {"_activation", "_alpha", "_beta", "_min", "_max"}) attrs.Erase(k);
+  const KernelInit bare{attrs,          init.opset,   init.input_dtypes, init.const_inputs, init.num_outputs,
                         init.node_name, init.backend, init.precision,    init.input_ranks};
   KernelOr k = make(bare);
   if (!k.ok()) return k;
   if (!*k || (*k)->OutputAliasesInput() >= 0) return KernelOr(nullptr);
-  return std::unique_ptr<OpKernel>(new ThenActivation(std::move(*k), op, alpha, beta, std::move(attrs)));
+  return std::unique_ptr<OpKernel>(new ThenActivation(std::move(*k), op, alpha, beta));
 }
+
+}  // namespace
 
 void AddCudaKernel(KernelRegistry& r, const char* domain, const char* op, MakeFn make) {
   r.Wrap(domain, op, [make](KernelFactory prev) -> KernelFactory {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "lib/ir/graph.h"
 #include "lib/ir/status.h"
 
 namespace whittle {
@@ -13,5 +14,11 @@ namespace whittle {
 // from the end) and 0 elsewhere; errors on a length mismatch, an axis out of range or a repeat.
 StatusOr<std::vector<int64_t>> PadsForAllAxes(const std::vector<int64_t>& pads, const std::vector<int64_t>& axes,
                                               int64_t rank);
+
+// The pads of Pad node n for every axis of its input, as above, when they are known before it
+// runs: the attribute before opset 11, else constant int64 input 1 (with input 3's axes, opset 18,
+// constant too). False when they are computed, or invalid, or axes need an input rank not known.
+// For the rewrites and passes that reason about a Pad at load.
+bool ConstantPads(const Graph& g, const Node& n, std::vector<int64_t>* pads);
 
 }  // namespace whittle

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "lib/ir/pads.h"
 #include "passes/prune/attention_heads.h"
 
 namespace whittle::prune {
@@ -340,13 +341,8 @@ class Analyzer {
       // Padding other axes (Keras' ZeroPadding2D before a strided conv) keeps the channels.
       if (!only_data) return fail("reads the channels as pads");
       const int rank = Rank(n.inputs[0]);
-      std::vector<int64_t> pads = n.attrs.GetInts("pads", {});
-      if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
-        const Tensor* t = Const(n.inputs[1]);
-        if (!t || t->dtype() != DType::kInt64) return fail("its pads are computed");
-        pads.assign(t->data<int64_t>(), t->data<int64_t>() + t->numel());
-      }
-      if (n.inputs.size() > 3 && n.inputs[3] >= 0) return fail("its pads name axes");
+      std::vector<int64_t> pads;
+      if (!ConstantPads(g_, n, &pads)) return fail("its pads are computed");
       if (rank < 0 || static_cast<int>(pads.size()) != 2 * rank) return fail("its pads do not match the rank");
       if (pads[static_cast<size_t>(m0.axis)] != 0 || pads[static_cast<size_t>(rank + m0.axis)] != 0)
         return fail("pads the channels");
@@ -357,6 +353,14 @@ class Analyzer {
     return fail("an op the pass cannot follow (" + op + ")");
   }
 
+  // The int64 values of a constant 1-D (or scalar) input, or false.
+  bool ConstInts(int id, std::vector<int64_t>* v) const {
+    const Tensor* t = id >= 0 ? Const(id) : nullptr;
+    if (!t || t->dtype() != DType::kInt64 || t->rank() > 1) return false;
+    v->assign(t->data<int64_t>(), t->data<int64_t>() + t->numel());
+    return true;
+  }
+
   // The axes a Reduce*, Squeeze or Unsqueeze node names (attribute, or a constant second input
   // from the opset that moved it there); false when they are computed.
   bool AxesOf(const Node& n, std::vector<int64_t>* axes, bool* given) const {
@@ -365,12 +369,7 @@ class Analyzer {
       *axes = n.attrs.GetInts("axes");
       return true;
     }
-    if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
-      const Tensor* t = Const(n.inputs[1]);
-      if (!t || t->dtype() != DType::kInt64) return false;
-      axes->assign(t->data<int64_t>(), t->data<int64_t>() + t->numel());
-      return true;
-    }
+    if (n.inputs.size() > 1 && n.inputs[1] >= 0) return ConstInts(n.inputs[1], axes);
     axes->clear();
     *given = false;
     return true;
@@ -458,14 +457,6 @@ class Analyzer {
     ChannelMap out = m0;
     SetOut(n, out);
     AddEdit(EditKind::kChannelReshape, ni, 1, n.inputs[0], k);
-  }
-
-  // The int64 values of a constant 1-D (or scalar) input, or false.
-  bool ConstInts(int id, std::vector<int64_t>* v) const {
-    const Tensor* t = id >= 0 ? Const(id) : nullptr;
-    if (!t || t->dtype() != DType::kInt64 || t->rank() > 1) return false;
-    v->assign(t->data<int64_t>(), t->data<int64_t>() + t->numel());
-    return true;
   }
 
   // Whether every reader of Shape node n's output takes dims before `axis` only: Gather of

@@ -25,11 +25,8 @@ Status FoldConvBatchNorm(Graph& g, int* count) {
     int ci = g.value(x).producer;
     if (ci < 0) continue;
     const Node& conv = g.nodes()[static_cast<size_t>(ci)];
-    if (conv.op_type != "Conv" || !conv.domain.empty() || conv.attrs.Has("_activation")) continue;
-    if (rewrite::SoleConsumer(g, x) != static_cast<int>(bi)) continue;
+    if (!rewrite::FoldableConv(g, conv) || rewrite::SoleConsumer(g, x) != static_cast<int>(bi)) continue;
     const Tensor* w = rewrite::ConstInput(g, conv, 1);
-    if (!w || w->dtype() != DType::kFloat32 || w->rank() < 3) continue;
-    if (conv.inputs.size() > 2 && conv.inputs[2] >= 0 && !rewrite::ConstInput(g, conv, 2)) continue;
     bool stats_const = true;
     for (size_t i = 1; i < 5; ++i) {
       const Tensor* t = rewrite::ConstInput(g, bn, i);

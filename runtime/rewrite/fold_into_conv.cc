@@ -4,36 +4,20 @@
 #include <string>
 #include <vector>
 
+#include "lib/ir/pads.h"
 #include "runtime/rewrite/match.h"
 
 namespace whittle {
 namespace {
 
-// The pads of a Pad node as [begin..., end...] over its input's dims, when they are constant
-// (the attribute before opset 11, input 1 from then on) and it pads with zeros in constant mode.
+// The pads of a Pad node that pads with zeros in constant mode, when they are known at load.
 bool ZeroPadAmounts(const Graph& g, const Node& pad, std::vector<int64_t>* pads) {
   if (pad.attrs.GetString("mode", "constant") != "constant" || pad.outputs.size() != 1) return false;
-  if (g.OpsetFor("") < 11) {
-    *pads = pad.attrs.GetInts("pads", {});
-    return pad.attrs.GetFloat("value", 0.f) == 0.f && !pads->empty();
-  }
-  const Tensor* p = rewrite::ConstInput(g, pad, 1);
-  if (!p || p->dtype() != DType::kInt64 || p->rank() != 1) return false;
-  if (rewrite::InputAt(pad, 3) >= 0) return false;  // axes (opset 18): not handled
-  pads->assign(p->data<int64_t>(), p->data<int64_t>() + p->numel());
+  if (!ConstantPads(g, pad, pads)) return false;
+  if (g.OpsetFor("") < 11) return pad.attrs.GetFloat("value", 0.f) == 0.f;
   const int cv = rewrite::InputAt(pad, 2);
-  if (cv >= 0) {
-    const Tensor* v = rewrite::ConstValue(g, cv);
-    if (!v || v->dtype() != DType::kFloat32 || v->numel() != 1 || v->data<float>()[0] != 0.f) return false;
-  }
-  return true;
-}
-
-bool PlainConv(const Graph& g, const Node& c) {
-  if (!rewrite::IsOp(c, "Conv") || c.attrs.Has("_activation")) return false;
-  const Tensor* w = rewrite::ConstInput(g, c, 1);
-  if (!w || w->dtype() != DType::kFloat32 || w->rank() < 3) return false;
-  return rewrite::InputAt(c, 2) < 0 || rewrite::ConstInput(g, c, 2);
+  const Tensor* v = rewrite::ConstValue(g, cv);
+  return cv < 0 || (v && v->dtype() == DType::kFloat32 && v->numel() == 1 && v->data<float>()[0] == 0.f);
 }
 
 }  // namespace
@@ -44,7 +28,7 @@ Status FoldPadIntoConv(Graph& g, int* count) {
     const Node& pad = g.nodes()[pi];
     if (!rewrite::IsOp(pad, "Pad") || pad.inputs.empty() || pad.inputs[0] < 0) continue;
     std::vector<int64_t> pads;
-    if (!ZeroPadAmounts(g, pad, &pads) || pads.size() < 6 || pads.size() % 2 != 0) continue;
+    if (!ZeroPadAmounts(g, pad, &pads) || pads.size() < 6) continue;
     const size_t rank = pads.size() / 2, spatial = rank - 2;
     // Nothing on N and C; nothing negative (a crop).
     bool ok = pads[0] == 0 && pads[1] == 0 && pads[rank] == 0 && pads[rank + 1] == 0;
@@ -55,7 +39,7 @@ Status FoldPadIntoConv(Graph& g, int* count) {
     if (readers.empty()) continue;
     for (int r : readers) {
       const Node& c = g.nodes()[static_cast<size_t>(r)];
-      ok &= PlainConv(g, c) && c.inputs[0] == y && c.attrs.GetString("auto_pad", "NOTSET") == "NOTSET";
+      ok &= rewrite::FoldableConv(g, c) && c.inputs[0] == y && c.attrs.GetString("auto_pad", "NOTSET") == "NOTSET";
       for (size_t k = 1; k < c.inputs.size(); ++k) ok &= c.inputs[k] != y;
       const std::vector<int64_t> cp = c.attrs.GetInts("pads", std::vector<int64_t>(2 * spatial, 0));
       ok &= cp.size() == 2 * spatial;
@@ -83,7 +67,7 @@ Status FoldConvAffine(Graph& g, int* count) {
     changed = false;
     std::set<int> dead;
     for (size_t ci = 0; ci < g.nodes().size(); ++ci) {
-      if (dead.count(static_cast<int>(ci)) || !PlainConv(g, g.nodes()[ci]) || g.nodes()[ci].outputs.empty()) continue;
+      if (dead.count(static_cast<int>(ci)) || !rewrite::FoldableConv(g, g.nodes()[ci]) || g.nodes()[ci].outputs.empty()) continue;
       const int y = g.nodes()[ci].outputs[0];
       const int ai = rewrite::SoleConsumer(g, y);
       if (ai < 0 || dead.count(ai)) continue;

@@ -26,9 +26,8 @@ bool GatedPair(const Graph& g, int y, const std::set<int>& dead, int* si, int* m
                             std::fabs(sn.attrs.GetFloat("alpha", 0.2f) - 1.f / 6.f) < 1e-6f &&
                             sn.attrs.GetFloat("beta", 0.5f) == 0.5f;
     if (dead.count(s) || dead.count(m) || !(sn.op_type == "Sigmoid" || hard_swish) || !sn.domain.empty() ||
-        sn.inputs.size() != 1 ||
-        sn.outputs.size() != 1 || mn.op_type != "Mul" || !mn.domain.empty() || mn.inputs.size() != 2 ||
-        mn.outputs.size() != 1)
+        sn.inputs.size() != 1 || sn.outputs.size() != 1 || mn.op_type != "Mul" || !mn.domain.empty() ||
+        mn.inputs.size() != 2 || mn.outputs.size() != 1)
       continue;
     const int sv = sn.outputs[0];
     const bool pair = (mn.inputs[0] == y && mn.inputs[1] == sv) || (mn.inputs[0] == sv && mn.inputs[1] == y);

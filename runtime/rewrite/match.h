@@ -1,7 +1,7 @@
 // What every runtime rewrite rule checks before it touches the graph: that an input is a
 // constant initializer, that a value has one consumer which reads it once and is not a graph
 // output (so the producer's output may be rewritten), and who produces a value. Shared by
-// fold_constants, fold_conv_bn, fuse_activations and fuse_qdq.
+// fold_constants, fold_conv_bn, fold_into_conv, fuse_activations and fuse_qdq.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +35,15 @@ inline const Node* Producer(const Graph& g, int id) {
 // The index of the only node reading value id, reading it once; -1 when id is absent, a graph
 // output, or has other readers.
 inline int SoleConsumer(const Graph& g, int id) { return id < 0 ? -1 : g.SoleConsumer(id); }
+
+// A Conv whose weight and bias a rewrite may fold more into: ai.onnx Conv without a fused
+// activation yet, a constant float32 weight of rank >= 3, and a constant bias when it has one.
+inline bool FoldableConv(const Graph& g, const Node& c) {
+  if (!IsOp(c, "Conv") || c.attrs.Has("_activation")) return false;
+  const Tensor* w = ConstInput(g, c, 1);
+  if (!w || w->dtype() != DType::kFloat32 || w->rank() < 3) return false;
+  return InputAt(c, 2) < 0 || ConstInput(g, c, 2);
+}
 
 // When value y's only reader is a two-input Add whose other operand is a different value: that
 // Add's node index, with the other operand in *other; else -1.

@@ -1,5 +1,6 @@
 #include "runtime/rewrite/rewrite.h"
 
+#include <map>
 #include <set>
 
 #include "lib/ops/op_def.h"
@@ -24,16 +25,22 @@ namespace {
 // (Paddle2ONNX writes one after many BatchNormalizations and Clips, where a cast was a no-op,
 // and each would split a Conv from its activation).
 int SkipIdentities(Graph& g) {
+  std::map<int, int> source;  // an Identity's output -> its input
   std::set<int> dead;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];
     if (!rewrite::IsOp(n, "Identity") || n.inputs.size() != 1 || n.outputs.size() != 1) continue;
     const int x = n.inputs[0], y = n.outputs[0];
     if (x < 0 || y < 0 || g.IsGraphOutput(y)) continue;
-    for (Node& m : g.nodes())
-      for (int& v : m.inputs)
-        if (v == y) v = x;
+    source[y] = x;
     dead.insert(static_cast<int>(i));
+  }
+  if (dead.empty()) return 0;
+  // One pass over the readers; a chain of Identities resolves to its first input.
+  for (Node& m : g.nodes()) {
+    for (int& v : m.inputs) {
+      for (auto it = source.find(v); it != source.end(); it = source.find(v)) v = it->second;
+    }
   }
   g.RemoveNodes(dead);
   return static_cast<int>(dead.size());

@@ -1,7 +1,7 @@
 // The runtime's own graph rewrites, applied by Session::Load before planning: QDQ fusion
 // (fuse_qdq.h), constant folding (fold_constants.h), Conv+BatchNormalization folding
-// (fold_conv_bn.h), zero Pads and per-channel Mul/Add into the Conv (fold_into_conv.h), GELU fusion (fuse_gelu.h), residual Adds into the Conv before them
-// (fuse_conv_add.h) and fusing a single consumer activation into Conv/Gemm/MatMul
+// (fold_conv_bn.h), zero Pads and per-channel Mul/Add into the Conv (fold_into_conv.h), GELU
+// fusion (fuse_gelu.h), residual Adds into the Conv before them (fuse_conv_add.h) and fusing a single consumer activation into Conv/Gemm/MatMul
 // (fuse_activations.h). Each rule matches first, then applies, and leaves the graph alone when a
 // precondition fails (non-constant weights, several consumers, a graph output in the middle).
 #pragma once
