@@ -15,7 +15,7 @@ StatusOr<AccuracyProbe> AccuracyProbe::Make(const Graph& original, const Dataset
     SessionOptions so;
     so.num_threads = num_threads;
     WH_ASSIGN_OR_RETURN(auto session, Session::FromGraph(original, so));
-    WH_ASSIGN_OR_RETURN(p.labels_, PredictTop1(*session, data.inputs));
+    WH_ASSIGN_OR_RETURN(p.labels_, PredictTop1(*session, data));
   }
   WH_ASSIGN_OR_RETURN(p.baseline_, p.Measure(original));
   return p;
@@ -25,7 +25,7 @@ StatusOr<double> AccuracyProbe::Measure(const Graph& candidate) const {
   SessionOptions so;
   so.num_threads = num_threads_;
   WH_ASSIGN_OR_RETURN(auto session, Session::FromGraph(candidate, so));
-  WH_ASSIGN_OR_RETURN(Tensor pred, PredictTop1(*session, data_->inputs));
+  WH_ASSIGN_OR_RETURN(Tensor pred, PredictTop1(*session, *data_));
   int64_t correct = 0;
   const int64_t n = pred.numel();
   for (int64_t i = 0; i < n; ++i) correct += pred.data<int64_t>()[i] == labels_.data<int64_t>()[i];

@@ -39,8 +39,6 @@ StatusOr<std::map<int, InputGram>> CollectInputGrams(const Graph& g, const std::
                                                      const std::string& stage, int64_t positions_per_image) {
   std::map<int, InputGram> grams;
   if (consumers.empty()) return grams;
-  if (g.inputs().size() != 1)
-    return InvalidArgument("calibration needs a model with one input, this one has " + std::to_string(g.inputs().size()));
   if (data.size() == 0) return InvalidArgument("calibration data '" + data.description + "' is empty");
   Graph probe = g;
   probe.outputs().clear();
@@ -61,8 +59,8 @@ StatusOr<std::map<int, InputGram>> CollectInputGrams(const Graph& g, const std::
   for (int64_t b = 0; b < n; b += batch) {
     const int64_t e = std::min(n, b + batch);
     ctx.Progress(stage, b, n);
-    WH_ASSIGN_OR_RETURN(Tensor x_in, ConformToInput(SliceBatch(data.inputs, b, e), session->inputs()[0]));
-    WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->Run({{session->inputs()[0].name, x_in}}));
+    WH_ASSIGN_OR_RETURN(auto feeds, BatchFeeds(data, session->inputs(), b, e));
+    WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->Run(feeds));
     for (int ni : consumers) {
       const Node& node = g.nodes()[static_cast<size_t>(ni)];
       const Tensor& x = outs[slot.at(node.inputs[0])];

@@ -55,7 +55,7 @@ StatusOr<double> Accuracy(const Graph& g, const Dataset& data, int threads, cons
   SessionOptions so;
   so.num_threads = threads;
   WH_ASSIGN_OR_RETURN(auto session, Session::FromGraph(g, so));
-  auto r = EvaluateTop1(*session, data.inputs, data.labels, 256,
+  auto r = EvaluateTop1(*session, data, 256,
                         [&](int64_t done, int64_t total) { obs.Progress("[eval] " + what, done, total); });
   obs.Clear();
   if (!r.ok()) return r.status().WithContext("evaluating the " + what);
@@ -68,7 +68,7 @@ struct BenchFigures {
 
 // Alternates the two models for `rounds` rounds and keeps each one's best median, so that a
 // burst of load on a shared machine does not decide the comparison.
-Status BenchBoth(const Graph& before, const Graph& after, const BenchOptions& opts, const Tensor* samples,
+Status BenchBoth(const Graph& before, const Graph& after, const BenchOptions& opts, const Dataset* samples,
                  int threads, int rounds, BenchFigures* fb, BenchFigures* fa, PipelineObserver& obs) {
   SessionOptions so;
   so.num_threads = threads;
@@ -114,8 +114,8 @@ StatusOr<std::vector<std::string>> PinInputDims(Graph& g, const PipelineOptions&
     if (auto it = o.input_shapes.find(v.name); it != o.input_shapes.end()) {
       want = it->second;
       from = "--input-shape";
-    } else if (k == 0 && sample) {
-      want = sample->inputs.dims();
+    } else if (const Tensor* t = sample ? sample->ForInput(v.name, k) : nullptr) {
+      want = t->dims();
       from = "the data";
     }
     if (!want) {
@@ -151,8 +151,8 @@ StatusOr<std::vector<std::string>> PinInputDims(Graph& g, const PipelineOptions&
   return notes;
 }
 
-// One sample (batch 1) for every graph input: the first data row for input 0 when there is data,
-// zeros otherwise; nullopt when an input still has a free non-batch dim.
+// One sample (batch 1) for every graph input: the first data row for it when there is data, zeros
+// otherwise; nullopt when an input still has a free non-batch dim.
 std::optional<std::map<std::string, Tensor>> OneSample(const Graph& g, const PipelineOptions& o) {
   const Dataset* data = o.eval_data && o.eval_data->size() ? o.eval_data
                         : o.calibration && o.calibration->size() ? o.calibration
@@ -167,8 +167,9 @@ std::optional<std::map<std::string, Tensor>> OneSample(const Graph& g, const Pip
       else if ((*v.shape)[i].known()) dims.push_back((*v.shape)[i].value);
       else return std::nullopt;
     }
-    if (k == 0 && data && data->inputs.rank() == static_cast<int>(dims.size())) {
-      auto x = ConformToInput(SliceBatch(data->inputs, 0, 1), IoInfo{v.name, v.dtype, *v.shape});
+    const Tensor* t = data ? data->ForInput(v.name, k) : nullptr;
+    if (t && t->rank() == static_cast<int>(dims.size())) {
+      auto x = ConformToInput(SliceBatch(*t, 0, 1), IoInfo{v.name, v.dtype, *v.shape});
       if (x.ok() && x->dims() == dims) {
         feeds[v.name] = *x;
         continue;
@@ -269,9 +270,10 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& o, PipelineObserver*
     bo.warmup = 3;
     bo.min_iterations = o.bench_iterations;
     bo.min_seconds = o.bench_seconds;
-    const Tensor* samples = o.eval_data && o.eval_data->size()       ? &o.eval_data->inputs
-                            : o.calibration && o.calibration->size() ? &o.calibration->inputs
-                                                                     : nullptr;
+    bo.input_shapes = o.input_shapes;
+    const Dataset* samples = o.eval_data && o.eval_data->size()       ? o.eval_data
+                             : o.calibration && o.calibration->size() ? o.calibration
+                                                                      : nullptr;
     BenchFigures fb, fa;
     WH_RETURN_IF_ERROR(BenchBoth(original, out.graph, bo, samples, o.threads, o.bench_rounds, &fb, &fa, obs));
     report.bench_batch = o.bench_batch;

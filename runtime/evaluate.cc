@@ -56,17 +56,38 @@ StatusOr<Tensor> ConformToInput(const Tensor& t, const IoInfo& in) {
                          DTypeName(t.dtype()));
 }
 
-StatusOr<Tensor> PredictTop1(const Session& session, const Tensor& inputs, int64_t batch_size,
+StatusOr<std::map<std::string, Tensor>> BatchFeeds(const Dataset& data, const std::vector<IoInfo>& inputs,
+                                                   int64_t begin, int64_t end) {
+  if (inputs.empty()) return InvalidArgument("the model has no inputs");
+  if (data.named.empty() && inputs.size() > 1) {
+    std::string names;
+    for (const IoInfo& in : inputs) names += (names.empty() ? "'" : ", '") + in.name + "'";
+    return InvalidArgument("the model has " + std::to_string(inputs.size()) + " inputs (" + names + ") and the data '" +
+                           data.description + "' one array; give an npz: archive with one array per input, by name");
+  }
+  std::map<std::string, Tensor> feeds;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor* t = data.ForInput(inputs[k].name, k);
+    if (!t)
+      return InvalidArgument("the data '" + data.description + "' has no array for input '" + inputs[k].name +
+                             "' (it holds " + data.ArrayNames() + ")");
+    WH_ASSIGN_OR_RETURN(feeds[inputs[k].name], ConformToInput(SliceBatch(*t, begin, end), inputs[k]));
+  }
+  return feeds;
+}
+
+StatusOr<Tensor> PredictTop1(const Session& session, const Dataset& data, int64_t batch_size,
                              const ProgressFn& progress) {
   if (session.inputs().empty() || session.outputs().empty()) return InvalidArgument("the model has no inputs or outputs");
-  if (inputs.rank() < 1) return InvalidArgument("inputs must have a batch dimension");
+  if (data.size() < 0 || !data.inputs.defined() || data.inputs.rank() < 1)
+    return InvalidArgument("inputs must have a batch dimension");
   if (batch_size <= 0) return InvalidArgument("batch size must be positive, got " + std::to_string(batch_size));
-  const int64_t n = inputs.dim(0);
+  const int64_t n = data.size();
   Tensor pred(DType::kInt64, {n});
   for (int64_t b = 0; b < n; b += batch_size) {
     const int64_t e = std::min(n, b + batch_size);
-    WH_ASSIGN_OR_RETURN(Tensor x, ConformToInput(SliceBatch(inputs, b, e), session.inputs()[0]));
-    WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session.Run({{session.inputs()[0].name, x}}));
+    WH_ASSIGN_OR_RETURN(auto feeds, BatchFeeds(data, session.inputs(), b, e));
+    WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session.Run(feeds));
     const Tensor& logits = outs[0];
     if (logits.dtype() != DType::kFloat32 || logits.rank() != 2 || logits.dim(0) != e - b)
       return InvalidArgument("output '" + session.outputs()[0].name + "' must be float32 [batch, classes] for accuracy, got " +
@@ -81,13 +102,30 @@ StatusOr<Tensor> PredictTop1(const Session& session, const Tensor& inputs, int64
   return pred;
 }
 
-StatusOr<EvalResult> EvaluateTop1(const Session& session, const Tensor& inputs, const Tensor& labels,
-                                  int64_t batch_size, const ProgressFn& progress) {
+namespace {
+Dataset Unnamed(const Tensor& inputs, const Tensor& labels = Tensor()) {
+  Dataset d;
+  d.inputs = inputs;
+  d.labels = labels;
+  d.description = "inputs " + std::string(DTypeName(inputs.dtype())) + " " + DimsToString(inputs.dims());
+  return d;
+}
+}  // namespace
+
+StatusOr<Tensor> PredictTop1(const Session& session, const Tensor& inputs, int64_t batch_size,
+                             const ProgressFn& progress) {
+  if (inputs.rank() < 1) return InvalidArgument("inputs must have a batch dimension");
+  return PredictTop1(session, Unnamed(inputs), batch_size, progress);
+}
+
+StatusOr<EvalResult> EvaluateTop1(const Session& session, const Dataset& data, int64_t batch_size,
+                                  const ProgressFn& progress) {
+  const Tensor& labels = data.labels;
   if (!labels.defined()) return InvalidArgument("evaluation needs labels");
-  if (labels.dtype() != DType::kInt64 || labels.rank() != 1 || inputs.rank() < 1 || labels.dim(0) != inputs.dim(0))
-    return InvalidArgument("labels must be int64 [N] matching " + std::to_string(inputs.rank() ? inputs.dim(0) : 0) + " inputs");
+  if (labels.dtype() != DType::kInt64 || labels.rank() != 1 || labels.dim(0) != data.size())
+    return InvalidArgument("labels must be int64 [N] matching " + std::to_string(data.size()) + " inputs");
   const auto t0 = std::chrono::steady_clock::now();
-  WH_ASSIGN_OR_RETURN(Tensor pred, PredictTop1(session, inputs, batch_size, progress));
+  WH_ASSIGN_OR_RETURN(Tensor pred, PredictTop1(session, data, batch_size, progress));
   EvalResult r;
   r.samples = pred.numel();
   for (int64_t i = 0; i < r.samples; ++i) r.correct += pred.data<int64_t>()[i] == labels.data<int64_t>()[i];
@@ -96,16 +134,18 @@ StatusOr<EvalResult> EvaluateTop1(const Session& session, const Tensor& inputs, 
   return r;
 }
 
-StatusOr<Tensor> MakeBatchInput(const Session& session, int64_t batch, const Tensor* src) {
-  if (session.inputs().empty()) return InvalidArgument("the model has no inputs");
-  const IoInfo& in = session.inputs()[0];
-  Dims d;
-  for (size_t i = 0; i < in.shape.size(); ++i) {
-    if (i == 0) d.push_back(batch);
-    else if (in.shape[i].known()) d.push_back(in.shape[i].value);
-    else return InvalidArgument("input '" + in.name + "' has an unknown dimension " + std::to_string(i) + " (only the batch may be symbolic)");
-  }
-  if (d.empty()) return InvalidArgument("input '" + in.name + "' has rank 0; cannot batch it");
+StatusOr<EvalResult> EvaluateTop1(const Session& session, const Tensor& inputs, const Tensor& labels,
+                                  int64_t batch_size, const ProgressFn& progress) {
+  if (!labels.defined()) return InvalidArgument("evaluation needs labels");
+  if (inputs.rank() < 1 || labels.rank() != 1 || labels.dim(0) != inputs.dim(0))
+    return InvalidArgument("labels must be int64 [N] matching " + std::to_string(inputs.rank() ? inputs.dim(0) : 0) + " inputs");
+  return EvaluateTop1(session, Unnamed(inputs, labels), batch_size, progress);
+}
+
+namespace {
+
+// One input's batch: rows of src cycled when it has matching rows, else a pattern or zeros.
+StatusOr<Tensor> MakeBatchInput(const IoInfo& in, const Dims& d, int64_t batch, const Tensor* src) {
   if (src && src->rank() >= 1 && src->dim(0) > 0 && src->numel() / src->dim(0) == NumElements(d) / batch) {
     // Rows of the data, cycled, in the input's element type.
     Tensor rows(src->dtype(), d);
@@ -128,11 +168,56 @@ StatusOr<Tensor> MakeBatchInput(const Session& session, int64_t batch, const Ten
     std::memset(t.raw_data(), 0, t.nbytes());
     return t;
   }
-  return Unimplemented("benchmarking without data needs a float32, integer or bool first input; '" + in.name +
-                       "' is " + DTypeName(in.dtype));
+  return Unimplemented("benchmarking without data needs float32, integer or bool inputs; '" + in.name + "' is " +
+                       DTypeName(in.dtype));
 }
 
-StatusOr<std::vector<BenchResult>> Benchmark(const Session& session, const BenchOptions& opts, const Tensor* src,
+}  // namespace
+
+StatusOr<std::map<std::string, Tensor>> MakeBatchFeeds(const Session& session, int64_t batch,
+                                                       const Dataset* src, const std::map<std::string, Dims>& shapes) {
+  if (session.inputs().empty()) return InvalidArgument("the model has no inputs");
+  for (const auto& [name, dims] : shapes) {
+    bool found = false;
+    for (const IoInfo& in : session.inputs()) found |= in.name == name;
+    if (!found) return InvalidArgument("--input-shape: the model has no input named '" + name + "'");
+  }
+  std::map<std::string, Tensor> feeds;
+  for (size_t k = 0; k < session.inputs().size(); ++k) {
+    const IoInfo& in = session.inputs()[k];
+    const Tensor* data = src ? src->ForInput(in.name, k) : nullptr;
+    const auto given = shapes.find(in.name);
+    if (given != shapes.end() && given->second.size() != in.shape.size())
+      return InvalidArgument("--input-shape " + in.name + ": the input has rank " + std::to_string(in.shape.size()) +
+                             ", got " + DimsToString(given->second));
+    if (in.shape.empty()) return InvalidArgument("input '" + in.name + "' has rank 0; cannot batch it");
+    Dims d{batch};
+    for (size_t i = 1; i < in.shape.size(); ++i) {
+      if (given != shapes.end()) {
+        if (in.shape[i].known() && in.shape[i].value != given->second[i])
+          return InvalidArgument("--input-shape " + in.name + ": dim " + std::to_string(i) + " is " +
+                                 std::to_string(in.shape[i].value) + " in the model, got " + DimsToString(given->second));
+        d.push_back(given->second[i]);
+      } else if (in.shape[i].known()) {
+        d.push_back(in.shape[i].value);
+      } else if (data && data->rank() == static_cast<int>(in.shape.size())) {
+        d.push_back(data->dim(static_cast<int>(i)));
+      } else {
+        const std::string sym = in.shape[i].param.empty() ? "" : " ('" + in.shape[i].param + "')";
+        std::string example;
+        for (size_t j = 0; j < in.shape.size(); ++j)
+          example += (j ? "," : "") + (in.shape[j].known() ? std::to_string(in.shape[j].value) : j ? "N" : "1");
+        return InvalidArgument("input '" + in.name + "' " + SymShapeToString(in.shape) + " has a free dimension " +
+                               std::to_string(i) + sym + "; give its size with --input-shape " + in.name + "=" +
+                               example + " (dim 0 is the batch) or data for the input");
+      }
+    }
+    WH_ASSIGN_OR_RETURN(feeds[in.name], MakeBatchInput(in, d, batch, data));
+  }
+  return feeds;
+}
+
+StatusOr<std::vector<BenchResult>> Benchmark(const Session& session, const BenchOptions& opts, const Dataset* src,
                                              ProfileResult* profile) {
   using Clock = std::chrono::steady_clock;
   std::vector<BenchResult> results;
@@ -142,13 +227,14 @@ StatusOr<std::vector<BenchResult>> Benchmark(const Session& session, const Bench
   const DeviceType device = BackendDevice(session.options().backend);
   for (int64_t batch : opts.batches) {
     if (batch <= 0) return InvalidArgument("batch sizes must be positive, got " + std::to_string(batch));
-    WH_ASSIGN_OR_RETURN(Tensor x, MakeBatchInput(session, batch, src));
+    WH_ASSIGN_OR_RETURN(auto feed, MakeBatchFeeds(session, batch, src, opts.input_shapes));
     if (opts.page_locked_input) {
-      WH_ASSIGN_OR_RETURN(Tensor locked, session.NewHostTensor(x.dtype(), x.dims()));
-      WH_RETURN_IF_ERROR(CopyTensorBytes(x, &locked));
-      x = std::move(locked);
+      for (auto& [name, x] : feed) {
+        WH_ASSIGN_OR_RETURN(Tensor locked, session.NewHostTensor(x.dtype(), x.dims()));
+        WH_RETURN_IF_ERROR(CopyTensorBytes(x, &locked));
+        x = std::move(locked);
+      }
     }
-    std::map<std::string, Tensor> feed{{session.inputs()[0].name, x}};
     int64_t device_before = -1;
     if (device != DeviceType::kCpu) {
       ResetDeviceMemoryPeak(device);

@@ -1,13 +1,15 @@
 // Evaluation and benchmarking on top of Session, shared by run-model, compress-model and
 // services: top-1 accuracy over a dataset in batches, and a latency/throughput benchmark with
-// warm-up and percentiles. Inputs are fed to the model's first input; the first output is taken
-// as logits.
+// warm-up and percentiles. Data reaches every model input: a single-array data set feeds a model
+// with one input, a named one (npz:) each input by name. The first output is taken as logits.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "lib/data/dataset.h"
 #include "whittle/session.h"
 
 namespace whittle {
@@ -27,13 +29,25 @@ using ProgressFn = std::function<void(int64_t, int64_t)>;
 // other mismatch is an error naming both types.
 StatusOr<Tensor> ConformToInput(const Tensor& t, const IoInfo& in);
 
-// Top-1 class (int64 [N]) of the first output's rows for every sample of inputs (N along dim 0),
+// Samples [begin, end) of data for every one of `inputs` (a session's or a graph's), each
+// conformed (ConformToInput): a named data set (npz:) feeds each input the array of its name, a
+// single array feeds a model with one input. An input the data has nothing for is an error naming
+// it and what the data holds.
+StatusOr<std::map<std::string, Tensor>> BatchFeeds(const Dataset& data, const std::vector<IoInfo>& inputs,
+                                                   int64_t begin, int64_t end);
+
+// Top-1 class (int64 [N]) of the first output's rows for every sample of data (N along dim 0),
 // run in batches of batch_size; the first output must be float32 [batch, classes]. Ties go to the
 // lowest class. The one top-1 evaluation: EvaluateTop1 and the passes' AccuracyProbe use it.
+StatusOr<Tensor> PredictTop1(const Session& session, const Dataset& data, int64_t batch_size = 256,
+                             const ProgressFn& progress = nullptr);
+// The same for a model with one input, fed `inputs`.
 StatusOr<Tensor> PredictTop1(const Session& session, const Tensor& inputs, int64_t batch_size = 256,
                              const ProgressFn& progress = nullptr);
 
-// Accuracy of PredictTop1 against labels (int64 [N]).
+// Accuracy of PredictTop1 against the data's labels (int64 [N]).
+StatusOr<EvalResult> EvaluateTop1(const Session& session, const Dataset& data, int64_t batch_size = 256,
+                                  const ProgressFn& progress = nullptr);
 StatusOr<EvalResult> EvaluateTop1(const Session& session, const Tensor& inputs, const Tensor& labels,
                                   int64_t batch_size = 256, const ProgressFn& progress = nullptr);
 
@@ -51,6 +65,8 @@ struct BenchOptions {
   // Take the outputs into tensors from Session::NewHostTensor with Session::RunInto (page-locked
   // on a device: written there directly, behind one wait), as a caller with bound outputs.
   bool page_locked_output = false;
+  // Dims of inputs with free non-batch dims (input name -> dims; dim 0 is each batch size).
+  std::map<std::string, Dims> input_shapes;
 };
 
 struct BenchResult {
@@ -79,13 +95,18 @@ struct ProfileResult {
   int runs = 0;
 };
 
-// Builds an input tensor for the model's first input with batch size `batch` (dim 0 replaced;
-// other dims must be known), filled from `sample_source` rows when given (cycled, converted by
-// ConformToInput), else with a deterministic pattern (float inputs) or zeros (integer and bool).
-StatusOr<Tensor> MakeBatchInput(const Session& session, int64_t batch, const Tensor* sample_source = nullptr);
+// Feeds for every model input with batch size `batch`: rows of the input's array in
+// `sample_source` when it has one (cycled, converted by ConformToInput), else a deterministic
+// pattern (float inputs) or zeros (integer and bool: a valid id for any embedding table). The
+// batch replaces dim 0; other dims come from the model, else from `shapes` (input name -> dims,
+// e.g. a sequence length; its dim 0 is ignored), else from the data; a free dim none of them
+// gives is an error naming the input, the dim and its symbol.
+StatusOr<std::map<std::string, Tensor>> MakeBatchFeeds(const Session& session, int64_t batch,
+                                                       const Dataset* sample_source = nullptr,
+                                                       const std::map<std::string, Dims>& shapes = {});
 
 StatusOr<std::vector<BenchResult>> Benchmark(const Session& session, const BenchOptions& opts,
-                                             const Tensor* sample_source = nullptr,
+                                             const Dataset* sample_source = nullptr,
                                              ProfileResult* profile = nullptr);
 
 // Percentile (0..100) of values by nearest rank on a sorted copy.

@@ -10,6 +10,7 @@
 
 #include "lib/data/idx.h"
 #include "lib/data/npy.h"
+#include "lib/data/npz.h"
 
 namespace whittle {
 namespace {
@@ -117,10 +118,16 @@ StatusOr<Tensor> ToLabels(const Tensor& t, const std::string& name) {
   return out;
 }
 
+std::string SampleOf(const Tensor& t) {
+  Dims sample(t.dims().begin() + 1, t.dims().end());
+  return std::string(DTypeName(t.dtype())) + " " + DimsToString(sample);
+}
+
 std::string Describe(const std::string& name, const Dataset& d) {
-  Dims sample(d.inputs.dims().begin() + 1, d.inputs.dims().end());
-  std::string s = name + ": " + std::to_string(d.size()) + " samples of " + DTypeName(d.inputs.dtype()) + " " +
-                  DimsToString(sample);
+  std::string s = name + ": " + std::to_string(d.size()) + " samples of ";
+  if (d.named.empty()) s += SampleOf(d.inputs);
+  for (size_t i = 0; i < d.named.size(); ++i)
+    s += (i ? ", " : "") + d.named[i].first + " " + SampleOf(d.named[i].second);
   if (!d.has_labels()) return s + ", no labels";
   int64_t max_label = -1;
   const int64_t* l = d.labels.data<int64_t>();
@@ -165,6 +172,34 @@ StatusOr<Dataset> LoadIdxPair(const std::string& images_path, const std::string&
   return Assemble(std::move(images), std::move(labels), name, limit, /*images_add_channel=*/true);
 }
 
+// npz: one array per model input, named as the input; an array named `labels` holds the labels.
+StatusOr<Dataset> LoadNpz(const std::string& path, const std::string& name, int64_t limit) {
+  WH_ASSIGN_OR_RETURN(std::vector<NpzArray> arrays, ReadNpz(path));
+  Tensor labels;
+  std::vector<NpzArray> inputs;
+  for (NpzArray& a : arrays) {
+    if (a.name == "labels") labels = std::move(a.tensor);
+    else inputs.push_back(std::move(a));
+  }
+  if (inputs.empty()) return InvalidArgument(name + ": " + path + " holds no input arrays (only labels)");
+  const int64_t n = inputs[0].tensor.rank() >= 1 ? inputs[0].tensor.dim(0) : -1;
+  for (const NpzArray& a : inputs) {
+    if (a.tensor.rank() < 1 || a.tensor.dim(0) != n)
+      return InvalidArgument(name + ": array '" + a.name + "' has shape " + DimsToString(a.tensor.dims()) +
+                             ", '" + inputs[0].name + "' " + DimsToString(inputs[0].tensor.dims()) +
+                             " (every array needs the same leading sample count)");
+  }
+  WH_ASSIGN_OR_RETURN(Dataset d, Assemble(inputs[0].tensor, std::move(labels), name, limit, false));
+  for (const NpzArray& a : inputs) {
+    Tensor t = limit >= 0 && limit < n ? SliceBatch(a.tensor, 0, limit) : a.tensor;
+    WH_ASSIGN_OR_RETURN(t, ToInputs(t, name + ": array '" + a.name + "'"));
+    d.named.emplace_back(a.name, std::move(t));
+  }
+  d.inputs = d.named[0].second;
+  d.description = Describe(name, d);
+  return d;
+}
+
 StatusOr<Dataset> LoadFashionMnist(const std::string& spec, const std::string& split, int64_t limit) {
   const char* env = std::getenv(kFashionMnistDirEnv);
   const std::string dir = env && *env ? env : kFashionMnistDefaultDir;
@@ -183,7 +218,7 @@ StatusOr<Dataset> LoadFashionMnist(const std::string& spec, const std::string& s
 }  // namespace
 
 const char* DatasetSpecHelp() {
-  return "fashion-mnist:train, fashion-mnist:test, idx:IMAGES:LABELS or npy:INPUTS.npy[:LABELS.npy]";
+  return "fashion-mnist:train, fashion-mnist:test, idx:IMAGES:LABELS npy:INPUTS.npy[:LABELS.npy] or npz:DATA.npz (one array per model input, by name; optional 'labels')";
 }
 
 StatusOr<Dataset> MakeDataset(const Tensor& inputs, const Tensor& labels, const std::string& name, int64_t limit) {
@@ -215,7 +250,25 @@ StatusOr<Dataset> LoadDataset(const std::string& spec, int64_t limit) {
     }
     return Assemble(std::move(inputs), std::move(labels), spec, limit, /*images_add_channel=*/false);
   }
+  if (kind == "npz") {
+    if (parts.size() != 2) return BadSpec(spec, "npz needs one archive (labels go in it as an array named 'labels')");
+    return LoadNpz(parts[1], spec, limit);
+  }
   return BadSpec(spec, "unknown kind '" + kind + "'");
+}
+
+const Tensor* Dataset::ForInput(const std::string& name, size_t index) const {
+  if (named.empty()) return index == 0 && inputs.defined() ? &inputs : nullptr;
+  for (const auto& [n, t] : named)
+    if (n == name) return &t;
+  return named.size() == 1 && index == 0 ? &named[0].second : nullptr;
+}
+
+std::string Dataset::ArrayNames() const {
+  if (named.empty()) return "one unnamed array";
+  std::string s;
+  for (const auto& [n, t] : named) s += (s.empty() ? "" : ", ") + n;
+  return s;
 }
 
 Tensor SliceBatch(const Tensor& t, int64_t begin, int64_t end) {

@@ -3,6 +3,10 @@
 //                                 WHITTLE_FASHION_MNIST_DIR overrides its directory
 //   idx:IMAGES:LABELS             any IDX image/label pair (raw or gzipped)
 //   npy:INPUTS.npy[:LABELS.npy]   NumPy arrays
+//   npz:DATA.npz                  a NumPy archive (np.savez / np.savez_compressed) with one array
+//                                 per model input, named as the input (ids=..., mask=...), and
+//                                 optionally one named `labels`: data for models with several
+//                                 inputs (a transformer's token ids and attention mask)
 // Inputs come back with N first: uint8 is taken as 8-bit pixels and scaled to float32 [0,1]
 // (IDX images: rank-3 images as N×1×H×W), float64 becomes float32, float32 and the other integer
 // types and bool are kept as stored (models with integer inputs: token ids, bytes, masks).
@@ -11,6 +15,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
@@ -18,12 +24,21 @@
 namespace whittle {
 
 struct Dataset {
-  Tensor inputs;       // [N, ...]: float32, or an integer/bool type as stored
+  Tensor inputs;       // [N, ...]: float32, or an integer/bool type as stored; npz: the first array
+  // npz: every input array with its name, in the archive's order, each [N, ...] with the same N
+  // (`inputs` is the first); empty for the single-array specs.
+  std::vector<std::pair<std::string, Tensor>> named;
   Tensor labels;       // int64 [N], or undefined when the spec names no labels
   std::string description;  // one line for logs, e.g. "fashion-mnist:test: 100 samples of float32 [1,28,28], labels 0..9"
 
   int64_t size() const { return inputs.defined() ? inputs.dim(0) : 0; }
   bool has_labels() const { return labels.defined(); }
+  // The data for the model input called `name`, the model's `index`-th input: the array of that
+  // name in a named data set (or its only array, for the first input), else `inputs` for the first
+  // input. Null when the data has none for it.
+  const Tensor* ForInput(const std::string& name, size_t index) const;
+  // "ids, mask" (named) or "one unnamed array": what the data offers, for error messages.
+  std::string ArrayNames() const;
 };
 
 // The one-line list of accepted spec forms, used in error messages and CLI help.

@@ -263,9 +263,10 @@ StatusOr<std::vector<int>> RefitConsumers(Graph& g, const ChannelAnalysis& a,
     const int64_t total = data.size(), batch = 128;
     for (int64_t b = 0; b < total; b += batch) {
       const int64_t e = std::min(total, b + batch);
-      WH_ASSIGN_OR_RETURN(Tensor x_in, ConformToInput(SliceBatch(data.inputs, b, e), sp->inputs()[0]));
-      WH_ASSIGN_OR_RETURN(std::vector<Tensor> xs, sp->Run({{sp->inputs()[0].name, x_in}}));
-      WH_ASSIGN_OR_RETURN(std::vector<Tensor> ys, st->Run({{st->inputs()[0].name, x_in}}));
+      WH_ASSIGN_OR_RETURN(auto pruned_feeds, BatchFeeds(data, sp->inputs(), b, e));
+      WH_ASSIGN_OR_RETURN(auto target_feeds, BatchFeeds(data, st->inputs(), b, e));
+      WH_ASSIGN_OR_RETURN(std::vector<Tensor> xs, sp->Run(pruned_feeds));
+      WH_ASSIGN_OR_RETURN(std::vector<Tensor> ys, st->Run(target_feeds));
       std::vector<int64_t> chosen;
       auto pick = [&](int64_t count) { return std::uniform_int_distribution<int64_t>(0, count - 1)(rng); };
       const Mat X = FeatureRows(n, *g.ConstInput(n, 1, DType::kFloat32), xs[0], positions_per_image, pick, &chosen);

@@ -57,8 +57,6 @@ StatusOr<std::map<int, ValueStats>> CollectStats(const Graph& g, const std::map<
                                                  const Dataset& data, const PassContext& ctx) {
   std::map<int, ValueStats> stats;
   if (value_axes.empty()) return stats;
-  if (g.inputs().size() != 1)
-    return InvalidArgument("calibration needs a model with one input, this one has " + std::to_string(g.inputs().size()));
   if (data.size() == 0) return InvalidArgument("calibration data '" + data.description + "' is empty");
   Graph probe = g;
   probe.outputs().clear();
@@ -73,12 +71,11 @@ StatusOr<std::map<int, ValueStats>> CollectStats(const Graph& g, const std::map<
   std::map<int, std::vector<double>> sum, sum_abs;
   std::map<int, double> count;
   const int64_t n = data.size(), batch = 256;
-  const std::string input = session->inputs()[0].name;
   for (int64_t b = 0; b < n; b += batch) {
     const int64_t e = std::min(n, b + batch);
     ctx.Progress("prune: calibration", b, n);
-    WH_ASSIGN_OR_RETURN(Tensor x_in, ConformToInput(SliceBatch(data.inputs, b, e), session->inputs()[0]));
-    WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->Run({{input, x_in}}));
+    WH_ASSIGN_OR_RETURN(auto feeds, BatchFeeds(data, session->inputs(), b, e));
+    WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->Run(feeds));
     for (size_t k = 0; k < order.size(); ++k) {
       const Tensor& x = outs[k];
       const int axis = value_axes.at(order[k]);

@@ -146,15 +146,12 @@ StatusOr<std::map<int, TensorRange>> CalibrateRanges(const Graph& g, const std::
                                                      const CalibConfig& cfg, const PassContext& ctx) {
   std::map<int, TensorRange> ranges;
   if (values.empty()) return ranges;
-  if (g.inputs().size() != 1)
-    return InvalidArgument("calibration needs a model with one input, this one has " + std::to_string(g.inputs().size()));
   if (data.size() == 0) return InvalidArgument("calibration data '" + data.description + "' is empty");
   Graph probe = g;
   probe.outputs() = values;
   SessionOptions so;
   so.num_threads = ctx.num_threads;
   WH_ASSIGN_OR_RETURN(auto session, Session::FromGraph(std::move(probe), so));
-  const std::string input = session->inputs()[0].name;
   std::vector<Observer> obs(values.size());
   const bool histograms = cfg.method != CalibMethod::kMinMax;
   const int passes = histograms ? 2 : 1;
@@ -174,8 +171,8 @@ StatusOr<std::map<int, TensorRange>> CalibrateRanges(const Graph& g, const std::
     for (int64_t b = 0; b < n; b += cfg.batch) {
       const int64_t e = std::min(n, b + cfg.batch);
       ctx.Progress(stage, b, n);
-      WH_ASSIGN_OR_RETURN(Tensor x_in, ConformToInput(SliceBatch(data.inputs, b, e), session->inputs()[0]));
-      WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->Run({{input, x_in}}));
+      WH_ASSIGN_OR_RETURN(auto feeds, BatchFeeds(data, session->inputs(), b, e));
+      WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->Run(feeds));
       for (size_t k = 0; k < values.size(); ++k) {
         const Tensor& x = outs[k];
         if (x.dtype() != DType::kFloat32)

@@ -21,38 +21,71 @@ comparison.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
 import onnxruntime as ort
 
 
-def ort_latency_ms(path, batch, threads, seconds, warmup):
+NP_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(int64)": np.int64,
+            "tensor(int32)": np.int32, "tensor(int8)": np.int8, "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_}
+
+
+def make_feeds(path, batch, shapes):
+    """One array per model input, [batch, ...]: see the module doc."""
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for inp in sess.get_inputs():
+        dims = [batch]
+        for k, d in enumerate(inp.shape[1:], start=1):
+            if isinstance(d, int):
+                dims.append(d)
+            elif inp.name in shapes:
+                dims.append(shapes[inp.name][k])
+            else:
+                sys.exit(f"{path}: input '{inp.name}' {inp.shape} has a free dim {k}; "
+                         f"give --input-shape {inp.name}=D0,D1,...")
+        dtype = NP_TYPES.get(inp.type)
+        if dtype is None:
+            sys.exit(f"{path}: input '{inp.name}' has type {inp.type}, which this script cannot make")
+        if dtype in (np.float32, np.float64):
+            feeds[inp.name] = rng.random(dims).astype(dtype)
+        else:
+            feeds[inp.name] = (np.ones if "mask" in inp.name.lower() else np.zeros)(dims, dtype)
+    return feeds
+
+
+def ort_latency_ms(path, feeds, threads, seconds, warmup):
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    inp = sess.get_inputs()[0]
-    shape = [batch] + [d if isinstance(d, int) else 1 for d in inp.shape[1:]]
-    x = np.random.default_rng(0).random(shape, dtype=np.float32)
     for _ in range(warmup):
-        sess.run(None, {inp.name: x})
+        sess.run(None, feeds)
     lat = []
     start = time.perf_counter()
     while len(lat) < 20 or time.perf_counter() - start < seconds:
         t0 = time.perf_counter()
-        sess.run(None, {inp.name: x})
+        sess.run(None, feeds)
         lat.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(lat)
 
 
-def whittle_latency_ms(run_model, path, batch, threads, seconds, warmup):
+def whittle_latency_ms(run_model, path, feeds, batch, threads, seconds, warmup, data_dir):
+    args = []
+    for name, x in feeds.items():
+        f = os.path.join(data_dir, f"input{len(args) // 2}.npy")
+        np.save(f, x)
+        args += ["--input", f"{name}={f}"]
     out = subprocess.run([run_model, path, "--bench", "--batch", str(batch), "--threads", str(threads),
-                          "--min-time", str(seconds), "--warmup", str(warmup), "--json"],
+                          "--min-time", str(seconds), "--warmup", str(warmup), "--json"] + args,
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)["bench"][0]["p50_ms"]
 
@@ -106,11 +139,21 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--run-model", default="build/bin/run-model")
+    ap.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                    help="dims of an input with free non-batch dims (dim 0 is the batch); repeatable")
     ap.add_argument("--avx2-only", action="store_true",
                     help="hold ONNX Runtime, oneDNN and Whittle to AVX2 + FMA (CPUID masked; see above)")
     args = ap.parse_args()
     if args.avx2_only:
         reexec_avx2_only()
+    shapes = {}
+    for spec in args.input_shape:
+        name, _, dims = spec.partition("=")
+        try:
+            shapes[name] = [int(d) for d in dims.split(",")]
+        except ValueError:
+            sys.exit(f"--input-shape expects NAME=D0,D1,..., got '{spec}'")
+    data_dir = tempfile.mkdtemp(prefix="compare_ort_")
     print(cpu_line())
     print(f"onnxruntime {ort.__version__}, medians of {args.rounds} alternating rounds")
     print(f"{'model':<24} {'threads':>7} {'batch':>6} {'ORT samples/s':>15} {'Whittle samples/s':>18} {'ratio':>7}"
@@ -119,9 +162,10 @@ def main():
         for t in [int(x) for x in args.threads.split(",")]:
             for b in [int(x) for x in args.batch.split(",")]:
                 o, w = [], []
+                feeds = make_feeds(m, b, shapes)
                 for _ in range(args.rounds):
-                    o.append(ort_latency_ms(m, b, t, args.seconds, args.warmup))
-                    w.append(whittle_latency_ms(args.run_model, m, b, t, args.seconds, args.warmup))
+                    o.append(ort_latency_ms(m, feeds, t, args.seconds, args.warmup))
+                    w.append(whittle_latency_ms(args.run_model, m, feeds, b, t, args.seconds, args.warmup, data_dir))
                 ot = b * 1e3 / statistics.median(o)
                 wt = b * 1e3 / statistics.median(w)
                 # Per-round ratios (each Whittle run against the ORT run just before it): their
@@ -129,6 +173,7 @@ def main():
                 per_round = sorted(oi / wi for oi, wi in zip(o, w))
                 print(f"{m:<24} {t:>7} {b:>6} {ot:>15.1f} {wt:>18.1f} {wt / ot:>7.2f}"
                       f"  {per_round[0]:>5.2f}-{per_round[-1]:<5.2f}", flush=True)
+    shutil.rmtree(data_dir, ignore_errors=True)
     return 0
 
 

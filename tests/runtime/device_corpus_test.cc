@@ -148,6 +148,16 @@ void RegisterStandInKernels() {
   });
 }
 
+// The CUDA backend's known gaps on the corpus, by file: the op types that run on the CPU there.
+// Hugging Face's BERT (transformers 5) builds its attention mask from the int64 mask input with
+// integer and bool arithmetic (Range, GreaterOrEqual, And, integer Mul/Add, Expand and
+// GatherElements of bools), which has no CUDA kernels: those nodes copy their small inputs to the
+// host and back, and the model cannot be captured as a CUDA graph.
+std::set<std::string> KnownFallbackOps(const std::string& file) {
+  if (file == "hf_bert_ids_mask_op17.onnx") return {"Add", "And", "Expand", "GatherElements", "GreaterOrEqual", "Mul", "Range"};
+  return {};
+}
+
 // A device kernel's host inputs (OpKernel::HostInputs, the CUDA Slice's starts/ends/axes/steps):
 // a constant one is not uploaded at load, and one computed on the device comes down once per run
 // (shape inference reads it too) instead of the kernel getting a device pointer to parameters.
@@ -293,9 +303,12 @@ TEST(DeviceCorpus, ExportedGraphsRunOnTheStandInDeviceAsOnTheCpu) {
     // No shape step is a fallback, and none has a device value among its inputs but Shape's.
     std::set<std::string> fallbacks((*dev)->fallback_nodes().begin(), (*dev)->fallback_nodes().end());
     for (const std::string& h : (*dev)->host_shape_nodes()) EXPECT_FALSE(fallbacks.count(h)) << h;
-    // Every op of the corpus has a (stand-in) device kernel or is shape arithmetic: a fallback
-    // here is a placement regression, or a new exporter op the CUDA backend lacks.
-    EXPECT_TRUE(fallbacks.empty()) << fallbacks.size() << " fallback(s), the first " << *fallbacks.begin();
+    // Every op of the corpus has a (stand-in) device kernel or is shape arithmetic, but for the
+    // known gaps: a fallback here is a placement regression, or a new exporter op the CUDA
+    // backend lacks.
+    std::set<std::string> fallback_ops;
+    for (const std::string& f : fallbacks) fallback_ops.insert(f.substr(f.rfind('(') + 1, f.size() - f.rfind('(') - 2));
+    EXPECT_EQ(fallback_ops, KnownFallbackOps(name)) << fallbacks.size() << " fallback(s)";
     with_shape_steps += !(*dev)->host_shape_nodes().empty();
   }
   EXPECT_GE(with_shape_steps, 3) << "the exporters' Shape chains should stay on the host in several models";
@@ -339,9 +352,13 @@ TEST(DeviceCorpus, ExportedGraphsReplayAsCapturedGraphsWithEachRunsInputs) {
     }
   }
   EXPECT_EQ(g_replay_failures, 0);
-  // Every model: each stays on the device with shapes fixed by its inputs' dims (the token-id
-  // models' Gathers take their indices on the device and report a bad one there).
-  EXPECT_EQ(captured, static_cast<int>(CorpusFiles().size()));
+  // Every model without a known fallback: each stays on the device with shapes fixed by its
+  // inputs' dims (the token-id models' Gathers take their indices on the device and report a bad
+  // one there).
+  int capturable = 0;
+  for (const std::string& path : CorpusFiles())
+    capturable += KnownFallbackOps(std::filesystem::path(path).filename().string()).empty();
+  EXPECT_EQ(captured, capturable);
 }
 
 }  // namespace

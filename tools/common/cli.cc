@@ -69,4 +69,27 @@ StatusOr<Dataset> LoadDataFlag(const DataFlag& f) {
   return ds;
 }
 
+StatusOr<std::map<std::string, Dims>> ParseInputShapes(const std::vector<std::string>& specs) {
+  std::map<std::string, Dims> shapes;
+  for (const std::string& spec : specs) {
+    const size_t eq = spec.find('=');
+    Dims dims;
+    bool ok = eq != std::string::npos && eq > 0 && eq + 1 < spec.size();
+    if (ok) {
+      size_t pos = eq + 1;
+      while (ok && pos <= spec.size()) {
+        const size_t comma = std::min(spec.find(',', pos), spec.size());
+        const std::string item = spec.substr(pos, comma - pos);
+        ok = !item.empty() && item.size() < 12 && item.find_first_not_of("0123456789") == std::string::npos &&
+             std::stoll(item) > 0;
+        if (ok) dims.push_back(std::stoll(item));
+        pos = comma + 1;
+      }
+    }
+    if (!ok) return InvalidArgument("--input-shape expects NAME=D1,D2,... with positive dims, got '" + spec + "'");
+    shapes[spec.substr(0, eq)] = dims;
+  }
+  return shapes;
+}
+
 }  // namespace whittle::cli

@@ -7,8 +7,10 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lib/data/dataset.h"
 #include "lib/ir/status.h"
@@ -39,5 +41,8 @@ struct DataFlag {
 // Loads the flag's data set (an empty Dataset when the flag was not given). Errors name the flag
 // and say why: a bad spec, no labels where they are needed, no samples.
 StatusOr<Dataset> LoadDataFlag(const DataFlag& f);
+
+// Parses repeated --input-shape NAME=D1,D2,... flags (positive dims) into name -> dims.
+StatusOr<std::map<std::string, Dims>> ParseInputShapes(const std::vector<std::string>& specs);
 
 }  // namespace whittle::cli

@@ -74,7 +74,7 @@ whittle::StatusOr<double> Accuracy(const whittle::Graph& g, const whittle::Datas
   whittle::SessionOptions so;
   so.num_threads = threads;
   WH_ASSIGN_OR_RETURN(auto session, whittle::Session::FromGraph(g, so));
-  WH_ASSIGN_OR_RETURN(auto r, whittle::EvaluateTop1(*session, data.inputs, data.labels));
+  WH_ASSIGN_OR_RETURN(auto r, whittle::EvaluateTop1(*session, data));
   return r.accuracy;
 }
 
@@ -236,28 +236,11 @@ int main(int argc, char** argv) {
   auto train_data = whittle::cli::LoadDataFlag({"--train-data", train_spec, train_limit, train_options.use_labels});
   if (!train_data.ok()) return Fail(train_data.status().message());
 
-  std::map<std::string, whittle::Dims> input_shapes;
-  for (const std::string& spec : input_shape_specs) {
-    const size_t eq = spec.find('=');
-    whittle::Dims dims;
-    bool ok = eq != std::string::npos && eq > 0 && eq + 1 < spec.size();
-    if (ok) {
-      size_t pos = eq + 1;
-      while (ok && pos <= spec.size()) {
-        const size_t comma = std::min(spec.find(',', pos), spec.size());
-        const std::string item = spec.substr(pos, comma - pos);
-        ok = !item.empty() && item.size() < 12 && item.find_first_not_of("0123456789") == std::string::npos &&
-             std::stoll(item) > 0;
-        if (ok) dims.push_back(std::stoll(item));
-        pos = comma + 1;
-      }
-    }
-    if (!ok) return Fail("--input-shape expects NAME=D1,D2,... with positive dims, got '" + spec + "'");
-    input_shapes[spec.substr(0, eq)] = dims;
-  }
+  auto input_shapes = whittle::cli::ParseInputShapes(input_shape_specs);
+  if (!input_shapes.ok()) return Fail(input_shapes.status().message());
 
   whittle::PipelineOptions po;
-  po.input_shapes = input_shapes;
+  po.input_shapes = *input_shapes;
   po.model_path = model;
   po.output_path = output;
   po.steps = std::move(specs);

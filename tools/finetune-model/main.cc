@@ -321,7 +321,7 @@ int main(int argc, char** argv) {
       so.precision = o.precision;
       auto session = whittle::Session::FromGraph(*teacher, so);
       if (!session.ok()) return Fail(session.status().WithContext("evaluating the teacher").message());
-      auto r = whittle::EvaluateTop1(**session, eval.inputs, eval.labels);
+      auto r = whittle::EvaluateTop1(**session, eval);
       if (!r.ok()) return Fail(r.status().WithContext("evaluating the teacher").message());
       rep.teacher_accuracy = r->accuracy;
     }

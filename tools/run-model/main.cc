@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -61,7 +62,8 @@ int main(int argc, char** argv) {
       "Examples:\n"
       "  run-model model.onnx --input image=x.npy --output-dir out/\n"
       "  run-model model.onnx --eval-data fashion-mnist:test --limit 1000\n"
-      "  run-model model.onnx --bench --batch 1,64 --threads 2 --profile --json\n\n"
+      "  run-model model.onnx --bench --batch 1,64 --threads 2 --profile --json\n"
+      "  run-model bert.onnx --bench --batch 1,8 --input-shape input_ids=1,128 --input-shape attention_mask=1,128\n\n"
       "Data specs: " +
       std::string(whittle::DatasetSpecHelp())};
   app.set_version_flag("--version", "run-model (Whittle) 0.1.0");
@@ -75,7 +77,16 @@ int main(int argc, char** argv) {
   bool bench = false, profile = false, json = false, no_optimize = false, cuda_graphs = false, page_locked = false,
        page_locked_output = false;
   app.add_option("model", model, "ONNX model file")->required();
-  app.add_option("--input", input_specs, "Feed input NAME from a NumPy file (NAME=FILE.npy); repeatable");
+  app.add_option("--input", input_specs,
+                 "Feed input NAME from a NumPy file (NAME=FILE.npy); repeatable. With --bench (and no --eval-data) "
+                 "the benchmark's batches are made of these rows, cycled")
+      ->type_name("NAME=FILE.npy");
+  std::vector<std::string> input_shape_specs;
+  app.add_option("--input-shape", input_shape_specs,
+                 "With --bench: the dims of an input with free non-batch dims, e.g. a sequence length "
+                 "(NAME=1,128; dim 0 is replaced by each --batch size; repeatable). Inputs without it take their "
+                 "dims from the model, else from the data")
+      ->type_name("NAME=DIMS");
   app.add_option("--output-dir", output_dir, "Write each model output as DIR/<output name>.npy");
   app.add_option("--eval-data", eval_spec, "Report top-1 accuracy on a labelled data set (spec above)");
   app.add_option("--limit", limit, "Use only the first N samples of --eval-data")->check(CLI::PositiveNumber);
@@ -129,6 +140,9 @@ int main(int argc, char** argv) {
                                   std::pair<bool, const char*>{page_locked_output, "--page-locked-output"}})
     if (set && (!bench || device != "cuda")) return Fail(std::string(flag) + " needs --bench and --device cuda");
   so.cuda_graphs = cuda_graphs;
+  auto input_shapes = whittle::cli::ParseInputShapes(input_shape_specs);
+  if (!input_shapes.ok()) return Fail(input_shapes.status().message());
+  if (!input_shapes->empty() && !bench && !profile) return Fail("--input-shape needs --bench");
   auto session_or = whittle::Session::Load(model, so);
   if (!session_or.ok()) return Fail(session_or.status().message());
   const whittle::Session& session = **session_or;
@@ -139,8 +153,8 @@ int main(int argc, char** argv) {
   bool did_something = false;
 
   // Explicit inputs.
+  std::map<std::string, whittle::Tensor> feeds;
   if (!input_specs.empty() || !output_dir.empty()) {
-    std::map<std::string, whittle::Tensor> feeds;
     for (const std::string& spec : input_specs) {
       const size_t eq = spec.find('=');
       if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
@@ -174,13 +188,26 @@ int main(int argc, char** argv) {
   }
 
   if (!agree_with.empty() && eval_spec.empty()) return Fail("--agree-with needs --eval-data");
-  whittle::Tensor sample_source;
+  // The benchmark's data: the evaluation's, else the --input arrays (by name), else none.
+  std::optional<whittle::Dataset> sample_source;
+  if (!feeds.empty()) {
+    whittle::Dataset d;
+    for (const auto& [name, t] : feeds) {
+      if (t.rank() < 1) continue;
+      d.named.emplace_back(name, t);
+    }
+    if (!d.named.empty()) {
+      d.inputs = d.named[0].second;
+      d.description = "--input";
+      sample_source = std::move(d);
+    }
+  }
   if (!eval_spec.empty()) {
     auto ds = whittle::cli::LoadDataFlag({"--eval-data", eval_spec, limit, /*need_labels=*/true});
     if (!ds.ok()) return Fail(ds.status().message());
-    sample_source = ds->inputs;
+    sample_source = *ds;
     whittle::cli::Progress bar(!json);
-    auto r = whittle::EvaluateTop1(session, ds->inputs, ds->labels, eval_batch,
+    auto r = whittle::EvaluateTop1(session, *ds, eval_batch,
                                    [&](int64_t done, int64_t total) { bar.Update("evaluating", done, total); });
     bar.Clear();
     if (!r.ok()) return Fail(r.status().message());
@@ -200,9 +227,9 @@ int main(int argc, char** argv) {
                                                   : whittle::Backend::kCpu;
       auto second = whittle::Session::Load(model, other);
       if (!second.ok()) return Fail("--agree-with " + agree_with + ": " + second.status().message());
-      auto mine = whittle::PredictTop1(session, ds->inputs, eval_batch);
+      auto mine = whittle::PredictTop1(session, *ds, eval_batch);
       if (!mine.ok()) return Fail(mine.status().message());
-      auto theirs = whittle::PredictTop1(**second, ds->inputs, eval_batch,
+      auto theirs = whittle::PredictTop1(**second, *ds, eval_batch,
                                          [&](int64_t done, int64_t total) { bar.Update("agreement", done, total); });
       bar.Clear();
       if (!theirs.ok()) return Fail("--agree-with " + agree_with + ": " + theirs.status().message());
@@ -227,8 +254,9 @@ int main(int argc, char** argv) {
     bo.profile = profile;
     bo.page_locked_input = page_locked;
     bo.page_locked_output = page_locked_output;
+    bo.input_shapes = *input_shapes;
     whittle::ProfileResult prof;
-    auto r = whittle::Benchmark(session, bo, sample_source.defined() ? &sample_source : nullptr, &prof);
+    auto r = whittle::Benchmark(session, bo, sample_source ? &*sample_source : nullptr, &prof);
     if (!r.ok()) return Fail(r.status().message());
     nlohmann::json rows = nlohmann::json::array();
     if (!json) {
