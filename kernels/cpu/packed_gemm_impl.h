@@ -16,6 +16,12 @@ struct PackedTile {
     const float* arow[MR];
     for (int r = 0; r < MR; ++r) arow[r] = a + r * lda;
     for (int64_t k = 0; k < K; ++k) {
+      // Few rows: the tile streams B from L2 faster than the hardware prefetcher fetches it.
+      if constexpr (MR <= 2) {
+        if (k + 16 < K)
+          for (int p = 0; p < NP; ++p)
+            for (int l = 0; l < kNr * 4; l += 64) __builtin_prefetch(bp + p * panel_stride + (k + 16) * kNr + l / 4);
+      }
       typename V::F b[NP * NV];
       for (int p = 0; p < NP; ++p)
         for (int v = 0; v < NV; ++v) b[p * NV + v] = V::Load(bp + p * panel_stride + k * kNr + v * V::kWidth);

@@ -4,7 +4,9 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/sgemm.h"
+#include "kernels/cpu/vmath.h"
 
 namespace whittle::cpu {
 namespace {
@@ -40,6 +42,34 @@ Biases MakeBiases(const RecurrentAttrs& a, const float* B, int nd, int64_t H) {
   return out;
 }
 
+// v[i] = act(v[i]) for i < n, clipped first by the node's clip when one is given: sigmoid and tanh
+// on the vectorized vmath paths (the gates of every exported LSTM and GRU), the other activations
+// element by element.
+void Activate(const RnnActivation& act, float* v, int64_t n, const RecurrentAttrs* clip) {
+  if (clip && clip->has_clip)
+    for (int64_t i = 0; i < n; ++i) v[i] = clip->Clip(v[i]);
+  if (act.kind == RnnActivation::kSigmoid) return VMap(VFn::kSigmoid, v, v, n);
+  if (act.kind == RnnActivation::kTanh) return VMap(VFn::kTanh, v, v, n);
+  for (int64_t i = 0; i < n; ++i) v[i] = act(v[i]);
+}
+
+// out[i] = x[i] + xb[i] + q[i]: a step's gate pre-activations.
+void SumGates(const float* x, const float* xb, const float* q, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] + xb[i] + q[i];
+}
+
+// A constant weight of one direction packed for PackedGemmB: W (X·W^T) or R (H·R^T), rows
+// [row0, row0 + rows) of that direction's [gates*hidden, cols] block.
+std::vector<PackedGemmB> PackDirections(const Tensor& w, int nd, int64_t row0, int64_t rows) {
+  std::vector<PackedGemmB> out;
+  if (!w.defined() || w.rank() != 3 || w.dim(0) != nd) return out;
+  const int64_t per = w.dim(1), cols = w.dim(2);
+  if (row0 + rows > per) return out;
+  for (int d = 0; d < nd; ++d)
+    out.emplace_back(w.data<float>() + (d * per + row0) * cols, /*trans=*/true, cols, rows);
+  return out;
+}
+
 class RecurrentCpuKernel : public OpKernel {
  public:
   RecurrentCpuKernel(const RecurrentAttrs& a, const Tensor* w, const Tensor* r, const Tensor* b) : a_(a) {
@@ -49,6 +79,15 @@ class RecurrentCpuKernel : public OpKernel {
       biases_ = MakeBiases(a, b->data<float>(), a.num_directions, b->dim(1) / (2 * RecurrentGates(a.op)));
       has_biases_ = true;
     }
+    // Constant weights packed once (packed_gemm.h): the per-step product of a small batch is a
+    // matrix-vector product that a per-call packing GEMM spends most of its time packing for.
+    if (r_.defined() && r_.rank() == 3 && r_.dim(1) % RecurrentGates(a.op) == 0) {
+      const int64_t H = r_.dim(1) / RecurrentGates(a.op);
+      const bool gru_split = a.op == RecurrentOp::kGru && !a.linear_before_reset;
+      r_packed_ = PackDirections(r_, a.num_directions, 0, gru_split ? 2 * H : r_.dim(1));
+      if (gru_split) rh_packed_ = PackDirections(r_, a.num_directions, 2 * H, H);
+    }
+    if (w_.defined()) w_packed_ = PackDirections(w_, a.num_directions, 0, w_.rank() == 3 ? w_.dim(1) : 0);
   }
 
   Status Compute(KernelContext& ctx) const override {
@@ -96,6 +135,7 @@ class RecurrentCpuKernel : public OpKernel {
     std::vector<float> xw(static_cast<size_t>(rows * GH)), hr(static_cast<size_t>(N * GH));
     std::vector<float> h(static_cast<size_t>(N * H)), c(static_cast<size_t>(lstm ? N * H : 0));
     std::vector<float> rh(static_cast<size_t>(gru_split ? N * H : 0)), z(static_cast<size_t>(gru_split ? N * H : 0));
+    std::vector<float> gate(static_cast<size_t>(5 * H));  // one batch row's gates (+ LSTM's new cell)
     for (int dir = 0; dir < d.num_directions; ++dir) {
       const float* Wd = W + dir * GH * I;
       const float* Rd = R + dir * GH * H;
@@ -107,10 +147,16 @@ class RecurrentCpuKernel : public OpKernel {
       const RnnActivation& hact = a_.act(dir, a_.per_direction > 2 ? 2 : 0);
       const bool backward = a_.Backward(dir);
       // Every step's input projection at once; rows follow X's layout.
-      if (rows > 0 && I > 0)
+      const PackedGemmB* wp = Packed(w_packed_, dir, I, GH);
+      if (rows > 0 && I > 0 && wp && PackedGemmPreferred(rows, GH))
+        wp->Multiply(rows, X, I, xw.data(), GH, nullptr, false, GemmThreads(rows, GH, I, ctx.num_threads));
+      else if (rows > 0 && I > 0)
         Sgemm(false, true, rows, GH, I, 1.f, X, I, Wd, I, 0.f, xw.data(), GH, GemmThreads(rows, GH, I, ctx.num_threads));
       else
         std::fill(xw.begin(), xw.end(), 0.f);
+      const PackedGemmB* rp = Packed(r_packed_, dir, H, GHr);
+      const PackedGemmB* rhp = gru_split ? Packed(rh_packed_, dir, H, H) : nullptr;
+      const bool packed_steps = rp && PackedGemmPreferred(N, GHr) && (!gru_split || rhp);
       for (int64_t b = 0; b < N; ++b) {
         const int64_t so = d.StateOffset(a_.layout, dir, b);
         for (int64_t j = 0; j < H; ++j) {
@@ -120,7 +166,8 @@ class RecurrentCpuKernel : public OpKernel {
       }
       const int step_threads = GemmThreads(N, GHr, H, ctx.num_threads);
       for (int64_t s = 0; s < max_len; ++s) {
-        Sgemm(false, true, N, GHr, H, 1.f, h.data(), H, Rd, H, 0.f, hr.data(), GH, step_threads);
+        if (packed_steps) rp->Multiply(N, h.data(), H, hr.data(), GH, nullptr, false, step_threads);
+        else Sgemm(false, true, N, GHr, H, 1.f, h.data(), H, Rd, H, 0.f, hr.data(), GH, step_threads);
         if (gru_split) {
           for (int64_t b = 0; b < N; ++b) {
             const int64_t len = lens[static_cast<size_t>(b)];
@@ -134,15 +181,18 @@ class RecurrentCpuKernel : public OpKernel {
             const float* q = hr.data() + b * GH;
             const float* hb = h.data() + b * H;
             float* zb = z.data() + b * H;
-            for (int64_t j = 0; j < H; ++j) {
-              zb[j] = f(a_.Clip(x[j] + xb[j] + q[j]));
-              const float r = f(a_.Clip(x[H + j] + xb[H + j] + q[H + j]));
-              rhb[j] = r * hb[j];
-            }
+            // z and r side by side in gate, then r ⊙ H_{t-1}.
+            SumGates(x, xb, q, gate.data(), 2 * H);
+            Activate(f, gate.data(), 2 * H, &a_);
+            std::memcpy(zb, gate.data(), static_cast<size_t>(H) * sizeof(float));
+            for (int64_t j = 0; j < H; ++j) rhb[j] = gate[static_cast<size_t>(H + j)] * hb[j];
           }
           // (r ⊙ H_{t-1})·Rh^T into the h-gate columns of hr.
-          Sgemm(false, true, N, H, H, 1.f, rh.data(), H, Rd + 2 * H * H, H, 0.f, hr.data() + 2 * H, GH,
-                GemmThreads(N, H, H, ctx.num_threads));
+          if (packed_steps)
+            rhp->Multiply(N, rh.data(), H, hr.data() + 2 * H, GH, nullptr, false, GemmThreads(N, H, H, ctx.num_threads));
+          else
+            Sgemm(false, true, N, H, H, 1.f, rh.data(), H, Rd + 2 * H * H, H, 0.f, hr.data() + 2 * H, GH,
+                  GemmThreads(N, H, H, ctx.num_threads));
         }
         for (int64_t b = 0; b < N; ++b) {
           const int64_t len = lens[static_cast<size_t>(b)];
@@ -151,41 +201,51 @@ class RecurrentCpuKernel : public OpKernel {
           const float* x = xw.data() + d.XRow(a_.layout, t, b) * GH;
           const float* q = hr.data() + b * GH;
           float* hb = h.data() + b * H;
+          float* gt = gate.data();
           switch (a_.op) {
             case RecurrentOp::kRnn:
-              for (int64_t j = 0; j < H; ++j) hb[j] = f(a_.Clip(x[j] + xb[j] + q[j]));
+              SumGates(x, xb, q, hb, H);
+              Activate(f, hb, H, &a_);
               break;
             case RecurrentOp::kGru:
               if (gru_split) {
+                // q's h columns already hold (r ⊙ H_{t-1})·Rh^T.
                 const float* zb = z.data() + b * H;
-                for (int64_t j = 0; j < H; ++j) {
-                  const float hh = g(a_.Clip(x[2 * H + j] + xb[2 * H + j] + q[2 * H + j]));
-                  hb[j] = (1.f - zb[j]) * hh + zb[j] * hb[j];
-                }
+                SumGates(x + 2 * H, xb + 2 * H, q + 2 * H, gt, H);
+                Activate(g, gt, H, &a_);
+                for (int64_t j = 0; j < H; ++j) hb[j] = (1.f - zb[j]) * gt[j] + zb[j] * hb[j];
               } else {
-                for (int64_t j = 0; j < H; ++j) {
-                  const float zj = f(a_.Clip(x[j] + xb[j] + q[j]));
-                  const float r = f(a_.Clip(x[H + j] + xb[H + j] + q[H + j]));
-                  const float hh = g(a_.Clip(x[2 * H + j] + xb[2 * H + j] + r * (q[2 * H + j] + rbh[j])));
-                  hb[j] = (1.f - zj) * hh + zj * hb[j];
-                }
+                SumGates(x, xb, q, gt, 2 * H);
+                Activate(f, gt, 2 * H, &a_);  // z, r
+                float* hh = gt + 2 * H;
+                for (int64_t j = 0; j < H; ++j) hh[j] = x[2 * H + j] + xb[2 * H + j] + gt[H + j] * (q[2 * H + j] + rbh[j]);
+                Activate(g, hh, H, &a_);
+                for (int64_t j = 0; j < H; ++j) hb[j] = (1.f - gt[j]) * hh[j] + gt[j] * hb[j];
               }
               break;
             case RecurrentOp::kLstm: {
+              // Gates i, o, f, c (ONNX's order) in gt; o waits for the new cell (its peephole).
               float* cb = c.data() + b * H;
-              for (int64_t j = 0; j < H; ++j) {
-                const float cp = cb[j];
-                const float pi = Pd ? Pd[j] * cp : 0.f;
-                const float i = f(a_.Clip(x[j] + xb[j] + q[j] + pi));
-                const float fg = a_.input_forget
-                                     ? 1.f - i
-                                     : f(a_.Clip(x[2 * H + j] + xb[2 * H + j] + q[2 * H + j] + (Pd ? Pd[2 * H + j] * cp : 0.f)));
-                const float gg = g(a_.Clip(x[3 * H + j] + xb[3 * H + j] + q[3 * H + j]));
-                const float cn = fg * cp + i * gg;
-                const float o = f(a_.Clip(x[H + j] + xb[H + j] + q[H + j] + (Pd ? Pd[H + j] * cn : 0.f)));
-                cb[j] = cn;
-                hb[j] = o * hact(cn);  // the cell unclipped, as in ONNX Runtime
-              }
+              float* cn = gt + 4 * H;
+              SumGates(x, xb, q, gt, 4 * H);
+              if (Pd)
+                for (int64_t j = 0; j < H; ++j) {
+                  gt[j] += Pd[j] * cb[j];
+                  gt[2 * H + j] += Pd[2 * H + j] * cb[j];
+                }
+              Activate(f, gt, H, &a_);
+              if (a_.input_forget)
+                for (int64_t j = 0; j < H; ++j) gt[2 * H + j] = 1.f - gt[j];
+              else
+                Activate(f, gt + 2 * H, H, &a_);
+              Activate(g, gt + 3 * H, H, &a_);
+              for (int64_t j = 0; j < H; ++j) cn[j] = gt[2 * H + j] * cb[j] + gt[j] * gt[3 * H + j];
+              if (Pd)
+                for (int64_t j = 0; j < H; ++j) gt[H + j] += Pd[H + j] * cn[j];
+              Activate(f, gt + H, H, &a_);
+              std::memcpy(cb, cn, static_cast<size_t>(H) * sizeof(float));
+              Activate(hact, cn, H, nullptr);  // the cell unclipped, as in ONNX Runtime
+              for (int64_t j = 0; j < H; ++j) hb[j] = gt[H + j] * cn[j];
               break;
             }
           }
@@ -207,8 +267,17 @@ class RecurrentCpuKernel : public OpKernel {
   }
 
  private:
+  // Direction dir's packing when there is one for a [K x N] product (the weight was constant and
+  // had the dims the call resolved), else null.
+  static const PackedGemmB* Packed(const std::vector<PackedGemmB>& p, int dir, int64_t K, int64_t N) {
+    if (static_cast<size_t>(dir) >= p.size()) return nullptr;
+    const PackedGemmB& b = p[static_cast<size_t>(dir)];
+    return b.Valid() && b.K() == K && b.N() == N ? &b : nullptr;
+  }
+
   RecurrentAttrs a_;
   Tensor w_, r_;
+  std::vector<PackedGemmB> w_packed_, r_packed_, rh_packed_;
   Biases biases_;
   bool has_biases_ = false;
 };

@@ -333,5 +333,37 @@ TEST(RecurrentKernel, BackendsMatchReference) {
   }
 }
 
+// Constant W and R are packed at load (kernels/cpu/packed_gemm.h) where the products are wide
+// enough: hidden sizes that leave part of a panel empty, both GRU forms (without
+// linear_before_reset, R's z/r rows and its h rows are packed apart), LSTM with and without
+// peepholes, a clip, and sequence lengths.
+TEST(RecurrentKernel, PackedWeightsMatchReferenceAtLayerSizes) {
+  const int64_t S = 4, N = 2, I = 19, H = 37;
+  uint32_t seed = 900;
+  for (const std::string op : {"RNN", "GRU", "LSTM"}) {
+    const int64_t G = op == "RNN" ? 1 : op == "GRU" ? 3 : 4;
+    for (int variant = 0; variant < 2; ++variant) {
+      SCOPED_TRACE(op + " variant=" + std::to_string(variant));
+      for (const std::string dir : {"forward", "bidirectional"}) {
+        const int64_t nd = dir == "bidirectional" ? 2 : 1;
+        std::vector<Tensor> in = {RandomFloat({S, N, I}, seed++), RandomFloat({nd, G * H, I}, seed++, -0.3f, 0.3f),
+                                  RandomFloat({nd, G * H, H}, seed++, -0.3f, 0.3f), RandomFloat({nd, 2 * G * H}, seed++),
+                                  Tensor::FromVector<int32_t>({N}, {4, 3}), RandomFloat({nd, N, H}, seed++)};
+        if (op == "LSTM") {
+          in.push_back(RandomFloat({nd, N, H}, seed++));
+          in.push_back(variant ? RandomFloat({nd, 3 * H}, seed++) : Tensor());
+        }
+        AttributeMap a = Attrs({{"direction", Attribute::String(dir)}, {"hidden_size", Attribute::Int(H)}});
+        if (variant == 1) {
+          a.Set("clip", Attribute::Float(1.5f));
+          if (op == "GRU") a.Set("linear_before_reset", Attribute::Int(1));
+        }
+        const Node n = RecurrentNode(op, in, op == "LSTM" ? 3 : 2, a);
+        ExpectBackendsMatchReference(n, in, 1e-4f, 1e-4f, 17, 2, /*as_const=*/true);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace whittle
