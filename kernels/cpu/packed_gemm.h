@@ -48,7 +48,7 @@ void Tile(int rows, int np, int64_t K, const float* a, int64_t lda, const float*
           int64_t ldc, int64_t ncols, const float* bias, bool relu);
 }  // namespace packed_gemm_avx2
 namespace packed_gemm_avx512 {
-constexpr int kNr = 32, kMaxRows = 8;
+constexpr int kNr = 32, kMaxRows = 12;
 void Tile(int rows, int np, int64_t K, const float* a, int64_t lda, const float* bp, int64_t panel_stride, float* c,
           int64_t ldc, int64_t ncols, const float* bias, bool relu);
 }  // namespace packed_gemm_avx512

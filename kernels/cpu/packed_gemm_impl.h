@@ -5,6 +5,10 @@
 // Tile<MR, NP>: MR rows of A times NP panels of kNr = NV*kWidth columns. Each k step loads the
 // NP*NV vectors of packed B once and broadcasts MR scalars of A: MR*NP*NV independent FMA chains.
 
+// How many k steps ahead a tile prefetches its packed B rows (16: 2-3 KB ahead per panel; measured
+// against 8 and 32 with run-model --bench on single-MatMul models, see packed_gemm.h).
+constexpr int64_t kPrefetchK = 16;
+
 template <int MR, int NP, int NV>
 struct PackedTile {
   static void Run(int64_t K, const float* a, int64_t lda, const float* bp, int64_t panel_stride, float* c,
@@ -16,12 +20,11 @@ struct PackedTile {
     const float* arow[MR];
     for (int r = 0; r < MR; ++r) arow[r] = a + r * lda;
     for (int64_t k = 0; k < K; ++k) {
-      // Few rows: the tile streams B from L2 faster than the hardware prefetcher fetches it.
-      if constexpr (MR <= 2) {
-        if (k + 16 < K)
-          for (int p = 0; p < NP; ++p)
-            for (int l = 0; l < kNr * 4; l += 64) __builtin_prefetch(bp + p * panel_stride + (k + 16) * kNr + l / 4);
-      }
+      // B streams through once per tile, from L2 or memory (a layer's weights are read once per
+      // run): prefetched kPrefetchK steps ahead, each panel's row being kNr floats of whole lines.
+      if (k + kPrefetchK < K)
+        for (int p = 0; p < NP; ++p)
+          for (int l = 0; l < kNr; l += 16) __builtin_prefetch(bp + p * panel_stride + (k + kPrefetchK) * kNr + l);
       typename V::F b[NP * NV];
       for (int p = 0; p < NP; ++p)
         for (int v = 0; v < NV; ++v) b[p * NV + v] = V::Load(bp + p * panel_stride + k * kNr + v * V::kWidth);
@@ -73,6 +76,10 @@ void TileDispatch(int rows, int np, int64_t K, const float* a, int64_t lda, cons
     WHITTLE_PACKED_TILE(6)
     WHITTLE_PACKED_TILE(7)
     WHITTLE_PACKED_TILE(8)
+    WHITTLE_PACKED_TILE(9)
+    WHITTLE_PACKED_TILE(10)
+    WHITTLE_PACKED_TILE(11)
+    WHITTLE_PACKED_TILE(12)
 #undef WHITTLE_PACKED_TILE
     default:
       return;
