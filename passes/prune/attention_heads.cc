@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "lib/ops/shape_helpers.h"
 
@@ -61,7 +62,70 @@ class Finder {
   int Rank(int id) const {
     const Value& v = g_.value(id);
     if (v.initializer) return v.initializer->rank();
-    return v.shape ? static_cast<int>(v.shape->size()) : -1;
+    if (v.shape) return static_cast<int>(v.shape->size());
+    return v.observed ? static_cast<int>(v.observed->size()) : -1;
+  }
+  // A dim as inferred, else as observed on one sample (see the header).
+  Dim KnownDim(int id, int axis) const {
+    const int64_t v = KnownDimValue(g_, id, axis);
+    return v >= 0 ? Dim(v) : Dim();
+  }
+  // Whether a reshape keeps leading dim d of its input: the same dim (value or symbol) in and
+  // out, or a target whose entry d copies it (0) or reads it from a Shape of a tensor whose dim d
+  // is the input's.
+  bool KeepsLeadingDim(const Node& n, int d) const {
+    const int in = n.inputs[0];
+    if (SameDim(DimOf(in, d), DimOf(n.outputs[0], d))) return true;
+    if (n.inputs.size() < 2 || n.inputs[1] < 0) return false;
+    const int64_t want = KnownDimValue(g_, in, d);
+    if (want < 0) return false;
+    if (auto c = ConstInts(n, 1))
+      return static_cast<size_t>(d) < c->size() && (*c)[static_cast<size_t>(d)] == 0 && !n.attrs.GetInt("allowzero", 0);
+    const Value& tv = g_.value(n.inputs[1]);
+    if (tv.producer < 0) return false;
+    const Node& cat = g_.nodes()[static_cast<size_t>(tv.producer)];
+    if (cat.op_type != "Concat" || !IsDefaultDomain(cat)) return false;
+    int64_t at = 0;  // first target entry of the current part
+    for (int part : cat.inputs) {
+      const int64_t len = part >= 0 && Rank(part) == 1 ? KnownDimValue(g_, part, 0) : -1;
+      if (len < 0) return false;
+      if (d < at + len) return len == 1 && ShapeEntryOf(part) == std::make_pair(want, static_cast<int64_t>(d));
+      at += len;
+    }
+    return false;
+  }
+  // A one-element value read from a Shape: (that tensor's dim there, the axis), through
+  // Unsqueeze/Squeeze/Cast and a Gather or a one-wide Slice; (-1, -1) otherwise.
+  std::pair<int64_t, int64_t> ShapeEntryOf(int v) const {
+    const std::pair<int64_t, int64_t> none{-1, -1};
+    int64_t axis = -1;
+    for (int hops = 0; hops < 6; ++hops) {
+      const Value& val = g_.value(v);
+      if (val.producer < 0) return none;
+      const Node& p = g_.nodes()[static_cast<size_t>(val.producer)];
+      if (!IsDefaultDomain(p) || p.inputs.empty() || p.inputs[0] < 0) return none;
+      if (p.op_type == "Shape") {
+        if (axis < 0 || p.attrs.Has("start") || p.attrs.Has("end")) return none;
+        return {KnownDimValue(g_, p.inputs[0], static_cast<int>(axis)), axis};
+      }
+      if (p.op_type == "Gather" || p.op_type == "Slice") {
+        if (axis >= 0) return none;
+        auto idx = ConstInts(p, 1);
+        if (!idx || idx->size() != 1 || (*idx)[0] < 0) return none;
+        if (p.op_type == "Slice") {
+          auto ends = ConstInts(p, 2);
+          if (!ends || ends->size() != 1 || (*ends)[0] != (*idx)[0] + 1) return none;
+          if (p.inputs.size() > 3) return none;  // axes or steps: keep to the plain form
+        } else if (p.attrs.GetInt("axis", 0) != 0) {
+          return none;
+        }
+        axis = (*idx)[0];
+      } else if (p.op_type != "Unsqueeze" && p.op_type != "Squeeze" && p.op_type != "Cast") {
+        return none;
+      }
+      v = p.inputs[0];
+    }
+    return none;
   }
   Dim DimOf(int id, int axis) const {
     const Value& v = g_.value(id);
@@ -116,16 +180,16 @@ class Finder {
     const int ri = Rank(in), ro = Rank(out);
     if (ri < 1 || ro < ri + 1) return false;
     for (int d = 0; d < ri - 1; ++d)
-      if (!SameDim(DimOf(in, d), DimOf(out, d))) return false;
-    const Dim last = DimOf(in, ri - 1);
+      if (!KeepsLeadingDim(n, d)) return false;
+    const Dim last = KnownDim(in, ri - 1);
     if (!last.known()) return false;
     int64_t prod = 1;
     for (int d = ri - 1; d < ro; ++d) {
-      Dim x = DimOf(out, d);
+      Dim x = KnownDim(out, d);
       if (!x.known() || x.value < 1) return false;
       prod *= x.value;
     }
-    const int64_t heads = DimOf(out, ro - 2).value, head_dim = DimOf(out, ro - 1).value;
+    const int64_t heads = KnownDim(out, ro - 2).value, head_dim = KnownDim(out, ro - 1).value;
     if (prod != last.value || heads < 2) return false;
     const int proj = Projection(in);
     if (proj < 0) return false;
@@ -147,8 +211,8 @@ class Finder {
     const int ri = Rank(in), ro = Rank(out);
     if (ri < 2 || ro != ri - 1 || a.ha != ri - 2 || a.da != ri - 1) return false;
     for (int d = 0; d < ri - 2; ++d)
-      if (!SameDim(DimOf(in, d), DimOf(out, d))) return false;
-    const Dim h = DimOf(in, ri - 2), hd = DimOf(in, ri - 1), m = DimOf(out, ro - 1);
+      if (!KeepsLeadingDim(n, d)) return false;
+    const Dim h = KnownDim(in, ri - 2), hd = KnownDim(in, ri - 1), m = KnownDim(out, ro - 1);
     if (!h.known() || !hd.known() || !m.known() || m.value != h.value * hd.value) return false;
     blocks_[static_cast<size_t>(Root(a.block))].merges.push_back(ni);
     return true;
@@ -327,7 +391,7 @@ class Finder {
       if (id < 0 || std::find(slots.begin(), slots.end(), static_cast<int>(i)) != slots.end()) continue;
       const int axis = out->ha - (ro - Rank(id));
       if (axis < 0) continue;
-      Dim x = DimOf(id, axis);
+      Dim x = KnownDim(id, axis);  // a computed mask: [batch, 1, seq, seq] as observed
       if (!(x.known() && x.value == 1))
         return fail("combines the heads with '" + g_.value(id).name + "', which does not broadcast over them");
     }
@@ -343,5 +407,14 @@ class Finder {
 }  // namespace
 
 std::vector<HeadBlock> FindHeadBlocks(const Graph& g) { return Finder(g).Run(); }
+
+int64_t KnownDimValue(const Graph& g, int id, int axis) {
+  const Value& v = g.value(id);
+  if (v.initializer) return axis >= 0 && axis < v.initializer->rank() ? v.initializer->dim(axis) : -1;
+  if (v.shape && axis >= 0 && axis < static_cast<int>(v.shape->size()) && (*v.shape)[static_cast<size_t>(axis)].known())
+    return (*v.shape)[static_cast<size_t>(axis)].value;
+  if (v.observed && axis >= 0 && axis < static_cast<int>(v.observed->size())) return (*v.observed)[static_cast<size_t>(axis)];
+  return -1;
+}
 
 }  // namespace whittle::prune

@@ -29,7 +29,14 @@ struct HeadBlock {
 };
 
 // Blocks found in a graph whose shapes have been inferred. Producers of a block are not checked
-// here for being prunable producers (the channel analysis does that).
+// here for being prunable producers (the channel analysis does that). Where inference left a
+// dim unknown, the dim one sample showed (Value::observed, set by the pipeline) stands in, so
+// that exports which compute their head reshapes' targets from Shape (Hugging Face's
+// view(*input_shape, -1, head_dim)) are found too: the leading entries of such a target must be
+// read from a Shape at the same axis (or be 0), which RewriteHeadReshape's 0s then copy.
 std::vector<HeadBlock> FindHeadBlocks(const Graph& g);
+
+// Dim `axis` of value `id`: as inferred when known, else as observed on one sample, else -1.
+int64_t KnownDimValue(const Graph& g, int id, int axis);
 
 }  // namespace whittle::prune

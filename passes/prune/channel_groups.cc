@@ -209,7 +209,7 @@ class Analyzer {
     const HeadBlock& b = heads_[static_cast<size_t>(block)];
     ChannelMap m;
     m.axis = rank - 1;
-    m.segs.push_back(Segment{gid, b.heads, DimAt(n.outputs[0], rank - 1) / b.heads});
+    m.segs.push_back(Segment{gid, b.heads, KnownDimValue(g_, n.outputs[0], rank - 1) / b.heads});
     SetOut(n, m);
     AddEdit(EditKind::kHeadReshape, ni, 1, n.outputs[0]);
   }

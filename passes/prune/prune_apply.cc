@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "passes/prune/attention_heads.h"
+
 namespace whittle::prune {
 namespace {
 
@@ -125,16 +127,18 @@ class Applier {
   void RewriteHeadReshape(const Edit& e) {
     Node& n = g_.nodes()[static_cast<size_t>(e.node)];
     const int64_t kept = static_cast<int64_t>(Kept(e.value).size());
-    const SymShape& out = *g_.value(n.outputs[0]).shape;
-    const int ro = static_cast<int>(out.size());
+    const Value& ov = g_.value(n.outputs[0]);
+    const int ro = static_cast<int>(ov.shape ? ov.shape->size() : ov.observed->size());
     std::vector<int64_t> shape;
     if (n.inputs[0] == e.value) {  // split
-      const int ri = static_cast<int>(g_.value(n.inputs[0]).shape->size());
+      const Value& iv = g_.value(n.inputs[0]);
+      const int ri = static_cast<int>(iv.shape ? iv.shape->size() : iv.observed->size());
       shape.assign(static_cast<size_t>(ri - 1), 0);
       int64_t per_head = 1;  // positions per head: F * head_dim
       for (int d = ri - 1; d < ro; ++d) {
-        shape.push_back(out[static_cast<size_t>(d)].value);
-        if (d != ro - 2) per_head *= out[static_cast<size_t>(d)].value;
+        const int64_t v = KnownDimValue(g_, n.outputs[0], d);  // known: FindHeadBlocks checked
+        shape.push_back(v);
+        if (d != ro - 2) per_head *= v;
       }
       shape[static_cast<size_t>(ro - 2)] = kept / per_head;
     } else {  // merge

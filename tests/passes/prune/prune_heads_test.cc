@@ -7,6 +7,7 @@
 #include <set>
 
 #include "lib/onnx/model_io.h"
+#include "passes/cost.h"
 #include "tests/passes/pass_test_util.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"
@@ -169,6 +170,57 @@ TEST(PruneHeads, ExportedTransformersLoseHalfTheirHeadsExactly) {
     EXPECT_EQ(projections, 2);
     EXPECT_LT(MaxRelDiff(ref, g, original.value(original.inputs()[0]).name, RandomFloat({5, 1, 28, 28}, 3, 0.f, 1.f)),
               1e-5);
+  }
+}
+
+// Hugging Face's BERT (transformers 5, TorchScript export) computes its head reshapes' targets:
+// view(*input_shape, -1, head_dim) is Concat(Shape(x)[0], Shape(x)[1], -1, head_dim), and the
+// attention mask [batch, 1, seq, seq] comes out of Range/Expand/Where, so static inference knows
+// none of those dims. With the dims one sample shows (ObserveShapes, as compress-model runs it),
+// the heads go all the same, and the rewritten model equals the original with those heads zeroed
+// at other batch and sequence sizes than the observed one.
+TEST(PruneHeads, HuggingFaceBertLosesHalfItsHeadsExactly) {
+  auto loaded = LoadModel(std::string(WHITTLE_SOURCE_DIR) + "/tests/corpus/hf_bert_ids_mask_op17.onnx");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  Graph original = *loaded;
+  ASSERT_TRUE(InferShapes(original).ok());
+  auto feeds = [](int64_t n, int64_t len, uint32_t seed) {
+    Tensor ids(DType::kInt64, {n, len}), mask(DType::kInt64, {n, len});
+    for (int64_t i = 0; i < n * len; ++i) {
+      ids.data<int64_t>()[i] = 1 + (seed * 7919u + static_cast<uint32_t>(i) * 104729u) % 199;
+      mask.data<int64_t>()[i] = i % len < len - (i / len) % 3 ? 1 : 0;  // some padding
+    }
+    return std::map<std::string, Tensor>{{"input_ids", ids}, {"attention_mask", mask}};
+  };
+  ASSERT_TRUE(ObserveShapes(original, feeds(1, 16, 1)).ok());
+  Graph g = original;
+  auto r = testing::RunPass(g, "prune", "ratio=0,heads=0.5,compensate=0");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  int pruned = 0;
+  for (const LayerReport& l : r->layers) pruned += l.detail.rfind("kept 2 of 4 attention heads", 0) == 0;
+  EXPECT_EQ(pruned, 6);  // Q, K and V of both layers
+  Graph ref = original;
+  int projections = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op_type != "MatMul" || !g.ConstInput(n, 1) || n.name.find("attention/output") == std::string::npos) continue;
+    ++projections;
+    EXPECT_EQ(g.ConstInput(n, 1)->dim(0), 16) << n.name;
+    int64_t removed = 0;
+    ref = ZeroRemovedHeads(ref, g, n.name, 8, &removed);
+    EXPECT_EQ(removed, 2);
+  }
+  EXPECT_EQ(projections, 2);
+  auto sr = Session::FromGraph(ref);
+  auto sg = Session::FromGraph(g);
+  ASSERT_TRUE(sr.ok() && sg.ok());
+  for (auto [n, len] : {std::pair<int64_t, int64_t>{3, 11}, {2, 16}}) {
+    auto f = feeds(n, len, 5);
+    auto yr = (*sr)->Run(f);
+    auto yg = (*sg)->Run(f);
+    ASSERT_TRUE(yr.ok() && yg.ok()) << (yg.ok() ? yr.status().message() : yg.status().message());
+    ASSERT_EQ((*yg)[0].dims(), (Dims{n, 3}));
+    for (int64_t i = 0; i < (*yr)[0].numel(); ++i)
+      EXPECT_NEAR((*yg)[0].data<float>()[i], (*yr)[0].data<float>()[i], 1e-4) << n << "x" << len << " " << i;
   }
 }
 
