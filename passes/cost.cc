@@ -102,22 +102,26 @@ int64_t NodeMacs(const Graph& g, const Node& n) {
     if (n.inputs.size() <= static_cast<size_t>(wi) || n.outputs.empty()) return 0;
     if (!PerSampleDims(g, n.outputs[0], &out) || !PerSampleDims(g, n.inputs[static_cast<size_t>(wi)], &w)) return 0;
     if (out.size() < 2 || w.size() < 2) return 0;
-    // Each output element needs Cin/group * prod(kernel) MACs; w is [Cout, Cin/group, k...].
-    return Prod(out, 1, out.size()) * Prod(w, 1, w.size());
+    // Each output element needs Cin/group * prod(kernel) MACs; w is [Cout, Cin/group, k...]. The
+    // channel count is the weight's: dims observed before a pass pruned channels are stale.
+    return w[0] * Prod(out, 2, out.size()) * Prod(w, 1, w.size());
   }
   if (op == "Gemm") {
     if (n.inputs.size() < 2 || !PerSampleDims(g, n.inputs[1], &w) || w.size() != 2) return 0;
     if (!PerSampleDims(g, n.outputs[0], &out) || out.size() != 2) return 0;
-    // Per sample: K * N, with K read from B (transB decides which side).
-    int64_t k = n.attrs.GetInt("transB", 0) ? w[1] : w[0];
-    return k * out[1];
+    // Per sample: K * N, both read from B (transB decides which side is which).
+    const bool tb = n.attrs.GetInt("transB", 0) != 0;
+    return (tb ? w[1] : w[0]) * (tb ? w[0] : w[1]);
   }
   if (op == "MatMul" || op == "MatMulInteger" || op == "QLinearMatMul") {
     int ai = 0, bi = op == "QLinearMatMul" ? 3 : 1;
     if (n.inputs.size() <= static_cast<size_t>(bi)) return 0;
     if (!PerSampleDims(g, n.inputs[static_cast<size_t>(ai)], &a) || !PerSampleDims(g, n.inputs[static_cast<size_t>(bi)], &w)) return 0;
     if (!PerSampleDims(g, n.outputs[0], &out) || out.empty() || a.empty()) return 0;
-    // Output elements times the contracted dimension.
+    // A constant 2-D weight: rows of A times K * N from the weight (observed dims of A and the
+    // output are stale once a pass changed K or N). Otherwise output elements times A's K.
+    if (g.value(n.inputs[static_cast<size_t>(bi)]).initializer && w.size() == 2)
+      return Prod(a, 0, a.size() - 1) * w[0] * w[1];
     return Prod(out, 0, out.size()) * a.back();
   }
   return 0;

@@ -197,7 +197,13 @@ TEST(PruneHeads, HuggingFaceBertLosesHalfItsHeadsExactly) {
   auto r = testing::RunPass(g, "prune", "ratio=0,heads=0.5,compensate=0");
   ASSERT_TRUE(r.ok()) << r.status().message();
   int pruned = 0;
-  for (const LayerReport& l : r->layers) pruned += l.detail.rfind("kept 2 of 4 attention heads", 0) == 0;
+  for (const LayerReport& l : r->layers) {
+    pruned += l.detail.rfind("kept 2 of 4 attention heads", 0) == 0;
+    // Per-layer MACs from the weights, not from the dims observed before the pass.
+    if (l.node.find("/query/") != std::string::npos || l.node.find("attention/output/dense") != std::string::npos) {
+      EXPECT_EQ(l.macs_after * 2, l.macs_before) << l.node;
+    }
+  }
   EXPECT_EQ(pruned, 6);  // Q, K and V of both layers
   Graph ref = original;
   int projections = 0;
