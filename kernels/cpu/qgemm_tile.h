@@ -92,6 +92,21 @@ void ForImageBlocks(int64_t batch, int threads, const Body& body) {
   });
 }
 
+// The byte kernel's AVX-512 VNNI tile (qgemm8_avx512vnni.cc): tile[rows][np * 16] = rows (<= kMr)
+// of A (4-byte quads, row stride lda) times np (1 or 2) B panels panel_stride bytes apart, over
+// kquads quads; a_unsigned: A holds the unsigned operand (activations), else B does. Call only
+// where Q8Avx512Vnni() says so.
+namespace qgemm8_avx512vnni {
+constexpr int64_t kMr = 8, kNr = 32;
+void Tile(int rows, int np, bool a_unsigned, const uint8_t* ap, int64_t lda, const uint8_t* bp, int64_t panel_stride,
+          int64_t kquads, int32_t* tile, int64_t ldt);
+}  // namespace qgemm8_avx512vnni
+// Whether QGemmPacked8 runs that tile: the CPU has AVX512-VNNI and WHITTLE_ISA does not cap it
+// below AVX-512; SetQ8Avx512Vnni (tests) turns it off (0), on where supported (1) or back to
+// that default (-1).
+bool Q8Avx512Vnni();
+void SetQ8Avx512Vnni(int use);
+
 // Column panels per work item at most (the strip is kMr x kTileChunkPanels * kNr int32).
 constexpr int64_t kTileChunkPanels = 16;
 

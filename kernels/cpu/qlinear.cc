@@ -159,7 +159,11 @@ Status QGemm(const QGemmCall& c, int threads) {
   const QMatrix& am = c.a;
   const QMatrix& bm = c.b;
   const int64_t rows = c.rows, N = c.N, K = c.K;
-  if (PreferOneDnnQGemm(am, bm, rows, N, K)) {
+  const bool bytes = weights && weights->b8 && c.a.zero_point->size() == 1 && AllowQ8Kernel();
+  // With its AVX-512 VNNI tile the byte kernel beats oneDNN's int8 GEMM on every shape
+  // tests/bench/qgemm_bench.cc times (1.7-8x: the per-call packing of dnnl_gemm_u8s8s32).
+  const bool wide_bytes = bytes && qgemm_internal::Q8Avx512Vnni() && DefaultQGemmBackend() == QGemmBackend::kAuto;
+  if (!wide_bytes && PreferOneDnnQGemm(am, bm, rows, N, K)) {
     std::vector<int32_t> acc(static_cast<size_t>(rows * N));
     const int onednn_threads = rows * N * K >= (int64_t{1} << 21) ? threads : 1;  // as in ConvOneDnn
     if (QGemmAccOneDnn(am, bm, rows, N, K, acc.data(), onednn_threads)) {
@@ -167,7 +171,7 @@ Status QGemm(const QGemmCall& c, int threads) {
       return Status::Ok();
     }
   }
-  if (weights && weights->b8 && c.a.zero_point->size() == 1 && AllowQ8Kernel()) {
+  if (bytes) {
     // The byte kernel: activations as unsigned bytes (int8 shifted by 128), weights as packed.
     const bool s8 = c.a.dtype == DType::kInt8;
     QPacked8 pa;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/cpu/qgemm.h"
+#include "kernels/cpu/qgemm_tile.h"
 #include "kernels/reference/qlinear.h"
 #include "tests/util/test_util.h"
 
@@ -55,6 +56,17 @@ const char* BackendName(QGemmBackend b) {
 struct ScopedBackend {
   explicit ScopedBackend(QGemmBackend b) { SetQGemmBackend(b); }
   ~ScopedBackend() { SetQGemmBackend(QGemmBackend::kAuto); }
+};
+
+// The byte kernel's tiles to check: the AVX-512 VNNI one where the CPU has it (the default there),
+// and the 4 x 16 one the other CPUs run.
+std::vector<int> ByteTilesToCheck() {
+  if (qgemm_internal::Q8Avx512Vnni()) return {-1, 0};
+  return {-1};
+}
+struct ScopedByteTile {
+  explicit ScopedByteTile(int use) { qgemm_internal::SetQ8Avx512Vnni(use); }
+  ~ScopedByteTile() { qgemm_internal::SetQ8Avx512Vnni(-1); }
 };
 
 Tensor RandomBytes(DType dt, const Dims& dims, uint32_t seed) {
@@ -221,9 +233,11 @@ std::vector<Quant> QuantVariants() {
 TEST(QLinearKernelsTest, QGemmCpuMatchesReference) {
   const std::vector<std::vector<int64_t>> shapes = {{1, 1, 1}, {5, 7, 3}, {17, 33, 19}, {64, 784, 32}, {64, 72, 128},
                                                     {3, 128, 10}, {9, 1, 40}, {4, 16, 16}};
+  for (int tile : ByteTilesToCheck())
   for (QGemmBackend backend : BackendsToCheck()) {
+  ScopedByteTile wide(tile);
   ScopedBackend use(backend);
-  SCOPED_TRACE(BackendName(backend));
+  SCOPED_TRACE(std::string(BackendName(backend)) + (tile == 0 ? ", 4x16 byte tile" : ""));
   uint32_t seed = 1;
   for (const Quant& q : QuantVariants()) {
     for (const auto& s : shapes) {
@@ -318,9 +332,11 @@ TEST(QLinearKernelsTest, QConvCpuMatchesReference) {
       {{2, 1, 12, 11}, {8, 1, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1},
       {{1, 16, 28, 28}, {32, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
   };
+  for (int tile : ByteTilesToCheck())
   for (QGemmBackend backend : BackendsToCheck()) {
+  ScopedByteTile wide(tile);
   ScopedBackend use(backend);
-  SCOPED_TRACE(BackendName(backend));
+  SCOPED_TRACE(std::string(BackendName(backend)) + (tile == 0 ? ", 4x16 byte tile" : ""));
   uint32_t seed = 100;
   for (const Quant& q : QuantVariants()) {
     for (const ConvCase& c : cases) {
