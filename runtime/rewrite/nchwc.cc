@@ -1,5 +1,6 @@
 #include "runtime/rewrite/nchwc.h"
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <set>
@@ -23,7 +24,7 @@ int64_t Channels(const Graph& g, int v) {
 
 class Converter {
  public:
-  // skip: indices of Conv nodes to leave alone.
+  // skip: indices of Conv (and BatchNormalization) nodes to leave alone.
   Converter(Graph& g, int block, std::set<int> skip) : g_(g), block_(block), skip_(std::move(skip)) {}
 
   // Original index of each converted Conv, by the index of the NchwcConv that replaced it.
@@ -33,8 +34,14 @@ class Converter {
     WH_ASSIGN_OR_RETURN(std::vector<int> order, g_.TopologicalOrder());
     for (int ni : order) {
       const Node n = g_.nodes()[static_cast<size_t>(ni)];  // a copy: AddNode may reallocate
-      if ((rewrite::IsOp(n, "Conv") || (n.domain == kWhittleDomain && n.op_type == "BinaryConv")) && skip_.count(ni))
+      if ((rewrite::IsOp(n, "Conv") || rewrite::IsOp(n, "BatchNormalization") ||
+           (n.domain == kWhittleDomain && n.op_type == "BinaryConv")) &&
+          skip_.count(ni))
         continue;
+      if (absorbed_.count(ni)) {  // a Relu an earlier conversion took in
+        dead_.insert(ni);
+        continue;
+      }
       current_ = ni;
       if (TryConvert(n)) dead_.insert(ni);
     }
@@ -114,6 +121,8 @@ class Converter {
     if (rewrite::IsOp(n, "Conv")) return ConvertConv(n, y);
     if (n.domain == kWhittleDomain && n.op_type == "BinaryConv") return ConvertBinaryConv(n, y);
     if (IsBinaryElementwise(n)) return ConvertBinaryElementwise(n, y);
+    if (rewrite::IsOp(n, "Concat")) return ConvertConcat(n, y);
+    if (rewrite::IsOp(n, "BatchNormalization")) return ConvertBatchNorm(n, y);
     if (!IsBlocked(rewrite::InputAt(n, 0))) return false;
     const int x = n.inputs[0];
     if (rewrite::IsOp(n, "MaxPool") || rewrite::IsOp(n, "AveragePool") || rewrite::IsOp(n, "GlobalMaxPool") ||
@@ -179,6 +188,75 @@ class Converter {
     produced_here_.insert(y);
     Add(std::move(a));
     return true;
+  }
+
+  // Concat along the channels (Inception's and SqueezeNet's branches, DenseNet's growing feature
+  // map) with a blocked input: every input goes blocked and the blocked tensors are concatenated
+  // along their block axis, [N, C/b, H, W, b] on axis 1 (whole blocks, as every channel count is a
+  // multiple of b) or NHWC's [N, 1, H, W, C] on axis 4, by the plain Concat kernel.
+  bool ConvertConcat(const Node& n, int y) {
+    const Value& yv = g_.value(y);
+    if (!yv.shape || yv.shape->size() != 4) return false;
+    int64_t axis = n.attrs.GetInt("axis", 1);
+    if (axis < 0) axis += 4;
+    if (axis != 1 || n.inputs.empty()) return false;
+    bool any_blocked = false;
+    int64_t total = 0;
+    for (int v : n.inputs) {
+      if (v < 0 || (!IsBlocked(v) && !Blockable(v))) return false;
+      any_blocked |= IsBlocked(v);
+      total += IsBlocked(v) ? channels_.at(v) : Channels(g_, v);
+    }
+    if (!any_blocked || Channels(g_, y) != total) return false;
+    Node c = n;
+    for (int& v : c.inputs) v = BlockedOf(v);
+    c.attrs.Set("axis", Attribute::Int(block_ ? 1 : 4));
+    c.outputs = {NewValue(y, total)};
+    produced_here_.insert(y);
+    Add(std::move(c));
+    return true;
+  }
+
+  // An inference BatchNormalization on blocked data that no conv before it could absorb (DenseNet's
+  // and pre-activation ResNets' BN -> Relu -> Conv on a concatenation or a residual sum) is a
+  // depthwise 1x1 convolution with weight scale / sqrt(var + eps) and bias B - mean * weight: it
+  // stays in the region, with a Relu right after it as its post-op, instead of two reorders.
+  bool ConvertBatchNorm(const Node& n, int y) {
+    const int x = rewrite::InputAt(n, 0);
+    if (!IsBlocked(x) || n.inputs.size() != 5 || n.attrs.GetInt("training_mode", 0) != 0) return false;
+    const Tensor* p[4];
+    for (int i = 0; i < 4; ++i) {
+      p[i] = rewrite::ConstInput(g_, n, static_cast<size_t>(i + 1));
+      if (!p[i] || p[i]->dtype() != DType::kFloat32 || p[i]->numel() != channels_.at(x)) return false;
+    }
+    const int64_t c = channels_.at(x);
+    const float eps = n.attrs.GetFloat("epsilon", 1e-5f);
+    Tensor w(DType::kFloat32, {c, 1, 1, 1}), bias(DType::kFloat32, {c});
+    for (int64_t k = 0; k < c; ++k) {
+      const float a = p[0]->data<float>()[k] / std::sqrt(p[3]->data<float>()[k] + eps);
+      w.data<float>()[k] = a;
+      bias.data<float>()[k] = p[1]->data<float>()[k] - p[2]->data<float>()[k] * a;
+    }
+    Node conv;
+    conv.name = n.name;
+    conv.op_type = "Conv";
+    conv.attrs.Set("kernel_shape", Attribute::Ints({1, 1}));
+    conv.attrs.Set("group", Attribute::Int(c));
+    // A sole Relu reader becomes the conv's activation (its node goes with the BatchNormalization).
+    int out = y;
+    const std::vector<int> readers = g_.Consumers(y);
+    if (readers.size() == 1 && !g_.IsGraphOutput(y)) {
+      const Node& r = g_.nodes()[static_cast<size_t>(readers[0])];
+      if (rewrite::IsOp(r, "Relu") && r.outputs.size() == 1 && r.outputs[0] >= 0) {
+        conv.attrs.Set("_activation", Attribute::String("Relu"));
+        out = r.outputs[0];
+        absorbed_.insert(readers[0]);
+      }
+    }
+    conv.inputs = {x, -1, g_.AddInitializer(g_.UniqueName(n.name + "_bias_folded"), std::move(bias))};
+    if (ConvertConv(conv, out, &w)) return true;
+    if (out != y) absorbed_.erase(readers[0]);
+    return false;
   }
 
   // An ai.whittle BinaryConv with float activations is the Conv of weight sign * alpha
@@ -265,6 +343,7 @@ class Converter {
   std::map<int, int64_t> channels_;  // plain value -> its channel count
   std::set<int> produced_here_;      // plain values whose producer was converted
   std::set<int> dead_, added_;
+  std::set<int> absorbed_;           // Relu nodes a converted BatchNormalization took in
 };
 
 }  // namespace

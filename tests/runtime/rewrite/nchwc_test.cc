@@ -357,6 +357,72 @@ TEST(Nchwc, SiluAndSqueezeExcitationStayInTheRegion) {
   }
 }
 
+// Two DenseNet layers as torchvision exports them, with an Inception-style branch join: x [N, 16,
+// 8, 8] -> Conv+Relu -> f0; BN -> Relu -> Conv 1x1 (16->32) -> BN -> Relu -> Conv 3x3 (32->16) ->
+// Concat(f0, new) [N, 32] -> BN -> Relu -> Conv 1x1 (32->16) -> Concat(that, its input, axis -3)
+// -> y [N, 48, 8, 8]. The BatchNormalizations after the Concats (pre-activation: no conv before
+// them to fold into) and the Concats themselves stay in the region.
+Graph DenseBlock() {
+  auto bn = [](GraphBuilder& b, const std::string& p, int64_t c, uint32_t seed) {
+    b.Init(p + "_s", RandomFloat({c}, seed, 0.5f, 1.5f))
+        .Init(p + "_b", RandomFloat({c}, seed + 1))
+        .Init(p + "_m", RandomFloat({c}, seed + 2))
+        .Init(p + "_v", RandomFloat({c}, seed + 3, 0.5f, 2.f));
+  };
+  GraphBuilder b(17);
+  b.Input("x", DType::kFloat32, {Dim::Symbol("batch"), 16, 8, 8})
+      .Init("w0", RandomFloat({16, 16, 3, 3}, 1, -0.3f, 0.3f))
+      .Init("w1", RandomFloat({32, 16, 1, 1}, 2, -0.4f, 0.4f))
+      .Init("w2", RandomFloat({16, 32, 3, 3}, 3, -0.2f, 0.2f))
+      .Init("w3", RandomFloat({16, 32, 1, 1}, 4, -0.3f, 0.3f));
+  bn(b, "n1", 16, 10);
+  bn(b, "n2", 32, 20);
+  bn(b, "n3", 32, 30);
+  const auto pads1 = Attribute::Ints({1, 1, 1, 1});
+  return b.Op("Conv", {"x", "w0"}, {"c0"}, A({{"pads", pads1}}))
+      .Op("Relu", {"c0"}, {"f0"})
+      .Op("BatchNormalization", {"f0", "n1_s", "n1_b", "n1_m", "n1_v"}, {"t1"})
+      .Op("Relu", {"t1"}, {"u1"})
+      .Op("Conv", {"u1", "w1"}, {"c1"})
+      .Op("BatchNormalization", {"c1", "n2_s", "n2_b", "n2_m", "n2_v"}, {"t2"})
+      .Op("Relu", {"t2"}, {"u2"})
+      .Op("Conv", {"u2", "w2"}, {"c2"}, A({{"pads", pads1}}))
+      .Op("Concat", {"f0", "c2"}, {"k1"}, A({{"axis", Attribute::Int(1)}}))
+      .Op("BatchNormalization", {"k1", "n3_s", "n3_b", "n3_m", "n3_v"}, {"t3"})
+      .Op("Relu", {"t3"}, {"u3"})
+      .Op("Conv", {"u3", "w3"}, {"c3"})
+      .Op("Concat", {"c3", "k1"}, {"y"}, A({{"axis", Attribute::Int(-3)}}))
+      .Output("y")
+      .Build();
+}
+
+TEST(Nchwc, DenseBlocksConcatenateAndNormalizeOnBlockedData) {
+  const Tensor x = RandomFloat({2, 16, 8, 8}, 23, -1.f, 1.f);
+  SessionOptions ref;
+  ref.backend = Backend::kReference;
+  ref.optimize = false;
+  const std::vector<Tensor> want = RunGraph(DenseBlock(), ref, x);
+  for (int block : {0, 8, 16}) {
+    SCOPED_TRACE("block " + std::to_string(block));
+    Graph g = DenseBlock();
+    auto r = Rewrite(g, block);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    // Four convs and the two pre-activation BatchNormalizations (depthwise 1x1 convs with their
+    // Relus); the BN after the 1x1 conv folded into it.
+    EXPECT_EQ(testing::CountOps(g, "NchwcConv"), 6);
+    EXPECT_EQ(testing::CountOps(g, "BatchNormalization"), 0);
+    EXPECT_EQ(testing::CountOps(g, "Relu"), 0);
+    EXPECT_EQ(testing::CountOps(g, "ToNchwc"), 1);    // x
+    EXPECT_EQ(testing::CountOps(g, "FromNchwc"), 1);  // y
+    for (const Node& n : g.nodes()) {
+      if (n.op_type == "Concat") {
+        EXPECT_EQ(g.value(n.outputs[0]).shape->size(), 5u) << "the Concats are blocked";
+      }
+    }
+    ExpectCloseOnEveryBackend(g, x, want);
+  }
+}
+
 // A binarized CNN as compress-model --binarize writes it: stem Conv -> Relu -> MaxPool ->
 // ai.whittle BinaryConv (16 -> 16, 3x3, bias) -> Relu -> MaxPool -> y. With float activations the
 // BinaryConv becomes an NchwcConv on its decoded weight, both Relus are fused, and the outputs
