@@ -66,6 +66,51 @@ StatusOr<std::unique_ptr<OpKernel>> MakeFromNchwc(const KernelInit& init) {
   });
 }
 
+// The first tap k of a window starting at `start` (stride d between taps) inside [0, in), and
+// one past its last, clipped to [0, taps).
+inline void TapRange(int64_t start, int64_t d, int64_t taps, int64_t in, int64_t* lo, int64_t* hi) {
+  auto ceil_div = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
+  *lo = std::max<int64_t>(0, ceil_div(-start, d));
+  *hi = std::min<int64_t>(taps, ceil_div(in - start, d));
+}
+
+// Every output of a max (kMax) or average pool window: the taps inside the input found once per
+// row and column, then B lanes per tap with the operation fixed at compile time (GoogLeNet's
+// 3x3 stride-1 max pools spent their time on a per-tap bounds check and operation choice).
+template <int kB, bool kMax>
+void PoolWindows(const WindowGeometry& g, bool count_pad, const float* x, float* y, int64_t b, float* acc) {
+  const int64_t B = kB ? kB : b;
+  for (int64_t oh = 0; oh < g.out[0]; ++oh) {
+    const int64_t h0 = oh * g.stride[0] - g.pad_begin[0];
+    int64_t kh0, kh1;
+    TapRange(h0, g.dilation[0], g.kernel[0], g.in[0], &kh0, &kh1);
+    for (int64_t ow = 0; ow < g.out[1]; ++ow) {
+      const int64_t w0 = ow * g.stride[1] - g.pad_begin[1];
+      int64_t kw0, kw1;
+      TapRange(w0, g.dilation[1], g.kernel[1], g.in[1], &kw0, &kw1);
+      for (int64_t j = 0; j < B; ++j) acc[j] = kMax ? -std::numeric_limits<float>::infinity() : 0.f;
+      for (int64_t kh = kh0; kh < kh1; ++kh) {
+        const int64_t row = (h0 + kh * g.dilation[0]) * g.in[1] + w0;  // may be before the row: w0 < 0
+        for (int64_t kw = kw0; kw < kw1; ++kw) {
+          const float* v = x + (row + kw * g.dilation[1]) * B;
+          for (int64_t j = 0; j < B; ++j) acc[j] = kMax ? std::max(acc[j], v[j]) : acc[j] + v[j];
+        }
+      }
+      float* out = y + (oh * g.out[1] + ow) * B;
+      if constexpr (kMax) {
+        for (int64_t j = 0; j < B; ++j) out[j] = acc[j];
+      } else {
+        // count_include_pad counts the padded taps inside the padded input (ONNX AveragePool).
+        int64_t count = std::max<int64_t>(kh1 - kh0, 0) * std::max<int64_t>(kw1 - kw0, 0);
+        if (count_pad)
+          count = TapsIn(h0, g.kernel[0], g.dilation[0], -g.pad_begin[0], g.in[0] + g.pad_end[0]) *
+                  TapsIn(w0, g.kernel[1], g.dilation[1], -g.pad_begin[1], g.in[1] + g.pad_end[1]);
+        for (int64_t j = 0; j < B; ++j) out[j] = acc[j] / static_cast<float>(std::max<int64_t>(count, 1));
+      }
+    }
+  }
+}
+
 // Pools over each [H, W, b] plane of a blocked tensor, b lanes at a time (B: b fixed at compile
 // time, 0: any b, as NHWC's one block of all channels).
 template <int kB>
@@ -98,36 +143,8 @@ void PoolPlane(const std::string& pool, const WindowGeometry& g, bool count_pad,
     }
     return;
   }
-  for (int64_t oh = 0; oh < g.out[0]; ++oh) {
-    for (int64_t ow = 0; ow < g.out[1]; ++ow) {
-      for (int64_t j = 0; j < B; ++j) acc[j] = max ? -std::numeric_limits<float>::infinity() : 0.f;
-      int64_t taps = 0;
-      for (int64_t kh = 0; kh < g.kernel[0]; ++kh) {
-        const int64_t ih = oh * g.stride[0] - g.pad_begin[0] + kh * g.dilation[0];
-        if (ih < 0 || ih >= g.in[0]) continue;
-        for (int64_t kw = 0; kw < g.kernel[1]; ++kw) {
-          const int64_t iw = ow * g.stride[1] - g.pad_begin[1] + kw * g.dilation[1];
-          if (iw < 0 || iw >= g.in[1]) continue;
-          const float* v = x + (ih * g.in[1] + iw) * B;
-          for (int64_t j = 0; j < B; ++j) acc[j] = max ? std::max(acc[j], v[j]) : acc[j] + v[j];
-          ++taps;
-        }
-      }
-      float* out = y + (oh * g.out[1] + ow) * B;
-      if (max) {
-        for (int64_t j = 0; j < B; ++j) out[j] = acc[j];
-      } else {
-        // count_include_pad counts the padded taps inside the padded input (ONNX AveragePool).
-        int64_t count = taps;
-        if (count_pad) {
-          const int64_t h0 = oh * g.stride[0] - g.pad_begin[0], w0 = ow * g.stride[1] - g.pad_begin[1];
-          count = TapsIn(h0, g.kernel[0], g.dilation[0], -g.pad_begin[0], g.in[0] + g.pad_end[0]) *
-                  TapsIn(w0, g.kernel[1], g.dilation[1], -g.pad_begin[1], g.in[1] + g.pad_end[1]);
-        }
-        for (int64_t j = 0; j < B; ++j) out[j] = acc[j] / static_cast<float>(std::max<int64_t>(count, 1));
-      }
-    }
-  }
+  if (max) PoolWindows<kB, true>(g, count_pad, x, y, B, acc);
+  else PoolWindows<kB, false>(g, count_pad, x, y, B, acc);
 }
 
 StatusOr<std::unique_ptr<OpKernel>> MakeNchwcPool(const KernelInit& init) {

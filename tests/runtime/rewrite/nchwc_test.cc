@@ -423,6 +423,54 @@ TEST(Nchwc, DenseBlocksConcatenateAndNormalizeOnBlockedData) {
   }
 }
 
+// Pool windows on blocked data against the reference NCHW pools: max and average (with and
+// without count_include_pad), strides 1 and 2, uneven pads, dilation, ceil_mode, between two
+// convs (so that the pool is inside a region), for every block.
+TEST(Nchwc, PoolWindowsMatchThePlainPools) {
+  struct Case {
+    std::string op;
+    std::vector<int64_t> kernel, strides, pads, dilations;
+    int64_t ceil = 0, count_pad = 0;
+  };
+  const std::vector<Case> cases = {
+      {"MaxPool", {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}},          // GoogLeNet's branch pool
+      {"MaxPool", {3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1},       // its stem pool, ceil_mode
+      {"MaxPool", {3, 2}, {2, 1}, {1, 0, 2, 1}, {2, 1}},          // uneven pads, dilation
+      {"AveragePool", {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 0, 0},
+      {"AveragePool", {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1, 1},
+  };
+  for (const Case& c : cases) {
+    AttributeMap pa = A({{"kernel_shape", Attribute::Ints(c.kernel)}, {"strides", Attribute::Ints(c.strides)},
+                         {"pads", Attribute::Ints(c.pads)}, {"ceil_mode", Attribute::Int(c.ceil)}});
+    if (c.op == "MaxPool") pa.Set("dilations", Attribute::Ints(c.dilations));
+    else pa.Set("count_include_pad", Attribute::Int(c.count_pad));
+    auto build = [&] {
+      return GraphBuilder(17)
+          .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 16, 9, 11})
+          .Init("w0", RandomFloat({16, 16, 3, 3}, 1, -0.3f, 0.3f))
+          .Init("w1", RandomFloat({16, 16, 1, 1}, 2, -0.3f, 0.3f))
+          .Op("Conv", {"x", "w0"}, {"c0"}, A({{"pads", Attribute::Ints({1, 1, 1, 1})}}))
+          .Op(c.op, {"c0"}, {"p"}, pa)
+          .Op("Conv", {"p", "w1"}, {"y"})
+          .Output("y")
+          .Build();
+    };
+    const Tensor x = RandomFloat({2, 16, 9, 11}, 24, -1.f, 1.f);
+    SessionOptions ref;
+    ref.backend = Backend::kReference;
+    ref.optimize = false;
+    const std::vector<Tensor> want = RunGraph(build(), ref, x);
+    for (int block : {0, 8, 16}) {
+      SCOPED_TRACE(c.op + " case, block " + std::to_string(block));
+      Graph g = build();
+      auto r = Rewrite(g, block);
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      ASSERT_EQ(testing::CountOps(g, "NchwcPool"), 1);
+      ExpectCloseOnEveryBackend(g, x, want);
+    }
+  }
+}
+
 // A binarized CNN as compress-model --binarize writes it: stem Conv -> Relu -> MaxPool ->
 // ai.whittle BinaryConv (16 -> 16, 3x3, bias) -> Relu -> MaxPool -> y. With float activations the
 // BinaryConv becomes an NchwcConv on its decoded weight, both Relus are fused, and the outputs
