@@ -249,6 +249,7 @@ void QConvNhwc(const ConvShape& s, const QConvNhwcWeights& w, const void* x, DTy
   const int64_t ncp = (M + kQ8Nr - 1) / kQ8Nr, chunk_panels = std::min<int64_t>(ncp, kTileChunkPanels);
   const int64_t nchunks = (ncp + chunk_panels - 1) / chunk_panels;
   const int64_t band_rows = pool ? kph : std::max<int64_t>(1, 64 / OW);
+  const bool wide = Q8Avx512Vnni();
   const int64_t bands = pool ? PH : (OH + band_rows - 1) / band_rows;
   auto Bands = [&](const uint8_t* xp, char* ytp, int threads_in) {
     ParallelFor(bands * nchunks, threads_in, [&](int64_t t) {
@@ -257,9 +258,17 @@ void QConvNhwc(const ConvShape& s, const QConvNhwcWeights& w, const void* x, DTy
       const int64_t p0 = bi * band_rows * OW, band = std::min(band_rows * OW, P - p0);
       thread_local std::vector<int32_t> strip, pooled;
       strip.resize(static_cast<size_t>(band * ldt));
-      for (int64_t cp = cp0; cp < cp1; ++cp)
-        ConvBand(band, xp, pos_off.data() + p0, seg_off.data(), segments, seg_quads,
-                 b.data.data() + cp * kQ8Nr * b.Kq, strip.data() + (cp - cp0) * kQ8Nr, ldt);
+      if (wide) {  // 8 positions x two panels per tile (qgemm8_avx512vnni.cc)
+        for (int64_t cp = cp0; cp < cp1; cp += 2)
+          qgemm8_avx512vnni::ConvBand(band, xp, pos_off.data() + p0, seg_off.data(), segments, seg_quads,
+                                      b.data.data() + cp * kQ8Nr * b.Kq, kQ8Nr * b.Kq,
+                                      static_cast<int>(std::min<int64_t>(2, cp1 - cp)),
+                                      strip.data() + (cp - cp0) * kQ8Nr, ldt);
+      } else {
+        for (int64_t cp = cp0; cp < cp1; ++cp)
+          ConvBand(band, xp, pos_off.data() + p0, seg_off.data(), segments, seg_quads,
+                   b.data.data() + cp * kQ8Nr * b.Kq, strip.data() + (cp - cp0) * kQ8Nr, ldt);
+      }
       if (!pool) {
         EpilogueRows(e, strip.data(), ldt, band, nc, p0, c0, ytp + static_cast<size_t>(p0 * M + c0) * es, M);
         return;

@@ -100,6 +100,11 @@ namespace qgemm8_avx512vnni {
 constexpr int64_t kMr = 8, kNr = 32;
 void Tile(int rows, int np, bool a_unsigned, const uint8_t* ap, int64_t lda, const uint8_t* bp, int64_t panel_stride,
           int64_t kquads, int32_t* tile, int64_t ldt);
+// The implicit-GEMM conv's band (qconv_nhwc.cc): `rows` output positions (their first bytes at
+// xp + pos[i], unsigned) x np panels, tiles of 8 positions, each position's K bytes in
+// `segments` runs of seg_quads quads at seg_off[s] from its first byte.
+void ConvBand(int64_t rows, const uint8_t* xp, const int64_t* pos, const int64_t* seg_off, int64_t segments,
+              int64_t seg_quads, const uint8_t* bp, int64_t panel_stride, int np, int32_t* out, int64_t ldt);
 }  // namespace qgemm8_avx512vnni
 // Whether QGemmPacked8 runs that tile: the CPU has AVX512-VNNI and WHITTLE_ISA does not cap it
 // below AVX-512; SetQ8Avx512Vnni (tests) turns it off (0), on where supported (1) or back to
