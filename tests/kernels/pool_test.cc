@@ -189,6 +189,9 @@ TEST(PoolCpu, EightBitMaxPoolMatchesReference) {
       {{2, 3, 130, 131}, Attrs({{"kernel_shape", Attribute::Ints({2, 2})}, {"strides", Attribute::Ints({2, 2})}})},
       {{2, 3, 9, 7}, Attrs({{"kernel_shape", Attribute::Ints({3, 3})}, {"pads", Attribute::Ints({1, 1, 1, 1})},
                             {"strides", Attribute::Ints({2, 2})}})},
+      // ResNet's stem pool (3x3, stride 2, pad 1) on long rows: the stride-2 loop.
+      {{1, 4, 112, 111}, Attrs({{"kernel_shape", Attribute::Ints({3, 3})}, {"pads", Attribute::Ints({1, 1, 1, 1})},
+                                {"strides", Attribute::Ints({2, 2})}})},
       {{1, 2, 10, 11}, Attrs({{"kernel_shape", Attribute::Ints({3, 2})}, {"dilations", Attribute::Ints({2, 3})},
                               {"pads", Attribute::Ints({2, 0, 1, 3})}})},
       {{2, 3, 17}, Attrs({{"kernel_shape", Attribute::Ints({4})}, {"strides", Attribute::Ints({3})},
