@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -39,6 +40,94 @@ std::shared_ptr<const std::vector<QPackedA>> PackInt16ConvWeights(const Tensor& 
     QPackA(a, mg, kg, &(*out)[static_cast<size_t>(g)]);
   }
   return out;
+}
+
+// Whether c is a depthwise 2-D convolution (group = C = M: MobileNet's 3x3 and 5x5) with
+// symmetric int8 weights, which DepthwiseBytes computes.
+bool DepthwiseEligible(const QConvCall& c) {
+  const ConvShape& s = *c.shape;
+  if (s.geo.spatial != 2 || s.group < 2 || s.group != s.in_channels || s.group != s.out_channels) return false;
+  if (c.w->dtype() != DType::kInt8 || c.w->rank() != 4 || c.w->dim(1) != 1) return false;
+  for (int32_t z : *c.w_zp)
+    if (z != 0) return false;
+  return c.x->dtype() == DType::kUInt8 || c.x->dtype() == DType::kInt8;
+}
+
+// a[i] += src[i] * w for i < n (int32 sums of unsigned bytes; restrict parameters, so that GCC
+// vectorizes it: on restrict locals inside a lambda it did not).
+void MacRow(int32_t* __restrict a, const uint8_t* __restrict src, int32_t w, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) a[i] += static_cast<int32_t>(src[i]) * w;
+}
+
+// dst[i] = src[i * stride] ^ flip for i < n.
+void FlipRow(uint8_t* __restrict dst, const uint8_t* __restrict src, int64_t stride, uint8_t flip, int64_t n) {
+  if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i] ^ flip;
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i * stride] ^ flip;
+  }
+}
+
+// Depthwise int8 convolution, per image and channel: the zero-point-padded plane (int8 inputs
+// shifted to unsigned), then int32 sums of x * w along each output row, tap by tap, vectorized
+// along the row (taps in the padding read the zero point, which the -zx * sum(w) fold into the
+// bias cancels), and the shared epilogue. Through the byte kernel each channel had been a GEMM of
+// one row: the depthwise convs were three quarters of an int8 MobileNetV2.
+Status DepthwiseBytes(const QConvCall& c, const ConvShape& s, const Tensor& x, Tensor& y, int threads) {
+  const WindowGeometry& g = s.geo;
+  const int64_t C = s.in_channels, IH = g.in[0], IW = g.in[1], OH = g.out[0], OW = g.out[1], P = OH * OW;
+  const int64_t kh = g.kernel[0], kw = g.kernel[1], sh = g.stride[0], sw = g.stride[1];
+  const int64_t dh = g.dilation[0], dw = g.dilation[1], ph = g.pad_begin[0], pw = g.pad_begin[1];
+  const int64_t Hp = IH + ph + g.pad_end[0], Wp = IW + pw + g.pad_end[1];
+  const bool s8 = x.dtype() == DType::kInt8;
+  const uint8_t flip = s8 ? 0x80 : 0;
+  const int32_t zx = c.x_zp + (s8 ? 128 : 0);  // the unsigned bytes' zero point, 0..255
+  const int8_t* w = static_cast<const int8_t*>(c.w->raw_data());
+  qgemm_internal::Epilogue e = qgemm_internal::MakeEpilogue(*c.out, true, 0, C, P);
+  for (int64_t ch = 0; ch < C; ++ch) {
+    int32_t sum = 0;
+    for (int64_t t = 0; t < kh * kw; ++t) sum += w[ch * kh * kw + t];
+    e.bias[static_cast<size_t>(ch)] = static_cast<int32_t>(static_cast<uint32_t>(e.bias[static_cast<size_t>(ch)]) -
+                                                           static_cast<uint32_t>(zx) * static_cast<uint32_t>(sum));
+  }
+  const size_t es = qgemm_internal::OutElemSize(y.dtype());
+  const uint8_t* xs = static_cast<const uint8_t*>(x.raw_data());
+  char* ys = static_cast<char*>(y.raw_data());
+  // The padded plane is kept as sh x sw phase planes (phase (a, b) holds padded rows a, a + sh, ...
+  // and columns b, b + sw, ...), and the sums are taken at the phase planes' pitch Wq: every tap of
+  // a strided conv is then one contiguous run over the whole output, (OH - 1) * Wq + OW long,
+  // which vectorizes (row by row, the 5- to 40-wide rows of MobileNet were mostly loop tails).
+  const int64_t Hq = (Hp + sh - 1) / sh, Wq = (Wp + sw - 1) / sw, run = (OH - 1) * Wq + OW;
+  ParallelFor(s.batch * C, s.batch * C * P * kh * kw >= (1 << 16) ? threads : 1, [&](int64_t t) {
+    const int64_t ch = t % C;
+    thread_local std::vector<uint8_t> planes;
+    thread_local std::vector<int32_t> acc;
+    planes.assign(static_cast<size_t>(sh * sw * Hq * Wq), static_cast<uint8_t>(zx));
+    acc.assign(static_cast<size_t>(OH * Wq), 0);
+    uint8_t* q0 = planes.data();
+    const uint8_t* xi = xs + t * IH * IW;
+    for (int64_t ih = 0; ih < IH; ++ih) {
+      const int64_t r = ih + ph;
+      for (int64_t b = 0; b < sw; ++b) {
+        // Padded column c * sw + b holds input column c * sw + b - pw, where that is inside.
+        const int64_t c0 = b >= pw ? 0 : (pw - b + sw - 1) / sw;
+        const int64_t c1 = std::min(Wq, (IW + pw - b + sw - 1) / sw);
+        if (c1 > c0)
+          FlipRow(q0 + (((r % sh) * sw + b) * Hq + r / sh) * Wq + c0, xi + ih * IW + c0 * sw + b - pw, sw, flip,
+                  c1 - c0);
+      }
+    }
+    const int8_t* wc = w + ch * kh * kw;
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j) {
+        const int64_t row = i * dh, col = j * dw;
+        MacRow(acc.data(), q0 + (((row % sh) * sw + col % sw) * Hq + row / sh) * Wq + col / sw, wc[i * kw + j], run);
+      }
+    for (int64_t oh = 1; oh < OH; ++oh)  // to [OH][OW]
+      std::memmove(acc.data() + oh * OW, acc.data() + oh * Wq, static_cast<size_t>(OW) * sizeof(int32_t));
+    qgemm_internal::EpilogueRows(e, acc.data(), P, 1, P, ch, 0, ys + static_cast<size_t>(t * P) * es, P);
+  });
+  return Status::Ok();
 }
 
 // The byte kernel (see kernels/cpu/qgemm.h): per image and group, the im2col as bytes (int8
@@ -266,6 +355,7 @@ Status QConv(const QConvCall& c, int threads) {
     QConvNhwc(s, *weights->nhwc, x.raw_data(), x.dtype(), x_zp, *c.out, y.raw_data(), threads);
     return Status::Ok();
   }
+  if (AllowQ8Kernel() && DepthwiseEligible(c)) return DepthwiseBytes(c, s, x, y, threads);
   if (weights && weights->w8 && AllowQ8Kernel() && s.geo.spatial <= 2) return ConvBytes(c, *weights, s, x, y, threads);
   std::shared_ptr<const std::vector<QPackedA>> packed = weights ? weights->w : nullptr;
   if (!packed) packed = PackInt16ConvWeights(w, *c.w_zp, s.group);

@@ -331,6 +331,13 @@ TEST(QLinearKernelsTest, QConvCpuMatchesReference) {
       {{1, 7, 1, 30}, {5, 7, 1, 4}, {1, 3}, {0, 1, 0, 2}, {1, 1}, 1},
       {{2, 1, 12, 11}, {8, 1, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1},
       {{1, 16, 28, 28}, {32, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      // Depthwise (group = C = M; the direct path over phase planes): MobileNet's 3x3 at strides 1
+      // and 2, a 5x5 with uneven pads, a dilated one with stride 3, and short rows.
+      {{2, 8, 9, 11}, {8, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 8},
+      {{1, 16, 20, 20}, {16, 1, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 16},
+      {{1, 5, 13, 12}, {5, 1, 5, 5}, {2, 1}, {2, 1, 1, 2}, {1, 1}, 5},
+      {{2, 4, 14, 15}, {4, 1, 3, 2}, {3, 3}, {0, 2, 1, 0}, {2, 3}, 4},
+      {{1, 32, 5, 5}, {32, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 32},
   };
   for (int tile : ByteTilesToCheck())
   for (QGemmBackend backend : BackendsToCheck()) {
