@@ -227,11 +227,7 @@ void QConvNhwc(const ConvShape& s, const QConvNhwcWeights& w, const void* x, DTy
   const uint8_t pad = static_cast<uint8_t>(static_cast<uint8_t>(x_zp) ^ flip);
   const int32_t zx = x_zp + (s8 ? 128 : 0);
   Epilogue e = MakeEpilogue(out, false, 0, P, M);
-  // Fold -zx * sum_k(w) into each channel's bias (int32 wrap-around, as the reference sums).
-  for (int64_t c = 0; c < M; ++c)
-    e.bias[static_cast<size_t>(c)] = static_cast<int32_t>(static_cast<uint32_t>(e.bias[static_cast<size_t>(c)]) -
-                                                          static_cast<uint32_t>(zx) *
-                                                              static_cast<uint32_t>(b.sums[static_cast<size_t>(c)]));
+  FoldZeroPointIntoBias(e, zx, b.sums.data(), M);
   // Each output position's first byte in the padded image (no divisions in the tiles).
   std::vector<int64_t> pos_off(static_cast<size_t>(P));
   for (int64_t oh = 0; oh < OH; ++oh)

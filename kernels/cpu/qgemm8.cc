@@ -283,11 +283,8 @@ void QGemmPacked8(const QPacked8& a, const QPacked8& b, bool a_is_weights, int32
   WH_CHECK(a.Kq == b.Kq);
   const int64_t M = a.rows, N = b.rows, Kq = a.Kq;
   Epilogue e = MakeEpilogue(out, channel_is_row, channel_offset, M, N);
-  // Fold -zx * sum_k(w) into each channel's bias (int32 wrap-around, as the reference sums).
   const std::vector<int32_t>& sums = a_is_weights ? a.sums : b.sums;
-  for (size_t c = 0; c < sums.size() && c < e.bias.size(); ++c)
-    e.bias[c] = static_cast<int32_t>(static_cast<uint32_t>(e.bias[c]) -
-                                     static_cast<uint32_t>(zx) * static_cast<uint32_t>(sums[c]));
+  FoldZeroPointIntoBias(e, zx, sums.data(), static_cast<int64_t>(sums.size()));
   if (Q8Avx512Vnni() && !a_is_weights) {
     // 8 x 32 tiles of two 16-column panels (the last may have one). GEMMs only: the convs' (A =
     // weights, B = im2col positions) ran 8 % slower on the bundled int8 CNN at batch 64 with it.

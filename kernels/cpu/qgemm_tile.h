@@ -71,6 +71,14 @@ struct Epilogue {
 // Multiplier and bias per local channel (rows or columns), padded to a multiple of 16.
 Epilogue MakeEpilogue(const QOutput& out, bool channel_is_row, int64_t channel_offset, int64_t rows, int64_t cols);
 
+// Folds -zx * sums[c] into the bias of channels c < n (int32 wrap-around, as the reference sums):
+// the unsigned operand's zero point zx times each channel's sum of the signed operand.
+inline void FoldZeroPointIntoBias(Epilogue& e, int32_t zx, const int32_t* sums, int64_t n) {
+  for (int64_t c = 0; c < n && c < static_cast<int64_t>(e.bias.size()); ++c)
+    e.bias[static_cast<size_t>(c)] = static_cast<int32_t>(static_cast<uint32_t>(e.bias[static_cast<size_t>(c)]) -
+                                                          static_cast<uint32_t>(zx) * static_cast<uint32_t>(sums[c]));
+}
+
 // rows x n accumulators (row stride lda) of local rows r0.., columns c0.. -> y (already offset
 // to (r0, c0), row stride ldy elements).
 void EpilogueRows(const Epilogue& e, const int32_t* acc, int64_t lda, int64_t rows, int64_t n, int64_t r0, int64_t c0,

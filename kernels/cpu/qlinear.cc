@@ -84,12 +84,10 @@ Status DepthwiseBytes(const QConvCall& c, const ConvShape& s, const Tensor& x, T
   const int32_t zx = c.x_zp + (s8 ? 128 : 0);  // the unsigned bytes' zero point, 0..255
   const int8_t* w = static_cast<const int8_t*>(c.w->raw_data());
   qgemm_internal::Epilogue e = qgemm_internal::MakeEpilogue(*c.out, true, 0, C, P);
-  for (int64_t ch = 0; ch < C; ++ch) {
-    int32_t sum = 0;
-    for (int64_t t = 0; t < kh * kw; ++t) sum += w[ch * kh * kw + t];
-    e.bias[static_cast<size_t>(ch)] = static_cast<int32_t>(static_cast<uint32_t>(e.bias[static_cast<size_t>(ch)]) -
-                                                           static_cast<uint32_t>(zx) * static_cast<uint32_t>(sum));
-  }
+  std::vector<int32_t> sums(static_cast<size_t>(C), 0);
+  for (int64_t ch = 0; ch < C; ++ch)
+    for (int64_t t = 0; t < kh * kw; ++t) sums[static_cast<size_t>(ch)] += w[ch * kh * kw + t];
+  qgemm_internal::FoldZeroPointIntoBias(e, zx, sums.data(), C);
   const size_t es = qgemm_internal::OutElemSize(y.dtype());
   const uint8_t* xs = static_cast<const uint8_t*>(x.raw_data());
   char* ys = static_cast<char*>(y.raw_data());

@@ -1,6 +1,5 @@
 #include "runtime/rewrite/fold_conv_bn.h"
 
-#include <cmath>
 #include <set>
 #include <vector>
 
@@ -26,13 +25,7 @@ Status FoldConvBatchNorm(Graph& g, int* count) {
     if (ci < 0) continue;
     const Node& conv = g.nodes()[static_cast<size_t>(ci)];
     if (!rewrite::FoldableConv(g, conv) || rewrite::SoleConsumer(g, x) != static_cast<int>(bi)) continue;
-    const Tensor* w = rewrite::ConstInput(g, conv, 1);
-    bool stats_const = true;
-    for (size_t i = 1; i < 5; ++i) {
-      const Tensor* t = rewrite::ConstInput(g, bn, i);
-      stats_const &= t && t->dtype() == DType::kFloat32 && t->numel() == w->dim(0);
-    }
-    if (!stats_const) continue;
+    if (!rewrite::BatchNormConstants(g, bn, rewrite::ConstInput(g, conv, 1)->dim(0))) continue;
     matches.push_back({ci, static_cast<int>(bi)});
   }
   std::set<int> dead;
@@ -40,21 +33,17 @@ Status FoldConvBatchNorm(Graph& g, int* count) {
     Node& conv = g.nodes()[static_cast<size_t>(m.conv)];
     const Node& bn = g.nodes()[static_cast<size_t>(m.bn)];
     const Tensor& w = *rewrite::ConstInput(g, conv, 1);
-    const float* scale = rewrite::ConstInput(g, bn, 1)->data<float>();
-    const float* beta = rewrite::ConstInput(g, bn, 2)->data<float>();
-    const float* mean = rewrite::ConstInput(g, bn, 3)->data<float>();
-    const float* var = rewrite::ConstInput(g, bn, 4)->data<float>();
-    const float eps = bn.attrs.GetFloat("epsilon", 1e-5f);
     const int64_t oc = w.dim(0), per = w.numel() / oc;
+    const rewrite::BatchNormConsts k = *rewrite::BatchNormConstants(g, bn, oc);
     Tensor nw = w.Clone();
     Tensor nb(DType::kFloat32, {oc});
     const Tensor* b = rewrite::ConstInput(g, conv, 2);
     for (int64_t c = 0; c < oc; ++c) {
-      const float s = scale[c] / std::sqrt(var[c] + eps);
+      const float s = k.Multiplier(c);
       float* wp = nw.data<float>() + c * per;
       for (int64_t k = 0; k < per; ++k) wp[k] *= s;
       const float b0 = b ? b->data<float>()[c] : 0.f;
-      nb.data<float>()[c] = (b0 - mean[c]) * s + beta[c];
+      nb.data<float>()[c] = (b0 - k.mean[c]) * s + k.beta[c];
     }
     int wid = g.AddInitializer(g.UniqueName(g.value(conv.inputs[1]).name + "_bnfold"), std::move(nw));
     int bid = g.AddInitializer(g.UniqueName(conv.name + "_bias_bnfold"), std::move(nb));

@@ -1,10 +1,12 @@
 // What every runtime rewrite rule checks before it touches the graph: that an input is a
 // constant initializer, that a value has one consumer which reads it once and is not a graph
 // output (so the producer's output may be rewritten), and who produces a value. Shared by
-// fold_constants, fold_conv_bn, fold_into_conv, fuse_activations and fuse_qdq.
+// fold_constants, fold_conv_bn, fold_into_conv, fuse_activations, fuse_qdq and nchwc.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
+#include <optional>
 
 #include "lib/ir/graph.h"
 
@@ -38,6 +40,24 @@ inline int SoleConsumer(const Graph& g, int id) { return id < 0 ? -1 : g.SoleCon
 
 // A Conv whose weight and bias a rewrite may fold more into: ai.onnx Conv without a fused
 // activation yet, a constant float32 weight of rank >= 3, and a constant bias when it has one.
+// An inference BatchNormalization's scale, B, mean and var (each float32 with `channels` values)
+// and epsilon; the per-channel multiplier scale / sqrt(var + eps) is what the folds apply.
+struct BatchNormConsts {
+  const float *scale = nullptr, *beta = nullptr, *mean = nullptr, *var = nullptr;
+  float eps = 1e-5f;
+  float Multiplier(int64_t c) const { return scale[c] / std::sqrt(var[c] + eps); }
+};
+// bn's constants, or nullopt when any of its four is not a constant float32 [channels].
+inline std::optional<BatchNormConsts> BatchNormConstants(const Graph& g, const Node& bn, int64_t channels) {
+  const float* p[4];
+  for (size_t i = 1; i < 5; ++i) {
+    const Tensor* t = ConstInput(g, bn, i);
+    if (!t || t->dtype() != DType::kFloat32 || t->numel() != channels) return std::nullopt;
+    p[i - 1] = t->data<float>();
+  }
+  return BatchNormConsts{p[0], p[1], p[2], p[3], bn.attrs.GetFloat("epsilon", 1e-5f)};
+}
+
 inline bool FoldableConv(const Graph& g, const Node& c) {
   if (!IsOp(c, "Conv") || c.attrs.Has("_activation")) return false;
   const Tensor* w = ConstInput(g, c, 1);

@@ -1,6 +1,5 @@
 #include "runtime/rewrite/nchwc.h"
 
-#include <cmath>
 #include <functional>
 #include <map>
 #include <set>
@@ -224,18 +223,14 @@ class Converter {
   bool ConvertBatchNorm(const Node& n, int y) {
     const int x = rewrite::InputAt(n, 0);
     if (!IsBlocked(x) || n.inputs.size() != 5 || n.attrs.GetInt("training_mode", 0) != 0) return false;
-    const Tensor* p[4];
-    for (int i = 0; i < 4; ++i) {
-      p[i] = rewrite::ConstInput(g_, n, static_cast<size_t>(i + 1));
-      if (!p[i] || p[i]->dtype() != DType::kFloat32 || p[i]->numel() != channels_.at(x)) return false;
-    }
     const int64_t c = channels_.at(x);
-    const float eps = n.attrs.GetFloat("epsilon", 1e-5f);
+    const auto bn = rewrite::BatchNormConstants(g_, n, c);
+    if (!bn) return false;
     Tensor w(DType::kFloat32, {c, 1, 1, 1}), bias(DType::kFloat32, {c});
     for (int64_t k = 0; k < c; ++k) {
-      const float a = p[0]->data<float>()[k] / std::sqrt(p[3]->data<float>()[k] + eps);
+      const float a = bn->Multiplier(k);
       w.data<float>()[k] = a;
-      bias.data<float>()[k] = p[1]->data<float>()[k] - p[2]->data<float>()[k] * a;
+      bias.data<float>()[k] = bn->beta[k] - bn->mean[k] * a;
     }
     Node conv;
     conv.name = n.name;
