@@ -55,7 +55,8 @@ struct QParams {
 // inputs: every input (nullptr when absent); channels: output channels; x_rows: rows that a
 // per-row x zero point may have (MatMulInteger only), else -1.
 StatusOr<QParams> ResolveQParams(const std::string& node, const QInputs& q, const std::vector<const Tensor*>& inputs,
-                                 DType x_dt, DType w_dt, int64_t channels, int64_t x_rows, bool relu) {
+                                 DType x_dt, DType w_dt, int64_t channels, int64_t x_rows,
+                                 const FusedActivation& act) {
   QParams p;
   const std::string xn = q.x_name, wn = q.w_name;
   if (q.x_scale < 0) {  // MatMulInteger / ConvInteger
@@ -69,7 +70,7 @@ StatusOr<QParams> ResolveQParams(const std::string& node, const QInputs& q, cons
   WH_ASSIGN_OR_RETURN(QChannelParams w,
                       ReadQParams(node, wn + "_scale", In(inputs, q.w_scale), In(inputs, q.w_zp), w_dt, channels));
   WH_ASSIGN_OR_RETURN(p.out, MakeQOutput(node, x, w, In(inputs, q.y_scale), In(inputs, q.y_zp), In(inputs, q.bias),
-                                         channels, relu));
+                                         channels, act));
   p.x_zp = x.zero_point;
   p.w_zp = w.zero_point;
   return p;
@@ -89,7 +90,8 @@ Status CheckDataTypes(const std::string& node, const KernelInit& init, const QIn
   return Status::Ok();
 }
 
-bool ReluFrom(const KernelInit& init) { return init.attrs.GetString("_activation", "") == "Relu"; }
+// The Relu or Clip the runtime fused into a QGemm/QConv (none for the ONNX ops).
+FusedActivation ActivationFrom(const KernelInit& init) { return FusedActivation::FromAttrs(init.attrs); }
 
 // ---------------------------------------------------------------------------------------------
 // Matrix products: QGemm, QLinearMatMul, MatMulInteger.
@@ -98,7 +100,7 @@ class QMatMulKernel : public OpKernel {
  public:
   QMatMulKernel(const KernelInit& init, QInputs q)
       : q_(q),
-        relu_(ReluFrom(init)),
+        act_(ActivationFrom(init)),
         node_(init.node_name),
         pack_(kQLinear.Pick(init.backend, &QLinearFns::pack_gemm_weights)),
         gemm_(kQLinear.Pick(init.backend, &QLinearFns::gemm)) {}
@@ -112,7 +114,7 @@ class QMatMulKernel : public OpKernel {
     const Tensor* x_zp = In(init.const_inputs, q_.x_zp);
     if (AllParamsConstant(init, q_) && !(x_zp && x_zp->numel() > 1)) {
       WH_ASSIGN_OR_RETURN(params_, ResolveQParams(node_, q_, init.const_inputs, InDType(init, q_.x), w->dtype(),
-                                                  channels, -1, relu_));
+                                                  channels, -1, act_));
     }
     if (pack_ && w->rank() == 2 && params_) packed_ = pack_(*w, params_->w_zp);
     return Status::Ok();
@@ -133,7 +135,7 @@ class QMatMulKernel : public OpKernel {
     QParams local;
     const QParams* p = params_ ? &*params_ : nullptr;
     if (!p) {
-      WH_ASSIGN_OR_RETURN(local, ResolveQParams(node_, q_, ctx.inputs, a.dtype(), b.dtype(), N, M, relu_));
+      WH_ASSIGN_OR_RETURN(local, ResolveQParams(node_, q_, ctx.inputs, a.dtype(), b.dtype(), N, M, act_));
       p = &local;
     }
     // Batch dims broadcast; y's batch is given by the output's dims.
@@ -195,7 +197,7 @@ class QMatMulKernel : public OpKernel {
   }
 
   QInputs q_;
-  bool relu_;
+  FusedActivation act_;
   std::string node_;
   QPackedWeights (*pack_)(const Tensor&, const std::vector<int32_t>&);
   Status (*gemm_)(const QGemmCall&, int);
@@ -224,7 +226,7 @@ class QConvKernel : public OpKernel {
  public:
   QConvKernel(const KernelInit& init, QInputs q)
       : q_(q),
-        relu_(ReluFrom(init)),
+        act_(ActivationFrom(init)),
         node_(init.node_name),
         attrs_(init.attrs),
         pack_(kQLinear.Pick(init.backend, &QLinearFns::pack_conv_weights)),
@@ -244,7 +246,7 @@ class QConvKernel : public OpKernel {
     if (!w || w->rank() < 3) return Status::Ok();
     if (AllParamsConstant(init, q_)) {
       WH_ASSIGN_OR_RETURN(params_, ResolveQParams(node_, q_, init.const_inputs, InDType(init, q_.x), w->dtype(),
-                                                  w->dim(0), -1, relu_));
+                                                  w->dim(0), -1, act_));
     }
     if (pack_ && params_ && w->dim(0) % group_ == 0) packed_ = pack_(*w, params_->w_zp, group_);
     if (!pool_.empty() && params_) {
@@ -262,7 +264,7 @@ class QConvKernel : public OpKernel {
     QParams local;
     const QParams* p = params_ ? &*params_ : nullptr;
     if (!p) {
-      WH_ASSIGN_OR_RETURN(local, ResolveQParams(node_, q_, ctx.inputs, x.dtype(), w.dtype(), s.out_channels, -1, relu_));
+      WH_ASSIGN_OR_RETURN(local, ResolveQParams(node_, q_, ctx.inputs, x.dtype(), w.dtype(), s.out_channels, -1, act_));
       p = &local;
     }
     // The conv's output dims, and the pooled ones when a max pool is fused.
@@ -305,7 +307,7 @@ class QConvKernel : public OpKernel {
 
  private:
   QInputs q_;
-  bool relu_;
+  FusedActivation act_;
   std::string node_;
   AttributeMap attrs_;
   QPackedWeights (*pack_)(const Tensor&, const std::vector<int32_t>&, int64_t);

@@ -117,8 +117,11 @@ QOutput Int32QOutput() { return QOutput{}; }
 
 StatusOr<QOutput> MakeQOutput(const std::string& node, const QChannelParams& x, const QChannelParams& w,
                               const Tensor* y_scale, const Tensor* y_zero_point, const Tensor* bias,
-                              int64_t channels, bool relu) {
+                              int64_t channels, const FusedActivation& act) {
   QOutput out;
+  if (act.kind != FusedActivation::kNone && act.kind != FusedActivation::kRelu && act.kind != FusedActivation::kClip)
+    return InvalidArgument(node + ": only Relu or Clip can be fused into an integer linear op");
+  const bool relu = act.kind == FusedActivation::kRelu;
   out.relu = relu;
   if (x.scale.size() != 1) return InvalidArgument(node + ": the input scale must be per-tensor");
   const int64_t n = static_cast<int64_t>(w.scale.size());
@@ -133,6 +136,7 @@ StatusOr<QOutput> MakeQOutput(const std::string& node, const QChannelParams& x, 
   }
   if (!y_scale) {
     if (y_zero_point) return InvalidArgument(node + ": y_zero_point given without y_scale");
+    if (act.kind == FusedActivation::kClip) return InvalidArgument(node + ": a fused Clip needs a quantized output");
     out.kind = QOutput::Kind::kFloat;
     out.dtype = DType::kFloat32;
     for (int64_t c = 0; c < n; ++c) out.multiplier.push_back(x.scale[0] * w.ScaleAt(c));
@@ -146,6 +150,16 @@ StatusOr<QOutput> MakeQOutput(const std::string& node, const QChannelParams& x, 
   out.qmin = ydt == DType::kUInt8 ? 0 : -128;
   out.qmax = ydt == DType::kUInt8 ? 255 : 127;
   if (relu) out.qmin = std::max(out.qmin, out.zero_point);
+  if (act.kind == FusedActivation::kClip) {
+    if (!(act.min <= act.max)) return InvalidArgument(node + ": fused Clip has min > max");
+    // QuantizeLinear of a bound: round half to even, then saturate (infinite bounds saturate).
+    auto q = [&](float v) {
+      const float r = std::nearbyint(v / y.scale[0]) + static_cast<float>(out.zero_point);
+      return static_cast<int32_t>(std::min(std::max(r, static_cast<float>(out.qmin)), static_cast<float>(out.qmax)));
+    };
+    out.qmin = std::max(out.qmin, q(act.min));
+    out.qmax = std::min(out.qmax, q(act.max));
+  }
   for (int64_t c = 0; c < n; ++c) {
     const float s = x.scale[0] * w.ScaleAt(c);
     out.multiplier.push_back(s / y.scale[0]);

@@ -11,6 +11,7 @@
 
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
+#include "kernels/common/fused_activation.h"
 
 namespace whittle {
 
@@ -51,8 +52,11 @@ struct QOutput {
   std::vector<float> multiplier;   // 1 or per channel: S (kFloat) or M (kQuantized)
   std::vector<int32_t> bias;       // empty or per channel
   int32_t zero_point = 0;          // y_zp (kQuantized)
-  bool relu = false;
-  int32_t qmin = 0, qmax = 0;      // dtype's range (kQuantized); qmin is y_zp when relu
+  bool relu = false;               // kFloat: max(y, 0)
+  // kQuantized: the integer range y is clamped to: the dtype's, narrowed by a fused Relu to
+  // [y_zp, ...] and by a fused Clip(lo, hi) to [Q(lo), Q(hi)] (Q = QuantizeLinear, monotone, so
+  // Q(Clip(v)) = clamp(Q(v), Q(lo), Q(hi))).
+  int32_t qmin = 0, qmax = 0;
   float MultiplierAt(int64_t c) const {
     return multiplier.size() == 1 ? multiplier[0] : multiplier[static_cast<size_t>(c)];
   }
@@ -61,9 +65,11 @@ struct QOutput {
 
 // Output of QGemm/QConv/QLinear*: float when y_scale is null, else quantized to y_zp's dtype
 // (uint8 without y_zp). bias (int32, [channels]) is optional. Multipliers follow the contract.
+// act: the activation the runtime fused ("_activation"): none, Relu, or Clip (quantized output
+// only); others are refused.
 StatusOr<QOutput> MakeQOutput(const std::string& node, const QChannelParams& x, const QChannelParams& w,
                               const Tensor* y_scale, const Tensor* y_zero_point, const Tensor* bias,
-                              int64_t channels, bool relu);
+                              int64_t channels, const FusedActivation& act);
 // int32 output (MatMulInteger / ConvInteger).
 QOutput Int32QOutput();
 

@@ -10,6 +10,10 @@
 #include "kernels/cpu/qgemm.h"
 #include "kernels/cpu/qgemm_tile.h"
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 namespace whittle::cpu {
 namespace {
 
@@ -42,27 +46,68 @@ std::shared_ptr<const std::vector<QPackedA>> PackInt16ConvWeights(const Tensor& 
   return out;
 }
 
+constexpr int64_t kMaxDepthwiseTaps = 64;  // DepthwiseBytes' kernels: up to 8 x 8
+
 // Whether c is a depthwise 2-D convolution (group = C = M: MobileNet's 3x3 and 5x5) with
 // symmetric int8 weights, which DepthwiseBytes computes.
 bool DepthwiseEligible(const QConvCall& c) {
   const ConvShape& s = *c.shape;
   if (s.geo.spatial != 2 || s.group < 2 || s.group != s.in_channels || s.group != s.out_channels) return false;
   if (c.w->dtype() != DType::kInt8 || c.w->rank() != 4 || c.w->dim(1) != 1) return false;
+  if (c.w->dim(2) * c.w->dim(3) > kMaxDepthwiseTaps) return false;
   for (int32_t z : *c.w_zp)
     if (z != 0) return false;
   return c.x->dtype() == DType::kUInt8 || c.x->dtype() == DType::kInt8;
 }
 
-// a[i] += src[i] * w for i < n (int32 sums of unsigned bytes; restrict parameters, so that GCC
-// vectorizes it: on restrict locals inside a lambda it did not).
-void MacRow(int32_t* __restrict a, const uint8_t* __restrict src, int32_t w, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) a[i] += static_cast<int32_t>(src[i]) * w;
+constexpr int64_t kTapBlock = 32;  // outputs per register block of DepthwiseTaps
+
+// acc[p] = sum over the taps t < taps of src[t][p] * w[t] for p < n rounded up to kTapBlock
+// (src[t] readable and acc writable that far). Per block of 32 outputs the sums stay in
+// registers across the taps: bytes zero-extended to int32 lanes (x in the low int16, 0 in the
+// high one) and vpmaddwd with (w, 0) pairs gives x * w exactly in one multiply. Through a
+// tap-by-tap pass over the whole run (the first form), every tap loaded and stored the sums again.
+void DepthwiseTaps(int32_t* __restrict acc, const uint8_t* const* src, const int32_t* w, int taps, int64_t n) {
+#if defined(__AVX512BW__)
+  for (int64_t p = 0; p < n; p += kTapBlock) {
+    __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+    for (int t = 0; t < taps; ++t) {
+      const __m512i wt = _mm512_set1_epi32(static_cast<uint16_t>(w[t]));
+      const uint8_t* q = src[t] + p;
+      a0 = _mm512_add_epi32(a0, _mm512_madd_epi16(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))), wt));
+      a1 = _mm512_add_epi32(a1, _mm512_madd_epi16(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16))), wt));
+    }
+    _mm512_storeu_si512(acc + p, a0);
+    _mm512_storeu_si512(acc + p + 16, a1);
+  }
+#elif defined(__AVX2__)
+  for (int64_t p = 0; p < n; p += kTapBlock) {
+    __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int t = 0; t < taps; ++t) {
+      const __m256i wt = _mm256_set1_epi32(static_cast<uint16_t>(w[t]));
+      const uint8_t* q = src[t] + p;
+      for (int k = 0; k < 4; ++k)
+        a[k] = _mm256_add_epi32(
+            a[k], _mm256_madd_epi16(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * k))), wt));
+    }
+    for (int k = 0; k < 4; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + p + 8 * k), a[k]);
+  }
+#else
+  for (int64_t p = 0; p < n; ++p) {
+    int32_t a = 0;
+    for (int t = 0; t < taps; ++t) a += static_cast<int32_t>(src[t][p]) * w[t];
+    acc[p] = a;
+  }
+#endif
 }
 
-// dst[i] = src[i * stride] ^ flip for i < n.
+// dst[i] = src[i * stride] ^ flip for i < n. Stride 2 with the constant spelled out, so that GCC
+// vectorizes the gather (strided convs had spent more time building their planes than summing).
 void FlipRow(uint8_t* __restrict dst, const uint8_t* __restrict src, int64_t stride, uint8_t flip, int64_t n) {
   if (stride == 1) {
     for (int64_t i = 0; i < n; ++i) dst[i] = src[i] ^ flip;
+  } else if (stride == 2) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[2 * i] ^ flip;
   } else {
     for (int64_t i = 0; i < n; ++i) dst[i] = src[i * stride] ^ flip;
   }
@@ -96,34 +141,52 @@ Status DepthwiseBytes(const QConvCall& c, const ConvShape& s, const Tensor& x, T
   // a strided conv is then one contiguous run over the whole output, (OH - 1) * Wq + OW long,
   // which vectorizes (row by row, the 5- to 40-wide rows of MobileNet were mostly loop tails).
   const int64_t Hq = (Hp + sh - 1) / sh, Wq = (Wp + sw - 1) / sw, run = (OH - 1) * Wq + OW;
-  ParallelFor(s.batch * C, s.batch * C * P * kh * kw >= (1 << 16) ? threads : 1, [&](int64_t t) {
-    const int64_t ch = t % C;
+  const int64_t run_blocks = (run + kTapBlock - 1) / kTapBlock * kTapBlock;
+  const int taps = static_cast<int>(kh * kw);
+  // Taps as offsets into the phase planes (the same for every channel).
+  std::vector<int64_t> tap_at(static_cast<size_t>(taps));
+  for (int64_t i = 0; i < kh; ++i)
+    for (int64_t j = 0; j < kw; ++j) {
+      const int64_t row = i * dh, col = j * dw;
+      tap_at[static_cast<size_t>(i * kw + j)] = (((row % sh) * sw + col % sw) * Hq + row / sh) * Wq + col / sw;
+    }
+  // Channels in blocks of about 64K multiply-adds: the late layers' planes are 5 x 5, where the
+  // per-task setup had outweighed the sums.
+  const int64_t planes_total = s.batch * C;
+  const int64_t per_block = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, P * taps));
+  const int64_t blocks = (planes_total + per_block - 1) / per_block;
+  ParallelFor(blocks, planes_total * P * taps >= (1 << 16) ? threads : 1, [&](int64_t blk) {
     thread_local std::vector<uint8_t> planes;
     thread_local std::vector<int32_t> acc;
-    planes.assign(static_cast<size_t>(sh * sw * Hq * Wq), static_cast<uint8_t>(zx));
-    acc.assign(static_cast<size_t>(OH * Wq), 0);
+    // The padding keeps the zero point (rows below only write inside the image). Slack past the
+    // last phase plane: the last block of the last tap reads up to kTapBlock - 1 bytes beyond
+    // the run (sums past the run are never stored).
+    planes.assign(static_cast<size_t>(sh * sw * Hq * Wq + kTapBlock), static_cast<uint8_t>(zx));
+    acc.resize(static_cast<size_t>(std::max(OH * Wq, run_blocks)));
     uint8_t* q0 = planes.data();
-    const uint8_t* xi = xs + t * IH * IW;
-    for (int64_t ih = 0; ih < IH; ++ih) {
-      const int64_t r = ih + ph;
-      for (int64_t b = 0; b < sw; ++b) {
-        // Padded column c * sw + b holds input column c * sw + b - pw, where that is inside.
-        const int64_t c0 = b >= pw ? 0 : (pw - b + sw - 1) / sw;
-        const int64_t c1 = std::min(Wq, (IW + pw - b + sw - 1) / sw);
-        if (c1 > c0)
-          FlipRow(q0 + (((r % sh) * sw + b) * Hq + r / sh) * Wq + c0, xi + ih * IW + c0 * sw + b - pw, sw, flip,
-                  c1 - c0);
+    const uint8_t* src[kMaxDepthwiseTaps];
+    int32_t wt[kMaxDepthwiseTaps];
+    for (int k = 0; k < taps; ++k) src[k] = q0 + tap_at[static_cast<size_t>(k)];
+    for (int64_t t = blk * per_block; t < std::min(planes_total, (blk + 1) * per_block); ++t) {
+      const int64_t ch = t % C;
+      const uint8_t* xi = xs + t * IH * IW;
+      for (int64_t ih = 0; ih < IH; ++ih) {
+        const int64_t r = ih + ph;
+        for (int64_t b = 0; b < sw; ++b) {
+          // Padded column c * sw + b holds input column c * sw + b - pw, where that is inside.
+          const int64_t c0 = b >= pw ? 0 : (pw - b + sw - 1) / sw;
+          const int64_t c1 = std::min(Wq, (IW + pw - b + sw - 1) / sw);
+          if (c1 > c0)
+            FlipRow(q0 + (((r % sh) * sw + b) * Hq + r / sh) * Wq + c0, xi + ih * IW + c0 * sw + b - pw, sw, flip,
+                    c1 - c0);
+        }
       }
+      for (int k = 0; k < taps; ++k) wt[k] = w[ch * taps + k];
+      DepthwiseTaps(acc.data(), src, wt, taps, run);
+      for (int64_t oh = 1; oh < OH; ++oh)  // to [OH][OW]
+        std::memmove(acc.data() + oh * OW, acc.data() + oh * Wq, static_cast<size_t>(OW) * sizeof(int32_t));
+      qgemm_internal::EpilogueRows(e, acc.data(), P, 1, P, ch, 0, ys + static_cast<size_t>(t * P) * es, P);
     }
-    const int8_t* wc = w + ch * kh * kw;
-    for (int64_t i = 0; i < kh; ++i)
-      for (int64_t j = 0; j < kw; ++j) {
-        const int64_t row = i * dh, col = j * dw;
-        MacRow(acc.data(), q0 + (((row % sh) * sw + col % sw) * Hq + row / sh) * Wq + col / sw, wc[i * kw + j], run);
-      }
-    for (int64_t oh = 1; oh < OH; ++oh)  // to [OH][OW]
-      std::memmove(acc.data() + oh * OW, acc.data() + oh * Wq, static_cast<size_t>(OW) * sizeof(int32_t));
-    qgemm_internal::EpilogueRows(e, acc.data(), P, 1, P, ch, 0, ys + static_cast<size_t>(t * P) * es, P);
   });
   return Status::Ok();
 }

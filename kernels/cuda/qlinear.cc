@@ -5,7 +5,7 @@
 // (kernels/cuda/qgemm_body.h), then run on the device per call; QConv's fused max pool
 // (_max_pool) runs as a second kernel. QuantizeLinear / DequantizeLinear with constant
 // parameters, per tensor or per axis. Anything else (runtime-valued parameters, int32 data,
-// other fused attributes) is declined and runs on the CPU.
+// fused attributes other than Relu, Clip and _max_pool) is declined and runs on the CPU.
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -55,28 +55,41 @@ struct Int8Params {
   QChannelParams x, w;
   QOutput out;
 };
-std::optional<Int8Params> ReadInt8Params(const KernelInit& init, const Tensor& w, int64_t channels, bool relu) {
+std::optional<Int8Params> ReadInt8Params(const KernelInit& init, const Tensor& w, int64_t channels,
+                                         const FusedActivation& act) {
   auto x = ReadQParams(init.node_name, "x_scale", ConstInput(init, 1), ConstInput(init, 2), InputDType(init, 0), -1);
   auto wq = ReadQParams(init.node_name, "w_scale", ConstInput(init, 4), ConstInput(init, 5), w.dtype(), channels);
   if (!x.ok() || !wq.ok()) return std::nullopt;
-  auto out = MakeQOutput(init.node_name, *x, *wq, ConstInput(init, 6), ConstInput(init, 7), ConstInput(init, 8), channels, relu);
+  auto out = MakeQOutput(init.node_name, *x, *wq, ConstInput(init, 6), ConstInput(init, 7), ConstInput(init, 8), channels, act);
   if (!out.ok()) return std::nullopt;
   return Int8Params{*x, *wq, *out};
+}
+
+// The activation fused into a QGemm/QConv: none, Relu or Clip, which the epilogue applies as its
+// integer clamp (MakeQOutput); nullopt for other activations or unknown internal attributes.
+std::optional<FusedActivation> QActivation(const AttributeMap& a, std::initializer_list<const char*> also = {}) {
+  const FusedActivation f = FusedActivation::FromAttrs(a);
+  AttributeMap rest = a;
+  if (f.kind == FusedActivation::kClip)
+    for (const char* k : {"_activation", "_min", "_max"}) rest.Erase(k);
+  Unary ignored;
+  if (!FusedKind(rest, &ignored, also)) return std::nullopt;
+  return f;
 }
 
 size_t ElemSize(DType t) { return t == DType::kUInt8 || t == DType::kInt8 ? 1 : 4; }
 
 // QGemm / QLinearMatMul inputs: x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias.
 KernelOr MakeQGemm(const KernelInit& init) {
-  Unary act;
+  const std::optional<FusedActivation> act = QActivation(init.attrs);
   const Tensor* w = ConstInput(init, 3);
-  if (!FusedKind(init.attrs, &act) || !IsByte(InputDType(init, 0)) || !w || w->rank() != 2 || !IsByte(w->dtype()) ||
+  if (!act || !IsByte(InputDType(init, 0)) || !w || w->rank() != 2 || !IsByte(w->dtype()) ||
       !ConstInput(init, 1) || !ConstInput(init, 4) || !ConstantInputs(init, {1, 2, 4, 5, 6, 7, 8}))
     return KernelOr(nullptr);
   const std::string node = init.node_name;
   const DType xdt = InputDType(init, 0);
   const int64_t K = w->dim(0), N = w->dim(1);
-  const std::optional<Int8Params> q = ReadInt8Params(init, *w, N, act == Unary::kRelu);
+  const std::optional<Int8Params> q = ReadInt8Params(init, *w, N, *act);
   if (!q) return KernelOr(nullptr);
   const QChannelParams* xp = &q->x;
   const QChannelParams* wq = &q->w;
@@ -123,9 +136,9 @@ KernelOr MakeQGemm(const KernelInit& init) {
 
 // QConv / QLinearConv: the same inputs, w [M, C/group, k_h, k_w].
 KernelOr MakeQConv(const KernelInit& init) {
-  Unary act;
+  const std::optional<FusedActivation> act = QActivation(init.attrs, {"_max_pool"});
   const Tensor* w = ConstInput(init, 3);
-  if (!FusedKind(init.attrs, &act, {"_max_pool"}) || !IsByte(InputDType(init, 0)) || !w || w->rank() != 4 ||
+  if (!act || !IsByte(InputDType(init, 0)) || !w || w->rank() != 4 ||
       !IsByte(w->dtype()) || !ConstInput(init, 1) || !ConstInput(init, 4) || !ConstantInputs(init, {1, 2, 4, 5, 6, 7, 8}))
     return KernelOr(nullptr);
   const std::string node = init.node_name;
@@ -134,7 +147,7 @@ KernelOr MakeQConv(const KernelInit& init) {
   const int64_t group = attrs.GetInt("group", 1), M = w->dim(0), Kg = w->dim(1) * w->dim(2) * w->dim(3);
   const std::vector<int64_t> pool = attrs.GetInts("_max_pool", {});
   if (group < 1 || M % group != 0 || !(pool.empty() || pool.size() == 2)) return KernelOr(nullptr);
-  const std::optional<Int8Params> q = ReadInt8Params(init, *w, M, act == Unary::kRelu);
+  const std::optional<Int8Params> q = ReadInt8Params(init, *w, M, *act);
   if (!q) return KernelOr(nullptr);
   const QChannelParams* xp = &q->x;
   const QChannelParams* wq = &q->w;

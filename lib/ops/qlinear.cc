@@ -182,11 +182,13 @@ Status CheckConvAttrs(const Node& node, int) {
   return Status::Ok();
 }
 
-// The fused ops' optional activation: only Relu is implemented.
+// The fused ops' optional activation: Relu, or Clip (bounds _min / _max; quantized output only,
+// which the kernels check).
 Status CheckActivation(const Node& node) {
   if (!node.attrs.Has("_activation")) return Status::Ok();
   const std::string act = node.attrs.GetString("_activation", "");
-  if (act != "Relu") return InvalidArgument(node.DebugName() + ": unsupported _activation '" + act + "'");
+  if (act != "Relu" && act != "Clip")
+    return InvalidArgument(node.DebugName() + ": unsupported _activation '" + act + "'");
   return Status::Ok();
 }
 
@@ -204,10 +206,12 @@ void RegisterQLinearOps(OpRegistry& r) {
   r.Register(OpDef{"", "ConvInteger", 10, 2, 4, 1, 1, ConvAttrs(), CheckConvAttrs, InferConvInteger});
   r.Register(OpDef{"", "DynamicQuantizeLinear", 11, 1, 1, 3, 3, {}, nullptr, InferDynamicQuantizeLinear});
 
-  r.Register(OpDef{kWhittleDomain, "QGemm", 1, 6, 9, 1, 1, {{"_activation", AttrType::kString}},
+  const std::vector<AttrSpec> act_attrs = {
+      {"_activation", AttrType::kString}, {"_min", AttrType::kFloat}, {"_max", AttrType::kFloat}};
+  r.Register(OpDef{kWhittleDomain, "QGemm", 1, 6, 9, 1, 1, act_attrs,
                    [](const Node& n, int) { return CheckActivation(n); }, InferQGemm});
   std::vector<AttrSpec> qconv_attrs = ConvAttrs();
-  qconv_attrs.push_back({"_activation", AttrType::kString});
+  qconv_attrs.insert(qconv_attrs.end(), act_attrs.begin(), act_attrs.end());
   qconv_attrs.push_back({"_max_pool", AttrType::kInts});
   r.Register(OpDef{kWhittleDomain, "QConv", 1, 6, 9, 1, 1, qconv_attrs,
                    [](const Node& n, int opset) {

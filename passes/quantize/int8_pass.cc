@@ -161,8 +161,10 @@ class Int8Pass : public Pass {
         char buf[320];
         std::snprintf(buf, sizeof(buf),
                       "calibration %s clips %.1f%% of %s's values (range [%.4g, %.4g] of observed [%.4g, %.4g]); if "
-                      "accuracy drops, try calibration=mse or percentile:99.99",
-                      c_.calibration_text.c_str(), 100 * r.clipped, g.value(v).name.c_str(), r.lo, r.hi, r.min, r.max);
+                      "accuracy drops, try %s",
+                      c_.calibration_text.c_str(), 100 * r.clipped, g.value(v).name.c_str(), r.lo, r.hi, r.min, r.max,
+                      c_.calib.method == quant::CalibMethod::kMse ? "calibration=percentile:99.99 or minmax"
+                                                                  : "calibration=mse or percentile:99.99");
         rep.notes.push_back(buf);
       }
     }
@@ -198,7 +200,9 @@ class Int8Pass : public Pass {
       if (c_.dynamic) continue;
       act_detail[l.node] = "; input " + g.value(l.input).name + " " + Describe(params.at(l.input)) + "; output " +
                            g.value(l.output).name + " " + Describe(params.at(l.output)) +
-                           (l.relu >= 0 ? " (Relu fused before the output QuantizeLinear)" : "");
+                           (l.act >= 0 ? " (" + g.nodes()[static_cast<size_t>(l.act)].op_type +
+                                             " fused before the output QuantizeLinear)"
+                                       : std::string());
     }
     for (int idx : plan.act_matmuls) {
       const Node& n = g.nodes()[static_cast<size_t>(idx)];
@@ -285,7 +289,8 @@ const char* Int8PassHelp() {
          "  op-types=Conv,MatMul,Gemm   op types to quantize (default all three);\n"
          "  exclude=NAME,...      layers (node names) left float;\n"
          "  layer=NAME:skip=1|per-channel=0|1   per-layer overrides.\n"
-         "A Relu right after a layer is kept before the output QuantizeLinear (static mode);\n"
+         "A Relu, or a Clip with constant bounds (ReLU6), right after a layer is kept before the output\n"
+         "QuantizeLinear (static mode), which then covers the activation's range only;\n"
          "BatchNormalization after a Conv is folded into it first; the opset is raised to 13 when lower.\n"
          "Layers already quantized (weight from a DequantizeLinear) are left alone.";
 }

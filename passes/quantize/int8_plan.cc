@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "passes/cost.h"
+#include "runtime/rewrite/match.h"
 
 namespace whittle::quant {
 namespace {
@@ -89,7 +90,6 @@ StatusOr<Int8Plan> MakePlan(const Graph& g, const Int8Config& c) {
   WH_ASSIGN_OR_RETURN(std::vector<int> order, g.TopologicalOrder());
   std::set<int> quantized;  // values that will carry quantization parameters
   std::set<int> calibrate_set;
-  std::set<int> fused_relus;
   auto need = [&](int v) {
     if (quantized.count(v)) return;
     ActParams p;
@@ -132,12 +132,15 @@ StatusOr<Int8Plan> MakePlan(const Graph& g, const Int8Config& c) {
       l.weight_qmax = c.reduce_range ? 63 : 127;
       l.per_channel = ov != c.layers.end() && ov->second.per_channel >= 0 ? ov->second.per_channel != 0 : c.per_channel;
       if (!c.dynamic) {
+        // A Relu or a Clip with constant bounds (ReLU6) right after the layer stays before the
+        // output QuantizeLinear, so the layer's output is quantized once, in the activation's
+        // range (the runtime folds both into its integer clamp).
         const int r = g.SoleConsumer(l.output);
-        if (r >= 0 && g.nodes()[static_cast<size_t>(r)].op_type == "Relu" &&
-            g.nodes()[static_cast<size_t>(r)].domain.empty()) {
-          l.relu = r;
-          l.output = g.nodes()[static_cast<size_t>(r)].outputs[0];
-          fused_relus.insert(r);
+        const Node* a = r >= 0 ? &g.nodes()[static_cast<size_t>(r)] : nullptr;
+        if (a && !a->inputs.empty() && a->inputs[0] == l.output && a->outputs.size() == 1 && a->outputs[0] >= 0 &&
+            (rewrite::IsOp(*a, "Relu") || (rewrite::IsOp(*a, "Clip") && rewrite::ConstClipRange(g, *a)))) {
+          l.act = r;
+          l.output = a->outputs[0];
         }
         need(l.input);
         need(l.output);

@@ -1,5 +1,5 @@
 // What --int8 will quantize, decided before anything is emitted: the Conv/Gemm/MatMul layers
-// with a constant float weight (and their fused Relu), the shape/pool ops that can run on the
+// with a constant float weight (and their fused Relu or ReLU6-style Clip), the shape/pool ops that can run on the
 // quantized tensors between them (MaxPool, Flatten, Reshape, ...), and the activation tensors
 // that need a scale and zero point — measured by calibration or inherited through those ops.
 // Layers already between DequantizeLinear/QuantizeLinear are left alone (idempotence).
@@ -23,8 +23,8 @@ struct QuantLayer {
   int input = -1;      // activation value (input 0)
   int weight = -1;     // float32 initializer
   int bias = -1;       // float32 initializer with N elements, or -1
-  int relu = -1;       // Relu node fused after the layer (static mode), or -1
-  int output = -1;     // the value quantized after the layer: the Relu's output when fused
+  int act = -1;        // Relu, or Clip with constant bounds, fused after the layer (static mode), or -1
+  int output = -1;     // the value quantized after the layer: the activation's output when fused
   int64_t weight_axis = 0;  // output-channel axis of the stored weight
   bool trans_b = false;     // Gemm transB=1: weight stored [N, K]
   bool per_channel = true;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
+
+#include "runtime/rewrite/match.h"
 
 namespace whittle::quant {
 namespace {
@@ -9,6 +12,16 @@ namespace {
 constexpr int64_t kOnnxFloat = 1;  // TensorProto.FLOAT, for Cast's `to`
 
 int QMin(DType dt) { return dt == DType::kInt8 ? -128 : 0; }
+int QMax(DType dt) { return dt == DType::kInt8 ? 127 : 255; }
+
+// Whether quantizing to y saturates exactly as the fused activation act clamps: Relu when y's
+// zero point is the lowest level; Clip(lo, hi) when Q(lo) and Q(hi) are the extreme levels (a
+// ReLU6 calibrated on its own output). Then the activation needs no node.
+bool SaturationIsTheActivation(const Graph& g, const Node& act, const ActParams& y) {
+  if (act.op_type == "Relu") return y.zero_point == QMin(y.dtype);
+  const std::optional<rewrite::ClipRange> r = rewrite::ConstClipRange(g, act);
+  return r && QuantizeValue(r->min, y) == QMin(y.dtype) && QuantizeValue(r->max, y) == QMax(y.dtype);
+}
 
 // The int32 bias and its float per-channel scale, for a layer whose input has scale a_scale.
 int BiasInit(Graph& g, const QuantLayer& l, float a_scale, const EmittedWeight& w, int64_t* bytes) {
@@ -81,10 +94,9 @@ class QOperatorEmitter {
     const std::string an = g_.value(l.input).name, yn = g_.value(l.output).name;
     const int a_s = ScaleInit(g_, an, a.scale), a_zp = ZeroPointInit(g_, an, a);
     const int y_s = ScaleInit(g_, yn, y.scale), y_zp = ZeroPointInit(g_, yn, y);
-    const bool relu_exact = l.relu >= 0 && y.zero_point == QMin(y.dtype);  // saturation is the Relu
-    const bool float_relu = l.relu >= 0 && !relu_exact;
+    const bool float_act = l.act >= 0 && !SaturationIsTheActivation(g_, g_.nodes()[static_cast<size_t>(l.act)], y);
     const int out_q = NewValue(g_, yn + "_quantized", y.dtype);
-    const int layer_q = float_relu ? NewValue(g_, yn + "_prerelu_quantized", y.dtype) : out_q;
+    const int layer_q = float_act ? NewValue(g_, yn + "_preact_quantized", y.dtype) : out_q;
     const bool conv = l.op_type == "Conv";
     EmittedWeight w = EmitWeight(g_, l, /*as_kn=*/!conv);
     if (conv) {
@@ -109,25 +121,34 @@ class QOperatorEmitter {
       Emit(g_, "Cast", node.name + "_cast", {biased}, {accf}, cast);
       int pre_q = yf;
       Emit(g_, "Mul", node.name + "_rescale", {accf, s}, {yf});
-      if (l.relu >= 0) {
-        pre_q = NewValue(g_, yn + "_relu_float", DType::kFloat32);
-        Emit(g_, "Relu", node.name + "_relu", {yf}, {pre_q});
+      if (l.act >= 0) {
+        pre_q = NewValue(g_, yn + "_act_float", DType::kFloat32);
+        EmitActivation(l, yf, pre_q);
       }
       Emit(g_, "QuantizeLinear", yn + "_QuantizeLinear", {pre_q, y_s, y_zp}, {out_q});
     }
-    if (float_relu && (conv || l.bias < 0)) {
-      // Signed outputs keep negatives, so the Relu runs on the dequantized values.
-      const int f = NewValue(g_, yn + "_prerelu", DType::kFloat32);
-      const int r = NewValue(g_, yn + "_relu", DType::kFloat32);
-      Emit(g_, "DequantizeLinear", yn + "_prerelu_DequantizeLinear", {layer_q, y_s, y_zp}, {f});
-      Emit(g_, "Relu", node.name + "_relu", {f}, {r});
+    if (float_act && (conv || l.bias < 0)) {
+      // Where saturation does not do it (a zero point inside the range), the activation runs
+      // on the dequantized values.
+      const int f = NewValue(g_, yn + "_preact", DType::kFloat32);
+      const int r = NewValue(g_, yn + "_act", DType::kFloat32);
+      Emit(g_, "DequantizeLinear", yn + "_preact_DequantizeLinear", {layer_q, y_s, y_zp}, {f});
+      EmitActivation(l, f, r);
       Emit(g_, "QuantizeLinear", yn + "_QuantizeLinear", {r, y_s, y_zp}, {out_q});
     }
     replaced_.insert(l.node);
-    if (l.relu >= 0) replaced_.insert(l.relu);
+    if (l.act >= 0) replaced_.insert(l.act);
     qv_[l.output] = out_q;
     produced_.push_back(l.output);
     return w;
+  }
+
+  // A copy of the layer's fused activation (Relu, or Clip with its bound inputs) from x to y.
+  void EmitActivation(const QuantLayer& l, int x, int y) {
+    const Node a = g_.nodes()[static_cast<size_t>(l.act)];
+    std::vector<int> in = a.inputs;
+    in[0] = x;
+    Emit(g_, a.op_type, a.name + "_float", in, {y}, a.attrs);
   }
 
   void EmitPassthrough(int idx) {

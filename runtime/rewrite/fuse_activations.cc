@@ -82,22 +82,10 @@ Status FuseActivations(Graph& g, int* count) {
       fused.Set("_beta", Attribute::Float(a.attrs.GetFloat("beta", 0.5f)));
     }
     if (a.op_type == "Clip") {
-      if (g.OpsetFor("") < 11) {
-        if (a.attrs.Has("min")) fused.Set("_min", Attribute::Float(a.attrs.GetFloat("min", 0)));
-        if (a.attrs.Has("max")) fused.Set("_max", Attribute::Float(a.attrs.GetFloat("max", 0)));
-      } else {
-        bool ok = true;
-        for (size_t i = 1; i < a.inputs.size() && i < 3; ++i) {
-          if (a.inputs[i] < 0) continue;
-          const Tensor* t = rewrite::ConstInput(g, a, i);
-          if (!t || t->dtype() != DType::kFloat32 || t->numel() != 1) {
-            ok = false;
-            break;
-          }
-          fused.Set(i == 1 ? "_min" : "_max", Attribute::Float(t->data<float>()[0]));
-        }
-        if (!ok) continue;
-      }
+      const std::optional<rewrite::ClipRange> r = rewrite::ConstClipRange(g, a);
+      if (!r) continue;
+      if (std::isfinite(r->min)) fused.Set("_min", Attribute::Float(r->min));
+      if (std::isfinite(r->max)) fused.Set("_max", Attribute::Float(r->max));
     }
     for (const auto& [k, v] : fused.all()) p.attrs.Set(k, v);
     p.outputs[0] = a.outputs[0];

@@ -195,8 +195,8 @@ struct LinearMatch {
   WeightDq w;
   bool transpose_w = false;  // Gemm transB=1: [N, K] -> [K, N]
   BiasQ bias;
-  bool relu = false;
-  int relu_node = -1;
+  int act_node = -1;  // a Relu, or a constant-bounded Clip before a QuantizeLinear: fused
+  rewrite::ClipRange clip;  // the Clip's bounds (act_node a Clip)
   std::optional<OutQ> out_q;
   int y = -1;  // the value the fused node produces
 };
@@ -242,14 +242,21 @@ std::optional<LinearMatch> MatchLinear(const Graph& g, int ni) {
   m.bias = std::move(*bias);
 
   m.y = n.outputs[0];
+  // A Relu after the layer is fused (max(y, 0) on a float output, the zero point as the lower
+  // clamp on a quantized one). A Clip with constant bounds is fused only before a QuantizeLinear,
+  // where it narrows the integer clamp (torchvision's ReLU6: Conv -> Clip(0, 6) -> Q).
   const int ci = rewrite::SoleConsumer(g, m.y);
-  if (ci >= 0 && IsOp(g.nodes()[static_cast<size_t>(ci)], "Relu")) {
-    const Node& r = g.nodes()[static_cast<size_t>(ci)];
-    if (r.outputs.size() == 1 && r.outputs[0] >= 0) {
-      m.relu = true;
-      m.relu_node = ci;
-      m.y = r.outputs[0];
+  const Node* act = ci >= 0 ? &g.nodes()[static_cast<size_t>(ci)] : nullptr;
+  if (act && act->outputs.size() == 1 && act->outputs[0] >= 0 && !act->inputs.empty() && act->inputs[0] == m.y) {
+    if (IsOp(*act, "Relu")) {
+      m.act_node = ci;
+    } else if (IsOp(*act, "Clip") && MatchOutQ(g, act->outputs[0])) {
+      if (auto r = rewrite::ConstClipRange(g, *act); r && r->min <= r->max) {
+        m.act_node = ci;
+        m.clip = *r;
+      }
     }
+    if (m.act_node >= 0) m.y = act->outputs[0];
   }
   m.out_q = MatchOutQ(g, m.y);
   if (m.out_q) m.y = g.nodes()[static_cast<size_t>(m.out_q->node)].outputs[0];
@@ -332,13 +339,20 @@ void ApplyLinear(Graph& g, const LinearMatch& m, std::set<int>* dead) {
     for (const char* a : {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"})
       if (const Attribute* v = node.attrs.Find(a)) attrs.Set(a, *v);
   }
-  if (m.relu) attrs.Set("_activation", Attribute::String("Relu"));
+  if (m.act_node >= 0) {
+    const std::string& op = g.nodes()[static_cast<size_t>(m.act_node)].op_type;
+    attrs.Set("_activation", Attribute::String(op));
+    if (op == "Clip") {
+      if (std::isfinite(m.clip.min)) attrs.Set("_min", Attribute::Float(m.clip.min));
+      if (std::isfinite(m.clip.max)) attrs.Set("_max", Attribute::Float(m.clip.max));
+    }
+  }
   node.op_type = m.conv ? "QConv" : "QGemm";
   node.domain = kWhittleDomain;
   node.inputs = std::move(in);
   node.outputs = {m.y};
   node.attrs = std::move(attrs);
-  if (m.relu) dead->insert(m.relu_node);
+  if (m.act_node >= 0) dead->insert(m.act_node);
   if (m.out_q) dead->insert(m.out_q->node);
 }
 

@@ -21,6 +21,8 @@ struct QdqFusionCounts {
 // 2. DequantizeLinear(x_q) -> Conv|Gemm|MatMul with DequantizeLinear(const int8|uint8 weight) and
 //    bias none | const float | DequantizeLinear(const int32) -> [Relu] -> [QuantizeLinear] becomes
 //    one QConv/QGemm (quantized output with the trailing QuantizeLinear, float output without).
+//    A Clip with constant bounds in the Relu's place is fused when a QuantizeLinear follows it:
+//    Q(Clip(v, lo, hi)) = clamp(Q(v), Q(lo), Q(hi)), the epilogue's integer clamp narrowed.
 // Dequantize nodes that nothing reads any more are left for Graph::Compact() to drop. Adds the
 // "ai.whittle" opset import when it introduces an op. Does not Compact or re-infer shapes.
 Status FuseQdq(Graph& g, QdqFusionCounts* counts);

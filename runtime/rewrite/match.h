@@ -1,11 +1,13 @@
 // What every runtime rewrite rule checks before it touches the graph: that an input is a
 // constant initializer, that a value has one consumer which reads it once and is not a graph
 // output (so the producer's output may be rewritten), and who produces a value. Shared by
-// fold_constants, fold_conv_bn, fold_into_conv, fuse_activations, fuse_qdq and nchwc.
+// fold_constants, fold_conv_bn, fold_into_conv, fuse_activations, fuse_qdq and nchwc (and the
+// int8 pass, for the Clip bounds it fuses).
 #pragma once
 
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <optional>
 
 #include "lib/ir/graph.h"
@@ -38,8 +40,6 @@ inline const Node* Producer(const Graph& g, int id) {
 // output, or has other readers.
 inline int SoleConsumer(const Graph& g, int id) { return id < 0 ? -1 : g.SoleConsumer(id); }
 
-// A Conv whose weight and bias a rewrite may fold more into: ai.onnx Conv without a fused
-// activation yet, a constant float32 weight of rank >= 3, and a constant bias when it has one.
 // An inference BatchNormalization's scale, B, mean and var (each float32 with `channels` values)
 // and epsilon; the per-channel multiplier scale / sqrt(var + eps) is what the folds apply.
 struct BatchNormConsts {
@@ -58,11 +58,35 @@ inline std::optional<BatchNormConsts> BatchNormConstants(const Graph& g, const N
   return BatchNormConsts{p[0], p[1], p[2], p[3], bn.attrs.GetFloat("epsilon", 1e-5f)};
 }
 
+// A Conv whose weight and bias a rewrite may fold more into: ai.onnx Conv without a fused
+// activation yet, a constant float32 weight of rank >= 3, and a constant bias when it has one.
 inline bool FoldableConv(const Graph& g, const Node& c) {
   if (!IsOp(c, "Conv") || c.attrs.Has("_activation")) return false;
   const Tensor* w = ConstInput(g, c, 1);
   if (!w || w->dtype() != DType::kFloat32 || w->rank() < 3) return false;
   return InputAt(c, 2) < 0 || ConstInput(g, c, 2);
+}
+
+// A Clip's bounds when both are known before the run: attributes below opset 11, else optional
+// constant float32 scalar inputs. An absent bound is -inf or +inf. nullopt when a bound is computed.
+struct ClipRange {
+  float min = -std::numeric_limits<float>::infinity();
+  float max = std::numeric_limits<float>::infinity();
+};
+inline std::optional<ClipRange> ConstClipRange(const Graph& g, const Node& clip) {
+  ClipRange r;
+  if (g.OpsetFor("") < 11) {
+    r.min = clip.attrs.GetFloat("min", r.min);
+    r.max = clip.attrs.GetFloat("max", r.max);
+    return r;
+  }
+  for (size_t i = 1; i < 3; ++i) {
+    if (InputAt(clip, i) < 0) continue;
+    const Tensor* t = ConstInput(g, clip, i);
+    if (!t || t->dtype() != DType::kFloat32 || t->numel() != 1) return std::nullopt;
+    (i == 1 ? r.min : r.max) = t->data<float>()[0];
+  }
+  return r;
 }
 
 // When value y's only reader is a two-input Add whose other operand is a different value: that

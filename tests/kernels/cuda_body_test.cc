@@ -52,8 +52,21 @@ Tensor Scales(int64_t n, uint32_t seed, float lo, float hi) {
 struct QCase {
   DType x_dt = DType::kUInt8, w_dt = DType::kInt8;
   bool w_zp_zero = true, x_zp_zero = false, per_channel = true, bias = true, relu = false;
+  bool clip = false;  // a fused Clip(-1, 1.5) (quantized outputs): the epilogue's narrowed clamp
   enum { kFloatOut, kU8Out, kI8Out } out = kU8Out;
 };
+
+// The fused activation's internal attributes, as the runtime's QDQ fusion sets them.
+AttributeMap ActAttrs(const QCase& c) {
+  AttributeMap a;
+  if (c.relu) a.Set("_activation", Attribute::String("Relu"));
+  if (c.clip) {
+    a.Set("_activation", Attribute::String("Clip"));
+    a.Set("_min", Attribute::Float(-1.f));
+    a.Set("_max", Attribute::Float(1.5f));
+  }
+  return a;
+}
 
 // inputs: x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias (undefined where absent).
 std::vector<Tensor> QInputs(const QCase& c, const Tensor& x, const Tensor& w, int64_t channels, uint32_t seed) {
@@ -78,14 +91,15 @@ std::vector<Tensor> QInputs(const QCase& c, const Tensor& x, const Tensor& w, in
 }
 
 // The QOutput the CUDA factory derives (kernels/cuda/qlinear.cc does the same calls).
-QOutput OutputOf(const std::vector<Tensor>& in, int64_t channels, bool relu, QChannelParams* xp, QChannelParams* wp) {
+QOutput OutputOf(const std::vector<Tensor>& in, int64_t channels, const AttributeMap& act, QChannelParams* xp,
+                 QChannelParams* wp) {
   auto x = ReadQParams("t", "x_scale", &in[1], &in[2], in[0].dtype(), -1);
   auto w = ReadQParams("t", "w_scale", &in[4], &in[5], in[3].dtype(), channels);
   EXPECT_TRUE(x.ok() && w.ok());
   *xp = *x;
   *wp = *w;
   auto out = MakeQOutput("t", *x, *w, in[6].defined() ? &in[6] : nullptr, in[7].defined() ? &in[7] : nullptr,
-                         in[8].defined() ? &in[8] : nullptr, channels, relu);
+                         in[8].defined() ? &in[8] : nullptr, channels, FusedActivation::FromAttrs(act));
   EXPECT_TRUE(out.ok()) << out.status().message();
   return *out;
 }
@@ -109,11 +123,10 @@ void RunGemmCase(const QCase& c, int64_t M, int64_t K, int64_t N, uint32_t seed,
                " seed=" + std::to_string(seed));
   const Tensor x = Bytes(c.x_dt, {M, K}, seed), w = Bytes(c.w_dt, {K, N}, seed + 100);
   std::vector<Tensor> in = QInputs(c, x, w, N, seed);
-  AttributeMap attrs;
-  if (c.relu) attrs.Set("_activation", Attribute::String("Relu"));
+  const AttributeMap attrs = ActAttrs(c);
   const Tensor want = Reference("QGemm", in, attrs);
   QChannelParams xp, wp;
-  const QOutput out = OutputOf(in, N, c.relu, &xp, &wp);
+  const QOutput out = OutputOf(in, N, attrs, &xp, &wp);
   const QPackedB packed = PackQGemmB(static_cast<const uint8_t*>(w.raw_data()), c.w_dt == DType::kUInt8, K, N, wp.zero_point);
   const bool x_u8 = c.x_dt == DType::kUInt8;
   const int32_t za = xp.zero_point[0] - (x_u8 ? 128 : 0);
@@ -181,13 +194,16 @@ TEST(CudaBodies, QGemmTileMatchesReferenceBitForBit) {
         RunGemmCase(c, s[0], s[1], s[2], seed++);
       }
   }
-  // Every epilogue: int8/uint8 (with and without Relu), float, per-tensor, no bias.
+  // Every epilogue: int8/uint8 (with and without Relu or Clip), float, per-tensor, no bias.
   for (auto out : {QCase::kU8Out, QCase::kI8Out, QCase::kFloatOut})
-    for (bool relu : {false, true})
+    for (int act : {0, 1, 2})
       for (bool per_channel : {true, false}) {
+        if (act == 2 && out == QCase::kFloatOut) continue;  // Clip is fused only before a QuantizeLinear
+        const bool relu = act == 1;
         QCase c;
         c.out = out;
         c.relu = relu;
+        c.clip = act == 2;
         c.per_channel = per_channel;
         c.bias = !relu;
         c.w_zp_zero = false;
@@ -214,15 +230,14 @@ void RunConvCase(const QCase& c, const ConvGeo& g, int64_t chunk, uint32_t seed)
                " pad=" + std::to_string(g.pad) + " dil=" + std::to_string(g.dil) + " seed=" + std::to_string(seed));
   const Tensor x = Bytes(c.x_dt, {g.N, g.C, g.H, g.W}, seed), w = Bytes(c.w_dt, {g.M, g.C / g.group, g.kh, g.kw}, seed + 7);
   std::vector<Tensor> in = QInputs(c, x, w, g.M, seed);
-  AttributeMap attrs;
+  AttributeMap attrs = ActAttrs(c);
   attrs.Set("group", Attribute::Int(g.group));
   attrs.Set("strides", Attribute::Ints({g.stride, g.stride}));
   attrs.Set("pads", Attribute::Ints({g.pad, g.pad, g.pad, g.pad}));
   attrs.Set("dilations", Attribute::Ints({g.dil, g.dil}));
-  if (c.relu) attrs.Set("_activation", Attribute::String("Relu"));
   const Tensor want = Reference("QConv", in, attrs);
   QChannelParams xp, wp;
-  const QOutput out = OutputOf(in, g.M, c.relu, &xp, &wp);
+  const QOutput out = OutputOf(in, g.M, attrs, &xp, &wp);
   auto shape = ResolveQConvShape("t", attrs, x.dims(), w.dims());
   ASSERT_TRUE(shape.ok()) << shape.status().message();
   QConvGeometry geo;
@@ -276,6 +291,7 @@ TEST(CudaBodies, QConvIm2colTileMatchesReferenceBitForBit) {
         c.w_zp_zero = w_zp_zero;
         c.relu = seed % 2 == 1;
         c.out = seed % 3 == 0 ? QCase::kFloatOut : QCase::kU8Out;
+        c.clip = !c.relu && c.out == QCase::kU8Out && seed % 4 == 0;
         RunConvCase(c, g, /*chunk=*/2, seed++);  // 3 images in chunks of 2 where N = 3
       }
 }
@@ -370,16 +386,17 @@ TEST(CudaBodies, Int8OpsOnEveryTestedBackendMatchReference) {
     QCase c;
     c.w_dt = wdt;
     c.w_zp_zero = wdt == DType::kInt8;
-    c.relu = true;
+    // Relu with int8 weights, Clip with uint8 ones.
+    c.relu = wdt == DType::kInt8;
+    c.clip = !c.relu;
     const Tensor x = Bytes(c.x_dt, {5, 70}, seed), w = Bytes(c.w_dt, {70, 33}, seed + 1);
     std::vector<Tensor> in = QInputs(c, x, w, 33, seed);
-    AttributeMap relu;
-    relu.Set("_activation", Attribute::String("Relu"));
-    ::whittle::testing::ExpectBackendsMatchReference(MakeNode("QGemm", 9, 1, relu, kDomain), in, 0.f, 0.f, 17, 2,
+    const AttributeMap act = ActAttrs(c);
+    ::whittle::testing::ExpectBackendsMatchReference(MakeNode("QGemm", 9, 1, act, kDomain), in, 0.f, 0.f, 17, 2,
                                                      /*inputs_const=*/true);
     const Tensor cx = Bytes(c.x_dt, {2, 4, 10, 9}, seed + 2), cw = Bytes(c.w_dt, {6, 2, 3, 3}, seed + 3);
     std::vector<Tensor> cin = QInputs(c, cx, cw, 6, seed + 4);
-    AttributeMap a = relu;
+    AttributeMap a = act;
     a.Set("group", Attribute::Int(2));
     a.Set("pads", Attribute::Ints({1, 1, 1, 1}));
     ::whittle::testing::ExpectBackendsMatchReference(MakeNode("QConv", 9, 1, a, kDomain), cin, 0.f, 0.f, 17, 2, true);

@@ -33,7 +33,9 @@ AttributeMap Ints(const std::string& k, std::vector<int64_t> v) {
 
 // x[N,1,8,8] -> conv(4,3x3,pad 1) -> bn -> relu -> maxpool 2 -> flatten -> fc (Gemm transB=1,
 // 64->16, bias) -> relu -> head (MatMul 16->10) -> y.
-Graph SmallCnn(int64_t opset = 13) {
+// clip: the Relus become Clip(0, 6) after the conv (ReLU6) and Clip(0.05, 6) after fc (a lower
+// bound that quantization's saturation does not give).
+Graph SmallCnn(int64_t opset = 13, bool clip = false) {
   testing::GraphBuilder b(opset);
   b.Input("x", DType::kFloat32, {Dim::Symbol("N"), 1, 8, 8});
   b.Init("conv.w", testing::RandomFloat({4, 1, 3, 3}, 1, -0.5f, 0.5f));
@@ -49,7 +51,13 @@ Graph SmallCnn(int64_t opset = 13) {
   conv.Set("pads", Attribute::Ints({1, 1, 1, 1}));
   b.Op("Conv", {"x", "conv.w", "conv.b"}, {"c"}, conv);
   b.Op("BatchNormalization", {"c", "bn.scale", "bn.bias", "bn.mean", "bn.var"}, {"bn"});
-  b.Op("Relu", {"bn"}, {"r1"});
+  if (clip) {
+    b.Init("zero", Tensor::Scalar<float>(0.f)).Init("six", Tensor::Scalar<float>(6.f));
+    b.Init("low", Tensor::Scalar<float>(0.05f));
+    b.Op("Clip", {"bn", "zero", "six"}, {"r1"});
+  } else {
+    b.Op("Relu", {"bn"}, {"r1"});
+  }
   AttributeMap pool = Ints("kernel_shape", {2, 2});
   pool.Set("strides", Attribute::Ints({2, 2}));
   b.Op("MaxPool", {"r1"}, {"p"}, pool);
@@ -57,7 +65,8 @@ Graph SmallCnn(int64_t opset = 13) {
   AttributeMap gemm;
   gemm.Set("transB", Attribute::Int(1));
   b.Op("Gemm", {"f", "fc.w", "fc.b"}, {"h"}, gemm);
-  b.Op("Relu", {"h"}, {"r2"});
+  if (clip) b.Op("Clip", {"h", "low", "six"}, {"r2"});
+  else b.Op("Relu", {"h"}, {"r2"});
   b.Op("MatMul", {"r2", "head.w"}, {"y"});
   b.Output("y");
   Graph g = b.Build();
@@ -451,6 +460,49 @@ TEST(Int8Pass, QOperatorStructure) {
   EXPECT_EQ(g.value(qc->inputs[8]).initializer->dtype(), DType::kInt32);
   EXPECT_EQ(g.value(qc->inputs[4]).initializer->numel(), 4);  // per-channel
   SaveAndCheck(g, "qoperator");
+}
+
+// A Clip with constant bounds after a layer is kept before its output QuantizeLinear like a
+// Relu: nothing quantizes the layer's own output. QOperator drops the ReLU6 whose bounds are the
+// output's saturation and runs fc's Clip(0.05, 6) on dequantized values. Both stay within a few
+// output quanta of the float model, and the runtime (which folds the QDQ Clip into its int8
+// conv's clamp) agrees with the emulation.
+TEST(Int8Pass, ClipAfterALayerIsKeptBeforeItsQuantize) {
+  for (const char* spec : {"calibration=minmax", "calibration=minmax,format=qoperator"}) {
+    SCOPED_TRACE(spec);
+    const bool qop = std::string(spec).find("qoperator") != std::string::npos;
+    Graph g = SmallCnn(13, /*clip=*/true);
+    const Graph orig = g;
+    Dataset calib = Calibration();
+    PassContext ctx;
+    ctx.calibration = &calib;
+    auto r = RunPass(g, "int8", spec, ctx);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(CountOps(g, "Clip"), qop ? 1 : 2);
+    for (const Node& n : g.nodes()) {
+      if (n.op_type != "Clip") continue;
+      // The Clip reads the layer's output (float) directly, or fc's dequantized sum (qoperator).
+      const int p = g.value(n.inputs[0]).producer;
+      ASSERT_GE(p, 0);
+      EXPECT_NE(g.nodes()[static_cast<size_t>(p)].op_type, "DequantizeLinear") << "quantized before the Clip";
+    }
+    bool fused_note = false;
+    for (const LayerReport& l : r->layers) fused_note |= l.detail.find("(Clip fused before the output QuantizeLinear)") != std::string::npos;
+    EXPECT_TRUE(fused_note);
+    const Tensor x = SliceBatch(calib.inputs, 0, 16);
+    auto yf = RunFloatEmulation(orig, x);
+    auto yq = RunFloatEmulation(g, x);
+    ASSERT_TRUE(yf.ok() && yq.ok()) << (yf.ok() ? yq.status().message() : yf.status().message());
+    const float q = OutputScale(g, "y");
+    const float diff = testing::MaxAbsDiff(*yf, *yq);
+    EXPECT_GT(diff, 0.f);
+    EXPECT_LE(diff, 4 * q);
+    auto fused = Session::FromGraph(g, {});
+    ASSERT_TRUE(fused.ok()) << fused.status().message();
+    auto yr = (*fused)->Run({{"x", x}});
+    ASSERT_TRUE(yr.ok()) << yr.status().message();
+    EXPECT_LE(testing::MaxAbsDiff((*yr)[0], *yq), q);
+  }
 }
 
 TEST(Int8Pass, DynamicStructure) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -122,8 +123,14 @@ void ExpectQuantizedAgree(const Tensor& a, const Tensor& b) {
 
 constexpr float kXScale = 1.f / 255.f;
 
-// x (float, [0,1]) -> Q -> DQ -> Conv (per-channel int8 weight, int32 bias) -> Relu -> [Q].
-Graph ConvGraph(bool quantized_output, bool relu = true, int64_t group = 1) {
+// A Clip after the conv: constant bounds, or a max fed as a graph input ("clip_max").
+struct ClipSpec {
+  float min = 0.f, max = 6.f;
+  bool max_is_input = false;
+};
+
+// x (float, [0,1]) -> Q -> DQ -> Conv (per-channel int8 weight, int32 bias) -> Relu | Clip -> [Q].
+Graph ConvGraph(bool quantized_output, bool relu = true, int64_t group = 1, std::optional<ClipSpec> clip = {}) {
   const int64_t cin = 4, cout = 8;
   Tensor w = RandomFloat({cout, cin / group, 3, 3}, 21);
   Tensor b = RandomFloat({cout}, 22, -0.3f, 0.3f);
@@ -134,7 +141,7 @@ Graph ConvGraph(bool quantized_output, bool relu = true, int64_t group = 1) {
       .Init("xs", Tensor::Scalar<float>(kXScale)).Init("xz", Tensor::Scalar<uint8_t>(0))
       .Init("wq", qw.q).Init("ws", qw.scale).Init("wz", qw.zp)
       .Init("bq", bq).Init("bs", bs).Init("bz", Tensor(DType::kInt32, {cout}))
-      .Init("ys", Tensor::Scalar<float>(0.02f)).Init("yz", Tensor::Scalar<uint8_t>(relu ? 0 : 128))
+      .Init("ys", Tensor::Scalar<float>(0.02f)).Init("yz", Tensor::Scalar<uint8_t>(relu && !clip ? 0 : 128))
       .Op("QuantizeLinear", {"x", "xs", "xz"}, {"xq"})
       .Op("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"})
       .Op("DequantizeLinear", {"wq", "ws", "wz"}, {"wd"}, Attrs({{"axis", Attribute::Int(0)}}))
@@ -143,7 +150,14 @@ Graph ConvGraph(bool quantized_output, bool relu = true, int64_t group = 1) {
           Attrs({{"pads", Attribute::Ints({1, 1, 1, 1})}, {"kernel_shape", Attribute::Ints({3, 3})},
                  {"group", Attribute::Int(group)}}));
   std::string y = "c";
-  if (relu) gb.Op("Relu", {"c"}, {"r"}), y = "r";
+  if (clip) {
+    gb.Init("clip_min", Tensor::Scalar<float>(clip->min));
+    if (clip->max_is_input) gb.Input("clip_max", DType::kFloat32, {});
+    else gb.Init("clip_max", Tensor::Scalar<float>(clip->max));
+    gb.Op("Clip", {"c", "clip_min", "clip_max"}, {"r"}), y = "r";
+  } else if (relu) {
+    gb.Op("Relu", {"c"}, {"r"}), y = "r";
+  }
   if (quantized_output) gb.Op("QuantizeLinear", {y, "ys", "yz"}, {"yq"}), y = "yq";
   return gb.Output(y).Build();
 }
@@ -183,6 +197,46 @@ TEST(QdqFusion, ConvFloatOutputFusesRelu) {
   float mn = 1e9f;
   for (int64_t i = 0; i < c.fused[0].numel(); ++i) mn = std::min(mn, c.fused[0].data<float>()[i]);
   EXPECT_GE(mn, 0.f);
+}
+
+// Conv -> Clip(0.1, 0.5) -> Q (scale 0.02, zero point 128): the Clip becomes the integer clamp
+// [Q(0.1), Q(0.5)] = [133, 153] of the fused QConv's epilogue, and both bounds are reached.
+TEST(QdqFusion, ConvClipBeforeQuantizeNarrowsTheIntegerClamp) {
+  Compared c = RunBoth(ConvGraph(true, false, 1, ClipSpec{0.1f, 0.5f}), Image({2, 4, 9, 9}));
+  ASSERT_EQ(c.fused.size(), 1u);
+  ASSERT_EQ(testing::CountOps(c.fused_graph, "QConv"), 1);
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "Clip"), 0);
+  EXPECT_EQ(testing::CountOps(c.fused_graph, "QuantizeLinear"), 1);  // the input's only
+  for (const Node& n : c.fused_graph.nodes())
+    if (n.op_type == "QConv") {
+      EXPECT_EQ(n.attrs.GetString("_activation", ""), "Clip");
+      EXPECT_FLOAT_EQ(n.attrs.GetFloat("_min", 0.f), 0.1f);
+      EXPECT_FLOAT_EQ(n.attrs.GetFloat("_max", 0.f), 0.5f);
+    }
+  ExpectQuantizedAgree(c.fused[0], c.emulated[0]);
+  const Tensor& y = c.fused[0];
+  const uint8_t* p = y.data<uint8_t>();
+  EXPECT_EQ(*std::min_element(p, p + y.numel()), 133);
+  EXPECT_EQ(*std::max_element(p, p + y.numel()), 153);
+  EXPECT_GT(std::count(p, p + y.numel(), 133), 0);
+  EXPECT_GT(std::count(p, p + y.numel(), 153), 0);
+}
+
+// A Clip stays a node where its output is float (no QuantizeLinear after it) or a bound is
+// computed at run time; the results still agree with the emulation.
+TEST(QdqFusion, ClipStaysWithoutQuantizeOrWithRuntimeBounds) {
+  Compared f = RunBoth(ConvGraph(false, false, 1, ClipSpec{0.1f, 0.5f}), Image({1, 4, 9, 9}));
+  ASSERT_EQ(f.fused.size(), 1u);
+  EXPECT_EQ(testing::CountOps(f.fused_graph, "QConv"), 1);
+  EXPECT_EQ(testing::CountOps(f.fused_graph, "Clip"), 1);
+  EXPECT_LT(testing::MaxAbsDiff(f.fused[0], f.emulated[0]), 1e-4f);
+
+  std::map<std::string, Tensor> in = Image({1, 4, 9, 9});
+  in["clip_max"] = Tensor::Scalar<float>(0.5f);
+  Compared r = RunBoth(ConvGraph(true, false, 1, ClipSpec{0.1f, 0.5f, /*max_is_input=*/true}), in);
+  ASSERT_EQ(r.fused.size(), 1u);
+  EXPECT_EQ(testing::CountOps(r.fused_graph, "Clip"), 1);
+  ExpectQuantizedAgree(r.fused[0], r.emulated[0]);
 }
 
 // x [M, K] -> Q -> DQ -> Gemm(transB=1, per-channel int8 W [N, K], bias) -> Q.
