@@ -11,16 +11,16 @@ namespace {
 
 constexpr int64_t kOnnxFloat = 1;  // TensorProto.FLOAT, for Cast's `to`
 
-int QMin(DType dt) { return dt == DType::kInt8 ? -128 : 0; }
-int QMax(DType dt) { return dt == DType::kInt8 ? 127 : 255; }
 
 // Whether quantizing to y saturates exactly as the fused activation act clamps: Relu when y's
 // zero point is the lowest level; Clip(lo, hi) when Q(lo) and Q(hi) are the extreme levels (a
 // ReLU6 calibrated on its own output). Then the activation needs no node.
 bool SaturationIsTheActivation(const Graph& g, const Node& act, const ActParams& y) {
-  if (act.op_type == "Relu") return y.zero_point == QMin(y.dtype);
+  int32_t qmin, qmax;
+  QRange(y.dtype, &qmin, &qmax);
+  if (act.op_type == "Relu") return y.zero_point == qmin;
   const std::optional<rewrite::ClipRange> r = rewrite::ConstClipRange(g, act);
-  return r && QuantizeValue(r->min, y) == QMin(y.dtype) && QuantizeValue(r->max, y) == QMax(y.dtype);
+  return r && QuantizeValue(r->min, y) == qmin && QuantizeValue(r->max, y) == qmax;
 }
 
 // The int32 bias and its float per-channel scale, for a layer whose input has scale a_scale.

@@ -10,6 +10,8 @@ namespace {
 // nearbyint under the default rounding mode is round-half-to-even, as QuantizeLinear specifies.
 int64_t RoundHalfEven(double x) { return static_cast<int64_t>(std::nearbyint(x)); }
 
+}  // namespace
+
 void QRange(DType dt, int32_t* qmin, int32_t* qmax) {
   if (dt == DType::kInt8) {
     *qmin = -128;
@@ -19,8 +21,6 @@ void QRange(DType dt, int32_t* qmin, int32_t* qmax) {
     *qmax = 255;
   }
 }
-
-}  // namespace
 
 ActParams ChooseActParams(float lo, float hi, DType dtype) {
   ActParams p;
@@ -51,8 +51,11 @@ ActParams ChooseActParams(float lo, float hi, DType dtype) {
 int32_t QuantizeValue(float x, const ActParams& p) {
   int32_t qmin, qmax;
   QRange(p.dtype, &qmin, &qmax);
-  const int64_t q = RoundHalfEven(static_cast<double>(x / p.scale)) + p.zero_point;
-  return static_cast<int32_t>(std::clamp<int64_t>(q, qmin, qmax));
+  // Saturate before converting: an infinite (or huge) x, such as an absent Clip bound, must not
+  // overflow the integer conversion.
+  const double q = std::nearbyint(static_cast<double>(x / p.scale)) + p.zero_point;
+  if (std::isnan(q)) return p.zero_point;
+  return static_cast<int32_t>(std::clamp<double>(q, qmin, qmax));
 }
 
 float DequantizeValue(int32_t q, const ActParams& p) { return static_cast<float>(q - p.zero_point) * p.scale; }

@@ -24,7 +24,10 @@ struct ActParams {
 // padding and Relu's zeros are exact. A degenerate range gets scale 1 (scales must be > 0).
 ActParams ChooseActParams(float lo, float hi, DType dtype);
 
-// round-half-to-even(x / scale) + zero_point, saturated to the dtype's range.
+// The levels of an activation dtype: [-128, 127] for kInt8, [0, 255] for kUInt8.
+void QRange(DType dt, int32_t* qmin, int32_t* qmax);
+
+// round-half-to-even(x / scale) + zero_point, saturated to the dtype's range (infinities too).
 int32_t QuantizeValue(float x, const ActParams& p);
 float DequantizeValue(int32_t q, const ActParams& p);
 

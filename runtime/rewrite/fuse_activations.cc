@@ -84,8 +84,7 @@ Status FuseActivations(Graph& g, int* count) {
     if (a.op_type == "Clip") {
       const std::optional<rewrite::ClipRange> r = rewrite::ConstClipRange(g, a);
       if (!r) continue;
-      if (std::isfinite(r->min)) fused.Set("_min", Attribute::Float(r->min));
-      if (std::isfinite(r->max)) fused.Set("_max", Attribute::Float(r->max));
+      rewrite::SetClipBounds(fused, *r);
     }
     for (const auto& [k, v] : fused.all()) p.attrs.Set(k, v);
     p.outputs[0] = a.outputs[0];

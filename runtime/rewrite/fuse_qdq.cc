@@ -342,10 +342,7 @@ void ApplyLinear(Graph& g, const LinearMatch& m, std::set<int>* dead) {
   if (m.act_node >= 0) {
     const std::string& op = g.nodes()[static_cast<size_t>(m.act_node)].op_type;
     attrs.Set("_activation", Attribute::String(op));
-    if (op == "Clip") {
-      if (std::isfinite(m.clip.min)) attrs.Set("_min", Attribute::Float(m.clip.min));
-      if (std::isfinite(m.clip.max)) attrs.Set("_max", Attribute::Float(m.clip.max));
-    }
+    if (op == "Clip") rewrite::SetClipBounds(attrs, m.clip);
   }
   node.op_type = m.conv ? "QConv" : "QGemm";
   node.domain = kWhittleDomain;

@@ -88,6 +88,12 @@ inline std::optional<ClipRange> ConstClipRange(const Graph& g, const Node& clip)
   }
   return r;
 }
+// A fused Clip's bounds as its producer's internal attributes (_min / _max where finite;
+// kernels/common/fused_activation.h reads an absent one as unbounded).
+inline void SetClipBounds(AttributeMap& a, const ClipRange& r) {
+  if (std::isfinite(r.min)) a.Set("_min", Attribute::Float(r.min));
+  if (std::isfinite(r.max)) a.Set("_max", Attribute::Float(r.max));
+}
 
 // When value y's only reader is a two-input Add whose other operand is a different value: that
 // Add's node index, with the other operand in *other; else -1.

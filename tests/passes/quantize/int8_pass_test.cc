@@ -91,6 +91,15 @@ StatusOr<Tensor> RunFloatEmulation(const Graph& g, const Tensor& x) {
   return out[0];
 }
 
+// The float model's and the quantized model's outputs on x, both run by float emulation.
+void EmulateBoth(const Graph& orig, const Graph& g, const Tensor& x, Tensor* yf, Tensor* yq) {
+  auto f = RunFloatEmulation(orig, x);
+  auto q = RunFloatEmulation(g, x);
+  ASSERT_TRUE(f.ok() && q.ok()) << (f.ok() ? q.status().message() : f.status().message());
+  *yf = *f;
+  *yq = *q;
+}
+
 // Scale of the QuantizeLinear that produces graph output `name` (QDQ format).
 float OutputScale(const Graph& g, const std::string& name) {
   const Node& dq = g.nodes()[static_cast<size_t>(g.value(g.FindValue(name)).producer)];
@@ -186,13 +195,12 @@ TEST(Int8Pass, EmulatedResultStaysWithinAFewOutputQuanta) {
     auto r = RunPass(g, "int8", spec, ctx);
     ASSERT_TRUE(r.ok()) << spec << ": " << r.status().message();
     const Tensor x = SliceBatch(calib.inputs, 0, 16);
-    auto yf = RunFloatEmulation(orig, x);
-    auto yq = RunFloatEmulation(g, x);
-    ASSERT_TRUE(yf.ok() && yq.ok()) << (yf.ok() ? yq.status().message() : yf.status().message());
+    Tensor yf, yq;
+    ASSERT_NO_FATAL_FAILURE(EmulateBoth(orig, g, x, &yf, &yq));
     const float q = OutputScale(g, "y");
-    const float diff = testing::MaxAbsDiff(*yf, *yq);
+    const float diff = testing::MaxAbsDiff(yf, yq);
     float amax = 0;
-    for (int64_t i = 0; i < yf->numel(); ++i) amax = std::max(amax, std::fabs(yf->data<float>()[i]));
+    for (int64_t i = 0; i < yf.numel(); ++i) amax = std::max(amax, std::fabs(yf.data<float>()[i]));
     std::printf("[ int8 ] '%s': max |float - int8| %.4g = %.2f output quanta (|y| <= %.3g)\n", spec, diff, diff / q, amax);
     EXPECT_LE(diff, (clips ? 8 : 4) * q) << spec;
     EXPECT_GT(diff, 0.f) << spec << ": the graph was not quantized";
@@ -289,10 +297,9 @@ TEST(Int8Pass, ComposesAfterSvd) {
   for (const LayerReport& l : r->layers) quantized += l.action == "int8";
   EXPECT_GE(quantized, 4);  // conv, both factors, head
   const Tensor x = SliceBatch(calib.inputs, 0, 16);
-  auto yf = RunFloatEmulation(orig, x);
-  auto yq = RunFloatEmulation(g, x);
-  ASSERT_TRUE(yf.ok() && yq.ok());
-  EXPECT_LE(testing::MaxAbsDiff(*yf, *yq), 4 * OutputScale(g, "y"));
+  Tensor yf, yq;
+  ASSERT_NO_FATAL_FAILURE(EmulateBoth(orig, g, x, &yf, &yq));
+  EXPECT_LE(testing::MaxAbsDiff(yf, yq), 4 * OutputScale(g, "y"));
 }
 
 TEST(Int8Pass, ExcludeOpTypesAndLayerOverrides) {
@@ -490,18 +497,17 @@ TEST(Int8Pass, ClipAfterALayerIsKeptBeforeItsQuantize) {
     for (const LayerReport& l : r->layers) fused_note |= l.detail.find("(Clip fused before the output QuantizeLinear)") != std::string::npos;
     EXPECT_TRUE(fused_note);
     const Tensor x = SliceBatch(calib.inputs, 0, 16);
-    auto yf = RunFloatEmulation(orig, x);
-    auto yq = RunFloatEmulation(g, x);
-    ASSERT_TRUE(yf.ok() && yq.ok()) << (yf.ok() ? yq.status().message() : yf.status().message());
+    Tensor yf, yq;
+    ASSERT_NO_FATAL_FAILURE(EmulateBoth(orig, g, x, &yf, &yq));
     const float q = OutputScale(g, "y");
-    const float diff = testing::MaxAbsDiff(*yf, *yq);
+    const float diff = testing::MaxAbsDiff(yf, yq);
     EXPECT_GT(diff, 0.f);
     EXPECT_LE(diff, 4 * q);
     auto fused = Session::FromGraph(g, {});
     ASSERT_TRUE(fused.ok()) << fused.status().message();
     auto yr = (*fused)->Run({{"x", x}});
     ASSERT_TRUE(yr.ok()) << yr.status().message();
-    EXPECT_LE(testing::MaxAbsDiff((*yr)[0], *yq), q);
+    EXPECT_LE(testing::MaxAbsDiff((*yr)[0], yq), q);
   }
 }
 
@@ -535,10 +541,9 @@ TEST(Int8Pass, DynamicStructure) {
   }
   Graph orig = SmallCnn();
   const Tensor x = SliceBatch(Calibration().inputs, 0, 8);
-  auto yf = RunFloatEmulation(orig, x);
-  auto yq = RunFloatEmulation(g, x);
-  ASSERT_TRUE(yf.ok() && yq.ok()) << (yq.ok() ? "" : yq.status().message());
-  EXPECT_LE(testing::MaxAbsDiff(*yf, *yq), 0.05f);
+  Tensor yf, yq;
+  ASSERT_NO_FATAL_FAILURE(EmulateBoth(orig, g, x, &yf, &yq));
+  EXPECT_LE(testing::MaxAbsDiff(yf, yq), 0.05f);
 }
 
 }  // namespace
