@@ -1,5 +1,6 @@
 #include "runtime/rewrite/fold_constants.h"
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <vector>
@@ -9,6 +10,26 @@
 #include "runtime/rewrite/match.h"
 
 namespace whittle {
+
+namespace {
+
+// The output of a Shape node over value id's producer as far as static inference knows it: the
+// dims (after Shape's start/end), -1 where a dim is symbolic; nullopt when id is not a Shape's
+// output or the rank is unknown.
+std::optional<Tensor> PartialShape(const Graph& g, int id) {
+  const Node* p = rewrite::Producer(g, id);
+  if (!p || !rewrite::IsOp(*p, "Shape") || p->inputs.empty() || p->inputs[0] < 0) return std::nullopt;
+  const std::optional<SymShape>& shape = g.value(p->inputs[0]).shape;
+  if (!shape) return std::nullopt;
+  const int64_t rank = static_cast<int64_t>(shape->size());
+  auto clamp = [rank](int64_t a) { return std::min(std::max(a < 0 ? a + rank : a, int64_t{0}), rank); };
+  const int64_t start = clamp(p->attrs.GetInt("start", 0)), end = clamp(p->attrs.GetInt("end", rank));
+  std::vector<int64_t> dims;
+  for (int64_t i = start; i < end; ++i) dims.push_back((*shape)[static_cast<size_t>(i)].known() ? (*shape)[static_cast<size_t>(i)].value : -1);
+  return Tensor::FromVector<int64_t>({static_cast<int64_t>(dims.size())}, dims);
+}
+
+}  // namespace
 
 Status FoldConstants(Graph& g, int* count) {
   WH_ASSIGN_OR_RETURN(std::vector<int> order, g.TopologicalOrder());
@@ -44,9 +65,32 @@ Status FoldConstants(Graph& g, int* count) {
         all_const = true;
       }
     }
+    // Gather / Slice of constant positions from a Shape whose selected dims are static (TorchScript's
+    // x.size(1), x.shape[2:]) is a constant too, even when other dims (the batch) are symbolic: run
+    // it on the shape with -1 for the unknown dims and fold it if none was selected.
+    bool partial = false;
+    if (!all_const && (n.op_type == "Gather" || n.op_type == "Slice") && !n.inputs.empty()) {
+      std::optional<Tensor> shape = PartialShape(g, n.inputs[0]);
+      bool rest_const = shape.has_value();
+      inputs = {shape ? *shape : Tensor()};
+      for (size_t i = 1; rest_const && i < n.inputs.size(); ++i) {
+        const Tensor* t = rewrite::ConstInput(g, n, i);
+        rest_const = n.inputs[i] < 0 || t;
+        inputs.push_back(t ? *t : Tensor());
+      }
+      all_const = partial = rest_const;
+    }
     if (!all_const) continue;
     auto out = RunNode(n, static_cast<int>(g.OpsetFor(n.domain)), inputs, Backend::kReference, 1, true);
-    if (!out.ok()) return out.status();
+    if (!out.ok()) {
+      if (partial) continue;  // left to run time, which reports a bad index with the real shape
+      return out.status();
+    }
+    if (partial) {
+      const Tensor& t = (*out)[0];
+      const int64_t* v = t.data<int64_t>();
+      if (std::any_of(v, v + t.numel(), [](int64_t d) { return d < 0; })) continue;  // a symbolic dim
+    }
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       int o = n.outputs[i];
       if (o < 0) continue;

@@ -391,6 +391,52 @@ TEST(FoldConstants, FoldsConstantSubgraph) {
     EXPECT_EQ(r->data<float>()[i], std::max(0.f, a.data<float>()[i] + b.data<float>()[i]));
 }
 
+// TorchScript's channel shuffle: x.size(0) (the symbolic batch), x.size(1) // 2 and x.shape[2:]
+// (static) feed a Reshape. The static picks fold to constants, the batch's stays; the optimized
+// session equals the unoptimized one at two batch sizes.
+TEST(FoldConstants, StaticDimsPickedFromAShapeFoldDespiteASymbolicBatch) {
+  Graph g = GraphBuilder(15)
+                .Input("x", DType::kFloat32, {Dim::Symbol("N"), 6, 4, 5})
+                .Init("i0", Tensor::Scalar<int64_t>(0)).Init("i1", Tensor::Scalar<int64_t>(1))
+                .Init("two", Tensor::Scalar<int64_t>(2)).Init("ax", Tensor::FromVector<int64_t>({1}, {0}))
+                .Init("s2", Tensor::FromVector<int64_t>({1}, {2})).Init("big", Tensor::FromVector<int64_t>({1}, {100}))
+                .Init("minus1", Tensor::FromVector<int64_t>({1}, {-1}))
+                .Op("Shape", {"x"}, {"shape"})
+                .Op("Gather", {"shape", "i0"}, {"n"})
+                .Op("Gather", {"shape", "i1"}, {"c"})
+                .Op("Div", {"c", "two"}, {"half"})
+                .Op("Slice", {"shape", "s2", "big"}, {"hw"})
+                .Op("Unsqueeze", {"n", "ax"}, {"n1"})
+                .Op("Unsqueeze", {"half", "ax"}, {"half1"})
+                .Op("Concat", {"n1", "half1", "minus1", "hw"}, {"target"},
+                    [] { AttributeMap a; a.Set("axis", Attribute::Int(0)); return a; }())
+                .Op("Reshape", {"x", "target"}, {"y"})
+                .Output("y")
+                .Build();
+  ASSERT_TRUE(InferShapes(g).ok());
+  Graph folded = g;
+  int count = 0;
+  ASSERT_TRUE(FoldConstants(folded, &count).ok());
+  ASSERT_TRUE(folded.Compact().ok());
+  // Gather(1), Div, Slice and the Unsqueeze of the half fold; Shape, Gather(0) and the rest stay.
+  EXPECT_EQ(count, 4);
+  EXPECT_EQ(testing::CountOps(folded, "Gather"), 1);
+  EXPECT_EQ(testing::CountOps(folded, "Slice"), 0);
+  EXPECT_EQ(testing::CountOps(folded, "Div"), 0);
+  EXPECT_EQ(testing::CountOps(folded, "Shape"), 1);
+  for (int64_t batch : {1, 3}) {
+    const Tensor x = RandomFloat({batch, 6, 4, 5}, 31);
+    auto a = Session::FromGraph(g, {.backend = Backend::kReference, .optimize = false});
+    auto b = Session::FromGraph(g, {.backend = Backend::kReference, .optimize = true});
+    ASSERT_TRUE(a.ok() && b.ok());
+    auto ya = (*a)->Run({{"x", x}});
+    auto yb = (*b)->Run({{"x", x}});
+    ASSERT_TRUE(ya.ok() && yb.ok()) << (ya.ok() ? yb.status().message() : ya.status().message());
+    EXPECT_EQ((*yb)[0].dims(), (Dims{batch, 3, 2, 4, 5}));
+    EXPECT_TRUE(testing::TensorsClose((*ya)[0], (*yb)[0], 0.f, 0.f));
+  }
+}
+
 TEST(RewriteForRuntime, ReportCountsEachRule) {
   Graph g = ConvBnGraph(true);
   ASSERT_TRUE(InferShapes(g).ok());
