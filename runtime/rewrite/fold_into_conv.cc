@@ -1,5 +1,7 @@
 #include "runtime/rewrite/fold_into_conv.h"
 
+#include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -121,6 +123,76 @@ Status FoldConvAffine(Graph& g, int* count) {
       *count += static_cast<int>(dead.size());
       changed = true;
     }
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// The kernel rows (or columns) [*first, *last] that some output position reads inside the input
+// of size `in`; false when none does (every tap reads padding) or all do.
+bool LiveTaps(int64_t in, int64_t k, int64_t stride, int64_t dil, int64_t pad_begin, int64_t pad_end, int64_t* first,
+              int64_t* last) {
+  const int64_t out = (in + pad_begin + pad_end - dil * (k - 1) - 1) / stride + 1;
+  *first = k;
+  *last = -1;
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t o = 0; o < out; ++o) {
+      const int64_t at = o * stride - pad_begin + i * dil;
+      if (at >= 0 && at < in) {
+        *first = std::min(*first, i);
+        *last = std::max(*last, i);
+        break;
+      }
+    }
+  return *last >= 0 && (*first > 0 || *last < k - 1);
+}
+
+}  // namespace
+
+Status CropDeadConvTaps(Graph& g, int* count) {
+  for (Node& c : g.nodes()) {
+    if (!rewrite::FoldableConv(g, c) || c.attrs.GetString("auto_pad", "NOTSET") != "NOTSET") continue;
+    const Tensor& w = *rewrite::ConstInput(g, c, 1);
+    if (w.rank() != 4 || c.inputs[0] < 0) continue;
+    const std::optional<SymShape>& xs = g.value(c.inputs[0]).shape;
+    if (!xs || xs->size() != 4 || !(*xs)[2].known() || !(*xs)[3].known()) continue;
+    const std::vector<int64_t> strides = c.attrs.GetInts("strides", {1, 1}), dil = c.attrs.GetInts("dilations", {1, 1});
+    std::vector<int64_t> pads = c.attrs.GetInts("pads", {0, 0, 0, 0});
+    if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4) continue;
+    int64_t first[2], last[2];
+    bool crop = false, ok = true;
+    for (int a = 0; a < 2; ++a) {
+      const int64_t k = w.dim(2 + a);
+      if (LiveTaps((*xs)[static_cast<size_t>(2 + a)].value, k, strides[static_cast<size_t>(a)], dil[static_cast<size_t>(a)],
+                   pads[static_cast<size_t>(a)], pads[static_cast<size_t>(2 + a)], &first[a], &last[a])) {
+        crop = true;
+      } else if (last[a] < 0) {
+        ok = false;  // no live tap at all: the output is the bias; left as it is
+      } else {
+        first[a] = 0;
+        last[a] = k - 1;
+      }
+      // The same output size with the kernel cut to [first, last]: the pads shrink by the cut taps.
+      const int64_t pb = pads[static_cast<size_t>(a)] - first[a] * dil[static_cast<size_t>(a)];
+      const int64_t pe = pads[static_cast<size_t>(2 + a)] - (k - 1 - last[a]) * dil[static_cast<size_t>(a)];
+      ok &= pb >= 0 && pe >= 0;
+      pads[static_cast<size_t>(a)] = pb;
+      pads[static_cast<size_t>(2 + a)] = pe;
+    }
+    if (!crop || !ok) continue;
+    const int64_t M = w.dim(0), C = w.dim(1), kh = last[0] - first[0] + 1, kw = last[1] - first[1] + 1;
+    Tensor cut(DType::kFloat32, {M, C, kh, kw});
+    const float* src = w.data<float>();
+    float* dst = cut.data<float>();
+    for (int64_t mc = 0; mc < M * C; ++mc)
+      for (int64_t i = 0; i < kh; ++i)
+        for (int64_t j = 0; j < kw; ++j)
+          dst[(mc * kh + i) * kw + j] = src[(mc * w.dim(2) + first[0] + i) * w.dim(3) + first[1] + j];
+    c.inputs[1] = g.AddInitializer(g.UniqueName(g.value(c.inputs[1]).name + "_live_taps"), std::move(cut));
+    c.attrs.Set("pads", Attribute::Ints(pads));
+    c.attrs.Set("kernel_shape", Attribute::Ints({kh, kw}));
+    ++*count;
   }
   return Status::Ok();
 }

@@ -6,8 +6,13 @@
 //     one value, as the Conv's only reader (tf2onnx's unfolded BatchNormalization scale and shift
 //     after a depthwise conv), goes into the weight (Mul) and the bias; repeated, so Conv -> Mul
 //     -> Add folds whole.
-// Both need a constant float32 weight (and bias, when present); new initializers hold the
-// results, the originals are left for Compact(). Each adds the nodes it removed to *count.
+//   CropDeadConvTaps: a 2-D Conv whose input's spatial dims are static and some of whose kernel
+//     rows or columns read only padding at every output position (DeepLabV3's ASPP: 3x3 convs
+//     with dilation 12-36 on an 8x8 map are 1x1 convs) gets the kernel cut to the taps that read
+//     the input, and its pads shrunk by the cut taps (same output, fewer multiplies).
+// All need a constant float32 weight (and bias, when present); new initializers hold the
+// results, the originals are left for Compact(). The folds add the nodes they removed to *count,
+// CropDeadConvTaps the convs it cut.
 #pragma once
 
 #include "lib/ir/graph.h"
@@ -17,5 +22,6 @@ namespace whittle {
 
 Status FoldPadIntoConv(Graph& g, int* count);
 Status FoldConvAffine(Graph& g, int* count);
+Status CropDeadConvTaps(Graph& g, int* count);
 
 }  // namespace whittle

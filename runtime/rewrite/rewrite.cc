@@ -68,6 +68,7 @@ StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_blo
   WH_RETURN_IF_ERROR(FoldConvBatchNorm(g, &r.folded_batchnorms));
   WH_RETURN_IF_ERROR(FoldPadIntoConv(g, &r.folded_into_conv));
   WH_RETURN_IF_ERROR(FoldConvAffine(g, &r.folded_into_conv));
+  WH_RETURN_IF_ERROR(CropDeadConvTaps(g, &r.cropped_conv_taps));
   WH_RETURN_IF_ERROR(FuseGelu(g, &r.fused_gelu));
   WH_RETURN_IF_ERROR(FuseLayerNorm(g, &r.fused_layernorm));
   WH_RETURN_IF_ERROR(FuseConvAdd(g, &r.fused_conv_add));

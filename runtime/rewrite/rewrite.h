@@ -18,6 +18,7 @@ struct RewriteReport {
   int folded_constants = 0;
   int folded_batchnorms = 0;
   int folded_into_conv = 0;   // zero Pads, and constant Mul/Add per channel, computed by the Conv
+  int cropped_conv_taps = 0;  // Convs whose kernel taps that only ever read padding were cut
   int fused_activations = 0;
   int fused_gelu = 0;         // GELU subgraphs (erf or tanh form) run as one Gelu node
   int fused_layernorm = 0;    // layer norms written out (ReduceMean/Sub/Pow/Sqrt/Div) as one node

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "kernels/common/binary.h"
@@ -536,6 +537,58 @@ TEST(Nchwc, BinaryConvWithFloatActivationsJoinsTheRegion) {
       }
     }
   }
+}
+
+// An NchwcConv that neither Winograd nor oneDNN takes runs the planar CPU conv (DeepLabV3's ASPP
+// conv, dilation 12 on an 8 x 8 map: oneDNN 2.6 has no blocked kernel for it, here or held to
+// AVX2), with its residual and activation: the same result as the reference Conv -> Add -> Relu.
+TEST(Nchwc, ConvsOneDnnDeclinesRunThePlanarConv) {
+  const int64_t c = 16, m = 8;
+  AttributeMap conv;
+  conv.Set("dilations", Attribute::Ints({12, 12}));
+  conv.Set("pads", Attribute::Ints({12, 12, 12, 12}));
+  conv.Set("kernel_shape", Attribute::Ints({3, 3}));
+  const Tensor w = RandomFloat({m, c, 3, 3}, 61), b = RandomFloat({m}, 62);
+  Graph plain = GraphBuilder(17)
+                    .Input("x", DType::kFloat32, {1, c, 8, 8})
+                    .Input("r", DType::kFloat32, {1, m, 8, 8})
+                    .Init("w", w).Init("b", b)
+                    .Op("Conv", {"x", "w", "b"}, {"y0"}, conv)
+                    .Op("Add", {"y0", "r"}, {"y1"})
+                    .Op("Relu", {"y1"}, {"y"})
+                    .Output("y")
+                    .Build();
+  Graph blocked = GraphBuilder(17).Input("x", DType::kFloat32, {1, c, 8, 8}).Input("r", DType::kFloat32, {1, m, 8, 8})
+                      .Init("w", w).Init("b", b).Build();
+  blocked.opset_imports["ai.whittle"] = 1;
+  auto add = [&](const char* op, std::vector<std::string> in, const char* out, AttributeMap a) {
+    Node n;
+    n.name = out;
+    n.op_type = op;
+    n.domain = "ai.whittle";
+    for (const std::string& i : in) n.inputs.push_back(blocked.FindValue(i));
+    n.outputs = {blocked.AddValue(out)};
+    n.attrs = std::move(a);
+    blocked.AddNode(n);
+  };
+  AttributeMap to, from, nc = conv;
+  to.Set("block", Attribute::Int(8));
+  from.Set("channels", Attribute::Int(m));
+  nc.Set("block", Attribute::Int(8));
+  nc.Set("_activation", Attribute::String("Relu"));
+  add("ToNchwc", {"x"}, "xb", to);
+  add("ToNchwc", {"r"}, "rb", to);
+  add("NchwcConv", {"xb", "w", "b", "rb"}, "yb", nc);
+  add("FromNchwc", {"yb"}, "y", from);
+  blocked.outputs().push_back(blocked.FindValue("y"));
+  const std::map<std::string, Tensor> in = {{"x", RandomFloat({1, c, 8, 8}, 63)}, {"r", RandomFloat({1, m, 8, 8}, 64)}};
+  auto ref = Session::FromGraph(plain, {.backend = Backend::kReference, .optimize = false});
+  auto cpu = Session::FromGraph(blocked, {.backend = Backend::kCpu, .optimize = false});
+  ASSERT_TRUE(ref.ok() && cpu.ok()) << (cpu.ok() ? ref.status().message() : cpu.status().message());
+  auto want = (*ref)->Run(in);
+  auto got = (*cpu)->Run(in);
+  ASSERT_TRUE(want.ok() && got.ok()) << (got.ok() ? want.status().message() : got.status().message());
+  EXPECT_TRUE(testing::TensorsClose((*got)[0], (*want)[0], 1e-4f, 1e-4f));
 }
 
 TEST(Nchwc, OpsRejectBadBlocks) {

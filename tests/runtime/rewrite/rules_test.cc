@@ -437,6 +437,51 @@ TEST(FoldConstants, StaticDimsPickedFromAShapeFoldDespiteASymbolicBatch) {
   }
 }
 
+// DeepLabV3's ASPP at a small map: dilation 12 on an 8 x 20 input. Every output reads only the
+// centre row of the 3 x 3 kernel (the others land in the padding), but all three columns: the
+// conv becomes 1 x 3 with pads (0, 12, 0, 12), and computes what the 3 x 3 one did.
+TEST(CropDeadConvTaps, KernelRowsThatOnlyReadPaddingAreCut) {
+  AttributeMap conv;
+  conv.Set("dilations", Attribute::Ints({12, 12}));
+  conv.Set("pads", Attribute::Ints({12, 12, 12, 12}));
+  conv.Set("kernel_shape", Attribute::Ints({3, 3}));
+  Graph g = GraphBuilder(13)
+                .Input("x", DType::kFloat32, {Dim::Symbol("N"), 4, 8, 20})
+                .Init("w", RandomFloat({6, 4, 3, 3}, 71))
+                .Init("b", RandomFloat({6}, 72))
+                .Op("Conv", {"x", "w", "b"}, {"y"}, conv)
+                .Output("y")
+                .Build();
+  ASSERT_TRUE(InferShapes(g).ok());
+  Graph cut = g;
+  int count = 0;
+  ASSERT_TRUE(CropDeadConvTaps(cut, &count).ok());
+  EXPECT_EQ(count, 1);
+  const Node& c = cut.nodes()[0];
+  EXPECT_EQ(c.attrs.GetInts("kernel_shape"), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(c.attrs.GetInts("pads"), (std::vector<int64_t>{0, 12, 0, 12}));
+  EXPECT_EQ(cut.ConstInput(c, 1)->dims(), (Dims{6, 4, 1, 3}));
+  const std::map<std::string, Tensor> in = {{"x", RandomFloat({2, 4, 8, 20}, 73)}};
+  auto a = Session::FromGraph(g, {.backend = Backend::kReference, .optimize = false});
+  auto b = Session::FromGraph(cut, {.backend = Backend::kReference, .optimize = false});
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto ya = (*a)->Run(in);
+  auto yb = (*b)->Run(in);
+  ASSERT_TRUE(ya.ok() && yb.ok());
+  EXPECT_TRUE(testing::TensorsClose((*yb)[0], (*ya)[0], 1e-5f, 1e-5f));
+  // Dilation 1: every tap reads the input somewhere; nothing to cut.
+  Graph dense = GraphBuilder(13)
+                    .Input("x", DType::kFloat32, {1, 4, 8, 8})
+                    .Init("w", RandomFloat({6, 4, 3, 3}, 74))
+                    .Op("Conv", {"x", "w"}, {"y"}, [] { AttributeMap a; a.Set("pads", Attribute::Ints({1, 1, 1, 1})); return a; }())
+                    .Output("y")
+                    .Build();
+  ASSERT_TRUE(InferShapes(dense).ok());
+  count = 0;
+  ASSERT_TRUE(CropDeadConvTaps(dense, &count).ok());
+  EXPECT_EQ(count, 0);
+}
+
 TEST(RewriteForRuntime, ReportCountsEachRule) {
   Graph g = ConvBnGraph(true);
   ASSERT_TRUE(InferShapes(g).ok());
