@@ -1,6 +1,6 @@
 // Kernels for the resampling ops (Resize, Upsample). Each factory parses and checks the
-// attributes once and picks init.backend's compute function from kResample (only the reference
-// has one today); Compute reads the call's roi / scales / sizes, resolves them to one scale and
+// attributes once and picks init.backend's compute function from kResample (the reference, and
+// the CPU's float32 path of kernels/cpu/resample.h); Compute reads the call's roi / scales / sizes, resolves them to one scale and
 // one roi interval per axis of X, and calls it. Upsample and Resize-10 are Resize with the
 // asymmetric coordinate transform and ResizeNearest::kSimple.
 #include <algorithm>
@@ -10,6 +10,7 @@
 
 #include "kernels/common/dtype_dispatch.h"
 #include "kernels/kernel.h"
+#include "kernels/cpu/resample.h"
 #include "kernels/reference/resample.h"
 #include "kernels/resample_setup.h"
 
@@ -18,7 +19,8 @@ namespace {
 
 using Factory = StatusOr<std::unique_ptr<OpKernel>>;
 
-const BackendTable<ResampleFns> kResample{{Backend::kReference, &reference::kResampleFns}};
+const BackendTable<ResampleFns> kResample{{Backend::kReference, &reference::kResampleFns},
+                                          {Backend::kCpu, &cpu::kResampleFns}};
 
 Status Bad(const KernelInit& init, const std::string& what) { return InvalidArgument(init.node_name + ": " + what); }
 

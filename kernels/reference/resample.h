@@ -63,8 +63,9 @@ StatusOr<AxisTaps> ResizeAxisTaps(const ResizeParams& p, int64_t in_w, int64_t o
 Status ResizeReference(const Tensor& in, const std::vector<double>& scales, const std::vector<double>& roi,
                        const ResizeParams& p, Tensor* out);
 
-// The family's compute functions, one instance per backend (kernels/kernel.h BackendTable). Only
-// the reference has them today; a backend adds its row to kResample in kernels/resample_kernels.cc.
+// The family's compute functions, one instance per backend (kernels/kernel.h BackendTable): the
+// reference and the CPU (kernels/cpu/resample.h); a backend adds its row to kResample in
+// kernels/resample_kernels.cc.
 struct ResampleFns {
   Status (*resize)(const Tensor& in, const std::vector<double>& scales, const std::vector<double>& roi,
                    const ResizeParams& p, Tensor* out) = nullptr;

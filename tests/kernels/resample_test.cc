@@ -303,6 +303,42 @@ TEST(ResampleKernelsTest, RandomShapesRun) {
   }
 }
 
+// The CPU's separable float path (kernels/cpu/resample.h) against the reference's double loops on
+// image-model shapes: LR-ASPP's 16x16 -> 128x128 bilinear logits, downsampling with antialias,
+// cubic, align_corners, a rank-3 and a rank-5 input (leading axes copied), and an int8 input
+// (which the reference keeps).
+TEST(ResampleKernelsTest, CpuSeparablePathMatchesTheReference) {
+  struct Case {
+    const char* mode;
+    const char* coord;
+    int antialias;
+    Dims dims;
+    std::vector<float> scales;
+  };
+  const Case cases[] = {
+      {"linear", "half_pixel", 0, {2, 21, 16, 16}, {1, 1, 8, 8}},
+      {"linear", "pytorch_half_pixel", 0, {1, 3, 9, 7}, {1, 1, 2.5f, 1}},
+      {"linear", "align_corners", 0, {1, 4, 5, 6}, {1, 1, 3, 2}},
+      {"linear", "half_pixel", 1, {1, 2, 20, 24}, {1, 1, 0.3f, 0.5f}},
+      {"cubic", "half_pixel", 0, {1, 2, 6, 7}, {1, 1, 2, 3.5f}},
+      {"cubic", "asymmetric", 1, {1, 2, 17, 13}, {1, 1, 0.6f, 0.25f}},
+      {"nearest", "asymmetric", 0, {2, 3, 5, 5}, {1, 1, 2, 3}},
+      {"linear", "half_pixel", 0, {3, 8, 10}, {1, 2, 0.5f}},
+      {"linear", "half_pixel", 0, {1, 2, 3, 4, 5}, {1, 1, 1, 2, 2}},
+  };
+  uint32_t seed = 80;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.mode) + " " + c.coord + " antialias=" + std::to_string(c.antialias) + " " +
+                 DimsToString(c.dims));
+    Node n = ResizeNode(Attrs({{"mode", Attribute::String(c.mode)},
+                               {"coordinate_transformation_mode", Attribute::String(c.coord)},
+                               {"antialias", Attribute::Int(c.antialias)}}));
+    ExpectBackendsMatchReference(n, {RandomFloat(c.dims, seed++), kNone, Scales(c.scales), kNone}, 1e-5f, 1e-5f, 18);
+  }
+  Node n = ResizeNode(Attrs({{"mode", Attribute::String("linear")}}));
+  Both(n, {testing::RandomInt8({1, 2, 4, 4}, 9), kNone, Scales({1, 1, 2, 2}), kNone});
+}
+
 // ---------------------------------------------------------------- errors
 
 TEST(ResampleKernelsTest, BadAttributesAndInputsAreOneLineErrors) {
