@@ -7,9 +7,7 @@
 #include "kernels/nchwc.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -21,11 +19,11 @@
 
 
 #include "kernels/common/window.h"
+#include "kernels/cpu/conv.h"
 #include "kernels/cpu/conv_onednn.h"
 #include "kernels/cpu/movement.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/winograd.h"
-#include "kernels/cpu/conv.h"
 #include "kernels/reference/conv.h"
 
 namespace whittle {
@@ -279,8 +277,9 @@ class NchwcConvKernel : public OpKernel {
   // Where neither Winograd nor oneDNN takes the blocked shape (oneDNN held to AVX2 has no blocked
   // kernel for DeepLabV3's ASPP convs, dilation 12-36 on an 8 x 8 map): unblock, run the planar
   // CPU conv (im2col + packed GEMM; built on first need, so the weights are packed only where
-  // this happens; the reference backend's plain loop for a reference session), add the residual, apply the activation, block again. It had been the naive
-  // reference loop: 2.2 s of a 2.2 s DeepLabV3 run.
+  // this happens; the reference backend's plain loop in a reference session), add the residual,
+  // apply the activation, block again. It had been the naive reference loop: 2.2 s of a 2.2 s
+  // DeepLabV3 run.
   Status RunPlanar(const ConvShape& s, const Tensor& x, const float* sum, Tensor& y, int threads) const {
     const int64_t bo = block_ ? block_ : s.out_channels, in_plane = s.geo.InSize(), out_plane = s.geo.OutSize();
     const OpKernel* conv = nullptr;
@@ -290,8 +289,10 @@ class NchwcConvKernel : public OpKernel {
         ConvAttrs plain = attrs_;
         plain.act = FusedActivation{};
         const AttributeMap none;
-        const KernelInit init{none, 11, {DType::kFloat32, DType::kFloat32, b_.defined() ? DType::kFloat32 : DType::kUndefined},
-                              {nullptr, &w_, b_.defined() ? &b_ : nullptr}, 1, "NchwcConv (planar)", Backend::kCpu};
+        const DType bias_dt = b_.defined() ? DType::kFloat32 : DType::kUndefined;
+        const KernelInit init{none, 11, {DType::kFloat32, DType::kFloat32, bias_dt},
+                              {nullptr, &w_, b_.defined() ? &b_ : nullptr}, 1, "NchwcConv (planar)",
+                              fast_ ? Backend::kCpu : Backend::kReference};
         WH_ASSIGN_OR_RETURN(planar_, (fast_ ? cpu::kConvFns : reference::kConvFns).conv(plain, init));
         if (!planar_) return Internal("NchwcConv: no planar float convolution");
       }

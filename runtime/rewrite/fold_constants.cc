@@ -25,7 +25,10 @@ std::optional<Tensor> PartialShape(const Graph& g, int id) {
   auto clamp = [rank](int64_t a) { return std::min(std::max(a < 0 ? a + rank : a, int64_t{0}), rank); };
   const int64_t start = clamp(p->attrs.GetInt("start", 0)), end = clamp(p->attrs.GetInt("end", rank));
   std::vector<int64_t> dims;
-  for (int64_t i = start; i < end; ++i) dims.push_back((*shape)[static_cast<size_t>(i)].known() ? (*shape)[static_cast<size_t>(i)].value : -1);
+  for (int64_t i = start; i < end; ++i) {
+    const Dim& d = (*shape)[static_cast<size_t>(i)];
+    dims.push_back(d.known() ? d.value : -1);
+  }
   return Tensor::FromVector<int64_t>({static_cast<int64_t>(dims.size())}, dims);
 }
 
