@@ -22,6 +22,7 @@
 
 #include "kernels/common/window.h"
 #include "kernels/cpu/vmath.h"
+#include "kernels/cpu/aligned.h"
 
 namespace whittle::cpu {
 
@@ -43,7 +44,7 @@ class DirectConv {
   SimdIsa isa_;
   int ocb_ = 0, tile_width_ = 0;
   int64_t out_channels_, cg_, kh_, kw_, group_, blocks_;
-  std::vector<float> packed_;
+  AlignedVector<float> packed_;
 };
 
 // Per-ISA tiles (conv_direct_avx2.cc, conv_direct_avx512.cc): out[o * ld + i] for o < OCB, i < TW,

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/aligned.h"
 #include "kernels/cpu/vmath.h"
 
 namespace whittle::cpu {
@@ -40,7 +41,7 @@ class PackedGemmB {
   static constexpr int64_t kGroup = 4;  // panels per task; PackedGemmPanelsPerTile(r) divides it
   int64_t k_ = 0, n_ = 0, nr_ = 0, panels_ = 0;
   SimdIsa isa_ = SimdIsa::kScalar;
-  std::vector<float> data_;  // panels_ x [K][nr_]
+  AlignedVector<float> data_;  // panels_ x [K][nr_]
 };
 
 // Per-ISA tiles: C rows [0, rows) x columns [0, ncols) of np consecutive panels starting at bp

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/common/quant_params.h"
+#include "kernels/cpu/aligned.h"
 #include "kernels/common/window.h"  // ConvShape, WindowGeometry
 
 namespace whittle {
@@ -21,11 +22,11 @@ constexpr int64_t kQNr = 16;  // columns per B panel / micro-tile
 
 struct QPackedA {
   int64_t M = 0, K = 0, Kp = 0;  // Kp: K rounded up to even
-  std::vector<int16_t> data;     // [M rounded up to kQMr][Kp], padding 0
+  cpu::AlignedVector<int16_t> data;     // [M rounded up to kQMr][Kp], padding 0
 };
 struct QPackedB {
   int64_t K = 0, N = 0, Kp = 0;
-  std::vector<int16_t> data;  // [ceil(N/kQNr)][Kp/2][kQNr][2]
+  cpu::AlignedVector<int16_t> data;  // [ceil(N/kQNr)][Kp/2][kQNr][2]
 };
 
 // a: M x K (zero point per row, 1 or M values); b: K x N (zero point per column, 1 or N values).
@@ -71,7 +72,7 @@ constexpr int64_t kQ8Nr = 16;  // columns per B panel
 struct QPacked8 {
   int64_t rows = 0;  // A: M rows; B: N columns
   int64_t K = 0, Kq = 0;  // Kq: K rounded up to 4
-  std::vector<uint8_t> data;  // A: [M rounded up to kQ8Mr][Kq]; B: [ceil(N/kQ8Nr)][Kq/4][kQ8Nr][4]; padding 0
+  cpu::AlignedVector<uint8_t> data;  // A: [M rounded up to kQ8Mr][Kq]; B: [ceil(N/kQ8Nr)][Kq/4][kQ8Nr][4]; padding 0
   std::vector<int32_t> sums;  // the signed operand: sum_k w per row (A) or column (B)
 };
 

@@ -27,6 +27,7 @@
 #include "kernels/common/fused_activation.h"
 #include "kernels/common/window.h"
 #include "kernels/cpu/vmath.h"
+#include "kernels/cpu/aligned.h"
 
 namespace whittle::cpu {
 
@@ -65,7 +66,7 @@ class WinogradConv {
 
  private:
   int64_t k_, c_, width_;
-  std::vector<float> u_;     // [16][C][K]: the transformed weights
+  AlignedVector<float> u_;     // [16][C][K]: the transformed weights
   std::vector<float> bias_;  // [K], zeros when the conv has none
 };
 
