@@ -11,8 +11,8 @@
 # device) unpacks the bundle under /tmp and packs each step's log into $OUT/cuda-check-logs.tar.gz
 # (or ./cuda-check-logs.tar.gz); CHECK_STEPS="2 3" runs only those steps:
 #   1. the test suite (each kernel test checks every backend whose device is present against the
-#      reference kernels; the C API's CUDA test; tests that need files only the build machine has —
-#      the training set, the CLIs in the build folder — fail there);
+#      reference kernels; the C API's CUDA test; the CLI tests run the bundled CLIs, and the tests
+#      that train read the bundle's first 12000 Fashion-MNIST training images);
 #   2. the ONNX conformance runner with --device cuda and the CPU's expectations file;
 #   3. run-model --device cpu|cuda --bench --batch 1,64,1024 --profile on the bundled models,
 #      side by side, and top-1 accuracy on the Fashion-MNIST test set on both devices;
@@ -75,10 +75,12 @@ bundle)
   stage=$(mktemp -d)
   trap 'rm -rf "$stage"' EXIT
   ../shared/tools/device-bundle.sh "$stage/pkg" "$build/bin/whittle_tests" "$build/bin/onnx_conformance" \
-    "$build/bin/run-model" "$build/bin/finetune-model" "$build/bin/whittle_cuda_gemm_bench" >/dev/null
+    "$build/bin/run-model" "$build/bin/finetune-model" "$build/bin/compress-model" "$build/bin/whittle_cuda_gemm_bench" \
+    >/dev/null
   mkdir -p "$stage/pkg/data/fashion-mnist" "$stage/pkg/models"
   cp /usr/share/datasets/fashion-mnist/t10k-* "$stage/pkg/data/fashion-mnist/"
-  # The first 12000 training images and labels (the whole set would not fit the 64 MiB carry).
+  # The first 12000 training images and labels, under the Debian names (the whole set would not
+  # fit the 64 MiB carry).
   python3 - "$stage/pkg/data/fashion-mnist" <<'PY'
 import gzip, struct, sys
 n, src, dst = 12000, "/usr/share/datasets/fashion-mnist/", sys.argv[1] + "/"
@@ -87,7 +89,7 @@ for name, item in (("train-images-idx3-ubyte", 784), ("train-labels-idx1-ubyte",
     header = 16 if item > 1 else 8
     out = bytearray(data[:header] + data[header:header + n * item])
     out[4:8] = struct.pack(">I", n)
-    gzip.open(dst + "sub-" + name + ".gz", "wb").write(bytes(out))
+    gzip.open(dst + name + ".gz", "wb").write(bytes(out))
 PY
   cp -r /usr/share/libonnx-testdata/data "$stage/pkg/data/onnx"
   cp tests/conformance/expected_failures.txt "$stage/pkg/data/"
@@ -102,6 +104,7 @@ PY
   "$build/bin/compress-model" models/mlp.onnx -o "$stage/pkg/models/mlp_circulant.onnx" --circulant block=8 >/dev/null
   "$build/bin/compress-model" models/cnn.onnx -o "$stage/pkg/models/cnn_p50.onnx" --prune ratio=0.5 >/dev/null
   pwd > "$stage/pkg/source_dir.txt"  # the tests' compiled-in WHITTLE_SOURCE_DIR
+  (cd "$build" && pwd) > "$stage/pkg/binary_dir.txt"  # and WHITTLE_BINARY_DIR (the CLI tests run its bin/)
   mkdir -p .bundle
   tar -C "$stage" -cJf "$bundle.tmp" pkg && mv "$bundle.tmp" "$bundle"
   du -h "$bundle" | awk '{print "wrote " $2 " (" $1 "; the device tool carries at most 64 MiB)"}'
@@ -178,10 +181,12 @@ run)
   cuda_lib=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/lib 2>/dev/null | head -1 || true)
   export LD_LIBRARY_PATH="$pkg/lib${cuda_lib:+:$cuda_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # The tests read files under the source folder they were built from, and the Debian data paths:
-  # point those at this checkout and the bundled data (the Fashion-MNIST training set does not
-  # travel — the bundle would pass the tool's 64 MiB — so the tests that train fail here).
+  # point those at this checkout, the bundled programs and the bundled data (its training set is the
+  # first 12000 images: the whole set would pass the tool's 64 MiB).
   src=$(cat "$pkg/source_dir.txt")
   [[ -e $src ]] || { mkdir -p "$(dirname "$src")" && ln -sfn "$PWD" "$src"; }
+  bin_dir=$(cat "$pkg/binary_dir.txt" 2>/dev/null || true)
+  [[ -z $bin_dir || -e $bin_dir/bin ]] || { mkdir -p "$bin_dir" && ln -sfn "$pkg/bin" "$bin_dir/bin"; }
   [[ -e /usr/share/libonnx-testdata/data ]] || { mkdir -p /usr/share/libonnx-testdata && ln -sfn "$pkg/data/onnx" /usr/share/libonnx-testdata/data; }
   [[ -e /usr/share/datasets/fashion-mnist ]] || { mkdir -p /usr/share/datasets && ln -sfn "$pkg/data/fashion-mnist" /usr/share/datasets/fashion-mnist; }
   nvidia-smi -L > "$logs/gpu.txt" 2>&1 || echo "no nvidia-smi" > "$logs/gpu.txt"
@@ -240,7 +245,7 @@ run)
     set -- $run
     "$pkg/bin/finetune-model" "$pkg/models/cnn_p50.onnx" --teacher "$pkg/models/cnn.onnx" --device "$1" --precision "$2" \
       --threads 16 --epochs 2 --lr 0.1 --batch 128 --seed 1 \
-      --train-data "idx:$fm/sub-train-images-idx3-ubyte.gz:$fm/sub-train-labels-idx1-ubyte.gz" \
+      --train-data "idx:$fm/train-images-idx3-ubyte.gz:$fm/train-labels-idx1-ubyte.gz" \
       --eval-data "idx:$fm/t10k-images-idx3-ubyte.gz:$fm/t10k-labels-idx1-ubyte.gz" \
       -o "/tmp/cnn_p50_ft_$1_$2.onnx" --json > "$logs/finetune-$1-$2.json" 2> "$logs/finetune-$1-$2.txt" || status=1
     echo "finetune $1 $2: $(cat "$logs/finetune-$1-$2.json")"

@@ -163,6 +163,7 @@ TEST(QLinearKernelsTest, DynamicQuantizeLinearByHand) {
 struct Quant {
   DType x_dt = DType::kUInt8, w_dt = DType::kInt8;
   bool per_channel = true, bias = true, relu = false, quantized_out = true;
+  bool clip = false;  // a fused Clip (quantized outputs only), see WithActivation
   bool symmetric_w = false;  // weight zero points all 0 (what --int8 emits)
   bool reduced_w = false;    // weights in [-63, 63] (reduce-range=1): the byte kernel's exact case
   DType y_dt = DType::kUInt8;
@@ -218,6 +219,11 @@ std::vector<Quant> QuantVariants() {
   v.push_back(q);
   q.x_dt = DType::kInt8, q.y_dt = DType::kInt8, q.relu = false;  // ... s8 activations
   v.push_back(q);
+  q.clip = true;                                                 // ... with a fused Clip (ReLU6)
+  v.push_back(q);
+  q = Quant();
+  q.clip = true;                                                 // u8, per-channel, Clip
+  v.push_back(q);
   q = Quant();
   q.per_channel = false, q.bias = false, q.relu = true;        // per-tensor, Relu
   v.push_back(q);
@@ -230,9 +236,39 @@ std::vector<Quant> QuantVariants() {
   return v;
 }
 
+// A Clip-fused output stays within [zp - 40, zp + 60] (WithActivation's bounds); returns how
+// many values sit on the lower and on the upper bound.
+std::pair<int64_t, int64_t> ExpectClipped(const Tensor& y, const Tensor& y_zp) {
+  const int zp = y_zp.dtype() == DType::kUInt8 ? y_zp.data<uint8_t>()[0] : y_zp.data<int8_t>()[0];
+  std::pair<int64_t, int64_t> at_bounds{0, 0};
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    const int v = y.dtype() == DType::kUInt8 ? y.data<uint8_t>()[i] : y.data<int8_t>()[i];
+    EXPECT_GE(v, zp - 40);
+    EXPECT_LE(v, zp + 60);
+    at_bounds.first += v == zp - 40;
+    at_bounds.second += v == zp + 60;
+  }
+  return at_bounds;
+}
+
+// q's fused activation as the runtime's QDQ fusion sets it: Relu, or a Clip whose bounds cut the
+// output's integer range at both ends (40 steps of the output scale below zero, 60 above), so
+// every backend's narrowed clamp is exercised.
+AttributeMap WithActivation(AttributeMap a, const Quant& q, const std::vector<Tensor>& in) {
+  if (q.relu) a.Set("_activation", Attribute::String("Relu"));
+  if (q.clip) {
+    const float y_scale = in[6].data<float>()[0];
+    a.Set("_activation", Attribute::String("Clip"));
+    a.Set("_min", Attribute::Float(-40.f * y_scale));
+    a.Set("_max", Attribute::Float(60.f * y_scale));
+  }
+  return a;
+}
+
 TEST(QLinearKernelsTest, QGemmCpuMatchesReference) {
   const std::vector<std::vector<int64_t>> shapes = {{1, 1, 1}, {5, 7, 3}, {17, 33, 19}, {64, 784, 32}, {64, 72, 128},
                                                     {3, 128, 10}, {9, 1, 40}, {4, 16, 16}};
+  int64_t clipped_low = 0, clipped_high = 0;  // outputs on a fused Clip's bounds
   for (int tile : ByteTilesToCheck())
   for (QGemmBackend backend : BackendsToCheck()) {
   ScopedByteTile wide(tile);
@@ -246,10 +282,17 @@ TEST(QLinearKernelsTest, QGemmCpuMatchesReference) {
       in[0] = RandomBytes(q.x_dt, {M, K}, seed++);
       in[3] = WeightBytes(q, {K, N}, seed++);
       SCOPED_TRACE("M=" + std::to_string(M) + " K=" + std::to_string(K) + " N=" + std::to_string(N));
-      ExpectBitExact(MakeNode("QGemm", 9, 1, q.relu ? Relu() : AttributeMap{}, kDomain), in);
+      const Tensor y = ExpectBitExact(MakeNode("QGemm", 9, 1, WithActivation({}, q, in), kDomain), in);
+      if (q.clip && y.defined()) {
+        const auto b = ExpectClipped(y, in[7]);
+        clipped_low += b.first, clipped_high += b.second;
+      }
     }
   }
   }
+  // The Clip cases cut into the outputs at both ends.
+  EXPECT_GT(clipped_low, 0);
+  EXPECT_GT(clipped_high, 0);
 }
 
 TEST(QLinearKernelsTest, QGemmBatchedAndVectorA) {
@@ -352,8 +395,10 @@ TEST(QLinearKernelsTest, QConvCpuMatchesReference) {
       in[0] = RandomBytes(q.x_dt, c.x, seed++);
       in[3] = WeightBytes(q, c.w, seed++);
       SCOPED_TRACE("x=" + DimsToString(c.x) + " w=" + DimsToString(c.w));
-      ExpectBitExact(MakeNode("QConv", 9, 1, ConvAttrs(c.strides, c.pads, c.dilations, c.group, q.relu), kDomain), in);
-      if (!q.relu && q.quantized_out) {
+      ExpectBitExact(
+          MakeNode("QConv", 9, 1, WithActivation(ConvAttrs(c.strides, c.pads, c.dilations, c.group, false), q, in), kDomain),
+          in);
+      if (!q.relu && !q.clip && q.quantized_out) {
         ExpectBitExact(MakeNode("QLinearConv", 9, 1, ConvAttrs(c.strides, c.pads, c.dilations, c.group, false)), in);
       }
     }
@@ -391,7 +436,7 @@ TEST(QLinearKernelsTest, QConvWithFusedMaxPoolMatchesConvThenPool) {
         in[0] = RandomBytes(q.x_dt, c.x, seed++);
         in[3] = WeightBytes(q, c.w, seed++);
         SCOPED_TRACE("x=" + DimsToString(c.x) + " w=" + DimsToString(c.w) + " window=" + DimsToString(pc.window));
-        AttributeMap attrs = ConvAttrs(c.strides, c.pads, c.dilations, c.group, q.relu);
+        AttributeMap attrs = WithActivation(ConvAttrs(c.strides, c.pads, c.dilations, c.group, false), q, in);
         const Node plain = MakeNode("QConv", 9, 1, attrs, kDomain);
         attrs.Set("_max_pool", Attribute::Ints(pc.window));
         const Node fused = MakeNode("QConv", 9, 1, attrs, kDomain);
