@@ -6,15 +6,25 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/cpu/depthwise_window.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/qgemm.h"
 #include "kernels/cpu/qgemm_tile.h"
+#include "kernels/cpu/vmath.h"
 
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
 namespace whittle::cpu {
+namespace depthwise {
+namespace {
+std::atomic<int> g_window_override{-1};
+}  // namespace
+
+void SetWindowKernel(int use) { g_window_override.store(use, std::memory_order_relaxed); }
+}  // namespace depthwise
+
 namespace {
 
 // One packed copy of a GEMM's constant weights: for the byte kernel where it is exact, else for
@@ -61,6 +71,13 @@ bool DepthwiseEligible(const QConvCall& c) {
 }
 
 constexpr int64_t kTapBlock = 32;  // outputs per register block of DepthwiseTaps
+
+// Whether the depthwise window kernel (kernels/cpu/depthwise_window.h) runs here.
+bool DepthwiseWindowKernel() {
+  static const bool supported = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni") &&
+                                __builtin_cpu_supports("avx512bw") && ActiveSimdIsa() == SimdIsa::kAvx512;
+  return supported && depthwise::g_window_override.load(std::memory_order_relaxed) != 0;
+}
 
 // acc[p] = sum over the taps t < taps of src[t][p] * w[t] for p < n rounded up to kTapBlock
 // (src[t] readable and acc writable that far). Per block of 32 outputs the sums stay in
@@ -136,13 +153,56 @@ Status DepthwiseBytes(const QConvCall& c, const ConvShape& s, const Tensor& x, T
   const size_t es = qgemm_internal::OutElemSize(y.dtype());
   const uint8_t* xs = static_cast<const uint8_t*>(x.raw_data());
   char* ys = static_cast<char*>(y.raw_data());
+  const int taps = static_cast<int>(kh * kw);
+  if (DepthwiseWindowKernel() && depthwise::WindowFits(sw, dw)) {
+    // The window kernel reads each kernel row's taps from the padded rows themselves, so only the
+    // rows are split by phase: plane a holds padded rows a, a + sh, ..., each Wr = Wp wide. Output
+    // row oh then reads kernel row i at plane((i * dh) % sh) + (oh + i * dh / sh) * Wr.
+    const int64_t Wr = Wp, Hq = (Hp + sh - 1) / sh;
+    const int groups = static_cast<int>((kw + 3) / 4);
+    std::vector<int64_t> row_at(static_cast<size_t>(kh)), in_row_at(static_cast<size_t>(IH));
+    for (int64_t i = 0; i < kh; ++i) row_at[static_cast<size_t>(i)] = ((i * dh) % sh * Hq + (i * dh) / sh) * Wr;
+    for (int64_t ih = 0; ih < IH; ++ih) {
+      const int64_t r = ih + ph;
+      in_row_at[static_cast<size_t>(ih)] = (r % sh * Hq + r / sh) * Wr + pw;
+    }
+    // Each channel's kernel rows as groups of 4 taps (int8 bytes in an int32, 0 past the row).
+    std::vector<int32_t> wq(static_cast<size_t>(C * kh * groups), 0);
+    for (int64_t ch = 0; ch < C; ++ch)
+      for (int64_t i = 0; i < kh; ++i)
+        for (int64_t j = 0; j < kw; ++j) {
+          int32_t& packed = wq[static_cast<size_t>((ch * kh + i) * groups + j / 4)];
+          packed = static_cast<int32_t>(static_cast<uint32_t>(packed) |
+                                        static_cast<uint32_t>(static_cast<uint8_t>(w[(ch * kh + i) * kw + j])) << (8 * (j % 4)));
+        }
+    const int64_t slack = 64 + 16 * sw + 4 * groups * dw;  // past the last plane: Windows' last loads
+    const int64_t planes_total = s.batch * C;
+    const int64_t per_block = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, P * taps));
+    const int64_t blocks = (planes_total + per_block - 1) / per_block;
+    ParallelFor(blocks, planes_total * P * taps >= (1 << 16) ? threads : 1, [&](int64_t blk) {
+      thread_local std::vector<uint8_t> planes;
+      thread_local std::vector<int32_t> acc;
+      planes.assign(static_cast<size_t>(sh * Hq * Wr + slack), static_cast<uint8_t>(zx));  // padding: the zero point
+      acc.resize(static_cast<size_t>(P));
+      uint8_t* q0 = planes.data();
+      const uint8_t* rows[kMaxDepthwiseTaps];
+      for (int64_t i = 0; i < kh; ++i) rows[i] = q0 + row_at[static_cast<size_t>(i)];
+      for (int64_t t = blk * per_block; t < std::min(planes_total, (blk + 1) * per_block); ++t) {
+        const int64_t ch = t % C;
+        depthwise::CopyRows(q0, in_row_at.data(), xs + t * IH * IW, IH, IW, flip);
+        depthwise::Windows(acc.data(), rows, static_cast<int>(kh), wq.data() + ch * kh * groups, groups, sw, dw, OH, OW,
+                           Wr);
+        qgemm_internal::EpilogueRows(e, acc.data(), P, 1, P, ch, 0, ys + static_cast<size_t>(t * P) * es, P);
+      }
+    });
+    return Status::Ok();
+  }
   // The padded plane is kept as sh x sw phase planes (phase (a, b) holds padded rows a, a + sh, ...
   // and columns b, b + sw, ...), and the sums are taken at the phase planes' pitch Wq: every tap of
   // a strided conv is then one contiguous run over the whole output, (OH - 1) * Wq + OW long,
   // which vectorizes (row by row, the 5- to 40-wide rows of MobileNet were mostly loop tails).
   const int64_t Hq = (Hp + sh - 1) / sh, Wq = (Wp + sw - 1) / sw, run = (OH - 1) * Wq + OW;
   const int64_t run_blocks = (run + kTapBlock - 1) / kTapBlock * kTapBlock;
-  const int taps = static_cast<int>(kh * kw);
   // Taps as offsets into the phase planes (the same for every channel).
   std::vector<int64_t> tap_at(static_cast<size_t>(taps));
   for (int64_t i = 0; i < kh; ++i)

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/depthwise_window.h"
 #include "kernels/cpu/qgemm.h"
 #include "kernels/cpu/qgemm_tile.h"
 #include "kernels/reference/qlinear.h"
@@ -351,6 +352,26 @@ struct ConvCase {
   int64_t group;
 };
 
+// Each case under every quantization variant, QConv (with its fused activation) and, where it
+// applies, QLinearConv, bit-exact on every backend.
+void ExpectConvCasesBitExact(const std::vector<ConvCase>& cases, uint32_t seed) {
+  for (const Quant& q : QuantVariants()) {
+    for (const ConvCase& c : cases) {
+      const int64_t M = c.w[0], K = c.w[1] * c.w[2] * (c.w.size() > 3 ? c.w[3] : 1);
+      auto in = QParamsFor(q, M, K, seed++);
+      in[0] = RandomBytes(q.x_dt, c.x, seed++);
+      in[3] = WeightBytes(q, c.w, seed++);
+      SCOPED_TRACE("x=" + DimsToString(c.x) + " w=" + DimsToString(c.w));
+      ExpectBitExact(
+          MakeNode("QConv", 9, 1, WithActivation(ConvAttrs(c.strides, c.pads, c.dilations, c.group, false), q, in), kDomain),
+          in);
+      if (!q.relu && !q.clip && q.quantized_out) {
+        ExpectBitExact(MakeNode("QLinearConv", 9, 1, ConvAttrs(c.strides, c.pads, c.dilations, c.group, false)), in);
+      }
+    }
+  }
+}
+
 TEST(QLinearKernelsTest, QConvCpuMatchesReference) {
   const std::vector<ConvCase> cases = {
       {{3, 1, 28, 28}, {16, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},      // CNN conv1
@@ -384,25 +405,38 @@ TEST(QLinearKernelsTest, QConvCpuMatchesReference) {
   };
   for (int tile : ByteTilesToCheck())
   for (QGemmBackend backend : BackendsToCheck()) {
-  ScopedByteTile wide(tile);
-  ScopedBackend use(backend);
-  SCOPED_TRACE(std::string(BackendName(backend)) + (tile == 0 ? ", 4x16 byte tile" : ""));
-  uint32_t seed = 100;
-  for (const Quant& q : QuantVariants()) {
-    for (const ConvCase& c : cases) {
-      const int64_t M = c.w[0], K = c.w[1] * c.w[2] * (c.w.size() > 3 ? c.w[3] : 1);
-      auto in = QParamsFor(q, M, K, seed++);
-      in[0] = RandomBytes(q.x_dt, c.x, seed++);
-      in[3] = WeightBytes(q, c.w, seed++);
-      SCOPED_TRACE("x=" + DimsToString(c.x) + " w=" + DimsToString(c.w));
-      ExpectBitExact(
-          MakeNode("QConv", 9, 1, WithActivation(ConvAttrs(c.strides, c.pads, c.dilations, c.group, false), q, in), kDomain),
-          in);
-      if (!q.relu && !q.clip && q.quantized_out) {
-        ExpectBitExact(MakeNode("QLinearConv", 9, 1, ConvAttrs(c.strides, c.pads, c.dilations, c.group, false)), in);
-      }
-    }
+    ScopedByteTile wide(tile);
+    ScopedBackend use(backend);
+    SCOPED_TRACE(std::string(BackendName(backend)) + (tile == 0 ? ", 4x16 byte tile" : ""));
+    ExpectConvCasesBitExact(cases, 100);
   }
+}
+
+// Depthwise convs through both CPU paths: the window kernel (where the CPU has AVX-512 VBMI and
+// VNNI) and the tap-by-tap one. Kernel rows of 1 to 7 taps (one and two groups of 4), strides 1
+// to 4, dilations, and rows the window kernel cannot load at once (stride 4 with dilation 2).
+TEST(QLinearKernelsTest, DepthwiseBothPathsMatchReference) {
+  const std::vector<ConvCase> cases = {
+      {{2, 8, 9, 11}, {8, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 8},
+      {{1, 16, 20, 20}, {16, 1, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 16},  // MobileNet's stride 2
+      {{1, 5, 13, 12}, {5, 1, 5, 5}, {2, 1}, {2, 1, 1, 2}, {1, 1}, 5},
+      {{2, 4, 14, 15}, {4, 1, 3, 2}, {3, 3}, {0, 2, 1, 0}, {2, 3}, 4},
+      {{1, 3, 12, 12}, {3, 1, 7, 7}, {1, 1}, {3, 3, 3, 3}, {1, 1}, 3},      // two groups of taps per row
+      {{1, 4, 17, 19}, {4, 1, 5, 5}, {2, 2}, {2, 2, 2, 2}, {1, 1}, 4},      // MobileNetV3's 5x5, stride 2
+      {{2, 3, 11, 13}, {3, 1, 3, 1}, {1, 1}, {1, 0, 1, 0}, {1, 1}, 3},      // one tap per row
+      {{1, 2, 16, 23}, {2, 1, 3, 3}, {2, 2}, {2, 2, 2, 2}, {2, 2}, 2},      // stride and dilation 2
+      {{1, 2, 15, 30}, {2, 1, 3, 4}, {3, 4}, {1, 1, 1, 2}, {1, 1}, 2},      // stride 4: bytes up to 63
+      {{1, 2, 10, 40}, {2, 1, 2, 3}, {1, 4}, {0, 1, 1, 0}, {1, 2}, 2},      // stride 4, dilation 2
+      {{1, 64, 7, 7}, {64, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 64},     // MobileNetV2's last planes
+  };
+  struct ScopedWindow {
+    explicit ScopedWindow(int use) { cpu::depthwise::SetWindowKernel(use); }
+    ~ScopedWindow() { cpu::depthwise::SetWindowKernel(-1); }
+  };
+  for (int window : {-1, 0}) {
+    ScopedWindow use(window);
+    SCOPED_TRACE(window == 0 ? "tap by tap" : "automatic");
+    ExpectConvCasesBitExact(cases, 900);
   }
 }
 

@@ -1,0 +1,53 @@
+// Compiled for AVX-512 VBMI + VNNI whatever the build targets (CMakeLists.txt); called only where
+// qlinear.cc found the CPU has them.
+#include <immintrin.h>
+
+#include "kernels/cpu/depthwise_window.h"
+
+namespace whittle::cpu::depthwise {
+
+void CopyRows(uint8_t* dst, const int64_t* dst_at, const uint8_t* src, int64_t rows, int64_t width, uint8_t flip) {
+  const __m512i f = _mm512_set1_epi8(static_cast<char>(flip));
+  const __mmask64 tail = width % 64 == 0 ? ~__mmask64{0} : (__mmask64{1} << (width % 64)) - 1;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* s = src + r * width;
+    uint8_t* d = dst + dst_at[r];
+    int64_t c = 0;
+    for (; c + 64 <= width; c += 64) _mm512_storeu_si512(d + c, _mm512_xor_si512(_mm512_loadu_si512(s + c), f));
+    if (c < width) _mm512_mask_storeu_epi8(d + c, tail, _mm512_xor_si512(_mm512_maskz_loadu_epi8(tail, s + c), f));
+  }
+}
+
+void Windows(int32_t* acc, const uint8_t* const* rows, int kh, const int32_t* wq, int groups, int64_t sw, int64_t dw,
+             int64_t out_h, int64_t out_w, int64_t pitch) {
+  // Lane l's byte k is output l's tap k of the group: load byte sw * l + k * dw.
+  alignas(64) uint8_t idx[64];
+  for (int l = 0; l < 16; ++l)
+    for (int k = 0; k < 4; ++k) idx[4 * l + k] = static_cast<uint8_t>(sw * l + k * dw);
+  const __m512i perm = _mm512_load_si512(idx);
+  // Jobs of 16 outputs along each output row, the row's last one masked; two at a time.
+  const int64_t per_row = (out_w + 15) / 16, jobs = out_h * per_row;
+  const __mmask16 tail = out_w % 16 == 0 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (out_w % 16)) - 1);
+  int64_t oh = 0, v = 0;  // the next job's output row and vector in it
+  for (int64_t j = 0; j < jobs; j += 2) {
+    const int64_t oh0 = oh, v0 = v;
+    if (++v == per_row) v = 0, ++oh;
+    const bool two = j + 1 < jobs;
+    const int64_t oh1 = two ? oh : oh0, v1 = two ? v : v0;
+    if (two && ++v == per_row) v = 0, ++oh;
+    const int64_t in0 = oh0 * pitch + 16 * sw * v0, in1 = oh1 * pitch + 16 * sw * v1;
+    __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+    for (int i = 0; i < kh; ++i) {
+      for (int g = 0; g < groups; ++g) {
+        const __m512i w = _mm512_set1_epi32(wq[i * groups + g]);
+        const uint8_t* p = rows[i] + 4 * g * dw;
+        a0 = _mm512_dpbusd_epi32(a0, _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(p + in0)), w);
+        a1 = _mm512_dpbusd_epi32(a1, _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(p + in1)), w);
+      }
+    }
+    _mm512_mask_storeu_epi32(acc + oh0 * out_w + 16 * v0, v0 == per_row - 1 ? tail : __mmask16{0xFFFF}, a0);
+    if (two) _mm512_mask_storeu_epi32(acc + oh1 * out_w + 16 * v1, v1 == per_row - 1 ? tail : __mmask16{0xFFFF}, a1);
+  }
+}
+
+}  // namespace whittle::cpu::depthwise
