@@ -18,13 +18,9 @@ void CopyRows(uint8_t* dst, const int64_t* dst_at, const uint8_t* src, int64_t r
   }
 }
 
-void Windows(int32_t* acc, const uint8_t* const* rows, int kh, const int32_t* wq, int groups, int64_t sw, int64_t dw,
-             int64_t out_h, int64_t out_w, int64_t pitch) {
-  // Lane l's byte k is output l's tap k of the group: load byte sw * l + k * dw.
-  alignas(64) uint8_t idx[64];
-  for (int l = 0; l < 16; ++l)
-    for (int k = 0; k < 4; ++k) idx[4 * l + k] = static_cast<uint8_t>(sw * l + k * dw);
-  const __m512i perm = _mm512_load_si512(idx);
+void Windows(const WindowTable& table, int32_t* acc, const uint8_t* const* rows, int kh, const int32_t* wq, int groups,
+             int64_t sw, int64_t dw, int64_t out_h, int64_t out_w, int64_t pitch) {
+  const __m512i perm = _mm512_load_si512(table.perm);
   // Jobs of 16 outputs along each output row, the row's last one masked; two at a time.
   const int64_t per_row = (out_w + 15) / 16, jobs = out_h * per_row;
   const __mmask16 tail = out_w % 16 == 0 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (out_w % 16)) - 1);

@@ -2,10 +2,31 @@
 // The int8 depthwise convolution's window kernel (kernels/cpu/qlinear.cc, DepthwiseBytes): each
 // 4-byte lane of a vector gathers one output's taps of one kernel row from a single 64-byte load
 // (vpermb), and one vpdpbusd multiplies and adds the four. Chosen at run time: AVX-512 VBMI and
-// VNNI (Ice Lake and later).
+// VNNI (Ice Lake and later), else the AVX2 form (Windows2: pairs of taps, pshufb and vpmaddwd).
 #include <cstdint>
 
 namespace whittle::cpu::depthwise {
+
+// The byte gathers of a kernel row, made once per convolution: for Windows, lane l's byte k loads
+// byte sw * l + k * dw; for Windows2, pair m's shuffle puts output l's taps 2m and 2m + 1 (per
+// 128-bit half of 4 outputs) in the low bytes of two int16, the high bytes zero (0x80).
+struct WindowTable {
+  alignas(64) uint8_t perm[64];
+  alignas(32) uint8_t shuffle[8][32];
+};
+inline WindowTable MakeWindowTable(int64_t sw, int64_t dw, int pairs) {
+  WindowTable t{};
+  for (int l = 0; l < 16; ++l)
+    for (int k = 0; k < 4; ++k) t.perm[4 * l + k] = static_cast<uint8_t>((sw * l + k * dw) & 63);
+  for (int m = 0; m < pairs && m < 8; ++m)
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < 4; ++l)
+        for (int e = 0; e < 2; ++e) {
+          t.shuffle[m][16 * h + 4 * l + 2 * e] = static_cast<uint8_t>((sw * l + (2 * m + e) * dw) & 15);
+          t.shuffle[m][16 * h + 4 * l + 2 * e + 1] = 0x80;
+        }
+  return t;
+}
 
 // Whether a kernel row at column stride sw and dilation dw fits one load: 16 outputs' group of 4
 // taps reads bytes up to 15 * sw + 3 * dw of it.
@@ -16,11 +37,20 @@ inline bool WindowFits(int64_t sw, int64_t dw) { return 15 * sw + 3 * dw <= 63; 
 // as int8 bytes, low byte first, 0 past the row's last tap. Each output row is read in vectors of
 // 16 outputs, so rows[i] must be readable 64 + 16 * sw + 4 * groups * dw bytes past the last
 // output's window. Exact: vpdpbusd accumulates u8 x s8 products in int32.
-void Windows(int32_t* acc, const uint8_t* const* rows, int kh, const int32_t* wq, int groups, int64_t sw, int64_t dw,
-             int64_t out_h, int64_t out_w, int64_t pitch);
+void Windows(const WindowTable& table, int32_t* acc, const uint8_t* const* rows, int kh, const int32_t* wq, int groups,
+             int64_t sw, int64_t dw, int64_t out_h, int64_t out_w, int64_t pitch);
 
-// Tests: 0 turns the window kernel off (DepthwiseBytes then takes its tap-by-tap path), -1 back to
-// automatic.
+// The AVX2 form: 8 outputs per vector, each 128-bit half's 4 gathered from one 16-byte load by
+// pshufb as pairs of taps zero-extended to int16, times wp[i * pairs + m] (taps 2m and 2m + 1 of
+// row i as int16, low first, 0 past the row) by vpmaddwd. Same result and reads as Windows.
+void Windows2(const WindowTable& table, int32_t* acc, const uint8_t* const* rows, int kh, const int32_t* wp, int pairs,
+              int64_t sw, int64_t out_h, int64_t out_w, int64_t pitch);
+
+// Whether Windows2 takes a kernel row of kw taps: 4 outputs' taps within one 16-byte load.
+inline bool WindowFits2(int64_t sw, int64_t kw, int64_t dw) { return 3 * sw + (kw - 1) * dw <= 15; }
+
+// Tests: 0 turns the window kernels off (DepthwiseBytes then takes its tap-by-tap path), 2 takes
+// the AVX2 form where the CPU has AVX2 (even with AVX-512), -1 back to automatic.
 void SetWindowKernel(int use);
 
 // Row r of width bytes at src + r * width, XORed with flip, to dst + dst_at[r], for r < rows.

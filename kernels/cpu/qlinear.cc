@@ -72,11 +72,16 @@ bool DepthwiseEligible(const QConvCall& c) {
 
 constexpr int64_t kTapBlock = 32;  // outputs per register block of DepthwiseTaps
 
-// Whether the depthwise window kernel (kernels/cpu/depthwise_window.h) runs here.
-bool DepthwiseWindowKernel() {
-  static const bool supported = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni") &&
-                                __builtin_cpu_supports("avx512bw") && ActiveSimdIsa() == SimdIsa::kAvx512;
-  return supported && depthwise::g_window_override.load(std::memory_order_relaxed) != 0;
+// Which depthwise window kernel (kernels/cpu/depthwise_window.h) runs here: 512 (AVX-512 VBMI +
+// VNNI), 2 (AVX2) or 0 (none: the tap-by-tap path).
+int DepthwiseWindowKernel() {
+  static const bool avx512 = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni") &&
+                             __builtin_cpu_supports("avx512bw") && ActiveSimdIsa() == SimdIsa::kAvx512;
+  static const bool avx2 = __builtin_cpu_supports("avx2") && ActiveSimdIsa() >= SimdIsa::kAvx2;
+  const int o = depthwise::g_window_override.load(std::memory_order_relaxed);
+  if (o == 0) return 0;
+  if (avx512 && o != 2) return 512;
+  return avx2 ? 2 : 0;
 }
 
 // acc[p] = sum over the taps t < taps of src[t][p] * w[t] for p < n rounded up to kTapBlock
@@ -154,27 +159,32 @@ Status DepthwiseBytes(const QConvCall& c, const ConvShape& s, const Tensor& x, T
   const uint8_t* xs = static_cast<const uint8_t*>(x.raw_data());
   char* ys = static_cast<char*>(y.raw_data());
   const int taps = static_cast<int>(kh * kw);
-  if (DepthwiseWindowKernel() && depthwise::WindowFits(sw, dw)) {
+  const int window = DepthwiseWindowKernel();
+  if ((window == 512 && depthwise::WindowFits(sw, dw)) || (window == 2 && depthwise::WindowFits2(sw, kw, dw))) {
     // The window kernel reads each kernel row's taps from the padded rows themselves, so only the
     // rows are split by phase: plane a holds padded rows a, a + sh, ..., each Wr = Wp wide. Output
     // row oh then reads kernel row i at plane((i * dh) % sh) + (oh + i * dh / sh) * Wr.
     const int64_t Wr = Wp, Hq = (Hp + sh - 1) / sh;
-    const int groups = static_cast<int>((kw + 3) / 4);
+    // Each channel's kernel rows as groups of taps in an int32: 4 int8 (AVX-512) or 2 int16 (AVX2),
+    // 0 past the row.
+    const int64_t per_group = window == 512 ? 4 : 2;
+    const int groups = static_cast<int>((kw + per_group - 1) / per_group);
     std::vector<int64_t> row_at(static_cast<size_t>(kh)), in_row_at(static_cast<size_t>(IH));
     for (int64_t i = 0; i < kh; ++i) row_at[static_cast<size_t>(i)] = ((i * dh) % sh * Hq + (i * dh) / sh) * Wr;
     for (int64_t ih = 0; ih < IH; ++ih) {
       const int64_t r = ih + ph;
       in_row_at[static_cast<size_t>(ih)] = (r % sh * Hq + r / sh) * Wr + pw;
     }
-    // Each channel's kernel rows as groups of 4 taps (int8 bytes in an int32, 0 past the row).
     std::vector<int32_t> wq(static_cast<size_t>(C * kh * groups), 0);
     for (int64_t ch = 0; ch < C; ++ch)
       for (int64_t i = 0; i < kh; ++i)
         for (int64_t j = 0; j < kw; ++j) {
-          int32_t& packed = wq[static_cast<size_t>((ch * kh + i) * groups + j / 4)];
-          packed = static_cast<int32_t>(static_cast<uint32_t>(packed) |
-                                        static_cast<uint32_t>(static_cast<uint8_t>(w[(ch * kh + i) * kw + j])) << (8 * (j % 4)));
+          int32_t& packed = wq[static_cast<size_t>((ch * kh + i) * groups + j / per_group)];
+          const int8_t wj = w[(ch * kh + i) * kw + j];
+          const uint32_t bits = per_group == 4 ? static_cast<uint8_t>(wj) : static_cast<uint16_t>(wj);
+          packed = static_cast<int32_t>(static_cast<uint32_t>(packed) | bits << (32 / per_group * (j % per_group)));
         }
+    const depthwise::WindowTable table = depthwise::MakeWindowTable(sw, dw, groups);
     const int64_t slack = 64 + 16 * sw + 4 * groups * dw;  // past the last plane: Windows' last loads
     const int64_t planes_total = s.batch * C;
     const int64_t per_block = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, P * taps));
@@ -189,9 +199,15 @@ Status DepthwiseBytes(const QConvCall& c, const ConvShape& s, const Tensor& x, T
       for (int64_t i = 0; i < kh; ++i) rows[i] = q0 + row_at[static_cast<size_t>(i)];
       for (int64_t t = blk * per_block; t < std::min(planes_total, (blk + 1) * per_block); ++t) {
         const int64_t ch = t % C;
-        depthwise::CopyRows(q0, in_row_at.data(), xs + t * IH * IW, IH, IW, flip);
-        depthwise::Windows(acc.data(), rows, static_cast<int>(kh), wq.data() + ch * kh * groups, groups, sw, dw, OH, OW,
-                           Wr);
+        const uint8_t* xi = xs + t * IH * IW;
+        const int32_t* wc = wq.data() + ch * kh * groups;
+        if (window == 512) {
+          depthwise::CopyRows(q0, in_row_at.data(), xi, IH, IW, flip);
+          depthwise::Windows(table, acc.data(), rows, static_cast<int>(kh), wc, groups, sw, dw, OH, OW, Wr);
+        } else {
+          for (int64_t ih = 0; ih < IH; ++ih) FlipRow(q0 + in_row_at[static_cast<size_t>(ih)], xi + ih * IW, 1, flip, IW);
+          depthwise::Windows2(table, acc.data(), rows, static_cast<int>(kh), wc, groups, sw, OH, OW, Wr);
+        }
         qgemm_internal::EpilogueRows(e, acc.data(), P, 1, P, ch, 0, ys + static_cast<size_t>(t * P) * es, P);
       }
     });

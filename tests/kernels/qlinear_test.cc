@@ -412,10 +412,10 @@ TEST(QLinearKernelsTest, QConvCpuMatchesReference) {
   }
 }
 
-// Depthwise convs through both CPU paths: the window kernel (where the CPU has AVX-512 VBMI and
-// VNNI) and the tap-by-tap one. Kernel rows of 1 to 7 taps (one and two groups of 4), strides 1
+// Depthwise convs through every CPU path: the window kernels (AVX-512 VBMI + VNNI, and AVX2, each
+// where the CPU has it) and the tap-by-tap one. Kernel rows of 1 to 7 taps (one and two groups of 4), strides 1
 // to 4, dilations, and rows the window kernel cannot load at once (stride 4 with dilation 2).
-TEST(QLinearKernelsTest, DepthwiseBothPathsMatchReference) {
+TEST(QLinearKernelsTest, DepthwiseEveryPathMatchesTheReference) {
   const std::vector<ConvCase> cases = {
       {{2, 8, 9, 11}, {8, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 8},
       {{1, 16, 20, 20}, {16, 1, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 16},  // MobileNet's stride 2
@@ -433,9 +433,9 @@ TEST(QLinearKernelsTest, DepthwiseBothPathsMatchReference) {
     explicit ScopedWindow(int use) { cpu::depthwise::SetWindowKernel(use); }
     ~ScopedWindow() { cpu::depthwise::SetWindowKernel(-1); }
   };
-  for (int window : {-1, 0}) {
+  for (int window : {-1, 2, 0}) {
     ScopedWindow use(window);
-    SCOPED_TRACE(window == 0 ? "tap by tap" : "automatic");
+    SCOPED_TRACE(window == 0 ? "tap by tap" : window == 2 ? "AVX2 window kernel" : "automatic");
     ExpectConvCasesBitExact(cases, 900);
   }
 }
