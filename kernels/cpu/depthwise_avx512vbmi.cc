@@ -18,9 +18,27 @@ void CopyRows(uint8_t* dst, const int64_t* dst_at, const uint8_t* src, int64_t r
   }
 }
 
-void Windows(const WindowTable& table, int32_t* acc, const uint8_t* const* rows, int kh, const int32_t* wq, int groups,
-             int64_t sw, int64_t dw, int64_t out_h, int64_t out_w, int64_t pitch) {
+namespace {
+
+template <bool kFused>
+void Rows(const WindowTable& table, int32_t* acc, const uint8_t* const* rows, int kh, const int32_t* wq, int groups,
+          int64_t sw, int64_t dw, int64_t out_h, int64_t out_w, int64_t pitch, const FusedRequant* rq) {
   const __m512i perm = _mm512_load_si512(table.perm);
+  const __m512i bias = _mm512_set1_epi32(kFused ? rq->bias : 0), zp = _mm512_set1_epi32(kFused ? rq->zp : 0);
+  const __m512 mult = _mm512_set1_ps(kFused ? rq->mult : 0.f), lo = _mm512_set1_ps(kFused ? rq->lo : 0.f),
+               hi = _mm512_set1_ps(kFused ? rq->hi : 0.f);
+  uint8_t* const y = kFused ? static_cast<uint8_t*>(rq->y) : nullptr;
+  // 16 sums to acc, or through the epilogue (after the clamp every value fits the output type, so
+  // vpmovdb's truncation is exact, as in EpilogueQuantized512).
+  auto put = [&](__m512i a, int64_t at, __mmask16 m) {
+    if constexpr (kFused) {
+      __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a, bias)), mult);
+      v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+      _mm_mask_storeu_epi8(y + at, m, _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(v), zp)));
+    } else {
+      _mm512_mask_storeu_epi32(acc + at, m, a);
+    }
+  };
   // Jobs of 16 outputs along each output row, the row's last one masked; two at a time.
   const int64_t per_row = (out_w + 15) / 16, jobs = out_h * per_row;
   const __mmask16 tail = out_w % 16 == 0 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (out_w % 16)) - 1);
@@ -41,9 +59,17 @@ void Windows(const WindowTable& table, int32_t* acc, const uint8_t* const* rows,
         a1 = _mm512_dpbusd_epi32(a1, _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(p + in1)), w);
       }
     }
-    _mm512_mask_storeu_epi32(acc + oh0 * out_w + 16 * v0, v0 == per_row - 1 ? tail : __mmask16{0xFFFF}, a0);
-    if (two) _mm512_mask_storeu_epi32(acc + oh1 * out_w + 16 * v1, v1 == per_row - 1 ? tail : __mmask16{0xFFFF}, a1);
+    put(a0, oh0 * out_w + 16 * v0, v0 == per_row - 1 ? tail : __mmask16{0xFFFF});
+    if (two) put(a1, oh1 * out_w + 16 * v1, v1 == per_row - 1 ? tail : __mmask16{0xFFFF});
   }
+}
+
+}  // namespace
+
+void Windows(const WindowTable& table, int32_t* acc, const uint8_t* const* rows, int kh, const int32_t* wq, int groups,
+             int64_t sw, int64_t dw, int64_t out_h, int64_t out_w, int64_t pitch, const FusedRequant* rq) {
+  if (rq) Rows<true>(table, acc, rows, kh, wq, groups, sw, dw, out_h, out_w, pitch, rq);
+  else Rows<false>(table, acc, rows, kh, wq, groups, sw, dw, out_h, out_w, pitch, rq);
 }
 
 }  // namespace whittle::cpu::depthwise

@@ -28,6 +28,17 @@ inline WindowTable MakeWindowTable(int64_t sw, int64_t dw, int pairs) {
   return t;
 }
 
+// The requantizing epilogue of one channel, fused into the window kernels where the output is
+// quantized: the formula of kernels/cpu/qgemm_epilogue.cc bit for bit, float(acc + bias) * mult
+// clamped to [lo, hi], rounded half to even, + zp, stored as uint8 (u8) or int8 bytes at y[p].
+struct FusedRequant {
+  int32_t bias = 0;
+  float mult = 0.f, lo = 0.f, hi = 0.f;
+  int32_t zp = 0;
+  bool u8 = true;
+  void* y = nullptr;
+};
+
 // Whether a kernel row at column stride sw and dilation dw fits one load: 16 outputs' group of 4
 // taps reads bytes up to 15 * sw + 3 * dw of it.
 inline bool WindowFits(int64_t sw, int64_t dw) { return 15 * sw + 3 * dw <= 63; }
@@ -36,15 +47,16 @@ inline bool WindowFits(int64_t sw, int64_t dw) { return 15 * sw + 3 * dw <= 63; 
 // j * dw] * w_ij, for oh < out_h, ow < out_w. wq[i * groups + g] holds taps 4g .. 4g + 3 of row i
 // as int8 bytes, low byte first, 0 past the row's last tap. Each output row is read in vectors of
 // 16 outputs, so rows[i] must be readable 64 + 16 * sw + 4 * groups * dw bytes past the last
-// output's window. Exact: vpdpbusd accumulates u8 x s8 products in int32.
+// output's window. Exact: vpdpbusd accumulates u8 x s8 products in int32. With rq, the sums go
+// through its epilogue to rq->y instead of acc (which may then be null).
 void Windows(const WindowTable& table, int32_t* acc, const uint8_t* const* rows, int kh, const int32_t* wq, int groups,
-             int64_t sw, int64_t dw, int64_t out_h, int64_t out_w, int64_t pitch);
+             int64_t sw, int64_t dw, int64_t out_h, int64_t out_w, int64_t pitch, const FusedRequant* rq);
 
 // The AVX2 form: 8 outputs per vector, each 128-bit half's 4 gathered from one 16-byte load by
 // pshufb as pairs of taps zero-extended to int16, times wp[i * pairs + m] (taps 2m and 2m + 1 of
 // row i as int16, low first, 0 past the row) by vpmaddwd. Same result and reads as Windows.
 void Windows2(const WindowTable& table, int32_t* acc, const uint8_t* const* rows, int kh, const int32_t* wp, int pairs,
-              int64_t sw, int64_t out_h, int64_t out_w, int64_t pitch);
+              int64_t sw, int64_t out_h, int64_t out_w, int64_t pitch, const FusedRequant* rq);
 
 // Whether Windows2 takes a kernel row of kw taps: 4 outputs' taps within one 16-byte load.
 inline bool WindowFits2(int64_t sw, int64_t kw, int64_t dw) { return 3 * sw + (kw - 1) * dw <= 15; }

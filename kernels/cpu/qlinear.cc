@@ -185,6 +185,7 @@ Status DepthwiseBytes(const QConvCall& c, const ConvShape& s, const Tensor& x, T
           packed = static_cast<int32_t>(static_cast<uint32_t>(packed) | bits << (32 / per_group * (j % per_group)));
         }
     const depthwise::WindowTable table = depthwise::MakeWindowTable(sw, dw, groups);
+    const bool fused = e.kind == QOutput::Kind::kQuantized;
     const int64_t slack = 64 + 16 * sw + 4 * groups * dw;  // past the last plane: Windows' last loads
     const int64_t planes_total = s.batch * C;
     const int64_t per_block = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, P * taps));
@@ -201,14 +202,23 @@ Status DepthwiseBytes(const QConvCall& c, const ConvShape& s, const Tensor& x, T
         const int64_t ch = t % C;
         const uint8_t* xi = xs + t * IH * IW;
         const int32_t* wc = wq.data() + ch * kh * groups;
+        char* yc = ys + static_cast<size_t>(t * P) * es;
+        // Quantized outputs take the epilogue inside the kernel; the others a pass over acc.
+        depthwise::FusedRequant rq;
+        if (fused) {
+          rq.bias = e.bias[static_cast<size_t>(ch)], rq.mult = e.mult[static_cast<size_t>(ch)];
+          rq.lo = e.lo, rq.hi = e.hi, rq.zp = e.zp, rq.u8 = e.u8, rq.y = yc;
+        }
         if (window == 512) {
           depthwise::CopyRows(q0, in_row_at.data(), xi, IH, IW, flip);
-          depthwise::Windows(table, acc.data(), rows, static_cast<int>(kh), wc, groups, sw, dw, OH, OW, Wr);
+          depthwise::Windows(table, acc.data(), rows, static_cast<int>(kh), wc, groups, sw, dw, OH, OW, Wr,
+                             fused ? &rq : nullptr);
         } else {
           for (int64_t ih = 0; ih < IH; ++ih) FlipRow(q0 + in_row_at[static_cast<size_t>(ih)], xi + ih * IW, 1, flip, IW);
-          depthwise::Windows2(table, acc.data(), rows, static_cast<int>(kh), wc, groups, sw, OH, OW, Wr);
+          depthwise::Windows2(table, acc.data(), rows, static_cast<int>(kh), wc, groups, sw, OH, OW, Wr,
+                              fused ? &rq : nullptr);
         }
-        qgemm_internal::EpilogueRows(e, acc.data(), P, 1, P, ch, 0, ys + static_cast<size_t>(t * P) * es, P);
+        if (!fused) qgemm_internal::EpilogueRows(e, acc.data(), P, 1, P, ch, 0, yc, P);
       }
     });
     return Status::Ok();
