@@ -136,9 +136,11 @@ void FlipRow(uint8_t* __restrict dst, const uint8_t* __restrict src, int64_t str
 }
 
 // Depthwise int8 convolution, per image and channel: the zero-point-padded plane (int8 inputs
-// shifted to unsigned), then int32 sums of x * w along each output row, tap by tap, vectorized
-// along the row (taps in the padding read the zero point, which the -zx * sum(w) fold into the
-// bias cancels), and the shared epilogue. Through the byte kernel each channel had been a GEMM of
+// shifted to unsigned), then int32 sums of x * w (taps in the padding read the zero point, which
+// the -zx * sum(w) fold into the bias cancels), and the shared epilogue. The sums come from the
+// window kernels (kernels/cpu/depthwise_window.h: a kernel row's taps gathered per output, the
+// epilogue inside for quantized outputs) where the CPU and the row's stride and dilation allow,
+// else tap by tap, vectorized along the row. Through the byte kernel each channel had been a GEMM of
 // one row: the depthwise convs were three quarters of an int8 MobileNetV2.
 Status DepthwiseBytes(const QConvCall& c, const ConvShape& s, const Tensor& x, Tensor& y, int threads) {
   const WindowGeometry& g = s.geo;
