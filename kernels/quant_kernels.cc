@@ -1,8 +1,11 @@
 // Kernels for QuantizeLinear / DequantizeLinear. axis exists from opset 13 (default 1); before
 // that the parameters are per-tensor. The factory picks init.backend's compute function from
 // kQuant; the CPU kernels are bit-identical to the reference.
+#include <algorithm>
 #include <string>
 
+#include "kernels/cpu/lookup.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/quant.h"
@@ -23,9 +26,46 @@ KernelOr MakeQuant(const KernelInit& init, bool dequantize) {
   });
 }
 
+// y[i] = table[byte of x[i]] for a table of 1- or 4-byte entries; the same on every backend
+// (a CUDA session falls back to it, but the runtime makes Lookup nodes only for the others).
+KernelOr MakeLookup(const KernelInit&) {
+  return WrapFnKernel([](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    const Tensor& table = *ctx.inputs[1];
+    Tensor& y = *ctx.outputs[0];
+    if (x.dtype() != DType::kUInt8 && x.dtype() != DType::kInt8)
+      return InvalidArgument(std::string("Lookup input must be int8 or uint8, got ") + DTypeName(x.dtype()));
+    if (table.numel() != 256 || table.dtype() != y.dtype())
+      return InvalidArgument("Lookup table must hold 256 values of the output's type");
+    const uint8_t* xb = static_cast<const uint8_t*>(x.raw_data());
+    const int64_t n = x.numel();
+    const size_t es = DTypeSize(table.dtype());
+    auto gather = [&](auto tag) {
+      using T = decltype(tag);
+      const T* t = static_cast<const T*>(table.raw_data());
+      T* out = static_cast<T*>(y.raw_data());
+      ParallelFor((n + 4095) / 4096, n >= (1 << 16) ? ctx.num_threads : 1, [&](int64_t b) {
+        for (int64_t i = b * 4096; i < std::min(n, (b + 1) * 4096); ++i) out[i] = t[xb[i]];
+      });
+    };
+    if (es == 1) {
+      const uint8_t* t = static_cast<const uint8_t*>(table.raw_data());
+      uint8_t* out = static_cast<uint8_t*>(y.raw_data());
+      ParallelFor((n + 4095) / 4096, n >= (1 << 16) ? ctx.num_threads : 1, [&](int64_t b) {
+        const int64_t i0 = b * 4096;
+        cpu::LookupBytes(xb + i0, std::min<int64_t>(4096, n - i0), t, out + i0);
+      });
+    }
+    else if (es == 4) gather(uint32_t{});
+    else return InvalidArgument(std::string("Lookup table type ") + DTypeName(table.dtype()) + " is not supported");
+    return Status::Ok();
+  });
+}
+
 }  // namespace
 
 void RegisterQuantKernels(KernelRegistry& r) {
+  r.Register(kWhittleDomain, "Lookup", MakeLookup);
   r.Register("", "QuantizeLinear", [](const KernelInit& init) { return MakeQuant(init, false); });
   r.Register("", "DequantizeLinear", [](const KernelInit& init) { return MakeQuant(init, true); });
 }

@@ -114,7 +114,9 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, const Session
   WH_RETURN_IF_ERROR(InferShapes(s->graph_));
   WH_RETURN_IF_ERROR(ValidateQuantParams(s->graph_));
   if (opts.optimize) {
-    auto r = RewriteForRuntime(s->graph_, opts.blocked_layout ? NchwcBlock(opts.backend) : std::nullopt);
+    // Lookup tables where the Lookup node runs beside the int8 kernels (no CUDA kernel yet).
+    auto r = RewriteForRuntime(s->graph_, opts.blocked_layout ? NchwcBlock(opts.backend) : std::nullopt,
+                               opts.backend != Backend::kCuda);
     if (!r.ok()) return r.status().WithContext("optimizing the graph");
   }
   WH_RETURN_IF_ERROR(s->Prepare());

@@ -97,9 +97,24 @@ Status CheckQuantAxis(const Node& node, int opset) {
   return Status::Ok();
 }
 
+// ai.whittle Lookup (runtime/rewrite/fuse_lookup.h): x int8 or uint8, table 256 values of the
+// output's type, indexed by x's byte read as unsigned; y has x's shape.
+Status InferLookup(InferContext& ctx) {
+  const DType x = ctx.InputDType(0), t = ctx.InputDType(1);
+  if (x != DType::kUndefined && x != DType::kUInt8 && x != DType::kInt8)
+    return ctx.Error(std::string("input must be int8 or uint8, got ") + DTypeName(x));
+  const SymShape* ts = ctx.InputShape(1);
+  if (ts && (ts->size() != 1 || ((*ts)[0].known() && (*ts)[0].value != 256)))
+    return ctx.Error("table must be 1-D with 256 entries, got " + SymShapeToString(*ts));
+  const SymShape* xs = ctx.InputShape(0);
+  ctx.SetOutput(0, t, xs ? std::optional<SymShape>(*xs) : std::nullopt);
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterQuantOps(OpRegistry& r) {
+  r.Register(OpDef{kWhittleDomain, "Lookup", 1, 2, 2, 1, 1, {}, nullptr, InferLookup});
   r.Register(OpDef{"", "QuantizeLinear", 10, 2, 3, 1, 1, {{"axis", AttrType::kInt}}, CheckQuantAxis, InferQuantize});
   r.Register(
       OpDef{"", "DequantizeLinear", 10, 2, 3, 1, 1, {{"axis", AttrType::kInt}}, CheckQuantAxis, InferDequantize});

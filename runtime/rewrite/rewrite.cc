@@ -12,6 +12,7 @@
 #include "runtime/rewrite/fuse_conv_add.h"
 #include "runtime/rewrite/fuse_gelu.h"
 #include "runtime/rewrite/fuse_layernorm.h"
+#include "runtime/rewrite/fuse_lookup.h"
 #include "runtime/rewrite/fuse_matmul_bias.h"
 #include "runtime/rewrite/fuse_qconv_pool.h"
 #include "runtime/rewrite/fuse_qdq.h"
@@ -48,7 +49,7 @@ int SkipIdentities(Graph& g) {
 
 }  // namespace
 
-StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_block) {
+StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_block, bool lookup_tables) {
   RewriteReport r;
   r.skipped_identities = SkipIdentities(g);
   // Before folding: FoldConstants would turn DequantizeLinear(int8 weight) into a float weight
@@ -65,6 +66,8 @@ StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_blo
     WH_RETURN_IF_ERROR(FuseQConvMaxPool(g, &r.fused_qconv_pool));
   }
   WH_RETURN_IF_ERROR(FoldConstants(g, &r.folded_constants));
+  // After folding: the regions' scalar operands must be constants by then.
+  if (lookup_tables) WH_RETURN_IF_ERROR(FuseLookupTables(g, &r.fused_lookup_tables));
   WH_RETURN_IF_ERROR(FoldConvBatchNorm(g, &r.folded_batchnorms));
   WH_RETURN_IF_ERROR(FoldPadIntoConv(g, &r.folded_into_conv));
   WH_RETURN_IF_ERROR(FoldConvAffine(g, &r.folded_into_conv));

@@ -28,13 +28,17 @@ struct RewriteReport {
   int fused_qdq = 0;          // Conv/Gemm/MatMul running as int8 QConv/QGemm
   int int8_passthrough = 0;   // MaxPool/Flatten/Reshape moved onto int8 data
   int fused_qconv_pool = 0;   // MaxPools computed inside the int8 conv before them
+  int fused_lookup_tables = 0;  // float math on dequantized bytes run as 256-entry tables
   int nchwc_nodes = 0;        // Conv/pool/Relu/Add nodes run on the blocked channel layout
 };
 
-// QDQ fusion first (and the int8 conv + MaxPool fusion), then constant folding, Conv+BatchNormalization folding, GELU and LayerNorm
+// QDQ fusion first (and the int8 conv + MaxPool fusion), then constant folding, (given
+// lookup_tables) element-wise math on dequantized bytes as tables (fuse_lookup.h: for backends
+// that run the Lookup node where its neighbours run), Conv+BatchNormalization folding, GELU and LayerNorm
 // fusion, Conv+Add
 // and MatMul+bias fusion, attention fusion and activation fusion, then (given nchwc_block: the backend runs that blocked layout,
 // kernels/nchwc.h) the NCHWc conversion, then Compact(), Verify() and InferShapes().
-StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_block = std::nullopt);
+StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_block = std::nullopt,
+                                          bool lookup_tables = false);
 
 }  // namespace whittle
