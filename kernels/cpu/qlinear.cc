@@ -161,6 +161,12 @@ Status DepthwiseBytes(const QConvCall& c, const ConvShape& s, const Tensor& x, T
   const uint8_t* xs = static_cast<const uint8_t*>(x.raw_data());
   char* ys = static_cast<char*>(y.raw_data());
   const int taps = static_cast<int>(kh * kw);
+  // Channels in blocks of about 64K multiply-adds: the late layers' planes are 5 x 5, where the
+  // per-task setup had outweighed the sums.
+  const int64_t planes_total = s.batch * C;
+  const int64_t per_block = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, P * taps));
+  const int64_t blocks = (planes_total + per_block - 1) / per_block;
+  const int block_threads = planes_total * P * taps >= (1 << 16) ? threads : 1;
   const int window = DepthwiseWindowKernel();
   if ((window == 512 && depthwise::WindowFits(sw, dw)) || (window == 2 && depthwise::WindowFits2(sw, kw, dw))) {
     // The window kernel reads each kernel row's taps from the padded rows themselves, so only the
@@ -189,10 +195,7 @@ Status DepthwiseBytes(const QConvCall& c, const ConvShape& s, const Tensor& x, T
     const depthwise::WindowTable table = depthwise::MakeWindowTable(sw, dw, groups);
     const bool fused = e.kind == QOutput::Kind::kQuantized;
     const int64_t slack = 64 + 16 * sw + 4 * groups * dw;  // past the last plane: Windows' last loads
-    const int64_t planes_total = s.batch * C;
-    const int64_t per_block = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, P * taps));
-    const int64_t blocks = (planes_total + per_block - 1) / per_block;
-    ParallelFor(blocks, planes_total * P * taps >= (1 << 16) ? threads : 1, [&](int64_t blk) {
+    ParallelFor(blocks, block_threads, [&](int64_t blk) {
       thread_local std::vector<uint8_t> planes;
       thread_local std::vector<int32_t> acc;
       planes.assign(static_cast<size_t>(sh * Hq * Wr + slack), static_cast<uint8_t>(zx));  // padding: the zero point
@@ -238,12 +241,7 @@ Status DepthwiseBytes(const QConvCall& c, const ConvShape& s, const Tensor& x, T
       const int64_t row = i * dh, col = j * dw;
       tap_at[static_cast<size_t>(i * kw + j)] = (((row % sh) * sw + col % sw) * Hq + row / sh) * Wq + col / sw;
     }
-  // Channels in blocks of about 64K multiply-adds: the late layers' planes are 5 x 5, where the
-  // per-task setup had outweighed the sums.
-  const int64_t planes_total = s.batch * C;
-  const int64_t per_block = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, P * taps));
-  const int64_t blocks = (planes_total + per_block - 1) / per_block;
-  ParallelFor(blocks, planes_total * P * taps >= (1 << 16) ? threads : 1, [&](int64_t blk) {
+  ParallelFor(blocks, block_threads, [&](int64_t blk) {
     thread_local std::vector<uint8_t> planes;
     thread_local std::vector<int32_t> acc;
     // The padding keeps the zero point (rows below only write inside the image). Slack past the
