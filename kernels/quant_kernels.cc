@@ -56,7 +56,14 @@ KernelOr MakeLookup(const KernelInit&) {
         cpu::LookupBytes(xb + i0, std::min<int64_t>(4096, n - i0), t, out + i0);
       });
     }
-    else if (es == 4) gather(uint32_t{});
+    else if (table.dtype() == DType::kFloat32) {
+      const float* t = table.data<float>();
+      float* out = y.data<float>();
+      ParallelFor((n + 4095) / 4096, n >= (1 << 16) ? ctx.num_threads : 1, [&](int64_t b) {
+        const int64_t i0 = b * 4096;
+        cpu::LookupFloats(xb + i0, std::min<int64_t>(4096, n - i0), t, out + i0);
+      });
+    } else if (es == 4) gather(uint32_t{});
     else return InvalidArgument(std::string("Lookup table type ") + DTypeName(table.dtype()) + " is not supported");
     return Status::Ok();
   });

@@ -11,15 +11,21 @@
 namespace whittle::cpu {
 namespace lookup_internal {
 namespace {
-std::atomic<int> g_vbmi_override{-1};
+std::atomic<int> g_vector_override{-1};
 }  // namespace
 
-void SetLookupVbmi(int use) { g_vbmi_override.store(use, std::memory_order_relaxed); }
+void SetLookupVector(int use) { g_vector_override.store(use, std::memory_order_relaxed); }
 
 bool UseVbmi() {
   static const bool supported = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw") &&
                                 ActiveSimdIsa() == SimdIsa::kAvx512;
-  return supported && g_vbmi_override.load(std::memory_order_relaxed) != 0;
+  return supported && g_vector_override.load(std::memory_order_relaxed) != 0;
+}
+
+bool UseAvx512() {
+  static const bool supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                                __builtin_cpu_supports("avx512vl") && ActiveSimdIsa() == SimdIsa::kAvx512;
+  return supported && g_vector_override.load(std::memory_order_relaxed) != 0;
 }
 }  // namespace lookup_internal
 
@@ -43,6 +49,11 @@ void LookupBytes(const uint8_t* x, int64_t n, const uint8_t* table, uint8_t* y) 
   }
 #endif
   for (; i < n; ++i) y[i] = table[x[i]];
+}
+
+void LookupFloats(const uint8_t* x, int64_t n, const float* table, float* y) {
+  if (lookup_internal::UseAvx512()) return lookup_internal::LookupFloatsAvx512(x, n, table, y);
+  for (int64_t i = 0; i < n; ++i) y[i] = table[x[i]];
 }
 
 }  // namespace whittle::cpu

@@ -1,5 +1,5 @@
 #pragma once
-// y[i] = table[x[i]] over bytes (the ai.whittle Lookup node's byte tables): 64 at a time by
+// y[i] = table[x[i]] (the ai.whittle Lookup node's tables). Bytes: 64 at a time by
 // vpermi2b where the CPU has AVX-512 VBMI, 32 at a time by pshufb over the table's 16 rows with
 // AVX2, else one by one. All give the same bytes.
 #include <cstdint>
@@ -7,12 +7,16 @@
 namespace whittle::cpu {
 
 void LookupBytes(const uint8_t* x, int64_t n, const uint8_t* table, uint8_t* y);
+// The same with 256 floats: 16 at a time by vpermt2ps with AVX-512, else one by one.
+void LookupFloats(const uint8_t* x, int64_t n, const float* table, float* y);
 
 namespace lookup_internal {
 // The AVX-512 VBMI form (kernels/cpu/lookup_avx512vbmi.cc), called where the CPU has it.
 void LookupBytesVbmi(const uint8_t* x, int64_t n, const uint8_t* table, uint8_t* y);
-// Tests: 0 keeps the VBMI form off, -1 back to automatic.
-void SetLookupVbmi(int use);
+// The AVX-512 float form (kernels/cpu/lookup_avx512.cc).
+void LookupFloatsAvx512(const uint8_t* x, int64_t n, const float* table, float* y);
+// Tests: 0 keeps the vector forms (VBMI bytes, AVX-512 floats) off, -1 back to automatic.
+void SetLookupVector(int use);
 }  // namespace lookup_internal
 
 }  // namespace whittle::cpu

@@ -171,22 +171,35 @@ TEST(FuseLookupTables, RegionsThatAreNotFunctionsOfOneByteStay) {
   ExpectExactOnEveryByte(with("tensor operand"), EveryByte(DType::kUInt8));
 }
 
-// The byte lookup's vector forms (AVX-512 VBMI, AVX2) against the table read one by one, on every
-// byte and lengths with tails.
-TEST(FuseLookupTables, ByteLookupFormsAgree) {
+// The lookups' vector forms (bytes: AVX-512 VBMI, AVX2; floats: AVX-512) against the table read
+// one by one, on every byte and lengths with tails.
+TEST(FuseLookupTables, LookupFormsAgree) {
   std::vector<uint8_t> table(256), x(1000), y(1000);
-  for (int i = 0; i < 256; ++i) table[static_cast<size_t>(i)] = static_cast<uint8_t>((i * 37 + 11) ^ (i >> 3));
+  std::vector<float> ftable(256), fy(1000);
+  for (int i = 0; i < 256; ++i) {
+    table[static_cast<size_t>(i)] = static_cast<uint8_t>((i * 37 + 11) ^ (i >> 3));
+    ftable[static_cast<size_t>(i)] = static_cast<float>(i) * 0.37f - 20.f;
+  }
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint8_t>(i * 13 + i / 256);
-  for (int vbmi : {-1, 0}) {
-    cpu::lookup_internal::SetLookupVbmi(vbmi);
-    for (int64_t n : {1, 31, 32, 63, 64, 65, 255, 1000}) {
+  for (int vector : {-1, 0}) {
+    cpu::lookup_internal::SetLookupVector(vector);
+    for (int64_t n : {1, 15, 16, 17, 31, 32, 63, 64, 65, 255, 1000}) {
+      SCOPED_TRACE("n=" + std::to_string(n) + (vector == 0 ? ", one by one" : ""));
       std::fill(y.begin(), y.end(), 0);
+      std::fill(fy.begin(), fy.end(), 0.f);
       cpu::LookupBytes(x.data(), n, table.data(), y.data());
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[static_cast<size_t>(i)], table[x[static_cast<size_t>(i)]]) << n << " " << i;
-      for (size_t i = static_cast<size_t>(n); i < y.size(); ++i) ASSERT_EQ(y[i], 0) << "wrote past " << n;
+      cpu::LookupFloats(x.data(), n, ftable.data(), fy.data());
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(y[static_cast<size_t>(i)], table[x[static_cast<size_t>(i)]]) << i;
+        ASSERT_EQ(fy[static_cast<size_t>(i)], ftable[x[static_cast<size_t>(i)]]) << i;
+      }
+      for (size_t i = static_cast<size_t>(n); i < y.size(); ++i) {
+        ASSERT_EQ(y[i], 0) << "wrote past the end at " << i;
+        ASSERT_EQ(fy[i], 0.f) << "wrote past the end at " << i;
+      }
     }
   }
-  cpu::lookup_internal::SetLookupVbmi(-1);
+  cpu::lookup_internal::SetLookupVector(-1);
 }
 
 }  // namespace
