@@ -33,11 +33,39 @@ struct CpuGemmWeights {
   std::shared_ptr<QPackedB> b;
   std::shared_ptr<QPacked8> b8;
 };
+// A depthwise conv's int8 weights [C, 1, kh, kw] as DepthwiseBytes reads them: each channel's
+// weight sum (the input zero point's fold into the bias), and each kernel row as groups of taps
+// in an int32 for the window kernels, 4 int8 (AVX-512: quads) or 2 int16 (AVX2: pairs), 0 past
+// the row.
+struct DepthwiseWeights {
+  std::vector<int32_t> sums, quads, pairs;
+};
+
+DepthwiseWeights PackDepthwiseWeights(const int8_t* w, int64_t C, int64_t kh, int64_t kw) {
+  DepthwiseWeights d;
+  d.sums.assign(static_cast<size_t>(C), 0);
+  const int64_t nq = (kw + 3) / 4, np = (kw + 1) / 2;
+  std::vector<uint32_t> quads(static_cast<size_t>(C * kh * nq), 0), pairs(static_cast<size_t>(C * kh * np), 0);
+  for (int64_t ch = 0; ch < C; ++ch)
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j) {
+        const int8_t wj = w[(ch * kh + i) * kw + j];
+        d.sums[static_cast<size_t>(ch)] += wj;
+        quads[static_cast<size_t>((ch * kh + i) * nq + j / 4)] |= uint32_t{static_cast<uint8_t>(wj)} << (8 * (j % 4));
+        pairs[static_cast<size_t>((ch * kh + i) * np + j / 2)] |= uint32_t{static_cast<uint16_t>(wj)} << (16 * (j % 2));
+      }
+  d.quads.assign(quads.begin(), quads.end());
+  d.pairs.assign(pairs.begin(), pairs.end());
+  return d;
+}
+
 // The same for a convolution: group-1 1-D/2-D int8 weights for the channels-last byte kernel
-// (QConvNhwc), else one packed A per group for the planar byte kernel or the int16 kernel.
+// (QConvNhwc), else one packed A per group for the planar byte kernel or the int16 kernel; a
+// depthwise conv's also for DepthwiseBytes.
 struct CpuConvWeights {
   std::shared_ptr<const std::vector<QPackedA>> w;
   std::shared_ptr<const std::vector<QPacked8>> w8;
+  std::shared_ptr<const DepthwiseWeights> depthwise;
   std::shared_ptr<const QConvNhwcWeights> nhwc;
 };
 
@@ -152,11 +180,13 @@ Status DepthwiseBytes(const QConvCall& c, const ConvShape& s, const Tensor& x, T
   const uint8_t flip = s8 ? 0x80 : 0;
   const int32_t zx = c.x_zp + (s8 ? 128 : 0);  // the unsigned bytes' zero point, 0..255
   const int8_t* w = static_cast<const int8_t*>(c.w->raw_data());
+  // Packed at load where the weights are constant, else here.
+  const CpuConvWeights* packed = static_cast<const CpuConvWeights*>(c.packed_w);
+  DepthwiseWeights per_call;
+  if (!packed || !packed->depthwise) per_call = PackDepthwiseWeights(w, C, kh, kw);
+  const DepthwiseWeights& dwts = packed && packed->depthwise ? *packed->depthwise : per_call;
   qgemm_internal::Epilogue e = qgemm_internal::MakeEpilogue(*c.out, true, 0, C, P);
-  std::vector<int32_t> sums(static_cast<size_t>(C), 0);
-  for (int64_t ch = 0; ch < C; ++ch)
-    for (int64_t t = 0; t < kh * kw; ++t) sums[static_cast<size_t>(ch)] += w[ch * kh * kw + t];
-  qgemm_internal::FoldZeroPointIntoBias(e, zx, sums.data(), C);
+  qgemm_internal::FoldZeroPointIntoBias(e, zx, dwts.sums.data(), C);
   const size_t es = qgemm_internal::OutElemSize(y.dtype());
   const uint8_t* xs = static_cast<const uint8_t*>(x.raw_data());
   char* ys = static_cast<char*>(y.raw_data());
@@ -173,25 +203,15 @@ Status DepthwiseBytes(const QConvCall& c, const ConvShape& s, const Tensor& x, T
     // rows are split by phase: plane a holds padded rows a, a + sh, ..., each Wr = Wp wide. Output
     // row oh then reads kernel row i at plane((i * dh) % sh) + (oh + i * dh / sh) * Wr.
     const int64_t Wr = Wp, Hq = (Hp + sh - 1) / sh;
-    // Each channel's kernel rows as groups of taps in an int32: 4 int8 (AVX-512) or 2 int16 (AVX2),
-    // 0 past the row.
-    const int64_t per_group = window == 512 ? 4 : 2;
-    const int groups = static_cast<int>((kw + per_group - 1) / per_group);
+    // Each channel's kernel rows as groups of taps: quads (AVX-512) or pairs (AVX2).
+    const int groups = static_cast<int>(window == 512 ? (kw + 3) / 4 : (kw + 1) / 2);
+    const std::vector<int32_t>& wq = window == 512 ? dwts.quads : dwts.pairs;
     std::vector<int64_t> row_at(static_cast<size_t>(kh)), in_row_at(static_cast<size_t>(IH));
     for (int64_t i = 0; i < kh; ++i) row_at[static_cast<size_t>(i)] = ((i * dh) % sh * Hq + (i * dh) / sh) * Wr;
     for (int64_t ih = 0; ih < IH; ++ih) {
       const int64_t r = ih + ph;
       in_row_at[static_cast<size_t>(ih)] = (r % sh * Hq + r / sh) * Wr + pw;
     }
-    std::vector<int32_t> wq(static_cast<size_t>(C * kh * groups), 0);
-    for (int64_t ch = 0; ch < C; ++ch)
-      for (int64_t i = 0; i < kh; ++i)
-        for (int64_t j = 0; j < kw; ++j) {
-          int32_t& packed = wq[static_cast<size_t>((ch * kh + i) * groups + j / per_group)];
-          const int8_t wj = w[(ch * kh + i) * kw + j];
-          const uint32_t bits = per_group == 4 ? static_cast<uint8_t>(wj) : static_cast<uint16_t>(wj);
-          packed = static_cast<int32_t>(static_cast<uint32_t>(packed) | bits << (32 / per_group * (j % per_group)));
-        }
     const depthwise::WindowTable table = depthwise::MakeWindowTable(sw, dw, groups);
     const bool fused = e.kind == QOutput::Kind::kQuantized;
     const int64_t slack = 64 + 16 * sw + 4 * groups * dw;  // past the last plane: Windows' last loads
@@ -439,6 +459,10 @@ QPackedWeights PackConvWeights(const Tensor& w, const std::vector<int32_t>& w_zp
       return packed;
     }
   }
+  const bool zero_zp = std::all_of(w_zp.begin(), w_zp.end(), [](int32_t z) { return z == 0; });
+  if (w.dtype() == DType::kInt8 && w.rank() == 4 && group == M && w.dim(1) == 1 && zero_zp &&
+      w.dim(2) * w.dim(3) <= kMaxDepthwiseTaps)
+    packed->depthwise = std::make_shared<const DepthwiseWeights>(PackDepthwiseWeights(wp, M, w.dim(2), w.dim(3)));
   if (w.dtype() == DType::kInt8 && w.rank() <= 4 && Q8WeightsFit(wp, M, K, false, w_zp)) {
     auto w8 = std::make_shared<std::vector<QPacked8>>(static_cast<size_t>(group));
     for (int64_t g = 0; g < group; ++g) Q8PackWeightsA(wp + g * mg * K, mg, K, &(*w8)[static_cast<size_t>(g)]);
