@@ -26,7 +26,7 @@ KernelOr MakeQuant(const KernelInit& init, bool dequantize) {
   });
 }
 
-// y[i] = table[byte of x[i]] for a table of 1- or 4-byte entries; the same on every backend
+// y[i] = table[byte of x[i]] for a table of bytes or floats; the same on every backend
 // (a CUDA session falls back to it, but the runtime makes Lookup nodes only for the others).
 KernelOr MakeLookup(const KernelInit&) {
   return WrapFnKernel([](KernelContext& ctx) -> Status {
@@ -39,32 +39,20 @@ KernelOr MakeLookup(const KernelInit&) {
       return InvalidArgument("Lookup table must hold 256 values of the output's type");
     const uint8_t* xb = static_cast<const uint8_t*>(x.raw_data());
     const int64_t n = x.numel();
-    const size_t es = DTypeSize(table.dtype());
-    auto gather = [&](auto tag) {
-      using T = decltype(tag);
-      const T* t = static_cast<const T*>(table.raw_data());
-      T* out = static_cast<T*>(y.raw_data());
+    // Blocks of 4096 elements over the threads, each through the CPU lookup for the table's type.
+    auto blocks = [&](auto lookup, const auto* t, auto* out) {
       ParallelFor((n + 4095) / 4096, n >= (1 << 16) ? ctx.num_threads : 1, [&](int64_t b) {
-        for (int64_t i = b * 4096; i < std::min(n, (b + 1) * 4096); ++i) out[i] = t[xb[i]];
+        const int64_t i0 = b * 4096;
+        lookup(xb + i0, std::min<int64_t>(4096, n - i0), t, out + i0);
       });
     };
-    if (es == 1) {
-      const uint8_t* t = static_cast<const uint8_t*>(table.raw_data());
-      uint8_t* out = static_cast<uint8_t*>(y.raw_data());
-      ParallelFor((n + 4095) / 4096, n >= (1 << 16) ? ctx.num_threads : 1, [&](int64_t b) {
-        const int64_t i0 = b * 4096;
-        cpu::LookupBytes(xb + i0, std::min<int64_t>(4096, n - i0), t, out + i0);
-      });
+    if (DTypeSize(table.dtype()) == 1) {
+      blocks(cpu::LookupBytes, static_cast<const uint8_t*>(table.raw_data()), static_cast<uint8_t*>(y.raw_data()));
+    } else if (table.dtype() == DType::kFloat32) {
+      blocks(cpu::LookupFloats, table.data<float>(), y.data<float>());
+    } else {
+      return InvalidArgument(std::string("Lookup table type ") + DTypeName(table.dtype()) + " is not supported");
     }
-    else if (table.dtype() == DType::kFloat32) {
-      const float* t = table.data<float>();
-      float* out = y.data<float>();
-      ParallelFor((n + 4095) / 4096, n >= (1 << 16) ? ctx.num_threads : 1, [&](int64_t b) {
-        const int64_t i0 = b * 4096;
-        cpu::LookupFloats(xb + i0, std::min<int64_t>(4096, n - i0), t, out + i0);
-      });
-    } else if (es == 4) gather(uint32_t{});
-    else return InvalidArgument(std::string("Lookup table type ") + DTypeName(table.dtype()) + " is not supported");
     return Status::Ok();
   });
 }
