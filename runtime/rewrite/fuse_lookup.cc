@@ -1,5 +1,6 @@
 #include "runtime/rewrite/fuse_lookup.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -70,23 +71,53 @@ struct Region {
   int quantize = -1;          // its sole QuantizeLinear reader, or -1
 };
 
-// The region grown from DequantizeLinear node d, or nullopt when it has no op or more than one
-// value read outside it.
-std::optional<Region> Grow(const Graph& g, int d, const std::vector<int>& order) {
-  const Node& dq = g.nodes()[static_cast<size_t>(d)];
-  Region r;
-  r.x = dq.inputs[0];
-  std::set<int> inside;  // values computed from x alone
-  for (int i : order) {
-    const Node& n = g.nodes()[static_cast<size_t>(i)];
-    if (n.inputs.empty() || n.inputs[0] != r.x || !ByteDequantize(g, n) || !SameParams(g, n, dq)) continue;
-    r.sources.push_back(i);
-    inside.insert(n.outputs[0]);
+// Who reads each value (by value id) and each node's place in a topological order, made once.
+struct GraphIndex {
+  std::vector<std::vector<int>> readers;
+  std::vector<int> position;
+};
+
+GraphIndex IndexGraph(const Graph& g, const std::vector<int>& order) {
+  GraphIndex idx;
+  idx.readers.resize(g.values().size());
+  idx.position.resize(g.nodes().size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    const int i = order[k];
+    idx.position[static_cast<size_t>(i)] = static_cast<int>(k);
+    for (int v : g.nodes()[static_cast<size_t>(i)].inputs)
+      if (v >= 0) idx.readers[static_cast<size_t>(v)].push_back(i);  // a node reading v twice is listed twice
   }
+  return idx;
+}
+
+// The region the DequantizeLinear nodes `sources` (of one tensor, the same parameters) start, or
+// nullopt when it has no op or more than one value read outside it.
+std::optional<Region> Grow(const Graph& g, const GraphIndex& idx, const std::vector<int>& sources) {
+  Region r;
+  r.x = g.nodes()[static_cast<size_t>(sources[0])].inputs[0];
+  r.sources = sources;
+  std::set<int> inside;  // values computed from x alone
+  for (int s : sources) inside.insert(g.nodes()[static_cast<size_t>(s)].outputs[0]);
+  // The element-wise ops reachable from the sources through such ops, in topological order; each
+  // joins when all its other operands are scalar constants.
+  std::set<int> seen;
+  std::vector<int> candidates, frontier(inside.begin(), inside.end());
+  while (!frontier.empty()) {
+    const int v = frontier.back();
+    frontier.pop_back();
+    for (int c : idx.readers[static_cast<size_t>(v)]) {
+      const Node& n = g.nodes()[static_cast<size_t>(c)];
+      if (!Tabulable(n) || !seen.insert(c).second) continue;
+      candidates.push_back(c);
+      frontier.push_back(n.outputs[0]);
+    }
+  }
+  std::sort(candidates.begin(), candidates.end(), [&](int a, int b) {
+    return idx.position[static_cast<size_t>(a)] < idx.position[static_cast<size_t>(b)];
+  });
   std::set<int> in_region;
-  for (int i : order) {
+  for (int i : candidates) {
     const Node& n = g.nodes()[static_cast<size_t>(i)];
-    if (!Tabulable(n)) continue;
     bool reads_region = false, ok = true;
     for (int v : n.inputs) {
       if (v < 0) continue;
@@ -104,7 +135,7 @@ std::optional<Region> Grow(const Graph& g, int d, const std::vector<int>& order)
   for (int i : r.nodes) {
     const int v = g.nodes()[static_cast<size_t>(i)].outputs[0];
     if (g.IsGraphOutput(v)) exits.insert(v);
-    for (int c : g.Consumers(v))
+    for (int c : idx.readers[static_cast<size_t>(v)])
       if (!in_region.count(c)) exits.insert(v);
   }
   if (exits.size() != 1) return std::nullopt;
@@ -153,12 +184,23 @@ StatusOr<Tensor> Tabulate(const Graph& g, const Region& r) {
 
 Status FuseLookupTables(Graph& g, int* count) {
   WH_ASSIGN_OR_RETURN(std::vector<int> order, g.TopologicalOrder());
-  std::set<int> dead, used_x;
-  std::vector<Node> fused;
+  const GraphIndex idx = IndexGraph(g, order);
+  // The DequantizeLinear nodes of each byte tensor, grouped by their parameters.
+  std::vector<std::vector<int>> groups;
   for (int d : order) {
     const Node& dq = g.nodes()[static_cast<size_t>(d)];
-    if (!ByteDequantize(g, dq) || used_x.count(dq.inputs[0])) continue;
-    std::optional<Region> r = Grow(g, d, order);
+    if (!ByteDequantize(g, dq)) continue;
+    auto same = std::find_if(groups.begin(), groups.end(), [&](const std::vector<int>& grp) {
+      const Node& first = g.nodes()[static_cast<size_t>(grp[0])];
+      return first.inputs[0] == dq.inputs[0] && SameParams(g, first, dq);
+    });
+    if (same == groups.end()) groups.push_back({d});
+    else same->push_back(d);
+  }
+  std::set<int> dead;
+  std::vector<Node> fused;
+  for (const std::vector<int>& sources : groups) {
+    std::optional<Region> r = Grow(g, idx, sources);
     if (!r) continue;
     // A byte table is one vector shuffle per 32 or 64 bytes; a float one is read element by
     // element, which pays only against costly ops.
@@ -170,7 +212,6 @@ Status FuseLookupTables(Graph& g, int* count) {
     if (taken || (r->quantize >= 0 && dead.count(r->quantize))) continue;
     auto table = Tabulate(g, *r);
     if (!table.ok()) continue;  // an op the reference kernels refuse on these values: leave it
-    used_x.insert(r->x);
     const int out = r->quantize >= 0 ? g.nodes()[static_cast<size_t>(r->quantize)].outputs[0] : r->out;
     Node lookup;
     lookup.name = g.UniqueName(g.value(out).name + "/lookup");
