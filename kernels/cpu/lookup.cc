@@ -12,9 +12,6 @@ namespace whittle::cpu {
 namespace lookup_internal {
 namespace {
 std::atomic<int> g_vector_override{-1};
-}  // namespace
-
-void SetLookupVector(int use) { g_vector_override.store(use, std::memory_order_relaxed); }
 
 bool UseVbmi() {
   static const bool supported = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw") &&
@@ -27,6 +24,9 @@ bool UseAvx512() {
                                 __builtin_cpu_supports("avx512vl") && ActiveSimdIsa() == SimdIsa::kAvx512;
   return supported && g_vector_override.load(std::memory_order_relaxed) != 0;
 }
+}  // namespace
+
+void SetLookupVector(int use) { g_vector_override.store(use, std::memory_order_relaxed); }
 }  // namespace lookup_internal
 
 void LookupBytes(const uint8_t* x, int64_t n, const uint8_t* table, uint8_t* y) {

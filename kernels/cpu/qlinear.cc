@@ -212,7 +212,7 @@ Status DepthwiseBytes(const QConvCall& c, const ConvShape& s, const Tensor& x, T
       const int64_t r = ih + ph;
       in_row_at[static_cast<size_t>(ih)] = (r % sh * Hq + r / sh) * Wr + pw;
     }
-    const depthwise::WindowTable table = depthwise::MakeWindowTable(sw, dw, groups);
+    const depthwise::WindowTable table = depthwise::MakeWindowTable(sw, dw, window == 2 ? groups : 0);
     const bool fused = e.kind == QOutput::Kind::kQuantized;
     const int64_t slack = 64 + 16 * sw + 4 * groups * dw;  // past the last plane: Windows' last loads
     ParallelFor(blocks, block_threads, [&](int64_t blk) {
