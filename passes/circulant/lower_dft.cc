@@ -49,7 +49,6 @@ StatusOr<int> LowerCirculantDft(Graph& g) {
       [&](const Node& node) -> Status {
         WH_ASSIGN_OR_RETURN(const CirculantLayer layer, ReadCirculantLayer(g, node));
         const CirculantAttrs& a = layer.a;
-        const bool has_bias = layer.has_bias;
         const int64_t B = a.block, P = a.p(), Q = a.q();
         // The blocks' spectra, laid out [f, q, p] for the per-frequency MatMuls.
         Tensor wr(DType::kFloat32, {B, Q, P}), wi(DType::kFloat32, {B, Q, P});
@@ -108,7 +107,7 @@ StatusOr<int> LowerCirculantDft(Graph& g) {
         const int ys = add("Transpose", {yc}, attrs({{"perm", Attribute::Ints({1, 2, 0, 3})}}));  // [M, P, B, 2]
         int y = add("Reshape", {part(dft(ys, true), 0), ints("cols", {-1, P * B})});
         if (P * B > a.n) y = add("Slice", {y, ints("out_start", {0}), ints("out_end", {a.n}), ints("out_axis", {1})});
-        if (has_bias) y = add("Add", {y, node.inputs[2]});
+        if (layer.has_bias) y = add("Add", {y, node.inputs[2]});
         add("Reshape", {y, add("Concat", {lead, ints("features", {a.n})}, attrs({{"axis", Attribute::Int(0)}}))});
         return Status::Ok();
       });

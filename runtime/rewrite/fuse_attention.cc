@@ -9,10 +9,7 @@
 namespace whittle {
 namespace {
 
-using rewrite::ConstValue;
-using rewrite::IsOp;
-using rewrite::Producer;
-using rewrite::SoleConsumer;
+using namespace rewrite;  // IsOp, Producer, ConstValue, SoleConsumer (match.h)
 
 class AttentionMatcher {
  public:

@@ -9,10 +9,7 @@
 namespace whittle {
 namespace {
 
-using rewrite::ConstValue;
-using rewrite::IsOp;
-using rewrite::Producer;
-using rewrite::SoleConsumer;
+using namespace rewrite;  // IsOp, Producer, ConstValue, SoleConsumer (match.h)
 
 // Rank of a float32 value with a known shape, else -1.
 int64_t FloatRank(const Graph& g, int v) {
