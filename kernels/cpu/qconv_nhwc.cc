@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/isa/qgemm_kernels.h"
 #include "kernels/cpu/movement.h"  // cpu::TransposeLast2
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/qgemm.h"
@@ -57,32 +58,11 @@ void TransposeBytes(const uint8_t* src, int64_t src_ld, int64_t rows, int64_t co
 }
 
 // tile = R output positions (A rows at a[i]) x 16 output channels (one B panel at bp): for every
-// segment s, seg_quads groups of four bytes from a[i] + seg_off[s].
+// segment s, seg_quads groups of four bytes from a[i] + seg_off[s]. The scalar form; the vector
+// ones are QKernels()->conv_band.
 template <int R>
 [[gnu::always_inline]] inline void ConvTileRows(const uint8_t* const* a, const int64_t* seg_off, int64_t segments, int64_t seg_quads,
                   const uint8_t* bp, int32_t* tile, int64_t ldt) {
-#if defined(__AVX2__)
-  __m256i c0[R], c1[R];
-#pragma GCC unroll 4
-  for (int i = 0; i < R; ++i) c0[i] = c1[i] = _mm256_setzero_si256();
-  for (int64_t s = 0; s < segments; ++s) {
-    const uint8_t* ap[R];
-#pragma GCC unroll 4
-    for (int i = 0; i < R; ++i) ap[i] = a[i] + seg_off[s];
-    for (int64_t q = 0; q < seg_quads; ++q) {
-      const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp));
-      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + 32));
-#pragma GCC unroll 4
-      for (int i = 0; i < R; ++i) {
-        const __m256i av = _mm256_set1_epi32(LoadInt32(ap[i] + 4 * q));
-        c0[i] = DotBytes(c0[i], av, b0);
-        c1[i] = DotBytes(c1[i], av, b1);
-      }
-      bp += 4 * kQ8Nr;
-    }
-  }
-  StoreTileRows<R>(c0, c1, tile, ldt);
-#else
   ZeroTileRows(R, kQ8Nr, tile, ldt);
   for (int64_t s = 0; s < segments; ++s)
     for (int64_t q = 0; q < seg_quads; ++q) {
@@ -96,7 +76,6 @@ template <int R>
         }
       bp += 4 * kQ8Nr;
     }
-#endif
 }
 
 void ConvTile(int64_t rows, const uint8_t* const* a, const int64_t* seg_off, int64_t segments, int64_t seg_quads,
@@ -111,25 +90,10 @@ void ConvTile(int64_t rows, const uint8_t* const* a, const int64_t* seg_off, int
 }
 
 // dst[c] = max over the kh x kw window of src[i * row + j * ld + c], c < n: the pooled
-// accumulators of one window (8 channels at a time in registers).
+// accumulators of one window (8 channels at a time in registers where the CPU runs AVX2).
 void MaxOverWindow(const int32_t* src, int64_t ld, int64_t row, int64_t kh, int64_t kw, int64_t n, int32_t* dst) {
-  int64_t c = 0;
-#if defined(__AVX2__)
-  auto at = [&](int64_t off) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + off)); };
-  if (kh == 2 && kw == 2) {  // the common window, unrolled
-    for (; c + 8 <= n; c += 8)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + c),
-                          _mm256_max_epi32(_mm256_max_epi32(at(c), at(ld + c)),
-                                           _mm256_max_epi32(at(row + c), at(row + ld + c))));
-  }
-  for (; c + 8 <= n; c += 8) {
-    __m256i m = at(c);
-    for (int64_t i = 0; i < kh; ++i)
-      for (int64_t j = 0; j < kw; ++j)
-        m = _mm256_max_epi32(m, at(i * row + j * ld + c));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + c), m);
-  }
-#endif
+  const QIsaKernels* isa = QKernels();
+  int64_t c = isa ? isa->max_over_window(src, ld, row, kh, kw, n, dst) : 0;
   for (; c < n; ++c) {
     int32_t m = src[c];
     for (int64_t i = 0; i < kh; ++i)
@@ -246,6 +210,7 @@ void QConvNhwc(const ConvShape& s, const QConvNhwcWeights& w, const void* x, DTy
   const int64_t nchunks = (ncp + chunk_panels - 1) / chunk_panels;
   const int64_t band_rows = pool ? kph : std::max<int64_t>(1, 64 / OW);
   const bool wide = Q8Avx512Vnni();
+  const QIsaKernels* isa = QKernels();
   const int64_t bands = pool ? PH : (OH + band_rows - 1) / band_rows;
   auto Bands = [&](const uint8_t* xp, char* ytp, int threads_in) {
     ParallelFor(bands * nchunks, threads_in, [&](int64_t t) {
@@ -262,7 +227,7 @@ void QConvNhwc(const ConvShape& s, const QConvNhwcWeights& w, const void* x, DTy
                                       strip.data() + (cp - cp0) * kQ8Nr, ldt);
       } else {
         for (int64_t cp = cp0; cp < cp1; ++cp)
-          ConvBand(band, xp, pos_off.data() + p0, seg_off.data(), segments, seg_quads,
+          (isa ? isa->conv_band : ConvBand)(band, xp, pos_off.data() + p0, seg_off.data(), segments, seg_quads,
                    b.data.data() + cp * kQ8Nr * b.Kq, strip.data() + (cp - cp0) * kQ8Nr, ldt);
       }
       if (!pool) {

@@ -11,10 +11,6 @@
 #include "kernels/common/quant_params.h"
 #include "kernels/cpu/parallel.h"
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 namespace whittle::qgemm_internal {
 
 inline int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
@@ -26,35 +22,10 @@ inline int32_t LoadInt32(const void* p) {
   return v;
 }
 
-#if defined(__AVX2__)
-// c + the four-byte dot products of unsigned u and signed s, per int32 lane (the byte kernels).
-inline __m256i DotBytes(__m256i c, __m256i u, __m256i s) {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  return _mm256_dpbusd_epi32(c, u, s);
-#elif defined(__AVXVNNI__)
-  return _mm256_dpbusd_avx_epi32(c, u, s);
-#else
-  const __m256i pairs = _mm256_maddubs_epi16(u, s);  // exact under Q8WeightsFit
-  return _mm256_add_epi32(c, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-#endif
-}
-
-// The micro-kernels' last step: R rows of 16 int32 accumulators, held as two 8-lane halves
-// (c0: columns 0-7, c1: 8-15), stored at tile (row stride ldt).
-template <int R>
-inline void StoreTileRows(const __m256i (&c0)[R], const __m256i (&c1)[R], int32_t* tile, int64_t ldt) {
-#pragma GCC unroll 6
-  for (int i = 0; i < R; ++i) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * ldt), c0[i]);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * ldt + 8), c1[i]);
-  }
-}
-#else
 // The portable micro-kernels accumulate in place: rows x n accumulators start at 0.
 inline void ZeroTileRows(int64_t rows, int64_t n, int32_t* tile, int64_t ldt) {
   for (int64_t i = 0; i < rows; ++i) std::fill(tile + i * ldt, tile + i * ldt + n, 0);
 }
-#endif
 
 // Per-call epilogue state: the output format in plain fields (so stores through byte pointers do
 // not force reloads) and each local row's or column's multiplier and bias, padded to kQNr.
@@ -114,8 +85,9 @@ void Tile(int rows, int np, bool a_unsigned, const uint8_t* ap, int64_t lda, con
 void ConvBand(int64_t rows, const uint8_t* xp, const int64_t* pos, const int64_t* seg_off, int64_t segments,
               int64_t seg_quads, const uint8_t* bp, int64_t panel_stride, int np, int32_t* out, int64_t ldt);
 }  // namespace qgemm8_avx512vnni
-// Whether QGemmPacked8 runs that tile: the CPU has AVX512-VNNI and WHITTLE_ISA does not cap it
-// below AVX-512; SetQ8Avx512Vnni (tests) turns it off (0), on where supported (1) or back to
+// Whether QGemmPacked8 runs that tile: the CPU has AVX512-VNNI (kernels/cpu/isa/features.h) and
+// WHITTLE_ISA does not cap it below AVX-512; SetQ8Avx512Vnni (tests) turns it off (0), on where
+// supported (1) or back to
 // that default (-1).
 bool Q8Avx512Vnni();
 void SetQ8Avx512Vnni(int use);
