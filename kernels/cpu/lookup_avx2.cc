@@ -1,12 +1,12 @@
-// Compiled for AVX2 whatever the build targets (CMakeLists.txt); called only where
-// kernels/cpu/isa/features.h says the CPU runs it.
+// LookupBytes (kernels/cpu/lookup.h) 32 at a time. Compiled for AVX2 whatever the build targets
+// (CMakeLists.txt); called only where kernels/cpu/isa/features.h says the CPU runs it.
 #include <immintrin.h>
 
 #include "kernels/cpu/lookup.h"
 
-namespace whittle::cpu::lookup_internal {
+namespace whittle::cpu::lookup_avx2 {
 
-int64_t LookupBytesAvx2(const uint8_t* x, int64_t n, const uint8_t* table, uint8_t* y) {
+int64_t Bytes(const uint8_t* x, int64_t n, const uint8_t* table, uint8_t* y) {
   // Row r of the table (entries 16r .. 16r + 15) by pshufb on the index's low nibble, kept where
   // the high nibble is r.
   int64_t i = 0;
@@ -25,4 +25,4 @@ int64_t LookupBytesAvx2(const uint8_t* x, int64_t n, const uint8_t* table, uint8
   return i;
 }
 
-}  // namespace whittle::cpu::lookup_internal
+}  // namespace whittle::cpu::lookup_avx2

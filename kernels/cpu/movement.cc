@@ -146,7 +146,7 @@ void TransposeTyped(const E* src, E* dst, const Dims& md, const std::vector<int6
           rf = rb + (re - rb) / 8 * 8;
           cf = cb + (ce - cb) / 8 * 8;
           // src rows are the input's columns c (stride in_col_stride), dst rows the output's r.
-          cpu::avx2::TransposeBlocks32(s + cb * in_col_stride + rb, in_col_stride, d + rb * out_row_stride + cb,
+          cpu::movement_avx2::TransposeBlocks32(s + cb * in_col_stride + rb, in_col_stride, d + rb * out_row_stride + cb,
                                        out_row_stride, cf - cb, rf - rb);
         }
         for (int64_t r = rb; r < re; ++r)

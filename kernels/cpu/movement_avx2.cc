@@ -5,7 +5,7 @@
 
 #include "kernels/cpu/isa/kernels.h"
 
-namespace whittle::cpu::avx2 {
+namespace whittle::cpu::movement_avx2 {
 namespace {
 
 // dst[j * ld_dst + i] = src[i * ld_src + j] for i, j < 8.
@@ -37,4 +37,4 @@ void TransposeBlocks32(const void* src, int64_t ld_src, void* dst, int64_t ld_ds
     for (int64_t j = 0; j < cols; j += 8) Transpose8x8(s + i * ld_src + j, ld_src, d + j * ld_dst + i, ld_dst);
 }
 
-}  // namespace whittle::cpu::avx2
+}  // namespace whittle::cpu::movement_avx2

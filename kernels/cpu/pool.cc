@@ -24,14 +24,14 @@ inline void MaxRow2x2Scalar(const T* r0, const T* r1, int64_t o, int64_t ow, T* 
   for (; o < ow; ++o) out[o] = std::max(std::max(r0[2 * o], r0[2 * o + 1]), std::max(r1[2 * o], r1[2 * o + 1]));
 }
 inline void MaxRow2x2T(const float* r0, const float* r1, int64_t ow, float* out) {
-  if (CpuFeatures().Avx2()) return avx2::MaxRow2x2(r0, r1, ow, out);
+  if (CpuFeatures().Avx2()) return pool_avx2::MaxRow2x2(r0, r1, ow, out);
   MaxRow2x2Scalar(r0, r1, 0, ow, out);
 }
 inline void MaxRow2x2T(const uint8_t* r0, const uint8_t* r1, int64_t ow, uint8_t* out) {
-  MaxRow2x2Scalar(r0, r1, CpuFeatures().Avx2() ? avx2::MaxRow2x2U8(r0, r1, ow, out) : 0, ow, out);
+  MaxRow2x2Scalar(r0, r1, CpuFeatures().Avx2() ? pool_avx2::MaxRow2x2U8(r0, r1, ow, out) : 0, ow, out);
 }
 inline void MaxRow2x2T(const int8_t* r0, const int8_t* r1, int64_t ow, int8_t* out) {
-  MaxRow2x2Scalar(r0, r1, CpuFeatures().Avx2() ? avx2::MaxRow2x2S8(r0, r1, ow, out) : 0, ow, out);
+  MaxRow2x2Scalar(r0, r1, CpuFeatures().Avx2() ? pool_avx2::MaxRow2x2S8(r0, r1, ow, out) : 0, ow, out);
 }
 
 // d[i] = max(r0[i], r1[i]) over n 8-bit values.
@@ -40,10 +40,10 @@ inline void VerticalMaxScalar(const T* r0, const T* r1, int64_t i, int64_t n, T*
   for (; i < n; ++i) d[i] = std::max(r0[i], r1[i]);
 }
 inline void VerticalMax8(const uint8_t* r0, const uint8_t* r1, int64_t n, uint8_t* d) {
-  VerticalMaxScalar(r0, r1, CpuFeatures().Avx2() ? avx2::VerticalMaxU8(r0, r1, n, d) : 0, n, d);
+  VerticalMaxScalar(r0, r1, CpuFeatures().Avx2() ? pool_avx2::VerticalMaxU8(r0, r1, n, d) : 0, n, d);
 }
 inline void VerticalMax8(const int8_t* r0, const int8_t* r1, int64_t n, int8_t* d) {
-  VerticalMaxScalar(r0, r1, CpuFeatures().Avx2() ? avx2::VerticalMaxS8(r0, r1, n, d) : 0, n, d);
+  VerticalMaxScalar(r0, r1, CpuFeatures().Avx2() ? pool_avx2::VerticalMaxS8(r0, r1, n, d) : 0, n, d);
 }
 inline void VerticalMax8(const float*, const float*, int64_t, float*) {}  // never called: 8-bit planes only
 
@@ -219,7 +219,7 @@ const PoolFns kPoolFns{&MakePool};
 
 bool MaxPoolGrad2x2Stride2Row(const float* r0, const float* r1, const float* dy, int64_t n, float* d0, float* d1) {
   if (!CpuFeatures().Avx2()) return false;
-  avx2::MaxPoolGrad2x2Stride2Row(r0, r1, dy, n, d0, d1);
+  pool_grad_avx2::MaxPoolGrad2x2Stride2Row(r0, r1, dy, n, d0, d1);
   return true;
 }
 

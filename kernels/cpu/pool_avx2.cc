@@ -7,7 +7,7 @@
 
 #include "kernels/cpu/isa/kernels.h"
 
-namespace whittle::cpu::avx2 {
+namespace whittle::cpu::pool_avx2 {
 namespace {
 
 // Pairwise max of adjacent unsigned bytes of a and b: 16 results from each, in order a..., b....
@@ -108,4 +108,4 @@ int64_t MaxRow2x2S8(const int8_t* r0, const int8_t* r1, int64_t ow, int8_t* out)
 int64_t VerticalMaxU8(const uint8_t* r0, const uint8_t* r1, int64_t n, uint8_t* d) { return VerticalMax8(r0, r1, n, d); }
 int64_t VerticalMaxS8(const int8_t* r0, const int8_t* r1, int64_t n, int8_t* d) { return VerticalMax8(r0, r1, n, d); }
 
-}  // namespace whittle::cpu::avx2
+}  // namespace whittle::cpu::pool_avx2

@@ -7,7 +7,7 @@
 
 #include "kernels/cpu/isa/kernels.h"
 
-namespace whittle::cpu::avx2 {
+namespace whittle::cpu::pool_grad_avx2 {
 namespace {
 
 // Lanes [0, k) of a mask (k may be <= 0 or >= 8).
@@ -63,4 +63,4 @@ void MaxPoolGrad2x2Stride2Row(const float* r0, const float* r1, const float* dy,
   if (j < n) MaxPoolGrad2x2Stride2Block<true>(r0 + 2 * j, r1 + 2 * j, dy + j, n - j, d0 + 2 * j, d1 + 2 * j);
 }
 
-}  // namespace whittle::cpu::avx2
+}  // namespace whittle::cpu::pool_grad_avx2

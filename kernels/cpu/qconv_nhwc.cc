@@ -60,9 +60,8 @@ void TransposeBytes(const uint8_t* src, int64_t src_ld, int64_t rows, int64_t co
 // tile = R output positions (A rows at a[i]) x 16 output channels (one B panel at bp): for every
 // segment s, seg_quads groups of four bytes from a[i] + seg_off[s]. The scalar form; the vector
 // ones are QKernels()->conv_band.
-template <int R>
-[[gnu::always_inline]] inline void ConvTileRows(const uint8_t* const* a, const int64_t* seg_off, int64_t segments, int64_t seg_quads,
-                  const uint8_t* bp, int32_t* tile, int64_t ldt) {
+void ConvTile(int64_t R, const uint8_t* const* a, const int64_t* seg_off, int64_t segments, int64_t seg_quads,
+              const uint8_t* bp, int32_t* tile, int64_t ldt) {
   ZeroTileRows(R, kQ8Nr, tile, ldt);
   for (int64_t s = 0; s < segments; ++s)
     for (int64_t q = 0; q < seg_quads; ++q) {
@@ -76,17 +75,6 @@ template <int R>
         }
       bp += 4 * kQ8Nr;
     }
-}
-
-void ConvTile(int64_t rows, const uint8_t* const* a, const int64_t* seg_off, int64_t segments, int64_t seg_quads,
-              const uint8_t* bp, int32_t* tile, int64_t ldt) {
-  static_assert(kQ8Mr == 4, "ConvTile handles up to 4 rows");
-  switch (rows) {
-    case 1: return ConvTileRows<1>(a, seg_off, segments, seg_quads, bp, tile, ldt);
-    case 2: return ConvTileRows<2>(a, seg_off, segments, seg_quads, bp, tile, ldt);
-    case 3: return ConvTileRows<3>(a, seg_off, segments, seg_quads, bp, tile, ldt);
-    default: return ConvTileRows<4>(a, seg_off, segments, seg_quads, bp, tile, ldt);
-  }
 }
 
 // dst[c] = max over the kh x kw window of src[i * row + j * ld + c], c < n: the pooled
@@ -108,15 +96,9 @@ void MaxOverWindow(const int32_t* src, int64_t ld, int64_t row, int64_t kh, int6
 void ConvBand(int64_t rows, const uint8_t* xp, const int64_t* pos, const int64_t* seg_off, int64_t segments,
               int64_t seg_quads, const uint8_t* bp, int32_t* out, int64_t ldt) {
   static_assert(kQ8Mr == 4, "ConvBand handles up to 4 rows per tile");
-  int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) {
-    const uint8_t* a[4] = {xp + pos[r], xp + pos[r + 1], xp + pos[r + 2], xp + pos[r + 3]};
-    ConvTileRows<4>(a, seg_off, segments, seg_quads, bp, out + r * ldt, ldt);
-  }
-  if (r == rows) return;
-  const uint8_t* a[4];
-  for (int64_t i = 0; i < rows - r; ++i) a[i] = xp + pos[r + i];
-  ConvTile(rows - r, a, seg_off, segments, seg_quads, bp, out + r * ldt, ldt);
+  ForConvBandTiles(rows, xp, pos, [&](const uint8_t* const* a, int64_t n, int64_t r) {
+    ConvTile(n, a, seg_off, segments, seg_quads, bp, out + r * ldt, ldt);
+  });
 }
 
 // K x M (k-major) int8 weights for the B panels: k = segment * seg_bytes + byte, where byte
@@ -221,7 +203,7 @@ void QConvNhwc(const ConvShape& s, const QConvNhwcWeights& w, const void* x, DTy
       strip.resize(static_cast<size_t>(band * ldt));
       if (wide) {  // 8 positions x two panels per tile (qgemm8_avx512vnni.cc)
         for (int64_t cp = cp0; cp < cp1; cp += 2)
-          qgemm8_avx512vnni::ConvBand(band, xp, pos_off.data() + p0, seg_off.data(), segments, seg_quads,
+          cpu::qgemm8_avx512vnni::ConvBand(band, xp, pos_off.data() + p0, seg_off.data(), segments, seg_quads,
                                       b.data.data() + cp * kQ8Nr * b.Kq, kQ8Nr * b.Kq,
                                       static_cast<int>(std::min<int64_t>(2, cp1 - cp)),
                                       strip.data() + (cp - cp0) * kQ8Nr, ldt);

@@ -253,7 +253,7 @@ void QGemmPacked8(const QPacked8& a, const QPacked8& b, bool a_is_weights, int32
   if (Q8Avx512Vnni() && !a_is_weights) {
     // 8 x 32 tiles of two 16-column panels (the last may have one). GEMMs only: the convs' (A =
     // weights, B = im2col positions) ran 8 % slower on the bundled int8 CNN at batch 64 with it.
-    namespace v = qgemm8_avx512vnni;
+    namespace v = cpu::qgemm8_avx512vnni;
     const int64_t panel_stride = kQ8Nr * Kq;
     qgemm_internal::TiledGemm<v::kMr, v::kNr>(
         M, N, Kq, e, y, ldy, threads, [&](int64_t rows, int64_t rp, int64_t cp, int32_t* tile, int64_t ldt) {

@@ -17,8 +17,8 @@ namespace qgemm_internal {
 const QIsaKernels* QKernels() {
   static const QIsaKernels* const table = []() -> const QIsaKernels* {
     const cpu::IsaFeatures& f = cpu::CpuFeatures();
-    if (f.Avx512()) return f.avx512vnni ? &kQKernelsAvx512Vnni : &kQKernelsAvx512;
-    if (f.Avx2()) return f.avx_vnni ? &kQKernelsAvx2Vnni : &kQKernelsAvx2;
+    if (f.Avx512()) return f.avx512vnni ? &cpu::qgemm_kernels_avx512vnni::kTable : &cpu::qgemm_kernels_avx512::kTable;
+    if (f.Avx2()) return f.avx_vnni ? &cpu::qgemm_kernels_vnni_avx2::kTable : &cpu::qgemm_kernels_avx2::kTable;
     return nullptr;
   }();
   return table;

@@ -5,10 +5,10 @@
 #include "kernels/cpu/isa/qgemm_avx512_impl.h"
 #include "kernels/cpu/isa/qgemm_kernels_impl.h"
 
-namespace whittle::qgemm_internal {
+namespace whittle::cpu::qgemm_kernels_avx512vnni {
 namespace {
 
-struct Avx512Vnni : QAvx512Pieces<Avx512Vnni> {
+struct Avx512Vnni : qgemm_internal::QAvx512Pieces<Avx512Vnni> {
   static constexpr bool kExactBytes = true, kAvx512 = true;
   static inline __m256i DotBytes(__m256i c, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(c, u, s); }
   static inline __m256i MulAddPairs(__m256i c, __m256i a, __m256i b) { return _mm256_dpwssd_epi32(c, a, b); }
@@ -16,6 +16,6 @@ struct Avx512Vnni : QAvx512Pieces<Avx512Vnni> {
 
 }  // namespace
 
-const QIsaKernels kQKernelsAvx512Vnni = QKernelsImpl<Avx512Vnni>::Table("avx512-vnni");
+const qgemm_internal::QIsaKernels kTable = qgemm_internal::QKernelsImpl<Avx512Vnni>::Table("avx512-vnni");
 
-}  // namespace whittle::qgemm_internal
+}  // namespace whittle::cpu::qgemm_kernels_avx512vnni

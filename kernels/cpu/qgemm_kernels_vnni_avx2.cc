@@ -4,7 +4,7 @@
 // and every u8 x s8 product exact.
 #include "kernels/cpu/isa/qgemm_kernels_impl.h"
 
-namespace whittle::qgemm_internal {
+namespace whittle::cpu::qgemm_kernels_vnni_avx2 {
 namespace {
 
 struct Avx2Vnni {
@@ -15,6 +15,6 @@ struct Avx2Vnni {
 
 }  // namespace
 
-const QIsaKernels kQKernelsAvx2Vnni = QKernelsImpl<Avx2Vnni>::Table("avx2-vnni");
+const qgemm_internal::QIsaKernels kTable = qgemm_internal::QKernelsImpl<Avx2Vnni>::Table("avx2-vnni");
 
-}  // namespace whittle::qgemm_internal
+}  // namespace whittle::cpu::qgemm_kernels_vnni_avx2

@@ -207,13 +207,13 @@ Status DepthwiseBytes(const QConvCall& c, const ConvShape& s, const Tensor& x, T
           rq.lo = e.lo, rq.hi = e.hi, rq.zp = e.zp, rq.u8 = e.u8, rq.y = yc;
         }
         if (window == 512) {
-          depthwise::CopyRows(q0, in_row_at.data(), xi, IH, IW, flip);
-          depthwise::Windows(table, acc.data(), rows, static_cast<int>(kh), wc, groups, sw, dw, OH, OW, Wr,
-                             fused ? &rq : nullptr);
+          depthwise_avx512vbmi::CopyRows(q0, in_row_at.data(), xi, IH, IW, flip);
+          depthwise_avx512vbmi::Windows(table, acc.data(), rows, static_cast<int>(kh), wc, groups, sw, dw, OH, OW, Wr,
+                                            fused ? &rq : nullptr);
         } else {
           for (int64_t ih = 0; ih < IH; ++ih) FlipRow(q0 + in_row_at[static_cast<size_t>(ih)], xi + ih * IW, 1, flip, IW);
-          depthwise::Windows2(table, acc.data(), rows, static_cast<int>(kh), wc, groups, sw, OH, OW, Wr,
-                              fused ? &rq : nullptr);
+          depthwise_avx2::Windows(table, acc.data(), rows, static_cast<int>(kh), wc, groups, sw, OH, OW, Wr,
+                                             fused ? &rq : nullptr);
         }
         if (!fused) qgemm_internal::EpilogueRows(e, acc.data(), P, 1, P, ch, 0, yc, P);
       }

@@ -48,10 +48,20 @@ struct QIsaKernels {
 // The table this CPU runs (WHITTLE_ISA caps it), or null: the scalar loops.
 const QIsaKernels* QKernels();
 
-// The tables (each defined in its ISA's translation unit).
-extern const QIsaKernels kQKernelsAvx2;         // qgemm_kernels_avx2.cc: AVX2 + FMA
-extern const QIsaKernels kQKernelsAvx2Vnni;     // qgemm_kernels_vnni_avx2.cc: + AVX-VNNI
-extern const QIsaKernels kQKernelsAvx512;       // qgemm_kernels_avx512.cc: AVX-512 F/BW/VL
-extern const QIsaKernels kQKernelsAvx512Vnni;   // qgemm_kernels_avx512vnni.cc: + AVX512-VNNI
-
 }  // namespace whittle::qgemm_internal
+
+// The tables, each defined in its ISA's translation unit (namespace = file name).
+namespace whittle::cpu {
+namespace qgemm_kernels_avx2 {
+extern const qgemm_internal::QIsaKernels kTable;  // AVX2 + FMA
+}
+namespace qgemm_kernels_vnni_avx2 {
+extern const qgemm_internal::QIsaKernels kTable;  // + AVX-VNNI
+}
+namespace qgemm_kernels_avx512 {
+extern const qgemm_internal::QIsaKernels kTable;  // AVX-512 F/BW/VL
+}
+namespace qgemm_kernels_avx512vnni {
+extern const qgemm_internal::QIsaKernels kTable;  // + AVX512-VNNI
+}
+}  // namespace whittle::cpu

@@ -17,6 +17,21 @@
 
 namespace whittle::qgemm_internal {
 
+// The dot products without VNNI: vpmaddubsw sums byte pairs in int16 first (exact under
+// Q8WeightsFit), vpmaddwd int16 pairs. A template over the policy that derives from it, so each
+// ISA's unit has its own copy.
+template <class Isa>
+struct QDotMaddubs {
+  static constexpr bool kExactBytes = false;
+  static inline __m256i DotBytes(__m256i c, __m256i u, __m256i s) {
+    const __m256i pairs = _mm256_maddubs_epi16(u, s);
+    return _mm256_add_epi32(c, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
+  static inline __m256i MulAddPairs(__m256i c, __m256i a, __m256i b) {
+    return _mm256_add_epi32(c, _mm256_madd_epi16(a, b));
+  }
+};
+
 template <class Isa>
 struct QKernelsImpl {
   // The micro-kernels' last step: R rows of 16 int32 accumulators, held as two 8-lane halves
@@ -197,19 +212,15 @@ struct QKernelsImpl {
   static void ConvBand(int64_t rows, const uint8_t* xp, const int64_t* pos, const int64_t* seg_off, int64_t segments,
                        int64_t seg_quads, const uint8_t* bp, int32_t* out, int64_t ldt) {
     static_assert(kQ8Mr == 4, "ConvBand handles up to 4 rows per tile");
-    int64_t r = 0;
-    for (; r + 4 <= rows; r += 4) {
-      const uint8_t* a[4] = {xp + pos[r], xp + pos[r + 1], xp + pos[r + 2], xp + pos[r + 3]};
-      ConvTileRows<4>(a, seg_off, segments, seg_quads, bp, out + r * ldt, ldt);
-    }
-    if (r == rows) return;
-    const uint8_t* a[4];
-    for (int64_t i = 0; i < rows - r; ++i) a[i] = xp + pos[r + i];
-    switch (rows - r) {
-      case 1: return ConvTileRows<1>(a, seg_off, segments, seg_quads, bp, out + r * ldt, ldt);
-      case 2: return ConvTileRows<2>(a, seg_off, segments, seg_quads, bp, out + r * ldt, ldt);
-      default: return ConvTileRows<3>(a, seg_off, segments, seg_quads, bp, out + r * ldt, ldt);
-    }
+    ForConvBandTiles(rows, xp, pos, [&](const uint8_t* const* a, int64_t n, int64_t r) {
+      int32_t* o = out + r * ldt;
+      switch (n) {
+        case 1: return ConvTileRows<1>(a, seg_off, segments, seg_quads, bp, o, ldt);
+        case 2: return ConvTileRows<2>(a, seg_off, segments, seg_quads, bp, o, ldt);
+        case 3: return ConvTileRows<3>(a, seg_off, segments, seg_quads, bp, o, ldt);
+        default: return ConvTileRows<4>(a, seg_off, segments, seg_quads, bp, o, ldt);
+      }
+    });
   }
 
   // dst[c] = max over the kh x kw window of src[i * row + j * ld + c], 8 channels at a time.
