@@ -1,5 +1,8 @@
 // The CPU-feature probe (kernels/cpu/isa/features.h): GCC's CPUID reading (__builtin_cpu_supports
-// also checks that the OS saves the wider registers), then the WHITTLE_ISA cap.
+// also checks that the OS saves the wider registers), then the WHITTLE_ISA cap, which also caps
+// oneDNN's JIT kernels unless ONEDNN_MAX_CPU_ISA says otherwise.
+#include <oneapi/dnnl/dnnl.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -37,6 +40,10 @@ IsaFeatures Capped(IsaFeatures f) {
   }
   f.avx512f = f.avx512bw = f.avx512vl = f.avx512vnni = f.avx512vbmi = f.avx512vpopcntdq = false;
   if (scalar) f.avx2 = f.fma = f.avx_vnni = false;
+  // oneDNN has no scalar kernels: SSE4.1 is its floor. Its own variable wins where set.
+  if (!std::getenv("ONEDNN_MAX_CPU_ISA") &&
+      dnnl_set_max_cpu_isa(scalar ? dnnl_cpu_isa_sse41 : dnnl_cpu_isa_avx2) != dnnl_success)
+    std::fprintf(stderr, "whittle: WHITTLE_ISA=%s could not cap oneDNN (it already ran)\n", env);
   return f;
 }
 

@@ -22,7 +22,9 @@ struct IsaFeatures {
   bool DotBytes256() const { return (Avx512() && avx512vnni) || (Avx2() && avx_vnni); }
 };
 
-// The features in use: the CPU's, capped by WHITTLE_ISA (read once).
+// The features in use: the CPU's, capped by WHITTLE_ISA (read once). The cap also holds oneDNN
+// to AVX2 (scalar: SSE4.1) unless ONEDNN_MAX_CPU_ISA is set, so every oneDNN entry point calls
+// this before its first oneDNN call (kernels/cpu/conv_onednn.cc, sgemm.cc, qgemm_backend.cc).
 const IsaFeatures& CpuFeatures();
 // The CPU's own features, whatever WHITTLE_ISA says (tests that run every ISA the CPU has).
 const IsaFeatures& CpuFeaturesUncapped();
