@@ -21,6 +21,7 @@
 
 #include "kernels/cpu/binary_gemm.h"
 #include "kernels/cpu/binary_scalar_impl.h"
+#include "kernels/cpu/isa/features.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/reference/binary.h"
@@ -36,13 +37,13 @@ void XorPopcount(int64_t rows, const uint64_t* a, int64_t lda, const uint64_t* w
 }  // namespace binary_portable
 
 bool CpuHasPopcountPath(PopcountPath p) {
+  const IsaFeatures& f = CpuFeaturesUncapped();
   switch (p) {
     case PopcountPath::kPortable: return true;
-    case PopcountPath::kPopcnt: return __builtin_cpu_supports("popcnt");
-    case PopcountPath::kAvx2: return CpuSimdIsa() >= SimdIsa::kAvx2 && __builtin_cpu_supports("popcnt");
+    case PopcountPath::kPopcnt: return f.popcnt;
+    case PopcountPath::kAvx2: return CpuSimdIsa() >= SimdIsa::kAvx2 && f.popcnt;
     case PopcountPath::kAvx512:
-      return CpuSimdIsa() == SimdIsa::kAvx512 && __builtin_cpu_supports("avx512vpopcntdq") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+      return CpuSimdIsa() == SimdIsa::kAvx512 && f.avx512vpopcntdq && f.avx512vl && f.avx512bw;
   }
   return false;
 }

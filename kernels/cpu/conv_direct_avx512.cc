@@ -1,20 +1,11 @@
 // conv_direct.h's tile on AVX-512F (compiled with -mavx512f -mfma: see CMakeLists.txt).
-#include <immintrin.h>
-
+#include "kernels/cpu/isa/avx512.h"
 #include "kernels/cpu/conv_direct.h"
 
 namespace whittle::cpu::conv_direct_avx512 {
 namespace {
 
-struct V {
-  using F = __m512;
-  static constexpr int kWidth = 16;
-  static F Zero() { return _mm512_setzero_ps(); }
-  static F Load(const float* p) { return _mm512_loadu_ps(p); }
-  static void Store(float* p, F v) { _mm512_storeu_ps(p, v); }
-  static F Set(float v) { return _mm512_set1_ps(v); }
-  static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
-};
+using V = isa::Avx512;  // kernels/cpu/isa/avx512.h
 
 #include "kernels/cpu/conv_direct_impl.h"
 

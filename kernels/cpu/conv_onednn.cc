@@ -9,13 +9,17 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/isa/features.h"
 #include "kernels/cpu/parallel.h"
 
 namespace whittle::cpu {
 namespace {
 
 dnnl::engine& Engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine e = [] {
+    (void)CpuFeatures();  // WHITTLE_ISA's cap on oneDNN first
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return e;
 }
 

@@ -4,10 +4,11 @@
 
 #include "kernels/cpu/depthwise_window.h"
 
-namespace whittle::cpu::depthwise {
+namespace whittle::cpu::depthwise_avx2 {
+
 namespace {
 
-// Windows2 with the kernel's rows and pairs known at compile time where they are MobileNet's
+// Windows with the kernel's rows and pairs known at compile time where they are MobileNet's
 // (3x3: 3 rows of 2 pairs; 5x5: 5 of 3), so the loops unroll and the shuffles stay in registers;
 // kKh = 0 takes them from the arguments.
 // With kFused, the sums go through rq's epilogue (Epilogue8's formula and packing) to its bytes.
@@ -70,17 +71,17 @@ void Rows2(const WindowTable& table, int32_t* acc, const uint8_t* const* rows, i
 }  // namespace
 
 template <bool kFused>
-void Windows2Of(const WindowTable& table, int32_t* acc, const uint8_t* const* rows, int kh, const int32_t* wp, int pairs,
+void WindowsOf(const WindowTable& table, int32_t* acc, const uint8_t* const* rows, int kh, const int32_t* wp, int pairs,
                 int64_t sw, int64_t out_h, int64_t out_w, int64_t pitch, const FusedRequant* rq) {
   if (kh == 3 && pairs == 2) Rows2<3, 2, kFused>(table, acc, rows, kh, wp, pairs, sw, out_h, out_w, pitch, rq);
   else if (kh == 5 && pairs == 3) Rows2<5, 3, kFused>(table, acc, rows, kh, wp, pairs, sw, out_h, out_w, pitch, rq);
   else Rows2<0, 0, kFused>(table, acc, rows, kh, wp, pairs, sw, out_h, out_w, pitch, rq);
 }
 
-void Windows2(const WindowTable& table, int32_t* acc, const uint8_t* const* rows, int kh, const int32_t* wp, int pairs,
+void Windows(const WindowTable& table, int32_t* acc, const uint8_t* const* rows, int kh, const int32_t* wp, int pairs,
               int64_t sw, int64_t out_h, int64_t out_w, int64_t pitch, const FusedRequant* rq) {
-  if (rq) Windows2Of<true>(table, acc, rows, kh, wp, pairs, sw, out_h, out_w, pitch, rq);
-  else Windows2Of<false>(table, acc, rows, kh, wp, pairs, sw, out_h, out_w, pitch, rq);
+  if (rq) WindowsOf<true>(table, acc, rows, kh, wp, pairs, sw, out_h, out_w, pitch, rq);
+  else WindowsOf<false>(table, acc, rows, kh, wp, pairs, sw, out_h, out_w, pitch, rq);
 }
 
-}  // namespace whittle::cpu::depthwise
+}  // namespace whittle::cpu::depthwise_avx2

@@ -4,7 +4,8 @@
 
 #include "kernels/cpu/depthwise_window.h"
 
-namespace whittle::cpu::depthwise {
+namespace whittle::cpu::depthwise_avx512vbmi {
+
 
 void CopyRows(uint8_t* dst, const int64_t* dst_at, const uint8_t* src, int64_t rows, int64_t width, uint8_t flip) {
   const __m512i f = _mm512_set1_epi8(static_cast<char>(flip));
@@ -72,4 +73,4 @@ void Windows(const WindowTable& table, int32_t* acc, const uint8_t* const* rows,
   else Rows<false>(table, acc, rows, kh, wq, groups, sw, dw, out_h, out_w, pitch, rq);
 }
 
-}  // namespace whittle::cpu::depthwise
+}  // namespace whittle::cpu::depthwise_avx512vbmi

@@ -5,7 +5,8 @@
 // VNNI (Ice Lake and later), else the AVX2 form (Windows2: pairs of taps, pshufb and vpmaddwd).
 #include <cstdint>
 
-namespace whittle::cpu::depthwise {
+namespace whittle::cpu {
+namespace depthwise {
 
 // The byte gathers of a kernel row, made once per convolution: for Windows, lane l's byte k loads
 // byte sw * l + k * dw; for Windows2, pair m's shuffle puts output l's taps 2m and 2m + 1 (per
@@ -43,7 +44,22 @@ struct FusedRequant {
 // taps reads bytes up to 15 * sw + 3 * dw of it.
 inline bool WindowFits(int64_t sw, int64_t dw) { return 15 * sw + 3 * dw <= 63; }
 
-// acc[oh * out_w + ow] = sum over kernel rows i < kh and taps j of rows[i][oh * pitch + sw * ow +
+// Whether depthwise_avx2::Windows takes a kernel row of kw taps: 4 outputs' taps within one
+// 16-byte load.
+inline bool WindowFits2(int64_t sw, int64_t kw, int64_t dw) { return 3 * sw + (kw - 1) * dw <= 15; }
+
+// Tests: 0 turns the window kernels off (DepthwiseBytes then takes its tap-by-tap path), 2 takes
+// the AVX2 form where the CPU has AVX2 (even with AVX-512), -1 back to automatic.
+void SetWindowKernel(int use);
+
+}  // namespace depthwise
+
+// The per-ISA kernels (namespace = file name), called where kernels/cpu/isa/features.h says the
+// CPU runs them.
+namespace depthwise_avx512vbmi {  // depthwise_avx512vbmi.cc
+using depthwise::FusedRequant;
+using depthwise::WindowTable;
+// The AVX-512 VBMI + VNNI form: acc[oh * out_w + ow] = sum over kernel rows i < kh and taps j of rows[i][oh * pitch + sw * ow +
 // j * dw] * w_ij, for oh < out_h, ow < out_w. wq[i * groups + g] holds taps 4g .. 4g + 3 of row i
 // as int8 bytes, low byte first, 0 past the row's last tap. Each output row is read in vectors of
 // 16 outputs, so rows[i] must be readable 64 + 16 * sw + 4 * groups * dw bytes past the last
@@ -51,21 +67,19 @@ inline bool WindowFits(int64_t sw, int64_t dw) { return 15 * sw + 3 * dw <= 63; 
 // through its epilogue to rq->y instead of acc (which may then be null).
 void Windows(const WindowTable& table, int32_t* acc, const uint8_t* const* rows, int kh, const int32_t* wq, int groups,
              int64_t sw, int64_t dw, int64_t out_h, int64_t out_w, int64_t pitch, const FusedRequant* rq);
-
-// The AVX2 form: 8 outputs per vector, each 128-bit half's 4 gathered from one 16-byte load by
-// pshufb as pairs of taps zero-extended to int16, times wp[i * pairs + m] (taps 2m and 2m + 1 of
-// row i as int16, low first, 0 past the row) by vpmaddwd. Same result and reads as Windows.
-void Windows2(const WindowTable& table, int32_t* acc, const uint8_t* const* rows, int kh, const int32_t* wp, int pairs,
-              int64_t sw, int64_t out_h, int64_t out_w, int64_t pitch, const FusedRequant* rq);
-
-// Whether Windows2 takes a kernel row of kw taps: 4 outputs' taps within one 16-byte load.
-inline bool WindowFits2(int64_t sw, int64_t kw, int64_t dw) { return 3 * sw + (kw - 1) * dw <= 15; }
-
-// Tests: 0 turns the window kernels off (DepthwiseBytes then takes its tap-by-tap path), 2 takes
-// the AVX2 form where the CPU has AVX2 (even with AVX-512), -1 back to automatic.
-void SetWindowKernel(int use);
-
 // Row r of width bytes at src + r * width, XORed with flip, to dst + dst_at[r], for r < rows.
 void CopyRows(uint8_t* dst, const int64_t* dst_at, const uint8_t* src, int64_t rows, int64_t width, uint8_t flip);
+}  // namespace depthwise_avx512vbmi
 
-}  // namespace whittle::cpu::depthwise
+namespace depthwise_avx2 {  // depthwise_avx2.cc
+using depthwise::FusedRequant;
+using depthwise::WindowTable;
+// The AVX2 form: 8 outputs per vector, each 128-bit half's 4 gathered from one 16-byte load by
+// pshufb as pairs of taps zero-extended to int16, times wp[i * pairs + m] (taps 2m and 2m + 1 of
+// row i as int16, low first, 0 past the row) by vpmaddwd. Same result and reads as
+// depthwise_avx512vbmi::Windows.
+void Windows(const WindowTable& table, int32_t* acc, const uint8_t* const* rows, int kh, const int32_t* wp, int pairs,
+             int64_t sw, int64_t out_h, int64_t out_w, int64_t pitch, const FusedRequant* rq);
+}  // namespace depthwise_avx2
+
+}  // namespace whittle::cpu

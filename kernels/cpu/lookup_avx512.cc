@@ -4,9 +4,9 @@
 
 #include "kernels/cpu/lookup.h"
 
-namespace whittle::cpu::lookup_internal {
+namespace whittle::cpu::lookup_avx512 {
 
-void LookupFloatsAvx512(const uint8_t* x, int64_t n, const float* table, float* y) {
+void Floats(const uint8_t* x, int64_t n, const float* table, float* y) {
   // vpermt2ps picks from 32 floats by the index's low 5 bits: one pick per eighth of the table,
   // then bits 5, 6 and 7 choose among the eight. No gathers: they are slow where the Gather Data
   // Sampling mitigation is on.
@@ -31,4 +31,4 @@ void LookupFloatsAvx512(const uint8_t* x, int64_t n, const float* table, float* 
   }
 }
 
-}  // namespace whittle::cpu::lookup_internal
+}  // namespace whittle::cpu::lookup_avx512

@@ -4,9 +4,9 @@
 
 #include "kernels/cpu/lookup.h"
 
-namespace whittle::cpu::lookup_internal {
+namespace whittle::cpu::lookup_avx512vbmi {
 
-void LookupBytesVbmi(const uint8_t* x, int64_t n, const uint8_t* table, uint8_t* y) {
+void Bytes(const uint8_t* x, int64_t n, const uint8_t* table, uint8_t* y) {
   // vpermi2b picks from 128 bytes by the index's low 7 bits: one lookup per table half, and the
   // index's top bit chooses between them.
   const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
@@ -23,4 +23,4 @@ void LookupBytesVbmi(const uint8_t* x, int64_t n, const uint8_t* table, uint8_t*
   }
 }
 
-}  // namespace whittle::cpu::lookup_internal
+}  // namespace whittle::cpu::lookup_avx512vbmi

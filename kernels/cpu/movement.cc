@@ -3,12 +3,10 @@
 #include <cstring>
 #include <numeric>
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 #include "kernels/common/broadcast.h"
 #include "kernels/common/dtype_dispatch.h"
+#include "kernels/cpu/isa/features.h"
+#include "kernels/cpu/isa/kernels.h"
 
 namespace whittle {
 namespace {
@@ -93,31 +91,6 @@ void SimplifyTranspose(const Dims& dims, const std::vector<int64_t>& perm, Dims*
   }
 }
 
-#if defined(__AVX2__)
-// dst[j * ld_dst + i] = src[i * ld_src + j] for i, j < 8 on 32-bit elements (moved as float bits:
-// unpacks and shuffles only, no arithmetic).
-inline void Transpose8x8Bits32(const void* src_v, int64_t ld_src, void* dst_v, int64_t ld_dst) {
-  const float* src = static_cast<const float*>(src_v);
-  float* dst = static_cast<float*>(dst_v);
-  __m256 r[8], t[8], u[8];
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ld_src);
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  for (int i = 0; i < 4; ++i) {
-    _mm256_storeu_ps(dst + i * ld_dst, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
-    _mm256_storeu_ps(dst + (i + 4) * ld_dst, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
-  }
-}
-#endif
-
 template <class E>
 void TransposeTyped(const E* src, E* dst, const Dims& md, const std::vector<int64_t>& mp, int threads, bool par) {
   const size_t n = md.size();
@@ -147,6 +120,7 @@ void TransposeTyped(const E* src, E* dst, const Dims& md, const std::vector<int6
   for (size_t k = 0; k + 1 < n; ++k)
     if (k != q) outer.push_back({od[k], is[static_cast<size_t>(mp[k])], os[k]});
   constexpr int64_t kTile = 16;
+  const bool use_avx2 = cpu::CpuFeatures().Avx2();
   const int64_t row_tiles = (rows + kTile - 1) / kTile;
   const int64_t units = CountOf(outer) * row_tiles;
   ParallelChunks(units, threads, par, [&](int64_t b, int64_t e) {
@@ -168,16 +142,13 @@ void TransposeTyped(const E* src, E* dst, const Dims& md, const std::vector<int6
         const int64_t ce = std::min(cols, cb + kTile);
         // 32-bit elements: whole 8x8 sub-blocks in AVX2 registers, the rest one by one.
         int64_t rf = rb, cf = cb;
-#if defined(__AVX2__)
-        if constexpr (sizeof(E) == 4) {
+        if (sizeof(E) == 4 && use_avx2) {
           rf = rb + (re - rb) / 8 * 8;
           cf = cb + (ce - cb) / 8 * 8;
-          for (int64_t r8 = rb; r8 < rf; r8 += 8)
-            for (int64_t c8 = cb; c8 < cf; c8 += 8)
-              Transpose8x8Bits32(s + c8 * in_col_stride + r8, in_col_stride, d + r8 * out_row_stride + c8,
-                                 out_row_stride);
+          // src rows are the input's columns c (stride in_col_stride), dst rows the output's r.
+          cpu::movement_avx2::TransposeBlocks32(s + cb * in_col_stride + rb, in_col_stride, d + rb * out_row_stride + cb,
+                                       out_row_stride, cf - cb, rf - rb);
         }
-#endif
         for (int64_t r = rb; r < re; ++r)
           for (int64_t c = r < rf ? cf : cb; c < ce; ++c) d[r * out_row_stride + c] = s[c * in_col_stride + r];
       }

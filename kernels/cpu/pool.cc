@@ -6,11 +6,9 @@
 #include <type_traits>
 #include <vector>
 
-#ifdef __AVX2__
-#include <immintrin.h>
-#endif
-
 #include "kernels/common/window.h"
+#include "kernels/cpu/isa/features.h"
+#include "kernels/cpu/isa/kernels.h"
 #include "kernels/cpu/parallel.h"
 
 namespace whittle::cpu {
@@ -19,111 +17,35 @@ namespace {
 // Below this much work (taps visited) a pool runs on one thread.
 constexpr int64_t kMinParallelWork = 1 << 16;
 
-// out[o] = max of the 2x2 block at columns 2o, 2o+1 of rows r0 and r1.
-inline void MaxRow2x2(const float* r0, const float* r1, int64_t ow, float* out) {
-  int64_t o = 0;
-#ifdef __AVX2__
-  for (; o + 8 <= ow; o += 8) {
-    const __m256 v0 = _mm256_max_ps(_mm256_loadu_ps(r0 + 2 * o), _mm256_loadu_ps(r1 + 2 * o));
-    const __m256 v1 = _mm256_max_ps(_mm256_loadu_ps(r0 + 2 * o + 8), _mm256_loadu_ps(r1 + 2 * o + 8));
-    // Pairwise max of even and odd columns; the shuffles leave 128-bit halves as [0 1 4 5 | 2 3 6 7].
-    const __m256 m = _mm256_max_ps(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)),
-                                   _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
-    _mm256_storeu_ps(out + o, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(m), _MM_SHUFFLE(3, 1, 2, 0))));
-  }
-  if (o < ow) {  // the last 1-7 outputs (all of them for small planes) as one masked step
-    const int64_t n = 2 * (ow - o);  // input columns left: 2..14
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), idx);
-    const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - 8)), idx);
-    const __m256 v0 = _mm256_max_ps(_mm256_maskload_ps(r0 + 2 * o, m0), _mm256_maskload_ps(r1 + 2 * o, m0));
-    const __m256 v1 = _mm256_max_ps(_mm256_maskload_ps(r0 + 2 * o + 8, m1), _mm256_maskload_ps(r1 + 2 * o + 8, m1));
-    const __m256 m = _mm256_max_ps(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)),
-                                   _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
-    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(ow - o)), idx);
-    _mm256_maskstore_ps(out + o, keep, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(m), _MM_SHUFFLE(3, 1, 2, 0))));
-    o = ow;
-  }
-#endif
+// out[o] = max of the 2x2 block at columns 2o, 2o+1 of rows r0 and r1 (AVX2 where the CPU runs
+// it: kernels/cpu/pool_avx2.cc; max is exact, so the paths agree).
+template <typename T>
+inline void MaxRow2x2Scalar(const T* r0, const T* r1, int64_t o, int64_t ow, T* out) {
   for (; o < ow; ++o) out[o] = std::max(std::max(r0[2 * o], r0[2 * o + 1]), std::max(r1[2 * o], r1[2 * o + 1]));
 }
-
-#ifdef __AVX2__
-// Pairwise max of adjacent unsigned bytes of a and b: 16 results from each, in order a..., b....
-inline __m256i PairMaxU8(__m256i a, __m256i b) {
-  const __m256i lo = _mm256_set1_epi16(0x00ff);
-  const __m256i ma = _mm256_max_epi16(_mm256_and_si256(a, lo), _mm256_srli_epi16(a, 8));
-  const __m256i mb = _mm256_max_epi16(_mm256_and_si256(b, lo), _mm256_srli_epi16(b, 8));
-  // packus interleaves 128-bit lanes as [a0 b0 | a1 b1]; the permute restores [a0 a1 b0 b1].
-  return _mm256_permute4x64_epi64(_mm256_packus_epi16(ma, mb), _MM_SHUFFLE(3, 1, 2, 0));
+inline void MaxRow2x2T(const float* r0, const float* r1, int64_t ow, float* out) {
+  if (CpuFeatures().Avx2()) return pool_avx2::MaxRow2x2(r0, r1, ow, out);
+  MaxRow2x2Scalar(r0, r1, 0, ow, out);
 }
-#endif
-
-// 8-bit 2x2/stride-2 rows. int8 is mapped onto uint8 order by flipping the sign bit (x ^ 0x80),
-// which keeps max exact.
-template <typename T>
-inline void MaxRow2x2Int8(const T* r0, const T* r1, int64_t ow, T* out) {
-  static_assert(sizeof(T) == 1, "8-bit only");
-  int64_t o = 0;
-#ifdef __AVX2__
-  const __m256i flip = _mm256_set1_epi8(std::is_signed<T>::value ? static_cast<char>(0x80) : 0);
-  auto load = [&](const T* p) {
-    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), flip);
-  };
-  for (; o + 32 <= ow; o += 32) {
-    const __m256i a = _mm256_max_epu8(load(r0 + 2 * o), load(r1 + 2 * o));
-    const __m256i b = _mm256_max_epu8(load(r0 + 2 * o + 32), load(r1 + 2 * o + 32));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + o), _mm256_xor_si256(PairMaxU8(a, b), flip));
-  }
-  if (o < ow && ow >= 32) {  // the tail as one overlapping vector (same values rewritten)
-    o = ow - 32;
-    const __m256i a = _mm256_max_epu8(load(r0 + 2 * o), load(r1 + 2 * o));
-    const __m256i b = _mm256_max_epu8(load(r0 + 2 * o + 32), load(r1 + 2 * o + 32));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + o), _mm256_xor_si256(PairMaxU8(a, b), flip));
-    return;
-  }
-#endif
-  for (; o < ow; ++o) out[o] = std::max(std::max(r0[2 * o], r0[2 * o + 1]), std::max(r1[2 * o], r1[2 * o + 1]));
-}
-
-// d[i] = max(r0[i], r1[i]) over n 8-bit values. Short rows (the CNN's 28 and 14) are covered by
-// two overlapping vectors instead of a scalar tail: recomputing an element writes the same value.
-template <typename T>
-inline void VerticalMax8(const T* r0, const T* r1, int64_t n, T* d) {
-  int64_t i = 0;
-#ifdef __AVX2__
-  constexpr bool kSigned = std::is_signed<T>::value;
-  auto v16 = [&](int64_t j) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + j));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + j));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + j), kSigned ? _mm_max_epi8(a, b) : _mm_max_epu8(a, b));
-  };
-  auto v8 = [&](int64_t j) {
-    const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(r0 + j));
-    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(r1 + j));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(d + j), kSigned ? _mm_max_epi8(a, b) : _mm_max_epu8(a, b));
-  };
-  if (n >= 16) {
-    for (; i + 16 <= n; i += 16) v16(i);
-    if (i < n) v16(n - 16);
-    return;
-  }
-  if (n >= 8) {
-    v8(0);
-    v8(n - 8);
-    return;
-  }
-#endif
-  for (; i < n; ++i) d[i] = std::max(r0[i], r1[i]);
-}
-
-inline void MaxRow2x2T(const float* r0, const float* r1, int64_t ow, float* out) { MaxRow2x2(r0, r1, ow, out); }
 inline void MaxRow2x2T(const uint8_t* r0, const uint8_t* r1, int64_t ow, uint8_t* out) {
-  MaxRow2x2Int8(r0, r1, ow, out);
+  MaxRow2x2Scalar(r0, r1, CpuFeatures().Avx2() ? pool_avx2::MaxRow2x2U8(r0, r1, ow, out) : 0, ow, out);
 }
 inline void MaxRow2x2T(const int8_t* r0, const int8_t* r1, int64_t ow, int8_t* out) {
-  MaxRow2x2Int8(r0, r1, ow, out);
+  MaxRow2x2Scalar(r0, r1, CpuFeatures().Avx2() ? pool_avx2::MaxRow2x2S8(r0, r1, ow, out) : 0, ow, out);
 }
+
+// d[i] = max(r0[i], r1[i]) over n 8-bit values.
+template <typename T>
+inline void VerticalMaxScalar(const T* r0, const T* r1, int64_t i, int64_t n, T* d) {
+  for (; i < n; ++i) d[i] = std::max(r0[i], r1[i]);
+}
+inline void VerticalMax8(const uint8_t* r0, const uint8_t* r1, int64_t n, uint8_t* d) {
+  VerticalMaxScalar(r0, r1, CpuFeatures().Avx2() ? pool_avx2::VerticalMaxU8(r0, r1, n, d) : 0, n, d);
+}
+inline void VerticalMax8(const int8_t* r0, const int8_t* r1, int64_t n, int8_t* d) {
+  VerticalMaxScalar(r0, r1, CpuFeatures().Avx2() ? pool_avx2::VerticalMaxS8(r0, r1, n, d) : 0, n, d);
+}
+inline void VerticalMax8(const float*, const float*, int64_t, float*) {}  // never called: 8-bit planes only
 
 template <typename T>
 void MaxPlane(const T* x, const Geo2D& g, T* y) {
@@ -294,5 +216,11 @@ KernelOr MakePool(const PoolAttrs& a, const KernelInit& init, const PoolFns& ref
 }  // namespace
 
 const PoolFns kPoolFns{&MakePool};
+
+bool MaxPoolGrad2x2Stride2Row(const float* r0, const float* r1, const float* dy, int64_t n, float* d0, float* d1) {
+  if (!CpuFeatures().Avx2()) return false;
+  pool_grad_avx2::MaxPoolGrad2x2Stride2Row(r0, r1, dy, n, d0, d1);
+  return true;
+}
 
 }  // namespace whittle::cpu

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/isa/qgemm_kernels.h"
 #include "kernels/cpu/movement.h"  // cpu::TransposeLast2
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/qgemm.h"
@@ -57,32 +58,10 @@ void TransposeBytes(const uint8_t* src, int64_t src_ld, int64_t rows, int64_t co
 }
 
 // tile = R output positions (A rows at a[i]) x 16 output channels (one B panel at bp): for every
-// segment s, seg_quads groups of four bytes from a[i] + seg_off[s].
-template <int R>
-[[gnu::always_inline]] inline void ConvTileRows(const uint8_t* const* a, const int64_t* seg_off, int64_t segments, int64_t seg_quads,
-                  const uint8_t* bp, int32_t* tile, int64_t ldt) {
-#if defined(__AVX2__)
-  __m256i c0[R], c1[R];
-#pragma GCC unroll 4
-  for (int i = 0; i < R; ++i) c0[i] = c1[i] = _mm256_setzero_si256();
-  for (int64_t s = 0; s < segments; ++s) {
-    const uint8_t* ap[R];
-#pragma GCC unroll 4
-    for (int i = 0; i < R; ++i) ap[i] = a[i] + seg_off[s];
-    for (int64_t q = 0; q < seg_quads; ++q) {
-      const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp));
-      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + 32));
-#pragma GCC unroll 4
-      for (int i = 0; i < R; ++i) {
-        const __m256i av = _mm256_set1_epi32(LoadInt32(ap[i] + 4 * q));
-        c0[i] = DotBytes(c0[i], av, b0);
-        c1[i] = DotBytes(c1[i], av, b1);
-      }
-      bp += 4 * kQ8Nr;
-    }
-  }
-  StoreTileRows<R>(c0, c1, tile, ldt);
-#else
+// segment s, seg_quads groups of four bytes from a[i] + seg_off[s]. The scalar form; the vector
+// ones are QKernels()->conv_band.
+void ConvTile(int64_t R, const uint8_t* const* a, const int64_t* seg_off, int64_t segments, int64_t seg_quads,
+              const uint8_t* bp, int32_t* tile, int64_t ldt) {
   ZeroTileRows(R, kQ8Nr, tile, ldt);
   for (int64_t s = 0; s < segments; ++s)
     for (int64_t q = 0; q < seg_quads; ++q) {
@@ -96,40 +75,13 @@ template <int R>
         }
       bp += 4 * kQ8Nr;
     }
-#endif
-}
-
-void ConvTile(int64_t rows, const uint8_t* const* a, const int64_t* seg_off, int64_t segments, int64_t seg_quads,
-              const uint8_t* bp, int32_t* tile, int64_t ldt) {
-  static_assert(kQ8Mr == 4, "ConvTile handles up to 4 rows");
-  switch (rows) {
-    case 1: return ConvTileRows<1>(a, seg_off, segments, seg_quads, bp, tile, ldt);
-    case 2: return ConvTileRows<2>(a, seg_off, segments, seg_quads, bp, tile, ldt);
-    case 3: return ConvTileRows<3>(a, seg_off, segments, seg_quads, bp, tile, ldt);
-    default: return ConvTileRows<4>(a, seg_off, segments, seg_quads, bp, tile, ldt);
-  }
 }
 
 // dst[c] = max over the kh x kw window of src[i * row + j * ld + c], c < n: the pooled
-// accumulators of one window (8 channels at a time in registers).
+// accumulators of one window (8 channels at a time in registers where the CPU runs AVX2).
 void MaxOverWindow(const int32_t* src, int64_t ld, int64_t row, int64_t kh, int64_t kw, int64_t n, int32_t* dst) {
-  int64_t c = 0;
-#if defined(__AVX2__)
-  auto at = [&](int64_t off) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + off)); };
-  if (kh == 2 && kw == 2) {  // the common window, unrolled
-    for (; c + 8 <= n; c += 8)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + c),
-                          _mm256_max_epi32(_mm256_max_epi32(at(c), at(ld + c)),
-                                           _mm256_max_epi32(at(row + c), at(row + ld + c))));
-  }
-  for (; c + 8 <= n; c += 8) {
-    __m256i m = at(c);
-    for (int64_t i = 0; i < kh; ++i)
-      for (int64_t j = 0; j < kw; ++j)
-        m = _mm256_max_epi32(m, at(i * row + j * ld + c));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + c), m);
-  }
-#endif
+  const QIsaKernels* isa = QKernels();
+  int64_t c = isa ? isa->max_over_window(src, ld, row, kh, kw, n, dst) : 0;
   for (; c < n; ++c) {
     int32_t m = src[c];
     for (int64_t i = 0; i < kh; ++i)
@@ -144,15 +96,9 @@ void MaxOverWindow(const int32_t* src, int64_t ld, int64_t row, int64_t kh, int6
 void ConvBand(int64_t rows, const uint8_t* xp, const int64_t* pos, const int64_t* seg_off, int64_t segments,
               int64_t seg_quads, const uint8_t* bp, int32_t* out, int64_t ldt) {
   static_assert(kQ8Mr == 4, "ConvBand handles up to 4 rows per tile");
-  int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) {
-    const uint8_t* a[4] = {xp + pos[r], xp + pos[r + 1], xp + pos[r + 2], xp + pos[r + 3]};
-    ConvTileRows<4>(a, seg_off, segments, seg_quads, bp, out + r * ldt, ldt);
-  }
-  if (r == rows) return;
-  const uint8_t* a[4];
-  for (int64_t i = 0; i < rows - r; ++i) a[i] = xp + pos[r + i];
-  ConvTile(rows - r, a, seg_off, segments, seg_quads, bp, out + r * ldt, ldt);
+  ForConvBandTiles(rows, xp, pos, [&](const uint8_t* const* a, int64_t n, int64_t r) {
+    ConvTile(n, a, seg_off, segments, seg_quads, bp, out + r * ldt, ldt);
+  });
 }
 
 // K x M (k-major) int8 weights for the B panels: k = segment * seg_bytes + byte, where byte
@@ -246,6 +192,7 @@ void QConvNhwc(const ConvShape& s, const QConvNhwcWeights& w, const void* x, DTy
   const int64_t nchunks = (ncp + chunk_panels - 1) / chunk_panels;
   const int64_t band_rows = pool ? kph : std::max<int64_t>(1, 64 / OW);
   const bool wide = Q8Avx512Vnni();
+  const QIsaKernels* isa = QKernels();
   const int64_t bands = pool ? PH : (OH + band_rows - 1) / band_rows;
   auto Bands = [&](const uint8_t* xp, char* ytp, int threads_in) {
     ParallelFor(bands * nchunks, threads_in, [&](int64_t t) {
@@ -256,13 +203,13 @@ void QConvNhwc(const ConvShape& s, const QConvNhwcWeights& w, const void* x, DTy
       strip.resize(static_cast<size_t>(band * ldt));
       if (wide) {  // 8 positions x two panels per tile (qgemm8_avx512vnni.cc)
         for (int64_t cp = cp0; cp < cp1; cp += 2)
-          qgemm8_avx512vnni::ConvBand(band, xp, pos_off.data() + p0, seg_off.data(), segments, seg_quads,
+          cpu::qgemm8_avx512vnni::ConvBand(band, xp, pos_off.data() + p0, seg_off.data(), segments, seg_quads,
                                       b.data.data() + cp * kQ8Nr * b.Kq, kQ8Nr * b.Kq,
                                       static_cast<int>(std::min<int64_t>(2, cp1 - cp)),
                                       strip.data() + (cp - cp0) * kQ8Nr, ldt);
       } else {
         for (int64_t cp = cp0; cp < cp1; ++cp)
-          ConvBand(band, xp, pos_off.data() + p0, seg_off.data(), segments, seg_quads,
+          (isa ? isa->conv_band : ConvBand)(band, xp, pos_off.data() + p0, seg_off.data(), segments, seg_quads,
                    b.data.data() + cp * kQ8Nr * b.Kq, strip.data() + (cp - cp0) * kQ8Nr, ldt);
       }
       if (!pool) {

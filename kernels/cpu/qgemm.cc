@@ -6,13 +6,14 @@
 #include <cstring>
 
 #include "kernels/common/index.h"
+#include "kernels/cpu/isa/qgemm_kernels.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/qgemm_tile.h"
 
 namespace whittle {
 namespace {
 
-// The drivers' shared internals (epilogue state, tiling, loads and stores; immintrin.h with AVX2).
+// The drivers' shared internals (epilogue state, tiling, loads and stores).
 using namespace qgemm_internal;  // NOLINT(build/namespaces)
 
 int32_t ZpAt(const std::vector<int32_t>* zp, int64_t i) {
@@ -20,70 +21,12 @@ int32_t ZpAt(const std::vector<int32_t>* zp, int64_t i) {
   return zp->size() == 1 ? (*zp)[0] : (*zp)[static_cast<size_t>(i)];
 }
 
-#if defined(__AVX2__)
-// c + (pairwise int16 products summed into int32). With AVX-VNNI / AVX512-VNNI this is one
-// vpdpwssd (non-saturating, so the same bits as vpmaddwd + vpaddd).
-inline __m256i MulAddPairs(__m256i c, __m256i a, __m256i b) {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  return _mm256_dpwssd_epi32(c, a, b);
-#elif defined(__AVXVNNI__)
-  return _mm256_dpwssd_avx_epi32(c, a, b);
-#else
-  return _mm256_add_epi32(c, _mm256_madd_epi16(a, b));
-#endif
-}
-#endif
-
 // tile[R][kQNr] (row stride ldt) = R rows of A (row stride lda int16) * B panel over kpairs
 // k-pairs. R < kQMr for the last row panel (and for single-row GEMVs at batch 1), so no work is
-// spent on A's zero padding rows.
+// spent on A's zero padding rows. The scalar form; the vector ones are QKernels()->tile16.
 template <int R>
 void MicroKernelRows(const int16_t* ap, int64_t lda, const int16_t* bp, int64_t kpairs, int32_t* tile, int64_t ldt) {
   static_assert(R >= 1 && R <= kQMr && kQNr == 16, "micro-kernel shape");
-#if defined(__AVX2__)
-  if constexpr (R == 1) {
-    // One row has only two accumulators: alternate four pairs of them over k so consecutive
-    // multiply-adds do not wait on each other's latency, then sum (int32 adds wrap alike).
-    __m256i c[4][2];
-    for (auto& v : c) v[0] = v[1] = _mm256_setzero_si256();
-    int64_t kk = 0;
-    for (; kk + 4 <= kpairs; kk += 4) {
-#pragma GCC unroll 4
-      for (int u = 0; u < 4; ++u) {
-        const __m256i a = _mm256_set1_epi32(LoadInt32(ap + 2 * (kk + u)));
-        c[u][0] = MulAddPairs(c[u][0], a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + 32 * u)));
-        c[u][1] = MulAddPairs(c[u][1], a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + 32 * u + 16)));
-      }
-      bp += 4 * 2 * kQNr;
-    }
-    for (; kk < kpairs; ++kk) {
-      const __m256i a = _mm256_set1_epi32(LoadInt32(ap + 2 * kk));
-      c[0][0] = MulAddPairs(c[0][0], a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp)));
-      c[0][1] = MulAddPairs(c[0][1], a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + 16)));
-      bp += 2 * kQNr;
-    }
-    for (int h = 0; h < 2; ++h) {
-      const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(c[0][h], c[1][h]), _mm256_add_epi32(c[2][h], c[3][h]));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + 8 * h), sum);
-    }
-    return;
-  }
-  __m256i c0[R], c1[R];
-#pragma GCC unroll 6
-  for (int i = 0; i < R; ++i) c0[i] = c1[i] = _mm256_setzero_si256();
-  for (int64_t kk = 0; kk < kpairs; ++kk) {
-    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp));
-    const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + 16));
-#pragma GCC unroll 6
-    for (int i = 0; i < R; ++i) {
-      const __m256i a = _mm256_set1_epi32(LoadInt32(ap + i * lda + 2 * kk));
-      c0[i] = MulAddPairs(c0[i], a, b0);
-      c1[i] = MulAddPairs(c1[i], a, b1);
-    }
-    bp += 2 * kQNr;
-  }
-  StoreTileRows<R>(c0, c1, tile, ldt);
-#else
   ZeroTileRows(R, kQNr, tile, ldt);
   for (int64_t kk = 0; kk < kpairs; ++kk) {
     for (int64_t i = 0; i < R; ++i) {
@@ -93,7 +36,6 @@ void MicroKernelRows(const int16_t* ap, int64_t lda, const int16_t* bp, int64_t 
     }
     bp += 2 * kQNr;
   }
-#endif
 }
 void MicroKernel(int64_t rows, const int16_t* ap, int64_t lda, const int16_t* bp, int64_t kpairs, int32_t* tile,
                  int64_t ldt) {
@@ -129,18 +71,8 @@ void ByteRowToInt16(const void* src, DType dt, int64_t n, const std::vector<int3
 // Interleaves int16 rows r0 (k) and r1 (k + 1) of n columns (r1 may be null: zeros) into the
 // panel layout at k-pair kk: dst + panel * kQNr * Kp + kk * 2 * kQNr.
 void InterleavePair(const int16_t* r0, const int16_t* r1, int64_t n, int64_t Kp, int64_t kk, int16_t* dst) {
-  int64_t j = 0;
-#if defined(__AVX2__)
-  for (; j + kQNr <= n; j += kQNr) {
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + j));
-    const __m256i y = r1 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1 + j)) : _mm256_setzero_si256();
-    const __m256i lo = _mm256_unpacklo_epi16(x, y);  // cols 0-3 | 8-11
-    const __m256i hi = _mm256_unpackhi_epi16(x, y);  // cols 4-7 | 12-15
-    int16_t* d = dst + (j / kQNr) * kQNr * Kp + kk * 2 * kQNr;
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), _mm256_permute2x128_si256(lo, hi, 0x20));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 16), _mm256_permute2x128_si256(lo, hi, 0x31));
-  }
-#endif
+  const qgemm_internal::QIsaKernels* isa = qgemm_internal::QKernels();
+  int64_t j = isa ? isa->interleave_pair(r0, r1, n, Kp, kk, dst) : 0;
   for (; j < RoundUp(n, kQNr); ++j) {  // the last panel's padding columns are zeros
     int16_t* d = dst + (j / kQNr) * kQNr * Kp + kk * 2 * kQNr + (j % kQNr) * 2;
     d[0] = j < n ? r0[j] : int16_t{0};
@@ -150,31 +82,23 @@ void InterleavePair(const int16_t* r0, const int16_t* r1, int64_t n, int64_t Kp,
 
 // dst[0, n) = 0; may write up to 15 elements past n (see CopyRowOvershoot).
 inline void ZeroRowOvershoot(int64_t n, int16_t* dst) {
-#if defined(__AVX2__)
-  // The first two chunks unrolled: a plain loop becomes a memset call, too slow for short rows.
-  const __m256i z = _mm256_setzero_si256();
-  if (n > 0) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), z);
-  if (n > 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 16), z);
-  for (int64_t j = 32; j < n; j += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), z);
-#else
-  for (int64_t j = 0; j < n; ++j) dst[j] = 0;
-#endif
+  // 16-element chunks of fixed size (no library call); the first two unrolled: a plain loop
+  // becomes a memset call, too slow for short rows.
+  static const int16_t kZeros[16] = {};
+  if (n > 0) std::memcpy(dst, kZeros, sizeof(kZeros));
+  if (n > 16) std::memcpy(dst + 16, kZeros, sizeof(kZeros));
+  for (int64_t j = 32; j < n; j += 16) std::memcpy(dst + j, kZeros, sizeof(kZeros));
 }
 
 // dst[0, n) = src[0, n); may write up to 15 elements past n (the caller's buffers are padded and
-// overwrite them later). Short rows are the common case: no library call per row.
+// overwrite them later). Short rows are the common case: 16-element chunks of fixed size, no
+// library call per row.
 inline void CopyRowOvershoot(const int16_t* src, int64_t n, int16_t* dst) {
-#if defined(__AVX2__)
-  auto copy16 = [&](int64_t j) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + j)));
-  };
+  auto copy16 = [&](int64_t j) { std::memcpy(dst + j, src + j, 16 * sizeof(int16_t)); };
   // The first two chunks unrolled: a plain loop becomes a memcpy call, too slow for short rows.
   if (n > 0) copy16(0);
   if (n > 16) copy16(16);
   for (int64_t j = 32; j < n; j += 16) copy16(j);
-#else
-  for (int64_t j = 0; j < n; ++j) dst[j] = src[j];
-#endif
 }
 
 }  // namespace
@@ -329,21 +253,19 @@ void QCompactConvRows(const void* tmp, int64_t rows, int64_t oh, int64_t ow, int
   for (int64_t i = 0; i < runs; ++i) {
     const char* s = src + static_cast<size_t>(i * pitch) * elem_size;
     char* d = dst + static_cast<size_t>(i) * run;
-#if defined(__AVX2__)
     // 16- or 8-byte chunks, each shorter than a run: the overshoot lands on the next run (written
     // next) and the reads stay inside the next source row. The last run is exact: past it lies
     // memory another thread may be writing.
     if (i + 1 < runs && run >= 16) {
       for (size_t b = 0; b < run; b += 16)
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + b), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + b)));
+        std::memcpy(d + b, s + b, 16);
       continue;
     }
     if (i + 1 < runs && run >= 8) {
       for (size_t b = 0; b < run; b += 8)
-        _mm_storel_epi64(reinterpret_cast<__m128i*>(d + b), _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + b)));
+        std::memcpy(d + b, s + b, 8);
       continue;
     }
-#endif
     std::memcpy(d, s, run);
   }
 }
@@ -353,9 +275,13 @@ void QGemmPacked(const QPackedA& a, const QPackedB& b, const QOutput& out, bool 
   WH_CHECK(a.Kp == b.Kp);
   const int64_t Kp = a.Kp;
   const Epilogue e = MakeEpilogue(out, channel_is_row, channel_offset, a.M, b.N);
+  const qgemm_internal::QIsaKernels* isa = qgemm_internal::QKernels();
   qgemm_internal::TiledGemm<kQMr, kQNr>(
       a.M, b.N, Kp, e, y, ldy, threads, [&](int64_t rows, int64_t rp, int64_t cp, int32_t* tile, int64_t ldt) {
-        MicroKernel(rows, a.data.data() + rp * kQMr * Kp, Kp, b.data.data() + cp * kQNr * Kp, Kp / 2, tile, ldt);
+        const int16_t* ap = a.data.data() + rp * kQMr * Kp;
+        const int16_t* bp = b.data.data() + cp * kQNr * Kp;
+        if (isa) isa->tile16(rows, ap, Kp, bp, Kp / 2, tile, ldt);
+        else MicroKernel(rows, ap, Kp, bp, Kp / 2, tile, ldt);
       });
 }
 

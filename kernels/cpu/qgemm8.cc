@@ -5,45 +5,24 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/cpu/isa/features.h"
+#include "kernels/cpu/isa/qgemm_kernels.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/qgemm.h"
 #include "kernels/cpu/qgemm_tile.h"
-#include "kernels/cpu/vmath.h"
 
 namespace whittle {
 namespace {
 
-// The drivers' shared internals (epilogue state, tiling, loads and stores; immintrin.h with AVX2).
+// The drivers' shared internals (epilogue state, tiling, loads and stores).
 using namespace qgemm_internal;  // NOLINT(build/namespaces)
 
 // tile[R][kQ8Nr] = R rows of A (row stride lda bytes) * one B panel over kquads groups of 4 k.
 // kAUnsigned: A holds the unsigned operand (GEMM: activations) and B the weights; else the
-// reverse (conv).
+// reverse (conv). The scalar form; the vector ones are QKernels()->tile8.
 template <int R, bool kAUnsigned>
 void MicroKernel8Rows(const uint8_t* ap, int64_t lda, const uint8_t* bp, int64_t kquads, int32_t* tile, int64_t ldt) {
   static_assert(R >= 1 && R <= kQ8Mr && kQ8Nr == 16, "micro-kernel shape");
-#if defined(__AVX2__)
-  __m256i c0[R], c1[R];
-#pragma GCC unroll 4
-  for (int i = 0; i < R; ++i) c0[i] = c1[i] = _mm256_setzero_si256();
-  for (int64_t kq = 0; kq < kquads; ++kq) {
-    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp));
-    const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + 32));
-#pragma GCC unroll 4
-    for (int i = 0; i < R; ++i) {
-      const __m256i a = _mm256_set1_epi32(LoadInt32(ap + i * lda + 4 * kq));
-      if constexpr (kAUnsigned) {
-        c0[i] = DotBytes(c0[i], a, b0);
-        c1[i] = DotBytes(c1[i], a, b1);
-      } else {
-        c0[i] = DotBytes(c0[i], b0, a);
-        c1[i] = DotBytes(c1[i], b1, a);
-      }
-    }
-    bp += 4 * kQ8Nr;
-  }
-  StoreTileRows<R>(c0, c1, tile, ldt);
-#else
   ZeroTileRows(R, kQ8Nr, tile, ldt);
   for (int64_t kq = 0; kq < kquads; ++kq) {
     for (int64_t i = 0; i < R; ++i)
@@ -60,7 +39,6 @@ void MicroKernel8Rows(const uint8_t* ap, int64_t lda, const uint8_t* bp, int64_t
       }
     bp += 4 * kQ8Nr;
   }
-#endif
 }
 
 template <bool kAUnsigned>
@@ -143,10 +121,8 @@ int64_t QIm2ColBytesPadded(const ConvShape& s, const uint8_t* x_image, uint8_t x
 bool Q8WeightsFit(const int8_t* w, int64_t M, int64_t K, bool k_major, const std::vector<int32_t>& w_zp) {
   for (int32_t z : w_zp)
     if (z != 0) return false;
-#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__)
-  (void)w, (void)M, (void)K, (void)k_major;
-  return true;  // vpdpbusd has no int16 step
-#else
+  const qgemm_internal::QIsaKernels* isa = qgemm_internal::QKernels();
+  if (isa && isa->exact_bytes) return true;  // vpdpbusd has no int16 step
   // Pairs (k, k + 1) with k even; k_major: w is K x M (element (k, m) at k * M + m).
   for (int64_t m = 0; m < M; ++m)
     for (int64_t k = 0; k + 1 < K; k += 2) {
@@ -155,7 +131,6 @@ bool Q8WeightsFit(const int8_t* w, int64_t M, int64_t K, bool k_major, const std
       if (std::abs(a) + std::abs(b) > 128) return false;
     }
   return true;
-#endif
 }
 
 void Q8PackWeightsA(const int8_t* w, int64_t M, int64_t K, QPacked8* out) {
@@ -221,31 +196,23 @@ void Q8PackRowsB(const uint8_t* rows, int64_t K, int64_t N, int64_t ld, QPacked8
   const int64_t Kq = out->Kq, panels = (N + kQ8Nr - 1) / kQ8Nr, full = N / kQ8Nr;
   out->data.resize(static_cast<size_t>(panels * Kq * kQ8Nr));
   uint8_t* dst = out->data.data();
+  const qgemm_internal::QIsaKernels* isa = qgemm_internal::QKernels();
   for (int64_t kq = 0; kq < Kq / 4; ++kq) {
     const uint8_t* r[4];
     static const uint8_t kZeros[kQ8Nr] = {};
     for (int64_t i = 0; i < 4; ++i) r[i] = 4 * kq + i < K ? rows + (4 * kq + i) * ld : nullptr;
-    for (int64_t p = 0; p < panels; ++p) {
+    int64_t p = 0;
+    if (isa) {  // 4 x 16 bytes -> 16 x 4 per full panel in registers
+      isa->pack_quad_panels(r, full, Kq * kQ8Nr, dst + kq * kQ8Nr * 4);
+      p = full;
+    }
+    for (; p < panels; ++p) {
       uint8_t* d = dst + (p * (Kq / 4) + kq) * kQ8Nr * 4;
       if (p < full) {
         const uint8_t* q0 = r[0] ? r[0] + p * kQ8Nr : kZeros;
         const uint8_t* q1 = r[1] ? r[1] + p * kQ8Nr : kZeros;
         const uint8_t* q2 = r[2] ? r[2] + p * kQ8Nr : kZeros;
         const uint8_t* q3 = r[3] ? r[3] + p * kQ8Nr : kZeros;
-#if defined(__AVX2__)
-        // 4 x 16 bytes -> 16 x 4: interleave rows (0,1) and (2,3) bytewise, then the pairs.
-        const __m128i a0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q0));
-        const __m128i a1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q1));
-        const __m128i a2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q2));
-        const __m128i a3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q3));
-        const __m128i l01 = _mm_unpacklo_epi8(a0, a1), h01 = _mm_unpackhi_epi8(a0, a1);
-        const __m128i l23 = _mm_unpacklo_epi8(a2, a3), h23 = _mm_unpackhi_epi8(a2, a3);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi16(l01, l23));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 16), _mm_unpackhi_epi16(l01, l23));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 32), _mm_unpacklo_epi16(h01, h23));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 48), _mm_unpackhi_epi16(h01, h23));
-        continue;
-#else
         for (int64_t j = 0; j < kQ8Nr; ++j) {
           d[4 * j] = q0[j];
           d[4 * j + 1] = q1[j];
@@ -253,7 +220,6 @@ void Q8PackRowsB(const uint8_t* rows, int64_t K, int64_t N, int64_t ld, QPacked8
           d[4 * j + 3] = q3[j];
         }
         continue;
-#endif
       }
       for (int64_t j = 0; j < kQ8Nr; ++j) {
         const int64_t n = p * kQ8Nr + j;
@@ -269,8 +235,7 @@ std::atomic<int> g_vnni512_override{-1};
 }  // namespace
 
 bool Q8Avx512Vnni() {
-  static const bool supported = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
-                                cpu::ActiveSimdIsa() == cpu::SimdIsa::kAvx512;
+  static const bool supported = cpu::CpuFeatures().Avx512() && cpu::CpuFeatures().avx512vnni;
   const int o = g_vnni512_override.load(std::memory_order_relaxed);
   return supported && o != 0;
 }
@@ -288,7 +253,7 @@ void QGemmPacked8(const QPacked8& a, const QPacked8& b, bool a_is_weights, int32
   if (Q8Avx512Vnni() && !a_is_weights) {
     // 8 x 32 tiles of two 16-column panels (the last may have one). GEMMs only: the convs' (A =
     // weights, B = im2col positions) ran 8 % slower on the bundled int8 CNN at batch 64 with it.
-    namespace v = qgemm8_avx512vnni;
+    namespace v = cpu::qgemm8_avx512vnni;
     const int64_t panel_stride = kQ8Nr * Kq;
     qgemm_internal::TiledGemm<v::kMr, v::kNr>(
         M, N, Kq, e, y, ldy, threads, [&](int64_t rows, int64_t rp, int64_t cp, int32_t* tile, int64_t ldt) {
@@ -298,11 +263,13 @@ void QGemmPacked8(const QPacked8& a, const QPacked8& b, bool a_is_weights, int32
         });
     return;
   }
+  const qgemm_internal::QIsaKernels* isa = qgemm_internal::QKernels();
   qgemm_internal::TiledGemm<kQ8Mr, kQ8Nr>(
       M, N, Kq, e, y, ldy, threads, [&](int64_t rows, int64_t rp, int64_t cp, int32_t* tile, int64_t ldt) {
         const uint8_t* ap = a.data.data() + rp * kQ8Mr * Kq;
         const uint8_t* bp = b.data.data() + cp * kQ8Nr * Kq;
-        if (a_is_weights) MicroKernel8<false>(rows, ap, Kq, bp, Kq / 4, tile, ldt);
+        if (isa) isa->tile8(rows, !a_is_weights, ap, Kq, bp, Kq / 4, tile, ldt);
+        else if (a_is_weights) MicroKernel8<false>(rows, ap, Kq, bp, Kq / 4, tile, ldt);
         else MicroKernel8<true>(rows, ap, Kq, bp, Kq / 4, tile, ldt);
       });
 }

@@ -11,7 +11,9 @@
 
 #include "kernels/cpu/qgemm_tile.h"
 
-namespace whittle::qgemm_internal::qgemm8_avx512vnni {
+namespace whittle::cpu::qgemm8_avx512vnni {
+
+
 namespace {
 
 // c += the four-byte dot products of unsigned u and signed s per int32 lane. Inline assembly:
@@ -125,4 +127,4 @@ void ConvBand(int64_t rows, const uint8_t* xp, const int64_t* pos, const int64_t
   }
 }
 
-}  // namespace whittle::qgemm_internal::qgemm8_avx512vnni
+}  // namespace whittle::cpu::qgemm8_avx512vnni

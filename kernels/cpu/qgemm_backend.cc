@@ -11,6 +11,7 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <string>
 
+#include "kernels/cpu/isa/features.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/qgemm.h"
 
@@ -38,6 +39,7 @@ bool QGemmAccOneDnn(const QMatrix& a, const QMatrix& b, int64_t M, int64_t N, in
   if (bzp < -128 || bzp > 127 || azp < (a.dtype == DType::kUInt8 ? 0 : -128) || azp > (a.dtype == DType::kUInt8 ? 255 : 127))
     return false;
   const int32_t co = 0;
+  (void)cpu::CpuFeatures();  // WHITTLE_ISA's cap on oneDNN first
   ScopedOmpThreads team(threads);
   const char ta = a_trans ? 'T' : 'N', tb = b_trans ? 'T' : 'N';
   dnnl_status_t st;
@@ -56,7 +58,10 @@ bool QGemmAccOneDnn(const QMatrix& a, const QMatrix& b, int64_t M, int64_t N, in
 bool CpuHasVnni() {
   // oneDNN's effective ISA, not just CPUID: it honours ONEDNN_MAX_CPU_ISA, and a oneDNN limited to
   // AVX2 on a VNNI CPU would add pairs in int16 again.
-  static const bool has = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni;
+  static const bool has = [] {
+    (void)cpu::CpuFeatures();  // WHITTLE_ISA's cap on oneDNN first
+    return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni;
+  }();
   return has;
 }
 

@@ -11,10 +11,6 @@
 #include "kernels/common/quant_params.h"
 #include "kernels/cpu/parallel.h"
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 namespace whittle::qgemm_internal {
 
 inline int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
@@ -26,35 +22,10 @@ inline int32_t LoadInt32(const void* p) {
   return v;
 }
 
-#if defined(__AVX2__)
-// c + the four-byte dot products of unsigned u and signed s, per int32 lane (the byte kernels).
-inline __m256i DotBytes(__m256i c, __m256i u, __m256i s) {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  return _mm256_dpbusd_epi32(c, u, s);
-#elif defined(__AVXVNNI__)
-  return _mm256_dpbusd_avx_epi32(c, u, s);
-#else
-  const __m256i pairs = _mm256_maddubs_epi16(u, s);  // exact under Q8WeightsFit
-  return _mm256_add_epi32(c, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-#endif
-}
-
-// The micro-kernels' last step: R rows of 16 int32 accumulators, held as two 8-lane halves
-// (c0: columns 0-7, c1: 8-15), stored at tile (row stride ldt).
-template <int R>
-inline void StoreTileRows(const __m256i (&c0)[R], const __m256i (&c1)[R], int32_t* tile, int64_t ldt) {
-#pragma GCC unroll 6
-  for (int i = 0; i < R; ++i) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * ldt), c0[i]);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + i * ldt + 8), c1[i]);
-  }
-}
-#else
 // The portable micro-kernels accumulate in place: rows x n accumulators start at 0.
 inline void ZeroTileRows(int64_t rows, int64_t n, int32_t* tile, int64_t ldt) {
   for (int64_t i = 0; i < rows; ++i) std::fill(tile + i * ldt, tile + i * ldt + n, 0);
 }
-#endif
 
 // Per-call epilogue state: the output format in plain fields (so stores through byte pointers do
 // not force reloads) and each local row's or column's multiplier and bias, padded to kQNr.
@@ -88,6 +59,19 @@ inline void EpilogueSegment(const Epilogue& e, const int32_t* acc, int64_t n, in
   EpilogueRows(e, acc, 0, 1, n, r, c0, y, 0);
 }
 
+// The implicit-GEMM conv's band (kernels/cpu/qconv_nhwc.cc): rows consecutive output positions
+// (pos: their offsets in the padded image xp) in micro-tiles of 4 (fewer in the last):
+// tile(a, n, r) with a[i] = xp + pos[r + i] for i < n.
+template <class Tile>
+inline void ForConvBandTiles(int64_t rows, const uint8_t* xp, const int64_t* pos, const Tile& tile) {
+  for (int64_t r = 0; r < rows; r += 4) {
+    const int64_t n = std::min<int64_t>(4, rows - r);
+    const uint8_t* a[4] = {xp, xp, xp, xp};
+    for (int64_t i = 0; i < n; ++i) a[i] = xp + pos[r + i];
+    tile(a, n, r);
+  }
+}
+
 // The int8 convolutions' threading: at batch >= threads, contiguous blocks of images in parallel
 // (4 per thread; each block sets up its scratch once), one thread inside each image; else one
 // block, with all threads inside each image. body(n0, n1, gemm_threads) runs images [n0, n1).
@@ -100,22 +84,9 @@ void ForImageBlocks(int64_t batch, int threads, const Body& body) {
   });
 }
 
-// The byte kernel's AVX-512 VNNI tile (qgemm8_avx512vnni.cc): tile[rows][np * 16] = rows (<= kMr)
-// of A (4-byte quads, row stride lda) times np (1 or 2) B panels panel_stride bytes apart, over
-// kquads quads; a_unsigned: A holds the unsigned operand (activations), else B does. Call only
-// where Q8Avx512Vnni() says so.
-namespace qgemm8_avx512vnni {
-constexpr int64_t kMr = 8, kNr = 32;
-void Tile(int rows, int np, bool a_unsigned, const uint8_t* ap, int64_t lda, const uint8_t* bp, int64_t panel_stride,
-          int64_t kquads, int32_t* tile, int64_t ldt);
-// The implicit-GEMM conv's band (qconv_nhwc.cc): `rows` output positions (their first bytes at
-// xp + pos[i], unsigned) x np panels, tiles of 8 positions, each position's K bytes in
-// `segments` runs of seg_quads quads at seg_off[s] from its first byte.
-void ConvBand(int64_t rows, const uint8_t* xp, const int64_t* pos, const int64_t* seg_off, int64_t segments,
-              int64_t seg_quads, const uint8_t* bp, int64_t panel_stride, int np, int32_t* out, int64_t ldt);
-}  // namespace qgemm8_avx512vnni
-// Whether QGemmPacked8 runs that tile: the CPU has AVX512-VNNI and WHITTLE_ISA does not cap it
-// below AVX-512; SetQ8Avx512Vnni (tests) turns it off (0), on where supported (1) or back to
+// Whether QGemmPacked8 runs that tile: the CPU has AVX512-VNNI (kernels/cpu/isa/features.h) and
+// WHITTLE_ISA does not cap it below AVX-512; SetQ8Avx512Vnni (tests) turns it off (0), on where
+// supported (1) or back to
 // that default (-1).
 bool Q8Avx512Vnni();
 void SetQ8Avx512Vnni(int use);
@@ -160,3 +131,18 @@ void TiledGemm(int64_t M, int64_t N, int64_t K, const Epilogue& e, void* y, int6
 }
 
 }  // namespace whittle::qgemm_internal
+
+// The byte kernel's AVX-512 VNNI tile (qgemm8_avx512vnni.cc): tile[rows][np * 16] = rows (<= kMr)
+// of A (4-byte quads, row stride lda) times np (1 or 2) B panels panel_stride bytes apart, over
+// kquads quads; a_unsigned: A holds the unsigned operand (activations), else B does. Call only
+// where Q8Avx512Vnni() says so.
+namespace whittle::cpu::qgemm8_avx512vnni {
+constexpr int64_t kMr = 8, kNr = 32;
+void Tile(int rows, int np, bool a_unsigned, const uint8_t* ap, int64_t lda, const uint8_t* bp, int64_t panel_stride,
+          int64_t kquads, int32_t* tile, int64_t ldt);
+// The implicit-GEMM conv's band (qconv_nhwc.cc): `rows` output positions (their first bytes at
+// xp + pos[i], unsigned) x np panels, tiles of 8 positions, each position's K bytes in
+// `segments` runs of seg_quads quads at seg_off[s] from its first byte.
+void ConvBand(int64_t rows, const uint8_t* xp, const int64_t* pos, const int64_t* seg_off, int64_t segments,
+              int64_t seg_quads, const uint8_t* bp, int64_t panel_stride, int np, int32_t* out, int64_t ldt);
+}  // namespace whittle::cpu::qgemm8_avx512vnni

@@ -7,14 +7,11 @@
 #include <vector>
 
 #include "kernels/cpu/depthwise_window.h"
+#include "kernels/cpu/isa/features.h"
+#include "kernels/cpu/isa/qgemm_kernels.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/qgemm.h"
 #include "kernels/cpu/qgemm_tile.h"
-#include "kernels/cpu/vmath.h"
-
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
 
 namespace whittle::cpu {
 namespace depthwise {
@@ -103,9 +100,8 @@ constexpr int64_t kTapBlock = 32;  // outputs per register block of DepthwiseTap
 // Which depthwise window kernel (kernels/cpu/depthwise_window.h) runs here: 512 (AVX-512 VBMI +
 // VNNI), 2 (AVX2) or 0 (none: the tap-by-tap path).
 int DepthwiseWindowKernel() {
-  static const bool avx512 = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni") &&
-                             __builtin_cpu_supports("avx512bw") && ActiveSimdIsa() == SimdIsa::kAvx512;
-  static const bool avx2 = __builtin_cpu_supports("avx2") && ActiveSimdIsa() >= SimdIsa::kAvx2;
+  const IsaFeatures& f = CpuFeatures();
+  const bool avx512 = f.Avx512() && f.avx512vbmi && f.avx512vnni, avx2 = f.Avx2();
   const int o = depthwise::g_window_override.load(std::memory_order_relaxed);
   if (o == 0) return 0;
   if (avx512 && o != 2) return 512;
@@ -118,37 +114,13 @@ int DepthwiseWindowKernel() {
 // high one) and vpmaddwd with (w, 0) pairs gives x * w exactly in one multiply. Through a
 // tap-by-tap pass over the whole run (the first form), every tap loaded and stored the sums again.
 void DepthwiseTaps(int32_t* __restrict acc, const uint8_t* const* src, const int32_t* w, int taps, int64_t n) {
-#if defined(__AVX512BW__)
-  for (int64_t p = 0; p < n; p += kTapBlock) {
-    __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
-    for (int t = 0; t < taps; ++t) {
-      const __m512i wt = _mm512_set1_epi32(static_cast<uint16_t>(w[t]));
-      const uint8_t* q = src[t] + p;
-      a0 = _mm512_add_epi32(a0, _mm512_madd_epi16(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))), wt));
-      a1 = _mm512_add_epi32(a1, _mm512_madd_epi16(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16))), wt));
-    }
-    _mm512_storeu_si512(acc + p, a0);
-    _mm512_storeu_si512(acc + p + 16, a1);
-  }
-#elif defined(__AVX2__)
-  for (int64_t p = 0; p < n; p += kTapBlock) {
-    __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-    for (int t = 0; t < taps; ++t) {
-      const __m256i wt = _mm256_set1_epi32(static_cast<uint16_t>(w[t]));
-      const uint8_t* q = src[t] + p;
-      for (int k = 0; k < 4; ++k)
-        a[k] = _mm256_add_epi32(
-            a[k], _mm256_madd_epi16(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * k))), wt));
-    }
-    for (int k = 0; k < 4; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + p + 8 * k), a[k]);
-  }
-#else
+  if (const qgemm_internal::QIsaKernels* isa = qgemm_internal::QKernels())
+    return isa->depthwise_taps(acc, src, w, taps, n);
   for (int64_t p = 0; p < n; ++p) {
     int32_t a = 0;
     for (int t = 0; t < taps; ++t) a += static_cast<int32_t>(src[t][p]) * w[t];
     acc[p] = a;
   }
-#endif
 }
 
 // dst[i] = src[i * stride] ^ flip for i < n. Stride 2 with the constant spelled out, so that GCC
@@ -235,13 +207,13 @@ Status DepthwiseBytes(const QConvCall& c, const ConvShape& s, const Tensor& x, T
           rq.lo = e.lo, rq.hi = e.hi, rq.zp = e.zp, rq.u8 = e.u8, rq.y = yc;
         }
         if (window == 512) {
-          depthwise::CopyRows(q0, in_row_at.data(), xi, IH, IW, flip);
-          depthwise::Windows(table, acc.data(), rows, static_cast<int>(kh), wc, groups, sw, dw, OH, OW, Wr,
-                             fused ? &rq : nullptr);
+          depthwise_avx512vbmi::CopyRows(q0, in_row_at.data(), xi, IH, IW, flip);
+          depthwise_avx512vbmi::Windows(table, acc.data(), rows, static_cast<int>(kh), wc, groups, sw, dw, OH, OW, Wr,
+                                            fused ? &rq : nullptr);
         } else {
           for (int64_t ih = 0; ih < IH; ++ih) FlipRow(q0 + in_row_at[static_cast<size_t>(ih)], xi + ih * IW, 1, flip, IW);
-          depthwise::Windows2(table, acc.data(), rows, static_cast<int>(kh), wc, groups, sw, OH, OW, Wr,
-                              fused ? &rq : nullptr);
+          depthwise_avx2::Windows(table, acc.data(), rows, static_cast<int>(kh), wc, groups, sw, OH, OW, Wr,
+                                             fused ? &rq : nullptr);
         }
         if (!fused) qgemm_internal::EpilogueRows(e, acc.data(), P, 1, P, ch, 0, yc, P);
       }

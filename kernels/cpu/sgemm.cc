@@ -9,6 +9,7 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.h>
 
+#include "kernels/cpu/isa/features.h"
 #include "kernels/cpu/parallel.h"
 #include "lib/ir/status.h"
 
@@ -54,6 +55,7 @@ void EigenSgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, flo
 
 void OneDnnSgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  (void)cpu::CpuFeatures();  // WHITTLE_ISA's cap on oneDNN first
   const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb,
                                       beta, C, ldc);
   // Arguments are validated by the callers; a failure here is a broken invariant.

@@ -1,9 +1,8 @@
 #include "kernels/cpu/vmath.h"
 
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
+
+#include "kernels/cpu/isa/features.h"
 
 namespace whittle::cpu {
 namespace {
@@ -22,26 +21,8 @@ float Scalar(VFn fn, float v) {
   return v;
 }
 
-SimdIsa DetectCpu() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return SimdIsa::kAvx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return SimdIsa::kAvx2;
-#endif
-  return SimdIsa::kScalar;
-}
-
-SimdIsa ReadActive() {
-  SimdIsa isa = CpuSimdIsa();
-  if (const char* env = std::getenv("WHITTLE_ISA")) {
-    SimdIsa cap = isa;
-    if (std::strcmp(env, "scalar") == 0) cap = SimdIsa::kScalar;
-    else if (std::strcmp(env, "avx2") == 0) cap = SimdIsa::kAvx2;
-    else if (std::strcmp(env, "avx512") == 0) cap = SimdIsa::kAvx512;
-    else std::fprintf(stderr, "whittle: ignoring WHITTLE_ISA=%s (expected scalar, avx2 or avx512)\n", env);
-    if (static_cast<int>(cap) < static_cast<int>(isa)) isa = cap;
-  }
-  return isa;
+SimdIsa IsaOf(const IsaFeatures& f) {
+  return f.avx512f && f.Avx2() ? SimdIsa::kAvx512 : f.Avx2() ? SimdIsa::kAvx2 : SimdIsa::kScalar;
 }
 
 SimdIsa Cap(SimdIsa isa) {
@@ -51,12 +32,12 @@ SimdIsa Cap(SimdIsa isa) {
 }  // namespace
 
 SimdIsa CpuSimdIsa() {
-  static const SimdIsa isa = DetectCpu();
+  static const SimdIsa isa = IsaOf(CpuFeaturesUncapped());
   return isa;
 }
 
 SimdIsa ActiveSimdIsa() {
-  static const SimdIsa isa = ReadActive();
+  static const SimdIsa isa = IsaOf(CpuFeatures());
   return isa;
 }
 

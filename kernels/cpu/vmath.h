@@ -13,7 +13,7 @@ namespace whittle::cpu {
 enum class SimdIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 
 // The widest ISA this CPU and OS run, capped by the environment variable
-// WHITTLE_ISA=scalar|avx2|avx512 (read once; how to measure the AVX2 path on an AVX-512 machine).
+// WHITTLE_ISA=scalar|avx2|avx512 (from kernels/cpu/isa/features.h, the one feature probe).
 SimdIsa ActiveSimdIsa();
 // The widest ISA this CPU supports, whatever WHITTLE_ISA says.
 SimdIsa CpuSimdIsa();
