@@ -5,8 +5,8 @@
 #include <map>
 #include <string>
 
-#include "kernels/common/circulant.h"
-#include "kernels/common/codebook.h"
+#include "lib/ir/circulant_format.h"
+#include "lib/ir/codebook_format.h"
 #include "lib/ops/op_def.h"
 #include "runtime/training/lift.h"
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "kernels/common/binary.h"
+#include "lib/ir/binary_format.h"
 #include "lib/ir/domain.h"
 
 namespace whittle::training {
