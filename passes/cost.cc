@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "kernels/common/circulant.h"
+#include "lib/ir/circulant_format.h"
 #include "lib/ir/domain.h"
 #include "whittle/session.h"
 

@@ -1,4 +1,4 @@
-// CPU kernels of ai.whittle BinaryMatMul and BinaryConv (bit layout: kernels/common/binary.h).
+// CPU kernels of ai.whittle BinaryMatMul and BinaryConv (bit layout: lib/ir/binary_format.h).
 // activations=binary: each row of A (a Conv: each im2col row of a sample) is packed into sign
 // bits once per call, then binary_gemm.h's XorPopcount gives popcount(a XOR w) per output, on the
 // widest path the CPU runs (AVX-512 VPOPCNTDQ, AVX2 vpshufb, POPCNT); dot = K - 2 * count.

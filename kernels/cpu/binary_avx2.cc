@@ -11,9 +11,9 @@
 
 #include <algorithm>
 
-#include "kernels/common/binary.h"
 #include "kernels/cpu/binary_gemm.h"
 #include "kernels/cpu/binary_scalar_impl.h"
+#include "lib/ir/binary_format.h"
 
 namespace whittle::cpu::binary_avx2 {
 namespace {

@@ -12,9 +12,9 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "kernels/common/binary.h"
 #include "kernels/cpu/binary_gemm.h"
 #include "kernels/cpu/binary_scalar_impl.h"
+#include "lib/ir/binary_format.h"
 
 namespace whittle::cpu::binary_avx512 {
 namespace {

@@ -6,7 +6,7 @@
 //     popcnt: 64-bit POPCNT per word; avx2: vpshufb nibble lookup on 256-bit vectors, byte
 //     counts summed with vpsadbw; avx512: VPOPCNTDQ on 512-bit vectors (masked tail loads).
 //     Rows shorter than one vector take the POPCNT loop on the vector paths too.
-//   PackSigns: kernels/common/binary.h's PackSigns (bit = x >= 0, returns sum |x|) vectorized:
+//   PackSigns: lib/ir/binary_format.h's PackSigns (bit = x >= 0, returns sum |x|) vectorized:
 //     compare masks per 64 inputs, |x| summed in float lanes (then in double).
 //   DecodeSignPanel (activations=float): one packed-GEMM panel of nr output channels,
 //     out[k * nr + j] = bit j of masks[k] ? alpha[j] : -alpha[j] for k < K: the weights sign * alpha,

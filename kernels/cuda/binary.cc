@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/binary.h"
-#include "kernels/common/codebook.h"
 #include "kernels/cuda/binary_body.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/reference/binary.h"
+#include "lib/ir/binary_format.h"
+#include "lib/ir/codebook_format.h"
 
 namespace whittle::cuda {
 namespace {

@@ -1,5 +1,5 @@
 // The CUDA backend's binarized and weight-shared layers (ai.whittle BinaryMatMul, BinaryConv,
-// CodebookMatMul; layouts in kernels/common/binary.h and codebook.h) as bodies (kernels/cuda/hd.h).
+// CodebookMatMul; layouts in lib/ir/binary_format.h and codebook_format.h) as bodies (kernels/cuda/hd.h).
 // The weights stay on the device as the model stores them — 1 bit, or a 4/8-bit codebook index,
 // per weight — and are read straight from that form by two tile products, 64x64 outputs per
 // block of 256 threads, each thread 4x4 of them:
@@ -128,7 +128,7 @@ enum class BDecode : int { kSigns, kCodebook4, kCodebook8 };
 
 // A(z, m, k) = a[z * a_batch + m * ars + k * aks]. B(k, n) of group g from row r = g * N + n of
 // the stored weight: kSigns +1 / -1 by bit k of signs + r * words; kCodebook4/8
-// codebook[index r * K + k] (kernels/common/codebook.h's packing; indices checked at load).
+// codebook[index r * K + k] (lib/ir/codebook_format.h's packing; indices checked at load).
 struct FTileArgs {
   const float* a = nullptr;
   int64_t a_batch = 0, ars = 0, aks = 1;

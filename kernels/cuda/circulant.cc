@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/circulant.h"
 #include "kernels/cuda/circulant_body.h"
 #include "kernels/cuda/cuda_util.h"
+#include "lib/ir/circulant_format.h"
 
 namespace whittle::cuda {
 namespace {

@@ -1,5 +1,5 @@
 // The CUDA block-circulant layer (ai.whittle BlockCirculantMatMul; convention in
-// kernels/common/circulant.h) as bodies (kernels/cuda/hd.h) around cuFFT: block (p, q) times x_q is
+// lib/ir/circulant_format.h) as bodies (kernels/cuda/hd.h) around cuFFT: block (p, q) times x_q is
 // a circular convolution, so with H = B/2 + 1 bins, Y_p[f] = sum_q C_pq[f] X_q[f] and
 // y_p = irfft(Y_p). Per call: rows of x padded to Q blocks of B (pad), one batched real-to-complex
 // FFT over the M*Q blocks, the bin products (bins: one thread per (row, p, bin), summing over q),
@@ -15,7 +15,7 @@
 
 #include "kernels/cuda/hd.h"
 #ifndef __CUDACC__
-#include "kernels/common/circulant.h"
+#include "lib/ir/circulant_format.h"
 #endif
 
 namespace whittle::cuda {

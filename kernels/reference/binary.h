@@ -1,13 +1,13 @@
 // Reference kernels of ai.whittle BinaryMatMul and BinaryConv (lib/ops/binary.cc; the bit layout
-// is in kernels/common/binary.h): plain loops that read one bit per weight, sums in double. For
+// is in lib/ir/binary_format.h): plain loops that read one bit per weight, sums in double. For
 // BinaryConv the geometry is 2-D only (X [N, C, H, W]); a tap in the padding adds 0.
 #pragma once
 
 #include <vector>
 
-#include "kernels/common/binary.h"
 #include "kernels/common/window.h"
 #include "kernels/kernel.h"
+#include "lib/ir/binary_format.h"
 
 namespace whittle {
 

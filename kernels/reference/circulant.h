@@ -3,8 +3,8 @@
 // truth the CPU kernel (kernels/cpu/circulant.cc, FFTW) is tested against.
 #pragma once
 
-#include "kernels/common/circulant.h"
 #include "kernels/kernel.h"
+#include "lib/ir/circulant_format.h"
 
 namespace whittle {
 

@@ -2,8 +2,8 @@
 // k of A times the codebook entry of W[n, k], in double, then the bias.
 #pragma once
 
-#include "kernels/common/codebook.h"
 #include "kernels/kernel.h"
+#include "lib/ir/codebook_format.h"
 
 namespace whittle {
 

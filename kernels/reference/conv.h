@@ -1,7 +1,8 @@
 // Reference Conv and ConvTranspose kernels (plain loops, any spatial rank, float and double). The window geometry it
-// shares with the pooling, CPU and integer conv kernels lives in kernels/common/window.h (included
-// here for the integer kernels that use it through this header). Attributes are parsed and checked
-// by the family's factory (kernels/conv_kernels.cc).
+// shares with the pooling, CPU and integer conv kernels lives in lib/ir/window.h (included with
+// the parsed attributes of kernels/common/window.h, here for the integer kernels that use it
+// through this header). Attributes are parsed and checked by the family's factory
+// (kernels/conv_kernels.cc).
 #pragma once
 
 #include "kernels/common/window.h"

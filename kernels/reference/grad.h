@@ -1,5 +1,5 @@
 // Kernels of the ai.whittle gradient ops (lib/ops/grad.cc), float32, any spatial rank up to
-// kMaxSpatialDims, with Conv's and MaxPool's window geometry (kernels/common/window.h):
+// kMaxSpatialDims, with Conv's and MaxPool's window geometry (lib/ir/window.h):
 //   ConvGradInput: per image and group, col [K, P] = W_g^T [K, M/g] x dY_g [M/g, P], then col2im
 //                  adds col into dX (K = C/g * taps, P = output positions); X is read for its dims
 //   ConvGradWeight: per image and group, dW_g [M/g, K] += dY_g [M/g, P] x col^T [P, K], col the

@@ -2,7 +2,7 @@
 // int64 Indices output flattened over the whole tensor, row-major or, with storage_order=1,
 // column-major over the spatial dims), AveragePool (float, double; count_include_pad counts taps
 // that fall in the explicit or auto padding, never beyond it), GlobalAveragePool, GlobalMaxPool.
-// Window geometry and the parsed attributes come from kernels/common/window.h.
+// Window geometry comes from lib/ir/window.h, the parsed attributes from kernels/common/window.h.
 #pragma once
 
 #include "kernels/common/window.h"

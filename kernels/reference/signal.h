@@ -1,10 +1,10 @@
-// Reference kernel of ONNX DFT (lib/ops/signal.cc, rules in kernels/common/signal.h): a direct
+// Reference kernel of ONNX DFT (lib/ops/signal.cc, rules in lib/ir/dft_shape.h): a direct
 // O(N^2) sum per signal in double, twiddles from an exact (k*n mod N) table — no FFT. The truth a
 // fast kernel would be tested against; fine for the sizes models and the conformance cases use.
 #pragma once
 
-#include "kernels/common/signal.h"
 #include "kernels/kernel.h"
+#include "lib/ir/dft_shape.h"
 
 namespace whittle {
 

@@ -1,5 +1,5 @@
 // Binarized layers (domain ai.whittle), written by compress-model --binarize (the bit layout and
-// arithmetic are in kernels/common/binary.h):
+// arithmetic are in lib/ir/binary_format.h):
 //   Y = BinaryMatMul(A, bits, alpha[, bias])   in_features K, out_features N, activations
 //       A [..., K] float32, bits uint64 [N, ceil(K/64)], alpha/bias float32 [N]; Y [..., N]
 //   Y = BinaryConv(X, bits, alpha[, bias])     in_channels C, out_channels M, kernel_shape (2-D),
@@ -10,7 +10,7 @@
 // constant weights are checked by the kernels at load.
 #include <string>
 
-#include "kernels/common/binary.h"
+#include "lib/ir/binary_format.h"
 #include "lib/ops/op_def.h"
 #include "lib/ops/window.h"
 

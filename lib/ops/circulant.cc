@@ -1,7 +1,7 @@
 // Block-circulant layer (domain ai.whittle, CirCNN), written by compress-model --circulant:
 //   Y = BlockCirculantMatMul(A, blocks[, bias])   block B, out_features N, in_features K
 // A [..., K] float32; blocks float32 [P, Q, B] with P = ceil(N/B), Q = ceil(K/B), one vector per
-// B x B circulant block of W [N, K] (the convention is in kernels/common/circulant.h:
+// B x B circulant block of W [N, K] (the convention is in lib/ir/circulant_format.h:
 // W[pB+i, qB+j] = blocks[p, q, (i-j) mod B]); bias float32 [N]; Y [..., N] = A W^T + bias.
 // Shapes are checked here whenever they are known, and again by the kernel at load.
 // Its gradient op, which fine-tuning emits (the input's gradient is BlockCirculantMatMul itself
@@ -10,7 +10,7 @@
 // dblocks [P, Q, B] = d/dblocks sum(BlockCirculantMatMul(A, blocks) * dY).
 #include <string>
 
-#include "kernels/common/circulant.h"
+#include "lib/ir/circulant_format.h"
 #include "lib/ops/op_def.h"
 
 namespace whittle {

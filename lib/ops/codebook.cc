@@ -1,12 +1,12 @@
 // Weight-sharing op (domain ai.whittle), written by compress-model --cluster:
 //   Y = CodebookMatMul(A, codebook, indices[, bias])   bits (4|8), out_features N, in_features K
-// A [..., K] float32; W [N, K] is codebook[index] per weight (kernels/common/codebook.h gives the
+// A [..., K] float32; W [N, K] is codebook[index] per weight (lib/ir/codebook_format.h gives the
 // packing); Y [..., N] = A W^T + bias. The packed length, codebook size and bias length are
 // checked here whenever the inputs' shapes are known, and the indices themselves by the kernel
 // at load.
 #include <string>
 
-#include "kernels/common/codebook.h"
+#include "lib/ir/codebook_format.h"
 #include "lib/ops/op_def.h"
 
 namespace whittle {

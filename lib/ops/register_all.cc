@@ -1,6 +1,7 @@
-// The one place that lists every op family.
+// The one place that lists every op family: their OpDefs and their gradient rules.
 #include <mutex>
 
+#include "lib/ops/grad_rule.h"
 #include "lib/ops/op_def.h"
 
 namespace whittle {
@@ -52,6 +53,38 @@ void RegisterAllOps() {
     RegisterBinaryOps(r);
     RegisterCirculantOps(r);
     RegisterSignalOps(r);
+  });
+}
+
+void RegisterElementwiseGrads(GradRegistry& r);  // lib/ops/elementwise_grad.cc
+void RegisterReduceGrads(GradRegistry& r);       // lib/ops/reduce_grad.cc
+void RegisterConvGrads(GradRegistry& r);         // lib/ops/conv_grad.cc
+void RegisterLinearGrads(GradRegistry& r);       // lib/ops/linear_grad.cc
+void RegisterNormGrads(GradRegistry& r);         // lib/ops/norm_grad.cc
+void RegisterPoolGrads(GradRegistry& r);         // lib/ops/pool_grad.cc
+void RegisterShapeOpsGrads(GradRegistry& r);     // lib/ops/shape_ops_grad.cc
+void RegisterMovementGrads(GradRegistry& r);     // lib/ops/movement_grad.cc
+void RegisterQuantGrads(GradRegistry& r);        // lib/ops/quant_grad.cc
+void RegisterCodebookGrads(GradRegistry& r);     // lib/ops/codebook_grad.cc
+void RegisterBinaryGrads(GradRegistry& r);       // lib/ops/binary_grad.cc
+void RegisterCirculantGrads(GradRegistry& r);    // lib/ops/circulant_grad.cc
+
+void RegisterAllGrads() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    GradRegistry& r = GradRegistry::Global();
+    RegisterElementwiseGrads(r);
+    RegisterReduceGrads(r);
+    RegisterConvGrads(r);
+    RegisterLinearGrads(r);
+    RegisterNormGrads(r);
+    RegisterPoolGrads(r);
+    RegisterShapeOpsGrads(r);
+    RegisterMovementGrads(r);
+    RegisterQuantGrads(r);
+    RegisterCodebookGrads(r);
+    RegisterBinaryGrads(r);
+    RegisterCirculantGrads(r);
   });
 }
 

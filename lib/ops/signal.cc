@@ -3,10 +3,10 @@
 //   opset 20: Y = DFT(X[, dft_length][, axis]), the axis an input (default -2); attribute removed
 // X float32/float64 [signal..., 1 or 2]; Y the same dtype and rank, the axis resized to the
 // transform length (forward one-sided: length/2 + 1), ending in 2 (1 for the inverse one-sided
-// transform). The rules live in kernels/common/signal.h, shared with the kernel.
+// transform). The rules live in lib/ir/dft_shape.h, shared with the kernel.
 #include <string>
 
-#include "kernels/common/signal.h"
+#include "lib/ir/dft_shape.h"
 #include "lib/ops/op_def.h"
 
 namespace whittle {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/binary.h"
+#include "lib/ir/binary_format.h"
 #include "lib/ir/domain.h"
 #include "passes/cost.h"
 #include "passes/layer_selection.h"

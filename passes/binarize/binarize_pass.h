@@ -1,7 +1,7 @@
 // Binarization pass (`--binarize`, XNOR-Net): the weight of every Gemm/MatMul with a constant 2-D
 // weight and every 2-D Conv with a constant weight becomes sign(W) * alpha, alpha per output
 // channel the mean |W| of that channel (XNOR-Net's optimal scale), stored as 1 bit per weight in
-// ai.whittle BinaryMatMul / BinaryConv (lib/ops/binary.cc; bit layout in kernels/common/binary.h);
+// ai.whittle BinaryMatMul / BinaryConv (lib/ops/binary.cc; bit layout in lib/ir/binary_format.h);
 // the float weights are dropped. activations=binary also binarizes each layer's input (sign with
 // a scale beta = mean |x| per row, per sample for a Conv). The first and last such layers stay
 // float unless include= names them. LowerBinary turns the ops back into standard ONNX.

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/circulant.h"
+#include "lib/ir/circulant_format.h"
 #include "lib/ir/domain.h"
 #include "lib/ir/format.h"
 #include "passes/circulant/lowering.h"

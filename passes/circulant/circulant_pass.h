@@ -1,6 +1,6 @@
 // Block-circulant pass (`--circulant block=B`, CirCNN): the weight W [N, K] of every Gemm/MatMul
 // with a constant 2-D weight is replaced by its least-squares block-circulant fit (B x B blocks,
-// one length-B vector each, padding to multiples of B; kernels/common/circulant.h has the
+// one length-B vector each, padding to multiples of B; lib/ir/circulant_format.h has the
 // convention) and the node becomes ai.whittle BlockCirculantMatMul (lib/ops/circulant.cc), which
 // Whittle's runtime computes with FFTs. Storage N*K -> ceil(N/B)*ceil(K/B)*B. LowerCirculant turns
 // those nodes back into standard ONNX (the dense weight expanded, MatMul + Add). A 1x1 Conv

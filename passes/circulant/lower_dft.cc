@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/circulant.h"
+#include "lib/ir/circulant_format.h"
 #include "lib/ir/domain.h"
 #include "lib/ops/schema_compat.h"
 #include "passes/circulant/circulant_pass.h"

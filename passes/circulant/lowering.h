@@ -3,7 +3,7 @@
 // the kernels check them, and whether it has a bias.
 #pragma once
 
-#include "kernels/common/circulant.h"
+#include "lib/ir/circulant_format.h"
 #include "lib/ir/domain.h"
 #include "lib/ir/graph.h"
 #include "lib/ir/status.h"

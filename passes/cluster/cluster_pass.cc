@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/codebook.h"
+#include "lib/ir/codebook_format.h"
 #include "lib/ir/domain.h"
 #include "lib/ir/format.h"
 #include "passes/cluster/kmeans.h"

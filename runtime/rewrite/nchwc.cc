@@ -5,7 +5,7 @@
 #include <set>
 #include <string>
 
-#include "kernels/common/binary.h"
+#include "lib/ir/binary_format.h"
 #include "lib/ops/op_def.h"
 #include "runtime/rewrite/match.h"
 

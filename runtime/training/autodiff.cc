@@ -9,8 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "lib/ops/emitter.h"
+#include "lib/ops/grad_rule.h"
 #include "lib/ops/op_def.h"
-#include "runtime/training/grad_rules.h"
 #include "runtime/training/lift.h"
 
 namespace whittle::training {
@@ -111,7 +112,7 @@ StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature
   if (g.value(logits).dtype != DType::kFloat32 || !ls || ls->size() != 2)
     return InvalidArgument("the model's first output '" + tg.logits + "' must be float32 logits [batch, classes]");
   const SymShape logits_shape = *ls;
-  RuleContext ctx;
+  GradContext ctx;
   std::vector<std::pair<int, int>> state;  // (running statistic, its updated value)
   if (options.bn_training) {
     WH_ASSIGN_OR_RETURN(ctx.bn_training, UseBatchStatistics(g, &state));

@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "kernels/common/binary.h"
+#include "lib/ir/binary_format.h"
 #include "lib/ir/domain.h"
 
 namespace whittle::training {
@@ -15,23 +15,6 @@ int64_t ChannelOf(const Tensor& scale, const Dims& d, int64_t axis, int64_t i) {
   int64_t inner = 1;
   for (size_t k = static_cast<size_t>(axis) + 1; k < d.size(); ++k) inner *= d[k];
   return (i / inner) % d[static_cast<size_t>(axis)];
-}
-
-double ZeroPointAt(const Tensor& zp, int64_t c) {
-  if (!zp.defined()) return 0;
-  const int64_t k = zp.numel() <= 1 ? 0 : c;
-  switch (zp.dtype()) {
-    case DType::kUInt8: return zp.data<uint8_t>()[k];
-    case DType::kInt8: return zp.data<int8_t>()[k];
-    case DType::kInt32: return zp.data<int32_t>()[k];
-    default: return 0;
-  }
-}
-
-void RangeOf(DType t, double* lo, double* hi) {
-  if (t == DType::kUInt8) *lo = 0, *hi = 255;
-  else if (t == DType::kInt8) *lo = -128, *hi = 127;
-  else *lo = -2147483648.0, *hi = 2147483647.0;
 }
 
 // Float values of a quantized initializer, as DequantizeLinear computes them.

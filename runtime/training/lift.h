@@ -3,13 +3,14 @@
 // quantized (QDQ) weights into float latents behind a fake quantization, binarized layers into
 // latents behind SignSte times alpha — and the quantization arithmetic those and the trainer's
 // export share. (Block-circulant and codebook layers train as they are: their block vectors and
-// codebooks are params of their own ops, differentiated by grad_rules.cc.)
+// codebooks are params of their own ops, differentiated by their rules in lib/ops/*_grad.cc.)
 #pragma once
 
 #include <set>
 #include <vector>
 
 #include "lib/ir/graph.h"
+#include "lib/ir/quant_range.h"  // ZeroPointAt, RangeOf
 #include "lib/ir/status.h"
 #include "runtime/training/autodiff.h"
 
@@ -18,10 +19,6 @@ namespace whittle::training {
 // The channel of element i of a tensor of dims d whose per-axis parameter (scale, zero point)
 // has scale.numel() entries along axis.
 int64_t ChannelOf(const Tensor& scale, const Dims& d, int64_t axis, int64_t i);
-// Zero point of channel c (0 when zp is undefined).
-double ZeroPointAt(const Tensor& zp, int64_t c);
-// The representable range of an integer type.
-void RangeOf(DType t, double* lo, double* hi);
 // How many node inputs read value v.
 int Readers(const Graph& g, int v);
 

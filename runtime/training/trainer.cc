@@ -11,8 +11,8 @@
 #include <random>
 #include <utility>
 
-#include "kernels/common/binary.h"
 #include "kernels/param_update.h"
+#include "lib/ir/binary_format.h"
 #include "runtime/training/autodiff.h"
 #include "runtime/training/lift.h"
 

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/binary.h"
 #include "kernels/cpu/binary_gemm.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/sgemm.h"
 #include "kernels/kernel.h"
+#include "lib/ir/binary_format.h"
 #include "lib/ir/domain.h"
 
 namespace whittle {

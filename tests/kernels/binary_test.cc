@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/binary.h"
 #include "kernels/cpu/binary_gemm.h"
 #include "kernels/cpu/vmath.h"
+#include "lib/ir/binary_format.h"
 #include "lib/ops/op_def.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/circulant.h"
+#include "lib/ir/circulant_format.h"
 #include "lib/ops/op_def.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"

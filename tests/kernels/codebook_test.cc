@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/codebook.h"
 #include "kernels/cpu/codebook_decode.h"
 #include "kernels/cpu/vmath.h"
+#include "lib/ir/codebook_format.h"
 #include "lib/ops/op_def.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/binary.h"
-#include "kernels/common/codebook.h"
 #include "kernels/cuda/binary_body.h"
 #include "kernels/reference/binary.h"
+#include "lib/ir/binary_format.h"
+#include "lib/ir/codebook_format.h"
 #include "lib/ops/op_def.h"
 #include "runtime/node_runner.h"
 #include "tests/util/test_util.h"

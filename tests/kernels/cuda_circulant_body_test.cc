@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/circulant.h"
 #include "kernels/cuda/circulant_body.h"
+#include "lib/ir/circulant_format.h"
 #include "lib/ops/op_def.h"
 #include "runtime/node_runner.h"
 #include "tests/util/test_util.h"

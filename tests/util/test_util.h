@@ -23,7 +23,7 @@ Tensor RandomInt64(const Dims& dims, uint32_t seed, int64_t lo, int64_t hi);
 Tensor RandomInt8(const Dims& dims, uint32_t seed);
 Tensor RandomUInt8(const Dims& dims, uint32_t seed);
 // Random sign bits of n rows of k binary weights (uint64 [n, ceil(k / 64)], padding bits zero:
-// kernels/common/binary.h's layout).
+// lib/ir/binary_format.h's layout).
 Tensor RandomSignBits(int64_t n, int64_t k, uint32_t seed);
 
 // Max |a-b| over elements (float32); dims must match.

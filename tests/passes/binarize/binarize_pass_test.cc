@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/binary.h"
+#include "lib/ir/binary_format.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
 #include "passes/binarize/binarize_pass.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/circulant.h"
+#include "lib/ir/circulant_format.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
 #include "passes/circulant/circulant_pass.h"

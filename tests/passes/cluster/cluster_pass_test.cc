@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/codebook.h"
+#include "lib/ir/codebook_format.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
 #include "passes/cluster/cluster_pass.h"

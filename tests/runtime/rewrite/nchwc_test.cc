@@ -12,8 +12,8 @@
 #include <map>
 #include <string>
 
-#include "kernels/common/binary.h"
 #include "kernels/nchwc.h"
+#include "lib/ir/binary_format.h"
 #include "lib/ops/op_def.h"
 #include "runtime/rewrite/rewrite.h"
 #include "tests/util/graph_builder.h"

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "lib/data/npy.h"
+#include "lib/ir/binary_format.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
-#include "kernels/common/binary.h"
 #include "passes/binarize/binarize_pass.h"
 #include "passes/circulant/circulant_pass.h"
 #include "passes/cluster/cluster_pass.h"

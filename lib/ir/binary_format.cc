@@ -1,4 +1,4 @@
-#include "kernels/common/binary.h"
+#include "lib/ir/binary_format.h"
 
 #include <algorithm>
 #include <cmath>

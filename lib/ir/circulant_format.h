@@ -47,10 +47,6 @@ void ExpandCirculant(const CirculantAttrs& a, const float* blocks, float* w);
 // diagonal has none. blocks: [P, Q, B].
 void FitCirculant(const CirculantAttrs& a, const float* w, float* blocks);
 
-}  // namespace whittle
-
-namespace whittle {
-
 // Real multiply-adds per row of A in the FFT form (kernels/cpu/circulant.cc): the bins' products
 // exactly (P*Q per real bin — 0 and, B even, B/2 — and 4*P*Q per complex bin), plus an estimate
 // of B*ceil(log2 B) per real FFT of length B (Q forward, P inverse).

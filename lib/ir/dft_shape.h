@@ -1,10 +1,9 @@
 // ONNX DFT (opsets 17 and 20): how the attributes and the optional dft_length / axis inputs
 // resolve into one transform, shared by shape inference (lib/ops/signal.cc) and the kernels so the
-// output shape and the arithmetic can never disagree. Header-only: lib/ops does not link the
-// kernels. Layout: input [batch..., signal..., C] with C = 1 (real) or 2 (real, imaginary); the
-// transform runs along one signal axis; the output has the same rank and ends in 2, except the
-// inverse one-sided transform (irfft), whose output is real and ends in 1 (as the onnx package's
-// reference and its test_dft_irfft cases define it).
+// output shape and the arithmetic can never disagree. Layout: input [batch..., signal..., C] with
+// C = 1 (real) or 2 (real, imaginary); the transform runs along one signal axis; the output has
+// the same rank and ends in 2, except the inverse one-sided transform (irfft), whose output is
+// real and ends in 1 (as the onnx package's reference and its test_dft_irfft cases define it).
 #pragma once
 
 #include <cstdint>

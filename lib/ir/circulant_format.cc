@@ -1,4 +1,4 @@
-#include "kernels/common/circulant.h"
+#include "lib/ir/circulant_format.h"
 
 #include <algorithm>
 #include <string>
@@ -65,10 +65,6 @@ void FitCirculant(const CirculantAttrs& a, const float* w, float* blocks) {
     }
   for (size_t e = 0; e < sum.size(); ++e) blocks[e] = cnt[e] ? static_cast<float>(sum[e] / static_cast<double>(cnt[e])) : 0.f;
 }
-
-}  // namespace whittle
-
-namespace whittle {
 
 int64_t CirculantMacsPerRow(const CirculantAttrs& a) {
   const int64_t B = a.block, H = B / 2 + 1, real = B % 2 == 0 ? std::min<int64_t>(2, H) : 1;

@@ -1,24 +1,18 @@
-// Internal to the training engine: the gradient rules autodiff (runtime/training/autodiff.cc)
-// applies node by node in reverse topological order, and the emitter they write backward nodes
-// with. A rule sees the forward node, the gradient of each of its outputs (-1 where nothing
-// downstream needs one) and which inputs need gradients, and returns the gradient value of each
-// such input; standard ONNX ops where they exist, ai.whittle grad ops (lib/ops/grad.cc) where not.
-// Rules stay keyed by op type in one table (docs/design-notes.md says why).
+// Emitter: appends nodes, constants and the usual opset-dependent forms (ReduceSum, ReduceMean,
+// Unsqueeze, Slice, Pad by attribute or by input) to a graph. The gradient rules (lib/ops/*_grad.cc)
+// write the backward with it, and the training engine (runtime/training/autodiff.cc) its loss and
+// batch statistics. Needs only lib/ir.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "lib/ir/domain.h"
 #include "lib/ir/graph.h"
-#include "lib/ir/status.h"
 
-namespace whittle::training {
+namespace whittle {
 
 // Emits the backward nodes into g.
 class Emitter {
@@ -139,20 +133,4 @@ class Emitter {
 // A copy: emitting nodes adds values and moves the graph's value storage.
 inline std::optional<SymShape> ShapeOf(const Graph& g, int v) { return g.value(v).shape; }
 
-// Where each input of a node gets its gradient: (input slot, gradient value).
-using InputGrads = std::vector<std::pair<size_t, int>>;
-
-// What the rules need to know beyond the node.
-struct RuleContext {
-  std::set<std::string> bn_training;  // BatchNormalization nodes fed the batch statistics
-};
-
-// Whether input `slot` of the node needs a gradient.
-using Need = std::function<bool(size_t)>;
-
-// The node's input gradients given its outputs' (dys); Unimplemented naming the node where no
-// rule exists or a case is refused.
-StatusOr<InputGrads> GradOf(Emitter& e, const Graph& g, const Node& n, const std::vector<int>& dys, const Need& need,
-                            const RuleContext& ctx);
-
-}  // namespace whittle::training
+}  // namespace whittle

@@ -1,4 +1,4 @@
-#include "kernels/common/codebook.h"
+#include "lib/ir/codebook_format.h"
 
 #include <string>
 

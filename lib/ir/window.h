@@ -1,0 +1,125 @@
+// Sliding-window geometry of Conv, ConvTranspose, the pools and the integer convs: attribute
+// parsing (kernel_shape, strides, dilations, pads, auto_pad, ceil_mode), resolution of pads and
+// output sizes for concrete input dims following ONNX 1.12 (opsets 7..17), the Conv and
+// ConvTranspose shape checks, and small inline helpers for the tap loops, shared by every
+// backend's window kernels, the gradient ops' included (kernels/common/window.h adds the attributes
+// they parse from a KernelInit).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "lib/ir/attribute.h"
+#include "lib/ir/status.h"
+#include "lib/ir/tensor.h"
+
+namespace whittle {
+
+constexpr int kMaxSpatialDims = 8;
+
+enum class AutoPad { kNotSet, kSameUpper, kSameLower, kValid };
+
+struct WindowAttrs {
+  AutoPad auto_pad = AutoPad::kNotSet;
+  std::vector<int64_t> kernel_shape;  // empty for Conv without the attribute (taken from W)
+  std::vector<int64_t> strides, dilations, pads;  // empty: all 1 / all 1 / all 0
+  bool ceil_mode = false;
+};
+
+// Reads the window attributes and checks values (kernel/stride/dilation > 0, pads >= 0, known
+// auto_pad) and that the lengths present agree with each other.
+StatusOr<WindowAttrs> ParseWindowAttrs(const AttributeMap& attrs);
+
+struct WindowGeometry {
+  int spatial = 0;
+  int64_t in[kMaxSpatialDims] = {}, out[kMaxSpatialDims] = {}, kernel[kMaxSpatialDims] = {};
+  int64_t stride[kMaxSpatialDims] = {}, dilation[kMaxSpatialDims] = {};
+  int64_t pad_begin[kMaxSpatialDims] = {}, pad_end[kMaxSpatialDims] = {};
+  int64_t InSize() const { return Product(in); }
+  int64_t OutSize() const { return Product(out); }
+  int64_t KernelSize() const { return Product(kernel); }
+
+ private:
+  int64_t Product(const int64_t* d) const {
+    int64_t p = 1;
+    for (int i = 0; i < spatial; ++i) p *= d[i];
+    return p;
+  }
+};
+
+// Resolves pads and output sizes for input spatial dims `in` and kernel dims `kernel` (spatial
+// entries each). Errors when lengths disagree with `spatial` or the window does not fit.
+Status ResolveWindow(const WindowAttrs& a, const int64_t* in, const int64_t* kernel, int spatial,
+                     WindowGeometry* g);
+
+// Shapes of one Conv call, validated against each other.
+struct ConvShape {
+  int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
+  WindowGeometry geo;
+};
+// X [N, C, D...], W [M, C/group, k...], optional B [M]; checks ranks, channel counts and bias.
+Status ResolveConvShape(const WindowAttrs& a, int64_t group, const Tensor& x, const Tensor& w, const Tensor* b,
+                        ConvShape* s);
+
+// Input offset (row-major over g.in) of kernel tap k_idx at output position o_idx; false (and
+// *off unspecified) when the tap falls in the padding.
+inline bool TapOffset(const WindowGeometry& g, const int64_t* o_idx, const int64_t* k_idx, int64_t* off) {
+  int64_t at = 0;
+  bool inside = true;
+  for (int i = 0; i < g.spatial && inside; ++i) {
+    const int64_t p = o_idx[i] * g.stride[i] - g.pad_begin[i] + k_idx[i] * g.dilation[i];
+    inside = p >= 0 && p < g.in[i];
+    at = at * g.in[i] + p;
+  }
+  *off = at;
+  return inside;
+}
+
+// Output columns [lo, hi) of a dim whose tap at offset `off` (input index = o*stride + off)
+// lands inside [0, in).
+inline void ValidRange(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
+  *lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
+  *hi = in - 1 - off >= 0 ? std::min(out, (in - 1 - off) / stride + 1) : 0;
+  if (*hi < *lo) *hi = *lo;
+}
+
+// Taps of one dim (k taps from `start`, `d` apart) whose position lies in [lo_bound, hi_bound):
+// AveragePool's divisor, with the padding counted or not.
+inline int64_t TapsIn(int64_t start, int64_t k, int64_t d, int64_t lo_bound, int64_t hi_bound) {
+  int64_t c = 0;
+  for (int64_t t = 0; t < k; ++t) {
+    const int64_t p = start + t * d;
+    c += p >= lo_bound && p < hi_bound;
+  }
+  return c;
+}
+
+// 2-D geometry view (1-D windows are 2-D with a height of one).
+struct Geo2D {
+  int64_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+};
+Geo2D To2D(const WindowGeometry& g);
+
+// ConvTranspose attributes (kernels/common/window.h parses and checks them once): the window,
+// group >= 1, output_padding >= 0, output_shape > 0 (spatial dims, or N, C and spatial dims).
+struct ConvTransposeAttrs {
+  WindowAttrs window;  // ceil_mode unused
+  int64_t group = 1;
+  std::vector<int64_t> output_padding, output_shape;  // empty: zeros / derived from the input
+};
+
+// One ConvTranspose call: X [N, C, D...], W [C, M/group, k...], optional B [M], Y [N, M, O...].
+// geo is the geometry of the forward Conv that ConvTranspose is the adjoint of: geo.in = O (Y's
+// spatial dims), geo.out = D (X's spatial dims), so TapOffset(geo, x_position, tap) is the Y offset
+// that tap of that X position adds into. pad_begin/pad_end may be negative when output_shape asks
+// for more than the natural size (the total padding is split with floor division, as the ONNX
+// reference does: SAME_UPPER puts the odd unit at the end, NOTSET and SAME_LOWER at the start).
+struct ConvTransposeShape {
+  int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
+  WindowGeometry geo;
+};
+Status ResolveConvTransposeShape(const ConvTransposeAttrs& a, const Tensor& x, const Tensor& w, const Tensor* b,
+                                 ConvTransposeShape* s);
+
+}  // namespace whittle
