@@ -1,5 +1,7 @@
 #include "kernels/kernel.h"
 
+#include "kernels/backend_module.h"
+
 namespace whittle {
 
 StatusOr<int64_t> KernelAxis(int64_t axis, int64_t rank) {
@@ -36,11 +38,11 @@ StatusOr<Precision> ParsePrecision(const std::string& s) {
 DeviceType BackendDevice(Backend b) { return b == Backend::kCuda ? DeviceType::kCuda : DeviceType::kCpu; }
 
 const std::vector<Backend>& BuiltBackends() {
-#ifdef WHITTLE_WITH_CUDA
-  static const std::vector<Backend> kBuilt = {Backend::kReference, Backend::kCpu, Backend::kCuda};
-#else
-  static const std::vector<Backend> kBuilt = {Backend::kReference, Backend::kCpu};
-#endif
+  static const std::vector<Backend> kBuilt = [] {
+    std::vector<Backend> b = {Backend::kReference, Backend::kCpu};
+    if (CudaBackendLoaded()) b.push_back(Backend::kCuda);  // loads its module (kernels/backend_module.h)
+    return b;
+  }();
   return kBuilt;
 }
 

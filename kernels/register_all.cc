@@ -1,5 +1,6 @@
 // The one place that lists every kernel family (each registers one factory per op, which picks
-// init.backend's compute functions from the family's BackendTable).
+// init.backend's compute functions from the family's BackendTable). The CUDA backend's kernels
+// come with its module, loaded on demand after these (kernels/backend_module.h).
 #include <mutex>
 
 #include "kernels/kernel.h"
@@ -28,12 +29,6 @@ void RegisterBinaryKernels(KernelRegistry& r);     // kernels/binary_kernels.cc
 void RegisterCirculantKernels(KernelRegistry& r);  // kernels/circulant_kernels.cc
 void RegisterSignalKernels(KernelRegistry& r);     // kernels/signal_kernels.cc
 
-#ifdef WHITTLE_WITH_CUDA
-namespace cuda {
-void RegisterKernels(KernelRegistry& r);  // kernels/cuda/ops.cc
-}  // namespace cuda
-#endif
-
 void RegisterAllKernels() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -59,9 +54,6 @@ void RegisterAllKernels() {
     RegisterBinaryKernels(r);
     RegisterCirculantKernels(r);
     RegisterSignalKernels(r);
-#ifdef WHITTLE_WITH_CUDA
-    cuda::RegisterKernels(r);  // last: it wraps the factories registered above
-#endif
   });
 }
 

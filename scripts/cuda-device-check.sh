@@ -77,6 +77,9 @@ bundle)
   ../shared/tools/device-bundle.sh "$stage/pkg" "$build/bin/whittle_tests" "$build/bin/onnx_conformance" \
     "$build/bin/run-model" "$build/bin/finetune-model" "$build/bin/compress-model" "$build/bin/whittle_cuda_gemm_bench" \
     >/dev/null
+  # The CUDA backend is a module the programs load at run time (no ldd entry): next to
+  # libwhittle.so in lib/, where the loader looks (the run puts lib/ on LD_LIBRARY_PATH).
+  cp -f "$build/lib/libwhittle_cuda.so" "$stage/pkg/lib/"
   mkdir -p "$stage/pkg/data/fashion-mnist" "$stage/pkg/models"
   cp /usr/share/datasets/fashion-mnist/t10k-* "$stage/pkg/data/fashion-mnist/"
   # The first 12000 training images and labels, under the Debian names (the whole set would not

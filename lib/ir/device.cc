@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 namespace whittle {
@@ -10,6 +11,31 @@ namespace {
 std::atomic<const DeviceRuntime*> g_runtimes[2];  // indexed by DeviceType
 thread_local CaptureReleases* g_capture_releases = nullptr;  // this thread's active one
 std::atomic<int64_t> g_live[2], g_peak[2];  // device bytes held through Buffer, indexed by DeviceType
+std::atomic<DeviceRuntimeLoader> g_loaders[2];  // SetDeviceRuntimeLoader's, indexed by DeviceType
+thread_local bool g_loading = false;  // this thread runs a loader (which registers the runtime)
+
+// Why the device's loader found no runtime (empty: no loader, or it succeeded); written once.
+std::string& LoadError(DeviceType device) {
+  static std::string why[2];
+  return why[static_cast<int>(device)];
+}
+
+// The first use of a device with a loader runs it (once; the others wait for it to finish).
+void LoadOnce(DeviceType device) {
+  static std::once_flag once[2];
+  static std::atomic<bool> done[2];
+  const int d = static_cast<int>(device);
+  if (done[d].load(std::memory_order_acquire)) return;
+  const DeviceRuntimeLoader load = g_loaders[d].load();
+  if (!load || g_loading) return;
+  std::call_once(once[d], [&] {
+    g_loading = true;
+    std::string why;
+    if (!load(&why)) LoadError(device) = why.empty() ? "its module did not load" : why;
+    g_loading = false;
+    done[d].store(true, std::memory_order_release);
+  });
+}
 
 }  // namespace
 
@@ -62,11 +88,18 @@ void ResetDeviceMemoryPeak(DeviceType device) {
 }
 
 void RegisterDeviceRuntime(DeviceType device, const DeviceRuntime* rt) {
+  LoadOnce(device);  // first, so that what is registered here stays
   g_runtimes[static_cast<int>(device)].store(rt);
 }
 
 const DeviceRuntime* DeviceRuntimeFor(DeviceType device) {
-  return device == DeviceType::kCpu ? nullptr : g_runtimes[static_cast<int>(device)].load();
+  if (device == DeviceType::kCpu) return nullptr;
+  LoadOnce(device);
+  return g_runtimes[static_cast<int>(device)].load();
+}
+
+void SetDeviceRuntimeLoader(DeviceType device, DeviceRuntimeLoader load) {
+  g_loaders[static_cast<int>(device)].store(load);
 }
 
 const char* DeviceName(DeviceType device) { return device == DeviceType::kCuda ? "cuda" : "cpu"; }
@@ -97,7 +130,8 @@ bool DeviceAvailable(DeviceType device, std::string* why) {
   if (device == DeviceType::kCpu) return true;
   const DeviceRuntime* rt = DeviceRuntimeFor(device);
   if (!rt) {
-    if (why) *why = std::string("no ") + DeviceName(device) + " backend in this build";
+    if (why) *why = LoadError(device).empty() ? std::string("no ") + DeviceName(device) + " backend in this build"
+                                              : LoadError(device);
     return false;
   }
   return rt->available(why);

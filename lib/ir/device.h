@@ -101,6 +101,15 @@ void CountDeviceMemory(DeviceType device, int64_t bytes);
 // rt null unregisters; rt must outlive its use. Thread-safe.
 void RegisterDeviceRuntime(DeviceType device, const DeviceRuntime* rt);
 const DeviceRuntime* DeviceRuntimeFor(DeviceType device);
+
+// A device whose runtime lives in a module loaded on demand (the CUDA backend:
+// kernels/backend_module.cc sets this from a static initializer, before any use of the device).
+// load runs once per process, at the first DeviceRuntimeFor, DeviceAvailable or
+// RegisterDeviceRuntime of that device, so a runtime registered by hand (a test's stand-in)
+// replaces the loaded one and is never replaced by it. load registers the device's runtime, or
+// returns false with a one-line why, which DeviceAvailable then gives. Thread-safe.
+using DeviceRuntimeLoader = bool (*)(std::string* why);
+void SetDeviceRuntimeLoader(DeviceType device, DeviceRuntimeLoader load);
 const char* DeviceName(DeviceType device);
 
 // dst's bytes = src's (same dtype and dims; any two devices, through the device's runtime).
