@@ -139,7 +139,8 @@ int main(int argc, char** argv) {
                  "Where the forward and backward passes, the teacher and the optimizer run: cpu, or cuda (the first "
                  "GPU that CUDA_VISIBLE_DEVICES lets the process see; params, "
                  "gradients and optimizer state stay on the GPU; nodes without a CUDA kernel run on the CPU)")
-      ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+      ->check(whittle::cli::BackendCheck({whittle::Backend::kCpu, whittle::Backend::kCuda}))
+      ->capture_default_str();
   app.add_option("--precision", precision,
                  "With --device cuda: arithmetic of the float products: fp32, or tf32/fp16/bf16 on tensor cores "
                  "(mixed precision: tensors, gradients and master weights stay fp32)")
@@ -178,7 +179,7 @@ int main(int argc, char** argv) {
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "finetune-model")) return *code;
   whittle::cli::RemoveTempFilesOnSignal();
   o.use_labels = !no_labels;
-  o.backend = device == "cuda" ? whittle::Backend::kCuda : whittle::Backend::kCpu;
+  o.backend = *whittle::ParseBackend(device);  // cpu or cuda (checked above)
   o.precision = *whittle::ParsePrecision(precision);  // one of the four (checked above)
   if (o.precision != whittle::Precision::kFp32 && device != "cuda")
     return Fail("--precision " + precision + " needs --device cuda (the CPU computes in fp32)");
