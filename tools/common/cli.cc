@@ -4,21 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cstdio>
 
-#include "lib/data/file_util.h"
-
 namespace whittle::cli {
-namespace {
-
-void OnSignal(int sig) {
-  RemoveLiveTempFiles();
-  std::signal(sig, SIG_DFL);
-  std::raise(sig);
-}
-
-}  // namespace
 
 int Fail(const std::string& tool, const std::string& msg) {
   std::string one_line = msg;
@@ -64,11 +52,6 @@ CLI::Validator BackendCheck(const std::vector<Backend>& allowed) {
         return "'" + name + "' is not a device here (expected " + BackendList(allowed) + ")";
       },
       BraceList(allowed));
-}
-
-void RemoveTempFilesOnSignal() {
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
 }
 
 Status CheckOutputPath(const std::string& path, const std::string& flag) {

@@ -1,8 +1,8 @@
 // What every Whittle command-line tool does the same way: one-line errors and exit codes (1 for a
 // failure, 2 for a bad command line), flag parsing with --help/--version, the --device flag (one
-// backend knob, names parsed by ParseBackend), removal of temporary output on Ctrl-C, output paths
-// checked before any long work, and the data-spec flags (--eval-data SPEC, --calibration-data
-// SPEC) loaded with errors that name the flag.
+// backend knob, names parsed by ParseBackend), output paths checked before any long work, and the
+// data-spec flags (--eval-data SPEC, --calibration-data SPEC) loaded with errors that name the
+// flag. Ctrl-C cleanup is the library's RemoveTempFilesOnSignal (lib/ir/atomic_file.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -31,9 +31,6 @@ std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv, const 
 CLI::Validator BackendCheck(const std::vector<Backend>& allowed);
 // "cpu, cuda or reference" for help texts.
 std::string BackendList(const std::vector<Backend>& allowed);
-
-// SIGINT/SIGTERM remove every live TempFile (lib/data/file_util.h) before the default action.
-void RemoveTempFilesOnSignal();
 
 // Fails early when `path` (given with `flag`) cannot be written: missing or unwritable directory,
 // or a directory where a file name is expected.
