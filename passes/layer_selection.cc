@@ -11,7 +11,7 @@ std::string Quoted(const std::vector<std::string>& names) {
 
 }  // namespace
 
-StatusOr<LayerSelection> LayerSelection::Parse(PassOptions& o) {
+StatusOr<LayerSelection> LayerSelection::Parse(PassOptions& o, Skip skip) {
   LayerSelection s;
   s.pass_ = o.pass();
   for (const std::string& name : o.GetList("exclude")) {
@@ -19,8 +19,19 @@ StatusOr<LayerSelection> LayerSelection::Parse(PassOptions& o) {
     s.exclude_.push_back(name);
     s.exclude_set_.insert(name);
   }
-  for (const auto& [name, lo] : o.layers()) s.layer_names_.push_back(name);
+  for (auto& [name, lo] : o.layers()) {
+    s.layer_names_.push_back(name);
+    if (skip == Skip::kRefused) continue;
+    WH_ASSIGN_OR_RETURN(int64_t v, lo.GetInt("skip", 0, 0, 1));
+    if (v) s.skip_set_.insert(name);
+  }
   return s;
+}
+
+std::string LayerSelection::LeftAloneReason(const std::string& node) const {
+  if (excluded(node)) return "excluded by exclude=";
+  if (skipped(node)) return "skip=1 for this layer";
+  return "";
 }
 
 Status LayerSelection::Check(const Graph& g, const std::set<std::string>& op_types) const {

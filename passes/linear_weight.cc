@@ -47,7 +47,7 @@ bool MatchGemmWeight(const Graph& g, int index, WeightMatch* m, std::string* rea
 }
 
 std::vector<WeightMatch> CollectWeightLayers(const Graph& g, const WeightMatcher& match, const LayerSelection& select,
-                                             const std::set<std::string>& skip, PassReport* rep,
+                                             PassReport* rep,
                                              const std::function<std::string(const Node&)>& veto) {
   std::vector<WeightMatch> work;
   for (int i = 0; i < static_cast<int>(g.nodes().size()); ++i) {
@@ -58,9 +58,8 @@ std::vector<WeightMatch> CollectWeightLayers(const Graph& g, const WeightMatcher
       if (!reason.empty()) rep->layers.push_back(SkippedLayer(g, n, reason));
       continue;
     }
-    if (select.excluded(n.name)) reason = "excluded by exclude=";
-    else if (skip.count(n.name)) reason = "skip=1 for this layer";
-    else if (veto) reason = veto(n);
+    reason = select.LeftAloneReason(n.name);
+    if (reason.empty() && veto) reason = veto(n);
     if (!reason.empty()) {
       rep->layers.push_back(SkippedLayer(g, n, reason));
       continue;
@@ -78,8 +77,6 @@ StatusOr<LayerOverrides> ParseLayerOverrides(PassOptions& o, const std::string& 
       WH_ASSIGN_OR_RETURN(int64_t v, lopts.GetInt(key, def, lo, hi));
       r.value[name] = v;
     }
-    WH_ASSIGN_OR_RETURN(int64_t skip, lopts.GetInt("skip", 0, 0, 1));
-    if (skip) r.skip.insert(name);
     WH_RETURN_IF_ERROR(lopts.Finish());
   }
   return r;

@@ -35,19 +35,19 @@ bool MatchGemmWeight(const Graph& g, int index, WeightMatch* m, std::string* rea
 // [1, N] when allow_row): sets m->bias; an absent input is fine. false with *reason otherwise.
 bool MatchBias(const Graph& g, int index, size_t slot, bool allow_row, WeightMatch* m, std::string* reason);
 
-// The layers a weight-rewriting pass works on: every node `match` accepts, less the ones exclude=
-// names, `skip` names (layer=NAME:skip=1) and `veto` gives a reason for (or ""); each node left
+// The layers a weight-rewriting pass works on: every node `match` accepts, less the ones `select`
+// leaves alone (exclude=, layer=NAME:skip=1) and `veto` gives a reason for (or ""); each node left
 // alone with a reason goes into rep as skipped, in graph order.
 using WeightMatcher = std::function<bool(const Graph&, int, WeightMatch*, std::string*)>;
 std::vector<WeightMatch> CollectWeightLayers(const Graph& g, const WeightMatcher& match, const LayerSelection& select,
-                                             const std::set<std::string>& skip, PassReport* rep,
+                                             PassReport* rep,
                                              const std::function<std::string(const Node&)>& veto = nullptr);
 
-// Per-layer settings of a weight-rewriting pass: layer=NAME:<key>=V (lo..hi) and
-// layer=NAME:skip=1; any other per-layer key is an error naming it.
+// Per-layer settings of a weight-rewriting pass: layer=NAME:<key>=V (lo..hi), beside the skip=1
+// that LayerSelection reads (parse it first, with LayerSelection::Skip::kAllowed); any other
+// per-layer key is an error naming it.
 struct LayerOverrides {
   std::map<std::string, int64_t> value;
-  std::set<std::string> skip;
   int64_t For(const std::string& node, int64_t def) const {
     auto it = value.find(node);
     return it == value.end() ? def : it->second;

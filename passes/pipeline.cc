@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "lib/data/file_util.h"
+#include "lib/ir/format.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
 #include "passes/cost.h"
@@ -12,6 +13,7 @@
 #include "passes/pass_manager.h"
 #include "passes/pass_registry.h"
 #include "runtime/evaluate.h"
+#include "runtime/training/finetune.h"
 #include "whittle/session.h"
 
 namespace whittle {
@@ -180,6 +182,59 @@ std::optional<std::map<std::string, Tensor>> OneSample(const Graph& g, const Pip
   return feeds;
 }
 
+// Shows the fine-tuning's progress through the pipeline's observer, under a [finetune] tag.
+class FinetuneProgress : public training::FinetuneObserver {
+ public:
+  explicit FinetuneProgress(PipelineObserver* obs) : obs_(obs) {}
+  void Progress(const std::string& stage, int64_t step, int64_t steps, const std::string& detail) override {
+    obs_->StepProgress("[finetune] " + stage, step, steps, detail);
+  }
+  void Line(const std::string& text) override { obs_->Line("[finetune] " + text); }
+
+ private:
+  PipelineObserver* obs_;
+};
+
+// Distills out->graph from the original model (o.model_path) as o.finetune asks, evaluates the
+// result, and fills out->finetune; out->graph becomes the model to write. The figures of the
+// written file are the caller's to add.
+Status Finetune(const PipelineOptions& o, PipelineResult* out, PipelineObserver& obs) {
+  const PipelineFinetune& f = *o.finetune;
+  CompressionReport& report = out->report;
+  const auto t0 = std::chrono::steady_clock::now();
+  WH_ASSIGN_OR_RETURN(Graph teacher, LoadModel(o.model_path));
+  auto trainer = training::Trainer::Create(out->graph, &teacher, f.options);
+  if (!trainer.ok()) return trainer.status().WithContext("--finetune");
+  training::FinetuneRun run;
+  run.epochs = f.options.epochs;
+  run.evaluate_before = false;  // the pipeline measured the compressed model already
+  FinetuneProgress progress(&obs);
+  FinetuneReport& ft = out->finetune.emplace();
+  auto tuned = training::RunFinetune(**trainer, *f.train_data, o.eval_data, std::move(run), &ft.history, &progress);
+  obs.Clear();
+  if (!tuned.ok()) return tuned.status();
+  ft.history.before = report.after.accuracy;
+  if (o.eval_data) {
+    // Measured as the other two accuracies, without a progress line of its own.
+    WH_ASSIGN_OR_RETURN(ft.output_accuracy, Accuracy(*tuned, *o.eval_data, o.threads, "fine-tuned model", Quiet()));
+    report.after.accuracy = ft.output_accuracy;
+  }
+  out->graph = std::move(*tuned);
+  ft.spec = f.spec;
+  ft.student = "compressed " + o.model_path;
+  ft.teacher = o.model_path;
+  ft.output = o.output_path;
+  ft.train_data = f.train_spec;
+  ft.train_samples = f.train_data->size();
+  ft.eval_data = o.eval_data ? o.eval_spec : "";
+  ft.eval_samples = o.eval_data ? o.eval_data->size() : 0;
+  ft.options = f.options;
+  ft.teacher_accuracy = report.before.accuracy;
+  ft.output_params = report.after.params;
+  ft.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return Status::Ok();
+}
+
 void SetCost(const Graph& g, ModelFigures* f) {
   const GraphCost c = ComputeCost(g);
   f->params = c.params;
@@ -197,6 +252,7 @@ Status CheckPipelineSteps(const std::vector<PipelineStep>& steps) {
 StatusOr<PipelineResult> RunPipeline(const PipelineOptions& o, PipelineObserver* observer) {
   PipelineObserver& obs = observer ? *observer : Quiet();
   if (o.output_path.empty()) return InvalidArgument("no output path given");
+  if (o.finetune && !o.finetune->train_data) return InvalidArgument("fine-tuning needs training data");
   std::string current_pass;
   PassManager pm;
   for (const PipelineStep& s : o.steps) {
@@ -290,14 +346,24 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& o, PipelineObserver*
     WH_RETURN_IF_ERROR(CheckPassOutput(out.graph).WithContext("restoring the inputs' declared dims"));
   }
 
+  if (o.finetune) WH_RETURN_IF_ERROR(Finetune(o, &out, obs));
+
   // Everything that can fail happens before the output is renamed into place.
-  TempFile temp(o.output_path);
-  WH_RETURN_IF_ERROR(SaveModel(out.graph, temp.path()));
-  report.after.file_bytes = FileSizeOf(temp.path());
+  WH_ASSIGN_OR_RETURN(std::unique_ptr<StagedModel> staged, StageModel(out.graph, o.output_path));
+  report.after.file_bytes = staged->file_bytes();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  if (!o.report_json_path.empty()) WH_RETURN_IF_ERROR(WriteFileAtomically(o.report_json_path, ToJson(report).dump(2) + "\n"));
-  if (!o.report_html_path.empty()) WH_RETURN_IF_ERROR(WriteFileAtomically(o.report_html_path, ToHtml(report)));
-  WH_RETURN_IF_ERROR(temp.Commit());
+  FinetuneReport* ft = out.finetune ? &*out.finetune : nullptr;
+  if (ft) {
+    ft->output_file_bytes = report.after.file_bytes;
+    std::string line = "[finetune] done in " + Fmt("%.2f", ft->seconds) + " s";
+    if (ft->history.before >= 0 && ft->output_accuracy >= 0)
+      line += ": accuracy " + Fmt("%.4f", ft->history.before) + " -> " + Fmt("%.4f", ft->output_accuracy);
+    obs.Line(line);
+  }
+  if (!o.report_json_path.empty())
+    WH_RETURN_IF_ERROR(WriteFileAtomically(o.report_json_path, ToJson(report, ft).dump(2) + "\n"));
+  if (!o.report_html_path.empty()) WH_RETURN_IF_ERROR(WriteFileAtomically(o.report_html_path, ToHtml(report, ft)));
+  WH_RETURN_IF_ERROR(staged->Commit());
   return out;
 }
 

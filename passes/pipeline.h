@@ -1,20 +1,24 @@
 // The compression pipeline, for compress-model and anything else that compresses a model
 // (finetune-model, the embedding API, an accuracy-aware search): load and infer the model,
 // evaluate it, run the passes (PassManager), evaluate the result, benchmark both side by side,
-// assemble the CompressionReport, and write the model and the report files. Everything that can
-// fail happens before anything is committed: the model goes to a temporary file beside the
-// output and is renamed into place last, so a failure leaves no output and no temporary.
+// optionally fine-tune the result by distillation from the original (runtime/training), assemble
+// the CompressionReport (with its fine-tune section), and write the model and the report files.
+// Everything that can fail happens before anything is committed: the model is staged beside the
+// output (StageModel) and renamed into place last, so a failure leaves no output and no temporary.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "lib/data/dataset.h"
 #include "lib/ir/graph.h"
 #include "passes/pass_options.h"
+#include "passes/report/finetune_report.h"
 #include "passes/report/report.h"
+#include "runtime/training/trainer.h"
 
 namespace whittle {
 
@@ -22,6 +26,15 @@ namespace whittle {
 struct PipelineStep {
   std::string pass;
   PassOptions options;
+};
+
+// Fine-tuning after the passes: the compressed model is distilled from the original model (the
+// teacher) on train_data, evaluated on the pipeline's eval data after each epoch (the best
+// epoch's weights kept), and written instead of the passes' result.
+struct PipelineFinetune {
+  training::TrainOptions options;
+  const Dataset* train_data = nullptr;  // required
+  std::string spec, train_spec;         // as given, for the report
 };
 
 struct PipelineOptions {
@@ -54,6 +67,7 @@ struct PipelineOptions {
   // measuring and writing, so that other runtimes run the result.
   bool portable = false;
   bool portable_dense = false;  // circulant layers as the expanded dense MatMul, not the DFT form
+  std::optional<PipelineFinetune> finetune;
 };
 
 // Where the pipeline tells how far it is (all optional; compress-model draws a progress bar).
@@ -63,6 +77,12 @@ class PipelineObserver {
   // Long work under way: stage ("[svd] sensitivity", "[eval] original model"), done of total
   // (total <= 0: no count).
   virtual void Progress(const std::string& stage, int64_t done, int64_t total) { (void)stage, (void)done, (void)total; }
+  // A training step of the fine-tuning ("[finetune] [epoch 1/2]", step of steps, "loss 0.41 ...");
+  // by default Progress without the detail.
+  virtual void StepProgress(const std::string& stage, int64_t step, int64_t steps, const std::string& detail) {
+    (void)detail;
+    Progress(stage, step, steps);
+  }
   // A permanent line ("[svd] done in 0.42 s").
   virtual void Line(const std::string& text) { (void)text; }
   // The stage being shown is over.
@@ -70,8 +90,9 @@ class PipelineObserver {
 };
 
 struct PipelineResult {
-  Graph graph;               // the compressed model, as written
+  Graph graph;               // the compressed (and fine-tuned) model, as written
   CompressionReport report;  // with every figure that was measured
+  std::optional<FinetuneReport> finetune;  // with PipelineOptions::finetune
 };
 
 // Checks the steps (unknown pass, bad options) without loading anything.

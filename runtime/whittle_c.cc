@@ -2,10 +2,12 @@
 
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "lib/ir/device.h"
+#include "runtime/backend_name.h"
 #include "whittle/session.h"
 
 struct whittle_session {
@@ -33,6 +35,14 @@ int Feeds(const char* what, const char* const* input_names, const whittle_tensor
   }
   return 0;
 }
+// A device name of the C API: "cpu" or "cuda", read by ParseBackend (the reference loops are not
+// offered here); nullopt for anything else.
+std::optional<whittle::Backend> DeviceBackend(const char* device) {
+  if (!device) return std::nullopt;
+  auto b = whittle::ParseBackend(device);
+  if (!b.ok() || *b == whittle::Backend::kReference) return std::nullopt;
+  return *b;
+}
 }  // namespace
 
 extern "C" {
@@ -54,13 +64,13 @@ int whittle_session_load_ex(const char* model_path, int num_threads, const char*
                             unsigned flags, whittle_session** out) {
   if (!model_path || !out || !device || !precision) return SetError("whittle_session_load: null argument");
   if (flags & ~WHITTLE_CUDA_GRAPHS) return SetError("whittle_session_load: unknown flags " + std::to_string(flags));
-  const std::string d = device;
-  if (d != "cpu" && d != "cuda") return SetError("whittle_session_load: device must be \"cpu\" or \"cuda\", got \"" + d + "\"");
+  const std::optional<whittle::Backend> backend = DeviceBackend(device);
+  if (!backend) return SetError(std::string("whittle_session_load: device must be \"cpu\" or \"cuda\", got \"") + device + "\"");
   auto p = whittle::ParsePrecision(precision);
   if (!p.ok()) return SetError("whittle_session_load: " + p.status().message());
   whittle::SessionOptions so;
   so.num_threads = num_threads;
-  so.backend = d == "cuda" ? whittle::Backend::kCuda : whittle::Backend::kCpu;
+  so.backend = *backend;
   so.precision = *p;
   so.cuda_graphs = (flags & WHITTLE_CUDA_GRAPHS) != 0;
   auto r = whittle::Session::Load(model_path, so);
@@ -138,7 +148,7 @@ int whittle_session_run(const whittle_session* s, const char* const* input_names
 }
 
 int whittle_device_memory(const char* device, int64_t* live_bytes, int64_t* peak_bytes) {
-  if (!device || std::string(device) != "cuda")
+  if (DeviceBackend(device) != whittle::Backend::kCuda)
     return SetError(std::string("whittle_device_memory: device must be \"cuda\", got ") +
                     (device ? "\"" + std::string(device) + "\"" : "null"));
   const whittle::DeviceMemoryUse use = whittle::DeviceMemoryInUse(whittle::DeviceType::kCuda);

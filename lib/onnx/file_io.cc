@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -149,74 +148,6 @@ StatusOr<std::shared_ptr<Buffer>> ReadExternalRange(const std::string& base_dir,
   if (!PreadAll(fd, static_cast<char*>(buf->data()), expected_bytes, offset))
     return IoError(what + ": cannot read external data file '" + full + "': " + ErrnoText(errno));
   return buf;
-}
-
-AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
-  // pid plus a per-process counter: two threads saving the same path never share a temp file.
-  static std::atomic<uint64_t> counter{0};
-  temp_path_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-}
-
-AtomicFileWriter::~AtomicFileWriter() {
-  if (fd_ >= 0) ::close(fd_);
-  if (!committed_) ::unlink(temp_path_.c_str());
-}
-
-Status AtomicFileWriter::ErrnoStatus(const std::string& action) const {
-  return IoError("cannot " + action + " '" + temp_path_ + "' (to be renamed to '" + path_ + "'): " + ErrnoText(errno));
-}
-
-Status AtomicFileWriter::Open() {
-  // A stale temp file of a crashed run with the same pid is ours to replace; O_EXCL then makes
-  // sure we never write through a symlink planted at the temp name.
-  ::unlink(temp_path_.c_str());
-  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd_ < 0) return ErrnoStatus("create");
-  return Status::Ok();
-}
-
-Status AtomicFileWriter::Write(const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = ::write(fd_, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus("write");
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return Status::Ok();
-}
-
-Status AtomicFileWriter::WriteZeros(size_t n) {
-  static const char kZeros[64] = {};
-  while (n > 0) {
-    const size_t k = n < sizeof(kZeros) ? n : sizeof(kZeros);
-    WH_RETURN_IF_ERROR(Write(kZeros, k));
-    n -= k;
-  }
-  return Status::Ok();
-}
-
-Status AtomicFileWriter::Sync() {
-  if (::fsync(fd_) != 0) return ErrnoStatus("fsync");
-  const int fd = fd_;
-  fd_ = -1;
-  if (::close(fd) != 0) return ErrnoStatus("close");
-  return Status::Ok();
-}
-
-Status AtomicFileWriter::Commit() {
-  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) return ErrnoStatus("rename");
-  committed_ = true;
-  // Make the rename itself durable; failure here does not undo the save, so it is not an error.
-  int dfd = ::open(DirName(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::Ok();
 }
 
 }  // namespace whittle::onnx_io

@@ -1,7 +1,7 @@
-// File helpers for model I/O (internal to lib/onnx): bounded whole-file reads, reads of a byte
-// range of an external-data file that refuse paths escaping the model's folder, and an atomic
-// writer (temp file, fsync, rename) so a failed save never leaves a partial file at the target.
-// Every failure is a Status naming the file and what went wrong; nothing here throws.
+// File helpers for model I/O (internal to lib/onnx): bounded whole-file reads and reads of a byte
+// range of an external-data file that refuse paths escaping the model's folder. Saves go through
+// the one atomic writer, AtomicFile (lib/ir/atomic_file.h). Every failure is a Status naming the
+// file and what went wrong; nothing here throws.
 #pragma once
 
 #include <cstddef>
@@ -37,34 +37,5 @@ StatusOr<std::shared_ptr<Buffer>> ReadExternalRange(const std::string& base_dir,
 
 // Checks a relative external-data location without touching the file system.
 Status CheckExternalLocation(const std::string& location, const std::string& what);
-
-// Writes `<path>.tmp.<pid>.<n>` and renames it over path on Commit(). If Commit() was not reached or
-// failed, the destructor removes the temp file, so path is either the old file or the new one.
-class AtomicFileWriter {
- public:
-  explicit AtomicFileWriter(std::string path);
-  ~AtomicFileWriter();
-  AtomicFileWriter(const AtomicFileWriter&) = delete;
-  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
-
-  Status Open();
-  int fd() const { return fd_; }
-  Status Write(const void* data, size_t n);
-  Status WriteZeros(size_t n);
-  // Flushes to disk and closes; call before Commit().
-  Status Sync();
-  // Renames the temp file over the target and syncs the folder.
-  Status Commit();
-  const std::string& path() const { return path_; }
-  const std::string& temp_path() const { return temp_path_; }
-  // Builds a Status for the last errno, naming the temp file.
-  Status ErrnoStatus(const std::string& action) const;
-
- private:
-  std::string path_;
-  std::string temp_path_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
 
 }  // namespace whittle::onnx_io

@@ -1,5 +1,5 @@
 // Public ONNX entry points: read and parse with limits, convert, validate ops and shapes; save
-// atomically (model and external-data file each written to a temp file, fsynced, renamed).
+// atomically (model and external-data file each written to an AtomicFile, fsynced, renamed).
 #include "lib/onnx/model_io.h"
 
 #include <onnx/checker.h>
@@ -11,6 +11,7 @@
 #include <exception>
 #include <set>
 
+#include "lib/ir/atomic_file.h"
 #include "lib/onnx/file_io.h"
 #include "lib/onnx/proto_convert.h"
 #include "lib/ops/op_def.h"
@@ -129,7 +130,7 @@ StatusOr<Tensor> LoadTensorProtoFile(const std::string& path, std::string* name)
   return t;
 }
 
-Status SaveModel(const Graph& g, const std::string& path, const SaveOptions& opts) {
+StatusOr<std::unique_ptr<StagedModel>> StageModel(const Graph& g, const std::string& path, const SaveOptions& opts) {
   const std::string context = "saving '" + path + "'";
   const std::string base = onnx_io::BaseName(path);
   if (base.empty() || base == "." || base == "..") return InvalidArgument(context + ": not a file path");
@@ -142,11 +143,11 @@ Status SaveModel(const Graph& g, const std::string& path, const SaveOptions& opt
     return InvalidArgument(context + ": the model would be " + std::to_string(m.ByteSizeLong()) +
                            " bytes, over the 2 GiB protobuf limit; set an external_data_threshold");
 
-  // The data file is renamed into place before the model so that a model at `path` never
-  // references data that is not there yet.
-  const std::string data_path = onnx_io::DirName(path) + "/" + plan.location;
-  onnx_io::AtomicFileWriter data(data_path);
+  std::unique_ptr<StagedModel> staged(new StagedModel());
+  staged->context_ = context;
   if (!plan.pieces.empty()) {
+    staged->data_ = std::make_unique<AtomicFile>(onnx_io::DirName(path) + "/" + plan.location);
+    AtomicFile& data = *staged->data_;
     WH_RETURN_IF_ERROR(data.Open().WithContext(context));
     int64_t pos = 0;
     for (const auto& piece : plan.pieces) {
@@ -156,7 +157,8 @@ Status SaveModel(const Graph& g, const std::string& path, const SaveOptions& opt
     }
     WH_RETURN_IF_ERROR(data.Sync().WithContext(context));
   }
-  onnx_io::AtomicFileWriter model(path);
+  staged->model_ = std::make_unique<AtomicFile>(path);
+  AtomicFile& model = *staged->model_;
   WH_RETURN_IF_ERROR(model.Open().WithContext(context));
   {
     google::protobuf::io::FileOutputStream os(model.fd());
@@ -164,15 +166,29 @@ Status SaveModel(const Graph& g, const std::string& path, const SaveOptions& opt
       errno = os.GetErrno();
       return model.ErrnoStatus("write").WithContext(context);
     }
+    staged->file_bytes_ = os.ByteCount();
   }
   WH_RETURN_IF_ERROR(model.Sync().WithContext(context));
-  if (!plan.pieces.empty()) WH_RETURN_IF_ERROR(data.Commit().WithContext(context));
-  Status st = model.Commit();
+  return staged;
+}
+
+StagedModel::~StagedModel() = default;
+
+Status StagedModel::Commit() {
+  // The data file is renamed into place before the model so that a model at the target never
+  // references data that is not there yet.
+  if (data_) WH_RETURN_IF_ERROR(data_->Commit().WithContext(context_));
+  Status st = model_->Commit();
   if (!st.ok()) {
-    if (!plan.pieces.empty()) ::unlink(data_path.c_str());
-    return st.WithContext(context);
+    if (data_) ::unlink(data_->path().c_str());
+    return st.WithContext(context_);
   }
   return Status::Ok();
+}
+
+Status SaveModel(const Graph& g, const std::string& path, const SaveOptions& opts) {
+  WH_ASSIGN_OR_RETURN(std::unique_ptr<StagedModel> staged, StageModel(g, path, opts));
+  return staged->Commit();
 }
 
 Status CheckModelWithOnnxChecker(const std::string& path) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "lib/ir/graph.h"
@@ -40,8 +41,31 @@ StatusOr<Graph> LoadModel(const std::string& path, const LoadOptions& opts = {})
 // Same from serialized bytes; external data is resolved under base_dir ("" refuses it).
 StatusOr<Graph> ParseModel(const std::string& bytes, const std::string& base_dir, const LoadOptions& opts = {});
 // Writes g (which must pass Verify()) atomically: on error nothing new is left at path. Attributes
-// whose names start with '_' are runtime-internal and are not saved.
+// whose names start with '_' are runtime-internal and are not saved. StageModel, then Commit.
 Status SaveModel(const Graph& g, const std::string& path, const SaveOptions& opts = {});
+
+class AtomicFile;
+// A model written but not yet in place, for a caller that commits it last, after other files
+// (compress-model's reports): the model file and its external-data file are flushed to disk as
+// AtomicFile temporaries beside `path`. Commit() renames them into place, the data file first;
+// destroyed uncommitted, it removes them, and while it lives RemoveLiveTempFiles() can.
+class StagedModel {
+ public:
+  ~StagedModel();
+  StagedModel(const StagedModel&) = delete;
+  StagedModel& operator=(const StagedModel&) = delete;
+  Status Commit();
+  // The size of the model file (without its external-data file), as it will be at path.
+  int64_t file_bytes() const { return file_bytes_; }
+
+ private:
+  friend StatusOr<std::unique_ptr<StagedModel>> StageModel(const Graph&, const std::string&, const SaveOptions&);
+  StagedModel() = default;
+  std::unique_ptr<AtomicFile> model_, data_;  // data_ null: no external data
+  int64_t file_bytes_ = 0;
+  std::string context_;
+};
+StatusOr<std::unique_ptr<StagedModel>> StageModel(const Graph& g, const std::string& path, const SaveOptions& opts = {});
 // Reads a serialized TensorProto (the ONNX backend tests' input_N.pb/output_N.pb); *name gets the
 // tensor's name ("" when it has none).
 StatusOr<Tensor> LoadTensorProtoFile(const std::string& path, std::string* name = nullptr);

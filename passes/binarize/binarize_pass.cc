@@ -73,7 +73,7 @@ class BinarizePass : public Pass {
     rep.config = c_.spec;
     std::string first, last;
     FirstLast(g, &first, &last);
-    const std::vector<Match> work = CollectWeightLayers(g, MatchLayer, c_.select, {}, &rep, [&](const Node& n) {
+    const std::vector<Match> work = CollectWeightLayers(g, MatchLayer, c_.select, &rep, [&](const Node& n) {
       if ((n.name != first && n.name != last) || include.count(n.name)) return std::string();
       return std::string(n.name == first ? "the first" : "the last") + " layer stays float (include=" + n.name +
              " binarizes it)";

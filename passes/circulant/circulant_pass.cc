@@ -84,7 +84,7 @@ class CirculantPass : public Pass {
     rep.config = c_.spec;
     rep.notes.push_back("MACs after count the FFT form: the frequency-domain products exactly plus B*ceil(log2 B) "
                         "per real FFT of length B (an estimate); the dense MACs are the MACs before");
-    const std::vector<Match> work = CollectWeightLayers(g, MatchLayer, c_.select, c_.layers.skip, &rep);
+    const std::vector<Match> work = CollectWeightLayers(g, MatchLayer, c_.select, &rep);
     int64_t done = 0;
     std::set<std::string> rewritten;
     for (const Match& m : work) {
@@ -191,7 +191,7 @@ StatusOr<std::unique_ptr<Pass>> MakeCirculantPass(PassOptions o) {
   CirculantConfig c;
   c.spec = o.spec();
   WH_ASSIGN_OR_RETURN(c.block, o.GetInt("block", 8, 1, 4096));
-  WH_ASSIGN_OR_RETURN(c.select, LayerSelection::Parse(o));
+  WH_ASSIGN_OR_RETURN(c.select, LayerSelection::Parse(o, LayerSelection::Skip::kAllowed));
   WH_ASSIGN_OR_RETURN(c.layers, ParseLayerOverrides(o, "block", 8, 1, 4096));
   WH_RETURN_IF_ERROR(o.Finish());
   return std::unique_ptr<Pass>(new CirculantPass(std::move(c)));

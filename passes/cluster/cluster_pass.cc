@@ -39,7 +39,7 @@ class ClusterPass : public Pass {
     PassReport rep;
     rep.pass = "cluster";
     rep.config = c_.spec;
-    const std::vector<Match> work = CollectWeightLayers(g, MatchGemmWeight, c_.select, c_.layers.skip, &rep);
+    const std::vector<Match> work = CollectWeightLayers(g, MatchGemmWeight, c_.select, &rep);
     int64_t done = 0;
     for (const Match& m : work) {
       Node node = g.nodes()[static_cast<size_t>(m.node)];  // a copy: the graph grows below
@@ -119,7 +119,7 @@ StatusOr<std::unique_ptr<Pass>> MakeClusterPass(PassOptions o) {
   c.spec = o.spec();
   WH_ASSIGN_OR_RETURN(c.k, o.GetInt("k", 16, 2, 256));
   WH_ASSIGN_OR_RETURN(c.iterations, o.GetInt("iterations", 100, 1, 10000));
-  WH_ASSIGN_OR_RETURN(c.select, LayerSelection::Parse(o));
+  WH_ASSIGN_OR_RETURN(c.select, LayerSelection::Parse(o, LayerSelection::Skip::kAllowed));
   WH_ASSIGN_OR_RETURN(c.layers, ParseLayerOverrides(o, "k", 16, 2, 256));
   WH_RETURN_IF_ERROR(o.Finish());
   return std::unique_ptr<Pass>(new ClusterPass(std::move(c)));

@@ -81,11 +81,9 @@ StatusOr<Int8Config> ParseInt8Config(PassOptions& o) {
       c.op_types.insert(t);
     }
   }
-  WH_ASSIGN_OR_RETURN(c.select, LayerSelection::Parse(o));
+  WH_ASSIGN_OR_RETURN(c.select, LayerSelection::Parse(o, LayerSelection::Skip::kAllowed));
   for (auto& [name, lo] : o.layers()) {
     Int8LayerOverride ov;
-    WH_ASSIGN_OR_RETURN(int64_t skip, lo.GetInt("skip", 0, 0, 1));
-    ov.skip = skip != 0;
     if (lo.Has("per-channel")) {
       WH_ASSIGN_OR_RETURN(int64_t p, lo.GetInt("per-channel", 1, 0, 1));
       ov.per_channel = static_cast<int>(p);

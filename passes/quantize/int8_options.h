@@ -16,8 +16,8 @@
 
 namespace whittle::quant {
 
+// layer=NAME:per-channel=0|1 (layer=NAME:skip=1 is Int8Config::select's).
 struct Int8LayerOverride {
-  bool skip = false;
   int per_channel = -1;  // -1: the global setting
 };
 

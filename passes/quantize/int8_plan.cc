@@ -111,14 +111,11 @@ StatusOr<Int8Plan> MakePlan(const Graph& g, const Int8Config& c) {
       }
       QuantLayer l;
       std::string why = MatchLayer(g, idx, c, &l);
-      if (why.empty() && c.select.excluded(n.name)) why = "excluded by exclude=";
-      auto ov = c.layers.find(n.name);
-      if (why.empty() && ov != c.layers.end() && ov->second.skip) why = "skip=1 for this layer";
+      if (why.empty()) why = c.select.LeftAloneReason(n.name);
       if (!why.empty() && c.attention && !c.dynamic && n.op_type == "MatMul" && n.inputs.size() == 2 &&
           n.inputs[0] >= 0 && n.inputs[1] >= 0 && !g.value(n.inputs[0]).initializer &&
           !g.value(n.inputs[1]).initializer && g.value(n.inputs[0]).dtype == DType::kFloat32 &&
-          g.value(n.inputs[1]).dtype == DType::kFloat32 && !c.select.excluded(n.name) &&
-          !(ov != c.layers.end() && ov->second.skip)) {
+          g.value(n.inputs[1]).dtype == DType::kFloat32 && c.select.LeftAloneReason(n.name).empty()) {
         // attention=1: activation x activation (Q·Kᵀ, softmax·V): both inputs quantized per tensor.
         need(n.inputs[0]);
         need(n.inputs[1]);
@@ -130,6 +127,7 @@ StatusOr<Int8Plan> MakePlan(const Graph& g, const Int8Config& c) {
         continue;
       }
       l.weight_qmax = c.reduce_range ? 63 : 127;
+      const auto ov = c.layers.find(n.name);
       l.per_channel = ov != c.layers.end() && ov->second.per_channel >= 0 ? ov->second.per_channel != 0 : c.per_channel;
       if (!c.dynamic) {
         // A Relu or a Clip with constant bounds (ReLU6) right after the layer stays before the

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "passes/report/report.h"
 #include "runtime/training/finetune.h"
 
 namespace whittle {
@@ -50,5 +51,11 @@ std::string FinetuneSectionCss();
 // Text for compress-model's tables: "finetune epochs=1 (12.3 s)" then the epoch table and the
 // accuracy before → after; `index` numbers it after the passes.
 std::string FinetuneText(const FinetuneReport& r, int index);
+
+// compress-model's three reports with the fine-tune section after the passes' (ft null: without
+// it, the same as ToText/ToJson/ToHtml of the report alone).
+std::string ToText(const CompressionReport& r, const FinetuneReport* ft);
+nlohmann::json ToJson(const CompressionReport& r, const FinetuneReport* ft);
+std::string ToHtml(const CompressionReport& r, const FinetuneReport* ft);
 
 }  // namespace whittle

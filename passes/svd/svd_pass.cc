@@ -35,8 +35,8 @@ constexpr size_t kSpectrumCap = 512;
 
 enum class Criterion { kRank, kEnergy, kRatio };
 
+// layer=NAME:rank=|energy=|mode= (layer=NAME:skip=1 is SvdConfig::select's).
 struct LayerOverride {
-  bool skip = false;
   std::optional<int64_t> rank;
   std::optional<double> energy;
   std::optional<bool> spatial;
@@ -117,14 +117,13 @@ StatusOr<SvdConfig> ParseConfig(PassOptions& o) {
     WH_ASSIGN_OR_RETURN(int64_t wv, o.GetInt("whiten", 1, 0, 1));
     c.whiten = static_cast<int>(wv);
   }
-  WH_ASSIGN_OR_RETURN(c.select, LayerSelection::Parse(o));
+  WH_ASSIGN_OR_RETURN(c.select, LayerSelection::Parse(o, LayerSelection::Skip::kAllowed));
   for (auto& [name, lo] : o.layers()) {
     LayerOverride ov;
-    WH_ASSIGN_OR_RETURN(int64_t skip, lo.GetInt("skip", 0, 0, 1));
-    ov.skip = skip != 0;
+    const bool skip = c.select.skipped(name);
     if (lo.Has("rank") && lo.Has("energy"))
       return InvalidArgument("--svd layer=" + name + ": give only one of rank= and energy=");
-    if (ov.skip && (lo.Has("rank") || lo.Has("energy") || lo.Has("mode")))
+    if (skip && (lo.Has("rank") || lo.Has("energy") || lo.Has("mode")))
       return InvalidArgument("--svd layer=" + name + ": skip=1 takes no other settings");
     if (lo.Has("rank")) {
       WH_ASSIGN_OR_RETURN(int64_t r, lo.GetInt("rank", 0, 1, int64_t{1} << 40));
@@ -245,12 +244,8 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
       if (!reason.empty()) skipped[i] = SkippedLayer(g, g.nodes()[static_cast<size_t>(i)], reason);
       continue;
     }
-    if (c_.select.excluded(n.name)) {
-      skipped[i] = SkippedLayer(g, g.nodes()[static_cast<size_t>(i)], "excluded by exclude=");
-      continue;
-    }
-    if (o && o->skip) {
-      skipped[i] = SkippedLayer(g, g.nodes()[static_cast<size_t>(i)], "skip=1 for this layer");
+    if (const std::string why = c_.select.LeftAloneReason(n.name); !why.empty()) {
+      skipped[i] = SkippedLayer(g, g.nodes()[static_cast<size_t>(i)], why);
       continue;
     }
     work.push_back(std::move(w));

@@ -60,3 +60,37 @@ TEST(LayerSelection, OpTypeRestrictionListsTheCandidates) {
 
 }  // namespace
 }  // namespace whittle
+
+namespace whittle {
+namespace {
+
+// layer=NAME:skip=1 is read here for every pass that takes it, and left unread (so the pass's
+// Finish() calls it an unknown option) for the ones that do not.
+TEST(LayerSelection, SkipIsReadOnceWhereAPassTakesIt) {
+  auto o = PassOptions::Parse("cluster", "exclude=a,layer=b:skip=1,layer=c:k=4,layer=d:skip=0");
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  auto s = LayerSelection::Parse(*o, LayerSelection::Skip::kAllowed);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_TRUE(s->skipped("b"));
+  EXPECT_FALSE(s->skipped("c"));
+  EXPECT_FALSE(s->skipped("d"));
+  EXPECT_EQ(s->LeftAloneReason("a"), "excluded by exclude=");
+  EXPECT_EQ(s->LeftAloneReason("b"), "skip=1 for this layer");
+  EXPECT_EQ(s->LeftAloneReason("c"), "");
+  auto bad = PassOptions::Parse("svd", "layer=b:skip=2");
+  ASSERT_TRUE(bad.ok());
+  auto refused = LayerSelection::Parse(*bad, LayerSelection::Skip::kAllowed);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("skip=2 is out of range"), std::string::npos) << refused.status().message();
+  auto prune = PassOptions::Parse("prune", "layer=b:skip=1");
+  ASSERT_TRUE(prune.ok());
+  auto p = LayerSelection::Parse(*prune);
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->skipped("b"));
+  Status st = prune->Finish();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("unknown option 'skip'"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace whittle

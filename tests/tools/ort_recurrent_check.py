@@ -135,7 +135,7 @@ def main():
             for provider in PROVIDERS:
                 out_dir = os.path.join(tmp, "out_%s_%s" % (name, provider))
                 os.makedirs(out_dir)
-                subprocess.run(cmd + ["--provider", provider, "--output-dir", out_dir], check=True,
+                subprocess.run(cmd + ["--device", provider, "--output-dir", out_dir], check=True,
                                stdout=subprocess.DEVNULL)
             # ONNX Runtime's CPU kernels do not take layout 1: it runs the layout-0 twin.
             ort_path, ort_feeds = path, feeds

@@ -90,6 +90,27 @@ TEST(RunModelCli, AgreementWithAnotherBackend) {
   EXPECT_NE(t.out.find("top-1 agreement with cpu: 1.0000 (50/50 samples)"), std::string::npos) << t.out;
 }
 
+// One backend knob: --device cpu|cuda|reference, all three in --help; the deprecated --provider
+// is hidden and means the same as --device, and the two may be given together only if they agree.
+TEST(RunModelCli, DeviceIsTheOneBackendKnob) {
+  auto help = Sh("--help");
+  ASSERT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("--device"), std::string::npos);
+  EXPECT_NE(help.out.find("{cpu,cuda,reference}"), std::string::npos) << help.out;
+  EXPECT_EQ(help.out.find("--provider"), std::string::npos) << help.out;
+  const std::string eval = Model("mlp") + " --eval-data fashion-mnist:test --limit 100 --json";
+  auto ref = Sh(eval + " --device reference");
+  ASSERT_EQ(ref.code, 0) << ref.out;
+  for (const std::string& same : {" --provider reference", " --provider reference --device reference"}) {
+    auto r = Sh(eval + same);
+    ASSERT_EQ(r.code, 0) << same;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["correct"], nlohmann::json::parse(ref.out)["correct"]) << same;
+  }
+  auto clash = Sh(eval + " --device cpu --provider reference", true);
+  EXPECT_EQ(clash.code, 1);
+  EXPECT_NE(clash.out.find("--provider reference and --device cpu disagree"), std::string::npos) << clash.out;
+}
+
 TEST(RunModelCli, ErrorsAreOneLineAndNonZero) {
   testing::ScratchDir scratch;
   const std::string dir = scratch.path();
@@ -111,6 +132,9 @@ TEST(RunModelCli, ErrorsAreOneLineAndNonZero) {
       Model("mlp") + " --bench --cuda-graphs",  // graphs are a CUDA device's
       Model("mlp") + " --bench --page-locked-input",  // page-locked memory is for a device's uploads
       Model("mlp") + " --bench --page-locked-output",  // and its downloads
+      Model("mlp") + " --device tpu",
+      Model("mlp") + " --device cuda --provider reference",  // the old alias may not contradict --device
+      Model("mlp") + " --provider cuda",  // the old alias only ever named cpu and reference
   };
   for (const std::string& args : bad) {
     auto r = Sh(args, true);

@@ -4,21 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cstdio>
 
-#include "lib/data/file_util.h"
-
 namespace whittle::cli {
-namespace {
-
-void OnSignal(int sig) {
-  RemoveLiveTempFiles();
-  std::signal(sig, SIG_DFL);
-  std::raise(sig);
-}
-
-}  // namespace
 
 int Fail(const std::string& tool, const std::string& msg) {
   std::string one_line = msg;
@@ -41,9 +29,29 @@ std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv, const 
   return std::nullopt;
 }
 
-void RemoveTempFilesOnSignal() {
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
+std::string BackendList(const std::vector<Backend>& allowed) {
+  std::string s;
+  for (size_t i = 0; i < allowed.size(); ++i)
+    s += std::string(i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") + BackendName(allowed[i]);
+  return s;
+}
+
+namespace {
+std::string BraceList(const std::vector<Backend>& allowed) {
+  std::string s;
+  for (Backend b : allowed) s += std::string(s.empty() ? "{" : ",") + BackendName(b);
+  return s + "}";
+}
+}  // namespace
+
+CLI::Validator BackendCheck(const std::vector<Backend>& allowed) {
+  return CLI::Validator(
+      [allowed](std::string& name) -> std::string {
+        auto b = ParseBackend(name);
+        if (b.ok() && std::find(allowed.begin(), allowed.end(), *b) != allowed.end()) return "";
+        return "'" + name + "' is not a device here (expected " + BackendList(allowed) + ")";
+      },
+      BraceList(allowed));
 }
 
 Status CheckOutputPath(const std::string& path, const std::string& flag) {

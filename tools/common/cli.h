@@ -1,7 +1,8 @@
 // What every Whittle command-line tool does the same way: one-line errors and exit codes (1 for a
-// failure, 2 for a bad command line), flag parsing with --help/--version, removal of temporary
-// output on Ctrl-C, output paths checked before any long work, and the data-spec flags
-// (--eval-data SPEC, --calibration-data SPEC) loaded with errors that name the flag.
+// failure, 2 for a bad command line), flag parsing with --help/--version, the --device flag (one
+// backend knob, names parsed by ParseBackend), output paths checked before any long work, and the
+// data-spec flags (--eval-data SPEC, --calibration-data SPEC) loaded with errors that name the
+// flag. Ctrl-C cleanup is the library's RemoveTempFilesOnSignal (lib/ir/atomic_file.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -14,6 +15,7 @@
 
 #include "lib/data/dataset.h"
 #include "lib/ir/status.h"
+#include "runtime/backend_name.h"
 
 namespace whittle::cli {
 
@@ -24,8 +26,11 @@ int Fail(const std::string& tool, const std::string& msg);
 // --version: 0; a bad command line: 2, after "TOOL: error: ... (see --help)"), else nullopt.
 std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv, const std::string& tool);
 
-// SIGINT/SIGTERM remove every live TempFile (lib/data/file_util.h) before the default action.
-void RemoveTempFilesOnSignal();
+// A check for a flag that names a backend: ParseBackend's names, limited to `allowed` (a bad one
+// is a command-line error, exit 2, that lists the allowed names).
+CLI::Validator BackendCheck(const std::vector<Backend>& allowed);
+// "cpu, cuda or reference" for help texts.
+std::string BackendList(const std::vector<Backend>& allowed);
 
 // Fails early when `path` (given with `flag`) cannot be written: missing or unwritable directory,
 // or a directory where a file name is expected.

@@ -1,30 +1,22 @@
 // compress-model: apply compression passes to an ONNX model, in the order given, and report what
-// they did. The work is passes/pipeline (load, evaluate, passes, evaluate, benchmark, report,
-// atomic write); this file parses flags, shows progress, and prints the report. With --finetune
-// the compressed model is then distilled from the original (runtime/training/finetune.h, the
-// engine finetune-model runs) before anything is written, and the reports get a fine-tune
-// section. On any error nothing is written at -o (nor at the report paths), Ctrl-C included.
+// they did. The work is passes/pipeline (load, evaluate, passes, evaluate, benchmark, --finetune's
+// distillation from the original, report, atomic write); this file parses flags, shows progress,
+// and prints the report. On any error nothing is written at -o (nor at the report paths), Ctrl-C
+// included.
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
-#include <chrono>
 #include <iostream>
 #include <map>
-#include <memory>
-#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lib/data/dataset.h"
-#include "lib/data/file_util.h"
-#include "lib/ir/format.h"
-#include "lib/onnx/model_io.h"
-#include "lib/ops/op_def.h"
+#include "lib/ir/atomic_file.h"
 #include "passes/pass_registry.h"
 #include "passes/pipeline.h"
 #include "passes/report/finetune_report.h"
 #include "passes/report/report.h"
-#include "runtime/evaluate.h"
 #include "runtime/training/finetune.h"
 #include "runtime/training/trainer.h"
 #include "tools/common/cli.h"
@@ -32,7 +24,6 @@
 
 namespace {
 
-using whittle::Fmt;
 using whittle::Status;
 
 int Fail(const std::string& msg) { return whittle::cli::Fail("compress-model", msg); }
@@ -42,21 +33,11 @@ class ProgressObserver : public whittle::PipelineObserver {
  public:
   explicit ProgressObserver(whittle::cli::Progress* p) : p_(p) {}
   void Progress(const std::string& stage, int64_t done, int64_t total) override { p_->Update(stage, done, total); }
+  void StepProgress(const std::string& stage, int64_t step, int64_t steps, const std::string& detail) override {
+    p_->Update(stage, step, steps, detail);
+  }
   void Line(const std::string& text) override { p_->Line(text); }
   void Clear() override { p_->Clear(); }
-
- private:
-  whittle::cli::Progress* p_;
-};
-
-// Shows the fine-tuning's progress on stderr, in finetune-model's format under a [finetune] tag.
-class FinetuneProgress : public whittle::training::FinetuneObserver {
- public:
-  explicit FinetuneProgress(whittle::cli::Progress* p) : p_(p) {}
-  void Progress(const std::string& stage, int64_t step, int64_t steps, const std::string& detail) override {
-    p_->Update("[finetune] " + stage, step, steps, detail);
-  }
-  void Line(const std::string& text) override { p_->Line("[finetune] " + text); }
 
  private:
   whittle::cli::Progress* p_;
@@ -67,15 +48,6 @@ std::string PassFlagHelp() {
                   "options, e.g. --svd energy=0.95 --svd layer=/fc1/Gemm:rank=16; passes run in the order given):\n";
   for (const std::string& name : whittle::PassNames()) s += std::string("\n") + whittle::PassHelp(name) + "\n";
   return s;
-}
-
-// The fine-tuned model's top-1 accuracy, measured as the pipeline measures the others.
-whittle::StatusOr<double> Accuracy(const whittle::Graph& g, const whittle::Dataset& data, int threads) {
-  whittle::SessionOptions so;
-  so.num_threads = threads;
-  WH_ASSIGN_OR_RETURN(auto session, whittle::Session::FromGraph(g, so));
-  WH_ASSIGN_OR_RETURN(auto r, whittle::EvaluateTop1(*session, data));
-  return r.accuracy;
 }
 
 }  // namespace
@@ -261,104 +233,21 @@ int main(int argc, char** argv) {
   po.report_json_path = json_stdout ? "" : report_json;
   po.report_html_path = report_html;
 
-  whittle::cli::RemoveTempFilesOnSignal();
+  if (finetune) po.finetune = whittle::PipelineFinetune{train_options, &*train_data, finetune_spec, train_spec};
+
+  whittle::RemoveTempFilesOnSignal();
   whittle::cli::Progress progress(!quiet);
   ProgressObserver observer(&progress);
-  const auto t_start = std::chrono::steady_clock::now();
-  // With --finetune the pipeline writes its model to a temporary file beside -o (removed on any
-  // error or Ctrl-C) and no reports; the fine-tuned model replaces it and is renamed into place
-  // after the reports were written.
-  std::optional<whittle::TempFile> scratch;
-  if (finetune) {
-    scratch.emplace(output);
-    po.output_path = scratch->path();
-    po.report_json_path.clear();
-    po.report_html_path.clear();
-  }
   auto result = whittle::RunPipeline(po, &observer);
   progress.Clear();
   if (!result.ok()) return Fail(result.status().message());
-  whittle::CompressionReport& report = result->report;
-
-  std::optional<whittle::FinetuneReport> ft;
-  if (finetune) {
-    const auto t0 = std::chrono::steady_clock::now();
-    whittle::RegisterAllOps();
-    auto teacher = whittle::LoadModel(model);
-    if (!teacher.ok()) return Fail(teacher.status().message());
-    auto trainer = whittle::training::Trainer::Create(result->graph, &*teacher, train_options);
-    if (!trainer.ok()) return Fail(trainer.status().WithContext("--finetune").message());
-    const whittle::Dataset* eval = eval_spec.empty() ? nullptr : &*eval_data;
-    whittle::training::FinetuneRun run;
-    run.epochs = train_options.epochs;
-    run.evaluate_before = false;  // the pipeline measured the compressed model already
-    FinetuneProgress fp(&progress);
-    ft.emplace();
-    auto tuned = whittle::training::RunFinetune(**trainer, *train_data, eval, std::move(run), &ft->history, &fp);
-    progress.Clear();
-    if (!tuned.ok()) return Fail(tuned.status().message());
-    ft->history.before = report.after.accuracy;
-    if (eval) {
-      auto acc = Accuracy(*tuned, *eval, threads);
-      if (!acc.ok()) return Fail(acc.status().WithContext("evaluating the fine-tuned model").message());
-      ft->output_accuracy = *acc;
-      report.after.accuracy = *acc;
-    }
-    result->graph = std::move(*tuned);
-    if (Status s = whittle::SaveModel(result->graph, scratch->path()); !s.ok()) return Fail(s.message());
-    report.after.file_bytes = whittle::FileSizeOf(scratch->path());
-    report.output_path = output;
-    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    ft->spec = finetune_spec;
-    ft->student = "compressed " + model;
-    ft->teacher = model;
-    ft->output = output;
-    ft->train_data = train_spec;
-    ft->train_samples = train_data->size();
-    ft->eval_data = eval_spec;
-    ft->eval_samples = eval ? eval->size() : 0;
-    ft->options = train_options;
-    ft->teacher_accuracy = report.before.accuracy;
-    ft->output_params = report.after.params;
-    ft->output_file_bytes = report.after.file_bytes;
-    ft->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!quiet) {
-      std::string line = "[finetune] done in " + Fmt("%.2f", ft->seconds) + " s";
-      if (ft->history.before >= 0 && ft->output_accuracy >= 0)
-        line += ": accuracy " + Fmt("%.4f", ft->history.before) + " -> " + Fmt("%.4f", ft->output_accuracy);
-      progress.Line(line);
-    }
-    nlohmann::json j = whittle::ToJson(report);
-    j["finetune"] = whittle::FinetuneJson(*ft);
-    if (!report_json.empty() && !json_stdout) {
-      if (Status s = whittle::WriteFileAtomically(report_json, j.dump(2) + "\n"); !s.ok()) return Fail(s.message());
-    }
-    if (!report_html.empty()) {
-      std::string page = whittle::ToHtml(report);
-      const size_t style_end = page.find("</style>");
-      if (style_end != std::string::npos) page.insert(style_end, whittle::FinetuneSectionCss());
-      const size_t footer = page.rfind("<footer>");
-      page.insert(footer == std::string::npos ? page.size() : footer,
-                  whittle::FinetuneSectionHtml(*ft, static_cast<int>(report.passes.size()) + 1) + "\n");
-      if (Status s = whittle::WriteFileAtomically(report_html, page); !s.ok()) return Fail(s.message());
-    }
-    if (Status s = scratch->Commit(); !s.ok()) return Fail(s.message());
-  }
+  const whittle::CompressionReport& report = result->report;
+  const whittle::FinetuneReport* ft = result->finetune ? &*result->finetune : nullptr;
 
   if (json_stdout) {
-    nlohmann::json j = whittle::ToJson(report);
-    if (ft) j["finetune"] = whittle::FinetuneJson(*ft);
-    std::cout << j.dump(2) << "\n" << std::flush;
+    std::cout << whittle::ToJson(report, ft).dump(2) << "\n" << std::flush;
   } else if (!quiet) {
-    if (ft) {
-      std::string text;
-      for (size_t i = 0; i < report.passes.size(); ++i)
-        text += whittle::PassTableText(report.passes[i], static_cast<int>(i) + 1) + "\n";
-      text += whittle::FinetuneText(*ft, static_cast<int>(report.passes.size()) + 1) + "\n";
-      std::cout << text << whittle::SummaryText(report) << "wrote " << output << "\n" << std::flush;
-    } else {
-      std::cout << whittle::ToText(report) << "wrote " << output << "\n" << std::flush;
-    }
+    std::cout << whittle::ToText(report, ft) << "wrote " << output << "\n" << std::flush;
   }
   return 0;
 }

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -14,8 +13,7 @@
 #include <vector>
 
 #include "lib/data/dataset.h"
-#include "lib/data/file_util.h"
-#include "lib/data/npy.h"
+#include "lib/ir/atomic_file.h"
 #include "lib/ir/device.h"
 #include "lib/ir/format.h"
 #include "lib/onnx/model_io.h"
@@ -23,6 +21,7 @@
 #include "passes/cost.h"
 #include "passes/report/finetune_report.h"
 #include "runtime/evaluate.h"
+#include "runtime/training/checkpoint.h"
 #include "runtime/training/finetune.h"
 #include "runtime/training/trainer.h"
 #include "tools/common/cli.h"
@@ -30,65 +29,27 @@
 
 namespace {
 
-namespace fs = std::filesystem;
 using whittle::Fmt;
 using whittle::Status;
-using whittle::training::EpochStats;
 using whittle::training::FinetuneHistory;
 using whittle::training::Trainer;
 
 int Fail(const std::string& msg) { return whittle::cli::Fail("finetune-model", msg); }
 
-// Checkpoint directory: one folder per epoch (epoch_<n>/: model.onnx with the current weights,
-// best.onnx, opt_<k>_m.npy / _v.npy) and state.json, written last and atomically, naming the folder
-// it belongs to; a run killed while a folder is being written resumes from the one before. The
-// folder state.json named before is removed once the new state.json is in place.
-Status SaveCheckpoint(const std::string& dir, Trainer& t, const whittle::Graph* best, const FinetuneHistory& h,
-                      int epoch_done) {
-  const std::string name = "epoch_" + std::to_string(epoch_done + 1), sub = dir + "/" + name;
-  std::error_code ec;
-  fs::create_directories(sub, ec);
-  if (ec) return whittle::IoError("cannot create checkpoint folder '" + sub + "': " + ec.message());
-  WH_RETURN_IF_ERROR(whittle::SaveModel(t.CurrentModel(), sub + "/model.onnx"));
-  if (best) WH_RETURN_IF_ERROR(whittle::SaveModel(*best, sub + "/best.onnx"));
-  for (size_t k = 0; k < t.params().size(); ++k) {
-    // The params as trained (a QDQ student's latent weights are finer than model.onnx's integers).
-    // On --device cuda they live on the GPU: each is downloaded for the file.
-    const std::string ks = std::to_string(k);
-    for (const auto& [file, tensor] : {std::pair{"/param_" + ks + ".npy", &t.param_values()[k]},
-                                       std::pair{"/opt_" + ks + "_m.npy", &t.state1()[k]},
-                                       std::pair{"/opt_" + ks + "_v.npy", &t.state2()[k]}}) {
-      WH_ASSIGN_OR_RETURN(whittle::Tensor host, tensor->ToDevice(whittle::DeviceType::kCpu));
-      WH_RETURN_IF_ERROR(whittle::WriteNpy(sub + file, host));
-    }
-  }
-  nlohmann::json s{{"epoch_done", epoch_done}, {"folder", name},          {"optimizer_steps", t.adam_steps()},
-                   {"best", h.best},           {"best_epoch", h.best_epoch}, {"accuracy_before", h.before},
-                   {"history", whittle::EpochsJson(h)}};
-  WH_RETURN_IF_ERROR(whittle::WriteFileAtomically(dir + "/state.json", s.dump(1)));
-  if (epoch_done > 0) fs::remove_all(dir + "/epoch_" + std::to_string(epoch_done), ec);  // the previous one
-  return Status::Ok();
-}
-
-// Progress on stderr, and a checkpoint after every epoch when --checkpoint-dir is given.
+// Progress on stderr.
 class ProgressObserver : public whittle::training::FinetuneObserver {
  public:
-  ProgressObserver(whittle::cli::Progress* p, bool quiet, std::string ckpt_dir)
-      : p_(p), quiet_(quiet), ckpt_dir_(std::move(ckpt_dir)) {}
+  ProgressObserver(whittle::cli::Progress* p, bool quiet) : p_(p), quiet_(quiet) {}
   void Progress(const std::string& stage, int64_t step, int64_t steps, const std::string& detail) override {
     p_->Update(stage, step, steps, detail);
   }
   void Line(const std::string& text) override {
     if (!quiet_) p_->Line(text);
   }
-  Status EpochDone(Trainer& t, const FinetuneHistory& h, const whittle::Graph* best, int epoch) override {
-    return ckpt_dir_.empty() ? Status::Ok() : SaveCheckpoint(ckpt_dir_, t, best, h, epoch);
-  }
 
  private:
   whittle::cli::Progress* p_;
   bool quiet_;
-  std::string ckpt_dir_;
 };
 
 }  // namespace
@@ -139,7 +100,8 @@ int main(int argc, char** argv) {
                  "Where the forward and backward passes, the teacher and the optimizer run: cpu, or cuda (the first "
                  "GPU that CUDA_VISIBLE_DEVICES lets the process see; params, "
                  "gradients and optimizer state stay on the GPU; nodes without a CUDA kernel run on the CPU)")
-      ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+      ->check(whittle::cli::BackendCheck({whittle::Backend::kCpu, whittle::Backend::kCuda}))
+      ->capture_default_str();
   app.add_option("--precision", precision,
                  "With --device cuda: arithmetic of the float products: fp32, or tf32/fp16/bf16 on tensor cores "
                  "(mixed precision: tensors, gradients and master weights stay fp32)")
@@ -176,9 +138,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "No progress on stderr");
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "finetune-model")) return *code;
-  whittle::cli::RemoveTempFilesOnSignal();
+  whittle::RemoveTempFilesOnSignal();
   o.use_labels = !no_labels;
-  o.backend = device == "cuda" ? whittle::Backend::kCuda : whittle::Backend::kCpu;
+  o.backend = *whittle::ParseBackend(device);  // cpu or cuda (checked above)
   o.precision = *whittle::ParsePrecision(precision);  // one of the four (checked above)
   if (o.precision != whittle::Precision::kFp32 && device != "cuda")
     return Fail("--precision " + precision + " needs --device cuda (the CPU computes in fp32)");
@@ -223,66 +185,24 @@ int main(int argc, char** argv) {
     eval = std::move(*e);
   }
 
-  FinetuneHistory h;
-  int first_epoch = 0;
-  std::optional<whittle::Graph> best;
-  nlohmann::json saved;
-  std::string ckpt_sub;  // the checkpoint folder state.json names
-  if (resume && fs::exists(ckpt_dir + "/state.json")) {
-    auto bytes = whittle::ReadFileBytes(ckpt_dir + "/state.json");
-    if (!bytes.ok()) return Fail(bytes.status().message());
-    try {
-      saved = nlohmann::json::parse(*bytes);
-    } catch (const std::exception& ex) {
-      return Fail("checkpoint '" + ckpt_dir + "/state.json' is not valid JSON: " + ex.what());
-    }
-    ckpt_sub = ckpt_dir + "/" + saved.value("folder", std::string());
-    auto m = whittle::LoadModel(ckpt_sub + "/model.onnx");
-    if (!m.ok()) return Fail(m.status().message());
-    student = std::move(*m);
-    if (fs::exists(ckpt_sub + "/best.onnx")) {
-      auto b = whittle::LoadModel(ckpt_sub + "/best.onnx");
-      if (!b.ok()) return Fail(b.status().message());
-      best = std::move(*b);
-    }
+  std::optional<whittle::training::Checkpoint> checkpoint;
+  if (resume) {
+    auto c = whittle::training::ReadCheckpoint(ckpt_dir);
+    if (!c.ok()) return Fail(c.status().message());
+    checkpoint = std::move(*c);
+    if (checkpoint) student = std::move(checkpoint->model);
   }
   auto trainer_or = Trainer::Create(*student, teacher ? &*teacher : nullptr, o);
   if (!trainer_or.ok()) return Fail(trainer_or.status().message());
   Trainer& t = **trainer_or;
-  if (!saved.is_null()) {
-    first_epoch = saved.value("epoch_done", -1) + 1;
-    t.adam_steps() = saved.value("optimizer_steps", int64_t{0});
-    h.best = saved.value("best", -1.0);
-    h.best_epoch = saved.value("best_epoch", -1);
-    if (saved.contains("accuracy_before") && saved["accuracy_before"].is_number())
-      h.before = saved["accuracy_before"].get<double>();
-    for (const auto& e : saved["history"]) {
-      EpochStats s;
-      s.epoch = e.value("epoch", 1) - 1;
-      s.loss = e.value("loss", 0.0);
-      s.samples_per_s = e.value("samples_per_s", 0.0);
-      s.seconds = e.value("seconds", 0.0);
-      s.data_wait_s = e.value("data_wait_s", 0.0);
-      s.train_accuracy = e["train_accuracy"].is_null() ? -1 : e["train_accuracy"].get<double>();
-      h.epochs.push_back(s);
-      h.eval_accuracy.push_back(e["eval_accuracy"].is_null() ? -1 : e["eval_accuracy"].get<double>());
-    }
-    for (size_t k = 0; k < t.params().size(); ++k) {
-      auto m = whittle::ReadNpy(ckpt_sub + "/opt_" + std::to_string(k) + "_m.npy");
-      auto v = whittle::ReadNpy(ckpt_sub + "/opt_" + std::to_string(k) + "_v.npy");
-      if (!m.ok()) return Fail(m.status().message());
-      if (!v.ok()) return Fail(v.status().message());
-      if (m->dims() != t.state1()[k].dims() || v->dims() != t.state2()[k].dims())
-        return Fail("checkpoint '" + ckpt_dir + "' does not belong to this student (optimizer state shapes differ)");
-      t.state1()[k] = *m;
-      t.state2()[k] = *v;
-      auto p = whittle::ReadNpy(ckpt_sub + "/param_" + std::to_string(k) + ".npy");
-      if (!p.ok()) return Fail(p.status().message());
-      if (p->dims() != t.param_values()[k].dims())
-        return Fail("checkpoint '" + ckpt_dir + "' does not belong to this student (param shapes differ)");
-      t.param_values()[k] = *p;
-    }
+  whittle::training::FinetuneRun run;
+  run.epochs = o.epochs;
+  if (checkpoint) {
+    auto resumed = whittle::training::ResumeFinetune(std::move(*checkpoint), t, o.epochs);
+    if (!resumed.ok()) return Fail(resumed.status().message());
+    run = std::move(*resumed);
   }
+  const int first_epoch = run.first_epoch;
 
   whittle::cli::Progress progress(!quiet);
   if (!quiet && first_epoch > 0) progress.Line("resuming after epoch " + std::to_string(first_epoch));
@@ -292,13 +212,12 @@ int main(int argc, char** argv) {
     progress.Line(std::to_string(t.fallback_nodes().size()) + " node(s) of the training graph run on the CPU" +
                   (list.empty() ? "" : ": " + list));
   }
-  ProgressObserver observer(&progress, quiet, ckpt_dir);
-  whittle::training::FinetuneRun run;
-  run.epochs = o.epochs;
-  run.first_epoch = first_epoch;
-  run.history = std::move(h);
-  run.best = std::move(best);
-  auto out = whittle::training::RunFinetune(t, *train, eval_spec.empty() ? nullptr : &eval, std::move(run), &h, &observer);
+  ProgressObserver observer(&progress, quiet);
+  whittle::training::CheckpointWriter checkpoints(ckpt_dir, &observer);  // with --checkpoint-dir
+  whittle::training::FinetuneObserver* obs = &observer;
+  if (!ckpt_dir.empty()) obs = &checkpoints;
+  FinetuneHistory h;
+  auto out = whittle::training::RunFinetune(t, *train, eval_spec.empty() ? nullptr : &eval, std::move(run), &h, obs);
   if (!out.ok()) return Fail(out.status().message());
 
   whittle::FinetuneReport rep;
@@ -326,17 +245,17 @@ int main(int argc, char** argv) {
       rep.teacher_accuracy = r->accuracy;
     }
   }
-  // The model goes to a temporary file first so that the report can give its size; both are
-  // committed only when everything succeeded.
-  whittle::TempFile temp(out_path);
-  if (Status s = whittle::SaveModel(*out, temp.path()); !s.ok()) return Fail(s.message());
+  // The model is staged first so that the report can give its size; both are committed only when
+  // everything succeeded.
+  auto staged = whittle::StageModel(*out, out_path);
+  if (!staged.ok()) return Fail(staged.status().message());
   rep.output_params = whittle::ComputeCost(*out).params;
-  rep.output_file_bytes = whittle::FileSizeOf(temp.path());
+  rep.output_file_bytes = (*staged)->file_bytes();
   if (!report.empty()) {
     rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     if (Status s = whittle::WriteFileAtomically(report, whittle::FinetuneHtml(rep)); !s.ok()) return Fail(s.message());
   }
-  if (Status s = temp.Commit(); !s.ok()) return Fail(s.message());
+  if (Status s = (*staged)->Commit(); !s.ok()) return Fail(s.message());
   if (json) {
     nlohmann::json j{{"student", student_path}, {"teacher", teacher_path}, {"output", out_path},
                      {"epochs", whittle::EpochsJson(h)}, {"params", t.params().size()},

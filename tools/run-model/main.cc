@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "run-model (Whittle) 0.1.0");
   std::string model;
   std::vector<std::string> input_specs;
-  std::string output_dir, eval_spec, batch_spec = "1,64", provider = "cpu", device = "cpu", agree_with,
+  std::string output_dir, eval_spec, batch_spec = "1,64", provider, device = "cpu", agree_with,
               precision = "fp32";
   int64_t limit = -1, eval_batch = 256;
   int threads = 1, warmup = 10, iterations = 20;
@@ -103,9 +103,16 @@ int main(int argc, char** argv) {
                "Print time per op type and per node (share of the total) and, on a device, which nodes ran on the CPU: "
                "fallbacks (no kernel there; inputs and outputs copied) and shape arithmetic (on the host by design)");
   app.add_flag("--json", json, "Print one JSON object on stdout instead of tables");
-  app.add_option("--provider", provider, "Kernels: cpu (fast) or reference (plain loops)")
-      ->check(CLI::IsMember({"cpu", "reference"}))->capture_default_str();
-  app.add_option("--device", device, "Device: cpu, or cuda (the first GPU that CUDA_VISIBLE_DEVICES lets the process see)")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  const std::vector<whittle::Backend> all_backends = {whittle::Backend::kCpu, whittle::Backend::kCuda,
+                                                      whittle::Backend::kReference};
+  app.add_option("--device", device,
+                 "Where and with which kernels the model runs: cpu (fast kernels), cuda (the first GPU that "
+                 "CUDA_VISIBLE_DEVICES lets the process see) or reference (plain loops on the CPU)")
+      ->check(whittle::cli::BackendCheck(all_backends))->capture_default_str();
+  // The old name of `--device reference` (and `--device cpu`); not in --help.
+  app.add_option("--provider", provider, "Deprecated: use --device")
+      ->check(whittle::cli::BackendCheck({whittle::Backend::kCpu, whittle::Backend::kReference}))
+      ->group("");
   app.add_option("--precision", precision,
                  "With --device cuda: arithmetic of float Gemm/MatMul/Conv: fp32, or tf32/fp16/bf16 on tensor cores "
                  "(operands rounded inside cuBLAS; float32 accumulation and tensors)")
@@ -123,22 +130,27 @@ int main(int argc, char** argv) {
   app.add_option("--agree-with", agree_with,
                  "With --eval-data: also run the model on cpu, reference (plain loops) or cuda (in fp32) and "
                  "report the share of samples whose top-1 class both give")
-      ->check(CLI::IsMember({"cpu", "reference", "cuda"}));
+      ->check(whittle::cli::BackendCheck(all_backends));
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "run-model")) return *code;
 
+  if (!provider.empty()) {
+    if (app.count("--device") > 0 && provider != device)
+      return Fail("--provider " + provider + " and --device " + device +
+                  " disagree; give only --device (--provider is its deprecated old name)");
+    device = provider;
+  }
   whittle::SessionOptions so;
   so.num_threads = threads;
-  so.backend = device == "cuda"            ? whittle::Backend::kCuda
-               : provider == "reference" ? whittle::Backend::kReference
-                                         : whittle::Backend::kCpu;
+  so.backend = *whittle::ParseBackend(device);  // one of the three (checked above)
+  const bool on_cuda = so.backend == whittle::Backend::kCuda;
   so.optimize = !no_optimize;
   so.precision = *whittle::ParsePrecision(precision);  // one of the four (checked above)
-  if (so.precision != whittle::Precision::kFp32 && device != "cuda")
+  if (so.precision != whittle::Precision::kFp32 && !on_cuda)
     return Fail("--precision " + precision + " needs --device cuda (the CPU computes in fp32)");
-  if (cuda_graphs && device != "cuda") return Fail("--cuda-graphs needs --device cuda");
+  if (cuda_graphs && !on_cuda) return Fail("--cuda-graphs needs --device cuda");
   for (const auto& [set, flag] : {std::pair<bool, const char*>{page_locked, "--page-locked-input"},
                                   std::pair<bool, const char*>{page_locked_output, "--page-locked-output"}})
-    if (set && (!bench || device != "cuda")) return Fail(std::string(flag) + " needs --bench and --device cuda");
+    if (set && (!bench || !on_cuda)) return Fail(std::string(flag) + " needs --bench and --device cuda");
   so.cuda_graphs = cuda_graphs;
   auto input_shapes = whittle::cli::ParseInputShapes(input_shape_specs);
   if (!input_shapes.ok()) return Fail(input_shapes.status().message());
@@ -222,9 +234,7 @@ int main(int argc, char** argv) {
     if (!agree_with.empty()) {
       whittle::SessionOptions other = so;
       other.precision = whittle::Precision::kFp32;  // the comparison is against full precision
-      other.backend = agree_with == "cuda"        ? whittle::Backend::kCuda
-                      : agree_with == "reference" ? whittle::Backend::kReference
-                                                  : whittle::Backend::kCpu;
+      other.backend = *whittle::ParseBackend(agree_with);  // checked above
       auto second = whittle::Session::Load(model, other);
       if (!second.ok()) return Fail("--agree-with " + agree_with + ": " + second.status().message());
       auto mine = whittle::PredictTop1(session, *ds, eval_batch);
@@ -260,9 +270,9 @@ int main(int argc, char** argv) {
     if (!r.ok()) return Fail(r.status().message());
     nlohmann::json rows = nlohmann::json::array();
     if (!json) {
-      std::printf("benchmark: %s, %d thread(s), provider %s\n", model.c_str(), so.num_threads, provider.c_str());
+      std::printf("benchmark: %s, %d thread(s), device %s\n", model.c_str(), so.num_threads, device.c_str());
       std::printf("%8s %10s %10s %10s %10s %16s%s\n", "batch", "runs", "p50 ms", "p90 ms", "p99 ms", "samples/s",
-                  device != "cpu" ? "   device MiB (before / peak)" : "");
+                  on_cuda ? "   device MiB (before / peak)" : "");
     }
     constexpr double kMiB = 1024.0 * 1024.0;
     for (const auto& b : *r) {
@@ -300,7 +310,7 @@ int main(int argc, char** argv) {
         for (const auto& e : prof.by_node)
           std::printf("%-36s %-24s %-6s %12.3f %7.1f%%\n", e.name.c_str(), e.op_type.c_str(), e.device.c_str(),
                       e.total_ms, 100 * e.share);
-        if (device != "cpu") {
+        if (on_cuda) {
           std::printf("\n%zu node(s) without a %s kernel ran on the CPU (inputs and outputs copied):\n",
                       session.fallback_nodes().size(), device.c_str());
           for (const std::string& n : session.fallback_nodes()) std::printf("  %s\n", n.c_str());

@@ -1,0 +1,156 @@
+#include "runtime/training/checkpoint.h"
+
+#include <filesystem>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "lib/data/file_util.h"
+#include "lib/data/npy.h"
+#include "lib/ir/device.h"
+#include "lib/onnx/model_io.h"
+
+namespace whittle::training {
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::json OrNull(double v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr); }
+double OrMinusOne(const nlohmann::json& v) { return v.is_number() ? v.get<double>() : -1; }
+
+// The files of param k in a checkpoint folder: its value and the optimizer's two moments.
+struct ParamFiles {
+  std::string value, m, v;
+};
+ParamFiles FilesOf(const std::string& folder, size_t k) {
+  const std::string ks = std::to_string(k);
+  return {folder + "/param_" + ks + ".npy", folder + "/opt_" + ks + "_m.npy", folder + "/opt_" + ks + "_v.npy"};
+}
+
+// The run's state as state.json holds it, into c.
+Status ReadState(const nlohmann::json& s, Checkpoint* c) {
+  c->folder = c->dir + "/" + s.value("folder", std::string());
+  c->epoch_done = s.value("epoch_done", -1);
+  c->optimizer_steps = s.value("optimizer_steps", int64_t{0});
+  FinetuneHistory& h = c->history;
+  h.best = s.value("best", -1.0);
+  h.best_epoch = s.value("best_epoch", -1);
+  if (s.contains("accuracy_before")) h.before = OrMinusOne(s["accuracy_before"]);
+  for (const auto& e : s.value("history", nlohmann::json::array())) {
+    EpochStats st;
+    st.epoch = e.value("epoch", 1) - 1;
+    st.loss = e.value("loss", 0.0);
+    st.samples_per_s = e.value("samples_per_s", 0.0);
+    st.seconds = e.value("seconds", 0.0);
+    st.data_wait_s = e.value("data_wait_s", 0.0);
+    st.train_accuracy = OrMinusOne(e.value("train_accuracy", nlohmann::json()));
+    h.epochs.push_back(st);
+    h.eval_accuracy.push_back(OrMinusOne(e.value("eval_accuracy", nlohmann::json())));
+  }
+  return Status::Ok();
+}
+
+nlohmann::json EpochsJson(const FinetuneHistory& h) {
+  nlohmann::json a = nlohmann::json::array();
+  for (size_t i = 0; i < h.epochs.size(); ++i) {
+    const EpochStats& e = h.epochs[i];
+    nlohmann::json o{{"epoch", e.epoch + 1}, {"loss", e.loss}, {"samples_per_s", e.samples_per_s},
+                     {"seconds", e.seconds}, {"data_wait_s", e.data_wait_s}};
+    o["train_accuracy"] = OrNull(e.train_accuracy);
+    o["eval_accuracy"] = OrNull(i < h.eval_accuracy.size() ? h.eval_accuracy[i] : -1);
+    a.push_back(o);
+  }
+  return a;
+}
+
+}  // namespace
+
+std::string EpochsJsonText(const FinetuneHistory& h) { return EpochsJson(h).dump(); }
+
+Status SaveCheckpoint(const std::string& dir, Trainer& t, const Graph* best, const FinetuneHistory& h, int epoch_done) {
+  const std::string name = "epoch_" + std::to_string(epoch_done + 1), sub = dir + "/" + name;
+  std::error_code ec;
+  fs::create_directories(sub, ec);
+  if (ec) return IoError("cannot create checkpoint folder '" + sub + "': " + ec.message());
+  WH_RETURN_IF_ERROR(SaveModel(t.CurrentModel(), sub + "/model.onnx"));
+  if (best) WH_RETURN_IF_ERROR(SaveModel(*best, sub + "/best.onnx"));
+  for (size_t k = 0; k < t.params().size(); ++k) {
+    // The params as trained (a QDQ student's latent weights are finer than model.onnx's integers).
+    // On a device they live there: each is downloaded for the file.
+    const ParamFiles f = FilesOf(sub, k);
+    for (const auto& [file, tensor] : {std::pair{&f.value, &t.param_values()[k]}, std::pair{&f.m, &t.state1()[k]},
+                                       std::pair{&f.v, &t.state2()[k]}}) {
+      WH_ASSIGN_OR_RETURN(Tensor host, tensor->ToDevice(DeviceType::kCpu));
+      WH_RETURN_IF_ERROR(WriteNpy(*file, host));
+    }
+  }
+  nlohmann::json s{{"epoch_done", epoch_done}, {"folder", name},          {"optimizer_steps", t.adam_steps()},
+                   {"best", h.best},           {"best_epoch", h.best_epoch}, {"accuracy_before", h.before},
+                   {"history", EpochsJson(h)}};
+  WH_RETURN_IF_ERROR(WriteFileAtomically(dir + "/state.json", s.dump(1)));
+  if (epoch_done > 0) fs::remove_all(dir + "/epoch_" + std::to_string(epoch_done), ec);  // the previous one
+  return Status::Ok();
+}
+
+void CheckpointWriter::Progress(const std::string& stage, int64_t step, int64_t steps, const std::string& detail) {
+  if (inner_) inner_->Progress(stage, step, steps, detail);
+}
+
+void CheckpointWriter::Line(const std::string& text) {
+  if (inner_) inner_->Line(text);
+}
+
+Status CheckpointWriter::EpochDone(Trainer& t, const FinetuneHistory& h, const Graph* best, int epoch) {
+  WH_RETURN_IF_ERROR(SaveCheckpoint(dir_, t, best, h, epoch));
+  return inner_ ? inner_->EpochDone(t, h, best, epoch) : Status::Ok();
+}
+
+StatusOr<std::optional<Checkpoint>> ReadCheckpoint(const std::string& dir) {
+  const std::string state = dir + "/state.json";
+  if (!fs::exists(state)) return std::optional<Checkpoint>();
+  WH_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(state));
+  nlohmann::json s;
+  try {
+    s = nlohmann::json::parse(bytes);
+  } catch (const std::exception& ex) {
+    return InvalidArgument("checkpoint '" + state + "' is not valid JSON: " + ex.what());
+  }
+  Checkpoint c;
+  c.dir = dir;
+  try {
+    WH_RETURN_IF_ERROR(ReadState(s, &c));
+  } catch (const std::exception& ex) {
+    return InvalidArgument("checkpoint '" + state + "' has a field of the wrong type: " + ex.what());
+  }
+  WH_ASSIGN_OR_RETURN(c.model, LoadModel(c.folder + "/model.onnx"));
+  if (fs::exists(c.folder + "/best.onnx")) {
+    WH_ASSIGN_OR_RETURN(Graph b, LoadModel(c.folder + "/best.onnx"));
+    c.best = std::move(b);
+  }
+  return std::optional<Checkpoint>(std::move(c));
+}
+
+StatusOr<FinetuneRun> ResumeFinetune(Checkpoint c, Trainer& t, int epochs) {
+  for (size_t k = 0; k < t.params().size(); ++k) {
+    const ParamFiles f = FilesOf(c.folder, k);
+    WH_ASSIGN_OR_RETURN(Tensor m, ReadNpy(f.m));
+    WH_ASSIGN_OR_RETURN(Tensor v, ReadNpy(f.v));
+    if (m.dims() != t.state1()[k].dims() || v.dims() != t.state2()[k].dims())
+      return InvalidArgument("checkpoint '" + c.dir + "' does not belong to this student (optimizer state shapes differ)");
+    t.state1()[k] = m;
+    t.state2()[k] = v;
+    WH_ASSIGN_OR_RETURN(Tensor p, ReadNpy(f.value));
+    if (p.dims() != t.param_values()[k].dims())
+      return InvalidArgument("checkpoint '" + c.dir + "' does not belong to this student (param shapes differ)");
+    t.param_values()[k] = p;
+  }
+  t.adam_steps() = c.optimizer_steps;
+  FinetuneRun run;
+  run.epochs = epochs;
+  run.first_epoch = c.epoch_done + 1;
+  run.history = std::move(c.history);
+  run.best = std::move(c.best);
+  return run;
+}
+
+}  // namespace whittle::training
