@@ -65,7 +65,8 @@ int whittle_session_load_ex(const char* model_path, int num_threads, const char*
   if (!model_path || !out || !device || !precision) return SetError("whittle_session_load: null argument");
   if (flags & ~WHITTLE_CUDA_GRAPHS) return SetError("whittle_session_load: unknown flags " + std::to_string(flags));
   const std::optional<whittle::Backend> backend = DeviceBackend(device);
-  if (!backend) return SetError(std::string("whittle_session_load: device must be \"cpu\" or \"cuda\", got \"") + device + "\"");
+  if (!backend)
+    return SetError(std::string("whittle_session_load: device must be \"cpu\" or \"cuda\", got \"") + device + "\"");
   auto p = whittle::ParsePrecision(precision);
   if (!p.ok()) return SetError("whittle_session_load: " + p.status().message());
   whittle::SessionOptions so;

@@ -65,7 +65,8 @@ class StagedModel {
   int64_t file_bytes_ = 0;
   std::string context_;
 };
-StatusOr<std::unique_ptr<StagedModel>> StageModel(const Graph& g, const std::string& path, const SaveOptions& opts = {});
+StatusOr<std::unique_ptr<StagedModel>> StageModel(const Graph& g, const std::string& path,
+                                                  const SaveOptions& opts = {});
 // Reads a serialized TensorProto (the ONNX backend tests' input_N.pb/output_N.pb); *name gets the
 // tensor's name ("" when it has none).
 StatusOr<Tensor> LoadTensorProtoFile(const std::string& path, std::string* name = nullptr);

@@ -136,7 +136,8 @@ StatusOr<FinetuneRun> ResumeFinetune(Checkpoint c, Trainer& t, int epochs) {
     WH_ASSIGN_OR_RETURN(Tensor m, ReadNpy(f.m));
     WH_ASSIGN_OR_RETURN(Tensor v, ReadNpy(f.v));
     if (m.dims() != t.state1()[k].dims() || v.dims() != t.state2()[k].dims())
-      return InvalidArgument("checkpoint '" + c.dir + "' does not belong to this student (optimizer state shapes differ)");
+      return InvalidArgument("checkpoint '" + c.dir +
+                             "' does not belong to this student (optimizer state shapes differ)");
     t.state1()[k] = m;
     t.state2()[k] = v;
     WH_ASSIGN_OR_RETURN(Tensor p, ReadNpy(f.value));

@@ -101,7 +101,7 @@ TEST(RunModelCli, DeviceIsTheOneBackendKnob) {
   const std::string eval = Model("mlp") + " --eval-data fashion-mnist:test --limit 100 --json";
   auto ref = Sh(eval + " --device reference");
   ASSERT_EQ(ref.code, 0) << ref.out;
-  for (const std::string& same : {" --provider reference", " --provider reference --device reference"}) {
+  for (const char* same : {" --provider reference", " --provider reference --device reference"}) {
     auto r = Sh(eval + same);
     ASSERT_EQ(r.code, 0) << same;
     EXPECT_EQ(nlohmann::json::parse(r.out)["correct"], nlohmann::json::parse(ref.out)["correct"]) << same;
