@@ -1,5 +1,6 @@
-// The one place that lists every kernel family (each registers one factory per op, which picks
-// init.backend's compute functions from the family's BackendTable).
+// The one place that lists every kernel family. Each declares its ops' kernels per backend
+// (KernelDef: the reference's, the CPU's where its BackendTable row has the builder); the CUDA
+// backend declares its own.
 #include <mutex>
 
 #include "kernels/kernel.h"
@@ -30,7 +31,7 @@ void RegisterSignalKernels(KernelRegistry& r);     // kernels/signal_kernels.cc
 
 #ifdef WHITTLE_WITH_CUDA
 namespace cuda {
-void RegisterKernels(KernelRegistry& r);  // kernels/cuda/ops.cc
+void RegisterKernels(KernelRegistry& r);  // kernels/cuda/ops.cc: declares the CUDA kernels
 }  // namespace cuda
 #endif
 
@@ -60,7 +61,7 @@ void RegisterAllKernels() {
     RegisterCirculantKernels(r);
     RegisterSignalKernels(r);
 #ifdef WHITTLE_WITH_CUDA
-    cuda::RegisterKernels(r);  // last: it wraps the factories registered above
+    cuda::RegisterKernels(r);  // the CUDA declarations
 #endif
   });
 }

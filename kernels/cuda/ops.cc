@@ -1,11 +1,11 @@
 // The CUDA backend's kernels (float32): Gemm and MatMul on cuBLAS, Conv as im2col + cuBLAS
 // (strided-batched over images; the runtime's fused residual input too), MatMul's fused bias
 // input, element-wise unary and broadcast binary ops, Softmax/LogSoftmax
-// on the last axis, Max/Average/GlobalAveragePool in 2-D. Each is put in front of the op's
-// factory (KernelRegistry::Wrap): for Backend::kCuda, with this backend's runtime registered, it
-// builds the CUDA kernel where the node's dtypes and attributes are ones it handles, and
-// otherwise returns null — the session then runs the node's CPU kernel with explicit copies and
-// lists it (Session::fallback_nodes). Fused activations: Relu or none.
+// on the last axis, Max/Average/GlobalAveragePool in 2-D. Each is declared for Backend::kCuda
+// (DeclareCudaKernel): with this backend's runtime registered, it builds the CUDA kernel where
+// the node's dtypes and attributes are ones it handles, and otherwise returns null — the session
+// then runs the node's CPU kernel with explicit copies and lists it (Session::fallback_nodes).
+// Fused activations: Relu or none (others run after the kernel, in place).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -625,25 +625,22 @@ KernelOr WithSeparateActivation(const KernelInit& init, const MakeFn& make) {
 
 }  // namespace
 
-void AddCudaKernel(KernelRegistry& r, const char* domain, const char* op, MakeFn make) {
-  r.Wrap(domain, op, [make](KernelFactory prev) -> KernelFactory {
-    return [make, prev](const KernelInit& init) -> KernelOr {
-      if (init.backend == Backend::kCuda && RuntimeActive()) {
-        KernelOr k = make(init);
-        if (!k.ok() || *k) return k;
-        // A fused activation the kernel's epilogue lacks (it takes Relu): the kernel without it,
-        // then the activation in place, rather than the whole node on the CPU.
-        k = WithSeparateActivation(init, make);
-        if (!k.ok() || *k) return k;
-      }
-      return prev(init);
-    };
-  });
+void DeclareCudaKernel(KernelRegistry& r, const char* domain, const char* op, std::vector<DType> dtypes, MakeFn make) {
+  r.Add(DeclareKernel(Backend::kCuda, domain, op, std::move(dtypes), [make](const KernelInit& init) -> KernelOr {
+    if (!RuntimeActive()) return KernelOr(nullptr);
+    KernelOr k = make(init);
+    if (!k.ok() || *k) return k;
+    // A fused activation the kernel's epilogue lacks (it takes Relu): the kernel without it,
+    // then the activation in place, rather than the whole node on the CPU.
+    return WithSeparateActivation(init, make);
+  }));
 }
 
 void RegisterKernels(KernelRegistry& r) {
   RegisterRuntime();
-  auto add = [&r](const char* op, MakeFn make) { AddCudaKernel(r, "", op, std::move(make)); };
+  auto add = [&r](const char* op, MakeFn make, std::vector<DType> dtypes = {DType::kFloat32}) {
+    DeclareCudaKernel(r, "", op, std::move(dtypes), std::move(make));
+  };
   const std::pair<const char*, Unary> unary[] = {{"Relu", Unary::kRelu}, {"Sigmoid", Unary::kSigmoid},
                                                  {"Tanh", Unary::kTanh}, {"Exp", Unary::kExp},
                                                  {"Log", Unary::kLog},   {"Neg", Unary::kNeg},
@@ -673,10 +670,11 @@ void RegisterKernels(KernelRegistry& r) {
   add("Gemm", MakeGemm);
   add("MatMul", MakeMatMul);
   add("Conv", MakeConv);
-  add("MaxPool", [](const KernelInit& i) { return MakePool(i, true); });
+  add("MaxPool", [](const KernelInit& i) { return MakePool(i, true); },
+      {DType::kFloat32, DType::kUInt8, DType::kInt8});
   add("AveragePool", [](const KernelInit& i) { return MakePool(i, false); });
   add("GlobalAveragePool", MakeGlobalAveragePool);
-  AddCudaKernel(r, kWhittleDomain, "Attention", MakeAttention);
+  DeclareCudaKernel(r, kWhittleDomain, "Attention", {DType::kFloat32}, MakeAttention);
   RegisterQLinearKernels(r);
   RegisterBinaryCodebookKernels(r);
   RegisterCirculantFftKernels(r);
