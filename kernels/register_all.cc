@@ -31,7 +31,7 @@ void RegisterSignalKernels(KernelRegistry& r);     // kernels/signal_kernels.cc
 
 #ifdef WHITTLE_WITH_CUDA
 namespace cuda {
-void RegisterKernels(KernelRegistry& r);  // kernels/cuda/ops.cc: declares the CUDA kernels
+void RegisterKernels(KernelRegistry& r);  // kernels/cuda/declare.cc: declares the CUDA kernels
 }  // namespace cuda
 #endif
 

@@ -171,7 +171,14 @@ inline bool NotKnownOtherThan4d(const KernelInit& init, std::initializer_list<si
   return true;
 }
 
-// The family registrations (each file's own ops), called by RegisterKernels (ops.cc).
+// The family declarations (each file's own ops), called by RegisterKernels (declare.cc).
+void RegisterElementwiseKernels(KernelRegistry& r);  // elementwise.cc
+void RegisterSoftmaxKernels(KernelRegistry& r);      // softmax.cc
+void RegisterNormKernels(KernelRegistry& r);         // norm.cc
+void RegisterAttentionKernels(KernelRegistry& r);    // attention.cc
+void RegisterLinearKernels(KernelRegistry& r);       // linear.cc
+void RegisterConvKernels(KernelRegistry& r);         // conv.cc
+void RegisterPoolKernels(KernelRegistry& r);         // pool.cc
 void RegisterQLinearKernels(KernelRegistry& r);
 void RegisterBinaryCodebookKernels(KernelRegistry& r);
 void RegisterCirculantFftKernels(KernelRegistry& r);
