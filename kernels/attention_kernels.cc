@@ -108,14 +108,13 @@ void AttentionHeadTiled(cpu::SimdIsa isa, const float* q, const float* k, const 
   }
 }
 
-StatusOr<std::unique_ptr<OpKernel>> MakeAttention(const KernelInit& init) {
+// plain: the reference backend's plain loops; else the register tiles where the CPU has them.
+StatusOr<std::unique_ptr<OpKernel>> MakeAttention(const KernelInit& init, bool plain) {
   if (init.input_dtypes.empty() || init.input_dtypes[0] != DType::kFloat32)
     return InvalidArgument(init.node_name + ": Attention takes float32");
   const int64_t h = init.attrs.GetInt("heads", 0), d = init.attrs.GetInt("head_dim", 0);
   const float scale = init.attrs.GetFloat("scale", 1.f);
   if (h < 1 || d < 1) return InvalidArgument(init.node_name + ": heads and head_dim must be >= 1");
-  // The reference backend runs the plain loops; the others the register tiles where the CPU has them.
-  const bool plain = init.backend == Backend::kReference;
   return WrapFnKernel([h, d, scale, plain](KernelContext& ctx) -> Status {
     const Tensor& x = *ctx.inputs[0];
     Tensor& y = *ctx.outputs[0];
@@ -158,6 +157,11 @@ StatusOr<std::unique_ptr<OpKernel>> MakeAttention(const KernelInit& init) {
 
 }  // namespace
 
-void RegisterAttentionKernels(KernelRegistry& r) { r.Register(kWhittleDomain, "Attention", MakeAttention); }
+void RegisterAttentionKernels(KernelRegistry& r) {
+  r.Add(DeclareKernel(Backend::kReference, kWhittleDomain, "Attention", {DType::kFloat32},
+                      [](const KernelInit& init) { return MakeAttention(init, true); }));
+  r.Add(DeclareKernel(Backend::kCpu, kWhittleDomain, "Attention", {DType::kFloat32},
+                      [](const KernelInit& init) { return MakeAttention(init, false); }));
+}
 
 }  // namespace whittle

@@ -91,9 +91,9 @@ KernelOr MakeSignSte(const KernelInit& init) {
 }  // namespace
 
 void RegisterBinaryKernels(KernelRegistry& r) {
-  r.Register(kWhittleDomain, "SignSte", MakeSignSte);
-  r.Register(kWhittleDomain, "BinaryMatMul", MakeBinaryMatMul);
-  r.Register(kWhittleDomain, "BinaryConv", MakeBinaryConv);
+  r.Add(DeclareKernel(Backend::kReference, kWhittleDomain, "SignSte", {DType::kFloat32}, MakeSignSte));  // every backend
+  DeclareFamily(r, kBinary, &BinaryFns::matmul, kWhittleDomain, "BinaryMatMul", {DType::kFloat32}, MakeBinaryMatMul);
+  DeclareFamily(r, kBinary, &BinaryFns::conv, kWhittleDomain, "BinaryConv", {DType::kFloat32}, MakeBinaryConv);
 }
 
 }  // namespace whittle

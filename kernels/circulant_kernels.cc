@@ -47,8 +47,8 @@ StatusOr<std::unique_ptr<OpKernel>> MakeBlockCirculantMatMulGradWeight(const Ker
 }  // namespace
 
 void RegisterCirculantKernels(KernelRegistry& r) {
-  r.Register(kWhittleDomain, "BlockCirculantMatMul", MakeBlockCirculantMatMul);
-  r.Register(kWhittleDomain, "BlockCirculantMatMulGradWeight", MakeBlockCirculantMatMulGradWeight);
+  DeclareFamily(r, kCirculant, &CirculantFns::make, kWhittleDomain, "BlockCirculantMatMul", {DType::kFloat32}, MakeBlockCirculantMatMul);
+  DeclareFamily(r, kCirculant, &CirculantFns::grad_weight, kWhittleDomain, "BlockCirculantMatMulGradWeight", {DType::kFloat32}, MakeBlockCirculantMatMulGradWeight);
 }
 
 }  // namespace whittle

@@ -59,6 +59,8 @@ StatusOr<std::unique_ptr<OpKernel>> MakeCodebookMatMul(const KernelInit& init) {
 
 }  // namespace
 
-void RegisterCodebookKernels(KernelRegistry& r) { r.Register(kWhittleDomain, "CodebookMatMul", MakeCodebookMatMul); }
+void RegisterCodebookKernels(KernelRegistry& r) {
+  DeclareFamily(r, kCodebook, &CodebookFns::make, kWhittleDomain, "CodebookMatMul", {DType::kFloat32}, MakeCodebookMatMul);
+}
 
 }  // namespace whittle

@@ -13,11 +13,11 @@ const BackendTable<ConvFns> kConv{{Backend::kReference, &reference::kConvFns}, {
 }  // namespace
 
 void RegisterConvKernels(KernelRegistry& r) {
-  r.Register("", "Conv", [](const KernelInit& init) -> KernelOr {
+  DeclareFamily(r, kConv, &ConvFns::conv, "", "Conv", kFloatTypes, [](const KernelInit& init) -> KernelOr {
     WH_ASSIGN_OR_RETURN(ConvAttrs a, ParseConvAttrs(init));
     return kConv.Make(init.backend, &ConvFns::conv, a, init);
   });
-  r.Register("", "ConvTranspose", [](const KernelInit& init) -> KernelOr {
+  DeclareFamily(r, kConv, &ConvFns::conv_transpose, "", "ConvTranspose", kFloatTypes, [](const KernelInit& init) -> KernelOr {
     WH_ASSIGN_OR_RETURN(ConvTransposeAttrs a, ParseConvTransposeAttrs(init));
     return kConv.Make(init.backend, &ConvFns::conv_transpose, a, init);
   });

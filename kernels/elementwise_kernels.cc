@@ -162,6 +162,23 @@ KernelOr MakeWhere(const KernelInit& init) {
   });
 }
 
+// Input 0's element types of a declaration (float16/bfloat16 computed in float32).
+std::vector<DType> BinaryTypes(BinaryOp op) {
+  if (reference::IsLogical(op)) return {DType::kBool};
+  if (op == BinaryOp::kBitShiftLeft) return kIntegerTypes;
+  if (reference::IsCompare(op)) {
+    std::vector<DType> t = kNumericHalfTypes;
+    t.push_back(DType::kBool);
+    return t;
+  }
+  return kNumericHalfTypes;
+}
+
+std::vector<DType> UnaryTypes(UnaryOp op) {
+  if (op == UnaryOp::kNot) return {DType::kBool};
+  return reference::UnaryAcceptsIntegers(op) ? kNumericHalfTypes : kFloatHalfTypes;
+}
+
 }  // namespace
 
 void RegisterElementwiseKernels(KernelRegistry& r) {
@@ -188,18 +205,21 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
                                                                         {"Sum", {BinaryOp::kAdd, false}},
                                                                         {"Mean", {BinaryOp::kAdd, true}}};
   for (const auto& [name, op] : binary)
-    r.Register("", name, [op = op](const KernelInit& init) { return MakeBinary(init, op); });
+    DeclareFamily(r, kElementwise, &ElementwiseFns::binary, "", name, BinaryTypes(op),
+                  [op = op](const KernelInit& init) { return MakeBinary(init, op); });
   for (const auto& [name, op] : unary)
-    r.Register("", name, [op = op](const KernelInit& init) { return MakeUnary(init, op); });
+    DeclareFamily(r, kElementwise, &ElementwiseFns::unary, "", name, UnaryTypes(op),
+                  [op = op](const KernelInit& init) { return MakeUnary(init, op); });
   for (const auto& [name, v] : variadic)
-    r.Register("", name, [v = v](const KernelInit& init) { return MakeVariadic(init, v.first, v.second); });
-  r.Register("", "Gelu", [](const KernelInit& init) {
+    DeclareFamily(r, kElementwise, &ElementwiseFns::variadic, "", name, kNumericHalfTypes,
+                  [v = v](const KernelInit& init) { return MakeVariadic(init, v.first, v.second); });
+  DeclareFamily(r, kElementwise, &ElementwiseFns::unary, "", "Gelu", kFloatHalfTypes, [](const KernelInit& init) {
     return MakeUnary(init, init.attrs.GetString("approximate", "none") == "tanh" ? UnaryOp::kGeluTanh : UnaryOp::kGelu);
   });
-  r.Register("", "Clip", MakeClip);
-  r.Register("", "Cast", [](const KernelInit& init) { return MakeCast(init, false); });
-  r.Register("", "CastLike", [](const KernelInit& init) { return MakeCast(init, true); });
-  r.Register("", "Where", MakeWhere);
+  DeclareFamily(r, kElementwise, &ElementwiseFns::clip, "", "Clip", kNumericHalfTypes, MakeClip);
+  DeclareFamily(r, kElementwise, &ElementwiseFns::cast, "", "Cast", kAllTypes, [](const KernelInit& init) { return MakeCast(init, false); });
+  DeclareFamily(r, kElementwise, &ElementwiseFns::cast, "", "CastLike", kAllTypes, [](const KernelInit& init) { return MakeCast(init, true); });
+  DeclareFamily(r, kElementwise, &ElementwiseFns::where, "", "Where", {DType::kBool}, MakeWhere);
 }
 
 }  // namespace whittle

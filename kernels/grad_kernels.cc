@@ -96,12 +96,12 @@ Factory MakeGatherGrad(const KernelInit& init) {
 }  // namespace
 
 void RegisterGradKernels(KernelRegistry& r) {
-  r.Register(kWhittleDomain, "ConvGradInput", MakeConvGradInput);
-  r.Register(kWhittleDomain, "ConvGradWeight", MakeConvGradWeight);
-  r.Register(kWhittleDomain, "MaxPoolGrad", MakeMaxPoolGrad);
-  r.Register(kWhittleDomain, "ReluGrad", MakeReluGrad);
-  r.Register(kWhittleDomain, "AveragePoolGrad", MakeAveragePoolGrad);
-  r.Register(kWhittleDomain, "GatherGrad", MakeGatherGrad);
+  DeclareFamily(r, kGrad, &GradFns::conv_grad_input, kWhittleDomain, "ConvGradInput", {DType::kFloat32}, MakeConvGradInput);
+  DeclareFamily(r, kGrad, &GradFns::conv_grad_weight, kWhittleDomain, "ConvGradWeight", {DType::kFloat32}, MakeConvGradWeight);
+  DeclareFamily(r, kGrad, &GradFns::max_pool_grad, kWhittleDomain, "MaxPoolGrad", {DType::kFloat32}, MakeMaxPoolGrad);
+  DeclareFamily(r, kGrad, &GradFns::relu_grad, kWhittleDomain, "ReluGrad", {DType::kFloat32}, MakeReluGrad);
+  DeclareFamily(r, kGrad, &GradFns::average_pool_grad, kWhittleDomain, "AveragePoolGrad", {DType::kFloat32}, MakeAveragePoolGrad);
+  DeclareFamily(r, kGrad, &GradFns::gather_grad, kWhittleDomain, "GatherGrad", {DType::kFloat32}, MakeGatherGrad);
 }
 
 }  // namespace whittle

@@ -148,20 +148,20 @@ Factory MakeNonZero(const KernelInit& init) {
 }  // namespace
 
 void RegisterIndexKernels(KernelRegistry& r) {
-  r.Register("", "Size", MakeSize);
-  r.Register("", "GatherElements", MakeGatherElements);
-  r.Register("", "Trilu", MakeTrilu);
-  r.Register("", "CumSum", MakeCumSum);
-  r.Register("", "EyeLike", MakeEyeLike);
-  r.Register("", "OneHot", MakeOneHot);
-  r.Register("", "DepthToSpace", MakeDepthToSpace);
-  r.Register("", "SpaceToDepth", MakeSpaceToDepth);
-  r.Register("", "TopK", MakeTopK);
-  r.Register("", "GatherND", MakeGatherND);
-  r.Register("", "ScatterElements", MakeScatterElements);
-  r.Register("", "Scatter", MakeScatterElements);
-  r.Register("", "ScatterND", MakeScatterND);
-  r.Register("", "NonZero", MakeNonZero);
+  DeclareFamily(r, kIndex, &IndexFns::size, "", "Size", kAllTypes, MakeSize);
+  DeclareFamily(r, kIndex, &IndexFns::gather_elements, "", "GatherElements", kAllTypes, MakeGatherElements);
+  DeclareFamily(r, kIndex, &IndexFns::trilu, "", "Trilu", kAllTypes, MakeTrilu);
+  DeclareFamily(r, kIndex, &IndexFns::cum_sum, "", "CumSum", kNumericTypes, MakeCumSum);
+  DeclareFamily(r, kIndex, &IndexFns::eye_like, "", "EyeLike", kAllTypes, MakeEyeLike);
+  DeclareFamily(r, kIndex, &IndexFns::one_hot, "", "OneHot", kNumericTypes, MakeOneHot);
+  DeclareFamily(r, kIndex, &IndexFns::depth_to_space, "", "DepthToSpace", kAllTypes, MakeDepthToSpace);
+  DeclareFamily(r, kIndex, &IndexFns::space_to_depth, "", "SpaceToDepth", kAllTypes, MakeSpaceToDepth);
+  DeclareFamily(r, kIndex, &IndexFns::top_k, "", "TopK", kNumericTypes, MakeTopK);
+  DeclareFamily(r, kIndex, &IndexFns::gather_nd, "", "GatherND", kAllTypes, MakeGatherND);
+  DeclareFamily(r, kIndex, &IndexFns::scatter_elements, "", "ScatterElements", kAllTypes, MakeScatterElements);
+  DeclareFamily(r, kIndex, &IndexFns::scatter_elements, "", "Scatter", kAllTypes, MakeScatterElements);
+  DeclareFamily(r, kIndex, &IndexFns::scatter_nd, "", "ScatterND", kAllTypes, MakeScatterND);
+  DeclareFamily(r, kIndex, &IndexFns::non_zero, "", "NonZero", kAllTypes, MakeNonZero);
 }
 
 }  // namespace whittle

@@ -46,31 +46,124 @@ const std::vector<Backend>& BuiltBackends() {
   return kBuilt;
 }
 
+const std::vector<DType> kFloatTypes = {DType::kFloat32, DType::kFloat64};
+const std::vector<DType> kFloatHalfTypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16};
+const std::vector<DType> kIntegerTypes = {DType::kInt8,  DType::kUInt8,  DType::kInt16, DType::kUInt16,
+                                          DType::kInt32, DType::kUInt32, DType::kInt64, DType::kUInt64};
+const std::vector<DType> kNumericTypes = {DType::kFloat32, DType::kFloat64, DType::kInt8,  DType::kUInt8,
+                                          DType::kInt16,   DType::kUInt16,  DType::kInt32, DType::kUInt32,
+                                          DType::kInt64,   DType::kUInt64};
+const std::vector<DType> kNumericHalfTypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
+                                              DType::kInt8,    DType::kUInt8,   DType::kInt16,   DType::kUInt16,
+                                              DType::kInt32,   DType::kUInt32,  DType::kInt64,   DType::kUInt64};
+const std::vector<DType> kAllTypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
+                                      DType::kInt8,    DType::kUInt8,   DType::kInt16,   DType::kUInt16,
+                                      DType::kInt32,   DType::kUInt32,  DType::kInt64,   DType::kUInt64,
+                                      DType::kBool};
+
+KernelDef DeclareKernel(Backend backend, std::string domain, std::string op_type, std::vector<DType> dtypes,
+                        KernelFactory factory, int since_version, int end_version) {
+  KernelDef d;
+  d.domain = std::move(domain);
+  d.op_type = std::move(op_type);
+  d.since_version = since_version;
+  d.end_version = end_version;
+  d.dtypes = std::move(dtypes);
+  d.backend = backend;
+  d.factory = std::move(factory);
+  return d;
+}
+
 KernelRegistry& KernelRegistry::Global() {
   static KernelRegistry r;
   return r;
 }
 
-void KernelRegistry::Register(const std::string& domain, const std::string& op_type, KernelFactory f) {
-  WH_CHECK(Find(domain, op_type) == nullptr);
-  entries_.push_back({domain, op_type, std::move(f)});
+namespace {
+
+const std::string& CanonicalDomain(const std::string& domain) {
+  static const std::string kOnnx;
+  return domain == "ai.onnx" ? kOnnx : domain;
 }
 
-void KernelRegistry::Wrap(const std::string& domain, const std::string& op_type,
-                          const std::function<KernelFactory(KernelFactory)>& wrap) {
-  for (auto& e : entries_)
-    if (e.domain == domain && e.op_type == op_type) {
-      e.factory = wrap(e.factory);
-      return;
-    }
-  WH_CHECK(false && "KernelRegistry::Wrap: no such op");
+bool Covers(const KernelDef& d, int opset) { return d.since_version <= opset && opset <= d.end_version; }
+
+}  // namespace
+
+KernelRegistry::Op* KernelRegistry::FindOp(const std::string& domain, const std::string& op_type) const {
+  const std::string& d = CanonicalDomain(domain);
+  for (const auto& op : ops_)
+    if (op->domain == d && op->op_type == op_type) return op.get();
+  return nullptr;
+}
+
+void KernelRegistry::Add(KernelDef def) {
+  def.domain = CanonicalDomain(def.domain);
+  WH_CHECK(def.factory && def.since_version <= def.end_version);
+  Op* op = FindOp(def.domain, def.op_type);
+  if (!op) {
+    ops_.push_back(std::make_unique<Op>());
+    op = ops_.back().get();
+    op->domain = def.domain;
+    op->op_type = def.op_type;
+    // The backend's declaration, else (absent, or declining with a null kernel) the reference's.
+    op->build = [op](const KernelInit& init) -> KernelOr {
+      const KernelDef* ref = nullptr;
+      for (const KernelDef& d : op->defs)
+        if (d.backend == Backend::kReference && Covers(d, init.opset)) ref = &d;
+      if (init.backend != Backend::kReference)
+        for (const KernelDef& d : op->defs)
+          if (d.backend == init.backend && Covers(d, init.opset)) {
+            KernelOr k = d.factory(init);
+            if (!k.ok() || *k) return k;
+            break;
+          }
+      if (!ref)
+        return Unimplemented("no " + std::string(BackendName(init.backend)) + " or reference kernel for " +
+                             op->op_type + " at opset " + std::to_string(init.opset));
+      return ref->factory(init);
+    };
+  }
+  for (const KernelDef& d : op->defs)
+    WH_CHECK(d.backend != def.backend || d.end_version < def.since_version || def.end_version < d.since_version);
+  op->defs.push_back(std::move(def));
+}
+
+void KernelRegistry::Register(const std::string& domain, const std::string& op_type, KernelFactory f) {
+  Add(DeclareKernel(Backend::kReference, domain, op_type, {}, std::move(f)));
+}
+
+KernelFactory KernelRegistry::Replace(KernelDef def) {
+  if (Op* op = FindOp(def.domain, def.op_type))
+    for (KernelDef& d : op->defs)
+      if (d.backend == def.backend && d.since_version == def.since_version) {
+        KernelFactory old = std::move(d.factory);
+        d = std::move(def);
+        d.domain = op->domain;
+        return old;
+      }
+  Add(std::move(def));
+  return nullptr;
 }
 
 const KernelFactory* KernelRegistry::Find(const std::string& domain, const std::string& op_type) const {
-  const std::string d = domain == "ai.onnx" ? "" : domain;
-  for (const auto& e : entries_)
-    if (e.domain == d && e.op_type == op_type) return &e.factory;
+  const Op* op = FindOp(domain, op_type);
+  return op ? &op->build : nullptr;
+}
+
+const KernelDef* KernelRegistry::FindDef(const std::string& domain, const std::string& op_type, int opset,
+                                         Backend backend) const {
+  if (const Op* op = FindOp(domain, op_type))
+    for (const KernelDef& d : op->defs)
+      if (d.backend == backend && Covers(d, opset)) return &d;
   return nullptr;
+}
+
+std::vector<const KernelDef*> KernelRegistry::Declarations() const {
+  std::vector<const KernelDef*> out;
+  for (const auto& op : ops_)
+    for (const KernelDef& d : op->defs) out.push_back(&d);
+  return out;
 }
 
 }  // namespace whittle

@@ -2,10 +2,11 @@
 // once at Session::Load (validate attributes it depends on, prepack constant inputs such as
 // weights); Compute runs per call, must be const and thread-safe, and writes into outputs the
 // runtime has already allocated with the dims the op's shape inference gave.
-// Backends: kReference (plain loops, the truth), kCpu (fast), kCuda (when built). Each op is
-// registered once: its factory parses and checks the attributes, then picks the compute function
-// of init.backend from its family's BackendTable; a backend that lacks the op gets the reference
-// kernel. A new backend is one folder of compute functions plus one table row per op family.
+// Backends: kReference (plain loops, the truth), kCpu (fast), kCuda (when built). Every backend
+// declares its kernels the same way, as KernelDefs (op, domain, opset range, dtypes, backend,
+// factory); a backend that has no declaration for a node, or whose factory declines it (a null
+// kernel), gets the reference backend's kernel. A new backend is one folder of kernels plus one
+// declaration per op it covers.
 #pragma once
 
 #include <functional>
@@ -114,24 +115,64 @@ inline DeviceType InputDevice(const OpKernel& kernel, size_t k) {
 
 using KernelFactory = std::function<StatusOr<std::unique_ptr<OpKernel>>(const KernelInit&)>;
 
-// One factory per (domain, op_type), for every backend.
+// An opset range's open end (KernelDef::end_version).
+inline constexpr int kOpsetMax = 1 << 30;
+
+// One backend's kernel for an op, as ONNX Runtime's providers declare theirs: the factory builds
+// it for a node of (domain, op_type) at an opset in [since_version, end_version] (1..kOpsetMax:
+// every opset the op's schema takes), returning a null kernel where it declines the node's
+// dtypes or attributes. dtypes lists input 0's element types it takes (empty: those the factory
+// checks); it is what the coverage table (run-model --list-ops) prints.
+struct KernelDef {
+  std::string domain, op_type;  // domain "" is ai.onnx
+  int since_version = 1, end_version = kOpsetMax;
+  std::vector<DType> dtypes;
+  Backend backend = Backend::kReference;
+  KernelFactory factory;
+};
+
+// The declaration of op (domain, op_type) by `factory` on `backend`, input 0 of `dtypes`.
+KernelDef DeclareKernel(Backend backend, std::string domain, std::string op_type, std::vector<DType> dtypes,
+                        KernelFactory factory, int since_version = 1, int end_version = kOpsetMax);
+
+// Element-type sets of the declarations.
+extern const std::vector<DType> kFloatTypes;    // float32, float64
+extern const std::vector<DType> kFloatHalfTypes;  // float32, float64, float16, bfloat16
+extern const std::vector<DType> kIntegerTypes;  // every integer type
+extern const std::vector<DType> kNumericTypes;  // integers and floats
+extern const std::vector<DType> kNumericHalfTypes;  // integers, floats, float16, bfloat16
+extern const std::vector<DType> kAllTypes;      // numeric, bool, float16, bfloat16
+
+// Every backend's declarations, looked up by (domain, op, opset, backend).
 class KernelRegistry {
  public:
   static KernelRegistry& Global();
+  // Adds a declaration; two of one (domain, op_type, backend) must not share an opset.
+  void Add(KernelDef def);
+  // A kernel for every backend: a reference declaration whose factory serves the others too
+  // (it sees init.backend). For ops that are the same everywhere (test ops, aliases).
   void Register(const std::string& domain, const std::string& op_type, KernelFactory f);
-  // nullptr if the op has no kernel.
+  // The op's factory (nullptr if the op has no declaration): it builds init.backend's declared
+  // kernel for init.opset, and where that backend has none or its factory returns a null kernel,
+  // the reference declaration's kernel (same init).
   const KernelFactory* Find(const std::string& domain, const std::string& op_type) const;
-  // Replaces a registered factory f by wrap(f): how an optional backend (CUDA, kernels/cuda/)
-  // puts its kernels in front of an op's own factory without touching the family's code.
-  void Wrap(const std::string& domain, const std::string& op_type,
-            const std::function<KernelFactory(KernelFactory)>& wrap);
+  // The declaration of (domain, op_type) on backend at opset, or nullptr.
+  const KernelDef* FindDef(const std::string& domain, const std::string& op_type, int opset, Backend backend) const;
+  // Puts def in place of the declaration of its (domain, op_type, backend, since_version) and
+  // returns the replaced factory (empty where there was none: def is then added). For tests that
+  // stand in for a backend.
+  KernelFactory Replace(KernelDef def);
+  // Every declaration, in the order the ops were first declared.
+  std::vector<const KernelDef*> Declarations() const;
 
  private:
-  struct Entry {
+  struct Op {
     std::string domain, op_type;
-    KernelFactory factory;
+    std::vector<KernelDef> defs;
+    KernelFactory build;  // Find's factory
   };
-  std::vector<Entry> entries_;
+  Op* FindOp(const std::string& domain, const std::string& op_type) const;
+  std::vector<std::unique_ptr<Op>> ops_;
 };
 
 // Registers every kernel family (idempotent, thread-safe).
@@ -147,6 +188,7 @@ using KernelOr = StatusOr<std::unique_ptr<OpKernel>>;
 // Pick returns the requested backend's function, or the reference backend's where that one is
 // absent (null). Make calls a kernel-building member with args; where the backend's builder is
 // absent or returns a null kernel ("not for these dtypes/attributes"), the reference builds it.
+// DeclareFamily declares an op on the backends whose row has its builder.
 template <class Fns>
 class BackendTable {
  public:
@@ -157,6 +199,19 @@ class BackendTable {
     for (const auto& [backend, fns] : rows_)
       if (backend == b && fns && fns->*member) return fns->*member;
     return Reference(member);
+  }
+
+  // The backends whose row has member (kReference first): those a family declares the op on.
+  template <class F>
+  std::vector<Backend> Backends(F Fns::*member) const {
+    std::vector<Backend> out;
+    for (Backend b : {Backend::kReference, Backend::kCpu, Backend::kCuda})
+      for (const auto& [backend, fns] : rows_)
+        if (backend == b && fns && fns->*member) {
+          out.push_back(b);
+          break;
+        }
+    return out;
   }
 
   template <class F, class... Args>
@@ -183,6 +238,17 @@ class BackendTable {
 
   std::vector<std::pair<Backend, const Fns*>> rows_;
 };
+
+// Declares op (domain, op_type) with factory on every backend of table that has member: the
+// family's factory, which picks init.backend's builder from the table (dtypes: what it takes
+// there, its fallbacks to the reference builder included).
+template <class Fns, class F>
+void DeclareFamily(KernelRegistry& r, const BackendTable<Fns>& table, F Fns::*member, const std::string& domain,
+                   const std::string& op_type, const std::vector<DType>& dtypes, const KernelFactory& factory,
+                   int since_version = 1, int end_version = kOpsetMax) {
+  for (Backend b : table.Backends(member))
+    r.Add(DeclareKernel(b, domain, op_type, dtypes, factory, since_version, end_version));
+}
 
 // A kernel whose Compute is a plain function of (attrs-derived state, ctx): convenient for
 // element-wise and shape kernels with no prepacking.

@@ -13,15 +13,15 @@ const BackendTable<LinearFns> kLinear{{Backend::kReference, &reference::kLinearF
 }  // namespace
 
 void RegisterLinearKernels(KernelRegistry& r) {
-  r.Register("", "Gemm", [](const KernelInit& init) -> KernelOr {
+  DeclareFamily(r, kLinear, &LinearFns::gemm, "", "Gemm", kNumericTypes, [](const KernelInit& init) -> KernelOr {
     WH_ASSIGN_OR_RETURN(GemmAttrs a, ParseGemmAttrs(init));
     return kLinear.Make(init.backend, &LinearFns::gemm, a, init);
   });
-  r.Register("", "MatMul", [](const KernelInit& init) -> KernelOr {
+  DeclareFamily(r, kLinear, &LinearFns::matmul, "", "MatMul", kNumericTypes, [](const KernelInit& init) -> KernelOr {
     WH_ASSIGN_OR_RETURN(MatMulAttrs a, ParseMatMulAttrs(init));
     return kLinear.Make(init.backend, &LinearFns::matmul, a, init);
   });
-  r.Register("", "Einsum", [](const KernelInit& init) -> KernelOr {
+  DeclareFamily(r, kLinear, &LinearFns::einsum, "", "Einsum", kNumericTypes, [](const KernelInit& init) -> KernelOr {
     WH_ASSIGN_OR_RETURN(EinsumAttrs a, ParseEinsumAttrs(init));
     return kLinear.Make(init.backend, &LinearFns::einsum, a, init);
   });

@@ -45,8 +45,8 @@ Factory MakeSce(const KernelInit& init) {
 }  // namespace
 
 void RegisterLossKernels(KernelRegistry& r) {
-  r.Register("", "NegativeLogLikelihoodLoss", MakeNll);
-  r.Register("", "SoftmaxCrossEntropyLoss", MakeSce);
+  DeclareFamily(r, kLoss, &LossFns::nll, "", "NegativeLogLikelihoodLoss", kFloatTypes, MakeNll);
+  DeclareFamily(r, kLoss, &LossFns::softmax_cross_entropy, "", "SoftmaxCrossEntropyLoss", kFloatTypes, MakeSce);
 }
 
 }  // namespace whittle

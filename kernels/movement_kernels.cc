@@ -145,15 +145,15 @@ Factory MakeRange(const KernelInit& init) {
 }  // namespace
 
 void RegisterMovementKernels(KernelRegistry& r) {
-  r.Register("", "Transpose", MakeTranspose);
-  r.Register("", "Concat", MakeConcat);
-  r.Register("", "Split", MakeSplit);
-  r.Register("", "Slice", MakeSlice);
-  r.Register("", "Gather", MakeGather);
-  r.Register("", "Expand", MakeExpand);
-  r.Register("", "Pad", MakePad);
-  r.Register("", "Tile", MakeTile);
-  r.Register("", "Range", MakeRange);
+  DeclareFamily(r, kMovement, &MovementFns::transpose, "", "Transpose", kAllTypes, MakeTranspose);
+  DeclareFamily(r, kMovement, &MovementFns::concat, "", "Concat", kAllTypes, MakeConcat);
+  DeclareFamily(r, kMovement, &MovementFns::split, "", "Split", kAllTypes, MakeSplit);
+  DeclareFamily(r, kMovement, &MovementFns::slice, "", "Slice", kAllTypes, MakeSlice);
+  DeclareFamily(r, kMovement, &MovementFns::gather, "", "Gather", kAllTypes, MakeGather);
+  DeclareFamily(r, kMovement, &MovementFns::expand, "", "Expand", kAllTypes, MakeExpand);
+  DeclareFamily(r, kMovement, &MovementFns::pad, "", "Pad", kAllTypes, MakePad);
+  DeclareFamily(r, kMovement, &MovementFns::tile, "", "Tile", kAllTypes, MakeTile);
+  DeclareFamily(r, kMovement, &MovementFns::range, "", "Range", kNumericTypes, MakeRange);
 }
 
 }  // namespace whittle

@@ -334,7 +334,8 @@ class NchwcConvKernel : public OpKernel {
   mutable std::unique_ptr<OpKernel> planar_;  // RunPlanar's kernel, made on first need
 };
 
-StatusOr<std::unique_ptr<OpKernel>> MakeNchwcConv(const KernelInit& init) {
+// fast: the CPU backend's declaration (Winograd, oneDNN); else the reference's.
+StatusOr<std::unique_ptr<OpKernel>> MakeNchwcConv(const KernelInit& init, bool fast) {
   WH_ASSIGN_OR_RETURN(ConvAttrs a, ParseConvAttrs(init));
   const Tensor* w = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
   const Tensor* b = init.const_inputs.size() > 2 ? init.const_inputs[2] : nullptr;
@@ -345,7 +346,7 @@ StatusOr<std::unique_ptr<OpKernel>> MakeNchwcConv(const KernelInit& init) {
   const int64_t block = init.attrs.GetInt("block", 16);
   const bool plain = init.attrs.GetInt("plain_input", 0) != 0;
   return std::unique_ptr<OpKernel>(
-      std::make_unique<NchwcConvKernel>(a, block, plain, *w, b, init.backend == Backend::kCpu));
+      std::make_unique<NchwcConvKernel>(a, block, plain, *w, b, fast));
 }
 
 }  // namespace
@@ -361,10 +362,15 @@ std::optional<int> NchwcBlock(Backend backend) {
 }
 
 void RegisterNchwcKernels(KernelRegistry& r) {
-  r.Register(kWhittleDomain, "ToNchwc", MakeToNchwc);
-  r.Register(kWhittleDomain, "FromNchwc", MakeFromNchwc);
-  r.Register(kWhittleDomain, "NchwcPool", MakeNchwcPool);
-  r.Register(kWhittleDomain, "NchwcConv", MakeNchwcConv);
+  // The reorders and pools: one reference declaration serves every backend.
+  const std::vector<DType> f32 = {DType::kFloat32};
+  r.Add(DeclareKernel(Backend::kReference, kWhittleDomain, "ToNchwc", f32, MakeToNchwc));
+  r.Add(DeclareKernel(Backend::kReference, kWhittleDomain, "FromNchwc", f32, MakeFromNchwc));
+  r.Add(DeclareKernel(Backend::kReference, kWhittleDomain, "NchwcPool", f32, MakeNchwcPool));
+  r.Add(DeclareKernel(Backend::kReference, kWhittleDomain, "NchwcConv", f32,
+                      [](const KernelInit& init) { return MakeNchwcConv(init, false); }));
+  r.Add(DeclareKernel(Backend::kCpu, kWhittleDomain, "NchwcConv", f32,
+                      [](const KernelInit& init) { return MakeNchwcConv(init, true); }));
 }
 
 }  // namespace whittle

@@ -14,19 +14,19 @@ const BackendTable<NormFns> kNorm{{Backend::kReference, &reference::kNormFns}, {
 }  // namespace
 
 void RegisterNormKernels(KernelRegistry& r) {
-  r.Register("", "BatchNormalization", [](const KernelInit& init) -> KernelOr {
+  DeclareFamily(r, kNorm, &NormFns::batch_norm, "", "BatchNormalization", kFloatTypes, [](const KernelInit& init) -> KernelOr {
     WH_ASSIGN_OR_RETURN(BatchNormAttrs a, ParseBatchNormAttrs(init));
     return kNorm.Make(init.backend, &NormFns::batch_norm, a, init);
   });
-  r.Register("", "LayerNormalization", [](const KernelInit& init) -> KernelOr {
+  DeclareFamily(r, kNorm, &NormFns::layer_norm, "", "LayerNormalization", kFloatTypes, [](const KernelInit& init) -> KernelOr {
     WH_ASSIGN_OR_RETURN(LayerNormAttrs a, ParseLayerNormAttrs(init));
     return kNorm.Make(init.backend, &NormFns::layer_norm, a, init);
   });
-  r.Register("", "InstanceNormalization", [](const KernelInit& init) -> KernelOr {
+  DeclareFamily(r, kNorm, &NormFns::instance_norm, "", "InstanceNormalization", kFloatTypes, [](const KernelInit& init) -> KernelOr {
     WH_ASSIGN_OR_RETURN(ChannelNormAttrs a, ParseInstanceNormAttrs(init));
     return kNorm.Make(init.backend, &NormFns::instance_norm, a, init);
   });
-  r.Register("", "GroupNormalization", [](const KernelInit& init) -> KernelOr {
+  DeclareFamily(r, kNorm, &NormFns::group_norm, "", "GroupNormalization", kFloatTypes, [](const KernelInit& init) -> KernelOr {
     WH_ASSIGN_OR_RETURN(ChannelNormAttrs a, ParseGroupNormAttrs(init));
     return kNorm.Make(init.backend, &NormFns::group_norm, a, init);
   });

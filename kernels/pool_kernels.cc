@@ -19,7 +19,7 @@ void RegisterPoolKernels(KernelRegistry& r) {
                                                   {"GlobalAveragePool", PoolKind::kGlobalAverage}};
   for (const auto& [name, kind] : ops) {
     const PoolKind k = kind;
-    r.Register("", name, [k](const KernelInit& init) -> KernelOr {
+    DeclareFamily(r, kPool, &PoolFns::pool, "", name, kFloatTypes, [k](const KernelInit& init) -> KernelOr {
       WH_ASSIGN_OR_RETURN(PoolAttrs a, ParsePoolAttrs(k, init));
       return kPool.Make(init.backend, &PoolFns::pool, a, init, reference::kPoolFns);
     });

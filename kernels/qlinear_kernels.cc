@@ -344,13 +344,13 @@ Factory MakeDynamicQuantize(const KernelInit& init) {
 }  // namespace
 
 void RegisterQLinearKernels(KernelRegistry& r) {
-  r.Register(kWhittleDomain, "QGemm", [](const KernelInit& i) { return Make<QMatMulKernel>(i, kQMatMulInputs); });
-  r.Register("", "QLinearMatMul", [](const KernelInit& i) { return Make<QMatMulKernel>(i, kQMatMulInputs); });
-  r.Register("", "MatMulInteger", [](const KernelInit& i) { return Make<QMatMulKernel>(i, kMatMulIntegerInputs); });
-  r.Register(kWhittleDomain, "QConv", [](const KernelInit& i) { return Make<QConvKernel>(i, kQConvInputs); });
-  r.Register("", "QLinearConv", [](const KernelInit& i) { return Make<QConvKernel>(i, kQConvInputs); });
-  r.Register("", "ConvInteger", [](const KernelInit& i) { return Make<QConvKernel>(i, kConvIntegerInputs); });
-  r.Register("", "DynamicQuantizeLinear", MakeDynamicQuantize);
+  DeclareFamily(r, kQLinear, &QLinearFns::gemm, kWhittleDomain, "QGemm", {DType::kUInt8, DType::kInt8}, [](const KernelInit& i) { return Make<QMatMulKernel>(i, kQMatMulInputs); });
+  DeclareFamily(r, kQLinear, &QLinearFns::gemm, "", "QLinearMatMul", {DType::kUInt8, DType::kInt8}, [](const KernelInit& i) { return Make<QMatMulKernel>(i, kQMatMulInputs); });
+  DeclareFamily(r, kQLinear, &QLinearFns::gemm, "", "MatMulInteger", {DType::kUInt8, DType::kInt8}, [](const KernelInit& i) { return Make<QMatMulKernel>(i, kMatMulIntegerInputs); });
+  DeclareFamily(r, kQLinear, &QLinearFns::conv, kWhittleDomain, "QConv", {DType::kUInt8, DType::kInt8}, [](const KernelInit& i) { return Make<QConvKernel>(i, kQConvInputs); });
+  DeclareFamily(r, kQLinear, &QLinearFns::conv, "", "QLinearConv", {DType::kUInt8, DType::kInt8}, [](const KernelInit& i) { return Make<QConvKernel>(i, kQConvInputs); });
+  DeclareFamily(r, kQLinear, &QLinearFns::conv, "", "ConvInteger", {DType::kUInt8, DType::kInt8}, [](const KernelInit& i) { return Make<QConvKernel>(i, kConvIntegerInputs); });
+  DeclareFamily(r, kQLinear, &QLinearFns::dynamic_quantize, "", "DynamicQuantizeLinear", {DType::kFloat32}, MakeDynamicQuantize);
 }
 
 }  // namespace whittle

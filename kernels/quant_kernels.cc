@@ -26,17 +26,32 @@ KernelOr MakeQuant(const KernelInit& init, bool dequantize) {
   });
 }
 
-// y[i] = table[byte of x[i]] for a table of bytes or floats; the same on every backend
-// (a CUDA session falls back to it, but the runtime makes Lookup nodes only for the others).
-KernelOr MakeLookup(const KernelInit&) {
+// The checks of Lookup's operands every backend's kernel makes.
+Status CheckLookup(const Tensor& x, const Tensor& table, const Tensor& y) {
+  if (x.dtype() != DType::kUInt8 && x.dtype() != DType::kInt8)
+    return InvalidArgument(std::string("Lookup input must be int8 or uint8, got ") + DTypeName(x.dtype()));
+  if (table.numel() != 256 || table.dtype() != y.dtype())
+    return InvalidArgument("Lookup table must hold 256 values of the output's type");
+  return Status::Ok();
+}
+
+// y[i] = table[byte of x[i]] for a table of bytes or floats, by the plain loop
+// (kernels/reference/quant.h; a CUDA session falls back to the CPU one, but the runtime makes
+// Lookup nodes only for the host backends).
+KernelOr MakeLookupReference(const KernelInit&) {
+  return WrapFnKernel([](KernelContext& ctx) -> Status {
+    WH_RETURN_IF_ERROR(CheckLookup(*ctx.inputs[0], *ctx.inputs[1], *ctx.outputs[0]));
+    return LookupReference(*ctx.inputs[0], *ctx.inputs[1], ctx.outputs[0]);
+  });
+}
+
+// The same by the CPU lookups (kernels/cpu/lookup.h), in blocks over the threads.
+KernelOr MakeLookupCpu(const KernelInit&) {
   return WrapFnKernel([](KernelContext& ctx) -> Status {
     const Tensor& x = *ctx.inputs[0];
     const Tensor& table = *ctx.inputs[1];
     Tensor& y = *ctx.outputs[0];
-    if (x.dtype() != DType::kUInt8 && x.dtype() != DType::kInt8)
-      return InvalidArgument(std::string("Lookup input must be int8 or uint8, got ") + DTypeName(x.dtype()));
-    if (table.numel() != 256 || table.dtype() != y.dtype())
-      return InvalidArgument("Lookup table must hold 256 values of the output's type");
+    WH_RETURN_IF_ERROR(CheckLookup(x, table, y));
     const uint8_t* xb = static_cast<const uint8_t*>(x.raw_data());
     const int64_t n = x.numel();
     // Blocks of 4096 elements over the threads, each through the CPU lookup for the table's type.
@@ -60,9 +75,11 @@ KernelOr MakeLookup(const KernelInit&) {
 }  // namespace
 
 void RegisterQuantKernels(KernelRegistry& r) {
-  r.Register(kWhittleDomain, "Lookup", MakeLookup);
-  r.Register("", "QuantizeLinear", [](const KernelInit& init) { return MakeQuant(init, false); });
-  r.Register("", "DequantizeLinear", [](const KernelInit& init) { return MakeQuant(init, true); });
+  const std::vector<DType> bytes = {DType::kUInt8, DType::kInt8};
+  r.Add(DeclareKernel(Backend::kReference, kWhittleDomain, "Lookup", bytes, MakeLookupReference));
+  r.Add(DeclareKernel(Backend::kCpu, kWhittleDomain, "Lookup", bytes, MakeLookupCpu));
+  DeclareFamily(r, kQuant, &QuantFns::quantize, "", "QuantizeLinear", {DType::kFloat32}, [](const KernelInit& init) { return MakeQuant(init, false); });
+  DeclareFamily(r, kQuant, &QuantFns::dequantize, "", "DequantizeLinear", {DType::kUInt8, DType::kInt8, DType::kInt32}, [](const KernelInit& init) { return MakeQuant(init, true); });
 }
 
 }  // namespace whittle

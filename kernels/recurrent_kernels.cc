@@ -15,15 +15,15 @@ const BackendTable<RecurrentFns> kRecurrent{{Backend::kReference, &reference::kR
 }  // namespace
 
 void RegisterRecurrentKernels(KernelRegistry& r) {
-  r.Register("", "RNN", [](const KernelInit& init) -> KernelOr {
+  DeclareFamily(r, kRecurrent, &RecurrentFns::rnn, "", "RNN", kFloatTypes, [](const KernelInit& init) -> KernelOr {
     WH_ASSIGN_OR_RETURN(RecurrentAttrs a, ParseRecurrentAttrs(RecurrentOp::kRnn, init));
     return kRecurrent.Make(init.backend, &RecurrentFns::rnn, a, init);
   });
-  r.Register("", "GRU", [](const KernelInit& init) -> KernelOr {
+  DeclareFamily(r, kRecurrent, &RecurrentFns::gru, "", "GRU", kFloatTypes, [](const KernelInit& init) -> KernelOr {
     WH_ASSIGN_OR_RETURN(RecurrentAttrs a, ParseRecurrentAttrs(RecurrentOp::kGru, init));
     return kRecurrent.Make(init.backend, &RecurrentFns::gru, a, init);
   });
-  r.Register("", "LSTM", [](const KernelInit& init) -> KernelOr {
+  DeclareFamily(r, kRecurrent, &RecurrentFns::lstm, "", "LSTM", kFloatTypes, [](const KernelInit& init) -> KernelOr {
     WH_ASSIGN_OR_RETURN(RecurrentAttrs a, ParseRecurrentAttrs(RecurrentOp::kLstm, init));
     return kRecurrent.Make(init.backend, &RecurrentFns::lstm, a, init);
   });

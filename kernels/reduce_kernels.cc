@@ -98,11 +98,13 @@ void RegisterReduceKernels(KernelRegistry& r) {
   const std::pair<const char*, SoftmaxOp> softmax[] = {
       {"Softmax", SoftmaxOp::kSoftmax}, {"LogSoftmax", SoftmaxOp::kLogSoftmax}, {"Hardmax", SoftmaxOp::kHardmax}};
   for (const auto& [name, op] : reduce)
-    r.Register("", name, [op = op](const KernelInit& init) { return MakeReduce(init, op); });
+    DeclareFamily(r, kReduce, &ReduceFns::reduce, "", name, kNumericHalfTypes,
+                  [op = op](const KernelInit& init) { return MakeReduce(init, op); });
   for (const auto& [name, op] : softmax)
-    r.Register("", name, [op = op](const KernelInit& init) { return MakeSoftmax(init, op); });
-  r.Register("", "ArgMax", [](const KernelInit& init) { return MakeArg(init, true); });
-  r.Register("", "ArgMin", [](const KernelInit& init) { return MakeArg(init, false); });
+    DeclareFamily(r, kReduce, &ReduceFns::softmax, "", name, kFloatHalfTypes,
+                  [op = op](const KernelInit& init) { return MakeSoftmax(init, op); });
+  DeclareFamily(r, kReduce, &ReduceFns::arg_reduce, "", "ArgMax", kNumericHalfTypes, [](const KernelInit& init) { return MakeArg(init, true); });
+  DeclareFamily(r, kReduce, &ReduceFns::arg_reduce, "", "ArgMin", kNumericHalfTypes, [](const KernelInit& init) { return MakeArg(init, false); });
 }
 
 }  // namespace whittle

@@ -1,6 +1,6 @@
-// The one place that lists every kernel family (each registers one factory per op, which picks
-// init.backend's compute functions from the family's BackendTable). The CUDA backend's kernels
-// come with its module, loaded on demand after these (kernels/backend_module.h).
+// The one place that lists every kernel family. Each declares its ops' kernels per backend
+// (KernelDef: the reference's, the CPU's where its BackendTable row has the builder). The CUDA
+// backend declares its own when its module is loaded, on demand (kernels/backend_module.h).
 #include <mutex>
 
 #include "kernels/kernel.h"

@@ -219,8 +219,8 @@ Factory MakeUpsample(const KernelInit& init) {
 }  // namespace
 
 void RegisterResampleKernels(KernelRegistry& r) {
-  r.Register("", "Resize", MakeResize);
-  r.Register("", "Upsample", MakeUpsample);
+  DeclareFamily(r, kResample, &ResampleFns::resize, "", "Resize", kNumericTypes, MakeResize);
+  DeclareFamily(r, kResample, &ResampleFns::resize, "", "Upsample", kNumericTypes, MakeUpsample);
 }
 
 }  // namespace whittle

@@ -82,11 +82,13 @@ StatusOr<std::unique_ptr<OpKernel>> MakeConstantOfShape(const KernelInit& init) 
 }  // namespace
 
 void RegisterShapeKernels(KernelRegistry& r) {
-  for (const char* op : {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity"}) r.Register("", op, Alias0);
-  r.Register("", "Dropout", MakeDropout);
-  r.Register("", "Shape", MakeShape);
-  r.Register("", "Constant", MakeConstant);
-  r.Register("", "ConstantOfShape", MakeConstantOfShape);
+  // Views of input 0 on every backend: one reference declaration serves them all.
+  for (const char* op : {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity"})
+    r.Add(DeclareKernel(Backend::kReference, "", op, kAllTypes, Alias0));
+  DeclareFamily(r, kDropout, &DropoutFns::dropout, "", "Dropout", kFloatHalfTypes, MakeDropout);
+  DeclareFamily(r, kShape, &ShapeFns::shape, "", "Shape", kAllTypes, MakeShape);
+  r.Add(DeclareKernel(Backend::kReference, "", "Constant", {}, MakeConstant));
+  DeclareFamily(r, kShape, &ShapeFns::fill, "", "ConstantOfShape", {DType::kInt64}, MakeConstantOfShape);
 }
 
 }  // namespace whittle

@@ -19,6 +19,6 @@ KernelOr MakeDft(const KernelInit& init) {
 
 }  // namespace
 
-void RegisterSignalKernels(KernelRegistry& r) { r.Register("", "DFT", MakeDft); }
+void RegisterSignalKernels(KernelRegistry& r) { DeclareFamily(r, kSignal, &SignalFns::make_dft, "", "DFT", kFloatTypes, MakeDft); }
 
 }  // namespace whittle

@@ -155,9 +155,9 @@ KernelOr MakeBinaryConv(const KernelInit& init) {
 }  // namespace
 
 void RegisterBinaryCodebookKernels(KernelRegistry& r) {
-  AddCudaKernel(r, kWhittleDomain, "BinaryMatMul", MakeBinaryMatMul);
-  AddCudaKernel(r, kWhittleDomain, "BinaryConv", MakeBinaryConv);
-  AddCudaKernel(r, kWhittleDomain, "CodebookMatMul", MakeCodebookMatMul);
+  DeclareCudaKernel(r, kWhittleDomain, "BinaryMatMul", {DType::kFloat32}, MakeBinaryMatMul);
+  DeclareCudaKernel(r, kWhittleDomain, "BinaryConv", {DType::kFloat32}, MakeBinaryConv);
+  DeclareCudaKernel(r, kWhittleDomain, "CodebookMatMul", {DType::kFloat32}, MakeCodebookMatMul);
 }
 
 }  // namespace whittle::cuda

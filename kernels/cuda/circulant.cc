@@ -60,7 +60,7 @@ KernelOr MakeBlockCirculantMatMul(const KernelInit& init) {
 }  // namespace
 
 void RegisterCirculantFftKernels(KernelRegistry& r) {
-  AddCudaKernel(r, kWhittleDomain, "BlockCirculantMatMul", MakeBlockCirculantMatMul);
+  DeclareCudaKernel(r, kWhittleDomain, "BlockCirculantMatMul", {DType::kFloat32}, MakeBlockCirculantMatMul);
 }
 
 }  // namespace whittle::cuda

@@ -128,12 +128,13 @@ inline bool ConstantInputs(const KernelInit& init, std::initializer_list<int> id
   return true;
 }
 
-// Puts `make` in front of (domain, op)'s factory: for Backend::kCuda with this backend's runtime
-// registered, a kernel `make` builds wins; a null one (dtypes or attributes it does not handle)
-// leaves the node to the op's own factory, i.e. the CPU with explicit copies. A node with a fused
-// activation the kernels' epilogues lack (all but Relu) is built without it, the activation then
-// applied in place by the element-wise kernel.
-void AddCudaKernel(KernelRegistry& r, const char* domain, const char* op, MakeFn make);
+// Declares `make` as (domain, op)'s Backend::kCuda kernel (input 0 of `dtypes`): with this
+// backend's runtime registered, a kernel `make` builds is the node's; a null one (dtypes or
+// attributes it does not handle) leaves the node to the reference declaration, which the session
+// replaces by the CPU kernel with explicit copies. A node with a fused activation the kernels'
+// epilogues lack (all but Relu) is built without it, the activation then applied in place by the
+// element-wise kernel.
+void DeclareCudaKernel(KernelRegistry& r, const char* domain, const char* op, std::vector<DType> dtypes, MakeFn make);
 
 // `bytes` of host memory in a new device buffer (constants: weights, parameters; at load).
 StatusOr<std::shared_ptr<Buffer>> Upload(const void* host, size_t bytes);
@@ -170,7 +171,14 @@ inline bool NotKnownOtherThan4d(const KernelInit& init, std::initializer_list<si
   return true;
 }
 
-// The family registrations (each file's own ops), called by RegisterKernels (ops.cc).
+// The family declarations (each file's own ops), called by RegisterKernels (declare.cc).
+void RegisterElementwiseKernels(KernelRegistry& r);  // elementwise.cc
+void RegisterSoftmaxKernels(KernelRegistry& r);      // softmax.cc
+void RegisterNormKernels(KernelRegistry& r);         // norm.cc
+void RegisterAttentionKernels(KernelRegistry& r);    // attention.cc
+void RegisterLinearKernels(KernelRegistry& r);       // linear.cc
+void RegisterConvKernels(KernelRegistry& r);         // conv.cc
+void RegisterPoolKernels(KernelRegistry& r);         // pool.cc
 void RegisterQLinearKernels(KernelRegistry& r);
 void RegisterBinaryCodebookKernels(KernelRegistry& r);
 void RegisterCirculantFftKernels(KernelRegistry& r);

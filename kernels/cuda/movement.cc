@@ -318,15 +318,15 @@ KernelOr MakePad(const KernelInit& init) {
 }  // namespace
 
 void RegisterMovementKernels(KernelRegistry& r) {
-  AddCudaKernel(r, "", "Pad", MakePad);
-  AddCudaKernel(r, "", "Split", MakeSplit);
-  AddCudaKernel(r, "", "ConstantOfShape", MakeConstantOfShape);
-  AddCudaKernel(r, "", "DepthToSpace", MakeDepthToSpace);
-  AddCudaKernel(r, "", "Slice", MakeSlice);
-  AddCudaKernel(r, "", "Gather", MakeGather);
-  AddCudaKernel(r, "", "Concat", MakeConcat);
-  AddCudaKernel(r, "", "Cast", MakeCast);
-  AddCudaKernel(r, "", "Where", MakeWhere);
+  DeclareCudaKernel(r, "", "Pad", {DType::kFloat32}, MakePad);
+  DeclareCudaKernel(r, "", "Split", {DType::kFloat32}, MakeSplit);
+  DeclareCudaKernel(r, "", "ConstantOfShape", {DType::kInt64}, MakeConstantOfShape);
+  DeclareCudaKernel(r, "", "DepthToSpace", {DType::kFloat32}, MakeDepthToSpace);
+  DeclareCudaKernel(r, "", "Slice", {DType::kFloat32}, MakeSlice);
+  DeclareCudaKernel(r, "", "Gather", kAllTypes, MakeGather);
+  DeclareCudaKernel(r, "", "Concat", kAllTypes, MakeConcat);
+  DeclareCudaKernel(r, "", "Cast", {DType::kFloat32, DType::kInt32, DType::kInt64, DType::kUInt8, DType::kInt8, DType::kBool}, MakeCast);
+  DeclareCudaKernel(r, "", "Where", {DType::kBool}, MakeWhere);
 }
 
 }  // namespace whittle::cuda

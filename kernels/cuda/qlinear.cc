@@ -266,12 +266,12 @@ KernelOr MakeQuant(const KernelInit& init, bool dequantize) {
 }  // namespace
 
 void RegisterQLinearKernels(KernelRegistry& r) {
-  AddCudaKernel(r, kWhittleDomain, "QGemm", MakeQGemm);
-  AddCudaKernel(r, "", "QLinearMatMul", MakeQGemm);
-  AddCudaKernel(r, kWhittleDomain, "QConv", MakeQConv);
-  AddCudaKernel(r, "", "QLinearConv", MakeQConv);
-  AddCudaKernel(r, "", "QuantizeLinear", [](const KernelInit& i) { return MakeQuant(i, false); });
-  AddCudaKernel(r, "", "DequantizeLinear", [](const KernelInit& i) { return MakeQuant(i, true); });
+  DeclareCudaKernel(r, kWhittleDomain, "QGemm", {DType::kUInt8, DType::kInt8}, MakeQGemm);
+  DeclareCudaKernel(r, "", "QLinearMatMul", {DType::kUInt8, DType::kInt8}, MakeQGemm);
+  DeclareCudaKernel(r, kWhittleDomain, "QConv", {DType::kUInt8, DType::kInt8}, MakeQConv);
+  DeclareCudaKernel(r, "", "QLinearConv", {DType::kUInt8, DType::kInt8}, MakeQConv);
+  DeclareCudaKernel(r, "", "QuantizeLinear", {DType::kFloat32}, [](const KernelInit& i) { return MakeQuant(i, false); });
+  DeclareCudaKernel(r, "", "DequantizeLinear", {DType::kUInt8, DType::kInt8}, [](const KernelInit& i) { return MakeQuant(i, true); });
 }
 
 }  // namespace whittle::cuda

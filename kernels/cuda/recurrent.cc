@@ -89,8 +89,8 @@ MakeFn RecurrentOp_(RecurrentOp op) {
 }  // namespace
 
 void RegisterRecurrentKernels(KernelRegistry& r) {
-  AddCudaKernel(r, "", "LSTM", RecurrentOp_(RecurrentOp::kLstm));
-  AddCudaKernel(r, "", "GRU", RecurrentOp_(RecurrentOp::kGru));
+  DeclareCudaKernel(r, "", "LSTM", {DType::kFloat32}, RecurrentOp_(RecurrentOp::kLstm));
+  DeclareCudaKernel(r, "", "GRU", {DType::kFloat32}, RecurrentOp_(RecurrentOp::kGru));
 }
 
 }  // namespace whittle::cuda

@@ -73,6 +73,6 @@ KernelOr MakeResize(const KernelInit& init) {
 
 }  // namespace
 
-void RegisterResizeKernels(KernelRegistry& r) { AddCudaKernel(r, "", "Resize", MakeResize); }
+void RegisterResizeKernels(KernelRegistry& r) { DeclareCudaKernel(r, "", "Resize", {DType::kFloat32}, MakeResize); }
 
 }  // namespace whittle::cuda

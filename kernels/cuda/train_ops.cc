@@ -346,20 +346,20 @@ KernelOr MakeConvGradWeight(const KernelInit& init) {
 }  // namespace
 
 void RegisterTrainingKernels(KernelRegistry& r) {
-  AddCudaKernel(r, "", "ReduceSum", ReduceOp(kReduceAdd, false));
-  AddCudaKernel(r, "", "ReduceMean", ReduceOp(kReduceAdd, true));
-  AddCudaKernel(r, "", "ReduceMax", ReduceOp(kReduceMax, false));
-  AddCudaKernel(r, "", "ReduceMin", ReduceOp(kReduceMin, false));
-  AddCudaKernel(r, "", "BatchNormalization", MakeBatchNorm);
-  AddCudaKernel(r, "", "Expand", MakeExpand);
-  AddCudaKernel(r, "", "Shape", MakeShape);
-  AddCudaKernel(r, "", "Transpose", MakeTranspose);
-  AddCudaKernel(r, kWhittleDomain, "ReluGrad", MakeReluGrad);
-  AddCudaKernel(r, kWhittleDomain, "MaxPoolGrad", PoolGradOp(true));
-  AddCudaKernel(r, kWhittleDomain, "AveragePoolGrad", PoolGradOp(false));
-  AddCudaKernel(r, kWhittleDomain, "ConvGradInput", MakeConvGradInput);
-  AddCudaKernel(r, "", "ConvTranspose", MakeConvTranspose);
-  AddCudaKernel(r, kWhittleDomain, "ConvGradWeight", MakeConvGradWeight);
+  DeclareCudaKernel(r, "", "ReduceSum", {DType::kFloat32}, ReduceOp(kReduceAdd, false));
+  DeclareCudaKernel(r, "", "ReduceMean", {DType::kFloat32}, ReduceOp(kReduceAdd, true));
+  DeclareCudaKernel(r, "", "ReduceMax", {DType::kFloat32}, ReduceOp(kReduceMax, false));
+  DeclareCudaKernel(r, "", "ReduceMin", {DType::kFloat32}, ReduceOp(kReduceMin, false));
+  DeclareCudaKernel(r, "", "BatchNormalization", {DType::kFloat32}, MakeBatchNorm);
+  DeclareCudaKernel(r, "", "Expand", {DType::kFloat32}, MakeExpand);
+  DeclareCudaKernel(r, "", "Shape", kAllTypes, MakeShape);
+  DeclareCudaKernel(r, "", "Transpose", {DType::kFloat32}, MakeTranspose);
+  DeclareCudaKernel(r, kWhittleDomain, "ReluGrad", {DType::kFloat32}, MakeReluGrad);
+  DeclareCudaKernel(r, kWhittleDomain, "MaxPoolGrad", {DType::kFloat32}, PoolGradOp(true));
+  DeclareCudaKernel(r, kWhittleDomain, "AveragePoolGrad", {DType::kFloat32}, PoolGradOp(false));
+  DeclareCudaKernel(r, kWhittleDomain, "ConvGradInput", {DType::kFloat32}, MakeConvGradInput);
+  DeclareCudaKernel(r, "", "ConvTranspose", {DType::kFloat32}, MakeConvTranspose);
+  DeclareCudaKernel(r, kWhittleDomain, "ConvGradWeight", {DType::kFloat32}, MakeConvGradWeight);
 }
 
 }  // namespace whittle::cuda

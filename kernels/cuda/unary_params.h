@@ -1,6 +1,6 @@
 // The alpha and beta the CUDA element-wise kernel applies for an op (kernels/cuda/unary_body.h's
 // Apply): each attribute or ONNX's default for that op (Selu's gamma travels as beta). Host code
-// without CUDA, so the body tests take the same parameters as kernels/cuda/ops.cc.
+// without CUDA, so the body tests take the same parameters as kernels/cuda/elementwise.cc.
 #pragma once
 
 #include <utility>

@@ -88,4 +88,19 @@ Status DequantizeRow(const Tensor& x, const Tensor& scale, const Tensor* zp, int
 const QuantFns kQuantFns{QuantizeRow, DequantizeRow};
 }  // namespace reference
 
+Status LookupReference(const Tensor& x, const Tensor& table, Tensor* y) {
+  const uint8_t* xb = static_cast<const uint8_t*>(x.raw_data());
+  const size_t width = DTypeSize(table.dtype());
+  if (width != 1 && table.dtype() != DType::kFloat32)
+    return InvalidArgument(std::string("Lookup table type ") + DTypeName(table.dtype()) + " is not supported");
+  const uint8_t* t = static_cast<const uint8_t*>(table.raw_data());
+  uint8_t* out = static_cast<uint8_t*>(y->raw_data());
+  for (int64_t i = 0; i < x.numel(); ++i)
+    for (size_t b = 0; b < width; ++b) out[static_cast<size_t>(i) * width + b] = t[xb[i] * width + b];
+  return Status::Ok();
+}
+
+namespace reference {
+}  // namespace reference
+
 }  // namespace whittle

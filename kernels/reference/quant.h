@@ -1,4 +1,4 @@
-// Reference kernels for QuantizeLinear and DequantizeLinear, per-tensor or per-axis:
+// Reference kernels for QuantizeLinear and DequantizeLinear, per-tensor or per-axis, and Lookup:
 //   quantize:   y = saturate(round_half_to_even(x / scale) + zero_point)   (NaN -> zero_point)
 //   dequantize: y = float(x - zero_point) * scale
 // The parameters arrive validated and laid out by kernels/common/quant_params.h (shared with the
@@ -17,6 +17,10 @@ namespace whittle {
 Status QuantizeLinearReference(const Tensor& x, const Tensor& scale, const Tensor* zp, int64_t axis, Tensor* y);
 // x: uint8, int8 or int32; y: float32.
 Status DequantizeLinearReference(const Tensor& x, const Tensor& scale, const Tensor* zp, int64_t axis, Tensor* y);
+
+// ai.whittle Lookup: y[i] = table[byte of x[i]] (x uint8 or int8, its byte read as unsigned; table
+// 256 values of y's type, one byte wide or float32; checked by the caller).
+Status LookupReference(const Tensor& x, const Tensor& table, Tensor* y);
 
 // The family's compute functions, one instance per backend (kernels/kernel.h BackendTable); a
 // null member means "use the reference's". `threads` is the intra-op budget a backend may use.

@@ -70,7 +70,7 @@ TEST(AttentionKernel, MaskedBackendsMatchReference) {
 
 // The CUDA Attention's masked softmax, run on the CPU: per chunk of one batch entry and per head,
 // scores = scale Q K^T (cuBLAS's part, plain loops here), then the softmax kernel's rows read
-// through SoftmaxInput with the mask laid out as kernels/cuda/ops.cc lays it out, then P V.
+// through SoftmaxInput with the mask laid out as kernels/cuda/attention.cc lays it out, then P V.
 TEST(AttentionKernel, CudaMaskedSoftmaxLayoutMatchesReference) {
   RegisterAllOps();
   const int64_t B = 2, N = 5, H = 3, D = 4;

@@ -343,7 +343,7 @@ TEST(CudaMovementBodies, DepthToSpaceAsAStridedCopyMatchesTheReference) {
 }
 
 // The ONNX suite's float cases of the unary ops the CUDA kernel applies, with the parameters
-// kernels/cuda/ops.cc gives it (UnaryParams: the node's attributes or ONNX's defaults), and of the
+// kernels/cuda/elementwise.cc gives it (UnaryParams: the node's attributes or ONNX's defaults), and of the
 // binary ops (same-shape and broadcast inputs, BroadcastStrides), against the suite's outputs.
 TEST(CudaUnaryBody, ElementwiseConformanceCases) {
   RegisterAllOps();

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -122,18 +123,23 @@ void RegisterStandInKernels() {
     const std::set<std::string> any_data = {"Gather", "Concat", "Cast", "Where", "ConstantOfShape"};
     auto wrap = [&any_data](const std::string& domain, const std::string& op) {
       const bool any = any_data.count(op) > 0;
-      KernelRegistry::Global().Wrap(domain, op, [any, op](KernelFactory prev) -> KernelFactory {
-        return [any, op, prev](const KernelInit& init) -> StatusOr<std::unique_ptr<OpKernel>> {
-          const bool float_data = !init.input_dtypes.empty() && init.input_dtypes[0] == DType::kFloat32;
-          if (!g_claim || init.backend != Backend::kCuda || !ActiveFakeDevice() || (!any && !float_data))
-            return prev(init);
-          KernelInit cpu = init;
-          cpu.backend = Backend::kCpu;
-          auto k = prev(cpu);
-          if (!k.ok() || !*k || (*k)->OutputAliasesInput() >= 0) return k;
-          return std::unique_ptr<OpKernel>(new StandInKernel(std::move(*k), StandInHostInputs(op, init)));
-        };
-      });
+      // In place of the op's kCuda declaration (the real one, where built, when not claiming).
+      auto prev = std::make_shared<KernelFactory>();
+      KernelDef def;
+      def.domain = domain;
+      def.op_type = op;
+      def.backend = Backend::kCuda;
+      def.factory = [any, op, domain, prev](const KernelInit& init) -> StatusOr<std::unique_ptr<OpKernel>> {
+        const bool float_data = !init.input_dtypes.empty() && init.input_dtypes[0] == DType::kFloat32;
+        if (!g_claim || init.backend != Backend::kCuda || !ActiveFakeDevice() || (!any && !float_data))
+          return *prev ? (*prev)(init) : StatusOr<std::unique_ptr<OpKernel>>(nullptr);
+        KernelInit cpu = init;
+        cpu.backend = Backend::kCpu;
+        auto k = (*KernelRegistry::Global().Find(domain, op))(cpu);
+        if (!k.ok() || !*k || (*k)->OutputAliasesInput() >= 0) return k;
+        return std::unique_ptr<OpKernel>(new StandInKernel(std::move(*k), StandInHostInputs(op, init)));
+      };
+      *prev = KernelRegistry::Global().Replace(std::move(def));
     };
     for (const char* op :
          {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Neg", "Abs", "Sqrt", "Erf", "LeakyRelu", "Reciprocal",

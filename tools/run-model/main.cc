@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -17,7 +18,10 @@
 #include <vector>
 
 #include "lib/data/dataset.h"
+#include "kernels/backend_module.h"
+#include "kernels/coverage.h"
 #include "lib/data/npy.h"
+#include "lib/ops/op_def.h"
 #include "runtime/evaluate.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
@@ -52,6 +56,23 @@ whittle::StatusOr<std::vector<int64_t>> ParseBatches(const std::string& spec) {
   }
   if (r.empty()) return whittle::InvalidArgument("--batch is empty");
   return r;
+}
+
+// --list-ops: the kernel coverage table from the registry's declarations (kernels/coverage.h),
+// opsets from each op's schema on.
+[[noreturn]] void ListOps(bool json) {
+  whittle::RegisterAllOps();
+  whittle::RegisterAllKernels();
+  // The CUDA column comes from the module's declarations: load it where it can be.
+  std::string why;
+  if (!whittle::CudaBackendLoaded(&why) && !why.empty()) std::fprintf(stderr, "run-model: %s\n", why.c_str());
+  std::fputs(whittle::KernelCoverage(whittle::KernelRegistry::Global(), json, [](const std::string& d, const std::string& op) {
+               const whittle::OpDef* def = whittle::OpRegistry::Global().Find(d, op);
+               return def ? def->since_opset : 1;
+             }).c_str(),
+             stdout);
+  std::fflush(stdout);
+  std::exit(0);
 }
 
 }  // namespace
@@ -131,6 +152,9 @@ int main(int argc, char** argv) {
                  "With --eval-data: also run the model on cpu, reference (plain loops) or cuda (in fp32) and "
                  "report the share of samples whose top-1 class both give")
       ->check(whittle::cli::BackendCheck(all_backends));
+  app.add_flag_callback("--list-ops", [&json] { ListOps(json); },
+                        "Print the kernel coverage table (op x backend: opsets and input element types; --json: "
+                        "one JSON array) and exit");
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "run-model")) return *code;
 
   if (!provider.empty()) {

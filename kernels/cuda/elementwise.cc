@@ -1,0 +1,107 @@
+// The CUDA backend's element-wise kernels (float32): the unary activations, Clip, and the
+// numpy-broadcast binary ops with an optional fused Relu; launchers in kernels/cuda/kernels_impl.h,
+// formulas in unary_body.h and binary_body.h.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/kernels_impl.h"
+#include "kernels/kernel.h"
+#include "kernels/cuda/unary_params.h"
+
+namespace whittle::cuda {
+namespace {
+
+MakeFn UnaryOp(Unary op) {
+  return [op](const KernelInit& init) -> KernelOr {
+    if (!init.AllFloat32() || init.input_dtypes.size() != 1) return KernelOr(nullptr);
+    const auto [alpha, beta] = UnaryParams(op, init.attrs);  // the attributes or ONNX's defaults
+    return Kernel([op, alpha, beta](KernelContext& ctx) {
+      LaunchUnary(op, ctx.inputs[0]->data<float>(), ctx.outputs[0]->data<float>(), ctx.inputs[0]->numel(), alpha,
+                  Stream(), beta);
+      return Launched("an element-wise kernel");
+    });
+  };
+}
+
+// Clip of float32 x: the bounds from the attributes (opset < 11) or the optional scalar inputs,
+// read on the host (HostInputs); an absent bound does not clip.
+KernelOr MakeClip(const KernelInit& init) {
+  if (!init.AllFloat32() || init.num_outputs != 1) return KernelOr(nullptr);
+  const bool attrs = init.opset < 11;
+  const float lo_attr = init.attrs.GetFloat("min", -INFINITY), hi_attr = init.attrs.GetFloat("max", INFINITY);
+  return Kernel(
+      [attrs, lo_attr, hi_attr](KernelContext& ctx) -> Status {
+        float lo = -INFINITY, hi = INFINITY;
+        if (attrs) {
+          lo = lo_attr, hi = hi_attr;
+        } else {
+          for (size_t k = 1; k < 3 && k < ctx.inputs.size(); ++k) {
+            const Tensor* b = ctx.inputs[k];
+            if (!b) continue;
+            if (b->numel() != 1) return InvalidArgument("Clip bounds must be scalars, got shape " + DimsToString(b->dims()));
+            (k == 1 ? lo : hi) = b->data<float>()[0];
+          }
+        }
+        LaunchUnary(Unary::kClip, ctx.inputs[0]->data<float>(), ctx.outputs[0]->data<float>(), ctx.inputs[0]->numel(),
+                    lo, Stream(), hi);
+        return Launched("Clip");
+      },
+      attrs ? 0 : 0b110);
+}
+
+MakeFn BinaryOp(Binary op) {
+  return [op](const KernelInit& init) -> KernelOr {
+    Unary act;
+    if (!init.AllFloat32() || init.input_dtypes.size() != 2 || !FusedKind(init.attrs, &act)) return KernelOr(nullptr);
+    return Kernel([op, act](KernelContext& ctx) -> Status {
+      const Tensor& a = *ctx.inputs[0];
+      const Tensor& b = *ctx.inputs[1];
+      Tensor& y = *ctx.outputs[0];
+      BroadcastShape s;
+      s.rank = std::max(1, y.rank());
+      if (y.rank() > kMaxRank) return Unimplemented("CUDA element-wise ops take up to 8 dims");
+      Dims out = y.dims();
+      if (out.empty()) out = {1};
+      for (int d = 0; d < s.rank; ++d) s.dims[d] = out[static_cast<size_t>(d)];
+      BroadcastStrides(a.dims(), out, s.a_strides);
+      BroadcastStrides(b.dims(), out, s.b_strides);
+      LaunchBinary(op, a.data<float>(), b.data<float>(), y.data<float>(), s, y.numel(), act, Stream());
+      return Launched("a broadcast kernel");
+    });
+  };
+}
+
+}  // namespace
+
+void RegisterElementwiseKernels(KernelRegistry& r) {
+  const std::pair<const char*, Unary> unary[] = {{"Relu", Unary::kRelu}, {"Sigmoid", Unary::kSigmoid},
+                                                 {"Tanh", Unary::kTanh}, {"Exp", Unary::kExp},
+                                                 {"Log", Unary::kLog},   {"Neg", Unary::kNeg},
+                                                 {"Abs", Unary::kAbs},   {"Sqrt", Unary::kSqrt},
+                                                 {"Erf", Unary::kErf},   {"LeakyRelu", Unary::kLeakyRelu},
+                                                 {"Reciprocal", Unary::kReciprocal}, {"HardSigmoid", Unary::kHardSigmoid},
+                                                 {"HardSwish", Unary::kHardSwish}, {"Elu", Unary::kElu},
+                                                 {"Selu", Unary::kSelu}, {"Softplus", Unary::kSoftplus},
+                                                 {"Softsign", Unary::kSoftsign}, {"Floor", Unary::kFloor},
+                                                 {"Ceil", Unary::kCeil}, {"Round", Unary::kRound},
+                                                 {"ThresholdedRelu", Unary::kThresholdedRelu}};
+  const std::vector<DType> f32 = {DType::kFloat32};
+  for (const auto& [op, u] : unary) DeclareCudaKernel(r, "", op, f32, UnaryOp(u));
+  // Gelu (opset 20; also what runtime/rewrite/fuse_gelu.h makes of exported erf patterns).
+  DeclareCudaKernel(r, "", "Gelu", f32, [](const KernelInit& i) {
+    return UnaryOp(i.attrs.GetString("approximate", "none") == "tanh" ? Unary::kGeluTanh : Unary::kGelu)(i);
+  });
+  const std::pair<const char*, Binary> binary[] = {{"Add", Binary::kAdd}, {"Sub", Binary::kSub},
+                                                   {"Mul", Binary::kMul}, {"Div", Binary::kDiv},
+                                                   {"Pow", Binary::kPow}, {"PRelu", Binary::kPRelu},
+                                                   {"Max", Binary::kMax}, {"Min", Binary::kMin}};  // Max/Min: two inputs
+  for (const auto& [op, b] : binary) DeclareCudaKernel(r, "", op, f32, BinaryOp(b));
+  DeclareCudaKernel(r, "", "Clip", f32, MakeClip);
+}
+
+}  // namespace whittle::cuda
