@@ -20,24 +20,16 @@
 #include "lib/ir/domain.h"
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
+#include "whittle/types.h"
 
 namespace whittle {
 
-enum class Backend { kReference = 0, kCpu = 1, kCuda = 2 };
-const char* BackendName(Backend b);
+// Backend and Precision (with BackendName, PrecisionName, ParsePrecision) are public API:
+// include/whittle/types.h.
 // The device a backend's kernels read and write (DeviceType is the one device enum).
 DeviceType BackendDevice(Backend b);
 // The backends compiled into this build, kReference first.
 const std::vector<Backend>& BuiltBackends();
-
-// The arithmetic of float32 matrix products (Gemm, MatMul, Conv) on the CUDA backend: kFp32 exact
-// float32; kTf32 / kFp16 / kBf16 let cuBLAS round the float32 operands to that type and multiply
-// on tensor cores, accumulating and writing float32 (tensors stay float32 everywhere). Only kFp32
-// exists on the CPU backends.
-enum class Precision { kFp32 = 0, kTf32 = 1, kFp16 = 2, kBf16 = 3 };
-const char* PrecisionName(Precision p);  // "fp32", "tf32", "fp16", "bf16"
-// The inverse of PrecisionName; an error naming the value and the choices otherwise.
-StatusOr<Precision> ParsePrecision(const std::string& s);
 
 struct KernelInit {
   const AttributeMap& attrs;

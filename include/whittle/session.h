@@ -5,21 +5,19 @@
 // threads may share one Session and get results identical to a single-threaded run.
 #pragma once
 
-#include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "kernels/kernel.h"
-#include "lib/ir/graph.h"
-#include "lib/ir/status.h"
-#include "lib/ir/tensor.h"
+#include "whittle/status.h"
+#include "whittle/tensor.h"
+#include "whittle/types.h"
 
 namespace whittle {
 
-struct DeviceCheckReport;  // runtime/node_runner.h
+class Graph;  // lib/ir/graph.h: the model IR, internal (Session::FromGraph serves code built with Whittle)
 
 struct SessionOptions {
   Backend backend = Backend::kCpu;  // kReference runs the plain reference kernels; kCuda needs a CUDA build
@@ -97,60 +95,29 @@ class Session {
   // It serves RunInto's outputs the same way.
   StatusOr<Tensor> NewHostTensor(DType dtype, const Dims& dims) const;
 
-  const std::vector<IoInfo>& inputs() const { return inputs_; }
-  const std::vector<IoInfo>& outputs() const { return outputs_; }
-  // The graph as executed (after the runtime's rewrites).
-  const Graph& graph() const { return graph_; }
-  const SessionOptions& options() const { return opts_; }
+  const std::vector<IoInfo>& inputs() const;
+  const std::vector<IoInfo>& outputs() const;
+  const SessionOptions& options() const;
   // On a device backend: the nodes with no kernel there, run on the CPU with explicit copies
   // ("name (OpType)"); empty on the CPU.
-  const std::vector<std::string>& fallback_nodes() const { return fallback_nodes_; }
+  const std::vector<std::string>& fallback_nodes() const;
   // On a device backend: the shape arithmetic computed on the host by design (Shape, Size, and
   // the Gather/Concat/Cast/... fed only by them and small constants: the dims Reshape reads, the
   // scale Attention reads); not fallbacks. Empty on the CPU.
-  const std::vector<std::string>& host_shape_nodes() const { return host_nodes_; }
+  const std::vector<std::string>& host_shape_nodes() const;
   // With cuda_graphs: one line per input signature seen, "float32[1,1,28,28]: replayed as a
   // CUDA graph (N replays, best x ms; eager best y ms)" or why it runs eagerly. Empty otherwise.
   std::vector<std::string> device_graph_report() const;
 
-  struct Arena;  // per-call buffers and scratch (defined in session.cc)
-  struct Step;   // one planned node
-  struct Plan;   // output dtypes/dims of every step for one input signature
-  struct DeviceGraph;  // one input signature's CUDA graph, or why it has none
+  // The loaded model, its kernels and its caches (runtime/session/session_impl.h); opaque here.
+  struct Impl;
 
  private:
-  Session() = default;
-  Status Prepare();
-  // Run and RunInto (into: the caller's output tensors, then the result is empty).
-  StatusOr<std::vector<Tensor>> RunImpl(const std::map<std::string, Tensor>& inputs, RunStats* stats,
-                                        OutputsOn outputs_on, std::vector<Tensor>* into) const;
-  // Reads a run's device check report once its device work is done (kernels/kernel.h): the error
-  // of the kernel that reported, naming its node; the report is zero again after.
-  Status CheckReport(DeviceCheckReport& report) const;
-  // A captured signature's run: its inputs into the graph's, one launch, its outputs out
-  // (device_graph.cc); under dg.mu.
-  StatusOr<std::vector<Tensor>> ReplayGraph(DeviceGraph& dg, const std::map<std::string, Tensor>& inputs,
-                                            std::chrono::steady_clock::time_point t_start,
-                                            std::vector<Tensor>* into) const;
+  explicit Session(std::unique_ptr<Impl> impl);
+  // The graph as executed, after the runtime's rewrites (runtime/session_internal.h).
+  friend const Graph& SessionGraph(const Session& s);
 
-  SessionOptions opts_;
-  Graph graph_;
-  std::vector<IoInfo> inputs_, outputs_;
-  std::vector<std::unique_ptr<Step>> steps_;
-  std::vector<int> release_after_;      // per value: step index after which it can be recycled (-1 never)
-  std::vector<std::vector<int>> release_at_step_;  // per step: values that die after it
-  std::vector<std::string> fallback_nodes_;
-  std::vector<std::string> host_nodes_;
-  std::vector<char> host_shape_value_;  // per value: made on the host by a shape step (device sessions)
-  std::map<int, Tensor> device_consts_;  // initializers device kernels read, uploaded at load
-  bool device_checks_ = false;  // a step reports on the device (OpKernel::ChecksOnDevice)
-  mutable std::mutex arenas_mu_;
-  mutable std::vector<std::unique_ptr<Arena>> idle_arenas_;
-  mutable std::mutex plans_mu_;
-  mutable std::map<std::string, std::shared_ptr<const Plan>> plans_;  // key: input dtypes and dims
-  // Last, so graphs go before the buffers and kernels they use.
-  mutable std::mutex graphs_mu_;
-  mutable std::map<std::string, std::shared_ptr<DeviceGraph>> graphs_;  // key: as plans_
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace whittle

@@ -19,22 +19,7 @@
 
 namespace whittle {
 
-// A dimension: a known size (value >= 0), a named symbol (param, e.g. "batch"), or unknown.
-struct Dim {
-  int64_t value = -1;
-  std::string param;
-  Dim() = default;
-  Dim(int64_t v) : value(v) {}  // NOLINT: implicit for brevity in shape code
-  static Dim Symbol(std::string p) { Dim d; d.param = std::move(p); return d; }
-  bool known() const { return value >= 0; }
-  bool operator==(const Dim& o) const { return value == o.value && param == o.param; }
-  bool operator!=(const Dim& o) const { return !(*this == o); }
-};
-using SymShape = std::vector<Dim>;
-std::string SymShapeToString(const SymShape& s);
-SymShape ToSymShape(const Dims& d);
-// Concrete dims if every dim is known.
-std::optional<Dims> ToDims(const SymShape& s);
+// Dim and SymShape (symbolic shapes) are public API: include/whittle/types.h.
 
 struct Value {
   std::string name;

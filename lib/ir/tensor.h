@@ -1,130 +1,15 @@
-// Tensor: dtype, concrete dims and a shared, 64-byte-aligned Buffer that knows its device.
-// Copies share the buffer (cheap); Clone() copies the bytes. TensorView is the non-owning form
-// that kernels may take. Dims are int64 as in ONNX; CheckedNumElements guards hostile shapes.
+// Tensor for the library's code: Buffer and Tensor are public API (include/whittle/tensor.h, with
+// DType, DeviceType and Dims from include/whittle/types.h); TensorView is the non-owning form that
+// kernels may take.
 #pragma once
 
 #include <cstdint>
-#include <memory>
-#include <optional>
-#include <string>
-#include <vector>
 
 #include "lib/ir/dtype.h"
 #include "lib/ir/status.h"
+#include "whittle/tensor.h"
 
 namespace whittle {
-
-enum class DeviceType { kCpu = 0, kCuda = 1 };
-struct DeviceRuntime;  // lib/ir/device.h
-
-using Dims = std::vector<int64_t>;
-
-// Product of dims; WH_CHECKs that dims are valid (use CheckedNumElements on untrusted dims).
-int64_t NumElements(const Dims& dims);
-// Product of dims, rejecting negative dims and products past 2^62.
-StatusOr<int64_t> CheckedNumElements(const Dims& dims);
-std::string DimsToString(const Dims& dims);
-
-class Buffer {
- public:
-  // 64-byte aligned CPU memory, zero-filled. Aborts only if the system is out of memory.
-  static std::shared_ptr<Buffer> Allocate(size_t bytes);
-  // Zero-filled memory on `device` through its registered DeviceRuntime (lib/ir/device.h);
-  // the CPU takes Allocate.
-  static StatusOr<std::shared_ptr<Buffer>> AllocateOn(DeviceType device, size_t bytes);
-  // Zero-filled host memory (device() is kCpu) that `for_device`'s copies read directly
-  // (page-locked, through its DeviceRuntime's allocate_host): an input a caller refills run after
-  // run is uploaded without a staging copy. Plain host memory (Allocate) for the CPU or a device
-  // with no such memory; an error when the device cannot lock that much.
-  static StatusOr<std::shared_ptr<Buffer>> AllocatePageLocked(DeviceType for_device, size_t bytes);
-  ~Buffer();
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-
-  void* data() { return data_; }
-  const void* data() const { return data_; }
-  size_t size() const { return size_; }
-  DeviceType device() const { return device_; }
-  // Host memory from AllocatePageLocked on a device that has it.
-  bool page_locked() const { return device_ == DeviceType::kCpu && runtime_ != nullptr; }
-
- private:
-  Buffer() = default;
-  void* data_ = nullptr;
-  size_t size_ = 0;
-  DeviceType device_ = DeviceType::kCpu;
-  // The one that allocated a device (or page-locked host) buffer frees it.
-  const DeviceRuntime* runtime_ = nullptr;
-};
-
-// Quantization parameters attached to a tensor (per-tensor when axis < 0 and one scale).
-struct QuantParams {
-  std::vector<float> scale;
-  std::vector<int64_t> zero_point;
-  int64_t axis = -1;
-};
-
-class Tensor {
- public:
-  Tensor() = default;
-  // Allocates a zero-filled tensor. dims must be valid (WH_CHECK).
-  Tensor(DType dtype, Dims dims);
-  // Wraps an existing buffer (shared) at a byte offset.
-  Tensor(DType dtype, Dims dims, std::shared_ptr<Buffer> buffer, size_t offset = 0);
-
-  template <class T>
-  static Tensor FromVector(const Dims& dims, const std::vector<T>& values) {
-    Tensor t(DTypeOf<T>(), dims);
-    WH_CHECK(static_cast<int64_t>(values.size()) == t.numel());
-    T* p = t.data<T>();
-    for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
-    return t;
-  }
-  template <class T>
-  static Tensor Scalar(T v) { return FromVector<T>({}, {v}); }
-
-  bool defined() const { return buffer_ != nullptr; }
-  DType dtype() const { return dtype_; }
-  const Dims& dims() const { return dims_; }
-  int64_t dim(int i) const { return dims_[static_cast<size_t>(i)]; }
-  int rank() const { return static_cast<int>(dims_.size()); }
-  int64_t numel() const { return NumElements(dims_); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype_); }
-
-  void* raw_data() { return static_cast<char*>(buffer_->data()) + offset_; }
-  const void* raw_data() const { return static_cast<const char*>(buffer_->data()) + offset_; }
-  template <class T> T* data() {
-    WH_CHECK(DTypeOf<T>() == dtype_ || (sizeof(T) == 1 && DTypeSize(dtype_) == 1));
-    return static_cast<T*>(raw_data());
-  }
-  template <class T> const T* data() const {
-    WH_CHECK(DTypeOf<T>() == dtype_ || (sizeof(T) == 1 && DTypeSize(dtype_) == 1));
-    return static_cast<const T*>(raw_data());
-  }
-
-  // Same bytes, new dims (element count must match). Shares the buffer.
-  Tensor Reshaped(const Dims& dims) const;
-  // Deep copy of the bytes.
-  Tensor Clone() const;
-  // Bytewise equality of dtype, dims and contents.
-  bool BitwiseEquals(const Tensor& other) const;
-
-  const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
-  size_t offset() const { return offset_; }
-  // Where the bytes live (kCpu for an undefined tensor). data() on a device tensor is a device
-  // pointer: only that device's kernels and copies may touch it; Clone and BitwiseEquals need kCpu.
-  DeviceType device() const { return buffer_ ? buffer_->device() : DeviceType::kCpu; }
-  // The same tensor on `device` (this one when it is there already; a copy otherwise).
-  StatusOr<Tensor> ToDevice(DeviceType device) const;
-
-  std::optional<QuantParams> quant;
-
- private:
-  DType dtype_ = DType::kUndefined;
-  Dims dims_;
-  std::shared_ptr<Buffer> buffer_;
-  size_t offset_ = 0;
-};
 
 // Non-owning view for kernels.
 struct TensorView {

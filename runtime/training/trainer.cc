@@ -11,8 +11,10 @@
 #include <random>
 #include <utility>
 
+#include "kernels/kernel.h"
 #include "kernels/param_update.h"
 #include "lib/ir/binary_format.h"
+#include "runtime/session_internal.h"
 #include "runtime/training/autodiff.h"
 #include "runtime/training/lift.h"
 
@@ -203,7 +205,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const Graph& student, const G
 StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, const Tensor& teacher_logits,
                                       std::vector<Tensor>* outs) const {
   const int64_t B = x.dim(0);
-  const Value& lv = train_->graph().value(train_->graph().outputs()[0]);
+  const Value& lv = SessionGraph(*train_).value(SessionGraph(*train_).outputs()[0]);
   const int64_t C = lv.shape && lv.shape->size() == 2 && (*lv.shape)[1].known() ? (*lv.shape)[1].value : -1;
   if (C < 1) return InvalidArgument("the logits need a known class count");
   const float alpha = opts_.alpha, T = opts_.temperature;
@@ -250,7 +252,7 @@ StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, con
   for (size_t i = 0; i < opts_.hints.size(); ++i) {
     if (i >= features.size() || features[i].dtype() != DType::kFloat32)
       return InvalidArgument("hint: the teacher's tensor '" + opts_.hints[i].second + "' is not float32");
-    const Graph& tg = train_->graph();
+    const Graph& tg = SessionGraph(*train_);
     const int tv = tg.FindValue(kHintTargetPrefix + std::to_string(i));
     const std::optional<SymShape>& want = tg.value(tv).shape;
     bool fits = !want || want->size() == features[i].dims().size();

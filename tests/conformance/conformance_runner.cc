@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kernel.h"
 #include "lib/ir/device.h"
 #include "lib/onnx/model_io.h"
 #include "whittle/session.h"

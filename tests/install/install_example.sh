@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs the build into a temporary prefix, builds examples/embed against it with
-# find_package(Whittle) (a separate CMake project), runs its C++ and C programs on the bundled
-# models, and checks that both print the same valid top-1 class as run-model on the same image.
+# Installs the build into a temporary prefix, checks that the installed headers are the public
+# ones only (include/whittle/*.h, including nothing but the standard library and each other),
+# builds examples/embed against it with find_package(Whittle) (a separate CMake project), runs its
+# C++ and C programs on the bundled models, and checks that both print the same valid top-1 class
+# as run-model on the same image.
 # Usage: install_example.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1
@@ -13,6 +15,11 @@ prefix=$work/prefix
 
 cmake --install "$build" --prefix "$prefix" >/dev/null
 test -f "$prefix/lib/cmake/Whittle/WhittleConfig.cmake" || test -f "$prefix/lib64/cmake/Whittle/WhittleConfig.cmake"
+test -f "$prefix/include/whittle/session.h"
+other=$(find "$prefix/include" -type f ! -path "$prefix/include/whittle/*.h" -o -type f -path "$prefix/include/whittle/*/*")
+[[ -z "$other" ]] || { echo "FAIL: the install ships non-public headers: $other"; exit 1; }
+bad=$(grep -h '^[[:space:]]*#[[:space:]]*include' "$prefix"/include/whittle/*.h | grep -v '<[a-z_./]*>' | grep -v '"whittle/[a-z_]*\.h"' || true)
+[[ -z "$bad" ]] || { echo "FAIL: a public header includes a non-public one: $bad"; exit 1; }
 launcher=()
 if [[ -n "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ]]; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER="$CMAKE_CXX_COMPILER_LAUNCHER")

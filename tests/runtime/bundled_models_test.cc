@@ -8,6 +8,7 @@
 #include "lib/data/dataset.h"
 #include "lib/data/npy.h"
 #include "runtime/evaluate.h"
+#include "runtime/session_internal.h"
 #include "whittle/session.h"
 #include "tests/util/test_util.h"
 
@@ -65,7 +66,7 @@ TEST(BundledHandBuilt, SameLogitsAsPyTorchWithAndWithoutTheRuntimeRewrites) {
       ASSERT_TRUE(s.ok()) << s.status().message();
       if (name == "cnn") {
         int bn = 0;
-        for (const Node& n : (*s)->graph().nodes()) bn += n.op_type == "BatchNormalization";
+        for (const Node& n : SessionGraph(**s).nodes()) bn += n.op_type == "BatchNormalization";
         EXPECT_EQ(bn, optimize ? 0 : 2);
       }
       auto got = (*s)->Run({{"image", first->inputs}});

@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "runtime/session_internal.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"
 
@@ -75,12 +76,12 @@ TEST(SessionTest, FoldsConvBatchNormAndFusesRelu) {
   nchw.blocked_layout = false;
   auto s = Session::FromGraph(MakeConvBnRelu(), nchw);
   ASSERT_TRUE(s.ok()) << s.status().message();
-  for (const Node& n : (*s)->graph().nodes()) {
+  for (const Node& n : SessionGraph(**s).nodes()) {
     EXPECT_NE(n.op_type, "BatchNormalization");
     EXPECT_NE(n.op_type, "Relu");
   }
-  ASSERT_EQ((*s)->graph().nodes().size(), 1u);
-  EXPECT_EQ((*s)->graph().nodes()[0].attrs.GetString("_activation", ""), "Relu");
+  ASSERT_EQ(SessionGraph(**s).nodes().size(), 1u);
+  EXPECT_EQ(SessionGraph(**s).nodes()[0].attrs.GetString("_activation", ""), "Relu");
   Tensor x = RandomFloat({2, 3, 12, 12}, 9);
   SessionOptions ref;
   ref.backend = Backend::kReference;

@@ -23,6 +23,7 @@
 #include "lib/data/npy.h"
 #include "lib/ops/op_def.h"
 #include "runtime/evaluate.h"
+#include "runtime/session_internal.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
 #include "whittle/session.h"
@@ -356,7 +357,7 @@ int main(int argc, char** argv) {
     }
   }
   if (!did_something && !json) {
-    std::printf("model %s: %zu node(s) after runtime rewrites\n", model.c_str(), session.graph().nodes().size());
+    std::printf("model %s: %zu node(s) after runtime rewrites\n", model.c_str(), SessionGraph(session).nodes().size());
     for (const auto& i : session.inputs())
       std::printf("  input  %s: %s %s\n", i.name.c_str(), whittle::DTypeName(i.dtype), whittle::SymShapeToString(i.shape).c_str());
     for (const auto& o : session.outputs())

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "lib/onnx/model_io.h"
+#include "runtime/session_internal.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"
 #include "whittle/session.h"
@@ -28,7 +29,7 @@ TEST(FuseAttention, ExportedPatchTransformersRunOneNodePerBlock) {
     const Graph& g = *loaded;
     auto s = Session::FromGraph(g);
     ASSERT_TRUE(s.ok()) << s.status().message();
-    const Graph& run = (*s)->graph();
+    const Graph& run = SessionGraph(**s);
     EXPECT_EQ(CountOps(run, "Attention"), 2);
     EXPECT_EQ(CountOps(run, "Softmax"), 0);
     EXPECT_EQ(CountOps(run, "Split"), 0);
@@ -70,8 +71,8 @@ TEST(FuseAttention, MaskAddedBeforeTheSoftmax) {
     ASSERT_EQ(InsertMask(g, g.AddInitializer("causal", causal)), 2);
     auto s = Session::FromGraph(g);
     ASSERT_TRUE(s.ok()) << s.status().message();
-    EXPECT_EQ(CountOps((*s)->graph(), "Attention"), 2);
-    EXPECT_EQ(CountOps((*s)->graph(), "Softmax"), 0);
+    EXPECT_EQ(CountOps(SessionGraph(**s), "Attention"), 2);
+    EXPECT_EQ(CountOps(SessionGraph(**s), "Softmax"), 0);
     testing::ExpectOptimizedMatchesUnoptimized(g, {{input, RandomFloat({3, 1, 28, 28}, 7)}});
   }
   // A key-padding mask as a graph input [B, 1, 1, 16].
@@ -82,7 +83,7 @@ TEST(FuseAttention, MaskAddedBeforeTheSoftmax) {
     ASSERT_EQ(InsertMask(g, mask), 2);
     auto s = Session::FromGraph(g);
     ASSERT_TRUE(s.ok()) << s.status().message();
-    EXPECT_EQ(CountOps((*s)->graph(), "Attention"), 2);
+    EXPECT_EQ(CountOps(SessionGraph(**s), "Attention"), 2);
     Tensor m(DType::kFloat32, {2, 1, 1, 16});
     for (int64_t i = 0; i < 32; ++i) m.data<float>()[i] = (i % 16) >= 12 + (i / 16) ? -1e4f : 0.f;
     testing::ExpectOptimizedMatchesUnoptimized(g, {{input, RandomFloat({2, 1, 28, 28}, 8)}, {"key_mask", m}});
@@ -101,8 +102,8 @@ TEST(FuseAttention, ProbabilitiesReadElsewhereStayUnfused) {
   g.outputs().push_back(softmax_out);
   auto s = Session::FromGraph(g);
   ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_EQ(CountOps((*s)->graph(), "Attention"), 1);
-  EXPECT_EQ(CountOps((*s)->graph(), "Softmax"), 1);
+  EXPECT_EQ(CountOps(SessionGraph(**s), "Attention"), 1);
+  EXPECT_EQ(CountOps(SessionGraph(**s), "Softmax"), 1);
   testing::ExpectOptimizedMatchesUnoptimized(g, {{g.value(g.inputs()[0]).name, RandomFloat({2, 1, 28, 28}, 6)}});
 }
 

@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/conv.h"
 #include "runtime/rewrite/match.h"
+#include "runtime/session_internal.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"
 #include "whittle/session.h"
@@ -50,7 +51,7 @@ TEST(FuseConvAdd, ResidualBlockRunsAsTwoConvsOnEveryPath) {
       nchw.blocked_layout = false;
       auto s = Session::FromGraph(g, nchw);
       ASSERT_TRUE(s.ok()) << s.status().message();
-      const Graph& run = (*s)->graph();
+      const Graph& run = SessionGraph(**s);
       EXPECT_EQ(testing::CountOps(run, "Add"), 0);
       EXPECT_EQ(testing::CountOps(run, "Relu"), 0);
       ASSERT_EQ(testing::CountOps(run, "Conv"), 2);
@@ -106,12 +107,12 @@ TEST(FuseConvAdd, LeavesOtherAddsAlone) {
     nchw.blocked_layout = false;
     auto s = Session::FromGraph(*g, nchw);
     ASSERT_TRUE(s.ok()) << s.status().message();
-    EXPECT_EQ(testing::CountOps((*s)->graph(), "Add"), g == &bcast ? 0 : 1);
-    for (const Node& n : (*s)->graph().nodes()) {
+    EXPECT_EQ(testing::CountOps(SessionGraph(**s), "Add"), g == &bcast ? 0 : 1);
+    for (const Node& n : SessionGraph(**s).nodes()) {
       if (g != &bcast || n.op_type != "Conv") continue;
       EXPECT_EQ(n.inputs.size(), 3u) << "the shift is the conv's bias";
     }
-    for (const Node& n : (*s)->graph().nodes()) EXPECT_LE(n.inputs.size(), 3u) << n.op_type;
+    for (const Node& n : SessionGraph(**s).nodes()) EXPECT_LE(n.inputs.size(), 3u) << n.op_type;
     testing::ExpectOptimizedMatchesUnoptimized(*g, {{"x", RandomFloat({2, 4, 6, 6}, 5)}});
   }
 }

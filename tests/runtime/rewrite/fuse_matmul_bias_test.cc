@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/cpu/packed_gemm.h"
+#include "runtime/session_internal.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"
 #include "whittle/session.h"
@@ -37,7 +38,7 @@ TEST(FuseMatMulBias, LinearLayerRunsAsOneMatMulOnBothGemmPaths) {
       const Graph g = Linear(bd, relu);
       auto s = Session::FromGraph(g);
       ASSERT_TRUE(s.ok()) << s.status().message();
-      const Graph& run = (*s)->graph();
+      const Graph& run = SessionGraph(**s);
       EXPECT_EQ(testing::CountOps(run, "Add"), 0);
       EXPECT_EQ(testing::CountOps(run, "Relu"), 0);
       ASSERT_EQ(testing::CountOps(run, "MatMul"), 1);
@@ -82,8 +83,8 @@ TEST(FuseMatMulBias, LeavesOtherAddsAlone) {
   for (const Graph* g : std::vector<const Graph*>{&per_row, &shared, &dynamic}) {
     auto s = Session::FromGraph(*g);
     ASSERT_TRUE(s.ok()) << s.status().message();
-    EXPECT_EQ(testing::CountOps((*s)->graph(), "Add"), 1);
-    for (const Node& n : (*s)->graph().nodes()) EXPECT_LE(n.inputs.size(), 2u) << n.op_type;
+    EXPECT_EQ(testing::CountOps(SessionGraph(**s), "Add"), 1);
+    for (const Node& n : SessionGraph(**s).nodes()) EXPECT_LE(n.inputs.size(), 2u) << n.op_type;
   }
   testing::ExpectOptimizedMatchesUnoptimized(per_row, {{"x", RandomFloat({2, 5, 24}, 5)}});
 }

@@ -14,6 +14,7 @@
 
 #include "lib/ops/op_def.h"
 #include "runtime/rewrite/rewrite.h"
+#include "runtime/session_internal.h"
 #include "whittle/session.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"
@@ -86,7 +87,7 @@ Compared RunBoth(const Graph& g, const std::map<std::string, Tensor>& inputs) {
   EXPECT_TRUE(fused.ok()) << fused.status().message();
   EXPECT_TRUE(emu.ok()) << emu.status().message();
   if (!fused.ok() || !emu.ok()) return c;
-  c.fused_graph = (*fused)->graph();
+  c.fused_graph = SessionGraph(**fused);
   auto a = (*fused)->Run(inputs);
   auto b = (*emu)->Run(inputs);
   EXPECT_TRUE(a.ok()) << a.status().message();
@@ -508,7 +509,7 @@ TEST(QdqFusion, MaxPoolAfterInt8ConvIsFusedIntoIt) {
       auto fused = Session::FromGraph(g, {.backend = b, .optimize = true});
       auto unfused = Session::FromGraph(twin, {.backend = b, .optimize = true});
       ASSERT_TRUE(fused.ok() && unfused.ok());
-      EXPECT_EQ(testing::CountOps((*unfused)->graph(), "MaxPool"), 1);
+      EXPECT_EQ(testing::CountOps(SessionGraph(**unfused), "MaxPool"), 1);
       auto a = (*fused)->Run(inputs);
       auto u = (*unfused)->Run(inputs);
       ASSERT_TRUE(a.ok() && u.ok());

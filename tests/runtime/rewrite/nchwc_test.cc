@@ -16,6 +16,7 @@
 #include "lib/ir/binary_format.h"
 #include "lib/ops/op_def.h"
 #include "runtime/rewrite/rewrite.h"
+#include "runtime/session_internal.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"
 #include "whittle/session.h"
@@ -156,7 +157,7 @@ TEST(Nchwc, DefaultCpuSessionUsesThePreferredLayoutAcrossBatchSizes) {
   so.num_threads = 2;
   auto s = Session::FromGraph(SmallResNet(), so);
   ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_EQ(testing::CountOps((*s)->graph(), "NchwcConv"), 4);
+  EXPECT_EQ(testing::CountOps(SessionGraph(**s), "NchwcConv"), 4);
   for (int64_t batch : {1, 4, 1}) {
     SCOPED_TRACE("batch " + std::to_string(batch));
     const Tensor x = RandomFloat({batch, 1, 12, 12}, static_cast<uint32_t>(30 + batch));
@@ -168,7 +169,7 @@ TEST(Nchwc, DefaultCpuSessionUsesThePreferredLayoutAcrossBatchSizes) {
   nchw.blocked_layout = false;
   auto plain = Session::FromGraph(SmallResNet(), nchw);
   ASSERT_TRUE(plain.ok());
-  EXPECT_EQ(testing::CountOps((*plain)->graph(), "NchwcConv"), 0);
+  EXPECT_EQ(testing::CountOps(SessionGraph(**plain), "NchwcConv"), 0);
 }
 
 // Convs the layout does not take stay as they are: grouped, weights computed at run time, output

@@ -1,25 +1,25 @@
-// Session's per-run state, shared by session.cc (Run) and device_graph.cc (CUDA graph replay and
-// reports): the arena of buffers a run (or a graph) owns, and one input signature's CUDA graph.
-// Internal to runtime/.
+// The buffers of Session runs: RunArena, one run's (or one CUDA graph's) recycled buffers, device
+// copies and device check report, and ArenaPool, the idle arenas a session lends to its runs so
+// that concurrent Run calls each get their own. Internal to runtime/session/.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <utility>
 #include <vector>
 
 #include "lib/ir/device.h"
+#include "lib/ir/tensor.h"
 #include "runtime/node_runner.h"
-#include "whittle/session.h"
 
 namespace whittle {
 
 // Recycled buffers of one Run call. A buffer goes back to the free list only when no tensor
 // outside the arena still shares it (use_count == 1), so outputs handed to the caller and
 // aliases (Reshape) are never reused under someone's feet.
-struct Session::Arena {
+struct RunArena {
   std::vector<Tensor> slots;
   std::vector<Tensor> moved;  // per value: its copy on the other device, made once per run
   // Host shape values a device kernel reads (Attention's scale): (the host value, its device copy),
@@ -78,51 +78,19 @@ struct Session::Arena {
   bool queued = false;  // device work queued by this run that nothing has waited for yet
 };
 
-// One input signature's CUDA graph (SessionOptions::cuda_graphs): what its eager runs showed
-// and, once captured, the graph with every buffer it reads or writes. All of it under mu, which a
-// capture or replay holds throughout (the buffers are the graph's own, so replays take turns; a
-// run that finds it busy runs eagerly).
-struct Session::DeviceGraph {
-  std::mutex mu;
-  std::string signature;  // the input dtypes and dims, for the report
-  int eager_runs = 0;    // eager runs that could have been captured
-  double eager_ms = 0;   // the fastest of those whose plan was reused (0: none yet)
-  std::string eager_why;  // why it runs eagerly for good (empty: not decided)
-  int failed_captures = 0;
-  const DeviceRuntime* rt = nullptr;
-  void* graph = nullptr;
-  std::unique_ptr<Arena> arena;                // every buffer the graph's kernels touch
-  std::vector<std::pair<int, Tensor>> inputs;  // (graph input value, the device tensor the graph reads)
-  std::vector<Tensor> outputs;                 // per graph output: where the graph leaves it
-  std::unique_ptr<CaptureReleases> kept;       // buffers released while capturing: the work may read them
-  int64_t replays = 0;
-  double replay_ms = 0;  // the fastest replay
+// The idle arenas of one session. Take lends one (a fresh one when none is idle) with its
+// counters at zero; Give takes it back as it is; Recycle first drops what a run that ends early
+// still holds (waiting for its queued uploads, so another thread may take it at once).
+class ArenaPool {
+ public:
+  std::unique_ptr<RunArena> Take() const;
+  void Give(std::unique_ptr<RunArena> arena) const;
+  // rt: the session's device runtime (null on the CPU), for the uploads the run queued.
+  void Recycle(std::unique_ptr<RunArena> arena, const DeviceRuntime* rt) const;
 
-  void Drop() {
-    if (graph) rt->drop_graph(graph);
-    graph = nullptr;
-    inputs.clear();
-    outputs.clear();
-    arena.reset();
-    kept.reset();
-  }
-  ~DeviceGraph() { Drop(); }
+ private:
+  mutable std::mutex mu_;
+  mutable std::vector<std::unique_ptr<RunArena>> idle_;
 };
-
-// CUDA graphs (SessionOptions::cuda_graphs), what Run and device_graph.cc share.
-inline constexpr int kEagerRunsBeforeCapture = 3;  // the first records the plan and fills kernel caches
-// Captures tried before a signature runs eagerly for good: a synchronisation on another thread's
-// stream can spoil a capture on the same GPU, which the next attempt may not meet.
-inline constexpr int kCaptureAttempts = 2;
-
-// Session::RunInto: the run's outputs into the caller's tensors, once all are checked (as many,
-// each of its output's dtype and dims; else an error naming the first that is not). A device
-// output goes queued into a page-locked tensor (*queued = true: wait before reading it), otherwise
-// it is copied now.
-Status WriteOutputsInto(const Graph& g, const std::vector<const Tensor*>& produced, std::vector<Tensor>& into,
-                        bool* queued);
-
-// "float32[1,1,28,28], int64[1,12]": the fed inputs' dtypes and dims, for the report.
-std::string SignatureText(const Graph& g, const std::map<std::string, Tensor>& inputs);
 
 }  // namespace whittle

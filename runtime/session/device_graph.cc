@@ -1,6 +1,6 @@
-// CUDA graphs of a device session (SessionOptions::cuda_graphs): a captured signature's replay
-// and the per-signature report. Run (session.cc) decides when to capture; docs/design-notes.md
-// says why the session, not the backend, captures.
+// CUDA graphs of a device session (SessionOptions::cuda_graphs): the graphs by signature, a
+// captured signature's replay and the per-signature report. RunImpl (run.cc) decides when to
+// capture; docs/design-notes.md says why the session, not the backend, captures.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/session_state.h"
+#include "runtime/session/device_graph.h"
+#include "runtime/session/output_binding.h"
+#include "runtime/session/plan_cache.h"
+#include "runtime/session/session_impl.h"
 
 namespace whittle {
 namespace {
@@ -31,9 +34,9 @@ std::string SignatureText(const Graph& g, const std::map<std::string, Tensor>& i
 
 // The inputs copied into the graph's, one launch, the outputs copied back to the host, and what
 // the graph's kernels reported on the device.
-StatusOr<std::vector<Tensor>> Session::ReplayGraph(DeviceGraph& dg, const std::map<std::string, Tensor>& inputs,
-                                                   std::chrono::steady_clock::time_point t_start,
-                                                   std::vector<Tensor>* into) const {
+StatusOr<std::vector<Tensor>> Session::Impl::ReplayGraph(DeviceGraph& dg, const std::map<std::string, Tensor>& inputs,
+                                                         std::chrono::steady_clock::time_point t_start,
+                                                         std::vector<Tensor>* into) const {
   const Graph& g = graph_;
   // Queued: the launch follows the copies without a wait, and the copies out wait for both. The
   // caller holds its inputs until this returns, so a page-locked one is read by the device
@@ -75,10 +78,23 @@ StatusOr<std::vector<Tensor>> Session::ReplayGraph(DeviceGraph& dg, const std::m
   return results;
 }
 
-std::vector<std::string> Session::device_graph_report() const {
+std::shared_ptr<DeviceGraph> DeviceGraphCache::Claim(const std::string& key, std::unique_lock<std::mutex>* lock) const {
+  std::shared_ptr<DeviceGraph> dg;
+  {
+    std::lock_guard<std::mutex> guard(mu_);
+    auto it = graphs_.find(key);
+    if (it != graphs_.end()) dg = it->second;
+    else if (graphs_.size() < kMaxPlans) dg = graphs_[key] = std::make_shared<DeviceGraph>();
+  }
+  if (dg) *lock = std::unique_lock<std::mutex>(dg->mu, std::try_to_lock);
+  if (dg && !lock->owns_lock()) dg.reset();  // a replay or capture under way: this run is eager, uncounted
+  return dg;
+}
+
+std::vector<std::string> DeviceGraphCache::Report() const {
   std::vector<std::pair<std::string, std::shared_ptr<DeviceGraph>>> all;
   {
-    std::lock_guard<std::mutex> lock(graphs_mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     all.assign(graphs_.begin(), graphs_.end());
   }
   std::vector<std::string> lines;

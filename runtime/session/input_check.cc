@@ -1,0 +1,50 @@
+#include "runtime/session/input_check.h"
+
+namespace whittle {
+
+Status CheckInputNames(const std::map<std::string, Tensor>& inputs, const std::vector<IoInfo>& model_inputs) {
+  for (const auto& [name, t] : inputs) {
+    bool known = false;
+    for (const IoInfo& in : model_inputs) known |= in.name == name;
+    if (!known) return InvalidArgument("the model has no input named '" + name + "'");
+  }
+  return Status::Ok();
+}
+
+Status BindInputs(const Graph& g, const std::map<std::string, Tensor>& inputs, std::vector<Tensor>& slots,
+                  std::vector<Tensor>& moved) {
+  slots.assign(g.values().size(), Tensor());
+  moved.assign(g.values().size(), Tensor());
+  for (size_t v = 0; v < g.values().size(); ++v)
+    if (g.values()[v].initializer) slots[v] = *g.values()[v].initializer;
+  for (int id : g.inputs()) {
+    const Value& v = g.value(id);
+    auto it = inputs.find(v.name);
+    if (it == inputs.end()) {
+      if (v.is_constant()) continue;
+      return InvalidArgument("missing input '" + v.name + "'");
+    }
+    const Tensor& t = it->second;
+    if (!t.defined()) return InvalidArgument("input '" + v.name + "' is empty");
+    if (v.dtype != DType::kUndefined && t.dtype() != v.dtype)
+      return InvalidArgument("input '" + v.name + "' must be " + DTypeName(v.dtype) + ", got " + DTypeName(t.dtype()));
+    if (v.shape) {
+      bool ok = v.shape->size() == t.dims().size();
+      for (size_t k = 0; ok && k < t.dims().size(); ++k) ok = !(*v.shape)[k].known() || (*v.shape)[k].value == t.dims()[k];
+      if (!ok)
+        return InvalidArgument("input '" + v.name + "' must have shape " + SymShapeToString(*v.shape) + ", got " +
+                               DimsToString(t.dims()));
+    }
+    slots[static_cast<size_t>(id)] = t;
+  }
+  return Status::Ok();
+}
+
+bool CallerHeld(const std::map<std::string, Tensor>& inputs, const Tensor& t) {
+  if (!t.defined() || !t.buffer()->page_locked()) return false;
+  for (const auto& [name, x] : inputs)
+    if (x.defined() && x.buffer() == t.buffer()) return true;
+  return false;
+}
+
+}  // namespace whittle
