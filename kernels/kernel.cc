@@ -1,5 +1,8 @@
 #include "kernels/kernel.h"
 
+#include <mutex>
+#include <shared_mutex>
+
 #include "kernels/backend_module.h"
 
 namespace whittle {
@@ -86,6 +89,13 @@ const std::string& CanonicalDomain(const std::string& domain) {
   return domain == "ai.onnx" ? kOnnx : domain;
 }
 
+// Guards every registry's declarations: the CUDA module declares its kernels when it is loaded,
+// which may be while other threads build sessions (each Op stays where it is: ops_ holds pointers).
+std::shared_mutex& RegistryMutex() {
+  static std::shared_mutex mu;
+  return mu;
+}
+
 bool Covers(const KernelDef& d, int opset) { return d.since_version <= opset && opset <= d.end_version; }
 
 }  // namespace
@@ -98,6 +108,7 @@ KernelRegistry::Op* KernelRegistry::FindOp(const std::string& domain, const std:
 }
 
 void KernelRegistry::Add(KernelDef def) {
+  std::unique_lock<std::shared_mutex> lock(RegistryMutex());
   def.domain = CanonicalDomain(def.domain);
   WH_CHECK(def.factory && def.since_version <= def.end_version);
   Op* op = FindOp(def.domain, def.op_type);
@@ -108,20 +119,25 @@ void KernelRegistry::Add(KernelDef def) {
     op->op_type = def.op_type;
     // The backend's declaration, else (absent, or declining with a null kernel) the reference's.
     op->build = [op](const KernelInit& init) -> KernelOr {
-      const KernelDef* ref = nullptr;
-      for (const KernelDef& d : op->defs)
-        if (d.backend == Backend::kReference && Covers(d, init.opset)) ref = &d;
-      if (init.backend != Backend::kReference)
-        for (const KernelDef& d : op->defs)
-          if (d.backend == init.backend && Covers(d, init.opset)) {
-            KernelOr k = d.factory(init);
-            if (!k.ok() || *k) return k;
-            break;
-          }
+      // The factories are copied under the lock and called outside it: a factory may load the
+      // CUDA module, which declares more kernels (Add).
+      KernelFactory ref, own;
+      {
+        std::shared_lock<std::shared_mutex> lock(RegistryMutex());
+        for (const KernelDef& d : op->defs) {
+          if (d.backend == Backend::kReference && Covers(d, init.opset)) ref = d.factory;
+          if (!own && init.backend != Backend::kReference && d.backend == init.backend && Covers(d, init.opset))
+            own = d.factory;
+        }
+      }
+      if (own) {
+        KernelOr k = own(init);
+        if (!k.ok() || *k) return k;
+      }
       if (!ref)
         return Unimplemented("no " + std::string(BackendName(init.backend)) + " or reference kernel for " +
                              op->op_type + " at opset " + std::to_string(init.opset));
-      return ref->factory(init);
+      return ref(init);
     };
   }
   for (const KernelDef& d : op->defs)
@@ -134,25 +150,30 @@ void KernelRegistry::Register(const std::string& domain, const std::string& op_t
 }
 
 KernelFactory KernelRegistry::Replace(KernelDef def) {
-  if (Op* op = FindOp(def.domain, def.op_type))
-    for (KernelDef& d : op->defs)
-      if (d.backend == def.backend && d.since_version == def.since_version) {
-        KernelFactory old = std::move(d.factory);
-        d = std::move(def);
-        d.domain = op->domain;
-        return old;
-      }
+  {
+    std::unique_lock<std::shared_mutex> lock(RegistryMutex());
+    if (Op* op = FindOp(def.domain, def.op_type))
+      for (KernelDef& d : op->defs)
+        if (d.backend == def.backend && d.since_version == def.since_version) {
+          KernelFactory old = std::move(d.factory);
+          d = std::move(def);
+          d.domain = op->domain;
+          return old;
+        }
+  }
   Add(std::move(def));
   return nullptr;
 }
 
 const KernelFactory* KernelRegistry::Find(const std::string& domain, const std::string& op_type) const {
+  std::shared_lock<std::shared_mutex> lock(RegistryMutex());
   const Op* op = FindOp(domain, op_type);
   return op ? &op->build : nullptr;
 }
 
 const KernelDef* KernelRegistry::FindDef(const std::string& domain, const std::string& op_type, int opset,
                                          Backend backend) const {
+  std::shared_lock<std::shared_mutex> lock(RegistryMutex());
   if (const Op* op = FindOp(domain, op_type))
     for (const KernelDef& d : op->defs)
       if (d.backend == backend && Covers(d, opset)) return &d;
@@ -160,6 +181,7 @@ const KernelDef* KernelRegistry::FindDef(const std::string& domain, const std::s
 }
 
 std::vector<const KernelDef*> KernelRegistry::Declarations() const {
+  std::shared_lock<std::shared_mutex> lock(RegistryMutex());
   std::vector<const KernelDef*> out;
   for (const auto& op : ops_)
     for (const KernelDef& d : op->defs) out.push_back(&d);
