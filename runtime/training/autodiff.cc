@@ -89,6 +89,77 @@ StatusOr<std::set<std::string>> UseBatchStatistics(Graph& g, std::vector<std::pa
   return names;
 }
 
+// The nodes on the path to value `logits`, in reverse topological order.
+StatusOr<std::vector<int>> LiveNodes(const Graph& g, int logits) {
+  WH_ASSIGN_OR_RETURN(std::vector<int> order, g.TopologicalOrder());
+  std::set<int> live_values{logits};
+  std::vector<int> live_nodes;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const Node& n = g.nodes()[static_cast<size_t>(*it)];
+    bool live = false;
+    for (int o : n.outputs) live = live || (o >= 0 && live_values.count(o));
+    if (!live) continue;
+    live_nodes.push_back(*it);
+    for (int i : n.inputs)
+      if (i >= 0) live_values.insert(i);
+  }
+  return live_nodes;
+}
+
+// The params: float32 constants of rank >= 1 that live nodes read in a trainable slot, or lifted
+// latent weights.
+std::set<int> Params(const Graph& g, const std::vector<int>& live_nodes, const std::set<int>& latent) {
+  std::set<int> params;
+  for (int ni : live_nodes) {
+    const Node& n = g.nodes()[static_cast<size_t>(ni)];
+    for (size_t s = 0; s < n.inputs.size(); ++s) {
+      const int v = n.inputs[s];
+      if (v < 0 || !g.value(v).is_constant() || g.value(v).dtype != DType::kFloat32) continue;
+      if ((TrainableSlot(n, s) || latent.count(v)) && g.value(v).initializer->rank() >= 1) params.insert(v);
+    }
+  }
+  return params;
+}
+
+// Which values need gradients: the params and the float values downstream of one (shape
+// arithmetic, casts of integers, comparisons and the other integer plumbing exporters emit never
+// need one). live_nodes in reverse topological order.
+std::set<int> NeedGradients(const Graph& g, const std::vector<int>& live_nodes, const std::set<int>& params) {
+  std::set<int> needs(params.begin(), params.end());
+  for (auto it = live_nodes.rbegin(); it != live_nodes.rend(); ++it) {
+    const Node& n = g.nodes()[static_cast<size_t>(*it)];
+    bool any = false;
+    for (int i : n.inputs) any = any || (i >= 0 && needs.count(i));
+    if (any)
+      for (int o : n.outputs)
+        if (o >= 0 && Differentiable(g, n, o)) needs.insert(o);
+  }
+  return needs;
+}
+
+// Lifts an initializer to a graph input (fed each step); returns its value.
+Tensor LiftToInput(Graph& g, int v) {
+  Value& pv = g.value(v);
+  Tensor init = *pv.initializer;
+  pv.shape = ToSymShape(init.dims());
+  pv.initializer.reset();
+  g.inputs().push_back(v);
+  return init;
+}
+
+// A named graph output for v, via Identity (the same value may not be output twice).
+std::string AddNamedOutput(Graph& g, int v, const std::string& name) {
+  Node id;
+  id.name = g.UniqueName("grad/" + name);
+  id.op_type = "Identity";
+  id.inputs = {v};
+  id.outputs = {g.AddValue(g.UniqueName(name))};
+  const int out = id.outputs[0];
+  g.AddNode(std::move(id));
+  g.outputs().push_back(out);
+  return g.value(out).name;
+}
+
 }  // namespace
 
 StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature, const TrainingGraphOptions& options) {
@@ -119,41 +190,10 @@ StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature
     WH_RETURN_IF_ERROR(InferShapes(g));
   }
 
-  // Nodes on the path to the logits, in topological order.
-  WH_ASSIGN_OR_RETURN(std::vector<int> order, g.TopologicalOrder());
-  std::set<int> live_values{logits};
-  std::vector<int> live_nodes;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    const Node& n = g.nodes()[static_cast<size_t>(*it)];
-    bool live = false;
-    for (int o : n.outputs) live = live || (o >= 0 && live_values.count(o));
-    if (!live) continue;
-    live_nodes.push_back(*it);
-    for (int i : n.inputs)
-      if (i >= 0) live_values.insert(i);
-  }
-  // live_nodes is in reverse topological order. The params, and which values need gradients:
-  // the float values downstream of a param (shape arithmetic, casts of integers, comparisons and
-  // the other integer plumbing exporters emit never need one).
-  std::set<int> params;
-  for (int ni : live_nodes) {
-    const Node& n = g.nodes()[static_cast<size_t>(ni)];
-    for (size_t s = 0; s < n.inputs.size(); ++s) {
-      const int v = n.inputs[s];
-      if (v < 0 || !g.value(v).is_constant() || g.value(v).dtype != DType::kFloat32) continue;
-      if ((TrainableSlot(n, s) || latent.count(v)) && g.value(v).initializer->rank() >= 1) params.insert(v);
-    }
-  }
+  WH_ASSIGN_OR_RETURN(const std::vector<int> live_nodes, LiveNodes(g, logits));
+  std::set<int> params = Params(g, live_nodes, latent);
   if (params.empty()) return InvalidArgument("the model has no trainable float32 weights on the path to its logits");
-  std::set<int> needs(params.begin(), params.end());
-  for (auto it = live_nodes.rbegin(); it != live_nodes.rend(); ++it) {
-    const Node& n = g.nodes()[static_cast<size_t>(*it)];
-    bool any = false;
-    for (int i : n.inputs) any = any || (i >= 0 && needs.count(i));
-    if (any)
-      for (int o : n.outputs)
-        if (o >= 0 && Differentiable(g, n, o)) needs.insert(o);
-  }
+  std::set<int> needs = NeedGradients(g, live_nodes, params);
 
   // The loss gradient at the logits.
   Emitter e(g);
@@ -213,27 +253,8 @@ StatusOr<TrainingGraph> BuildTrainingGraph(const Graph& model, float temperature
     for (const auto& [slot, gv] : grads) contrib[n.inputs[slot]].push_back(gv);
   }
 
-  // Lifts an initializer to a graph input (fed each step).
-  auto lift = [&](int v) {
-    Value& pv = g.value(v);
-    Tensor init = *pv.initializer;
-    pv.shape = ToSymShape(init.dims());
-    pv.initializer.reset();
-    g.inputs().push_back(v);
-    return init;
-  };
-  // A named graph output for v, via Identity (the same value may not be output twice).
-  auto output = [&](int v, const std::string& name) {
-    Node id;
-    id.name = g.UniqueName("grad/" + name);
-    id.op_type = "Identity";
-    id.inputs = {v};
-    id.outputs = {g.AddValue(g.UniqueName(name))};
-    const int out = id.outputs[0];
-    g.AddNode(std::move(id));
-    g.outputs().push_back(out);
-    return g.value(out).name;
-  };
+  auto lift = [&](int v) { return LiftToInput(g, v); };
+  auto output = [&](int v, const std::string& name) { return AddNamedOutput(g, v, name); };
   // Params become inputs; their gradients become outputs after the logits.
   g.outputs() = {logits};
   for (int p : params) {
