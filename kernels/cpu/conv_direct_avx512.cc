@@ -3,19 +3,10 @@
 #include "kernels/cpu/conv_direct.h"
 
 namespace whittle::cpu::conv_direct_avx512 {
-namespace {
 
 using V = isa::Avx512;  // kernels/cpu/isa/avx512.h
 
-#include "kernels/cpu/conv_direct_impl.h"
-
-}  // namespace
-
-void Tile(const float* in, int64_t cstride, int64_t icg, const int32_t* offs, int taps, const float* w, float* out,
-          int64_t ld) {
-  static_assert(DirectConvTile<V, kOcBlock, 3>::kTileWidth == kTileWidth, "tile width");
-  DirectConvTile<V, kOcBlock, 3>::Run(in, cstride, icg, offs, taps, w, out, ld);
-}
+#include "kernels/cpu/conv_direct_impl.h"  // DirectConvTile<V>, and Tile over it
 
 void Epilogue(float* dst, const float* src, int64_t n, float bias, const float* sum, bool relu) {
   const __m512 b = _mm512_set1_ps(bias), zero = _mm512_setzero_ps();

@@ -1,6 +1,7 @@
 // The inner block of the direct convolution (conv_direct.h), written once over a vector traits
-// type V: conv_direct_avx2.cc and conv_direct_avx512.cc define V and include this inside an
-// anonymous namespace, each compiled for its own ISA.
+// type V, and the per-ISA Tile entry point conv_direct.h declares: conv_direct_avx2.cc and
+// conv_direct_avx512.cc define V and include this inside their own namespace, each compiled for
+// its own ISA (the template stays in an anonymous namespace).
 //
 // One call computes an OCB x (NV * V::kWidth) tile of the stride-1 convolution on the padded,
 // flattened input (conv_direct.h explains the layout): for every input channel and every tap the
@@ -9,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+
+namespace {
 
 template <class V, int OCB, int NV>
 struct DirectConvTile {
@@ -44,3 +47,11 @@ struct DirectConvTile {
       for (int v = 0; v < NV; ++v) V::Store(out + o * ld + v * V::kWidth, acc[o][v]);
   }
 };
+
+}  // namespace
+
+void Tile(const float* in, int64_t cstride, int64_t icg, const int32_t* offs, int taps, const float* w, float* out,
+          int64_t ld) {
+  static_assert(DirectConvTile<V, kOcBlock, 3>::kTileWidth == kTileWidth, "tile width");
+  DirectConvTile<V, kOcBlock, 3>::Run(in, cstride, icg, offs, taps, w, out, ld);
+}

@@ -1,6 +1,7 @@
-// The vector math of vmath.h, written once over a traits type V (vmath_avx2.cc, vmath_avx512.cc
-// define V and include this inside an anonymous namespace, so no inline function compiled for
-// one ISA can be picked by the linker for code running on another).
+// The vector math of vmath.h, written once over a traits type V, and the entry points vmath.h
+// declares per ISA: vmath_avx2.cc and vmath_avx512.cc define V and include this inside their own
+// namespace. VMath sits in an anonymous namespace, so no inline function compiled for one ISA can
+// be picked by the linker for code running on another.
 //
 // Coefficients are fits made for Whittle with iteratively reweighted least squares on Chebyshev
 // nodes (max relative error of the fit in brackets):
@@ -16,6 +17,10 @@
 // Expects: struct V { F (vector), M (mask), kWidth, Load, Store, Set, Add, Sub, Mul, Div, Fma,
 // Min, Max, Abs, Neg sign helpers, Round, Lt, Le, Gt, IsNan, Select, Pow2 (2^n for integral n in
 // [-126, 127]), Exponent/Mantissa for log } in the including TU.
+
+namespace {
+
+using VFnKind = whittle::cpu::VFn;
 
 template <class V>
 struct VMath {
@@ -177,3 +182,21 @@ struct VMath {
     return total;
   }
 };
+
+}  // namespace
+
+void Map(VFn fn, const float* x, float* y, int64_t n) { VMath<V>::Map(fn, x, y, n); }
+float ExpShiftSum(const float* x, float* y, int64_t n, float shift) { return VMath<V>::ExpShiftSum(x, y, n, shift); }
+
+float FmaLoop(int64_t iterations, double* flops) {
+  constexpr int kChains = 12;  // > latency (4) x FMA units (2)
+  V::F acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = V::Set(0.001f * static_cast<float>(c));
+  const V::F a = V::Set(0.999999f), b = V::Set(1e-7f);
+  for (int64_t i = 0; i < iterations; ++i)
+    for (int c = 0; c < kChains; ++c) acc[c] = V::Fma(acc[c], a, b);
+  V::F s = acc[0];
+  for (int c = 1; c < kChains; ++c) s = V::Add(s, acc[c]);
+  *flops = 2.0 * kChains * V::kWidth * static_cast<double>(iterations);
+  return V::Sum(s);
+}

@@ -209,10 +209,9 @@ Status ConvDataGrad(const Tensor& dy, const Tensor& w, Tensor& dx, const Window2
   const int64_t Mg = M / group, Kg = Cg * win.k_h * win.k_w, P = win.out_h * win.out_w, HW = win.in_h * win.in_w;
   WH_ASSIGN_OR_RETURN(const ColumnPlan plan, PlanColumns(win, group, N, Kg, P));
   const bool direct = plan.direct;
-  const int64_t chunk = plan.chunk;
   float* col = plan.col;
-  for (int64_t n0 = 0; n0 < N; n0 += chunk) {
-    const int64_t nb = std::min(chunk, N - n0);
+  for (int64_t n0 = 0; n0 < N; n0 += plan.chunk) {
+    const int64_t nb = std::min(plan.chunk, N - n0);
     for (int64_t g = 0; g < group; ++g) {
       GemmCall c;
       c.ta = true;

@@ -75,44 +75,6 @@ tr.before td { color: #6b7280; }
 svg.line { width: 100%; }
 )CSS";
 
-const char kCss[] = R"CSS(
-:root { --ink:#111827; --muted:#6b7280; --line:#e5e7eb; --bg:#f6f7f9; --card:#fff; --good:#15803d; --bad:#b91c1c; }
-* { box-sizing: border-box; }
-body { margin:0; background:var(--bg); color:var(--ink);
-       font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
-main { max-width: 1180px; margin: 0 auto; padding: 28px 28px 40px; }
-.eyebrow { text-transform: uppercase; letter-spacing: .08em; font-size: 11px; color: var(--muted); font-weight: 600; }
-h1 { font-size: 24px; margin: 4px 0 6px; font-weight: 650; overflow-wrap: anywhere; }
-h1 .arrow { color: var(--muted); font-weight: 400; margin: 0 6px; }
-h2 { font-size: 17px; margin: 0 0 10px; font-weight: 650; display: flex; align-items: center; gap: 10px; flex-wrap: wrap; }
-h3 { font-size: 13px; margin: 22px 0 10px; color: #374151; text-transform: uppercase; letter-spacing: .05em; }
-.sub { color: var(--muted); margin: 0; }
-code { font: 12.5px/1.3 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; background: #eef2ff;
-       color: #3730a3; padding: 2px 6px; border-radius: 4px; overflow-wrap: anywhere; }
-section.card { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 18px 20px;
-               margin: 16px 0; box-shadow: 0 1px 2px rgba(16,24,40,.04); }
-.kpis { display: grid; grid-template-columns: repeat(auto-fit, minmax(170px, 1fr)); gap: 12px; margin: 16px 0; }
-.kpi { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 12px 14px; }
-.kpi .label { font-size: 11.5px; color: var(--muted); text-transform: uppercase; letter-spacing: .05em; font-weight: 600; }
-.kpi .value { font-size: 22px; font-weight: 650; margin: 2px 0; font-variant-numeric: tabular-nums; }
-.kpi .detail { font-size: 12px; color: var(--muted); font-variant-numeric: tabular-nums; }
-.good { color: var(--good); } .bad { color: var(--bad); }
-table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
-th, td { padding: 7px 10px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: middle; }
-th { font-size: 11.5px; color: var(--muted); text-transform: uppercase; letter-spacing: .04em; font-weight: 600;
-     background: #fafbfc; }
-tbody tr:last-child td { border-bottom: none; }
-td.num, th.num { text-align: right; white-space: nowrap; }
-.meta { color: var(--muted); font-weight: 400; font-size: 13px; }
-.badge { display: inline-flex; align-items: center; justify-content: center; width: 24px; height: 24px;
-         border-radius: 50%; background: var(--ink); color: #fff; font-size: 12px; }
-.grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(450px, 1fr)); gap: 14px; }
-figure { margin: 0; border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px 6px; background: #fff; }
-figcaption { font-size: 12.5px; color: #374151; margin-bottom: 4px; }
-svg.chart { display: block; max-width: 100%; height: auto; width: 100%; }
-footer { color: var(--muted); font-size: 12px; margin-top: 24px; text-align: center; }
-)CSS";
-
 std::string Td(const std::string& cls, const std::string& html) {
   return "<td" + (cls.empty() ? "" : " class=\"" + cls + "\"") + ">" + html + "</td>";
 }
@@ -294,7 +256,8 @@ std::string FinetuneHtml(const FinetuneReport& r) {
   };
   std::string page = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>Fine-tuning report: " +
-                     HtmlEscape(base(r.student)) + " → " + HtmlEscape(base(r.output)) + "</title>\n<style>" + kCss +
+                     HtmlEscape(base(r.student)) + " → " + HtmlEscape(base(r.output)) + "</title>\n<style>" + report::PageCss() +
+                     "svg.chart { width: 100%; }\n" +
                      FinetuneSectionCss() + "</style>\n</head>\n<body>\n<main>\n";
   page += "<header><div class=\"eyebrow\">Whittle · fine-tuning report</div><h1 title=\"" + HtmlEscape(r.student) +
           " → " + HtmlEscape(r.output) + "\">" + HtmlEscape(base(r.student)) + "<span class=\"arrow\">→</span>" +

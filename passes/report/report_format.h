@@ -27,6 +27,8 @@ std::string HumanBytes(int64_t bytes);
 size_t DisplayWidth(const std::string& s);
 // Escapes & < > " ' for HTML text and attribute values.
 std::string HtmlEscape(const std::string& s);
+// The style sheet of the HTML reports (compress-model's and finetune-model's pages share it).
+const char* PageCss();
 
 // Sums over the layers a pass rewrote (skipped rows left out): the tables' total row.
 struct RewrittenTotals {

@@ -13,9 +13,10 @@ using report::Fixed;
 using report::Grouped;
 using report::HtmlEscape;
 
-namespace {
+namespace report {
 
-const char kCss[] = R"CSS(
+const char* PageCss() {
+  static const char kCss[] = R"CSS(
 :root { --ink:#111827; --muted:#6b7280; --line:#e5e7eb; --bg:#f6f7f9; --card:#fff; --accent:#2563eb;
         --good:#15803d; --bad:#b91c1c; --warn:#b45309; }
 * { box-sizing: border-box; }
@@ -72,6 +73,13 @@ svg.sensitivity { width: 100%; max-width: 1000px; }
 .empty { color: var(--muted); font-style: italic; }
 footer { color: var(--muted); font-size: 12px; margin-top: 24px; text-align: center; }
 )CSS";
+  return kCss;
+}
+
+}  // namespace report
+
+namespace {
+
 
 std::string BaseName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -252,7 +260,7 @@ std::string ToHtml(const CompressionReport& r) {
 
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                   "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>Compression report: " +
-                  HtmlEscape(in) + " → " + HtmlEscape(out) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n<main>\n";
+                  HtmlEscape(in) + " → " + HtmlEscape(out) + "</title>\n<style>" + report::PageCss() + "</style>\n</head>\n<body>\n<main>\n";
   h += "<header><div class=\"eyebrow\">Whittle · compression report</div><h1 title=\"" + HtmlEscape(r.input_path) +
        " → " + HtmlEscape(r.output_path) + "\">" + HtmlEscape(in) + "<span class=\"arrow\">→</span>" + HtmlEscape(out) +
        "</h1><p class=\"sub\">" + meta + "</p></header>\n";
