@@ -1,6 +1,6 @@
 // The kernel coverage table, read from the registry's declarations (kernels/kernel.h KernelDef):
 // per op, which backends declare a kernel, for which opsets and input-0 element types. What
-// `run-model --list-ops` prints and docs/kernels.md holds (scripts/gen-kernel-docs.sh). A backend
+// `run-model --list-ops` prints and docs/kernels.md holds (scripts/gen-kernels-md.sh). A backend
 // without a declaration of its own runs the reference declaration's kernel ("ref" in the table).
 #pragma once
 

@@ -8,7 +8,7 @@
 #include "kernels/kernel.h"
 
 namespace whittle::cuda {
-void RegisterKernels(KernelRegistry& r);  // kernels/cuda/ops.cc
+void RegisterKernels(KernelRegistry& r);  // kernels/cuda/declare.cc
 void RegisterRuntime();                   // kernels/cuda/runtime.cc
 }  // namespace whittle::cuda
 
