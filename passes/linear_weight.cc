@@ -1,5 +1,7 @@
 #include "passes/linear_weight.h"
 
+#include <cstring>
+
 #include "passes/cost.h"
 
 namespace whittle {
@@ -87,6 +89,14 @@ void SetParamsAfter(const Graph& g, const std::string& action, PassReport* rep) 
     if (lr.action == action)
       for (const Node& n : g.nodes())
         if (n.name == lr.node) lr.params_after = NodeParams(g, n);
+}
+
+int WhittleBiasInput(Graph& g, const WeightMatch& m, const std::string& node_name) {
+  const Tensor* c = g.value(m.bias).initializer ? &*g.value(m.bias).initializer : nullptr;
+  if (!c || c->rank() != 2) return m.bias;
+  Tensor flat(DType::kFloat32, {m.n});
+  std::memcpy(flat.raw_data(), c->raw_data(), flat.nbytes());
+  return g.AddInitializer(g.UniqueName(node_name + "/bias"), flat);
 }
 
 Status FinishWhittleRewrite(Graph& g, bool rewrote, const std::string& action, PassReport* rep) {

@@ -60,6 +60,10 @@ StatusOr<LayerOverrides> ParseLayerOverrides(PassOptions& o, const std::string& 
 // that name in g once the rewrite is done.
 void SetParamsAfter(const Graph& g, const std::string& action, PassReport* rep);
 
+// The bias input of the ai.whittle op that replaces layer m (m.bias >= 0): a constant [1, N] row
+// flattened to [N] as a new initializer named after the node, else m.bias itself.
+int WhittleBiasInput(Graph& g, const WeightMatch& m, const std::string& node_name);
+
 // The end of a pass that rewrote layers into ai.whittle ops (binarize, circulant, cluster): the
 // domain imported when any was written, the graph reindexed and compacted (nodes were replaced
 // in place, initializers orphaned), then SetParamsAfter.

@@ -267,9 +267,9 @@ KernelOr MakeConvTranspose(const KernelInit& init) {
   if (!FloatWindow2d(init, {0, 1}) || init.num_outputs != 1 || a.Has("output_shape") ||
       a.GetString("auto_pad", "NOTSET") != "NOTSET" || !TwoD(a, "output_padding", 2))
     return KernelOr(nullptr);
-  const AttributeMap at = init.attrs;
-  const int64_t group = at.GetInt("group", 1);
+  const int64_t group = a.GetInt("group", 1);
   if (group < 1) return KernelOr(nullptr);
+  const AttributeMap at = a;  // the kernel's own copy
   const Precision precision = init.precision;
   return Kernel([=](KernelContext& ctx) -> Status {
     const Tensor& x = *ctx.inputs[0];

@@ -12,6 +12,7 @@
 
 #include "lib/ir/binary_format.h"
 #include "lib/ops/op_def.h"
+#include "lib/ops/shape_helpers.h"
 #include "lib/ops/window.h"
 
 namespace whittle {
@@ -26,10 +27,7 @@ Status CheckActivations(const Node& node) {
 Status CheckBinaryMatMul(const Node& node, int) {
   WH_RETURN_IF_ERROR(CheckActivations(node));
   const int64_t n = node.attrs.GetInt("out_features", 0), k = node.attrs.GetInt("in_features", 0);
-  if (n < 1 || k < 1)
-    return InvalidArgument(node.DebugName() + ": out_features and in_features must be >= 1, got " + std::to_string(n) +
-                           " and " + std::to_string(k));
-  return Status::Ok();
+  return CheckLinearFeatures(node, n, k);
 }
 
 Status CheckBinaryConv(const Node& node, int) {
@@ -71,17 +69,7 @@ Status InferParams(InferContext& ctx, int64_t n, int64_t k) {
 Status InferBinaryMatMul(InferContext& ctx) {
   const int64_t n = ctx.attrs().GetInt("out_features", 0), k = ctx.attrs().GetInt("in_features", 0);
   WH_RETURN_IF_ERROR(InferParams(ctx, n, k));
-  const SymShape* a = ctx.InputShape(0);
-  if (!a) {
-    ctx.SetOutput(0, DType::kFloat32, std::nullopt);
-    return Status::Ok();
-  }
-  if (a->empty() || ((*a).back().known() && (*a).back().value != k))
-    return ctx.Error("A " + SymShapeToString(*a) + " must end in in_features = " + std::to_string(k));
-  SymShape y = *a;
-  y.back() = Dim(n);
-  ctx.SetOutput(0, DType::kFloat32, y);
-  return Status::Ok();
+  return InferLinearFeaturesOutput(ctx, n, k);
 }
 
 Status InferBinaryConv(InferContext& ctx) {

@@ -12,6 +12,7 @@
 
 #include "lib/ir/circulant_format.h"
 #include "lib/ops/op_def.h"
+#include "lib/ops/shape_helpers.h"
 
 namespace whittle {
 namespace {
@@ -43,17 +44,7 @@ Status InferBlockCirculantMatMul(InferContext& ctx) {
     if (const SymShape* s = ctx.InputShape(2))
       if (s->size() != 1 || ((*s)[0].known() && (*s)[0].value != a.n))
         return ctx.Error("the bias must be [" + std::to_string(a.n) + "], got " + SymShapeToString(*s));
-  const SymShape* x = ctx.InputShape(0);
-  if (!x) {
-    ctx.SetOutput(0, DType::kFloat32, std::nullopt);
-    return Status::Ok();
-  }
-  if (x->empty() || (x->back().known() && x->back().value != a.k))
-    return ctx.Error("A " + SymShapeToString(*x) + " must end in in_features = " + std::to_string(a.k));
-  SymShape y = *x;
-  y.back() = Dim(a.n);
-  ctx.SetOutput(0, DType::kFloat32, y);
-  return Status::Ok();
+  return InferLinearFeaturesOutput(ctx, a.n, a.k);
 }
 
 Status InferBlockCirculantMatMulGradWeight(InferContext& ctx) {

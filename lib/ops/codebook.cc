@@ -8,6 +8,7 @@
 
 #include "lib/ir/codebook_format.h"
 #include "lib/ops/op_def.h"
+#include "lib/ops/shape_helpers.h"
 
 namespace whittle {
 namespace {
@@ -16,10 +17,7 @@ Status CheckCodebookAttrs(const Node& node, int) {
   const CodebookAttrs a = CodebookAttrsOf(node.attrs);
   const int64_t bits = a.bits, n = a.n, k = a.k;
   if (bits != 4 && bits != 8) return InvalidArgument(node.DebugName() + ": bits must be 4 or 8, got " + std::to_string(bits));
-  if (n < 1 || k < 1)
-    return InvalidArgument(node.DebugName() + ": out_features and in_features must be >= 1, got " + std::to_string(n) +
-                           " and " + std::to_string(k));
-  return Status::Ok();
+  return CheckLinearFeatures(node, n, k);
 }
 
 Status InferCodebookMatMul(InferContext& ctx) {
@@ -47,17 +45,7 @@ Status InferCodebookMatMul(InferContext& ctx) {
                      std::to_string(n) + "x" + std::to_string(k) + " weights at " + std::to_string(bits) + " bits");
   if (ctx.HasInput(3) && (!known1(3, &nb) || (nb >= 0 && nb != n)))
     return ctx.Error("the bias must be [" + std::to_string(n) + "]");
-  const SymShape* a = ctx.InputShape(0);
-  if (!a) {
-    ctx.SetOutput(0, DType::kFloat32, std::nullopt);
-    return Status::Ok();
-  }
-  if (a->empty() || ((*a).back().known() && (*a).back().value != k))
-    return ctx.Error("A " + SymShapeToString(*a) + " must end in in_features = " + std::to_string(k));
-  SymShape y = *a;
-  y.back() = Dim(n);
-  ctx.SetOutput(0, DType::kFloat32, y);
-  return Status::Ok();
+  return InferLinearFeaturesOutput(ctx, n, k);
 }
 
 }  // namespace

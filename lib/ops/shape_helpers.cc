@@ -90,4 +90,25 @@ Status CheckInputsMatchX(const InferContext& ctx, int first, int last) {
   return Status::Ok();
 }
 
+Status CheckLinearFeatures(const Node& node, int64_t n, int64_t k) {
+  if (n < 1 || k < 1)
+    return InvalidArgument(node.DebugName() + ": out_features and in_features must be >= 1, got " + std::to_string(n) +
+                           " and " + std::to_string(k));
+  return Status::Ok();
+}
+
+Status InferLinearFeaturesOutput(InferContext& ctx, int64_t n, int64_t k) {
+  const SymShape* a = ctx.InputShape(0);
+  if (!a) {
+    ctx.SetOutput(0, DType::kFloat32, std::nullopt);
+    return Status::Ok();
+  }
+  if (a->empty() || (a->back().known() && a->back().value != k))
+    return ctx.Error("A " + SymShapeToString(*a) + " must end in in_features = " + std::to_string(k));
+  SymShape y = *a;
+  y.back() = Dim(n);
+  ctx.SetOutput(0, DType::kFloat32, y);
+  return Status::Ok();
+}
+
 }  // namespace whittle

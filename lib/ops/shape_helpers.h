@@ -21,6 +21,11 @@ std::vector<int64_t> ToInt64Vector(const Tensor& t);
 Status InferSameAsBroadcast(InferContext& ctx);
 // Output 0 has input 0's dtype and shape.
 Status InferSameAsInput0(InferContext& ctx);
+// The ai.whittle linear ops (BinaryMatMul, CodebookMatMul, BlockCirculantMatMul): their
+// out_features n and in_features k must be >= 1; and Y [..., n] from A [..., k] (input 0), float32
+// (unknown where A's shape is).
+Status CheckLinearFeatures(const Node& node, int64_t n, int64_t k);
+Status InferLinearFeaturesOutput(InferContext& ctx, int64_t n, int64_t k);
 // Error unless inputs first..last (those present with a known dtype) share X's (input 0's) dtype.
 Status CheckInputsMatchX(const InferContext& ctx, int first, int last);
 

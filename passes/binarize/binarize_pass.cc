@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <set>
 #include <string>
 #include <vector>
@@ -105,16 +104,7 @@ class BinarizePass : public Pass {
       nn.domain = kWhittleDomain;
       nn.inputs = {node.inputs[0], g.AddInitializer(g.UniqueName(node.name + "/weight_bits"), bits),
                    g.AddInitializer(g.UniqueName(node.name + "/alpha"), alpha)};
-      if (m.bias >= 0) {
-        const Tensor* c = g.value(m.bias).initializer ? &*g.value(m.bias).initializer : nullptr;
-        if (c && c->rank() == 2) {
-          Tensor flat(DType::kFloat32, {m.n});
-          std::memcpy(flat.raw_data(), c->raw_data(), flat.nbytes());
-          nn.inputs.push_back(g.AddInitializer(g.UniqueName(node.name + "/bias"), flat));
-        } else {
-          nn.inputs.push_back(m.bias);
-        }
-      }
+      if (m.bias >= 0) nn.inputs.push_back(WhittleBiasInput(g, m, node.name));
       if (m.conv) {
         nn.op_type = "BinaryConv";
         for (const char* a : {"strides", "pads", "dilations", "auto_pad"})

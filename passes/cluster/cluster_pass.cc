@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -80,16 +79,7 @@ class ClusterPass : public Pass {
       nn.domain = kWhittleDomain;
       nn.inputs = {node.inputs[0], g.AddInitializer(g.UniqueName(node.name + "/codebook"), cb),
                    g.AddInitializer(g.UniqueName(node.name + "/codebook_indices"), idx)};
-      if (m.bias >= 0) {
-        const Tensor* c = g.value(m.bias).initializer ? &*g.value(m.bias).initializer : nullptr;
-        if (c && c->rank() == 2) {
-          Tensor flat(DType::kFloat32, {m.n});
-          std::memcpy(flat.raw_data(), c->raw_data(), flat.nbytes());
-          nn.inputs.push_back(g.AddInitializer(g.UniqueName(node.name + "/bias"), flat));
-        } else {
-          nn.inputs.push_back(m.bias);
-        }
-      }
+      if (m.bias >= 0) nn.inputs.push_back(WhittleBiasInput(g, m, node.name));
       nn.attrs.Set("bits", Attribute::Int(bits));
       nn.attrs.Set("out_features", Attribute::Int(m.n));
       nn.attrs.Set("in_features", Attribute::Int(m.k));

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend_module.h"
 #include "kernels/kernel.h"
 #include "lib/ir/device.h"
 #include "lib/ir/domain.h"
@@ -120,6 +121,9 @@ uint64_t StandInHostInputs(const std::string& op, const KernelInit& init) {
 void RegisterStandInKernels() {
   static std::once_flag once;
   std::call_once(once, [] {
+    // The CUDA module (where built) declares its kernels when it is loaded, which the fake device's
+    // registration would do after these replacements: load it first, so they replace its ones.
+    CudaBackendLoaded();
     const std::set<std::string> any_data = {"Gather", "Concat", "Cast", "Where", "ConstantOfShape"};
     auto wrap = [&any_data](const std::string& domain, const std::string& op) {
       const bool any = any_data.count(op) > 0;
