@@ -77,17 +77,20 @@ void ConvTile(int64_t R, const uint8_t* const* a, const int64_t* seg_off, int64_
     }
 }
 
-// dst[c] = max over the kh x kw window of src[i * row + j * ld + c], c < n: the pooled
-// accumulators of one window (8 channels at a time in registers where the CPU runs AVX2).
-void MaxOverWindow(const int32_t* src, int64_t ld, int64_t row, int64_t kh, int64_t kw, int64_t n, int32_t* dst) {
-  const QIsaKernels* isa = QKernels();
-  int64_t c = isa ? isa->max_over_window(src, ld, row, kh, kw, n, dst) : 0;
-  for (; c < n; ++c) {
-    int32_t m = src[c];
-    for (int64_t i = 0; i < kh; ++i)
-      for (int64_t j = 0; j < kw; ++j) m = std::max(m, src[i * row + j * ld + c]);
-    dst[c] = m;
-  }
+// For each of count windows w (at src + w * step): dst[w * ld + c] = max over the kh x kw window
+// of src[i * row + j * ld + c], c < n: the pooled accumulators of a row of windows (8 or 16
+// channels at a time in registers where the CPU has AVX2; isa: QKernels(), or null).
+void MaxOverWindows(const QIsaKernels* isa, const int32_t* src, int64_t ld, int64_t row, int64_t kh, int64_t kw,
+                    int64_t n, int64_t count, int64_t step, int32_t* dst) {
+  const int64_t c0 = isa ? isa->max_over_windows(src, ld, row, kh, kw, n, count, step, dst) : 0;
+  for (int64_t w = 0; w < count; ++w)
+    for (int64_t c = c0; c < n; ++c) {
+      const int32_t* s = src + w * step;
+      int32_t m = s[c];
+      for (int64_t i = 0; i < kh; ++i)
+        for (int64_t j = 0; j < kw; ++j) m = std::max(m, s[i * row + j * ld + c]);
+      dst[w * ld + c] = m;
+    }
 }
 
 // rows consecutive output positions (pos: their offsets in the padded image xp) x one column
@@ -217,8 +220,7 @@ void QConvNhwc(const ConvShape& s, const QConvNhwcWeights& w, const void* x, DTy
         return;
       }
       pooled.resize(static_cast<size_t>(PW * ldt));
-      for (int64_t pw = 0; pw < PW; ++pw)
-        MaxOverWindow(strip.data() + pw * kpw * ldt, ldt, OW * ldt, kph, kpw, nc, pooled.data() + pw * ldt);
+      MaxOverWindows(isa, strip.data(), ldt, OW * ldt, kph, kpw, nc, PW, kpw * ldt, pooled.data());
       EpilogueRows(e, pooled.data(), ldt, PW, nc, bi * PW, c0, ytp + static_cast<size_t>(bi * PW * M + c0) * es, M);
     });
   };

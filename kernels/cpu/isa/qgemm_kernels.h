@@ -34,9 +34,11 @@ struct QIsaKernels {
   // Q8PackRowsB's full panels for one k-quad: panel p's 16 x 4 bytes at d + p * panel_step from
   // rows r[0..3] (null: zeros) at column p * 16.
   void (*pack_quad_panels)(const uint8_t* const* r, int64_t full, int64_t panel_step, uint8_t* d);
-  // dst[c] = max over a kh x kw window of int32 accumulators; returns how many leading c it did.
-  int64_t (*max_over_window)(const int32_t* src, int64_t ld, int64_t row, int64_t kh, int64_t kw, int64_t n,
-                             int32_t* dst);
+  // For each of count windows w (at src + w * step): dst[w * ld + c] = max over its kh x kw window
+  // of int32 accumulators; returns how many leading c it did (the same for every window). One call
+  // per row of windows: a call per window cost a tenth of a pooled int8 conv's time.
+  int64_t (*max_over_windows)(const int32_t* src, int64_t ld, int64_t row, int64_t kh, int64_t kw, int64_t n,
+                              int64_t count, int64_t step, int32_t* dst);
   // The epilogue's vector part (kernels/cpu/qgemm_epilogue.cc); returns how many columns of
   // every row it did.
   int64_t (*epilogue)(const Epilogue& e, const int32_t* acc, int64_t lda, int64_t rows, int64_t n, int64_t r0,

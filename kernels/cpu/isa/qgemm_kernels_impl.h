@@ -242,6 +242,12 @@ struct QKernelsImpl {
     }
     return c;
   }
+  static int64_t MaxOverWindows(const int32_t* src, int64_t ld, int64_t row, int64_t kh, int64_t kw, int64_t n,
+                                int64_t count, int64_t step, int32_t* dst) {
+    int64_t c = 0;
+    for (int64_t w = 0; w < count; ++w) c = MaxOverWindow(src + w * step, ld, row, kh, kw, n, dst + w * ld);
+    return c;
+  }
 
   // ---- the requantizing epilogue (kernels/cpu/qgemm_epilogue.cc)
   // The epilogue's constants in registers: stores through byte pointers may alias the Epilogue
@@ -342,7 +348,7 @@ struct QKernelsImpl {
 
   static constexpr QIsaKernels Table(const char* name) {
     return QIsaKernels{name,           Isa::kExactBytes, &Tile16,        &Tile8,         &ConvBand,
-                       &InterleavePair, &PackQuadPanels, &MaxOverWindow, &EpilogueRowsVector, &DepthwiseTaps};
+                       &InterleavePair, &PackQuadPanels, &MaxOverWindows, &EpilogueRowsVector, &DepthwiseTaps};
   }
 };
 
