@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/cpu/binary.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/binary.h"
 

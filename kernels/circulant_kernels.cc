@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/cpu/circulant.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/circulant.h"
 

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/cpu/codebook.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/codebook.h"
 

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <type_traits>
 
-#include "kernels/reference/elementwise.h"
 #include "kernels/common/dtype_dispatch.h"
+#include "kernels/common/elementwise_fns.h"
 
 namespace whittle::ew {
 

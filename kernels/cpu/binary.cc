@@ -19,12 +19,12 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/cpu/binary.h"
 #include "kernels/cpu/binary_gemm.h"
 #include "kernels/cpu/binary_scalar_impl.h"
 #include "kernels/cpu/isa/features.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/reference/binary.h"
 
 namespace whittle {
 namespace cpu {

@@ -24,10 +24,10 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/circulant.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/sgemm.h"
-#include "kernels/reference/circulant.h"
 
 namespace whittle {
 namespace cpu {

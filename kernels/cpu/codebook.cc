@@ -9,10 +9,10 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/cpu/codebook.h"
 #include "kernels/cpu/codebook_decode.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/reference/codebook.h"
 
 namespace whittle {
 namespace cpu {

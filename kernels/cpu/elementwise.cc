@@ -9,6 +9,7 @@
 #include "kernels/common/dtype_dispatch.h"
 #include "kernels/common/elementwise_scalar.h"
 #include "kernels/cpu/vmath.h"
+#include "kernels/reference/elementwise.h"
 
 namespace whittle::cpu {
 

@@ -10,7 +10,7 @@
 #include <optional>
 #include <vector>
 
-#include "kernels/reference/elementwise.h"
+#include "kernels/common/elementwise_fns.h"
 
 namespace whittle::cpu {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/reference/movement.h"
+#include "kernels/common/movement_fns.h"
 
 namespace whittle {
 

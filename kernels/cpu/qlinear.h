@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/reference/qlinear.h"
+#include "kernels/common/qlinear_fns.h"
 
 namespace whittle::cpu {
 

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "kernels/reference/quant.h"
+#include "kernels/common/quant_fns.h"
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
 

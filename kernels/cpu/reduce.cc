@@ -6,8 +6,9 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/cpu/elementwise.h"
 #include "kernels/common/elementwise_scalar.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/reference/reduce.h"
 
 namespace whittle::cpu {
 

@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "kernels/reference/reduce.h"
+#include "kernels/common/reduce_fns.h"
 
 namespace whittle::cpu {
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/reference/resample.h"
+
 namespace whittle::cpu {
 namespace {
 

@@ -7,7 +7,7 @@
 // else (other dtypes, other axes resized, tf_crop_and_resize's extrapolation) runs the reference.
 #pragma once
 
-#include "kernels/reference/resample.h"
+#include "kernels/common/resample_fns.h"
 
 namespace whittle::cpu {
 

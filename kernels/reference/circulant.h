@@ -3,6 +3,7 @@
 // truth the CPU kernel (kernels/cpu/circulant.cc, FFTW) is tested against.
 #pragma once
 
+#include "kernels/common/circulant_fns.h"
 #include "kernels/kernel.h"
 #include "lib/ir/circulant_format.h"
 
@@ -18,19 +19,8 @@ Status BlockCirculantMatMulReference(const CirculantAttrs& a, const Tensor& x, c
 // double. dy and x checked by the caller (CheckCirculantGradWeightShapes).
 void BlockCirculantGradWeightReference(const CirculantAttrs& a, const Tensor& dy, const Tensor& x, Tensor* dblocks);
 
-// make: the kernel for one node; a backend returns null where it has no fast path (then the
-// reference kernel runs). init's blocks and bias, when constant, are already checked.
-// grad_weight: the kernel of BlockCirculantMatMulGradWeight (shapes checked on every call).
-struct CirculantFns {
-  KernelOr (*make)(const CirculantAttrs& a, const KernelInit& init);
-  KernelOr (*grad_weight)(const CirculantAttrs& a, const KernelInit& init);
-};
-
 namespace reference {
 extern const CirculantFns kCirculantFns;
 }  // namespace reference
-namespace cpu {
-extern const CirculantFns kCirculantFns;
-}  // namespace cpu
 
 }  // namespace whittle

@@ -2,6 +2,7 @@
 // k of A times the codebook entry of W[n, k], in double, then the bias.
 #pragma once
 
+#include "kernels/common/codebook_fns.h"
 #include "kernels/kernel.h"
 #include "lib/ir/codebook_format.h"
 
@@ -12,17 +13,8 @@ namespace whittle {
 Status CodebookMatMulReference(const CodebookAttrs& a, const Tensor& x, const Tensor& codebook, const Tensor& indices,
                                const Tensor* bias, Tensor* y);
 
-// make: the kernel for one node; a backend returns null where it has no fast path (then the
-// reference kernel runs). init's codebook and indices, when constant, are already checked.
-struct CodebookFns {
-  KernelOr (*make)(const CodebookAttrs& a, const KernelInit& init);
-};
-
 namespace reference {
 extern const CodebookFns kCodebookFns;
 }  // namespace reference
-namespace cpu {
-extern const CodebookFns kCodebookFns;
-}  // namespace cpu
 
 }  // namespace whittle

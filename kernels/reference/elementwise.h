@@ -8,44 +8,18 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/common/elementwise_fns.h"
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
 
 namespace whittle::reference {
 
-enum class BinaryOp {
-  // Arithmetic: output has input 0's dtype.
-  kAdd, kSub, kMul, kDiv, kPow, kMod, kFmod, kMax, kMin, kPRelu, kBitShiftLeft, kBitShiftRight,
-  // Comparisons: output bool.
-  kEqual, kGreater, kLess, kGreaterEqual, kLessEqual,
-  // Logical (bool inputs): output bool.
-  kAnd, kOr, kXor,
-};
 bool IsCompare(BinaryOp op);
 bool IsLogical(BinaryOp op);
 const char* BinaryOpName(BinaryOp op);
 
-enum class UnaryOp {
-  // Numeric types (integers and floats).
-  kNeg, kAbs, kSign, kRelu,
-  // bool -> bool.
-  kNot,
-  // Floats only.
-  kSqrt, kExp, kLog, kErf, kReciprocal, kFloor, kCeil, kRound,
-  kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh,
-  kSigmoid, kTanh, kLeakyRelu, kElu, kSelu, kCelu, kSoftplus, kSoftsign, kHardSigmoid, kHardSwish,
-  kThresholdedRelu, kShrink, kGelu, kGeluTanh,
-  // Floats -> bool.
-  kIsNaN, kIsInf,
-};
 bool UnaryAcceptsIntegers(UnaryOp op);
 const char* UnaryOpName(UnaryOp op);
-
-// Attribute values of the parametrised activations (ONNX names).
-struct UnaryParams {
-  float alpha = 0.f, beta = 0.f, gamma = 0.f, lambd = 0.f, bias = 0.f;
-  bool detect_positive = true, detect_negative = true;  // IsInf
-};
 
 // out = a (op) b with numpy broadcasting. Pow accepts any numeric exponent type.
 Status Binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out);
@@ -61,25 +35,6 @@ Status Clip(const Tensor& x, const Tensor* lo, const Tensor* hi, std::optional<f
 // Converts x to out's dtype (every numeric type, bool, float16, bfloat16).
 Status Cast(const Tensor& x, Tensor& out);
 
-// The family's compute functions, one instance per backend (kernels/kernel.h BackendTable): the
-// reference's below, cpu::kElementwiseFns for the fast ones. `threads` is the intra-op budget a
-// backend may use; a null member means "use the reference's".
-using BinaryFn = Status (*)(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, int threads);
-using VariadicFn = Status (*)(BinaryOp op, bool mean, const std::vector<const Tensor*>& inputs, Tensor& out,
-                              int threads);
-using UnaryFn = Status (*)(UnaryOp op, const UnaryParams& p, const Tensor& x, Tensor& out, int threads);
-using ClipFn = Status (*)(const Tensor& x, const Tensor* lo, const Tensor* hi, std::optional<float> lo_attr,
-                          std::optional<float> hi_attr, Tensor& out, int threads);
-using CastFn = Status (*)(const Tensor& x, Tensor& out, int threads);
-using WhereFn = Status (*)(const Tensor& cond, const Tensor& x, const Tensor& y, Tensor& out, int threads);
-struct ElementwiseFns {
-  BinaryFn binary = nullptr;
-  UnaryFn unary = nullptr;
-  VariadicFn variadic = nullptr;
-  ClipFn clip = nullptr;
-  CastFn cast = nullptr;
-  WhereFn where = nullptr;
-};
 extern const ElementwiseFns kElementwiseFns;
 
 // Error when an integer divisor tensor holds a zero (Div, Mod).

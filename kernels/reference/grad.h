@@ -18,14 +18,10 @@
 // implementation serves every backend (kGrad in kernels/grad_kernels.cc has only this row).
 #pragma once
 
+#include "kernels/common/grad_fns.h"
 #include "kernels/common/window.h"
 
 namespace whittle {
-
-struct ConvGradAttrs {
-  WindowAttrs window;
-  int64_t group = 1;
-};
 
 // dx: X's dims. dy must be Conv(X, W)'s output dims.
 Status ConvGradInputReference(const ConvGradAttrs& a, const Tensor& dy, const Tensor& w, const Tensor& x,
@@ -44,20 +40,6 @@ Status AveragePoolGradReference(const WindowAttrs& a, bool count_include_pad, co
 Status GatherGradReference(int64_t axis, const Tensor& x, const Tensor& indices, const Tensor& dy, Tensor* dx,
                            int num_threads);
 
-// The family's compute functions, one instance per backend (kernels/kernel.h BackendTable).
-struct GradFns {
-  Status (*conv_grad_input)(const ConvGradAttrs& a, const Tensor& dy, const Tensor& w, const Tensor& x, Tensor* dx,
-                            int num_threads) = nullptr;
-  Status (*conv_grad_weight)(const ConvGradAttrs& a, const Tensor& x, const Tensor& dy, Tensor* dw,
-                             int num_threads) = nullptr;
-  Status (*max_pool_grad)(const WindowAttrs& a, const Tensor& x, const Tensor& dy, Tensor* dx,
-                          int num_threads) = nullptr;
-  Status (*relu_grad)(const Tensor& y, const Tensor& dy, Tensor* dx, int num_threads) = nullptr;
-  Status (*average_pool_grad)(const WindowAttrs& a, bool count_include_pad, const Tensor& x, const Tensor& dy,
-                              Tensor* dx, int num_threads) = nullptr;
-  Status (*gather_grad)(int64_t axis, const Tensor& x, const Tensor& indices, const Tensor& dy, Tensor* dx,
-                        int num_threads) = nullptr;
-};
 namespace reference {
 extern const GradFns kGradFns;
 }  // namespace reference

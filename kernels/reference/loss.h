@@ -8,19 +8,13 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/common/loss_fns.h"
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
 
 namespace whittle {
 
-enum class LossReduction { kNone, kSum, kMean };
 StatusOr<LossReduction> ParseLossReduction(const std::string& s);
-
-struct LossOptions {
-  LossReduction reduction = LossReduction::kMean;
-  bool has_ignore_index = false;
-  int64_t ignore_index = 0;
-};
 
 // out: target's dims for kNone, a scalar otherwise.
 Status NllLossReference(const Tensor& input, const Tensor& target, const Tensor* weight, const LossOptions& opt,
@@ -29,14 +23,6 @@ Status NllLossReference(const Tensor& input, const Tensor& target, const Tensor*
 Status SoftmaxCrossEntropyReference(const Tensor& scores, const Tensor& labels, const Tensor* weight,
                                     const LossOptions& opt, Tensor* out, Tensor* log_prob);
 
-// The family's compute functions, one instance per backend (kernels/kernel.h BackendTable). Only
-// the reference has them today; a backend adds its row to kLoss in kernels/loss_kernels.cc.
-struct LossFns {
-  Status (*nll)(const Tensor& input, const Tensor& target, const Tensor* weight, const LossOptions& opt,
-                Tensor* out) = nullptr;
-  Status (*softmax_cross_entropy)(const Tensor& scores, const Tensor& labels, const Tensor* weight,
-                                  const LossOptions& opt, Tensor* out, Tensor* log_prob) = nullptr;
-};
 namespace reference {
 extern const LossFns kLossFns;
 }  // namespace reference

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/quant_fns.h"
 #include "kernels/common/quant_params.h"
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
@@ -22,14 +23,6 @@ Status DequantizeLinearReference(const Tensor& x, const Tensor& scale, const Ten
 // 256 values of y's type, one byte wide or float32; checked by the caller).
 Status LookupReference(const Tensor& x, const Tensor& table, Tensor* y);
 
-// The family's compute functions, one instance per backend (kernels/kernel.h BackendTable); a
-// null member means "use the reference's". `threads` is the intra-op budget a backend may use.
-using QuantizeLinearFn = Status (*)(const Tensor& x, const Tensor& scale, const Tensor* zp, int64_t axis, Tensor* y,
-                                    int threads);
-struct QuantFns {
-  QuantizeLinearFn quantize = nullptr;
-  QuantizeLinearFn dequantize = nullptr;
-};
 namespace reference {
 extern const QuantFns kQuantFns;
 }  // namespace reference

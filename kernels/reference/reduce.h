@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "kernels/common/index.h"
+#include "kernels/common/reduce_fns.h"
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
 
 namespace whittle::reference {
 
-enum class ReduceOp { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
 const char* ReduceOpName(ReduceOp op);
 
 // Reduces x over `axes` (normalised, as NormalizeAxes returns them) into out.
@@ -24,19 +24,8 @@ Status Reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, Te
 // or the last with select_last.
 Status ArgReduce(bool is_max, const Tensor& x, int64_t axis, bool select_last, Tensor& out);
 
-enum class SoftmaxOp { kSoftmax, kLogSoftmax, kHardmax };
 Status Softmax(SoftmaxOp op, const Tensor& x, int64_t axis, bool coerce_2d, Tensor& out);
 
-// The family's compute functions, one instance per backend (kernels/kernel.h BackendTable); a
-// null member means "use the reference's". `threads` is the intra-op budget a backend may use.
-using ReduceFn = Status (*)(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, Tensor& out, int threads);
-using ArgReduceFn = Status (*)(bool is_max, const Tensor& x, int64_t axis, bool select_last, Tensor& out, int threads);
-using SoftmaxFn = Status (*)(SoftmaxOp op, const Tensor& x, int64_t axis, bool coerce_2d, Tensor& out, int threads);
-struct ReduceFns {
-  ReduceFn reduce = nullptr;
-  ArgReduceFn arg_reduce = nullptr;
-  SoftmaxFn softmax = nullptr;
-};
 extern const ReduceFns kReduceFns;
 
 }  // namespace whittle::reference

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/shape_fns.h"
 #include "lib/ir/attribute.h"
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
@@ -20,13 +21,6 @@ Status FillWithElement(const Tensor& value, Tensor* out);
 // y = x; mask (optional) = all ones of its dtype (bool true, or 1 in x's float type before opset 10).
 Status DropoutReference(const Tensor& x, Tensor* y, Tensor* mask);
 
-// The family's compute functions, one instance per backend (kernels/kernel.h BackendTable). Only
-// the reference has them today; a backend adds its row to kShape in kernels/shape_kernels.cc.
-struct ShapeFns {
-  Status (*shape)(const Tensor& in, int64_t start, int64_t end, Tensor* out) = nullptr;
-  Status (*fill)(const Tensor& value, Tensor* out) = nullptr;
-  Status (*dropout)(const Tensor& x, Tensor* y, Tensor* mask) = nullptr;
-};
 namespace reference {
 extern const ShapeFns kShapeFns;
 }  // namespace reference

@@ -3,6 +3,7 @@
 // fast kernel would be tested against; fine for the sizes models and the conformance cases use.
 #pragma once
 
+#include "kernels/common/signal_fns.h"
 #include "kernels/kernel.h"
 #include "lib/ir/dft_shape.h"
 
@@ -12,11 +13,6 @@ namespace whittle {
 // last = s.out_comp (checked). The signal is zero-padded or truncated to s.length; an inverse
 // one-sided transform extends its half spectrum Hermitian-symmetrically (numpy's irfft).
 Status DftReference(const Tensor& x, const DftShape& s, bool inverse, bool onesided, Tensor* y);
-
-// make: the kernel for one node given its opset and attributes (null: the reference runs).
-struct SignalFns {
-  KernelOr (*make_dft)(const KernelInit& init);
-};
 
 namespace reference {
 extern const SignalFns kSignalFns;
