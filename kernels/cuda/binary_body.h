@@ -112,14 +112,10 @@ WH_HD void BTileCount(const BTileSmem& s, int tid, int32_t (&acc)[4][4]) {
 // Phase 3: dot = valid - 2 * count through the epilogue.
 WH_HD void BTileStore(const BTileArgs& g, const BOut& o, int64_t z, int64_t m0, int64_t n0, int tid,
                       const int32_t (&acc)[4][4]) {
-  const int tx = tid % 16, ty = tid / 16;
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j) {
-      const int64_t m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
-      if (m >= g.M || n >= g.N) continue;
-      const int64_t valid = g.mask ? g.valid[m] : g.K;
-      BStore(o, g.N, z, m, n, static_cast<float>(valid - 2 * static_cast<int64_t>(acc[i][j])));
-    }
+  ForTileCells(tid, m0, n0, g.M, g.N, [&](int i, int j, int64_t m, int64_t n) {
+    const int64_t valid = g.mask ? g.valid[m] : g.K;
+    BStore(o, g.N, z, m, n, static_cast<float>(valid - 2 * static_cast<int64_t>(acc[i][j])));
+  });
 }
 
 // --- decoding float tile product ------------------------------------------------------------
@@ -182,12 +178,8 @@ WH_HD void FTileMac(const FTileSmem& s, int tid, float (&acc)[4][4]) {
 
 WH_HD void FTileStore(const FTileArgs& g, const BOut& o, int64_t z, int64_t m0, int64_t n0, int tid,
                       const float (&acc)[4][4]) {
-  const int tx = tid % 16, ty = tid / 16;
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j) {
-      const int64_t m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
-      if (m < g.M && n < g.N) BStore(o, g.N, z, m, n, acc[i][j]);
-    }
+  ForTileCells(tid, m0, n0, g.M, g.N,
+               [&](int i, int j, int64_t m, int64_t n) { BStore(o, g.N, z, m, n, acc[i][j]); });
 }
 
 // --- sign packing and beta ------------------------------------------------------------------

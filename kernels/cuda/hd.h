@@ -33,6 +33,19 @@ WH_HD int32_t Dp4a(int32_t a, int32_t b, int32_t c) {
 #endif
 }
 
+// Thread tid's cells of a 64 x 64 tile at (m0, n0) — rows m0 + ty + 16 i, columns n0 + tx + 16 j
+// for i, j < 4 (tid = 16 ty + tx), the register layout of the tiled products — that lie inside
+// M x N: f(i, j, m, n) for each.
+template <class F>
+WH_HD void ForTileCells(int tid, int64_t m0, int64_t n0, int64_t M, int64_t N, F&& f) {
+  const int tx = tid % 16, ty = tid / 16;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const int64_t m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
+      if (m < M && n < N) f(i, j, m, n);
+    }
+}
+
 WH_HD int Popc64(uint64_t x) {
 #ifdef __CUDA_ARCH__
   return __popcll(x);

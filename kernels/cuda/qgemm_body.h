@@ -164,14 +164,10 @@ WH_HD void QEpilogueStore(const QEpi& e, int64_t z, int64_t m, int64_t n, int32_
 // Phase 3: thread tid stores its accumulators through the epilogue, or its split's raw sums.
 WH_HD void QTileStore(const QTileArgs& g, const QEpi& e, const QTileRange& r, int64_t m0, int64_t n0, int tid,
                       const int32_t (&acc)[4][4]) {
-  const int tx = tid % 16, ty = tid / 16;
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j) {
-      const int64_t m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
-      if (m >= g.M || n >= g.N) continue;
-      if (g.partial) g.partial[(r.split * g.M + m) * g.N + n] = acc[i][j];
-      else QEpilogueStore(e, r.z, m, n, acc[i][j]);
-    }
+  ForTileCells(tid, m0, n0, g.M, g.N, [&](int i, int j, int64_t m, int64_t n) {
+    if (g.partial) g.partial[(r.split * g.M + m) * g.N + n] = acc[i][j];
+    else QEpilogueStore(e, r.z, m, n, acc[i][j]);
+  });
 }
 
 // Element i of a split product: the splits' sums added in order (wrapping, as dp4a accumulates:
