@@ -24,9 +24,9 @@ int32_t ZpAt(const std::vector<int32_t>* zp, int64_t i) {
 // tile[R][kQNr] (row stride ldt) = R rows of A (row stride lda int16) * B panel over kpairs
 // k-pairs. R < kQMr for the last row panel (and for single-row GEMVs at batch 1), so no work is
 // spent on A's zero padding rows. The scalar form; the vector ones are QKernels()->tile16.
-template <int R>
-void MicroKernelRows(const int16_t* ap, int64_t lda, const int16_t* bp, int64_t kpairs, int32_t* tile, int64_t ldt) {
-  static_assert(R >= 1 && R <= kQMr && kQNr == 16, "micro-kernel shape");
+void MicroKernel(int64_t R, const int16_t* ap, int64_t lda, const int16_t* bp, int64_t kpairs, int32_t* tile,
+                 int64_t ldt) {
+  static_assert(kQNr == 16, "micro-kernel shape");
   ZeroTileRows(R, kQNr, tile, ldt);
   for (int64_t kk = 0; kk < kpairs; ++kk) {
     for (int64_t i = 0; i < R; ++i) {
@@ -35,17 +35,6 @@ void MicroKernelRows(const int16_t* ap, int64_t lda, const int16_t* bp, int64_t 
         tile[i * ldt + j] = WrapAdd(tile[i * ldt + j], x0 * bp[2 * j] + x1 * bp[2 * j + 1]);
     }
     bp += 2 * kQNr;
-  }
-}
-void MicroKernel(int64_t rows, const int16_t* ap, int64_t lda, const int16_t* bp, int64_t kpairs, int32_t* tile,
-                 int64_t ldt) {
-  switch (rows) {
-    case 1: return MicroKernelRows<1>(ap, lda, bp, kpairs, tile, ldt);
-    case 2: return MicroKernelRows<2>(ap, lda, bp, kpairs, tile, ldt);
-    case 3: return MicroKernelRows<3>(ap, lda, bp, kpairs, tile, ldt);
-    case 4: return MicroKernelRows<4>(ap, lda, bp, kpairs, tile, ldt);
-    case 5: return MicroKernelRows<5>(ap, lda, bp, kpairs, tile, ldt);
-    default: return MicroKernelRows<6>(ap, lda, bp, kpairs, tile, ldt);
   }
 }
 

@@ -20,9 +20,10 @@ using namespace qgemm_internal;  // NOLINT(build/namespaces)
 // tile[R][kQ8Nr] = R rows of A (row stride lda bytes) * one B panel over kquads groups of 4 k.
 // kAUnsigned: A holds the unsigned operand (GEMM: activations) and B the weights; else the
 // reverse (conv). The scalar form; the vector ones are QKernels()->tile8.
-template <int R, bool kAUnsigned>
-void MicroKernel8Rows(const uint8_t* ap, int64_t lda, const uint8_t* bp, int64_t kquads, int32_t* tile, int64_t ldt) {
-  static_assert(R >= 1 && R <= kQ8Mr && kQ8Nr == 16, "micro-kernel shape");
+template <bool kAUnsigned>
+void MicroKernel8(int64_t R, const uint8_t* ap, int64_t lda, const uint8_t* bp, int64_t kquads, int32_t* tile,
+                  int64_t ldt) {
+  static_assert(kQ8Nr == 16, "micro-kernel shape");
   ZeroTileRows(R, kQ8Nr, tile, ldt);
   for (int64_t kq = 0; kq < kquads; ++kq) {
     for (int64_t i = 0; i < R; ++i)
@@ -38,17 +39,6 @@ void MicroKernel8Rows(const uint8_t* ap, int64_t lda, const uint8_t* bp, int64_t
         tile[i * ldt + j] = WrapAdd(tile[i * ldt + j], dot);
       }
     bp += 4 * kQ8Nr;
-  }
-}
-
-template <bool kAUnsigned>
-void MicroKernel8(int64_t rows, const uint8_t* ap, int64_t lda, const uint8_t* bp, int64_t kquads, int32_t* tile,
-                  int64_t ldt) {
-  switch (rows) {
-    case 1: return MicroKernel8Rows<1, kAUnsigned>(ap, lda, bp, kquads, tile, ldt);
-    case 2: return MicroKernel8Rows<2, kAUnsigned>(ap, lda, bp, kquads, tile, ldt);
-    case 3: return MicroKernel8Rows<3, kAUnsigned>(ap, lda, bp, kquads, tile, ldt);
-    default: return MicroKernel8Rows<4, kAUnsigned>(ap, lda, bp, kquads, tile, ldt);
   }
 }
 
