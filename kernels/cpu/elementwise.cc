@@ -8,6 +8,7 @@
 #include "kernels/common/broadcast.h"
 #include "kernels/common/dtype_dispatch.h"
 #include "kernels/common/elementwise_scalar.h"
+#include "kernels/common/unary_ops.h"
 #include "kernels/cpu/vmath.h"
 #include "kernels/reference/elementwise.h"
 
@@ -241,6 +242,11 @@ void MapFloat(const float* px, float* po, int64_t n, int threads, G g) {
   });
 }
 
+template <UnaryOp kOp>
+void MapOp(const float* px, float* po, int64_t n, int threads, const reference::UnaryParams& p) {
+  MapFloat(px, po, n, threads, [&p](float v) { return ew::UnaryValue(kOp, p, v); });
+}
+
 // Eigen's packet math gives vectorised exp/log/tanh/logistic, which plain loops over std::
 // functions do not get without -ffast-math.
 template <class G>
@@ -265,28 +271,20 @@ Status Unary(UnaryOp op, const reference::UnaryParams& p, const Tensor& x, Tenso
   const float* px = x.data<float>();
   float* po = out.data<float>();
   const int64_t n = x.numel();
-  const float alpha = p.alpha, beta = p.beta;
+  const float alpha = p.alpha;
   switch (op) {
-    case UnaryOp::kRelu: MapFloat(px, po, n, threads, [](float v) { return v > 0.f ? v : 0.f; }); break;
-    case UnaryOp::kNeg: MapFloat(px, po, n, threads, [](float v) { return -v; }); break;
-    case UnaryOp::kAbs: MapFloat(px, po, n, threads, [](float v) { return std::fabs(v); }); break;
-    case UnaryOp::kReciprocal: MapFloat(px, po, n, threads, [](float v) { return 1.f / v; }); break;
-    case UnaryOp::kFloor: MapFloat(px, po, n, threads, [](float v) { return std::floor(v); }); break;
-    case UnaryOp::kCeil: MapFloat(px, po, n, threads, [](float v) { return std::ceil(v); }); break;
-    case UnaryOp::kSoftsign: MapFloat(px, po, n, threads, [](float v) { return v / (1.f + std::fabs(v)); }); break;
-    case UnaryOp::kLeakyRelu:
-      MapFloat(px, po, n, threads, [alpha](float v) { return v >= 0.f ? v : alpha * v; });
-      break;
-    case UnaryOp::kHardSigmoid:
-      MapFloat(px, po, n, threads, [alpha, beta](float v) { return std::max(0.f, std::min(1.f, alpha * v + beta)); });
-      break;
-    case UnaryOp::kHardSwish:
-      MapFloat(px, po, n, threads,
-               [](float v) { return v * std::max(0.f, std::min(1.f, v * static_cast<float>(1.0 / 6.0) + 0.5f)); });
-      break;
-    case UnaryOp::kThresholdedRelu:
-      MapFloat(px, po, n, threads, [alpha](float v) { return v > alpha ? v : 0.f; });
-      break;
+    // The formulas (kernels/common/unary_ops.h) with the op a constant, so each loop vectorises.
+    case UnaryOp::kRelu: MapOp<UnaryOp::kRelu>(px, po, n, threads, p); break;
+    case UnaryOp::kNeg: MapOp<UnaryOp::kNeg>(px, po, n, threads, p); break;
+    case UnaryOp::kAbs: MapOp<UnaryOp::kAbs>(px, po, n, threads, p); break;
+    case UnaryOp::kReciprocal: MapOp<UnaryOp::kReciprocal>(px, po, n, threads, p); break;
+    case UnaryOp::kFloor: MapOp<UnaryOp::kFloor>(px, po, n, threads, p); break;
+    case UnaryOp::kCeil: MapOp<UnaryOp::kCeil>(px, po, n, threads, p); break;
+    case UnaryOp::kSoftsign: MapOp<UnaryOp::kSoftsign>(px, po, n, threads, p); break;
+    case UnaryOp::kLeakyRelu: MapOp<UnaryOp::kLeakyRelu>(px, po, n, threads, p); break;
+    case UnaryOp::kHardSigmoid: MapOp<UnaryOp::kHardSigmoid>(px, po, n, threads, p); break;
+    case UnaryOp::kHardSwish: MapOp<UnaryOp::kHardSwish>(px, po, n, threads, p); break;
+    case UnaryOp::kThresholdedRelu: MapOp<UnaryOp::kThresholdedRelu>(px, po, n, threads, p); break;
     case UnaryOp::kExp: MapVec(VFn::kExp, px, po, n, threads); break;
     case UnaryOp::kLog: MapVec(VFn::kLog, px, po, n, threads); break;
     case UnaryOp::kErf: MapVec(VFn::kErf, px, po, n, threads); break;
@@ -300,7 +298,8 @@ Status Unary(UnaryOp op, const reference::UnaryParams& p, const Tensor& x, Tenso
         o = (in >= 0.f).select(in, alpha * (in.exp() - 1.f));
       });
       break;
-    default: return reference::Unary(op, p, x, out);
+    // Every other float op: its formula, element by element, on the thread budget.
+    default: MapFloat(px, po, n, threads, [op, &p](float v) { return ew::UnaryValue(op, p, v); }); break;
   }
   return Status::Ok();
 }
