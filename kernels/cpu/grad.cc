@@ -1,13 +1,15 @@
-#include "kernels/reference/grad.h"
+// The CPU backend's gradient kernels (kernels/cpu/grad.h): the reference ones' results from
+// Eigen products over im2col columns, direct MaxPoolGrad loops (AVX2 2x2 stride-2 rows), and
+// images / planes / blocks / slabs spread over num_threads.
+#include "kernels/cpu/grad.h"
 
 #include <Eigen/Core>
 
 #include <algorithm>
-#include <initializer_list>
 #include <mutex>
-#include <string>
 #include <vector>
 
+#include "kernels/common/grad_shape.h"
 #include "kernels/common/index.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/pool.h"
@@ -32,23 +34,6 @@ int64_t NumChunks(int64_t n, int threads) { return std::max<int64_t>(1, std::min
 template <class Body>
 void ForChunks(int64_t n, int64_t chunks, int threads, const Body& body) {
   ParallelFor(chunks, threads, [&](int64_t c) { body(c * n / chunks, (c + 1) * n / chunks, c); });
-}
-
-Status CheckFloat32(const char* op, std::initializer_list<const Tensor*> ts) {
-  for (const Tensor* t : ts)
-    if (t->dtype() != DType::kFloat32)
-      return InvalidArgument(std::string(op) + " supports float32 only, got " + DTypeName(t->dtype()));
-  return Status::Ok();
-}
-
-// dY must be [N, channels, g.out...].
-Status CheckDy(const char* op, const Tensor& dy, int64_t batch, int64_t channels, const WindowGeometry& g) {
-  Dims want{batch, channels};
-  for (int i = 0; i < g.spatial; ++i) want.push_back(g.out[i]);
-  if (dy.dims() != want)
-    return InvalidArgument(std::string(op) + ": dY " + DimsToString(dy.dims()) + " is not the forward output's shape " +
-                           DimsToString(want));
-  return Status::Ok();
 }
 
 // The column matrix of one image's channels: row c*K + k (channel c, tap k in row-major kernel
@@ -273,17 +258,11 @@ void ReluGradRange(const float* y, const float* dy, float* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
 }
 
-}  // namespace
 
-Status ConvGradInputReference(const ConvGradAttrs& a, const Tensor& dy, const Tensor& w, const Tensor& x,
-                              Tensor* dx, int num_threads) {
-  WH_RETURN_IF_ERROR(CheckFloat32("ConvGradInput", {&dy, &w, &x, dx}));
+Status ConvGradInputCpu(const ConvGradAttrs& a, const Tensor& dy, const Tensor& w, const Tensor& x, Tensor* dx,
+                        int num_threads) {
   ConvShape s;
-  WH_RETURN_IF_ERROR(ResolveConvShape(a.window, a.group, x, w, nullptr, &s));
-  WH_RETURN_IF_ERROR(CheckDy("ConvGradInput", dy, s.batch, s.out_channels, s.geo));
-  if (dx->dims() != x.dims())
-    return Internal("ConvGradInput output " + DimsToString(dx->dims()) + " is not X's shape " +
-                    DimsToString(x.dims()));
+  WH_RETURN_IF_ERROR(ResolveConvGradInput(a, dy, w, x, *dx, &s));
   const int64_t cg = s.in_channels / s.group, mg = s.out_channels / s.group;
   const int64_t k_size = s.geo.KernelSize(), rows = cg * k_size, p_size = s.geo.OutSize();
   const int64_t in_size = s.geo.InSize();
@@ -314,13 +293,9 @@ Status ConvGradInputReference(const ConvGradAttrs& a, const Tensor& dy, const Te
   return Status::Ok();
 }
 
-Status ConvGradWeightReference(const ConvGradAttrs& a, const Tensor& x, const Tensor& dy, Tensor* dw,
-                               int num_threads) {
-  WH_RETURN_IF_ERROR(CheckFloat32("ConvGradWeight", {&x, &dy, dw}));
+Status ConvGradWeightCpu(const ConvGradAttrs& a, const Tensor& x, const Tensor& dy, Tensor* dw, int num_threads) {
   ConvShape s;
-  // dw's dims are W's: the same checks as the forward Conv's.
-  WH_RETURN_IF_ERROR(ResolveConvShape(a.window, a.group, x, *dw, nullptr, &s));
-  WH_RETURN_IF_ERROR(CheckDy("ConvGradWeight", dy, s.batch, s.out_channels, s.geo));
+  WH_RETURN_IF_ERROR(ResolveConvGradWeight(a, x, dy, *dw, &s));
   const int64_t cg = s.in_channels / s.group, mg = s.out_channels / s.group;
   const int64_t k_size = s.geo.KernelSize(), rows = cg * k_size, p_size = s.geo.OutSize();
   const int64_t in_size = s.geo.InSize(), w_size = dw->numel();
@@ -356,17 +331,9 @@ Status ConvGradWeightReference(const ConvGradAttrs& a, const Tensor& x, const Te
   return Status::Ok();
 }
 
-Status MaxPoolGradReference(const WindowAttrs& a, const Tensor& x, const Tensor& dy, Tensor* dx, int num_threads) {
-  WH_RETURN_IF_ERROR(CheckFloat32("MaxPoolGrad", {&x, &dy, dx}));
-  if (x.rank() < 3) return InvalidArgument("MaxPoolGrad X must have rank >= 3, got " + DimsToString(x.dims()));
-  if (a.kernel_shape.size() != static_cast<size_t>(x.rank() - 2))
-    return InvalidArgument("MaxPoolGrad kernel_shape has " + std::to_string(a.kernel_shape.size()) +
-                           " values for X " + DimsToString(x.dims()));
+Status MaxPoolGradCpu(const WindowAttrs& a, const Tensor& x, const Tensor& dy, Tensor* dx, int num_threads) {
   WindowGeometry g;
-  WH_RETURN_IF_ERROR(ResolveWindow(a, x.dims().data() + 2, a.kernel_shape.data(), x.rank() - 2, &g));
-  WH_RETURN_IF_ERROR(CheckDy("MaxPoolGrad", dy, x.dim(0), x.dim(1), g));
-  if (dx->dims() != x.dims())
-    return Internal("MaxPoolGrad output " + DimsToString(dx->dims()) + " is not X's shape " + DimsToString(x.dims()));
+  WH_RETURN_IF_ERROR(ResolvePoolGrad("MaxPoolGrad", a, x, dy, *dx, &g));
   const int64_t planes = x.dim(0) * x.dim(1);
   const int threads = std::max(1, num_threads);
   if (g.spatial <= 2)
@@ -376,13 +343,8 @@ Status MaxPoolGradReference(const WindowAttrs& a, const Tensor& x, const Tensor&
   return Status::Ok();
 }
 
-Status ReluGradReference(const Tensor& y, const Tensor& dy, Tensor* dx, int num_threads) {
-  WH_RETURN_IF_ERROR(CheckFloat32("ReluGrad", {&y, &dy, dx}));
-  if (y.dims() != dy.dims())
-    return InvalidArgument("ReluGrad: Y " + DimsToString(y.dims()) + " and dY " + DimsToString(dy.dims()) +
-                           " must have the same shape");
-  if (dx->dims() != dy.dims())
-    return Internal("ReluGrad output " + DimsToString(dx->dims()) + " is not dY's shape " + DimsToString(dy.dims()));
+Status ReluGradCpu(const Tensor& y, const Tensor& dy, Tensor* dx, int num_threads) {
+  WH_RETURN_IF_ERROR(CheckReluGrad(y, dy, *dx));
   const float* yd = y.data<float>();
   const float* dyd = dy.data<float>();
   float* dxd = dx->data<float>();
@@ -400,19 +362,10 @@ Status ReluGradReference(const Tensor& y, const Tensor& dy, Tensor* dx, int num_
   return Status::Ok();
 }
 
-Status AveragePoolGradReference(const WindowAttrs& a, bool count_include_pad, const Tensor& x, const Tensor& dy,
-                                 Tensor* dx, int num_threads) {
-  WH_RETURN_IF_ERROR(CheckFloat32("AveragePoolGrad", {&x, &dy, dx}));
-  if (x.rank() < 3) return InvalidArgument("AveragePoolGrad X must have rank >= 3, got " + DimsToString(x.dims()));
-  if (a.kernel_shape.size() != static_cast<size_t>(x.rank() - 2))
-    return InvalidArgument("AveragePoolGrad kernel_shape has " + std::to_string(a.kernel_shape.size()) +
-                           " values for X " + DimsToString(x.dims()));
+Status AveragePoolGradCpu(const WindowAttrs& a, bool count_include_pad, const Tensor& x, const Tensor& dy,
+                          Tensor* dx, int num_threads) {
   WindowGeometry g;
-  WH_RETURN_IF_ERROR(ResolveWindow(a, x.dims().data() + 2, a.kernel_shape.data(), x.rank() - 2, &g));
-  WH_RETURN_IF_ERROR(CheckDy("AveragePoolGrad", dy, x.dim(0), x.dim(1), g));
-  if (dx->dims() != x.dims())
-    return Internal("AveragePoolGrad output " + DimsToString(dx->dims()) + " is not X's shape " +
-                    DimsToString(x.dims()));
+  WH_RETURN_IF_ERROR(ResolvePoolGrad("AveragePoolGrad", a, x, dy, *dx, &g));
   const int n = g.spatial;
   const int64_t planes = x.dim(0) * x.dim(1), in_size = g.InSize(), out_size = g.OutSize(), k_size = g.KernelSize();
   const float* dyd = dy.data<float>();
@@ -448,52 +401,30 @@ Status AveragePoolGradReference(const WindowAttrs& a, bool count_include_pad, co
   return Status::Ok();
 }
 
-Status GatherGradReference(int64_t axis, const Tensor& x, const Tensor& indices, const Tensor& dy, Tensor* dx,
-                           int num_threads) {
-  WH_RETURN_IF_ERROR(CheckFloat32("GatherGrad", {&x, &dy, dx}));
-  if (indices.dtype() != DType::kInt64 && indices.dtype() != DType::kInt32)
-    return InvalidArgument(std::string("GatherGrad indices must be int32 or int64, got ") + DTypeName(indices.dtype()));
-  const int64_t r = x.rank();
-  if (r < 1) return InvalidArgument("GatherGrad X must have rank >= 1");
-  if (axis < 0) axis += r;
-  if (axis < 0 || axis >= r) return InvalidArgument("GatherGrad axis " + std::to_string(axis) + " is out of range");
-  Dims want(x.dims().begin(), x.dims().begin() + axis);
-  want.insert(want.end(), indices.dims().begin(), indices.dims().end());
-  want.insert(want.end(), x.dims().begin() + axis + 1, x.dims().end());
-  if (dy.dims() != want)
-    return InvalidArgument("GatherGrad: dY " + DimsToString(dy.dims()) + " is not the forward output's shape " +
-                           DimsToString(want));
-  if (dx->dims() != x.dims())
-    return Internal("GatherGrad output " + DimsToString(dx->dims()) + " is not X's shape " + DimsToString(x.dims()));
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < axis; ++i) outer *= x.dim(i);
-  for (int64_t i = axis + 1; i < r; ++i) inner *= x.dim(i);
-  const int64_t n = x.dim(axis), ni = indices.numel();
-  std::vector<int64_t> idx(static_cast<size_t>(ni));
-  for (int64_t j = 0; j < ni; ++j) {
-    int64_t v = indices.dtype() == DType::kInt64 ? indices.data<int64_t>()[j] : indices.data<int32_t>()[j];
-    if (v < -n || v >= n)
-      return InvalidArgument("GatherGrad index " + std::to_string(v) + " is out of range for axis size " +
-                             std::to_string(n));
-    idx[static_cast<size_t>(j)] = v < 0 ? v + n : v;
-  }
+Status GatherGradCpu(int64_t axis, const Tensor& x, const Tensor& indices, const Tensor& dy, Tensor* dx,
+                     int num_threads) {
+  GatherGradShape s;
+  WH_RETURN_IF_ERROR(ResolveGatherGrad(axis, x, indices, dy, *dx, &s));
+  const int64_t ni = static_cast<int64_t>(s.idx.size()), n = s.n, inner = s.inner;
   const float* dyd = dy.data<float>();
   float* dxd = dx->data<float>();
   std::fill(dxd, dxd + dx->numel(), 0.f);
   // Parallel over the outer blocks: each writes its own slab of dX; within one, indices in order.
-  ParallelFor(outer, std::max(1, num_threads), [&](int64_t o) {
+  ParallelFor(s.outer, std::max(1, num_threads), [&](int64_t o) {
     for (int64_t j = 0; j < ni; ++j) {
       const float* src = dyd + (o * ni + j) * inner;
-      float* dst = dxd + (o * n + idx[static_cast<size_t>(j)]) * inner;
+      float* dst = dxd + (o * n + s.idx[static_cast<size_t>(j)]) * inner;
       for (int64_t k = 0; k < inner; ++k) dst[k] += src[k];
     }
   });
   return Status::Ok();
 }
 
-namespace reference {
-const GradFns kGradFns{ConvGradInputReference, ConvGradWeightReference, MaxPoolGradReference, ReluGradReference,
-                       AveragePoolGradReference, GatherGradReference};
-}  // namespace reference
+}  // namespace
+
+namespace cpu {
+const GradFns kGradFns{ConvGradInputCpu, ConvGradWeightCpu, MaxPoolGradCpu, ReluGradCpu, AveragePoolGradCpu,
+                       GatherGradCpu};
+}  // namespace cpu
 
 }  // namespace whittle
