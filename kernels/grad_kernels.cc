@@ -1,8 +1,9 @@
 // Kernels for the ai.whittle gradient ops (lib/ops/grad.cc): the factory checks float32 inputs
 // and parses the window attributes (ReluGrad and GatherGrad have none) once, then picks init.backend's compute
-// function from kGrad (only the reference row: its kernels serve every backend).
+// function from kGrad (reference and CPU rows; the CUDA kernels are declared in kernels/cuda/train_ops.cc).
 #include <string>
 
+#include "kernels/cpu/grad.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/grad.h"
 
@@ -11,8 +12,7 @@ namespace {
 
 using Factory = StatusOr<std::unique_ptr<OpKernel>>;
 
-
-const BackendTable<GradFns> kGrad{{Backend::kReference, &reference::kGradFns}};
+const BackendTable<GradFns> kGrad{{Backend::kReference, &reference::kGradFns}, {Backend::kCpu, &cpu::kGradFns}};
 
 Status CheckFloat32Inputs(const KernelInit& init, const char* op) {
   for (DType t : init.input_dtypes)

@@ -190,6 +190,8 @@ run)
   [[ -e $src ]] || { mkdir -p "$(dirname "$src")" && ln -sfn "$PWD" "$src"; }
   bin_dir=$(cat "$pkg/binary_dir.txt" 2>/dev/null || true)
   [[ -z $bin_dir || -e $bin_dir/bin ]] || { mkdir -p "$bin_dir" && ln -sfn "$pkg/bin" "$bin_dir/bin"; }
+  # and its lib/ (the CUDA module beside libwhittle.so, where tests/tools/backend_module_test.cc looks)
+  [[ -z $bin_dir || -e $bin_dir/lib ]] || ln -sfn "$pkg/lib" "$bin_dir/lib"
   [[ -e /usr/share/libonnx-testdata/data ]] || { mkdir -p /usr/share/libonnx-testdata && ln -sfn "$pkg/data/onnx" /usr/share/libonnx-testdata/data; }
   [[ -e /usr/share/datasets/fashion-mnist ]] || { mkdir -p /usr/share/datasets && ln -sfn "$pkg/data/fashion-mnist" /usr/share/datasets/fashion-mnist; }
   nvidia-smi -L > "$logs/gpu.txt" 2>&1 || echo "no nvidia-smi" > "$logs/gpu.txt"

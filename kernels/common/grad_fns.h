@@ -1,6 +1,7 @@
 // The contract between the gradient ops' glue (kernels/grad_kernels.cc) and its backends:
-// ConvGrad's attributes and GradFns, one instance per backend (the reference's in
-// kernels/reference/grad.h).
+// ConvGrad's attributes and GradFns, one instance per backend (reference::kGradFns in
+// kernels/reference/grad.h, cpu::kGradFns in kernels/cpu/grad.h; the per-call checks they share
+// in kernels/common/grad_shape.h).
 #pragma once
 
 #include "kernels/common/window.h"

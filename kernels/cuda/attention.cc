@@ -9,9 +9,9 @@
 
 #include "kernels/common/attention_shape.h"
 #include "kernels/cuda/cuda_util.h"
-#include "kernels/cuda/kernels_impl.h"
-#include "kernels/kernel.h"
+#include "kernels/cuda/softmax.h"
 #include "kernels/cuda/softmax_body.h"
+#include "kernels/kernel.h"
 #include "lib/ir/domain.h"
 
 namespace whittle::cuda {

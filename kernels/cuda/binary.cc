@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/binary.h"
 #include "kernels/cuda/binary_body.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/reference/binary.h"

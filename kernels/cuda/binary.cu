@@ -4,8 +4,9 @@
 // tests/kernels/cuda_body_test.cc runs on the CPU against the reference kernels.
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/binary.h"
 #include "kernels/cuda/binary_body.h"
-#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/conv.h"
 #include "kernels/cuda/launch.cuh"
 
 namespace whittle::cuda {

@@ -20,7 +20,7 @@
 
 #include "kernels/cuda/hd.h"
 #include "kernels/cuda/im2col_body.h"
-#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/window.h"
 #ifndef __CUDACC__
 #include "kernels/common/window.h"
 #endif
@@ -212,7 +212,7 @@ WH_HD float BAbsMean(const float* shares, int64_t len) {
 // k = (c * k_h + ky) * k_w + kx.
 struct BConvGeometry {
   int64_t C = 0, groups = 1, cg = 0;
-  Window2d win;  // the spatial window (kernels/cuda/kernels_impl.h): the float im2col's too
+  Window2d win;  // the spatial window (kernels/cuda/window.h): the float im2col's too
   int64_t K = 0, words = 0;
   WH_HD int64_t P() const { return win.out_h * win.out_w; }
 };

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/circulant.h"
 #include "kernels/cuda/circulant_body.h"
 #include "kernels/cuda/cuda_util.h"
 #include "lib/ir/circulant_format.h"

@@ -8,8 +8,8 @@
 #include <map>
 #include <tuple>
 
+#include "kernels/cuda/circulant.h"
 #include "kernels/cuda/circulant_body.h"
-#include "kernels/cuda/kernels_impl.h"
 #include "kernels/cuda/launch.cuh"
 
 namespace whittle::cuda {

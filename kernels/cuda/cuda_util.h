@@ -11,9 +11,10 @@
 #include <memory>
 #include <string>
 
-#include "kernels/kernel.h"
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/layout.h"
-#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/window.h"
+#include "kernels/kernel.h"
 #include "lib/ir/status.h"
 
 namespace whittle::cuda {
@@ -170,6 +171,12 @@ inline bool NotKnownOtherThan4d(const KernelInit& init, std::initializer_list<si
     if (init.InputRank(i) >= 0 && init.InputRank(i) != 4) return false;
   return true;
 }
+// What every float 2-D window kernel needs (the Conv and pool gradients, ConvTranspose): float32
+// inputs, 2-D window attributes, and no input among `ranked` statically known to be other than 4-D.
+inline bool FloatWindow2d(const KernelInit& init, std::initializer_list<size_t> ranked) {
+  return init.AllFloat32() && TwoD(init.attrs, "pads", 4) && TwoD(init.attrs, "strides", 2) &&
+         TwoD(init.attrs, "dilations", 2) && TwoD(init.attrs, "kernel_shape", 2) && NotKnownOtherThan4d(init, ranked);
+}
 
 // The family declarations (each file's own ops), called by RegisterKernels (declare.cc).
 void RegisterElementwiseKernels(KernelRegistry& r);  // elementwise.cc
@@ -179,10 +186,10 @@ void RegisterAttentionKernels(KernelRegistry& r);    // attention.cc
 void RegisterLinearKernels(KernelRegistry& r);       // linear.cc
 void RegisterConvKernels(KernelRegistry& r);         // conv.cc
 void RegisterPoolKernels(KernelRegistry& r);         // pool.cc
+void RegisterReduceKernels(KernelRegistry& r);       // reduce.cc
 void RegisterQLinearKernels(KernelRegistry& r);
 void RegisterBinaryCodebookKernels(KernelRegistry& r);
 void RegisterCirculantFftKernels(KernelRegistry& r);
-void RegisterTrainingKernels(KernelRegistry& r);  // train_ops.cc
 void RegisterMovementKernels(KernelRegistry& r);  // movement.cc
 void RegisterResizeKernels(KernelRegistry& r);    // resize.cc
 void RegisterRecurrentKernels(KernelRegistry& r);  // recurrent.cc

@@ -10,7 +10,7 @@
 
 #include "kernels/common/fused_activation.h"
 #include "kernels/cuda/cuda_util.h"
-#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/elementwise.h"
 #include "kernels/kernel.h"
 
 namespace whittle::cuda {
@@ -124,10 +124,10 @@ void RegisterKernels(KernelRegistry& r) {
   RegisterLinearKernels(r);
   RegisterConvKernels(r);
   RegisterPoolKernels(r);
+  RegisterReduceKernels(r);
   RegisterQLinearKernels(r);
   RegisterBinaryCodebookKernels(r);
   RegisterCirculantFftKernels(r);
-  RegisterTrainingKernels(r);
   RegisterMovementKernels(r);
   RegisterResizeKernels(r);
   RegisterRecurrentKernels(r);

@@ -1,6 +1,6 @@
 // The CUDA backend's element-wise kernels (float32): the unary activations, Clip, and the
-// numpy-broadcast binary ops with an optional fused Relu; launchers in kernels/cuda/kernels_impl.h,
-// formulas in unary_body.h and binary_body.h.
+// numpy-broadcast binary ops with an optional fused Relu, and ReluGrad; launchers in
+// kernels/cuda/elementwise.h, formulas in unary_body.h.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -9,9 +9,10 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_util.h"
-#include "kernels/cuda/kernels_impl.h"
-#include "kernels/kernel.h"
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/unary_params.h"
+#include "kernels/kernel.h"
+#include "lib/ir/domain.h"
 
 namespace whittle::cuda {
 namespace {
@@ -76,6 +77,17 @@ MakeFn BinaryOp(Binary op) {
   };
 }
 
+// ReluGrad (ai.whittle; lib/ops/grad.cc): dX = Y > 0 ? dY : 0.
+KernelOr MakeReluGrad(const KernelInit& init) {
+  if (!init.AllFloat32()) return KernelOr(nullptr);
+  return Kernel([](KernelContext& ctx) -> Status {
+    const Tensor& y = *ctx.inputs[0];
+    if (ctx.inputs[1]->numel() != y.numel()) return InvalidArgument("ReluGrad: Y and dY differ in size");
+    LaunchReluGrad(y.data<float>(), ctx.inputs[1]->data<float>(), ctx.outputs[0]->data<float>(), y.numel(), Stream());
+    return Launched("ReluGrad");
+  });
+}
+
 }  // namespace
 
 void RegisterElementwiseKernels(KernelRegistry& r) {
@@ -102,6 +114,7 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
                                                    {"Max", Binary::kMax}, {"Min", Binary::kMin}};  // Max/Min: two inputs
   for (const auto& [op, b] : binary) DeclareCudaKernel(r, "", op, f32, BinaryOp(b));
   DeclareCudaKernel(r, "", "Clip", f32, MakeClip);
+  DeclareCudaKernel(r, kWhittleDomain, "ReluGrad", {DType::kFloat32}, MakeReluGrad);
 }
 
 }  // namespace whittle::cuda

@@ -11,15 +11,16 @@
 //   BatchNormAt:       inference BatchNormalization of element i of x [N, C, inner]
 //   StridedCopyAt:     element i of y read from x at strides (Expand: 0 along broadcast dims;
 //                      Transpose: x's strides in the permuted order)
-// The CUDA drivers are kernels/cuda/grad.cu; tests/kernels/cuda_grad_body_test.cc runs these on
-// the CPU against the reference kernels.
+// The CUDA drivers are in each family's .cu (conv.cu, pool.cu, reduce.cu, norm.cu, movement.cu);
+// tests/kernels/cuda_grad_body_test.cc runs these on the CPU against the reference kernels.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/hd.h"
-#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/window.h"
 
 namespace whittle::cuda {
 

@@ -1,13 +1,13 @@
 // The float im2col as a body (kernels/cuda/hd.h): col [channels * k_h * k_w, out_h * out_w] from
 // x [channels, in_h, in_w], 0 in the padding, entry r = (c * k_h + kh) * k_w + kw. The GPU runs
-// Im2colWindowAt (LaunchIm2col, LaunchIm2colWindows in kernels/cuda/kernels.cu: the Conv,
+// Im2colWindowAt (LaunchIm2col, LaunchIm2colWindows in kernels/cuda/conv.cu: the Conv,
 // ConvGradWeight and the binary/codebook layers' float path); the tests run it on the CPU.
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/cuda/hd.h"
-#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/window.h"
 
 namespace whittle::cuda {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/common/index.h"
-#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/elementwise.h"
 #include "lib/ir/tensor.h"
 
 namespace whittle::cuda {

@@ -1,11 +1,13 @@
 // CUDA Gather, Concat, Cast, Where (kernels/cuda/movement_body.h), Slice and DepthToSpace (strided
 // copies): the
-// data-movement ops that exported graphs put between layers. Tensors of any dtype of 1, 2, 4 or 8 bytes move as words
+// data-movement ops that exported graphs put between layers; and the training graph's Expand,
+// Transpose (float32 strided copies) and Shape. Tensors of any dtype of 1, 2, 4 or 8 bytes move as words
 // (Gather, Concat, Where); Cast converts between float32, int32, int64, uint8, int8 and bool.
 // Anything else (strings, float16 casts, a rank over 8) declines to the CPU kernel. The shape
 // arithmetic on Shape's output never gets here: a device session computes it on the host
 // (runtime/session.cc).
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -15,8 +17,9 @@
 
 #include "kernels/common/index.h"
 #include "kernels/cuda/cuda_util.h"
-#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/movement.h"
 #include "kernels/cuda/movement_body.h"
+#include "lib/ir/device.h"
 
 namespace whittle::cuda {
 namespace {
@@ -315,6 +318,68 @@ KernelOr MakePad(const KernelInit& init) {
       opset >= 11 ? 0b110 : 0);
 }
 
+// --- Expand, Transpose, Shape (the training graph's shape ops) ------------------------------
+
+KernelOr MakeExpand(const KernelInit& init) {
+  if (InputDType(init, 0) != DType::kFloat32) return KernelOr(nullptr);
+  return Kernel([](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    Tensor& y = *ctx.outputs[0];
+    if (y.rank() > kMaxRank) return Unimplemented("CUDA Expand takes up to 8 dims");
+    BroadcastShape s;
+    Dims out = y.dims();
+    if (out.empty()) out = {1};
+    s.rank = static_cast<int>(out.size());
+    for (int d = 0; d < s.rank; ++d) s.dims[d] = out[static_cast<size_t>(d)];
+    BroadcastStrides(x.dims(), out, s.a_strides);
+    LaunchStridedCopy(x.data<float>(), y.data<float>(), s, y.numel(), Stream());
+    return Launched("Expand");
+  });
+}
+
+// Transpose of float32 x: y's index walks x at x's strides taken in perm's order.
+KernelOr MakeTranspose(const KernelInit& init) {
+  if (InputDType(init, 0) != DType::kFloat32) return KernelOr(nullptr);
+  const std::vector<int64_t> perm = init.attrs.GetInts("perm", {});
+  return Kernel([perm](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    Tensor& y = *ctx.outputs[0];
+    const int r = x.rank();
+    if (r > kMaxRank) return Unimplemented("CUDA Transpose takes up to 8 dims");
+    if (y.numel() == 0) return Status::Ok();
+    int64_t strides[kMaxRank] = {}, s = 1;
+    for (int d = r - 1; d >= 0; --d) strides[d] = s, s *= x.dim(d);
+    BroadcastShape b;  // a scalar: one element, rank 1
+    b.rank = std::max(r, 1);
+    b.dims[0] = 1;
+    for (int d = 0; d < r; ++d) {
+      const int64_t p = perm.empty() ? r - 1 - d : perm[static_cast<size_t>(d)];
+      if (p < 0 || p >= r) return InvalidArgument("Transpose: perm is not a permutation of the axes");
+      b.dims[d] = y.dim(d);
+      b.a_strides[d] = strides[p];
+    }
+    LaunchStridedCopy(x.data<float>(), y.data<float>(), b, y.numel(), Stream());
+    return Launched("Transpose");
+  });
+}
+
+// Shape reads only the input's dims: on the device it saves the copy of the whole tensor that a
+// CPU Shape of a device value would cost. The few int64s go up with one small copy.
+KernelOr MakeShape(const KernelInit& init) {
+  const int64_t start = init.attrs.GetInt("start", 0), end = init.attrs.GetInt("end", INT64_MAX);
+  return Kernel([start, end](KernelContext& ctx) -> Status {
+    const Dims& d = ctx.inputs[0]->dims();
+    const int64_t r = static_cast<int64_t>(d.size());
+    auto clamp = [r](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + r : v, 0, r); };
+    const int64_t b = clamp(start), e = std::max(b, clamp(end));
+    Tensor& y = *ctx.outputs[0];
+    if (y.numel() != e - b) return Internal("Shape: the output size differs");
+    if (e == b) return Status::Ok();
+    return DeviceRuntimeFor(DeviceType::kCuda)
+        ->copy(y.raw_data(), DeviceType::kCuda, d.data() + b, DeviceType::kCpu, sizeof(int64_t) * static_cast<size_t>(e - b));
+  });
+}
+
 }  // namespace
 
 void RegisterMovementKernels(KernelRegistry& r) {
@@ -327,6 +392,9 @@ void RegisterMovementKernels(KernelRegistry& r) {
   DeclareCudaKernel(r, "", "Concat", kAllTypes, MakeConcat);
   DeclareCudaKernel(r, "", "Cast", {DType::kFloat32, DType::kInt32, DType::kInt64, DType::kUInt8, DType::kInt8, DType::kBool}, MakeCast);
   DeclareCudaKernel(r, "", "Where", {DType::kBool}, MakeWhere);
+  DeclareCudaKernel(r, "", "Expand", {DType::kFloat32}, MakeExpand);
+  DeclareCudaKernel(r, "", "Shape", kAllTypes, MakeShape);
+  DeclareCudaKernel(r, "", "Transpose", {DType::kFloat32}, MakeTranspose);
 }
 
 }  // namespace whittle::cuda

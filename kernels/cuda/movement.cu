@@ -1,17 +1,27 @@
-// Device drivers of the data-movement ops (kernels/cuda/movement_body.h), Resize and the recurrent
-// cell: one thread per output element, elements moved as unsigned words of their size.
+// Device drivers of the data-movement ops (launchers: kernels/cuda/movement.h; bodies:
+// kernels/cuda/movement_body.h, grad_body.h's StridedCopyAt): one thread per output element,
+// elements moved as unsigned words of their size; and the captured upload, its bytes carried in
+// the launches' parameters.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
-#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/grad_body.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/movement.h"
 #include "kernels/cuda/movement_body.h"
-#include "kernels/cuda/recurrent_body.h"
-#include "kernels/cuda/resize_body.h"
 
 namespace whittle::cuda {
 namespace {
+
+struct ByteChunk {
+  unsigned char b[kWriteBytesChunk];
+};
+
+__global__ void WriteBytesKernel(unsigned char* dst, ByteChunk chunk, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) dst[i] = chunk.b[i];
+}
 
 template <class T>
 __global__ void GatherKernel(const T* x, const int64_t* i64, const int32_t* i32, T* y, int64_t axis_dim, int64_t n_idx,
@@ -33,6 +43,10 @@ __global__ void WhereKernel(const uint8_t* c, const T* x, const T* y, T* out, Wh
   WH_GRID_STRIDE(i, n) WhereAt(c, x, y, out, s, i);
 }
 
+__global__ void StridedCopyKernel(const float* x, float* y, BroadcastShape s, int64_t n) {
+  WH_GRID_STRIDE(i, n) StridedCopyAt(x, y, s, i);
+}
+
 __global__ void PadKernel(const float* x, float* y, float value, PadGeom g, int64_t n) {
   WH_GRID_STRIDE(i, n) PadAt(x, y, value, g, i);
 }
@@ -40,12 +54,6 @@ __global__ void PadKernel(const float* x, float* y, float value, PadGeom g, int6
 template <class T>
 __global__ void FillKernel(T* y, T v, int64_t n) {
   WH_GRID_STRIDE(i, n) y[i] = v;
-}
-
-__global__ void RecurrentCellKernel(RecurrentStep s, int64_t n) { WH_GRID_STRIDE(i, n) RecurrentCellAt(s, i); }
-
-__global__ void ResizeKernel(const float* x, float* y, ResizeGeom g, int64_t n) {
-  WH_GRID_STRIDE(i, n) ResizeAt(x, y, g, i);
 }
 
 // fn(T{}) with T the unsigned word of elem_bytes.
@@ -61,6 +69,21 @@ void BySize(int elem_bytes, Fn fn) {
 }
 
 }  // namespace
+
+void LaunchWriteBytes(void* dst, const void* src, int64_t bytes, void* stream) {
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* h = static_cast<const unsigned char*>(src);
+  for (int64_t off = 0; off < bytes; off += kWriteBytesChunk) {
+    const int n = static_cast<int>(std::min<int64_t>(kWriteBytesChunk, bytes - off));
+    ByteChunk c{};
+    for (int i = 0; i < n; ++i) c.b[i] = h[off + i];
+    WriteBytesKernel<<<1, 256, 0, static_cast<cudaStream_t>(stream)>>>(d + off, c, n);
+  }
+}
+
+void LaunchStridedCopy(const float* x, float* y, const BroadcastShape& s, int64_t n, void* stream) {
+  if (n > 0) StridedCopyKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, s, n);
+}
 
 void LaunchGather(const void* x, const void* idx, bool idx64, void* y, int elem_bytes, int64_t outer, int64_t axis_dim,
                   int64_t n_idx, int64_t inner, const GatherReport& r, void* stream) {
@@ -98,15 +121,6 @@ void LaunchWhere(const void* cond, const void* x, const void* y, void* out, int 
     WhereKernel<T><<<Blocks(n), kThreads, 0, S(stream)>>>(static_cast<const uint8_t*>(cond), static_cast<const T*>(x),
                                                           static_cast<const T*>(y), static_cast<T*>(out), s, n);
   });
-}
-
-void LaunchResize(const float* x, float* y, const ResizeGeom& g, int64_t n, void* stream) {
-  if (n > 0) ResizeKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(x, y, g, n);
-}
-
-void LaunchRecurrentCell(const RecurrentStep& s, void* stream) {
-  const int64_t n = s.batch * s.hidden;
-  if (n > 0) RecurrentCellKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(s, n);
 }
 
 void LaunchFill(void* y, int elem_bytes, uint64_t bits, int64_t n, void* stream) {

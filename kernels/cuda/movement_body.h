@@ -15,7 +15,7 @@
 
 #include "kernels/cuda/grad_body.h"
 #include "kernels/cuda/hd.h"
-#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/movement.h"
 
 namespace whittle::cuda {
 

@@ -1,5 +1,6 @@
 // The CUDA backend's LayerNormalization and InstanceNormalization (float32): a block per
-// normalised row (LaunchLayerNorm); BatchNormalization (inference) is in train_ops.cc.
+// normalised row (LaunchLayerNorm); and inference-form BatchNormalization (LaunchBatchNorm, a
+// thread per element; a training graph feeds it the batch statistics).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -7,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/norm_shape.h"
 #include "kernels/cuda/cuda_util.h"
-#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/movement.h"
+#include "kernels/cuda/norm.h"
 #include "kernels/kernel.h"
 
 namespace whittle::cuda {
@@ -79,11 +82,33 @@ KernelOr MakeInstanceNorm(const KernelInit& init) {
   });
 }
 
+KernelOr MakeBatchNorm(const KernelInit& init) {
+  if (!init.AllFloat32() || init.input_dtypes.size() != 5 || init.num_outputs != 1) return KernelOr(nullptr);
+  // Inference form only: the shared parser decides training per opset (opset 6's is_test=0
+  // default trains; spatial=0 of opsets < 9 has per-element statistics).
+  WH_ASSIGN_OR_RETURN(const BatchNormAttrs a, ParseBatchNormAttrs(init));
+  if (a.training || !a.spatial) return KernelOr(nullptr);
+  const float eps = a.epsilon;
+  return Kernel([eps](KernelContext& ctx) -> Status {
+    const Tensor& x = *ctx.inputs[0];
+    if (x.rank() < 2) return InvalidArgument("BatchNormalization needs [N, C, ...]");
+    const int64_t n = x.dim(0), c = x.dim(1), inner = x.numel() / std::max<int64_t>(1, n * c);
+    for (int i = 1; i < 5; ++i)
+      if (ctx.inputs[static_cast<size_t>(i)]->numel() != c)
+        return InvalidArgument("BatchNormalization: input " + std::to_string(i) + " needs C values");
+    LaunchBatchNorm(x.data<float>(), ctx.inputs[1]->data<float>(), ctx.inputs[2]->data<float>(),
+                    ctx.inputs[3]->data<float>(), ctx.inputs[4]->data<float>(), eps, n, c, inner,
+                    ctx.outputs[0]->data<float>(), Stream());
+    return Launched("BatchNormalization");
+  });
+}
+
 }  // namespace
 
 void RegisterNormKernels(KernelRegistry& r) {
   DeclareCudaKernel(r, "", "LayerNormalization", {DType::kFloat32}, MakeLayerNorm);
   DeclareCudaKernel(r, "", "InstanceNormalization", {DType::kFloat32}, MakeInstanceNorm);
+  DeclareCudaKernel(r, "", "BatchNormalization", {DType::kFloat32}, MakeBatchNorm);
 }
 
 }  // namespace whittle::cuda

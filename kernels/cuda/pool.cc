@@ -1,5 +1,5 @@
 // The CUDA backend's 2-D MaxPool (float32, and int8/uint8 data), AveragePool and
-// GlobalAveragePool (float32).
+// GlobalAveragePool (float32), and the training graph's MaxPoolGrad and AveragePoolGrad.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_util.h"
-#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/pool.h"
 #include "kernels/kernel.h"
+#include "lib/ir/domain.h"
 
 namespace whittle::cuda {
 namespace {
@@ -52,6 +53,26 @@ KernelOr MakeGlobalAveragePool(const KernelInit& init) {
   });
 }
 
+// MaxPoolGrad and AveragePoolGrad (ai.whittle; lib/ops/grad.cc).
+MakeFn PoolGradOp(bool max) {
+  return [max](const KernelInit& init) -> KernelOr {
+    const std::vector<int64_t> ks = init.attrs.GetInts("kernel_shape", {});
+    if (!FloatWindow2d(init, {0, 1}) || ks.size() != 2 || init.attrs.GetInt("storage_order", 0) != 0)
+      return KernelOr(nullptr);
+    const AttributeMap at = init.attrs;
+    const bool include_pad = at.GetInt("count_include_pad", 0) != 0;
+    return Kernel([=](KernelContext& ctx) -> Status {
+      const Tensor& x = *ctx.inputs[0];
+      const Tensor& dy = *ctx.inputs[1];
+      if (x.rank() != 4 || dy.rank() != 4) return Unimplemented("the CUDA pool gradients are 2-D");
+      const Window2d w = WindowOf(at, ks[0], ks[1], x, dy);
+      LaunchPoolGrad2d(max ? x.data<float>() : nullptr, dy.data<float>(), ctx.outputs[0]->data<float>(),
+                       x.dim(0) * x.dim(1), w, max, include_pad, Stream());
+      return Launched(max ? "MaxPoolGrad" : "AveragePoolGrad");
+    });
+  };
+}
+
 }  // namespace
 
 void RegisterPoolKernels(KernelRegistry& r) {
@@ -59,6 +80,8 @@ void RegisterPoolKernels(KernelRegistry& r) {
                     [](const KernelInit& i) { return MakePool(i, true); });
   DeclareCudaKernel(r, "", "AveragePool", {DType::kFloat32}, [](const KernelInit& i) { return MakePool(i, false); });
   DeclareCudaKernel(r, "", "GlobalAveragePool", {DType::kFloat32}, MakeGlobalAveragePool);
+  DeclareCudaKernel(r, kWhittleDomain, "MaxPoolGrad", {DType::kFloat32}, PoolGradOp(true));
+  DeclareCudaKernel(r, kWhittleDomain, "AveragePoolGrad", {DType::kFloat32}, PoolGradOp(false));
 }
 
 }  // namespace whittle::cuda

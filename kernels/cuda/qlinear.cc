@@ -14,9 +14,12 @@
 
 #include "kernels/common/quant_params.h"
 #include "kernels/cuda/cuda_util.h"
-#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/pool.h"
 #include "kernels/cuda/qepilogue_params.h"
 #include "kernels/cuda/qgemm_body.h"
+#include "kernels/cuda/qlinear.h"
+#include "kernels/cuda/quant.h"
 #include "kernels/cuda/quant_body.h"
 #include "kernels/reference/qlinear.h"
 

@@ -1,14 +1,13 @@
-// Device code of the CUDA int8 path: the dp4a tile GEMM (phases of kernels/cuda/qgemm_body.h with
-// __syncthreads between them), the integer im2col and operand sums, QuantizeLinear /
-// DequantizeLinear and the byte max pool (kernels/cuda/quant_body.h). The drivers only map the
-// grid onto the bodies, which tests/kernels/cuda_body_test.cc runs on the CPU against the
-// reference kernels.
+// Device code of the CUDA int8 GEMM (launchers: kernels/cuda/qlinear.h): the dp4a tile GEMM
+// (phases of kernels/cuda/qgemm_body.h with __syncthreads between them), the integer im2col and
+// operand sums (QuantizeLinear / DequantizeLinear: quant.cu; the byte max pool: pool.cu). The
+// drivers only map the grid onto the bodies, which tests/kernels/cuda_body_test.cc runs on the CPU
+// against the reference kernels.
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/kernels_impl.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/qgemm_body.h"
-#include "kernels/cuda/quant_body.h"
+#include "kernels/cuda/qlinear.h"
 
 namespace whittle::cuda {
 namespace {
@@ -62,21 +61,6 @@ __global__ void QColumnSumKernel(const int32_t* words, int64_t Kw, int64_t n, in
 __global__ void QRowSumKernel(const uint8_t* a, int64_t lda, uint32_t a_xor, int64_t K, int64_t Kp, int32_t pad,
                               int64_t M, int32_t* sum) {
   WH_GRID_STRIDE(m, M) QRowSum(a, lda, a_xor, K, Kp, pad, m, sum);
-}
-
-__global__ void QuantizeKernel(QuantizeArgs a, int64_t n) { WH_GRID_STRIDE(i, n) QuantizeAt(a, i); }
-__global__ void DequantizeKernel(QuantizeArgs a, int64_t n) { WH_GRID_STRIDE(i, n) DequantizeAt(a, i); }
-
-template <class T>
-__global__ void MaxPoolBytesKernel(const T* x, T* y, Window2d w, int64_t n) {
-  WH_GRID_STRIDE(i, n) MaxPoolBytesAt<T, int64_t>(x, y, w, i);
-}
-
-template <class T>
-__global__ void MaxPoolBytesKernel32(const T* x, T* y, Window2d w, int32_t n) {
-  for (int32_t i = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x); i < n;
-       i += static_cast<int32_t>(blockDim.x * gridDim.x))
-    MaxPoolBytesAt<T, int32_t>(x, y, w, i);
 }
 
 class StreamQLaunches : public QLaunches {
@@ -135,28 +119,6 @@ class StreamQLaunches : public QLaunches {
 QLaunches& CudaQLaunches() {
   static StreamQLaunches launches;
   return launches;
-}
-
-void LaunchQuantize(const QuantizeArgs& a, int64_t n, void* stream) {
-  if (n > 0) QuantizeKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(a, n);
-}
-
-void LaunchDequantize(const QuantizeArgs& a, int64_t n, void* stream) {
-  if (n > 0) DequantizeKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(a, n);
-}
-
-void LaunchMaxPool2dBytes(const void* x, void* y, bool is_uint8, int64_t planes, const Window2d& w, void* stream) {
-  const int64_t n = planes * w.out_h * w.out_w;
-  if (n <= 0) return;
-  const auto* xu = static_cast<const uint8_t*>(x);
-  const auto* xs = static_cast<const int8_t*>(x);
-  auto* yu = static_cast<uint8_t*>(y);
-  auto* ys = static_cast<int8_t*>(y);
-  const int32_t n32 = static_cast<int32_t>(n);
-  if (Fits32(n) && is_uint8) MaxPoolBytesKernel32<<<Blocks(n), kThreads, 0, S(stream)>>>(xu, yu, w, n32);
-  else if (Fits32(n)) MaxPoolBytesKernel32<<<Blocks(n), kThreads, 0, S(stream)>>>(xs, ys, w, n32);
-  else if (is_uint8) MaxPoolBytesKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(xu, yu, w, n);
-  else MaxPoolBytesKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(xs, ys, w, n);
 }
 
 }  // namespace whittle::cuda

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/hd.h"
-#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/window.h"
 
 namespace whittle::cuda {
 

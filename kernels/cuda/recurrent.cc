@@ -7,7 +7,7 @@
 
 #include "kernels/common/recurrent_attrs.h"
 #include "kernels/cuda/cuda_util.h"
-#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/recurrent.h"
 #include "kernels/cuda/recurrent_driver.h"
 
 namespace whittle::cuda {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_util.h"
-#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/resize.h"
 #include "kernels/cuda/resize_body.h"
 #include "kernels/cuda/resize_tables.h"
 #include "kernels/resample_setup.h"

@@ -7,6 +7,8 @@
 #include <string>
 
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/movement.h"
+#include "kernels/cuda/qlinear.h"
 #include "kernels/param_update.h"
 #include "lib/ir/device.h"
 

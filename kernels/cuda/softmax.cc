@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_util.h"
-#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/softmax.h"
 #include "kernels/kernel.h"
 
 namespace whittle::cuda {

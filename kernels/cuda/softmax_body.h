@@ -1,4 +1,4 @@
-// The CUDA softmax's per-element input (kernels/cuda/kernels.cu's SoftmaxKernel, a warp per row):
+// The CUDA softmax's per-element input (kernels/cuda/softmax.cu's SoftmaxKernel, a warp per row):
 // scale * x plus, for the fused Attention, the additive mask broadcast over the rows of a chunk of
 // scores. Rows come in groups of `rows_per_group` (one batch entry's N query rows of one head);
 // mask element (r, k) sits at p[(r / rows_per_group) * s_group + (r % rows_per_group) * s_row +

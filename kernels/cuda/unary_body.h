@@ -1,4 +1,4 @@
-// The CUDA element-wise kernels' per-element function (kernels/cuda/kernels.cu's unary, binary
+// The CUDA element-wise kernels' per-element function (kernels/cuda/elementwise.cu's unary, binary
 // and epilogue kernels apply it): y = op(x) with the op's attributes alpha (LeakyRelu's slope,
 // HardSigmoid's alpha) and beta (HardSigmoid's); and the normalization kernels' affine step.
 // tests/kernels/cuda_movement_body_test.cc runs them on the CPU against the reference kernels.
@@ -6,8 +6,8 @@
 
 #include <cmath>
 
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/hd.h"
-#include "kernels/cuda/kernels_impl.h"
 
 namespace whittle::cuda {
 

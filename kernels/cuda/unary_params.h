@@ -5,7 +5,7 @@
 
 #include <utility>
 
-#include "kernels/cuda/kernels_impl.h"
+#include "kernels/cuda/elementwise.h"
 #include "lib/ir/attribute.h"
 
 namespace whittle::cuda {

@@ -1,21 +1,8 @@
-// Kernels of the ai.whittle gradient ops (lib/ops/grad.cc), float32, any spatial rank up to
-// kMaxSpatialDims, with Conv's and MaxPool's window geometry (lib/ir/window.h):
-//   ConvGradInput: per image and group, col [K, P] = W_g^T [K, M/g] x dY_g [M/g, P], then col2im
-//                  adds col into dX (K = C/g * taps, P = output positions); X is read for its dims
-//   ConvGradWeight: per image and group, dW_g [M/g, K] += dY_g [M/g, P] x col^T [P, K], col the
-//                  im2col of X (X itself for 1x1 windows at stride 1 without padding, where
-//                  ConvGradInput's product is dX itself)
-//   MaxPoolGrad:   each dY element added at its window's first maximum of X (MaxPool's choice);
-//                  1-D and 2-D windows take a direct loop over the clipped window (2x2 stride 2:
-//                  eight windows at a time with AVX2), other ranks a generic N-D tap loop (the
-//                  same choices and order of additions: bit-identical)
-//   ReluGrad:      dX = Y > 0 ? dY : 0 (Y the Relu's output), elementwise
-//   AveragePoolGrad: each dY element divided by its window's divisor (AveragePool's count, with or
-//                  without count_include_pad) and added to the window's taps inside X
-//   GatherGrad:    dX = 0, then each dY slice added at its index along axis (repeats summed)
-// Images (planes for MaxPoolGrad, blocks of 16K elements for ReluGrad from 64K elements up) are
-// split over num_threads; the products are Eigen's. One
-// implementation serves every backend (kGrad in kernels/grad_kernels.cc has only this row).
+// The reference kernels of the ai.whittle gradient ops (lib/ops/grad.cc), float32, any spatial rank
+// up to kMaxSpatialDims, plain single-threaded loops (num_threads is ignored) that the CPU row
+// (kernels/cpu/grad.h) is tested against: the Conv grads add every product of the forward Conv
+// into its place (in double), MaxPoolGrad adds dY at its window's first maximum of X, AveragePoolGrad
+// dY / divisor at each tap inside X, GatherGrad each dY slice at its index, ReluGrad dY where Y > 0.
 #pragma once
 
 #include "kernels/common/grad_fns.h"

@@ -1,8 +1,10 @@
 // The ai.whittle gradient ops ConvGradInput, ConvGradWeight and MaxPoolGrad against central finite
 // differences of sum(forward(X, W) * dY), the forward being the reference Conv / MaxPool kernel,
 // over strides, asymmetric pads, dilations, groups, depthwise, 1x1, 1-D, 3-D and auto_pad, on
-// every built backend; MaxPool's tie and padding rules by hand; MaxPoolGrad's 1-D/2-D direct loop
-// bit for bit against its generic N-D path; ReluGrad by hand and against its definition;
+// every built backend; MaxPool's tie and padding rules by hand; the CPU MaxPoolGrad's 1-D/2-D direct
+// loop bit for bit against its generic N-D path and the reference; the CPU kernels (threaded, Eigen
+// products, AVX2 rows) against the plain reference ones on larger random inputs at several thread
+// counts; ReluGrad by hand and against its definition;
 // AveragePoolGrad (count_include_pad, ceil_mode, auto_pad) and GatherGrad (repeated and negative
 // indices, any axis) against finite differences of AveragePool / Gather; dtype, shape and
 // attribute errors.
@@ -157,7 +159,7 @@ TEST(ConvGradWeight, MatchesFiniteDifferencesOnEveryBackend) {
   }
 }
 
-TEST(ConvGrad, ThreadCountDoesNotChangeTheResult) {
+TEST(ConvGrad, CpuThreadCountDoesNotChangeTheResult) {
   // More images than threads and fewer: the per-chunk partial sums of dW, the image split of dX;
   // 3x3 windows (im2col) and 1x1 ones (X is the column matrix).
   for (const ConvCase& c : std::vector<ConvCase>{
@@ -168,12 +170,12 @@ TEST(ConvGrad, ThreadCountDoesNotChangeTheResult) {
     const Tensor x = RandomFloat(c.x, 7), w = RandomFloat(c.w, 8), dy = RandomFloat({5, 4, 6, 6}, 9);
     const Node gi = MakeNode("ConvGradInput", 3, 1, attrs, kDomain);
     const Node gw = MakeNode("ConvGradWeight", 2, 1, attrs, kDomain);
-    auto dx1 = RunNode(gi, kOpset, {dy, w, x}, Backend::kReference, 1);
-    auto dw1 = RunNode(gw, kOpset, {x, dy}, Backend::kReference, 1);
+    auto dx1 = RunNode(gi, kOpset, {dy, w, x}, Backend::kCpu, 1);
+    auto dw1 = RunNode(gw, kOpset, {x, dy}, Backend::kCpu, 1);
     ASSERT_TRUE(dx1.ok() && dw1.ok()) << c.name;
     for (int threads : {2, 3, 8}) {
-      auto dx = RunNode(gi, kOpset, {dy, w, x}, Backend::kReference, threads);
-      auto dw = RunNode(gw, kOpset, {x, dy}, Backend::kReference, threads);
+      auto dx = RunNode(gi, kOpset, {dy, w, x}, Backend::kCpu, threads);
+      auto dw = RunNode(gw, kOpset, {x, dy}, Backend::kCpu, threads);
       ASSERT_TRUE(dx.ok() && dw.ok()) << c.name << " " << threads;
       EXPECT_TRUE(::whittle::testing::TensorsClose((*dx)[0], (*dx1)[0])) << c.name << " " << threads;
       EXPECT_TRUE(::whittle::testing::TensorsClose((*dw)[0], (*dw1)[0], 1e-5f, 1e-5f)) << c.name << " " << threads;
@@ -269,8 +271,9 @@ TEST(MaxPoolGrad, PaddingNeverWins) {
 }
 
 // The same pooling as a rank-higher one: `extra` leading spatial dims of size 1, with kernel 1,
-// stride 1, dilation 1 and no padding there. 1-D and 2-D windows take MaxPoolGrad's direct loop,
-// 3-D ones the generic N-D tap loop, so a lifted case runs the generic path on the same numbers.
+// stride 1, dilation 1 and no padding there. On the CPU, 1-D and 2-D windows take MaxPoolGrad's
+// direct loop, 3-D ones the generic N-D tap loop, so a lifted case runs the generic path on the
+// same numbers.
 Dims Lifted(Dims d, int extra) {
   d.insert(d.begin() + 2, static_cast<size_t>(extra), 1);
   return d;
@@ -312,7 +315,7 @@ Tensor TiedValues(const Dims& dims, uint32_t seed) {
   return t;
 }
 
-TEST(MaxPoolGrad, DirectLoopIsBitIdenticalToTheGenericPath) {
+TEST(MaxPoolGrad, CpuDirectLoopIsBitIdenticalToTheGenericPathAndTheReference) {
   using A = Attribute;
   const std::vector<PoolCase> cases = {
       {"2x2_stride2", {3, 4, 8, 8}, {{"kernel_shape", A::Ints({2, 2})}, {"strides", A::Ints({2, 2})}}},
@@ -358,15 +361,95 @@ TEST(MaxPoolGrad, DirectLoopIsBitIdenticalToTheGenericPath) {
     Tensor dy = RandomFloat(y.dims(), seed++);
     for (int64_t i = 0; i < dy.numel(); i += 7) dy.data<float>()[i] = -0.f;
     for (int64_t i = 3; i < dy.numel(); i += 13) dy.data<float>()[i] = std::nanf("");
+    auto reference = RunNode(grad, kOpset, {x, dy}, Backend::kReference);
+    ASSERT_TRUE(reference.ok()) << c.name << ": " << reference.status().message();
     for (int threads : {1, 3}) {
-      auto direct = RunNode(grad, kOpset, {x, dy}, Backend::kReference, threads);
+      auto direct = RunNode(grad, kOpset, {x, dy}, Backend::kCpu, threads);
       auto generic =
-          RunNode(lifted, kOpset, {x.Reshaped(l.x), dy.Reshaped(Lifted(y.dims(), extra))}, Backend::kReference, threads);
+          RunNode(lifted, kOpset, {x.Reshaped(l.x), dy.Reshaped(Lifted(y.dims(), extra))}, Backend::kCpu, threads);
       ASSERT_TRUE(direct.ok()) << c.name << ": " << direct.status().message();
       ASSERT_TRUE(generic.ok()) << c.name << ": " << generic.status().message();
       EXPECT_TRUE((*direct)[0].BitwiseEquals((*generic)[0].Reshaped(c.x))) << c.name << " threads " << threads;
+      EXPECT_TRUE((*direct)[0].BitwiseEquals((*reference)[0])) << c.name << " threads " << threads;
     }
   }
+}
+
+// The CPU kernel's output against the reference's (one thread) at 1, 3 and 8 threads: bit for bit
+// where both add the same floats in the same order, else within tol (relative to 1 + |want|).
+void ExpectCpuMatchesReference(const Node& node, const std::vector<Tensor>& inputs, bool bitwise, float tol,
+                               const std::string& what) {
+  auto want = RunNode(node, kOpset, inputs, Backend::kReference, 1);
+  ASSERT_TRUE(want.ok()) << what << ": " << want.status().message();
+  for (int threads : {1, 3, 8}) {
+    auto got = RunNode(node, kOpset, inputs, Backend::kCpu, threads);
+    ASSERT_TRUE(got.ok()) << what << ": " << got.status().message();
+    if (bitwise)
+      EXPECT_TRUE((*got)[0].BitwiseEquals((*want)[0])) << what << " threads " << threads;
+    else
+      ExpectClose((*got)[0], (*want)[0], tol, what + " threads " + std::to_string(threads));
+  }
+}
+
+TEST(GradOps, CpuMatchesTheReferenceOnLargerRandomInputs) {
+  using A = Attribute;
+  // The Conv grads: Eigen products over im2col columns (or X itself) against the reference's
+  // products added one by one in double; more images than threads and fewer.
+  const std::vector<ConvCase> convs = {
+      {"3x3_pad1_group2_batch5", {5, 4, 12, 10}, {6, 2, 3, 3},
+       {{"group", A::Int(2)}, {"pads", A::Ints({1, 1, 1, 1})}}},
+      {"5x5_stride2_dilation", {2, 3, 17, 15}, {8, 3, 3, 2},
+       {{"strides", A::Ints({2, 2})}, {"dilations", A::Ints({2, 1})}, {"pads", A::Ints({2, 0, 1, 1})}}},
+      {"pointwise_batch9", {9, 8, 6, 7}, {5, 8, 1, 1}, {}},
+      {"depthwise", {3, 6, 11, 9}, {6, 1, 3, 3}, {{"group", A::Int(6)}, {"pads", A::Ints({1, 1, 1, 1})}}},
+      {"1d", {4, 3, 40}, {5, 3, 5}, {{"strides", A::Ints({3})}, {"pads", A::Ints({2, 1})}}},
+      {"3d", {2, 2, 5, 6, 5}, {3, 2, 2, 3, 2}, {{"pads", A::Ints({1, 0, 1, 0, 1, 1})}}},
+  };
+  uint32_t seed = 500;
+  for (const ConvCase& c : convs) {
+    const AttributeMap attrs = ConvAttrs(c);
+    const Tensor x = RandomFloat(c.x, seed++), w = RandomFloat(c.w, seed++);
+    const Tensor y = RunOne(MakeNode("Conv", 2, 1, attrs), {x, w});
+    ASSERT_TRUE(y.defined()) << c.name;
+    const Tensor dy = RandomFloat(y.dims(), seed++);
+    ExpectCpuMatchesReference(MakeNode("ConvGradInput", 3, 1, attrs, kDomain), {dy, w, x}, false, 1e-5f,
+                              "ConvGradInput " + c.name);
+    ExpectCpuMatchesReference(MakeNode("ConvGradWeight", 2, 1, attrs, kDomain), {x, dy}, false, 1e-5f,
+                              "ConvGradWeight " + c.name);
+  }
+  // The pools: the CPU's direct and AVX2 loops, planes over threads, add the reference's floats in
+  // its order (every output position of a plane in row-major order): bit for bit.
+  const std::vector<PoolCase> pools = {
+      {"2x2_stride2_wide", {4, 8, 16, 34}, {{"kernel_shape", A::Ints({2, 2})}, {"strides", A::Ints({2, 2})}}},
+      {"3x3_stride2_pad1", {3, 5, 15, 14},
+       {{"kernel_shape", A::Ints({3, 3})}, {"strides", A::Ints({2, 2})}, {"pads", A::Ints({1, 1, 1, 1})}}},
+      {"1d_ceil", {3, 4, 31},
+       {{"kernel_shape", A::Ints({3})}, {"strides", A::Ints({2})}, {"ceil_mode", A::Int(1)}}},
+      {"3d", {2, 3, 6, 7, 5},
+       {{"kernel_shape", A::Ints({2, 3, 2})}, {"strides", A::Ints({2, 1, 2})}, {"pads", A::Ints({1, 1, 0, 0, 1, 1})},
+        {"count_include_pad", A::Int(1)}}},
+  };
+  for (const PoolCase& c : pools) {
+    const AttributeMap attrs = Attrs(c.attrs);
+    const Tensor x = TiedValues(c.x, seed++);
+    for (const char* op : {"MaxPool", "AveragePool"}) {
+      AttributeMap fwd = attrs;
+      if (std::string(op) == "MaxPool") fwd.Erase("count_include_pad");
+      const Tensor y = RunOne(MakeNode(op, 1, 1, fwd), {x});
+      ASSERT_TRUE(y.defined()) << op << " " << c.name;
+      const Tensor dy = RandomFloat(y.dims(), seed++);
+      ExpectCpuMatchesReference(MakeNode(std::string(op) + "Grad", 2, 1, fwd, kDomain), {x, dy}, true, 0.f,
+                                std::string(op) + "Grad " + c.name);
+    }
+  }
+  // GatherGrad (repeated indices: the adds into one row in index order) and ReluGrad over 64K.
+  const Tensor table = RandomFloat({6, 40, 9}, seed++);
+  const Tensor idx = Tensor::FromVector<int64_t>({2, 5}, {3, 39, -1, 0, 3, 3, 7, 12, 39, 20});
+  const Tensor gdy = RandomFloat({6, 2, 5, 9}, seed++);
+  ExpectCpuMatchesReference(MakeNode("GatherGrad", 3, 1, Attrs({{"axis", A::Int(1)}}), kDomain), {table, idx, gdy},
+                            true, 0.f, "GatherGrad");
+  const Tensor ry = RandomFloat({5, 128, 130}, seed++), rdy = RandomFloat({5, 128, 130}, seed++);
+  ExpectCpuMatchesReference(MakeNode("ReluGrad", 2, 1, {}, kDomain), {ry, rdy}, true, 0.f, "ReluGrad");
 }
 
 Tensor Float64(const Tensor& t) {
@@ -474,11 +557,12 @@ TEST(ReluGrad, LargeTensorsMatchTheDefinitionAtAnyThreadCount) {
   Tensor want(DType::kFloat32, dims);
   for (int64_t i = 0; i < y.numel(); ++i) want.data<float>()[i] = y.data<float>()[i] > 0.f ? dy.data<float>()[i] : 0.f;
   const Node grad = MakeNode("ReluGrad", 2, 1, {}, kDomain);
-  for (int threads : {1, 2, 5}) {
-    auto r = RunNode(grad, kOpset, {y, dy}, Backend::kReference, threads);
-    ASSERT_TRUE(r.ok()) << r.status().message();
-    EXPECT_TRUE((*r)[0].BitwiseEquals(want)) << threads;
-  }
+  for (Backend b : {Backend::kReference, Backend::kCpu})
+    for (int threads : {1, 2, 5}) {
+      auto r = RunNode(grad, kOpset, {y, dy}, b, threads);
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      EXPECT_TRUE((*r)[0].BitwiseEquals(want)) << BackendName(b) << " " << threads;
+    }
   ExpectBackendsMatchReference(grad, {y, dy}, 0.f, 0.f, kOpset, 3);
   // Small and odd-sized, scalar included.
   for (const Dims& d : std::vector<Dims>{{}, {1}, {13}, {2, 17, 3}}) {
