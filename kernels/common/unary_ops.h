@@ -101,40 +101,40 @@ inline constexpr UnaryOpInfo kUnaryOps[] = {
 // std::min / std::max (which device code cannot call): the first operand when the comparison is
 // false, so a NaN second operand gives the first.
 template <class T>
-WH_HD T Lesser(T a, T b) {
+WH_HD_INLINE T Lesser(T a, T b) {
   return b < a ? b : a;
 }
 template <class T>
-WH_HD T Greater(T a, T b) {
+WH_HD_INLINE T Greater(T a, T b) {
   return a < b ? b : a;
 }
 
 // The formulas the activations share with fused epilogues (kernels/cuda, kernels/cpu/vmath.h's
 // vector forms approximate the same functions).
 template <class T>
-WH_HD T Sigmoid(T x) {  // written so that exp never overflows
+WH_HD_INLINE T Sigmoid(T x) {  // written so that exp never overflows
   if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
   const T e = std::exp(x);
   return e / (T(1) + e);
 }
 template <class T>
-WH_HD T Softplus(T x) {
+WH_HD_INLINE T Softplus(T x) {
   return x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
 }
 template <class T>
-WH_HD T Softsign(T x) {
+WH_HD_INLINE T Softsign(T x) {
   return x / (T(1) + std::fabs(x));
 }
 template <class T>
-WH_HD T HardSigmoid(T x, T alpha, T beta) {
+WH_HD_INLINE T HardSigmoid(T x, T alpha, T beta) {
   return Greater(T(0), Lesser(T(1), alpha * x + beta));
 }
 template <class T>
-WH_HD T Gelu(T x) {
+WH_HD_INLINE T Gelu(T x) {
   return T(0.5) * x * (T(1) + std::erf(x * static_cast<T>(0.70710678118654752440)));
 }
 template <class T>
-WH_HD T GeluTanh(T x) {
+WH_HD_INLINE T GeluTanh(T x) {
   const T k = static_cast<T>(0.79788456080286535588);  // sqrt(2 / pi)
   return T(0.5) * x * (T(1) + std::tanh(k * (x + static_cast<T>(0.044715) * x * x * x)));
 }
@@ -142,7 +142,7 @@ WH_HD T GeluTanh(T x) {
 // y = op(x) for a float x (T float or double; integers go through the reference's wrapping
 // forms). Not, IsNaN and IsInf change the element type and are not here.
 template <class T>
-WH_HD T UnaryValue(UnaryOp op, const UnaryParams& p, T x) {
+WH_HD_INLINE T UnaryValue(UnaryOp op, const UnaryParams& p, T x) {
   const T alpha = static_cast<T>(p.alpha), beta = static_cast<T>(p.beta);
   switch (op) {
     case UnaryOp::kNeg: return -x;
