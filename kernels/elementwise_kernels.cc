@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "kernels/common/dtype_dispatch.h"
-#include "kernels/common/unary_ops.h"
+#include "kernels/common/elementwise_ops.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/elementwise.h"

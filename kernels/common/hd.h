@@ -1,4 +1,4 @@
-// WH_HD marks a function that host and device code both compile: kernels/common/unary_ops.h's
+// WH_HD marks a function that host and device code both compile: kernels/common/elementwise_ops.h's
 // element-wise formulas (called by the reference, CPU and CUDA kernels alike) and the CUDA
 // backend's kernel bodies (kernels/cuda/hd.h), which g++ also compiles into tests that run them on
 // the CPU. No CUDA header here.

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/unary_ops.h"
+#include "kernels/common/elementwise_ops.h"
 #include "kernels/kernel.h"
 
 namespace whittle {

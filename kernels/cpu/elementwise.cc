@@ -8,7 +8,7 @@
 #include "kernels/common/broadcast.h"
 #include "kernels/common/dtype_dispatch.h"
 #include "kernels/common/elementwise_scalar.h"
-#include "kernels/common/unary_ops.h"
+#include "kernels/common/elementwise_ops.h"
 #include "kernels/cpu/vmath.h"
 #include "kernels/reference/elementwise.h"
 
@@ -144,17 +144,23 @@ Status Compare(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, int t
   }
 }
 
+template <BinaryOp kOp, class T>
+Status RunFloatOp(const Tensor& a, const Tensor& b, Tensor& out, int threads) {
+  return RunBinary<T>(a, b, out, [](T x, T y) { return ew::FloatBinaryValue(kOp, x, y); }, threads);
+}
+
 template <class T>
 Status BinaryFloat(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, int threads) {
   auto fallback = [&] { return reference::Binary(op, a, b, out); };
   switch (op) {
-    case BinaryOp::kAdd: return RunBinary<T>(a, b, out, [](T x, T y) { return x + y; }, threads);
-    case BinaryOp::kSub: return RunBinary<T>(a, b, out, [](T x, T y) { return x - y; }, threads);
-    case BinaryOp::kMul: return RunBinary<T>(a, b, out, [](T x, T y) { return x * y; }, threads);
-    case BinaryOp::kDiv: return RunBinary<T>(a, b, out, [](T x, T y) { return x / y; }, threads);
-    case BinaryOp::kMax: return RunBinary<T>(a, b, out, [](T x, T y) { return ew::MaxValue(x, y); }, threads);
-    case BinaryOp::kMin: return RunBinary<T>(a, b, out, [](T x, T y) { return ew::MinValue(x, y); }, threads);
-    case BinaryOp::kPRelu: return RunBinary<T>(a, b, out, [](T x, T s) { return x < T(0) ? x * s : x; }, threads);
+    // The formulas (kernels/common/elementwise_ops.h) with the op a constant, so each loop vectorises.
+    case BinaryOp::kAdd: return RunFloatOp<BinaryOp::kAdd, T>(a, b, out, threads);
+    case BinaryOp::kSub: return RunFloatOp<BinaryOp::kSub, T>(a, b, out, threads);
+    case BinaryOp::kMul: return RunFloatOp<BinaryOp::kMul, T>(a, b, out, threads);
+    case BinaryOp::kDiv: return RunFloatOp<BinaryOp::kDiv, T>(a, b, out, threads);
+    case BinaryOp::kMax: return RunFloatOp<BinaryOp::kMax, T>(a, b, out, threads);
+    case BinaryOp::kMin: return RunFloatOp<BinaryOp::kMin, T>(a, b, out, threads);
+    case BinaryOp::kPRelu: return RunFloatOp<BinaryOp::kPRelu, T>(a, b, out, threads);
     case BinaryOp::kPow:
       if (b.numel() == 1 && b.data<T>()[0] == T(2))
         return RunBinary<T>(a, b, out, [](T x, T) { return x * x; }, threads);
@@ -273,7 +279,7 @@ Status Unary(UnaryOp op, const reference::UnaryParams& p, const Tensor& x, Tenso
   const int64_t n = x.numel();
   const float alpha = p.alpha;
   switch (op) {
-    // The formulas (kernels/common/unary_ops.h) with the op a constant, so each loop vectorises.
+    // The formulas (kernels/common/elementwise_ops.h) with the op a constant, so each loop vectorises.
     case UnaryOp::kRelu: MapOp<UnaryOp::kRelu>(px, po, n, threads, p); break;
     case UnaryOp::kNeg: MapOp<UnaryOp::kNeg>(px, po, n, threads, p); break;
     case UnaryOp::kAbs: MapOp<UnaryOp::kAbs>(px, po, n, threads, p); break;

@@ -1,4 +1,4 @@
-// Reference unary kernels: math functions, activations (their formulas: kernels/common/unary_ops.h),
+// Reference unary kernels: math functions, activations (their formulas: kernels/common/elementwise_ops.h),
 // Clip and Cast (declared in elementwise.h).
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "kernels/reference/elementwise.h"
 #include "kernels/common/dtype_dispatch.h"
-#include "kernels/common/unary_ops.h"
+#include "kernels/common/elementwise_ops.h"
 
 namespace whittle::reference {
 

@@ -1,7 +1,8 @@
-// The element-wise unary ops, each written once: its ONNX name, the element types it takes, its
-// float attributes with ONNX's defaults (kUnaryOps), and its formula (UnaryValue). The formulas
-// are WH_HD functions (kernels/common/hd.h), so the reference kernels, the CPU kernels' scalar
-// paths and the CUDA kernels compute the same thing. A new op is an enum value, a row of kUnaryOps
+// The element-wise ops' formulas, each written once. A unary op: its ONNX name, the element types
+// it takes, its float attributes with ONNX's defaults (kUnaryOps), and its formula (UnaryValue); a
+// binary op on floats: FloatBinaryValue (integers: kernels/common/elementwise_scalar.h). They are
+// WH_HD functions (kernels/common/hd.h), so the reference kernels, the CPU kernels' scalar paths
+// and the CUDA kernels compute the same thing. A new unary op is an enum value, a row of kUnaryOps
 // and a case of UnaryValue here, then its schema and gradient rule in lib/ops (docs/adding-an-op.md).
 #pragma once
 
@@ -10,6 +11,15 @@
 #include "kernels/common/hd.h"
 
 namespace whittle::reference {
+
+enum class BinaryOp {
+  // Arithmetic: output has input 0's dtype.
+  kAdd, kSub, kMul, kDiv, kPow, kMod, kFmod, kMax, kMin, kPRelu, kBitShiftLeft, kBitShiftRight,
+  // Comparisons: output bool.
+  kEqual, kGreater, kLess, kGreaterEqual, kLessEqual,
+  // Logical (bool inputs): output bool.
+  kAnd, kOr, kXor,
+};
 
 enum class UnaryOp {
   // Numeric types (integers and floats).
@@ -189,6 +199,30 @@ WH_HD_INLINE T UnaryValue(UnaryOp op, const UnaryParams& p, T x) {
     case UnaryOp::kGelu: return Gelu(x);
     case UnaryOp::kGeluTanh: return GeluTanh(x);
     default: return x;
+  }
+}
+
+// a op b of floats (T float or double), with the CPU's semantics: Max/Min keep a NaN first
+// operand, Pow in double, Mod (Python's sign) and Fmod (C's) by fmod.
+template <class T>
+WH_HD_INLINE T FloatBinaryValue(reference::BinaryOp op, T a, T b) {
+  using reference::BinaryOp;
+  switch (op) {
+    case BinaryOp::kAdd: return a + b;
+    case BinaryOp::kSub: return a - b;
+    case BinaryOp::kMul: return a * b;
+    case BinaryOp::kDiv: return a / b;
+    case BinaryOp::kPow: return static_cast<T>(std::pow(static_cast<double>(a), static_cast<double>(b)));
+    case BinaryOp::kMax: return (a >= b || a != a) ? a : b;
+    case BinaryOp::kMin: return (a <= b || a != a) ? a : b;
+    case BinaryOp::kPRelu: return a < T(0) ? a * b : a;
+    case BinaryOp::kMod:
+    case BinaryOp::kFmod: {
+      T r = std::fmod(a, b);
+      if (op == BinaryOp::kMod && r != T(0) && ((r < T(0)) != (b < T(0)))) r += b;
+      return r;
+    }
+    default: return a;
   }
 }
 
