@@ -30,7 +30,7 @@ enum class UnaryOp {
   kSqrt, kExp, kLog, kErf, kReciprocal, kFloor, kCeil, kRound,
   kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh,
   kSigmoid, kTanh, kLeakyRelu, kElu, kSelu, kCelu, kSoftplus, kSoftsign, kHardSigmoid, kHardSwish,
-  kThresholdedRelu, kShrink, kGelu, kGeluTanh,
+  kThresholdedRelu, kShrink, kGelu, kGeluTanh, kMish,
   // Floats -> bool.
   kIsNaN, kIsInf,
 };
@@ -104,6 +104,7 @@ inline constexpr UnaryOpInfo kUnaryOps[] = {
     {"ThresholdedRelu", UnaryOp::kThresholdedRelu, UnaryTypes::kFloat, {{"alpha", 1.f}}},
     {"Shrink", UnaryOp::kShrink, UnaryTypes::kFloat, {{"lambd", 0.5f}, {"bias", 0.f}}},
     {"Gelu", UnaryOp::kGelu, UnaryTypes::kFloat, {}},
+    {"Mish", UnaryOp::kMish, UnaryTypes::kFloat, {}},
     {"IsNaN", UnaryOp::kIsNaN, UnaryTypes::kFloatToBool, {}},
     {"IsInf", UnaryOp::kIsInf, UnaryTypes::kFloatToBool, {}},
 };
@@ -198,6 +199,7 @@ WH_HD_INLINE T UnaryValue(UnaryOp op, const UnaryParams& p, T x) {
     }
     case UnaryOp::kGelu: return Gelu(x);
     case UnaryOp::kGeluTanh: return GeluTanh(x);
+    case UnaryOp::kMish: return x * std::tanh(Softplus(x));
     default: return x;
   }
 }
