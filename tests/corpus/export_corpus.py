@@ -170,6 +170,18 @@ class CspMishNet(nn.Module):
         self.blocks = nn.ModuleList([nn.Sequential(self.unit(16, 16, 1), self.unit(16, 16, 3)) for _ in range(2)])
         self.merge = self.unit(32, 32, 1)
         self.fc = nn.Linear(32, 5)
+        # Trained-looking scales (PyTorch's default init and fresh BatchNorm statistics leave the
+        # outputs almost constant, which would hide a wrong activation): He-initialised convs and
+        # random BatchNorm statistics and affines, folded into the convs by the exporter.
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+            elif isinstance(m, nn.BatchNorm2d):
+                with torch.no_grad():
+                    m.running_mean.normal_(0, 0.2)
+                    m.running_var.uniform_(0.5, 1.5)
+                    m.weight.uniform_(0.5, 1.5)
+                    m.bias.normal_(0, 0.2)
 
     def forward(self, x):
         x = self.down(self.stem(x))
