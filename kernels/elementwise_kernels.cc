@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "kernels/common/dtype_dispatch.h"
+#include "kernels/common/elementwise_ops.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/elementwise.h"
@@ -87,29 +88,7 @@ KernelOr MakeUnary(const KernelInit& init, UnaryOp op) {
   const char* name = reference::UnaryOpName(op);
   if (op == UnaryOp::kNot) WH_RETURN_IF_ERROR(CheckBool(init, 0, name));
   else WH_RETURN_IF_ERROR(ew::CheckDType(init, 0, reference::UnaryAcceptsIntegers(op) ? TypeSet::kNumeric : TypeSet::kFloat, name));
-  reference::UnaryParams p;
-  const AttributeMap& a = init.attrs;
-  switch (op) {
-    case UnaryOp::kLeakyRelu: p.alpha = a.GetFloat("alpha", 0.01f); break;
-    case UnaryOp::kElu: case UnaryOp::kCelu: case UnaryOp::kThresholdedRelu: p.alpha = a.GetFloat("alpha", 1.f); break;
-    case UnaryOp::kSelu:
-      p.alpha = a.GetFloat("alpha", 1.67326319217681884765625f);
-      p.gamma = a.GetFloat("gamma", 1.05070102214813232421875f);
-      break;
-    case UnaryOp::kHardSigmoid:
-      p.alpha = a.GetFloat("alpha", 0.2f);
-      p.beta = a.GetFloat("beta", 0.5f);
-      break;
-    case UnaryOp::kShrink:
-      p.lambd = a.GetFloat("lambd", 0.5f);
-      p.bias = a.GetFloat("bias", 0.f);
-      break;
-    case UnaryOp::kIsInf:
-      p.detect_negative = a.GetInt("detect_negative", 1) != 0;
-      p.detect_positive = a.GetInt("detect_positive", 1) != 0;
-      break;
-    default: break;
-  }
+  const reference::UnaryParams p = ew::ReadUnaryParams(op, init.attrs);
   if (op == UnaryOp::kCelu && p.alpha == 0.f) return InvalidArgument("Celu: alpha must not be 0");
   const reference::UnaryFn unary = kElementwise.Pick(init.backend, &ElementwiseFns::unary);
   return MakeFnKernel([op, p, unary](KernelContext& ctx) -> Status {
@@ -188,18 +167,6 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
       {"BitShift", BinaryOp::kBitShiftLeft}, {"Equal", BinaryOp::kEqual}, {"Greater", BinaryOp::kGreater},
       {"Less", BinaryOp::kLess}, {"GreaterOrEqual", BinaryOp::kGreaterEqual}, {"LessOrEqual", BinaryOp::kLessEqual},
       {"And", BinaryOp::kAnd}, {"Or", BinaryOp::kOr}, {"Xor", BinaryOp::kXor}};
-  const std::pair<const char*, UnaryOp> unary[] = {
-      {"Neg", UnaryOp::kNeg}, {"Abs", UnaryOp::kAbs}, {"Sign", UnaryOp::kSign}, {"Relu", UnaryOp::kRelu},
-      {"Not", UnaryOp::kNot}, {"Sqrt", UnaryOp::kSqrt}, {"Exp", UnaryOp::kExp}, {"Log", UnaryOp::kLog},
-      {"Erf", UnaryOp::kErf}, {"Reciprocal", UnaryOp::kReciprocal}, {"Floor", UnaryOp::kFloor},
-      {"Ceil", UnaryOp::kCeil}, {"Round", UnaryOp::kRound}, {"Sin", UnaryOp::kSin}, {"Cos", UnaryOp::kCos},
-      {"Tan", UnaryOp::kTan}, {"Asin", UnaryOp::kAsin}, {"Acos", UnaryOp::kAcos}, {"Atan", UnaryOp::kAtan},
-      {"Sinh", UnaryOp::kSinh}, {"Cosh", UnaryOp::kCosh}, {"Asinh", UnaryOp::kAsinh}, {"Acosh", UnaryOp::kAcosh},
-      {"Atanh", UnaryOp::kAtanh}, {"Sigmoid", UnaryOp::kSigmoid}, {"Tanh", UnaryOp::kTanh},
-      {"LeakyRelu", UnaryOp::kLeakyRelu}, {"Elu", UnaryOp::kElu}, {"Selu", UnaryOp::kSelu}, {"Celu", UnaryOp::kCelu},
-      {"Softplus", UnaryOp::kSoftplus}, {"Softsign", UnaryOp::kSoftsign}, {"HardSigmoid", UnaryOp::kHardSigmoid},
-      {"HardSwish", UnaryOp::kHardSwish}, {"ThresholdedRelu", UnaryOp::kThresholdedRelu}, {"Shrink", UnaryOp::kShrink},
-      {"IsNaN", UnaryOp::kIsNaN}, {"IsInf", UnaryOp::kIsInf}};
   const std::pair<const char*, std::pair<BinaryOp, bool>> variadic[] = {{"Max", {BinaryOp::kMax, false}},
                                                                         {"Min", {BinaryOp::kMin, false}},
                                                                         {"Sum", {BinaryOp::kAdd, false}},
@@ -207,9 +174,11 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   for (const auto& [name, op] : binary)
     DeclareFamily(r, kElementwise, &ElementwiseFns::binary, "", name, BinaryTypes(op),
                   [op = op](const KernelInit& init) { return MakeBinary(init, op); });
-  for (const auto& [name, op] : unary)
-    DeclareFamily(r, kElementwise, &ElementwiseFns::unary, "", name, UnaryTypes(op),
-                  [op = op](const KernelInit& init) { return MakeUnary(init, op); });
+  for (const ew::UnaryOpInfo& u : ew::kUnaryOps) {
+    if (u.op == UnaryOp::kGelu) continue;  // below: its attribute picks the formula
+    DeclareFamily(r, kElementwise, &ElementwiseFns::unary, "", u.name, UnaryTypes(u.op),
+                  [op = u.op](const KernelInit& init) { return MakeUnary(init, op); });
+  }
   for (const auto& [name, v] : variadic)
     DeclareFamily(r, kElementwise, &ElementwiseFns::variadic, "", name, kNumericHalfTypes,
                   [v = v](const KernelInit& init) { return MakeVariadic(init, v.first, v.second); });

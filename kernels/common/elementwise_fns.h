@@ -1,5 +1,5 @@
 // The contract between the element-wise glue (kernels/elementwise_kernels.cc) and its backends:
-// the op enums, the activations' parameters and ElementwiseFns with its function types, one
+// the binary op enum (the unary ops, their parameters and formulas: kernels/common/elementwise_ops.h) and ElementwiseFns with its function types, one
 // instance per backend (reference::kElementwiseFns in kernels/reference/elementwise.h,
 // cpu::kElementwiseFns in kernels/cpu/elementwise.h). The names keep their namespace
 // (whittle::reference), where they were declared first.
@@ -8,39 +8,13 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/common/elementwise_ops.h"
+#include "lib/ir/attribute.h"
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
 
 namespace whittle::reference {
 
-enum class BinaryOp {
-  // Arithmetic: output has input 0's dtype.
-  kAdd, kSub, kMul, kDiv, kPow, kMod, kFmod, kMax, kMin, kPRelu, kBitShiftLeft, kBitShiftRight,
-  // Comparisons: output bool.
-  kEqual, kGreater, kLess, kGreaterEqual, kLessEqual,
-  // Logical (bool inputs): output bool.
-  kAnd, kOr, kXor,
-};
-
-enum class UnaryOp {
-  // Numeric types (integers and floats).
-  kNeg, kAbs, kSign, kRelu,
-  // bool -> bool.
-  kNot,
-  // Floats only.
-  kSqrt, kExp, kLog, kErf, kReciprocal, kFloor, kCeil, kRound,
-  kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh,
-  kSigmoid, kTanh, kLeakyRelu, kElu, kSelu, kCelu, kSoftplus, kSoftsign, kHardSigmoid, kHardSwish,
-  kThresholdedRelu, kShrink, kGelu, kGeluTanh,
-  // Floats -> bool.
-  kIsNaN, kIsInf,
-};
-
-// Attribute values of the parametrised activations (ONNX names).
-struct UnaryParams {
-  float alpha = 0.f, beta = 0.f, gamma = 0.f, lambd = 0.f, bias = 0.f;
-  bool detect_positive = true, detect_negative = true;  // IsInf
-};
 
 // The family's compute functions, one instance per backend (kernels/kernel.h BackendTable): the
 // reference's and cpu::kElementwiseFns for the fast ones. `threads` is the intra-op budget a
@@ -63,3 +37,11 @@ struct ElementwiseFns {
 };
 
 }  // namespace whittle::reference
+
+namespace whittle::ew {
+
+// The op's float attributes (kernels/common/elementwise_ops.h's kUnaryOps names them and ONNX's
+// defaults) and IsInf's two flags, as every backend's kernels read them.
+reference::UnaryParams ReadUnaryParams(reference::UnaryOp op, const AttributeMap& a);
+
+}  // namespace whittle::ew

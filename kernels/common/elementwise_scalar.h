@@ -1,7 +1,8 @@
-// Scalar semantics of the binary element-wise ops, shared by the reference kernels and by the
-// CPU kernels' non-vectorised paths so that both agree on the corner cases: wrapping integer
+// Scalar semantics of the binary element-wise ops, used by the reference kernels and by the CPU
+// kernels' non-vectorised paths so that both agree on the corner cases: wrapping integer
 // arithmetic, truncating integer division, Python-style Mod versus C fmod, NaN-propagating
-// Max/Min, shifts past the bit width. Integer division by zero is rejected before these run.
+// Max/Min, shifts past the bit width. Floats take kernels/common/elementwise_ops.h's formulas,
+// which CUDA shares. Integer division by zero is rejected before these run.
 #pragma once
 
 #include <cmath>
@@ -9,17 +10,18 @@
 
 #include "kernels/common/dtype_dispatch.h"
 #include "kernels/common/elementwise_fns.h"
+#include "kernels/common/elementwise_ops.h"
 
 namespace whittle::ew {
 
 template <class T>
 T MaxValue(T a, T b) {
-  if constexpr (kIsFloat<T>) return (a >= b || std::isnan(a)) ? a : b;
+  if constexpr (kIsFloat<T>) return FloatBinaryValue(reference::BinaryOp::kMax, a, b);
   else return a >= b ? a : b;
 }
 template <class T>
 T MinValue(T a, T b) {
-  if constexpr (kIsFloat<T>) return (a <= b || std::isnan(a)) ? a : b;
+  if constexpr (kIsFloat<T>) return FloatBinaryValue(reference::BinaryOp::kMin, a, b);
   else return a <= b ? a : b;
 }
 
@@ -50,9 +52,7 @@ T ModValue(T a, T b, bool fmod) {
       return static_cast<T>(a % b);
     }
   } else {
-    T r = std::fmod(a, b);
-    if (!fmod && r != 0 && ((r < 0) != (b < 0))) r += b;
-    return r;
+    return FloatBinaryValue(fmod ? reference::BinaryOp::kFmod : reference::BinaryOp::kMod, a, b);
   }
 }
 
@@ -76,6 +76,9 @@ T ShiftValue(T a, T b, bool left) {
 template <class T>
 T ApplyArith(reference::BinaryOp op, T a, T b) {
   using reference::BinaryOp;
+  if constexpr (kIsFloat<T>) {
+    if (op <= BinaryOp::kPRelu) return FloatBinaryValue(op, a, b);
+  }
   switch (op) {
     case BinaryOp::kAdd: return WrapAdd(a, b);
     case BinaryOp::kSub: return WrapSub(a, b);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/elementwise_ops.h"
 #include "kernels/kernel.h"
 
 namespace whittle {
@@ -37,15 +38,15 @@ struct RnnActivation {
     switch (kind) {
       case kRelu: return x > T(0) ? x : T(0);
       case kTanh: return std::tanh(x);
-      case kSigmoid: return x >= T(0) ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x));
+      case kSigmoid: return ew::Sigmoid(x);
       case kAffine: return a * x + b;
       case kLeakyRelu: return x >= T(0) ? x : a * x;
       case kThresholdedRelu: return x > a ? x : T(0);
       case kScaledTanh: return a * std::tanh(b * x);
-      case kHardSigmoid: return std::max(T(0), std::min(T(1), a * x + b));
+      case kHardSigmoid: return ew::HardSigmoid(x, a, b);
       case kElu: return x >= T(0) ? x : a * (std::exp(x) - T(1));
-      case kSoftsign: return x / (T(1) + std::abs(x));
-      case kSoftplus: return x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+      case kSoftsign: return ew::Softsign(x);
+      case kSoftplus: return ew::Softplus(x);
     }
     return x;
   }

@@ -1,6 +1,7 @@
 #include "kernels/cpu/elementwise.h"
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -8,6 +9,7 @@
 #include "kernels/common/broadcast.h"
 #include "kernels/common/dtype_dispatch.h"
 #include "kernels/common/elementwise_scalar.h"
+#include "kernels/common/elementwise_ops.h"
 #include "kernels/cpu/vmath.h"
 #include "kernels/reference/elementwise.h"
 
@@ -143,17 +145,23 @@ Status Compare(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, int t
   }
 }
 
+template <BinaryOp kOp, class T>
+Status RunFloatOp(const Tensor& a, const Tensor& b, Tensor& out, int threads) {
+  return RunBinary<T>(a, b, out, [](T x, T y) { return ew::FloatBinaryValue(kOp, x, y); }, threads);
+}
+
 template <class T>
 Status BinaryFloat(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out, int threads) {
   auto fallback = [&] { return reference::Binary(op, a, b, out); };
   switch (op) {
-    case BinaryOp::kAdd: return RunBinary<T>(a, b, out, [](T x, T y) { return x + y; }, threads);
-    case BinaryOp::kSub: return RunBinary<T>(a, b, out, [](T x, T y) { return x - y; }, threads);
-    case BinaryOp::kMul: return RunBinary<T>(a, b, out, [](T x, T y) { return x * y; }, threads);
-    case BinaryOp::kDiv: return RunBinary<T>(a, b, out, [](T x, T y) { return x / y; }, threads);
-    case BinaryOp::kMax: return RunBinary<T>(a, b, out, [](T x, T y) { return ew::MaxValue(x, y); }, threads);
-    case BinaryOp::kMin: return RunBinary<T>(a, b, out, [](T x, T y) { return ew::MinValue(x, y); }, threads);
-    case BinaryOp::kPRelu: return RunBinary<T>(a, b, out, [](T x, T s) { return x < T(0) ? x * s : x; }, threads);
+    // The formulas (kernels/common/elementwise_ops.h) with the op a constant, so each loop vectorises.
+    case BinaryOp::kAdd: return RunFloatOp<BinaryOp::kAdd, T>(a, b, out, threads);
+    case BinaryOp::kSub: return RunFloatOp<BinaryOp::kSub, T>(a, b, out, threads);
+    case BinaryOp::kMul: return RunFloatOp<BinaryOp::kMul, T>(a, b, out, threads);
+    case BinaryOp::kDiv: return RunFloatOp<BinaryOp::kDiv, T>(a, b, out, threads);
+    case BinaryOp::kMax: return RunFloatOp<BinaryOp::kMax, T>(a, b, out, threads);
+    case BinaryOp::kMin: return RunFloatOp<BinaryOp::kMin, T>(a, b, out, threads);
+    case BinaryOp::kPRelu: return RunFloatOp<BinaryOp::kPRelu, T>(a, b, out, threads);
     case BinaryOp::kPow:
       if (b.numel() == 1 && b.data<T>()[0] == T(2))
         return RunBinary<T>(a, b, out, [](T x, T) { return x * x; }, threads);
@@ -241,6 +249,11 @@ void MapFloat(const float* px, float* po, int64_t n, int threads, G g) {
   });
 }
 
+template <UnaryOp kOp>
+void MapOp(const float* px, float* po, int64_t n, int threads, const reference::UnaryParams& p) {
+  MapFloat(px, po, n, threads, [&p](float v) { return ew::UnaryValue(kOp, p, v); });
+}
+
 // Eigen's packet math gives vectorised exp/log/tanh/logistic, which plain loops over std::
 // functions do not get without -ffast-math.
 template <class G>
@@ -257,6 +270,24 @@ void MapVec(VFn fn, const float* px, float* po, int64_t n, int threads) {
   ParallelRange(n, threads, [&](int64_t s, int64_t e) { VMap(fn, px + s, po + s, e - s); });
 }
 
+// Mish = x tanh(softplus(x)) = x t / (t + 2) with t = e^x (e^x + 2): one vector exp per element
+// (x capped at 20, past which the ratio is 1 in float), in blocks so that y may be x.
+void MapMish(const float* px, float* po, int64_t n, int threads) {
+  ParallelRange(n, threads, [&](int64_t s, int64_t e) {
+    constexpr int64_t kBlock = 256;
+    float t[kBlock];
+    for (int64_t b = s; b < e; b += kBlock) {
+      const int64_t len = std::min(kBlock, e - b);
+      for (int64_t i = 0; i < len; ++i) t[i] = std::min(px[b + i], 20.f);
+      VMap(VFn::kExp, t, t, len);
+      for (int64_t i = 0; i < len; ++i) {
+        const float u = t[i] * (t[i] + 2.f);
+        po[b + i] = px[b + i] * (u / (u + 2.f));
+      }
+    }
+  });
+}
+
 }  // namespace
 
 Status Unary(UnaryOp op, const reference::UnaryParams& p, const Tensor& x, Tensor& out, int threads) {
@@ -265,28 +296,20 @@ Status Unary(UnaryOp op, const reference::UnaryParams& p, const Tensor& x, Tenso
   const float* px = x.data<float>();
   float* po = out.data<float>();
   const int64_t n = x.numel();
-  const float alpha = p.alpha, beta = p.beta;
+  const float alpha = p.alpha;
   switch (op) {
-    case UnaryOp::kRelu: MapFloat(px, po, n, threads, [](float v) { return v > 0.f ? v : 0.f; }); break;
-    case UnaryOp::kNeg: MapFloat(px, po, n, threads, [](float v) { return -v; }); break;
-    case UnaryOp::kAbs: MapFloat(px, po, n, threads, [](float v) { return std::fabs(v); }); break;
-    case UnaryOp::kReciprocal: MapFloat(px, po, n, threads, [](float v) { return 1.f / v; }); break;
-    case UnaryOp::kFloor: MapFloat(px, po, n, threads, [](float v) { return std::floor(v); }); break;
-    case UnaryOp::kCeil: MapFloat(px, po, n, threads, [](float v) { return std::ceil(v); }); break;
-    case UnaryOp::kSoftsign: MapFloat(px, po, n, threads, [](float v) { return v / (1.f + std::fabs(v)); }); break;
-    case UnaryOp::kLeakyRelu:
-      MapFloat(px, po, n, threads, [alpha](float v) { return v >= 0.f ? v : alpha * v; });
-      break;
-    case UnaryOp::kHardSigmoid:
-      MapFloat(px, po, n, threads, [alpha, beta](float v) { return std::max(0.f, std::min(1.f, alpha * v + beta)); });
-      break;
-    case UnaryOp::kHardSwish:
-      MapFloat(px, po, n, threads,
-               [](float v) { return v * std::max(0.f, std::min(1.f, v * static_cast<float>(1.0 / 6.0) + 0.5f)); });
-      break;
-    case UnaryOp::kThresholdedRelu:
-      MapFloat(px, po, n, threads, [alpha](float v) { return v > alpha ? v : 0.f; });
-      break;
+    // The formulas (kernels/common/elementwise_ops.h) with the op a constant, so each loop vectorises.
+    case UnaryOp::kRelu: MapOp<UnaryOp::kRelu>(px, po, n, threads, p); break;
+    case UnaryOp::kNeg: MapOp<UnaryOp::kNeg>(px, po, n, threads, p); break;
+    case UnaryOp::kAbs: MapOp<UnaryOp::kAbs>(px, po, n, threads, p); break;
+    case UnaryOp::kReciprocal: MapOp<UnaryOp::kReciprocal>(px, po, n, threads, p); break;
+    case UnaryOp::kFloor: MapOp<UnaryOp::kFloor>(px, po, n, threads, p); break;
+    case UnaryOp::kCeil: MapOp<UnaryOp::kCeil>(px, po, n, threads, p); break;
+    case UnaryOp::kSoftsign: MapOp<UnaryOp::kSoftsign>(px, po, n, threads, p); break;
+    case UnaryOp::kLeakyRelu: MapOp<UnaryOp::kLeakyRelu>(px, po, n, threads, p); break;
+    case UnaryOp::kHardSigmoid: MapOp<UnaryOp::kHardSigmoid>(px, po, n, threads, p); break;
+    case UnaryOp::kHardSwish: MapOp<UnaryOp::kHardSwish>(px, po, n, threads, p); break;
+    case UnaryOp::kThresholdedRelu: MapOp<UnaryOp::kThresholdedRelu>(px, po, n, threads, p); break;
     case UnaryOp::kExp: MapVec(VFn::kExp, px, po, n, threads); break;
     case UnaryOp::kLog: MapVec(VFn::kLog, px, po, n, threads); break;
     case UnaryOp::kErf: MapVec(VFn::kErf, px, po, n, threads); break;
@@ -294,13 +317,15 @@ Status Unary(UnaryOp op, const reference::UnaryParams& p, const Tensor& x, Tenso
     case UnaryOp::kSigmoid: MapVec(VFn::kSigmoid, px, po, n, threads); break;
     case UnaryOp::kGelu: MapVec(VFn::kGelu, px, po, n, threads); break;
     case UnaryOp::kGeluTanh: MapVec(VFn::kGeluTanh, px, po, n, threads); break;
+    case UnaryOp::kMish: MapMish(px, po, n, threads); break;
     case UnaryOp::kSqrt: MapEigen(px, po, n, threads, [](const ConstArrayMap& in, ArrayMap& o) { o = in.sqrt(); }); break;
     case UnaryOp::kElu:
       MapEigen(px, po, n, threads, [alpha](const ConstArrayMap& in, ArrayMap& o) {
         o = (in >= 0.f).select(in, alpha * (in.exp() - 1.f));
       });
       break;
-    default: return reference::Unary(op, p, x, out);
+    // Every other float op: its formula, element by element, on the thread budget.
+    default: MapFloat(px, po, n, threads, [op, &p](float v) { return ew::UnaryValue(op, p, v); }); break;
   }
   return Status::Ok();
 }

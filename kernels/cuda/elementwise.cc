@@ -1,6 +1,7 @@
 // The CUDA backend's element-wise kernels (float32): the unary activations, Clip, and the
 // numpy-broadcast binary ops with an optional fused Relu, and ReluGrad; launchers in
-// kernels/cuda/elementwise.h, formulas in unary_body.h.
+// kernels/cuda/elementwise.h, formulas in kernels/common/elementwise_ops.h (shared with the
+// reference and CPU kernels).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -10,20 +11,22 @@
 
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/elementwise.h"
-#include "kernels/cuda/unary_params.h"
+#include "kernels/common/elementwise_fns.h"
 #include "kernels/kernel.h"
 #include "lib/ir/domain.h"
 
 namespace whittle::cuda {
 namespace {
 
-MakeFn UnaryOp(Unary op) {
+// The op's formula (kernels/common/elementwise_ops.h) with its attributes or ONNX's defaults.
+MakeFn UnaryOpKernel(reference::UnaryOp op) {
   return [op](const KernelInit& init) -> KernelOr {
     if (!init.AllFloat32() || init.input_dtypes.size() != 1) return KernelOr(nullptr);
-    const auto [alpha, beta] = UnaryParams(op, init.attrs);  // the attributes or ONNX's defaults
-    return Kernel([op, alpha, beta](KernelContext& ctx) {
-      LaunchUnary(op, ctx.inputs[0]->data<float>(), ctx.outputs[0]->data<float>(), ctx.inputs[0]->numel(), alpha,
-                  Stream(), beta);
+    const reference::UnaryParams p = ew::ReadUnaryParams(op, init.attrs);
+    if (op == reference::UnaryOp::kCelu && p.alpha == 0.f) return KernelOr(nullptr);  // the CPU's error
+    return Kernel([op, p](KernelContext& ctx) {
+      LaunchUnaryOp(op, p, ctx.inputs[0]->data<float>(), ctx.outputs[0]->data<float>(), ctx.inputs[0]->numel(),
+                    Stream());
       return Launched("an element-wise kernel");
     });
   };
@@ -55,7 +58,7 @@ KernelOr MakeClip(const KernelInit& init) {
       attrs ? 0 : 0b110);
 }
 
-MakeFn BinaryOp(Binary op) {
+MakeFn BinaryOpKernel(reference::BinaryOp op) {
   return [op](const KernelInit& init) -> KernelOr {
     Unary act;
     if (!init.AllFloat32() || init.input_dtypes.size() != 2 || !FusedKind(init.attrs, &act)) return KernelOr(nullptr);
@@ -91,28 +94,24 @@ KernelOr MakeReluGrad(const KernelInit& init) {
 }  // namespace
 
 void RegisterElementwiseKernels(KernelRegistry& r) {
-  const std::pair<const char*, Unary> unary[] = {{"Relu", Unary::kRelu}, {"Sigmoid", Unary::kSigmoid},
-                                                 {"Tanh", Unary::kTanh}, {"Exp", Unary::kExp},
-                                                 {"Log", Unary::kLog},   {"Neg", Unary::kNeg},
-                                                 {"Abs", Unary::kAbs},   {"Sqrt", Unary::kSqrt},
-                                                 {"Erf", Unary::kErf},   {"LeakyRelu", Unary::kLeakyRelu},
-                                                 {"Reciprocal", Unary::kReciprocal}, {"HardSigmoid", Unary::kHardSigmoid},
-                                                 {"HardSwish", Unary::kHardSwish}, {"Elu", Unary::kElu},
-                                                 {"Selu", Unary::kSelu}, {"Softplus", Unary::kSoftplus},
-                                                 {"Softsign", Unary::kSoftsign}, {"Floor", Unary::kFloor},
-                                                 {"Ceil", Unary::kCeil}, {"Round", Unary::kRound},
-                                                 {"ThresholdedRelu", Unary::kThresholdedRelu}};
   const std::vector<DType> f32 = {DType::kFloat32};
-  for (const auto& [op, u] : unary) DeclareCudaKernel(r, "", op, f32, UnaryOp(u));
+  // Every unary op of float32 (Not, IsNaN and IsInf change the element type).
+  for (const ew::UnaryOpInfo& u : ew::kUnaryOps) {
+    if (u.types == ew::UnaryTypes::kBool || u.types == ew::UnaryTypes::kFloatToBool || u.op == reference::UnaryOp::kGelu)
+      continue;
+    DeclareCudaKernel(r, "", u.name, f32, UnaryOpKernel(u.op));
+  }
   // Gelu (opset 20; also what runtime/rewrite/fuse_gelu.h makes of exported erf patterns).
   DeclareCudaKernel(r, "", "Gelu", f32, [](const KernelInit& i) {
-    return UnaryOp(i.attrs.GetString("approximate", "none") == "tanh" ? Unary::kGeluTanh : Unary::kGelu)(i);
+    return UnaryOpKernel(i.attrs.GetString("approximate", "none") == "tanh" ? reference::UnaryOp::kGeluTanh
+                                                                             : reference::UnaryOp::kGelu)(i);
   });
-  const std::pair<const char*, Binary> binary[] = {{"Add", Binary::kAdd}, {"Sub", Binary::kSub},
-                                                   {"Mul", Binary::kMul}, {"Div", Binary::kDiv},
-                                                   {"Pow", Binary::kPow}, {"PRelu", Binary::kPRelu},
-                                                   {"Max", Binary::kMax}, {"Min", Binary::kMin}};  // Max/Min: two inputs
-  for (const auto& [op, b] : binary) DeclareCudaKernel(r, "", op, f32, BinaryOp(b));
+  using reference::BinaryOp;
+  const std::pair<const char*, BinaryOp> binary[] = {{"Add", BinaryOp::kAdd}, {"Sub", BinaryOp::kSub},
+                                                     {"Mul", BinaryOp::kMul}, {"Div", BinaryOp::kDiv},
+                                                     {"Pow", BinaryOp::kPow}, {"PRelu", BinaryOp::kPRelu},
+                                                     {"Max", BinaryOp::kMax}, {"Min", BinaryOp::kMin}};  // Max/Min: two inputs
+  for (const auto& [op, b] : binary) DeclareCudaKernel(r, "", op, f32, BinaryOpKernel(b));
   DeclareCudaKernel(r, "", "Clip", f32, MakeClip);
   DeclareCudaKernel(r, kWhittleDomain, "ReluGrad", {DType::kFloat32}, MakeReluGrad);
 }

@@ -1,6 +1,7 @@
 // Device code of the CUDA element-wise family (launchers: kernels/cuda/elementwise.h): grid-stride
 // unary and numpy-broadcast binary kernels, the GEMM and Conv bias/activation epilogues, and
-// ReluGrad, each applying kernels/cuda/unary_body.h's per-element function.
+// ReluGrad: the ops' formulas are kernels/common/elementwise_ops.h's, the epilogues' activations
+// kernels/cuda/unary_body.h's Apply.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -13,12 +14,14 @@ namespace whittle::cuda {
 namespace {
 
 __global__ void UnaryKernel(Unary op, const float* x, float* y, int64_t n, float alpha, float beta) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
-    y[i] = Apply(op, x[i], alpha, beta);
+  WH_GRID_STRIDE(i, n) y[i] = Apply(op, x[i], alpha, beta);
 }
 
-__global__ void BinaryKernel(Binary op, const float* a, const float* b, float* y, BroadcastShape s, int64_t n,
+__global__ void UnaryOpKernel(reference::UnaryOp op, reference::UnaryParams p, const float* x, float* y, int64_t n) {
+  WH_GRID_STRIDE(i, n) y[i] = ew::UnaryValue(op, p, x[i]);
+}
+
+__global__ void BinaryKernel(reference::BinaryOp op, const float* a, const float* b, float* y, BroadcastShape s, int64_t n,
                              Unary act) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
@@ -29,7 +32,7 @@ __global__ void BinaryKernel(Binary op, const float* a, const float* b, float* y
       ai += c * s.a_strides[d];
       bi += c * s.b_strides[d];
     }
-    y[i] = Apply(act, BinaryOf(op, a[ai], b[bi]), 0.01f);
+    y[i] = Apply(act, ew::FloatBinaryValue(op, a[ai], b[bi]), 0.01f);
   }
 }
 
@@ -67,7 +70,12 @@ void LaunchUnary(Unary op, const float* x, float* y, int64_t n, float alpha, voi
   if (n > 0) UnaryKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(op, x, y, n, alpha, beta);
 }
 
-void LaunchBinary(Binary op, const float* a, const float* b, float* y, const BroadcastShape& s, int64_t n, Unary act,
+void LaunchUnaryOp(reference::UnaryOp op, const reference::UnaryParams& p, const float* x, float* y, int64_t n,
+                   void* stream) {
+  if (n > 0) UnaryOpKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(op, p, x, y, n);
+}
+
+void LaunchBinary(reference::BinaryOp op, const float* a, const float* b, float* y, const BroadcastShape& s, int64_t n, Unary act,
                   void* stream) {
   if (n > 0) BinaryKernel<<<Blocks(n), kThreads, 0, S(stream)>>>(op, a, b, y, s, n, act);
 }

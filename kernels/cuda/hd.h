@@ -9,11 +9,7 @@
 
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define WH_HD __host__ __device__ __forceinline__
-#else
-#define WH_HD inline
-#endif
+#include "kernels/common/hd.h"
 
 namespace whittle::cuda {
 

@@ -200,6 +200,9 @@ void RegisterUnaryOps(OpRegistry& r) {
     return Status::Ok();
   };
   r.Register(std::move(gelu));
+  OpDef mish = UnaryDef("Mish", Types::kFloat);
+  mish.since_opset = mish.max_opset = 18;
+  r.Register(std::move(mish));
   r.Register(UnaryDef("Shrink", Types::kFloat, {{"lambd", AttrType::kFloat}, {"bias", AttrType::kFloat}}));
   r.Register(UnaryDef("IsNaN", Types::kFloat, {}, true));
   r.Register(UnaryDef("IsInf", Types::kFloat, {{"detect_negative", AttrType::kInt}, {"detect_positive", AttrType::kInt}},

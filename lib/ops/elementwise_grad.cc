@@ -43,6 +43,16 @@ StatusOr<InputGrads> HardSwishGrad(const GradArgs& a) {
   return InputGrads{{0, e.Op("Mul", {a.dy, slope})}};
 }
 
+// x * tanh(softplus(x)): dy * (t + x * sigmoid(x) * (1 - t^2)), t = tanh(softplus(x)).
+StatusOr<InputGrads> MishGrad(const GradArgs& a) {
+  Emitter& e = a.e;
+  const int x = a.in(0);
+  const int t = e.Op("Tanh", {e.Op("Softplus", {x})});
+  const int sech2 = e.Op("Sub", {e.Scalar(1.f), e.Op("Mul", {t, t})});
+  const int slope = e.Op("Add", {t, e.Op("Mul", {e.Op("Mul", {x, e.Op("Sigmoid", {x})}), sech2})});
+  return InputGrads{{0, e.Op("Mul", {a.dy, slope})}};
+}
+
 // dy where min < x < max (min/max: attributes before opset 11, inputs since).
 StatusOr<InputGrads> ClipGrad(const GradArgs& a) {
   Emitter& e = a.e;
@@ -156,6 +166,7 @@ void RegisterElementwiseGrads(GradRegistry& r) {
   r.Register("", "Tanh", TanhGrad);
   r.Register("", "LeakyRelu", LeakyReluGrad);
   r.Register("", "HardSwish", HardSwishGrad);
+  r.Register("", "Mish", MishGrad);
   r.Register("", "Clip", ClipGrad);
   r.Register("", "Erf", ErfGrad);
   r.Register("", "Sqrt", SqrtGrad);

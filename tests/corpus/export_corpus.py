@@ -153,6 +153,45 @@ class ByteClassifier(nn.Module):
         return self.fc2(F.relu(self.fc1(x)))
 
 
+class CspMishNet(nn.Module):
+    """A YOLOv4-style CSPDarknet stage: Conv-BatchNorm-Mish units, a cross-stage-partial split
+    whose one half goes through two residual blocks, a Concat, then a pooled linear head. The
+    dynamo exporter writes nn.Mish as the opset-18 Mish op."""
+
+    @staticmethod
+    def unit(c_in, c_out, k, stride=1):
+        return nn.Sequential(nn.Conv2d(c_in, c_out, k, stride, k // 2, bias=False), nn.BatchNorm2d(c_out), nn.Mish())
+
+    def __init__(self):
+        super().__init__()
+        self.stem = self.unit(3, 16, 3)
+        self.down = self.unit(16, 32, 3, 2)
+        self.part1, self.part2 = self.unit(32, 16, 1), self.unit(32, 16, 1)
+        self.blocks = nn.ModuleList([nn.Sequential(self.unit(16, 16, 1), self.unit(16, 16, 3)) for _ in range(2)])
+        self.merge = self.unit(32, 32, 1)
+        self.fc = nn.Linear(32, 5)
+        # Trained-looking scales (PyTorch's default init and fresh BatchNorm statistics leave the
+        # outputs almost constant, which would hide a wrong activation): He-initialised convs and
+        # random BatchNorm statistics and affines, folded into the convs by the exporter.
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+            elif isinstance(m, nn.BatchNorm2d):
+                with torch.no_grad():
+                    m.running_mean.normal_(0, 0.2)
+                    m.running_var.uniform_(0.5, 1.5)
+                    m.weight.uniform_(0.5, 1.5)
+                    m.bias.normal_(0, 0.2)
+
+    def forward(self, x):
+        x = self.down(self.stem(x))
+        a, b = self.part1(x), self.part2(x)
+        for blk in self.blocks:
+            b = b + blk(b)
+        x = self.merge(torch.cat([a, b], 1))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
 def export(model, args, path, opset, names, dynamic, dynamo=False, hw=False):
     model.eval()
     with torch.no_grad():
@@ -243,6 +282,8 @@ def main():
     # Last, so that the files above keep their weights: LayerNorm written out (ReduceMean, Sub, Pow,
     # Sqrt, Div, Mul, Add) as the TorchScript exporter does below opset 17.
     export(PatchTransformer(), (img,), os.path.join(out, "patch_transformer_op13.onnx"), 13, io, True)
+    # Added after the others, so that their weights stay as they were.
+    export(CspMishNet(), (rgb,), os.path.join(out, "csp_mish_op18_dynamo.onnx"), 18, io, True, dynamo=True)
 
 
 if __name__ == "__main__":

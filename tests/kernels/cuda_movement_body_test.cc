@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -21,7 +22,8 @@
 #include "kernels/cuda/resize_body.h"
 #include "kernels/cuda/resize_tables.h"
 #include "kernels/cuda/unary_body.h"
-#include "kernels/cuda/unary_params.h"
+#include "kernels/common/elementwise_fns.h"
+#include "kernels/common/fused_activation.h"
 #include "kernels/resample_setup.h"
 #include "lib/ops/op_def.h"
 #include "runtime/node_runner.h"
@@ -342,29 +344,33 @@ TEST(CudaMovementBodies, DepthToSpaceAsAStridedCopyMatchesTheReference) {
   }
 }
 
-// The ONNX suite's float cases of the unary ops the CUDA kernel applies, with the parameters
-// kernels/cuda/elementwise.cc gives it (UnaryParams: the node's attributes or ONNX's defaults), and of the
-// binary ops (same-shape and broadcast inputs, BroadcastStrides), against the suite's outputs.
+// The ONNX suite's float cases of the unary ops the CUDA kernel applies (every float row of
+// kernels/common/elementwise_ops.h's kUnaryOps: the formula the reference and CPU kernels share,
+// with the parameters ew::ReadUnaryParams gives the CUDA factory: the node's attributes or ONNX's
+// defaults), and of the binary ops (same-shape and broadcast inputs, BroadcastStrides), against
+// the suite's outputs.
 TEST(CudaUnaryBody, ElementwiseConformanceCases) {
   RegisterAllOps();
-  const std::pair<const char*, Unary> unary[] = {
-      {"relu", Unary::kRelu},           {"sigmoid", Unary::kSigmoid},   {"tanh", Unary::kTanh},
-      {"exp", Unary::kExp},             {"log", Unary::kLog},           {"neg", Unary::kNeg},
-      {"abs", Unary::kAbs},             {"sqrt", Unary::kSqrt},         {"erf", Unary::kErf},
-      {"leakyrelu", Unary::kLeakyRelu}, {"reciprocal", Unary::kReciprocal}, {"hardsigmoid", Unary::kHardSigmoid},
-      {"hardswish", Unary::kHardSwish}, {"elu", Unary::kElu},           {"selu", Unary::kSelu},
-      {"softplus", Unary::kSoftplus},   {"softsign", Unary::kSoftsign}, {"floor", Unary::kFloor},
-      {"ceil", Unary::kCeil},           {"round", Unary::kRound},       {"thresholdedrelu", Unary::kThresholdedRelu}};
-  const std::pair<const char*, Binary> binary[] = {{"add", Binary::kAdd}, {"sub", Binary::kSub}, {"mul", Binary::kMul},
-                                                   {"div", Binary::kDiv}, {"pow", Binary::kPow}, {"prelu", Binary::kPRelu},
-                                                   {"max", Binary::kMax}, {"min", Binary::kMin}};
+  using reference::BinaryOp;
+  const std::pair<const char*, BinaryOp> binary[] = {{"add", BinaryOp::kAdd}, {"sub", BinaryOp::kSub},
+                                                     {"mul", BinaryOp::kMul}, {"div", BinaryOp::kDiv},
+                                                     {"pow", BinaryOp::kPow}, {"prelu", BinaryOp::kPRelu},
+                                                     {"max", BinaryOp::kMax}, {"min", BinaryOp::kMin}};
+  auto lower = [](std::string t) {
+    for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return t;
+  };
   int ran = 0;
   for (const auto& e : std::filesystem::directory_iterator(::whittle::testing::kOnnxNodeCases)) {
     const std::string name = e.path().filename().string();
-    std::optional<Unary> u;
-    std::optional<Binary> b;
-    for (const auto& [n, op] : unary)
-      if (name == std::string("test_") + n || name.rfind(std::string("test_") + n + "_", 0) == 0) u = op;
+    std::optional<reference::UnaryOp> u;
+    std::optional<BinaryOp> b;
+    std::string op_type;
+    for (const ew::UnaryOpInfo& info : ew::kUnaryOps) {
+      const std::string n = lower(info.name);
+      if (info.types != ew::UnaryTypes::kNumeric && info.types != ew::UnaryTypes::kFloat) continue;
+      if (name == "test_" + n || name.rfind("test_" + n + "_", 0) == 0) u = info.op, op_type = info.name;
+    }
     for (const auto& [n, op] : binary)
       if (name == std::string("test_") + n || name.rfind(std::string("test_") + n + "_", 0) == 0) b = op;
     if (!u && !b) continue;
@@ -374,12 +380,15 @@ TEST(CudaUnaryBody, ElementwiseConformanceCases) {
     bool floats = true;
     for (const Tensor& t : in) floats &= t.defined() && t.dtype() == DType::kFloat32;
     if (!floats || (u && in.size() != 1) || (b && in.size() != 2)) continue;  // the CUDA factories' conditions
+    if (u && nc->node.op_type != op_type) continue;  // an _expanded case (the op's function body)
+    if (u == reference::UnaryOp::kGelu && nc->node.attrs.GetString("approximate", "none") == "tanh")
+      u = reference::UnaryOp::kGeluTanh;
     SCOPED_TRACE(name);
     const Tensor& want = nc->outputs[0];
     Tensor got(DType::kFloat32, want.dims());
     if (u) {
-      const auto [alpha, beta] = UnaryParams(*u, nc->node.attrs);
-      for (int64_t i = 0; i < got.numel(); ++i) got.data<float>()[i] = Apply(*u, in[0].data<float>()[i], alpha, beta);
+      const reference::UnaryParams p = ew::ReadUnaryParams(*u, nc->node.attrs);
+      for (int64_t i = 0; i < got.numel(); ++i) got.data<float>()[i] = ew::UnaryValue(*u, p, in[0].data<float>()[i]);
     } else {
       Dims out = want.dims();
       if (out.empty()) out = {1};
@@ -394,14 +403,14 @@ TEST(CudaUnaryBody, ElementwiseConformanceCases) {
           ai += c * sa[d];
           bi += c * sb[d];
         }
-        got.data<float>()[i] = BinaryOf(*b, in[0].data<float>()[ai], in[1].data<float>()[bi]);
+        got.data<float>()[i] = ew::FloatBinaryValue(*b, in[0].data<float>()[ai], in[1].data<float>()[bi]);
       }
     }
     EXPECT_TRUE(::whittle::testing::TensorsClose(got, want, 1e-5f, 1e-5f));
     ++ran;
   }
   std::printf("[ eltwise  ] %d element-wise conformance cases through the CUDA bodies\n", ran);
-  EXPECT_GE(ran, 40);
+  EXPECT_GE(ran, 60);
 }
 
 // The binary element-wise ops and Clip on single values against the reference ops, NaNs included
@@ -411,14 +420,17 @@ TEST(CudaUnaryBody, BinaryOpsAndClipMatchTheReference) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> av = {-2.5f, -1.f, 0.f, 0.5f, 3.f, nan, 2.f, -0.f}, bv = {1.5f, -2.f, 2.f, 0.5f, nan, 1.f, 3.f, 0.f};
   const Tensor a = Tensor::FromVector<float>({8}, av), b = Tensor::FromVector<float>({8}, bv);
-  const std::pair<const char*, Binary> ops[] = {{"Add", Binary::kAdd}, {"Sub", Binary::kSub}, {"Mul", Binary::kMul},
-                                                {"Div", Binary::kDiv}, {"Pow", Binary::kPow}, {"Max", Binary::kMax},
-                                                {"Min", Binary::kMin}, {"PRelu", Binary::kPRelu}};
+  using reference::BinaryOp;
+  const std::pair<const char*, BinaryOp> ops[] = {{"Add", BinaryOp::kAdd}, {"Sub", BinaryOp::kSub},
+                                                  {"Mul", BinaryOp::kMul}, {"Div", BinaryOp::kDiv},
+                                                  {"Pow", BinaryOp::kPow}, {"Max", BinaryOp::kMax},
+                                                  {"Min", BinaryOp::kMin}, {"PRelu", BinaryOp::kPRelu}};
   for (const auto& [name, op] : ops) {
     SCOPED_TRACE(name);
     const Tensor want = Reference(MakeNode(name, 2, 1), {a, b});
     Tensor got(DType::kFloat32, {8});
-    for (int64_t i = 0; i < 8; ++i) got.data<float>()[i] = BinaryOf(op, av[static_cast<size_t>(i)], bv[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < 8; ++i)
+      got.data<float>()[i] = ew::FloatBinaryValue(op, av[static_cast<size_t>(i)], bv[static_cast<size_t>(i)]);
     EXPECT_TRUE(got.BitwiseEquals(want));
   }
   const Tensor lo = Tensor::Scalar<float>(-1.f), hi = Tensor::Scalar<float>(2.f);
@@ -643,43 +655,41 @@ TEST(CudaMovementBodies, StridedCopyConformanceCases) {
   EXPECT_GE(ran, 15);
 }
 
-TEST(CudaUnaryBody, EveryUnaryOpMatchesTheReference) {
-  RegisterAllOps();
+// The epilogues' activations (Apply, built from the shared formulas) against the CPU's fused
+// activation (kernels/common/fused_activation.h, its own code), on values across each one's kinks
+// and saturation, NaN included.
+TEST(CudaUnaryBody, EpilogueActivationsMatchTheCpusFusedActivation) {
   struct Case {
-    const char* op;
-    Unary u;
-    float alpha, beta;
-    bool positive;  // the op's domain (Log, Sqrt)
-    int opset;
-  } cases[] = {{"Relu", Unary::kRelu, 0, 0, false, 17},          {"Sigmoid", Unary::kSigmoid, 0, 0, false, 17},
-               {"Tanh", Unary::kTanh, 0, 0, false, 17},          {"Exp", Unary::kExp, 0, 0, false, 17},
-               {"Log", Unary::kLog, 0, 0, true, 17},             {"Neg", Unary::kNeg, 0, 0, false, 17},
-               {"Abs", Unary::kAbs, 0, 0, false, 17},            {"Sqrt", Unary::kSqrt, 0, 0, true, 17},
-               {"Erf", Unary::kErf, 0, 0, false, 17},            {"LeakyRelu", Unary::kLeakyRelu, 0.1f, 0, false, 17},
-               {"Reciprocal", Unary::kReciprocal, 0, 0, true, 17}, {"Gelu", Unary::kGelu, 0, 0, false, 20},
-               {"HardSigmoid", Unary::kHardSigmoid, 0.3f, 0.4f, false, 17},
-               {"HardSigmoid", Unary::kHardSigmoid, 0.2f, 0.5f, false, 17},  // ONNX's defaults
-               {"HardSwish", Unary::kHardSwish, 0, 0, false, 17},
-               {"Elu", Unary::kElu, 0.7f, 0, false, 17},
-               {"Selu", Unary::kSelu, 1.67326319217681884765625f, 1.05070102214813232421875f, false, 17},
-               {"Softplus", Unary::kSoftplus, 0, 0, false, 17},  {"Softsign", Unary::kSoftsign, 0, 0, false, 17},
-               {"Floor", Unary::kFloor, 0, 0, false, 17},        {"Ceil", Unary::kCeil, 0, 0, false, 17},
-               {"Round", Unary::kRound, 0, 0, false, 17},
-               {"ThresholdedRelu", Unary::kThresholdedRelu, 0.5f, 0, false, 17}};
+    FusedActivation::Kind kind;
+    Unary act;
+    float alpha, beta;  // Clip: the bounds
+  } cases[] = {{FusedActivation::kRelu, Unary::kRelu, 0, 0},
+               {FusedActivation::kLeakyRelu, Unary::kLeakyRelu, 0.1f, 0},
+               {FusedActivation::kSigmoid, Unary::kSigmoid, 0, 0},
+               {FusedActivation::kTanh, Unary::kTanh, 0, 0},
+               {FusedActivation::kHardSigmoid, Unary::kHardSigmoid, 0.3f, 0.4f},
+               {FusedActivation::kHardSwish, Unary::kHardSwish, 0, 0},
+               {FusedActivation::kClip, Unary::kClip, -1.f, 2.f},
+               {FusedActivation::kSilu, Unary::kSilu, 0, 0}};
+  std::vector<float> xs = {std::numeric_limits<float>::quiet_NaN(), -100.f, 100.f, -3.f, 3.f, 0.f, -0.f};
+  const Tensor r = RandomFloat({200}, 22, -8.f, 8.f);
+  xs.insert(xs.end(), r.data<float>(), r.data<float>() + r.numel());
   for (const Case& c : cases) {
-    SCOPED_TRACE(c.op);
-    Tensor x = RandomFloat({200}, 21, c.positive ? 0.05f : -6.f, 6.f);
-    if (c.u == Unary::kRound)  // halves, to see half to even
-      for (int64_t i = 0; i < 20; ++i) x.data<float>()[i] = static_cast<float>(i - 10) + 0.5f;
-    AttributeMap a;
-    if (c.u == Unary::kLeakyRelu || c.u == Unary::kHardSigmoid || c.u == Unary::kElu || c.u == Unary::kThresholdedRelu)
-      a.Set("alpha", Attribute::Float(c.alpha));
-    if (c.u == Unary::kHardSigmoid) a.Set("beta", Attribute::Float(c.beta));
-    auto want = RunNode(MakeNode(c.op, 1, 1, a), c.opset, {x}, Backend::kReference);
-    ASSERT_TRUE(want.ok()) << want.status().message();
-    Tensor got(DType::kFloat32, x.dims());
-    for (int64_t i = 0; i < x.numel(); ++i) got.data<float>()[i] = Apply(c.u, x.data<float>()[i], c.alpha, c.beta);
-    EXPECT_TRUE(::whittle::testing::TensorsClose(got, (*want)[0], 1e-6f, 1e-5f));
+    FusedActivation f;
+    f.kind = c.kind;
+    f.alpha = c.alpha;
+    f.beta = c.beta;
+    if (c.kind == FusedActivation::kClip) f.min = c.alpha, f.max = c.beta;
+    for (float x : xs) {
+      float want = x;
+      f.Apply(&want, 1);
+      const float got = Apply(c.act, x, c.alpha, c.beta);
+      if (std::isnan(want)) {
+        EXPECT_EQ(std::isnan(got), true) << static_cast<int>(c.kind) << " at " << x;
+        continue;
+      }
+      EXPECT_NEAR(got, want, 2e-6f * (1.f + std::fabs(want))) << static_cast<int>(c.kind) << " at " << x;
+    }
   }
 }
 

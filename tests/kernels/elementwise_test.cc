@@ -198,6 +198,16 @@ TEST(ElementwiseKernelsTest, ActivationValues) {
                       {-1, -0.5f, 2, -1});
 }
 
+// Mish (opset 18) on every backend against PyTorch's torch.nn.functional.mish in float64
+// (torch 2.15), through the saturating tails and the minimum near x = -1.19.
+TEST(ElementwiseKernelsTest, MishMatchesPyTorch) {
+  const Tensor x = Tensor::FromVector<float>({10}, {-20.f, -5.f, -1.5f, -0.5f, 0.f, 0.25f, 1.f, 2.5f, 8.f, 30.f});
+  ExpectValues<float>(RunBoth(MakeNode("Mish", 1, 1), {x}, 18), {10},
+                      {-4.12230724e-08f, -0.0335762377f, -0.298099742f, -0.220743775f, 0.f, 0.16957241f, 0.865098388f,
+                       2.4713923f, 7.9999982f, 30.f},
+                      2e-6);
+}
+
 TEST(ElementwiseKernelsTest, ClipAttributesAndInputs) {
   Tensor x = Tensor::FromVector<float>({4}, {-3, -1, 1, 3});
   AttributeMap attrs;

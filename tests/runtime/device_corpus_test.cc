@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels/backend_module.h"
+#include "kernels/common/elementwise_ops.h"
 #include "kernels/kernel.h"
 #include "lib/ir/device.h"
 #include "lib/ir/domain.h"
@@ -145,10 +146,12 @@ void RegisterStandInKernels() {
       };
       *prev = KernelRegistry::Global().Replace(std::move(def));
     };
+    // Every float unary op (kernels/common/elementwise_ops.h's table, as kernels/cuda/elementwise.cc
+    // declares them), then the rest.
+    for (const ew::UnaryOpInfo& u : ew::kUnaryOps)
+      if (u.types == ew::UnaryTypes::kNumeric || u.types == ew::UnaryTypes::kFloat) wrap("", u.name);
     for (const char* op :
-         {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Neg", "Abs", "Sqrt", "Erf", "LeakyRelu", "Reciprocal",
-          "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Softsign", "Floor", "Ceil", "Round",
-          "ThresholdedRelu", "Clip", "Gelu", "Add", "Sub", "Mul", "Div", "Pow", "PRelu", "Max", "Min",
+         {"Clip", "Add", "Sub", "Mul", "Div", "Pow", "PRelu", "Max", "Min",
           "LayerNormalization", "InstanceNormalization", "BatchNormalization", "Softmax", "LogSoftmax", "Gemm",
           "MatMul", "Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool", "ReduceSum",
           "ReduceMean", "ReduceMax", "ReduceMin", "Expand", "Transpose", "Gather", "Concat", "Cast", "Where",

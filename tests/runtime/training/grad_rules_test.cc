@@ -421,6 +421,13 @@ TEST(GradRules, ElementwiseExtrasWhereExpandExpLogNegReciprocalCast) {
   ExpectMatchesFiniteDifferences(g, RandomFloat({2, 4}, 10, -1.f, 1.f), {0, 2});
 }
 
+// Mish (opset 18): its rule is built from Softplus, Tanh and Sigmoid; inputs across its minimum
+// and both tails.
+TEST(GradRules, MishMatchesFiniteDifferences) {
+  const Graph g = Model(18, {2, 6}, 6, 3, [](GraphBuilder& b) { b.Op("Mish", {"h"}, {"y"}); });
+  ExpectMatchesFiniteDifferences(g, RandomFloat({2, 6}, 12, -4.f, 4.f), {1, 2});
+}
+
 TEST(GradRules, IntegerShapePlumbingNeedsNoGradient) {
   // What exporters put on shape paths: Shape, Gather of a shape, Cast of integers, Range,
   // ConstantOfShape, Equal, Where's condition, integer Unsqueeze/Concat feeding a Reshape.
