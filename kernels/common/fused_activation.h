@@ -12,6 +12,7 @@
 #include <limits>
 #include <string>
 
+#include "kernels/common/elementwise_ops.h"
 #include "lib/ir/attribute.h"
 
 namespace whittle {
@@ -40,21 +41,22 @@ struct FusedActivation {
     return f;
   }
 
+  // The formulas of kernels/common/elementwise_ops.h, each loop with its op a constant.
   void Apply(float* p, int64_t n) const {
+    using reference::UnaryOp;
+    reference::UnaryParams u;
+    u.alpha = alpha;
+    u.beta = beta;
     switch (kind) {
       case kNone: return;
-      case kRelu: for (int64_t i = 0; i < n; ++i) p[i] = p[i] > 0.f ? p[i] : 0.f; return;
-      case kLeakyRelu: for (int64_t i = 0; i < n; ++i) p[i] = p[i] >= 0.f ? p[i] : alpha * p[i]; return;
-      case kSigmoid: for (int64_t i = 0; i < n; ++i) p[i] = 1.f / (1.f + std::exp(-p[i])); return;
+      case kRelu: for (int64_t i = 0; i < n; ++i) p[i] = ew::UnaryValue(UnaryOp::kRelu, u, p[i]); return;
+      case kLeakyRelu: for (int64_t i = 0; i < n; ++i) p[i] = ew::UnaryValue(UnaryOp::kLeakyRelu, u, p[i]); return;
+      case kSigmoid: for (int64_t i = 0; i < n; ++i) p[i] = ew::Sigmoid(p[i]); return;
       case kTanh: for (int64_t i = 0; i < n; ++i) p[i] = std::tanh(p[i]); return;
-      case kClip: for (int64_t i = 0; i < n; ++i) p[i] = std::min(std::max(p[i], min), max); return;
-      case kHardSigmoid:
-        for (int64_t i = 0; i < n; ++i) p[i] = std::max(0.f, std::min(1.f, alpha * p[i] + beta));
-        return;
-      case kHardSwish:
-        for (int64_t i = 0; i < n; ++i) p[i] = p[i] * std::max(0.f, std::min(1.f, p[i] / 6.f + 0.5f));
-        return;
-      case kSilu: for (int64_t i = 0; i < n; ++i) p[i] = p[i] * (1.f / (1.f + std::exp(-p[i]))); return;
+      case kClip: for (int64_t i = 0; i < n; ++i) p[i] = ew::Lesser(ew::Greater(p[i], min), max); return;
+      case kHardSigmoid: for (int64_t i = 0; i < n; ++i) p[i] = ew::HardSigmoid(p[i], alpha, beta); return;
+      case kHardSwish: for (int64_t i = 0; i < n; ++i) p[i] = ew::UnaryValue(UnaryOp::kHardSwish, u, p[i]); return;
+      case kSilu: for (int64_t i = 0; i < n; ++i) p[i] = p[i] * ew::Sigmoid(p[i]); return;
     }
   }
 };

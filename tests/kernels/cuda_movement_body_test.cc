@@ -655,9 +655,11 @@ TEST(CudaMovementBodies, StridedCopyConformanceCases) {
   EXPECT_GE(ran, 15);
 }
 
-// The epilogues' activations (Apply, built from the shared formulas) against the CPU's fused
-// activation (kernels/common/fused_activation.h, its own code), on values across each one's kinks
-// and saturation, NaN included.
+// The epilogues' activations (Apply) against the CPU's fused activation (kernels/common/
+// fused_activation.h): both are built from the shared formulas, so this checks that each kind
+// and its parameters (LeakyRelu's slope, HardSigmoid's alpha and beta, Clip's bounds) map one to
+// one, on values across each one's kinks and saturation, NaN included. The formulas themselves
+// meet the ONNX suite's outputs in ElementwiseConformanceCases.
 TEST(CudaUnaryBody, EpilogueActivationsMatchTheCpusFusedActivation) {
   struct Case {
     FusedActivation::Kind kind;
