@@ -9,6 +9,7 @@
 #include "kernels/common/index.h"
 #include "kernels/kernel.h"
 #include "lib/data/dataset.h"
+#include "lib/ir/memory_meter.h"
 #include "lib/ir/device.h"
 
 namespace whittle {
@@ -212,6 +213,17 @@ StatusOr<std::map<std::string, Tensor>> MakeBatchFeeds(const Session& session, i
                                example + " (dim 0 is the batch) or data for the input");
       }
     }
+    // A hostile or mistaken shape (an image dim of 2^31) is refused here, before the allocation.
+    auto count = CheckedNumElements(d);
+    uint64_t bytes = 0;
+    if (!count.ok() || DTypeSize(in.dtype) == 0 ||
+        __builtin_mul_overflow(static_cast<uint64_t>(*count), DTypeSize(in.dtype), &bytes))
+      return ResourceExhausted("input '" + in.name + "' of shape " + DimsToString(d) + " has too many bytes to hold");
+    const int64_t budget = session.options().max_memory_bytes;
+    if (budget > 0 && bytes > static_cast<uint64_t>(budget))
+      return ResourceExhausted("input '" + in.name + "' of shape " + DimsToString(d) + " needs " + HumanBytes(bytes) +
+                               ", over the memory budget of " + HumanBytes(static_cast<uint64_t>(budget)) +
+                               " (--max-memory)");
     WH_ASSIGN_OR_RETURN(feeds[in.name], MakeBatchInput(in, d, batch, data));
   }
   return feeds;

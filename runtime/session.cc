@@ -4,9 +4,12 @@
 #include "whittle/session.h"
 
 #include <algorithm>
+#include <exception>
+#include <new>
 #include <thread>
 
 #include "kernels/nchwc.h"
+#include "lib/ir/memory_meter.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
 #include "runtime/quant_validation.h"
@@ -20,14 +23,54 @@ Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Session::~Session() = default;
 
+namespace {
+
+// Runs f, turning an exception from a failed allocation or an oversized shape (lib/ir/tensor.h:
+// Buffer::Allocate, NumElements) into an error Status: no input a model, a flag or a data file can
+// give ends the process from inside the library.
+template <class F>
+auto Guarded(const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::bad_alloc& e) {
+    return ResourceExhausted(std::string(what) + ": " + e.what());
+  } catch (const std::exception& e) {
+    return Internal(std::string(what) + ": " + e.what());
+  }
+}
+
+// The weights against the memory budget (they are already in memory: the budget then still
+// holds them to it, since every run needs them).
+Status CheckWeights(const Graph& g, int64_t budget) {
+  if (budget <= 0) return Status::Ok();
+  uint64_t bytes = 0;
+  for (const Value& v : g.values())
+    if (v.initializer) bytes += v.initializer->nbytes();
+  if (bytes > static_cast<uint64_t>(budget))
+    return ResourceExhausted("the model's weights need " + HumanBytes(bytes) + ", over the memory budget of " +
+                             HumanBytes(static_cast<uint64_t>(budget)) + " (--max-memory, SessionOptions::max_memory_bytes)");
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Session>> Session::Load(const std::string& path, const SessionOptions& opts) {
-  auto g = LoadModel(path);
-  if (!g.ok()) return g.status();
-  return FromGraph(std::move(*g), opts);
+  return Guarded("loading the model", [&]() -> StatusOr<std::unique_ptr<Session>> {
+    auto g = LoadModel(path);
+    if (!g.ok()) return g.status();
+    return FromGraph(std::move(*g), opts);
+  });
 }
 
 StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, const SessionOptions& opts) {
+  return Guarded("preparing the session", [&]() { return FromGraphImpl(std::move(graph), opts); });
+}
+
+StatusOr<std::unique_ptr<Session>> Session::FromGraphImpl(Graph graph, const SessionOptions& opts) {
   if (opts.num_threads < 0) return InvalidArgument("num_threads must be >= 0, got " + std::to_string(opts.num_threads));
+  if (opts.max_memory_bytes < 0)
+    return InvalidArgument("max_memory_bytes must be >= 0, got " + std::to_string(opts.max_memory_bytes));
+  WH_RETURN_IF_ERROR(CheckWeights(graph, opts.max_memory_bytes));
   RegisterAllOps();
   RegisterAllKernels();  // registers the CUDA runtime too, where it is built
   if (std::string why; !DeviceAvailable(BackendDevice(opts.backend), &why))
@@ -55,17 +98,18 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, const Session
                                opts.backend != Backend::kCuda);
     if (!r.ok()) return r.status().WithContext("optimizing the graph");
   }
+  if (opts.max_memory_bytes > 0) s.arenas_.meter = std::make_shared<MemoryMeter>(opts.max_memory_bytes);
   WH_RETURN_IF_ERROR(s.Prepare());
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
 StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& inputs, RunStats* stats,
                                            OutputsOn outputs_on) const {
-  return impl_->RunImpl(inputs, stats, outputs_on, nullptr);
+  return Guarded("running the model", [&] { return impl_->RunImpl(inputs, stats, outputs_on, nullptr); });
 }
 
 Status Session::RunInto(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>& outputs) const {
-  return impl_->RunImpl(inputs, nullptr, OutputsOn::kHost, &outputs).status();
+  return Guarded("running the model", [&] { return impl_->RunImpl(inputs, nullptr, OutputsOn::kHost, &outputs).status(); });
 }
 
 StatusOr<Tensor> Session::NewHostTensor(DType dtype, const Dims& dims) const {

@@ -12,7 +12,8 @@
 
 namespace whittle {
 
-enum class StatusCode { kOk = 0, kInvalidArgument, kNotFound, kUnimplemented, kOutOfRange, kIoError, kInternal };
+// kResourceExhausted: a memory budget or the machine's memory (a tensor too large to hold).
+enum class StatusCode { kOk = 0, kInvalidArgument, kNotFound, kUnimplemented, kOutOfRange, kIoError, kInternal, kResourceExhausted };
 
 class [[nodiscard]] Status {
  public:
@@ -41,6 +42,7 @@ inline Status Unimplemented(std::string m) { return Status(StatusCode::kUnimplem
 inline Status OutOfRange(std::string m) { return Status(StatusCode::kOutOfRange, std::move(m)); }
 inline Status IoError(std::string m) { return Status(StatusCode::kIoError, std::move(m)); }
 inline Status Internal(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
+inline Status ResourceExhausted(std::string m) { return Status(StatusCode::kResourceExhausted, std::move(m)); }
 
 template <class T>
 class [[nodiscard]] StatusOr {

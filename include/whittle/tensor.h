@@ -16,11 +16,16 @@
 namespace whittle {
 
 struct DeviceRuntime;  // lib/ir/device.h (internal): who allocates and copies a device's memory
+struct MemoryMeter;    // lib/ir/memory_meter.h (internal): a session's memory budget
 
 class Buffer {
  public:
-  // 64-byte aligned CPU memory, zero-filled. Aborts only if the system is out of memory.
+  // 64-byte aligned CPU memory, zero-filled. Throws std::bad_alloc (its what() names the size)
+  // when the memory cannot be had; every public entry point (Session, the C API, the CLIs) turns
+  // that into an error Status, so nothing a model asks for ends the process. TryAllocate returns
+  // the error instead.
   static std::shared_ptr<Buffer> Allocate(size_t bytes);
+  static StatusOr<std::shared_ptr<Buffer>> TryAllocate(size_t bytes);
   // Zero-filled memory on `device` through its registered DeviceRuntime (lib/ir/device.h);
   // the CPU takes Allocate.
   static StatusOr<std::shared_ptr<Buffer>> AllocateOn(DeviceType device, size_t bytes);
@@ -47,6 +52,9 @@ class Buffer {
   DeviceType device_ = DeviceType::kCpu;
   // The one that allocated a device (or page-locked host) buffer frees it.
   const DeviceRuntime* runtime_ = nullptr;
+  // A session's memory meter (lib/ir/memory_meter.h) that counts this buffer while it lives.
+  std::shared_ptr<MemoryMeter> meter_;
+  friend struct MemoryMeter;
 };
 
 // Quantization parameters attached to a tensor (per-tensor when axis < 0 and one scale).

@@ -2,17 +2,35 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "lib/ir/device.h"
+#include "lib/ir/memory_meter.h"
 
 namespace whittle {
+
+namespace {
+
+// What Buffer::Allocate and NumElements throw (std::bad_alloc, so that callers that catch that
+// alone catch these), with the size in its message.
+class AllocationFailure : public std::bad_alloc {
+ public:
+  explicit AllocationFailure(std::string what) : what_(std::move(what)) {}
+  const char* what() const noexcept override { return what_.c_str(); }
+
+ private:
+  std::string what_;
+};
+
+}  // namespace
 
 int64_t NumElements(const Dims& dims) {
   int64_t n = 1;
   for (int64_t d : dims) {
     WH_CHECK(d >= 0);
-    n *= d;
+    if (__builtin_mul_overflow(n, d, &n))
+      throw AllocationFailure("shape " + DimsToString(dims) + " has too many elements (over 2^63)");
   }
   return n;
 }
@@ -38,22 +56,28 @@ std::string DimsToString(const Dims& dims) {
   return s + "]";
 }
 
-std::shared_ptr<Buffer> Buffer::Allocate(size_t bytes) {
+StatusOr<std::shared_ptr<Buffer>> Buffer::TryAllocate(size_t bytes) {
+  // aligned_alloc wants a multiple of the alignment; past 2^62 no machine has the memory.
+  if (bytes > (size_t{1} << 62))
+    return ResourceExhausted("cannot allocate " + std::to_string(bytes) + " bytes (more than any machine has)");
+  const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) return ResourceExhausted("out of memory allocating " + std::to_string(bytes) + " bytes");
+  std::memset(p, 0, rounded);
   auto b = std::shared_ptr<Buffer>(new Buffer());
-  size_t rounded = ((bytes + 63) / 64) * 64;
-  if (rounded == 0) rounded = 64;
-  b->data_ = std::aligned_alloc(64, rounded);
-  if (!b->data_) {
-    std::fprintf(stderr, "whittle: out of memory allocating %zu bytes\n", bytes);
-    std::abort();
-  }
-  std::memset(b->data_, 0, rounded);
+  b->data_ = p;
   b->size_ = bytes;
   return b;
 }
 
+std::shared_ptr<Buffer> Buffer::Allocate(size_t bytes) {
+  auto b = TryAllocate(bytes);
+  if (!b.ok()) throw AllocationFailure(b.status().message());
+  return std::move(*b);
+}
+
 StatusOr<std::shared_ptr<Buffer>> Buffer::AllocateOn(DeviceType device, size_t bytes) {
-  if (device == DeviceType::kCpu) return Allocate(bytes);
+  if (device == DeviceType::kCpu) return TryAllocate(bytes);
   const DeviceRuntime* rt = DeviceRuntimeFor(device);
   if (!rt) return Unimplemented(std::string("no runtime for device '") + DeviceName(device) + "' in this build");
   auto b = std::shared_ptr<Buffer>(new Buffer());
@@ -70,7 +94,7 @@ StatusOr<std::shared_ptr<Buffer>> Buffer::AllocateOn(DeviceType device, size_t b
 
 StatusOr<std::shared_ptr<Buffer>> Buffer::AllocatePageLocked(DeviceType for_device, size_t bytes) {
   const DeviceRuntime* rt = DeviceRuntimeFor(for_device);
-  if (!rt || !rt->allocate_host) return Allocate(bytes);
+  if (!rt || !rt->allocate_host) return TryAllocate(bytes);
   auto b = std::shared_ptr<Buffer>(new Buffer());
   b->data_ = rt->allocate_host(bytes == 0 ? 1 : bytes);
   if (!b->data_)
@@ -82,6 +106,7 @@ StatusOr<std::shared_ptr<Buffer>> Buffer::AllocatePageLocked(DeviceType for_devi
 }
 
 Buffer::~Buffer() {
+  MemoryMeter::Detach(*this);
   // In a graph capture's span the memory stays, counted, until the graph goes (CaptureReleases).
   if (runtime_ && KeptForCapture(runtime_, data_, device_, size_)) return;
   if (device_ != DeviceType::kCpu) CountDeviceMemory(device_, -static_cast<int64_t>(size_));

@@ -1,6 +1,7 @@
 // OpDefs for Conv and ConvTranspose (opsets 1/11: output_padding, output_shape, auto_pad), plus the sliding-window attribute checks and output-size inference that the
 // pools and the integer convs share (declared in lib/ops/window.h). Sizes follow ONNX 1.12:
 // explicit pads, auto_pad SAME_UPPER/SAME_LOWER/VALID, dilations, ceil_mode (pools). The kernels recompute the same geometry (kernels/reference/conv.h).
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -86,14 +87,24 @@ Status InferWindowOutput(const InferContext& ctx, const SymShape& in, const std:
     const int64_t s = st.empty() ? 1 : st[i], d = dl.empty() ? 1 : dl[i];
     if (!in[i].known()) continue;
     const int64_t x = in[i].value;
+    // Checked: hostile pads, strides or dilations (2^40) must not wrap the arithmetic.
+    const auto overflow = [&] {
+      return ctx.Error("window arithmetic of spatial dim " + Str(static_cast<int64_t>(i)) + " overflows (size " + Str(x) +
+                       ", kernel " + Str(kernel[i]) + ", stride " + Str(s) + ", dilation " + Str(d) + ", pads " +
+                       (pd.empty() ? std::string("none") : Str(pd[i]) + "+" + Str(pd[i + n])) + ")");
+    };
     if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
-      (*out)[i] = Dim((x + s - 1) / s);
+      int64_t up = 0;
+      if (__builtin_add_overflow(x, s - 1, &up)) return overflow();
+      (*out)[i] = Dim(up / s);
       continue;
     }
     if (kernel[i] < 0) continue;
-    const int64_t eff = (kernel[i] - 1) * d + 1;
-    const int64_t pads = (ap == "VALID" || pd.empty()) ? 0 : pd[i] + pd[i + n];
-    const int64_t span = x + pads - eff;
+    int64_t eff = 0, pads = 0, span = 0;
+    if (__builtin_mul_overflow(kernel[i] - 1, d, &eff) || __builtin_add_overflow(eff, 1, &eff)) return overflow();
+    if (ap != "VALID" && !pd.empty() && __builtin_add_overflow(pd[i], pd[i + n], &pads)) return overflow();
+    if (__builtin_add_overflow(x, pads, &span) || __builtin_sub_overflow(span, eff, &span)) return overflow();
+    if (ceil_mode && span > INT64_MAX - s) return overflow();
     if (span < 0)
       return ctx.Error("window of extent " + Str(eff) + " does not fit spatial dim " + Str(static_cast<int64_t>(i)) +
                        " of size " + Str(x) + " with total padding " + Str(pads));

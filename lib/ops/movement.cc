@@ -182,7 +182,8 @@ Status InferSplit(InferContext& ctx) {
     int64_t sum = 0;
     for (size_t i = 0; i < split.size(); ++i) {
       if (split[i] < 0) return ctx.Error("split sizes must be >= 0, got " + DimsToString(split));
-      sum += split[i];
+      if (__builtin_add_overflow(sum, split[i], &sum))
+        return ctx.Error("split " + DimsToString(split) + " sums past 2^63");
       sizes[i] = Dim(split[i]);
     }
     if (d.known() && sum != d.value)

@@ -136,15 +136,17 @@ bool LiveTaps(int64_t in, int64_t k, int64_t stride, int64_t dil, int64_t pad_be
   const int64_t out = (in + pad_begin + pad_end - dil * (k - 1) - 1) / stride + 1;
   *first = k;
   *last = -1;
-  for (int64_t i = 0; i < k; ++i)
-    for (int64_t o = 0; o < out; ++o) {
-      const int64_t at = o * stride - pad_begin + i * dil;
-      if (at >= 0 && at < in) {
-        *first = std::min(*first, i);
-        *last = std::max(*last, i);
-        break;
-      }
+  for (int64_t i = 0; i < k; ++i) {
+    // Tap i of output o reads at = o * stride + base, rising with o: the first o with at >= 0 is
+    // the one to look at (a closed form: a hostile pad of 2^62 must not mean 2^62 steps).
+    const int64_t base = i * dil - pad_begin;
+    const int64_t o = base >= 0 ? 0 : (-base + stride - 1) / stride;
+    int64_t at = 0;
+    if (o < out && !__builtin_mul_overflow(o, stride, &at) && !__builtin_add_overflow(at, base, &at) && at < in) {
+      *first = std::min(*first, i);
+      *last = std::max(*last, i);
     }
+  }
   return *last >= 0 && (*first > 0 || *last < k - 1);
 }
 

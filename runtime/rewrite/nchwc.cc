@@ -305,7 +305,7 @@ class Converter {
     // A conv on a 1x1 image (squeeze-excitation) is a matrix-vector product, where oneDNN's
     // per-call cost exceeds the whole computation of the NCHW kernel.
     const SymShape& xs = *g_.value(x).shape;
-    if (xs[2].known() && xs[3].known() && xs[2].value * xs[3].value == 1) return false;
+    if (xs[2].known() && xs[3].known() && xs[2].value == 1 && xs[3].value == 1) return false;
     // (NHWC with 8 or 16 output channels is the blocked layout too: conv_onednn.cc.)
     const bool plain_input = !depthwise && !IsBlocked(x) &&
                              (block_ ? c <= 3 : (c == 1 || (c <= 3 && (w->dim(0) == 8 || w->dim(0) == 16))));

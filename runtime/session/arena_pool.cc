@@ -13,6 +13,7 @@ std::unique_ptr<RunArena> ArenaPool::Take() const {
   }
   if (!arena) arena = std::make_unique<RunArena>();
   arena->allocated = arena->reused = 0;
+  arena->meter = meter;
   return arena;
 }
 

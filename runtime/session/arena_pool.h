@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lib/ir/device.h"
+#include "lib/ir/memory_meter.h"
 #include "lib/ir/tensor.h"
 #include "runtime/node_runner.h"
 
@@ -33,6 +34,9 @@ struct RunArena {
   // kernels/kernel.h): zero between runs; a graph's arena keeps its own, which its kernels write.
   DeviceCheckReport check;
   int64_t allocated = 0, reused = 0;
+  // The session's memory budget (SessionOptions::max_memory_bytes; null: none), which every fresh
+  // buffer is admitted against.
+  std::shared_ptr<MemoryMeter> meter;
 
   StatusOr<std::shared_ptr<Buffer>> Take(size_t bytes, DeviceType device) {
     for (size_t i = 0; i < lent.size();)
@@ -54,7 +58,10 @@ struct RunArena {
       return b;
     }
     ++allocated;
-    return Buffer::AllocateOn(device, bytes);
+    if (meter) WH_RETURN_IF_ERROR(meter->Admit(bytes, "a buffer"));
+    WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> b, Buffer::AllocateOn(device, bytes));
+    if (meter) meter->Attach(*b);
+    return b;
   }
   void Release(Tensor& t) {
     if (t.defined() && t.buffer().use_count() == 1) free.push_back(t.buffer());
@@ -87,6 +94,8 @@ class ArenaPool {
   void Give(std::unique_ptr<RunArena> arena) const;
   // rt: the session's device runtime (null on the CPU), for the uploads the run queued.
   void Recycle(std::unique_ptr<RunArena> arena, const DeviceRuntime* rt) const;
+  // The session's memory meter, given to every arena it lends (null: no budget).
+  std::shared_ptr<MemoryMeter> meter;
 
  private:
   mutable std::mutex mu_;

@@ -163,9 +163,16 @@ Status StepExecutor::MakeOutputs(const RunStep& step, const std::vector<DType>& 
     if (k == 0 && step.alias >= 0) {
       t = in_[static_cast<size_t>(step.alias)]->Reshaped(odims[k]);
     } else {
-      const size_t bytes = static_cast<size_t>(NumElements(odims[k])) * DTypeSize(odt[k]);
-      auto b = rc_.arena.Take(bytes, step.device);
-      if (!b.ok()) return b.status().WithContext(n.DebugName());
+      // Checked: a hostile shape's element count or byte size may not fit 63 bits.
+      auto count = CheckedNumElements(odims[k]);
+      uint64_t bytes = 0;
+      if (!count.ok() || __builtin_mul_overflow(static_cast<uint64_t>(*count), DTypeSize(odt[k]), &bytes))
+        return ResourceExhausted("output '" + g_.value(o).name + "' of shape " + DimsToString(odims[k]) +
+                                 " has too many bytes to hold").WithContext(n.DebugName());
+      auto b = rc_.arena.Take(static_cast<size_t>(bytes), step.device);
+      if (!b.ok())
+        return b.status().WithContext("output '" + g_.value(o).name + "' of shape " + DimsToString(odims[k]))
+            .WithContext(n.DebugName());
       t = Tensor(odt[k], odims[k], std::move(*b));
     }
     out_.push_back(&t);

@@ -1,5 +1,8 @@
 #include "tools/common/cli.h"
 
+#include <exception>
+#include <new>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -7,6 +10,36 @@
 #include <cstdio>
 
 namespace whittle::cli {
+
+int GuardedMain(const std::string& tool, int (*body)(int, char**), int argc, char** argv) {
+  try {
+    return body(argc, argv);
+  } catch (const std::bad_alloc& e) {
+    return Fail(tool, std::string("out of memory: ") + e.what());
+  } catch (const std::exception& e) {
+    return Fail(tool, e.what());
+  }
+}
+
+StatusOr<int64_t> ParseByteSize(const std::string& s) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  int64_t unit = 1;
+  const std::string rest = s.substr(used);
+  if (rest == "K" || rest == "k") unit = int64_t{1} << 10;
+  else if (rest == "M" || rest == "m") unit = int64_t{1} << 20;
+  else if (rest == "G" || rest == "g") unit = int64_t{1} << 30;
+  else if (rest == "T" || rest == "t") unit = int64_t{1} << 40;
+  else if (!rest.empty()) used = 0;
+  if (used == 0 || !(v >= 0) || v * static_cast<double>(unit) > 9.0e18)
+    return InvalidArgument("--max-memory expects bytes or a size such as 512M or 8G (0: no budget), got '" + s + "'");
+  return static_cast<int64_t>(v * static_cast<double>(unit));
+}
 
 int Fail(const std::string& tool, const std::string& msg) {
   std::string one_line = msg;

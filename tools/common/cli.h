@@ -22,6 +22,13 @@ namespace whittle::cli {
 // Prints "TOOL: error: MSG" (newlines folded into one line) on stderr and returns 1.
 int Fail(const std::string& tool, const std::string& msg);
 
+// Runs a tool's body, turning an exception that escaped it (a failed allocation, an oversized
+// shape: lib/ir/tensor.h) into "TOOL: error: ..." and exit code 1, never an abort.
+int GuardedMain(const std::string& tool, int (*body)(int, char**), int argc, char** argv);
+
+// --max-memory's value: bytes, or a number with K, M, G or T (powers of 1024); 0 means no budget.
+StatusOr<int64_t> ParseByteSize(const std::string& s);
+
 // Parses argv into app. Returns the exit code when the program should stop now (--help and
 // --version: 0; a bad command line: 2, after "TOOL: error: ... (see --help)"), else nullopt.
 std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv, const std::string& tool);

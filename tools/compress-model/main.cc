@@ -52,7 +52,14 @@ std::string PassFlagHelp() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+int Main(int argc, char** argv);
+}  // namespace
+
+int main(int argc, char** argv) { return whittle::cli::GuardedMain("compress-model", Main, argc, argv); }
+
+namespace {
+int Main(int argc, char** argv) {
   CLI::App app{
       "compress-model: apply compression passes to an ONNX model, in the order given, and report\n"
       "params, MACs, file size, accuracy and latency before and after.\n\n"
@@ -251,3 +258,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace

@@ -54,7 +54,14 @@ class ProgressObserver : public whittle::training::FinetuneObserver {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+int Main(int argc, char** argv);
+}  // namespace
+
+int main(int argc, char** argv) { return whittle::cli::GuardedMain("finetune-model", Main, argc, argv); }
+
+namespace {
+int Main(int argc, char** argv) {
   CLI::App app{
       "finetune-model: recover a compressed model's accuracy by distillation from the original model\n"
       "(the teacher), from the ONNX files alone. The output keeps the student's structure.\n\n"
@@ -286,3 +293,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace

@@ -24,6 +24,7 @@
 #include "lib/ops/op_def.h"
 #include "runtime/evaluate.h"
 #include "runtime/session_internal.h"
+#include "lib/ir/memory_meter.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
 #include "whittle/session.h"
@@ -78,7 +79,14 @@ whittle::StatusOr<std::vector<int64_t>> ParseBatches(const std::string& spec) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+int Main(int argc, char** argv);
+}  // namespace
+
+int main(int argc, char** argv) { return whittle::cli::GuardedMain("run-model", Main, argc, argv); }
+
+namespace {
+int Main(int argc, char** argv) {
   CLI::App app{
       "run-model: run, evaluate and benchmark an ONNX model on Whittle's runtime.\n\n"
       "Examples:\n"
@@ -118,6 +126,10 @@ int main(int argc, char** argv) {
                "(held before the batch size's runs, and at the peak during them)");
   app.add_option("--batch", batch_spec, "Batch sizes for --bench, comma-separated")->capture_default_str();
   app.add_option("--threads", threads, "Intra-op threads (0 = all cores)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  std::string max_memory;
+  app.add_option("--max-memory", max_memory,
+                 "Memory budget for the model's tensors, e.g. 512M or 8G (0: none); a model or input that needs "
+                 "more is refused with an error naming the tensor. Default: 80% of this machine's memory");
   app.add_option("--warmup", warmup, "Warm-up runs per batch size")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--iterations", iterations, "Minimum timed runs per batch size")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--min-time", min_time, "Minimum seconds of timed runs per batch size")->check(CLI::NonNegativeNumber)->capture_default_str();
@@ -177,6 +189,13 @@ int main(int argc, char** argv) {
                                   std::pair<bool, const char*>{page_locked_output, "--page-locked-output"}})
     if (set && (!bench || !on_cuda)) return Fail(std::string(flag) + " needs --bench and --device cuda");
   so.cuda_graphs = cuda_graphs;
+  if (max_memory.empty()) {
+    so.max_memory_bytes = whittle::DefaultMemoryBudget();
+  } else {
+    auto bytes = whittle::cli::ParseByteSize(max_memory);
+    if (!bytes.ok()) return Fail(bytes.status().message());
+    so.max_memory_bytes = *bytes;
+  }
   auto input_shapes = whittle::cli::ParseInputShapes(input_shape_specs);
   if (!input_shapes.ok()) return Fail(input_shapes.status().message());
   if (!input_shapes->empty() && !bench && !profile) return Fail("--input-shape needs --bench");
@@ -367,3 +386,5 @@ int main(int argc, char** argv) {
   if (json) std::cout << out.dump() << std::endl;
   return 0;
 }
+
+}  // namespace

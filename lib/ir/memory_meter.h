@@ -1,0 +1,40 @@
+// A memory budget for what a session allocates (SessionOptions::max_memory_bytes, the CLIs'
+// --max-memory): each fresh buffer is admitted against the budget before it is allocated and
+// counted while it lives (Buffer keeps its meter and gives its bytes back when it goes), so a
+// model whose shapes would need more is refused with an error naming the tensor and the size
+// instead of being killed by the system. Internal (lib/ir).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "lib/ir/status.h"
+#include "lib/ir/tensor.h"
+
+namespace whittle {
+
+struct MemoryMeter : std::enable_shared_from_this<MemoryMeter> {
+  explicit MemoryMeter(int64_t limit_bytes) : limit(limit_bytes) {}
+  const int64_t limit;  // 0: no budget
+  std::atomic<int64_t> live{0};
+
+  // Ok when `bytes` more fit the budget; else why not (what: the tensor, e.g. "output 'y'").
+  Status Admit(uint64_t bytes, const std::string& what) const;
+  // Counts b until it is freed.
+  void Attach(Buffer& b);
+  // Buffer's destructor: its bytes are free again.
+  static void Detach(Buffer& b);
+};
+
+// The machine's physical memory in bytes (0 if unknown), and the CLIs' default budget: 80 % of it,
+// so that a shape the machine cannot hold is refused before the allocation rather than by the
+// system's out-of-memory killer once the pages are touched.
+int64_t PhysicalMemoryBytes();
+int64_t DefaultMemoryBudget();
+
+// "1.5 GiB"-style size for messages.
+std::string HumanBytes(uint64_t bytes);
+
+}  // namespace whittle
