@@ -59,8 +59,9 @@ if [ "$regress" = 1 ]; then
       if "$build/bin/$t" -rss_limit_mb=2048 -timeout=10 "$f" >"$build/regress.log" 2>&1; then
         echo "ok    $t $(basename "$f")"
       else
-        echo "FAIL  $t $(basename "$f") (log: $build/regress.log)"; status=1
-        cp "$build/regress.log" "$build/regress-$t-$(basename "$f").log"
+        log="$build/regress-$t-$(basename "$f").log"
+        mv "$build/regress.log" "$log"
+        echo "FAIL  $t $(basename "$f") (log: $log)"; status=1
       fi
     done
   done
