@@ -9,6 +9,11 @@
 
 #include "kernels/cpu/isa/features.h"
 
+#if defined(__clang__) && __clang_major__ < 16 && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#define WHITTLE_CPUID_AVXVNNI 1  // clang < 16 has no "avxvnni" for __builtin_cpu_supports
+#endif
+
 namespace whittle::cpu {
 namespace {
 
@@ -19,7 +24,13 @@ IsaFeatures Detect() {
   f.popcnt = __builtin_cpu_supports("popcnt");
   f.avx2 = __builtin_cpu_supports("avx2");
   f.fma = __builtin_cpu_supports("fma");
+#ifdef WHITTLE_CPUID_AVXVNNI
+  // CPUID.(EAX=7,ECX=1):EAX bit 4; the YMM state it needs is the one the AVX2 check saw.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  f.avx_vnni = f.avx2 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) != 0;
+#else
   f.avx_vnni = __builtin_cpu_supports("avxvnni");
+#endif
   f.avx512f = __builtin_cpu_supports("avx512f");
   f.avx512bw = __builtin_cpu_supports("avx512bw");
   f.avx512vl = __builtin_cpu_supports("avx512vl");

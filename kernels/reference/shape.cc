@@ -40,8 +40,17 @@ StatusOr<Tensor> ConstantFromAttrs(const AttributeMap& attrs) {
 Status FillWithElement(const Tensor& value, Tensor* out) {
   const size_t es = DTypeSize(out->dtype());
   if (value.dtype() != out->dtype() || value.numel() != 1) return Internal("fill value must be one element of the output type");
+  // One element, then doubling copies: a large fill is a few memcpy calls, not one per element
+  // (each with a numel() recount); fuzz_model_load_run timed out in the per-element loop.
   char* p = static_cast<char*>(out->raw_data());
-  for (int64_t i = 0; i < out->numel(); ++i) std::memcpy(p + static_cast<size_t>(i) * es, value.raw_data(), es);
+  const size_t total = static_cast<size_t>(out->numel()) * es;
+  if (total == 0) return Status::Ok();
+  std::memcpy(p, value.raw_data(), es);
+  for (size_t done = es; done < total;) {
+    const size_t n = std::min(done, total - done);
+    std::memcpy(p + done, p, n);
+    done += n;
+  }
   return Status::Ok();
 }
 

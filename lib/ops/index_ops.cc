@@ -130,6 +130,7 @@ Status InferGatherND(InferContext& ctx) {
   const SymShape* data = ctx.InputShape(0);
   const SymShape* idx = ctx.InputShape(1);
   const int64_t b = ctx.attrs().GetInt("batch_dims", 0);
+  if (idx && idx->empty()) return ctx.Error("indices must have rank >= 1");  // before back()
   if (!data || !idx || !idx->back().known()) {
     ctx.SetOutput(0, ctx.InputDType(0), std::nullopt);
     return Status::Ok();

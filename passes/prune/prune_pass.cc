@@ -157,8 +157,10 @@ class PrunePass : public Pass {
       gc.score = Scores(g, a, root, gc, stats);
       std::vector<int64_t> idx(static_cast<size_t>(gc.width));
       std::iota(idx.begin(), idx.end(), 0);
+      // The scores by name: C++17 lambdas may not capture a structured binding (clang < 16 refuses).
+      const std::vector<double>& score = gc.score;
       std::stable_sort(idx.begin(), idx.end(), [&](int64_t x, int64_t y) {
-        return gc.score[static_cast<size_t>(x)] > gc.score[static_cast<size_t>(y)];
+        return score[static_cast<size_t>(x)] > score[static_cast<size_t>(y)];
       });
       std::vector<bool> keep(static_cast<size_t>(gc.width), false);
       for (int64_t i = 0; i < gc.kept; ++i) keep[static_cast<size_t>(idx[static_cast<size_t>(i)])] = true;

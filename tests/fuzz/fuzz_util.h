@@ -1,0 +1,118 @@
+// Shared helpers of the libFuzzer targets in tests/fuzz/: the input-size screen that keeps a
+// campaign off the allocation failures already known (issue 41), small generated input tensors,
+// and scratch files for the readers that only take a path. Header-only; each target includes it.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "lib/ir/graph.h"
+#include "lib/ir/tensor.h"
+#include "whittle/session.h"
+
+namespace whittle::fuzz {
+
+// Largest element count a value may have, statically, for a model to be run (the library still
+// aborts on a failed allocation: Buffer::Allocate, issue 41). WHITTLE_FUZZ_NO_SCREEN=1 turns the
+// screen off, to reproduce those findings.
+constexpr int64_t kMaxValueElements = int64_t{1} << 22;  // 16 MiB of float32
+// Largest generated input, in bytes.
+constexpr size_t kMaxInputBytes = size_t{1} << 20;
+
+inline bool ScreenOff() {
+  static const bool off = [] {
+    const char* e = std::getenv("WHITTLE_FUZZ_NO_SCREEN");
+    return e != nullptr && std::strcmp(e, "1") == 0;
+  }();
+  return off;
+}
+
+// True when every value with an initializer or a known shape stays under kMaxValueElements
+// (unknown dims counted as 2, what the targets feed at most).
+inline bool ShapesAreSmall(const Graph& g) {
+  if (ScreenOff()) return true;
+  for (const Value& v : g.values()) {
+    Dims d;
+    if (v.initializer) {
+      d = v.initializer->dims();
+    } else if (v.shape) {
+      for (const Dim& x : *v.shape) d.push_back(x.known() ? x.value : 2);
+    }
+    auto n = CheckedNumElements(d);
+    if (!n.ok() || *n > kMaxValueElements) return false;
+  }
+  return true;
+}
+
+// A tensor of `dtype` and `dims` filled from a small deterministic sequence seeded by `seed`:
+// floats in [-2, 2), integers 0 or 1 (safe as indices), bools alternating.
+inline Tensor SmallTensor(DType dtype, const Dims& dims, uint32_t seed) {
+  Tensor t(dtype, dims);
+  const int64_t n = t.numel();
+  uint32_t x = seed * 2654435761u + 1;
+  auto next = [&] { x ^= x << 13; x ^= x >> 17; x ^= x << 5; return x; };
+  switch (dtype) {
+    case DType::kFloat32: {
+      float* p = t.data<float>();
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(next() % 4096) / 1024.f - 2.f;
+      break;
+    }
+    case DType::kFloat64: {
+      double* p = t.data<double>();
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<double>(next() % 4096) / 1024. - 2.;
+      break;
+    }
+    case DType::kInt64: {
+      int64_t* p = t.data<int64_t>();
+      for (int64_t i = 0; i < n; ++i) p[i] = next() & 1;
+      break;
+    }
+    case DType::kInt32: {
+      int32_t* p = t.data<int32_t>();
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int32_t>(next() & 1);
+      break;
+    }
+    default: {  // one-byte types (uint8, int8, bool) get 0/1; the rest stay zero
+      if (DTypeSize(dtype) == 1) {
+        uint8_t* p = static_cast<uint8_t*>(t.raw_data());
+        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(next() & 1);
+      }
+      break;
+    }
+  }
+  return t;
+}
+
+// One Run of `s` on generated inputs: free dims 1 or 2 (bit i of `pick`: the i-th free dim is 2),
+// nothing run when an input would exceed kMaxInputBytes. The result is ignored: errors are fine.
+inline void RunSmall(const Session& s, uint32_t pick) {
+  std::map<std::string, Tensor> inputs;
+  int free_dim = 0;
+  for (const IoInfo& in : s.inputs()) {
+    Dims dims;
+    for (const Dim& d : in.shape) dims.push_back(d.known() ? d.value : 1 + ((pick >> (free_dim++ % 7)) & 1));
+    auto n = CheckedNumElements(dims);
+    if (!n.ok() || DTypeSize(in.dtype) == 0 || static_cast<size_t>(*n) > kMaxInputBytes / DTypeSize(in.dtype))
+      return;
+    inputs[in.name] = SmallTensor(in.dtype, dims, static_cast<uint32_t>(inputs.size()));
+  }
+  (void)s.Run(inputs);
+}
+
+// A scratch file of this process, rewritten with `bytes`; its path.
+inline std::string WriteScratch(const std::string& suffix, const std::string& bytes) {
+  const std::string path = "/tmp/whittle_fuzz_" + std::to_string(::getpid()) + suffix;
+  if (FILE* f = std::fopen(path.c_str(), "wb")) {
+    if (!bytes.empty()) std::fwrite(bytes.data(), 1, bytes.size(), f);
+    std::fclose(f);
+  }
+  return path;
+}
+
+}  // namespace whittle::fuzz
