@@ -47,7 +47,9 @@ else
 fi
 
 export OMP_NUM_THREADS=1
-export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:symbolize=1}"
+# allocator_may_return_null: an allocation too large to have returns null, which the library
+# turns into a ResourceExhausted error (issue 41), as the release build does.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:symbolize=1:allocator_may_return_null=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
 if [ "$regress" = 1 ]; then
