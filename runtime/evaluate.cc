@@ -214,11 +214,9 @@ StatusOr<std::map<std::string, Tensor>> MakeBatchFeeds(const Session& session, i
       }
     }
     // A hostile or mistaken shape (an image dim of 2^31) is refused here, before the allocation.
-    auto count = CheckedNumElements(d);
-    uint64_t bytes = 0;
-    if (!count.ok() || DTypeSize(in.dtype) == 0 ||
-        __builtin_mul_overflow(static_cast<uint64_t>(*count), DTypeSize(in.dtype), &bytes))
-      return ResourceExhausted("input '" + in.name + "' of shape " + DimsToString(d) + " has too many bytes to hold");
+    auto checked = CheckedNumBytes(d, in.dtype);
+    if (!checked.ok()) return checked.status().WithContext("input '" + in.name + "'");
+    const uint64_t bytes = *checked;
     const int64_t budget = session.options().max_memory_bytes;
     if (budget > 0 && bytes > static_cast<uint64_t>(budget))
       return ResourceExhausted("input '" + in.name + "' of shape " + DimsToString(d) + " needs " + HumanBytes(bytes) +

@@ -17,6 +17,15 @@ std::string HumanBytes(uint64_t bytes) {
   return buf;
 }
 
+StatusOr<uint64_t> CheckedNumBytes(const Dims& dims, DType dtype) {
+  WH_ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(dims));
+  uint64_t bytes = 0;
+  if (DTypeSize(dtype) == 0 || __builtin_mul_overflow(static_cast<uint64_t>(n), DTypeSize(dtype), &bytes) ||
+      bytes > (uint64_t{1} << 63))
+    return ResourceExhausted("shape " + DimsToString(dims) + " of " + DTypeName(dtype) + " has too many bytes to hold");
+  return bytes;
+}
+
 Status MemoryMeter::Admit(uint64_t bytes, const std::string& what) const {
   if (limit <= 0) return Status::Ok();
   const int64_t in_use = live.load(std::memory_order_relaxed);

@@ -34,6 +34,10 @@ struct MemoryMeter : std::enable_shared_from_this<MemoryMeter> {
 int64_t PhysicalMemoryBytes();
 int64_t DefaultMemoryBudget();
 
+// The bytes a tensor of `dims` and `dtype` holds, or an error when the count or the size passes
+// 2^63 (hostile shapes) or the dtype has no fixed size.
+StatusOr<uint64_t> CheckedNumBytes(const Dims& dims, DType dtype);
+
 // "1.5 GiB"-style size for messages.
 std::string HumanBytes(uint64_t bytes);
 

@@ -164,12 +164,9 @@ Status StepExecutor::MakeOutputs(const RunStep& step, const std::vector<DType>& 
       t = in_[static_cast<size_t>(step.alias)]->Reshaped(odims[k]);
     } else {
       // Checked: a hostile shape's element count or byte size may not fit 63 bits.
-      auto count = CheckedNumElements(odims[k]);
-      uint64_t bytes = 0;
-      if (!count.ok() || __builtin_mul_overflow(static_cast<uint64_t>(*count), DTypeSize(odt[k]), &bytes))
-        return ResourceExhausted("output '" + g_.value(o).name + "' of shape " + DimsToString(odims[k]) +
-                                 " has too many bytes to hold").WithContext(n.DebugName());
-      auto b = rc_.arena.Take(static_cast<size_t>(bytes), step.device);
+      const auto bytes = CheckedNumBytes(odims[k], odt[k]);
+      auto b = bytes.ok() ? rc_.arena.Take(static_cast<size_t>(*bytes), step.device)
+                          : StatusOr<std::shared_ptr<Buffer>>(bytes.status());
       if (!b.ok())
         return b.status().WithContext("output '" + g_.value(o).name + "' of shape " + DimsToString(odims[k]))
             .WithContext(n.DebugName());

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "lib/ir/memory_meter.h"
 #include "lib/onnx/model_io.h"
@@ -45,6 +46,16 @@ void ExpectCliRefuses(const std::string& path, const std::string& args, const st
   EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << "not one line: " << r.out;
   EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
   EXPECT_LT(s, 1.0) << r.out;
+}
+
+// x [1, 1, 28, 28] -> Conv 3x3 with `pads` -> y.
+Graph ConvWithPads(const std::vector<int64_t>& pads) {
+  return GraphBuilder(17)
+      .Input("x", DType::kFloat32, {1, 1, 28, 28})
+      .Init("w", testing::RandomFloat({1, 1, 3, 3}, 1))
+      .Op("Conv", {"x", "w"}, {"y"}, testing::Attrs({{"pads", Attribute::Ints(pads)}}))
+      .Output("y")
+      .Build();
 }
 
 // ConstantOfShape of [2^40, 16]: a 64 TiB float output. With a budget it is refused before the
@@ -94,14 +105,7 @@ TEST(HostileModels, HugeBenchInputIsRefusedByTheBudget) {
 // (Before, a pad of 2^62 also made a runtime rewrite, CropDeadConvTaps, walk 2^62 positions.)
 TEST(HostileModels, OverflowingConvPadsAreRefusedAtLoad) {
   RegisterAllOps();
-  using A = Attribute;
-  const Graph g = GraphBuilder(17)
-                      .Input("x", DType::kFloat32, {1, 1, 28, 28})
-                      .Init("w", testing::RandomFloat({1, 1, 3, 3}, 1))
-                      .Op("Conv", {"x", "w"}, {"y"},
-                          testing::Attrs({{"pads", A::Ints({int64_t{1} << 62, 0, int64_t{1} << 62, 0})}}))
-                      .Output("y")
-                      .Build();
+  const Graph g = ConvWithPads({int64_t{1} << 62, 0, int64_t{1} << 62, 0});
   auto s = Session::FromGraph(g);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("overflows"), std::string::npos) << s.status().message();
@@ -112,14 +116,7 @@ TEST(HostileModels, OverflowingConvPadsAreRefusedAtLoad) {
 // the load, whose rewrites look at the pads, takes no time).
 TEST(HostileModels, HugeConvPadIsQuick) {
   RegisterAllOps();
-  using A = Attribute;
-  const Graph g = GraphBuilder(17)
-                      .Input("x", DType::kFloat32, {1, 1, 28, 28})
-                      .Init("w", testing::RandomFloat({1, 1, 3, 3}, 1))
-                      .Op("Conv", {"x", "w"}, {"y"},
-                          testing::Attrs({{"pads", A::Ints({int64_t{1} << 62, int64_t{1} << 62, 0, 0})}}))
-                      .Output("y")
-                      .Build();
+  const Graph g = ConvWithPads({int64_t{1} << 62, int64_t{1} << 62, 0, 0});
   ExpectCliRefuses(TempModel(g, "conv_pad"), "--bench --batch 1", "too many");
 }
 
@@ -127,13 +124,7 @@ TEST(HostileModels, HugeConvPadIsQuick) {
 // passes 2^63, which the run refuses naming the output (the release build used to wrap it).
 TEST(HostileModels, OutputPastTwoToTheSixtyThreeElementsIsAnError) {
   RegisterAllOps();
-  using A = Attribute;
-  const Graph g = GraphBuilder(17)
-                      .Input("x", DType::kFloat32, {1, 1, 28, 28})
-                      .Init("w", testing::RandomFloat({1, 1, 3, 3}, 1))
-                      .Op("Conv", {"x", "w"}, {"y"}, testing::Attrs({{"pads", A::Ints({k2e40, k2e40, k2e40, k2e40})}}))
-                      .Output("y")
-                      .Build();
+  const Graph g = ConvWithPads({k2e40, k2e40, k2e40, k2e40});
   SessionOptions o;
   o.optimize = false;
   auto s = Session::FromGraph(g, o);
