@@ -2,12 +2,19 @@
 // [0, n) on an OpenMP team when threads > 1, else inline (entering an OpenMP region sets up a team
 // even when its `if` clause is false, which small ops notice). Chunks are handed out dynamically
 // (about 8 per thread) so a thread the OS delays does not hold back a fixed share of the work.
+// The TSan build (WHITTLE_SANITIZE=thread defines WHITTLE_NO_OPENMP, see docs/reliability.md) has
+// no OpenMP: libgomp's barriers are invisible to TSan, so there the chunks run on std::threads.
 #pragma once
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
+#ifdef WHITTLE_NO_OPENMP
+#include <atomic>
+#include <thread>
+#include <vector>
+#endif
 
 namespace whittle {
 
@@ -18,8 +25,23 @@ void ParallelFor(int64_t n, int threads, const Body& body) {
     return;
   }
   const int64_t chunk = std::max<int64_t>(1, n / (8 * static_cast<int64_t>(threads)));
+#ifdef WHITTLE_NO_OPENMP
+  // The same dynamic chunking on plain threads (the caller is one of them), so TSan sees every
+  // hand-off: thread start, the atomic counter and join.
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    for (int64_t b; (b = next.fetch_add(chunk)) < n;)
+      for (int64_t i = b, e = std::min(n, b + chunk); i < e; ++i) body(i);
+  };
+  std::vector<std::thread> team;
+  team.reserve(static_cast<size_t>(threads - 1));
+  for (int t = 1; t < threads; ++t) team.emplace_back(work);
+  work();
+  for (std::thread& t : team) t.join();
+#else
 #pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
   for (int64_t i = 0; i < n; ++i) body(i);
+#endif
 }
 
 // Sets the calling thread's OpenMP team size for the duration of one library call (oneDNN and
@@ -27,7 +49,12 @@ void ParallelFor(int64_t n, int threads, const Body& body) {
 // callers do not disturb each other.
 class ScopedOmpThreads {
  public:
+#ifdef WHITTLE_NO_OPENMP
+  // TSan build: oneDNN (built on libgomp) runs on the calling thread.
+  explicit ScopedOmpThreads(int) : prev_(omp_get_max_threads()) { omp_set_num_threads(1); }
+#else
   explicit ScopedOmpThreads(int n) : prev_(omp_get_max_threads()) { omp_set_num_threads(std::max(1, n)); }
+#endif
   ~ScopedOmpThreads() { omp_set_num_threads(prev_); }
   ScopedOmpThreads(const ScopedOmpThreads&) = delete;
   ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
