@@ -208,6 +208,7 @@ Status Finetune(const PipelineOptions& o, PipelineResult* out, PipelineObserver&
   training::FinetuneRun run;
   run.epochs = f.options.epochs;
   run.evaluate_before = false;  // the pipeline measured the compressed model already
+  run.history.before = report.after.accuracy;  // the model to beat (-1 without eval data)
   FinetuneProgress progress(&obs);
   FinetuneReport& ft = out->finetune.emplace();
   auto tuned = training::RunFinetune(**trainer, *f.train_data, o.eval_data, std::move(run), &ft.history, &progress);
@@ -359,6 +360,9 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& o, PipelineObserver*
     if (ft->history.before >= 0 && ft->output_accuracy >= 0)
       line += ": accuracy " + Fmt("%.4f", ft->history.before) + " -> " + Fmt("%.4f", ft->output_accuracy);
     obs.Line(line);
+    if (ft->history.kept_student)
+      obs.Line("[finetune] no epoch beat the compressed model before fine-tuning (" + Fmt("%.4f", ft->history.before) +
+               "; best epoch " + Fmt("%.4f", ft->history.best) + "): it is written unchanged");
   }
   if (!o.report_json_path.empty())
     WH_RETURN_IF_ERROR(WriteFileAtomically(o.report_json_path, ToJson(report, ft).dump(2) + "\n"));

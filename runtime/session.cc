@@ -70,7 +70,8 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraphImpl(Graph graph, const Ses
   if (opts.num_threads < 0) return InvalidArgument("num_threads must be >= 0, got " + std::to_string(opts.num_threads));
   if (opts.max_memory_bytes < 0)
     return InvalidArgument("max_memory_bytes must be >= 0, got " + std::to_string(opts.max_memory_bytes));
-  WH_RETURN_IF_ERROR(CheckWeights(graph, opts.max_memory_bytes));
+  const int64_t budget = opts.max_memory_bytes > 0 ? opts.max_memory_bytes : ProcessMemoryBudget();
+  WH_RETURN_IF_ERROR(CheckWeights(graph, budget));
   RegisterAllOps();
   RegisterAllKernels();  // registers the CUDA runtime too, where it is built
   if (std::string why; !DeviceAvailable(BackendDevice(opts.backend), &why))
@@ -83,6 +84,7 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraphImpl(Graph graph, const Ses
   auto impl = std::make_unique<Impl>();
   Impl& s = *impl;
   s.opts_ = opts;
+  s.opts_.max_memory_bytes = budget;  // options() reports the budget in force
   if (s.opts_.num_threads == 0) s.opts_.num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   s.graph_ = std::move(graph);
   WH_RETURN_IF_ERROR(s.graph_.Verify());
@@ -98,7 +100,7 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraphImpl(Graph graph, const Ses
                                opts.backend != Backend::kCuda);
     if (!r.ok()) return r.status().WithContext("optimizing the graph");
   }
-  if (opts.max_memory_bytes > 0) s.arenas_.meter = std::make_shared<MemoryMeter>(opts.max_memory_bytes);
+  if (budget > 0) s.arenas_.meter = std::make_shared<MemoryMeter>(budget);
   WH_RETURN_IF_ERROR(s.Prepare());
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }

@@ -1,23 +1,18 @@
 #!/usr/bin/env bash
 # Builds Whittle's libFuzzer targets (tests/fuzz/; clang, ASan+UBSan, CMake option WHITTLE_FUZZ)
-# into build-fuzz/ and runs one for a bounded time on its seed corpus (tests/fuzz/make_seeds.sh):
+# into build-asan/ and runs one for a bounded time on its seed corpus (tests/fuzz/make_seeds.sh):
 #   scripts/fuzz.sh [TARGET] [SECONDS] [extra libFuzzer flags...]
 #     TARGET   fuzz_model_load_run (default), fuzz_data_readers or fuzz_passes
 #     SECONDS  -max_total_time (default 60)
 #   scripts/fuzz.sh --regressions   runs every target once over tests/fuzz/regressions/<target>/
-# Needs clang and libFuzzer (Debian 12: apt-get install -y clang libfuzzer-14-dev). The corpus a
-# campaign grows is kept in build-fuzz/corpus/<target>; crashes go to build-fuzz/artifacts/<target>/.
+# Installs clang and libFuzzer when missing (scripts/install-deps.sh --sanitizers). The corpus a
+# campaign grows is kept in build-asan/corpus/<target>; crashes go to build-asan/artifacts/<target>/.
 # JOBS (default 2) sets the build's parallelism, FUZZ_JOBS runs that many fuzzing processes (-fork).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
-build="$root/build-fuzz"
+build="$root/build-asan"
 targets=(fuzz_model_load_run fuzz_data_readers fuzz_passes)
-
-if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
-  echo "fuzz.sh: needs clang with libFuzzer: apt-get install -y clang libfuzzer-14-dev" >&2
-  exit 1
-fi
 
 regress=0
 if [ "${1:-}" = "--regressions" ]; then
@@ -30,16 +25,8 @@ else
   case " ${targets[*]} " in *" $target "*) ;; *) echo "fuzz.sh: unknown target '$target' (${targets[*]})" >&2; exit 2 ;; esac
 fi
 
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  launcher=()
-  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-  # -O1 and line tables only: ASan's usual optimization level, stacks with file:line, and a build
-  # about twice as fast as -O2 -g.
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-    -DWHITTLE_FUZZ=ON -DWHITTLE_CUDA=OFF -DWHITTLE_BUILD_TESTS=OFF -DWHITTLE_BUILD_BENCH=OFF >/dev/null
-fi
+# The ASan+UBSan folder the sanitizer tests use too (scripts/sanitize.sh configures it).
+"$root/scripts/sanitize.sh" configure address
 if [ "$regress" = 1 ]; then
   cmake --build "$build" -j"${JOBS:-2}" --target "${targets[@]}"
 else

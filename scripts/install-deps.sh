@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages Whittle builds, tests and runs its demo with.
+# Installs the Debian 12 packages Whittle builds, tests and runs its demo with
+# (scripts/install-deps.sh [--sanitizers]).
 # Idempotent: packages already present are not reinstalled. Needs root (or sudo).
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config zlib1g-dev
@@ -7,6 +8,9 @@ PKGS=(build-essential cmake pkg-config zlib1g-dev
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libdnnl-dev
       ocl-icd-opencl-dev opencl-headers
       dataset-fashion-mnist libonnx-testdata)
+# --sanitizers: also clang and libFuzzer, for the sanitizer and fuzz builds (scripts/sanitize.sh,
+# scripts/fuzz.sh; scripts/test.sh runs them).
+if [ "${1:-}" = "--sanitizers" ]; then PKGS+=(clang libfuzzer-14-dev); fi
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

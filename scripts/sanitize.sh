@@ -1,44 +1,74 @@
 #!/usr/bin/env bash
-# The sanitizer builds (docs/reliability.md): configure, build whittle_tests and run the tests each
-# one covers. `address`: ASan+UBSan (RelWithDebInfo, build-asan/), the unit tests of lib/ and
-# runtime/; `thread`: TSan (build-tsan/, no OpenMP: see CMakeLists.txt), the concurrency tests.
-# Extra arguments go to whittle_tests (a --gtest_filter there replaces the default one).
-# Usage: scripts/sanitize.sh [address|thread] [gtest args...]   (JOBS=N for the build, default nproc)
+# The sanitizer builds (docs/reliability.md), with clang:
+#   scripts/sanitize.sh address [gtest args...]  ASan+UBSan build in build-asan/ (WHITTLE_FUZZ=ON: the
+#       same folder builds the fuzz targets, scripts/fuzz.sh), then every test of tests/lib and
+#       tests/runtime (whittle_sanitize_tests, with the CLIs they run)
+#   scripts/sanitize.sh thread [gtest args...]   TSan build in build-tsan/ (no OpenMP: see
+#       CMakeLists.txt), then the concurrency tests
+#   scripts/sanitize.sh ci                       what scripts/test.sh runs: address, each fuzz target
+#       for FUZZ_SECONDS (default 60) from its seeds plus the saved regressions, then thread
+#   scripts/sanitize.sh configure address|thread only configures the folder
+# Extra arguments go to whittle_sanitize_tests (a --gtest_filter there replaces the default one).
+# JOBS sets the build's parallelism (default nproc). Installs clang and libFuzzer when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root="$PWD"
+
+configure() {  # configure MODE: build-asan (address + fuzz targets) or build-tsan
+  local mode=$1 dir fuzz=OFF
+  case "$mode" in
+    address) dir=build-asan; fuzz=ON ;;
+    thread) dir=build-tsan ;;
+    *) echo "sanitize.sh: unknown mode '$mode' (address or thread)" >&2; exit 2 ;;
+  esac
+  if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+    scripts/install-deps.sh --sanitizers
+  fi
+  [ -f "$dir/CMakeCache.txt" ] && return 0
+  local launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  # -O1 and line tables only: the sanitizers' usual optimization level, stacks with file:line,
+  # and a build about twice as fast as -O2 -g.
+  cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+    -DWHITTLE_SANITIZE="$mode" -DWHITTLE_FUZZ="$fuzz" -DWHITTLE_CUDA=OFF -DWHITTLE_BUILD_BENCH=OFF >/dev/null
+}
+
+run_tests() {  # run_tests MODE [gtest args...]
+  local mode=$1 dir
+  shift
+  [ "$mode" = address ] && dir=build-asan || dir=build-tsan
+  configure "$mode"
+  local t0=$SECONDS
+  cmake --build "$dir" -j"${JOBS:-$(nproc)}" --target whittle_sanitize_tests
+  echo "sanitize.sh: $mode build took $((SECONDS - t0)) s"
+  local filter=()
+  if [ "$mode" = thread ] && ! printf '%s\n' "$@" | grep -q -- '--gtest_filter'; then
+    # Threads on one or several sessions, concurrent kernel callers, intra-op thread counts.
+    filter=(--gtest_filter='*Concurren*:*Thread*')
+  fi
+  # UBSan findings abort (-fno-sanitize-recover=undefined); leaks are reported at exit.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1:allocator_may_return_null=1}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+  t0=$SECONDS
+  "$dir/bin/whittle_sanitize_tests" --gtest_brief=1 "${filter[@]}" "$@"
+  echo "sanitize.sh: $mode tests took $((SECONDS - t0)) s"
+}
+
 mode=${1:-address}
 [[ $# -gt 0 ]] && shift
 case "$mode" in
-  address) dir=build-asan ;;
-  thread) dir=build-tsan ;;
-  *) echo "usage: scripts/sanitize.sh [address|thread] [gtest args...]" >&2; exit 2 ;;
+  configure) configure "${1:?configure needs address or thread}" ;;
+  address|thread) run_tests "$mode" "$@" ;;
+  ci)
+    run_tests address
+    for t in fuzz_model_load_run fuzz_data_readers fuzz_passes; do
+      scripts/fuzz.sh "$t" "${FUZZ_SECONDS:-60}"
+    done
+    scripts/fuzz.sh --regressions
+    run_tests thread
+    ;;
+  *) echo "usage: scripts/sanitize.sh address|thread|ci|configure MODE [gtest args...]" >&2; exit 2 ;;
 esac
-
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWHITTLE_SANITIZE="$mode" -DWHITTLE_CUDA=OFF \
-      -DWHITTLE_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
-t0=$SECONDS
-cmake --build "$dir" -j"${JOBS:-$(nproc)}" --target whittle_tests
-echo "sanitize.sh: $mode build took $((SECONDS - t0)) s"
-
-filter=()
-if ! printf '%s\n' "$@" | grep -q -- '--gtest_filter'; then
-  if [[ $mode == address ]]; then
-    # Every test suite defined under tests/lib and tests/runtime (TEST, TEST_F and TEST_P ones).
-    suites=$(grep -rhoE '^(TEST|TEST_F|TEST_P)\([A-Za-z0-9_]+' tests/lib tests/runtime | sed -E 's/.*\(//' | sort -u)
-    pattern=$(for s in $suites; do printf '%s.*:*/%s.*:' "$s" "$s"; done)
-    filter=(--gtest_filter="${pattern%:}")
-  else
-    # Several threads on one session / one kernel, and the intra-op thread-count tests.
-    filter=(--gtest_filter='*Concurren*:*ThreadCount*:*Thread*')
-  fi
-fi
-
-# UBSan findings abort (-fno-sanitize-recover=undefined); leaks are reported at exit.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
-t0=$SECONDS
-"$dir/bin/whittle_tests" --gtest_brief=1 "${filter[@]}" "$@"
-echo "sanitize.sh: $mode tests took $((SECONDS - t0)) s"

@@ -39,10 +39,11 @@ struct SessionOptions {
   // runs is dropped, with its buffers. Runs with a RunStats, or OutputsOn::kWhereComputed, stay
   // eager. device_graph_report() says what each signature got.
   bool cuda_graphs = false;
-  // A budget for what the session allocates (constants, activations, copies), in bytes; 0: none.
-  // A run whose tensors would pass it fails with a ResourceExhausted error naming the tensor and
-  // its size, before the allocation (the CLIs' --max-memory; their default is 80 % of the
-  // machine's memory). Without a budget an allocation the system refuses is such an error too.
+  // A budget for what the session allocates (constants, activations, copies), in bytes; 0: the
+  // process's default, which is none unless a tool set one (the CLIs' --max-memory, whose default
+  // is 80 % of the machine's memory, applies to every session the tool makes). A run whose tensors
+  // would pass it fails with a ResourceExhausted error naming the tensor and its size, before the
+  // allocation. Without a budget an allocation the system refuses is such an error too.
   int64_t max_memory_bytes = 0;
 };
 

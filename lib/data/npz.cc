@@ -10,6 +10,7 @@
 
 #include "lib/data/file_util.h"
 #include "lib/data/npy.h"
+#include "lib/ir/memory_meter.h"
 
 namespace whittle {
 namespace {
@@ -271,6 +272,11 @@ class ArchiveParser {
                                " (only 0 stored and 8 deflate are supported)");
     if (e.uncompressed > kMaxMemberBytes)
       return FailMember(e, "claims " + std::to_string(e.uncompressed) + " bytes, more than the 1 TiB limit");
+    // A bomb that deflate can really produce (zeros compress about 1000:1) is held to the
+    // process's memory budget (the CLIs' --max-memory) before anything is inflated.
+    if (const int64_t budget = ProcessMemoryBudget(); budget > 0 && e.uncompressed > static_cast<uint64_t>(budget))
+      return FailMember(e, "would decompress to " + HumanBytes(e.uncompressed) + ", over the memory budget of " +
+                               HumanBytes(static_cast<uint64_t>(budget)) + " (--max-memory)");
     if (e.method == kMethodStored && e.compressed != e.uncompressed)
       return FailMember(e, "is stored but its compressed size " + std::to_string(e.compressed) +
                                " differs from its size " + std::to_string(e.uncompressed));

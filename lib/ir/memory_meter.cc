@@ -52,4 +52,11 @@ int64_t PhysicalMemoryBytes() {
 
 int64_t DefaultMemoryBudget() { return PhysicalMemoryBytes() / 10 * 8; }
 
+namespace {
+std::atomic<int64_t> g_process_budget{0};
+}  // namespace
+
+void SetProcessMemoryBudget(int64_t bytes) { g_process_budget.store(bytes < 0 ? 0 : bytes); }
+int64_t ProcessMemoryBudget() { return g_process_budget.load(); }
+
 }  // namespace whittle

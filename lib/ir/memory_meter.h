@@ -34,6 +34,12 @@ struct MemoryMeter : std::enable_shared_from_this<MemoryMeter> {
 int64_t PhysicalMemoryBytes();
 int64_t DefaultMemoryBudget();
 
+// The process's default budget, for the sessions whose SessionOptions::max_memory_bytes is 0: none
+// (0) unless a tool sets one (the CLIs' --max-memory), so that every session a tool makes — its
+// own, the passes' calibration and probe sessions, the trainer's — is held to the same budget.
+void SetProcessMemoryBudget(int64_t bytes);
+int64_t ProcessMemoryBudget();
+
 // The bytes a tensor of `dims` and `dtype` holds, or an error when the count or the size passes
 // 2^63 (hostile shapes) or the dtype has no fixed size.
 StatusOr<uint64_t> CheckedNumBytes(const Dims& dims, DType dtype);

@@ -5,6 +5,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "lib/ir/memory_meter.h"
 #include "lib/onnx/proto_convert.h"
 
 namespace whittle::onnx_io {
@@ -100,13 +101,21 @@ StatusOr<Graph> GraphFromModelProto(const onnx::ModelProto& m, const std::string
   // IR version < 3 predates opset_import: such models implicitly use ai.onnx opset 1.
   if (m.opset_import_size() == 0 && m.ir_version() < 3) g.opset_imports[""] = 1;
 
-  // Initializers first: graph inputs with the same name are defaults, i.e. constants.
+  // Initializers first: graph inputs with the same name are defaults, i.e. constants. Together
+  // they are held to the process's memory budget (each one alone: TensorFromProto).
+  const int64_t budget = ProcessMemoryBudget();
+  uint64_t weight_bytes = 0;
   for (int i = 0; i < gp.initializer_size(); ++i) {
     const onnx::TensorProto& tp = gp.initializer(i);
     if (tp.name().empty()) return InvalidArgument("initializer #" + std::to_string(i) + " has no name");
     const std::string what = "initializer '" + tp.name() + "'";
     if (g.FindValue(tp.name()) >= 0) return InvalidArgument(what + " is defined twice");
     WH_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(tp, base_dir, what));
+    weight_bytes += t.nbytes();
+    if (budget > 0 && weight_bytes > static_cast<uint64_t>(budget))
+      return ResourceExhausted("the initializers up to " + what + " need " + HumanBytes(weight_bytes) +
+                               ", over the memory budget of " + HumanBytes(static_cast<uint64_t>(budget)) +
+                               " (--max-memory)");
     g.AddInitializer(tp.name(), std::move(t));
   }
   std::set<std::string> input_names;

@@ -90,6 +90,10 @@ Status ValidateOps(Graph& g, const LoadOptions& opts) {
 
 StatusOr<Graph> ParseWithContext(const std::string& bytes, const std::string& base_dir, const LoadOptions& opts,
                                  const std::string& context) {
+  // Graphs nested past the limit (If inside If ...) are refused before protobuf's recursive parse.
+  if (const int depth = onnx_io::GraphNestingDepth(bytes); depth > onnx_io::kMaxSubgraphDepth)
+    return InvalidArgument(context + ": subgraphs nest more than " + std::to_string(onnx_io::kMaxSubgraphDepth) +
+                           " deep (If/Loop/Scan bodies inside one another)");
   onnx::ModelProto m;
   if (!onnx_io::ParseProtoBytes(bytes, &m))
     return InvalidArgument(context + ": cannot parse the ONNX protobuf (" + std::to_string(bytes.size()) +

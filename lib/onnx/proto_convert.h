@@ -20,6 +20,15 @@ namespace whittle::onnx_io {
 // Parses a serialized message with a 2 GiB total-bytes limit; false on truncated/garbage bytes.
 bool ParseProtoBytes(const std::string& bytes, google::protobuf::MessageLite* msg);
 
+// How deep subgraphs nest in a serialized ModelProto (0: the main graph has none; an If in it
+// makes 1, an If in that If's branch 2, ...; any graph-valued attribute counts), found by walking
+// the wire format with an explicit stack: no recursion, so a hostile 10,000-deep file costs a
+// bounded scan, not the stack. Stops counting past kMaxSubgraphDepth. -1 when the bytes are not
+// well-formed protobuf (ParseProtoBytes then says so). 16 levels are about 50 message levels,
+// inside protobuf's own recursion limit of 100.
+constexpr int kMaxSubgraphDepth = 16;
+int GraphNestingDepth(const std::string& bytes);
+
 // ONNX TensorProto.DataType -> DType. `what` names the tensor or value in messages.
 // Unimplemented for string/complex; InvalidArgument for UNDEFINED or unknown codes.
 StatusOr<DType> DTypeFromOnnx(int32_t onnx_type, const std::string& what);

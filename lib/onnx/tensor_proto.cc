@@ -7,6 +7,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "lib/ir/memory_meter.h"
 #include "lib/onnx/file_io.h"
 #include "lib/onnx/proto_convert.h"
 
@@ -197,6 +198,11 @@ StatusOr<Tensor> TensorFromProto(const TensorProto& p, const std::string& base_d
     return InvalidArgument(what + ": shape " + DimsToString(dims) + " of " + DTypeName(dt) + " is too large");
   const int64_t nbytes = numel * esize;
   const std::string desc = std::to_string(numel) + " elements of " + DTypeName(dt) + ", shape " + DimsToString(dims);
+  // Held to the process's memory budget (the CLIs' --max-memory) before anything is allocated.
+  if (const int64_t budget = ProcessMemoryBudget(); budget > 0 && nbytes > budget)
+    return ResourceExhausted(what + " (" + desc + ") needs " + HumanBytes(static_cast<uint64_t>(nbytes)) +
+                             ", over the memory budget of " + HumanBytes(static_cast<uint64_t>(budget)) +
+                             " (--max-memory)");
 
   if (p.data_location() == TensorProto::EXTERNAL) {
     WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buf, ReadExternal(p, static_cast<size_t>(nbytes), base_dir, what));

@@ -200,6 +200,7 @@ nlohmann::json FinetuneJson(const FinetuneReport& r) {
   j["best_eval_accuracy"] = OrNull(r.history.best);
   j["best_epoch"] = r.history.best_epoch >= 0 ? nlohmann::json(r.history.best_epoch + 1) : nlohmann::json(nullptr);
   j["accuracy_after"] = OrNull(r.output_accuracy);
+  j["kept_student"] = r.history.kept_student;  // no epoch beat the student: it was written unchanged
   j["teacher_accuracy"] = OrNull(r.teacher_accuracy);
   j["output_params"] = r.output_params >= 0 ? nlohmann::json(r.output_params) : nlohmann::json(nullptr);
   j["output_file_bytes"] = r.output_file_bytes >= 0 ? nlohmann::json(r.output_file_bytes) : nlohmann::json(nullptr);

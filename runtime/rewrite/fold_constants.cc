@@ -5,6 +5,7 @@
 #include <set>
 #include <vector>
 
+#include "lib/ir/memory_meter.h"
 #include "lib/ops/op_def.h"
 #include "runtime/node_runner.h"
 #include "runtime/rewrite/match.h"
@@ -33,6 +34,28 @@ std::optional<Tensor> PartialShape(const Graph& g, int id) {
 }
 
 }  // namespace
+
+// Folding must not make a constant much larger than what it is made from: ConstantOfShape, Expand,
+// Tile or Range of a few bytes can ask for gigabytes (issue 41: a hostile [2^31, 4] fill), and a
+// folded constant is allocated at load, outside the session's memory budget. A node is folded
+// when its outputs' inferred size is at most 16 MiB or 4 times its inputs' (a transposed or
+// reshaped weight still folds); else it runs, where the budget meter can refuse it.
+static bool FoldKeepsSize(const Graph& g, const Node& n, const std::vector<Tensor>& inputs) {
+  constexpr uint64_t kAlwaysFold = uint64_t{16} << 20;
+  uint64_t in_bytes = 0, out_bytes = 0;
+  for (const Tensor& t : inputs)
+    if (t.defined()) in_bytes += t.nbytes();
+  for (int o : n.outputs) {
+    if (o < 0) continue;
+    const Value& v = g.value(o);
+    std::optional<Dims> d = v.shape ? ToDims(*v.shape) : std::nullopt;
+    if (!d || DTypeSize(v.dtype) == 0) continue;  // unknown: the kernel's own checks apply
+    auto bytes = CheckedNumBytes(*d, v.dtype);
+    if (!bytes.ok()) return false;
+    out_bytes += *bytes;
+  }
+  return out_bytes <= kAlwaysFold || out_bytes / 4 <= in_bytes;
+}
 
 Status FoldConstants(Graph& g, int* count) {
   WH_ASSIGN_OR_RETURN(std::vector<int> order, g.TopologicalOrder());
@@ -84,6 +107,7 @@ Status FoldConstants(Graph& g, int* count) {
       all_const = partial = rest_const;
     }
     if (!all_const) continue;
+    if (!FoldKeepsSize(g, n, inputs)) continue;  // left to run time and its memory budget
     auto out = RunNode(n, static_cast<int>(g.OpsetFor(n.domain)), inputs, Backend::kReference, 1, true);
     if (!out.ok()) {
       if (partial) continue;  // left to run time, which reports a bad index with the real shape

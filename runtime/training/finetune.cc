@@ -55,6 +55,10 @@ StatusOr<Graph> RunFinetune(Trainer& t, const Dataset& train, const Dataset* eva
     WH_ASSIGN_OR_RETURN(h.before, t.Evaluate(*eval));
     obs.Line("student before fine-tuning: eval accuracy " + Fmt("%.4f", h.before));
   }
+  // No silent failure (issue 41): the student before fine-tuning is the model to beat. `best`
+  // starts as it (so checkpoints keep it), and an epoch replaces it only when its accuracy beats
+  // it; a fine-tune whose every epoch is worse gives back the student unchanged (kept_student).
+  if (eval && h.before >= 0 && run.first_epoch == 0 && !best) best = t.CurrentModel();
   for (int epoch = run.first_epoch; epoch < epochs; ++epoch) {
     const std::string stage = Stage(epoch, epochs);
     auto st = t.TrainEpoch(train, epoch, [&](const Progress& p) {
@@ -70,7 +74,7 @@ StatusOr<Graph> RunFinetune(Trainer& t, const Dataset& train, const Dataset* eva
       if (acc > h.best) {
         h.best = acc;
         h.best_epoch = epoch;
-        best = t.CurrentModel();
+        if (!(h.before >= 0) || acc > h.before) best = t.CurrentModel();
       }
     }
     h.epochs.push_back(*st);
@@ -78,6 +82,7 @@ StatusOr<Graph> RunFinetune(Trainer& t, const Dataset& train, const Dataset* eva
     obs.Line(EpochLine(*st, epochs, acc));
     WH_RETURN_IF_ERROR(obs.EpochDone(t, h, best ? &*best : nullptr, epoch));
   }
+  h.kept_student = eval && h.before >= 0 && !(h.best > h.before);
   return best ? std::move(*best) : t.CurrentModel();
 }
 

@@ -23,6 +23,10 @@ struct FinetuneHistory {
   double before = -1;                 // the student's eval accuracy before epoch 1; -1 = not measured
   double best = -1;                   // best eval accuracy of an epoch; -1 = none
   int best_epoch = -1;                // 0-based
+  // No epoch beat `before` on the eval data: the result is the student itself, unchanged.
+  bool kept_student = false;
+  // The eval accuracy of the model the run gives back (-1 = not measured).
+  double result_accuracy() const { return kept_student ? before : best; }
 };
 
 // How far the run is (all optional).

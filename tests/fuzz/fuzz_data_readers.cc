@@ -51,6 +51,7 @@ void Spec(const std::string& in) {
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   // fashion-mnist:... would read the real data set (60,000 images) on every input.
   setenv("WHITTLE_FASHION_MNIST_DIR", "/nonexistent-whittle-fuzz", 1);
+  fuzz::Init();  // the npz reader holds members to the memory budget
   return 0;
 }
 

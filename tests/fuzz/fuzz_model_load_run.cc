@@ -13,10 +13,11 @@
 using namespace whittle;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  fuzz::Init();
   const std::string bytes(reinterpret_cast<const char*>(data), size);
   // The last byte picks the free dims (bit i: the i-th free dim is 2 instead of 1).
   const uint32_t pick = size > 0 ? data[size - 1] : 0;
-  auto g = ParseModel(bytes, /*base_dir=*/"");
+  auto g = ParseModel(bytes, fuzz::ScratchModelDir());
   if (!g.ok() || !fuzz::ShapesAreSmall(*g)) return 0;
   SessionOptions opts;
   opts.num_threads = 1;

@@ -27,9 +27,10 @@ constexpr Step kSteps[] = {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  fuzz::Init();
   if (size == 0 || size > kMaxModelBytes) return 0;
   const uint32_t pick = data[size - 1];
-  auto g = ParseModel(std::string(reinterpret_cast<const char*>(data), size), /*base_dir=*/"");
+  auto g = ParseModel(std::string(reinterpret_cast<const char*>(data), size), fuzz::ScratchModelDir());
   if (!g.ok() || !fuzz::ShapesAreSmall(*g)) return 0;
   const Step& step = kSteps[pick % 4];
   auto options = PassOptions::Parse(step.pass, step.spec);

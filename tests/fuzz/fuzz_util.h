@@ -1,8 +1,9 @@
-// Shared helpers of the libFuzzer targets in tests/fuzz/: the input-size screen that keeps a
-// campaign off the allocation failures already known (issue 41), small generated input tensors,
-// and scratch files for the readers that only take a path. Header-only; each target includes it.
+// Shared helpers of the libFuzzer targets in tests/fuzz/: the memory budget they run under, the
+// optional input-size screen, small generated input tensors, and scratch files and folders for
+// the readers that only take a path. Header-only; each target includes it.
 #pragma once
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -13,30 +14,43 @@
 #include <string>
 
 #include "lib/ir/graph.h"
+#include "lib/ir/memory_meter.h"
 #include "lib/ir/tensor.h"
 #include "whittle/session.h"
 
 namespace whittle::fuzz {
 
-// Largest element count a value may have, statically, for a model to be run (the library still
-// aborts on a failed allocation: Buffer::Allocate, issue 41). WHITTLE_FUZZ_NO_SCREEN=1 turns the
-// screen off, to reproduce those findings.
+// The memory budget of every session and data reader a target makes (SetProcessMemoryBudget): a
+// model whose shapes need more is refused by the library (issue 41), which is the path the
+// targets exercise. Small, so that an input that fits it still runs in well under the timeout.
+constexpr int64_t kMemoryBudgetBytes = int64_t{64} << 20;
+// Largest element count a value may have, statically, for WHITTLE_FUZZ_SCREEN=1 (off by default:
+// oversized shapes are errors now, not aborts).
 constexpr int64_t kMaxValueElements = int64_t{1} << 22;  // 16 MiB of float32
 // Largest generated input, in bytes.
 constexpr size_t kMaxInputBytes = size_t{1} << 20;
 
-inline bool ScreenOff() {
-  static const bool off = [] {
-    const char* e = std::getenv("WHITTLE_FUZZ_NO_SCREEN");
-    return e != nullptr && std::strcmp(e, "1") == 0;
+// Once per process: the memory budget above.
+inline void Init() {
+  static const bool done = [] {
+    SetProcessMemoryBudget(kMemoryBudgetBytes);
+    return true;
   }();
-  return off;
+  (void)done;
 }
 
-// True when every value with an initializer or a known shape stays under kMaxValueElements
-// (unknown dims counted as 2, what the targets feed at most).
+inline bool ScreenOn() {
+  static const bool on = [] {
+    const char* e = std::getenv("WHITTLE_FUZZ_SCREEN");
+    return e != nullptr && std::strcmp(e, "1") == 0;
+  }();
+  return on;
+}
+
+// With WHITTLE_FUZZ_SCREEN=1: true when every value with an initializer or a known shape stays
+// under kMaxValueElements (unknown dims counted as 2, what the targets feed at most). Else true.
 inline bool ShapesAreSmall(const Graph& g) {
-  if (ScreenOff()) return true;
+  if (!ScreenOn()) return true;
   for (const Value& v : g.values()) {
     Dims d;
     if (v.initializer) {
@@ -48,6 +62,29 @@ inline bool ShapesAreSmall(const Graph& g) {
     if (!n.ok() || *n > kMaxValueElements) return false;
   }
   return true;
+}
+
+// The folder the model targets load from (ParseModel's base_dir), made once per process: the
+// files and traps the structure-aware mutator's external-data locations name (onnx_mutator.cc):
+// w.bin (4096 bytes), sub/w.bin (64 bytes), a folder dir/ and a symlink link.bin to /etc/passwd.
+inline const std::string& ScratchModelDir() {
+  static const std::string dir = [] {
+    const std::string d = "/tmp/whittle_fuzz_" + std::to_string(::getpid()) + "_model";
+    ::mkdir(d.c_str(), 0700);
+    ::mkdir((d + "/sub").c_str(), 0700);
+    ::mkdir((d + "/dir").c_str(), 0700);
+    auto write = [](const std::string& path, size_t n) {
+      if (FILE* f = std::fopen(path.c_str(), "wb")) {
+        for (size_t i = 0; i < n; ++i) std::fputc(static_cast<int>((i * 37 + 11) & 0x3f), f);
+        std::fclose(f);
+      }
+    };
+    write(d + "/w.bin", 4096);
+    write(d + "/sub/w.bin", 64);
+    (void)::symlink("/etc/passwd", (d + "/link.bin").c_str());
+    return d;
+  }();
+  return dir;
 }
 
 // A tensor of `dtype` and `dims` filled from a small deterministic sequence seeded by `seed`:

@@ -9,9 +9,12 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "lib/data/file_util.h"
+#include "lib/data/npz.h"
 #include "lib/ir/memory_meter.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
@@ -38,9 +41,10 @@ std::string TempModel(const Graph& g, const std::string& name) {
 
 // run-model on the file: exit code 1, exactly one line on stderr containing `want`, in under a
 // second (the refusal comes before any large allocation or computation).
-void ExpectCliRefuses(const std::string& path, const std::string& args, const std::string& want) {
+void ExpectCliRefuses(const std::string& path, const std::string& args, const std::string& want,
+                      const std::string& tool = "run-model") {
   const auto t0 = std::chrono::steady_clock::now();
-  const auto r = testing::RunCommand(std::string(WHITTLE_BINARY_DIR) + "/bin/run-model " + path + " " + args + " 2>&1");
+  const auto r = testing::RunCommand(std::string(WHITTLE_BINARY_DIR) + "/bin/" + tool + " " + path + " " + args + " 2>&1");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << "not one line: " << r.out;
@@ -178,12 +182,107 @@ TEST(HostileModels, MaxMemoryFlagIsParsedAndChecked) {
   EXPECT_EQ(bad.code, 1) << bad.out;
   EXPECT_NE(bad.out.find("--max-memory expects bytes or a size"), std::string::npos) << bad.out;
   // The MLP's weights (about 0.4 MB) pass a 1 KiB budget: refused at load, saying so.
-  ExpectCliRefuses(mlp, "--bench --batch 1 --max-memory 1K", "the model's weights need");
+  ExpectCliRefuses(mlp, "--bench --batch 1 --max-memory 1K", "over the memory budget of 1.0 KiB");
   // And it runs within a realistic one.
   const auto ok = testing::RunCommand(std::string(WHITTLE_BINARY_DIR) + "/bin/run-model " + mlp +
                                       " --bench --batch 1 --warmup 1 --iterations 2 --min-time 0 --max-memory 64M 2>&1");
   EXPECT_EQ(ok.code, 0) << ok.out;
   EXPECT_GT(DefaultMemoryBudget(), 0);
+}
+
+// compress-model and finetune-model take --max-memory too, and hold every session they make (and
+// the model they load) to it: nothing is written.
+TEST(HostileModels, CompressAndFinetuneHoldToMaxMemory) {
+  const std::string mlp = std::string(WHITTLE_SOURCE_DIR) + "/models/mlp.onnx";
+  const std::string out = (std::filesystem::temp_directory_path() / "whittle_hostile_budget_out.onnx").string();
+  std::filesystem::remove(out);
+  ExpectCliRefuses(mlp, "-o " + out + " --int8 mode=dynamic --no-bench --max-memory 1K", "over the memory budget",
+                   "compress-model");
+  ExpectCliRefuses(mlp, "--teacher " + mlp + " --train-data fashion-mnist:train --train-limit 64 -o " + out +
+                            " --max-memory 1K", "over the memory budget", "finetune-model");
+  EXPECT_FALSE(std::filesystem::exists(out));
+  const auto bad = testing::RunCommand(std::string(WHITTLE_BINARY_DIR) + "/bin/compress-model " + mlp + " -o " + out +
+                                       " --int8 --max-memory 12X 2>&1");
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("--max-memory expects bytes or a size"), std::string::npos) << bad.out;
+}
+
+// A real decompression bomb (tests/data/npz/zeros_bomb.npz: 64 MiB of zeros deflated to 65 kB,
+// which deflate can produce, so the ratio check passes it) is held to the process's budget before
+// anything is inflated; without a budget it reads.
+TEST(HostileModels, NpzBombIsHeldToTheMemoryBudget) {
+  auto bytes = ReadFileBytes(std::string(WHITTLE_SOURCE_DIR) + "/tests/data/npz/zeros_bomb.npz");
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  struct Restore {
+    int64_t was = ProcessMemoryBudget();
+    ~Restore() { SetProcessMemoryBudget(was); }
+  } restore;
+  SetProcessMemoryBudget(int64_t{1} << 20);
+  auto refused = ParseNpz(*bytes, "zeros_bomb.npz");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("'x.npy' would decompress to 64.0 MiB, over the memory budget of 1.0 MiB"),
+            std::string::npos)
+      << refused.status().message();
+  SetProcessMemoryBudget(0);
+  auto read = ParseNpz(*bytes, "zeros_bomb.npz");
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_EQ(read->size(), 1u);
+  EXPECT_EQ((*read)[0].tensor.numel(), 4096 * 4096);
+}
+
+// A model whose If nests `depth` deep (each then_branch holds the next If), written as protobuf
+// bytes by hand: protobuf's own builders refuse to make messages nested this deep.
+std::string NestedIfModel(int depth) {
+  auto varint = [](uint64_t v) {
+    std::string o;
+    for (; v >= 0x80; v >>= 7) o.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    o.push_back(static_cast<char>(v));
+    return o;
+  };
+  auto bytes_field = [&](int num, const std::string& payload) {
+    return varint(static_cast<uint64_t>(num) << 3 | 2) + varint(payload.size()) + payload;
+  };
+  auto int_field = [&](int num, uint64_t v) { return varint(static_cast<uint64_t>(num) << 3) + varint(v); };
+  auto value_info = [&](const std::string& name, int elem) {  // ValueInfoProto with a tensor type
+    return bytes_field(1, name) + bytes_field(2, bytes_field(1, int_field(1, static_cast<uint64_t>(elem))));
+  };
+  const std::string leaf = bytes_field(2, "leaf") + bytes_field(12, value_info("y", 1));
+  std::string g = leaf;
+  for (int i = 0; i < depth; ++i) {
+    const std::string then_attr = bytes_field(1, "then_branch") + int_field(20, 5) + bytes_field(6, g);
+    const std::string else_attr = bytes_field(1, "else_branch") + int_field(20, 5) + bytes_field(6, leaf);
+    const std::string node = bytes_field(1, "cond") + bytes_field(2, "y") + bytes_field(3, "if" + std::to_string(i)) +
+                             bytes_field(4, "If") + bytes_field(5, then_attr) + bytes_field(5, else_attr);
+    g = bytes_field(1, node) + bytes_field(2, "g" + std::to_string(i)) + bytes_field(11, value_info("cond", 9)) +
+        bytes_field(12, value_info("y", 1));
+  }
+  return int_field(1, 8) + bytes_field(8, bytes_field(1, "") + int_field(2, 17)) + bytes_field(7, g);
+}
+
+// A 10,000-deep nested If (1.2 MB) is refused before protobuf's recursive parser sees it, quickly
+// and naming the cause; a shallow one still reaches the op check (control flow is not supported).
+TEST(HostileModels, TenThousandDeepNestedIfIsRefusedQuickly) {
+  const std::string deep = NestedIfModel(10000);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto g = ParseModel(deep, ".");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("subgraphs nest more than 16 deep"), std::string::npos) << g.status().message();
+  const std::string path = (std::filesystem::temp_directory_path() / "whittle_hostile_nested_if.onnx").string();
+  std::ofstream(path, std::ios::binary) << deep;
+  ExpectCliRefuses(path, "--bench --batch 1", "subgraphs nest more than 16 deep");
+  ExpectCliRefuses(path, "-o " + path + ".out.onnx --int8 mode=dynamic", "subgraphs nest more than 16 deep", "compress-model");
+
+  auto seventeen = ParseModel(NestedIfModel(17), ".");
+  ASSERT_FALSE(seventeen.ok());
+  EXPECT_NE(seventeen.status().message().find("subgraphs nest more than 16 deep"), std::string::npos)
+      << seventeen.status().message();
+  for (int depth : {1, 3, 16}) {
+    auto shallow = ParseModel(NestedIfModel(depth), ".");
+    ASSERT_FALSE(shallow.ok());
+    EXPECT_NE(shallow.status().message().find("subgraphs are not supported"), std::string::npos)
+        << depth << ": " << shallow.status().message();
+  }
 }
 
 }  // namespace

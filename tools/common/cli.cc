@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "lib/ir/memory_meter.h"
+
 namespace whittle::cli {
 
 int GuardedMain(const std::string& tool, int (*body)(int, char**), int argc, char** argv) {
@@ -39,6 +41,22 @@ StatusOr<int64_t> ParseByteSize(const std::string& s) {
   if (used == 0 || !(v >= 0) || v * static_cast<double>(unit) > 9.0e18)
     return InvalidArgument("--max-memory expects bytes or a size such as 512M or 8G (0: no budget), got '" + s + "'");
   return static_cast<int64_t>(v * static_cast<double>(unit));
+}
+
+void AddMaxMemoryOption(CLI::App& app, std::string& value) {
+  app.add_option("--max-memory", value,
+                 "Memory budget for the model's tensors in every session this tool makes, e.g. 512M or 8G "
+                 "(0: none); a model or input that needs more is refused with an error naming the tensor and "
+                 "its size. Default: 80% of this machine's memory");
+}
+
+Status ApplyMaxMemory(const std::string& value) {
+  int64_t bytes = DefaultMemoryBudget();
+  if (!value.empty()) {
+    WH_ASSIGN_OR_RETURN(bytes, ParseByteSize(value));
+  }
+  SetProcessMemoryBudget(bytes);
+  return Status::Ok();
 }
 
 int Fail(const std::string& tool, const std::string& msg) {

@@ -103,6 +103,8 @@ int Main(int argc, char** argv) {
   app.add_option("--clip", o.clip_norm, "Clip gradients to this global norm (0: off)")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the data order")->capture_default_str();
   app.add_option("--threads", o.threads, "Intra-op threads (0 = all cores)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  std::string max_memory;
+  whittle::cli::AddMaxMemoryOption(app, max_memory);
   app.add_option("--device", device,
                  "Where the forward and backward passes, the teacher and the optimizer run: cpu, or cuda (the first "
                  "GPU that CUDA_VISIBLE_DEVICES lets the process see; params, "
@@ -145,6 +147,7 @@ int Main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "No progress on stderr");
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "finetune-model")) return *code;
+  if (auto st = whittle::cli::ApplyMaxMemory(max_memory); !st.ok()) return Fail(st.message());
   whittle::RemoveTempFilesOnSignal();
   o.use_labels = !no_labels;
   o.backend = *whittle::ParseBackend(device);  // cpu or cuda (checked above)
@@ -239,7 +242,7 @@ int Main(int argc, char** argv) {
     rep.eval_samples = eval_spec.empty() ? 0 : eval.size();
     rep.options = o;
     rep.history = h;
-    rep.output_accuracy = h.best;
+    rep.output_accuracy = h.result_accuracy();
     if (teacher && !eval_spec.empty()) {
       whittle::SessionOptions so;
       so.num_threads = o.threads;
@@ -270,6 +273,7 @@ int Main(int argc, char** argv) {
     j["accuracy_before"] = h.before >= 0 ? nlohmann::json(h.before) : nlohmann::json(nullptr);
     j["best_eval_accuracy"] = h.best >= 0 ? nlohmann::json(h.best) : nlohmann::json(nullptr);
     j["best_epoch"] = h.best_epoch >= 0 ? nlohmann::json(h.best_epoch + 1) : nlohmann::json(nullptr);
+    j["kept_student"] = h.kept_student;
     j["teacher_accuracy"] = rep.teacher_accuracy >= 0 ? nlohmann::json(rep.teacher_accuracy) : nlohmann::json(nullptr);
     j["output_params"] = rep.output_params;
     j["output_file_bytes"] = rep.output_file_bytes;
@@ -278,7 +282,13 @@ int Main(int argc, char** argv) {
     std::printf("%s\n", j.dump().c_str());
   } else if (!quiet) {
     std::string what;
-    if (h.best >= 0) {
+    if (h.kept_student) {
+      // Not silent: the run did not help, and what was written is the student as it came.
+      progress.Line("no epoch beat the student before fine-tuning (eval accuracy " + Fmt("%.4f", h.before) +
+                    "; best epoch " + std::to_string(h.best_epoch + 1) + ": " + Fmt("%.4f", h.best) +
+                    "): the student is written unchanged (a lower --lr may help)");
+      what = " (the student unchanged, eval accuracy " + Fmt("%.4f", h.before) + ")";
+    } else if (h.best >= 0) {
       what = " (epoch " + std::to_string(h.best_epoch + 1) + ", eval accuracy " + Fmt("%.4f", h.best);
       if (h.before >= 0) what += "; before fine-tuning " + Fmt("%.4f", h.before);
       what += ")";

@@ -24,7 +24,6 @@
 #include "lib/ops/op_def.h"
 #include "runtime/evaluate.h"
 #include "runtime/session_internal.h"
-#include "lib/ir/memory_meter.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
 #include "whittle/session.h"
@@ -127,9 +126,7 @@ int Main(int argc, char** argv) {
   app.add_option("--batch", batch_spec, "Batch sizes for --bench, comma-separated")->capture_default_str();
   app.add_option("--threads", threads, "Intra-op threads (0 = all cores)")->check(CLI::NonNegativeNumber)->capture_default_str();
   std::string max_memory;
-  app.add_option("--max-memory", max_memory,
-                 "Memory budget for the model's tensors, e.g. 512M or 8G (0: none); a model or input that needs "
-                 "more is refused with an error naming the tensor. Default: 80% of this machine's memory");
+  whittle::cli::AddMaxMemoryOption(app, max_memory);
   app.add_option("--warmup", warmup, "Warm-up runs per batch size")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--iterations", iterations, "Minimum timed runs per batch size")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--min-time", min_time, "Minimum seconds of timed runs per batch size")->check(CLI::NonNegativeNumber)->capture_default_str();
@@ -189,13 +186,7 @@ int Main(int argc, char** argv) {
                                   std::pair<bool, const char*>{page_locked_output, "--page-locked-output"}})
     if (set && (!bench || !on_cuda)) return Fail(std::string(flag) + " needs --bench and --device cuda");
   so.cuda_graphs = cuda_graphs;
-  if (max_memory.empty()) {
-    so.max_memory_bytes = whittle::DefaultMemoryBudget();
-  } else {
-    auto bytes = whittle::cli::ParseByteSize(max_memory);
-    if (!bytes.ok()) return Fail(bytes.status().message());
-    so.max_memory_bytes = *bytes;
-  }
+  if (auto st = whittle::cli::ApplyMaxMemory(max_memory); !st.ok()) return Fail(st.message());
   auto input_shapes = whittle::cli::ParseInputShapes(input_shape_specs);
   if (!input_shapes.ok()) return Fail(input_shapes.status().message());
   if (!input_shapes->empty() && !bench && !profile) return Fail("--input-shape needs --bench");

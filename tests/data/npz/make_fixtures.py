@@ -10,6 +10,8 @@ np.savez stores the members, np.savez_compressed deflates them. Both open every 
 zipfile's force_zip64=True, which puts ZIP64 extra fields in the local headers only (the central
 directory stays 32-bit for small archives), and zipfile stamps each member 1980-01-01, so reruns
 write identical bytes.
+zeros_bomb.npz is a real decompression bomb: one deflated member, x = zeros((4096, 4096), float32),
+64 MiB from about 65 kB (deflate's ratio on zeros is about 1000:1), for the memory-budget test.
 """
 import os
 import zipfile
@@ -30,7 +32,8 @@ def arrays():
 def main():
     np.savez(os.path.join(HERE, "savez.npz"), **arrays())
     np.savez_compressed(os.path.join(HERE, "savez_compressed.npz"), **arrays())
-    for name in ("savez.npz", "savez_compressed.npz"):
+    np.savez_compressed(os.path.join(HERE, "zeros_bomb.npz"), x=np.zeros((4096, 4096), dtype=np.float32))
+    for name in ("savez.npz", "savez_compressed.npz", "zeros_bomb.npz"):
         path = os.path.join(HERE, name)
         with zipfile.ZipFile(path) as z:
             members = [(i.filename, i.compress_type) for i in z.infolist()]

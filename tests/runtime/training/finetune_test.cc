@@ -115,5 +115,42 @@ TEST(RunFinetune, MeasuresBeforeKeepsTheBestAndStopsOnAHookError) {
   EXPECT_FALSE(stop.had_best);
 }
 
+// No silent failure (issue 41): a learning rate far too high makes every epoch worse than the
+// student it started from; the run gives back the student itself, bit for bit, and says so
+// (kept_student), instead of the best of the worse epochs.
+TEST(RunFinetune, AFineTuneThatOnlyLosesGivesBackTheStudent) {
+  RegisterAllOps();
+  auto mlp = LoadModel(std::string(WHITTLE_SOURCE_DIR) + "/models/mlp.onnx");
+  ASSERT_TRUE(mlp.ok()) << mlp.status().message();
+  auto train = LoadDataset("fashion-mnist:train", 128);
+  auto eval = LoadDataset("fashion-mnist:test", 100);
+  ASSERT_TRUE(train.ok() && eval.ok());
+  TrainOptions o;
+  o.epochs = 2;
+  o.batch = 32;
+  o.lr = 50.f;  // with the default clipping (norm 5): steps of about 30, finite but ruinous
+  auto t = Trainer::Create(*mlp, &*mlp, o);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  FinetuneRun run;
+  run.epochs = 2;
+  FinetuneHistory h;
+  auto out = RunFinetune(**t, *train, &*eval, run, &h);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_GE(h.before, 0);
+  EXPECT_LT(h.best, h.before) << "the high rate was meant to lose accuracy";
+  EXPECT_TRUE(h.kept_student);
+  EXPECT_DOUBLE_EQ(h.result_accuracy(), h.before);
+  size_t compared = 0;
+  for (const Value& v : mlp->values()) {
+    if (!v.initializer) continue;
+    const int w = out->FindValue(v.name);
+    ASSERT_GE(w, 0) << v.name;
+    ASSERT_TRUE(out->value(w).initializer) << v.name;
+    EXPECT_TRUE(out->value(w).initializer->BitwiseEquals(*v.initializer)) << v.name;
+    ++compared;
+  }
+  EXPECT_GT(compared, 0u);
+}
+
 }  // namespace
 }  // namespace whittle::training
