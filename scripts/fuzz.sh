@@ -38,6 +38,7 @@ export OMP_NUM_THREADS=1
 # turns into a ResourceExhausted error (issue 41), as the release build does.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:symbolize=1:allocator_may_return_null=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/sanitizers/lsan.supp}"
 
 if [ "$regress" = 1 ]; then
   status=0
