@@ -15,6 +15,17 @@
 namespace whittle {
 namespace {
 
+// The output of a Reshape or ConstantOfShape whose shape input is not known but whose length is:
+// that many unknown dims. The length comes from the model (a hostile one gave 10^10, issue 41's
+// fuzzing), so ranks past 64 (NumPy 2's limit; no exporter comes near it) are refused.
+constexpr int64_t kMaxInferredRank = 64;
+StatusOr<SymShape> UnknownDimsOfRank(InferContext& ctx, int64_t rank) {
+  if (rank < 0 || rank > kMaxInferredRank)
+    return ctx.Error("the shape input has " + std::to_string(rank) + " elements: a rank over " +
+                     std::to_string(kMaxInferredRank) + " is not supported");
+  return SymShape(static_cast<size_t>(rank), Dim());
+}
+
 // a * b, false on overflow.
 bool MulOk(int64_t a, int64_t b, int64_t* r) { return !__builtin_mul_overflow(a, b, r); }
 
@@ -107,10 +118,12 @@ Status InferReshape(InferContext& ctx) {
     }
   } else {
     const SymShape* ss = ctx.InputShape(1);
-    if (ss && ss->size() == 1 && (*ss)[0].known())
-      ctx.SetOutput(0, dt, SymShape(static_cast<size_t>((*ss)[0].value), Dim()));
-    else
+    if (ss && ss->size() == 1 && (*ss)[0].known()) {
+      WH_ASSIGN_OR_RETURN(SymShape out, UnknownDimsOfRank(ctx, (*ss)[0].value));
+      ctx.SetOutput(0, dt, std::move(out));
+    } else {
       ctx.SetOutput(0, dt, std::nullopt);
+    }
     return Status::Ok();
   }
   const bool allowzero = ctx.opset() >= 14 && ctx.attrs().GetInt("allowzero", 0) != 0;
@@ -410,10 +423,12 @@ Status InferConstantOfShape(InferContext& ctx) {
     return Status::Ok();
   }
   const SymShape* ss = ctx.InputShape(0);
-  if (ss && ss->size() == 1 && (*ss)[0].known())
-    ctx.SetOutput(0, dt, SymShape(static_cast<size_t>((*ss)[0].value), Dim()));
-  else
+  if (ss && ss->size() == 1 && (*ss)[0].known()) {
+    WH_ASSIGN_OR_RETURN(SymShape out, UnknownDimsOfRank(ctx, (*ss)[0].value));
+    ctx.SetOutput(0, dt, std::move(out));
+  } else {
     ctx.SetOutput(0, dt, std::nullopt);
+  }
   return Status::Ok();
 }
 

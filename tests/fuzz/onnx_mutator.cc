@@ -125,7 +125,8 @@ void MutateAttribute(onnx::GraphProto& g, Rng& rng) {
     case 4: a.set_type(static_cast<onnx::AttributeProto::AttributeType>(rng() % 15)); break;
     case 5: n.mutable_attribute()->DeleteSubrange(static_cast<int>(Below(rng, n.attribute_size())), 1); break;
     default:
-      if (a.has_t()) a.mutable_t()->set_dims(0, InterestingInt(rng));
+      if (a.has_t() && a.t().dims_size() > 0) a.mutable_t()->set_dims(0, InterestingInt(rng));
+      else if (a.has_t()) a.mutable_t()->add_dims(InterestingInt(rng));
       else a.add_floats(InterestingFloat(rng));
   }
 }
@@ -234,7 +235,9 @@ size_t Structured(uint8_t* data, size_t size, size_t max_size, unsigned seed) {
       case 9: case 10: case 11: MutateTensorData(g, rng); break;
       case 12: AddSubgraph(g, rng); break;
       case 13: MakeExternal(g, rng); break;
-      case 14: m.mutable_opset_import(0)->set_version(InterestingInt(rng) % 30); break;
+      case 14:
+        if (m.opset_import_size() > 0) m.mutable_opset_import(0)->set_version(InterestingInt(rng) % 30);
+        break;
       default:
         if (g.node_size() > 1) g.mutable_node()->SwapElements(static_cast<int>(Below(rng, g.node_size())),
                                                              static_cast<int>(Below(rng, g.node_size())));
