@@ -350,10 +350,12 @@ Status InferExpand(InferContext& ctx) {
   const std::vector<int64_t>& shape = args.values;
   if (!args.known) {
     const SymShape* ss = ctx.InputShape(1);
-    if (in && ss && ss->size() == 1 && (*ss)[0].known())
-      ctx.SetOutput(0, dt, UnknownDims(std::max<size_t>(in->size(), static_cast<size_t>((*ss)[0].value))));
-    else
+    if (in && ss && ss->size() == 1 && (*ss)[0].known()) {
+      WH_ASSIGN_OR_RETURN(SymShape out, UnknownDimsOfRank(ctx, (*ss)[0].value));
+      ctx.SetOutput(0, dt, out.size() >= in->size() ? std::move(out) : UnknownDims(in->size()));
+    } else {
       ctx.SetOutput(0, dt, std::nullopt);
+    }
     return Status::Ok();
   }
   for (int64_t d : shape)

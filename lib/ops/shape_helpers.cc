@@ -111,4 +111,11 @@ Status InferLinearFeaturesOutput(InferContext& ctx, int64_t n, int64_t k) {
   return Status::Ok();
 }
 
+StatusOr<SymShape> UnknownDimsOfRank(const InferContext& ctx, int64_t rank) {
+  if (rank < 0 || rank > kMaxInferredRank)
+    return ctx.Error("the shape input has " + std::to_string(rank) + " elements: a rank over " +
+                     std::to_string(kMaxInferredRank) + " is not supported");
+  return SymShape(static_cast<size_t>(rank), Dim());
+}
+
 }  // namespace whittle

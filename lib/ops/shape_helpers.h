@@ -29,4 +29,10 @@ Status InferLinearFeaturesOutput(InferContext& ctx, int64_t n, int64_t k);
 // Error unless inputs first..last (those present with a known dtype) share X's (input 0's) dtype.
 Status CheckInputsMatchX(const InferContext& ctx, int first, int last);
 
+// `rank` unknown dims: the output of Reshape, ConstantOfShape or Expand whose shape input is not
+// known but whose length is. That length comes from the model (a hostile one gave 2^32, issue 41's
+// fuzzing), so ranks past kMaxInferredRank (NumPy 2's limit; no exporter comes near it) are an error.
+constexpr int64_t kMaxInferredRank = 64;
+StatusOr<SymShape> UnknownDimsOfRank(const InferContext& ctx, int64_t rank);
+
 }  // namespace whittle

@@ -15,16 +15,6 @@
 namespace whittle {
 namespace {
 
-// The output of a Reshape or ConstantOfShape whose shape input is not known but whose length is:
-// that many unknown dims. The length comes from the model (a hostile one gave 10^10, issue 41's
-// fuzzing), so ranks past 64 (NumPy 2's limit; no exporter comes near it) are refused.
-constexpr int64_t kMaxInferredRank = 64;
-StatusOr<SymShape> UnknownDimsOfRank(InferContext& ctx, int64_t rank) {
-  if (rank < 0 || rank > kMaxInferredRank)
-    return ctx.Error("the shape input has " + std::to_string(rank) + " elements: a rank over " +
-                     std::to_string(kMaxInferredRank) + " is not supported");
-  return SymShape(static_cast<size_t>(rank), Dim());
-}
 
 // a * b, false on overflow.
 bool MulOk(int64_t a, int64_t b, int64_t* r) { return !__builtin_mul_overflow(a, b, r); }
