@@ -70,11 +70,14 @@ void MaxPlane(const T* x, const Geo2D& g, T* y) {
   for (int64_t oh = 0; oh < g.oh; ++oh) {
     T* out = y + oh * g.ow;
     for (int64_t o = 0; o < g.ow; ++o) out[o] = std::numeric_limits<T>::lowest();
-    for (int64_t kh = 0; kh < g.kh; ++kh) {
+    int64_t kh0, kh1, kw0, kw1;  // only the taps that land in the input (TapRange)
+    TapRange(oh * g.sh - g.pt, g.kh, g.dh, 0, g.ih, &kh0, &kh1);
+    TapRange(-g.pl, g.kw, g.dw, -(g.ow - 1) * g.sw, g.iw, &kw0, &kw1);
+    for (int64_t kh = kh0; kh < kh1; ++kh) {
       const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
       if (ih < 0 || ih >= g.ih) continue;
       const T* in = x + ih * g.iw;
-      for (int64_t kw = 0; kw < g.kw; ++kw) {
+      for (int64_t kw = kw0; kw < kw1; ++kw) {
         const int64_t off = kw * g.dw - g.pl;
         int64_t lo, hi;
         ValidRange(off, g.sw, g.iw, g.ow, &lo, &hi);
@@ -97,11 +100,14 @@ void AveragePlane(const float* x, const Geo2D& g, bool include_pad, float* y) {
     float* out = y + oh * g.ow;
     for (int64_t o = 0; o < g.ow; ++o) out[o] = 0.f;
     const int64_t h0 = oh * g.sh - g.pt;
-    for (int64_t kh = 0; kh < g.kh; ++kh) {
+    int64_t kh0, kh1, kw0, kw1;  // only the taps that land in the input (TapRange)
+    TapRange(h0, g.kh, g.dh, 0, g.ih, &kh0, &kh1);
+    TapRange(-g.pl, g.kw, g.dw, -(g.ow - 1) * g.sw, g.iw, &kw0, &kw1);
+    for (int64_t kh = kh0; kh < kh1; ++kh) {
       const int64_t ih = h0 + kh * g.dh;
       if (ih < 0 || ih >= g.ih) continue;
       const float* in = x + ih * g.iw;
-      for (int64_t kw = 0; kw < g.kw; ++kw) {
+      for (int64_t kw = kw0; kw < kw1; ++kw) {
         const int64_t off = kw * g.dw - g.pl;
         int64_t lo, hi;
         ValidRange(off, g.sw, g.iw, g.ow, &lo, &hi);

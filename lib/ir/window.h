@@ -84,15 +84,28 @@ inline void ValidRange(int64_t off, int64_t stride, int64_t in, int64_t out, int
   if (*hi < *lo) *hi = *lo;
 }
 
+// The taps [*t0, *t1) of one dim (k taps from `start`, `d` >= 1 apart) whose position lies in
+// [lo_bound, hi_bound), in closed form: a hostile kernel_shape of 2^30 over a small map costs
+// nothing (issue 41's fuzzing: a pool that walked every tap ran past the time limit).
+inline void TapRange(int64_t start, int64_t k, int64_t d, int64_t lo_bound, int64_t hi_bound, int64_t* t0,
+                     int64_t* t1) {
+  using Wide = __int128;
+  const Wide dd = d < 1 ? 1 : d;
+  const Wide lo = static_cast<Wide>(lo_bound) - start, hi = static_cast<Wide>(hi_bound) - 1 - start;
+  Wide a = lo <= 0 ? 0 : (lo + dd - 1) / dd;                 // first tap at or past lo_bound
+  Wide b = hi < 0 ? 0 : hi / dd + 1;                         // one past the last tap before hi_bound
+  a = a > k ? k : a;
+  b = b > k ? k : b;
+  *t0 = static_cast<int64_t>(a);
+  *t1 = static_cast<int64_t>(b < a ? a : b);
+}
+
 // Taps of one dim (k taps from `start`, `d` apart) whose position lies in [lo_bound, hi_bound):
 // AveragePool's divisor, with the padding counted or not.
 inline int64_t TapsIn(int64_t start, int64_t k, int64_t d, int64_t lo_bound, int64_t hi_bound) {
-  int64_t c = 0;
-  for (int64_t t = 0; t < k; ++t) {
-    const int64_t p = start + t * d;
-    c += p >= lo_bound && p < hi_bound;
-  }
-  return c;
+  int64_t t0, t1;
+  TapRange(start, k, d, lo_bound, hi_bound, &t0, &t1);
+  return t1 - t0;
 }
 
 // 2-D geometry view (1-D windows are 2-D with a height of one).
