@@ -190,6 +190,26 @@ TEST(HostileModels, MaxMemoryFlagIsParsedAndChecked) {
   EXPECT_GT(DefaultMemoryBudget(), 0);
 }
 
+// Every saved fuzz finding of the model targets (tests/fuzz/regressions/, found under ASan+UBSan
+// by scripts/fuzz.sh) through the release run-model: an exit code of 0 or 1, never a signal, and
+// on an error exactly one line.
+TEST(HostileModels, SavedFuzzFindingsEndInAnErrorOrARun) {
+  int files = 0;
+  for (const char* target : {"fuzz_model_load_run", "fuzz_passes"}) {
+    const std::filesystem::path dir = std::filesystem::path(WHITTLE_SOURCE_DIR) / "tests/fuzz/regressions" / target;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      ++files;
+      const auto r = testing::RunCommand(std::string(WHITTLE_BINARY_DIR) + "/bin/run-model " + e.path().string() +
+                                         " --bench --batch 1 --warmup 0 --iterations 1 --min-time 0 2>&1");
+      EXPECT_TRUE(r.code == 0 || r.code == 1) << e.path() << " exit " << r.code << ": " << r.out;
+      if (r.code == 1) {
+        EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << e.path() << ": not one line: " << r.out;
+      }
+    }
+  }
+  EXPECT_GE(files, 7);
+}
+
 // compress-model and finetune-model take --max-memory too, and hold every session they make (and
 // the model they load) to it: nothing is written.
 TEST(HostileModels, CompressAndFinetuneHoldToMaxMemory) {
