@@ -51,7 +51,7 @@ run_tests() {  # run_tests MODE [gtest args...]
   # UBSan findings abort (-fno-sanitize-recover=undefined); leaks are reported at exit.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1:allocator_may_return_null=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp}
   export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/sanitizers/lsan.supp}
   t0=$SECONDS
   "$dir/bin/whittle_sanitize_tests" --gtest_brief=1 "${filter[@]}" "$@"

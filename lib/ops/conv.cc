@@ -126,9 +126,12 @@ StatusOr<std::optional<SymShape>> InferConvOutput(const InferContext& ctx, int x
     m = (*w)[0];
     if (m.known() && m.value % group != 0)
       return ctx.Error("group " + Str(group) + " does not divide the " + Str(m.value) + " output channels of W");
-    if (x && (*x)[1].known() && (*w)[1].known() && (*x)[1].value != (*w)[1].value * group)
+    int64_t expect = 0;
+    if ((*w)[1].known() && __builtin_mul_overflow((*w)[1].value, group, &expect))
+      return ctx.Error("W's " + Str((*w)[1].value) + " channels times group " + Str(group) + " pass 2^63");
+    if (x && (*x)[1].known() && (*w)[1].known() && (*x)[1].value != expect)
       return ctx.Error("X has " + Str((*x)[1].value) + " channels but W " + SymShapeToString(*w) + " with group " +
-                       Str(group) + " expects " + Str((*w)[1].value * group));
+                       Str(group) + " expects " + Str(expect));
   }
   if (!x) return std::optional<SymShape>();
   const size_t spatial = x->size() - 2;
@@ -207,7 +210,11 @@ Status InferConvTranspose(InferContext& ctx) {
     if (x && (*x)[1].known() && (*w)[0].known() && (*x)[1].value != (*w)[0].value)
       return ctx.Error("X has " + Str((*x)[1].value) + " channels but W " + SymShapeToString(*w) + " expects " +
                        Str((*w)[0].value));
-    if ((*w)[1].known()) m = Dim((*w)[1].value * group);
+    int64_t channels = 0;
+    if ((*w)[1].known() && __builtin_mul_overflow((*w)[1].value, group, &channels))
+      return ctx.Error("W's " + Str((*w)[1].value) + " output channels per group times group " + Str(group) +
+                       " pass 2^63");
+    if ((*w)[1].known()) m = Dim(channels);
   }
   if (ctx.HasInput(2)) {
     const SymShape* b = ctx.InputShape(2);
@@ -251,7 +258,10 @@ Status InferConvTranspose(InferContext& ctx) {
       continue;
     }
     if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
-      out.push_back(Dim(in.value * s));
+      int64_t o = 0;
+      if (__builtin_mul_overflow(in.value, s, &o)) return ctx.Error("input dim " + Str(in.value) + " times stride " +
+                                                                     Str(s) + " passes 2^63");
+      out.push_back(Dim(o));
       continue;
     }
     if (k < 0) {

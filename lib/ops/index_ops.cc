@@ -224,14 +224,26 @@ Status InferSpaceDepth(InferContext& ctx, bool to_space) {
   if (in->size() != 4) return ctx.Error("input must be 4-D NCHW, got " + SymShapeToString(*in));
   SymShape out = *in;
   const Dim& c = (*in)[1];
+  int64_t b2 = 0;
+  if (__builtin_mul_overflow(b, b, &b2)) return ctx.Error("blocksize " + std::to_string(b) + " squared passes 2^63");
+  // Every product below is checked: dims and blocksize come from the model.
+  auto times = [&](const Dim& d, int64_t f) -> StatusOr<Dim> {
+    int64_t v = 0;
+    if (!d.known()) return Dim();
+    if (__builtin_mul_overflow(d.value, f, &v))
+      return ctx.Error("dim " + std::to_string(d.value) + " times " + std::to_string(f) + " passes 2^63");
+    return Dim(v);
+  };
   if (to_space) {
-    if (c.known() && c.value % (b * b) != 0)
+    if (c.known() && c.value % b2 != 0)
       return ctx.Error("channels " + std::to_string(c.value) +
-                       " not divisible by blocksize^2 = " + std::to_string(b * b));
-    out[1] = c.known() ? Dim(c.value / (b * b)) : Dim();
-    for (size_t d = 2; d < 4; ++d) out[d] = (*in)[d].known() ? Dim((*in)[d].value * b) : Dim();
+                       " not divisible by blocksize^2 = " + std::to_string(b2));
+    out[1] = c.known() ? Dim(c.value / b2) : Dim();
+    for (size_t d = 2; d < 4; ++d) {
+      WH_ASSIGN_OR_RETURN(out[d], times((*in)[d], b));
+    }
   } else {
-    out[1] = c.known() ? Dim(c.value * b * b) : Dim();
+    WH_ASSIGN_OR_RETURN(out[1], times(c, b2));
     for (size_t d = 2; d < 4; ++d) {
       const Dim& s = (*in)[d];
       if (s.known() && s.value % b != 0)

@@ -118,8 +118,9 @@ Status InferConcat(InferContext& ctx) {
     for (size_t k = 0; k < s->size(); ++k) {
       const Dim& d = (*s)[k];
       if (k == axis) {
-        if (d.known()) sum += d.value;
-        else sum_known = false;
+        if (!d.known()) sum_known = false;
+        else if (__builtin_add_overflow(sum, d.value, &sum))
+          return ctx.Error("the inputs' dims along axis " + std::to_string(axis) + " sum past 2^63");
       } else if (d.known() && out[k].known() && d.value != out[k].value) {
         return ctx.Error("input " + std::to_string(i) + " has shape " + SymShapeToString(*s) + ", which differs from " +
                          SymShapeToString(*first) + " outside axis " + std::to_string(axis));
@@ -191,9 +192,12 @@ Status InferSplit(InferContext& ctx) {
                        std::to_string(axis) + " has size " + std::to_string(d.value));
   } else if (known && d.known() && ctx.attrs().Has("num_outputs")) {
     // Opset 18: chunks of ceil(d / n), the last one smaller when d does not divide.
-    const int64_t chunk = (d.value + n - 1) / n;
-    for (int i = 0; i < n; ++i)
-      sizes[static_cast<size_t>(i)] = Dim(std::max<int64_t>(0, std::min(chunk, d.value - chunk * i)));
+    const int64_t chunk = d.value / n + (d.value % n != 0);  // ceil, without d + n - 1 overflowing
+    int64_t left = d.value;
+    for (int i = 0; i < n; ++i) {
+      sizes[static_cast<size_t>(i)] = Dim(std::min(chunk, left));
+      left -= std::min(chunk, left);
+    }
   } else if (known && d.known()) {
     if (d.value % n != 0)
       return ctx.Error("axis " + std::to_string(axis) + " of size " + std::to_string(d.value) +

@@ -43,7 +43,7 @@ TEST(ConcurrencyTest, ThreadsTimesSessionsTimesShapesAreBitIdentical) {
       want[m].push_back((*r)[0]);
     }
   }
-  constexpr int kThreads = 6, kRuns = 12;
+  constexpr int kThreads = 6, kRuns = 25;
   std::vector<int> failures(kThreads, 0), mismatches(kThreads, 0);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
