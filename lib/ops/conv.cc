@@ -1,6 +1,7 @@
 // OpDefs for Conv and ConvTranspose (opsets 1/11: output_padding, output_shape, auto_pad), plus the sliding-window attribute checks and output-size inference that the
 // pools and the integer convs share (declared in lib/ops/window.h). Sizes follow ONNX 1.12:
 // explicit pads, auto_pad SAME_UPPER/SAME_LOWER/VALID, dilations, ceil_mode (pools). The kernels recompute the same geometry (kernels/reference/conv.h).
+#include <limits>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -269,12 +270,17 @@ Status InferConvTranspose(InferContext& ctx) {
       continue;
     }
     const int64_t d = dl.empty() ? 1 : dl[i], o = op.empty() ? 0 : op[i];
-    const int64_t pads = (ap == "VALID" || pd.empty()) ? 0 : pd[i] + pd[i + n];
-    const int64_t size = s * (in.value - 1) + o + (k - 1) * d + 1 - pads;
+    // In 128 bits: strides, dilations, pads and output_padding come from the model.
+    using Wide = __int128;
+    const Wide pads = (ap == "VALID" || pd.empty()) ? 0 : Wide(pd[i]) + pd[i + n];
+    const Wide size = Wide(s) * (in.value - 1) + o + Wide(k - 1) * d + 1 - pads;
+    if (size > std::numeric_limits<int64_t>::max())
+      return ctx.Error("output spatial dim " + Str(static_cast<int64_t>(i)) + " passes 2^63");
     if (size <= 0)
-      return ctx.Error("output spatial dim " + Str(static_cast<int64_t>(i)) + " would be " + Str(size) +
+      return ctx.Error("output spatial dim " + Str(static_cast<int64_t>(i)) + " would be " +
+                       Str(static_cast<int64_t>(size < std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::min() : size)) +
                        " (pads too large for the input)");
-    out.push_back(Dim(size));
+    out.push_back(Dim(static_cast<int64_t>(size)));
   }
   ctx.SetOutput(0, dt, out);
   return Status::Ok();
