@@ -61,7 +61,7 @@ fi
 [ -d "$build/seeds/model" ] || "$root/tests/fuzz/make_seeds.sh" "$build/seeds"
 case "$target" in
   fuzz_data_readers) seeds="$build/seeds/data"; max_len=65536 ;;
-  fuzz_passes) seeds="$build/seeds/model"; max_len=102400 ;;
+  fuzz_passes) seeds="$build/seeds/model"; max_len=16384 ;;
   *) seeds="$build/seeds/model"; max_len=262144 ;;
 esac
 corpus="$build/corpus/$target"
