@@ -1,5 +1,6 @@
 #include "lib/ops/shape_values.h"
 
+#include <limits>
 #include <algorithm>
 #include <string>
 
@@ -37,7 +38,8 @@ std::optional<int64_t> Combine(const std::string& op, int64_t a, int64_t b) {
   if (op == "Add") return __builtin_add_overflow(a, b, &r) ? std::nullopt : std::optional<int64_t>(r);
   if (op == "Sub") return __builtin_sub_overflow(a, b, &r) ? std::nullopt : std::optional<int64_t>(r);
   if (op == "Mul") return __builtin_mul_overflow(a, b, &r) ? std::nullopt : std::optional<int64_t>(r);
-  if (op == "Div") return b == 0 ? std::nullopt : std::optional<int64_t>(a / b);
+  if (op == "Div")  // INT64_MIN / -1 overflows
+    return b == 0 || (b == -1 && a == std::numeric_limits<int64_t>::min()) ? std::nullopt : std::optional<int64_t>(a / b);
   if (op == "Max") return std::max(a, b);
   if (op == "Min") return std::min(a, b);
   return std::nullopt;
@@ -158,11 +160,11 @@ std::vector<std::optional<ShapeValue>> PropagateShapeValues(const Node& node, in
     if (step > 0) {
       s = std::clamp<int64_t>(s, 0, n);
       e = std::clamp<int64_t>(e, 0, n);
-      for (int64_t i = s; i < e; i += step) sl.push_back((*data)[static_cast<size_t>(i)]);
+      for (int64_t i = s; i < e; i = e - i > step ? i + step : e) sl.push_back((*data)[static_cast<size_t>(i)]);
     } else {
       s = std::clamp<int64_t>(s, -1, n - 1);
       e = std::clamp<int64_t>(e, -1, n - 1);
-      for (int64_t i = s; i > e; i += step) sl.push_back((*data)[static_cast<size_t>(i)]);
+      for (int64_t i = s; i > e; i = i - e > -(step + 1) ? i + step : e) sl.push_back((*data)[static_cast<size_t>(i)]);
     }
     r = sl;
   } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" || op == "Min") {
@@ -180,7 +182,8 @@ std::vector<std::optional<ShapeValue>> PropagateShapeValues(const Node& node, in
     auto a = ValueOf(in(0), sv(0));
     if (!a) return out;
     ShapeValue c;
-    for (const SymInt& d : *a) c.push_back(d.known() ? SymInt::Of(-*d.value) : SymInt());
+    for (const SymInt& d : *a)  // -INT64_MIN overflows: unknown
+      c.push_back(d.known() && *d.value != std::numeric_limits<int64_t>::min() ? SymInt::Of(-*d.value) : SymInt());
     r = c;
   }
   if (!r || static_cast<int64_t>(r->size()) > kMaxShapeValueElements) return out;
