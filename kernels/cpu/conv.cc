@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "kernels/cpu/conv_onednn.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/sgemm.h"
+#include "lib/ir/memory_meter.h"
 
 namespace whittle::cpu {
 namespace {
@@ -47,6 +50,15 @@ struct ConvChoices {
 ConvChoices& Choices() {
   static ConvChoices c;
   return c;
+}
+
+// A scratch size in elements: the product of `factors` plus `extra`, saturated at INT64_MAX (the
+// dims come from the model and may pass 2^63), which CheckScratch then refuses.
+int64_t ScratchCount(std::initializer_list<int64_t> factors, int64_t extra = 0) {
+  int64_t n = 1;
+  for (int64_t f : factors)
+    if (__builtin_mul_overflow(n, f, &n)) return std::numeric_limits<int64_t>::max();
+  return __builtin_add_overflow(n, extra, &n) ? std::numeric_limits<int64_t>::max() : n;
 }
 
 // im2col scratch, one per thread, grown on demand and kept: no allocation in steady state.
@@ -328,6 +340,10 @@ class ConvCpuKernel : public OpKernel {
     if (threads > 1 && units < threads) blocks = std::min<int64_t>(g.oh, (threads + units - 1) / units);
     const int64_t rows_per_block = (g.oh + blocks - 1) / blocks;
     const int64_t tasks = units * blocks;
+    // Each thread's im2col scratch, held to the budget before the team starts (it is sized by the
+    // model: a huge kernel over a small map asks for far more than the tensors do).
+    CheckScratch(ScratchCount({kdim, rows_per_block, g.ow}, stride1 ? Stride1PartSize(g, cg, rows_per_block) + 8 : 0),
+                 sizeof(float), "Conv");
     ParallelFor(tasks, threads, [&](int64_t t) {
       const int64_t unit = t / blocks, blk = t % blocks;
       const int64_t n = unit / s.group, grp = unit % s.group;
@@ -371,6 +387,7 @@ class ConvCpuKernel : public OpKernel {
     const int64_t cg = s.in_channels / s.group, mg = s.out_channels / s.group;
     const int64_t kdim = cg * s.geo.KernelSize(), in_size = s.geo.InSize(), out_size = s.geo.OutSize();
     const int64_t tasks = s.batch * s.group;
+    CheckScratch(ScratchCount({kdim, out_size}), sizeof(float), "Conv");
     ParallelFor(tasks, threads, [&](int64_t t) {
       const int64_t n = t / s.group, grp = t % s.group;
       float* col = Scratch(static_cast<size_t>(kdim * out_size));
@@ -445,12 +462,15 @@ class ConvTransposeCpuKernel : public ConvTransposeKernelBase {
     const int64_t y_size = s.geo.InSize(), x_size = s.geo.OutSize(), k_size = s.geo.KernelSize();
     if (y.numel() == 0) return Status::Ok();
     const int64_t cg = s.in_channels / s.group, mg = s.out_channels / s.group, rows = mg * k_size;
+    if (w.dtype() != DType::kFloat32 || (b && b->dtype() != DType::kFloat32))
+      return InvalidArgument("ConvTranspose: W and B must be float32 like X");
     const float* xd = x.data<float>();
     const float* wd = w.data<float>();
     const float* bias = b ? b->data<float>() : nullptr;
     float* yd = y.data<float>();
     const int64_t macs = s.batch * s.in_channels * mg * k_size * x_size;
     const int threads = macs >= kMinParallelMacs ? std::max(1, num_threads) : 1;
+    CheckScratch(ScratchCount({rows, x_size}), sizeof(float), "ConvTranspose");
     float* col = Scratch(static_cast<size_t>(rows * x_size));
     for (int64_t n = 0; n < s.batch; ++n) {
       for (int64_t grp = 0; grp < s.group; ++grp) {
@@ -491,6 +511,9 @@ KernelOr MakeConv(const ConvAttrs& a, const KernelInit& init) {
   const Tensor* b = konst(2);
   if (w && (w->dtype() != DType::kFloat32 || w->rank() < 3))
     return InvalidArgument("Conv weight must be a float32 tensor of rank >= 3, got " + DimsToString(w->dims()));
+  if (b && (b->dtype() != DType::kFloat32 || b->rank() != 1))  // a hostile model's int bias (fuzzing)
+    return InvalidArgument(std::string("Conv bias must be a float32 vector, got ") + DTypeName(b->dtype()) + " " +
+                           DimsToString(b->dims()));
   if (w && w->dim(0) % group != 0)
     return InvalidArgument("Conv group " + std::to_string(group) + " does not divide the " +
                            std::to_string(w->dim(0)) + " output channels");

@@ -40,6 +40,13 @@ int64_t DefaultMemoryBudget();
 void SetProcessMemoryBudget(int64_t bytes);
 int64_t ProcessMemoryBudget();
 
+// A kernel's own scratch (im2col columns and the like, sized by the model's shapes): `count`
+// elements of `elem_bytes`. Throws the std::bad_alloc a failed Buffer::Allocate throws (which the
+// Session turns into a ResourceExhausted error) when the size overflows or passes the process's
+// memory budget. Call it on the calling thread, before a parallel region: an exception must not
+// leave an OpenMP team.
+void CheckScratch(int64_t count, int64_t elem_bytes, const char* what);
+
 // The bytes a tensor of `dims` and `dtype` holds, or an error when the count or the size passes
 // 2^63 (hostile shapes) or the dtype has no fixed size.
 StatusOr<uint64_t> CheckedNumBytes(const Dims& dims, DType dtype);

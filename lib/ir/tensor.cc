@@ -25,6 +25,17 @@ class AllocationFailure : public std::bad_alloc {
 
 }  // namespace
 
+void CheckScratch(int64_t count, int64_t elem_bytes, const char* what) {
+  int64_t bytes = 0;
+  if (count < 0 || elem_bytes < 0 || __builtin_mul_overflow(count, elem_bytes, &bytes))
+    throw AllocationFailure(std::string(what) + ": scratch of " + std::to_string(count) + " elements overflows");
+  const int64_t budget = ProcessMemoryBudget();
+  if (budget > 0 && bytes > budget)
+    throw AllocationFailure(std::string(what) + ": scratch needs " + HumanBytes(static_cast<uint64_t>(bytes)) +
+                            ", over the memory budget of " + HumanBytes(static_cast<uint64_t>(budget)) +
+                            " (--max-memory)");
+}
+
 int64_t NumElements(const Dims& dims) {
   int64_t n = 1;
   for (int64_t d : dims) {
