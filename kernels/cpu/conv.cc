@@ -224,7 +224,7 @@ class ConvCpuKernel : public OpKernel {
     const float* bias = b ? b->data<float>() : nullptr;
     const float* sum = sum_t ? sum_t->data<float>() : nullptr;
     const int64_t cg = s.in_channels / s.group;
-    const int64_t macs = s.batch * s.out_channels * cg * s.geo.KernelSize() * s.geo.OutSize();
+    const int64_t macs = ScratchCount({s.batch, s.out_channels, cg, s.geo.KernelSize(), s.geo.OutSize()});  // saturated
     const int threads = macs >= kMinParallelMacs ? std::max(1, ctx.num_threads) : 1;
     const bool depthwise = cg == 1 && s.group > 1;
     const bool dnnl_ok = onednn_ && s.geo.spatial == 2 && !depthwise;
@@ -468,7 +468,7 @@ class ConvTransposeCpuKernel : public ConvTransposeKernelBase {
     const float* wd = w.data<float>();
     const float* bias = b ? b->data<float>() : nullptr;
     float* yd = y.data<float>();
-    const int64_t macs = s.batch * s.in_channels * mg * k_size * x_size;
+    const int64_t macs = ScratchCount({s.batch, s.in_channels, mg, k_size, x_size});  // saturated
     const int threads = macs >= kMinParallelMacs ? std::max(1, num_threads) : 1;
     CheckScratch(ScratchCount({rows, x_size}), sizeof(float), "ConvTranspose");
     float* col = Scratch(static_cast<size_t>(rows * x_size));

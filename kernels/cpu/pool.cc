@@ -171,8 +171,10 @@ class PoolCpuKernel : public OpKernel {
       return Internal("pool output " + DimsToString(y.dims()) + " does not match the resolved window geometry");
     const Geo2D g = To2D(wg);
     const int64_t in_plane = g.ih * g.iw, out_plane = g.oh * g.ow;
-    const int64_t work = planes * out_plane * g.kh * g.kw;
-    const int threads = work >= kMinParallelWork ? std::max(1, ctx.num_threads) : 1;
+    // In double: kernel_shape comes from the model (2^62 x 3 overflowed here, fuzzing).
+    const double work = static_cast<double>(planes) * static_cast<double>(out_plane) * static_cast<double>(g.kh) *
+                        static_cast<double>(g.kw);
+    const int threads = work >= static_cast<double>(kMinParallelWork) ? std::max(1, ctx.num_threads) : 1;
     const bool is_max = kind_ == PoolKind::kMax;
     ParallelFor(planes, threads, [&](int64_t p) {
       if (is_max) MaxPlane(xp + p * in_plane, g, yp + p * out_plane);
