@@ -1,5 +1,8 @@
 #include "passes/cost.h"
 
+#include <initializer_list>
+#include <limits>
+
 #include <set>
 
 #include "lib/ir/circulant_format.h"
@@ -37,9 +40,21 @@ bool PerSampleDims(const Graph& g, int id, Dims* out) {
   return true;
 }
 
+// Products saturate at INT64_MAX: the dims come from the model (a 2^62 dim overflowed here,
+// fuzzing), and a cost figure that large only has to compare as huge.
+int64_t SatMul(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
+int64_t SatMul(std::initializer_list<int64_t> f) {
+  int64_t p = 1;
+  for (int64_t v : f) p = SatMul(p, v);
+  return p;
+}
+
 int64_t Prod(const Dims& d, size_t from, size_t to) {
   int64_t p = 1;
-  for (size_t i = from; i < to && i < d.size(); ++i) p *= d[i];
+  for (size_t i = from; i < to && i < d.size(); ++i) p = SatMul(p, d[i]);
   return p;
 }
 
@@ -86,13 +101,13 @@ int64_t NodeMacs(const Graph& g, const Node& n) {
   if (n.domain == kWhittleDomain && n.op_type == "CodebookMatMul") {
     Dims out;
     if (n.outputs.empty() || !PerSampleDims(g, n.outputs[0], &out)) return 0;
-    return Prod(out, 0, out.size()) * n.attrs.GetInt("in_features", 0);
+    return SatMul(Prod(out, 0, out.size()), n.attrs.GetInt("in_features", 0));
   }
   if (n.domain == kWhittleDomain && n.op_type == "BlockCirculantMatMul") {  // the FFT form (circulant.h)
     Dims out;
     const CirculantAttrs a = CirculantAttrsOf(n.attrs);
     if (n.outputs.empty() || !PerSampleDims(g, n.outputs[0], &out) || !CheckCirculantAttrs(a).ok()) return 0;
-    return Prod(out, 0, out.size()) / a.n * CirculantMacsPerRow(a);
+    return SatMul(Prod(out, 0, out.size()) / a.n, CirculantMacsPerRow(a));
   }
   if (!n.domain.empty() && n.domain != "ai.onnx") return 0;
   const std::string& op = n.op_type;
@@ -104,14 +119,13 @@ int64_t NodeMacs(const Graph& g, const Node& n) {
     if (out.size() < 2 || w.size() < 2) return 0;
     // Each output element needs Cin/group * prod(kernel) MACs; w is [Cout, Cin/group, k...]. The
     // channel count is the weight's: dims observed before a pass pruned channels are stale.
-    return w[0] * Prod(out, 2, out.size()) * Prod(w, 1, w.size());
+    return SatMul({w[0], Prod(out, 2, out.size()), Prod(w, 1, w.size())});
   }
   if (op == "Gemm") {
     if (n.inputs.size() < 2 || !PerSampleDims(g, n.inputs[1], &w) || w.size() != 2) return 0;
     if (!PerSampleDims(g, n.outputs[0], &out) || out.size() != 2) return 0;
-    // Per sample: K * N, both read from B (transB decides which side is which).
-    const bool tb = n.attrs.GetInt("transB", 0) != 0;
-    return (tb ? w[1] : w[0]) * (tb ? w[0] : w[1]);
+    // Per sample: K * N, both read from B (whichever side transB makes K).
+    return SatMul(w[0], w[1]);
   }
   if (op == "MatMul" || op == "MatMulInteger" || op == "QLinearMatMul") {
     int ai = 0, bi = op == "QLinearMatMul" ? 3 : 1;
@@ -121,8 +135,8 @@ int64_t NodeMacs(const Graph& g, const Node& n) {
     // A constant 2-D weight: rows of A times K * N from the weight (observed dims of A and the
     // output are stale once a pass changed K or N). Otherwise output elements times A's K.
     if (g.value(n.inputs[static_cast<size_t>(bi)]).initializer && w.size() == 2)
-      return Prod(a, 0, a.size() - 1) * w[0] * w[1];
-    return Prod(out, 0, out.size()) * a.back();
+      return SatMul({Prod(a, 0, a.size() - 1), w[0], w[1]});
+    return SatMul(Prod(out, 0, out.size()), a.back());
   }
   return 0;
 }
@@ -167,7 +181,7 @@ GraphCost ComputeCost(const Graph& g) {
     if (v.initializer->dtype() != DType::kInt64) c.params += v.initializer->numel();
   }
   for (const Node& n : g.nodes()) {
-    c.macs += NodeMacs(g, n);
+    if (__builtin_add_overflow(c.macs, NodeMacs(g, n), &c.macs)) c.macs = std::numeric_limits<int64_t>::max();
     c.params += CodebookExtraParams(g, n) + BinaryExtraParams(g, n);
   }
   return c;

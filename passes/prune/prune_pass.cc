@@ -364,8 +364,12 @@ class PrunePass : public Pass {
       ++pruned_groups;
     }
     int64_t mb = 0, ma = 0;
-    for (int64_t m : macs_before) mb += m;
-    for (const Node& n : g.nodes()) ma += NodeMacs(g, n);
+    // Saturated sums: NodeMacs saturates at INT64_MAX on hostile dims.
+    auto add = [](int64_t& acc, int64_t v) {
+      if (__builtin_add_overflow(acc, v, &acc)) acc = INT64_MAX;
+    };
+    for (int64_t m : macs_before) add(mb, m);
+    for (const Node& n : g.nodes()) add(ma, NodeMacs(g, n));
     const size_t skipped = groups.size() - static_cast<size_t>(pruned_groups);
     rep->notes.insert(rep->notes.begin(),
                       "removed " + std::to_string(removed) + " of " + std::to_string(units) + " units (" +
