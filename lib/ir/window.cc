@@ -1,5 +1,7 @@
 #include "lib/ir/window.h"
 
+#include <limits>
+
 #include <string>
 
 namespace whittle {
@@ -64,8 +66,12 @@ Status ResolveWindow(const WindowAttrs& a, const int64_t* in, const int64_t* ker
     const int64_t d = a.dilations.empty() ? 1 : a.dilations[i];
     if (k <= 0) return InvalidArgument("kernel dims must be > 0, got " + Str(k));
     if (in[i] < 0) return InvalidArgument("negative input dim " + Str(in[i]));
-    const int64_t eff = (k - 1) * d + 1;
-    int64_t pb = 0, pe = 0;
+    if (s <= 0 || d <= 0) return InvalidArgument("strides and dilations must be > 0, got " + Str(s) + " and " + Str(d));
+    // In 128 bits: kernel, dilation, pads and strides come from the model (pads of 2^62 at both
+    // ends overflowed here, fuzzing); results past 2^63 are refused.
+    using Wide = __int128;
+    const Wide eff = Wide(k - 1) * d + 1;
+    Wide pb = 0, pe = 0;
     if (a.auto_pad == AutoPad::kNotSet) {
       if (!a.pads.empty()) {
         pb = a.pads[i];
@@ -73,22 +79,26 @@ Status ResolveWindow(const WindowAttrs& a, const int64_t* in, const int64_t* ker
       }
     } else if (a.auto_pad == AutoPad::kSameUpper || a.auto_pad == AutoPad::kSameLower) {
       const int64_t r = in[i] % s;
-      int64_t total = eff - (r == 0 ? s : r);
+      Wide total = eff - (r == 0 ? s : r);
       if (total < 0) total = 0;
       pb = a.auto_pad == AutoPad::kSameUpper ? total / 2 : total - total / 2;
       pe = total - pb;
     }
-    const int64_t span = in[i] + pb + pe - eff;
+    const Wide span = Wide(in[i]) + pb + pe - eff;
+    constexpr Wide kMax = std::numeric_limits<int64_t>::max();
+    if (eff > kMax || pb > kMax || pe > kMax || span > kMax)
+      return InvalidArgument("window dim " + Str(static_cast<int64_t>(i)) + ": kernel, dilation and pads pass 2^63");
     if (span < 0)
-      return InvalidArgument("window of extent " + Str(eff) + " does not fit input dim " + Str(in[i]) +
-                             " with pads " + Str(pb) + "+" + Str(pe));
+      return InvalidArgument("window of extent " + Str(static_cast<int64_t>(eff)) + " does not fit input dim " +
+                             Str(in[i]) + " with pads " + Str(static_cast<int64_t>(pb)) + "+" +
+                             Str(static_cast<int64_t>(pe)));
     g->in[i] = in[i];
     g->kernel[i] = k;
     g->stride[i] = s;
     g->dilation[i] = d;
-    g->pad_begin[i] = pb;
-    g->pad_end[i] = pe;
-    g->out[i] = (a.ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    g->pad_begin[i] = static_cast<int64_t>(pb);
+    g->pad_end[i] = static_cast<int64_t>(pe);
+    g->out[i] = static_cast<int64_t>((a.ceil_mode ? (span + s - 1) / s : span / s) + 1);
   }
   return Status::Ok();
 }
