@@ -103,6 +103,15 @@ Status InferRecurrent(const RecurrentKind& k, InferContext& ctx) {
   const int64_t G = k.gates;
   Dim seq, batch, input, hidden;
   if (a.Has("hidden_size")) hidden = Dim(a.GetInt("hidden_size", 0));
+  // f * hidden_size, checked: hidden_size comes from the model (3 * 2^62 overflowed, fuzzing).
+  auto times_hidden = [&](int64_t f, Dim* out) -> Status {
+    int64_t v = 0;
+    if (!hidden.known()) return *out = Dim(), Status::Ok();
+    if (hidden.value < 0 || __builtin_mul_overflow(f, hidden.value, &v))
+      return ctx.Error("hidden_size " + Str(hidden.value) + " is out of range");
+    return *out = Dim(v), Status::Ok();
+  };
+  Dim gh;
   for (int i : {0, 1, 2}) {
     const SymShape* s = ctx.InputShape(i);
     if (s && s->size() != 3) return ctx.Error(std::string(kNames[i]) + " must be 3-D, got " + SymShapeToString(*s));
@@ -111,8 +120,8 @@ Status InferRecurrent(const RecurrentKind& k, InferContext& ctx) {
     if (!hidden.known() && (*r)[2].known()) hidden = (*r)[2];
     WH_RETURN_IF_ERROR(ExpectDim(ctx, *r, 0, Dim(nd), "R", "num_directions"));
     WH_RETURN_IF_ERROR(ExpectDim(ctx, *r, 2, hidden, "R", "hidden_size"));
-    WH_RETURN_IF_ERROR(ExpectDim(ctx, *r, 1, hidden.known() ? Dim(G * hidden.value) : Dim(), "R",
-                                 Str(G) + "*hidden_size"));
+    WH_RETURN_IF_ERROR(times_hidden(G, &gh));
+    WH_RETURN_IF_ERROR(ExpectDim(ctx, *r, 1, gh, "R", Str(G) + "*hidden_size"));
   }
   if (const SymShape* w = ctx.InputShape(1)) {
     if (!hidden.known() && (*w)[1].known()) {
@@ -122,8 +131,8 @@ Status InferRecurrent(const RecurrentKind& k, InferContext& ctx) {
     }
     input = (*w)[2];
     WH_RETURN_IF_ERROR(ExpectDim(ctx, *w, 0, Dim(nd), "W", "num_directions"));
-    WH_RETURN_IF_ERROR(ExpectDim(ctx, *w, 1, hidden.known() ? Dim(G * hidden.value) : Dim(), "W",
-                                 Str(G) + "*hidden_size"));
+    WH_RETURN_IF_ERROR(times_hidden(G, &gh));
+    WH_RETURN_IF_ERROR(ExpectDim(ctx, *w, 1, gh, "W", Str(G) + "*hidden_size"));
   }
   if (const SymShape* x = ctx.InputShape(0)) {
     seq = (*x)[layout == 0 ? 0 : 1];
@@ -134,8 +143,8 @@ Status InferRecurrent(const RecurrentKind& k, InferContext& ctx) {
   if (const SymShape* b = ctx.InputShape(3)) {
     if (b->size() != 2) return ctx.Error("B must be 2-D, got " + SymShapeToString(*b));
     WH_RETURN_IF_ERROR(ExpectDim(ctx, *b, 0, Dim(nd), "B", "num_directions"));
-    WH_RETURN_IF_ERROR(ExpectDim(ctx, *b, 1, hidden.known() ? Dim(2 * G * hidden.value) : Dim(), "B",
-                                 Str(2 * G) + "*hidden_size"));
+    WH_RETURN_IF_ERROR(times_hidden(2 * G, &gh));
+    WH_RETURN_IF_ERROR(ExpectDim(ctx, *b, 1, gh, "B", Str(2 * G) + "*hidden_size"));
   }
   if (const SymShape* sl = ctx.InputShape(4)) {
     if (sl->size() != 1) return ctx.Error("sequence_lens must be 1-D, got " + SymShapeToString(*sl));
