@@ -142,12 +142,6 @@ Geo2D To2D(const WindowGeometry& g) {
           g.stride[1], g.dilation[0], g.dilation[1], g.pad_begin[0], g.pad_begin[1], g.pad_end[0], g.pad_end[1]};
 }
 
-namespace {
-
-// v / 2 rounded towards minus infinity.
-int64_t FloorHalf(int64_t v) { return v >= 0 ? v / 2 : -((1 - v) / 2); }
-
-}  // namespace
 
 Status ResolveConvTransposeShape(const ConvTransposeAttrs& a, const Tensor& x, const Tensor& w, const Tensor* b,
                                  ConvTransposeShape* s) {
@@ -198,17 +192,22 @@ Status ResolveConvTransposeShape(const ConvTransposeAttrs& a, const Tensor& x, c
     const int64_t in = x.dim(static_cast<int>(i) + 2), k = w.dim(static_cast<int>(i) + 2);
     const int64_t st = wa.strides.empty() ? 1 : wa.strides[i], d = wa.dilations.empty() ? 1 : wa.dilations[i];
     const int64_t op = a.output_padding.empty() ? 0 : a.output_padding[i];
-    const int64_t natural = st * (in - 1) + op + (k - 1) * d + 1;  // output size without pads
-    int64_t out, pb, pe;
+    // In 128 bits, refused past 2^63: strides, dilations, pads and output_shape come from the model
+    // (a stride of 2^63-1 times 2 overflowed here, fuzzing).
+    using Wide = __int128;
+    constexpr Wide kMax = std::numeric_limits<int64_t>::max();
+    const Wide natural = Wide(st) * (in - 1) + op + Wide(k - 1) * d + 1;  // output size without pads
+    Wide out, pb, pe;
     const bool same = wa.auto_pad == AutoPad::kSameUpper || wa.auto_pad == AutoPad::kSameLower;
     if (!a.output_shape.empty() || same) {
-      out = !a.output_shape.empty() ? a.output_shape[a.output_shape.size() - n + i] : in * st;
-      const int64_t total = natural - out;
+      out = !a.output_shape.empty() ? Wide(a.output_shape[a.output_shape.size() - n + i]) : Wide(in) * st;
+      const Wide total = natural - out;
+      const Wide half = total >= 0 ? total / 2 : -((-total + 1) / 2);  // floor(total / 2)
       if (wa.auto_pad == AutoPad::kSameUpper) {
-        pb = FloorHalf(total);
+        pb = half;
         pe = total - pb;
       } else {
-        pe = FloorHalf(total);
+        pe = half;
         pb = total - pe;
       }
     } else {
@@ -219,16 +218,19 @@ Status ResolveConvTransposeShape(const ConvTransposeAttrs& a, const Tensor& x, c
       }
       out = natural - pb - pe;
       if (out <= 0)
-        return InvalidArgument("ConvTranspose pads " + Str(pb) + "+" + Str(pe) + " leave no output for input dim " +
-                               Str(in));
+        return InvalidArgument("ConvTranspose pads " + Str(static_cast<int64_t>(pb)) + "+" +
+                               Str(static_cast<int64_t>(pe)) + " leave no output for input dim " + Str(in));
     }
-    g.in[i] = out;
+    if (natural > kMax || out > kMax || pb > kMax || pe > kMax || pb < -kMax || pe < -kMax)
+      return InvalidArgument("ConvTranspose dim " + Str(static_cast<int64_t>(i)) +
+                             ": strides, dilations, pads or output_shape pass 2^63");
+    g.in[i] = static_cast<int64_t>(out);
     g.out[i] = in;
     g.kernel[i] = k;
     g.stride[i] = st;
     g.dilation[i] = d;
-    g.pad_begin[i] = pb;
-    g.pad_end[i] = pe;
+    g.pad_begin[i] = static_cast<int64_t>(pb);
+    g.pad_end[i] = static_cast<int64_t>(pe);
   }
   return Status::Ok();
 }
