@@ -30,7 +30,7 @@ seed() { { printf "\\x$(printf %02x "$1")"; cat "$2"; } > "$out/data/$3"; }
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 n=0
-for f in $(find "$root/tests/data" -name '*.npy' -size -4k | sort | head -n 12); do
+for f in $(find "$root/tests/data" -name '*.npy' -size -4k | sort | sed -n 1,12p); do  # sed, not head: head closing the pipe early is a SIGPIPE (exit 141) under pipefail
   seed 0 "$f" "npy_$n"; n=$((n + 1))
 done
 for f in "$root"/tests/data/npz/*.npz; do
@@ -54,7 +54,7 @@ spec() {  # spec fileA fileB name
 }
 : > "$tmp/empty"
 spec 'idx:@:#' "$tmp/images.idx.gz" "$tmp/labels.idx" idx
-npy="$(find "$root/tests/data" -name '*.npy' -size -4k | sort | head -n 1)"
+npy="$(find "$root/tests/data" -name '*.npy' -size -4k | sort | sed -n 1p)"
 [ -n "$npy" ] && spec 'npy:@' "$npy" "$tmp/empty" npy
 [ -f "$root/tests/data/npz/savez.npz" ] && spec 'npz:@' "$root/tests/data/npz/savez.npz" "$tmp/empty" npz
 echo "make_seeds: $(ls "$out/model" | wc -l) model seeds, $(ls "$out/data" | wc -l) data seeds in $out"
