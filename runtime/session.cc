@@ -10,6 +10,7 @@
 
 #include "kernels/nchwc.h"
 #include "lib/ir/memory_meter.h"
+#include "lib/ir/run_deadline.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
 #include "runtime/quant_validation.h"
@@ -70,6 +71,7 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraphImpl(Graph graph, const Ses
   if (opts.num_threads < 0) return InvalidArgument("num_threads must be >= 0, got " + std::to_string(opts.num_threads));
   if (opts.max_memory_bytes < 0)
     return InvalidArgument("max_memory_bytes must be >= 0, got " + std::to_string(opts.max_memory_bytes));
+  if (opts.max_run_ms < 0) return InvalidArgument("max_run_ms must be >= 0, got " + std::to_string(opts.max_run_ms));
   const int64_t budget = opts.max_memory_bytes > 0 ? opts.max_memory_bytes : ProcessMemoryBudget();
   WH_RETURN_IF_ERROR(CheckWeights(graph, budget));
   RegisterAllOps();
@@ -84,7 +86,8 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraphImpl(Graph graph, const Ses
   auto impl = std::make_unique<Impl>();
   Impl& s = *impl;
   s.opts_ = opts;
-  s.opts_.max_memory_bytes = budget;  // options() reports the budget in force
+  s.opts_.max_memory_bytes = budget;  // options() reports the budgets in force
+  if (s.opts_.max_run_ms == 0) s.opts_.max_run_ms = ProcessRunTimeBudget();
   if (s.opts_.num_threads == 0) s.opts_.num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   s.graph_ = std::move(graph);
   WH_RETURN_IF_ERROR(s.graph_.Verify());

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "lib/ir/device.h"
+#include "lib/ir/memory_meter.h"
+#include "lib/ir/run_deadline.h"
 #include "runtime/backend_name.h"
 #include "whittle/session.h"
 
@@ -58,6 +60,15 @@ int whittle_session_load_on(const char* model_path, int num_threads, const char*
 int whittle_session_load_with(const char* model_path, int num_threads, const char* device, const char* precision,
                               whittle_session** out) {
   return whittle_session_load_ex(model_path, num_threads, device, precision, 0, out);
+}
+
+int whittle_set_limits(int64_t max_memory_bytes, int64_t max_run_ms) {
+  if (max_memory_bytes < 0 || max_run_ms < 0)
+    return SetError("whittle_set_limits: budgets must be >= 0 (0: none), got max_memory_bytes " +
+                    std::to_string(max_memory_bytes) + ", max_run_ms " + std::to_string(max_run_ms));
+  whittle::SetProcessMemoryBudget(max_memory_bytes);
+  whittle::SetProcessRunTimeBudget(max_run_ms);
+  return 0;
 }
 
 int whittle_session_load_ex(const char* model_path, int num_threads, const char* device, const char* precision,

@@ -45,6 +45,12 @@ struct SessionOptions {
   // would pass it fails with a ResourceExhausted error naming the tensor and its size, before the
   // allocation. Without a budget an allocation the system refuses is such an error too.
   int64_t max_memory_bytes = 0;
+  // A time budget for each Run, in milliseconds; 0: the process's default, which is none unless a
+  // tool set one (the CLIs' --max-run-time). Checked before and after every node, and between
+  // chunks of the CPU kernels' parallel loops (so a long kernel stops within a fraction of its
+  // work; a oneDNN, Eigen or device call runs to its end first). A run past it fails with a
+  // DeadlineExceeded error naming the node it stopped at; the session stays usable.
+  int64_t max_run_ms = 0;
 };
 
 struct IoInfo {

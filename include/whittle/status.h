@@ -13,7 +13,18 @@
 namespace whittle {
 
 // kResourceExhausted: a memory budget or the machine's memory (a tensor too large to hold).
-enum class StatusCode { kOk = 0, kInvalidArgument, kNotFound, kUnimplemented, kOutOfRange, kIoError, kInternal, kResourceExhausted };
+// kDeadlineExceeded: a run's time budget (SessionOptions::max_run_ms) passed before it finished.
+enum class StatusCode {
+  kOk = 0,
+  kInvalidArgument,
+  kNotFound,
+  kUnimplemented,
+  kOutOfRange,
+  kIoError,
+  kInternal,
+  kResourceExhausted,
+  kDeadlineExceeded
+};
 
 class [[nodiscard]] Status {
  public:
@@ -43,6 +54,7 @@ inline Status OutOfRange(std::string m) { return Status(StatusCode::kOutOfRange,
 inline Status IoError(std::string m) { return Status(StatusCode::kIoError, std::move(m)); }
 inline Status Internal(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 inline Status ResourceExhausted(std::string m) { return Status(StatusCode::kResourceExhausted, std::move(m)); }
+inline Status DeadlineExceeded(std::string m) { return Status(StatusCode::kDeadlineExceeded, std::move(m)); }
 
 template <class T>
 class [[nodiscard]] StatusOr {

@@ -32,6 +32,12 @@ int whittle_session_load_with(const char* model_path, int num_threads, const cha
 int whittle_session_load_ex(const char* model_path, int num_threads, const char* device, const char* precision,
                             unsigned flags, whittle_session** out);
 void whittle_session_free(whittle_session* s);
+/* Budgets for the sessions this process loads after the call, for models it did not make
+ * (SessionOptions::max_memory_bytes and max_run_ms; 0: none, the default): a model whose tensors
+ * would need more memory is refused at load or run, and a run that takes longer than max_run_ms
+ * stops and fails, whittle_last_error naming the node it reached; the session stays usable.
+ * Negative values are an error. */
+int whittle_set_limits(int64_t max_memory_bytes, int64_t max_run_ms);
 size_t whittle_session_num_inputs(const whittle_session* s);
 size_t whittle_session_num_outputs(const whittle_session* s);
 const char* whittle_session_input_name(const whittle_session* s, size_t i);

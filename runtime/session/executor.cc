@@ -14,8 +14,14 @@ StepExecutor::StepExecutor(const Session::Impl& s, RunContext& rc)
 Status StepExecutor::Run() {
   const int prev_threads = omp_get_max_threads();
   omp_set_num_threads(s_.opts_.num_threads);
+  const RunDeadline deadline(s_.opts_.max_run_ms);
+  deadline_ = &deadline;
   Status st = Status::Ok();
-  for (size_t si = 0; st.ok() && si < s_.steps_.size(); ++si) st = Step(si);
+  {
+    ScopedRunDeadline scope(deadline.active() ? &deadline : nullptr);
+    for (size_t si = 0; st.ok() && si < s_.steps_.size(); ++si) st = Step(si);
+  }
+  deadline_ = nullptr;
   omp_set_num_threads(prev_threads);
   for (int o : g_.outputs())
     if (st.ok() && rc_.watch_graph && slots_[static_cast<size_t>(o)].device() == DeviceType::kCpu)
@@ -27,6 +33,7 @@ Status StepExecutor::Step(size_t si) {
   using Clock = std::chrono::steady_clock;
   const RunStep& step = *s_.steps_[si];
   const Node& n = *step.node;
+  if (deadline_->Expired()) return DeadlineExceeded(deadline_->Message()).WithContext(n.DebugName());
   const auto t0 = rc_.stats ? Clock::now() : Clock::time_point();
   if (step.alias < 0 && step.device == DeviceType::kCpu && !step.host_step) NotGraph(n, "runs on the CPU");
   step_ = &step;
@@ -184,6 +191,8 @@ Status StepExecutor::Compute(size_t si, const RunStep& step) {
     ctx.check_tag = static_cast<int64_t>(si) + 1;
   }
   Status st = step.kernel->Compute(ctx);
+  // A kernel whose parallel loops saw the deadline pass skipped work: its outputs are not used.
+  if (st.ok() && deadline_->Expired()) st = DeadlineExceeded(deadline_->Message());
   // Profiling times a device step to its end (otherwise only its launch would show).
   if (st.ok() && rc_.stats && step.device != DeviceType::kCpu) st = DeviceRuntimeFor(step.device)->synchronize();
   if (!st.ok()) return st.WithContext(step.node->DebugName());

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/ir/run_deadline.h"
 #include "runtime/session/session_impl.h"
 
 namespace whittle {
@@ -39,7 +40,8 @@ class StepExecutor {
  public:
   StepExecutor(const Session::Impl& s, RunContext& rc);
   // Every step in order on the session's OpenMP threads, until the first error (rc.stats gets
-  // one NodeTime per step run).
+  // one NodeTime per step run) or until the session's time budget passes (max_run_ms: checked
+  // before and after each step, and by ParallelFor inside the CPU kernels).
   Status Run();
 
  private:
@@ -64,6 +66,7 @@ class StepExecutor {
   std::vector<Tensor>& slots_;
   std::vector<Tensor>& moved_;
   const RunStep* step_ = nullptr;  // the step running
+  const RunDeadline* deadline_ = nullptr;  // the run's time budget (inactive: none)
   std::vector<const Tensor*> in_, infer_in_;
   const std::vector<const Tensor*>* infer_ = nullptr;
   std::vector<Tensor*> out_;

@@ -1,4 +1,4 @@
-// Shared helpers of the libFuzzer targets in tests/fuzz/: the memory budget they run under, the
+// Shared helpers of the libFuzzer targets in tests/fuzz/: the memory and time budgets they run under, the
 // optional input-size screen, small generated input tensors, and scratch files and folders for
 // the readers that only take a path. Header-only; each target includes it.
 #pragma once
@@ -15,6 +15,7 @@
 
 #include "lib/ir/graph.h"
 #include "lib/ir/memory_meter.h"
+#include "lib/ir/run_deadline.h"
 #include "lib/ir/tensor.h"
 #include "whittle/session.h"
 
@@ -24,16 +25,22 @@ namespace whittle::fuzz {
 // model whose shapes need more is refused by the library (issue 41), which is the path the
 // targets exercise. Small, so that an input that fits it still runs in well under the timeout.
 constexpr int64_t kMemoryBudgetBytes = int64_t{64} << 20;
+// The time budget of every run (SetProcessRunTimeBudget): a model whose arithmetic would take
+// longer stops with a DeadlineExceeded error, well inside libFuzzer's -timeout (10 s in
+// scripts/fuzz.sh), so that the deadline's checks are fuzzed too and only a hang outside a run
+// (loading, shape inference, a pass) is a timeout finding.
+constexpr int64_t kRunBudgetMs = 2000;
 // Largest element count a value may have, statically, for WHITTLE_FUZZ_SCREEN=1 (off by default:
 // oversized shapes are errors now, not aborts).
 constexpr int64_t kMaxValueElements = int64_t{1} << 22;  // 16 MiB of float32
 // Largest generated input, in bytes.
 constexpr size_t kMaxInputBytes = size_t{1} << 20;
 
-// Once per process: the memory budget above.
+// Once per process: the budgets above.
 inline void Init() {
   static const bool done = [] {
     SetProcessMemoryBudget(kMemoryBudgetBytes);
+    SetProcessRunTimeBudget(kRunBudgetMs);
     return true;
   }();
   (void)done;

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "lib/ir/memory_meter.h"
+#include "lib/ir/run_deadline.h"
 
 namespace whittle::cli {
 
@@ -43,19 +44,48 @@ StatusOr<int64_t> ParseByteSize(const std::string& s) {
   return static_cast<int64_t>(v * static_cast<double>(unit));
 }
 
-void AddMaxMemoryOption(CLI::App& app, std::string& value) {
-  app.add_option("--max-memory", value,
+StatusOr<int64_t> ParseDurationMs(const std::string& s) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  double unit = 1000;  // seconds
+  const std::string rest = s.substr(used);
+  if (rest == "ms") unit = 1;
+  else if (rest == "m" || rest == "min") unit = 60000;
+  else if (rest != "s" && !rest.empty()) used = 0;
+  if (used == 0 || !(v >= 0) || v * unit > 9.0e15)
+    return InvalidArgument("--max-run-time expects seconds or a duration such as 500ms, 2s or 5m (0: none), got '" +
+                           s + "'");
+  const double ms = v * unit;
+  return ms > 0 && ms < 1 ? int64_t{1} : static_cast<int64_t>(ms);  // a positive budget stays one
+}
+
+void AddResourceLimitOptions(CLI::App& app, ResourceLimits& limits) {
+  app.add_option("--max-memory", limits.max_memory,
                  "Memory budget for the model's tensors in every session this tool makes, e.g. 512M or 8G "
                  "(0: none); a model or input that needs more is refused with an error naming the tensor and "
                  "its size. Default: 80% of this machine's memory");
+  app.add_option("--max-run-time", limits.max_run_time,
+                 "Time budget for each run of a model in every session this tool makes, e.g. 500ms, 2s or 5m "
+                 "(a bare number is seconds; 0: none); a run that takes longer stops with an error naming the "
+                 "node it reached. Default: none");
 }
 
-Status ApplyMaxMemory(const std::string& value) {
+Status ApplyResourceLimits(const ResourceLimits& limits) {
   int64_t bytes = DefaultMemoryBudget();
-  if (!value.empty()) {
-    WH_ASSIGN_OR_RETURN(bytes, ParseByteSize(value));
+  if (!limits.max_memory.empty()) {
+    WH_ASSIGN_OR_RETURN(bytes, ParseByteSize(limits.max_memory));
+  }
+  int64_t ms = 0;
+  if (!limits.max_run_time.empty()) {
+    WH_ASSIGN_OR_RETURN(ms, ParseDurationMs(limits.max_run_time));
   }
   SetProcessMemoryBudget(bytes);
+  SetProcessRunTimeBudget(ms);
   return Status::Ok();
 }
 

@@ -29,12 +29,19 @@ int GuardedMain(const std::string& tool, int (*body)(int, char**), int argc, cha
 // --max-memory's value: bytes, or a number with K, M, G or T (powers of 1024); 0 means no budget.
 StatusOr<int64_t> ParseByteSize(const std::string& s);
 
-// Every tool's --max-memory (one help text): the memory budget of every session the tool makes
-// (its own, the passes' calibration and probe sessions, the trainer's). ApplyMaxMemory sets it as
-// the process's budget (SetProcessMemoryBudget): the value, or 80 % of physical memory when the
-// flag was not given ("").
-void AddMaxMemoryOption(CLI::App& app, std::string& value);
-Status ApplyMaxMemory(const std::string& value);
+// --max-run-time's value in milliseconds: seconds, or a number with ms, s or m; 0 means none.
+StatusOr<int64_t> ParseDurationMs(const std::string& s);
+
+// Every tool's --max-memory and --max-run-time (one help text each): the budgets of every session
+// the tool makes (its own, the passes' calibration and probe sessions, the trainer's).
+// ApplyResourceLimits sets them as the process's (SetProcessMemoryBudget, SetProcessRunTimeBudget):
+// memory, the value or 80 % of physical memory when the flag was not given (""); run time, the
+// value or none.
+struct ResourceLimits {
+  std::string max_memory, max_run_time;
+};
+void AddResourceLimitOptions(CLI::App& app, ResourceLimits& limits);
+Status ApplyResourceLimits(const ResourceLimits& limits);
 
 // Parses argv into app. Returns the exit code when the program should stop now (--help and
 // --version: 0; a bad command line: 2, after "TOOL: error: ... (see --help)"), else nullopt.

@@ -108,8 +108,8 @@ int Main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--seed", seed, "Seed for randomized algorithms (randomized SVD)")->capture_default_str();
-  std::string max_memory;
-  whittle::cli::AddMaxMemoryOption(app, max_memory);
+  whittle::cli::ResourceLimits limits;
+  whittle::cli::AddResourceLimitOptions(app, limits);
   app.add_option("--bench-batch", bench_batch, "Batch size of the latency benchmark")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -152,7 +152,7 @@ int Main(int argc, char** argv) {
   app.add_option("--train-limit", train_limit, "Use only the first N samples of --train-data")->check(CLI::PositiveNumber);
   app.add_flag("-q,--quiet", quiet, "No progress on stderr and no tables on stdout (errors only)");
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "compress-model")) return *code;
-  if (auto st = whittle::cli::ApplyMaxMemory(max_memory); !st.ok()) return Fail(st.message());
+  if (auto st = whittle::cli::ApplyResourceLimits(limits); !st.ok()) return Fail(st.message());
 
   if (model.empty()) {
     // `--svd model.onnx -o out.onnx`: the optional spec took the model's name.

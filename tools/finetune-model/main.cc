@@ -103,8 +103,8 @@ int Main(int argc, char** argv) {
   app.add_option("--clip", o.clip_norm, "Clip gradients to this global norm (0: off)")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the data order")->capture_default_str();
   app.add_option("--threads", o.threads, "Intra-op threads (0 = all cores)")->check(CLI::NonNegativeNumber)->capture_default_str();
-  std::string max_memory;
-  whittle::cli::AddMaxMemoryOption(app, max_memory);
+  whittle::cli::ResourceLimits limits;
+  whittle::cli::AddResourceLimitOptions(app, limits);
   app.add_option("--device", device,
                  "Where the forward and backward passes, the teacher and the optimizer run: cpu, or cuda (the first "
                  "GPU that CUDA_VISIBLE_DEVICES lets the process see; params, "
@@ -147,7 +147,7 @@ int Main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "No progress on stderr");
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "finetune-model")) return *code;
-  if (auto st = whittle::cli::ApplyMaxMemory(max_memory); !st.ok()) return Fail(st.message());
+  if (auto st = whittle::cli::ApplyResourceLimits(limits); !st.ok()) return Fail(st.message());
   whittle::RemoveTempFilesOnSignal();
   o.use_labels = !no_labels;
   o.backend = *whittle::ParseBackend(device);  // cpu or cuda (checked above)

@@ -125,8 +125,8 @@ int Main(int argc, char** argv) {
                "(held before the batch size's runs, and at the peak during them)");
   app.add_option("--batch", batch_spec, "Batch sizes for --bench, comma-separated")->capture_default_str();
   app.add_option("--threads", threads, "Intra-op threads (0 = all cores)")->check(CLI::NonNegativeNumber)->capture_default_str();
-  std::string max_memory;
-  whittle::cli::AddMaxMemoryOption(app, max_memory);
+  whittle::cli::ResourceLimits limits;
+  whittle::cli::AddResourceLimitOptions(app, limits);
   app.add_option("--warmup", warmup, "Warm-up runs per batch size")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--iterations", iterations, "Minimum timed runs per batch size")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--min-time", min_time, "Minimum seconds of timed runs per batch size")->check(CLI::NonNegativeNumber)->capture_default_str();
@@ -186,7 +186,7 @@ int Main(int argc, char** argv) {
                                   std::pair<bool, const char*>{page_locked_output, "--page-locked-output"}})
     if (set && (!bench || !on_cuda)) return Fail(std::string(flag) + " needs --bench and --device cuda");
   so.cuda_graphs = cuda_graphs;
-  if (auto st = whittle::cli::ApplyMaxMemory(max_memory); !st.ok()) return Fail(st.message());
+  if (auto st = whittle::cli::ApplyResourceLimits(limits); !st.ok()) return Fail(st.message());
   auto input_shapes = whittle::cli::ParseInputShapes(input_shape_specs);
   if (!input_shapes.ok()) return Fail(input_shapes.status().message());
   if (!input_shapes->empty() && !bench && !profile) return Fail("--input-shape needs --bench");
