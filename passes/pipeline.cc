@@ -284,7 +284,10 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& o, PipelineObserver*
   report.eval_samples = o.eval_data ? o.eval_data->size() : 0;
   report.calibration_data = o.calibration ? o.calibration_spec : "";
   report.calibration_samples = o.calibration ? o.calibration->size() : 0;
-  report.before.file_bytes = FileSizeOf(o.model_path);
+  {  // the model file and its external data
+    auto on_disk = ModelBytesOnDisk(o.model_path);
+    report.before.file_bytes = on_disk.ok() ? *on_disk : FileSizeOf(o.model_path);
+  }
   // Dims inference cannot resolve are taken from one sample run through the model.
   const auto sample = OneSample(original, o);
   if (sample) WH_RETURN_IF_ERROR(ObserveShapes(original, *sample).WithContext("running one sample for the cost model"));
@@ -350,8 +353,10 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& o, PipelineObserver*
   if (o.finetune) WH_RETURN_IF_ERROR(Finetune(o, &out, obs));
 
   // Everything that can fail happens before the output is renamed into place.
-  WH_ASSIGN_OR_RETURN(std::unique_ptr<StagedModel> staged, StageModel(out.graph, o.output_path));
-  report.after.file_bytes = staged->file_bytes();
+  SaveOptions save;
+  save.external_data_threshold = o.external_data_threshold;
+  WH_ASSIGN_OR_RETURN(std::unique_ptr<StagedModel> staged, StageModel(out.graph, o.output_path, save));
+  report.after.file_bytes = staged->total_bytes();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   FinetuneReport* ft = out.finetune ? &*out.finetune : nullptr;
   if (ft) {

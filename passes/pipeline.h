@@ -67,6 +67,9 @@ struct PipelineOptions {
   // measuring and writing, so that other runtimes run the result.
   bool portable = false;
   bool portable_dense = false;  // circulant layers as the expanded dense MatMul, not the DFT form
+  // Tensors of at least this many bytes go to `OUT.data` beside the output (SaveOptions); < 0:
+  // automatic, inline unless the model would pass protobuf's 2 GiB limit.
+  int64_t external_data_threshold = -1;
   std::optional<PipelineFinetune> finetune;
 };
 

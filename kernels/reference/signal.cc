@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "lib/ir/memory_meter.h"
+#include "lib/ir/run_deadline.h"
+
 namespace whittle {
 namespace {
 
@@ -18,6 +21,10 @@ void Dft(const Tensor& x, const DftShape& s, bool inverse, bool onesided, Tensor
   for (int64_t i = axis + 1; i < rank - 1; ++i) inner *= d[static_cast<size_t>(i)];
   const int64_t in_len = d[static_cast<size_t>(axis)], c_in = d.back(), c_out = s.out_comp, out_len = s.out_len;
   const bool irfft = inverse && onesided;
+  // N comes from the model or an input value (dft_length): the two length-N buffers below are
+  // held to the memory budget, and the O(N^2) sums stop at the run's deadline.
+  CheckScratch(N, 2 * static_cast<int64_t>(sizeof(std::complex<double>)), "DFT");
+  const bool long_rows = N >= 256;
   // e^{-2 pi i m / N} for m in [0, N); the inverse conjugates.
   std::vector<std::complex<double>> tw(static_cast<size_t>(N));
   for (int64_t m = 0; m < N; ++m) {
@@ -31,6 +38,7 @@ void Dft(const Tensor& x, const DftShape& s, bool inverse, bool onesided, Tensor
   const int64_t used = irfft ? std::min(in_len, N / 2 + 1) : std::min(in_len, N);
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
+      if (RunDeadlinePassed()) return;
       std::fill(sig.begin(), sig.end(), std::complex<double>());
       for (int64_t n = 0; n < used; ++n) {
         const T* p = X + ((o * in_len + n) * inner + i) * c_in;
@@ -39,6 +47,7 @@ void Dft(const Tensor& x, const DftShape& s, bool inverse, bool onesided, Tensor
       if (irfft)
         for (int64_t k = N / 2 + 1; k < N; ++k) sig[static_cast<size_t>(k)] = std::conj(sig[static_cast<size_t>(N - k)]);
       for (int64_t k = 0; k < out_len; ++k) {
+        if (long_rows && RunDeadlinePassed()) return;
         std::complex<double> acc;
         for (int64_t n = 0; n < N; ++n) acc += sig[static_cast<size_t>(n)] * tw[static_cast<size_t>((k * n) % N)];
         if (inverse) acc /= static_cast<double>(N);

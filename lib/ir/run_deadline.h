@@ -44,6 +44,12 @@ class RunDeadline {
 // its run's for the run's duration; ParallelFor reads it on the calling thread and hands it to its
 // workers. Nested scopes restore the outer deadline.
 const RunDeadline* CurrentRunDeadline();
+// Whether the calling thread's run is past its deadline: for a kernel's own long loops (the
+// reference DFT's O(N^2) sums), which stop early; the executor then fails the run.
+inline bool RunDeadlinePassed() {
+  const RunDeadline* d = CurrentRunDeadline();
+  return d != nullptr && d->Expired();
+}
 class ScopedRunDeadline {
  public:
   explicit ScopedRunDeadline(const RunDeadline* d);

@@ -5,9 +5,11 @@
 #include <onnx/checker.h>
 
 #include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <exception>
 #include <set>
 
@@ -107,7 +109,58 @@ StatusOr<Graph> ParseWithContext(const std::string& bytes, const std::string& ba
   return g;
 }
 
+// The model's tensors in bytes as they would be written inline: initializers and tensor-valued
+// attributes.
+int64_t InlineTensorBytes(const Graph& g) {
+  int64_t total = 0;
+  for (const Value& v : g.values())
+    if (v.initializer) total += static_cast<int64_t>(v.initializer->nbytes());
+  for (const Node& n : g.nodes())
+    for (const auto& [name, a] : n.attrs.all())
+      if (a.type == AttrType::kTensor) total += static_cast<int64_t>(a.t.nbytes());
+  return total;
+}
+// Past this many tensor bytes a model with no threshold set is written with external data: the
+// 2 GiB protobuf limit less room for the graph itself.
+constexpr int64_t kAutoExternalBytes = int64_t{0x7fffffff} - (int64_t{64} << 20);
+
+// The external-data locations the tensors of gp (and of its subgraphs, up to the loader's depth)
+// name, resolved under base_dir.
+void CollectExternalFiles(const onnx::GraphProto& gp, const std::string& base_dir, int depth,
+                          std::set<std::string>* files) {
+  auto tensor = [&](const onnx::TensorProto& t) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
+    for (const auto& kv : t.external_data())
+      if (kv.key() == "location") files->insert(base_dir + "/" + kv.value());
+  };
+  for (const auto& t : gp.initializer()) tensor(t);
+  for (const auto& n : gp.node())
+    for (const auto& a : n.attribute()) {
+      if (a.has_t()) tensor(a.t());
+      for (const auto& t : a.tensors()) tensor(t);
+      if (depth >= 16) continue;
+      if (a.has_g()) CollectExternalFiles(a.g(), base_dir, depth + 1, files);
+      for (const auto& sg : a.graphs()) CollectExternalFiles(sg, base_dir, depth + 1, files);
+    }
+}
+
 }  // namespace
+
+StatusOr<int64_t> ModelBytesOnDisk(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return IoError("'" + path + "': " + std::strerror(errno));
+  int64_t total = static_cast<int64_t>(st.st_size);
+  if (st.st_size > (int64_t{256} << 20)) return total;
+  auto bytes = onnx_io::ReadWholeFile(path, onnx_io::kMaxProtoBytes);
+  if (!bytes.ok()) return bytes.status();
+  onnx::ModelProto m;
+  if (!onnx_io::ParseProtoBytes(*bytes, &m)) return InvalidArgument("'" + path + "' is not an ONNX model");
+  std::set<std::string> files;
+  CollectExternalFiles(m.graph(), onnx_io::DirName(path), 0, &files);
+  for (const std::string& f : files)
+    if (::stat(f.c_str(), &st) == 0) total += static_cast<int64_t>(st.st_size);
+  return total;
+}
 
 StatusOr<Graph> LoadModel(const std::string& path, const LoadOptions& opts) {
   const std::string context = "loading '" + path + "'";
@@ -141,11 +194,13 @@ StatusOr<std::unique_ptr<StagedModel>> StageModel(const Graph& g, const std::str
   onnx_io::ExternalDataPlan plan;
   plan.location = base + ".data";
   plan.threshold = opts.external_data_threshold;
+  if (plan.threshold < 0 && InlineTensorBytes(g) > kAutoExternalBytes) plan.threshold = kAutoExternalDataThreshold;
   onnx::ModelProto m;
   WH_RETURN_IF_ERROR(onnx_io::GraphToModelProto(g, &plan, &m).WithContext(context));
   if (m.ByteSizeLong() > onnx_io::kMaxProtoBytes)
     return InvalidArgument(context + ": the model would be " + std::to_string(m.ByteSizeLong()) +
-                           " bytes, over the 2 GiB protobuf limit; set an external_data_threshold");
+                           " bytes, over the 2 GiB protobuf limit; write its tensors as external data "
+                           "(a lower external_data_threshold, compress-model --external-data-threshold)");
 
   std::unique_ptr<StagedModel> staged(new StagedModel());
   staged->context_ = context;
@@ -159,6 +214,7 @@ StatusOr<std::unique_ptr<StagedModel>> StageModel(const Graph& g, const std::str
       WH_RETURN_IF_ERROR(data.Write(piece.tensor->raw_data(), piece.tensor->nbytes()).WithContext(context));
       pos = piece.offset + static_cast<int64_t>(piece.tensor->nbytes());
     }
+    staged->data_bytes_ = pos;
     WH_RETURN_IF_ERROR(data.Sync().WithContext(context));
   }
   staged->model_ = std::make_unique<AtomicFile>(path);

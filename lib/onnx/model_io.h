@@ -32,9 +32,12 @@ struct LoadOptions {
 
 struct SaveOptions {
   // Tensors (initializers and tensor attributes) of at least this many bytes are written to
-  // `<model file name>.data` beside the model, at 64-byte-aligned offsets. < 0: all inline.
+  // `<model file name>.data` beside the model, at 64-byte-aligned offsets. < 0: automatic: all
+  // inline, unless the tensors would take the model past protobuf's 2 GiB limit; then those of at
+  // least kAutoExternalDataThreshold bytes go external.
   int64_t external_data_threshold = -1;
 };
+constexpr int64_t kAutoExternalDataThreshold = 1024;
 
 // Reads and validates a model. External data is resolved relative to the model's folder.
 StatusOr<Graph> LoadModel(const std::string& path, const LoadOptions& opts = {});
@@ -55,18 +58,25 @@ class StagedModel {
   StagedModel(const StagedModel&) = delete;
   StagedModel& operator=(const StagedModel&) = delete;
   Status Commit();
-  // The size of the model file (without its external-data file), as it will be at path.
+  // The size of the model file (without its external-data file), as it will be at path; of the
+  // external-data file (0: none); and of both, what the model takes on disk.
   int64_t file_bytes() const { return file_bytes_; }
+  int64_t data_bytes() const { return data_bytes_; }
+  int64_t total_bytes() const { return file_bytes_ + data_bytes_; }
 
  private:
   friend StatusOr<std::unique_ptr<StagedModel>> StageModel(const Graph&, const std::string&, const SaveOptions&);
   StagedModel() = default;
   std::unique_ptr<AtomicFile> model_, data_;  // data_ null: no external data
-  int64_t file_bytes_ = 0;
+  int64_t file_bytes_ = 0, data_bytes_ = 0;
   std::string context_;
 };
 StatusOr<std::unique_ptr<StagedModel>> StageModel(const Graph& g, const std::string& path,
                                                   const SaveOptions& opts = {});
+// What the model at `path` takes on disk: its file and every distinct external-data file its
+// tensors name (resolved beside it), in bytes. A model file past 256 MiB is taken to hold its
+// tensors inline and counted alone (parsing it again only to look would double the memory).
+StatusOr<int64_t> ModelBytesOnDisk(const std::string& path);
 // Reads a serialized TensorProto (the ONNX backend tests' input_N.pb/output_N.pb); *name gets the
 // tensor's name ("" when it has none).
 StatusOr<Tensor> LoadTensorProtoFile(const std::string& path, std::string* name = nullptr);

@@ -18,7 +18,7 @@ namespace whittle {
 
 // Whole-model figures at one end of the run.
 struct ModelFigures {
-  int64_t file_bytes = -1;  // size of the model file; -1 = unknown
+  int64_t file_bytes = -1;  // size of the model file with its external data; -1 = unknown
   int64_t params = -1;      // elements of all initializers (passes/cost.h)
   int64_t param_bytes = -1;
   int64_t macs = -1;            // per sample

@@ -239,6 +239,50 @@ std::vector<std::string> PassOrder(const nlohmann::json& j) {
   return order;
 }
 
+// External data end to end (issue 42): a model whose weights live in a .data file beside it is
+// read, its size counted with that file; --external-data-threshold writes the output the same way
+// (OUT.onnx + OUT.onnx.data), which the ONNX checker, Whittle and the size figures all see; without
+// the flag a small output stays one inline file.
+TEST(CompressModelCli, ExternalDataInAndOutCountsBothFiles) {
+  testing::ScratchDir dir;
+  const std::string in = dir / "mlp_ext.onnx";
+  auto mlp = LoadModel(Model("mlp"));
+  ASSERT_TRUE(mlp.ok()) << mlp.status().message();
+  SaveOptions ext;
+  ext.external_data_threshold = 1024;
+  ASSERT_TRUE(SaveModel(*mlp, in, ext).ok());
+  ASSERT_TRUE(std::filesystem::exists(in + ".data"));
+  const int64_t in_bytes = static_cast<int64_t>(std::filesystem::file_size(in) + std::filesystem::file_size(in + ".data"));
+  auto on_disk = ModelBytesOnDisk(in);
+  ASSERT_TRUE(on_disk.ok()) << on_disk.status().message();
+  EXPECT_EQ(*on_disk, in_bytes);
+  EXPECT_GT(in_bytes, 20 * static_cast<int64_t>(std::filesystem::file_size(in)));  // the weights are outside
+
+  const std::string out = dir / "small.onnx", json = dir / "report.json";
+  auto r = Cli(dir, in + " -o " + out + " --int8 mode=dynamic --external-data-threshold 1K --report-json " + json + kFast);
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_TRUE(std::filesystem::exists(out + ".data"));
+  const int64_t out_bytes = static_cast<int64_t>(std::filesystem::file_size(out) + std::filesystem::file_size(out + ".data"));
+  Status checked = CheckModelWithOnnxChecker(out);
+  EXPECT_TRUE(checked.ok()) << checked.message();
+  auto g = LoadModel(out);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const nlohmann::json j = nlohmann::json::parse(ReadAll(json));
+  EXPECT_EQ(j["summary"]["before"]["file_bytes"].get<int64_t>(), in_bytes);
+  EXPECT_EQ(j["summary"]["after"]["file_bytes"].get<int64_t>(), out_bytes);
+  EXPECT_GT(static_cast<double>(in_bytes) / static_cast<double>(out_bytes), 3.0);
+
+  const std::string inline_out = dir / "inline.onnx";
+  r = Cli(dir, in + " -o " + inline_out + " --int8 mode=dynamic" + kFast);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(inline_out + ".data"));
+
+  r = Cli(dir, in + " -o " + dir / "bad.onnx" + " --int8 --external-data-threshold lots" + kFast);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--external-data-threshold expects bytes or a size"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "bad.onnx"));
+}
+
 TEST(CompressModelCli, PassesRunInTheOrderGivenAndRepeatsMerge) {
   testing::ScratchDir dir;
   const std::string base = Model("mlp") + " -o " + dir / "out.onnx" + " --no-bench --report-json - ";

@@ -24,7 +24,7 @@ int GuardedMain(const std::string& tool, int (*body)(int, char**), int argc, cha
   }
 }
 
-StatusOr<int64_t> ParseByteSize(const std::string& s) {
+StatusOr<int64_t> ParseByteSize(const std::string& s, const std::string& flag) {
   size_t used = 0;
   double v = 0;
   try {
@@ -40,7 +40,8 @@ StatusOr<int64_t> ParseByteSize(const std::string& s) {
   else if (rest == "T" || rest == "t") unit = int64_t{1} << 40;
   else if (!rest.empty()) used = 0;
   if (used == 0 || !(v >= 0) || v * static_cast<double>(unit) > 9.0e18)
-    return InvalidArgument("--max-memory expects bytes or a size such as 512M or 8G (0: no budget), got '" + s + "'");
+    return InvalidArgument(flag + " expects bytes or a size such as 512M or 8G" +
+                           (flag == "--max-memory" ? " (0: no budget)" : "") + ", got '" + s + "'");
   return static_cast<int64_t>(v * static_cast<double>(unit));
 }
 
@@ -87,6 +88,18 @@ Status ApplyResourceLimits(const ResourceLimits& limits) {
   SetProcessMemoryBudget(bytes);
   SetProcessRunTimeBudget(ms);
   return Status::Ok();
+}
+
+void AddExternalDataOption(CLI::App& app, std::string& value) {
+  app.add_option("--external-data-threshold", value,
+                 "Write the output's tensors of at least this size, e.g. 1K or 1M (0: every tensor), to "
+                 "OUT.data beside OUT.onnx (ONNX external data; the pair is written atomically). Default: "
+                 "inline, unless the model would pass protobuf's 2 GiB limit: then tensors of 1K or more");
+}
+
+StatusOr<int64_t> ParseExternalDataThreshold(const std::string& value) {
+  if (value.empty()) return int64_t{-1};
+  return ParseByteSize(value, "--external-data-threshold");
 }
 
 int Fail(const std::string& tool, const std::string& msg) {

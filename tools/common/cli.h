@@ -27,7 +27,12 @@ int Fail(const std::string& tool, const std::string& msg);
 int GuardedMain(const std::string& tool, int (*body)(int, char**), int argc, char** argv);
 
 // --max-memory's value: bytes, or a number with K, M, G or T (powers of 1024); 0 means no budget.
-StatusOr<int64_t> ParseByteSize(const std::string& s);
+StatusOr<int64_t> ParseByteSize(const std::string& s, const std::string& flag = "--max-memory");
+
+// compress-model's and finetune-model's --external-data-threshold (one help text), as
+// SaveOptions::external_data_threshold: the size, or -1 (automatic) when not given ("").
+void AddExternalDataOption(CLI::App& app, std::string& value);
+StatusOr<int64_t> ParseExternalDataThreshold(const std::string& value);
 
 // --max-run-time's value in milliseconds: seconds, or a number with ms, s or m; 0 means none.
 StatusOr<int64_t> ParseDurationMs(const std::string& s);

@@ -110,6 +110,8 @@ int Main(int argc, char** argv) {
   app.add_option("--seed", seed, "Seed for randomized algorithms (randomized SVD)")->capture_default_str();
   whittle::cli::ResourceLimits limits;
   whittle::cli::AddResourceLimitOptions(app, limits);
+  std::string external_data;
+  whittle::cli::AddExternalDataOption(app, external_data);
   app.add_option("--bench-batch", bench_batch, "Batch size of the latency benchmark")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -153,6 +155,8 @@ int Main(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "No progress on stderr and no tables on stdout (errors only)");
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "compress-model")) return *code;
   if (auto st = whittle::cli::ApplyResourceLimits(limits); !st.ok()) return Fail(st.message());
+  auto external_threshold = whittle::cli::ParseExternalDataThreshold(external_data);
+  if (!external_threshold.ok()) return Fail(external_threshold.status().message());
 
   if (model.empty()) {
     // `--svd model.onnx -o out.onnx`: the optional spec took the model's name.
@@ -236,6 +240,7 @@ int Main(int argc, char** argv) {
   po.bench = !no_bench;
   po.portable = portable || portable_dense;
   po.portable_dense = portable_dense;
+  po.external_data_threshold = *external_threshold;
   po.bench_batch = bench_batch;
   po.bench_seconds = bench_time;
   po.bench_iterations = bench_iterations;

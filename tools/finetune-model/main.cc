@@ -105,6 +105,8 @@ int Main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "Intra-op threads (0 = all cores)")->check(CLI::NonNegativeNumber)->capture_default_str();
   whittle::cli::ResourceLimits limits;
   whittle::cli::AddResourceLimitOptions(app, limits);
+  std::string external_data;
+  whittle::cli::AddExternalDataOption(app, external_data);
   app.add_option("--device", device,
                  "Where the forward and backward passes, the teacher and the optimizer run: cpu, or cuda (the first "
                  "GPU that CUDA_VISIBLE_DEVICES lets the process see; params, "
@@ -148,6 +150,8 @@ int Main(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "No progress on stderr");
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "finetune-model")) return *code;
   if (auto st = whittle::cli::ApplyResourceLimits(limits); !st.ok()) return Fail(st.message());
+  auto external_threshold = whittle::cli::ParseExternalDataThreshold(external_data);
+  if (!external_threshold.ok()) return Fail(external_threshold.status().message());
   whittle::RemoveTempFilesOnSignal();
   o.use_labels = !no_labels;
   o.backend = *whittle::ParseBackend(device);  // cpu or cuda (checked above)
@@ -257,10 +261,12 @@ int Main(int argc, char** argv) {
   }
   // The model is staged first so that the report can give its size; both are committed only when
   // everything succeeded.
-  auto staged = whittle::StageModel(*out, out_path);
+  whittle::SaveOptions save;
+  save.external_data_threshold = *external_threshold;
+  auto staged = whittle::StageModel(*out, out_path, save);
   if (!staged.ok()) return Fail(staged.status().message());
   rep.output_params = whittle::ComputeCost(*out).params;
-  rep.output_file_bytes = (*staged)->file_bytes();
+  rep.output_file_bytes = (*staged)->total_bytes();  // with its external data
   if (!report.empty()) {
     rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     if (Status s = whittle::WriteFileAtomically(report, whittle::FinetuneHtml(rep)); !s.ok()) return Fail(s.message());
