@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/depthwise_window.h"
+#include "lib/ir/memory_meter.h"
 #include "kernels/cpu/isa/features.h"
 #include "kernels/cpu/isa/qgemm_kernels.h"
 #include "kernels/cpu/parallel.h"
@@ -479,6 +480,30 @@ bool QConvPools(const QConvCall& c) {
   return true;
 }
 
+// The scratch QConv's image blocks pack (the int16 planes or im2col panels, the padded path's
+// output rows at the padded pitch), one set per block in flight, held to the memory budget on the
+// calling thread before the parallel region: the sizes come from the model's dims (a fuzzed
+// ConvInteger asked for 48 GiB of planes), and an allocation failing inside the OpenMP team
+// could not be reported. In 128 bits: padded dims may pass 2^63.
+static void CheckQConvScratch(const ConvShape& s, bool padded, int64_t mg, int64_t out_size, size_t y_es, int threads) {
+  using I = __int128;
+  const WindowGeometry& g = s.geo;
+  const I cg = s.in_channels / s.group, K = cg * g.KernelSize();
+  I elems16 = 0, bytes = 0;
+  if (padded) {
+    const I wp = I{g.in[1]} + g.pad_begin[1] + g.pad_end[1];
+    const I plane = (I{g.in[0]} + g.pad_begin[0] + g.pad_end[0]) * wp + I{g.dilation[1]} * (g.kernel[1] - 1) + 16;
+    const I N = I{g.out[0]} * wp;
+    elems16 = cg * plane + (N + kQNr) * (K + 2);
+    bytes = I{mg} * N * static_cast<I>(y_es);
+  } else {
+    elems16 = (I{out_size} + kQNr) * (K + 2);
+  }
+  const I blocks = s.batch >= threads ? std::min<I>(s.batch, 4 * I{threads}) : 1;
+  const I total = blocks * (2 * elems16 + bytes);
+  CheckScratch(total > INT64_MAX ? INT64_MAX : static_cast<int64_t>(total), 1, "QConv");
+}
+
 Status QConv(const QConvCall& c, int threads) {
   const CpuConvWeights* weights = static_cast<const CpuConvWeights*>(c.packed_w);
   const ConvShape& s = *c.shape;
@@ -506,6 +531,7 @@ Status QConv(const QConvCall& c, int threads) {
   const int64_t in_image = s.in_channels * s.geo.InSize();
   const size_t x_es = 1, y_es = qgemm_internal::OutElemSize(y.dtype());
   const bool padded = QConvUsesPaddedPlanes(s);
+  CheckQConvScratch(s, padded, mg, out_size, y_es, threads);
   // Images in parallel at batch >= threads (each block packs its own im2col); else threads in
   // the GEMM.
   qgemm_internal::ForImageBlocks(s.batch, threads, [&](int64_t n0, int64_t n1, int gemm_threads) {
