@@ -3,6 +3,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -110,6 +111,7 @@ StatusOr<int64_t> ParseNonNegative(const std::string& s, const std::string& key,
   int64_t v = 0;
   for (char c : s) {
     if (c < '0' || c > '9') return bad();
+    if (v > (INT64_MAX - (c - '0')) / 10) return bad();  // 19 digits may pass 2^63 - 1
     v = v * 10 + (c - '0');
   }
   return v;

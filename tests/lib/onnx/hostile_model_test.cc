@@ -282,6 +282,9 @@ TEST(HostileModelTest, ExternalDataNegativeOrGarbageOffset) {
   EXPECT_TRUE(ModelFails(dir, ExternalModel("w.bin", "-8"), "offset '-8' is not a non-negative integer"));
   EXPECT_TRUE(ModelFails(dir, ExternalModel("w.bin", "0", "-48"), "length '-48' is not a non-negative integer"));
   EXPECT_TRUE(ModelFails(dir, ExternalModel("w.bin", "12abc"), "offset '12abc' is not a non-negative integer"));
+  // 19 digits past 2^63 - 1 (a fuzzing finding: the parse overflowed, UBSan).
+  EXPECT_TRUE(ModelFails(dir, ExternalModel("w.bin", "9999999999999999999"),
+                         "offset '9999999999999999999' is not a non-negative integer"));
 }
 
 TEST(HostileModelTest, ExternalDataValidFileLoads) {
