@@ -24,16 +24,26 @@ int GuardedMain(const std::string& tool, int (*body)(int, char**), int argc, cha
   }
 }
 
-StatusOr<int64_t> ParseByteSize(const std::string& s, const std::string& flag) {
+namespace {
+// The number s starts with (*v) and the unit text after it (*rest); 0 when s has no leading
+// number, else the characters the number took.
+size_t LeadingNumber(const std::string& s, double* v, std::string* rest) {
   size_t used = 0;
-  double v = 0;
   try {
-    v = std::stod(s, &used);
+    *v = std::stod(s, &used);
   } catch (const std::exception&) {
     used = 0;
   }
+  *rest = s.substr(used);
+  return used;
+}
+}  // namespace
+
+StatusOr<int64_t> ParseByteSize(const std::string& s, const std::string& flag) {
+  double v = 0;
+  std::string rest;
+  size_t used = LeadingNumber(s, &v, &rest);
   int64_t unit = 1;
-  const std::string rest = s.substr(used);
   if (rest == "K" || rest == "k") unit = int64_t{1} << 10;
   else if (rest == "M" || rest == "m") unit = int64_t{1} << 20;
   else if (rest == "G" || rest == "g") unit = int64_t{1} << 30;
@@ -46,15 +56,10 @@ StatusOr<int64_t> ParseByteSize(const std::string& s, const std::string& flag) {
 }
 
 StatusOr<int64_t> ParseDurationMs(const std::string& s) {
-  size_t used = 0;
   double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
+  std::string rest;
+  size_t used = LeadingNumber(s, &v, &rest);
   double unit = 1000;  // seconds
-  const std::string rest = s.substr(used);
   if (rest == "ms") unit = 1;
   else if (rest == "m" || rest == "min") unit = 60000;
   else if (rest != "s" && !rest.empty()) used = 0;
