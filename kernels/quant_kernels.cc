@@ -17,6 +17,17 @@ const BackendTable<QuantFns> kQuant{{Backend::kReference, &reference::kQuantFns}
 
 KernelOr MakeQuant(const KernelInit& init, bool dequantize) {
   const int64_t axis = init.opset >= 13 ? init.attrs.GetInt("axis", 1) : 1;
+  const int64_t block = dequantize ? init.attrs.GetInt("block_size", 0) : 0;
+  const bool four_bit = !init.input_dtypes.empty() && IsPacked4Bit(init.input_dtypes[0]);
+  if (block > 0 || four_bit) {
+    // Blocked parameters and 4-bit inputs (opset 21): the plain loop on every host backend; the
+    // runtime runs the DequantizeLinear -> MatMul of weights as MatMulNBits instead
+    // (runtime/rewrite/fuse_nbits.h), so this path only serves other readers.
+    return WrapFnKernel([axis, block](KernelContext& ctx) -> Status {
+      const Tensor* zp = ctx.inputs.size() > 2 ? ctx.inputs[2] : nullptr;
+      return DequantizeBlockedReference(*ctx.inputs[0], *ctx.inputs[1], zp, axis, block, ctx.outputs[0]);
+    });
+  }
   const QuantizeLinearFn fn = kQuant.Pick(init.backend, dequantize ? &QuantFns::dequantize : &QuantFns::quantize);
   return WrapFnKernel([axis, fn](KernelContext& ctx) -> Status {
     const Tensor& x = *ctx.inputs[0];
@@ -79,7 +90,7 @@ void RegisterQuantKernels(KernelRegistry& r) {
   r.Add(DeclareKernel(Backend::kReference, kWhittleDomain, "Lookup", bytes, MakeLookupReference));
   r.Add(DeclareKernel(Backend::kCpu, kWhittleDomain, "Lookup", bytes, MakeLookupCpu));
   DeclareFamily(r, kQuant, &QuantFns::quantize, "", "QuantizeLinear", {DType::kFloat32}, [](const KernelInit& init) { return MakeQuant(init, false); });
-  DeclareFamily(r, kQuant, &QuantFns::dequantize, "", "DequantizeLinear", {DType::kUInt8, DType::kInt8, DType::kInt32}, [](const KernelInit& init) { return MakeQuant(init, true); });
+  DeclareFamily(r, kQuant, &QuantFns::dequantize, "", "DequantizeLinear", {DType::kUInt8, DType::kInt8, DType::kInt32, DType::kUInt4, DType::kInt4}, [](const KernelInit& init) { return MakeQuant(init, true); });
 }
 
 }  // namespace whittle

@@ -28,6 +28,7 @@ void RegisterCodebookKernels(KernelRegistry& r);   // kernels/codebook_kernels.c
 void RegisterBinaryKernels(KernelRegistry& r);     // kernels/binary_kernels.cc
 void RegisterCirculantKernels(KernelRegistry& r);  // kernels/circulant_kernels.cc
 void RegisterSignalKernels(KernelRegistry& r);     // kernels/signal_kernels.cc
+void RegisterNBitsKernels(KernelRegistry& r);      // kernels/nbits_kernels.cc
 
 void RegisterAllKernels() {
   static std::once_flag once;
@@ -54,6 +55,7 @@ void RegisterAllKernels() {
     RegisterBinaryKernels(r);
     RegisterCirculantKernels(r);
     RegisterSignalKernels(r);
+    RegisterNBitsKernels(r);
   });
 }
 

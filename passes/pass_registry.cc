@@ -5,6 +5,7 @@
 #include "passes/cluster/cluster_pass.h"
 #include "passes/prune/prune_pass.h"
 #include "passes/quantize/int8_pass.h"
+#include "passes/quantize/weight_only.h"
 #include "passes/svd/svd_pass.h"
 
 namespace whittle {
@@ -15,6 +16,7 @@ const PassEntry kPasses[] = {
     {"svd", SvdPassHelp, MakeSvdPass},
     {"prune", PrunePassHelp, MakePrunePass},
     {"int8", Int8PassHelp, MakeInt8Pass},
+    {"int4", Int4PassHelp, MakeInt4Pass},
     {"cluster", ClusterPassHelp, MakeClusterPass},
     {"binarize", BinarizePassHelp, MakeBinarizePass},
     {"circulant", CirculantPassHelp, MakeCirculantPass},

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/int4.h"
+
 namespace whittle {
 namespace {
 
@@ -68,6 +70,8 @@ std::string Num(double v) {
 // Integer range of a quantized data type; nullopt for anything else.
 std::optional<std::pair<int64_t, int64_t>> IntRange(DType t) {
   switch (t) {
+    case DType::kInt4: return std::make_pair<int64_t, int64_t>(-8, 7);
+    case DType::kUInt4: return std::make_pair<int64_t, int64_t>(0, 15);
     case DType::kInt8: return std::make_pair<int64_t, int64_t>(-128, 127);
     case DType::kUInt8: return std::make_pair<int64_t, int64_t>(0, 255);
     case DType::kInt16: return std::make_pair<int64_t, int64_t>(-32768, 32767);
@@ -83,6 +87,8 @@ std::optional<std::pair<int64_t, int64_t>> IntRange(DType t) {
 // Element i of an integer tensor as int64 (the dtype is one IntRange knows).
 int64_t IntAt(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
+    case DType::kInt4: return int4::Int4At(static_cast<const uint8_t*>(t.raw_data()), i);
+    case DType::kUInt4: return int4::UInt4At(static_cast<const uint8_t*>(t.raw_data()), i);
     case DType::kInt8: return t.data<int8_t>()[i];
     case DType::kUInt8: return t.data<uint8_t>()[i];
     case DType::kInt16: return t.data<int16_t>()[i];
@@ -108,6 +114,8 @@ class NodeChecker {
                    " has " + std::to_string(zp->numel()) + "; they must have the same length");
     const Tensor* params = scale ? scale : zp;
     if (!params) return Status::Ok();
+    // Blocked parameters (DequantizeLinear 21) have x's rank; inference checks their shape.
+    if (p.rule == AxisRule::kAttrAxis && n_.attrs.GetInt("block_size", 0) > 0) return Status::Ok();
     const char* pname = scale ? p.scale_name : p.zp_name;
     if (params->rank() > 1)
       return Error(std::string(pname) + " has shape " + DimsToString(params->dims()) +

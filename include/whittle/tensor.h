@@ -89,16 +89,16 @@ class Tensor {
   int64_t dim(int i) const { return dims_[static_cast<size_t>(i)]; }
   int rank() const { return static_cast<int>(dims_.size()); }
   int64_t numel() const { return NumElements(dims_); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype_); }
+  size_t nbytes() const { return DTypeStorageBytes(dtype_, numel()); }
 
   void* raw_data() { return static_cast<char*>(buffer_->data()) + offset_; }
   const void* raw_data() const { return static_cast<const char*>(buffer_->data()) + offset_; }
   template <class T> T* data() {
-    WH_CHECK(DTypeOf<T>() == dtype_ || (sizeof(T) == 1 && DTypeSize(dtype_) == 1));
+    WH_CHECK(DTypeOf<T>() == dtype_ || (sizeof(T) == 1 && DTypeStorageBytes(dtype_, 2) <= 2));
     return static_cast<T*>(raw_data());
   }
   template <class T> const T* data() const {
-    WH_CHECK(DTypeOf<T>() == dtype_ || (sizeof(T) == 1 && DTypeSize(dtype_) == 1));
+    WH_CHECK(DTypeOf<T>() == dtype_ || (sizeof(T) == 1 && DTypeStorageBytes(dtype_, 2) <= 2));
     return static_cast<const T*>(raw_data());
   }
 

@@ -30,10 +30,22 @@ enum class DType : int32_t {
   kUInt32 = 12,
   kUInt64 = 13,
   kBFloat16 = 16,
+  // 4-bit integers (ONNX opset 21), packed two to a byte, the element with the lower index in the
+  // low nibble; a tensor of n of them holds (n + 1) / 2 bytes. Only quantized weights use them
+  // (DequantizeLinear, MatMulNBits): DTypeSize is 0 for them, so code that needs whole-byte
+  // elements refuses them; DTypeBits and DTypeStorageBytes give their size.
+  kUInt4 = 21,
+  kInt4 = 22,
 };
 
-// Bytes per element; 0 for kUndefined/kString (strings are not stored in tensors).
+// Bytes per element; 0 for kUndefined/kString (strings are not stored in tensors) and for the
+// packed 4-bit types.
 size_t DTypeSize(DType t);
+// Bits per element (4 for kInt4/kUInt4, 8 * DTypeSize otherwise).
+int DTypeBits(DType t);
+// Bytes that n elements occupy (packed types round up to whole bytes).
+size_t DTypeStorageBytes(DType t, int64_t n);
+bool IsPacked4Bit(DType t);
 const char* DTypeName(DType t);
 // True for the types Whittle tensors can hold (every numeric type above and bool).
 bool IsSupportedDType(int32_t onnx_type);

@@ -4,6 +4,8 @@
 #include <limits>
 #include <string>
 
+#include "kernels/common/int4.h"
+
 namespace whittle {
 
 namespace {
@@ -71,6 +73,71 @@ Status DequantizeLinearReference(const Tensor& x, const Tensor& scale, const Ten
       return InvalidArgument(std::string("DequantizeLinear input must be uint8, int8 or int32, got ") +
                              DTypeName(x.dtype()));
   }
+  return Status::Ok();
+}
+
+namespace {
+
+// Element i of x (any DequantizeLinear input type) as an integer.
+int64_t QuantElement(const Tensor& x, int64_t i) {
+  switch (x.dtype()) {
+    case DType::kUInt8: return x.data<uint8_t>()[i];
+    case DType::kInt8: return x.data<int8_t>()[i];
+    case DType::kInt32: return x.data<int32_t>()[i];
+    case DType::kUInt4: return int4::UInt4At(static_cast<const uint8_t*>(x.raw_data()), i);
+    case DType::kInt4: return int4::Int4At(static_cast<const uint8_t*>(x.raw_data()), i);
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+Status DequantizeBlockedReference(const Tensor& x, const Tensor& scale, const Tensor* zp, int64_t axis, int64_t block,
+                                  Tensor* y) {
+  const DType dt = x.dtype();
+  if (dt != DType::kUInt8 && dt != DType::kInt8 && dt != DType::kInt32 && !IsPacked4Bit(dt))
+    return InvalidArgument(std::string("DequantizeLinear input must be int4, uint4, int8, uint8 or int32, got ") +
+                           DTypeName(dt));
+  if (zp && zp->dtype() != dt) return InvalidArgument("zero_point type differs from the input type");
+  if (scale.dtype() != DType::kFloat32)
+    return InvalidArgument(std::string("scale must be float32, got ") + DTypeName(scale.dtype()));
+  if (zp && zp->dims() != scale.dims())
+    return InvalidArgument("zero_point " + DimsToString(zp->dims()) + " and scale " + DimsToString(scale.dims()) +
+                           " differ");
+  const int64_t r = x.rank();
+  // x as [outer, d, inner] along axis; parameters as [outer, groups, inner] (per-tensor: 1 x 1 x 1).
+  int64_t outer = 1, d = 1, inner = 1, groups = 1, g = 1;
+  const bool per_tensor = block == 0 && scale.numel() == 1 && scale.rank() <= 1;
+  if (!per_tensor) {
+    if (axis < -r || axis >= r)
+      return InvalidArgument("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+    if (axis < 0) axis += r;
+    for (int k = 0; k < axis; ++k) outer *= x.dim(k);
+    for (int k = static_cast<int>(axis) + 1; k < r; ++k) inner *= x.dim(k);
+    d = x.dim(static_cast<int>(axis));
+    g = block > 0 ? block : 1;
+    groups = block > 0 ? (d + block - 1) / block : d;
+    const bool fits = block > 0 ? scale.rank() == r && scale.numel() == outer * groups * inner
+                                : scale.rank() == 1 && scale.numel() == d;
+    if (!fits)
+      return InvalidArgument("scale " + DimsToString(scale.dims()) + " does not fit x " + DimsToString(x.dims()) +
+                             " along axis " + std::to_string(axis) +
+                             (block > 0 ? " with block_size " + std::to_string(block) : std::string(" per axis")));
+  }
+  const float* s = scale.data<float>();
+  for (int64_t i = 0; i < scale.numel(); ++i)
+    if (!(s[i] > 0.f) || !std::isfinite(s[i]))
+      return InvalidArgument("scale[" + std::to_string(i) + "] = " + std::to_string(s[i]) +
+                             " is invalid: scales must be positive and finite");
+  float* py = y->data<float>();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < d; ++c)
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t k = (o * d + c) * inner + i;
+        const int64_t p = per_tensor ? 0 : (o * groups + c / g) * inner + i;
+        const int64_t zero = zp ? QuantElement(*zp, p) : 0;
+        py[k] = static_cast<float>(QuantElement(x, k) - zero) * s[p];
+      }
   return Status::Ok();
 }
 

@@ -5,5 +5,7 @@
 namespace whittle {
 
 inline constexpr const char* kWhittleDomain = "ai.whittle";
+// ONNX Runtime's contrib ops that its tools write and Whittle runs (MatMulNBits).
+inline constexpr const char* kMicrosoftDomain = "com.microsoft";
 
 }  // namespace whittle

@@ -12,6 +12,18 @@ size_t DTypeSize(DType t) {
   }
 }
 
+int DTypeBits(DType t) {
+  if (IsPacked4Bit(t)) return 4;
+  return static_cast<int>(8 * DTypeSize(t));
+}
+
+bool IsPacked4Bit(DType t) { return t == DType::kInt4 || t == DType::kUInt4; }
+
+size_t DTypeStorageBytes(DType t, int64_t n) {
+  if (IsPacked4Bit(t)) return static_cast<size_t>((n + 1) / 2);
+  return static_cast<size_t>(n) * DTypeSize(t);
+}
+
 const char* DTypeName(DType t) {
   switch (t) {
     case DType::kFloat32: return "float32";
@@ -28,11 +40,14 @@ const char* DTypeName(DType t) {
     case DType::kUInt32: return "uint32";
     case DType::kUInt64: return "uint64";
     case DType::kBFloat16: return "bfloat16";
+    case DType::kUInt4: return "uint4";
+    case DType::kInt4: return "int4";
     default: return "undefined";
   }
 }
 
 bool IsSupportedDType(int32_t t) {
+  if (t == 21 || t == 22) return true;  // uint4, int4
   return t >= 1 && t <= 16 && t != 8 && t != 14 && t != 15 && DTypeSize(static_cast<DType>(t)) > 0;
 }
 

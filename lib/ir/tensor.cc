@@ -131,14 +131,14 @@ Buffer::~Buffer() {
 }
 
 Tensor::Tensor(DType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)) {
-  WH_CHECK(DTypeSize(dtype) > 0);
-  buffer_ = Buffer::Allocate(static_cast<size_t>(NumElements(dims_)) * DTypeSize(dtype));
+  WH_CHECK(DTypeBits(dtype) > 0);
+  buffer_ = Buffer::Allocate(DTypeStorageBytes(dtype, NumElements(dims_)));
 }
 
 Tensor::Tensor(DType dtype, Dims dims, std::shared_ptr<Buffer> buffer, size_t offset)
     : dtype_(dtype), dims_(std::move(dims)), buffer_(std::move(buffer)), offset_(offset) {
   WH_CHECK(buffer_ != nullptr);
-  WH_CHECK(offset_ + static_cast<size_t>(NumElements(dims_)) * DTypeSize(dtype_) <= buffer_->size());
+  WH_CHECK(offset_ + DTypeStorageBytes(dtype_, NumElements(dims_)) <= buffer_->size());
 }
 
 Tensor Tensor::Reshaped(const Dims& dims) const {

@@ -2,6 +2,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -195,10 +196,10 @@ StatusOr<Tensor> TensorFromProto(const TensorProto& p, const std::string& base_d
   auto numel_or = CheckedNumElements(dims);
   if (!numel_or.ok()) return numel_or.status().WithContext(what);
   const int64_t numel = *numel_or;
-  const auto esize = static_cast<int64_t>(DTypeSize(dt));
+  const auto esize = static_cast<int64_t>(std::max<size_t>(DTypeSize(dt), 1));  // 4-bit: under a byte
   if (numel > std::numeric_limits<int64_t>::max() / esize)
     return InvalidArgument(what + ": shape " + DimsToString(dims) + " of " + DTypeName(dt) + " is too large");
-  const int64_t nbytes = numel * esize;
+  const auto nbytes = static_cast<int64_t>(DTypeStorageBytes(dt, numel));
   const std::string desc = std::to_string(numel) + " elements of " + DTypeName(dt) + ", shape " + DimsToString(dims);
   // Held to the process's memory budget (the CLIs' --max-memory) before anything is allocated.
   if (const int64_t budget = ProcessMemoryBudget(); budget > 0 && nbytes > budget)
@@ -230,7 +231,23 @@ StatusOr<Tensor> TensorFromProto(const TensorProto& p, const std::string& base_d
     if (f != field)
       return InvalidArgument(what + ": a " + DTypeName(dt) + " tensor stores values in " + f + "; expected " + field +
                              " or raw_data");
+  // int32_data holds one packed byte (two 4-bit values) per entry for int4/uint4.
   const int count = TypedFieldCount(p, dt);
+  if (IsPacked4Bit(dt)) {
+    if (count != nbytes)
+      return InvalidArgument(what + ": " + field + " has " + std::to_string(count) + " values, expected " +
+                             std::to_string(nbytes) + " packed bytes (" + desc + ")");
+    Tensor t(dt, std::move(dims));
+    auto* d = static_cast<uint8_t*>(t.raw_data());
+    for (int i = 0; i < count; ++i) {
+      const int32_t v = p.int32_data(i);
+      if (v < 0 || v > 255)
+        return InvalidArgument(what + ": " + field + "[" + std::to_string(i) + "] = " + std::to_string(v) +
+                               " is not a packed byte of two 4-bit values");
+      d[i] = static_cast<uint8_t>(v);
+    }
+    return t;
+  }
   if (count != numel)
     return InvalidArgument(what + ": " + field + " has " + std::to_string(count) + " values, expected " +
                            std::to_string(numel) + " (" + desc + ")");
@@ -286,7 +303,7 @@ StatusOr<Attribute> AttributeFromProto(const AttributeProto& p, const std::strin
 
 Status TensorToProto(const Tensor& t, const std::string& name, ExternalDataPlan* plan, TensorProto* p) {
   if (!t.defined()) return InvalidArgument("tensor '" + name + "' has no data");
-  if (t.dtype() == DType::kUndefined || DTypeSize(t.dtype()) == 0)
+  if (t.dtype() == DType::kUndefined || DTypeBits(t.dtype()) == 0)
     return InvalidArgument("tensor '" + name + "' has no storable data type");
   p->Clear();
   if (!name.empty()) p->set_name(name);

@@ -17,12 +17,58 @@ bool IsPerTensorShape(const SymShape& s) { return s.empty() || (s.size() == 1 &&
 
 std::string Str(const SymShape& s) { return SymShapeToString(s); }
 
+// A known scale must be positive and finite everywhere.
+Status CheckScaleValues(const InferContext& ctx) {
+  if (const Tensor* s = ctx.InputValue(1)) {
+    const float* p = s->data<float>();
+    for (int64_t i = 0; i < s->numel(); ++i)
+      if (!(p[i] > 0.f) || !std::isfinite(p[i]))
+        return ctx.Error("scale[" + std::to_string(i) + "] = " + std::to_string(p[i]) +
+                         " is invalid: scales must be positive and finite");
+  }
+  return Status::Ok();
+}
+
 // Shared by both ops: input 0 is the tensor, input 1 the scale, input 2 the optional zero point.
+// Blocked parameters (DequantizeLinear 21, block_size > 0): scale (and zero point) of x's rank
+// with ceil(x[axis] / block_size) entries along axis and x's dims elsewhere.
+Status CheckBlockedParams(const InferContext& ctx, int64_t block) {
+  const SymShape* x = ctx.InputShape(0);
+  for (int i : {1, 2}) {
+    const SymShape* p = ctx.HasInput(i) ? ctx.InputShape(i) : nullptr;
+    if (!x || !p) continue;
+    const char* what = i == 1 ? "scale" : "zero_point";
+    if (p->size() != x->size())
+      return ctx.Error(std::string("blocked ") + what + " (block_size " + std::to_string(block) +
+                       ") must have x's rank " + std::to_string(x->size()) + ", got shape " + Str(*p));
+    const int64_t axis_attr = ctx.attrs().GetInt("axis", 1);
+    auto axis = NormalizeAxis(axis_attr, static_cast<int64_t>(x->size()));
+    if (!axis.ok())
+      return ctx.Error("axis " + std::to_string(axis_attr) + " is out of range for x of rank " +
+                       std::to_string(x->size()));
+    for (size_t d = 0; d < x->size(); ++d) {
+      const Dim& xd = (*x)[d];
+      const Dim& pd = (*p)[d];
+      if (!xd.known() || !pd.known()) continue;
+      const int64_t want = static_cast<int64_t>(d) == *axis ? (xd.value + block - 1) / block : xd.value;
+      if (pd.value != want)
+        return ctx.Error(std::string("blocked ") + what + " shape " + Str(*p) + " does not fit x shape " + Str(*x) +
+                         " with block_size " + std::to_string(block) + " along axis " + std::to_string(*axis) +
+                         " (dim " + std::to_string(d) + " should be " + std::to_string(want) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
 Status CheckQuantParams(const InferContext& ctx, bool dequantize) {
   const DType x_dt = ctx.InputDType(0);
   if (dequantize) {
-    if (x_dt != DType::kInt8 && x_dt != DType::kUInt8 && x_dt != DType::kInt32)
-      return ctx.Error(std::string("x must be int8, uint8 or int32, got ") + DTypeName(x_dt));
+    const bool four_bit = IsPacked4Bit(x_dt);
+    if (four_bit && ctx.opset() < 21)
+      return ctx.Error(std::string("x of type ") + DTypeName(x_dt) + " needs opset 21 (this model imports opset " +
+                       std::to_string(ctx.opset()) + ")");
+    if (x_dt != DType::kInt8 && x_dt != DType::kUInt8 && x_dt != DType::kInt32 && !four_bit)
+      return ctx.Error(std::string("x must be int8, uint8, int32, int4 or uint4, got ") + DTypeName(x_dt));
   } else if (x_dt != DType::kFloat32 && x_dt != DType::kInt32) {
     return ctx.Error(std::string("x must be float32 or int32, got ") + DTypeName(x_dt));
   }
@@ -40,6 +86,12 @@ Status CheckQuantParams(const InferContext& ctx, bool dequantize) {
   const SymShape* x = ctx.InputShape(0);
   const SymShape* scale = ctx.InputShape(1);
   const SymShape* zp = ctx.HasInput(2) ? ctx.InputShape(2) : nullptr;
+  if (const int64_t block = ctx.attrs().GetInt("block_size", 0); dequantize && block > 0) {
+    if (scale && zp && *scale != *zp)
+      return ctx.Error("scale shape " + Str(*scale) + " and zero_point shape " + Str(*zp) + " differ");
+    WH_RETURN_IF_ERROR(CheckBlockedParams(ctx, block));
+    return CheckScaleValues(ctx);
+  }
   if (scale && scale->size() > 1)
     return ctx.Error("scale must be a scalar or 1-D, got shape " + Str(*scale));
   if (scale && zp && !(IsPerTensorShape(*scale) && IsPerTensorShape(*zp)) && *scale != *zp)
@@ -65,14 +117,7 @@ Status CheckQuantParams(const InferContext& ctx, bool dequantize) {
                          ")");
     }
   }
-  if (const Tensor* s = ctx.InputValue(1)) {
-    const float* p = s->data<float>();
-    for (int64_t i = 0; i < s->numel(); ++i)
-      if (!(p[i] > 0.f) || !std::isfinite(p[i]))
-        return ctx.Error("scale[" + std::to_string(i) + "] = " + std::to_string(p[i]) +
-                         " is invalid: scales must be positive and finite");
-  }
-  return Status::Ok();
+  return CheckScaleValues(ctx);
 }
 
 Status InferQuantize(InferContext& ctx) {
@@ -94,6 +139,14 @@ Status CheckQuantAxis(const Node& node, int opset) {
   if (opset < 13 && node.attrs.Has("axis"))
     return InvalidArgument(node.DebugName() + ": attribute 'axis' needs opset 13 (this model imports opset " +
                            std::to_string(opset) + ")");
+  if (node.attrs.Has("block_size")) {
+    if (opset < 21)
+      return InvalidArgument(node.DebugName() + ": attribute 'block_size' needs opset 21 (this model imports opset " +
+                             std::to_string(opset) + ")");
+    if (node.attrs.GetInt("block_size", 0) < 0)
+      return InvalidArgument(node.DebugName() + ": block_size " + std::to_string(node.attrs.GetInt("block_size", 0)) +
+                             " is negative");
+  }
   return Status::Ok();
 }
 
@@ -116,8 +169,10 @@ Status InferLookup(InferContext& ctx) {
 void RegisterQuantOps(OpRegistry& r) {
   r.Register(OpDef{kWhittleDomain, "Lookup", 1, 2, 2, 1, 1, {}, nullptr, InferLookup});
   r.Register(OpDef{"", "QuantizeLinear", 10, 2, 3, 1, 1, {{"axis", AttrType::kInt}}, CheckQuantAxis, InferQuantize});
-  r.Register(
-      OpDef{"", "DequantizeLinear", 10, 2, 3, 1, 1, {{"axis", AttrType::kInt}}, CheckQuantAxis, InferDequantize});
+  OpDef dq{"", "DequantizeLinear", 10, 2, 3, 1, 1, {{"axis", AttrType::kInt}, {"block_size", AttrType::kInt}},
+            CheckQuantAxis, InferDequantize};
+  dq.max_opset = 21;
+  r.Register(std::move(dq));
 }
 
 }  // namespace whittle

@@ -27,6 +27,7 @@ void RegisterCodebookOps(OpRegistry& r);     // lib/ops/codebook.cc
 void RegisterBinaryOps(OpRegistry& r);       // lib/ops/binary.cc
 void RegisterCirculantOps(OpRegistry& r);    // lib/ops/circulant.cc
 void RegisterSignalOps(OpRegistry& r);       // lib/ops/signal.cc
+void RegisterNBitsOps(OpRegistry& r);        // lib/ops/nbits.cc
 
 void RegisterAllOps() {
   static std::once_flag once;
@@ -53,6 +54,7 @@ void RegisterAllOps() {
     RegisterBinaryOps(r);
     RegisterCirculantOps(r);
     RegisterSignalOps(r);
+    RegisterNBitsOps(r);
   });
 }
 

@@ -16,13 +16,21 @@ bool SoftmaxSame(const Graph& g, const Node& n) {
   return axis == r - 1;
 }
 
-// Ops converted below when their schema changed: an attribute that became an input.
-bool AttrBecomesInput(const std::string& op) {
+// Reduce ops whose 'axes' attribute became an input at opset 18 (ReduceSum's did at 13).
+bool ReduceAxesAt18(const std::string& op) {
+  return op == "ReduceMean" || op == "ReduceMax" || op == "ReduceMin" || op == "ReduceProd" || op == "ReduceL1" ||
+         op == "ReduceL2" || op == "ReduceLogSum" || op == "ReduceLogSumExp" || op == "ReduceSumSquare";
+}
+
+// Ops converted below when their schema changed between from and to: an attribute that became
+// an input.
+bool AttrBecomesInput(const std::string& op, int64_t from, int64_t to) {
+  if (ReduceAxesAt18(op)) return from < 18 && to >= 18;
   return op == "Squeeze" || op == "Unsqueeze" || op == "ReduceSum" || op == "Split" || op == "Clip" || op == "Dropout";
 }
 
-// Empty when n can be carried from opset `from` to 13, else why not.
-std::string Blocker(const Graph& g, const Node& n, int64_t from) {
+// Empty when n can be carried from opset `from` to `to`, else why not.
+std::string Blocker(const Graph& g, const Node& n, int64_t from, int64_t to) {
   const std::string& op = n.op_type;
   if (op == "BatchNormalization") {
     if (n.attrs.Has("spatial") && n.attrs.GetInt("spatial", 1) != 1) return "spatial=0 has no opset-13 equivalent";
@@ -34,10 +42,11 @@ std::string Blocker(const Graph& g, const Node& n, int64_t from) {
     if (n.outputs.size() > 1 && n.outputs[1] >= 0) return "its mask output cannot be carried to opset 13";
     return "";
   }
-  if (AttrBecomesInput(op)) return "";
-  if ((op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") && SoftmaxSame(g, n)) return "";
+  if (AttrBecomesInput(op, from, to)) return "";
   std::string why;
-  if (OpUnchangedBetween(op, from, kQuantOpset, &why)) return "";
+  if ((op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") && from < 13 && SoftmaxSame(g, n))
+    return to <= 13 || OpUnchangedBetween(op, 13, to, &why) ? "" : why;
+  if (OpUnchangedBetween(op, from, to, &why)) return "";
   return why;
 }
 
@@ -54,16 +63,22 @@ void AttrToInput(Graph& g, size_t i, const std::string& attr, const std::string&
 }  // namespace
 
 Status UpgradeOpsetTo13(Graph& g, std::vector<std::string>* notes) {
+  return UpgradeOpset(g, kQuantOpset, "--int8", "per-axis quantization", notes);
+}
+
+Status UpgradeOpset(Graph& g, int64_t to, const std::string& flag, const std::string& purpose,
+                    std::vector<std::string>* notes) {
   const int64_t from = g.OpsetFor("");
-  if (from >= kQuantOpset) return Status::Ok();
+  if (from >= to) return Status::Ok();
+  const std::string target = std::to_string(to);
   // Check everything first so a refusal leaves the graph untouched.
   for (const Node& n : g.nodes()) {
     if (!n.domain.empty() && n.domain != "ai.onnx") continue;
-    const std::string why = Blocker(g, n, from);
+    const std::string why = Blocker(g, n, from, to);
     if (!why.empty())
-      return Unimplemented(n.DebugName() + ": --int8 raises the model's opset from " + std::to_string(from) +
-                           " to 13 (per-axis quantization needs it), and this op changed in between (" + why +
-                           "); convert the model to opset 13 first");
+      return Unimplemented(n.DebugName() + ": " + flag + " raises the model's opset from " + std::to_string(from) +
+                           " to " + target + " (" + purpose + " needs it), and this op changed in between (" + why +
+                           "); convert the model to opset " + target + " first");
   }
   int converted = 0;
   const size_t count = g.nodes().size();
@@ -71,7 +86,13 @@ Status UpgradeOpsetTo13(Graph& g, std::vector<std::string>* notes) {
     Node& n = g.nodes()[i];
     if (!n.domain.empty() && n.domain != "ai.onnx") continue;
     const std::string& op = n.op_type;
-    if ((op == "Squeeze" || op == "Unsqueeze" || op == "ReduceSum") && n.attrs.Has("axes")) {
+    if (ReduceAxesAt18(op) && from < 18 && to >= 18 && n.attrs.Has("axes")) {
+      g.nodes()[i].inputs.resize(1);
+      AttrToInput(g, i, "axes", "_axes");
+      ++converted;
+    } else if (from >= 13) {
+      // The conversions below are those of opset 13.
+    } else if ((op == "Squeeze" || op == "Unsqueeze" || op == "ReduceSum") && n.attrs.Has("axes")) {
       // The data input stays first; axes becomes input 1.
       g.nodes()[i].inputs.resize(1);
       AttrToInput(g, i, "axes", "_axes");
@@ -101,8 +122,8 @@ Status UpgradeOpsetTo13(Graph& g, std::vector<std::string>* notes) {
       n.attrs.Erase("spatial");  // checked to be 1, the only meaning it has from opset 9
     }
   }
-  g.opset_imports[""] = kQuantOpset;
-  notes->push_back("default-domain opset raised from " + std::to_string(from) + " to 13 for per-axis quantization" +
+  g.opset_imports[""] = to;
+  notes->push_back("default-domain opset raised from " + std::to_string(from) + " to " + target + " for " + purpose +
                    (converted ? " (" + std::to_string(converted) + " node(s) converted: attributes that became inputs)"
                               : std::string()));
   return Status::Ok();

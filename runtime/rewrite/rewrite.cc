@@ -14,6 +14,7 @@
 #include "runtime/rewrite/fuse_layernorm.h"
 #include "runtime/rewrite/fuse_lookup.h"
 #include "runtime/rewrite/fuse_matmul_bias.h"
+#include "runtime/rewrite/fuse_nbits.h"
 #include "runtime/rewrite/fuse_qconv_pool.h"
 #include "runtime/rewrite/fuse_qdq.h"
 #include "runtime/rewrite/match.h"
@@ -52,13 +53,14 @@ int SkipIdentities(Graph& g) {
 StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_block, bool lookup_tables) {
   RewriteReport r;
   r.skipped_identities = SkipIdentities(g);
-  // Before folding: FoldConstants would turn DequantizeLinear(int8 weight) into a float weight
-  // and the int8 pattern would be lost.
+  // Before folding: FoldConstants would turn DequantizeLinear(int8 or int4 weight) into a float
+  // weight and the int8 and int4 patterns would be lost.
+  WH_RETURN_IF_ERROR(FuseNBits(g, &r.fused_nbits));
   QdqFusionCounts q;
   WH_RETURN_IF_ERROR(FuseQdq(g, &q));
   r.fused_qdq = q.fused;
   r.int8_passthrough = q.passthrough;
-  if (q.fused + q.passthrough > 0) {
+  if (q.fused + q.passthrough + r.fused_nbits > 0) {
     // Drop the Dequantize nodes nobody reads any more before folding would evaluate them.
     WH_RETURN_IF_ERROR(g.Compact());
     WH_RETURN_IF_ERROR(InferShapes(g));

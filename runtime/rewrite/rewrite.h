@@ -26,6 +26,7 @@ struct RewriteReport {
   int fused_matmul_bias = 0;  // bias Adds after a MatMul computed in its epilogue
   int fused_attention = 0;    // packed-qkv self-attention subgraphs run as one Attention node
   int fused_qdq = 0;          // Conv/Gemm/MatMul running as int8 QConv/QGemm
+  int fused_nbits = 0;        // DequantizeLinear(int4 blocked) -> MatMul running as MatMulNBits
   int int8_passthrough = 0;   // MaxPool/Flatten/Reshape moved onto int8 data
   int fused_qconv_pool = 0;   // MaxPools computed inside the int8 conv before them
   int fused_lookup_tables = 0;  // float math on dequantized bytes run as 256-entry tables

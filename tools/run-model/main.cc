@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -26,6 +28,7 @@
 #include "runtime/session_internal.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
+#include "whittle/decoder.h"
 #include "whittle/session.h"
 
 namespace {
@@ -33,6 +36,82 @@ namespace {
 using whittle::Status;
 
 int Fail(const std::string& msg) { return whittle::cli::Fail("run-model", msg); }
+
+// --generate N: prefill the prompt (input_ids=FILE.npy from --input, int64 [n] or [1, n]; else
+// the ids 1..8), then N greedy decode steps on whittle::Decoder. Reports prefill and decode
+// tokens/s (decode: the median step) and the generated ids; --output-dir gets generated_ids.npy
+// (int64 [N + 1]: the prefill's token, then one per step) and logits.npy ([N + 1, vocab]).
+int Generate(const whittle::Session& session, int64_t steps, const std::map<std::string, whittle::Tensor>& feeds,
+             const std::string& output_dir, bool json, nlohmann::json& out) {
+  std::vector<int64_t> prompt{1, 2, 3, 4, 5, 6, 7, 8};
+  for (const auto& [name, t] : feeds) {
+    if (name != "input_ids") return Fail("--generate takes only --input input_ids=FILE.npy, got '" + name + "'");
+    if (t.dtype() != whittle::DType::kInt64 || t.numel() < 1 || t.rank() > 2 || (t.rank() == 2 && t.dim(0) != 1))
+      return Fail("--generate: input_ids must be int64 [n] or [1, n], got " + std::string(whittle::DTypeName(t.dtype())) +
+                  " " + whittle::DimsToString(t.dims()));
+    prompt.assign(t.data<int64_t>(), t.data<int64_t>() + t.numel());
+  }
+  auto dec = whittle::Decoder::Create(session);
+  if (!dec.ok()) return Fail("--generate: " + dec.status().message());
+  for (int64_t id : prompt)
+    if (id < 0 || id >= (*dec)->vocab_size())
+      return Fail("--generate: prompt id " + std::to_string(id) + " is outside the vocabulary of " +
+                  std::to_string((*dec)->vocab_size()));
+  using Clock = std::chrono::steady_clock;
+  auto argmax = [](const std::vector<float>& v) {
+    return static_cast<int64_t>(std::max_element(v.begin(), v.end()) - v.begin());
+  };
+  std::vector<std::vector<float>> logits;
+  std::vector<int64_t> ids;
+  const auto t0 = Clock::now();
+  auto first = (*dec)->Prefill(prompt);
+  const double prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!first.ok()) return Fail("--generate: prefill: " + first.status().message());
+  ids.push_back(argmax(*first));
+  logits.push_back(std::move(*first));
+  std::vector<double> step_s;
+  for (int64_t i = 0; i < steps; ++i) {
+    const auto ts = Clock::now();
+    auto l = (*dec)->Step(ids.back());
+    step_s.push_back(std::chrono::duration<double>(Clock::now() - ts).count());
+    if (!l.ok()) return Fail("--generate: decode step " + std::to_string(i) + ": " + l.status().message());
+    ids.push_back(argmax(*l));
+    logits.push_back(std::move(*l));
+  }
+  std::vector<double> sorted = step_s;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
+  const double prefill_tps = static_cast<double>(prompt.size()) / prefill_s;
+  const double decode_tps = median > 0 ? 1.0 / median : 0.0;
+  out["generate"] = {{"prompt_tokens", prompt.size()}, {"steps", steps}, {"prefill_seconds", prefill_s},
+                     {"prefill_tokens_per_s", prefill_tps}, {"decode_median_ms", 1e3 * median},
+                     {"decode_tokens_per_s", decode_tps}, {"generated_ids", ids}};
+  if (!json) {
+    std::printf("generate: %zu prompt tokens, %lld decode steps, cache of %d tensors\n", prompt.size(),
+                static_cast<long long>(steps), (*dec)->num_layers_cached());
+    std::printf("  prefill: %.2f ms (%.1f tokens/s)\n", 1e3 * prefill_s, prefill_tps);
+    std::printf("  decode:  %.3f ms per token, median of %zu steps (%.2f tokens/s)\n", 1e3 * median, step_s.size(),
+                decode_tps);
+    std::printf("  generated ids:");
+    for (int64_t id : ids) std::printf(" %lld", static_cast<long long>(id));
+    std::printf("\n");
+  }
+  if (!output_dir.empty()) {
+    ::mkdir(output_dir.c_str(), 0755);
+    const int64_t vocab = (*dec)->vocab_size(), rows = static_cast<int64_t>(logits.size());
+    whittle::Tensor l(whittle::DType::kFloat32, {rows, vocab});
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(logits[static_cast<size_t>(r)].begin(), logits[static_cast<size_t>(r)].end(), l.data<float>() + r * vocab);
+    for (const auto& [file, t] : {std::pair<std::string, whittle::Tensor>{"generated_ids.npy",
+                                      whittle::Tensor::FromVector<int64_t>({rows}, ids)},
+                                  {"logits.npy", l}}) {
+      Status s = whittle::WriteNpy(output_dir + "/" + file, t);
+      if (!s.ok()) return Fail(s.message());
+    }
+  }
+  if (json) std::cout << out.dump() << std::endl;
+  return 0;
+}
 
 std::string SafeFileName(const std::string& name) {
   std::string s;
@@ -92,7 +171,8 @@ int Main(int argc, char** argv) {
       "  run-model model.onnx --input image=x.npy --output-dir out/\n"
       "  run-model model.onnx --eval-data fashion-mnist:test --limit 1000\n"
       "  run-model model.onnx --bench --batch 1,64 --threads 2 --profile --json\n"
-      "  run-model bert.onnx --bench --batch 1,8 --input-shape input_ids=1,128 --input-shape attention_mask=1,128\n\n"
+      "  run-model bert.onnx --bench --batch 1,8 --input-shape input_ids=1,128 --input-shape attention_mask=1,128\n"
+      "  run-model decoder.onnx --generate 32 --input input_ids=prompt.npy --threads 2\n\n"
       "Data specs: " +
       std::string(whittle::DatasetSpecHelp())};
   app.set_version_flag("--version", "run-model (Whittle) 0.1.0");
@@ -100,7 +180,7 @@ int Main(int argc, char** argv) {
   std::vector<std::string> input_specs;
   std::string output_dir, eval_spec, batch_spec = "1,64", provider, device = "cpu", agree_with,
               precision = "fp32";
-  int64_t limit = -1, eval_batch = 256;
+  int64_t limit = -1, eval_batch = 256, generate = 0;
   int threads = 1, warmup = 10, iterations = 20;
   double min_time = 1.0;
   bool bench = false, profile = false, json = false, no_optimize = false, cuda_graphs = false, page_locked = false,
@@ -117,6 +197,11 @@ int Main(int argc, char** argv) {
                  "dims from the model, else from the data")
       ->type_name("NAME=DIMS");
   app.add_option("--output-dir", output_dir, "Write each model output as DIR/<output name>.npy");
+  app.add_option("--generate", generate,
+                 "Decoder LLMs (input_ids, past_key_values.* -> logits, present.*): prefill the prompt (--input "
+                 "input_ids=FILE.npy, default ids 1..8), then N greedy decode steps feeding the KV cache back; "
+                 "reports prefill and decode tokens/s and the ids (--output-dir: generated_ids.npy, logits.npy)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--eval-data", eval_spec, "Report top-1 accuracy on a labelled data set (spec above)");
   app.add_option("--limit", limit, "Use only the first N samples of --eval-data")->check(CLI::PositiveNumber);
   app.add_option("--eval-batch", eval_batch, "Batch size for evaluation")->check(CLI::PositiveNumber)->capture_default_str();
@@ -201,15 +286,19 @@ int Main(int argc, char** argv) {
 
   // Explicit inputs.
   std::map<std::string, whittle::Tensor> feeds;
+  for (const std::string& spec : input_specs) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      return Fail("--input expects NAME=FILE.npy, got '" + spec + "'");
+    auto t = whittle::ReadNpy(spec.substr(eq + 1));
+    if (!t.ok()) return Fail(t.status().message());
+    feeds[spec.substr(0, eq)] = *t;
+  }
+  if (generate > 0) {
+    if (bench || profile || !eval_spec.empty()) return Fail("--generate does not combine with --bench, --profile or --eval-data");
+    return Generate(session, generate, feeds, output_dir, json, out);
+  }
   if (!input_specs.empty() || !output_dir.empty()) {
-    for (const std::string& spec : input_specs) {
-      const size_t eq = spec.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-        return Fail("--input expects NAME=FILE.npy, got '" + spec + "'");
-      auto t = whittle::ReadNpy(spec.substr(eq + 1));
-      if (!t.ok()) return Fail(t.status().message());
-      feeds[spec.substr(0, eq)] = *t;
-    }
     auto res = session.Run(feeds);
     if (!res.ok()) return Fail(res.status().message());
     nlohmann::json files = nlohmann::json::array();

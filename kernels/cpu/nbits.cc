@@ -1,0 +1,147 @@
+// CPU kernel of com.microsoft MatMulNBits (4-bit codes). The weights stay as the model stores them
+// (B [N][blocks][block/2] bytes, scales, zero points): nothing is repacked or expanded at load.
+// Few rows of A (decode: 1 token per step; up to kGemvRows): per row of A, A is laid out once in
+// the order the per-ISA loop reads it (nbits_rows.h) with its per-block sums, then threads take
+// slices of N and stream their rows of codes once: y[n] = sum_j s[n,j] (a_j . q_nj) - zterm(n),
+// zterm(n) = sum_j s[n,j] zp[n,j] sum(a_j). More rows (prefill, batches): a thread dequantizes a
+// tile of kTile rows of W into a buffer of its own and multiplies it with Sgemm, so the float
+// matrix exists only a tile at a time. Without AVX2 there is no fast path (the reference runs).
+#include "kernels/cpu/nbits.h"
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/nbits_rows.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/sgemm.h"
+#include "kernels/cpu/vmath.h"
+
+namespace whittle {
+namespace cpu {
+namespace {
+
+constexpr int64_t kGemvRows = 4;   // rows of A up to which the fused row loop runs
+constexpr int64_t kRowChunk = 64;  // rows of W per task in the row loop
+constexpr int64_t kTile = 16;      // rows of W per dequantized tile
+
+class NBitsKernel : public OpKernel {
+ public:
+  NBitsKernel(const NBitsAttrs& a, const NBitsWeights& w, std::vector<Tensor> keep, SimdIsa isa)
+      : a_(a), w_(w), keep_(std::move(keep)) {
+    const bool wide = isa == SimdIsa::kAvx512 && a.block % (2 * nbits_avx512::kLanes) == 0;
+    lanes_ = wide ? nbits_avx512::kLanes : nbits_avx2::kLanes;
+    rows_ = wide ? &nbits_avx512::DotRows4 : &nbits_avx2::DotRows4;
+    // The zero points times the scales, per block, when the model gives zero points; else every
+    // zero point is 2^(bits-1) and zterm is that times sum_j s[n,j] sum(a_j).
+    if (w.zp_packed || w.zp_float) {
+      const int64_t nb = a.blocks();
+      sz_.resize(static_cast<size_t>(a.N * nb));
+      for (int64_t n = 0; n < a.N; ++n)
+        for (int64_t j = 0; j < nb; ++j) sz_[n * nb + j] = w.scales[n * nb + j] * w.ZeroPoint(a, n, j);
+    }
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor& A = *ctx.inputs[0];
+    if (A.dtype() != DType::kFloat32 || A.rank() < 1 || A.dim(A.rank() - 1) != a_.K)
+      return InvalidArgument("MatMulNBits: A must be float32 [..., " + std::to_string(a_.K) + "], got " +
+                             DimsToString(A.dims()));
+    const int64_t M = A.numel() / a_.K;
+    const float* pa = A.data<float>();
+    float* py = ctx.outputs[0]->data<float>();
+    if (M <= kGemvRows) {
+      for (int64_t m = 0; m < M; ++m) RowLoop(pa + m * a_.K, py + m * a_.N, ctx.num_threads);
+    } else {
+      TileLoop(pa, M, py, ctx.num_threads);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  // y[0..N) for one row a of A.
+  void RowLoop(const float* a, float* y, int threads) const {
+    const int64_t nb = a_.blocks(), L = lanes_;
+    std::vector<float> perm(static_cast<size_t>(nb * a_.block), 0.f), asum(static_cast<size_t>(nb), 0.f);
+    for (int64_t k = 0; k < a_.K; ++k) {
+      const int64_t g = k / (2 * L), i = k % (2 * L);
+      perm[g * 2 * L + (i & 1) * L + i / 2] = a[k];
+      asum[k / a_.block] += a[k];
+    }
+    const float zp0 = static_cast<float>(1 << (a_.bits - 1));
+    const int64_t chunks = (a_.N + kRowChunk - 1) / kRowChunk;
+    ParallelFor(chunks, threads, [&](int64_t c) {
+      const int64_t n0 = c * kRowChunk, rows = std::min(kRowChunk, a_.N - n0);
+      rows_(perm.data(), w_.b + n0 * a_.row_bytes(), a_.row_bytes(), w_.scales + n0 * nb, nb, a_.block, rows, y + n0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t n = n0 + r;
+        float zterm = 0.f;
+        if (!sz_.empty()) {
+          const float* sz = sz_.data() + n * nb;
+          for (int64_t j = 0; j < nb; ++j) zterm += sz[j] * asum[j];
+        } else {
+          const float* s = w_.scales + n * nb;
+          for (int64_t j = 0; j < nb; ++j) zterm += s[j] * asum[j];
+          zterm *= zp0;
+        }
+        y[n] = y[n] - zterm + (w_.bias ? w_.bias[n] : 0.f);
+      }
+    });
+  }
+
+  // Y[M, N] for many rows: tiles of W dequantized per task, multiplied with Sgemm.
+  void TileLoop(const float* A, int64_t M, float* Y, int threads) const {
+    const int64_t nb = a_.blocks(), K = a_.K;
+    const int64_t tiles = (a_.N + kTile - 1) / kTile;
+    ParallelFor(tiles, threads, [&](int64_t t) {
+      thread_local std::vector<float> tile;
+      const int64_t n0 = t * kTile, rows = std::min(kTile, a_.N - n0);
+      tile.resize(static_cast<size_t>(kTile * K));
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t n = n0 + r;
+        const uint8_t* codes = w_.b + n * a_.row_bytes();
+        float* dst = tile.data() + r * K;
+        for (int64_t j = 0; j < nb; ++j) {
+          const float s = w_.scales[n * nb + j], z = w_.ZeroPoint(a_, n, j);
+          const int64_t k0 = j * a_.block, k1 = std::min(K, k0 + a_.block);
+          for (int64_t k = k0; k < k1; ++k) {
+            const int code = (codes[k >> 1] >> ((k & 1) * 4)) & 0xF;
+            dst[k] = (static_cast<float>(code) - z) * s;
+          }
+        }
+      }
+      Sgemm(false, true, M, rows, K, 1.f, A, K, tile.data(), K, 0.f, Y + n0, a_.N, 1);
+      if (w_.bias)
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t r = 0; r < rows; ++r) Y[m * a_.N + n0 + r] += w_.bias[n0 + r];
+    });
+  }
+
+  NBitsAttrs a_;
+  NBitsWeights w_;
+  std::vector<Tensor> keep_;  // the constant operands w_ points into
+  int64_t lanes_ = 8;
+  NBitsRowsFn rows_ = nullptr;
+  std::vector<float> sz_;
+};
+
+KernelOr Make(const NBitsAttrs& a, const KernelInit& init) {
+  const SimdIsa isa = ActiveSimdIsa();
+  if (isa == SimdIsa::kScalar || a.bits != 4) return KernelOr(nullptr);
+  auto c = [&](size_t i) { return init.const_inputs.size() > i ? init.const_inputs[i] : nullptr; };
+  auto present = [&](size_t i) {
+    return init.input_dtypes.size() > i && init.input_dtypes[i] != DType::kUndefined;
+  };
+  // Only constant weights (every model that carries MatMulNBits): B, scales, zero points, bias.
+  if (!c(1) || !c(2) || (present(3) && !c(3)) || (present(5) && !c(5)) || present(4)) return KernelOr(nullptr);
+  WH_ASSIGN_OR_RETURN(NBitsWeights w, CheckNBitsOperands(a, *c(1), *c(2), c(3), nullptr, c(5)));
+  std::vector<Tensor> keep;
+  for (size_t i : {1, 2, 3, 5})
+    if (c(i)) keep.push_back(*c(i));
+  return std::unique_ptr<OpKernel>(new NBitsKernel(a, w, std::move(keep), isa));
+}
+
+}  // namespace
+const NBitsFns kNBitsFns{Make};
+}  // namespace cpu
+}  // namespace whittle

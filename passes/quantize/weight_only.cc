@@ -1,0 +1,254 @@
+#include "passes/quantize/weight_only.h"
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/common/int4.h"
+#include "lib/ir/domain.h"
+#include "lib/ir/format.h"
+#include "passes/cost.h"
+#include "passes/layer_inputs.h"
+#include "passes/layer_selection.h"
+#include "passes/linear_weight.h"
+#include "passes/quantize/gptq.h"
+#include "passes/quantize/opset_upgrade.h"
+#include "runtime/rewrite/fuse_nbits.h"
+
+namespace whittle {
+namespace {
+
+struct Int4Config {
+  std::string spec;
+  int64_t block = 32;
+  bool symmetric = false;
+  std::string method = "rtn";   // rtn | gptq
+  std::string format = "qdq";   // qdq | matmulnbits
+  LayerSelection select;
+};
+
+// The layer's quantized weight as ONNX opset 21 stores it for DequantizeLinear(axis 0): [K, N]
+// codes (uint4 with a uint4 zero point, or int4 without one when symmetric), scale [blocks, N].
+struct QdqWeight {
+  Tensor w, scale, zero;  // zero undefined when symmetric
+};
+
+QdqWeight ToQdq(const quant::Int4Blocks& q) {
+  const int64_t K = q.k, N = q.n, nb = q.blocks();
+  QdqWeight t;
+  t.w = Tensor(q.symmetric ? DType::kInt4 : DType::kUInt4, {K, N});
+  auto* pw = static_cast<uint8_t*>(t.w.raw_data());
+  for (int64_t c = 0; c < K; ++c)
+    for (int64_t r = 0; r < N; ++r) {
+      const int code = q.codes[static_cast<size_t>(r * K + c)];
+      int4::Set4(pw, c * N + r, q.symmetric ? code - 8 : code);  // int4 stores q = code - 8
+    }
+  t.scale = Tensor(DType::kFloat32, {nb, N});
+  for (int64_t j = 0; j < nb; ++j)
+    for (int64_t r = 0; r < N; ++r) t.scale.data<float>()[j * N + r] = q.scale[static_cast<size_t>(r * nb + j)];
+  if (!q.symmetric) {
+    t.zero = Tensor(DType::kUInt4, {nb, N});
+    auto* pz = static_cast<uint8_t*>(t.zero.raw_data());
+    for (int64_t j = 0; j < nb; ++j)
+      for (int64_t r = 0; r < N; ++r) int4::Set4(pz, j * N + r, q.zero[static_cast<size_t>(r * nb + j)]);
+  }
+  return t;
+}
+
+double RelativeError(const std::vector<float>& w, const quant::Int4Blocks& q) {
+  double err = 0, energy = 0;
+  for (int64_t r = 0; r < q.n; ++r)
+    for (int64_t c = 0; c < q.k; ++c) {
+      const double v = w[static_cast<size_t>(r * q.k + c)];
+      const double d = v - q.Dequant(r, c);
+      err += d * d;
+      energy += v * v;
+    }
+  return energy > 0 ? std::sqrt(err / energy) : 0.0;
+}
+
+class Int4Pass : public Pass {
+ public:
+  explicit Int4Pass(Int4Config c) : c_(std::move(c)) {}
+  std::string name() const override { return "int4"; }
+
+  StatusOr<PassReport> Run(Graph& g, const PassContext& ctx) override {
+    WH_RETURN_IF_ERROR(c_.select.Check(g, {"Gemm", "MatMul"}));
+    PassReport rep;
+    rep.pass = "int4";
+    rep.config = c_.spec;
+    // The layers without their weights: each float weight is copied out only while its layer is
+    // quantized, so a gigabyte model is never held twice.
+    const WeightMatcher match_only = [](const Graph& gr, int i, WeightMatch* m, std::string* why) {
+      const bool ok = MatchGemmWeight(gr, i, m, why);
+      std::vector<float>().swap(m->w);
+      return ok;
+    };
+    const std::vector<WeightMatch> work = CollectWeightLayers(g, match_only, c_.select, &rep);
+    std::map<int, InputGram> grams;
+    if (c_.method == "gptq" && !work.empty()) {
+      WH_ASSIGN_OR_RETURN(grams, Grams(g, work, ctx));
+    }
+    if (c_.format == "qdq" && !work.empty())
+      WH_RETURN_IF_ERROR(quant::UpgradeOpset(g, 21, "--int4", "blocked int4 DequantizeLinear", &rep.notes));
+    int64_t done = 0;
+    for (const WeightMatch& layer : work) {
+      const Node node = g.nodes()[static_cast<size_t>(layer.node)];  // a copy: the graph grows below
+      ctx.Progress("int4: " + c_.method + " of " + node.name, done++, static_cast<int64_t>(work.size()));
+      WeightMatch m;
+      std::string why;
+      if (!MatchGemmWeight(g, layer.node, &m, &why))
+        return Internal(node.DebugName() + ": no longer matches its weight (" + why + ")");
+      quant::Int4Blocks q;
+      std::string how = "rtn";
+      auto it = grams.find(m.node);
+      if (it != grams.end() && quant::QuantizeGptq(m.w.data(), m.n, m.k, c_.block, c_.symmetric,
+                                                   GramOf(it->second, m.k), &q)) {
+        how = "gptq";
+      } else {
+        if (c_.method == "gptq")
+          rep.notes.push_back(node.name + ": GPTQ had no usable input statistics; rounded to nearest instead");
+        q = quant::QuantizeRtn(m.w.data(), m.n, m.k, c_.block, c_.symmetric);
+      }
+      LayerReport lr;
+      lr.node = node.name;
+      lr.op_type = node.op_type;
+      lr.params_before = NodeParams(g, node);
+      lr.macs_before = lr.macs_after = NodeMacs(g, node);
+      WH_RETURN_IF_ERROR(Emit(g, m, node, q));
+      const int64_t dense = m.n * m.k * 4, packed = (m.n * m.k + 1) / 2 + m.n * q.blocks() * (c_.symmetric ? 4 : 5);
+      lr.action = "int4";
+      lr.setting = c_.block;
+      lr.detail = how + ", blocks of " + std::to_string(c_.block) + (c_.symmetric ? ", symmetric" : ", zero points") +
+                  ": " + std::to_string(dense) + " -> ~" + std::to_string(packed) + " bytes, weight error " +
+                  Fmt("%.4f", RelativeError(m.w, q)) + " (relative)";
+      rep.layers.push_back(lr);
+    }
+    ctx.Progress("int4: quantized", done, static_cast<int64_t>(work.size()));
+    if (c_.format == "matmulnbits" && !work.empty() && g.OpsetFor(kMicrosoftDomain) == 0)
+      g.opset_imports[kMicrosoftDomain] = 1;
+    g.Reindex();
+    WH_RETURN_IF_ERROR(g.Compact());
+    SetParamsAfter(g, "int4", &rep);
+    return rep;
+  }
+
+ private:
+  StatusOr<std::map<int, InputGram>> Grams(const Graph& g, const std::vector<WeightMatch>& work,
+                                           const PassContext& ctx) const {
+    if (!ctx.calibration)
+      return InvalidArgument("--int4 method=gptq needs --calibration-data: GPTQ weighs rounding errors by the "
+                             "layer inputs' statistics");
+    std::vector<int> nodes;
+    std::string why;
+    for (const WeightMatch& m : work)
+      if (LayerInputSupported(g, m.node, &why)) nodes.push_back(m.node);
+    auto grams = CollectInputGrams(g, nodes, *ctx.calibration, ctx, "int4: GPTQ input statistics");
+    if (!grams.ok())
+      return grams.status().WithContext("--int4: running the calibration data '" + ctx.calibration->description + "'");
+    return grams;
+  }
+
+  // The k x k block of a Gram matrix stored with its extra constant feature ((k+1)^2).
+  static std::vector<double> GramOf(const InputGram& ig, int64_t k) {
+    std::vector<double> h(static_cast<size_t>(k * k));
+    if (ig.features != k) return {};
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < k; ++j) h[static_cast<size_t>(i * k + j)] = ig.gram[static_cast<size_t>(i * (k + 1) + j)];
+    return h;
+  }
+
+  // Replaces the layer by MatMul(A, DequantizeLinear(codes)) [+ Add(bias)] or by MatMulNBits.
+  Status Emit(Graph& g, const WeightMatch& m, const Node& node, const quant::Int4Blocks& q) const {
+    QdqWeight t = ToQdq(q);
+    const int a = node.inputs[0];
+    Node nn;
+    nn.name = node.name;
+    nn.outputs = node.outputs;
+    if (c_.format == "matmulnbits") {
+      WH_ASSIGN_OR_RETURN(NBitsTensors nb, BlockedToNBits(t.w, t.scale, t.zero.defined() ? &t.zero : nullptr, c_.block));
+      nn.op_type = "MatMulNBits";
+      nn.domain = kMicrosoftDomain;
+      nn.inputs = {a, g.AddInitializer(g.UniqueName(node.name + "/B_q4"), std::move(nb.b)),
+                   g.AddInitializer(g.UniqueName(node.name + "/B_scales"), std::move(nb.scales))};
+      nn.inputs.push_back(nb.zero_points.defined()
+                              ? g.AddInitializer(g.UniqueName(node.name + "/B_zero_points"), std::move(nb.zero_points))
+                              : -1);
+      if (m.bias >= 0) {
+        nn.inputs.push_back(-1);  // g_idx
+        nn.inputs.push_back(WhittleBiasInput(g, m, node.name));
+      }
+      while (!nn.inputs.empty() && nn.inputs.back() < 0) nn.inputs.pop_back();
+      nn.attrs.Set("K", Attribute::Int(m.k));
+      nn.attrs.Set("N", Attribute::Int(m.n));
+      nn.attrs.Set("bits", Attribute::Int(4));
+      nn.attrs.Set("block_size", Attribute::Int(c_.block));
+      g.nodes()[static_cast<size_t>(m.node)] = std::move(nn);
+      return Status::Ok();
+    }
+    std::vector<int> dq_in{g.AddInitializer(g.UniqueName(node.name + "/W_q4"), std::move(t.w)),
+                           g.AddInitializer(g.UniqueName(node.name + "/W_scale"), std::move(t.scale))};
+    if (t.zero.defined()) dq_in.push_back(g.AddInitializer(g.UniqueName(node.name + "/W_zero_point"), std::move(t.zero)));
+    AttributeMap dq_attrs;
+    dq_attrs.Set("axis", Attribute::Int(0));
+    dq_attrs.Set("block_size", Attribute::Int(c_.block));
+    const int w = g.AddOp(node.name + "/DequantizeLinear", "DequantizeLinear", std::move(dq_in), std::move(dq_attrs));
+    nn.op_type = "MatMul";
+    nn.inputs = {a, w};
+    if (m.bias >= 0) {
+      // MatMul into a fresh value, then the bias Add writes the layer's output.
+      const int y = g.AddValue(g.UniqueName(node.name + "/MatMul_output"));
+      nn.outputs = {y};
+      Node add;
+      add.name = node.name + "/bias";
+      add.op_type = "Add";
+      add.inputs = {y, m.bias};
+      add.outputs = node.outputs;
+      g.nodes()[static_cast<size_t>(m.node)] = std::move(nn);
+      g.AddNode(std::move(add));
+      return Status::Ok();
+    }
+    g.nodes()[static_cast<size_t>(m.node)] = std::move(nn);
+    return Status::Ok();
+  }
+
+  Int4Config c_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Pass>> MakeInt4Pass(PassOptions o) {
+  Int4Config c;
+  c.spec = o.spec();
+  WH_ASSIGN_OR_RETURN(c.block, o.GetInt("block", 32, 16, 256));
+  if ((c.block & (c.block - 1)) != 0)
+    return InvalidArgument("--int4: block=" + std::to_string(c.block) + " must be a power of two (16, 32, 64, 128, 256)");
+  WH_ASSIGN_OR_RETURN(int64_t sym, o.GetInt("symmetric", 0, 0, 1));
+  c.symmetric = sym != 0;
+  WH_ASSIGN_OR_RETURN(c.method, o.GetChoice("method", "rtn", {"rtn", "gptq"}));
+  WH_ASSIGN_OR_RETURN(c.format, o.GetChoice("format", "qdq", {"qdq", "matmulnbits"}));
+  WH_ASSIGN_OR_RETURN(c.select, LayerSelection::Parse(o, LayerSelection::Skip::kAllowed));
+  WH_RETURN_IF_ERROR(o.Finish());
+  return std::unique_ptr<Pass>(new Int4Pass(std::move(c)));
+}
+
+const char* Int4PassHelp() {
+  return "weight-only 4-bit quantization: the weight of each Gemm/MatMul with a constant 2-D weight becomes 4-bit "
+         "codes in blocks along its inputs, one float scale (and a 4-bit zero point) per block; activations stay "
+         "float. Written as standard ONNX, opset 21 DequantizeLinear(block_size) of an int4/uint4 initializer "
+         "feeding MatMul (the model's opset is raised to 21), or as ONNX Runtime's com.microsoft MatMulNBits; "
+         "Whittle runs either with a kernel that reads the 4-bit codes in place. Options (comma-separated "
+         "key=value):\n"
+         "  block=32         inputs per block: 16, 32, 64, 128 or 256\n"
+         "  symmetric=0      1: codes -8..7 around zero, no zero points (int4); 0: uint4 codes with a zero point\n"
+         "  method=rtn       rtn: round to nearest; gptq: GPTQ (Frantar et al. 2023), each column's rounding error\n"
+         "                   spread over the rest by the inverse Hessian of the layer's inputs (needs\n"
+         "                   --calibration-data)\n"
+         "  format=qdq       qdq: DequantizeLinear + MatMul (opset 21); matmulnbits: com.microsoft MatMulNBits\n"
+         "                   (what ONNX Runtime's matmul_nbits_quantizer and onnxruntime-genai write)\n"
+         "  exclude=NAME,...          leave these nodes alone\n"
+         "  layer=NAME:skip=1         leave one node alone\n";
+}
+
+}  // namespace whittle

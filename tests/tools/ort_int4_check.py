@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Cross-check compress-model --int4 outputs against ONNX Runtime, and their accuracy.
+
+On the bundled transformer (and MLP), for each configuration: run compress-model --int4 (GPTQ
+calibrated on 256 Fashion-MNIST training images), check the file with the ONNX checker
+(full_check), run it in ONNX Runtime (its own DequantizeLinear-21 / MatMulNBits kernels) and in
+Whittle's runtime (run-model: the MatMulNBits kernel reading 4-bit codes in place) on the 10000
+test images, and require
+  - the outputs to agree: max |Whittle - ORT| <= 1e-4 * max |ORT| (the issue's max rel 1e-4),
+  - the weights' file bytes at least MIN_SHRINK x smaller where the model is mostly MatMul weights,
+  - top-1 within 1.0 point of the float model for method=gptq (rtn is reported beside it).
+Exits non-zero naming every configuration that fails. Usage: ort_int4_check.py --bin DIR --models DIR
+"""
+import argparse
+import gzip
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+MAX_REL = 1e-4
+MAX_DROP_GPTQ = 0.010
+# (model, --int4 spec, minimum file shrink, whether the 1-point accuracy bound applies)
+CONFIGS = [
+    ("transformer", "method=rtn", 4.0, False),
+    ("transformer", "method=gptq", 4.0, True),
+    ("transformer", "method=gptq,format=matmulnbits", 4.0, True),
+    ("transformer", "method=rtn,symmetric=1,format=matmulnbits,block=64", 4.0, False),
+    ("mlp", "method=gptq,block=32", 4.5, True),
+    ("mlp", "method=rtn,block=128,format=matmulnbits", 4.5, False),
+]
+
+
+def load_idx(data_dir, stem):
+    with gzip.open(os.path.join(data_dir, stem), "rb") as f:
+        raw = f.read()
+    if stem.endswith("labels-idx1-ubyte.gz"):
+        return np.frombuffer(raw, dtype=np.uint8, offset=8).astype(np.int64)
+    count, rows, cols = (int.from_bytes(raw[i:i + 4], "big") for i in (4, 8, 12))
+    x = np.frombuffer(raw, dtype=np.uint8, offset=16, count=count * rows * cols)
+    return (x.astype(np.float32) / 255.0).reshape(count, 1, rows, cols)
+
+
+def ort_run(model, x):
+    sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    return sess.run(None, {sess.get_inputs()[0].name: x})[0]
+
+
+def whittle_run(bindir, model, x_path, out_dir):
+    r = subprocess.run([os.path.join(bindir, "run-model"), model, "--input", "image=" + x_path, "--output-dir", out_dir],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        return None, r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "run-model failed"
+    return np.load(os.path.join(out_dir, "logits.npy")), ""
+
+
+def ops(path):
+    m = onnx.load(path)
+    return sorted({(n.domain or "ai.onnx") + ":" + n.op_type for n in m.graph.node
+                   if n.op_type in ("MatMulNBits", "DequantizeLinear", "MatMul", "Gemm")})
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--bin", required=True, help="directory with compress-model and run-model")
+    ap.add_argument("--models", required=True, help="directory with the bundled models")
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--calibration-samples", type=int, default=256)
+    args = ap.parse_args()
+
+    x = load_idx(args.data, "t10k-images-idx3-ubyte.gz")
+    labels = load_idx(args.data, "t10k-labels-idx1-ubyte.gz")
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="whittle_int4check_") as tmp:
+        x_path = os.path.join(tmp, "x.npy")
+        np.save(x_path, x)
+        fp32_acc = {}
+        for i, (name, spec, min_shrink, bounded) in enumerate(CONFIGS):
+            src = os.path.join(args.models, name + ".onnx")
+            if name not in fp32_acc:
+                fp32_acc[name] = float(np.mean(np.argmax(ort_run(src, x), 1) == labels))
+            out = os.path.join(tmp, "%s_%d.onnx" % (name, i))
+            label = "%s --int4 %s" % (name, spec)
+            r = subprocess.run([os.path.join(args.bin, "compress-model"), src, "-o", out, "--no-bench", "--quiet",
+                                "--int4", spec, "--calibration-data", "fashion-mnist:train",
+                                "--calibration-samples", str(args.calibration_samples)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if r.returncode != 0:
+                failures.append(label)
+                print("FAIL %-60s compress-model: %s" % (label, r.stderr.strip()))
+                continue
+            onnx.checker.check_model(out, full_check=True)
+            shrink = os.path.getsize(src) / os.path.getsize(out)
+            y_o = ort_run(out, x)
+            out_dir = os.path.join(tmp, "out_%d" % i)
+            os.makedirs(out_dir)
+            y_w, err = whittle_run(args.bin, out, x_path, out_dir)
+            if y_w is None:
+                failures.append(label)
+                print("FAIL %-60s run-model: %s" % (label, err))
+                continue
+            rel = float(np.max(np.abs(y_w - y_o)) / np.max(np.abs(y_o)))
+            acc_o = float(np.mean(np.argmax(y_o, 1) == labels))
+            acc_w = float(np.mean(np.argmax(y_w, 1) == labels))
+            drop = fp32_acc[name] - acc_w
+            ok = rel <= MAX_REL and shrink >= min_shrink and (not bounded or drop <= MAX_DROP_GPTQ)
+            if not ok:
+                failures.append(label)
+            print("%-4s %-60s fp32 %.4f  int4: Whittle %.4f ORT %.4f (drop %+.2f pt%s)  max rel diff %.1e  %.2fx "
+                  "smaller  %s" % ("ok" if ok else "FAIL", label, fp32_acc[name], acc_w, acc_o, -100 * drop,
+                                   ", bound 1.0" if bounded else "", rel, shrink, " ".join(ops(out))))
+    if failures:
+        print("ort_int4_check: %d configuration(s) failed: %s" % (len(failures), "; ".join(failures)))
+        return 1
+    print("ort_int4_check: all %d configurations agree with ONNX Runtime to %.0e" % (len(CONFIGS), MAX_REL))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
