@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Writes a Llama/Qwen-style decoder-only language model with a KV cache as ONNX, the way users
+export one: Hugging Face `transformers` LlamaForCausalLM (or Qwen2ForCausalLM) with seeded random
+weights, through torch.onnx.export (TorchScript exporter, opset 17).
+
+Graph signature (every dim named here is free in the model):
+  inputs   input_ids [batch, seq] int64, attention_mask [batch, past+seq] int64,
+           position_ids [batch, seq] int64,
+           past_key_values.{i}.key / .value [batch, kv_heads, past, head_dim] float32
+  outputs  logits [batch, seq, vocab] float32,
+           present.{i}.key / .value [batch, kv_heads, past+seq, head_dim] float32
+A run with past = 0 is the prefill; feeding present.* back as past_key_values.* is a decode step.
+The architecture is RMSNorm (exported as Pow/ReduceMean/Add/Sqrt/Div/Mul), rotary embeddings
+computed from position_ids, grouped-query attention (kv_heads < heads, eager attention: MatMul,
+Softmax over an additive causal+padding mask) and a SwiGLU MLP (SiLU as Sigmoid*x).
+
+    python tests/large/make_decoder.py OUT.onnx --preset tiny            # ~7 MB, one file (ctest)
+    python tests/large/make_decoder.py OUT.onnx --preset 1b              # ~1.1B params, OUT.onnx + OUT.onnx.data
+    python tests/large/make_decoder.py OUT.onnx --preset 1b --layers 4   # the 1B shapes, fewer layers
+Overrides: --hidden --layers --heads --kv-heads --intermediate --vocab --tie/--no-tie --arch llama|qwen2
+--seed. Weights are normal(0, 0.02) (the configs' initializer_range), norm weights 1 (the Qwen2 q/k/v
+biases are normal(0, 0.02) too, so they are not all zero).
+
+Needs torch, transformers and onnx (pip; not dependencies of Whittle or its tests, which read the
+committed tests/corpus/decoder_tiny_op17.onnx). A model over 2 GB of weights is written with its
+initializers in one data file, OUT.onnx.data, beside OUT.onnx (so is any model with --external-data).
+"""
+import argparse
+import gc
+import os
+import sys
+import tempfile
+
+import torch
+
+PRESETS = {
+    # ~2.4M params, ~9.4 MB fp32 (head_dim 32, 3 query heads per kv head): small enough to commit and run in ctest.
+    "tiny": dict(hidden=192, layers=4, heads=6, kv_heads=2, intermediate=512, vocab=2048, tie=False),
+    # TinyLlama-1.1B / Llama-3.2-1B-like shapes: ~1.1B params, ~4.4 GB fp32 (benchmarks, never CI).
+    "1b": dict(hidden=2048, layers=16, heads=32, kv_heads=8, intermediate=5632, vocab=32000, tie=False),
+}
+
+
+def build_model(a):
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+    common = dict(vocab_size=a.vocab, hidden_size=a.hidden, num_hidden_layers=a.layers,
+                  num_attention_heads=a.heads, num_key_value_heads=a.kv_heads,
+                  intermediate_size=a.intermediate, max_position_embeddings=a.max_positions,
+                  rms_norm_eps=1e-5 if a.arch == "llama" else 1e-6, rope_theta=10000.0 if a.arch == "llama" else 1e6,
+                  tie_word_embeddings=a.tie, initializer_range=0.02, use_cache=True,
+                  attn_implementation="eager", torch_dtype=torch.float32)
+    torch.manual_seed(a.seed)
+    if a.arch == "llama":
+        model = LlamaForCausalLM(LlamaConfig(**common))
+    else:
+        model = Qwen2ForCausalLM(Qwen2Config(**common))
+    model.eval()
+    if a.arch == "qwen2":
+        # HF initialises the q/k/v biases to zero; random ones exercise the bias Add.
+        with torch.no_grad():
+            for layer in model.model.layers:
+                for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                    proj.bias.normal_(0.0, 0.02)
+    return model
+
+
+class WithCache(torch.nn.Module):
+    """input_ids, attention_mask, position_ids, flat past (k0, v0, k1, v1, ...) -> logits, flat present."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.layers = model.config.num_hidden_layers
+
+    def forward(self, input_ids, attention_mask, position_ids, *past):
+        from transformers import DynamicCache
+        cache = DynamicCache(ddp_cache_data=[(past[2 * i], past[2 * i + 1]) for i in range(self.layers)],
+                             config=self.model.config)
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                         past_key_values=cache, use_cache=True)
+        present = []
+        for i in range(self.layers):
+            layer = out.past_key_values.layers[i]
+            present += [layer.keys, layer.values]
+        return (out.logits, *present)
+
+
+def gather_external(src, out, threshold=1024):
+    """Rewrites the exported model SRC (initializers inline or in per-tensor files beside it) as OUT plus one
+    data file OUT.data holding every initializer of THRESHOLD bytes or more, 64-byte aligned. Streams one
+    tensor at a time, so it needs the largest tensor's memory, not the model's."""
+    import onnx
+    from onnx import TensorProto
+    m = onnx.load(src, load_external_data=False)
+    data_name = os.path.basename(out) + ".data"
+    offset = 0
+    with open(out + ".data.tmp", "wb") as f:
+        for t in m.graph.initializer:
+            if t.data_location == TensorProto.EXTERNAL:
+                info = {e.key: e.value for e in t.external_data}
+                with open(os.path.join(os.path.dirname(src), info["location"]), "rb") as g:
+                    g.seek(int(info.get("offset", 0)))
+                    raw = g.read(int(info["length"])) if "length" in info else g.read()
+            elif t.HasField("raw_data") and len(t.raw_data) >= threshold:
+                raw = t.raw_data
+            else:
+                continue
+            pad = (-offset) % 64
+            f.write(b"\0" * pad)
+            offset += pad
+            f.write(raw)
+            t.ClearField("raw_data")
+            del t.external_data[:]
+            t.data_location = TensorProto.EXTERNAL
+            for k, v in (("location", data_name), ("offset", str(offset)), ("length", str(len(raw)))):
+                e = t.external_data.add()
+                e.key, e.value = k, v
+            offset += len(raw)
+            del raw
+    with open(out + ".tmp", "wb") as f:
+        f.write(m.SerializeToString())
+    os.replace(out + ".data.tmp", out + ".data")
+    os.replace(out + ".tmp", out)
+
+
+def check(a, path, model):
+    """Runs the written model in ONNX Runtime against the torch model at shapes other than the traced one:
+    a prefill (past 0), a left-padded batch, and decode steps; prints the max relative difference."""
+    import numpy as np
+    import onnxruntime as ort
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    wrapper = WithCache(model).eval()
+    head_dim = a.hidden // a.heads
+    g = torch.Generator().manual_seed(2)
+    worst = 0.0
+    for batch, seq, past, pad in ((1, 7, 0, 0), (2, 5, 0, 2), (2, 1, 9, 3), (1, 4, 3, 0), (3, 2, 6, 1)):
+        ids = torch.randint(0, a.vocab, (batch, seq), generator=g)
+        mask = torch.ones(batch, past + seq, dtype=torch.int64)
+        mask[-1, :pad] = 0  # the last row is left-padded, as a batched generate pads it
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, past:]
+        pkv = [torch.randn(batch, a.kv_heads, past, head_dim, generator=g) for _ in range(2 * a.layers)]
+        with torch.no_grad():
+            want = [t.numpy() for t in wrapper(ids, mask, pos, *pkv)]
+        feed = {"input_ids": ids.numpy(), "attention_mask": mask.numpy(), "position_ids": pos.numpy()}
+        for i in range(a.layers):
+            feed[f"past_key_values.{i}.key"] = pkv[2 * i].numpy()
+            feed[f"past_key_values.{i}.value"] = pkv[2 * i + 1].numpy()
+        got = sess.run(None, feed)
+        rel = max(float(np.abs(x - y).max() / max(np.abs(y).max(), 1e-12)) for x, y in zip(got, want))
+        shapes_ok = all(x.shape == y.shape for x, y in zip(got, want))
+        worst = max(worst, rel)
+        print(f"check batch {batch} seq {seq} past {past} pad {pad}: max rel diff {rel:.2e}, shapes "
+              f"{'match' if shapes_ok else 'DIFFER'}, logits std {want[0].std():.3f}", flush=True)
+        if not shapes_ok:
+            sys.exit("ONNX Runtime's output shapes differ from torch's")
+    if worst > 1e-4:
+        sys.exit(f"ONNX Runtime differs from torch: max rel {worst:.2e}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
+    ap.add_argument("--arch", choices=["llama", "qwen2"], default="llama")
+    for k in ("hidden", "layers", "heads", "kv_heads", "intermediate", "vocab"):
+        ap.add_argument("--" + k.replace("_", "-"), type=int, dest=k)
+    ap.add_argument("--tie", dest="tie", action="store_true", default=None, help="tie the LM head to the embedding")
+    ap.add_argument("--no-tie", dest="tie", action="store_false")
+    ap.add_argument("--max-positions", type=int, default=4096)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--opset", type=int, default=17)
+    ap.add_argument("--external-data", action="store_true", help="external data even under 2 GB")
+    ap.add_argument("--check", action="store_true", help="compare ONNX Runtime with torch after writing")
+    a = ap.parse_args()
+    for k, v in PRESETS[a.preset].items():
+        if getattr(a, k) is None:
+            setattr(a, k, v)
+    if a.hidden % a.heads or a.heads % a.kv_heads:
+        sys.exit("hidden must divide by heads and heads by kv-heads")
+
+    model = build_model(a)
+    params = sum(p.numel() for p in model.parameters())
+    head_dim = a.hidden // a.heads
+    print(f"{a.arch}: hidden {a.hidden}, layers {a.layers}, heads {a.heads}/{a.kv_heads} kv, head_dim {head_dim}, "
+          f"intermediate {a.intermediate}, vocab {a.vocab}, tied {a.tie}: {params:,} params "
+          f"({params * 4 / 1e6:.1f} MB fp32)", flush=True)
+
+    # Trace with past > 0 and seq > 1 so that neither is specialised away.
+    batch, seq, past = 2, 3, 5
+    ids = torch.randint(0, a.vocab, (batch, seq), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(batch, past + seq, dtype=torch.int64)
+    pos = torch.arange(past, past + seq, dtype=torch.int64).unsqueeze(0).expand(batch, seq).contiguous()
+    pkv = [torch.zeros(batch, a.kv_heads, past, head_dim) for _ in range(2 * a.layers)]
+
+    names_in = ["input_ids", "attention_mask", "position_ids"]
+    names_out = ["logits"]
+    dyn = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "total_sequence"},
+           "position_ids": {0: "batch", 1: "sequence"}, "logits": {0: "batch", 1: "sequence"}}
+    for i in range(a.layers):
+        for kv in ("key", "value"):
+            pn, on = f"past_key_values.{i}.{kv}", f"present.{i}.{kv}"
+            names_in.append(pn)
+            names_out.append(on)
+            dyn[pn] = {0: "batch", 2: "past_sequence"}
+            dyn[on] = {0: "batch", 2: "total_sequence"}
+
+    external = a.external_data or a.preset == "1b" or params * 4 > 1.8e9
+    out = os.path.abspath(a.out)
+    wrapper = WithCache(model).eval()
+    with torch.no_grad():
+        if not external:
+            torch.onnx.export(wrapper, (ids, mask, pos, *pkv), out, input_names=names_in, output_names=names_out,
+                              dynamic_axes=dyn, opset_version=a.opset, dynamo=False, do_constant_folding=True)
+        else:
+            # The TorchScript exporter spills a model over 2 GB to one file per tensor (and keeps a smaller one
+            # inline); export to a scratch folder beside OUT, then gather every initializer into OUT.onnx.data.
+            scratch = tempfile.mkdtemp(prefix=".export_", dir=os.path.dirname(out))
+            try:
+                tmp = os.path.join(scratch, "model.onnx")
+                torch.onnx.export(wrapper, (ids, mask, pos, *pkv), tmp, input_names=names_in, output_names=names_out,
+                                  dynamic_axes=dyn, opset_version=a.opset, dynamo=False, do_constant_folding=True)
+                del wrapper
+                if not a.check:
+                    del model
+                gc.collect()
+                gather_external(tmp, out)
+            finally:
+                for f in os.listdir(scratch):
+                    os.remove(os.path.join(scratch, f))
+                os.rmdir(scratch)
+    size = os.path.getsize(out) + (os.path.getsize(out + ".data") if os.path.exists(out + ".data") else 0)
+    print(f"wrote {out}" + (" (+ .data)" if external else "") + f", {size:,} bytes", flush=True)
+    if a.check:
+        check(a, out, model)
+
+
+if __name__ == "__main__":
+    main()
