@@ -15,7 +15,7 @@ computed from position_ids, grouped-query attention (kv_heads < heads, eager att
 Softmax over an additive causal+padding mask) and a SwiGLU MLP (SiLU as Sigmoid*x).
 
     python tests/large/make_decoder.py OUT.onnx --preset tiny            # ~7 MB, one file (ctest)
-    python tests/large/make_decoder.py OUT.onnx --preset 1b              # ~1.1B params, OUT.onnx + OUT.onnx.data
+    python tests/large/make_decoder.py OUT.onnx --preset 1b              # 1.1B params, OUT.onnx + OUT.onnx.data
     python tests/large/make_decoder.py OUT.onnx --preset 1b --layers 4   # the 1B shapes, fewer layers
 Overrides: --hidden --layers --heads --kv-heads --intermediate --vocab --tie/--no-tie --arch llama|qwen2
 --seed. Weights are normal(0, 0.02) (the configs' initializer_range), norm weights 1 (the Qwen2 q/k/v
@@ -36,8 +36,10 @@ import torch
 PRESETS = {
     # ~2.4M params, ~9.4 MB fp32 (head_dim 32, 3 query heads per kv head): small enough to commit and run in ctest.
     "tiny": dict(hidden=192, layers=4, heads=6, kv_heads=2, intermediate=512, vocab=2048, tie=False),
-    # TinyLlama-1.1B / Llama-3.2-1B-like shapes: ~1.1B params, ~4.4 GB fp32 (benchmarks, never CI).
-    "1b": dict(hidden=2048, layers=16, heads=32, kv_heads=8, intermediate=5632, vocab=32000, tie=False),
+    # TinyLlama-1.1B's shapes: 1,100,048,384 params, 4.4 GB fp32 (benchmarks, never CI).
+    "1b": dict(hidden=2048, layers=22, heads=32, kv_heads=4, intermediate=5632, vocab=32000, tie=False),
+    # Llama-3.2-1B's shapes: 1,235,814,400 params (the tied 128256 x 2048 embedding is 262M of them).
+    "llama3-1b": dict(hidden=2048, layers=16, heads=32, kv_heads=8, intermediate=8192, vocab=128256, tie=True),
 }
 
 
@@ -204,8 +206,9 @@ def main():
             dyn[pn] = {0: "batch", 2: "past_sequence"}
             dyn[on] = {0: "batch", 2: "total_sequence"}
 
-    external = a.external_data or a.preset == "1b" or params * 4 > 1.8e9
+    external = a.external_data or a.preset != "tiny" or params * 4 > 1.8e9
     out = os.path.abspath(a.out)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
     wrapper = WithCache(model).eval()
     with torch.no_grad():
         if not external:

@@ -14,7 +14,9 @@ present.{i}.key/.value back as past_key_values.{i}.key/.value. Prints prefill to
 [batch, 1, vocab] (plus `ids`, the generated ids [batch, N+1]). --no-cache recomputes the whole prefix
 every step with an empty past (past length 0), writing the same arrays (a step's logits are those of
 the last position), so that the two modes' dumps can be compared. --prompt-npy takes int64 ids of
-shape [seq] or [batch, seq]. Works on fp32 and fp16 models and on MatMulNBits-quantized ones
+shape [seq] or [batch, seq]. Note: on a QDQ 4-bit model (DequantizeLinear block_size + MatMul) ONNX
+Runtime fuses the pair into MatMulNBits with accuracy level 4 (int8 activations) unless
+--session-config session.qdq_matmulnbits_accuracy_level=0 (or --opt-level basic). Works on fp32 and fp16 models and on MatMulNBits-quantized ones
 (tests/large/ort_quantize_nbits.py). Needs numpy and onnxruntime.
 """
 import argparse
@@ -79,7 +81,11 @@ def main():
     ap.add_argument("--no-cache", action="store_true", help="recompute the whole prefix every step")
     ap.add_argument("--warmup", type=int, default=1, help="untimed prefill runs first (default 1)")
     ap.add_argument("--prefill-runs", type=int, default=5, help="timed prefill runs; the median counts (default 5)")
-    ap.add_argument("--provider", default="CPUExecutionProvider")
+    ap.add_argument("--provider", default="CPUExecutionProvider", help="e.g. CUDAExecutionProvider")
+    ap.add_argument("--opt-level", choices=["disable", "basic", "extended", "all"], default="all",
+                    help="ONNX Runtime graph optimisation level (default all)")
+    ap.add_argument("--session-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="a session config entry, e.g. session.qdq_matmulnbits_accuracy_level=0 (repeatable)")
     ap.add_argument("--json", metavar="OUT.json", help="also write the figures and ids as JSON")
     a = ap.parse_args()
 
@@ -99,6 +105,13 @@ def main():
         so.intra_op_num_threads = a.threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = {"disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+                                   "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+                                   "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+                                   "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[a.opt_level]
+    for kv in a.session_config:
+        k, _, v = kv.partition("=")
+        so.add_session_config_entry(k, v)
     t0 = time.perf_counter()
     sess = ort.InferenceSession(a.model, so, providers=[a.provider])
     load_s = time.perf_counter() - t0
