@@ -38,7 +38,8 @@ PRESETS = {
     "tiny": dict(hidden=192, layers=4, heads=6, kv_heads=2, intermediate=512, vocab=2048, tie=False),
     # TinyLlama-1.1B's shapes: 1,100,048,384 params, 4.4 GB fp32 (benchmarks, never CI).
     "1b": dict(hidden=2048, layers=22, heads=32, kv_heads=4, intermediate=5632, vocab=32000, tie=False),
-    # Llama-3.2-1B's shapes: 1,235,814,400 params (the tied 128256 x 2048 embedding is 262M of them).
+    # Llama-3.2-1B's shapes: 1,235,814,400 params (the tied 128256 x 2048 embedding is 262M of them; the
+    # exporter writes the head as a second, transposed copy: 6.0 GB of data).
     "llama3-1b": dict(hidden=2048, layers=16, heads=32, kv_heads=8, intermediate=8192, vocab=128256, tie=True),
 }
 

@@ -80,7 +80,7 @@ def main():
     ap.add_argument("--dump-logits", metavar="OUT.npz")
     ap.add_argument("--no-cache", action="store_true", help="recompute the whole prefix every step")
     ap.add_argument("--warmup", type=int, default=1, help="untimed prefill runs first (default 1)")
-    ap.add_argument("--prefill-runs", type=int, default=5, help="timed prefill runs; the median counts (default 5)")
+    ap.add_argument("--prefill-runs", type=int, default=10, help="timed prefill runs; the median counts (default 10)")
     ap.add_argument("--provider", default="CPUExecutionProvider", help="e.g. CUDAExecutionProvider")
     ap.add_argument("--opt-level", choices=["disable", "basic", "extended", "all"], default="all",
                     help="ONNX Runtime graph optimisation level (default all)")

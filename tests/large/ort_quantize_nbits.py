@@ -106,14 +106,18 @@ def main():
     if a.format == "qdq" and a.bits != 4:
         sys.exit("--format qdq writes 4 bits only (ORT's quantizer)")
     t0 = time.perf_counter()
-    model = onnx.load(a.input, load_external_data=True)
-    external = a.external_data or has_external_data(model) or model.ByteSize() > 1.8e9
+    # Load the graph first and its external data last: the version converter (and protobuf) refuse a message
+    # over 2 GB, and a tensor's data location says whether the input used external data.
+    model = onnx.load(a.input, load_external_data=False)
+    external = a.external_data or has_external_data(model) or os.path.getsize(a.input) > 1.8e9
     if a.format == "qdq":
         opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
         if opset < 21:
             from onnx import version_converter
             model = version_converter.convert_version(model, 21)
             print(f"converted opset {opset} -> 21 (int4 and DequantizeLinear block_size need it)")
+    from onnx.external_data_helper import load_external_data_for_model
+    load_external_data_for_model(model, os.path.dirname(os.path.abspath(a.input)))
     quant = MatMulNBitsQuantizer(
         model, bits=a.bits, block_size=a.block_size, is_symmetric=a.symmetric, accuracy_level=a.accuracy_level,
         nodes_to_exclude=a.exclude, op_types_to_quantize=("MatMul",),
