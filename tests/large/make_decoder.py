@@ -1,29 +1,37 @@
 #!/usr/bin/env python3
 """Writes a Llama/Qwen-style decoder-only language model with a KV cache as ONNX, the way users
 export one: Hugging Face `transformers` LlamaForCausalLM (or Qwen2ForCausalLM) with seeded random
-weights, through torch.onnx.export (TorchScript exporter, opset 17).
+weights, through torch.onnx.export (default: the TorchScript exporter, opset 17, eager attention).
 
 Graph signature (every dim named here is free in the model):
-  inputs   input_ids [batch, seq] int64, attention_mask [batch, past+seq] int64,
-           position_ids [batch, seq] int64,
-           past_key_values.{i}.key / .value [batch, kv_heads, past, head_dim] float32
-  outputs  logits [batch, seq, vocab] float32,
-           present.{i}.key / .value [batch, kv_heads, past+seq, head_dim] float32
-A run with past = 0 is the prefill; feeding present.* back as past_key_values.* is a decode step.
-The architecture is RMSNorm (exported as Pow/ReduceMean/Add/Sqrt/Div/Mul), rotary embeddings
-computed from position_ids, grouped-query attention (kv_heads < heads, eager attention: MatMul,
-Softmax over an additive causal+padding mask) and a SwiGLU MLP (SiLU as Sigmoid*x).
+  inputs   input_ids [batch, sequence] int64, attention_mask [batch, total_sequence] int64,
+           position_ids [batch, sequence] int64,
+           past_key_values.{i}.key / .value [batch, kv_heads, past_sequence, head_dim] float32
+  outputs  logits [batch, sequence, vocab] float32,
+           present.{i}.key / .value [batch, kv_heads, total_sequence, head_dim] float32
+total_sequence = past_sequence + sequence. A run with past_sequence 0 is the prefill; feeding present.*
+back as past_key_values.* is a decode step. The architecture is RMSNorm (Pow/ReduceMean/Add/Sqrt/Div/
+Mul), rotary embeddings computed from position_ids, grouped-query attention (kv_heads < heads; eager
+attention: MatMul, Softmax over an additive causal+padding mask) and a SwiGLU MLP (SiLU as Sigmoid*x).
 
-    python tests/large/make_decoder.py OUT.onnx --preset tiny            # ~7 MB, one file (ctest)
+    python tests/large/make_decoder.py OUT.onnx --preset tiny            # 9.6 MB, one file (the corpus's)
     python tests/large/make_decoder.py OUT.onnx --preset 1b              # 1.1B params, OUT.onnx + OUT.onnx.data
     python tests/large/make_decoder.py OUT.onnx --preset 1b --layers 4   # the 1B shapes, fewer layers
+    python tests/large/make_decoder.py OUT.onnx --exporter dynamo --opset 23   # RMSNormalization,
+                                                 # RotaryEmbedding and Attention ops (opset 23)
 Overrides: --hidden --layers --heads --kv-heads --intermediate --vocab --tie/--no-tie --arch llama|qwen2
 --seed. Weights are normal(0, 0.02) (the configs' initializer_range), norm weights 1 (the Qwen2 q/k/v
-biases are normal(0, 0.02) too, so they are not all zero).
+biases are normal(0, 0.02) too, so they are not all zero). The same arguments and package versions
+write the same bytes.
+
+--exporter dynamo uses torch.export and HF's SDPA attention: at opset 18 RMSNorm ends in Reciprocal
+and attention is MatMul/Softmax with an IsNaN/Where guard; at opset 23 the exporter writes the ONNX
+RMSNormalization, RotaryEmbedding and Attention ops. Its dims s0, s1, ... are renamed as above.
 
 Needs torch, transformers and onnx (pip; not dependencies of Whittle or its tests, which read the
-committed tests/corpus/decoder_tiny_op17.onnx). A model over 2 GB of weights is written with its
-initializers in one data file, OUT.onnx.data, beside OUT.onnx (so is any model with --external-data).
+committed tests/corpus/decoder_tiny_op17.onnx). Presets other than tiny, a model over 1.8 GB, or
+--external-data: written with the initializers in one data file, OUT.onnx.data, beside OUT.onnx.
+--check: run the result in ONNX Runtime against torch at other shapes (needs onnxruntime).
 """
 import argparse
 import gc
@@ -51,7 +59,7 @@ def build_model(a):
                   intermediate_size=a.intermediate, max_position_embeddings=a.max_positions,
                   rms_norm_eps=1e-5 if a.arch == "llama" else 1e-6, rope_theta=10000.0 if a.arch == "llama" else 1e6,
                   tie_word_embeddings=a.tie, initializer_range=0.02, use_cache=True,
-                  attn_implementation="eager", torch_dtype=torch.float32)
+                  attn_implementation="sdpa" if a.exporter == "dynamo" else "eager", torch_dtype=torch.float32)
     torch.manual_seed(a.seed)
     if a.arch == "llama":
         model = LlamaForCausalLM(LlamaConfig(**common))
@@ -88,13 +96,38 @@ class WithCache(torch.nn.Module):
         return (out.logits, *present)
 
 
-def gather_external(src, out, threshold=1024):
-    """Rewrites the exported model SRC (initializers inline or in per-tensor files beside it) as OUT plus one
-    data file OUT.data holding every initializer of THRESHOLD bytes or more, 64-byte aligned. Streams one
-    tensor at a time, so it needs the largest tensor's memory, not the model's."""
+def rename_dims(m, dims):
+    """Names the graph's free dims as DIMS says ({input or output: {axis: name}}): the dynamo exporter calls
+    them s0, s1, ... (and the past key and value dims apart). Its intermediate shapes follow the same map."""
+    import re
+    sym = {}
+    for vi in list(m.graph.input) + list(m.graph.output):
+        for axis, name in dims.get(vi.name, {}).items():
+            d = vi.type.tensor_type.shape.dim[axis]
+            if re.fullmatch(r"s\d+", d.dim_param):
+                sym.setdefault(d.dim_param, name)
+            d.dim_param = name
+    for vi in list(m.graph.value_info) + list(m.graph.input) + list(m.graph.output):
+        for d in vi.type.tensor_type.shape.dim:
+            if d.dim_param:
+                d.dim_param = re.sub(r"\bs\d+\b", lambda g: sym.get(g.group(0), g.group(0)), d.dim_param)
+
+
+def gather_external(src, out, threshold=1024, dims=None, external=True):
+    """Rewrites the exported model SRC (initializers inline or in files beside it) as OUT plus one data file
+    OUT.data holding every initializer of THRESHOLD bytes or more, 64-byte aligned (or, with external False,
+    as one file). Streams one tensor at a time, so it needs the largest tensor's memory, not the model's.
+    DIMS: rename_dims first."""
     import onnx
     from onnx import TensorProto
     m = onnx.load(src, load_external_data=False)
+    if dims:
+        rename_dims(m, dims)
+    if not external:
+        onnx.load_external_data_for_model(m, os.path.dirname(src))
+        onnx.save_model(m, out + ".tmp")
+        os.replace(out + ".tmp", out)
+        return
     data_name = os.path.basename(out) + ".data"
     offset = 0
     with open(out + ".data.tmp", "wb") as f:
@@ -128,7 +161,8 @@ def gather_external(src, out, threshold=1024):
 
 def check(a, path, model):
     """Runs the written model in ONNX Runtime against the torch model at shapes other than the traced one:
-    a prefill (past 0), a left-padded batch, and decode steps; prints the max relative difference."""
+    a prefill (past 0), a left-padded batch, and decode steps; prints the max relative difference over the
+    positions that are not padding."""
     import numpy as np
     import onnxruntime as ort
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
@@ -149,13 +183,22 @@ def check(a, path, model):
             feed[f"past_key_values.{i}.key"] = pkv[2 * i].numpy()
             feed[f"past_key_values.{i}.value"] = pkv[2 * i + 1].numpy()
         got = sess.run(None, feed)
-        rel = max(float(np.abs(x - y).max() / max(np.abs(y).max(), 1e-12)) for x, y in zip(got, want))
         shapes_ok = all(x.shape == y.shape for x, y in zip(got, want))
-        worst = max(worst, rel)
-        print(f"check batch {batch} seq {seq} past {past} pad {pad}: max rel diff {rel:.2e}, shapes "
-              f"{'match' if shapes_ok else 'DIFFER'}, logits std {want[0].std():.3f}", flush=True)
         if not shapes_ok:
             sys.exit("ONNX Runtime's output shapes differ from torch's")
+        # Padding positions attend to nothing; what they hold differs between attention kernels (a uniform
+        # softmax under eager's additive mask, zeros or NaN under SDPA) and means nothing: compare the rest.
+        keep = mask.numpy().astype(bool)
+        rel = 0.0
+        for n, (x, y) in enumerate(zip(got, want)):
+            if n == 0:
+                x, y = x[keep[:, past:]], y[keep[:, past:]]
+            else:
+                x, y = x.transpose(0, 2, 1, 3)[keep], y.transpose(0, 2, 1, 3)[keep]
+            rel = max(rel, float(np.abs(x - y).max() / max(np.abs(y).max(), 1e-12)))
+        worst = max(worst, rel)
+        print(f"check batch {batch} seq {seq} past {past} pad {pad}: max rel diff {rel:.2e}, shapes "
+              f"match, logits std {want[0].std():.3f}", flush=True)
     if worst > 1e-4:
         sys.exit(f"ONNX Runtime differs from torch: max rel {worst:.2e}")
 
@@ -171,13 +214,17 @@ def main():
     ap.add_argument("--no-tie", dest="tie", action="store_false")
     ap.add_argument("--max-positions", type=int, default=4096)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--opset", type=int, default=17)
+    ap.add_argument("--exporter", choices=["torchscript", "dynamo"], default="torchscript",
+                    help="torch.onnx's TorchScript exporter (eager attention) or the dynamo one (SDPA attention)")
+    ap.add_argument("--opset", type=int, help="default 17 (torchscript), 18 (dynamo)")
     ap.add_argument("--external-data", action="store_true", help="external data even under 2 GB")
     ap.add_argument("--check", action="store_true", help="compare ONNX Runtime with torch after writing")
     a = ap.parse_args()
     for k, v in PRESETS[a.preset].items():
         if getattr(a, k) is None:
             setattr(a, k, v)
+    if a.opset is None:
+        a.opset = 17 if a.exporter == "torchscript" else 18
     if a.hidden % a.heads or a.heads % a.kv_heads:
         sys.exit("hidden must divide by heads and heads by kv-heads")
 
@@ -212,22 +259,30 @@ def main():
     os.makedirs(os.path.dirname(out), exist_ok=True)
     wrapper = WithCache(model).eval()
     with torch.no_grad():
-        if not external:
+        if a.exporter == "torchscript" and not external:
             torch.onnx.export(wrapper, (ids, mask, pos, *pkv), out, input_names=names_in, output_names=names_out,
                               dynamic_axes=dyn, opset_version=a.opset, dynamo=False, do_constant_folding=True)
         else:
-            # The TorchScript exporter spills a model over 2 GB to one file per tensor (and keeps a smaller one
-            # inline); export to a scratch folder beside OUT, then gather every initializer into OUT.onnx.data.
+            # Export to a scratch folder beside OUT (the TorchScript exporter spills a model over 2 GB to one file
+            # per tensor; the dynamo one names its dims s0, s1, ...), then write OUT with one OUT.onnx.data.
             scratch = tempfile.mkdtemp(prefix=".export_", dir=os.path.dirname(out))
             try:
                 tmp = os.path.join(scratch, "model.onnx")
-                torch.onnx.export(wrapper, (ids, mask, pos, *pkv), tmp, input_names=names_in, output_names=names_out,
-                                  dynamic_axes=dyn, opset_version=a.opset, dynamo=False, do_constant_folding=True)
+                if a.exporter == "torchscript":
+                    torch.onnx.export(wrapper, (ids, mask, pos, *pkv), tmp, input_names=names_in,
+                                      output_names=names_out, dynamic_axes=dyn, opset_version=a.opset, dynamo=False,
+                                      do_constant_folding=True)
+                else:
+                    d = torch.export.Dim.DYNAMIC
+                    shapes = ({0: d, 1: d}, {0: d, 1: d}, {0: d, 1: d}, tuple({0: d, 2: d} for _ in pkv))
+                    torch.onnx.export(wrapper, (ids, mask, pos, *pkv), tmp, input_names=names_in,
+                                      output_names=names_out, dynamic_shapes=shapes, opset_version=a.opset,
+                                      dynamo=True, external_data=external, verbose=False)
                 del wrapper
                 if not a.check:
                     del model
                 gc.collect()
-                gather_external(tmp, out)
+                gather_external(tmp, out, dims=dyn if a.exporter == "dynamo" else None, external=external)
             finally:
                 for f in os.listdir(scratch):
                     os.remove(os.path.join(scratch, f))
