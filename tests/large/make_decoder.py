@@ -35,6 +35,7 @@ committed tests/corpus/decoder_tiny_op17.onnx). Presets other than tiny, a model
 """
 import argparse
 import gc
+import inspect
 import os
 import sys
 import tempfile
@@ -87,11 +88,14 @@ class WithCache(torch.nn.Module):
         from transformers import DynamicCache
         cache = DynamicCache(ddp_cache_data=[(past[2 * i], past[2 * i + 1]) for i in range(self.layers)],
                              config=self.model.config)
+        # transformers 5.2x renamed the forward's past_key_values to cache (the old name warns until 5.40).
+        key = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                         past_key_values=cache, use_cache=True)
+                         use_cache=True, **{key: cache})
+        cache = out.cache if "cache" in getattr(out, "__dataclass_fields__", {}) else out.past_key_values
         present = []
         for i in range(self.layers):
-            layer = out.past_key_values.layers[i]
+            layer = cache.layers[i]
             present += [layer.keys, layer.values]
         return (out.logits, *present)
 
