@@ -21,7 +21,8 @@ The output uses one external data file, OUT.onnx.data, when the input had extern
 (decoders in make_decoder.py's layout; otherwise random inputs of the graph's fixed dims, free dims 1)
 and prints the max relative difference of the first output.
 
-Needs numpy, onnx and onnxruntime (its quantization package; nothing else for the DEFAULT algorithm).
+Needs numpy, onnx, onnxruntime and onnx-ir (which ORT's quantizer imports since 1.31; pip install
+onnx-ir); nothing else for the DEFAULT algorithm.
 """
 import argparse
 import logging
