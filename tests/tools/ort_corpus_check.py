@@ -23,9 +23,15 @@ import onnx
 import onnxruntime as ort
 
 
+# Decoders with a KV cache (tests/large/make_decoder.py's layout) need consistent free dims: the mask
+# covers past + new tokens, and positions continue the past.
+DECODER_DIMS = {"sequence": 7, "past_sequence": 5, "total_sequence": 12}
+
+
 def make_inputs(model, batch, rng):
     feeds = {}
     init = {i.name for i in model.graph.initializer}
+    decoder = any(vi.name.startswith("past_key_values.") for vi in model.graph.input)
     for vi in model.graph.input:
         if vi.name in init:
             continue
@@ -34,10 +40,16 @@ def make_inputs(model, batch, rng):
         for k, d in enumerate(tt.shape.dim):
             if d.HasField("dim_value") and d.dim_value > 0:
                 dims.append(d.dim_value)
+            elif decoder and k > 0 and d.dim_param in DECODER_DIMS:
+                dims.append(DECODER_DIMS[d.dim_param])
             else:
                 dims.append(batch if k == 0 else 7)
         dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
-        if np.issubdtype(dtype, np.integer):
+        if decoder and vi.name == "attention_mask":
+            feeds[vi.name] = np.ones(dims, dtype=dtype)
+        elif decoder and vi.name == "position_ids":
+            feeds[vi.name] = np.ascontiguousarray(np.broadcast_to(np.arange(DECODER_DIMS["past_sequence"], DECODER_DIMS["total_sequence"], dtype=dtype), dims))
+        elif np.issubdtype(dtype, np.integer):
             feeds[vi.name] = rng.integers(0, 100, size=dims).astype(dtype)
         else:
             feeds[vi.name] = rng.standard_normal(dims).astype(dtype)
