@@ -46,7 +46,12 @@ def load_idx(data_dir, stem):
 
 
 def ort_run(model, x):
-    sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    so = ort.SessionOptions()
+    # ORT fuses DequantizeLinear(int4 blocks) -> MatMul into its MatMulNBits and, by default, then
+    # quantizes the activations to int8 (accuracy level 4): level 0 keeps them float, as the file
+    # defines (and as Whittle computes).
+    so.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "0")
+    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
     return sess.run(None, {sess.get_inputs()[0].name: x})[0]
 
 
