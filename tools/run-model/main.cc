@@ -41,8 +41,11 @@ int Fail(const std::string& msg) { return whittle::cli::Fail("run-model", msg); 
 // the ids 1..8), then N greedy decode steps on whittle::Decoder. Reports prefill and decode
 // tokens/s (decode: the median step) and the generated ids; --output-dir gets generated_ids.npy
 // (int64 [N + 1]: the prefill's token, then one per step) and logits.npy ([N + 1, vocab]).
-int Generate(const whittle::Session& session, int64_t steps, const std::map<std::string, whittle::Tensor>& feeds,
-             const std::string& output_dir, bool json, nlohmann::json& out) {
+// no_cache: every step runs the whole sequence again from an empty cache (the check that the cache
+// changes nothing).
+int Generate(const whittle::Session& session, int64_t steps, bool no_cache,
+             const std::map<std::string, whittle::Tensor>& feeds, const std::string& output_dir, bool json,
+             nlohmann::json& out) {
   std::vector<int64_t> prompt{1, 2, 3, 4, 5, 6, 7, 8};
   for (const auto& [name, t] : feeds) {
     if (name != "input_ids") return Fail("--generate takes only --input input_ids=FILE.npy, got '" + name + "'");
@@ -72,7 +75,9 @@ int Generate(const whittle::Session& session, int64_t steps, const std::map<std:
   std::vector<double> step_s;
   for (int64_t i = 0; i < steps; ++i) {
     const auto ts = Clock::now();
-    auto l = (*dec)->Step(ids.back());
+    std::vector<int64_t> all = prompt;
+    if (no_cache) all.insert(all.end(), ids.begin(), ids.end());
+    auto l = no_cache ? (*dec)->Prefill(all) : (*dec)->Step(ids.back());
     step_s.push_back(std::chrono::duration<double>(Clock::now() - ts).count());
     if (!l.ok()) return Fail("--generate: decode step " + std::to_string(i) + ": " + l.status().message());
     ids.push_back(argmax(*l));
@@ -83,12 +88,13 @@ int Generate(const whittle::Session& session, int64_t steps, const std::map<std:
   const double median = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
   const double prefill_tps = static_cast<double>(prompt.size()) / prefill_s;
   const double decode_tps = median > 0 ? 1.0 / median : 0.0;
-  out["generate"] = {{"prompt_tokens", prompt.size()}, {"steps", steps}, {"prefill_seconds", prefill_s},
+  out["generate"] = {{"prompt_tokens", prompt.size()}, {"steps", steps}, {"cache", !no_cache}, {"prefill_seconds", prefill_s},
                      {"prefill_tokens_per_s", prefill_tps}, {"decode_median_ms", 1e3 * median},
                      {"decode_tokens_per_s", decode_tps}, {"generated_ids", ids}};
   if (!json) {
-    std::printf("generate: %zu prompt tokens, %lld decode steps, cache of %d tensors\n", prompt.size(),
-                static_cast<long long>(steps), (*dec)->num_layers_cached());
+    std::printf("generate: %zu prompt tokens, %lld decode steps, %s%d cache tensors\n", prompt.size(),
+                static_cast<long long>(steps), no_cache ? "--no-cache (whole sequence per step), " : "",
+                (*dec)->num_layers_cached());
     std::printf("  prefill: %.2f ms (%.1f tokens/s)\n", 1e3 * prefill_s, prefill_tps);
     std::printf("  decode:  %.3f ms per token, median of %zu steps (%.2f tokens/s)\n", 1e3 * median, step_s.size(),
                 decode_tps);
@@ -183,6 +189,7 @@ int Main(int argc, char** argv) {
   int64_t limit = -1, eval_batch = 256, generate = 0;
   int threads = 1, warmup = 10, iterations = 20;
   double min_time = 1.0;
+  bool no_cache = false;
   bool bench = false, profile = false, json = false, no_optimize = false, cuda_graphs = false, page_locked = false,
        page_locked_output = false;
   app.add_option("model", model, "ONNX model file")->required();
@@ -202,6 +209,9 @@ int Main(int argc, char** argv) {
                  "input_ids=FILE.npy, default ids 1..8), then N greedy decode steps feeding the KV cache back; "
                  "reports prefill and decode tokens/s and the ids (--output-dir: generated_ids.npy, logits.npy)")
       ->check(CLI::PositiveNumber);
+  app.add_flag("--no-cache", no_cache,
+               "With --generate: run the whole sequence again at every step instead of feeding the KV cache "
+               "(slow; checks that the cache changes nothing)");
   app.add_option("--eval-data", eval_spec, "Report top-1 accuracy on a labelled data set (spec above)");
   app.add_option("--limit", limit, "Use only the first N samples of --eval-data")->check(CLI::PositiveNumber);
   app.add_option("--eval-batch", eval_batch, "Batch size for evaluation")->check(CLI::PositiveNumber)->capture_default_str();
@@ -296,8 +306,9 @@ int Main(int argc, char** argv) {
   }
   if (generate > 0) {
     if (bench || profile || !eval_spec.empty()) return Fail("--generate does not combine with --bench, --profile or --eval-data");
-    return Generate(session, generate, feeds, output_dir, json, out);
+    return Generate(session, generate, no_cache, feeds, output_dir, json, out);
   }
+  if (no_cache) return Fail("--no-cache needs --generate");
   if (!input_specs.empty() || !output_dir.empty()) {
     auto res = session.Run(feeds);
     if (!res.ok()) return Fail(res.status().message());

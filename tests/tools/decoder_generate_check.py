@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Greedy decoding of the exported decoder (tests/corpus/decoder_tiny_op17.onnx: Hugging Face Llama
+through torch.onnx, KV cache as past_key_values.* / present.*) in Whittle against ONNX Runtime.
+
+Runs run-model --generate STEPS (prefill of a 16-token prompt, then STEPS decode steps feeding the
+cache back) and --generate STEPS --no-cache (the whole sequence again at every step), and ONNX
+Runtime's own loop (tests/large/ort_generate.py) on the same prompt. Requires, per step, max |a - b|
+<= 1e-4 * max |b| between Whittle with cache and ONNX Runtime, and between Whittle with and without
+cache; and the same generated ids. Usage: decoder_generate_check.py --bin DIR --root DIR
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+MAX_REL = 1e-4
+STEPS = 32
+PROMPT = [1, 15, 22, 7, 99, 301, 5, 5, 1024, 3, 77, 8, 1999, 64, 2, 11]
+
+
+def run_whittle(bindir, model, prompt_path, out_dir, no_cache):
+    cmd = [os.path.join(bindir, "run-model"), model, "--generate", str(STEPS), "--input", "input_ids=" + prompt_path,
+           "--output-dir", out_dir, "--threads", "2"]
+    if no_cache:
+        cmd.append("--no-cache")
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        sys.exit("run-model failed: " + r.stderr.strip())
+    print(r.stdout.strip())
+    return np.load(os.path.join(out_dir, "logits.npy")), np.load(os.path.join(out_dir, "generated_ids.npy"))
+
+
+def worst(a, b):
+    return max(float(np.max(np.abs(a[i] - b[i])) / np.max(np.abs(b[i]))) for i in range(len(b)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--root", required=True)
+    args = ap.parse_args()
+    model = os.path.join(args.root, "tests", "corpus", "decoder_tiny_op17.onnx")
+    with tempfile.TemporaryDirectory(prefix="whittle_decoder_") as tmp:
+        prompt = os.path.join(tmp, "prompt.npy")
+        np.save(prompt, np.array(PROMPT, dtype=np.int64))
+        dump = os.path.join(tmp, "ort.npz")
+        r = subprocess.run([sys.executable, os.path.join(args.root, "tests", "large", "ort_generate.py"), model,
+                            "--steps", str(STEPS), "--prompt-npy", prompt, "--dump-logits", dump, "--threads", "2"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            sys.exit("ort_generate.py failed: " + r.stderr.strip())
+        print(r.stdout.strip())
+        d = np.load(dump)
+        ort_logits = np.stack([d["prefill"].reshape(-1, d["prefill"].shape[-1])[-1]] +
+                              [d["step_%d" % i].reshape(-1)[-d["prefill"].shape[-1]:] for i in range(STEPS)])
+        ort_ids = d["ids"].reshape(-1)[-(STEPS + 1):] if "ids" in d else None
+        w_cache, ids_cache = run_whittle(args.bin, model, prompt, os.path.join(tmp, "cache"), False)
+        w_full, ids_full = run_whittle(args.bin, model, prompt, os.path.join(tmp, "full"), True)
+    rel_ort = worst(w_cache, ort_logits)
+    rel_cache = worst(w_cache, w_full)
+    same_ids = np.array_equal(ids_cache, ids_full) and (ort_ids is None or np.array_equal(ids_cache, ort_ids))
+    print("decoder_generate_check: %d steps; Whittle (cache) vs ONNX Runtime max rel %.2e; Whittle cache vs no cache "
+          "max rel %.2e; ids %s" % (STEPS, rel_ort, rel_cache, "equal" if same_ids else "DIFFER"))
+    if rel_ort > MAX_REL or rel_cache > MAX_REL or not same_ids:
+        print("decoder_generate_check: FAIL (bound %.0e)" % MAX_REL)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
