@@ -1,9 +1,9 @@
 // CPU kernel of com.microsoft MatMulNBits (4-bit codes). The weights stay as the model stores them
 // (B [N][blocks][block/2] bytes, scales, zero points): nothing is repacked or expanded at load.
-// Few rows of A (decode: 1 token per step; up to kGemvRows): per row of A, A is laid out once in
+// Few rows of A (decode: 1 token per step; a short prompt; up to kGemvRows): A is laid out once in
 // the order the per-ISA loop reads it (nbits_rows.h) with its per-block sums, then threads take
-// slices of N and stream their rows of codes once: y[n] = sum_j s[n,j] (a_j . q_nj) - zterm(n),
-// zterm(n) = sum_j s[n,j] zp[n,j] sum(a_j). More rows (prefill, batches): a thread dequantizes a
+// slices of N and stream their codes once per 4 rows of A: y[n] = sum_j s[n,j] (a_j . q_nj) -
+// zterm(n), zterm(n) = sum_j s[n,j] zp[n,j] sum(a_j). More rows (prefill, batches): a thread dequantizes a
 // tile of kTile rows of W into a buffer of its own and multiplies it with Sgemm, so the float
 // matrix exists only a tile at a time. Without AVX2 there is no fast path (the reference runs).
 #include "kernels/cpu/nbits.h"
@@ -21,7 +21,7 @@ namespace whittle {
 namespace cpu {
 namespace {
 
-constexpr int64_t kGemvRows = 4;   // rows of A up to which the fused row loop runs
+constexpr int64_t kGemvRows = 32;  // rows of A up to which the fused row loop runs
 constexpr int64_t kRowChunk = 64;  // rows of W per task in the row loop
 constexpr int64_t kTile = 16;      // rows of W per dequantized tile
 
@@ -31,14 +31,14 @@ class NBitsKernel : public OpKernel {
       : a_(a), w_(w), keep_(std::move(keep)) {
     const bool wide = isa == SimdIsa::kAvx512 && a.block % (2 * nbits_avx512::kLanes) == 0;
     lanes_ = wide ? nbits_avx512::kLanes : nbits_avx2::kLanes;
-    rows_ = wide ? &nbits_avx512::DotRows4 : &nbits_avx2::DotRows4;
-    // The zero points times the scales, per block, when the model gives zero points; else every
-    // zero point is 2^(bits-1) and zterm is that times sum_j s[n,j] sum(a_j).
-    if (w.zp_packed || w.zp_float) {
+    rows_ = wide ? &nbits_avx512::DotRows : &nbits_avx2::DotRows;
+    // Packed 4-bit zero points as one byte per block (1/32 byte per weight at block 32), the
+    // form the per-ISA loop reads 16 at a time; float zero points are read as the model has them.
+    if (w.zp_packed) {
       const int64_t nb = a.blocks();
-      sz_.resize(static_cast<size_t>(a.N * nb));
+      zp8_.resize(static_cast<size_t>(a.N * nb));
       for (int64_t n = 0; n < a.N; ++n)
-        for (int64_t j = 0; j < nb; ++j) sz_[n * nb + j] = w.scales[n * nb + j] * w.ZeroPoint(a, n, j);
+        for (int64_t j = 0; j < nb; ++j) zp8_[static_cast<size_t>(n * nb + j)] = static_cast<uint8_t>(w.ZeroPoint(a, n, j));
     }
   }
 
@@ -51,7 +51,7 @@ class NBitsKernel : public OpKernel {
     const float* pa = A.data<float>();
     float* py = ctx.outputs[0]->data<float>();
     if (M <= kGemvRows) {
-      for (int64_t m = 0; m < M; ++m) RowLoop(pa + m * a_.K, py + m * a_.N, ctx.num_threads);
+      FusedRows(pa, M, py, ctx.num_threads);
     } else {
       TileLoop(pa, M, py, ctx.num_threads);
     }
@@ -59,33 +59,41 @@ class NBitsKernel : public OpKernel {
   }
 
  private:
-  // y[0..N) for one row a of A.
-  void RowLoop(const float* a, float* y, int threads) const {
-    const int64_t nb = a_.blocks(), L = lanes_;
-    std::vector<float> perm(static_cast<size_t>(nb * a_.block), 0.f), asum(static_cast<size_t>(nb), 0.f);
-    for (int64_t k = 0; k < a_.K; ++k) {
-      const int64_t g = k / (2 * L), i = k % (2 * L);
-      perm[g * 2 * L + (i & 1) * L + i / 2] = a[k];
-      asum[k / a_.block] += a[k];
-    }
-    const float zp0 = static_cast<float>(1 << (a_.bits - 1));
+  // Y[M, N] for a few rows of A: each row laid out once (nbits_rows.h) with its per-block sums;
+  // threads take slices of N, and each slice's codes are read once per 4 rows of A.
+  void FusedRows(const float* A, int64_t M, float* Y, int threads) const {
+    const int64_t nb = a_.blocks(), L = lanes_, lda = nb * a_.block;
+    std::vector<float> perm(static_cast<size_t>(M * lda), 0.f), asum(static_cast<size_t>(M * nb), 0.f);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < a_.K; ++k) {
+        const int64_t g = k / (2 * L), i = k % (2 * L);
+        const float v = A[m * a_.K + k];
+        perm[static_cast<size_t>(m * lda + g * 2 * L + (i & 1) * L + i / 2)] = v;
+        asum[static_cast<size_t>(m * nb + k / a_.block)] += v;
+      }
     const int64_t chunks = (a_.N + kRowChunk - 1) / kRowChunk;
     ParallelFor(chunks, threads, [&](int64_t c) {
       const int64_t n0 = c * kRowChunk, rows = std::min(kRowChunk, a_.N - n0);
-      rows_(perm.data(), w_.b + n0 * a_.row_bytes(), a_.row_bytes(), w_.scales + n0 * nb, nb, a_.block, rows, y + n0);
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t n = n0 + r;
-        float zterm = 0.f;
-        if (!sz_.empty()) {
-          const float* sz = sz_.data() + n * nb;
-          for (int64_t j = 0; j < nb; ++j) zterm += sz[j] * asum[j];
-        } else {
-          const float* s = w_.scales + n * nb;
-          for (int64_t j = 0; j < nb; ++j) zterm += s[j] * asum[j];
-          zterm *= zp0;
-        }
-        y[n] = y[n] - zterm + (w_.bias ? w_.bias[n] : 0.f);
+      for (int64_t m0 = 0; m0 < M; m0 += 4) {
+        NBitsRowsArgs x;
+        x.a_perm = perm.data() + m0 * lda;
+        x.lda = lda;
+        x.mr = static_cast<int>(std::min<int64_t>(4, M - m0));
+        x.asum = asum.data() + m0 * nb;
+        x.b = w_.b + n0 * a_.row_bytes();
+        x.row_bytes = a_.row_bytes();
+        x.scales = w_.scales + n0 * nb;
+        x.zp8 = zp8_.empty() ? nullptr : zp8_.data() + n0 * nb;
+        x.zf = w_.zp_float ? w_.zp_float + n0 * nb : nullptr;
+        x.zdefault = static_cast<float>(1 << (a_.bits - 1));
+        x.nb = nb;
+        x.block = a_.block;
+        x.rows = rows;
+        rows_(x, Y + m0 * a_.N + n0, a_.N);
       }
+      if (w_.bias)
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t r = 0; r < rows; ++r) Y[m * a_.N + n0 + r] += w_.bias[n0 + r];
     });
   }
 
@@ -122,7 +130,7 @@ class NBitsKernel : public OpKernel {
   std::vector<Tensor> keep_;  // the constant operands w_ points into
   int64_t lanes_ = 8;
   NBitsRowsFn rows_ = nullptr;
-  std::vector<float> sz_;
+  std::vector<uint8_t> zp8_;  // packed zero points, one byte per block
 };
 
 KernelOr Make(const NBitsAttrs& a, const KernelInit& init) {

@@ -1,29 +1,45 @@
 // The per-ISA inner loops of the CPU MatMulNBits kernel (kernels/cpu/nbits.cc), 4-bit codes read
-// in place. A row of A is first laid out "deinterleaved" for lane count L: per group of 2L
+// in place. Each row of A is first laid out "deinterleaved" for lane count L: per group of 2L
 // elements, the L even-indexed ones then the L odd-indexed ones, zero-padded to whole blocks.
 // Then L bytes of codes widen to L lanes whose low nibbles pair with the first half and high
-// nibbles with the second: no shuffle in the inner loop. AVX-512 uses L = 16, AVX2 L = 8.
+// nibbles with the second: no shuffle in the inner loop. AVX-512 uses L = 16 (a nibble becomes a
+// float by one vpermps from a 16-entry table), AVX2 L = 8 (mask and convert).
 #pragma once
 
 #include <cstdint>
 
 namespace whittle::cpu {
 
-// out[r] = sum_j scales[r * nb + j] * sum_{k in block j} a[k] * code(r, k), r in [0, rows):
-// row r's codes at b + r * row_bytes, nb blocks of `block` codes (block a multiple of 2L).
-using NBitsRowsFn = void (*)(const float* a_perm, const uint8_t* b, int64_t row_bytes, const float* scales, int64_t nb,
-                             int64_t block, int64_t rows, float* out);
+// The operands of one call: mr (1..4) rows of A laid out as above (row stride lda) with their
+// per-block sums asum [mr][nb]; `rows` rows of codes from b (row stride row_bytes; nb blocks of
+// `block` codes, block a multiple of 2L), their scales [rows][nb] and zero points: zp8 [rows][nb]
+// (one byte each) or zf [rows][nb] (float), else zdefault for every block.
+struct NBitsRowsArgs {
+  const float* a_perm;
+  int64_t lda;
+  int mr;
+  const float* asum;
+  const uint8_t* b;
+  int64_t row_bytes;
+  const float* scales;
+  const uint8_t* zp8;
+  const float* zf;
+  float zdefault;
+  int64_t nb, block, rows;
+};
+
+// out[m * ldo + r] = sum_j scales[r, j] * (sum_{k in block j} a[m, k] * code(r, k) - zp[r, j] * asum[m, j])
+// for m < mr and r < rows. Each code is read once for all mr rows of A.
+using NBitsRowsFn = void (*)(const NBitsRowsArgs& x, float* out, int64_t ldo);
 
 namespace nbits_avx512 {
 constexpr int kLanes = 16;
-void DotRows4(const float* a_perm, const uint8_t* b, int64_t row_bytes, const float* scales, int64_t nb,
-              int64_t block, int64_t rows, float* out);
+void DotRows(const NBitsRowsArgs& x, float* out, int64_t ldo);
 }  // namespace nbits_avx512
 
 namespace nbits_avx2 {
 constexpr int kLanes = 8;
-void DotRows4(const float* a_perm, const uint8_t* b, int64_t row_bytes, const float* scales, int64_t nb,
-              int64_t block, int64_t rows, float* out);
+void DotRows(const NBitsRowsArgs& x, float* out, int64_t ldo);
 }  // namespace nbits_avx2
 
 }  // namespace whittle::cpu
