@@ -45,6 +45,9 @@ bool MatchGemmWeight(const Graph& g, int index, WeightMatch* m, std::string* rea
   for (int64_t o = 0; o < m->n; ++o)
     for (int64_t i = 0; i < m->k; ++i)
       m->w[static_cast<size_t>(o * m->k + i)] = trans_b ? src[o * m->k + i] : src[i * m->n + o];
+  // A weight mapped from external data is copied out now: its pages go back, so a pass over a
+  // gigabyte model holds one layer's copy at a time, not the model twice.
+  b->buffer()->ReleaseResidentPages();
   return true;
 }
 

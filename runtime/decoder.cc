@@ -78,6 +78,10 @@ StatusOr<std::vector<float>> Decoder::Step(int64_t id) {
 
 StatusOr<std::vector<float>> Decoder::Run(const std::vector<int64_t>& ids) {
   const auto n = static_cast<int64_t>(ids.size());
+  for (int64_t id : ids)
+    if (id < 0 || id >= vocab_)
+      return InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary of " +
+                             std::to_string(vocab_));
   std::map<std::string, Tensor> feed;
   feed["input_ids"] = Tensor::FromVector<int64_t>({1, n}, ids);
   if (has_mask_) feed["attention_mask"] = Tensor::FromVector<int64_t>({1, past_ + n}, std::vector<int64_t>(past_ + n, 1));

@@ -34,6 +34,11 @@ class Buffer {
   // run is uploaded without a staging copy. Plain host memory (Allocate) for the CPU or a device
   // with no such memory; an error when the device cannot lock that much.
   static StatusOr<std::shared_ptr<Buffer>> AllocatePageLocked(DeviceType for_device, size_t bytes);
+  // The `bytes` at `offset` (a multiple of 64) of the open regular file fd, memory-mapped
+  // copy-on-write instead of read (gigabyte weights in external data): pages come from the page
+  // cache when first touched, the file never changes, and the mapping outlives fd. IoError when the
+  // system refuses the mapping.
+  static StatusOr<std::shared_ptr<Buffer>> MapFile(int fd, uint64_t offset, size_t bytes);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -44,6 +49,12 @@ class Buffer {
   DeviceType device() const { return device_; }
   // Host memory from AllocatePageLocked on a device that has it.
   bool page_locked() const { return device_ == DeviceType::kCpu && runtime_ != nullptr; }
+  // Memory-mapped from a file (MapFile).
+  bool mapped() const { return map_base_ != nullptr; }
+  // A mapped buffer gives its resident pages back (the next read maps them from the file again),
+  // so weights that a kernel has repacked, or a pass has consumed, stop counting in the process's
+  // memory. Only for buffers nobody wrote to (initializers are never written). No-op otherwise.
+  void ReleaseResidentPages() const;
 
  private:
   Buffer() = default;
@@ -54,6 +65,9 @@ class Buffer {
   const DeviceRuntime* runtime_ = nullptr;
   // A session's memory meter (lib/ir/memory_meter.h) that counts this buffer while it lives.
   std::shared_ptr<MemoryMeter> meter_;
+  // MapFile: the page-aligned mapping that holds data_ (unmapped by the destructor).
+  void* map_base_ = nullptr;
+  size_t map_len_ = 0;
   friend struct MemoryMeter;
 };
 

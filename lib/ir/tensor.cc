@@ -1,5 +1,9 @@
 #include "lib/ir/tensor.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -116,7 +120,32 @@ StatusOr<std::shared_ptr<Buffer>> Buffer::AllocatePageLocked(DeviceType for_devi
   return b;
 }
 
+StatusOr<std::shared_ptr<Buffer>> Buffer::MapFile(int fd, uint64_t offset, size_t bytes) {
+  if (offset % 64 != 0) return InvalidArgument("Buffer::MapFile: offset " + std::to_string(offset) + " is not 64-byte aligned");
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t start = offset / page * page;
+  const size_t len = bytes + static_cast<size_t>(offset - start);
+  void* base = ::mmap(nullptr, len == 0 ? 1 : len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, static_cast<off_t>(start));
+  if (base == MAP_FAILED)
+    return IoError("cannot map " + std::to_string(bytes) + " bytes of a file: " + std::string(std::strerror(errno)));
+  std::shared_ptr<Buffer> b(new Buffer());
+  b->map_base_ = base;
+  b->map_len_ = len == 0 ? 1 : len;
+  b->data_ = static_cast<char*>(base) + (offset - start);
+  b->size_ = bytes;
+  return b;
+}
+
+void Buffer::ReleaseResidentPages() const {
+  if (!map_base_) return;
+  ::madvise(map_base_, map_len_, MADV_DONTNEED);
+}
+
 Buffer::~Buffer() {
+  if (map_base_) {
+    ::munmap(map_base_, map_len_);
+    return;
+  }
   MemoryMeter::Detach(*this);
   // In a graph capture's span the memory stays, counted, until the graph goes (CaptureReleases).
   if (runtime_ && KeptForCapture(runtime_, data_, device_, size_)) return;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -96,6 +97,20 @@ Status CheckExternalLocation(const std::string& location, const std::string& wha
   return Status::Ok();
 }
 
+namespace {
+
+constexpr size_t kMapMinBytes = size_t{1} << 20;  // smaller tensors are read
+
+bool MappingEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("WHITTLE_MMAP");
+    return !(v && std::string(v) == "0");
+  }();
+  return enabled;
+}
+
+}  // namespace
+
 StatusOr<std::shared_ptr<Buffer>> ReadExternalRange(const std::string& base_dir, const std::string& location,
                                                     int64_t offset, int64_t length, size_t expected_bytes,
                                                     const std::string& what) {
@@ -143,6 +158,13 @@ StatusOr<std::shared_ptr<Buffer>> ReadExternalRange(const std::string& base_dir,
     return InvalidArgument(what + ": external data range [" + std::to_string(offset) + ", " +
                            std::to_string(offset) + "+" + std::to_string(length) + ") is past the end of '" + full +
                            "' (" + std::to_string(file_size) + " bytes)");
+  // Large aligned ranges are mapped, not read: a gigabyte model's weights then cost page cache
+  // (given back with Buffer::ReleaseResidentPages once consumed), not a private copy.
+  // WHITTLE_MMAP=0 reads them instead.
+  if (expected_bytes >= kMapMinBytes && offset % 64 == 0 && MappingEnabled()) {
+    auto mapped = Buffer::MapFile(fd, static_cast<uint64_t>(offset), expected_bytes);
+    if (mapped.ok()) return mapped;
+  }
   // Allocation is bounded by the file's real size, checked above.
   std::shared_ptr<Buffer> buf = Buffer::Allocate(expected_bytes);
   if (!PreadAll(fd, static_cast<char*>(buf->data()), expected_bytes, offset))

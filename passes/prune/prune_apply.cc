@@ -13,6 +13,10 @@ namespace {
 void ReplaceConst(Graph& g, int ni, int slot, Tensor t) {
   Node& n = g.nodes()[static_cast<size_t>(ni)];
   int id = n.inputs[static_cast<size_t>(slot)];
+  // The original, mapped from external data, has been read for the last time: its pages go back,
+  // so a pruned gigabyte model is held about once, not as input plus output.
+  if (const Tensor* old = g.value(id).initializer ? &*g.value(id).initializer : nullptr; old && old->defined())
+    old->buffer()->ReleaseResidentPages();
   bool exclusive = g.Consumers(id).size() == 1 && !g.IsGraphOutput(id) &&
                    std::count(n.inputs.begin(), n.inputs.end(), id) == 1;
   if (exclusive) {

@@ -48,6 +48,7 @@ std::vector<double> WeightScores(const Graph& g, const Producer& p, bool l2) {
     for (int64_t u = 0; u < units; ++u)
       for (int64_t k = 0; k < per; ++k) acc(u, pw[u * per + k]);
   }
+  w.buffer()->ReleaseResidentPages();  // mapped weights: read again, one layer at a time, when pruned
   std::vector<double> s = FoldedBatchNormScale(g, p);
   for (size_t u = 0; u < sum.size(); ++u) sum[u] = std::fabs(s[u]) * (l2 ? std::sqrt(sum[u]) : sum[u]);
   return sum;

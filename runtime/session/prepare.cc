@@ -104,6 +104,10 @@ Status Session::Impl::Prepare() {
           device_consts_.emplace(i, std::move(t));
         }
       }
+    // Weights mapped from external data: the kernel has read or repacked what it needs by now, so
+    // their pages go back (a kernel that reads them in place maps them again on its first run).
+    for (const Tensor* c : consts)
+      if (c && c->defined() && c->buffer()->mapped()) c->buffer()->ReleaseResidentPages();
     const int si = static_cast<int>(steps_.size());
     for (int i : n.inputs)
       if (i >= 0 && !g.value(i).is_constant()) release_after_[static_cast<size_t>(i)] = si;

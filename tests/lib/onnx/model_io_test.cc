@@ -2,9 +2,11 @@
 #include "lib/onnx/model_io.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -489,6 +491,71 @@ TEST(ModelIoTest, LoadsBackendTestTensorProtos) {
     EXPECT_EQ(s.status().code(), StatusCode::kUnimplemented);
     EXPECT_NE(s.status().message().find("string tensors are not supported"), std::string::npos);
   }
+}
+
+}  // namespace
+}  // namespace whittle
+
+namespace whittle {
+namespace {
+
+// External data of 1 MiB or more at an aligned offset is mapped, not read: the values are the
+// file's, the pages can be given back and come again from the file, and int4 tensors (packed two
+// a byte) round-trip through external data too.
+TEST(ModelIoTest, LargeExternalDataIsMappedAndItsPagesCanBeGivenBack) {
+  ScratchDir dir;
+  Graph g;
+  g.opset_imports[""] = 21;
+  Tensor big(DType::kFloat32, {512, 1024});  // 2 MiB
+  for (int64_t i = 0; i < big.numel(); ++i) big.data<float>()[i] = static_cast<float>(i % 977) * 0.5f;
+  Tensor q(DType::kInt4, {3, 5});  // 8 bytes: the last byte's high nibble unused
+  for (size_t i = 0; i < q.nbytes(); ++i) static_cast<uint8_t*>(q.raw_data())[i] = static_cast<uint8_t>(0x9A + i);
+  static_cast<uint8_t*>(q.raw_data())[q.nbytes() - 1] &= 0x0F;
+  const int x = g.AddValue("x", DType::kFloat32, SymShape{512, 1024});
+  g.inputs().push_back(x);
+  g.AddInitializer("w", big);
+  g.AddInitializer("q", q);
+  Node n;
+  n.name = "add";
+  n.op_type = "Add";
+  n.inputs = {x, g.FindValue("w")};
+  n.outputs = {g.AddValue("y")};
+  g.AddNode(n);
+  g.outputs().push_back(n.outputs[0]);
+  SaveOptions so;
+  so.external_data_threshold = 4;
+  ASSERT_TRUE(SaveModel(g, dir / "m.onnx", so).ok());
+  auto loaded = LoadModel(dir / "m.onnx", NoOps());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const Tensor& w = *loaded->value(loaded->FindValue("w")).initializer;
+  const Tensor& q2 = *loaded->value(loaded->FindValue("q")).initializer;
+  EXPECT_TRUE(w.buffer()->mapped());
+  EXPECT_FALSE(q2.buffer()->mapped());  // small: read
+  EXPECT_TRUE(w.BitwiseEquals(big));
+  EXPECT_TRUE(q2.BitwiseEquals(q));
+  EXPECT_EQ(q2.dtype(), DType::kInt4);
+  w.buffer()->ReleaseResidentPages();
+  EXPECT_TRUE(w.BitwiseEquals(big));  // mapped again from the file
+}
+
+TEST(ModelIoTest, MapFileRefusesUnalignedOffsets) {
+  ScratchDir dir;
+  const std::string path = dir / "f.bin";
+  std::string bytes(8192, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7);
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+  std::fclose(f);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  auto bad = Buffer::MapFile(fd, 100, 64);
+  EXPECT_FALSE(bad.ok());
+  auto good = Buffer::MapFile(fd, 4160, 1000);  // past the first page, not page-aligned
+  ::close(fd);
+  ASSERT_TRUE(good.ok()) << good.status().message();
+  EXPECT_EQ(std::memcmp((*good)->data(), bytes.data() + 4160, 1000), 0);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>((*good)->data()) % 64, 0u);
 }
 
 }  // namespace
