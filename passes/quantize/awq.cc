@@ -64,14 +64,18 @@ std::vector<float> ScaledRows(const float* w, int64_t k, const std::vector<int64
 }
 
 // The paper's clipping search on the scaled weights ws [n, k], whose inputs have the Gram gs:
-// each block's range shrunk to the ratio whose block output error d^T G_jj d is least.
+// each block's range shrunk to the ratio whose block output error d^T G_jj d is least. (One
+// matrix-vector product per candidate: Eigen runs those on this thread, where small matrix
+// products would each wake its thread pool.)
 int64_t ClipSearch(const std::vector<float>& ws, const Mat& gs, IntBlocks* q) {
   const int64_t n = q->n, k = q->k, nb = q->blocks();
   int64_t clipped = 0;
-  std::vector<double> d(static_cast<size_t>(q->block));
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t j = 0; j < nb; ++j) {
-      const int64_t c0 = j * q->block, width = std::min(q->block, k - c0);
+  Eigen::VectorXf d(q->block), gd(q->block);
+  for (int64_t j = 0; j < nb; ++j) {
+    const int64_t c0 = j * q->block, width = std::min(q->block, k - c0);
+    const Eigen::MatrixXf gjj = gs.block(c0, c0, width, width);
+    d.resize(width);
+    for (int64_t r = 0; r < n; ++r) {
       const float* v = ws.data() + r * k + c0;
       double best = std::numeric_limits<double>::max();
       int best_step = 0;
@@ -81,14 +85,9 @@ int64_t ClipSearch(const std::vector<float>& ws, const Mat& gs, IntBlocks* q) {
         float sc;
         uint8_t z;
         BlockParams(v, width, 1, q->symmetric, q->bits, 1.f - static_cast<float>(step) / 20.f, &sc, &z);
-        for (int64_t t = 0; t < width; ++t)
-          d[static_cast<size_t>(t)] = v[t] - (static_cast<float>(Code(v[t], sc, z, q->bits)) - z) * sc;
-        double e = 0;
-        for (int64_t a = 0; a < width; ++a) {
-          double row = 0;
-          for (int64_t b = 0; b < width; ++b) row += gs(c0 + a, c0 + b) * d[static_cast<size_t>(b)];
-          e += d[static_cast<size_t>(a)] * row;
-        }
+        for (int64_t t = 0; t < width; ++t) d(t) = v[t] - (static_cast<float>(Code(v[t], sc, z, q->bits)) - z) * sc;
+        gd.noalias() = gjj * d;
+        const double e = d.dot(gd);
         if (e < best) {
           best = e;
           best_step = step;
@@ -102,6 +101,7 @@ int64_t ClipSearch(const std::vector<float>& ws, const Mat& gs, IntBlocks* q) {
       q->zero[static_cast<size_t>(r * nb + j)] = best_zero;
       for (int64_t t = 0; t < width; ++t) q->codes[static_cast<size_t>(r * k + c0 + t)] = Code(v[t], best_scale, best_zero, q->bits);
     }
+  }
   return clipped;
 }
 
