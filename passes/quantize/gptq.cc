@@ -9,59 +9,64 @@ namespace {
 
 using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// One block's parameters from its values v[0..count) (a row's block).
-void BlockParams(const float* v, int64_t count, int64_t stride, bool symmetric, float* scale, uint8_t* zero) {
-  float lo = 0.f, hi = 0.f;  // the range always holds 0, so 0 is exact
-  for (int64_t i = 0; i < count; ++i) {
-    lo = std::min(lo, v[i * stride]);
-    hi = std::max(hi, v[i * stride]);
-  }
-  if (symmetric) {
-    const float m = std::max(-lo, hi);
-    *scale = m > 0.f ? m / 7.f : 1.f;
-    *zero = 8;
-  } else {
-    const float range = hi - lo;
-    *scale = range > 0.f ? range / 15.f : 1.f;
-    *zero = static_cast<uint8_t>(std::clamp(std::nearbyint(-lo / *scale), 0.f, 15.f));
-  }
-}
-
-uint8_t Code(float w, float scale, uint8_t zero) {
-  return static_cast<uint8_t>(std::clamp(std::nearbyint(w / scale) + static_cast<float>(zero), 0.f, 15.f));
-}
-
-Int4Blocks Empty(int64_t n, int64_t k, int64_t block, bool symmetric) {
-  Int4Blocks q;
+IntBlocks Empty(int64_t n, int64_t k, int64_t block, bool symmetric, int bits) {
+  IntBlocks q;
   q.n = n;
   q.k = k;
   q.block = block;
   q.symmetric = symmetric;
+  q.bits = bits;
   q.codes.assign(static_cast<size_t>(n * k), 0);
   q.scale.assign(static_cast<size_t>(n * q.blocks()), 1.f);
-  q.zero.assign(static_cast<size_t>(n * q.blocks()), 8);
+  q.zero.assign(static_cast<size_t>(n * q.blocks()), static_cast<uint8_t>(1 << (bits - 1)));
   return q;
 }
 
 }  // namespace
 
-Int4Blocks QuantizeRtn(const float* w, int64_t n, int64_t k, int64_t block, bool symmetric) {
-  Int4Blocks q = Empty(n, k, block, symmetric);
+void BlockParams(const float* v, int64_t count, int64_t stride, bool symmetric, int bits, float clip, float* scale,
+                 uint8_t* zero) {
+  float lo = 0.f, hi = 0.f;  // the range always holds 0, so 0 is exact
+  for (int64_t i = 0; i < count; ++i) {
+    lo = std::min(lo, v[i * stride]);
+    hi = std::max(hi, v[i * stride]);
+  }
+  lo *= clip;
+  hi *= clip;
+  const int half = 1 << (bits - 1), qmax = (1 << bits) - 1;
+  if (symmetric) {
+    const float m = std::max(-lo, hi);
+    *scale = m > 0.f ? m / static_cast<float>(half - 1) : 1.f;
+    *zero = static_cast<uint8_t>(half);
+  } else {
+    const float range = hi - lo;
+    *scale = range > 0.f ? range / static_cast<float>(qmax) : 1.f;
+    *zero = static_cast<uint8_t>(std::clamp(std::nearbyint(-lo / *scale), 0.f, static_cast<float>(qmax)));
+  }
+}
+
+uint8_t Code(float w, float scale, uint8_t zero, int bits) {
+  return static_cast<uint8_t>(
+      std::clamp(std::nearbyint(w / scale) + static_cast<float>(zero), 0.f, static_cast<float>((1 << bits) - 1)));
+}
+
+IntBlocks QuantizeRtn(const float* w, int64_t n, int64_t k, int64_t block, bool symmetric, int bits) {
+  IntBlocks q = Empty(n, k, block, symmetric, bits);
   const int64_t nb = q.blocks();
   for (int64_t r = 0; r < n; ++r)
     for (int64_t j = 0; j < nb; ++j) {
       const int64_t c0 = j * block, c1 = std::min(k, c0 + block);
       float& s = q.scale[static_cast<size_t>(r * nb + j)];
       uint8_t& z = q.zero[static_cast<size_t>(r * nb + j)];
-      BlockParams(w + r * k + c0, c1 - c0, 1, symmetric, &s, &z);
-      for (int64_t c = c0; c < c1; ++c) q.codes[static_cast<size_t>(r * k + c)] = Code(w[r * k + c], s, z);
+      BlockParams(w + r * k + c0, c1 - c0, 1, symmetric, bits, 1.f, &s, &z);
+      for (int64_t c = c0; c < c1; ++c) q.codes[static_cast<size_t>(r * k + c)] = Code(w[r * k + c], s, z, bits);
     }
   return q;
 }
 
 bool QuantizeGptq(const float* w, int64_t n, int64_t k, int64_t block, bool symmetric, const std::vector<double>& gram,
-                  Int4Blocks* out, double dampening) {
-  Int4Blocks q = Empty(n, k, block, symmetric);
+                  IntBlocks* out, int bits, double dampening) {
+  IntBlocks q = Empty(n, k, block, symmetric, bits);
   const int64_t nb = q.blocks();
   Mat W = Eigen::Map<const Mat>(w, n, k);
   Eigen::MatrixXd H(k, k);
@@ -96,13 +101,13 @@ bool QuantizeGptq(const float* w, int64_t n, int64_t k, int64_t block, bool symm
         // multiple of block).
         const int64_t width = std::min(block, k - c);
         for (int64_t r = 0; r < n; ++r)
-          BlockParams(&W1(r, i), width, 1, symmetric, &q.scale[static_cast<size_t>(r * nb + c / block)],
+          BlockParams(&W1(r, i), width, 1, symmetric, bits, 1.f, &q.scale[static_cast<size_t>(r * nb + c / block)],
                       &q.zero[static_cast<size_t>(r * nb + c / block)]);
       }
       const float d = U(c, c);
       for (int64_t r = 0; r < n; ++r) {
         const size_t j = static_cast<size_t>(r * nb + c / block);
-        const uint8_t code = Code(W1(r, i), q.scale[j], q.zero[j]);
+        const uint8_t code = Code(W1(r, i), q.scale[j], q.zero[j], bits);
         q.codes[static_cast<size_t>(r * k + c)] = code;
         const float deq = (static_cast<float>(code) - q.zero[j]) * q.scale[j];
         Err(r, i) = (W1(r, i) - deq) / d;

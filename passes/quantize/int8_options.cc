@@ -39,7 +39,8 @@ StatusOr<Int8Config> ParseInt8Config(PassOptions& o) {
   // mse: best or tied-best top-1 on both bundled models (see the pass help), at the cost of a
   // second calibration pass.
   c.calib.method = CalibMethod::kMse;
-  WH_ASSIGN_OR_RETURN(std::string mode, o.GetChoice("mode", "static", {"static", "dynamic"}));
+  WH_ASSIGN_OR_RETURN(std::string mode, o.GetChoice("mode", "static", {"static", "dynamic", "weight-only"}));
+  if (mode == "weight-only") return Internal("--int8 mode=weight-only is the weight-only pass, not this configuration");
   c.dynamic = mode == "dynamic";
   const std::vector<std::string> calib = o.GetList("calibration");
   if (calib.size() > 1) return InvalidArgument("--int8: calibration= takes one method, got '" + calib[0] + "," + calib[1] + "'");
@@ -92,6 +93,11 @@ StatusOr<Int8Config> ParseInt8Config(PassOptions& o) {
   }
   WH_RETURN_IF_ERROR(o.Finish());
   return c;
+}
+
+bool IsWeightOnlyMode(PassOptions o) {
+  auto mode = o.GetChoice("mode", "static", {"static", "dynamic", "weight-only"});
+  return mode.ok() && *mode == "weight-only";
 }
 
 }  // namespace whittle::quant

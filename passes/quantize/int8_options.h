@@ -40,4 +40,8 @@ struct Int8Config {
 
 StatusOr<Int8Config> ParseInt8Config(PassOptions& o);
 
+// Whether the spec says mode=weight-only: that mode is the weight-only pass
+// (passes/quantize/weight_only.h) with 8 bits, and takes its options instead of these.
+bool IsWeightOnlyMode(PassOptions o);
+
 }  // namespace whittle::quant

@@ -15,6 +15,7 @@
 #include "passes/quantize/opset_upgrade.h"
 #include "passes/quantize/qdq_emit.h"
 #include "passes/quantize/qoperator_emit.h"
+#include "passes/quantize/weight_only.h"
 #include "runtime/rewrite/fold_conv_bn.h"
 
 namespace whittle {
@@ -255,6 +256,7 @@ class Int8Pass : public Pass {
 }  // namespace
 
 StatusOr<std::unique_ptr<Pass>> MakeInt8Pass(PassOptions options) {
+  if (quant::IsWeightOnlyMode(options)) return MakeWeightOnlyPass(std::move(options), 8);
   WH_ASSIGN_OR_RETURN(Int8Config c, quant::ParseInt8Config(options));
   return std::unique_ptr<Pass>(std::make_unique<Int8Pass>(std::move(c)));
 }
@@ -262,9 +264,14 @@ StatusOr<std::unique_ptr<Pass>> MakeInt8Pass(PassOptions options) {
 const char* Int8PassHelp() {
   return "--int8 [OPTIONS]  INT8 quantization of Conv, Gemm and MatMul with a constant weight, as standard ONNX.\n"
          "  Options (comma-separated key=value):\n"
-         "  mode=static|dynamic   static (default): activation ranges measured on --calibration-data (required);\n"
-         "                 dynamic: weights int8 ahead of time, activations quantized at run time\n"
+         "  mode=static|dynamic|weight-only   static (default): activation ranges measured on --calibration-data\n"
+         "                 (required); dynamic: weights int8 ahead of time, activations quantized at run time\n"
          "                 (DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul -> Add; MatMul/Gemm only);\n"
+         "                 weight-only: MatMul/Gemm weights to int8 in blocks along their inputs, one float scale\n"
+         "                 (and a uint8 zero point) per block, activations float, written as opset 21\n"
+         "                 DequantizeLinear(block_size) -> MatMul; it takes --int4's options instead of the ones\n"
+         "                 below: block=32 (16..256, a power of two), symmetric=0|1, method=rtn|gptq|awq\n"
+         "                 (gptq and awq need --calibration-data), clip=1|0 (awq), exclude=, layer=NAME:skip=1;\n"
          "  calibration=minmax|percentile:P|entropy|mse   static: how activation ranges are chosen (default\n"
          "                 mse): observed min/max; each side's P-th percentile (e.g. percentile:99.99);\n"
          "                 entropy = TensorRT's KL-divergence threshold; mse = the threshold minimizing the\n"

@@ -1,7 +1,8 @@
 // The --int8 pass: quantizes Conv/Gemm/MatMul to INT8 with symmetric int8 weights (per output
 // channel by default) and, in static mode, uint8/int8 activations whose ranges come from
 // calibration (minmax, percentile, entropy, mse); dynamic mode quantizes activations at run
-// time. Emits standard ONNX: QDQ (default) or QOperator. Idempotent: layers already between
+// time. Emits standard ONNX: QDQ (default) or QOperator. (mode=weight-only is the weight-only
+// pass of passes/quantize/weight_only.h with 8 bits.) Idempotent: layers already between
 // DequantizeLinear/QuantizeLinear are left alone.
 #pragma once
 

@@ -1,5 +1,6 @@
 #include "passes/quantize/weight_only.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -12,6 +13,7 @@
 #include "passes/layer_inputs.h"
 #include "passes/layer_selection.h"
 #include "passes/linear_weight.h"
+#include "passes/quantize/awq.h"
 #include "passes/quantize/gptq.h"
 #include "passes/quantize/opset_upgrade.h"
 #include "runtime/rewrite/fuse_nbits.h"
@@ -19,64 +21,89 @@
 namespace whittle {
 namespace {
 
-struct Int4Config {
+struct WeightOnlyConfig {
   std::string spec;
+  int bits = 4;  // 4: --int4; 8: --int8 mode=weight-only
   int64_t block = 32;
   bool symmetric = false;
-  std::string method = "rtn";   // rtn | gptq
-  std::string format = "qdq";   // qdq | matmulnbits
+  std::string method = "rtn";   // rtn | gptq | awq
+  bool clip = true;             // awq: the paper's weight clipping search
+  std::string format = "qdq";   // qdq | matmulnbits (4 bits only)
   LayerSelection select;
+  std::string pass() const { return bits == 4 ? "int4" : "int8"; }
+  std::string flag() const { return bits == 4 ? "--int4" : "--int8 mode=weight-only"; }
 };
 
 // The layer's quantized weight as ONNX opset 21 stores it for DequantizeLinear(axis 0): [K, N]
-// codes (uint4 with a uint4 zero point, or int4 without one when symmetric), scale [blocks, N].
+// codes (uint4/uint8 with a zero point of that type, or int4/int8 without one when symmetric),
+// scale [blocks, N].
 struct QdqWeight {
   Tensor w, scale, zero;  // zero undefined when symmetric
 };
 
-QdqWeight ToQdq(const quant::Int4Blocks& q) {
+// Writes code v (already shifted to the stored type's range) as element i.
+void SetCode(uint8_t* p, int64_t i, int v, int bits) {
+  if (bits == 4) {
+    int4::Set4(p, i, v);
+  } else {
+    p[i] = static_cast<uint8_t>(v);  // int8 stores q's two's complement byte
+  }
+}
+
+QdqWeight ToQdq(const quant::IntBlocks& q) {
   const int64_t K = q.k, N = q.n, nb = q.blocks();
+  const int half = 1 << (q.bits - 1);
+  const bool four = q.bits == 4;
   QdqWeight t;
-  t.w = Tensor(q.symmetric ? DType::kInt4 : DType::kUInt4, {K, N});
+  t.w = Tensor(q.symmetric ? (four ? DType::kInt4 : DType::kInt8) : (four ? DType::kUInt4 : DType::kUInt8), {K, N});
   auto* pw = static_cast<uint8_t*>(t.w.raw_data());
   for (int64_t c = 0; c < K; ++c)
     for (int64_t r = 0; r < N; ++r) {
       const int code = q.codes[static_cast<size_t>(r * K + c)];
-      int4::Set4(pw, c * N + r, q.symmetric ? code - 8 : code);  // int4 stores q = code - 8
+      SetCode(pw, c * N + r, q.symmetric ? code - half : code, q.bits);  // signed types store q = code - 2^(bits-1)
     }
   t.scale = Tensor(DType::kFloat32, {nb, N});
   for (int64_t j = 0; j < nb; ++j)
     for (int64_t r = 0; r < N; ++r) t.scale.data<float>()[j * N + r] = q.scale[static_cast<size_t>(r * nb + j)];
   if (!q.symmetric) {
-    t.zero = Tensor(DType::kUInt4, {nb, N});
+    t.zero = Tensor(four ? DType::kUInt4 : DType::kUInt8, {nb, N});
     auto* pz = static_cast<uint8_t*>(t.zero.raw_data());
     for (int64_t j = 0; j < nb; ++j)
-      for (int64_t r = 0; r < N; ++r) int4::Set4(pz, j * N + r, q.zero[static_cast<size_t>(r * nb + j)]);
+      for (int64_t r = 0; r < N; ++r) SetCode(pz, j * N + r, q.zero[static_cast<size_t>(r * nb + j)], q.bits);
   }
   return t;
 }
 
-double RelativeError(const std::vector<float>& w, const quant::Int4Blocks& q) {
+// The weight as the emitted graph computes with it: the blocks' values, over AWQ's input scale
+// (inv_scale empty: none).
+double RelativeError(const std::vector<float>& w, const quant::IntBlocks& q, const std::vector<float>& inv_scale) {
   double err = 0, energy = 0;
   for (int64_t r = 0; r < q.n; ++r)
     for (int64_t c = 0; c < q.k; ++c) {
       const double v = w[static_cast<size_t>(r * q.k + c)];
-      const double d = v - q.Dequant(r, c);
+      const double d = v - q.Dequant(r, c) * (inv_scale.empty() ? 1.f : inv_scale[static_cast<size_t>(c)]);
       err += d * d;
       energy += v * v;
     }
   return energy > 0 ? std::sqrt(err / energy) : 0.0;
 }
 
-class Int4Pass : public Pass {
+// One layer's result: the blocks, and AWQ's input multiplier (empty for rtn and gptq).
+struct QuantizedLayer {
+  quant::IntBlocks q;
+  std::vector<float> inv_scale;
+  std::string how = "rtn";
+};
+
+class WeightOnlyPass : public Pass {
  public:
-  explicit Int4Pass(Int4Config c) : c_(std::move(c)) {}
-  std::string name() const override { return "int4"; }
+  explicit WeightOnlyPass(WeightOnlyConfig c) : c_(std::move(c)) {}
+  std::string name() const override { return c_.pass(); }
 
   StatusOr<PassReport> Run(Graph& g, const PassContext& ctx) override {
     WH_RETURN_IF_ERROR(c_.select.Check(g, {"Gemm", "MatMul"}));
     PassReport rep;
-    rep.pass = "int4";
+    rep.pass = c_.pass();
     rep.config = c_.spec;
     // The layers without their weights: each float weight is copied out only while its layer is
     // quantized, so a gigabyte model is never held twice.
@@ -87,50 +114,46 @@ class Int4Pass : public Pass {
     };
     const std::vector<WeightMatch> work = CollectWeightLayers(g, match_only, c_.select, &rep);
     std::map<int, InputGram> grams;
-    if (c_.method == "gptq" && !work.empty()) {
+    if (c_.method != "rtn" && !work.empty()) {
       WH_ASSIGN_OR_RETURN(grams, Grams(g, work, ctx));
     }
     if (c_.format == "qdq" && !work.empty())
-      WH_RETURN_IF_ERROR(quant::UpgradeOpset(g, 21, "--int4", "blocked int4 DequantizeLinear", &rep.notes));
+      WH_RETURN_IF_ERROR(quant::UpgradeOpset(g, 21, c_.flag(), "blocked int" + std::to_string(c_.bits) +
+                                                                   " DequantizeLinear", &rep.notes));
     int64_t done = 0;
     for (const WeightMatch& layer : work) {
       const Node node = g.nodes()[static_cast<size_t>(layer.node)];  // a copy: the graph grows below
-      ctx.Progress("int4: " + c_.method + " of " + node.name, done++, static_cast<int64_t>(work.size()));
+      ctx.Progress(c_.pass() + ": " + c_.method + " of " + node.name, done++, static_cast<int64_t>(work.size()));
       WeightMatch m;
       std::string why;
       if (!MatchGemmWeight(g, layer.node, &m, &why))
         return Internal(node.DebugName() + ": no longer matches its weight (" + why + ")");
-      quant::Int4Blocks q;
-      std::string how = "rtn";
       auto it = grams.find(m.node);
-      if (it != grams.end() && quant::QuantizeGptq(m.w.data(), m.n, m.k, c_.block, c_.symmetric,
-                                                   GramOf(it->second, m.k), &q)) {
-        how = "gptq";
-      } else {
-        if (c_.method == "gptq")
-          rep.notes.push_back(node.name + ": GPTQ had no usable input statistics; rounded to nearest instead");
-        q = quant::QuantizeRtn(m.w.data(), m.n, m.k, c_.block, c_.symmetric);
-      }
+      const QuantizedLayer ql = Quantize(m, it == grams.end() ? nullptr : &it->second);
+      if (ql.how == "rtn" && c_.method != "rtn")
+        rep.notes.push_back(node.name + ": " + (c_.method == "gptq" ? "GPTQ" : "AWQ") +
+                            " had no usable input statistics; rounded to nearest instead");
       LayerReport lr;
       lr.node = node.name;
       lr.op_type = node.op_type;
       lr.params_before = NodeParams(g, node);
       lr.macs_before = lr.macs_after = NodeMacs(g, node);
-      WH_RETURN_IF_ERROR(Emit(g, m, node, q));
-      const int64_t dense = m.n * m.k * 4, packed = (m.n * m.k + 1) / 2 + m.n * q.blocks() * (c_.symmetric ? 4 : 5);
-      lr.action = "int4";
+      WH_RETURN_IF_ERROR(Emit(g, m, node, ql));
+      const int64_t nb = ql.q.blocks();
+      const int64_t dense = m.n * m.k * 4, packed = (m.n * m.k * c_.bits + 7) / 8 + m.n * nb * (c_.symmetric ? 4 : 5);
+      lr.action = c_.pass();
       lr.setting = c_.block;
-      lr.detail = how + ", blocks of " + std::to_string(c_.block) + (c_.symmetric ? ", symmetric" : ", zero points") +
+      lr.detail = ql.how + ", blocks of " + std::to_string(c_.block) + (c_.symmetric ? ", symmetric" : ", zero points") +
                   ": " + std::to_string(dense) + " -> ~" + std::to_string(packed) + " bytes, weight error " +
-                  Fmt("%.4f", RelativeError(m.w, q)) + " (relative)";
+                  Fmt("%.4f", RelativeError(m.w, ql.q, ql.inv_scale)) + " (relative)";
       rep.layers.push_back(lr);
     }
-    ctx.Progress("int4: quantized", done, static_cast<int64_t>(work.size()));
+    ctx.Progress(c_.pass() + ": quantized", done, static_cast<int64_t>(work.size()));
     if (c_.format == "matmulnbits" && !work.empty() && g.OpsetFor(kMicrosoftDomain) == 0)
       g.opset_imports[kMicrosoftDomain] = 1;
     g.Reindex();
     WH_RETURN_IF_ERROR(g.Compact());
-    SetParamsAfter(g, "int4", &rep);
+    SetParamsAfter(g, c_.pass(), &rep);
     return rep;
   }
 
@@ -138,31 +161,66 @@ class Int4Pass : public Pass {
   StatusOr<std::map<int, InputGram>> Grams(const Graph& g, const std::vector<WeightMatch>& work,
                                            const PassContext& ctx) const {
     if (!ctx.calibration)
-      return InvalidArgument("--int4 method=gptq needs --calibration-data: GPTQ weighs rounding errors by the "
-                             "layer inputs' statistics");
+      return InvalidArgument(c_.flag() + " method=" + c_.method + " needs --calibration-data: " +
+                             (c_.method == "gptq" ? "GPTQ weighs rounding errors by the layer inputs' statistics"
+                                                  : "AWQ scales each weight column by its input channel's magnitude"));
     std::vector<int> nodes;
     std::string why;
     for (const WeightMatch& m : work)
       if (LayerInputSupported(g, m.node, &why)) nodes.push_back(m.node);
-    auto grams = CollectInputGrams(g, nodes, *ctx.calibration, ctx, "int4: GPTQ input statistics");
+    const std::string stage = c_.pass() + ": " + (c_.method == "gptq" ? "GPTQ" : "AWQ") + " input statistics";
+    auto grams = CollectInputGrams(g, nodes, *ctx.calibration, ctx, stage);
     if (!grams.ok())
-      return grams.status().WithContext("--int4: running the calibration data '" + ctx.calibration->description + "'");
+      return grams.status().WithContext(c_.flag() + ": running the calibration data '" + ctx.calibration->description + "'");
     return grams;
   }
 
   // The k x k block of a Gram matrix stored with its extra constant feature ((k+1)^2).
   static std::vector<double> GramOf(const InputGram& ig, int64_t k) {
-    std::vector<double> h(static_cast<size_t>(k * k));
     if (ig.features != k) return {};
+    std::vector<double> h(static_cast<size_t>(k * k));
     for (int64_t i = 0; i < k; ++i)
       for (int64_t j = 0; j < k; ++j) h[static_cast<size_t>(i * k + j)] = ig.gram[static_cast<size_t>(i * (k + 1) + j)];
     return h;
   }
 
-  // Replaces the layer by MatMul(A, DequantizeLinear(codes)) [+ Add(bias)] or by MatMulNBits.
-  Status Emit(Graph& g, const WeightMatch& m, const Node& node, const quant::Int4Blocks& q) const {
-    QdqWeight t = ToQdq(q);
-    const int a = node.inputs[0];
+  // The configured method where the layer's input statistics allow it, else round to nearest.
+  QuantizedLayer Quantize(const WeightMatch& m, const InputGram* ig) const {
+    QuantizedLayer ql;
+    const std::vector<double> h = ig ? GramOf(*ig, m.k) : std::vector<double>();
+    if (!h.empty() && c_.method == "gptq" &&
+        quant::QuantizeGptq(m.w.data(), m.n, m.k, c_.block, c_.symmetric, h, &ql.q, c_.bits)) {
+      ql.how = "gptq";
+      return ql;
+    }
+    quant::AwqResult a;
+    if (!h.empty() && c_.method == "awq" &&
+        quant::QuantizeAwq(m.w.data(), m.n, m.k, c_.block, c_.symmetric, c_.bits, h, c_.clip, &a)) {
+      ql.q = std::move(a.q);
+      ql.inv_scale = std::move(a.inv_scale);
+      ql.how = "awq alpha " + Fmt("%.2f", a.alpha) +
+               (c_.clip ? ", " + std::to_string(a.clipped) + " of " + std::to_string(m.n * ql.q.blocks()) +
+                              " blocks clipped"
+                        : std::string()) +
+               ", calibration output error " +
+               (a.rtn_error > 0 ? Fmt("%.3f", a.error / a.rtn_error) + "x rounding's" : std::string("0"));
+      return ql;
+    }
+    ql.q = quant::QuantizeRtn(m.w.data(), m.n, m.k, c_.block, c_.symmetric, c_.bits);
+    return ql;
+  }
+
+  // Replaces the layer by MatMul(A, DequantizeLinear(codes)) [+ Add(bias)] or by MatMulNBits,
+  // with AWQ's Mul(A, 1/s) in front when the layer has one.
+  Status Emit(Graph& g, const WeightMatch& m, const Node& node, const QuantizedLayer& ql) const {
+    QdqWeight t = ToQdq(ql.q);
+    int a = node.inputs[0];
+    if (!ql.inv_scale.empty()) {
+      Tensor inv(DType::kFloat32, {m.k});
+      std::copy(ql.inv_scale.begin(), ql.inv_scale.end(), inv.data<float>());
+      const int sv = g.AddInitializer(g.UniqueName(node.name + "/awq_inv_scale"), std::move(inv));
+      a = g.AddOp(node.name + "/awq_scale", "Mul", {a, sv});
+    }
     Node nn;
     nn.name = node.name;
     nn.outputs = node.outputs;
@@ -187,7 +245,8 @@ class Int4Pass : public Pass {
       g.nodes()[static_cast<size_t>(m.node)] = std::move(nn);
       return Status::Ok();
     }
-    std::vector<int> dq_in{g.AddInitializer(g.UniqueName(node.name + "/W_q4"), std::move(t.w)),
+    const std::string q = "/W_q" + std::to_string(c_.bits);
+    std::vector<int> dq_in{g.AddInitializer(g.UniqueName(node.name + q), std::move(t.w)),
                            g.AddInitializer(g.UniqueName(node.name + "/W_scale"), std::move(t.scale))};
     if (t.zero.defined()) dq_in.push_back(g.AddInitializer(g.UniqueName(node.name + "/W_zero_point"), std::move(t.zero)));
     AttributeMap dq_attrs;
@@ -213,25 +272,43 @@ class Int4Pass : public Pass {
     return Status::Ok();
   }
 
-  Int4Config c_;
+  WeightOnlyConfig c_;
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Pass>> MakeInt4Pass(PassOptions o) {
-  Int4Config c;
+StatusOr<std::unique_ptr<Pass>> MakeWeightOnlyPass(PassOptions o, int bits) {
+  WeightOnlyConfig c;
   c.spec = o.spec();
+  c.bits = bits;
+  if (bits == 8) {
+    WH_RETURN_IF_ERROR(o.GetChoice("mode", "weight-only", {"weight-only"}).status());
+  } else if (bits != 4) {
+    return InvalidArgument("weight-only quantization to " + std::to_string(bits) + " bits: only 4 and 8 are supported");
+  }
   WH_ASSIGN_OR_RETURN(c.block, o.GetInt("block", 32, 16, 256));
   if ((c.block & (c.block - 1)) != 0)
-    return InvalidArgument("--int4: block=" + std::to_string(c.block) + " must be a power of two (16, 32, 64, 128, 256)");
+    return InvalidArgument(c.flag() + ": block=" + std::to_string(c.block) +
+                           " must be a power of two (16, 32, 64, 128, 256)");
   WH_ASSIGN_OR_RETURN(int64_t sym, o.GetInt("symmetric", 0, 0, 1));
   c.symmetric = sym != 0;
-  WH_ASSIGN_OR_RETURN(c.method, o.GetChoice("method", "rtn", {"rtn", "gptq"}));
-  WH_ASSIGN_OR_RETURN(c.format, o.GetChoice("format", "qdq", {"qdq", "matmulnbits"}));
+  WH_ASSIGN_OR_RETURN(c.method, o.GetChoice("method", "rtn", {"rtn", "gptq", "awq"}));
+  if (o.Has("clip") && c.method != "awq")
+    return InvalidArgument(c.flag() + ": clip= applies to method=awq (its weight clipping search)");
+  WH_ASSIGN_OR_RETURN(int64_t clip, o.GetInt("clip", 1, 0, 1));
+  c.clip = clip != 0;
+  if (bits == 4) {
+    WH_ASSIGN_OR_RETURN(c.format, o.GetChoice("format", "qdq", {"qdq", "matmulnbits"}));
+  } else if (o.Has("format")) {
+    return InvalidArgument(c.flag() + ": format= applies to --int4; 8-bit weights are always written as "
+                           "DequantizeLinear(block_size) + MatMul");
+  }
   WH_ASSIGN_OR_RETURN(c.select, LayerSelection::Parse(o, LayerSelection::Skip::kAllowed));
   WH_RETURN_IF_ERROR(o.Finish());
-  return std::unique_ptr<Pass>(new Int4Pass(std::move(c)));
+  return std::unique_ptr<Pass>(new WeightOnlyPass(std::move(c)));
 }
+
+StatusOr<std::unique_ptr<Pass>> MakeInt4Pass(PassOptions o) { return MakeWeightOnlyPass(std::move(o), 4); }
 
 const char* Int4PassHelp() {
   return "weight-only 4-bit quantization: the weight of each Gemm/MatMul with a constant 2-D weight becomes 4-bit "
@@ -243,8 +320,13 @@ const char* Int4PassHelp() {
          "  block=32         inputs per block: 16, 32, 64, 128 or 256\n"
          "  symmetric=0      1: codes -8..7 around zero, no zero points (int4); 0: uint4 codes with a zero point\n"
          "  method=rtn       rtn: round to nearest; gptq: GPTQ (Frantar et al. 2023), each column's rounding error\n"
-         "                   spread over the rest by the inverse Hessian of the layer's inputs (needs\n"
-         "                   --calibration-data)\n"
+         "                   spread over the rest by the inverse Hessian of the layer's inputs; awq: AWQ (Lin et\n"
+         "                   al. 2024), each input channel's weights scaled up by s = magnitude^alpha before\n"
+         "                   rounding (alpha searched per layer for the least output error on the calibration\n"
+         "                   inputs) and the layer's input multiplied by 1/s (a Mul before the MatMul). gptq and\n"
+         "                   awq need --calibration-data\n"
+         "  clip=1           awq: also shrink each block's range where that lowers its output error (the paper's\n"
+         "                   clipping search); 0: scaling only\n"
          "  format=qdq       qdq: DequantizeLinear + MatMul (opset 21); matmulnbits: com.microsoft MatMulNBits\n"
          "                   (what ONNX Runtime's matmul_nbits_quantizer and onnxruntime-genai write)\n"
          "  exclude=NAME,...          leave these nodes alone\n"

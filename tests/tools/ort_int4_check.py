@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Cross-check compress-model --int4 outputs against ONNX Runtime, and their accuracy.
+"""Cross-check compress-model --int4 (and --int8 mode=weight-only) outputs against ONNX Runtime,
+and their accuracy.
 
 On the bundled transformer (and MLP), for each configuration: run compress-model --int4 (GPTQ
-calibrated on 256 Fashion-MNIST training images), check the file with the ONNX checker
+and AWQ calibrated on 256 Fashion-MNIST training images), check the file with the ONNX checker
 (full_check), run it in ONNX Runtime (its own DequantizeLinear-21 / MatMulNBits kernels) and in
 Whittle's runtime (run-model: the MatMulNBits kernel reading 4-bit codes in place) on the 10000
 test images, and require
   - the outputs to agree: max |Whittle - ORT| <= 1e-4 * max |ORT| (the issue's max rel 1e-4),
   - the weights' file bytes at least MIN_SHRINK x smaller where the model is mostly MatMul weights,
-  - top-1 within 1.0 point of the float model for method=gptq (rtn is reported beside it).
+  - top-1 within 1.0 point of the float model for method=gptq and awq (rtn is reported beside it).
 Exits non-zero naming every configuration that fails. Usage: ort_int4_check.py --bin DIR --models DIR
 """
 import argparse
@@ -23,15 +24,20 @@ import onnx
 import onnxruntime as ort
 
 MAX_REL = 1e-4
-MAX_DROP_GPTQ = 0.010
-# (model, --int4 spec, minimum file shrink, whether the 1-point accuracy bound applies)
+MAX_DROP = 0.010
+# (model, flag, spec, minimum file shrink, whether the 1-point accuracy bound applies)
 CONFIGS = [
-    ("transformer", "method=rtn", 4.0, False),
-    ("transformer", "method=gptq", 4.0, True),
-    ("transformer", "method=gptq,format=matmulnbits", 4.0, True),
-    ("transformer", "method=rtn,symmetric=1,format=matmulnbits,block=64", 4.0, False),
-    ("mlp", "method=gptq,block=32", 4.5, True),
-    ("mlp", "method=rtn,block=128,format=matmulnbits", 4.5, False),
+    ("transformer", "--int4", "method=rtn", 4.0, False),
+    ("transformer", "--int4", "method=gptq", 4.0, True),
+    ("transformer", "--int4", "method=gptq,format=matmulnbits", 4.0, True),
+    ("transformer", "--int4", "method=awq", 4.0, True),
+    ("transformer", "--int4", "method=awq,format=matmulnbits,symmetric=1", 4.0, True),
+    ("transformer", "--int4", "method=rtn,symmetric=1,format=matmulnbits,block=64", 4.0, False),
+    ("transformer", "--int8", "mode=weight-only,block=32", 2.5, True),
+    ("transformer", "--int8", "mode=weight-only,method=awq,symmetric=1,block=64", 2.5, True),
+    ("mlp", "--int4", "method=gptq,block=32", 4.5, True),
+    ("mlp", "--int4", "method=awq,block=32", 4.5, True),
+    ("mlp", "--int4", "method=rtn,block=128,format=matmulnbits", 4.5, False),
 ]
 
 
@@ -84,14 +90,14 @@ def main():
         x_path = os.path.join(tmp, "x.npy")
         np.save(x_path, x)
         fp32_acc = {}
-        for i, (name, spec, min_shrink, bounded) in enumerate(CONFIGS):
+        for i, (name, flag, spec, min_shrink, bounded) in enumerate(CONFIGS):
             src = os.path.join(args.models, name + ".onnx")
             if name not in fp32_acc:
                 fp32_acc[name] = float(np.mean(np.argmax(ort_run(src, x), 1) == labels))
             out = os.path.join(tmp, "%s_%d.onnx" % (name, i))
-            label = "%s --int4 %s" % (name, spec)
+            label = "%s %s %s" % (name, flag, spec)
             r = subprocess.run([os.path.join(args.bin, "compress-model"), src, "-o", out, "--no-bench", "--quiet",
-                                "--int4", spec, "--calibration-data", "fashion-mnist:train",
+                                flag, spec, "--calibration-data", "fashion-mnist:train",
                                 "--calibration-samples", str(args.calibration_samples)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             if r.returncode != 0:
@@ -112,10 +118,10 @@ def main():
             acc_o = float(np.mean(np.argmax(y_o, 1) == labels))
             acc_w = float(np.mean(np.argmax(y_w, 1) == labels))
             drop = fp32_acc[name] - acc_w
-            ok = rel <= MAX_REL and shrink >= min_shrink and (not bounded or drop <= MAX_DROP_GPTQ)
+            ok = rel <= MAX_REL and shrink >= min_shrink and (not bounded or drop <= MAX_DROP)
             if not ok:
                 failures.append(label)
-            print("%-4s %-60s fp32 %.4f  int4: Whittle %.4f ORT %.4f (drop %+.2f pt%s)  max rel diff %.1e  %.2fx "
+            print("%-4s %-60s fp32 %.4f  quantized: Whittle %.4f ORT %.4f (drop %+.2f pt%s)  max rel diff %.1e  %.2fx "
                   "smaller  %s" % ("ok" if ok else "FAIL", label, fp32_acc[name], acc_w, acc_o, -100 * drop,
                                    ", bound 1.0" if bounded else "", rel, shrink, " ".join(ops(out))))
     if failures:
