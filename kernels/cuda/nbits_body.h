@@ -51,6 +51,20 @@ WH_HD uint32_t NBitsWord(const uint8_t* p) {
 #endif
 }
 
+// a[0..7]: on the device two 16-byte loads where a is 16-byte aligned (rows of A when K % 4 == 0;
+// k is a multiple of 8 here), else eight.
+WH_HD void NBitsLoad8(const float* a, float out[8]) {
+#ifdef __CUDA_ARCH__
+  if ((reinterpret_cast<uintptr_t>(a) & 15u) == 0) {
+    const float4 lo = __ldg(reinterpret_cast<const float4*>(a)), hi = __ldg(reinterpret_cast<const float4*>(a) + 1);
+    out[0] = lo.x, out[1] = lo.y, out[2] = lo.z, out[3] = lo.w;
+    out[4] = hi.x, out[5] = hi.y, out[6] = hi.z, out[7] = hi.w;
+    return;
+  }
+#endif
+  for (int i = 0; i < 8; ++i) out[i] = a[i];
+}
+
 WH_HD float NBitsNibble(uint32_t word, int i) { return static_cast<float>((word >> (4 * i)) & 15u); }
 
 // Zero point of row n's block j: float, packed (two per byte, low nibble first), or 8.
@@ -94,9 +108,12 @@ WH_HD void NBitsLaneDot(const NBitsArgs& g, int64_t n, int64_t m0, int lane, flo
       const float* a = g.a + (m0 + r) * g.K + k0;
       float s = 0.f;
       if (valid == 8) {
-        for (int i = 0; i < 8; ++i) s += a[i] * c[i];
-      } else {
-        for (int i = 0; i < valid; ++i) s += a[i] * c[i];
+        float av[8];
+        NBitsLoad8(a, av);
+        for (int i = 0; i < 8; ++i) s += av[i] * c[i];
+      } else {  // a fixed trip count keeps c in registers on the device
+        for (int i = 0; i < 8; ++i)
+          if (i < valid) s += a[i] * c[i];
       }
       acc[r] += s * scale;
     }
