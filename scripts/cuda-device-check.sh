@@ -49,7 +49,8 @@
 #      ResNet, and at batch 1/64 with and without both flags on the MLP, CNN and transformer,
 #      alternating, three rounds, and the medians of the p50 columns side by side;
 #  12. 4-bit weights (com.microsoft MatMulNBits, kernels/cuda/nbits.*): the MatMulNBits, CudaNBitsBody
-#      and FuseNBits tests (the CUDA kernel against the reference: a warp per column up to 8 rows,
+#      (and CudaNBitsDevice: decoder-sized shapes) and FuseNBits tests (the CUDA kernel against the
+#      reference: a warp per column up to 8 rows,
 #      64x64 tiles beyond), then the MLP and transformer made by compress-model --int4 block=32
 #      (format=matmulnbits, and the DequantizeLinear+MatMul form the runtime fuses) on the GPU:
 #      top-1 agreement with the CPU runtime, accuracy, throughput at batch 1/64/1024 next to the
@@ -302,7 +303,7 @@ run)
   fi
   if want 12; then
   echo "== 4-bit weights (MatMulNBits): kernel tests, then int4 models on the GPU against the CPU runtime"
-  timeout 120 "$pkg/bin/whittle_tests" --gtest_filter='MatMulNBits.*:CudaNBitsBody.*:FuseNBits.*' > "$logs/nbits-tests.txt" 2>&1 || status=1
+  timeout 120 "$pkg/bin/whittle_tests" --gtest_filter='MatMulNBits.*:CudaNBits*:FuseNBits.*' > "$logs/nbits-tests.txt" 2>&1 || status=1
   grep -E '^\[ +(PASSED|FAILED|SKIPPED) |NO DEVICE' "$logs/nbits-tests.txt" || true
   for m in mlp mlp_int4 mlp_int4_qdq transformer transformer_int4 transformer_int4_qdq; do
     "$pkg/bin/run-model" "$pkg/models/$m.onnx" --device cuda --agree-with cpu --threads 16 --bench \

@@ -4,10 +4,12 @@
 // all 256 threads, as __syncthreads orders them), against MatMulNBitsReference on awkward shapes:
 // K not a multiple of the block or of 8, N odd, few and many rows, packed, float and default zero
 // points, bias, a fused Relu. It checks arithmetic and indexing, not that the kernels run on a GPU
-// (tests/kernels/nbits_test.cc does that where there is one: ExpectBackendsMatchReference).
+// (tests/kernels/nbits_test.cc does that where there is one, and CudaNBitsDevice below on
+// decoder-sized shapes).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -17,12 +19,18 @@
 #include "kernels/common/nbits.h"
 #include "kernels/cuda/nbits_body.h"
 #include "kernels/reference/nbits.h"
+#include "lib/ir/domain.h"
+#include "lib/ops/op_def.h"
+#include "runtime/node_runner.h"
 #include "tests/util/test_util.h"
 
 namespace whittle::cuda {
 namespace {
 
+using ::whittle::testing::MakeNode;
 using ::whittle::testing::RandomFloat;
+using ::whittle::testing::TensorsClose;
+using ::whittle::testing::TestedBackends;
 
 enum class Zp { kNone, kPacked, kFloat };
 
@@ -159,6 +167,39 @@ TEST(CudaNBitsBody, ZeroPointsFromPackedBytes) {
   EXPECT_EQ(NBitsZeroPoint(g, 0, 1), 8.f);
   const uint8_t word[4] = {0x21, 0x43, 0x65, 0x87};
   for (int i = 0; i < 8; ++i) EXPECT_EQ(NBitsNibble(NBitsWord(word), i), static_cast<float>(i + 1));
+}
+
+// On a GPU (only there): decoder-sized shapes through the CUDA kernel (constant weights, as
+// models carry them) against the reference: K of 4096 over the warp path, a prefill of 40 rows
+// over the tiles. tests/kernels/nbits_test.cc runs the small awkward shapes on every backend.
+TEST(CudaNBitsDevice, DecoderShapesMatchReference) {
+  const auto& tested = TestedBackends();
+  if (std::find(tested.begin(), tested.end(), Backend::kCuda) == tested.end()) {
+    std::printf("[ NO DEVICE ] CudaNBitsDevice: no CUDA backend with a GPU here; the device kernels are unchecked\n");
+    return;
+  }
+  RegisterAllOps();
+  struct Shape {
+    int64_t m, k, n, block;
+  };
+  uint32_t seed = 100;
+  for (const Shape& c : {Shape{1, 4096, 520, 32}, Shape{3, 4096, 129, 128}, Shape{40, 1000, 200, 64}}) {
+    SCOPED_TRACE("m " + std::to_string(c.m) + " k " + std::to_string(c.k) + " n " + std::to_string(c.n));
+    const int64_t nb = (c.k + c.block - 1) / c.block;
+    AttributeMap at;
+    at.Set("K", Attribute::Int(c.k));
+    at.Set("N", Attribute::Int(c.n));
+    at.Set("bits", Attribute::Int(4));
+    at.Set("block_size", Attribute::Int(c.block));
+    std::vector<Tensor> in{RandomFloat({c.m, c.k}, seed++), RandomBytes({c.n, nb, c.block / 2}, seed++),
+                           RandomFloat({c.n * nb}, seed++, 0.01f, 0.1f), RandomBytes({c.n * ((nb + 1) / 2)}, seed++)};
+    const Node node = MakeNode("MatMulNBits", 4, 1, at, kMicrosoftDomain);
+    auto want = RunNode(node, 17, in, Backend::kReference, 1, true);
+    auto got = RunNode(node, 17, in, Backend::kCuda, 2, true);
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_TRUE(TensorsClose((*got)[0], (*want)[0], 1e-3f, 1e-4f));
+  }
 }
 
 }  // namespace
