@@ -48,13 +48,13 @@
 #      run-model --bench at batch 64/1024 with and without --page-locked-input on the MLP, CNN and
 #      ResNet, and at batch 1/64 with and without both flags on the MLP, CNN and transformer,
 #      alternating, three rounds, and the medians of the p50 columns side by side;
-#  12. 4-bit weights (com.microsoft MatMulNBits, kernels/cuda/nbits.*): the MatMulNBits, CudaNBitsBody
-#      (and CudaNBitsDevice: decoder-sized shapes) and FuseNBits tests (the CUDA kernel against the
-#      reference: a warp per column up to 8 rows,
-#      64x64 tiles beyond), then the MLP and transformer made by compress-model --int4 block=32
-#      (format=matmulnbits, and the DequantizeLinear+MatMul form the runtime fuses) on the GPU:
-#      top-1 agreement with the CPU runtime, accuracy, throughput at batch 1/64/1024 next to the
-#      FP32 model's, and whether any MatMulNBits node fell back to the CPU (--profile).
+#  12. 4-bit weights (com.microsoft MatMulNBits, kernels/cuda/nbits.*): the MatMulNBits, CudaNBits*
+#      (the bodies on the CPU; CudaNBitsDevice: decoder-sized shapes on the GPU) and FuseNBits tests
+#      (the CUDA kernel against the reference: a warp per column up to 8 rows, 64x64 tiles beyond),
+#      then the MLP and transformer made by compress-model --int4 block=32 (format=matmulnbits,
+#      and the DequantizeLinear+MatMul form the runtime fuses) on the GPU: top-1 agreement with the
+#      CPU runtime, accuracy, throughput at batch 1/64/1024 next to the FP32 model's, and whether
+#      any MatMulNBits node fell back to the CPU (--profile).
 #
 # ONNX Runtime's CUDA provider for step 8: the GPU machine's onnxruntime is CPU-only and has no
 # network, and onnxruntime-gpu (about 200 MB packed) passes one call's 64 MiB carry. So:
