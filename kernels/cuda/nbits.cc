@@ -49,9 +49,9 @@ KernelOr MakeMatMulNBits(const KernelInit& init) {
     if (zp_float) g.zp_float = ctx.inputs[3]->data<float>();
     if (zp_packed) g.zp_packed = ctx.inputs[3]->data<uint8_t>();
     if (bias) g.bias = ctx.inputs[5]->data<float>();
-    // The kernels read the codes as 32-bit words (rows are whole blocks of >= 8 bytes).
-    if (reinterpret_cast<uintptr_t>(g.b) % 4 != 0)
-      return Internal(node + ": the device copy of B is not 4-byte aligned");
+    // The kernels read the codes 8 bytes at a time (rows are whole blocks of >= 8 bytes).
+    if (reinterpret_cast<uintptr_t>(g.b) % 8 != 0)
+      return Internal(node + ": the device copy of B is not 8-byte aligned");
     LaunchMatMulNBits(g, Stream());
     return Launched("MatMulNBits");
   });

@@ -1,6 +1,6 @@
 // Device code of the CUDA MatMulNBits (launcher: kernels/cuda/nbits.h): the drivers map the grid
 // onto kernels/cuda/nbits_body.h, which tests/kernels/cuda_nbits_body_test.cc runs on the CPU.
-// Few rows: a warp per output column, each lane 8 codes per 32-bit word, a shuffle reduction.
+// Few rows: a warp per output column, each lane 16 codes per 8-byte load, a shuffle reduction.
 // Many rows: a 64 x 64 tile per block, the codes decoded into shared memory once per tile.
 #include <cuda_runtime.h>
 
@@ -32,7 +32,8 @@ __global__ void __launch_bounds__(kNBitsWarps * kNBitsLanes) GemvKernel(NBitsArg
 __global__ void __launch_bounds__(kNBitsThreads) TileKernel(NBitsArgs g) {
   __shared__ NBitsTileSmem s;
   float acc[4][4] = {};
-  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kNBitsTileM, n0 = static_cast<int64_t>(blockIdx.x) * kNBitsTileN;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kNBitsTileM;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kNBitsTileN;
   const int tid = static_cast<int>(threadIdx.x);
   for (int64_t k0 = 0; k0 < g.K; k0 += kNBitsTileK) {
     NBitsTileLoad(g, m0, n0, k0, tid, s);

@@ -1,8 +1,8 @@
 // The arithmetic of the CUDA com.microsoft MatMulNBits kernels (4-bit codes; kernels/cuda/nbits.cu
-// drives them, kernels/cuda/nbits.cc checks and launches): the nibbles of one 32-bit word of codes
-// (8 consecutive k of one row of B, always inside one quantization block, since blocks are powers
-// of two of at least 16), the block's zero point, a lane's share of the few-row product (GEMV: one
-// warp per output column) and the phases of the tiled product for many rows. WH_HD, so
+// drives them, kernels/cuda/nbits.cc checks and launches): the nibbles of 32-bit words of codes
+// (8 consecutive k of one row of B; 8 bytes always lie inside one quantization block, since
+// blocks are powers of two of at least 16), the block's zero point, a lane's share of the few-row
+// product (GEMV: one warp per output column) and the phases of the tiled product for many rows. WH_HD, so
 // tests/kernels/cuda_nbits_body_test.cc runs them on the CPU against MatMulNBitsReference.
 #pragma once
 
@@ -65,6 +65,26 @@ WH_HD void NBitsLoad8(const float* a, float out[8]) {
   for (int i = 0; i < 8; ++i) out[i] = a[i];
 }
 
+// The two words at p (8-aligned on the device: rows of B are whole blocks of at least 8 bytes).
+WH_HD void NBitsWords2(const uint8_t* p, uint32_t out[2]) {
+#ifdef __CUDA_ARCH__
+  const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+  out[0] = v.x;
+  out[1] = v.y;
+#else
+  out[0] = NBitsWord(p);
+  out[1] = NBitsWord(p + 4);
+#endif
+}
+
+// Unrolls the lane's loop over chunks on the device (more loads in flight per warp; g++ would
+// warn of an unknown pragma).
+#ifdef __CUDA_ARCH__
+#define WH_NBITS_UNROLL _Pragma("unroll 4")
+#else
+#define WH_NBITS_UNROLL
+#endif
+
 WH_HD float NBitsNibble(uint32_t word, int i) { return static_cast<float>((word >> (4 * i)) & 15u); }
 
 // Zero point of row n's block j: float, packed (two per byte, low nibble first), or 8.
@@ -90,29 +110,34 @@ WH_HD void NBitsDecodeWord(const NBitsArgs& g, int64_t n, int64_t w, float out[8
   for (int i = 0; i < 8; ++i) out[i] = k0 + i < g.K ? (NBitsNibble(word, i) - zp) * scale : 0.f;
 }
 
-// Lane `lane`'s share of Y[m0 + r, n] for r < kNBitsRows (rows past M are left): words lane,
-// lane + 32, ... of row n (a warp reads 128 consecutive bytes at a time), each as
-// scale * sum_i A[m, k_i] (code_i - zp), added to acc[r].
+// Lane `lane`'s share of Y[m0 + r, n] for r < kNBitsRows (rows past M are left): 8-byte chunks
+// lane, lane + 32, ... of row n (16 codes each, one 8-byte load: a warp reads 256 consecutive
+// bytes at a time; a chunk never straddles a block, since blocks are whole multiples of 8 bytes),
+// each as scale * sum_i A[m, k_i] (code_i - zp), added to acc[r].
 WH_HD void NBitsLaneDot(const NBitsArgs& g, int64_t n, int64_t m0, int lane, float acc[kNBitsRows]) {
   const uint8_t* row = g.b + n * g.row_bytes();
-  const int64_t words = g.words();
-  for (int64_t w = lane; w < words; w += kNBitsLanes) {
-    const uint32_t word = NBitsWord(row + 4 * w);
-    const int64_t k0 = 8 * w, j = k0 / g.block;
+  const int64_t chunks = (g.K + 15) / 16;
+  WH_NBITS_UNROLL
+  for (int64_t v = lane; v < chunks; v += kNBitsLanes) {
+    uint32_t word[2];
+    NBitsWords2(row + 8 * v, word);
+    const int64_t k0 = 16 * v, j = k0 / g.block;
     const float zp = NBitsZeroPoint(g, n, j), scale = g.scales[n * g.blocks() + j];
-    float c[8];
-    for (int i = 0; i < 8; ++i) c[i] = NBitsNibble(word, i) - zp;
-    const int valid = g.K - k0 < 8 ? static_cast<int>(g.K - k0) : 8;
+    float c[16];
+    for (int i = 0; i < 16; ++i) c[i] = NBitsNibble(word[i / 8], i % 8) - zp;
+    const int valid = g.K - k0 < 16 ? static_cast<int>(g.K - k0) : 16;
     for (int r = 0; r < kNBitsRows; ++r) {
       if (m0 + r >= g.M) break;
       const float* a = g.a + (m0 + r) * g.K + k0;
       float s = 0.f;
-      if (valid == 8) {
+      if (valid == 16) {
         float av[8];
         NBitsLoad8(a, av);
         for (int i = 0; i < 8; ++i) s += av[i] * c[i];
+        NBitsLoad8(a + 8, av);
+        for (int i = 0; i < 8; ++i) s += av[i] * c[8 + i];
       } else {  // a fixed trip count keeps c in registers on the device
-        for (int i = 0; i < 8; ++i)
+        for (int i = 0; i < 16; ++i)
           if (i < valid) s += a[i] * c[i];
       }
       acc[r] += s * scale;
