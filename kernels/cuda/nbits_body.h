@@ -27,7 +27,6 @@ struct NBitsArgs {
   WH_HD int64_t blocks() const { return (K + block - 1) / block; }
   WH_HD int64_t row_bytes() const { return blocks() * block / 2; }
   WH_HD int64_t zp_row_bytes() const { return (blocks() + 1) / 2; }
-  WH_HD int64_t words() const { return (K + 7) / 8; }  // words of a row holding some k < K
 };
 
 // The few-row path: each block has kNBitsWarps warps, one output column each, over up to
