@@ -50,7 +50,7 @@
 #      alternating, three rounds, and the medians of the p50 columns side by side;
 #  12. 4-bit weights (com.microsoft MatMulNBits, kernels/cuda/nbits.*): the MatMulNBits, CudaNBits*
 #      (the bodies on the CPU; CudaNBitsDevice: decoder-sized shapes on the GPU) and FuseNBits tests
-#      (the CUDA kernel against the reference: a warp per column up to 8 rows, 64x64 tiles beyond),
+#      (the CUDA kernel against the reference: a warp per column up to 32 rows, 64x64 tiles beyond),
 #      then the MLP and transformer made by compress-model --int4 block=32 (format=matmulnbits,
 #      and the DequantizeLinear+MatMul form the runtime fuses) on the GPU: top-1 agreement with the
 #      CPU runtime, accuracy, throughput at batch 1/64/1024 next to the FP32 model's, and whether

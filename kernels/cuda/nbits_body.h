@@ -31,8 +31,11 @@ struct NBitsArgs {
 
 // The few-row path: each block has kNBitsWarps warps, one output column each, over up to
 // kNBitsRows rows of A (grid.y walks the rows); the tiled path beyond kNBitsGemvMaxRows rows.
+// 32 (the CPU kernel's fused-loop limit too) is a guess, not yet measured: up to there the codes
+// are read M / 4 times, mostly from L2, while a 64 x 64 tile grid of N / 64 blocks leaves most
+// SMs idle at decoder widths.
 constexpr int kNBitsLanes = 32, kNBitsWarps = 4, kNBitsRows = 4;
-constexpr int64_t kNBitsGemvMaxRows = 8;
+constexpr int64_t kNBitsGemvMaxRows = 32;
 // The tiled path: 64 x 64 outputs per block of 256 threads (4 x 4 each, hd.h's ForTileCells),
 // K in steps of 32 (4 words of codes per column).
 constexpr int kNBitsTileM = 64, kNBitsTileN = 64, kNBitsTileK = 32, kNBitsThreads = 256;

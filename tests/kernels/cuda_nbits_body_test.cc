@@ -170,8 +170,8 @@ TEST(CudaNBitsBody, ZeroPointsFromPackedBytes) {
 }
 
 // On a GPU (only there): decoder-sized shapes through the CUDA kernel (constant weights, as
-// models carry them) against the reference: K of 4096 over the warp path, a prefill of 40 rows
-// over the tiles. tests/kernels/nbits_test.cc runs the small awkward shapes on every backend.
+// models carry them) against the reference: K of 4096 and 21 rows over the warp path, a prefill
+// of 40 rows over the tiles. tests/kernels/nbits_test.cc runs the small awkward shapes on every backend.
 TEST(CudaNBitsDevice, DecoderShapesMatchReference) {
   const auto& tested = TestedBackends();
   if (std::find(tested.begin(), tested.end(), Backend::kCuda) == tested.end()) {
@@ -183,7 +183,8 @@ TEST(CudaNBitsDevice, DecoderShapesMatchReference) {
     int64_t m, k, n, block;
   };
   uint32_t seed = 100;
-  for (const Shape& c : {Shape{1, 4096, 520, 32}, Shape{3, 4096, 129, 128}, Shape{40, 1000, 200, 64}}) {
+  for (const Shape& c :
+       {Shape{1, 4096, 520, 32}, Shape{3, 4096, 129, 128}, Shape{21, 600, 96, 16}, Shape{40, 1000, 200, 64}}) {
     SCOPED_TRACE("m " + std::to_string(c.m) + " k " + std::to_string(c.k) + " n " + std::to_string(c.n));
     const int64_t nb = (c.k + c.block - 1) / c.block;
     AttributeMap at;
