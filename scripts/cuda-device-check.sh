@@ -47,7 +47,14 @@
 #      page-locked input read by the GPU, an output it writes, eagerly and by graph replays), then
 #      run-model --bench at batch 64/1024 with and without --page-locked-input on the MLP, CNN and
 #      ResNet, and at batch 1/64 with and without both flags on the MLP, CNN and transformer,
-#      alternating, three rounds, and the medians of the p50 columns side by side.
+#      alternating, three rounds, and the medians of the p50 columns side by side;
+#  12. 4-bit weights (com.microsoft MatMulNBits, kernels/cuda/nbits.*): the MatMulNBits, CudaNBits*
+#      (the bodies on the CPU; CudaNBitsDevice: decoder-sized shapes on the GPU) and FuseNBits tests
+#      (the CUDA kernel against the reference: a warp per column up to 32 rows, 64x64 tiles beyond),
+#      then the MLP and transformer made by compress-model --int4 block=32 (format=matmulnbits,
+#      and the DequantizeLinear+MatMul form the runtime fuses) on the GPU: top-1 agreement with the
+#      CPU runtime, accuracy, throughput at batch 1/64/1024 next to the FP32 model's, and whether
+#      any MatMulNBits node fell back to the CPU (--profile).
 #
 # ONNX Runtime's CUDA provider for step 8: the GPU machine's onnxruntime is CPU-only and has no
 # network, and onnxruntime-gpu (about 200 MB packed) passes one call's 64 MiB carry. So:
@@ -106,6 +113,10 @@ PY
   "$build/bin/compress-model" models/mlp.onnx -o "$stage/pkg/models/mlp_cluster.onnx" --cluster k=16 >/dev/null
   "$build/bin/compress-model" models/mlp.onnx -o "$stage/pkg/models/mlp_circulant.onnx" --circulant block=8 >/dev/null
   "$build/bin/compress-model" models/cnn.onnx -o "$stage/pkg/models/cnn_p50.onnx" --prune ratio=0.5 >/dev/null
+  for m in mlp transformer; do
+    "$build/bin/compress-model" "models/$m.onnx" -o "$stage/pkg/models/${m}_int4.onnx" --int4 block=32,format=matmulnbits >/dev/null
+    "$build/bin/compress-model" "models/$m.onnx" -o "$stage/pkg/models/${m}_int4_qdq.onnx" --int4 block=32 >/dev/null
+  done
   pwd > "$stage/pkg/source_dir.txt"  # the tests' compiled-in WHITTLE_SOURCE_DIR
   (cd "$build" && pwd) > "$stage/pkg/binary_dir.txt"  # and WHITTLE_BINARY_DIR (the CLI tests run its bin/)
   mkdir -p .bundle
@@ -156,7 +167,7 @@ run)
   logs=/tmp/whittle-cuda-check-logs
   archive=${OUT:-$PWD}/cuda-check-logs.tar.gz
   rm -rf "$logs" && mkdir -p "$logs"
-  want() { [[ " ${CHECK_STEPS:-1 2 3 4 5 6 7 8 9 10 11} " == *" $1 "* ]]; }
+  want() { [[ " ${CHECK_STEPS:-1 2 3 4 5 6 7 8 9 10 11 12} " == *" $1 "* ]]; }
   # bench_rounds PREFIX FLAG VARIANT BATCHES ROWS MODEL...: three alternating rounds of run-model
   # --device cuda --bench at BATCHES on each model, without and with FLAG, into
   # $logs/PREFIX-MODEL-rN[-VARIANT].txt (the lines matching ROWS echoed), then the medians of the p50
@@ -289,6 +300,19 @@ run)
   grep -E '^\[ +(PASSED|FAILED|SKIPPED) ' "$logs/page-locked-tests.txt" || true
   bench_rounds upload --page-locked-input locked 64,1024 '^ +(64|1024) ' mlp cnn resnet
   bench_rounds io "--page-locked-input --page-locked-output" lockedio 1,64 '^ +(1|64) ' mlp cnn transformer
+  fi
+  if want 12; then
+  echo "== 4-bit weights (MatMulNBits): kernel tests, then int4 models on the GPU against the CPU runtime"
+  timeout 120 "$pkg/bin/whittle_tests" --gtest_filter='MatMulNBits.*:CudaNBits*:FuseNBits.*' > "$logs/nbits-tests.txt" 2>&1 || status=1
+  grep -E '^\[ +(PASSED|FAILED|SKIPPED) |NO DEVICE' "$logs/nbits-tests.txt" || true
+  for m in mlp mlp_int4 mlp_int4_qdq transformer transformer_int4 transformer_int4_qdq; do
+    "$pkg/bin/run-model" "$pkg/models/$m.onnx" --device cuda --agree-with cpu --threads 16 --bench \
+      --batch 1,64,1024 --profile \
+      --eval-data "idx:$pkg/data/fashion-mnist/t10k-images-idx3-ubyte.gz:$pkg/data/fashion-mnist/t10k-labels-idx1-ubyte.gz" \
+      > "$logs/run-$m-cuda-nbits.txt" 2>&1 || status=1
+    grep -E '^accuracy|^top-1 agreement|^ +(1|64|1024) |error' "$logs/run-$m-cuda-nbits.txt" | sed "s/^/$m cuda: /" || true
+    grep -A 40 'ran on the CPU' "$logs/run-$m-cuda-nbits.txt" | sed "s/^/$m cuda: /" || true
+  done
   fi
   exit $status
   ;;

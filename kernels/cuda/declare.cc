@@ -11,6 +11,7 @@
 #include "kernels/common/fused_activation.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/nbits.h"
 #include "kernels/kernel.h"
 
 namespace whittle::cuda {
@@ -131,6 +132,7 @@ void RegisterKernels(KernelRegistry& r) {
   RegisterMovementKernels(r);
   RegisterResizeKernels(r);
   RegisterRecurrentKernels(r);
+  RegisterNBitsKernels(r);
 }
 
 }  // namespace whittle::cuda
