@@ -1,8 +1,8 @@
 // Kernel of com.microsoft MatMulNBits (lib/ops/nbits.cc): the factory reads the attributes and,
 // when the weight operands are constants (as every quantizer writes them), checks them once at
 // load; the backend's builder then runs (the CPU's reads the 4-bit codes in place). Otherwise the
-// reference kernel checks them on each call. The CUDA backend declares none: a CUDA session runs
-// it on the CPU kernel with copies (Session::fallback_nodes).
+// reference kernel checks them on each call. The CUDA backend declares its own in its module
+// (kernels/cuda/nbits.cc); what it does not take runs on the CPU kernel with copies.
 #include <memory>
 
 #include "kernels/common/nbits.h"

@@ -116,7 +116,7 @@ Status DequantizeBlockedReference(const Tensor& x, const Tensor& scale, const Te
     for (int k = static_cast<int>(axis) + 1; k < r; ++k) inner *= x.dim(k);
     d = x.dim(static_cast<int>(axis));
     g = block > 0 ? block : 1;
-    groups = block > 0 ? (d + block - 1) / block : d;
+    groups = block > 0 ? (d == 0 ? 0 : (d - 1) / block + 1) : d;  // ceil, without overflow
     const bool fits = block > 0 ? scale.rank() == r && scale.numel() == outer * groups * inner
                                 : scale.rank() == 1 && scale.numel() == d;
     if (!fits)

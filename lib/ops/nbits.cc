@@ -20,9 +20,15 @@ Status CheckNBits(const Node& n, int) {
                            ", N " + std::to_string(N));
   if (bits != 4 && bits != 8)
     return InvalidArgument(n.DebugName() + ": bits " + std::to_string(bits) + " is not supported (4 or 8)");
-  if (block < 16 || (block & (block - 1)) != 0)
+  if (block < 16 || block > 4096 || (block & (block - 1)) != 0)
     return InvalidArgument(n.DebugName() + ": block_size " + std::to_string(block) +
-                           " must be a power of two of at least 16");
+                           " must be a power of two from 16 to 4096");
+  // Bounds that keep every size derived from K and N (blocks, row bytes, element counts) far from
+  // int64 overflow; no model has a matrix side past 2^31.
+  constexpr int64_t kMaxSide = int64_t{1} << 31;
+  if (K > kMaxSide || N > kMaxSide)
+    return InvalidArgument(n.DebugName() + ": K " + std::to_string(K) + " or N " + std::to_string(N) +
+                           " is past 2^31");
   return Status::Ok();
 }
 

@@ -50,7 +50,9 @@ Status CheckBlockedParams(const InferContext& ctx, int64_t block) {
       const Dim& xd = (*x)[d];
       const Dim& pd = (*p)[d];
       if (!xd.known() || !pd.known()) continue;
-      const int64_t want = static_cast<int64_t>(d) == *axis ? (xd.value + block - 1) / block : xd.value;
+      // ceil(x / block) without overflow for a hostile block_size near 2^63.
+      const int64_t want =
+          static_cast<int64_t>(d) == *axis ? (xd.value == 0 ? 0 : (xd.value - 1) / block + 1) : xd.value;
       if (pd.value != want)
         return ctx.Error(std::string("blocked ") + what + " shape " + Str(*p) + " does not fit x shape " + Str(*x) +
                          " with block_size " + std::to_string(block) + " along axis " + std::to_string(*axis) +

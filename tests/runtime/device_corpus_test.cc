@@ -168,6 +168,8 @@ void RegisterStandInKernels() {
 // host and back, and the model cannot be captured as a CUDA graph.
 std::set<std::string> KnownFallbackOps(const std::string& file) {
   if (file == "hf_bert_ids_mask_op17.onnx") return {"Add", "And", "Expand", "GatherElements", "GreaterOrEqual", "Mul", "Range"};
+  // The Llama decoder's causal + padding mask: int64/bool arithmetic on the positions, as BERT's.
+  if (file == "decoder_tiny_op17.onnx") return {"Add", "And", "Expand", "LessOrEqual", "Mul", "Range"};
   return {};
 }
 
@@ -239,11 +241,27 @@ std::vector<std::string> CorpusFiles() {
 
 // Inputs for a corpus model: symbolic dims 3 (the first) and 7; floats from `seed`, integer ids
 // (token ids, indices) below 100, shifted by the seed.
+// A decoder with a KV cache (past_key_values.* inputs) gets consistent dims: 5 past tokens, 7 new
+// ones, a mask of ones over all 12 and positions 5..11.
 StatusOr<std::map<std::string, Tensor>> CorpusFeeds(const Session& s, uint32_t seed) {
   std::map<std::string, Tensor> feeds;
+  bool decoder = false;
+  for (const IoInfo& in : s.inputs()) decoder |= in.name.rfind("past_key_values.", 0) == 0;
+  auto free_dim = [&](const Dim& d, size_t k) -> int64_t {
+    if (decoder && d.param == "past_sequence") return 5;
+    if (decoder && d.param == "total_sequence") return 12;
+    return k == 0 ? 3 : 7;
+  };
   for (const IoInfo& in : s.inputs()) {
     Dims d;
-    for (size_t k = 0; k < in.shape.size(); ++k) d.push_back(in.shape[k].known() ? in.shape[k].value : k == 0 ? 3 : 7);
+    for (size_t k = 0; k < in.shape.size(); ++k) d.push_back(in.shape[k].known() ? in.shape[k].value : free_dim(in.shape[k], k));
+    if (decoder && (in.name == "attention_mask" || in.name == "position_ids") && in.dtype == DType::kInt64) {
+      Tensor t(in.dtype, d);
+      for (int64_t i = 0; i < t.numel(); ++i)
+        t.data<int64_t>()[i] = in.name == "attention_mask" ? 1 : 5 + i % d.back();
+      feeds[in.name] = t;
+      continue;
+    }
     if (in.dtype == DType::kFloat32) {
       feeds[in.name] = RandomFloat(d, seed++);
       continue;

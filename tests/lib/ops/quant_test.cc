@@ -118,7 +118,10 @@ TEST(QuantOpsTest, RejectsBadZeroPointTypes) {
   EXPECT_TRUE(FailsWith(Infer(kQ, 13, {Sh({2}), Val(s), Val(z32)}).status, "int8 or uint8"));
   EXPECT_TRUE(FailsWith(Infer(kQ, 13, {Sh({2}), Val(s), Val(z16)}).status, "int8 or uint8"));
   EXPECT_TRUE(FailsWith(Infer(kDq, 13, {Sh({2}, DType::kUInt8), Val(s), Val(z8)}).status, "x's type uint8"));
-  EXPECT_TRUE(FailsWith(Infer(kDq, 13, {Sh({2}, DType::kInt16), Val(s), Val(z16)}).status, "int8, uint8 or int32"));
+  EXPECT_TRUE(FailsWith(Infer(kDq, 13, {Sh({2}, DType::kInt16), Val(s), Val(z16)}).status,
+                        "int8, uint8, int32, int4 or uint4"));
+  // 4-bit data exists from opset 21.
+  EXPECT_TRUE(FailsWith(Infer(kDq, 13, {Sh({2}, DType::kInt4), Val(s)}).status, "needs opset 21"));
   Tensor sd = Tensor::Scalar<double>(1.0);
   EXPECT_TRUE(FailsWith(Infer(kQ, 13, {Sh({2}), Val(sd), Val(z8)}).status, "scale must be float32"));
 }
