@@ -24,6 +24,8 @@ const char* ShortName(DType t) {
     case DType::kInt64: return "i64";
     case DType::kUInt64: return "u64";
     case DType::kBool: return "bool";
+    case DType::kInt4: return "i4";
+    case DType::kUInt4: return "u4";
     default: return "?";
   }
 }
