@@ -14,6 +14,7 @@
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
 #include "tests/passes/pass_test_util.h"
+#include "tests/passes/quantize/weight_only_test_graph.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"
 
@@ -26,21 +27,7 @@ using ::whittle::testing::RandomFloat;
 using ::whittle::testing::RunGraph;
 using ::whittle::testing::RunPass;
 
-// x [batch, 64] -> Gemm(W1 [48, 64], transB, bias) -> Relu -> MatMul(W2 [48, 20]) -> y.
-Graph TwoLayers() {
-  GraphBuilder b(17);
-  AttributeMap tb;
-  tb.Set("transB", Attribute::Int(1));
-  b.Input("x", DType::kFloat32, {Dim::Symbol("batch"), 64})
-      .Init("w1", RandomFloat({48, 64}, 1))
-      .Init("b1", RandomFloat({48}, 2))
-      .Init("w2", RandomFloat({48, 20}, 3));
-  b.Op("Gemm", {"x", "w1", "b1"}, {"h"}, tb).Op("Relu", {"h"}, {"r"}).Op("MatMul", {"r", "w2"}, {"y"}).Output("y");
-  Graph g = b.Build();
-  g.nodes()[0].name = "fc1";
-  g.nodes()[2].name = "fc2";
-  return g;
-}
+Graph TwoLayers() { return ::whittle::testing::WeightOnlyTwoLayers(); }
 
 // The float [K, N] of the DequantizeLinear node named `name` (int8/uint8 codes, blocked along K).
 std::vector<float> Dequantized(const Graph& g, const std::string& name, DType* dtype) {
