@@ -108,7 +108,15 @@ TEST(RunBudget, ALongRunStopsEarlyAndTheSessionStaysUsable) {
     // The small input's first runs set things up (oneDNN primitives, the shape plan): by the
     // third it runs in microseconds.
     for (int i = 0; i < 2; ++i) (void)(*s)->Run({{"x", small}});
-    auto warm = (*s)->Run({{"x", small}});
+    // A run of microseconds can still be preempted past 50 ms on a loaded machine (ctest -j):
+    // a small run is retried a few times on the deadline alone, never on another error.
+    auto small_run = [&]() {
+      auto r = (*s)->Run({{"x", small}});
+      for (int retry = 0; retry < 5 && !r.ok() && r.status().code() == StatusCode::kDeadlineExceeded; ++retry)
+        r = (*s)->Run({{"x", small}});
+      return r;
+    };
+    auto warm = small_run();
     ASSERT_TRUE(warm.ok()) << warm.status().message();
 
     auto r = (*s)->Run({{"x", big}});
@@ -119,7 +127,7 @@ TEST(RunBudget, ALongRunStopsEarlyAndTheSessionStaysUsable) {
     EXPECT_TRUE(StoppedEarly(r.status().message())) << r.status().message();
 
     // The same session then runs the small input, with the unbudgeted session's outputs.
-    auto after = (*s)->Run({{"x", small}});
+    auto after = small_run();
     ASSERT_TRUE(after.ok()) << after.status().message();
     EXPECT_TRUE((*after)[0].BitwiseEquals((*want)[0]));
   }
