@@ -64,19 +64,19 @@ StatusOr<std::unique_ptr<Decoder>> Decoder::Create(const Session& session) {
   return d;
 }
 
-StatusOr<std::vector<float>> Decoder::Prefill(const std::vector<int64_t>& ids) {
+StatusOr<std::vector<float>> Decoder::Prefill(const std::vector<int64_t>& ids, RunStats* stats) {
   if (ids.empty()) return InvalidArgument("Decoder::Prefill: the prompt is empty");
   past_ = 0;
   for (CacheSlot& c : cache_) c.value = Tensor(DType::kFloat32, c.empty);
-  return Run(ids);
+  return Run(ids, stats);
 }
 
-StatusOr<std::vector<float>> Decoder::Step(int64_t id) {
+StatusOr<std::vector<float>> Decoder::Step(int64_t id, RunStats* stats) {
   if (past_ == 0) return InvalidArgument("Decoder::Step before Prefill");
-  return Run({id});
+  return Run({id}, stats);
 }
 
-StatusOr<std::vector<float>> Decoder::Run(const std::vector<int64_t>& ids) {
+StatusOr<std::vector<float>> Decoder::Run(const std::vector<int64_t>& ids, RunStats* stats) {
   const auto n = static_cast<int64_t>(ids.size());
   for (int64_t id : ids)
     if (id < 0 || id >= vocab_)
@@ -91,7 +91,7 @@ StatusOr<std::vector<float>> Decoder::Run(const std::vector<int64_t>& ids) {
     feed["position_ids"] = Tensor::FromVector<int64_t>({1, n}, pos);
   }
   for (const CacheSlot& c : cache_) feed[c.input] = c.value;
-  WH_ASSIGN_OR_RETURN(std::vector<Tensor> out, session_.Run(feed));
+  WH_ASSIGN_OR_RETURN(std::vector<Tensor> out, session_.Run(feed, stats));
   const Tensor& logits = out[static_cast<size_t>(logits_index_)];
   if (logits.dtype() != DType::kFloat32 || logits.rank() != 3 || logits.dim(1) != n || logits.dim(2) != vocab_)
     return Internal("decoder logits " + DimsToString(logits.dims()) + " do not fit " + std::to_string(n) +

@@ -26,10 +26,11 @@ class Decoder {
   static StatusOr<std::unique_ptr<Decoder>> Create(const Session& session);
 
   // Runs the prompt (ids, at least one) from an empty cache; returns the last position's logits
-  // [vocab]. Starts a new sequence.
-  StatusOr<std::vector<float>> Prefill(const std::vector<int64_t>& ids);
+  // [vocab]. Starts a new sequence. stats, where given, gets the run's per-node times
+  // (Session::Run's RunStats; timing each node costs a little).
+  StatusOr<std::vector<float>> Prefill(const std::vector<int64_t>& ids, RunStats* stats = nullptr);
   // Runs one token after what came before; returns its logits [vocab].
-  StatusOr<std::vector<float>> Step(int64_t id);
+  StatusOr<std::vector<float>> Step(int64_t id, RunStats* stats = nullptr);
 
   // Tokens in the cache (prompt and steps so far).
   int64_t past_length() const { return past_; }
@@ -44,7 +45,7 @@ class Decoder {
     Dims empty;                 // the same with past 0
   };
   explicit Decoder(const Session& s) : session_(s) {}
-  StatusOr<std::vector<float>> Run(const std::vector<int64_t>& ids);
+  StatusOr<std::vector<float>> Run(const std::vector<int64_t>& ids, RunStats* stats);
 
   const Session& session_;
   bool has_mask_ = false, has_positions_ = false;

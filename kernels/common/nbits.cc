@@ -10,6 +10,7 @@ NBitsAttrs NBitsAttrsOf(const AttributeMap& attrs) {
   a.N = attrs.GetInt("N", 0);
   a.bits = attrs.GetInt("bits", 4);
   a.block = attrs.GetInt("block_size", 32);
+  a.accuracy_level = attrs.GetInt("accuracy_level", 0);
   return a;
 }
 

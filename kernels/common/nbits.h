@@ -16,6 +16,9 @@ namespace whittle {
 
 struct NBitsAttrs {
   int64_t K = 0, N = 0, bits = 4, block = 32;
+  // 4: the activations may be quantized to int8 per block (ONNX Runtime's meaning: the lowest
+  // accuracy the node accepts); 0 (unset) to 3: float arithmetic. A hint a backend may ignore.
+  int64_t accuracy_level = 0;
   int64_t blocks() const { return (K + block - 1) / block; }          // per row of B
   int64_t blob() const { return block * bits / 8; }                   // bytes per block
   int64_t row_bytes() const { return blocks() * blob(); }             // bytes per row of B

@@ -11,12 +11,14 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <memory>
 #include <vector>
 
+#include "kernels/cpu/isa/features.h"
 #include "kernels/cpu/nbits_rows.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/sgemm.h"
@@ -48,6 +50,7 @@ class NBitsKernel : public OpKernel {
     const bool wide = isa == SimdIsa::kAvx512 && a.block % (2 * nbits_avx512::kLanes) == 0;
     lanes_ = wide ? nbits_avx512::kLanes : nbits_avx2::kLanes;
     rows_ = wide ? &nbits_avx512::DotRows : &nbits_avx2::DotRows;
+    int8_ = a.accuracy_level == 4 && isa == SimdIsa::kAvx512 && CpuFeatures().avx512vnni;
     // Packed 4-bit zero points as one byte per block (1/32 byte per weight at block 32), the
     // form the per-ISA loop reads 16 at a time; float zero points are read as the model has them.
     if (w.zp_packed) {
@@ -66,7 +69,9 @@ class NBitsKernel : public OpKernel {
     const int64_t M = A.numel() / a_.K;
     const float* pa = A.data<float>();
     float* py = ctx.outputs[0]->data<float>();
-    if (M <= kGemvRows) {
+    if (M <= kGemvRows && int8_) {
+      FusedRowsQ8(pa, M, py, ctx.num_threads);
+    } else if (M <= kGemvRows) {
       FusedRows(pa, M, py, ctx.num_threads);
     } else {
       TileLoop(pa, M, py, ctx.num_threads);
@@ -106,6 +111,65 @@ class NBitsKernel : public OpKernel {
         x.block = a_.block;
         x.rows = rows;
         rows_(x, Y + m0 * a_.N + n0, a_.N);
+      }
+      if (w_.bias)
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t r = 0; r < rows; ++r) Y[m * a_.N + n0 + r] += w_.bias[n0 + r];
+    });
+  }
+
+  // The same with int8 activations (accuracy_level 4 on AVX-512 VNNI): each row of A quantized per
+  // block, symmetric (scale max|a| / 127, round to nearest even), laid out as nbits_rows.h's
+  // NBitsQ8Args says; the codes then multiply them as bytes.
+  void FusedRowsQ8(const float* A, int64_t M, float* Y, int threads) const {
+    const int64_t nb = a_.blocks(), rb = a_.row_bytes(), chunks = (rb + 63) / 64, lda = chunks * 128,
+                  ldsa = chunks * 16, bb = a_.block / 2;
+    std::vector<int8_t> qa(static_cast<size_t>(M * lda), 0);
+    std::vector<float> sa(static_cast<size_t>(M * ldsa), 0.f), asum(static_cast<size_t>(M * nb), 0.f);
+    std::vector<float> scale(static_cast<size_t>(nb));
+    for (int64_t m = 0; m < M; ++m) {
+      const float* a = A + m * a_.K;
+      int8_t* q = qa.data() + m * lda;
+      for (int64_t j = 0; j < nb; ++j) {
+        const int64_t k0 = j * a_.block, k1 = std::min(a_.K, k0 + a_.block);
+        float amax = 0.f;
+        for (int64_t k = k0; k < k1; ++k) amax = std::max(amax, std::fabs(a[k]));
+        const float inv = amax > 0.f ? 127.f / amax : 0.f;
+        int32_t sum = 0;
+        for (int64_t k = k0; k < k1; ++k) {
+          const auto v = static_cast<int32_t>(std::nearbyint(std::min(127.f, std::max(-127.f, a[k] * inv))));
+          sum += v;
+          // Code byte k / 2: chunk (k / 2) / 64, byte (k / 2) % 64; even k in the low half.
+          const int64_t byte = k / 2;
+          q[(byte / 64) * 128 + (k & 1) * 64 + byte % 64] = static_cast<int8_t>(v);
+        }
+        scale[static_cast<size_t>(j)] = amax / 127.f;
+        asum[static_cast<size_t>(m * nb + j)] = scale[static_cast<size_t>(j)] * static_cast<float>(sum);
+      }
+      float* sl = sa.data() + m * ldsa;
+      for (int64_t byte = 0; byte < rb; byte += 4) sl[byte / 4] = scale[static_cast<size_t>(byte / bb)];
+    }
+    const int64_t tasks = (a_.N + kRowChunk - 1) / kRowChunk;
+    ParallelFor(tasks, threads, [&](int64_t c) {
+      const int64_t n0 = c * kRowChunk, rows = std::min(kRowChunk, a_.N - n0);
+      for (int64_t m0 = 0; m0 < M; m0 += 4) {
+        NBitsQ8Args x;
+        x.qa = qa.data() + m0 * lda;
+        x.lda = lda;
+        x.sa_lanes = sa.data() + m0 * ldsa;
+        x.ldsa = ldsa;
+        x.mr = static_cast<int>(std::min<int64_t>(4, M - m0));
+        x.asum = asum.data() + m0 * nb;
+        x.b = w_.b + n0 * rb;
+        x.row_bytes = rb;
+        x.scales = w_.scales + n0 * nb;
+        x.zp8 = zp8_.empty() ? nullptr : zp8_.data() + n0 * nb;
+        x.zf = w_.zp_float ? w_.zp_float + n0 * nb : nullptr;
+        x.zdefault = static_cast<float>(1 << (a_.bits - 1));
+        x.nb = nb;
+        x.block = a_.block;
+        x.rows = rows;
+        nbits_avx512vnni::DotRowsQ8(x, Y + m0 * a_.N + n0, a_.N);
       }
       if (w_.bias)
         for (int64_t m = 0; m < M; ++m)
@@ -161,6 +225,7 @@ class NBitsKernel : public OpKernel {
   std::vector<Tensor> keep_;  // the constant operands w_ points into
   HugeBuffer codes_, scales_;
   int64_t lanes_ = 8;
+  bool int8_ = false;  // accuracy_level 4 on a CPU with AVX512-VNNI: FusedRowsQ8
   NBitsRowsFn rows_ = nullptr;
   std::vector<uint8_t> zp8_;  // packed zero points, one byte per block
 };

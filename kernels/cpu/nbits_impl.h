@@ -35,9 +35,11 @@ void Tile(const NBitsRowsArgs& x, int64_t r0, float* out, int64_t ldo) {
   const char* ahead = reinterpret_cast<const char*>(b + 2 * NR * rb);
   for (int64_t j = 0; j < nb; ++j) {
     for (int64_t p = 0; p < NR * blob; p += 64) _mm_prefetch(ahead + j * NR * blob + p, _MM_HINT_T0);
-    F acc[MR][NR];
+    // Low and high nibbles in chains of their own: one chain per (m, r) would wait on the FMA
+    // latency (4 cycles) twice per step.
+    F acc[MR][NR], acc2[MR][NR];
     for (int m = 0; m < MR; ++m)
-      for (int r = 0; r < NR; ++r) acc[m][r] = V::Zero();
+      for (int r = 0; r < NR; ++r) acc[m][r] = acc2[m][r] = V::Zero();
     for (int64_t c = 0; c < steps; ++c) {
       const int64_t off = j * blob + c * Codes::kBytes, k0 = j * block + c * kStep;
       for (int r = 0; r < NR; ++r) {
@@ -45,13 +47,13 @@ void Tile(const NBitsRowsArgs& x, int64_t r0, float* out, int64_t ldo) {
         Codes::Decode(b + r * rb + off, &lo, &hi);
         for (int m = 0; m < MR; ++m) {
           acc[m][r] = V::Fma(lo, V::Load(x.a_perm + m * x.lda + k0), acc[m][r]);
-          acc[m][r] = V::Fma(hi, V::Load(x.a_perm + m * x.lda + k0 + V::kWidth), acc[m][r]);
+          acc2[m][r] = V::Fma(hi, V::Load(x.a_perm + m * x.lda + k0 + V::kWidth), acc2[m][r]);
         }
       }
     }
     for (int r = 0; r < NR; ++r) {
       const F sc = V::Set(s[r * nb + j]);
-      for (int m = 0; m < MR; ++m) tot[m][r] = V::Fma(sc, acc[m][r], tot[m][r]);
+      for (int m = 0; m < MR; ++m) tot[m][r] = V::Fma(sc, V::Add(acc[m][r], acc2[m][r]), tot[m][r]);
     }
   }
   for (int m = 0; m < MR; ++m)

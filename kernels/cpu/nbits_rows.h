@@ -32,6 +32,34 @@ struct NBitsRowsArgs {
 // for m < mr and r < rows. Each code is read once for all mr rows of A.
 using NBitsRowsFn = void (*)(const NBitsRowsArgs& x, float* out, int64_t ldo);
 
+// The int8 form (accuracy_level 4: the activations quantized to int8 per block, Whittle's and
+// ONNX Runtime's meaning of that level): mr (1..4) rows of A as int8 qa [mr][chunks][128] (row
+// stride lda), chunk c holding the activations of code bytes 64c..64c+63: the 64 low-nibble
+// (even k) ones, then the 64 high-nibble (odd k) ones; sa_lanes [mr][chunks][16] (row stride ldsa)
+// the activation scale of each lane's block (lane l: code bytes 4l..4l+3), 0 past the row;
+// asum [mr][nb] = scale * (sum of the block's int8 activations). Codes, scales and zero points as
+// in NBitsRowsArgs; block (a power of two >= 16) need not divide 128.
+struct NBitsQ8Args {
+  const int8_t* qa;
+  int64_t lda;
+  const float* sa_lanes;
+  int64_t ldsa;
+  int mr;
+  const float* asum;
+  const uint8_t* b;
+  int64_t row_bytes;
+  const float* scales;
+  const uint8_t* zp8;
+  const float* zf;
+  float zdefault;
+  int64_t nb, block, rows;
+};
+
+// out[m * ldo + r] = sum_j scales[r, j] * sa[m, j] * (sum_{k in block j} qa[m, k] * code(r, k) - zp[r, j] * sumq[m, j])
+namespace nbits_avx512vnni {
+void DotRowsQ8(const NBitsQ8Args& x, float* out, int64_t ldo);
+}  // namespace nbits_avx512vnni
+
 namespace nbits_avx512 {
 constexpr int kLanes = 16;
 void DotRows(const NBitsRowsArgs& x, float* out, int64_t ldo);

@@ -29,6 +29,7 @@ struct WeightOnlyConfig {
   std::string method = "rtn";   // rtn | gptq | awq
   bool clip = true;             // awq: the paper's weight clipping search
   std::string format = "qdq";   // qdq | matmulnbits (4 bits only)
+  int64_t accuracy_level = 0;   // matmulnbits: the nodes' accuracy_level (4: int8 activations allowed)
   LayerSelection select;
   std::string pass() const { return bits == 4 ? "int4" : "int8"; }
   std::string flag() const { return bits == 4 ? "--int4" : "--int8 mode=weight-only"; }
@@ -242,6 +243,7 @@ class WeightOnlyPass : public Pass {
       nn.attrs.Set("N", Attribute::Int(m.n));
       nn.attrs.Set("bits", Attribute::Int(4));
       nn.attrs.Set("block_size", Attribute::Int(c_.block));
+      if (c_.accuracy_level != 0) nn.attrs.Set("accuracy_level", Attribute::Int(c_.accuracy_level));
       g.nodes()[static_cast<size_t>(m.node)] = std::move(nn);
       return Status::Ok();
     }
@@ -299,9 +301,13 @@ StatusOr<std::unique_ptr<Pass>> MakeWeightOnlyPass(PassOptions o, int bits) {
   c.clip = clip != 0;
   if (bits == 4) {
     WH_ASSIGN_OR_RETURN(c.format, o.GetChoice("format", "qdq", {"qdq", "matmulnbits"}));
-  } else if (o.Has("format")) {
-    return InvalidArgument(c.flag() + ": format= applies to --int4; 8-bit weights are always written as "
-                           "DequantizeLinear(block_size) + MatMul");
+    if (o.Has("accuracy_level") && c.format != "matmulnbits")
+      return InvalidArgument(c.flag() + ": accuracy_level= applies to format=matmulnbits (an attribute of "
+                             "MatMulNBits; DequantizeLinear + MatMul always runs in float)");
+    WH_ASSIGN_OR_RETURN(c.accuracy_level, o.GetInt("accuracy_level", 0, 0, 4));
+  } else if (o.Has("format") || o.Has("accuracy_level")) {
+    return InvalidArgument(c.flag() + ": format= and accuracy_level= apply to --int4; 8-bit weights are always "
+                           "written as DequantizeLinear(block_size) + MatMul");
   }
   WH_ASSIGN_OR_RETURN(c.select, LayerSelection::Parse(o, LayerSelection::Skip::kAllowed));
   WH_RETURN_IF_ERROR(o.Finish());

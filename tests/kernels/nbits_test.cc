@@ -5,11 +5,15 @@
 // and the runtime's DequantizeLinear -> MatMul fusion equal to the two ops run as ONNX defines them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/common/int4.h"
+#include "kernels/cpu/isa/features.h"
 #include "lib/ir/domain.h"
 #include "lib/ops/op_def.h"
 #include "runtime/node_runner.h"
@@ -76,6 +80,110 @@ TEST(MatMulNBits, CpuMatchesReference) {
     const Node node = MakeNode("MatMulNBits", static_cast<int>(in.size()), 1, NBitsAttrsMap(c.k, c.n, c.block),
                                kMicrosoftDomain);
     for (bool consts : {false, true}) ExpectBackendsMatchReference(node, in, 1e-4f, 1e-4f, 17, 2, consts);
+  }
+}
+
+// accuracy_level 4 on a CPU with AVX512-VNNI: each row of A quantized to int8 per block (scale
+// max|a| / 127, round half to even), then the codes multiply the int8 values exactly. Checked
+// against that definition computed here in double (what the kernel must equal up to float
+// rounding), and against the float reference within what int8 activations cost (each activation
+// moves at most half its block's step: |error| <= sum_k |w_k| sa_j / 2). Without VNNI (or
+// under WHITTLE_ISA=avx2) the level is a hint the CPU kernel ignores: float arithmetic, equal to
+// the reference.
+// *bound gets each output's worst int8 rounding error against float activations.
+std::vector<double> Int8ActivationProduct(const Tensor& A, const Tensor& b, const Tensor& scales, const Tensor* zp,
+                                          const Tensor* bias, int64_t K, int64_t N, int64_t block,
+                                          std::vector<double>* bound) {
+  const int64_t M = A.numel() / K, nb = (K + block - 1) / block, rb = nb * block / 2;
+  std::vector<double> y(static_cast<size_t>(M * N), 0.0);
+  bound->assign(static_cast<size_t>(M * N), 0.0);
+  for (int64_t m = 0; m < M; ++m) {
+    const float* a = A.data<float>() + m * K;
+    for (int64_t j = 0; j < nb; ++j) {
+      const int64_t k0 = j * block, k1 = std::min(K, k0 + block);
+      float amax = 0.f;
+      for (int64_t k = k0; k < k1; ++k) amax = std::max(amax, std::fabs(a[k]));
+      const float inv = amax > 0.f ? 127.f / amax : 0.f, sa = amax / 127.f;
+      std::vector<int64_t> q;
+      for (int64_t k = k0; k < k1; ++k) q.push_back(static_cast<int64_t>(std::nearbyint(a[k] * inv)));
+      for (int64_t n = 0; n < N; ++n) {
+        const uint8_t* row = b.data<uint8_t>() + n * rb;
+        const double z = zp ? (zp->dtype() == DType::kFloat32 ? zp->data<float>()[n * nb + j]
+                                                             : int4::UInt4At(zp->data<uint8_t>() + n * ((nb + 1) / 2), j))
+                            : 8.0;
+        double dot = 0, wabs = 0;
+        for (int64_t k = k0; k < k1; ++k) {
+          dot += static_cast<double>(q[static_cast<size_t>(k - k0)]) * (int4::UInt4At(row, k) - z);
+          wabs += std::fabs(int4::UInt4At(row, k) - z);
+        }
+        const double sw = scales.data<float>()[n * nb + j];
+        y[static_cast<size_t>(m * N + n)] += sw * sa * dot;
+        (*bound)[static_cast<size_t>(m * N + n)] += sw * wabs * sa / 2;
+      }
+    }
+    if (bias)
+      for (int64_t n = 0; n < N; ++n) y[static_cast<size_t>(m * N + n)] += bias->data<float>()[n];
+  }
+  return y;
+}
+
+TEST(MatMulNBits, AccuracyLevel4QuantizesActivationsPerBlock) {
+  RegisterAllOps();
+  const bool int8 = cpu::CpuFeatures().Avx512() && cpu::CpuFeatures().avx512vnni;
+  std::printf("accuracy_level 4 runs %s on this CPU\n", int8 ? "int8 activations (AVX512-VNNI)" : "in float (no VNNI)");
+  struct Case {
+    int64_t m, k, n, block;
+    int zp;  // 0 none, 1 packed uint8, 2 float
+    bool bias;
+  };
+  // Blocks of 16 to 256 (a 64-byte chunk of codes spans 8 blocks down to half of one), K not a
+  // multiple of the block or of 128, a partial last chunk, 1 to 9 rows of A, N past the unroll.
+  const Case cases[] = {{1, 64, 8, 32, 0, false},    {1, 100, 13, 32, 1, true},   {3, 17, 5, 16, 2, false},
+                        {4, 256, 67, 64, 1, false},  {5, 96, 33, 32, 0, true},    {9, 130, 70, 128, 1, true},
+                        {1, 2048, 37, 32, 1, false}, {2, 33, 4, 16, 1, true},     {1, 1000, 9, 256, 2, false},
+                        {1, 4096, 64, 128, 0, false}, {7, 300, 21, 64, 2, true},  {32, 160, 11, 16, 1, false}};
+  uint32_t seed = 100;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("m " + std::to_string(c.m) + " k " + std::to_string(c.k) + " n " + std::to_string(c.n) + " block " +
+                 std::to_string(c.block) + " zp " + std::to_string(c.zp));
+    const int64_t nb = (c.k + c.block - 1) / c.block;
+    Tensor A = RandomFloat({c.m, c.k}, seed++);
+    // Activations as decoders have them: a few channels far larger than the rest.
+    for (int64_t i = 0; i < A.numel(); i += 37) A.data<float>()[i] *= 20.f;
+    std::vector<Tensor> in{A, RandomBytes({c.n, nb, c.block / 2}, seed++), PositiveScales(c.n * nb, seed++)};
+    in.push_back(c.zp == 1 ? RandomBytes({c.n * ((nb + 1) / 2)}, seed++)
+                           : c.zp == 2 ? RandomFloat({c.n * nb}, seed++, 0.f, 15.f) : Tensor());
+    if (c.bias) {
+      in.push_back(Tensor());
+      in.push_back(RandomFloat({c.n}, seed++));
+    }
+    AttributeMap attrs = NBitsAttrsMap(c.k, c.n, c.block);
+    attrs.Set("accuracy_level", Attribute::Int(4));
+    const Node node = MakeNode("MatMulNBits", static_cast<int>(in.size()), 1, attrs, kMicrosoftDomain);
+    auto ref = RunNode(node, 17, in, Backend::kReference, 1, true);
+    ASSERT_TRUE(ref.ok()) << ref.status().message();
+    for (int threads : {1, 2}) {
+      auto y = RunNode(node, 17, in, Backend::kCpu, threads, true);
+      ASSERT_TRUE(y.ok()) << y.status().message();
+      std::vector<double> bound;
+      const std::vector<double> want = Int8ActivationProduct(A, in[1], in[2], c.zp ? &in[3] : nullptr,
+                                                             c.bias ? &in[5] : nullptr, c.k, c.n, c.block, &bound);
+      double scale = 0, err_def = 0, err_ref = 0, past_bound = 0;
+      for (int64_t i = 0; i < c.m * c.n; ++i) scale = std::max(scale, std::fabs((*ref)[0].data<float>()[i]) + 0.0);
+      for (int64_t i = 0; i < c.m * c.n; ++i) {
+        const double got = (*y)[0].data<float>()[i], e = std::fabs(got - (*ref)[0].data<float>()[i]);
+        err_def = std::max(err_def, std::fabs(got - want[static_cast<size_t>(i)]));
+        err_ref = std::max(err_ref, e);
+        past_bound = std::max(past_bound, e - bound[static_cast<size_t>(i)]);
+      }
+      if (int8) {
+        EXPECT_LE(err_def, 2e-5 * scale) << "threads " << threads;        // the definition, to float rounding
+        EXPECT_LE(past_bound, 1e-4 * scale) << "threads " << threads;     // within int8 rounding of float
+        EXPECT_GT(err_ref, 10 * err_def) << "threads " << threads;        // and not the float path
+      } else {
+        EXPECT_LE(err_ref, 1e-4 * scale) << "threads " << threads;
+      }
+    }
   }
 }
 

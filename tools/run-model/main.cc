@@ -42,8 +42,9 @@ int Fail(const std::string& msg) { return whittle::cli::Fail("run-model", msg); 
 // tokens/s (decode: the median step) and the generated ids; --output-dir gets generated_ids.npy
 // (int64 [N + 1]: the prefill's token, then one per step) and logits.npy ([N + 1, vocab]).
 // no_cache: every step runs the whole sequence again from an empty cache (the check that the cache
-// changes nothing).
-int Generate(const whittle::Session& session, int64_t steps, bool no_cache,
+// changes nothing). profile: per-op-type and per-node times summed over the decode steps (each
+// node timed; the step times then include that cost).
+int Generate(const whittle::Session& session, int64_t steps, bool no_cache, bool profile,
              const std::map<std::string, whittle::Tensor>& feeds, const std::string& output_dir, bool json,
              nlohmann::json& out) {
   std::vector<int64_t> prompt{1, 2, 3, 4, 5, 6, 7, 8};
@@ -73,13 +74,33 @@ int Generate(const whittle::Session& session, int64_t steps, bool no_cache,
   ids.push_back(argmax(*first));
   logits.push_back(std::move(*first));
   std::vector<double> step_s;
+  struct Sum {
+    std::string op_type;
+    double ms = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::string, Sum> by_type, by_node;
+  double profiled_ms = 0;
   for (int64_t i = 0; i < steps; ++i) {
     const auto ts = Clock::now();
     std::vector<int64_t> all = prompt;
     if (no_cache) all.insert(all.end(), ids.begin(), ids.end());
-    auto l = no_cache ? (*dec)->Prefill(all) : (*dec)->Step(ids.back());
+    whittle::RunStats stats;
+    whittle::RunStats* sp = profile ? &stats : nullptr;
+    auto l = no_cache ? (*dec)->Prefill(all, sp) : (*dec)->Step(ids.back(), sp);
     step_s.push_back(std::chrono::duration<double>(Clock::now() - ts).count());
     if (!l.ok()) return Fail("--generate: decode step " + std::to_string(i) + ": " + l.status().message());
+    for (const auto& nt : stats.nodes) {
+      Sum& t = by_type[nt.op_type];
+      t.op_type = nt.op_type;
+      t.ms += nt.ms;
+      ++t.calls;
+      Sum& n = by_node[nt.name];
+      n.op_type = nt.op_type;
+      n.ms += nt.ms;
+      ++n.calls;
+      profiled_ms += nt.ms;
+    }
     ids.push_back(argmax(*l));
     logits.push_back(std::move(*l));
   }
@@ -101,6 +122,34 @@ int Generate(const whittle::Session& session, int64_t steps, bool no_cache,
     std::printf("  generated ids:");
     for (int64_t id : ids) std::printf(" %lld", static_cast<long long>(id));
     std::printf("\n");
+  }
+  if (profile) {
+    auto sorted_by_ms = [](const std::map<std::string, Sum>& m) {
+      std::vector<std::pair<std::string, Sum>> v(m.begin(), m.end());
+      std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+      return v;
+    };
+    const auto types = sorted_by_ms(by_type), nodes = sorted_by_ms(by_node);
+    const double per_step = steps > 0 ? 1.0 / static_cast<double>(steps) : 0.0;
+    nlohmann::json pt = nlohmann::json::array(), pn = nlohmann::json::array();
+    for (const auto& [t, e] : types)
+      pt.push_back({{"op_type", t}, {"ms_per_step", e.ms * per_step}, {"share", profiled_ms > 0 ? e.ms / profiled_ms : 0},
+                    {"calls", e.calls}});
+    for (const auto& [n, e] : nodes)
+      pn.push_back({{"node", n}, {"op_type", e.op_type}, {"ms_per_step", e.ms * per_step},
+                    {"share", profiled_ms > 0 ? e.ms / profiled_ms : 0}});
+    out["generate"]["profile"] = {{"steps", steps}, {"by_op_type", pt}, {"by_node", pn}};
+    if (!json) {
+      std::printf("\nprofile over %lld decode steps: time per op type (ms per step)\n", static_cast<long long>(steps));
+      std::printf("%-28s %12s %8s %8s\n", "op type", "ms/step", "share", "nodes");
+      for (const auto& [t, e] : types)
+        std::printf("%-28s %12.3f %7.1f%% %8lld\n", t.c_str(), e.ms * per_step, profiled_ms > 0 ? 100 * e.ms / profiled_ms : 0.0,
+                    static_cast<long long>(e.calls / std::max<int64_t>(steps, 1)));
+      std::printf("\nslowest nodes (ms per step)\n");
+      for (size_t i = 0; i < nodes.size() && i < 20; ++i)
+        std::printf("%-48s %-24s %10.3f\n", nodes[i].first.c_str(), nodes[i].second.op_type.c_str(),
+                    nodes[i].second.ms * per_step);
+    }
   }
   if (!output_dir.empty()) {
     ::mkdir(output_dir.c_str(), 0755);
@@ -227,7 +276,8 @@ int Main(int argc, char** argv) {
   app.add_option("--min-time", min_time, "Minimum seconds of timed runs per batch size")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_flag("--profile", profile,
                "Print time per op type and per node (share of the total) and, on a device, which nodes ran on the CPU: "
-               "fallbacks (no kernel there; inputs and outputs copied) and shape arithmetic (on the host by design)");
+               "fallbacks (no kernel there; inputs and outputs copied) and shape arithmetic (on the host by design). "
+               "With --generate: time per op type and per node in each decode step");
   app.add_flag("--json", json, "Print one JSON object on stdout instead of tables");
   const std::vector<whittle::Backend> all_backends = {whittle::Backend::kCpu, whittle::Backend::kCuda,
                                                       whittle::Backend::kReference};
@@ -305,8 +355,8 @@ int Main(int argc, char** argv) {
     feeds[spec.substr(0, eq)] = *t;
   }
   if (generate > 0) {
-    if (bench || profile || !eval_spec.empty()) return Fail("--generate does not combine with --bench, --profile or --eval-data");
-    return Generate(session, generate, no_cache, feeds, output_dir, json, out);
+    if (bench || !eval_spec.empty()) return Fail("--generate does not combine with --bench or --eval-data");
+    return Generate(session, generate, no_cache, profile, feeds, output_dir, json, out);
   }
   if (no_cache) return Fail("--no-cache needs --generate");
   if (!input_specs.empty() || !output_dir.empty()) {

@@ -136,10 +136,42 @@ TEST(Int4Pass, QdqAndMatMulNBitsComputeTheSameAndRoundTrip) {
   EXPECT_TRUE(::whittle::testing::TensorsClose(outs[0], outs[1], 1e-5f, 1e-5f));
 }
 
+// accuracy_level=4 is written on every MatMulNBits node; the model then computes within int8
+// rounding of the level-0 one (exactly equal where the CPU has no AVX512-VNNI: a hint).
+TEST(Int4Pass, AccuracyLevelIsWrittenOnMatMulNBits) {
+  RegisterAllOps();
+  const Tensor x = RandomFloat({5, 64}, 22);
+  std::vector<Tensor> outs;
+  for (const char* spec : {"format=matmulnbits", "format=matmulnbits,accuracy_level=4"}) {
+    SCOPED_TRACE(spec);
+    Graph g = TwoLayers();
+    auto rep = RunPass(g, "int4", spec);
+    ASSERT_TRUE(rep.ok()) << rep.status().message();
+    int nodes = 0;
+    for (const Node& n : g.nodes())
+      if (n.op_type == "MatMulNBits") {
+        ++nodes;
+        EXPECT_EQ(n.attrs.GetInt("accuracy_level", 0), std::string(spec).find("=4") != std::string::npos ? 4 : 0);
+      }
+    EXPECT_EQ(nodes, 2);
+    auto got = RunGraph(g, x);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    outs.push_back((*got)[0]);
+  }
+  double err = 0, energy = 0;
+  for (int64_t i = 0; i < outs[0].numel(); ++i) {
+    const double d = outs[1].data<float>()[i] - outs[0].data<float>()[i];
+    err += d * d;
+    energy += static_cast<double>(outs[0].data<float>()[i]) * outs[0].data<float>()[i];
+  }
+  EXPECT_LT(std::sqrt(err / energy), 0.03);  // int8 activations: ~1% of the output's energy here
+}
+
 TEST(Int4Pass, BadOptionsAndGptqWithoutDataAreRefused) {
   RegisterAllOps();
   Graph g = TwoLayers();
-  for (const char* spec : {"block=48", "block=8", "method=awq2", "format=qoperator", "symmetric=2", "bogus=1"}) {
+  for (const char* spec : {"block=48", "block=8", "method=awq2", "format=qoperator", "symmetric=2", "bogus=1",
+                           "accuracy_level=4", "format=qdq,accuracy_level=4", "format=matmulnbits,accuracy_level=5"}) {
     Graph c = g;
     EXPECT_FALSE(RunPass(c, "int4", spec).ok()) << spec;
   }
