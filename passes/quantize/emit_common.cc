@@ -31,6 +31,9 @@ EmittedWeight EmitWeight(Graph& g, const QuantLayer& l, bool as_kn) {
   const std::string base = wv.name;
   const Tensor w = *wv.initializer;
   QuantizedWeight q = QuantizeWeightSymmetric(w, l.per_channel ? l.weight_axis : -1, l.weight_qmax);
+  // A weight mapped from external data has been read: its pages go back, so a gigabyte model's
+  // floats do not stay resident beside their int8 copies.
+  w.buffer()->ReleaseResidentPages();
   EmittedWeight e;
   e.scales = q.scales;
   e.axis = q.axis;

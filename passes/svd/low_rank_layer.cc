@@ -185,8 +185,16 @@ bool MatchLowRankLayer(const Graph& g, int index, bool spatial, LowRankLayer* ou
   return true;
 }
 
+static Matrix LayerMatrixOf(const Graph& g, const LowRankLayer& l, const Tensor& t);
+
 Matrix LayerMatrix(const Graph& g, const LowRankLayer& l) {
   const Tensor& t = *g.value(l.weight).initializer;
+  Matrix mat = LayerMatrixOf(g, l, t);
+  t.buffer()->ReleaseResidentPages();  // a mapped weight, now copied: its pages go back
+  return mat;
+}
+
+static Matrix LayerMatrixOf(const Graph& g, const LowRankLayer& l, const Tensor& t) {
   const float* w = t.data<float>();
   Matrix mat(l.m, l.n);
   const Node& node = g.nodes()[static_cast<size_t>(l.node)];

@@ -147,7 +147,6 @@ StatusOr<SvdConfig> ParseConfig(PassOptions& o) {
 // One matched layer with its decision so far.
 struct Work {
   LowRankLayer layer;
-  Matrix matrix;
   SvdResult svd;
   int64_t rank = 0;  // chosen; 0 = left alone
   std::string skip_reason;
@@ -286,6 +285,8 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
                         " layer(s): truncates the layer's output error on the calibration data, not its weight error"
                         " (whiten=0 for plain SVD)");
   }
+  // The layer's matrix lives only while its SVD runs: a pass over a gigabyte model holds one
+  // layer's copy at a time (LayerMatrix gives a mapped weight's pages back once copied).
   auto layer_matrix = [&](const Work& w) {
     Matrix m = LayerMatrix(g, w.layer);
     return w.chol.empty() ? m : Whitened(m, w.chol, w.whiten_rows);
@@ -319,14 +320,12 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
                         std::to_string(useful) + " of " + std::to_string(full) + ")";
         continue;
       }
-      w.matrix = layer_matrix(w);
-      w.svd = LayerSvd(w.matrix, c_.algo, r, -1, seed);
+      w.svd = LayerSvd(layer_matrix(w), c_.algo, r, -1, seed);
       w.rank = r;
       w.note = " (energy " + Fmt("%.3f", EnergyKept(w.svd, r)) + (w.svd.complete ? "" : ", estimated") +
                (w.chol.empty() ? "" : ", whitened") + ")";
     } else if (crit == Criterion::kEnergy) {
-      w.matrix = layer_matrix(w);
-      w.svd = LayerSvd(w.matrix, c_.algo, std::max<int64_t>(useful, 1), energy, seed);
+      w.svd = LayerSvd(layer_matrix(w), c_.algo, std::max<int64_t>(useful, 1), energy, seed);
       const bool reached = ReachesEnergy(w.svd, energy);
       const int64_t r = RoundRank(RankForEnergy(w.svd, energy), c_.round, full);
       if (!reached || r > useful) {
@@ -339,8 +338,7 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
       w.note = " (energy " + Fmt("%.3f", EnergyKept(w.svd, r)) + (w.chol.empty() ? "" : ", whitened") + ")";
     } else {
       for (int64_t r = c_.round; r <= useful; r += c_.round) w.allowed.push_back(r);
-      w.matrix = layer_matrix(w);
-      w.svd = LayerSvd(w.matrix, c_.algo, w.allowed.back(), -1, seed);
+      w.svd = LayerSvd(layer_matrix(w), c_.algo, w.allowed.back(), -1, seed);
       eligible.push_back(&w);
       continue;
     }
