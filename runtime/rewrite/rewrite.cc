@@ -25,13 +25,21 @@ namespace {
 
 // Identity nodes whose output is not a graph output are skipped: their readers read the input
 // (Paddle2ONNX writes one after many BatchNormalizations and Clips, where a cast was a no-op,
-// and each would split a Conv from its activation).
+// and each would split a Conv from its activation). So are Casts to the type their input already
+// has (torch.onnx puts two float-to-float Casts around every RMSNorm of a Llama export: 88 nodes
+// per decode step of a 22-layer model).
 int SkipIdentities(Graph& g) {
   std::map<int, int> source;  // an Identity's output -> its input
   std::set<int> dead;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];
-    if (!rewrite::IsOp(n, "Identity") || n.inputs.size() != 1 || n.outputs.size() != 1) continue;
+    if (n.inputs.size() != 1 || n.outputs.size() != 1 || n.inputs[0] < 0) continue;
+    const bool identity = rewrite::IsOp(n, "Identity");
+    const DType from = g.value(n.inputs[0]).dtype;
+    const bool same_cast = rewrite::IsOp(n, "Cast") && from != DType::kUndefined &&
+                           n.attrs.GetInt("to", -1) == static_cast<int64_t>(from) && !n.attrs.Has("saturate") &&
+                           !n.attrs.Has("round_mode");
+    if (!identity && !same_cast) continue;
     const int x = n.inputs[0], y = n.outputs[0];
     if (x < 0 || y < 0 || g.IsGraphOutput(y)) continue;
     source[y] = x;
