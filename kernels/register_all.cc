@@ -23,6 +23,7 @@ void RegisterRecurrentKernels(KernelRegistry& r);  // kernels/recurrent_kernels.
 void RegisterResampleKernels(KernelRegistry& r);  // kernels/resample_kernels.cc
 void RegisterNchwcKernels(KernelRegistry& r);     // kernels/nchwc_kernels.cc
 void RegisterAttentionKernels(KernelRegistry& r);  // kernels/attention_kernels.cc
+void RegisterOnnxAttentionKernels(KernelRegistry& r);  // kernels/onnx_attention_kernels.cc
 void RegisterGradKernels(KernelRegistry& r);       // kernels/grad_kernels.cc
 void RegisterCodebookKernels(KernelRegistry& r);   // kernels/codebook_kernels.cc
 void RegisterBinaryKernels(KernelRegistry& r);     // kernels/binary_kernels.cc
@@ -50,6 +51,7 @@ void RegisterAllKernels() {
     RegisterResampleKernels(r);
     RegisterNchwcKernels(r);
     RegisterAttentionKernels(r);
+    RegisterOnnxAttentionKernels(r);
     RegisterGradKernels(r);
     RegisterCodebookKernels(r);
     RegisterBinaryKernels(r);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes lib/ops/op_history.inc: for every ai.onnx op, each schema version up to opset 21 and
+"""Writes lib/ops/op_history.inc: for every ai.onnx op, each schema version up to opset 23 and
 what changed from the previous version ("" when the change is compatible: wider types, optional
 inputs/outputs appended, a required input made optional, optional attributes added). Whittle
 judges opset raises and loads newer opsets from this table (lib/ops/schema_compat.h).
@@ -12,7 +12,7 @@ import sys
 import onnx
 from onnx import defs
 
-MAX_OPSET = 21
+MAX_OPSET = 23
 
 
 def difference(prev, nxt):

@@ -17,7 +17,7 @@ namespace whittle {
 // The ai.onnx opsets Whittle loads. Each op implements the semantics up to its OpDef::max_opset;
 // a model of a newer opset loads when its ops did not change incompatibly since (ValidateNode).
 constexpr int64_t kMinSupportedOpset = 7;
-constexpr int64_t kMaxSupportedOpset = 21;
+constexpr int64_t kMaxSupportedOpset = 23;
 
 struct LoadOptions {
   // Check the ai.onnx opset range, every node against its OpDef (ValidateNode) and run

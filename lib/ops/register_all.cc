@@ -22,6 +22,7 @@ void RegisterRecurrentOps(OpRegistry& r);    // lib/ops/recurrent.cc
 void RegisterResampleOps(OpRegistry& r);     // lib/ops/resample.cc
 void RegisterNchwcOps(OpRegistry& r);        // lib/ops/nchwc.cc
 void RegisterAttentionOps(OpRegistry& r);    // lib/ops/attention.cc
+void RegisterOnnxAttentionOps(OpRegistry& r);  // lib/ops/onnx_attention.cc
 void RegisterGradOps(OpRegistry& r);         // lib/ops/grad.cc
 void RegisterCodebookOps(OpRegistry& r);     // lib/ops/codebook.cc
 void RegisterBinaryOps(OpRegistry& r);       // lib/ops/binary.cc
@@ -49,6 +50,7 @@ void RegisterAllOps() {
     RegisterResampleOps(r);
     RegisterNchwcOps(r);
     RegisterAttentionOps(r);
+    RegisterOnnxAttentionOps(r);
     RegisterGradOps(r);
     RegisterCodebookOps(r);
     RegisterBinaryOps(r);

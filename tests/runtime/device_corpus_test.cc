@@ -170,6 +170,11 @@ std::set<std::string> KnownFallbackOps(const std::string& file) {
   if (file == "hf_bert_ids_mask_op17.onnx") return {"Add", "And", "Expand", "GatherElements", "GreaterOrEqual", "Mul", "Range"};
   // The Llama decoder's causal + padding mask: int64/bool arithmetic on the positions, as BERT's.
   if (file == "decoder_tiny_op17.onnx") return {"Add", "And", "Expand", "LessOrEqual", "Mul", "Range"};
+  // The dynamo export at opset 23: the same mask arithmetic, and ONNX's Attention,
+  // RotaryEmbedding and RMSNormalization, which have CPU kernels only so far.
+  if (file == "decoder_small_op23.onnx")
+    return {"Add", "And", "Attention", "Expand", "GatherND", "LessOrEqual", "Max", "RMSNormalization", "Range",
+            "RotaryEmbedding"};
   return {};
 }
 

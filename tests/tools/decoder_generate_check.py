@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Greedy decoding of the exported decoder (tests/corpus/decoder_tiny_op17.onnx: Hugging Face Llama
-through torch.onnx, KV cache as past_key_values.* / present.*) in Whittle against ONNX Runtime.
+"""Greedy decoding of the exported decoders (tests/corpus/decoder_tiny_op17.onnx: Hugging Face Llama
+through torch.onnx, KV cache as past_key_values.* / present.*; decoder_small_op23.onnx: the same
+architecture, smaller, through the dynamo exporter at opset 23, with ONNX's RMSNormalization,
+RotaryEmbedding and Attention ops) in Whittle against ONNX Runtime.
 
 Runs run-model --generate STEPS (prefill of a 16-token prompt, then STEPS decode steps feeding the
 cache back) and --generate STEPS --no-cache (the whole sequence again at every step), and ONNX
@@ -37,37 +39,46 @@ def worst(a, b):
     return max(float(np.max(np.abs(a[i] - b[i])) / np.max(np.abs(b[i]))) for i in range(len(b)))
 
 
+# (corpus file, vocabulary): the TorchScript export at opset 17 (attention as MatMul/Softmax) and
+# a smaller dynamo export at opset 23 (ONNX's RMSNormalization, RotaryEmbedding and Attention ops).
+MODELS = [("decoder_tiny_op17.onnx", 2048), ("decoder_small_op23.onnx", 512)]
+
+
+def check(args, name, vocab, tmp):
+    model = os.path.join(args.root, "tests", "corpus", name)
+    prompt = os.path.join(tmp, name + ".prompt.npy")
+    np.save(prompt, np.array([p % vocab for p in PROMPT], dtype=np.int64))
+    dump = os.path.join(tmp, name + ".ort.npz")
+    r = subprocess.run([sys.executable, os.path.join(args.root, "tests", "large", "ort_generate.py"), model,
+                        "--steps", str(STEPS), "--prompt-npy", prompt, "--dump-logits", dump, "--threads", "2"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        sys.exit("ort_generate.py failed on %s: %s" % (name, r.stderr.strip()))
+    print(r.stdout.strip())
+    d = np.load(dump)
+    ort_logits = np.stack([d["prefill"].reshape(-1, d["prefill"].shape[-1])[-1]] +
+                          [d["step_%d" % i].reshape(-1)[-d["prefill"].shape[-1]:] for i in range(STEPS)])
+    ort_ids = d["ids"].reshape(-1)[-(STEPS + 1):] if "ids" in d else None
+    w_cache, ids_cache = run_whittle(args.bin, model, prompt, os.path.join(tmp, name + ".cache"), False)
+    w_full, ids_full = run_whittle(args.bin, model, prompt, os.path.join(tmp, name + ".full"), True)
+    rel_ort = worst(w_cache, ort_logits)
+    rel_cache = worst(w_cache, w_full)
+    same_ids = np.array_equal(ids_cache, ids_full) and (ort_ids is None or np.array_equal(ids_cache, ort_ids))
+    ok = rel_ort <= MAX_REL and rel_cache <= MAX_REL and same_ids
+    print("decoder_generate_check: %s, %d steps; Whittle (cache) vs ONNX Runtime max rel %.2e; Whittle cache vs no "
+          "cache max rel %.2e; ids %s%s" % (name, STEPS, rel_ort, rel_cache, "equal" if same_ids else "DIFFER",
+                                            "" if ok else "  FAIL (bound %.0e)" % MAX_REL))
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bin", required=True)
     ap.add_argument("--root", required=True)
     args = ap.parse_args()
-    model = os.path.join(args.root, "tests", "corpus", "decoder_tiny_op17.onnx")
     with tempfile.TemporaryDirectory(prefix="whittle_decoder_") as tmp:
-        prompt = os.path.join(tmp, "prompt.npy")
-        np.save(prompt, np.array(PROMPT, dtype=np.int64))
-        dump = os.path.join(tmp, "ort.npz")
-        r = subprocess.run([sys.executable, os.path.join(args.root, "tests", "large", "ort_generate.py"), model,
-                            "--steps", str(STEPS), "--prompt-npy", prompt, "--dump-logits", dump, "--threads", "2"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if r.returncode != 0:
-            sys.exit("ort_generate.py failed: " + r.stderr.strip())
-        print(r.stdout.strip())
-        d = np.load(dump)
-        ort_logits = np.stack([d["prefill"].reshape(-1, d["prefill"].shape[-1])[-1]] +
-                              [d["step_%d" % i].reshape(-1)[-d["prefill"].shape[-1]:] for i in range(STEPS)])
-        ort_ids = d["ids"].reshape(-1)[-(STEPS + 1):] if "ids" in d else None
-        w_cache, ids_cache = run_whittle(args.bin, model, prompt, os.path.join(tmp, "cache"), False)
-        w_full, ids_full = run_whittle(args.bin, model, prompt, os.path.join(tmp, "full"), True)
-    rel_ort = worst(w_cache, ort_logits)
-    rel_cache = worst(w_cache, w_full)
-    same_ids = np.array_equal(ids_cache, ids_full) and (ort_ids is None or np.array_equal(ids_cache, ort_ids))
-    print("decoder_generate_check: %d steps; Whittle (cache) vs ONNX Runtime max rel %.2e; Whittle cache vs no cache "
-          "max rel %.2e; ids %s" % (STEPS, rel_ort, rel_cache, "equal" if same_ids else "DIFFER"))
-    if rel_ort > MAX_REL or rel_cache > MAX_REL or not same_ids:
-        print("decoder_generate_check: FAIL (bound %.0e)" % MAX_REL)
-        return 1
-    return 0
+        results = [check(args, name, vocab, tmp) for name, vocab in MODELS]
+    return 0 if all(results) else 1
 
 
 if __name__ == "__main__":

@@ -394,7 +394,7 @@ TEST(HostileModelTest, UnsupportedOpset) {
   for (int64_t v : {6, 99}) {
     onnx::ModelProto m = testing::SmallModel();
     m.mutable_opset_import(0)->set_version(v);
-    EXPECT_TRUE(ModelFails(dir, m, "ai.onnx opset " + std::to_string(v) + " is not supported; Whittle supports opsets 7 to 21",
+    EXPECT_TRUE(ModelFails(dir, m, "ai.onnx opset " + std::to_string(v) + " is not supported; Whittle supports opsets 7 to 23",
                            StatusCode::kUnimplemented, LoadOptions{}));
   }
   onnx::ModelProto m = testing::SmallModel();
