@@ -92,29 +92,11 @@ class NBitsKernel : public OpKernel {
         perm[static_cast<size_t>(m * lda + g * 2 * L + (i & 1) * L + i / 2)] = v;
         asum[static_cast<size_t>(m * nb + k / a_.block)] += v;
       }
-    const int64_t chunks = (a_.N + kRowChunk - 1) / kRowChunk;
-    ParallelFor(chunks, threads, [&](int64_t c) {
-      const int64_t n0 = c * kRowChunk, rows = std::min(kRowChunk, a_.N - n0);
-      for (int64_t m0 = 0; m0 < M; m0 += 4) {
-        NBitsRowsArgs x;
-        x.a_perm = perm.data() + m0 * lda;
-        x.lda = lda;
-        x.mr = static_cast<int>(std::min<int64_t>(4, M - m0));
-        x.asum = asum.data() + m0 * nb;
-        x.b = w_.b + n0 * a_.row_bytes();
-        x.row_bytes = a_.row_bytes();
-        x.scales = w_.scales + n0 * nb;
-        x.zp8 = zp8_.empty() ? nullptr : zp8_.data() + n0 * nb;
-        x.zf = w_.zp_float ? w_.zp_float + n0 * nb : nullptr;
-        x.zdefault = static_cast<float>(1 << (a_.bits - 1));
-        x.nb = nb;
-        x.block = a_.block;
-        x.rows = rows;
-        rows_(x, Y + m0 * a_.N + n0, a_.N);
-      }
-      if (w_.bias)
-        for (int64_t m = 0; m < M; ++m)
-          for (int64_t r = 0; r < rows; ++r) Y[m * a_.N + n0 + r] += w_.bias[n0 + r];
+    ForSlices<NBitsRowsArgs>(M, Y, threads, [&](NBitsRowsArgs& x, int64_t m0, float* out) {
+      x.a_perm = perm.data() + m0 * lda;
+      x.lda = lda;
+      x.asum = asum.data() + m0 * nb;
+      rows_(x, out, a_.N);
     });
   }
 
@@ -149,19 +131,28 @@ class NBitsKernel : public OpKernel {
       float* sl = sa.data() + m * ldsa;
       for (int64_t byte = 0; byte < rb; byte += 4) sl[byte / 4] = scale[static_cast<size_t>(byte / bb)];
     }
-    const int64_t tasks = (a_.N + kRowChunk - 1) / kRowChunk;
+    ForSlices<NBitsQ8Args>(M, Y, threads, [&](NBitsQ8Args& x, int64_t m0, float* out) {
+      x.qa = qa.data() + m0 * lda;
+      x.lda = lda;
+      x.sa_lanes = sa.data() + m0 * ldsa;
+      x.ldsa = ldsa;
+      x.asum = asum.data() + m0 * nb;
+      nbits_avx512vnni::DotRowsQ8(x, out, a_.N);
+    });
+  }
+
+  // The fused-row loops' threading: tasks take kRowChunk rows of W (their NBitsWeightRows), then
+  // A in groups of up to 4 rows (mr), whose fields set_a fills before it runs the group into out
+  // (Y's columns n0.. of row m0); the bias is added per task.
+  template <class Args, class SetA>
+  void ForSlices(int64_t M, float* Y, int threads, const SetA& set_a) const {
+    const int64_t nb = a_.blocks(), tasks = (a_.N + kRowChunk - 1) / kRowChunk;
     ParallelFor(tasks, threads, [&](int64_t c) {
       const int64_t n0 = c * kRowChunk, rows = std::min(kRowChunk, a_.N - n0);
       for (int64_t m0 = 0; m0 < M; m0 += 4) {
-        NBitsQ8Args x;
-        x.qa = qa.data() + m0 * lda;
-        x.lda = lda;
-        x.sa_lanes = sa.data() + m0 * ldsa;
-        x.ldsa = ldsa;
-        x.mr = static_cast<int>(std::min<int64_t>(4, M - m0));
-        x.asum = asum.data() + m0 * nb;
-        x.b = w_.b + n0 * rb;
-        x.row_bytes = rb;
+        Args x;
+        x.b = w_.b + n0 * a_.row_bytes();
+        x.row_bytes = a_.row_bytes();
         x.scales = w_.scales + n0 * nb;
         x.zp8 = zp8_.empty() ? nullptr : zp8_.data() + n0 * nb;
         x.zf = w_.zp_float ? w_.zp_float + n0 * nb : nullptr;
@@ -169,12 +160,17 @@ class NBitsKernel : public OpKernel {
         x.nb = nb;
         x.block = a_.block;
         x.rows = rows;
-        nbits_avx512vnni::DotRowsQ8(x, Y + m0 * a_.N + n0, a_.N);
+        x.mr = static_cast<int>(std::min<int64_t>(4, M - m0));
+        set_a(x, m0, Y + m0 * a_.N + n0);
       }
-      if (w_.bias)
-        for (int64_t m = 0; m < M; ++m)
-          for (int64_t r = 0; r < rows; ++r) Y[m * a_.N + n0 + r] += w_.bias[n0 + r];
+      AddBias(Y, M, n0, rows);
     });
+  }
+
+  void AddBias(float* Y, int64_t M, int64_t n0, int64_t rows) const {
+    if (w_.bias)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t r = 0; r < rows; ++r) Y[m * a_.N + n0 + r] += w_.bias[n0 + r];
   }
 
   // Y[M, N] for many rows: tiles of W dequantized per task, multiplied with Sgemm.
@@ -199,9 +195,7 @@ class NBitsKernel : public OpKernel {
         }
       }
       Sgemm(false, true, M, rows, K, 1.f, A, K, tile.data(), K, 0.f, Y + n0, a_.N, 1);
-      if (w_.bias)
-        for (int64_t m = 0; m < M; ++m)
-          for (int64_t r = 0; r < rows; ++r) Y[m * a_.N + n0 + r] += w_.bias[n0 + r];
+      AddBias(Y, M, n0, rows);
     });
   }
 

@@ -10,15 +10,10 @@
 
 namespace whittle::cpu {
 
-// The operands of one call: mr (1..4) rows of A laid out as above (row stride lda) with their
-// per-block sums asum [mr][nb]; `rows` rows of codes from b (row stride row_bytes; nb blocks of
-// `block` codes, block a multiple of 2L), their scales [rows][nb] and zero points: zp8 [rows][nb]
-// (one byte each) or zf [rows][nb] (float), else zdefault for every block.
-struct NBitsRowsArgs {
-  const float* a_perm;
-  int64_t lda;
-  int mr;
-  const float* asum;
+// The weight side of one call: `rows` rows of codes from b (row stride row_bytes; nb blocks of
+// `block` codes), their scales [rows][nb] and zero points: zp8 [rows][nb] (one byte each) or zf
+// [rows][nb] (float), else zdefault for every block.
+struct NBitsWeightRows {
   const uint8_t* b;
   int64_t row_bytes;
   const float* scales;
@@ -26,6 +21,15 @@ struct NBitsRowsArgs {
   const float* zf;
   float zdefault;
   int64_t nb, block, rows;
+};
+
+// The operands of one call: mr (1..4) rows of A laid out as above (row stride lda) with their
+// per-block sums asum [mr][nb], and the weight rows (block a multiple of 2L).
+struct NBitsRowsArgs : NBitsWeightRows {
+  const float* a_perm;
+  int64_t lda;
+  int mr;
+  const float* asum;
 };
 
 // out[m * ldo + r] = sum_j scales[r, j] * (sum_{k in block j} a[m, k] * code(r, k) - zp[r, j] * asum[m, j])
@@ -39,20 +43,13 @@ using NBitsRowsFn = void (*)(const NBitsRowsArgs& x, float* out, int64_t ldo);
 // the activation scale of each lane's block (lane l: code bytes 4l..4l+3), 0 past the row;
 // asum [mr][nb] = scale * (sum of the block's int8 activations). Codes, scales and zero points as
 // in NBitsRowsArgs; block (a power of two >= 16) need not divide 128.
-struct NBitsQ8Args {
+struct NBitsQ8Args : NBitsWeightRows {
   const int8_t* qa;
   int64_t lda;
   const float* sa_lanes;
   int64_t ldsa;
   int mr;
   const float* asum;
-  const uint8_t* b;
-  int64_t row_bytes;
-  const float* scales;
-  const uint8_t* zp8;
-  const float* zf;
-  float zdefault;
-  int64_t nb, block, rows;
 };
 
 // out[m * ldo + r] = sum_j scales[r, j] * sa[m, j] * (sum_{k in block j} qa[m, k] * code(r, k) - zp[r, j] * sumq[m, j])
