@@ -20,6 +20,7 @@
 #include "lib/ir/domain.h"
 #include "lib/ir/status.h"
 #include "lib/ir/tensor.h"
+#include "whittle/kv_cache.h"
 #include "whittle/types.h"
 
 namespace whittle {
@@ -72,6 +73,13 @@ struct KernelContext {
   // on the host (downloading what it checks). check_tag identifies this call in the report.
   int64_t* device_check = nullptr;
   int64_t check_tag = 1;
+  // Per input, empty or null where none: the cache that input k's past lives in, grown in place
+  // (Session::RunWithCaches; only for the inputs in OpKernel::InPlaceCacheInputs). The kernel then
+  // reads the past from it, appends this call's rows past its length (Reserve first), leaves its
+  // length to the session (which commits it once the run succeeded) and writes nothing to the
+  // paired output, which is then null.
+  std::vector<KvCache*> caches = {};
+  KvCache* Cache(size_t k) const { return k < caches.size() ? caches[k] : nullptr; }
 };
 
 class OpKernel {
@@ -93,6 +101,10 @@ class OpKernel {
   // turns this kernel's report (kDeviceCheckWords) into the error the CPU kernel would give.
   virtual bool ChecksOnDevice() const { return false; }
   virtual Status DeviceCheckError(const int64_t* /*report*/) const { return Internal("a device check failed"); }
+  // Inputs (bit k: input k) that are a past key/value cache this kernel can grow in place
+  // (KernelContext::caches), and the output that would return the grown cache for input k.
+  virtual uint64_t InPlaceCacheInputs() const { return 0; }
+  virtual int InPlaceCacheOutput(int /*input*/) const { return -1; }
 };
 
 // Whether input k's bit is set in a per-input mask (HostInputs, InferContext::ValueAsks...; inputs

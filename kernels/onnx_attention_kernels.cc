@@ -4,10 +4,11 @@
 //
 // Attention never materializes the repeated key/value heads of grouped-query attention or the
 // transposes of 3-D inputs: query head h reads key/value head h / (q_num_heads / kv_num_heads) of
-// the cache in place. The cache (present_key / present_value, [B, kv_heads, past + S, head]) is
-// written once per call: the past rows, then this call's (the op's contract hands the whole cache
-// back as a new tensor, so the past is copied once per call and layer; a cache that grows in place
-// needs a runtime that owns it, which ONNX's op does not describe).
+// the cache in place. The op's contract hands the whole cache back as a new tensor (present_key /
+// present_value, [B, kv_heads, past + S, head]), so a plain run writes the past rows, then this
+// call's, once per call and layer. Under Session::RunWithCaches the past lives in a KvCache
+// instead (batch 1): the kernel appends only this call's rows to it and attends over it in place,
+// so the past is never copied per step.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -46,6 +47,9 @@ struct AttentionParams {
   int64_t q_heads_attr = 0, kv_heads_attr = 0, mode = 0;
   float scale = 0.f;  // 0: 1 / sqrt(head_size)
   float softcap = 0.f;
+  // ai.whittle GroupedAttention: the mask broadcasts on every axis, the last too (the Add it
+  // replaced), instead of ai.onnx's right-aligned shorter mask.
+  bool broadcast_mask = false;
 };
 
 Status ComputeAttention(const AttentionParams& a, KernelContext& ctx) {
@@ -93,30 +97,54 @@ Status ComputeAttention(const AttentionParams& a, KernelContext& ctx) {
   Tensor* Y = ctx.outputs[0];
   if (!Y || Y->dims() != y_dims)
     return Internal("Attention: output Y is not " + DimsToString(y_dims));
-  // The whole cache, [B, kvh, T, hd|vd]: into present_* when asked for, else scratch.
-  Tensor scratch_k, scratch_v;
-  Tensor* pk = ctx.outputs.size() > 1 ? ctx.outputs[1] : nullptr;
-  Tensor* pv = ctx.outputs.size() > 2 ? ctx.outputs[2] : nullptr;
-  if (!pk) pk = &(scratch_k = Tensor(DType::kFloat32, {B, kvh, T, hd}));
-  if (!pv) pv = &(scratch_v = Tensor(DType::kFloat32, {B, kvh, T, vd}));
-  if (pk->dims() != Dims{B, kvh, T, hd} || pv->dims() != Dims{B, kvh, T, vd})
-    return Internal("Attention: present outputs do not fit the cache");
+  // The whole cache, [B, kvh, T, hd|vd], head (b, h) at kbase + (b * kvh + h) * kstride: a KvCache
+  // grown in place (rows past its length written), else present_* when asked for, else scratch.
+  KvCache* ck = ctx.Cache(4);
+  KvCache* cv = ctx.Cache(5);
   const HeadView kin = ViewOf(K, kvh, hd), vin = ViewOf(V, kvh, vd);
-  // Empty operands can carry any dims: the loops below run only over what has elements.
-  if (pk->numel() + pv->numel() > 0) {
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < kvh; ++h) {
-        float* kd = pk->data<float>() + (b * kvh + h) * T * hd;
-        float* vdst = pv->data<float>() + (b * kvh + h) * T * vd;
-        if (ps > 0) {
-          std::copy_n(past_k->data<float>() + (b * kvh + h) * ps * hd, ps * hd, kd);
-          std::copy_n(past_v->data<float>() + (b * kvh + h) * ps * vd, ps * vd, vdst);
-        }
-        for (int64_t s = 0; s < kvs; ++s) {
-          std::copy_n(kin.Row(b, h, s), hd, kd + (ps + s) * hd);
-          std::copy_n(vin.Row(b, h, s), vd, vdst + (ps + s) * vd);
-        }
+  float *kbase = nullptr, *vbase = nullptr;
+  int64_t kstride = T * hd, vstride = T * vd;
+  Tensor scratch_k, scratch_v;
+  if (ck || cv) {
+    if (!ck || !cv || !past_k) return Internal("Attention: a cache grown in place needs both past inputs bound");
+    if (B != 1 || ck->heads() != kvh || ck->dim() != hd || ck->length() != ps || cv->heads() != kvh ||
+        cv->dim() != vd || cv->length() != ps)
+      return InvalidArgument("Attention: the bound key/value caches (" + std::to_string(ck->heads()) + " x " +
+                             std::to_string(ck->length()) + " x " + std::to_string(ck->dim()) + ") do not fit past " +
+                             DimsToString(past_k->dims()));
+    WH_RETURN_IF_ERROR(ck->Reserve(T));
+    WH_RETURN_IF_ERROR(cv->Reserve(T));
+    kbase = ck->row(0, 0), vbase = cv->row(0, 0);
+    kstride = ck->capacity() * hd, vstride = cv->capacity() * vd;
+    for (int64_t h = 0; h < kvh; ++h)
+      for (int64_t s = 0; s < kvs; ++s) {
+        std::copy_n(kin.Row(0, h, s), hd, ck->row(h, ps + s));
+        std::copy_n(vin.Row(0, h, s), vd, cv->row(h, ps + s));
       }
+  } else {
+    Tensor* pk = ctx.outputs.size() > 1 ? ctx.outputs[1] : nullptr;
+    Tensor* pv = ctx.outputs.size() > 2 ? ctx.outputs[2] : nullptr;
+    if (!pk) pk = &(scratch_k = Tensor(DType::kFloat32, {B, kvh, T, hd}));
+    if (!pv) pv = &(scratch_v = Tensor(DType::kFloat32, {B, kvh, T, vd}));
+    if (pk->dims() != Dims{B, kvh, T, hd} || pv->dims() != Dims{B, kvh, T, vd})
+      return Internal("Attention: present outputs do not fit the cache");
+    kbase = pk->data<float>(), vbase = pv->data<float>();
+    // Empty operands can carry any dims: the loops below run only over what has elements.
+    if (pk->numel() + pv->numel() > 0) {
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < kvh; ++h) {
+          float* kd = kbase + (b * kvh + h) * kstride;
+          float* vdst = vbase + (b * kvh + h) * vstride;
+          if (ps > 0) {
+            std::copy_n(past_k->data<float>() + (b * kvh + h) * ps * hd, ps * hd, kd);
+            std::copy_n(past_v->data<float>() + (b * kvh + h) * ps * vd, ps * vd, vdst);
+          }
+          for (int64_t s = 0; s < kvs; ++s) {
+            std::copy_n(kin.Row(b, h, s), hd, kd + (ps + s) * hd);
+            std::copy_n(vin.Row(b, h, s), vd, vdst + (ps + s) * vd);
+          }
+        }
+    }
   }
   // The mask, right-aligned against [B, qh, qs, Tm]: Tm <= T, and keys past Tm are masked (the
   // reference pads a short mask with -inf / false; it does not broadcast its last axis).
@@ -131,12 +159,13 @@ Status ComputeAttention(const AttentionParams& a, KernelContext& ctx) {
     int64_t stride = 1;
     for (int i = mask->rank() - 1, j = 3; i >= 0; --i, --j) {
       const int64_t d = mask->dim(i);
-      const bool last = j == 3;
+      const bool last = j == 3 && !a.broadcast_mask;
       if (last ? d > T : (d != 1 && d != want[static_cast<size_t>(j)]))
         return InvalidArgument("Attention: attn_mask " + DimsToString(mask->dims()) + " does not broadcast to " +
                                DimsToString(want));
       ms[j] = (d == 1 && !last) ? 0 : stride;
       if (last) mask_t = d;
+      if (j == 3 && a.broadcast_mask) mask_t = T;
       stride *= d;
     }
   }
@@ -149,8 +178,8 @@ Status ComputeAttention(const AttentionParams& a, KernelContext& ctx) {
   const int threads = B * qh * qs * T * hd >= (1 << 15) ? ctx.num_threads : 1;
   ParallelFor(B * qh, threads, [&](int64_t task) {
     const int64_t b = task / qh, h = task % qh, g = h / reps;
-    const float* kc = pk->data<float>() + (b * kvh + g) * T * hd;
-    const float* vc = pv->data<float>() + (b * kvh + g) * T * vd;
+    const float* kc = kbase + (b * kvh + g) * kstride;
+    const float* vc = vbase + (b * kvh + g) * vstride;
     std::vector<float> qsc(static_cast<size_t>(hd)), score(static_cast<size_t>(T)), bias(static_cast<size_t>(T));
     std::vector<double> acc(static_cast<size_t>(vd));
     for (int64_t i = 0; i < qs; ++i) {
@@ -218,6 +247,19 @@ Status ComputeAttention(const AttentionParams& a, KernelContext& ctx) {
   return Status::Ok();
 }
 
+// past_key (input 4) and past_value (5) grow in place into present_key (output 1) and
+// present_value (2) under Session::RunWithCaches.
+class OnnxAttentionKernel : public OpKernel {
+ public:
+  explicit OnnxAttentionKernel(const AttentionParams& a) : a_(a) {}
+  Status Compute(KernelContext& ctx) const override { return ComputeAttention(a_, ctx); }
+  uint64_t InPlaceCacheInputs() const override { return (uint64_t{1} << 4) | (uint64_t{1} << 5); }
+  int InPlaceCacheOutput(int input) const override { return input == 4 ? 1 : input == 5 ? 2 : -1; }
+
+ private:
+  AttentionParams a_;
+};
+
 StatusOr<std::unique_ptr<OpKernel>> MakeOnnxAttention(const KernelInit& init) {
   AttentionParams a;
   a.causal = init.attrs.GetInt("is_causal", 0) != 0;
@@ -226,7 +268,8 @@ StatusOr<std::unique_ptr<OpKernel>> MakeOnnxAttention(const KernelInit& init) {
   a.mode = init.attrs.GetInt("qk_matmul_output_mode", 0);
   a.scale = init.attrs.GetFloat("scale", 0.f);
   a.softcap = init.attrs.GetFloat("softcap", 0.f);
-  return WrapFnKernel([a](KernelContext& ctx) -> Status { return ComputeAttention(a, ctx); });
+  a.broadcast_mask = init.attrs.GetInt("_broadcast_mask", 0) != 0;
+  return std::unique_ptr<OpKernel>(new OnnxAttentionKernel(a));
 }
 
 Status ComputeRotary(bool interleaved, int64_t num_heads, int64_t rot_attr, KernelContext& ctx) {
@@ -338,6 +381,7 @@ Status ComputeRmsNorm(int64_t axis_attr, float eps, KernelContext& ctx) {
 void RegisterOnnxAttentionKernels(KernelRegistry& r) {
   for (Backend b : {Backend::kReference, Backend::kCpu}) {
     r.Add(DeclareKernel(b, "", "Attention", {DType::kFloat32}, MakeOnnxAttention, 23));
+    r.Add(DeclareKernel(b, kWhittleDomain, "GroupedAttention", {DType::kFloat32}, MakeOnnxAttention));
     r.Add(DeclareKernel(b, "", "RotaryEmbedding", {DType::kFloat32},
                         [](const KernelInit& init) -> StatusOr<std::unique_ptr<OpKernel>> {
                           const bool inter = init.attrs.GetInt("interleaved", 0) != 0;

@@ -22,7 +22,7 @@ std::string PresentName(const std::string& past) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Decoder>> Decoder::Create(const Session& session) {
+StatusOr<std::unique_ptr<Decoder>> Decoder::Create(const Session& session, bool in_place) {
   std::unique_ptr<Decoder> d(new Decoder(session));
   const std::vector<IoInfo>& in = session.inputs();
   const std::vector<IoInfo>& out = session.outputs();
@@ -61,13 +61,28 @@ StatusOr<std::unique_ptr<Decoder>> Decoder::Create(const Session& session) {
     c.empty = {1, i.shape[1].value, 0, i.shape[3].value};
     d->cache_.push_back(std::move(c));
   }
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (const CacheSlot& c : d->cache_) pairs.emplace_back(c.input, c.output);
+  const Status bindable = in_place ? session.CheckCacheBindings(pairs) : InvalidArgument("not asked");
+  d->in_place_ = bindable.ok() && !d->cache_.empty();
+  d->copied_why_ = d->cache_.empty() ? "the model has no cache" : bindable.message();
+  if (d->in_place_)
+    for (CacheSlot& c : d->cache_) c.kv = std::make_unique<KvCache>(c.empty[1], c.empty[3]);
   return d;
+}
+
+Tensor Decoder::cache(int i) const {
+  const CacheSlot& c = cache_.at(static_cast<size_t>(i));
+  return c.kv ? c.kv->Dense() : c.value;
 }
 
 StatusOr<std::vector<float>> Decoder::Prefill(const std::vector<int64_t>& ids, RunStats* stats) {
   if (ids.empty()) return InvalidArgument("Decoder::Prefill: the prompt is empty");
   past_ = 0;
-  for (CacheSlot& c : cache_) c.value = Tensor(DType::kFloat32, c.empty);
+  for (CacheSlot& c : cache_) {
+    c.value = Tensor(DType::kFloat32, c.empty);
+    if (c.kv) WH_RETURN_IF_ERROR(c.kv->Truncate(0));
+  }
   return Run(ids, stats);
 }
 
@@ -90,13 +105,24 @@ StatusOr<std::vector<float>> Decoder::Run(const std::vector<int64_t>& ids, RunSt
     for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = past_ + i;
     feed["position_ids"] = Tensor::FromVector<int64_t>({1, n}, pos);
   }
-  for (const CacheSlot& c : cache_) feed[c.input] = c.value;
-  WH_ASSIGN_OR_RETURN(std::vector<Tensor> out, session_.Run(feed, stats));
+  std::vector<Session::CacheBinding> bound;
+  for (const CacheSlot& c : cache_) {
+    if (c.kv) bound.push_back({c.input, c.output, c.kv.get()});
+    else feed[c.input] = c.value;
+  }
+  WH_ASSIGN_OR_RETURN(std::vector<Tensor> out, in_place_ ? session_.RunWithCaches(feed, bound, stats)
+                                                          : session_.Run(feed, stats));
   const Tensor& logits = out[static_cast<size_t>(logits_index_)];
   if (logits.dtype() != DType::kFloat32 || logits.rank() != 3 || logits.dim(1) != n || logits.dim(2) != vocab_)
     return Internal("decoder logits " + DimsToString(logits.dims()) + " do not fit " + std::to_string(n) +
                     " tokens of a " + std::to_string(vocab_) + "-word vocabulary");
   for (CacheSlot& c : cache_) {
+    if (c.kv) {
+      if (c.kv->length() != past_ + n)
+        return Internal("cache '" + c.input + "' holds " + std::to_string(c.kv->length()) + " rows, expected " +
+                        std::to_string(past_ + n));
+      continue;
+    }
     Tensor& p = out[static_cast<size_t>(c.output_index)];
     if (p.rank() != 4 || p.dim(2) != past_ + n)
       return Internal("cache output '" + c.output + "' has shape " + DimsToString(p.dims()) + ", expected past " +

@@ -117,6 +117,16 @@ Status Session::RunInto(const std::map<std::string, Tensor>& inputs, std::vector
   return Guarded("running the model", [&] { return impl_->RunImpl(inputs, nullptr, OutputsOn::kHost, &outputs).status(); });
 }
 
+Status Session::CheckCacheBindings(const std::vector<std::pair<std::string, std::string>>& pairs) const {
+  std::vector<std::pair<int, int>> ids;
+  return impl_->ResolveCaches(pairs, &ids);
+}
+
+StatusOr<std::vector<Tensor>> Session::RunWithCaches(const std::map<std::string, Tensor>& inputs,
+                                                     const std::vector<CacheBinding>& caches, RunStats* stats) const {
+  return Guarded("running the model", [&] { return impl_->RunWithCachesImpl(inputs, caches, stats); });
+}
+
 StatusOr<Tensor> Session::NewHostTensor(DType dtype, const Dims& dims) const {
   if (DTypeSize(dtype) == 0) return InvalidArgument(std::string("NewHostTensor: no tensor of dtype ") + DTypeName(dtype));
   WH_ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(dims));

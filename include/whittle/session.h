@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "whittle/kv_cache.h"
 #include "whittle/status.h"
 #include "whittle/tensor.h"
 #include "whittle/types.h"
@@ -99,6 +100,27 @@ class Session {
   // copy per run (ONNX Runtime's bound outputs). Thread-safe as Run; nobody else may touch
   // outputs[i] until it returns.
   Status RunInto(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>& outputs) const;
+
+  // A past key/value cache input (past_key_values.0.key), the output that returns it grown
+  // (present.0.key), and the KvCache that holds it for RunWithCaches.
+  struct CacheBinding {
+    std::string input, output;
+    KvCache* cache = nullptr;
+  };
+  // Whether each (cache input, output) pair can grow in place: the input is read only by kernels
+  // that append to a cache (ai.onnx Attention's past_key/past_value) and by shape reads (Shape),
+  // its paired output is that kernel's present output, and nothing reads the output. Otherwise
+  // why not, naming the node that needs the cache as a dense tensor (an exporter's Concat of past
+  // and new rows).
+  Status CheckCacheBindings(const std::vector<std::pair<std::string, std::string>>& pairs) const;
+  // Run, with each bound cache input read from its KvCache and this call's rows appended to it in
+  // place instead of being copied into a new output: the caller does not feed the bound inputs,
+  // the bound outputs come back undefined (the cache holds them; KvCache::Dense copies them out),
+  // and each cache's length grows by the run's new rows once the run succeeded (unchanged after
+  // an error). The caches must not be shared with a concurrent run; otherwise thread-safe as Run.
+  StatusOr<std::vector<Tensor>> RunWithCaches(const std::map<std::string, Tensor>& inputs,
+                                              const std::vector<CacheBinding>& caches,
+                                              RunStats* stats = nullptr) const;
 
   // A zero-filled host tensor for an input a caller fills and feeds run after run: on a device
   // backend it is page-locked memory (Buffer::AllocatePageLocked), which Run uploads with no

@@ -11,6 +11,7 @@
 // defines them; kernels in kernels/onnx_attention_kernels.cc.
 #include <string>
 
+#include "lib/ir/domain.h"
 #include "lib/ops/op_def.h"
 
 namespace whittle {
@@ -130,7 +131,16 @@ void RegisterOnnxAttentionOps(OpRegistry& r) {
                   CheckAttention,
                   InferAttention};
   attention.max_opset = 23;
+  // The runtime's own copy for graphs of any opset (runtime/rewrite/fuse_cache_attention.h fuses an
+  // opset-17 export's MatMul/Softmax attention into it), with the additive mask broadcasting on
+  // every axis as the Add it replaces did; never saved.
+  OpDef grouped = attention;
+  grouped.domain = kWhittleDomain;
+  grouped.op_type = "GroupedAttention";
+  grouped.since_opset = 1;
+  grouped.max_opset = 17;  // as every ai.whittle op: the ai.onnx opset check does not apply
   r.Register(std::move(attention));
+  r.Register(std::move(grouped));
   OpDef rotary{"", "RotaryEmbedding", 23, 3, 4, 1, 1,
                {{"interleaved", AttrType::kInt}, {"num_heads", AttrType::kInt}, {"rotary_embedding_dim", AttrType::kInt}},
                CheckRotary,

@@ -9,6 +9,7 @@
 #include "runtime/rewrite/fold_into_conv.h"
 #include "runtime/rewrite/fuse_activations.h"
 #include "runtime/rewrite/fuse_attention.h"
+#include "runtime/rewrite/fuse_cache_attention.h"
 #include "runtime/rewrite/fuse_conv_add.h"
 #include "runtime/rewrite/fuse_gelu.h"
 #include "runtime/rewrite/fuse_layernorm.h"
@@ -27,14 +28,16 @@ namespace {
 // (Paddle2ONNX writes one after many BatchNormalizations and Clips, where a cast was a no-op,
 // and each would split a Conv from its activation). So are Casts to the type their input already
 // has (torch.onnx puts two float-to-float Casts around every RMSNorm of a Llama export: 88 nodes
-// per decode step of a 22-layer model).
+// per decode step of a 22-layer model), and a Concat of one input (torch.onnx's cache of the
+// first layer).
 int SkipIdentities(Graph& g) {
   std::map<int, int> source;  // an Identity's output -> its input
   std::set<int> dead;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];
     if (n.inputs.size() != 1 || n.outputs.size() != 1 || n.inputs[0] < 0) continue;
-    const bool identity = rewrite::IsOp(n, "Identity");
+    // A Concat of one input is its input (torch.onnx writes one per layer's first cache).
+    const bool identity = rewrite::IsOp(n, "Identity") || rewrite::IsOp(n, "Concat");
     const DType from = g.value(n.inputs[0]).dtype;
     const bool same_cast = rewrite::IsOp(n, "Cast") && from != DType::kUndefined &&
                            n.attrs.GetInt("to", -1) == static_cast<int64_t>(from) && !n.attrs.Has("saturate") &&
@@ -87,6 +90,7 @@ StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_blo
   WH_RETURN_IF_ERROR(FuseConvAdd(g, &r.fused_conv_add));
   WH_RETURN_IF_ERROR(FuseMatMulBias(g, &r.fused_matmul_bias));
   WH_RETURN_IF_ERROR(FuseAttention(g, &r.fused_attention));
+  WH_RETURN_IF_ERROR(FuseCacheAttention(g, &r.fused_cache_attention));
   WH_RETURN_IF_ERROR(FuseActivations(g, &r.fused_activations));
   if (nchwc_block) {
     // The conversion reads channel counts off the shapes the fusions left.

@@ -24,6 +24,7 @@ struct RewriteReport {
   int fused_layernorm = 0;    // layer norms written out (ReduceMean/Sub/Pow/Sqrt/Div) as one node
   int fused_conv_add = 0;     // residual Adds computed inside the Conv before them
   int fused_matmul_bias = 0;  // bias Adds after a MatMul computed in its epilogue
+  int fused_cache_attention = 0;  // ai.onnx Attention given back the key/value cache concatenated outside it
   int fused_attention = 0;    // packed-qkv self-attention subgraphs run as one Attention node
   int fused_qdq = 0;          // Conv/Gemm/MatMul running as int8 QConv/QGemm
   int fused_nbits = 0;        // DequantizeLinear(int4 blocked) -> MatMul running as MatMulNBits

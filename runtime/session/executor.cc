@@ -166,6 +166,12 @@ Status StepExecutor::MakeOutputs(const RunStep& step, const std::vector<DType>& 
   for (size_t k = 0; k < n.outputs.size(); ++k) {
     int o = n.outputs[k];
     if (o < 0) { out_.push_back(nullptr); continue; }
+    if (rc_.caches && rc_.caches->outputs.count(o)) {  // grown in place: the kernel writes the cache
+      if (odims[k].size() != 4) return Internal("cache output '" + g_.value(o).name + "' is not 4-D");
+      rc_.cache_rows[o] = odims[k][2];
+      out_.push_back(nullptr);
+      continue;
+    }
     Tensor& t = slots_[static_cast<size_t>(o)];
     if (k == 0 && step.alias >= 0) {
       t = in_[static_cast<size_t>(step.alias)]->Reshaped(odims[k]);
@@ -186,6 +192,13 @@ Status StepExecutor::MakeOutputs(const RunStep& step, const std::vector<DType>& 
 
 Status StepExecutor::Compute(size_t si, const RunStep& step) {
   KernelContext ctx{in_, out_, s_.opts_.num_threads};
+  if (rc_.caches && step.kernel->InPlaceCacheInputs())
+    for (size_t k = 0; k < in_.size(); ++k) {
+      auto c = rc_.caches->inputs.find(step.node->inputs[k]);
+      if (c == rc_.caches->inputs.end()) continue;
+      ctx.caches.resize(in_.size(), nullptr);
+      ctx.caches[k] = c->second;
+    }
   if (step.checks) {
     ctx.device_check = rc_.arena.check.device_words();
     ctx.check_tag = static_cast<int64_t>(si) + 1;

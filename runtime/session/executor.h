@@ -34,6 +34,10 @@ struct RunContext {
   bool watch_graph = false;
   std::vector<char> fed;
   std::string not_graphable;
+  // RunWithCaches: the caches grown in place, and per bound output the rows its cache holds once
+  // the run succeeds (its inferred dims[2]).
+  const BoundCaches* caches = nullptr;
+  std::map<int, int64_t> cache_rows;
 };
 
 class StepExecutor {

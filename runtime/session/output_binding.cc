@@ -38,6 +38,10 @@ Status CollectOutputs(const Graph& g, const std::map<std::string, Tensor>& input
                       OutputsOn outputs_on, RunArena& arena, std::vector<Tensor>* results) {
   for (int o : g.outputs()) {
     Tensor& t = slots[static_cast<size_t>(o)];
+    if (!t.defined()) {  // a cache grown in place (RunWithCaches): the KvCache holds it
+      results->push_back(Tensor());
+      continue;
+    }
     // Never hand out a constant's or an input's buffer: the caller may write into results.
     bool shared = g.value(o).is_constant();
     for (const auto& [name, x] : inputs) shared |= t.defined() && x.defined() && x.buffer() == t.buffer();

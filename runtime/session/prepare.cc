@@ -19,8 +19,6 @@ namespace {
 // ConstantOfShape, Range, Expand, Tile: their sizes come from values).
 constexpr int64_t kMaxHostShapeConstant = 64;  // elements of a constant a host shape step may read
 
-bool ReadsDimsOnly(const Node& n) { return n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size"); }
-
 bool ShapeArithmeticOp(const Node& n) {
   static const std::set<std::string> kOps = {
       "Gather", "Concat", "Cast", "Add", "Sub", "Mul", "Div", "Mod", "Pow", "Sqrt", "Neg", "Abs", "Reciprocal",

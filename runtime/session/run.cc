@@ -14,7 +14,8 @@
 namespace whittle {
 
 StatusOr<std::vector<Tensor>> Session::Impl::RunImpl(const std::map<std::string, Tensor>& inputs, RunStats* stats,
-                                                     OutputsOn outputs_on, std::vector<Tensor>* into) const {
+                                                     OutputsOn outputs_on, std::vector<Tensor>* into,
+                                                     const BoundCaches* caches) const {
   using Clock = std::chrono::steady_clock;
   const auto t_start = Clock::now();
   const Graph& g = graph_;
@@ -45,13 +46,15 @@ StatusOr<std::vector<Tensor>> Session::Impl::RunImpl(const std::map<std::string,
   }
   rc.plan = plan.get();
   rc.planned = plan != nullptr;
+  rc.caches = caches;
 
   // CUDA graphs (SessionOptions::cuda_graphs): replay this signature's graph, capture this run,
   // or run eagerly and note whether the run could have been captured.
   std::shared_ptr<DeviceGraph> dg;
   std::unique_lock<std::mutex> dg_lock;
   bool capture = false;
-  if (st.ok() && opts_.cuda_graphs && rc.rt && rc.rt->begin_capture && !stats && outputs_on == OutputsOn::kHost) {
+  if (st.ok() && opts_.cuda_graphs && rc.rt && rc.rt->begin_capture && !stats && outputs_on == OutputsOn::kHost &&
+      !caches) {
     dg = graphs_.Claim(key, &dg_lock);
     if (dg) {
       if (dg->signature.empty()) dg->signature = SignatureText(g, inputs);
@@ -89,6 +92,12 @@ StatusOr<std::vector<Tensor>> Session::Impl::RunImpl(const std::map<std::string,
 
   std::vector<Tensor> results;
   st = FinishRun(rc, st, outputs_on, into, &results);
+  if (st.ok() && caches)  // the rows the kernels appended are the caches' from now on
+    for (const auto& [o, cache] : caches->outputs) {
+      auto rows = rc.cache_rows.find(o);
+      if (rows == rc.cache_rows.end()) st = Internal("cache output '" + g.value(o).name + "' was not computed");
+      if (st.ok()) st = cache->Commit(rows->second);
+    }
   if (st.ok() && rc.recording) plans_.Keep(key, std::move(rc.recording));
   const int64_t allocated = arena->allocated, reused = arena->reused;
   if (capture && dg->graph) {

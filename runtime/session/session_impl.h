@@ -42,12 +42,27 @@ struct RunStep {
 
 struct RunContext;  // runtime/session/executor.h
 
+// Shape and Size: nodes that read their input's dims, never its bytes.
+inline bool ReadsDimsOnly(const Node& n) { return n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size"); }
+
+// Session::RunWithCaches's caches by value id: the bound inputs and their paired outputs.
+struct BoundCaches {
+  std::map<int, KvCache*> inputs, outputs;
+};
+
 struct Session::Impl {
   // Builds the steps of graph_ (prepare.cc).
   Status Prepare();
   // Run and RunInto (into: the caller's output tensors, then the result is empty); run.cc.
   StatusOr<std::vector<Tensor>> RunImpl(const std::map<std::string, Tensor>& inputs, RunStats* stats,
-                                        OutputsOn outputs_on, std::vector<Tensor>* into) const;
+                                        OutputsOn outputs_on, std::vector<Tensor>* into,
+                                        const BoundCaches* caches = nullptr) const;
+  // Session::RunWithCaches (cache_binding.cc).
+  StatusOr<std::vector<Tensor>> RunWithCachesImpl(const std::map<std::string, Tensor>& inputs,
+                                                  const std::vector<CacheBinding>& caches, RunStats* stats) const;
+  // The value ids of CheckCacheBindings's pairs (cache_binding.cc), or why a pair cannot grow in place.
+  Status ResolveCaches(const std::vector<std::pair<std::string, std::string>>& pairs,
+                       std::vector<std::pair<int, int>>* ids) const;
   // Reads a run's device check report once its device work is done (kernels/kernel.h): the error
   // of the kernel that reported, naming its node; the report is zero again after.
   Status CheckReport(DeviceCheckReport& report) const;

@@ -111,11 +111,16 @@ int Generate(const whittle::Session& session, int64_t steps, bool no_cache, bool
   const double decode_tps = median > 0 ? 1.0 / median : 0.0;
   out["generate"] = {{"prompt_tokens", prompt.size()}, {"steps", steps}, {"cache", !no_cache}, {"prefill_seconds", prefill_s},
                      {"prefill_tokens_per_s", prefill_tps}, {"decode_median_ms", 1e3 * median},
-                     {"decode_tokens_per_s", decode_tps}, {"generated_ids", ids}};
+                     {"decode_tokens_per_s", decode_tps}, {"generated_ids", ids},
+                     {"cache_in_place", (*dec)->cache_in_place()}};
   if (!json) {
     std::printf("generate: %zu prompt tokens, %lld decode steps, %s%d cache tensors\n", prompt.size(),
                 static_cast<long long>(steps), no_cache ? "--no-cache (whole sequence per step), " : "",
                 (*dec)->num_layers_cached());
+    if (!no_cache && (*dec)->num_layers_cached() > 0)
+      std::printf("  cache: %s\n", (*dec)->cache_in_place()
+                                        ? "grown in place (no step copies the past)"
+                                        : ("copied into each step's present.* outputs: " + (*dec)->cache_copied_why()).c_str());
     std::printf("  prefill: %.2f ms (%.1f tokens/s)\n", 1e3 * prefill_s, prefill_tps);
     std::printf("  decode:  %.3f ms per token, median of %zu steps (%.2f tokens/s)\n", 1e3 * median, step_s.size(),
                 decode_tps);
