@@ -1,6 +1,7 @@
 // Kernels of ai.onnx Attention, RotaryEmbedding and RMSNormalization (opset 23; lib/ops/
 // onnx_attention.cc), float32, one implementation on the reference and CPU backends (the CPU one
-// spreads (batch, head) pairs or rows over threads).
+// spreads (batch, head) pairs or rows over threads, and runs Attention's products for 4 or more
+// query rows, a prefill, as blocked GEMMs instead of the reference's per-row loops).
 //
 // Attention never materializes the repeated key/value heads of grouped-query attention or the
 // transposes of 3-D inputs: query head h reads key/value head h / (q_num_heads / kv_num_heads) of
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/sgemm.h"
+#include "kernels/cpu/vmath.h"
 #include "kernels/kernel.h"
 
 namespace whittle {
@@ -50,7 +53,13 @@ struct AttentionParams {
   // ai.whittle GroupedAttention: the mask broadcasts on every axis, the last too (the Add it
   // replaced), instead of ai.onnx's right-aligned shorter mask.
   bool broadcast_mask = false;
+  bool gemm = false;  // the CPU backend: many query rows (prefill) run as GEMMs
 };
+
+// Query rows from which a head's product runs as GEMMs (a decode step's one row stays a loop), and
+// the rows per block (the block's scores stay in cache).
+constexpr int64_t kGemmMinRows = 4;
+constexpr int64_t kGemmRowBlock = 64;
 
 Status ComputeAttention(const AttentionParams& a, KernelContext& ctx) {
   const Tensor &Q = *ctx.inputs[0], &K = *ctx.inputs[1], &V = *ctx.inputs[2];
@@ -176,16 +185,67 @@ Status ComputeAttention(const AttentionParams& a, KernelContext& ctx) {
   if (Y->numel() == 0 && (!qk_out || qk_out->numel() == 0)) return Status::Ok();
   float* yp = Y->data<float>();
   const int threads = B * qh * qs * T * hd >= (1 << 15) ? ctx.num_threads : 1;
+  // Row i of head (b, h)'s T scores -> probabilities in place: softcap, the mask and causal bias,
+  // softmax (a row whose bias masks every key attends to nothing: all 0); qk_row, where asked,
+  // gets the copy qk_matmul_output_mode names.
+  auto normalize = [&](float* row, int64_t b, int64_t h, int64_t i, float* qk_row) {
+    if (a.softcap > 0.f)
+      for (int64_t j = 0; j < T; ++j) row[j] = a.softcap * std::tanh(row[j] / a.softcap);
+    if (qk_row && a.mode <= 1) std::copy(row, row + T, qk_row);
+    float bias_max = kNegInf, mx = kNegInf;
+    const int64_t base = b * ms[0] + h * ms[1] + i * ms[2];
+    // Keys past the mask's length and, when causal, past the diagonal (moved by the past) are -inf.
+    const int64_t open = std::min(mask ? std::min(T, mask_t) : T, a.causal ? std::min(T, i + ps + 1) : T);
+    for (int64_t j = 0; j < open; ++j) {
+      float bj = 0.f;
+      if (mask) {
+        const int64_t off = base + j * ms[3];
+        bj = mask_bool ? (mask->data<bool>()[off] ? 0.f : kNegInf) : mask->data<float>()[off];
+      }
+      bias_max = std::max(bias_max, bj);
+      row[j] += bj;
+      mx = std::max(mx, row[j]);
+    }
+    for (int64_t j = std::max<int64_t>(open, 0); j < T; ++j) row[j] = kNegInf;
+    if (qk_row && a.mode == 2) std::copy(row, row + T, qk_row);
+    if (T == 0 || bias_max == kNegInf) {
+      std::fill(row, row + T, 0.f);
+    } else {
+      const float shift = mx == kNegInf ? 0.f : mx;
+      const float sum = a.gemm ? cpu::VExpShiftSum(row, row, T, shift) : [&] {
+        float acc = 0.f;
+        for (int64_t j = 0; j < T; ++j) acc += (row[j] = std::exp(row[j] - shift));
+        return acc;
+      }();
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      for (int64_t j = 0; j < T; ++j) row[j] *= inv;
+    }
+    if (qk_row && a.mode == 3) std::copy(row, row + T, qk_row);
+  };
+  const int64_t ldy = rank == 3 ? qh * vd : vd;  // Y's row stride
   ParallelFor(B * qh, threads, [&](int64_t task) {
     const int64_t b = task / qh, h = task % qh, g = h / reps;
     const float* kc = kbase + (b * kvh + g) * kstride;
     const float* vc = vbase + (b * kvh + g) * vstride;
-    std::vector<float> qsc(static_cast<size_t>(hd)), score(static_cast<size_t>(T)), bias(static_cast<size_t>(T));
+    float* y0 = rank == 3 ? yp + b * qs * qh * vd + h * vd : yp + (b * qh + h) * qs * vd;
+    if (a.gemm && !qk_out && qs >= kGemmMinRows && T > 0) {
+      // The CPU backend's prefill: blocks of query rows, S = scale * Q K^T and Y = P V as GEMMs
+      // reading the cache in place (one thread each: the heads are the parallel loop).
+      const int64_t blk = std::min(qs, kGemmRowBlock);
+      std::vector<float> sc(static_cast<size_t>(blk * T));
+      for (int64_t i0 = 0; i0 < qs; i0 += blk) {
+        const int64_t m = std::min(blk, qs - i0);
+        Sgemm(false, true, m, T, hd, scale * scale, qin.Row(b, h, i0), qin.ss, kc, hd, 0.f, sc.data(), T, 1);
+        for (int64_t r = 0; r < m; ++r) normalize(sc.data() + r * T, b, h, i0 + r, nullptr);
+        Sgemm(false, false, m, vd, T, 1.f, sc.data(), T, vc, vd, 0.f, y0 + i0 * ldy, ldy, 1);
+      }
+      return;
+    }
+    std::vector<float> qsc(static_cast<size_t>(hd)), score(static_cast<size_t>(T));
     std::vector<double> acc(static_cast<size_t>(vd));
     for (int64_t i = 0; i < qs; ++i) {
       const float* q = qin.Row(b, h, i);
       for (int64_t t = 0; t < hd; ++t) qsc[static_cast<size_t>(t)] = q[t] * scale;
-      float bias_max = kNegInf;
       for (int64_t j = 0; j < T; ++j) {
         const float* k = kc + j * hd;
         float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
@@ -197,42 +257,10 @@ Status ComputeAttention(const AttentionParams& a, KernelContext& ctx) {
           s3 += qsc[static_cast<size_t>(t + 3)] * (k[t + 3] * scale);
         }
         for (; t < hd; ++t) s0 += qsc[static_cast<size_t>(t)] * (k[t] * scale);
-        float s = (s0 + s1) + (s2 + s3);
-        if (a.softcap > 0.f) s = a.softcap * std::tanh(s / a.softcap);
-        score[static_cast<size_t>(j)] = s;
-        float bj = 0.f;
-        if (mask) {
-          if (j >= mask_t) {
-            bj = kNegInf;
-          } else {
-            const int64_t off = b * ms[0] + h * ms[1] + i * ms[2] + j * ms[3];
-            bj = mask_bool ? (mask->data<bool>()[off] ? 0.f : kNegInf) : mask->data<float>()[off];
-          }
-        }
-        if (a.causal && j > i + ps) bj += kNegInf;
-        bias[static_cast<size_t>(j)] = bj;
-        bias_max = std::max(bias_max, bj);
+        score[static_cast<size_t>(j)] = (s0 + s1) + (s2 + s3);
       }
       float* qk_row = qk_out ? qk_out->data<float>() + ((b * qh + h) * qs + i) * T : nullptr;
-      if (qk_row && a.mode <= 1) std::copy(score.begin(), score.end(), qk_row);
-      float mx = kNegInf;
-      for (int64_t j = 0; j < T; ++j) {
-        score[static_cast<size_t>(j)] += bias[static_cast<size_t>(j)];
-        mx = std::max(mx, score[static_cast<size_t>(j)]);
-      }
-      if (qk_row && a.mode == 2) std::copy(score.begin(), score.end(), qk_row);
-      // A row whose bias masks every key attends to nothing: probabilities and output 0.
-      const bool all_masked = T == 0 || bias_max == kNegInf;
-      if (all_masked) {
-        std::fill(score.begin(), score.end(), 0.f);
-      } else {
-        const float shift = mx == kNegInf ? 0.f : mx;
-        float sum = 0.f;
-        for (int64_t j = 0; j < T; ++j) sum += (score[static_cast<size_t>(j)] = std::exp(score[static_cast<size_t>(j)] - shift));
-        const float inv = sum > 0.f ? 1.f / sum : 0.f;
-        for (float& p : score) p *= inv;
-      }
-      if (qk_row && a.mode == 3) std::copy(score.begin(), score.end(), qk_row);
+      normalize(score.data(), b, h, i, qk_row);
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t j = 0; j < T; ++j) {
         const float p = score[static_cast<size_t>(j)];
@@ -240,7 +268,7 @@ Status ComputeAttention(const AttentionParams& a, KernelContext& ctx) {
         const float* v = vc + j * vd;
         for (int64_t t = 0; t < vd; ++t) acc[static_cast<size_t>(t)] += static_cast<double>(p) * v[t];
       }
-      float* y = rank == 3 ? yp + (b * qs + i) * qh * vd + h * vd : yp + ((b * qh + h) * qs + i) * vd;
+      float* y = y0 + i * ldy;
       for (int64_t t = 0; t < vd; ++t) y[t] = static_cast<float>(acc[static_cast<size_t>(t)]);
     }
   });
@@ -269,6 +297,7 @@ StatusOr<std::unique_ptr<OpKernel>> MakeOnnxAttention(const KernelInit& init) {
   a.scale = init.attrs.GetFloat("scale", 0.f);
   a.softcap = init.attrs.GetFloat("softcap", 0.f);
   a.broadcast_mask = init.attrs.GetInt("_broadcast_mask", 0) != 0;
+  a.gemm = init.backend == Backend::kCpu;
   return std::unique_ptr<OpKernel>(new OnnxAttentionKernel(a));
 }
 

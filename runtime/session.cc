@@ -98,7 +98,7 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraphImpl(Graph graph, const Ses
   WH_RETURN_IF_ERROR(InferShapes(s.graph_));
   WH_RETURN_IF_ERROR(ValidateQuantParams(s.graph_));
   if (opts.optimize) {
-    // Lookup tables where the Lookup node runs beside the int8 kernels (no CUDA kernel yet).
+    // The CPU-only fusions (lookup tables, cached attention: no CUDA kernels yet) on the CPU only.
     auto r = RewriteForRuntime(s.graph_, opts.blocked_layout ? NchwcBlock(opts.backend) : std::nullopt,
                                opts.backend != Backend::kCuda);
     if (!r.ok()) return r.status().WithContext("optimizing the graph");

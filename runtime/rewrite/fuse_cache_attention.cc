@@ -58,16 +58,20 @@ std::optional<CacheOperand> TraceCache(const Graph& g, int att, int operand, int
     if (!u || !UnsqueezesAxis2(g, *u) || SoleConsumer(g, e->inputs[0]) != Index(g, e)) return std::nullopt;
     const int present = u->inputs[0];
     const int64_t kv = KnownDim(g, present, 4, 1), d = KnownDim(g, present, 4, 3);
-    // [B, kv, T, d] -> [B, kv, reps, T, d] -> [B, kv * reps, T, d] with kv * reps the query heads.
-    // The Expand's dims come from computed shapes that static inference may not know (the
-    // TorchScript export's Where); those it knows must agree, and the Reshape's must be known.
-    auto fits = [&](size_t i, int64_t want) {
-      const int64_t got = KnownDim(g, e->outputs[0], 5, i);
+    // [B, kv, T, d] -> [B, kv, reps, T, d] -> [B, kv * reps, T, d] with kv * reps the query heads:
+    // Hugging Face's repeat_kv. The Expand's and Reshape's dims come from computed shapes that
+    // static inference may not know (the TorchScript export's Where, or a file whose value_info
+    // says unknown); the dims it knows must agree. The rest is the MatMul's own constraint: the
+    // query heads and head size it multiplies by are what the fused kernel takes.
+    auto fits = [&](int val, size_t rank, size_t i, int64_t want) {
+      const Value& x = g.value(val);
+      if (x.shape && x.shape->size() != rank) return false;
+      const int64_t got = KnownDim(g, val, rank, i);
       return got < 0 || got == want;
     };
-    const Value& ev = g.value(e->outputs[0]);
-    if (kv < 1 || d < 1 || q_heads % kv != 0 || (ev.shape && ev.shape->size() != 5) || !fits(1, kv) ||
-        !fits(2, q_heads / kv) || !fits(4, d) || KnownDim(g, v, 4, 1) != q_heads || KnownDim(g, v, 4, 3) != d)
+    if (kv < 1 || d < 1 || q_heads % kv != 0 || !fits(e->outputs[0], 5, 1, kv) ||
+        !fits(e->outputs[0], 5, 2, q_heads / kv) || !fits(e->outputs[0], 5, 4, d) || !fits(v, 4, 1, q_heads) ||
+        !fits(v, 4, 3, d))
       return std::nullopt;
     c.nodes = {Index(g, p), Index(g, e), Index(g, u)};
     v = present;

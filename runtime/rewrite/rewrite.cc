@@ -61,7 +61,7 @@ int SkipIdentities(Graph& g) {
 
 }  // namespace
 
-StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_block, bool lookup_tables) {
+StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_block, bool cpu_fusions) {
   RewriteReport r;
   r.skipped_identities = SkipIdentities(g);
   // Before folding: FoldConstants would turn DequantizeLinear(int8 or int4 weight) into a float
@@ -80,7 +80,7 @@ StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_blo
   }
   WH_RETURN_IF_ERROR(FoldConstants(g, &r.folded_constants));
   // After folding: the regions' scalar operands must be constants by then.
-  if (lookup_tables) WH_RETURN_IF_ERROR(FuseLookupTables(g, &r.fused_lookup_tables));
+  if (cpu_fusions) WH_RETURN_IF_ERROR(FuseLookupTables(g, &r.fused_lookup_tables));
   WH_RETURN_IF_ERROR(FoldConvBatchNorm(g, &r.folded_batchnorms));
   WH_RETURN_IF_ERROR(FoldPadIntoConv(g, &r.folded_into_conv));
   WH_RETURN_IF_ERROR(FoldConvAffine(g, &r.folded_into_conv));
@@ -90,7 +90,7 @@ StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_blo
   WH_RETURN_IF_ERROR(FuseConvAdd(g, &r.fused_conv_add));
   WH_RETURN_IF_ERROR(FuseMatMulBias(g, &r.fused_matmul_bias));
   WH_RETURN_IF_ERROR(FuseAttention(g, &r.fused_attention));
-  WH_RETURN_IF_ERROR(FuseCacheAttention(g, &r.fused_cache_attention));
+  if (cpu_fusions) WH_RETURN_IF_ERROR(FuseCacheAttention(g, &r.fused_cache_attention));
   WH_RETURN_IF_ERROR(FuseActivations(g, &r.fused_activations));
   if (nchwc_block) {
     // The conversion reads channel counts off the shapes the fusions left.

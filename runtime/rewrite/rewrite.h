@@ -35,12 +35,13 @@ struct RewriteReport {
 };
 
 // QDQ fusion first (and the int8 conv + MaxPool fusion), then constant folding, (given
-// lookup_tables) element-wise math on dequantized bytes as tables (fuse_lookup.h: for backends
-// that run the Lookup node where its neighbours run), Conv+BatchNormalization folding, GELU and LayerNorm
-// fusion, Conv+Add
-// and MatMul+bias fusion, attention fusion and activation fusion, then (given nchwc_block: the backend runs that blocked layout,
-// kernels/nchwc.h) the NCHWc conversion, then Compact(), Verify() and InferShapes().
+// cpu_fusions) element-wise math on dequantized bytes as tables (fuse_lookup.h), Conv+BatchNormalization
+// folding, GELU and LayerNorm fusion, Conv+Add and MatMul+bias fusion, attention fusion, (given
+// cpu_fusions) the decoders' attention with its KV cache (fuse_cache_attention.h) and activation
+// fusion, then (given nchwc_block: the backend runs that blocked layout, kernels/nchwc.h) the NCHWc
+// conversion, then Compact(), Verify() and InferShapes(). cpu_fusions: the fused ops only the CPU
+// backends run (a device session keeps the nodes it has kernels for, instead of a CPU fallback).
 StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_block = std::nullopt,
-                                          bool lookup_tables = false);
+                                          bool cpu_fusions = false);
 
 }  // namespace whittle

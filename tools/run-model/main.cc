@@ -44,7 +44,7 @@ int Fail(const std::string& msg) { return whittle::cli::Fail("run-model", msg); 
 // no_cache: every step runs the whole sequence again from an empty cache (the check that the cache
 // changes nothing). profile: per-op-type and per-node times summed over the decode steps (each
 // node timed; the step times then include that cost).
-int Generate(const whittle::Session& session, int64_t steps, bool no_cache, bool profile,
+int Generate(const whittle::Session& session, int64_t steps, bool no_cache, bool copy_cache, bool profile,
              const std::map<std::string, whittle::Tensor>& feeds, const std::string& output_dir, bool json,
              nlohmann::json& out) {
   std::vector<int64_t> prompt{1, 2, 3, 4, 5, 6, 7, 8};
@@ -55,7 +55,7 @@ int Generate(const whittle::Session& session, int64_t steps, bool no_cache, bool
                   " " + whittle::DimsToString(t.dims()));
     prompt.assign(t.data<int64_t>(), t.data<int64_t>() + t.numel());
   }
-  auto dec = whittle::Decoder::Create(session);
+  auto dec = whittle::Decoder::Create(session, /*in_place=*/!copy_cache);
   if (!dec.ok()) return Fail("--generate: " + dec.status().message());
   for (int64_t id : prompt)
     if (id < 0 || id >= (*dec)->vocab_size())
@@ -243,7 +243,7 @@ int Main(int argc, char** argv) {
   int64_t limit = -1, eval_batch = 256, generate = 0;
   int threads = 1, warmup = 10, iterations = 20;
   double min_time = 1.0;
-  bool no_cache = false;
+  bool no_cache = false, copy_cache = false;
   bool bench = false, profile = false, json = false, no_optimize = false, cuda_graphs = false, page_locked = false,
        page_locked_output = false;
   app.add_option("model", model, "ONNX model file")->required();
@@ -266,6 +266,9 @@ int Main(int argc, char** argv) {
   app.add_flag("--no-cache", no_cache,
                "With --generate: run the whole sequence again at every step instead of feeding the KV cache "
                "(slow; checks that the cache changes nothing)");
+  app.add_flag("--copy-cache", copy_cache,
+               "With --generate: feed each step's present.* outputs back as tensors (the past copied per step) even "
+               "where the caches can grow in place (a comparison)");
   app.add_option("--eval-data", eval_spec, "Report top-1 accuracy on a labelled data set (spec above)");
   app.add_option("--limit", limit, "Use only the first N samples of --eval-data")->check(CLI::PositiveNumber);
   app.add_option("--eval-batch", eval_batch, "Batch size for evaluation")->check(CLI::PositiveNumber)->capture_default_str();
@@ -361,7 +364,7 @@ int Main(int argc, char** argv) {
   }
   if (generate > 0) {
     if (bench || !eval_spec.empty()) return Fail("--generate does not combine with --bench or --eval-data");
-    return Generate(session, generate, no_cache, profile, feeds, output_dir, json, out);
+    return Generate(session, generate, no_cache, copy_cache, profile, feeds, output_dir, json, out);
   }
   if (no_cache) return Fail("--no-cache needs --generate");
   if (!input_specs.empty() || !output_dir.empty()) {
