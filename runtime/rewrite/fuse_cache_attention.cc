@@ -19,6 +19,7 @@ using rewrite::SoleConsumer;
 
 // Dim i of value v where static inference knows it, else -1.
 int64_t KnownDim(const Graph& g, int v, size_t rank, size_t i) {
+  if (v < 0) return -1;
   const Value& val = g.value(v);
   if (!val.shape || val.shape->size() != rank || !(*val.shape)[i].known()) return -1;
   return (*val.shape)[i].value;
@@ -64,6 +65,7 @@ std::optional<CacheOperand> TraceCache(const Graph& g, int att, int operand, int
     // says unknown); the dims it knows must agree. The rest is the MatMul's own constraint: the
     // query heads and head size it multiplies by are what the fused kernel takes.
     auto fits = [&](int val, size_t rank, size_t i, int64_t want) {
+      if (val < 0) return false;
       const Value& x = g.value(val);
       if (x.shape && x.shape->size() != rank) return false;
       const int64_t got = KnownDim(g, val, rank, i);
@@ -157,7 +159,9 @@ bool MatchMatMulAttention(const Graph& g, int sm_i, const std::set<int>& dead, s
   const int pv_i = SoleConsumer(g, sm.outputs[0]);
   if (pv_i < 0) return false;
   const Node& pv = g.nodes()[static_cast<size_t>(pv_i)];
-  if (!IsOp(pv, "MatMul") || pv.inputs.size() != 2 || pv.inputs[0] != sm.outputs[0]) return false;
+  if (!IsOp(pv, "MatMul") || pv.inputs.size() != 2 || pv.inputs[0] != sm.outputs[0] || pv.outputs.size() != 1 ||
+      pv.outputs[0] < 0)
+    return false;
   nodes.push_back(pv_i);
   const int64_t q_heads = KnownDim(g, q, 4, 1);
   if (q_heads < 1 || g.value(q).dtype != DType::kFloat32) return false;
@@ -207,7 +211,7 @@ Status FuseCacheAttention(Graph& g, int* count) {
     if (a.attrs.GetInt("is_causal", 0) != 0) continue;
     bool extra_out = false;
     for (size_t o = 1; o < a.outputs.size(); ++o) extra_out |= a.outputs[o] >= 0;
-    if (extra_out || a.inputs[1] < 0 || a.inputs[2] < 0) continue;
+    if (extra_out || a.outputs.empty() || a.outputs[0] < 0 || a.inputs[1] < 0 || a.inputs[2] < 0) continue;
     const int64_t q_heads = KnownDim(g, a.inputs[0], 4, 1);
     if (q_heads < 1 || g.value(a.inputs[0]).dtype != DType::kFloat32) continue;
     auto k = TraceCache(g, static_cast<int>(i), a.inputs[1], q_heads);
