@@ -1,5 +1,6 @@
 #include "passes/prune/prune_scores.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/evaluate.h"
@@ -117,12 +118,22 @@ StatusOr<std::map<int, ValueStats>> CollectStats(const Graph& g, const std::map<
   WH_ASSIGN_OR_RETURN(auto session, Session::FromGraph(std::move(probe), so));
   std::map<int, std::vector<double>> sum, sum_abs, sum_sq;
   std::map<int, double> count;
-  const int64_t n = data.size(), batch = 256;
-  for (int64_t b = 0; b < n; b += batch) {
-    const int64_t e = std::min(n, b + batch);
+  // Every watched value of a batch is held at once: 256 images' feature maps are small, but a
+  // decoder's MLP activations are samples x tokens x intermediate x layers. The first run takes one
+  // sample, and the batch then holds about kBatchBytes of watched values.
+  constexpr int64_t kBatchBytes = int64_t{256} << 20;
+  const int64_t n = data.size();
+  int64_t batch = 1;
+  for (int64_t b = 0, e = 0; b < n; b = e) {
+    e = std::min(n, b + batch);
     ctx.Progress("prune: calibration", b, n);
     WH_ASSIGN_OR_RETURN(auto feeds, BatchFeeds(data, session->inputs(), b, e));
     WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->Run(feeds));
+    if (b == 0) {
+      int64_t bytes = 0;
+      for (const Tensor& x : outs) bytes += static_cast<int64_t>(x.nbytes());
+      batch = std::max<int64_t>(1, std::min<int64_t>(256, kBatchBytes / std::max<int64_t>(1, bytes)));
+    }
     for (size_t k = 0; k < order.size(); ++k) {
       const Tensor& x = outs[k];
       const int axis = value_axes.at(order[k]);
