@@ -26,10 +26,8 @@ StatusOr<double> AccuracyProbe::Measure(const Graph& candidate) const {
   so.num_threads = num_threads_;
   WH_ASSIGN_OR_RETURN(auto session, Session::FromGraph(candidate, so));
   WH_ASSIGN_OR_RETURN(Tensor pred, PredictTop1(*session, *data_));
-  int64_t correct = 0;
-  const int64_t n = pred.numel();
-  for (int64_t i = 0; i < n; ++i) correct += pred.data<int64_t>()[i] == labels_.data<int64_t>()[i];
-  return static_cast<double>(correct) / static_cast<double>(n);
+  WH_ASSIGN_OR_RETURN(EvalResult r, CompareTop1(pred, labels_));
+  return r.accuracy;
 }
 
 }  // namespace whittle

@@ -1,7 +1,8 @@
 // AccuracyProbe: measures how well a candidate graph does on calibration data, for passes that
 // choose per-layer settings by sensitivity (AIMET-style) and for the CLI's before/after figures.
 // Accuracy is top-1 against the dataset's labels when it has them, otherwise agreement with the
-// original model's top-1 (so unlabeled calibration data still ranks layers).
+// original model's top-1 (so unlabeled calibration data still ranks layers); for a sequence
+// output ([batch, positions, classes]: a decoder's logits) it counts top-1 per position.
 #pragma once
 
 #include <memory>

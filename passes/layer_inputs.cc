@@ -1,5 +1,6 @@
 #include "passes/layer_inputs.h"
 
+#include <algorithm>
 #include <random>
 
 #include "passes/layer_inputs_eigen.h"
@@ -55,12 +56,22 @@ StatusOr<std::map<int, InputGram>> CollectInputGrams(const Graph& g, const std::
   WH_ASSIGN_OR_RETURN(auto session, Session::FromGraph(std::move(probe), so));
   std::map<int, RowMat> acc;
   std::mt19937_64 rng(ctx.seed);
-  const int64_t n = data.size(), batch = 128;
-  for (int64_t b = 0; b < n; b += batch) {
-    const int64_t e = std::min(n, b + batch);
+  // Every consumer's input of a batch is held at once (and its feature rows, per consumer): a
+  // decoder's are samples x tokens x width x layers. The first run takes one sample, and the batch
+  // then holds about kBatchBytes of inputs.
+  constexpr int64_t kBatchBytes = int64_t{256} << 20;
+  const int64_t n = data.size();
+  int64_t batch = 1;
+  for (int64_t b = 0, e = 0; b < n; b = e) {
+    e = std::min(n, b + batch);
     ctx.Progress(stage, b, n);
     WH_ASSIGN_OR_RETURN(auto feeds, BatchFeeds(data, session->inputs(), b, e));
     WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->Run(feeds));
+    if (b == 0) {
+      int64_t bytes = 0;
+      for (const Tensor& x : outs) bytes += static_cast<int64_t>(x.nbytes());
+      batch = std::max<int64_t>(1, std::min<int64_t>(128, kBatchBytes / std::max<int64_t>(1, bytes)));
+    }
     for (int ni : consumers) {
       const Node& node = g.nodes()[static_cast<size_t>(ni)];
       const Tensor& x = outs[slot.at(node.inputs[0])];

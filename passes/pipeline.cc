@@ -250,8 +250,21 @@ Status CheckPipelineSteps(const std::vector<PipelineStep>& steps) {
   return Status::Ok();
 }
 
-StatusOr<PipelineResult> RunPipeline(const PipelineOptions& o, PipelineObserver* observer) {
+// Eval data without labels (token ids for a decoder): the original model's top-1 (per position
+// for a sequence output) become the labels, so "accuracy" is top-1 agreement with the original.
+StatusOr<Dataset> LabelledByOriginal(const Graph& g, const Dataset& data, int threads) {
+  SessionOptions so;
+  so.num_threads = threads;
+  WH_ASSIGN_OR_RETURN(auto session, Session::FromGraph(g, so));
+  Dataset d = data;
+  WH_ASSIGN_OR_RETURN(d.labels, PredictTop1(*session, data));
+  return d;
+}
+
+StatusOr<PipelineResult> RunPipeline(const PipelineOptions& options, PipelineObserver* observer) {
   PipelineObserver& obs = observer ? *observer : Quiet();
+  PipelineOptions o = options;
+  Dataset agreement;  // unlabelled eval data with the original model's top-1 as labels
   if (o.output_path.empty()) return InvalidArgument("no output path given");
   if (o.finetune && !o.finetune->train_data) return InvalidArgument("fine-tuning needs training data");
   std::string current_pass;
@@ -282,6 +295,17 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& o, PipelineObserver*
   report.threads = o.threads;
   report.eval_data = o.eval_data ? o.eval_spec : "";
   report.eval_samples = o.eval_data ? o.eval_data->size() : 0;
+  if (o.eval_data && !o.eval_data->has_labels()) {
+    auto d = LabelledByOriginal(original, *o.eval_data, o.threads);
+    if (!d.ok()) return d.status().WithContext("labelling --eval-data " + o.eval_spec + " by the original model");
+    agreement = std::move(d).value();
+    o.eval_data = &agreement;
+    report.notes.push_back("--eval-data " + o.eval_spec +
+                           " has no labels: accuracy is top-1 agreement with the original model" +
+                           (agreement.labels.rank() > 1 ? " at every position (" +
+                                                               std::to_string(agreement.labels.numel()) + " predictions)"
+                                                         : std::string()));
+  }
   report.calibration_data = o.calibration ? o.calibration_spec : "";
   report.calibration_samples = o.calibration ? o.calibration->size() : 0;
   {  // the model file and its external data

@@ -41,7 +41,8 @@ struct PipelineOptions {
   std::string model_path;   // ONNX model to compress
   std::string output_path;  // where the result goes (written only on success)
   std::vector<PipelineStep> steps;
-  // Labelled data for accuracy before and after (null: not measured), and its spec for the report.
+  // Data for accuracy before and after (null: not measured), and its spec for the report. Without
+  // labels, accuracy is top-1 agreement with the original model (per position for a decoder).
   const Dataset* eval_data = nullptr;
   std::string eval_spec;
   // Samples for data-driven passes (null: none), and its spec for the report.

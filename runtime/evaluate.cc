@@ -57,22 +57,109 @@ StatusOr<Tensor> ConformToInput(const Tensor& t, const IoInfo& in) {
                          DTypeName(t.dtype()));
 }
 
+namespace {
+
+bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// A decoder-convention input that BatchFeeds can make when the data has none for it.
+enum class DecoderInput { kNone, kAttentionMask, kPositionIds, kPast };
+
+DecoderInput ClassifyDecoderInput(const std::string& name) {
+  if (name == "attention_mask") return DecoderInput::kAttentionMask;
+  if (name == "position_ids") return DecoderInput::kPositionIds;
+  if (StartsWith(name, "past_key_values.") || StartsWith(name, "past.") || StartsWith(name, "past_key.") ||
+      StartsWith(name, "past_value."))
+    return DecoderInput::kPast;
+  return DecoderInput::kNone;
+}
+
+// The sequence length T and past length P of the given feeds: T from input_ids (else the first
+// given rank-2 integer array), P from any given past array's dim 2 (0 when none is given).
+Status SequenceOf(const std::map<std::string, Tensor>& given, int64_t* t, int64_t* p) {
+  *t = -1;
+  *p = 0;
+  const auto ids = given.find("input_ids");
+  if (ids != given.end() && ids->second.rank() == 2) *t = ids->second.dim(1);
+  for (const auto& [name, x] : given) {
+    if (*t < 0 && x.rank() == 2 && IsIntegerType(x.dtype()) && ClassifyDecoderInput(name) == DecoderInput::kNone)
+      *t = x.dim(1);
+    if (ClassifyDecoderInput(name) == DecoderInput::kPast && x.rank() == 4) *p = x.dim(2);
+  }
+  if (*t < 0) return InvalidArgument("no token ids [N, T] in the data to size them from");
+  return Status::Ok();
+}
+
+// attention_mask (ones [N, P+T]), position_ids (P..P+T-1 per row) or an empty past
+// [N, heads, 0, head_dim] from the input's declared dims, in the input's element type.
+StatusOr<Tensor> SynthesizeDecoderInput(const IoInfo& in, DecoderInput kind, int64_t n, int64_t t, int64_t p) {
+  if (kind == DecoderInput::kPast) {
+    if (in.shape.size() != 4 || !in.shape[1].known() || !in.shape[3].known())
+      return InvalidArgument("input '" + in.name + "' " + SymShapeToString(in.shape) +
+                             " is a past key/value, but not [batch, heads, past, head_dim] with known heads and "
+                             "head_dim; give it in the data");
+    if (in.dtype != DType::kFloat32)
+      return InvalidArgument("input '" + in.name + "' is a past key/value of type " + DTypeName(in.dtype) +
+                             "; only float32 ones are made empty; give it in the data");
+    if (p > 0)
+      return InvalidArgument("the data gives some past key/values of length " + std::to_string(p) + " but not '" +
+                             in.name + "'; give all of them or none");
+    return Tensor(DType::kFloat32, {n, in.shape[1].value, 0, in.shape[3].value});
+  }
+  const int64_t cols = kind == DecoderInput::kAttentionMask ? p + t : t;
+  Tensor v(DType::kInt64, {n, cols});
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      v.data<int64_t>()[r * cols + c] = kind == DecoderInput::kAttentionMask ? 1 : p + c;
+  if (in.dtype == DType::kBool) {
+    Tensor b(DType::kBool, v.dims());
+    for (int64_t i = 0; i < v.numel(); ++i) b.data<bool>()[i] = v.data<int64_t>()[i] != 0;
+    return b;
+  }
+  return ConformToInput(v, in);
+}
+
+}  // namespace
+
 StatusOr<std::map<std::string, Tensor>> BatchFeeds(const Dataset& data, const std::vector<IoInfo>& inputs,
                                                    int64_t begin, int64_t end) {
   if (inputs.empty()) return InvalidArgument("the model has no inputs");
-  if (data.named.empty() && inputs.size() > 1) {
-    std::string names;
-    for (const IoInfo& in : inputs) names += (names.empty() ? "'" : ", '") + in.name + "'";
-    return InvalidArgument("the model has " + std::to_string(inputs.size()) + " inputs (" + names + ") and the data '" +
-                           data.description + "' one array; give an npz: archive with one array per input, by name");
-  }
   std::map<std::string, Tensor> feeds;
+  std::vector<size_t> missing;
   for (size_t k = 0; k < inputs.size(); ++k) {
-    const Tensor* t = data.ForInput(inputs[k].name, k);
-    if (!t)
-      return InvalidArgument("the data '" + data.description + "' has no array for input '" + inputs[k].name +
-                             "' (it holds " + data.ArrayNames() + ")");
+    const Tensor* t = data.named.empty() && k > 0 ? nullptr : data.ForInput(inputs[k].name, k);
+    if (!t) {
+      missing.push_back(k);
+      continue;
+    }
     WH_ASSIGN_OR_RETURN(feeds[inputs[k].name], ConformToInput(SliceBatch(*t, begin, end), inputs[k]));
+  }
+  if (missing.empty()) return feeds;
+  // A decoder's mask, positions and empty past follow from the token ids: data with only the ids
+  // (npz: input_ids, or npy: ids [N, T]) feeds the whole model. Only a model with a past input
+  // counts as a decoder: an encoder's missing mask stays an error rather than a guess.
+  bool decoder = false;
+  for (const IoInfo& in : inputs) decoder |= ClassifyDecoderInput(in.name) == DecoderInput::kPast;
+  std::string names;
+  for (size_t k : missing) {
+    names += (names.empty() ? "'" : ", '") + inputs[k].name + "'";
+    if (decoder && ClassifyDecoderInput(inputs[k].name) != DecoderInput::kNone) continue;
+    if (data.named.empty())
+      return InvalidArgument("the model has " + std::to_string(inputs.size()) + " inputs and the data '" +
+                             data.description + "' one array, which feeds '" + inputs[0].name +
+                             "'; nothing feeds '" + inputs[k].name +
+                             "' (give an npz: archive with one array per input, by name)");
+    return InvalidArgument("the data '" + data.description + "' has no array for input '" + inputs[k].name +
+                           "' (it holds " + data.ArrayNames() + ")");
+  }
+  int64_t seq = 0, past = 0;
+  Status sized = SequenceOf(feeds, &seq, &past);
+  if (!sized.ok())
+    return InvalidArgument("the data '" + data.description + "' has no array for " + names +
+                           ", and they cannot be made: " + sized.message());
+  for (size_t k : missing) {
+    auto made = SynthesizeDecoderInput(inputs[k], ClassifyDecoderInput(inputs[k].name), end - begin, seq, past);
+    if (!made.ok()) return made.status();
+    feeds[inputs[k].name] = std::move(*made);
   }
   return feeds;
 }
@@ -84,22 +171,38 @@ StatusOr<Tensor> PredictTop1(const Session& session, const Dataset& data, int64_
     return InvalidArgument("inputs must have a batch dimension");
   if (batch_size <= 0) return InvalidArgument("batch size must be positive, got " + std::to_string(batch_size));
   const int64_t n = data.size();
-  Tensor pred(DType::kInt64, {n});
+  Tensor pred;
+  Dims positions;  // the output's dims between the batch and the class axis ([] for [batch, classes])
   for (int64_t b = 0; b < n; b += batch_size) {
     const int64_t e = std::min(n, b + batch_size);
     WH_ASSIGN_OR_RETURN(auto feeds, BatchFeeds(data, session.inputs(), b, e));
     WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session.Run(feeds));
     const Tensor& logits = outs[0];
-    if (logits.dtype() != DType::kFloat32 || logits.rank() != 2 || logits.dim(0) != e - b)
-      return InvalidArgument("output '" + session.outputs()[0].name + "' must be float32 [batch, classes] for accuracy, got " +
-                             DimsToString(logits.dims()));
-    const int64_t k = logits.dim(1);
-    for (int64_t i = 0; i < e - b; ++i) {
+    if (logits.dtype() != DType::kFloat32 || logits.rank() < 2 || logits.dim(0) != e - b || logits.dim(logits.rank() - 1) < 1)
+      return InvalidArgument("output '" + session.outputs()[0].name +
+                             "' must be float32 [batch, classes] or [batch, positions..., classes] for accuracy, got " +
+                             DTypeName(logits.dtype()) + " " + DimsToString(logits.dims()));
+    const Dims here(logits.dims().begin() + 1, logits.dims().end() - 1);
+    if (!pred.defined()) {
+      positions = here;
+      Dims pd{n};
+      pd.insert(pd.end(), positions.begin(), positions.end());
+      pred = Tensor(DType::kInt64, pd);
+    } else if (here != positions) {
+      return InvalidArgument("output '" + session.outputs()[0].name + "' has positions " + DimsToString(here) +
+                             " in samples " + std::to_string(b) + "..., and " + DimsToString(positions) +
+                             " before; give sequences of one length");
+    }
+    const int64_t k = logits.dim(logits.rank() - 1);
+    const int64_t rows = logits.numel() / k;  // (e - b) × positions
+    const int64_t per = rows / (e - b);
+    for (int64_t i = 0; i < rows; ++i) {
       const float* row = logits.data<float>() + i * k;
-      pred.data<int64_t>()[b + i] = std::max_element(row, row + k) - row;
+      pred.data<int64_t>()[b * per + i] = std::max_element(row, row + k) - row;
     }
     if (progress) progress(e, n);
   }
+  if (!pred.defined()) pred = Tensor(DType::kInt64, {0});
   return pred;
 }
 
@@ -123,22 +226,34 @@ StatusOr<EvalResult> EvaluateTop1(const Session& session, const Dataset& data, i
                                   const ProgressFn& progress) {
   const Tensor& labels = data.labels;
   if (!labels.defined()) return InvalidArgument("evaluation needs labels");
-  if (labels.dtype() != DType::kInt64 || labels.rank() != 1 || labels.dim(0) != data.size())
-    return InvalidArgument("labels must be int64 [N] matching " + std::to_string(data.size()) + " inputs");
+  if (labels.dtype() != DType::kInt64 || labels.rank() < 1 || labels.dim(0) != data.size())
+    return InvalidArgument("labels must be int64 [N] (or [N, positions]) matching " + std::to_string(data.size()) +
+                           " inputs");
   const auto t0 = std::chrono::steady_clock::now();
   WH_ASSIGN_OR_RETURN(Tensor pred, PredictTop1(session, data, batch_size, progress));
-  EvalResult r;
-  r.samples = pred.numel();
-  for (int64_t i = 0; i < r.samples; ++i) r.correct += pred.data<int64_t>()[i] == labels.data<int64_t>()[i];
-  r.accuracy = r.samples ? static_cast<double>(r.correct) / static_cast<double>(r.samples) : 0;
+  WH_ASSIGN_OR_RETURN(EvalResult r, CompareTop1(pred, labels));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+StatusOr<EvalResult> CompareTop1(const Tensor& pred, const Tensor& labels) {
+  // [N, 1] labels were flattened to [N] on load: equal counts per sample are enough.
+  if (pred.dtype() != DType::kInt64 || labels.dtype() != DType::kInt64 || pred.rank() < 1 || labels.rank() < 1 ||
+      pred.dim(0) != labels.dim(0) || pred.numel() != labels.numel())
+    return InvalidArgument("labels " + DimsToString(labels.dims()) + " do not match the predictions " +
+                           DimsToString(pred.dims()) + " (one label per sample, or per position of a sequence output)");
+  EvalResult r;
+  r.samples = pred.dim(0);
+  r.predictions = pred.numel();
+  for (int64_t i = 0; i < r.predictions; ++i) r.correct += pred.data<int64_t>()[i] == labels.data<int64_t>()[i];
+  r.accuracy = r.predictions ? static_cast<double>(r.correct) / static_cast<double>(r.predictions) : 0;
   return r;
 }
 
 StatusOr<EvalResult> EvaluateTop1(const Session& session, const Tensor& inputs, const Tensor& labels,
                                   int64_t batch_size, const ProgressFn& progress) {
   if (!labels.defined()) return InvalidArgument("evaluation needs labels");
-  if (inputs.rank() < 1 || labels.rank() != 1 || labels.dim(0) != inputs.dim(0))
+  if (inputs.rank() < 1 || labels.rank() < 1 || labels.dim(0) != inputs.dim(0))
     return InvalidArgument("labels must be int64 [N] matching " + std::to_string(inputs.rank() ? inputs.dim(0) : 0) + " inputs");
   return EvaluateTop1(session, Unnamed(inputs, labels), batch_size, progress);
 }

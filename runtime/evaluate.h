@@ -15,8 +15,9 @@
 namespace whittle {
 
 struct EvalResult {
-  double accuracy = 0;  // fraction in [0, 1]
+  double accuracy = 0;  // fraction in [0, 1]: correct / predictions
   int64_t samples = 0;
+  int64_t predictions = 0;  // samples × positions (= samples for a [batch, classes] output)
   int64_t correct = 0;
   double seconds = 0;
 };
@@ -31,13 +32,19 @@ StatusOr<Tensor> ConformToInput(const Tensor& t, const IoInfo& in);
 
 // Samples [begin, end) of data for every one of `inputs` (a session's or a graph's), each
 // conformed (ConformToInput): a named data set (npz:) feeds each input the array of its name, a
-// single array feeds a model with one input. An input the data has nothing for is an error naming
-// it and what the data holds.
+// single array feeds the first input. A decoder's (a model with a past_key_values.* or past.*
+// input) inputs the data lacks are made from the token
+// ids [N, T] (input_ids, else the first rank-2 integer array): attention_mask ones [N, P+T],
+// position_ids P..P+T-1, and past_key_values.* / past.* empty float32 [N, heads, 0, head_dim]
+// from the input's declared dims (P: the given past's length, 0 when none is given). Any other
+// input the data has nothing for is an error naming it and what the data holds.
 StatusOr<std::map<std::string, Tensor>> BatchFeeds(const Dataset& data, const std::vector<IoInfo>& inputs,
                                                    int64_t begin, int64_t end);
 
-// Top-1 class (int64 [N]) of the first output's rows for every sample of data (N along dim 0),
-// run in batches of batch_size; the first output must be float32 [batch, classes]. Ties go to the
+// Top-1 class of the first output's rows for every sample of data (N along dim 0), run in batches
+// of batch_size. The first output is float32 [batch, classes] (predictions int64 [N]) or, for a
+// sequence model, [batch, positions..., classes] with the class axis last (predictions int64
+// [N, positions...], one per position; every batch must have the same positions). Ties go to the
 // lowest class. The one top-1 evaluation: EvaluateTop1 and the passes' AccuracyProbe use it.
 StatusOr<Tensor> PredictTop1(const Session& session, const Dataset& data, int64_t batch_size = 256,
                              const ProgressFn& progress = nullptr);
@@ -45,11 +52,17 @@ StatusOr<Tensor> PredictTop1(const Session& session, const Dataset& data, int64_
 StatusOr<Tensor> PredictTop1(const Session& session, const Tensor& inputs, int64_t batch_size = 256,
                              const ProgressFn& progress = nullptr);
 
-// Accuracy of PredictTop1 against the data's labels (int64 [N]).
+// Accuracy of PredictTop1 against the data's labels (int64 [N], or [N, positions...] for a
+// sequence output: top-1 per position).
 StatusOr<EvalResult> EvaluateTop1(const Session& session, const Dataset& data, int64_t batch_size = 256,
                                   const ProgressFn& progress = nullptr);
 StatusOr<EvalResult> EvaluateTop1(const Session& session, const Tensor& inputs, const Tensor& labels,
                                   int64_t batch_size = 256, const ProgressFn& progress = nullptr);
+
+// Top-1 predictions (PredictTop1) against labels or a reference model's predictions: the same
+// sample count and as many entries per sample (an [N] prediction of a [N, 1] label counts).
+// Accuracy or agreement is the share of equal entries, over every position.
+StatusOr<EvalResult> CompareTop1(const Tensor& pred, const Tensor& labels);
 
 struct BenchOptions {
   std::vector<int64_t> batches = {1, 64};

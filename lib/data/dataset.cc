@@ -96,11 +96,12 @@ Status CopyLabels(const Tensor& src, Tensor& dst, const std::string& name) {
 }
 
 // Labels as int64 [N]; [N,1] is accepted and flattened since many tools save labels that way.
+// Labels of higher rank ([N, T]: one class per position of a sequence model) keep their shape.
 StatusOr<Tensor> ToLabels(const Tensor& t, const std::string& name) {
   const bool column = t.rank() == 2 && t.dim(1) == 1;
-  if (t.rank() != 1 && !column)
-    return InvalidArgument(name + ": labels must be one-dimensional [N], got shape " + DimsToString(t.dims()));
-  Tensor out(DType::kInt64, {t.dim(0)});
+  if (t.rank() < 1)
+    return InvalidArgument(name + ": labels must be [N] (or [N, positions]), got shape " + DimsToString(t.dims()));
+  Tensor out(DType::kInt64, column ? Dims{t.dim(0)} : t.dims());
   Status st;
   switch (t.dtype()) {
     case DType::kUInt8: st = CopyLabels<uint8_t>(t, out, name); break;

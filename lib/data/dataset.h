@@ -10,7 +10,7 @@
 // Inputs come back with N first: uint8 is taken as 8-bit pixels and scaled to float32 [0,1]
 // (IDX images: rank-3 images as N×1×H×W), float64 becomes float32, float32 and the other integer
 // types and bool are kept as stored (models with integer inputs: token ids, bytes, masks).
-// Labels, when present, int64 [N] and >= 0. Every failure is a Status naming the spec and file.
+// Labels, when present, int64 [N] (or [N, T...]: a class per position) and >= 0. Every failure is a Status naming the spec and file.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,7 @@ struct Dataset {
   // npz: every input array with its name, in the archive's order, each [N, ...] with the same N
   // (`inputs` is the first); empty for the single-array specs.
   std::vector<std::pair<std::string, Tensor>> named;
-  Tensor labels;       // int64 [N], or undefined when the spec names no labels
+  Tensor labels;       // int64 [N] ([N, T]: per position), or undefined when the spec names no labels
   std::string description;  // one line for logs, e.g. "fashion-mnist:test: 100 samples of float32 [1,28,28], labels 0..9"
 
   int64_t size() const { return inputs.defined() ? inputs.dim(0) : 0; }

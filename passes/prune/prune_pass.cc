@@ -94,7 +94,8 @@ class PrunePass : public Pass {
     rep.config = cfg_.spec;
     WH_RETURN_IF_ERROR(Reinfer(g).WithContext("--prune: input graph"));
     WH_RETURN_IF_ERROR(cfg_.select.Check(g, {"Gemm", "MatMul", "Conv"}));
-    const bool data_criterion = cfg_.criterion == "activation" || cfg_.criterion == "reconstruction";
+    const bool data_criterion =
+        cfg_.criterion == "activation" || cfg_.criterion == "reconstruction" || cfg_.criterion == "wanda";
     const bool need_calib = data_criterion || cfg_.compensate == 1;
     if (need_calib && !ctx.calibration)
       return InvalidArgument(std::string("--prune: ") +
@@ -123,7 +124,7 @@ class PrunePass : public Pass {
         if (s.group >= 0 && groups.at(a.Root(s.group)).skip_reason.empty()) value_axes[e.value] = m.axis;
     }
     std::map<int, prune::ValueStats> stats;
-    if ((cfg_.criterion == "activation" || compensate) && ctx.calibration) {
+    if ((cfg_.criterion == "activation" || cfg_.criterion == "wanda" || compensate) && ctx.calibration) {
       auto st = prune::CollectStats(g, value_axes, *ctx.calibration, ctx);
       if (!st.ok()) return st.status().WithContext("--prune: running the calibration data '" + ctx.calibration->description + "'");
       stats = std::move(st).value();
@@ -236,6 +237,20 @@ class PrunePass : public Pass {
   std::vector<double> Scores(const Graph& g, const ChannelAnalysis& a, int root, const GroupChoice& gc,
                              const std::map<int, prune::ValueStats>& stats) const {
     std::vector<double> score(static_cast<size_t>(gc.width), 0.0);
+    if (cfg_.criterion == "wanda" || cfg_.criterion == "group") {
+      // wanda: |W|·||x|| over the unit's outgoing rows; group: |W| of the whole coupled group
+      // (every producer's incoming columns and every consumer's rows, LLM-Pruner's group
+      // magnitude). Either falls back to l1 for a group no consumer scores.
+      score = prune::ConsumerRowScores(g, a, root, gc.width, cfg_.criterion == "wanda" ? &stats : nullptr);
+      double total = 0;
+      for (double v : score) total += v;
+      if (cfg_.criterion == "wanda" && total > 0) return score;
+      for (int pi : gc.producers) {
+        std::vector<double> w = prune::WeightScores(g, a.producers[static_cast<size_t>(pi)], false);
+        for (size_t i = 0; i < w.size(); ++i) score[i] += w[i];
+      }
+      return score;
+    }
     if (cfg_.criterion != "activation") {
       for (int pi : gc.producers) {
         std::vector<double> s = prune::WeightScores(g, a.producers[static_cast<size_t>(pi)], cfg_.criterion == "l2");
@@ -397,7 +412,7 @@ StatusOr<std::unique_ptr<Pass>> MakePrunePass(PassOptions options) {
     cfg.heads = h;
   }
   WH_ASSIGN_OR_RETURN(cfg.criterion,
-                      options.GetChoice("criterion", "l1", {"l1", "l2", "activation", "reconstruction"}));
+                      options.GetChoice("criterion", "l1", {"l1", "l2", "activation", "reconstruction", "group", "wanda"}));
   WH_ASSIGN_OR_RETURN(cfg.round, options.GetInt("round", 8, 1, 1 << 20));
   WH_ASSIGN_OR_RETURN(cfg.select, LayerSelection::Parse(options));
   if (options.Has("compensate")) {
@@ -444,7 +459,11 @@ const char* PrunePassHelp() {
          "  criterion=C    l1 | l2: norm of a unit's incoming weights, times the scale of a BatchNormalization\n"
          "                 right after it; activation: mean |output| on --calibration-data; reconstruction:\n"
          "                 units whose removal changes the consumers' outputs least on --calibration-data,\n"
-         "                 then the consumers' weights and biases re-fitted by least squares (ThiNet-style).\n"
+         "                 then the consumers' weights and biases re-fitted by least squares (ThiNet-style);\n"
+         "                 group: |weights| of the whole coupled group, the producers' columns and the\n"
+         "                 consumers' rows (LLM-Pruner's group magnitude: a SwiGLU MLP's gate, up and down);\n"
+         "                 wanda: |W|·||x|| of the unit's outgoing rows on --calibration-data (Wanda /\n"
+         "                 LLM-Pruner first-order estimate of what removing the unit takes away).\n"
          "                 Default l1.\n"
          "  round=N        kept counts are rounded to the nearest multiple of N (ties up), never to 0\n"
          "                 (at least N) and never above the original; round=1 turns it off (default 8).\n"

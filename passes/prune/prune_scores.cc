@@ -1,5 +1,6 @@
 #include "passes/prune/prune_scores.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/evaluate.h"
@@ -54,6 +55,52 @@ std::vector<double> WeightScores(const Graph& g, const Producer& p, bool l2) {
   return sum;
 }
 
+std::vector<double> ConsumerRowScores(const Graph& g, const ChannelAnalysis& a, int root, int64_t width,
+                                      const std::map<int, ValueStats>* stats) {
+  std::vector<double> score(static_cast<size_t>(width), 0.0);
+  for (const Edit& e : a.edits) {
+    if (e.kind != EditKind::kConsumerRows) continue;
+    const Node& n = g.nodes()[static_cast<size_t>(e.node)];
+    const Tensor* w = g.ConstInput(n, 1, DType::kFloat32);
+    if (!w || (n.op_type != "MatMul" && n.op_type != "Gemm" && n.op_type != "Conv")) continue;
+    if ((n.op_type != "Conv" && w->rank() != 2) || (n.op_type == "Conv" && n.attrs.GetInt("group", 1) != 1)) continue;
+    const ChannelMap& m = *a.maps[static_cast<size_t>(e.value)];
+    const ValueStats* vs = nullptr;
+    if (stats) {
+      auto it = stats->find(e.value);
+      if (it == stats->end() || it->second.rms.size() != static_cast<size_t>(m.positions())) continue;
+      vs = &it->second;
+    }
+    // |weights| of input position `pos` over every output (and kernel tap).
+    auto row_l1 = [&](int64_t pos) {
+      const float* pw = w->data<float>();
+      double sum = 0;
+      if (n.op_type == "Conv") {  // [out, in, k...]
+        const int64_t in = w->dim(1), taps = w->numel() / (w->dim(0) * in);
+        for (int64_t o = 0; o < w->dim(0); ++o)
+          for (int64_t t = 0; t < taps; ++t) sum += std::fabs(pw[(o * in + pos) * taps + t]);
+      } else if (n.op_type == "Gemm" && n.attrs.GetInt("transB", 0) != 0) {  // [out, in]
+        for (int64_t o = 0; o < w->dim(0); ++o) sum += std::fabs(pw[o * w->dim(1) + pos]);
+      } else {  // [in, out]
+        for (int64_t o = 0; o < w->dim(1); ++o) sum += std::fabs(pw[pos * w->dim(1) + o]);
+      }
+      return sum;
+    };
+    int64_t offset = 0;
+    for (const Segment& sg : m.segs) {
+      if (sg.group >= 0 && a.Root(sg.group) == root && sg.channels == width)
+        for (int64_t c = 0; c < sg.channels; ++c)
+          for (int64_t b = 0; b < sg.block; ++b) {
+            const int64_t pos = offset + c * sg.block + b;
+            score[static_cast<size_t>(c)] += row_l1(pos) * (vs ? vs->rms[static_cast<size_t>(pos)] : 1.0);
+          }
+      offset += sg.channels * sg.block;
+    }
+    w->buffer()->ReleaseResidentPages();
+  }
+  return score;
+}
+
 StatusOr<std::map<int, ValueStats>> CollectStats(const Graph& g, const std::map<int, int>& value_axes,
                                                  const Dataset& data, const PassContext& ctx) {
   std::map<int, ValueStats> stats;
@@ -69,14 +116,24 @@ StatusOr<std::map<int, ValueStats>> CollectStats(const Graph& g, const std::map<
   SessionOptions so;
   so.num_threads = ctx.num_threads;
   WH_ASSIGN_OR_RETURN(auto session, Session::FromGraph(std::move(probe), so));
-  std::map<int, std::vector<double>> sum, sum_abs;
+  std::map<int, std::vector<double>> sum, sum_abs, sum_sq;
   std::map<int, double> count;
-  const int64_t n = data.size(), batch = 256;
-  for (int64_t b = 0; b < n; b += batch) {
-    const int64_t e = std::min(n, b + batch);
+  // Every watched value of a batch is held at once: 256 images' feature maps are small, but a
+  // decoder's MLP activations are samples x tokens x intermediate x layers. The first run takes one
+  // sample, and the batch then holds about kBatchBytes of watched values.
+  constexpr int64_t kBatchBytes = int64_t{256} << 20;
+  const int64_t n = data.size();
+  int64_t batch = 1;
+  for (int64_t b = 0, e = 0; b < n; b = e) {
+    e = std::min(n, b + batch);
     ctx.Progress("prune: calibration", b, n);
     WH_ASSIGN_OR_RETURN(auto feeds, BatchFeeds(data, session->inputs(), b, e));
     WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->Run(feeds));
+    if (b == 0) {
+      int64_t bytes = 0;
+      for (const Tensor& x : outs) bytes += static_cast<int64_t>(x.nbytes());
+      batch = std::max<int64_t>(1, std::min<int64_t>(256, kBatchBytes / std::max<int64_t>(1, bytes)));
+    }
     for (size_t k = 0; k < order.size(); ++k) {
       const Tensor& x = outs[k];
       const int axis = value_axes.at(order[k]);
@@ -88,19 +145,23 @@ StatusOr<std::map<int, ValueStats>> CollectStats(const Graph& g, const std::map<
       const int64_t p = x.dim(axis);
       std::vector<double>& s = sum[order[k]];
       std::vector<double>& sa = sum_abs[order[k]];
+      std::vector<double>& sq = sum_sq[order[k]];
       s.resize(static_cast<size_t>(p), 0.0);
       sa.resize(static_cast<size_t>(p), 0.0);
+      sq.resize(static_cast<size_t>(p), 0.0);
       const float* v = x.data<float>();
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t c = 0; c < p; ++c) {
-          double a = 0, aa = 0;
+          double a = 0, aa = 0, a2 = 0;
           const float* row = v + (o * p + c) * inner;
           for (int64_t i = 0; i < inner; ++i) {
             a += row[i];
             aa += std::fabs(row[i]);
+            a2 += static_cast<double>(row[i]) * row[i];
           }
           s[static_cast<size_t>(c)] += a;
           sa[static_cast<size_t>(c)] += aa;
+          sq[static_cast<size_t>(c)] += a2;
         }
       count[order[k]] += static_cast<double>(outer * inner);
     }
@@ -110,6 +171,7 @@ StatusOr<std::map<int, ValueStats>> CollectStats(const Graph& g, const std::map<
     ValueStats& vs = stats[id];
     for (double v : sum[id]) vs.mean.push_back(v / count[id]);
     for (double v : sum_abs[id]) vs.mean_abs.push_back(v / count[id]);
+    for (double v : sum_sq[id]) vs.rms.push_back(std::sqrt(v / count[id]));
   }
   return stats;
 }

@@ -23,7 +23,16 @@ std::vector<double> WeightScores(const Graph& g, const Producer& p, bool l2);
 // every other axis.
 struct ValueStats {
   std::vector<double> mean, mean_abs;
+  std::vector<double> rms;  // sqrt(mean x^2): the feature's norm per sample, for criterion=wanda
 };
+
+// Per unit of group `root` (width units): the L1 norm of the rows its consumers (Gemm/MatMul B,
+// Conv group 1 input channels) read from it, each row times the RMS of its input position on
+// calibration data when stats are given (Wanda's |W|·||x|| summed over the unit's outgoing
+// weights: the first-order size of what removing the unit takes from the consumers' outputs; a
+// consumer without stats for its input does not vote). Without stats: plain outgoing magnitudes.
+std::vector<double> ConsumerRowScores(const Graph& g, const ChannelAnalysis& a, int root, int64_t width,
+                                      const std::map<int, ValueStats>* stats);
 
 // Runs the graph on data (fed to its first input) and gathers ValueStats for the given values
 // (value id -> channel axis). Reports progress through ctx.

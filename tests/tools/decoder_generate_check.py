@@ -8,7 +8,10 @@ Runs run-model --generate STEPS (prefill of a 16-token prompt, then STEPS decode
 cache back) and --generate STEPS --no-cache (the whole sequence again at every step), and ONNX
 Runtime's own loop (tests/large/ort_generate.py) on the same prompt. Requires, per step, max |a - b|
 <= 1e-4 * max |b| between Whittle with cache and ONNX Runtime, and between Whittle with and without
-cache; and the same generated ids. Usage: decoder_generate_check.py --bin DIR --root DIR
+cache; and the same generated ids. The same again on the first decoder with its SwiGLU MLPs pruned
+by compress-model --prune ratio=0.5,criterion=wanda (calibrated on token ids alone), which must also
+pass onnx.checker and have gate/up [192, 256] and down [256, 192] weights.
+Usage: decoder_generate_check.py --bin DIR --root DIR
 """
 import argparse
 import os
@@ -47,8 +50,8 @@ def worst(a, b):
 MODELS = [("decoder_tiny_op17.onnx", 2048, True), ("decoder_small_op23.onnx", 512, True)]
 
 
-def check(args, name, vocab, in_place_expected, tmp):
-    model = os.path.join(args.root, "tests", "corpus", name)
+def check(args, name, vocab, in_place_expected, tmp, model=None):
+    model = model or os.path.join(args.root, "tests", "corpus", name)
     prompt = os.path.join(tmp, name + ".prompt.npy")
     np.save(prompt, np.array([p % vocab for p in PROMPT], dtype=np.int64))
     dump = os.path.join(tmp, name + ".ort.npz")
@@ -67,13 +70,40 @@ def check(args, name, vocab, in_place_expected, tmp):
     rel_ort = worst(w_cache, ort_logits)
     rel_cache = worst(w_cache, w_full)
     same_ids = np.array_equal(ids_cache, ids_full) and (ort_ids is None or np.array_equal(ids_cache, ort_ids))
-    ok = rel_ort <= MAX_REL and rel_cache <= MAX_REL and same_ids and in_place == in_place_expected
+    ok = rel_ort <= MAX_REL and rel_cache <= MAX_REL and same_ids and in_place_expected in (None, in_place)
     print("decoder_generate_check: %s, %d steps, cache %s; Whittle (cache) vs ONNX Runtime max rel %.2e; Whittle "
           "cache vs no cache max rel %.2e; ids %s%s" % (name, STEPS, "grown in place" if in_place else "copied",
                                                         rel_ort, rel_cache, "equal" if same_ids else "DIFFER",
                                                         "" if ok else "  FAIL (bound %.0e; in place expected: %s)" %
                                                         (MAX_REL, in_place_expected)))
     return ok
+
+
+def prune_mlp(args, tmp):
+    """The MLP-pruned decoder: compress-model --prune on token ids alone; checker and weight shapes."""
+    import onnx
+    from onnx import numpy_helper
+    ids = os.path.join(tmp, "calib_ids.npz")
+    np.savez(ids, input_ids=np.random.default_rng(5).integers(0, 2048, (16, 24)).astype(np.int64))
+    out = os.path.join(tmp, "decoder_tiny_op17_mlp_pruned.onnx")
+    r = subprocess.run([os.path.join(args.bin, "compress-model"), os.path.join(args.root, "tests", "corpus",
+                        "decoder_tiny_op17.onnx"), "-o", out, "--prune", "ratio=0.5,criterion=wanda",
+                        "--calibration-data", "npz:" + ids, "--no-bench", "-q", "--threads", "2"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        sys.exit("compress-model --prune failed: " + r.stderr.strip())
+    m = onnx.load(out)
+    onnx.checker.check_model(m)
+    inits = {t.name: t for t in m.graph.initializer}
+    shapes = {}
+    for n in m.graph.node:
+        if n.op_type == "MatMul" and "/mlp/" in n.name and n.input[1] in inits:
+            shapes[n.name.split("/mlp/")[1]] = list(inits[n.input[1]].dims)
+    want = {"gate_proj/MatMul": [192, 256], "up_proj/MatMul": [192, 256], "down_proj/MatMul": [256, 192]}
+    if shapes != want:
+        sys.exit("pruned MLP weights %s, expected %s" % (shapes, want))
+    print("decoder_generate_check: pruned MLPs %s, onnx.checker passes" % shapes)
+    return out
 
 
 def main():
@@ -83,6 +113,9 @@ def main():
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="whittle_decoder_") as tmp:
         results = [check(args, name, vocab, in_place, tmp) for name, vocab, in_place in MODELS]
+        # In place or copied: a model written by compress-model (even --prune ratio=0) is fed its
+        # cache through a Concat the in-place rewrite does not take (seen 2026-11-28; not the pruning's).
+        results.append(check(args, "decoder_tiny_op17 MLP-pruned", 2048, None, tmp, prune_mlp(args, tmp)))
     return 0 if all(results) else 1
 
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "lib/data/npy.h"
+#include "lib/data/npz.h"
 #include "whittle/session.h"
 #include "tests/util/run_command.h"
 #include "tests/util/scratch_dir.h"
@@ -88,6 +89,38 @@ TEST(RunModelCli, AgreementWithAnotherBackend) {
   auto t = Sh(Model("mlp") + " --eval-data fashion-mnist:test --limit 50 --agree-with cpu");
   ASSERT_EQ(t.code, 0) << t.out;
   EXPECT_NE(t.out.find("top-1 agreement with cpu: 1.0000 (50/50 samples)"), std::string::npos) << t.out;
+}
+
+// The decoder's logits [batch, seq, vocab] are scored per position: run-model takes labels [N, T]
+// and counts N*T predictions; its agreement with another backend is per position too; and
+// compress-model with unlabelled token ids as --eval-data reports agreement with the original
+// (100 % before, by definition). Only input_ids is given: the rest are made (BatchFeeds).
+TEST(RunModelCli, DecoderEvaluationIsPerPosition) {
+  testing::ScratchDir scratch;
+  const std::string decoder = std::string(WHITTLE_SOURCE_DIR) + "/tests/corpus/decoder_tiny_op17.onnx";
+  Tensor ids(DType::kInt64, {4, 6}), labels(DType::kInt64, {4, 6});
+  for (int64_t i = 0; i < 24; ++i) {
+    ids.data<int64_t>()[i] = (i * 7919) % 2048;
+    labels.data<int64_t>()[i] = i % 3;
+  }
+  const std::string labelled = scratch.path() + "/labelled.npz", unlabelled = scratch.path() + "/ids.npz";
+  ASSERT_TRUE(WriteNpz(labelled, {{"input_ids", ids}, {"labels", labels}}).ok());
+  ASSERT_TRUE(WriteNpz(unlabelled, {{"input_ids", ids}}).ok());
+  auto r = Sh(decoder + " --eval-data npz:" + labelled + " --agree-with reference --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["samples"].get<int>(), 4);
+  EXPECT_EQ(j["predictions"].get<int>(), 24);
+  EXPECT_LE(j["correct"].get<int>(), 24);
+  EXPECT_EQ(j["agreement"]["samples"].get<int>(), 24);
+  EXPECT_EQ(j["agreement"]["same"].get<int>(), 24);
+  auto c = testing::RunCommand(std::string(WHITTLE_BINARY_DIR) + "/bin/compress-model " + decoder + " -o " +
+                               scratch.path() + "/pruned.onnx --prune ratio=0.5 --eval-data npz:" + unlabelled +
+                               " --no-bench --threads 2 2>&1");
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("accuracy        100.00%"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("agreement with the original model at every position (24 predictions)"), std::string::npos)
+      << c.out;
 }
 
 // One backend knob: --device cpu|cuda|reference, all three in --help; the deprecated --provider

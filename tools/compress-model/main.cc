@@ -215,7 +215,8 @@ int Main(int argc, char** argv) {
   }
   if (!report_json.empty() && report_json == report_html) return Fail("--report-json and --report name the same file");
 
-  auto eval_data = whittle::cli::LoadDataFlag({"--eval-data", eval_spec, eval_limit, /*need_labels=*/true});
+  // Without labels, accuracy is top-1 agreement with the original model (RunPipeline).
+  auto eval_data = whittle::cli::LoadDataFlag({"--eval-data", eval_spec, eval_limit, /*need_labels=*/false});
   if (!eval_data.ok()) return Fail(eval_data.status().message());
   auto calib_data = whittle::cli::LoadDataFlag({"--calibration-data", calib_spec, calib_samples});
   if (!calib_data.ok()) return Fail(calib_data.status().message());

@@ -418,11 +418,13 @@ int Main(int argc, char** argv) {
     if (!r.ok()) return Fail(r.status().message());
     out["accuracy"] = r->accuracy;
     out["samples"] = r->samples;
+    out["predictions"] = r->predictions;
     out["correct"] = r->correct;
     out["eval_seconds"] = r->seconds;
     if (!json)
-      std::printf("accuracy: %.4f (%lld/%lld correct, %s) in %.2f s\n", r->accuracy, static_cast<long long>(r->correct),
-                  static_cast<long long>(r->samples), eval_spec.c_str(), r->seconds);
+      std::printf("accuracy: %.4f (%lld/%lld correct%s, %s) in %.2f s\n", r->accuracy, static_cast<long long>(r->correct),
+                  static_cast<long long>(r->predictions), r->predictions != r->samples ? " positions" : "",
+                  eval_spec.c_str(), r->seconds);
     did_something = true;
     if (!agree_with.empty()) {
       whittle::SessionOptions other = so;
@@ -439,10 +441,12 @@ int Main(int argc, char** argv) {
       int64_t same = 0;
       for (int64_t i = 0; i < mine->numel(); ++i) same += mine->data<int64_t>()[i] == theirs->data<int64_t>()[i];
       const double share = mine->numel() ? static_cast<double>(same) / static_cast<double>(mine->numel()) : 1.0;
+      // mine->numel() counts positions for a sequence output ([N, T] predictions).
       out["agreement"] = {{"with", agree_with}, {"share", share}, {"same", same}, {"samples", mine->numel()}};
       if (!json)
-        std::printf("top-1 agreement with %s: %.4f (%lld/%lld samples)\n", agree_with.c_str(), share,
-                    static_cast<long long>(same), static_cast<long long>(mine->numel()));
+        std::printf("top-1 agreement with %s: %.4f (%lld/%lld %s)\n", agree_with.c_str(), share,
+                    static_cast<long long>(same), static_cast<long long>(mine->numel()),
+                    mine->rank() > 1 ? "positions" : "samples");
     }
   }
 

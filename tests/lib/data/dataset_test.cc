@@ -188,14 +188,19 @@ TEST(DatasetTest, RejectsBadLabels) {
   ASSERT_TRUE(WriteNpy(dir + "/three.npy", Tensor::FromVector<int64_t>({3}, {1, 0, 1})).ok());
   ASSERT_TRUE(WriteNpy(dir + "/huge.npy", Tensor::FromVector<uint64_t>({2}, {1, UINT64_MAX})).ok());
   ASSERT_TRUE(WriteNpy(dir + "/matrix.npy", Tensor::FromVector<int64_t>({2, 2}, {1, 0, 1, 0})).ok());
+  ASSERT_TRUE(WriteNpy(dir + "/scalar_label.npy", Tensor::Scalar<int64_t>(1)).ok());
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"neg.npy", ">= 0"}, {"float.npy", "integer dtype"}, {"three.npy", "3 labels for 2 inputs"},
-      {"huge.npy", ">= 0"}, {"matrix.npy", "one-dimensional"}};
+      {"huge.npy", ">= 0"}, {"scalar_label.npy", "labels for 2 inputs"}};
   for (const auto& [file, fragment] : cases) {
     StatusOr<Dataset> d = LoadDataset("npy:" + x + ":" + dir + "/" + file);
     ASSERT_FALSE(d.ok()) << file;
     EXPECT_NE(d.status().message().find(fragment), std::string::npos) << file << ": " << d.status().message();
   }
+  // [N, T] labels: one class per position of a sequence model, kept as they are.
+  StatusOr<Dataset> per_position = LoadDataset("npy:" + x + ":" + dir + "/matrix.npy");
+  ASSERT_TRUE(per_position.ok()) << per_position.status().message();
+  EXPECT_EQ(per_position->labels.dims(), (Dims{2, 2}));
   ASSERT_TRUE(WriteNpy(dir + "/scalar.npy", Tensor::Scalar<float>(1.f)).ok());
   EXPECT_FALSE(LoadDataset("npy:" + dir + "/scalar.npy").ok());
   // Bool inputs (masks) are accepted as stored; a float16 array is not an input type we read.

@@ -1,0 +1,231 @@
+// The compression passes on the exported Llama-style decoder (tests/corpus/decoder_tiny_op17.onnx,
+// random weights): whitened SVD (SVD-LLM) against plain SVD, and MLP pruning of the SwiGLU blocks
+// (gate/up columns and down rows as one group, LLM-Pruner style). Calibration and held-out data are
+// token ids alone (BatchFeeds makes the mask, positions and empty past), drawn from a seeded rng:
+// the weights are random, so random ids are as representative as any text would be.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lib/data/dataset.h"
+#include "lib/onnx/model_io.h"
+#include "passes/pass.h"
+#include "runtime/evaluate.h"
+#include "tests/passes/pass_test_util.h"
+#include "whittle/decoder.h"
+#include "whittle/session.h"
+
+namespace whittle {
+namespace {
+
+const std::string kDecoder = std::string(WHITTLE_SOURCE_DIR) + "/tests/corpus/decoder_tiny_op17.onnx";
+
+Dataset Ids(int64_t n, int64_t t, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int64_t> id(0, 2047);
+  Dataset d;
+  d.inputs = Tensor(DType::kInt64, {n, t});
+  for (int64_t i = 0; i < d.inputs.numel(); ++i) d.inputs.data<int64_t>()[i] = id(rng);
+  d.named = {{"input_ids", d.inputs}};
+  d.description = "random ids seed " + std::to_string(seed);
+  return d;
+}
+
+Tensor Logits(const Graph& g, const Dataset& d) {
+  SessionOptions so;
+  so.num_threads = 2;
+  auto s = Session::FromGraph(g, so);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  auto feeds = BatchFeeds(d, (*s)->inputs(), 0, d.size());
+  EXPECT_TRUE(feeds.ok()) << feeds.status().message();
+  auto y = (*s)->Run(*feeds);
+  EXPECT_TRUE(y.ok()) << y.status().message();
+  return (*y)[0];
+}
+
+struct Closeness {
+  double mse = 0, agreement = 0;
+};
+
+// Logits MSE and per-position top-1 agreement of `y` with the reference `ref` ([N, T, vocab]).
+Closeness Compare(const Tensor& y, const Tensor& ref) {
+  EXPECT_EQ(y.dims(), ref.dims());
+  const int64_t v = ref.dim(2), rows = ref.numel() / v;
+  Closeness c;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double e = y.data<float>()[i] - ref.data<float>()[i];
+    c.mse += e * e;
+  }
+  c.mse /= static_cast<double>(ref.numel());
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = y.data<float>() + r * v;
+    const float* b = ref.data<float>() + r * v;
+    c.agreement += (std::max_element(a, a + v) - a) == (std::max_element(b, b + v) - b);
+  }
+  c.agreement /= static_cast<double>(rows);
+  return c;
+}
+
+Graph Load() {
+  auto g = LoadModel(kDecoder);
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  return *g;
+}
+
+const Tensor& Weight(const Graph& g, const std::string& node) {
+  for (const Node& n : g.nodes())
+    if (n.name == node) return *g.value(n.inputs[1]).initializer;
+  ADD_FAILURE() << "no node " << node;
+  static Tensor none;
+  return none;
+}
+
+// Held out from calibration: other ids, another length.
+class DecoderPasses : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    calib_ = new Dataset(Ids(16, 24, 5));
+    held_out_ = new Dataset(Ids(8, 16, 9));
+    reference_ = new Tensor(Logits(Load(), *held_out_));
+  }
+  static void TearDownTestSuite() {
+    delete calib_;
+    delete held_out_;
+    delete reference_;
+  }
+  static Dataset* calib_;
+  static Dataset* held_out_;
+  static Tensor* reference_;
+};
+Dataset* DecoderPasses::calib_ = nullptr;
+Dataset* DecoderPasses::held_out_ = nullptr;
+Tensor* DecoderPasses::reference_ = nullptr;
+
+// SVD-LLM's point: truncating the whitened weight (the layer's output error on the data) keeps the
+// model far closer than truncating W itself at the same rank. Measured at this commit: logits MSE
+// 0.025 whitened vs 0.080 plain, top-1 agreement 24 % vs 1 % (rank 48, lm_head kept).
+TEST_F(DecoderPasses, WhitenedSvdStaysCloserThanPlainSvd) {
+  PassContext ctx;
+  ctx.calibration = calib_;
+  ctx.num_threads = 2;
+  Closeness c[2];
+  for (int whiten = 0; whiten < 2; ++whiten) {
+    Graph g = Load();
+    auto r = testing::RunPass(g, "svd", "rank=48,exclude=/model/lm_head/MatMul,whiten=" + std::to_string(whiten), ctx);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    // The layer is factorized: its node now holds a rank-48 factor, not the 512 x 192 weight.
+    EXPECT_LT(Weight(g, "/model/model/layers.0/mlp/down_proj/MatMul").numel(), 512 * 48 + 1);
+    c[whiten] = Compare(Logits(g, *held_out_), *reference_);
+  }
+  EXPECT_LT(c[1].mse, 0.6 * c[0].mse) << "whitened " << c[1].mse << " plain " << c[0].mse;
+  std::printf("held-out logits MSE / top-1 agreement: whitened %.4f / %.3f, plain %.4f / %.3f\n", c[1].mse,
+              c[1].agreement, c[0].mse, c[0].agreement);
+  EXPECT_GT(c[1].agreement, c[0].agreement);
+}
+
+// ratio=0.5 removes 256 of each SwiGLU's 512 neurons: the ones with the smallest l1 of their gate
+// and up columns, computed here independently; the pruned model runs, and Decoder generation on it
+// matches a whole-sequence run (KV shapes unchanged).
+TEST_F(DecoderPasses, MlpPruningRemovesTheExpectedNeuronsAndStillDecodes) {
+  const Graph original = Load();
+  Graph g = original;
+  auto r = testing::RunPass(g, "prune", "ratio=0.5,criterion=l1");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  for (int layer = 0; layer < 4; ++layer) {
+    const std::string mlp = "/model/model/layers." + std::to_string(layer) + "/mlp/";
+    const Tensor& gate0 = Weight(original, mlp + "gate_proj/MatMul");
+    const Tensor& up0 = Weight(original, mlp + "up_proj/MatMul");
+    const Tensor& down0 = Weight(original, mlp + "down_proj/MatMul");
+    ASSERT_EQ(gate0.dims(), (Dims{192, 512}));
+    std::vector<double> score(512, 0.0);
+    for (int64_t i = 0; i < 192; ++i)
+      for (int64_t j = 0; j < 512; ++j)
+        score[j] += std::fabs(gate0.data<float>()[i * 512 + j]) + std::fabs(up0.data<float>()[i * 512 + j]);
+    std::vector<int64_t> idx(512);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return score[a] > score[b]; });
+    std::vector<int64_t> kept(idx.begin(), idx.begin() + 256);
+    std::sort(kept.begin(), kept.end());
+    const Tensor& gate = Weight(g, mlp + "gate_proj/MatMul");
+    const Tensor& up = Weight(g, mlp + "up_proj/MatMul");
+    const Tensor& down = Weight(g, mlp + "down_proj/MatMul");
+    ASSERT_EQ(gate.dims(), (Dims{192, 256})) << mlp;
+    ASSERT_EQ(up.dims(), (Dims{192, 256})) << mlp;
+    ASSERT_EQ(down.dims(), (Dims{256, 192})) << mlp;
+    for (int64_t k = 0; k < 256; ++k) {
+      const int64_t j = kept[k];
+      for (int64_t i = 0; i < 192; i += 37) {
+        ASSERT_EQ(gate.data<float>()[i * 256 + k], gate0.data<float>()[i * 512 + j]) << mlp << " neuron " << j;
+        ASSERT_EQ(up.data<float>()[i * 256 + k], up0.data<float>()[i * 512 + j]) << mlp << " neuron " << j;
+        ASSERT_EQ(down.data<float>()[k * 192 + i], down0.data<float>()[j * 192 + i]) << mlp << " neuron " << j;
+      }
+    }
+  }
+  // Attention projections and the LM head are untouched.
+  EXPECT_EQ(Weight(g, "/model/model/layers.0/self_attn/k_proj/MatMul").dims(), (Dims{192, 64}));
+  EXPECT_EQ(Weight(g, "/model/lm_head/MatMul").dims(), (Dims{192, 2048}));
+
+  // Generation: prefill + steps with the cache give the whole sequence's last logits.
+  SessionOptions so;
+  so.num_threads = 2;
+  auto s = Session::FromGraph(g, so);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto dec = Decoder::Create(**s);
+  ASSERT_TRUE(dec.ok()) << dec.status().message();
+  std::vector<int64_t> ids = {5, 77, 1200, 3};
+  auto logits = (*dec)->Prefill(ids);
+  ASSERT_TRUE(logits.ok()) << logits.status().message();
+  for (int step = 0; step < 4; ++step) {
+    const int64_t next = std::max_element(logits->begin(), logits->end()) - logits->begin();
+    ids.push_back(next);
+    logits = (*dec)->Step(next);
+    ASSERT_TRUE(logits.ok()) << logits.status().message();
+  }
+  EXPECT_EQ((*dec)->past_length(), 8);
+  EXPECT_EQ((*dec)->cache(0).dim(1), 2);
+  EXPECT_EQ((*dec)->cache(0).dim(3), 32);
+  Dataset whole;
+  whole.inputs = Tensor::FromVector<int64_t>({1, 8}, ids);
+  whole.named = {{"input_ids", whole.inputs}};
+  whole.description = "generated";
+  const Tensor all = Logits(g, whole);
+  float diff = 0, mag = 0;
+  for (int64_t v = 0; v < 2048; ++v) {
+    diff = std::max(diff, std::fabs(all.data<float>()[7 * 2048 + v] - (*logits)[static_cast<size_t>(v)]));
+    mag = std::max(mag, std::fabs(all.data<float>()[7 * 2048 + v]));
+  }
+  EXPECT_LT(diff, 1e-4f * mag + 1e-5f);
+}
+
+// With calibration data, the activation-aware criterion (wanda: |W_down row| times the neuron's
+// RMS on the data) keeps the model closer on held-out ids than weight magnitude at the same
+// ratio. Measured at this commit, held-out logits MSE: wanda 0.0064, l1 0.0075 (64 x 32 calibration
+// ids); here 16 x 24. Agreement at 50 % pruning is near 56 % for every criterion on this random
+// model, within the noise of 128 positions, so the logits error decides.
+TEST_F(DecoderPasses, ActivationAwareMlpPruningBeatsMagnitude) {
+  PassContext ctx;
+  ctx.calibration = calib_;
+  ctx.num_threads = 2;
+  Closeness c[2];
+  const char* criteria[2] = {"l1", "wanda"};
+  for (int k = 0; k < 2; ++k) {
+    Graph g = Load();
+    auto r = testing::RunPass(g, "prune", std::string("ratio=0.5,compensate=0,criterion=") + criteria[k], ctx);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(Weight(g, "/model/model/layers.2/mlp/down_proj/MatMul").dims(), (Dims{256, 192}));
+    c[k] = Compare(Logits(g, *held_out_), *reference_);
+  }
+  EXPECT_LT(c[1].mse, c[0].mse) << "wanda " << c[1].mse << " l1 " << c[0].mse;
+  std::printf("held-out logits MSE / top-1 agreement: wanda %.5f / %.3f, l1 %.5f / %.3f\n", c[1].mse, c[1].agreement,
+              c[0].mse, c[0].agreement);
+  EXPECT_GT(c[1].agreement, 0.4);
+}
+
+}  // namespace
+}  // namespace whittle
