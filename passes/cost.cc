@@ -90,6 +90,15 @@ int64_t BinaryExtraParams(const Graph& g, const Node& n) {
   return out * BinaryContracted(n) - bits.initializer->numel();
 }
 
+// A 4-bit (or 2..8-bit) com.microsoft MatMulNBits holds N x K weights in its packed uint8 B: they
+// count as N x K params, as the same weights do in the int4 initializer of the QDQ form.
+int64_t NBitsExtraParams(const Graph& g, const Node& n) {
+  if (n.domain != kMicrosoftDomain || n.op_type != "MatMulNBits" || n.inputs.size() < 2 || n.inputs[1] < 0) return 0;
+  const Value& b = g.value(n.inputs[1]);
+  if (!b.initializer) return 0;
+  return SatMul(n.attrs.GetInt("N", 0), n.attrs.GetInt("K", 0)) - b.initializer->numel();
+}
+
 }  // namespace
 
 int64_t NodeMacs(const Graph& g, const Node& n) {
@@ -149,7 +158,7 @@ int64_t NodeParams(const Graph& g, const Node& n) {
     const Value& v = g.value(id);
     if (v.initializer && v.initializer->dtype() != DType::kInt64) p += v.initializer->numel();
   }
-  p += CodebookExtraParams(g, n) + BinaryExtraParams(g, n);
+  p += CodebookExtraParams(g, n) + BinaryExtraParams(g, n) + NBitsExtraParams(g, n);
   return p;
 }
 
@@ -182,7 +191,7 @@ GraphCost ComputeCost(const Graph& g) {
   }
   for (const Node& n : g.nodes()) {
     if (__builtin_add_overflow(c.macs, NodeMacs(g, n), &c.macs)) c.macs = std::numeric_limits<int64_t>::max();
-    c.params += CodebookExtraParams(g, n) + BinaryExtraParams(g, n);
+    c.params += CodebookExtraParams(g, n) + BinaryExtraParams(g, n) + NBitsExtraParams(g, n);
   }
   return c;
 }

@@ -15,7 +15,7 @@
 namespace whittle {
 
 struct GraphCost {
-  int64_t params = 0;       // elements of all initializers
+  int64_t params = 0;       // elements of all initializers (packed 1-bit, index and 4-bit weights: per weight)
   int64_t param_bytes = 0;  // bytes of all initializers
   int64_t macs = 0;         // per sample
 };

@@ -12,6 +12,7 @@
 #include "lib/data/dataset.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
+#include "passes/cost.h"
 #include "passes/quantize/gptq.h"
 #include "tests/passes/pass_test_util.h"
 #include "tests/passes/quantize/weight_only_test_graph.h"
@@ -97,6 +98,16 @@ TEST(Int4Pass, QdqAndMatMulNBitsComputeTheSameAndRoundTrip) {
     auto rep = RunPass(g, "int4", std::string("block=32,format=") + format);
     ASSERT_TRUE(rep.ok()) << rep.status().message();
     ASSERT_EQ(rep->layers.size(), 2u);
+    // Each layer keeps its weights, as params, in either form; the graph's count is the weights
+    // plus one scale and one zero point per block of 32 (and fc1's bias), whatever the form.
+    for (const LayerReport& l : rep->layers) {
+      EXPECT_GT(l.params_before, 0);
+      EXPECT_EQ(l.params_after, l.params_before) << l.node;
+    }
+    const GraphCost before = ComputeCost(original), after = ComputeCost(g);
+    EXPECT_GT(after.params, before.params);
+    EXPECT_LT(after.params, before.params + before.params / 16 + 64);
+    EXPECT_LT(after.param_bytes, before.param_bytes / 4);
     if (std::string(format) == "qdq") {
       EXPECT_EQ(g.OpsetFor(""), 21);
       EXPECT_EQ(CountOps(g, "DequantizeLinear"), 2);
