@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -18,6 +17,7 @@
 #include "passes/pass.h"
 #include "runtime/evaluate.h"
 #include "tests/passes/pass_test_util.h"
+#include "tests/util/test_util.h"
 #include "whittle/decoder.h"
 #include "whittle/session.h"
 
@@ -27,11 +27,8 @@ namespace {
 const std::string kDecoder = std::string(WHITTLE_SOURCE_DIR) + "/tests/corpus/decoder_tiny_op17.onnx";
 
 Dataset Ids(int64_t n, int64_t t, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int64_t> id(0, 2047);
   Dataset d;
-  d.inputs = Tensor(DType::kInt64, {n, t});
-  for (int64_t i = 0; i < d.inputs.numel(); ++i) d.inputs.data<int64_t>()[i] = id(rng);
+  d.inputs = testing::RandomInt64({n, t}, seed, 0, 2047);  // the decoder's 2048-word vocabulary
   d.named = {{"input_ids", d.inputs}};
   d.description = "random ids seed " + std::to_string(seed);
   return d;

@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <random>
 #include <string>
 
 #include "lib/data/dataset.h"
 #include "runtime/evaluate.h"
+#include "tests/util/test_util.h"
 #include "whittle/session.h"
 
 namespace whittle {
@@ -17,13 +17,8 @@ namespace {
 
 const std::string kDecoder = std::string(WHITTLE_SOURCE_DIR) + "/tests/corpus/decoder_tiny_op17.onnx";
 
-Tensor RandomIds(int64_t n, int64_t t, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int64_t> id(0, 2047);
-  Tensor ids(DType::kInt64, {n, t});
-  for (int64_t i = 0; i < ids.numel(); ++i) ids.data<int64_t>()[i] = id(rng);
-  return ids;
-}
+// Token ids of the decoder's 2048-word vocabulary.
+Tensor RandomIds(int64_t n, int64_t t, uint32_t seed) { return testing::RandomInt64({n, t}, seed, 0, 2047); }
 
 // Every input given by hand, as a user had to before BatchFeeds made them.
 std::map<std::string, Tensor> FullFeeds(const Session& s, const Tensor& ids) {
