@@ -80,8 +80,8 @@ StatusOr<std::vector<float>> Decoder::Prefill(const std::vector<int64_t>& ids, R
   if (ids.empty()) return InvalidArgument("Decoder::Prefill: the prompt is empty");
   past_ = 0;
   for (CacheSlot& c : cache_) {
-    c.value = Tensor(DType::kFloat32, c.empty);
     if (c.kv) WH_RETURN_IF_ERROR(c.kv->Truncate(0));
+    else c.value = Tensor(DType::kFloat32, c.empty);
   }
   return Run(ids, stats);
 }
