@@ -139,8 +139,10 @@ Status EyeLikeReference(int64_t k, Tensor* out) {
     using T = decltype(one);
     T* dst = out->data<T>();
     std::fill(dst, dst + out->numel(), T{0});
-    for (int64_t i = 0; i < rows; ++i)
-      if (i + k >= 0 && i + k < cols) dst[i * cols + i + k] = one;
+    // k is an attribute any int64 may fill: compare against the dims before
+    // adding, so k near INT64_MAX/MIN gives an all-zero output, not overflow.
+    if (k >= cols || k <= -rows) return Status::Ok();
+    for (int64_t i = std::max<int64_t>(0, -k); i < rows && i < cols - k; ++i) dst[i * cols + i + k] = one;
     return Status::Ok();
   };
   if (out->dtype() == DType::kBool) return fill(true);

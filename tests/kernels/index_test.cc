@@ -3,6 +3,7 @@
 // provider and compared to the reference, plus bad-input errors.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -78,6 +79,16 @@ TEST(IndexKernelsTest, EyeLikeWithKAndDtype) {
   EXPECT_TRUE(TensorsClose(out[0], F({2, 3}, {0, 1, 0, 0, 0, 1})));
   auto i = Both(MakeNode("EyeLike", 1, 1, Attrs({{"dtype", Attribute::Int(7)}})), {Iota({2, 2})});
   EXPECT_TRUE(TensorsClose(i[0], I64({2, 2}, {1, 0, 0, 1})));
+  auto below = Both(MakeNode("EyeLike", 1, 1, Attrs({{"k", Attribute::Int(-1)}})), {Iota({3, 2})});
+  EXPECT_TRUE(TensorsClose(below[0], F({3, 2}, {0, 0, 1, 0, 0, 1})));
+}
+
+// The fuzzer's find: k = INT64_MAX overflowed i + k. Any k off the matrix is all zeros.
+TEST(IndexKernelsTest, EyeLikeKOffTheMatrixIsZero) {
+  for (int64_t k : {int64_t{3}, int64_t{-4}, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()}) {
+    auto out = Both(MakeNode("EyeLike", 1, 1, Attrs({{"k", Attribute::Int(k)}})), {Iota({4, 3})});
+    EXPECT_TRUE(TensorsClose(out[0], F({4, 3}, std::vector<float>(12, 0.0f)))) << "k=" << k;
+  }
 }
 
 TEST(IndexKernelsTest, OneHotAxisAndNegativeIndex) {
