@@ -160,6 +160,21 @@ std::optional<std::map<std::string, Tensor>> OneSample(const Graph& g, const Pip
                         : o.calibration && o.calibration->size() ? o.calibration
                                                                  : nullptr;
   std::map<std::string, Tensor> feeds;
+  // A decoder fed token ids alone: its mask, positions and empty past are made as for a batch.
+  if (data) {
+    std::vector<IoInfo> ins;
+    bool free = false;
+    for (int id : g.inputs()) {
+      const Value& v = g.value(id);
+      if (!v.shape || v.dtype == DType::kUndefined) return std::nullopt;
+      ins.push_back(IoInfo{v.name, v.dtype, *v.shape});
+      for (size_t i = 1; i < v.shape->size(); ++i) free |= !(*v.shape)[i].known();
+    }
+    if (free) {
+      auto batch = BatchFeeds(*data, ins, 0, 1);
+      if (batch.ok()) return std::move(batch).value();
+    }
+  }
   for (size_t k = 0; k < g.inputs().size(); ++k) {
     const Value& v = g.value(g.inputs()[k]);
     if (!v.shape || v.dtype == DType::kUndefined) return std::nullopt;
@@ -343,7 +358,10 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& options, PipelineObs
     obs.Line("--stop-after " + std::to_string(o.stop_after) + ": ran " + std::to_string(report.passes.size()) + " of " +
              std::to_string(pm.size()) + " passes");
 
-  if (sample) WH_RETURN_IF_ERROR(ObserveShapes(out.graph, *sample).WithContext("running one sample for the cost model"));
+  // Made again: pruning attention heads changes a decoder's declared cache dims.
+  const auto sample_after = sample ? OneSample(out.graph, o) : std::nullopt;
+  if (sample_after)
+    WH_RETURN_IF_ERROR(ObserveShapes(out.graph, *sample_after).WithContext("running one sample for the cost model"));
   SetCost(out.graph, &report.after);
   if (o.eval_data) {
     WH_ASSIGN_OR_RETURN(report.after.accuracy, Accuracy(out.graph, *o.eval_data, o.threads, "compressed model", obs));
@@ -369,8 +387,17 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& options, PipelineObs
 
   // The written model keeps the inputs' declared dims.
   if (declared_changed(original)) {
-    for (size_t k = 0; k < out.graph.inputs().size() && k < declared.size(); ++k)
-      out.graph.value(out.graph.inputs()[k]).shape = declared[k];
+    // Only the free dims go back: a known one may have been changed by a pass (a KV cache's
+    // head count after head pruning).
+    for (size_t k = 0; k < out.graph.inputs().size() && k < declared.size(); ++k) {
+      auto& now = out.graph.value(out.graph.inputs()[k]).shape;
+      if (!declared[k] || !now || now->size() != declared[k]->size()) {
+        now = declared[k];
+        continue;
+      }
+      for (size_t i = 0; i < now->size(); ++i)
+        if (!(*declared[k])[i].known()) (*now)[i] = (*declared[k])[i];
+    }
     WH_RETURN_IF_ERROR(CheckPassOutput(out.graph).WithContext("restoring the inputs' declared dims"));
   }
 

@@ -1,6 +1,7 @@
 #include "passes/prune/attention_heads.h"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <utility>
@@ -11,10 +12,23 @@ namespace whittle::prune {
 namespace {
 
 // Where a head tensor keeps its heads: axis `ha` (and the head_dim axis `da`, -1 once contracted).
+// Axis ha holds rep entries per head of the block (rep > 1 after repeat_kv).
 struct Ann {
   int block = -1;
   int ha = -1;
   int da = -1;
+  int64_t rep = 1;
+};
+
+// What one entry of a small int64 shape vector is, traced through the ops exporters compute
+// shapes with: a constant, or a dim read from a Shape (times a constant), possibly "or 1" (the
+// Where(Equal(x, -1), 1, x) that torch writes for expand sizes).
+struct Entry {
+  enum Kind { kUnknown, kConst, kShapeRead } kind = kUnknown;
+  int64_t c = 0;     // kConst: the value; kShapeRead: the factor
+  int tensor = -1;   // kShapeRead: whose dim
+  int64_t axis = -1;
+  bool or_one = false;
 };
 
 bool IsDefaultDomain(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
@@ -33,26 +47,49 @@ class Finder {
     auto order = g_.TopologicalOrder();
     if (!order.ok()) return {};
     for (int ni : *order) Visit(ni);
-    for (int out : g_.outputs())
-      if (ann_[static_cast<size_t>(out)]) Fail(*ann_[static_cast<size_t>(out)], "a head tensor is a graph output");
+    // A head tensor may be a graph output only as the present half of a KV cache (the block also
+    // reads a past input); its declared dims then follow the pruning like the past's.
+    std::set<int> cached;
+    for (const PendingIo& io : io_) cached.insert(Root(io.block));
+    for (int out : g_.outputs()) {
+      if (!ann_[static_cast<size_t>(out)]) continue;
+      const Ann& a = *ann_[static_cast<size_t>(out)];
+      if (!cached.count(Root(a.block))) Fail(a, "a head tensor is a graph output");
+      else io_.push_back(PendingIo{out, a.ha, a.block, a.rep});
+    }
+    // Units of each root: the largest count that divides every member's heads (2 for 6 query
+    // heads sharing 2 key/value heads; the head count itself in multi-head attention).
+    std::map<int, int64_t> units;
+    for (size_t b = 0; b < blocks_.size(); ++b) {
+      int64_t& u = units[Root(static_cast<int>(b))];
+      u = std::gcd(u, blocks_[b].heads);
+    }
     // Merge unioned blocks into their roots.
     std::map<int, HeadBlock> roots;
     for (size_t b = 0; b < blocks_.size(); ++b) {
-      HeadBlock& r = roots[Root(static_cast<int>(b))];
+      const int root = Root(static_cast<int>(b));
+      HeadBlock& r = roots[root];
       const HeadBlock& s = blocks_[b];
-      if (r.heads == 0) r.heads = s.heads;
-      if (r.heads != s.heads && r.why_not.empty()) r.why_not = "blocks with different head counts meet";
+      r.heads = units[root];
       for (int p : s.producers)
         if (std::find(r.producers.begin(), r.producers.end(), p) == r.producers.end()) r.producers.push_back(p);
       r.outer.insert(s.outer.begin(), s.outer.end());
-      r.head_dim.insert(s.head_dim.begin(), s.head_dim.end());
+      for (const auto& [p, hd] : s.head_dim) {
+        r.head_dim[p] = hd * (s.heads / r.heads);
+        r.unit_heads[p] = s.heads / r.heads;
+      }
       r.splits.insert(r.splits.end(), s.splits.begin(), s.splits.end());
       r.merges.insert(r.merges.end(), s.merges.begin(), s.merges.end());
       if (r.why_not.empty()) r.why_not = s.why_not;
     }
+    for (const PendingIo& io : io_) {
+      HeadBlock& r = roots[Root(io.block)];
+      r.io.push_back(HeadIo{io.value, io.axis, blocks_[static_cast<size_t>(io.block)].heads * io.rep / r.heads});
+    }
     std::vector<HeadBlock> out;
     for (auto& [root, b] : roots) {
       if (b.merges.empty() && b.why_not.empty()) b.why_not = "the heads are never merged back into one axis";
+      if (b.heads < 2 && b.why_not.empty()) b.why_not = "its heads form one group (they share one key/value head)";
       out.push_back(std::move(b));
     }
     return out;
@@ -154,6 +191,133 @@ class Finder {
   }
   void Set(int value, Ann a) {
     if (value >= 0) ann_[static_cast<size_t>(value)] = a;
+  }
+  // Entries along a head tensor's head axis.
+  int64_t Entries(const Ann& a) const { return blocks_[static_cast<size_t>(a.block)].heads * a.rep; }
+  // Two head tensors meet: their head axes must pair entry by entry.
+  bool SameEntries(const Ann& a, const Ann& b) const { return Entries(a) == Entries(b); }
+  // v holds the same entries as a at its head axis: annotated, in the same block union.
+  bool IsHeadsOf(int v, int64_t axis, const Ann& a) {
+    if (v < 0 || !ann_[static_cast<size_t>(v)]) return false;
+    const Ann& t = *ann_[static_cast<size_t>(v)];
+    return t.ha == axis && Root(t.block) == Root(a.block) && SameEntries(t, a);
+  }
+
+  // Entry e of the int64 vector (or scalar) v; see Entry.
+  Entry TraceEntry(int v, int64_t e, int depth = 0) const {
+    Entry none;
+    if (v < 0 || depth > 16 || e < 0) return none;
+    const Value& val = g_.value(v);
+    if (val.initializer) {
+      const Tensor& t = *val.initializer;
+      if ((t.dtype() != DType::kInt64 && t.dtype() != DType::kInt32) || t.rank() > 1) return none;
+      const std::vector<int64_t> xs = ToInt64Vector(t);
+      const size_t i = t.rank() == 0 ? 0 : static_cast<size_t>(e);
+      if (i >= xs.size()) return none;
+      Entry c;
+      c.kind = Entry::kConst;
+      c.c = xs[i];
+      return c;
+    }
+    if (val.producer < 0) return none;
+    const Node& p = g_.nodes()[static_cast<size_t>(val.producer)];
+    if (!IsDefaultDomain(p) || p.inputs.empty()) return none;
+    const std::string& op = p.op_type;
+    // Scalars and one-element vectors broadcast: their entry is 0.
+    auto at = [&](int in) { return Rank(in) == 0 || KnownDimValue(g_, in, 0) == 1 ? 0 : e; };
+    if (op == "Shape") {
+      Entry s;
+      s.kind = Entry::kShapeRead;
+      s.c = 1;
+      s.tensor = p.inputs[0];
+      int64_t start = p.attrs.GetInt("start", 0);
+      const int r = Rank(p.inputs[0]);
+      if (start < 0) start += r;
+      s.axis = start + e;
+      return r >= 0 && s.axis < r ? s : none;
+    }
+    if (op == "Concat") {
+      int64_t off = 0;
+      for (int part : p.inputs) {
+        const int64_t len = part < 0 ? -1 : Rank(part) == 0 ? 1 : KnownDimValue(g_, part, 0);
+        if (len < 0) return none;
+        if (e < off + len) return TraceEntry(part, e - off, depth + 1);
+        off += len;
+      }
+      return none;
+    }
+    if (op == "Unsqueeze" || op == "Squeeze" || op == "Cast" || op == "Identity" || op == "Reshape")
+      return Rank(p.inputs[0]) <= 1 ? TraceEntry(p.inputs[0], at(p.inputs[0]), depth + 1) : none;
+    if (op == "Gather") {
+      if (p.attrs.GetInt("axis", 0) != 0 || p.inputs.size() < 2) return none;
+      auto idx = ConstInts(p, 1);
+      if (!idx || idx->empty()) return none;
+      int64_t i = (*idx)[Rank(p.inputs[1]) == 0 ? 0 : static_cast<size_t>(std::min<int64_t>(e, static_cast<int64_t>(idx->size()) - 1))];
+      if (Rank(p.inputs[1]) == 1 && e >= static_cast<int64_t>(idx->size())) return none;
+      if (i < 0) {
+        const int64_t len = KnownDimValue(g_, p.inputs[0], 0);
+        if (len < 0) return none;
+        i += len;
+      }
+      return TraceEntry(p.inputs[0], i, depth + 1);
+    }
+    if (op == "Mul" && p.inputs.size() == 2) {
+      Entry a = TraceEntry(p.inputs[0], at(p.inputs[0]), depth + 1);
+      Entry b = TraceEntry(p.inputs[1], at(p.inputs[1]), depth + 1);
+      if (a.kind == Entry::kConst) std::swap(a, b);
+      if (b.kind != Entry::kConst || a.kind == Entry::kUnknown || a.or_one) return none;
+      a.c *= b.c;
+      return a;
+    }
+    if (op == "Where" && p.inputs.size() == 3) {
+      Entry a = TraceEntry(p.inputs[1], at(p.inputs[1]), depth + 1);
+      Entry b = TraceEntry(p.inputs[2], at(p.inputs[2]), depth + 1);
+      if (a.kind == Entry::kConst && a.c == 1) std::swap(a, b);
+      if (b.kind != Entry::kConst || b.c != 1 || a.kind == Entry::kUnknown) return none;
+      a.or_one = true;
+      return a;
+    }
+    if (op == "ConstantOfShape") {
+      const Attribute* va = p.attrs.Find("value");
+      if (!va || va->type != AttrType::kTensor || va->t.numel() != 1) return none;
+      if (va->t.dtype() != DType::kInt64 && va->t.dtype() != DType::kInt32) return none;
+      Entry c;
+      c.kind = Entry::kConst;
+      c.c = ToInt64Vector(va->t)[0];
+      return c;
+    }
+    return none;
+  }
+
+  // The past input behind a cache Concat's operand: a graph input, through Identity or a Concat of
+  // one input (torch writes one per first-layer cache). -1 when it is anything else.
+  int PastInput(int v) const {
+    for (int hops = 0; hops < 4 && v >= 0; ++hops) {
+      const Value& val = g_.value(v);
+      if (val.producer < 0) {
+        const auto& ins = g_.inputs();
+        return !val.initializer && std::find(ins.begin(), ins.end(), v) != ins.end() ? v : -1;
+      }
+      const Node& p = g_.nodes()[static_cast<size_t>(val.producer)];
+      if (!IsDefaultDomain(p) || p.inputs.size() != 1 || (p.op_type != "Identity" && p.op_type != "Concat")) return -1;
+      v = p.inputs[0];
+    }
+    return -1;
+  }
+  // Whether every reader of a past input (and of the Identity/Concat copies on its way) other
+  // than `concat` is a Shape: the dims it reads then follow the pruned cache.
+  bool OnlyShapesRead(int v, int concat) const {
+    for (int c : g_.Consumers(v)) {
+      if (c == concat) continue;
+      const Node& n = g_.nodes()[static_cast<size_t>(c)];
+      if (!IsDefaultDomain(n)) return false;
+      if (n.op_type == "Shape") continue;
+      if ((n.op_type == "Identity" || n.op_type == "Concat") && n.inputs.size() == 1 && !n.outputs.empty() &&
+          !g_.IsGraphOutput(n.outputs[0]) && OnlyShapesRead(n.outputs[0], concat))
+        continue;
+      return false;
+    }
+    return true;
   }
 
   // The projection behind a value: Gemm/MatMul with a constant weight, optionally + a constant.
@@ -275,7 +439,8 @@ class Finder {
       const int rb = Rank(n.inputs[1]);
       if (rb < 3 || r < 3 || a.ha >= r - 2 || b.ha >= rb - 2 || r - a.ha != rb - b.ha)
         return fail("does not keep the heads on a batch axis");
-      Ann o{a.block, ro - (r - a.ha), -1};
+      if (!SameEntries(a, b)) return fail("multiplies head tensors of different head counts");
+      Ann o{a.block, ro - (r - a.ha), -1, a.rep};
       const bool a_rows = a.da == r - 2, a_contract = a.da == r - 1;
       const bool b_cols = b.da == rb - 1, b_contract = b.da == rb - 2;
       if (a_rows && !b_cols) o.da = ro - 2;
@@ -288,9 +453,71 @@ class Finder {
     if (op == "Reshape") {
       if (!data_only) return fail("reads the heads as a shape");
       if (TryMerge(ni, n, a)) return;
-      return fail("reshapes the heads other than merging [heads, head_dim]");
+      if (TryRepeat(n, a)) return;
+      return fail("reshapes the heads other than merging [heads, head_dim] or repeating key/value heads");
+    }
+    // The dims a Shape reads are computed from the pruned tensor at run time.
+    if (op == "Shape") return;
+    if (op == "Concat") return VisitConcat(n, slots, a, r, fail);
+    if (op == "Expand") {
+      if (!data_only) return fail("reads the heads as a shape");
+      const int oha = a.ha + (ro - r), oda = a.da < 0 ? -1 : a.da + (ro - r);
+      if (KnownDimValue(g_, n.outputs[0], oha) != KnownDimValue(g_, in, a.ha) ||
+          (a.da >= 0 && KnownDimValue(g_, n.outputs[0], oda) != KnownDimValue(g_, in, a.da)))
+        return fail("expands the heads (" + std::to_string(KnownDimValue(g_, in, a.ha)) + " to " +
+                    std::to_string(KnownDimValue(g_, n.outputs[0], oha)) + ")");
+      const Entry e = TraceEntry(n.inputs[1], oha);
+      const bool keeps = (e.kind == Entry::kConst && e.c == 1) ||
+                         (e.kind == Entry::kShapeRead && e.c == 1 && IsHeadsOf(e.tensor, e.axis, a));
+      if (!keeps) return fail("has a head count in its shape that is not read from the heads");
+      return Set(n.outputs[0], Ann{a.block, oha, oda, a.rep});
     }
     return fail("is an op the head analysis cannot follow (" + op + ")");
+  }
+
+  // Concat along an axis other than the heads: of head tensors (rotate_half joins two halves of
+  // head_dim), or of a KV cache's past input and the new keys/values.
+  template <class FailFn>
+  void VisitConcat(const Node& n, const std::vector<int>& slots, const Ann& a, int r, const FailFn& fail) {
+    int64_t axis = n.attrs.GetInt("axis", 0);
+    if (axis < 0) axis += r;
+    if (axis == a.ha) return fail("concatenates along the heads");
+    for (int s : slots) {
+      const Ann& b = *ann_[static_cast<size_t>(n.inputs[static_cast<size_t>(s)])];
+      if (b.ha != a.ha || b.da != a.da || !SameEntries(a, b)) return fail("concatenates different head layouts");
+    }
+    std::vector<PendingIo> past;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const int id = n.inputs[i];
+      if (id < 0 || ann_[static_cast<size_t>(id)]) continue;
+      const int in = PastInput(id);
+      if (in < 0 || Rank(in) != r || KnownDimValue(g_, in, a.ha) != Entries(a))
+        return fail("concatenates the heads with '" + g_.value(id).name + "', which is not a cache input with them");
+      if (!OnlyShapesRead(in, g_.value(n.outputs[0]).producer))
+        return fail("reads the cache input '" + g_.value(in).name + "' other than by its shape");
+      past.push_back(PendingIo{in, a.ha, a.block, a.rep});
+    }
+    io_.insert(io_.end(), past.begin(), past.end());
+    Set(n.outputs[0], a);
+  }
+
+  // repeat_kv's Reshape [..., kv_heads, rep, seq, head_dim] -> [..., kv_heads * rep, seq, head_dim]:
+  // the head axis and the one after it merge; its shape entry is the heads' Shape read times rep.
+  bool TryRepeat(const Node& n, const Ann& a) {
+    const int in = n.inputs[0], out = n.outputs[0];
+    const int ri = Rank(in), ro = Rank(out);
+    if (ro != ri - 1 || a.ha + 1 >= ri || a.da == a.ha + 1) return false;
+    const int64_t k = KnownDimValue(g_, in, a.ha + 1);
+    if (k < 1 || KnownDimValue(g_, out, a.ha) != Entries(a) * k) return false;
+    for (int d = 0; d < ro; ++d) {
+      if (d == a.ha) continue;
+      const int64_t x = KnownDimValue(g_, out, d), y = KnownDimValue(g_, in, d < a.ha ? d : d + 1);
+      if (x < 0 || x != y) return false;
+    }
+    const Entry e = TraceEntry(n.inputs[1], a.ha);
+    if (e.kind != Entry::kShapeRead || e.or_one || e.c != k || !IsHeadsOf(e.tensor, e.axis, a)) return false;
+    Set(out, Ann{a.block, a.ha, a.da < 0 ? -1 : a.da > a.ha ? a.da - 1 : a.da, a.rep * k});
+    return true;
   }
 
   template <class FailFn>
@@ -320,8 +547,9 @@ class Finder {
         }
         for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
       }
+      // Slicing head_dim keeps each head's data in its head (rotary embeddings' rotate_half).
       for (int64_t x : axes)
-        if (norm(x, r) == a.ha || norm(x, r) == a.da) return fail("slices the heads");
+        if (norm(x, r) == a.ha) return fail("slices the heads");
       return Set(n.outputs[0], a);
     }
     if (op == "Gather") {
@@ -331,7 +559,7 @@ class Finder {
       if (ri < 0) return fail("has indices of unknown rank");
       // Axis `axis` is replaced by the indices' axes.
       auto shift = [&](int x) { return x < 0 ? -1 : x < axis ? x : x - 1 + ri; };
-      return Set(n.outputs[0], Ann{a.block, shift(a.ha), shift(a.da)});
+      return Set(n.outputs[0], Ann{a.block, shift(a.ha), shift(a.da), a.rep});
     }
     // Squeeze / Unsqueeze: axes from the attribute (opset < 13) or the constant second input.
     std::vector<int64_t> axes = n.attrs.GetInts("axes");
@@ -357,7 +585,7 @@ class Finder {
         for (int64_t q : sq) s += q < x;
         return x - s;
       };
-      return Set(n.outputs[0], Ann{a.block, shift(a.ha), shift(a.da)});
+      return Set(n.outputs[0], Ann{a.block, shift(a.ha), shift(a.da), a.rep});
     }
     // Unsqueeze: output axis list; the input's axes fill the positions not inserted, in order.
     std::set<int64_t> ins;
@@ -367,7 +595,7 @@ class Finder {
       if (!ins.count(d)) old_to_new.push_back(d);
     if (static_cast<int>(old_to_new.size()) != r) return fail("has inconsistent axes");
     auto map = [&](int x) { return x < 0 ? -1 : old_to_new[static_cast<size_t>(x)]; };
-    Set(n.outputs[0], Ann{a.block, map(a.ha), map(a.da)});
+    Set(n.outputs[0], Ann{a.block, map(a.ha), map(a.da), a.rep});
   }
 
   template <class FailFn>
@@ -381,8 +609,9 @@ class Finder {
       if (std::find(slots.begin(), slots.end(), static_cast<int>(i)) == slots.end()) continue;
       const int lead = ro - r;
       const Ann& x = *ann_[static_cast<size_t>(id)];
-      Ann o{x.block, x.ha + lead, x.da < 0 ? -1 : x.da + lead};
+      Ann o{x.block, x.ha + lead, x.da < 0 ? -1 : x.da + lead, x.rep};
       if (out && (out->ha != o.ha || out->da != o.da)) return fail("combines head tensors on different axes");
+      if (out && !SameEntries(*out, o)) return fail("combines head tensors of different head counts");
       out = o;
     }
     // Operands without heads must broadcast over the head axis.
@@ -398,10 +627,18 @@ class Finder {
     Set(n.outputs[0], *out);
   }
 
+  struct PendingIo {
+    int value = -1;
+    int axis = -1;
+    int block = -1;
+    int64_t rep = 1;
+  };
+
   const Graph& g_;
   std::vector<std::optional<Ann>> ann_;
   std::vector<HeadBlock> blocks_;
   std::vector<int> parent_;
+  std::vector<PendingIo> io_;
 };
 
 }  // namespace

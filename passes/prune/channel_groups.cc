@@ -59,6 +59,9 @@ class Analyzer {
       if (a_.maps[static_cast<size_t>(out)])
         Mark(*a_.maps[static_cast<size_t>(out)],
              "reaches graph output '" + g_.value(out).name + "' (its units are the model's outputs)");
+    for (size_t b = 0; b < heads_.size(); ++b)
+      if (heads_[b].why_not.empty() && head_gid_[b] >= 0)
+        for (const HeadIo& io : heads_[b].io) a_.head_io.push_back(HeadIoEdit{io.value, io.axis, io.per_unit, head_gid_[b]});
     return std::move(a_);
   }
 
@@ -192,7 +195,7 @@ class Analyzer {
     }
     const HeadBlock& b = heads_[static_cast<size_t>(hp->second)];
     const int64_t hd = b.head_dim.at(ni);
-    a_.producers.push_back(Producer{ni, gid, b.heads, n.outputs[0], axis, hd});
+    a_.producers.push_back(Producer{ni, gid, b.heads, n.outputs[0], axis, hd, b.unit_heads.at(ni)});
     for (int64_t f = 0; f < b.outer.at(ni); ++f) m.segs.push_back(Segment{gid, b.heads, hd});
     int& block_gid = head_gid_[static_cast<size_t>(hp->second)];
     if (block_gid < 0) block_gid = gid;

@@ -67,10 +67,21 @@ struct Producer {
   // > 0: the units are attention heads (attention_heads.h) of head_dim positions each; the output
   // columns are laid out [F, heads, head_dim] (F = 3 for a fused Q/K/V projection).
   int64_t head_dim = 0;
+  int64_t unit_heads = 1;  // heads per unit: > 1 for the query heads of a grouped-query unit
+};
+
+// A graph input or output carrying attention heads (a KV cache: HeadIo in attention_heads.h):
+// its declared dim `axis` becomes per_unit * the kept units of `group`.
+struct HeadIoEdit {
+  int value = -1;
+  int axis = -1;
+  int64_t per_unit = 1;
+  int group = -1;
 };
 
 struct ChannelAnalysis {
   std::vector<std::optional<ChannelMap>> maps;  // per value id
+  std::vector<HeadIoEdit> head_io;
   std::vector<Producer> producers;               // in topological order
   std::vector<Edit> edits;                       // in topological order
   // Gemm/MatMul/Conv nodes that are not producers -> why their outputs are not pruned.

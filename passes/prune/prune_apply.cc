@@ -99,6 +99,14 @@ class Applier {
         }
       }
     }
+    // A KV cache's declared head dim (past_key_values.* inputs, present.* outputs).
+    for (const HeadIoEdit& io : a_.head_io) {
+      auto it = plan_.keep.find(a_.Root(io.group));
+      Value& v = g_.value(io.value);
+      if (it == plan_.keep.end() || !v.shape || io.axis < 0 || io.axis >= static_cast<int>(v.shape->size())) continue;
+      const int64_t kept = std::count(it->second.begin(), it->second.end(), true);
+      (*v.shape)[static_cast<size_t>(io.axis)] = Dim(kept * io.per_unit);
+    }
     for (auto& [ni, np] : plans) {
       const std::string& op = g_.nodes()[static_cast<size_t>(ni)].op_type;
       if (op == "Gemm") ApplyGemm(ni, np);

@@ -335,10 +335,12 @@ class PrunePass : public Pass {
       lr.params_before = params_before[i] + (along.count(ni) ? along[ni].first : 0);
       lr.params_after = params_after[i] + (along.count(ni) ? along[ni].second : 0);
       auto pit = producer_of_node.find(ni);
-      const std::string unit = n.op_type == "Conv" ? "channels"
-                               : pit != producer_of_node.end() && a.producers[static_cast<size_t>(pit->second)].head_dim > 0
-                                   ? "attention heads"
-                                   : "units";
+      const Producer* prod = pit != producer_of_node.end() ? &a.producers[static_cast<size_t>(pit->second)] : nullptr;
+      const std::string unit = n.op_type == "Conv"                 ? "channels"
+                               : prod && prod->unit_heads > 1      ? "key/value groups of " +
+                                                                    std::to_string(prod->unit_heads) + " query heads"
+                               : prod && prod->head_dim > 0        ? "attention heads"
+                                                                   : "units";
       if (pit != producer_of_node.end()) {
         const GroupChoice& gc = groups.at(a.Root(a.producers[static_cast<size_t>(pit->second)].group));
         lr.full_setting = gc.width;
@@ -449,6 +451,8 @@ const char* PrunePassHelp() {
          "    coupled by Add/Sum/Mul (residuals) are pruned with one mask; Concat inputs keep their own.\n"
          "    Multi-head attention loses whole heads: the heads' Q/K/V projection columns, the output\n"
          "    projection's rows and the head counts of the head Reshapes (fused or separate Q/K/V).\n"
+         "    Grouped-query attention (decoders) loses whole key/value groups, a key/value head with its\n"
+         "    query heads, and the KV cache inputs/outputs (past_key_values.*, present.*) shrink with them.\n"
          "    Groups reaching a graph output, any other Reshape/Transpose, a grouped conv or an unknown op\n"
          "    are skipped with the reason (so the last layer is never pruned).\n"
          "  ratio=R        fraction of each group's current units to remove, 0 <= R < 1 (default 0.3).\n"

@@ -14,6 +14,7 @@
 
 #include "lib/data/dataset.h"
 #include "lib/onnx/model_io.h"
+#include "passes/cost.h"
 #include "passes/pass.h"
 #include "runtime/evaluate.h"
 #include "tests/passes/pass_test_util.h"
@@ -198,6 +199,129 @@ TEST_F(DecoderPasses, MlpPruningRemovesTheExpectedNeuronsAndStillDecodes) {
     mag = std::max(mag, std::fabs(all.data<float>()[7 * 2048 + v]));
   }
   EXPECT_LT(diff, 1e-4f * mag + 1e-5f);
+}
+
+// Grouped-query attention as Hugging Face writes it (6 query heads sharing 2 key/value heads through
+// repeat_kv, rotary embeddings, a KV cache whose Shape the export reads) loses whole key/value
+// groups: a group's 3 query heads' q_proj columns, its k_proj/v_proj columns, the o_proj rows of
+// its query heads, and the cache inputs/outputs' declared head dim. The pruned model then decodes
+// with its cache grown in place, equal to recomputing the whole sequence. (Its logits equal the
+// original's with the removed o_proj rows zeroed, in ONNX Runtime: ctest decoder_generate_check.)
+TEST_F(DecoderPasses, HeadPruningRemovesKeyValueGroupsAndTheCacheFollows) {
+  const Graph original = Load();
+  Graph g = original;
+  // The analysis follows dims inference leaves unknown (repeat_kv's Expand) from one sample, as
+  // compress-model runs it.
+  SessionOptions so;
+  so.num_threads = 2;
+  {
+    auto s = Session::FromGraph(g, so);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    auto feeds = BatchFeeds(*calib_, (*s)->inputs(), 0, 1);
+    ASSERT_TRUE(feeds.ok()) << feeds.status().message();
+    ASSERT_TRUE(ObserveShapes(g, *feeds).ok());
+  }
+  auto r = testing::RunPass(g, "prune", "ratio=0,heads=0.5,criterion=l1");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  for (int layer = 0; layer < 4; ++layer) {
+    const std::string at = "/model/model/layers." + std::to_string(layer) + "/self_attn/";
+    const Tensor& k0 = Weight(original, at + "k_proj/MatMul");
+    const Tensor& q0 = Weight(original, at + "q_proj/MatMul");
+    const Tensor& o0 = Weight(original, at + "o_proj/MatMul");
+    const Tensor& k = Weight(g, at + "k_proj/MatMul");
+    const Tensor& q = Weight(g, at + "q_proj/MatMul");
+    const Tensor& o = Weight(g, at + "o_proj/MatMul");
+    ASSERT_EQ(k.dims(), (Dims{192, 32})) << at;
+    ASSERT_EQ(Weight(g, at + "v_proj/MatMul").dims(), (Dims{192, 32})) << at;
+    ASSERT_EQ(q.dims(), (Dims{192, 96})) << at;
+    ASSERT_EQ(o.dims(), (Dims{96, 192})) << at;
+    // Which group stayed: k's columns are one of the two original heads'; q's and o's are that
+    // group's three query heads (columns/rows 96 g .. 96 g + 95), in order.
+    int kept = -1;
+    for (int grp = 0; grp < 2 && kept < 0; ++grp) {
+      bool same = true;
+      for (int64_t i = 0; i < 192 && same; ++i)
+        for (int64_t j = 0; j < 32 && same; ++j) same = k.data<float>()[i * 32 + j] == k0.data<float>()[i * 64 + grp * 32 + j];
+      if (same) kept = grp;
+    }
+    ASSERT_GE(kept, 0) << at << " k_proj's columns are neither key/value head";
+    for (int64_t i = 0; i < 192; i += 17)
+      for (int64_t j = 0; j < 96; j += 5) {
+        ASSERT_EQ(q.data<float>()[i * 96 + j], q0.data<float>()[i * 192 + kept * 96 + j]) << at;
+        ASSERT_EQ(o.data<float>()[j * 192 + i], o0.data<float>()[(kept * 96 + j) * 192 + i]) << at;
+      }
+  }
+  for (int id : g.inputs())
+    if (g.value(id).name.rfind("past_key_values.", 0) == 0) {
+      EXPECT_EQ((*g.value(id).shape)[1], Dim(1)) << g.value(id).name;
+    }
+  for (int id : g.outputs())
+    if (g.value(id).name.rfind("present.", 0) == 0) {
+      EXPECT_EQ((*g.value(id).shape)[1], Dim(1)) << g.value(id).name;
+    }
+
+  auto s = Session::FromGraph(g, so);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto dec = Decoder::Create(**s);
+  ASSERT_TRUE(dec.ok()) << dec.status().message();
+  EXPECT_TRUE((*dec)->cache_in_place()) << (*dec)->cache_copied_why();
+  std::vector<int64_t> ids = {5, 77, 1200, 3};
+  auto logits = (*dec)->Prefill(ids);
+  ASSERT_TRUE(logits.ok()) << logits.status().message();
+  for (int step = 0; step < 4; ++step) {
+    const int64_t next = std::max_element(logits->begin(), logits->end()) - logits->begin();
+    ids.push_back(next);
+    logits = (*dec)->Step(next);
+    ASSERT_TRUE(logits.ok()) << logits.status().message();
+  }
+  EXPECT_EQ((*dec)->cache(0).dim(1), 1);
+  Dataset whole;
+  whole.inputs = Tensor::FromVector<int64_t>({1, 8}, ids);
+  whole.named = {{"input_ids", whole.inputs}};
+  whole.description = "generated";
+  const Tensor all = Logits(g, whole);
+  float diff = 0, mag = 0;
+  for (int64_t v = 0; v < 2048; ++v) {
+    diff = std::max(diff, std::fabs(all.data<float>()[7 * 2048 + v] - (*logits)[static_cast<size_t>(v)]));
+    mag = std::max(mag, std::fabs(all.data<float>()[7 * 2048 + v]));
+  }
+  EXPECT_LT(diff, 1e-4f * mag + 1e-5f);
+}
+
+// A repeat_kv Reshape whose head count is a constant (6) would not follow a pruned cache: that
+// layer's heads stay, with the reason; the other layers still lose theirs.
+TEST_F(DecoderPasses, HeadPruningRefusesAHardCodedRepeatCount) {
+  Graph g = Load();
+  for (Node& n : g.nodes())
+    if (n.name == "/model/model/layers.1/self_attn/Reshape_4") {
+      Tensor t = Tensor::FromVector<int64_t>({4}, {0, 6, -1, 32});
+      n.inputs[1] = g.AddInitializer(g.UniqueName("hard_coded_repeat"), std::move(t));
+    }
+  SessionOptions so;
+  so.num_threads = 2;
+  {
+    auto s = Session::FromGraph(g, so);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    auto feeds = BatchFeeds(*calib_, (*s)->inputs(), 0, 1);
+    ASSERT_TRUE(feeds.ok()) << feeds.status().message();
+    ASSERT_TRUE(ObserveShapes(g, *feeds).ok());
+  }
+  auto r = testing::RunPass(g, "prune", "ratio=0,heads=0.5");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(Weight(g, "/model/model/layers.1/self_attn/k_proj/MatMul").dims(), (Dims{192, 64}));
+  EXPECT_EQ(Weight(g, "/model/model/layers.1/self_attn/q_proj/MatMul").dims(), (Dims{192, 192}));
+  EXPECT_EQ(Weight(g, "/model/model/layers.2/self_attn/k_proj/MatMul").dims(), (Dims{192, 32}));
+  std::string why;
+  for (const auto& l : r->layers)
+    if (l.node == "/model/model/layers.1/self_attn/k_proj/MatMul") why = l.reason;
+  EXPECT_NE(why.find("Reshape_4"), std::string::npos) << "[" << why << "]";
+  // The caches keep one declared head count for all layers: layer 1's stays 2, the others' 1.
+  for (int id : g.inputs()) {
+    const std::string& name = g.value(id).name;
+    if (name.rfind("past_key_values.", 0) == 0) {
+      EXPECT_EQ((*g.value(id).shape)[1], Dim(name.rfind("past_key_values.1.", 0) == 0 ? 2 : 1)) << name;
+    }
+  }
 }
 
 // With calibration data, the activation-aware criterion (wanda: |W_down row| times the neuron's

@@ -9,8 +9,10 @@ cache back) and --generate STEPS --no-cache (the whole sequence again at every s
 Runtime's own loop (tests/large/ort_generate.py) on the same prompt. Requires, per step, max |a - b|
 <= 1e-4 * max |b| between Whittle with cache and ONNX Runtime, and between Whittle with and without
 cache; and the same generated ids. The same again on the first decoder with its SwiGLU MLPs pruned
-by compress-model --prune ratio=0.5,criterion=wanda (calibrated on token ids alone), which must also
-pass onnx.checker and have gate/up [192, 256] and down [256, 192] weights.
+by compress-model --prune ratio=0.5,heads=0,criterion=wanda (calibrated on token ids alone), which must also
+pass onnx.checker and have gate/up [192, 256] and down [256, 192] weights; and on the first decoder
+with half its key/value groups and MLP units pruned (heads=0.5), whose logits must also equal the
+original's with the removed rows of o_proj and down_proj zeroed.
 Usage: decoder_generate_check.py --bin DIR --root DIR
 """
 import argparse
@@ -87,7 +89,7 @@ def prune_mlp(args, tmp):
     np.savez(ids, input_ids=np.random.default_rng(5).integers(0, 2048, (16, 24)).astype(np.int64))
     out = os.path.join(tmp, "decoder_tiny_op17_mlp_pruned.onnx")
     r = subprocess.run([os.path.join(args.bin, "compress-model"), os.path.join(args.root, "tests", "corpus",
-                        "decoder_tiny_op17.onnx"), "-o", out, "--prune", "ratio=0.5,criterion=wanda",
+                        "decoder_tiny_op17.onnx"), "-o", out, "--prune", "ratio=0.5,heads=0,criterion=wanda",
                         "--calibration-data", "npz:" + ids, "--no-bench", "-q", "--threads", "2"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0:
@@ -106,6 +108,68 @@ def prune_mlp(args, tmp):
     return out
 
 
+def prune_heads(args, tmp):
+    """Heads and MLP pruned together (compensate=0): grouped-query attention loses whole key/value
+    groups (one key/value head with its 3 query heads), the caches' declared head dims follow, and
+    the logits equal, in ONNX Runtime, those of the original model with the removed units' rows of
+    o_proj and down_proj zeroed (what removing them must compute)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+    ids = os.path.join(tmp, "calib_ids_heads.npz")
+    np.savez(ids, input_ids=np.random.default_rng(6).integers(0, 2048, (16, 24)).astype(np.int64))
+    src = os.path.join(args.root, "tests", "corpus", "decoder_tiny_op17.onnx")
+    out = os.path.join(tmp, "decoder_tiny_op17_heads_pruned.onnx")
+    r = subprocess.run([os.path.join(args.bin, "compress-model"), src, "-o", out, "--prune",
+                        "ratio=0.5,heads=0.5,criterion=wanda,compensate=0", "--calibration-data", "npz:" + ids,
+                        "--no-bench", "-q", "--threads", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        sys.exit("compress-model --prune heads failed: " + r.stderr.strip())
+    m = onnx.load(out)
+    onnx.checker.check_model(m)
+    orig = onnx.load(src)
+    w_orig = {t.name: numpy_helper.to_array(t).copy() for t in orig.graph.initializer}
+    w_new = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    weight_of = lambda g: {n.name: n.input[1] for n in g.node if n.op_type == "MatMul" and n.name.endswith("proj/MatMul")}
+    wo, wn = weight_of(orig.graph), weight_of(m.graph)
+    shapes = {}
+    for name, wname in wn.items():
+        key = name.split("/", 4)[-1] if "/layers." in name else name
+        shapes.setdefault(key, set()).add(tuple(w_new[wname].shape))
+        a, b = w_orig[wo[name]], w_new[wname]
+        if b.shape[0] < a.shape[0]:  # a consumer: zero the original's removed rows
+            kept = [next(i for i in range(a.shape[0]) if np.array_equal(a[i, :b.shape[1]] if b.shape[1] < a.shape[1]
+                                                                         else a[i], row)) for row in b]
+            a[[i for i in range(a.shape[0]) if i not in kept]] = 0
+    want = {"self_attn/q_proj/MatMul": {(192, 96)}, "self_attn/k_proj/MatMul": {(192, 32)},
+            "self_attn/v_proj/MatMul": {(192, 32)}, "self_attn/o_proj/MatMul": {(96, 192)},
+            "mlp/gate_proj/MatMul": {(192, 256)}, "mlp/up_proj/MatMul": {(192, 256)},
+            "mlp/down_proj/MatMul": {(256, 192)}}
+    if shapes != want:
+        sys.exit("head-pruned weights %s, expected %s" % (shapes, want))
+    for io in list(m.graph.input) + list(m.graph.output):
+        if io.name.startswith(("past_key_values.", "present.")) and io.type.tensor_type.shape.dim[1].dim_value != 1:
+            sys.exit("%s keeps %d heads, expected 1" % (io.name, io.type.tensor_type.shape.dim[1].dim_value))
+    for t in orig.graph.initializer:
+        t.CopyFrom(numpy_helper.from_array(w_orig[t.name], t.name))
+    tokens = np.random.default_rng(7).integers(0, 2048, (2, 12)).astype(np.int64)
+
+    def feeds(model):
+        f = {"input_ids": tokens, "attention_mask": np.ones_like(tokens), "position_ids": np.tile(np.arange(12), (2, 1))}
+        for i in model.graph.input:
+            if i.name.startswith("past_key_values."):
+                f[i.name] = np.zeros((2, i.type.tensor_type.shape.dim[1].dim_value, 0, 32), np.float32)
+        return f
+    zeroed = ort.InferenceSession(orig.SerializeToString()).run(["logits"], feeds(orig))[0]
+    pruned = ort.InferenceSession(out).run(["logits"], feeds(m))[0]
+    rel = float(np.max(np.abs(zeroed - pruned)) / np.max(np.abs(zeroed)))
+    print("decoder_generate_check: heads pruned to 1 of 2 key/value groups per layer, MLPs to 256; logits vs the "
+          "original with those rows zeroed (ONNX Runtime): max rel %.2e" % rel)
+    if rel > MAX_REL:
+        sys.exit("head-pruned decoder differs from the zeroed original: max rel %.2e" % rel)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bin", required=True)
@@ -116,6 +180,7 @@ def main():
         # In place or copied: a model written by compress-model (even --prune ratio=0) is fed its
         # cache through a Concat the in-place rewrite does not take (seen 2026-11-28; not the pruning's).
         results.append(check(args, "decoder_tiny_op17 MLP-pruned", 2048, True, tmp, prune_mlp(args, tmp)))
+        results.append(check(args, "decoder_tiny_op17 head-pruned", 2048, True, tmp, prune_heads(args, tmp)))
     return 0 if all(results) else 1
 
 
