@@ -117,6 +117,16 @@ StatusOr<std::vector<std::string>> PinInputDims(Graph& g, const PipelineOptions&
       want = it->second;
       from = "--input-shape";
     } else if (const Tensor* t = sample ? sample->ForInput(v.name, k) : nullptr) {
+      // Calibration and evaluation data of other sizes (a decoder's sequence lengths) both have
+      // to run: the free dims then stay free.
+      const Tensor* c = o.calibration && o.calibration != sample ? o.calibration->ForInput(v.name, k) : nullptr;
+      Dims a(t->dims().begin() + (t->rank() > 0 ? 1 : 0), t->dims().end());
+      Dims b = c ? Dims(c->dims().begin() + (c->rank() > 0 ? 1 : 0), c->dims().end()) : a;
+      if (a != b) {
+        notes.push_back("input '" + v.name + "': --eval-data gives " + DimsToString(t->dims()) +
+                        ", --calibration-data " + DimsToString(c->dims()) + "; its free dims stay free");
+        continue;
+      }
       want = t->dims();
       from = "the data";
     }
