@@ -45,6 +45,9 @@ struct KernelInit {
   // known). Lets a device factory decline at load what it would only refuse at run time (the
   // 2-D CUDA convolutions on a 1-D or 3-D input), so the node falls back to the CPU instead.
   std::vector<int> input_ranks = {};
+  // SessionOptions::pack_weights: false, the Gemm/MatMul kernels read constant weights where they
+  // are instead of keeping a packed copy.
+  bool pack_weights = true;
 
   int InputRank(size_t k) const { return k < input_ranks.size() ? input_ranks[k] : -1; }
 

@@ -175,10 +175,15 @@ Status ObserveShapes(Graph& g, const std::map<std::string, Tensor>& feeds) {
   Graph probe = g;
   probe.outputs() = ids;
   SessionOptions so;
-  so.optimize = false;  // keep every value the graph names
+  so.optimize = false;      // keep every value the graph names
+  so.pack_weights = false;  // one run: no packed copy of weights the graph already holds
   WH_ASSIGN_OR_RETURN(auto session, Session::FromGraph(std::move(probe), so));
   WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->Run(feeds));
   for (size_t k = 0; k < ids.size() && k < outs.size(); ++k) g.value(ids[k]).observed = outs[k].dims();
+  // Unpacked, the run read mapped weights in place: their pages go back.
+  for (const Value& v : g.values())
+    if (v.initializer && v.initializer->defined() && v.initializer->buffer()->mapped())
+      v.initializer->buffer()->ReleaseResidentPages();
   return Status::Ok();
 }
 

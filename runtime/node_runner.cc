@@ -7,12 +7,13 @@ namespace whittle {
 StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Backend backend,
                                                  const std::vector<DType>& input_dtypes,
                                                  const std::vector<const Tensor*>& const_inputs,
-                                                 Precision precision, std::vector<int> input_ranks) {
+                                                 Precision precision, std::vector<int> input_ranks,
+                                                 bool pack_weights) {
   RegisterAllKernels();
   const KernelFactory* f = KernelRegistry::Global().Find(node.domain, node.op_type);
   if (!f) return Unimplemented(node.DebugName() + ": no kernel for op '" + node.op_type + "'");
   KernelInit init{node.attrs, opset, input_dtypes, const_inputs, static_cast<int>(node.outputs.size()), node.name,
-                  backend, precision, std::move(input_ranks)};
+                  backend, precision, std::move(input_ranks), pack_weights};
   auto k = (*f)(init);
   if (!k.ok()) return k.status().WithContext(node.DebugName());
   return k;

@@ -32,6 +32,11 @@ struct SessionOptions {
   // BF16 inside cuBLAS (float32 accumulation and tensors; see Precision). Other backends accept
   // kFp32 only.
   Precision precision = Precision::kFp32;
+  // CPU: Gemm/MatMul keep a packed copy of each constant weight (faster for batches up to 256
+  // rows). false reads the weights where they are: for a session run once or twice over a model
+  // that is also held elsewhere in memory (compress-model's shape probe of a compressed decoder),
+  // where the copy would only add the weights' size again to the peak.
+  bool pack_weights = true;
   // kCuda: replay a run as one CUDA graph where that pays (docs/design-notes.md, "CUDA graphs").
   // Per input signature, once three runs have shown the whole run stays on the device with
   // shapes fixed by the signature (no CPU fallback, no device value read on the host, every

@@ -79,9 +79,13 @@ inline bool TapOffset(const WindowGeometry& g, const int64_t* o_idx, const int64
 // Output columns [lo, hi) of a dim whose tap at offset `off` (input index = o*stride + off)
 // lands inside [0, in).
 inline void ValidRange(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
-  *lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
-  *hi = in - 1 - off >= 0 ? std::min(out, (in - 1 - off) / stride + 1) : 0;
-  if (*hi < *lo) *hi = *lo;
+  // Wide: a hostile stride near INT64_MAX overflowed -off + stride - 1 (fuzz_passes, a Conv).
+  using Wide = __int128;
+  const Wide s = stride < 1 ? 1 : stride, o = off, last = static_cast<Wide>(in) - 1 - o;
+  const Wide l = o >= 0 ? 0 : (-o + s - 1) / s;
+  const Wide h = last >= 0 ? std::min<Wide>(out, last / s + 1) : 0;
+  *lo = static_cast<int64_t>(std::min<Wide>(l, out));
+  *hi = static_cast<int64_t>(h < l ? std::min<Wide>(l, out) : h);
 }
 
 // The taps [*t0, *t1) of one dim (k taps from `start`, `d` >= 1 apart) whose position lies in

@@ -81,7 +81,8 @@ Status Session::Impl::Prepare() {
       host_nodes_.push_back(n.name.empty() ? n.op_type : n.name + " (" + n.op_type + ")");
     }
     WH_ASSIGN_OR_RETURN(step->kernel, CreateKernel(n, step->opset, host_shape ? Backend::kCpu : opts_.backend, dts,
-                                                   consts, host_shape ? Precision::kFp32 : opts_.precision, ranks));
+                                                   consts, host_shape ? Precision::kFp32 : opts_.precision, ranks,
+                                                   opts_.pack_weights));
     step->alias = step->kernel->OutputAliasesInput();
     step->host_step = host_shape;
     if (!host_shape && step->alias < 0 && step->kernel->device() != BackendDevice(opts_.backend)) {
