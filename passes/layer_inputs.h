@@ -4,7 +4,9 @@
 // pass whitens with them; the pruning pass selects channels and re-fits consumers with them.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,8 +21,12 @@ struct InputGram {
   int node = -1;
   int64_t features = 0;      // without the constant feature
   int64_t kernel = 1;        // Conv: taps per input channel (features = channels × kernel)
-  std::vector<double> gram;  // (features + 1)², row-major
-  int64_t rows = 0;          // feature vectors accumulated
+  // (features + 1)², row-major; shared by the Gemm/MatMul layers that read the same value (a
+  // decoder's q/k/v projections, gate and up).
+  std::shared_ptr<const std::vector<double>> shared;
+  int64_t rows = 0;  // feature vectors accumulated
+
+  const std::vector<double>& gram() const { return *shared; }
 };
 
 // Whether layer `node` has features this module can gather (Gemm with transA=0, MatMul, 2-D Conv
@@ -35,5 +41,17 @@ int64_t FeaturesPerPosition(const Graph& g, const Node& n);
 StatusOr<std::map<int, InputGram>> CollectInputGrams(const Graph& g, const std::vector<int>& nodes,
                                                      const Dataset& data, const PassContext& ctx,
                                                      const std::string& stage, int64_t positions_per_image = 64);
+
+// The same in groups of layers whose matrices take at most budget_bytes together (a 1.1B decoder's
+// are ~8 GB in doubles): one pass over the data per group, fn called with each group's grams
+// before the next is gathered. The passes run on g as it was when called, whatever fn changes.
+Status ForEachInputGrams(const Graph& g, const std::vector<int>& nodes, const Dataset& data,
+                         const PassContext& ctx, const std::string& stage, int64_t budget_bytes,
+                         const std::function<Status(std::map<int, InputGram>&)>& fn,
+                         int64_t positions_per_image = 64);
+
+// A budget for ForEachInputGrams: a quarter of the model's weight bytes, at least 512 MiB (one
+// group for any model below 2 GB).
+int64_t GramBudgetBytes(const Graph& g);
 
 }  // namespace whittle

@@ -105,7 +105,7 @@ std::vector<bool> SelectByReconstruction(const Graph& g, const ChannelAnalysis& 
     st.Theta = FeatureWeights(g, g.nodes()[static_cast<size_t>(e.node)], &has_bias);
     const int64_t F = cg.features + 1;
     if (st.Theta.rows() != F) continue;
-    Mat G = Eigen::Map<const Mat>(cg.gram.data(), F, F);
+    Mat G = Eigen::Map<const Mat>(cg.gram().data(), F, F);
     G.diagonal().array() += 1e-5 * G.diagonal().mean() + 1e-12;
     st.P = G.ldlt().solve(Mat::Identity(F, F));
     if (!st.P.allFinite()) continue;

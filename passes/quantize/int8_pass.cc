@@ -76,7 +76,7 @@ StatusOr<std::set<int>> CorrectBiases(Graph& g, const Int8Plan& plan, const Data
       if (conv) o = idx / F, f = idx % F;
       else if (l.trans_b) o = idx / F, f = idx % F;
       else f = idx / m, o = idx % m;
-      const double mean = ig.gram[static_cast<size_t>(F * (F + 1) + f)] / static_cast<double>(ig.rows);
+      const double mean = ig.gram()[static_cast<size_t>(F * (F + 1) + f)] / static_cast<double>(ig.rows);
       shift[static_cast<size_t>(o)] += mean * err;
     }
     Tensor nb(DType::kFloat32, b.dims());

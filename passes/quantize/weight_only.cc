@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -114,23 +115,18 @@ class WeightOnlyPass : public Pass {
       return ok;
     };
     const std::vector<WeightMatch> work = CollectWeightLayers(g, match_only, c_.select, &rep);
-    std::map<int, InputGram> grams;
-    if (c_.method != "rtn" && !work.empty()) {
-      WH_ASSIGN_OR_RETURN(grams, Grams(g, work, ctx));
-    }
     if (c_.format == "qdq" && !work.empty())
       WH_RETURN_IF_ERROR(quant::UpgradeOpset(g, 21, c_.flag(), "blocked int" + std::to_string(c_.bits) +
                                                                    " DequantizeLinear", &rep.notes));
     int64_t done = 0;
-    for (const WeightMatch& layer : work) {
+    auto quantize = [&](const WeightMatch& layer, const InputGram* ig) -> Status {
       const Node node = g.nodes()[static_cast<size_t>(layer.node)];  // a copy: the graph grows below
       ctx.Progress(c_.pass() + ": " + c_.method + " of " + node.name, done++, static_cast<int64_t>(work.size()));
       WeightMatch m;
       std::string why;
       if (!MatchGemmWeight(g, layer.node, &m, &why))
         return Internal(node.DebugName() + ": no longer matches its weight (" + why + ")");
-      auto it = grams.find(m.node);
-      const QuantizedLayer ql = Quantize(m, it == grams.end() ? nullptr : &it->second);
+      const QuantizedLayer ql = Quantize(m, ig);
       if (ql.how == "rtn" && c_.method != "rtn")
         rep.notes.push_back(node.name + ": " + (c_.method == "gptq" ? "GPTQ" : "AWQ") +
                             " had no usable input statistics; rounded to nearest instead");
@@ -150,6 +146,39 @@ class WeightOnlyPass : public Pass {
                   ": " + std::to_string(dense) + " -> ~" + std::to_string(packed) + " bytes, weight error " +
                   Fmt("%.4f", RelativeError(m.w, ql.q, ql.inv_scale)) + " (relative)";
       rep.layers.push_back(lr);
+      return Status::Ok();
+    };
+    if (c_.method == "rtn" || work.empty()) {
+      for (const WeightMatch& layer : work) WH_RETURN_IF_ERROR(quantize(layer, nullptr));
+    } else {
+      // GPTQ/AWQ: the layers' input statistics in groups within a memory budget (one pass over the
+      // calibration data per group), each group's layers quantized before the next is gathered.
+      // Node indices stay valid while Emit appends to the graph (Reindex comes last).
+      if (!ctx.calibration)
+        return InvalidArgument(c_.flag() + " method=" + c_.method + " needs --calibration-data: " +
+                               (c_.method == "gptq" ? "GPTQ weighs rounding errors by the layer inputs' statistics"
+                                                    : "AWQ scales each weight column by its input channel's magnitude"));
+      std::vector<int> nodes;
+      std::set<int> covered;
+      std::string why;
+      for (const WeightMatch& m : work)
+        if (LayerInputSupported(g, m.node, &why)) nodes.push_back(m.node);
+      const std::string stage = c_.pass() + ": " + (c_.method == "gptq" ? "GPTQ" : "AWQ") + " input statistics";
+      const Status st = ForEachInputGrams(g, nodes, *ctx.calibration, ctx, stage, GramBudgetBytes(g),
+                                          [&](std::map<int, InputGram>& grams) -> Status {
+                                            for (const WeightMatch& layer : work) {
+                                              auto it = grams.find(layer.node);
+                                              if (it == grams.end()) continue;
+                                              covered.insert(layer.node);
+                                              WH_RETURN_IF_ERROR(quantize(layer, &it->second));
+                                              it->second.shared.reset();  // its matrix goes now
+                                            }
+                                            return Status::Ok();
+                                          });
+      if (!st.ok())
+        return st.WithContext(c_.flag() + ": running the calibration data '" + ctx.calibration->description + "'");
+      for (const WeightMatch& layer : work)
+        if (!covered.count(layer.node)) WH_RETURN_IF_ERROR(quantize(layer, nullptr));
     }
     ctx.Progress(c_.pass() + ": quantized", done, static_cast<int64_t>(work.size()));
     if (c_.format == "matmulnbits" && !work.empty() && g.OpsetFor(kMicrosoftDomain) == 0)
@@ -160,29 +189,12 @@ class WeightOnlyPass : public Pass {
   }
 
  private:
-  StatusOr<std::map<int, InputGram>> Grams(const Graph& g, const std::vector<WeightMatch>& work,
-                                           const PassContext& ctx) const {
-    if (!ctx.calibration)
-      return InvalidArgument(c_.flag() + " method=" + c_.method + " needs --calibration-data: " +
-                             (c_.method == "gptq" ? "GPTQ weighs rounding errors by the layer inputs' statistics"
-                                                  : "AWQ scales each weight column by its input channel's magnitude"));
-    std::vector<int> nodes;
-    std::string why;
-    for (const WeightMatch& m : work)
-      if (LayerInputSupported(g, m.node, &why)) nodes.push_back(m.node);
-    const std::string stage = c_.pass() + ": " + (c_.method == "gptq" ? "GPTQ" : "AWQ") + " input statistics";
-    auto grams = CollectInputGrams(g, nodes, *ctx.calibration, ctx, stage);
-    if (!grams.ok())
-      return grams.status().WithContext(c_.flag() + ": running the calibration data '" + ctx.calibration->description + "'");
-    return grams;
-  }
-
   // The k x k block of a Gram matrix stored with its extra constant feature ((k+1)^2).
   static std::vector<double> GramOf(const InputGram& ig, int64_t k) {
     if (ig.features != k) return {};
     std::vector<double> h(static_cast<size_t>(k * k));
     for (int64_t i = 0; i < k; ++i)
-      for (int64_t j = 0; j < k; ++j) h[static_cast<size_t>(i * k + j)] = ig.gram[static_cast<size_t>(i * (k + 1) + j)];
+      for (int64_t j = 0; j < k; ++j) h[static_cast<size_t>(i * k + j)] = ig.gram()[static_cast<size_t>(i * (k + 1) + j)];
     return h;
   }
 

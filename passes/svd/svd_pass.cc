@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 
@@ -156,7 +157,9 @@ struct Work {
   // Whitening (data-aware SVD): the Cholesky factor L of the input features' second moments
   // (C = L·Lᵀ, lower, n×n row-major); the SVD is of W·L (or Lᵀ·W for Gemm/MatMul, whose input side
   // is the rows), and the factors are mapped back with L⁻¹. Empty: plain SVD.
-  std::vector<double> chol;
+  // Cholesky factor of the input's second moments, shared by the layers that read the same value
+  // (a decoder's q/k/v, gate/up): one per input, not one per layer.
+  std::shared_ptr<const std::vector<double>> chol;
   bool whiten_rows = false;  // Gemm/MatMul: the input side is W's rows
 };
 
@@ -164,9 +167,9 @@ struct Work {
 // whitened matrix).
 void LayerFactors(const Work& w, int64_t r, Matrix* a, Matrix* b) {
   SplitFactors(w.svd, r, a, b);
-  if (w.chol.empty()) return;
-  const int64_t n = static_cast<int64_t>(std::sqrt(static_cast<double>(w.chol.size())));
-  Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> L(w.chol.data(), n, n);
+  if (!w.chol) return;
+  const int64_t n = static_cast<int64_t>(std::sqrt(static_cast<double>(w.chol->size())));
+  Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> L(w.chol->data(), n, n);
   if (w.whiten_rows) {
     // W ≈ L⁻ᵀ·a·b: solve Lᵀ·a' = a.
     Eigen::MatrixXd am(a->rows, a->cols);
@@ -258,29 +261,44 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
     for (const Work& w : work)
       if (w.layer.kind != LowRankKind::kConvSpatial && LayerInputSupported(g, w.layer.node, &why))
         nodes.push_back(w.layer.node);
-    auto grams = CollectInputGrams(g, nodes, *ctx.calibration, ctx, "svd: whitening statistics");
-    if (!grams.ok()) return grams.status().WithContext("--svd: running the calibration data '" + ctx.calibration->description + "'");
     int whitened = 0;
-    for (Work& w : work) {
-      auto it = grams->find(w.layer.node);
-      if (it == grams->end()) continue;
-      const InputGram& ig = it->second;
-      const int64_t n = ig.features;
-      const bool rows = w.layer.kind != LowRankKind::kConvChannel;
-      if (n != (rows ? w.layer.m : w.layer.n)) continue;
-      Eigen::MatrixXd C(n, n);
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < n; ++j) C(i, j) = ig.gram[static_cast<size_t>(i * (n + 1) + j)];
-      C.diagonal().array() += 1e-6 * C.diagonal().mean() + 1e-12;  // dead inputs keep C positive definite
-      Eigen::LLT<Eigen::MatrixXd> llt(C);
-      if (llt.info() != Eigen::Success) continue;
-      const Eigen::MatrixXd L = llt.matrixL();
-      w.chol.resize(static_cast<size_t>(n * n));
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < n; ++j) w.chol[static_cast<size_t>(i * n + j)] = L(i, j);
-      w.whiten_rows = rows;
-      ++whitened;
-    }
+    std::map<const void*, std::shared_ptr<const std::vector<double>>> factor_of;  // by shared Gram matrix
+    // In groups within a memory budget: a group's Gram matrices go once their factors are made.
+    const Status st = ForEachInputGrams(
+        g, nodes, *ctx.calibration, ctx, "svd: whitening statistics", GramBudgetBytes(g),
+        [&](std::map<int, InputGram>& grams) -> Status {
+          for (Work& w : work) {
+            auto it = grams.find(w.layer.node);
+            if (it == grams.end()) continue;
+            const InputGram& ig = it->second;
+            const int64_t n = ig.features;
+            const bool rows = w.layer.kind != LowRankKind::kConvChannel;
+            if (n != (rows ? w.layer.m : w.layer.n)) continue;
+            auto f = factor_of.find(ig.shared.get());
+            if (f == factor_of.end()) {
+              Eigen::MatrixXd C(n, n);
+              for (int64_t i = 0; i < n; ++i)
+                for (int64_t j = 0; j < n; ++j) C(i, j) = ig.gram()[static_cast<size_t>(i * (n + 1) + j)];
+              C.diagonal().array() += 1e-6 * C.diagonal().mean() + 1e-12;  // dead inputs keep C positive definite
+              Eigen::LLT<Eigen::MatrixXd> llt(C);
+              std::shared_ptr<std::vector<double>> chol;
+              if (llt.info() == Eigen::Success) {
+                const Eigen::MatrixXd L = llt.matrixL();
+                chol = std::make_shared<std::vector<double>>(static_cast<size_t>(n * n));
+                for (int64_t i = 0; i < n; ++i)
+                  for (int64_t j = 0; j < n; ++j) (*chol)[static_cast<size_t>(i * n + j)] = L(i, j);
+              }
+              f = factor_of.emplace(ig.shared.get(), chol).first;
+            }
+            if (!f->second) continue;
+            w.chol = f->second;
+            w.whiten_rows = rows;
+            ++whitened;
+          }
+          factor_of.clear();  // keyed by this group's matrices, which go now
+          return Status::Ok();
+        });
+    if (!st.ok()) return st.WithContext("--svd: running the calibration data '" + ctx.calibration->description + "'");
     whiten_note = ("whitened SVD on " + std::to_string(whitened) + " of " + std::to_string(work.size()) +
                         " layer(s): truncates the layer's output error on the calibration data, not its weight error"
                         " (whiten=0 for plain SVD)");
@@ -289,7 +307,7 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
   // layer's copy at a time (LayerMatrix gives a mapped weight's pages back once copied).
   auto layer_matrix = [&](const Work& w) {
     Matrix m = LayerMatrix(g, w.layer);
-    return w.chol.empty() ? m : Whitened(m, w.chol, w.whiten_rows);
+    return !w.chol ? m : Whitened(m, *w.chol, w.whiten_rows);
   };
 
   // Decide ranks: explicit rank/energy now; ratio= layers after the sensitivity analysis.
@@ -323,7 +341,7 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
       w.svd = LayerSvd(layer_matrix(w), c_.algo, r, -1, seed);
       w.rank = r;
       w.note = " (energy " + Fmt("%.3f", EnergyKept(w.svd, r)) + (w.svd.complete ? "" : ", estimated") +
-               (w.chol.empty() ? "" : ", whitened") + ")";
+               (!w.chol ? "" : ", whitened") + ")";
     } else if (crit == Criterion::kEnergy) {
       w.svd = LayerSvd(layer_matrix(w), c_.algo, std::max<int64_t>(useful, 1), energy, seed);
       const bool reached = ReachesEnergy(w.svd, energy);
@@ -335,7 +353,7 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
         continue;
       }
       w.rank = r;
-      w.note = " (energy " + Fmt("%.3f", EnergyKept(w.svd, r)) + (w.chol.empty() ? "" : ", whitened") + ")";
+      w.note = " (energy " + Fmt("%.3f", EnergyKept(w.svd, r)) + (!w.chol ? "" : ", whitened") + ")";
     } else {
       for (int64_t r = c_.round; r <= useful; r += c_.round) w.allowed.push_back(r);
       w.svd = LayerSvd(layer_matrix(w), c_.algo, w.allowed.back(), -1, seed);
