@@ -395,6 +395,8 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
     Matrix a, b;
     LayerFactors(w, w.rank, &a, &b);
     ApplyLowRank(g, w.layer, a, b);
+    w.svd = SvdResult();  // applied: its factors at the larger rank go now, not at the pass's end
+    w.chol.reset();
   }
   WH_RETURN_IF_ERROR(g.Compact());
   if (!whiten_note.empty()) rep.notes.push_back(whiten_note);

@@ -84,6 +84,23 @@ const Tensor& Weight(const Graph& g, const std::string& node) {
   return none;
 }
 
+// Greedy decoding of g through whittle::Decoder (prefill of 4 ids, 4 steps with the cache; grown
+// in place when in_place) ends with the same logits as the whole 8-token sequence run at once;
+// the cache has `kv_heads` heads of 32.
+void ExpectCachedDecodingMatchesWholeSequence(const Graph& g, int64_t kv_heads, bool in_place);
+
+// The dims of g's values on the first sample of d, as compress-model observes them before a pass
+// (the head analysis needs those inference leaves unknown, such as repeat_kv's Expand).
+void ObserveOneSample(Graph& g, const Dataset& d) {
+  SessionOptions so;
+  so.num_threads = 2;
+  auto s = Session::FromGraph(g, so);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto feeds = BatchFeeds(d, (*s)->inputs(), 0, 1);
+  ASSERT_TRUE(feeds.ok()) << feeds.status().message();
+  ASSERT_TRUE(ObserveShapes(g, *feeds).ok());
+}
+
 // Held out from calibration: other ids, another length.
 class DecoderPasses : public ::testing::Test {
  protected:
@@ -170,35 +187,7 @@ TEST_F(DecoderPasses, MlpPruningRemovesTheExpectedNeuronsAndStillDecodes) {
   EXPECT_EQ(Weight(g, "/model/lm_head/MatMul").dims(), (Dims{192, 2048}));
 
   // Generation: prefill + steps with the cache give the whole sequence's last logits.
-  SessionOptions so;
-  so.num_threads = 2;
-  auto s = Session::FromGraph(g, so);
-  ASSERT_TRUE(s.ok()) << s.status().message();
-  auto dec = Decoder::Create(**s);
-  ASSERT_TRUE(dec.ok()) << dec.status().message();
-  std::vector<int64_t> ids = {5, 77, 1200, 3};
-  auto logits = (*dec)->Prefill(ids);
-  ASSERT_TRUE(logits.ok()) << logits.status().message();
-  for (int step = 0; step < 4; ++step) {
-    const int64_t next = std::max_element(logits->begin(), logits->end()) - logits->begin();
-    ids.push_back(next);
-    logits = (*dec)->Step(next);
-    ASSERT_TRUE(logits.ok()) << logits.status().message();
-  }
-  EXPECT_EQ((*dec)->past_length(), 8);
-  EXPECT_EQ((*dec)->cache(0).dim(1), 2);
-  EXPECT_EQ((*dec)->cache(0).dim(3), 32);
-  Dataset whole;
-  whole.inputs = Tensor::FromVector<int64_t>({1, 8}, ids);
-  whole.named = {{"input_ids", whole.inputs}};
-  whole.description = "generated";
-  const Tensor all = Logits(g, whole);
-  float diff = 0, mag = 0;
-  for (int64_t v = 0; v < 2048; ++v) {
-    diff = std::max(diff, std::fabs(all.data<float>()[7 * 2048 + v] - (*logits)[static_cast<size_t>(v)]));
-    mag = std::max(mag, std::fabs(all.data<float>()[7 * 2048 + v]));
-  }
-  EXPECT_LT(diff, 1e-4f * mag + 1e-5f);
+  ExpectCachedDecodingMatchesWholeSequence(g, 2, false);
 }
 
 // Grouped-query attention as Hugging Face writes it (6 query heads sharing 2 key/value heads through
@@ -210,17 +199,8 @@ TEST_F(DecoderPasses, MlpPruningRemovesTheExpectedNeuronsAndStillDecodes) {
 TEST_F(DecoderPasses, HeadPruningRemovesKeyValueGroupsAndTheCacheFollows) {
   const Graph original = Load();
   Graph g = original;
-  // The analysis follows dims inference leaves unknown (repeat_kv's Expand) from one sample, as
-  // compress-model runs it.
-  SessionOptions so;
-  so.num_threads = 2;
-  {
-    auto s = Session::FromGraph(g, so);
-    ASSERT_TRUE(s.ok()) << s.status().message();
-    auto feeds = BatchFeeds(*calib_, (*s)->inputs(), 0, 1);
-    ASSERT_TRUE(feeds.ok()) << feeds.status().message();
-    ASSERT_TRUE(ObserveShapes(g, *feeds).ok());
-  }
+  ObserveOneSample(g, *calib_);
+  if (HasFatalFailure()) return;
   auto r = testing::RunPass(g, "prune", "ratio=0,heads=0.5,criterion=l1");
   ASSERT_TRUE(r.ok()) << r.status().message();
   for (int layer = 0; layer < 4; ++layer) {
@@ -260,32 +240,7 @@ TEST_F(DecoderPasses, HeadPruningRemovesKeyValueGroupsAndTheCacheFollows) {
       EXPECT_EQ((*g.value(id).shape)[1], Dim(1)) << g.value(id).name;
     }
 
-  auto s = Session::FromGraph(g, so);
-  ASSERT_TRUE(s.ok()) << s.status().message();
-  auto dec = Decoder::Create(**s);
-  ASSERT_TRUE(dec.ok()) << dec.status().message();
-  EXPECT_TRUE((*dec)->cache_in_place()) << (*dec)->cache_copied_why();
-  std::vector<int64_t> ids = {5, 77, 1200, 3};
-  auto logits = (*dec)->Prefill(ids);
-  ASSERT_TRUE(logits.ok()) << logits.status().message();
-  for (int step = 0; step < 4; ++step) {
-    const int64_t next = std::max_element(logits->begin(), logits->end()) - logits->begin();
-    ids.push_back(next);
-    logits = (*dec)->Step(next);
-    ASSERT_TRUE(logits.ok()) << logits.status().message();
-  }
-  EXPECT_EQ((*dec)->cache(0).dim(1), 1);
-  Dataset whole;
-  whole.inputs = Tensor::FromVector<int64_t>({1, 8}, ids);
-  whole.named = {{"input_ids", whole.inputs}};
-  whole.description = "generated";
-  const Tensor all = Logits(g, whole);
-  float diff = 0, mag = 0;
-  for (int64_t v = 0; v < 2048; ++v) {
-    diff = std::max(diff, std::fabs(all.data<float>()[7 * 2048 + v] - (*logits)[static_cast<size_t>(v)]));
-    mag = std::max(mag, std::fabs(all.data<float>()[7 * 2048 + v]));
-  }
-  EXPECT_LT(diff, 1e-4f * mag + 1e-5f);
+  ExpectCachedDecodingMatchesWholeSequence(g, 1, true);
 }
 
 // A repeat_kv Reshape whose head count is a constant (6) would not follow a pruned cache: that
@@ -297,15 +252,8 @@ TEST_F(DecoderPasses, HeadPruningRefusesAHardCodedRepeatCount) {
       Tensor t = Tensor::FromVector<int64_t>({4}, {0, 6, -1, 32});
       n.inputs[1] = g.AddInitializer(g.UniqueName("hard_coded_repeat"), std::move(t));
     }
-  SessionOptions so;
-  so.num_threads = 2;
-  {
-    auto s = Session::FromGraph(g, so);
-    ASSERT_TRUE(s.ok()) << s.status().message();
-    auto feeds = BatchFeeds(*calib_, (*s)->inputs(), 0, 1);
-    ASSERT_TRUE(feeds.ok()) << feeds.status().message();
-    ASSERT_TRUE(ObserveShapes(g, *feeds).ok());
-  }
+  ObserveOneSample(g, *calib_);
+  if (HasFatalFailure()) return;
   auto r = testing::RunPass(g, "prune", "ratio=0,heads=0.5");
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(Weight(g, "/model/model/layers.1/self_attn/k_proj/MatMul").dims(), (Dims{192, 64}));
@@ -346,6 +294,41 @@ TEST_F(DecoderPasses, ActivationAwareMlpPruningBeatsMagnitude) {
   std::printf("held-out logits MSE / top-1 agreement: wanda %.5f / %.3f, l1 %.5f / %.3f\n", c[1].mse, c[1].agreement,
               c[0].mse, c[0].agreement);
   EXPECT_GT(c[1].agreement, 0.4);
+}
+
+void ExpectCachedDecodingMatchesWholeSequence(const Graph& g, int64_t kv_heads, bool in_place) {
+  SessionOptions so;
+  so.num_threads = 2;
+  auto s = Session::FromGraph(g, so);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto dec = Decoder::Create(**s);
+  ASSERT_TRUE(dec.ok()) << dec.status().message();
+  if (in_place) {
+    EXPECT_TRUE((*dec)->cache_in_place()) << (*dec)->cache_copied_why();
+  }
+  std::vector<int64_t> ids = {5, 77, 1200, 3};
+  auto logits = (*dec)->Prefill(ids);
+  ASSERT_TRUE(logits.ok()) << logits.status().message();
+  for (int step = 0; step < 4; ++step) {
+    const int64_t next = std::max_element(logits->begin(), logits->end()) - logits->begin();
+    ids.push_back(next);
+    logits = (*dec)->Step(next);
+    ASSERT_TRUE(logits.ok()) << logits.status().message();
+  }
+  EXPECT_EQ((*dec)->past_length(), 8);
+  EXPECT_EQ((*dec)->cache(0).dim(1), kv_heads);
+  EXPECT_EQ((*dec)->cache(0).dim(3), 32);
+  Dataset whole;
+  whole.inputs = Tensor::FromVector<int64_t>({1, 8}, ids);
+  whole.named = {{"input_ids", whole.inputs}};
+  whole.description = "generated";
+  const Tensor all = Logits(g, whole);
+  float diff = 0, mag = 0;
+  for (int64_t v = 0; v < 2048; ++v) {
+    diff = std::max(diff, std::fabs(all.data<float>()[7 * 2048 + v] - (*logits)[static_cast<size_t>(v)]));
+    mag = std::max(mag, std::fabs(all.data<float>()[7 * 2048 + v]));
+  }
+  EXPECT_LT(diff, 1e-4f * mag + 1e-5f);
 }
 
 }  // namespace
