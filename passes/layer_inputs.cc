@@ -1,7 +1,6 @@
 #include "passes/layer_inputs.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <memory>
 #include <random>
@@ -78,7 +77,7 @@ StatusOr<std::map<int, InputGram>> GramsOnePass(const Graph& base, const std::ve
   so.num_threads = ctx.num_threads;
   WH_ASSIGN_OR_RETURN(auto session, Session::FromGraph(std::move(probe), so));
   std::map<int64_t, std::shared_ptr<std::vector<double>>> acc;  // by ShareKey
-  std::map<int64_t, int64_t> rows_of;
+  std::map<int64_t, int64_t> rows_of, features_of;
   // Every consumer's input of a batch is held at once (and its feature rows, per shared matrix): a
   // decoder's are samples x tokens x width x layers. The first run takes one sample, and the batch
   // then holds about kBatchBytes of inputs.
@@ -110,6 +109,7 @@ StatusOr<std::map<int, InputGram>> GramsOnePass(const Graph& base, const std::ve
       if (!gm) gm = std::make_shared<std::vector<double>>(static_cast<size_t>(rows.cols() * rows.cols()), 0.0);
       Eigen::Map<RowMat>(gm->data(), rows.cols(), rows.cols()).noalias() += rows.transpose() * rows;
       rows_of[key] += rows.rows();
+      features_of[key] = rows.cols() - 1;
     }
   }
   ctx.Progress(stage, n, n);
@@ -118,7 +118,7 @@ StatusOr<std::map<int, InputGram>> GramsOnePass(const Graph& base, const std::ve
     InputGram& cg = grams[ni];
     const auto& gm = acc.at(key);
     cg.node = ni;
-    cg.features = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(gm->size())))) - 1;
+    cg.features = features_of.at(key);
     cg.kernel = FeaturesPerPosition(base, base.nodes()[static_cast<size_t>(ni)]);
     cg.shared = gm;
     cg.rows = rows_of.at(key);
@@ -146,13 +146,16 @@ Status ForEachInputGrams(const Graph& g, const std::vector<int>& consumers, cons
   int64_t bytes = 0;
   for (int ni : consumers) {
     const int64_t key = ShareKey(g, ni);
-    const int64_t more = keys.count(key) ? 0 : GramBytes(g, g.nodes()[static_cast<size_t>(ni)]);
-    if (!groups.back().empty() && bytes + more > budget_bytes) {
-      groups.emplace_back();
-      keys.clear();
-      bytes = 0;
+    if (!keys.count(key)) {  // a layer sharing a matrix already in the group stays with it
+      const int64_t more = GramBytes(g, g.nodes()[static_cast<size_t>(ni)]);
+      if (!groups.back().empty() && bytes + more > budget_bytes) {
+        groups.emplace_back();
+        keys.clear();
+        bytes = 0;
+      }
+      keys.insert(key);
+      bytes += more;
     }
-    if (keys.insert(key).second) bytes += GramBytes(g, g.nodes()[static_cast<size_t>(ni)]);
     groups.back().push_back(ni);
   }
   // Every group's data runs through the graph as it was before fn changed anything.

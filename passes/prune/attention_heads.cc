@@ -131,38 +131,11 @@ class Finder {
     }
     return false;
   }
-  // A one-element value read from a Shape: (that tensor's dim there, the axis), through
-  // Unsqueeze/Squeeze/Cast and a Gather or a one-wide Slice; (-1, -1) otherwise.
+  // A one-element value read from a Shape: (that tensor's dim there, the axis); (-1, -1) otherwise.
   std::pair<int64_t, int64_t> ShapeEntryOf(int v) const {
-    const std::pair<int64_t, int64_t> none{-1, -1};
-    int64_t axis = -1;
-    for (int hops = 0; hops < 6; ++hops) {
-      const Value& val = g_.value(v);
-      if (val.producer < 0) return none;
-      const Node& p = g_.nodes()[static_cast<size_t>(val.producer)];
-      if (!IsDefaultDomain(p) || p.inputs.empty() || p.inputs[0] < 0) return none;
-      if (p.op_type == "Shape") {
-        if (axis < 0 || p.attrs.Has("start") || p.attrs.Has("end")) return none;
-        return {KnownDimValue(g_, p.inputs[0], static_cast<int>(axis)), axis};
-      }
-      if (p.op_type == "Gather" || p.op_type == "Slice") {
-        if (axis >= 0) return none;
-        auto idx = ConstInts(p, 1);
-        if (!idx || idx->size() != 1 || (*idx)[0] < 0) return none;
-        if (p.op_type == "Slice") {
-          auto ends = ConstInts(p, 2);
-          if (!ends || ends->size() != 1 || (*ends)[0] != (*idx)[0] + 1) return none;
-          if (p.inputs.size() > 3) return none;  // axes or steps: keep to the plain form
-        } else if (p.attrs.GetInt("axis", 0) != 0) {
-          return none;
-        }
-        axis = (*idx)[0];
-      } else if (p.op_type != "Unsqueeze" && p.op_type != "Squeeze" && p.op_type != "Cast") {
-        return none;
-      }
-      v = p.inputs[0];
-    }
-    return none;
+    const Entry e = TraceEntry(v, 0);
+    if (e.kind != Entry::kShapeRead || e.c != 1 || e.or_one) return {-1, -1};
+    return {KnownDimValue(g_, e.tensor, static_cast<int>(e.axis)), e.axis};
   }
   Dim DimOf(int id, int axis) const {
     const Value& v = g_.value(id);
@@ -248,6 +221,13 @@ class Finder {
     }
     if (op == "Unsqueeze" || op == "Squeeze" || op == "Cast" || op == "Identity" || op == "Reshape")
       return Rank(p.inputs[0]) <= 1 ? TraceEntry(p.inputs[0], at(p.inputs[0]), depth + 1) : none;
+    if (op == "Slice") {  // the plain form: constant starts/ends, no axes or steps
+      auto starts = ConstInts(p, 1), ends = ConstInts(p, 2);
+      if (p.inputs.size() > 3 || !starts || !ends || starts->size() != 1 || ends->size() != 1 || (*starts)[0] < 0 ||
+          (*ends)[0] <= (*starts)[0] + e)
+        return none;
+      return TraceEntry(p.inputs[0], (*starts)[0] + e, depth + 1);
+    }
     if (op == "Gather") {
       if (p.attrs.GetInt("axis", 0) != 0 || p.inputs.size() < 2) return none;
       auto idx = ConstInts(p, 1);
