@@ -128,7 +128,8 @@ StatusOr<std::map<int, InputGram>> GramsOnePass(const Graph& base, const std::ve
 
 }  // namespace
 
-int64_t GramBudgetBytes(const Graph& g) {
+int64_t GramBudgetBytes(const Graph& g, const PassContext& ctx) {
+  if (ctx.statistics_budget_bytes > 0) return ctx.statistics_budget_bytes;
   int64_t weights = 0;
   for (const Value& v : g.values())
     if (v.initializer) weights += static_cast<int64_t>(v.initializer->nbytes());

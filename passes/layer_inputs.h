@@ -50,8 +50,8 @@ Status ForEachInputGrams(const Graph& g, const std::vector<int>& nodes, const Da
                          const std::function<Status(std::map<int, InputGram>&)>& fn,
                          int64_t positions_per_image = 64);
 
-// A budget for ForEachInputGrams: a quarter of the model's weight bytes, at least 512 MiB (one
-// group for any model below 2 GB).
-int64_t GramBudgetBytes(const Graph& g);
+// A budget for ForEachInputGrams: ctx.statistics_budget_bytes when set, else a quarter of the
+// model's weight bytes, at least 512 MiB (one group for any model below 2 GB).
+int64_t GramBudgetBytes(const Graph& g, const PassContext& ctx);
 
 }  // namespace whittle

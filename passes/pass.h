@@ -59,6 +59,9 @@ struct PassContext {
   int num_threads = 1;                   // for evaluating candidate graphs
   uint64_t seed = 1234;                  // randomized algorithms are reproducible
   PassProgressFn progress;               // may be empty
+  // Bytes the calibration statistics of a group of layers may take (second moments, gathered one
+  // group per pass over the data); 0: GramBudgetBytes's default for the model.
+  int64_t statistics_budget_bytes = 0;
   void Progress(const std::string& stage, int64_t done, int64_t total) const {
     if (progress) progress(stage, done, total);
   }

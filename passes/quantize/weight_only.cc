@@ -164,7 +164,7 @@ class WeightOnlyPass : public Pass {
       for (const WeightMatch& m : work)
         if (LayerInputSupported(g, m.node, &why)) nodes.push_back(m.node);
       const std::string stage = c_.pass() + ": " + (c_.method == "gptq" ? "GPTQ" : "AWQ") + " input statistics";
-      const Status st = ForEachInputGrams(g, nodes, *ctx.calibration, ctx, stage, GramBudgetBytes(g),
+      const Status st = ForEachInputGrams(g, nodes, *ctx.calibration, ctx, stage, GramBudgetBytes(g, ctx),
                                           [&](std::map<int, InputGram>& grams) -> Status {
                                             for (const WeightMatch& layer : work) {
                                               auto it = grams.find(layer.node);

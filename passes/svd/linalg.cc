@@ -60,6 +60,20 @@ void SplitFactors(const SvdResult& svd, int64_t r, Matrix* a, Matrix* b) {
   }
 }
 
+void TruncateSvd(SvdResult* svd, int64_t r) {
+  if (r >= svd->rank()) return;
+  r = std::max<int64_t>(r, 0);
+  const int64_t m = svd->u.rows, n = svd->vt.cols;
+  Matrix u(m, r);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < r; ++j) u.at(i, j) = svd->u.at(i, j);
+  svd->u = std::move(u);
+  svd->vt.data.resize(static_cast<size_t>(r * n));  // row-major: the leading rows stay in place
+  svd->vt.data.shrink_to_fit();
+  svd->vt.rows = r;
+  svd->s.resize(static_cast<size_t>(r));
+}
+
 Matrix MatMul(const Matrix& a, const Matrix& b) {
   WH_CHECK(a.cols == b.rows);
   return FromEigen(ToEigen(a) * ToEigen(b));

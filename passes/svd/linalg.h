@@ -40,6 +40,9 @@ SvdResult RandomizedSvd(const Matrix& w, int64_t k, int64_t oversample, int powe
 // split as sqrt on both sides so the two factors have comparable scales.
 void SplitFactors(const SvdResult& svd, int64_t r, Matrix* a, Matrix* b);
 Matrix MatMul(const Matrix& a, const Matrix& b);
+// Keeps the leading r triplets (all of them when r >= svd.rank()); total_energy and complete stay
+// those of the SVD as computed.
+void TruncateSvd(SvdResult* svd, int64_t r);
 
 // Smallest r with sum_{i<r} s_i^2 >= energy * total (r = s.size() when the known values fall
 // short, and at least 1).

@@ -148,51 +148,30 @@ StatusOr<SvdConfig> ParseConfig(PassOptions& o) {
 // One matched layer with its decision so far.
 struct Work {
   LowRankLayer layer;
+  // The SVD, truncated to the largest rank the layer may take (rank=/energy=: the chosen one;
+  // ratio=: its break-even rank). A whitened SVD is mapped back at once (Unwhiten), so u·s·vt
+  // approximates the layer's own weight either way and the input statistics can go.
   SvdResult svd;
+  std::vector<float> spectrum;  // leading singular values for the report (whitened ones when whitened)
+  bool factorized = false;
+  bool whitened = false;
   int64_t rank = 0;  // chosen; 0 = left alone
   std::string skip_reason;
   std::string note;  // detail suffix, e.g. " (energy 0.951)"
   std::vector<SensitivityPoint> sensitivity;
   std::vector<int64_t> allowed;  // ratio=: ranks it may take
-  // Whitening (data-aware SVD): the Cholesky factor L of the input features' second moments
-  // (C = L·Lᵀ, lower, n×n row-major); the SVD is of W·L (or Lᵀ·W for Gemm/MatMul, whose input side
-  // is the rows), and the factors are mapped back with L⁻¹. Empty: plain SVD.
-  // Cholesky factor of the input's second moments, shared by the layers that read the same value
-  // (a decoder's q/k/v, gate/up): one per input, not one per layer.
-  std::shared_ptr<const std::vector<double>> chol;
-  bool whiten_rows = false;  // Gemm/MatMul: the input side is W's rows
 };
 
-// Factors a [m, r], b [r, n] of the layer's weight at rank r (unwhitened when the SVD was of the
-// whitened matrix).
-void LayerFactors(const Work& w, int64_t r, Matrix* a, Matrix* b) {
-  SplitFactors(w.svd, r, a, b);
-  if (!w.chol) return;
-  const int64_t n = static_cast<int64_t>(std::sqrt(static_cast<double>(w.chol->size())));
-  Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> L(w.chol->data(), n, n);
-  if (w.whiten_rows) {
-    // W ≈ L⁻ᵀ·a·b: solve Lᵀ·a' = a.
-    Eigen::MatrixXd am(a->rows, a->cols);
-    for (int64_t i = 0; i < a->rows; ++i)
-      for (int64_t j = 0; j < a->cols; ++j) am(i, j) = a->at(i, j);
-    const Eigen::MatrixXd sol = L.transpose().triangularView<Eigen::Upper>().solve(am);
-    for (int64_t i = 0; i < a->rows; ++i)
-      for (int64_t j = 0; j < a->cols; ++j) a->at(i, j) = static_cast<float>(sol(i, j));
-  } else {
-    // W ≈ a·b·L⁻¹: solve b'·L = b, i.e. Lᵀ·b'ᵀ = bᵀ.
-    Eigen::MatrixXd bt(b->cols, b->rows);
-    for (int64_t i = 0; i < b->rows; ++i)
-      for (int64_t j = 0; j < b->cols; ++j) bt(j, i) = b->at(i, j);
-    const Eigen::MatrixXd sol = L.transpose().triangularView<Eigen::Upper>().solve(bt);
-    for (int64_t i = 0; i < b->rows; ++i)
-      for (int64_t j = 0; j < b->cols; ++j) b->at(i, j) = static_cast<float>(sol(j, i));
-  }
-}
+// Factors a [m, r], b [r, n] of the layer's weight at rank r.
+void LayerFactors(const Work& w, int64_t r, Matrix* a, Matrix* b) { SplitFactors(w.svd, r, a, b); }
 
-// Lᵀ·W (input side = rows) or W·L (input side = columns), for the whitened SVD.
+using RowMajorMap = Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+
+// Lᵀ·W (input side = rows) or W·L (input side = columns), for the whitened SVD, where C = L·Lᵀ
+// holds the input features' second moments (lower, n×n row-major).
 Matrix Whitened(const Matrix& w, const std::vector<double>& chol, bool rows) {
   const int64_t n = rows ? w.rows : w.cols;
-  Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> L(chol.data(), n, n);
+  RowMajorMap L(chol.data(), n, n);
   Eigen::MatrixXd wm(w.rows, w.cols);
   for (int64_t i = 0; i < w.rows; ++i)
     for (int64_t j = 0; j < w.cols; ++j) wm(i, j) = w.at(i, j);
@@ -201,6 +180,37 @@ Matrix Whitened(const Matrix& w, const std::vector<double>& chol, bool rows) {
   for (int64_t i = 0; i < w.rows; ++i)
     for (int64_t j = 0; j < w.cols; ++j) out.at(i, j) = static_cast<float>(m(i, j));
   return out;
+}
+
+// Maps the SVD of the whitened matrix back to the weight: Lᵀ·W = U·S·Vᵀ gives W = (L⁻ᵀ·U)·S·Vᵀ,
+// and W·L = U·S·Vᵀ gives W = U·S·(Vᵀ·L⁻¹). Each triplet maps on its own, so any truncation of the
+// result equals the mapped truncation — the factors need not wait for the rank choice.
+void Unwhiten(SvdResult* svd, const std::vector<double>& chol, bool rows) {
+  Matrix& f = rows ? svd->u : svd->vt;
+  const int64_t n = rows ? f.rows : f.cols, k = rows ? f.cols : f.rows;
+  RowMajorMap L(chol.data(), n, n);
+  Eigen::MatrixXd x(n, k);  // the factor with the input side as rows
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < k; ++j) x(i, j) = rows ? f.at(i, j) : f.at(j, i);
+  x = L.transpose().triangularView<Eigen::Upper>().solve(x);  // Lᵀ·x' = x
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < k; ++j) (rows ? f.at(i, j) : f.at(j, i)) = static_cast<float>(x(i, j));
+}
+
+// The Cholesky factor of a Gram matrix's feature block (null when it is not positive definite).
+std::shared_ptr<const std::vector<double>> GramCholesky(const InputGram& ig) {
+  const int64_t n = ig.features;
+  Eigen::MatrixXd C(n, n);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) C(i, j) = ig.gram()[static_cast<size_t>(i * (n + 1) + j)];
+  C.diagonal().array() += 1e-6 * C.diagonal().mean() + 1e-12;  // dead inputs keep C positive definite
+  Eigen::LLT<Eigen::MatrixXd> llt(C);
+  if (llt.info() != Eigen::Success) return nullptr;
+  auto chol = std::make_shared<std::vector<double>>(static_cast<size_t>(n * n));
+  const Eigen::MatrixXd L = llt.matrixL();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) (*chol)[static_cast<size_t>(i * n + j)] = L(i, j);
+  return chol;
 }
 
 double EnergyKept(const SvdResult& svd, int64_t r) {
@@ -216,10 +226,63 @@ class SvdPass : public Pass {
   StatusOr<PassReport> Run(Graph& g, const PassContext& ctx) override;
 
  private:
+  void Decide(Work& w, const Matrix& m, const PassContext& ctx) const;
   Status AllocateByRatio(const Graph& g, const PassContext& ctx, std::vector<Work*>& eligible, int64_t fixed_saved,
                          PassReport* rep) const;
   SvdConfig c_;
 };
+
+// The rank of one layer by rank=/energy= (its layer= override first), or its allowed ranks for
+// ratio=, with the SVD of its matrix m (whitened or not) truncated to what may be used.
+void SvdPass::Decide(Work& w, const Matrix& m, const PassContext& ctx) const {
+  const LowRankLayer& l = w.layer;
+  auto ov = c_.layers.find(l.name);
+  const LayerOverride* o = ov == c_.layers.end() ? nullptr : &ov->second;
+  Criterion crit = c_.criterion;
+  int64_t want_rank = c_.rank;
+  double energy = c_.energy;
+  if (o && o->rank) crit = Criterion::kRank, want_rank = *o->rank;
+  if (o && o->energy) crit = Criterion::kEnergy, energy = *o->energy;
+  const int64_t full = l.full_rank(), useful = l.MaxUsefulRank();
+  const uint64_t seed = LayerSeed(ctx.seed, l.name);
+  if (RoundRank(1, c_.round, full) > useful) {
+    w.skip_reason = "no rank" + (c_.round > 1 ? " that is a multiple of round=" + std::to_string(c_.round) : std::string()) +
+                    " reduces MACs (break-even rank " + std::to_string(useful) + " of " + std::to_string(full) + ")";
+    return;
+  }
+  int64_t keep = 0;  // triplets kept past this call
+  if (crit == Criterion::kRank) {
+    const int64_t r = RoundRank(want_rank, c_.round, full);
+    if (r > useful) {
+      w.skip_reason = "rank " + std::to_string(r) + " would not reduce MACs (break-even rank " +
+                      std::to_string(useful) + " of " + std::to_string(full) + ")";
+      return;
+    }
+    w.svd = LayerSvd(m, c_.algo, r, -1, seed);
+    w.rank = keep = r;
+    w.note = " (energy " + Fmt("%.3f", EnergyKept(w.svd, r)) + (w.svd.complete ? "" : ", estimated") +
+             (w.whitened ? ", whitened" : "") + ")";
+  } else if (crit == Criterion::kEnergy) {
+    w.svd = LayerSvd(m, c_.algo, std::max<int64_t>(useful, 1), energy, seed);
+    const bool reached = ReachesEnergy(w.svd, energy);
+    const int64_t r = RoundRank(RankForEnergy(w.svd, energy), c_.round, full);
+    if (!reached || r > useful) {
+      w.skip_reason = "energy " + Fmt("%.3g", energy) + " needs rank " + (reached ? "" : "> ") +
+                      std::to_string(reached ? r : w.svd.rank()) + ", which would not reduce MACs (break-even rank " +
+                      std::to_string(useful) + " of " + std::to_string(full) + ")";
+      w.svd = SvdResult();
+      return;
+    }
+    w.rank = keep = r;
+    w.note = " (energy " + Fmt("%.3f", EnergyKept(w.svd, r)) + (w.whitened ? ", whitened" : "") + ")";
+  } else {
+    for (int64_t r = c_.round; r <= useful; r += c_.round) w.allowed.push_back(r);
+    w.svd = LayerSvd(m, c_.algo, w.allowed.back(), -1, seed);
+    keep = w.allowed.back();
+  }
+  w.spectrum.assign(w.svd.s.begin(), w.svd.s.begin() + static_cast<std::ptrdiff_t>(std::min(w.svd.s.size(), kSpectrumCap)));
+  TruncateSvd(&w.svd, keep);
+}
 
 StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
   WH_RETURN_IF_ERROR(c_.select.Check(g));
@@ -253,49 +316,44 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
     work.push_back(std::move(w));
   }
 
-  // Whitening: each supported layer's input second moments, one pass over the calibration data.
+  // Every layer is factorized as soon as its matrix is known, and its SVD kept only up to the
+  // largest rank it may take: a pass over a gigabyte model holds one layer's matrix at a time
+  // (LayerMatrix gives a mapped weight's pages back once copied), and the input statistics of
+  // one group of layers at a time.
+  int64_t factorized = 0;
+  auto factorize = [&](Work& w, const Matrix& m) {
+    ctx.Progress("svd: factorizing " + w.layer.name, factorized++, static_cast<int64_t>(work.size()));
+    Decide(w, m, ctx);
+    w.factorized = true;
+  };
   std::string whiten_note;
   if (whiten) {
+    // Whitening: each supported layer's input second moments, in groups within a memory budget,
+    // with one Cholesky factor per input value (a decoder's q/k/v, gate/up share theirs).
     std::vector<int> nodes;
     std::string why;
     for (const Work& w : work)
       if (w.layer.kind != LowRankKind::kConvSpatial && LayerInputSupported(g, w.layer.node, &why))
         nodes.push_back(w.layer.node);
     int whitened = 0;
-    std::map<const void*, std::shared_ptr<const std::vector<double>>> factor_of;  // by shared Gram matrix
-    // In groups within a memory budget: a group's Gram matrices go once their factors are made.
     const Status st = ForEachInputGrams(
-        g, nodes, *ctx.calibration, ctx, "svd: whitening statistics", GramBudgetBytes(g),
+        g, nodes, *ctx.calibration, ctx, "svd: whitening statistics", GramBudgetBytes(g, ctx),
         [&](std::map<int, InputGram>& grams) -> Status {
+          std::map<const void*, std::shared_ptr<const std::vector<double>>> factor_of;  // by shared Gram matrix
           for (Work& w : work) {
             auto it = grams.find(w.layer.node);
             if (it == grams.end()) continue;
             const InputGram& ig = it->second;
-            const int64_t n = ig.features;
             const bool rows = w.layer.kind != LowRankKind::kConvChannel;
-            if (n != (rows ? w.layer.m : w.layer.n)) continue;
+            if (ig.features != (rows ? w.layer.m : w.layer.n)) continue;
             auto f = factor_of.find(ig.shared.get());
-            if (f == factor_of.end()) {
-              Eigen::MatrixXd C(n, n);
-              for (int64_t i = 0; i < n; ++i)
-                for (int64_t j = 0; j < n; ++j) C(i, j) = ig.gram()[static_cast<size_t>(i * (n + 1) + j)];
-              C.diagonal().array() += 1e-6 * C.diagonal().mean() + 1e-12;  // dead inputs keep C positive definite
-              Eigen::LLT<Eigen::MatrixXd> llt(C);
-              std::shared_ptr<std::vector<double>> chol;
-              if (llt.info() == Eigen::Success) {
-                const Eigen::MatrixXd L = llt.matrixL();
-                chol = std::make_shared<std::vector<double>>(static_cast<size_t>(n * n));
-                for (int64_t i = 0; i < n; ++i)
-                  for (int64_t j = 0; j < n; ++j) (*chol)[static_cast<size_t>(i * n + j)] = L(i, j);
-              }
-              f = factor_of.emplace(ig.shared.get(), chol).first;
-            }
-            if (!f->second) continue;
-            w.chol = f->second;
-            w.whiten_rows = rows;
+            if (f == factor_of.end()) f = factor_of.emplace(ig.shared.get(), GramCholesky(ig)).first;
+            if (!f->second) continue;  // not positive definite: plain SVD below
+            w.whitened = true;
+            factorize(w, Whitened(LayerMatrix(g, w.layer), *f->second, rows));
+            if (w.svd.rank() > 0) Unwhiten(&w.svd, *f->second, rows);
             ++whitened;
           }
-          factor_of.clear();  // keyed by this group's matrices, which go now
           return Status::Ok();
         });
     if (!st.ok()) return st.WithContext("--svd: running the calibration data '" + ctx.calibration->description + "'");
@@ -303,66 +361,17 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
                         " layer(s): truncates the layer's output error on the calibration data, not its weight error"
                         " (whiten=0 for plain SVD)");
   }
-  // The layer's matrix lives only while its SVD runs: a pass over a gigabyte model holds one
-  // layer's copy at a time (LayerMatrix gives a mapped weight's pages back once copied).
-  auto layer_matrix = [&](const Work& w) {
-    Matrix m = LayerMatrix(g, w.layer);
-    return !w.chol ? m : Whitened(m, *w.chol, w.whiten_rows);
-  };
+  for (Work& w : work)
+    if (!w.factorized) factorize(w, LayerMatrix(g, w.layer));
+  ctx.Progress("svd: factorizing", static_cast<int64_t>(work.size()), static_cast<int64_t>(work.size()));
 
-  // Decide ranks: explicit rank/energy now; ratio= layers after the sensitivity analysis.
+  // ratio= layers get their ranks from the sensitivity analysis; the rest have theirs.
   std::vector<Work*> eligible;
   int64_t fixed_saved = 0;
-  for (size_t k = 0; k < work.size(); ++k) {
-    Work& w = work[k];
-    const LowRankLayer& l = w.layer;
-    ctx.Progress("svd: factorizing " + l.name, static_cast<int64_t>(k), static_cast<int64_t>(work.size()));
-    auto ov = c_.layers.find(l.name);
-    const LayerOverride* o = ov == c_.layers.end() ? nullptr : &ov->second;
-    Criterion crit = c_.criterion;
-    int64_t want_rank = c_.rank;
-    double energy = c_.energy;
-    if (o && o->rank) crit = Criterion::kRank, want_rank = *o->rank;
-    if (o && o->energy) crit = Criterion::kEnergy, energy = *o->energy;
-    const int64_t full = l.full_rank(), useful = l.MaxUsefulRank();
-    const uint64_t seed = LayerSeed(ctx.seed, l.name);
-    if (RoundRank(1, c_.round, full) > useful) {
-      w.skip_reason = "no rank" + (c_.round > 1 ? " that is a multiple of round=" + std::to_string(c_.round) : std::string()) +
-                      " reduces MACs (break-even rank " + std::to_string(useful) + " of " + std::to_string(full) + ")";
-      continue;
-    }
-    if (crit == Criterion::kRank) {
-      const int64_t r = RoundRank(want_rank, c_.round, full);
-      if (r > useful) {
-        w.skip_reason = "rank " + std::to_string(r) + " would not reduce MACs (break-even rank " +
-                        std::to_string(useful) + " of " + std::to_string(full) + ")";
-        continue;
-      }
-      w.svd = LayerSvd(layer_matrix(w), c_.algo, r, -1, seed);
-      w.rank = r;
-      w.note = " (energy " + Fmt("%.3f", EnergyKept(w.svd, r)) + (w.svd.complete ? "" : ", estimated") +
-               (!w.chol ? "" : ", whitened") + ")";
-    } else if (crit == Criterion::kEnergy) {
-      w.svd = LayerSvd(layer_matrix(w), c_.algo, std::max<int64_t>(useful, 1), energy, seed);
-      const bool reached = ReachesEnergy(w.svd, energy);
-      const int64_t r = RoundRank(RankForEnergy(w.svd, energy), c_.round, full);
-      if (!reached || r > useful) {
-        w.skip_reason = "energy " + Fmt("%.3g", energy) + " needs rank " + (reached ? "" : "> ") +
-                        std::to_string(reached ? r : w.svd.rank()) + ", which would not reduce MACs (break-even rank " +
-                        std::to_string(useful) + " of " + std::to_string(full) + ")";
-        continue;
-      }
-      w.rank = r;
-      w.note = " (energy " + Fmt("%.3f", EnergyKept(w.svd, r)) + (!w.chol ? "" : ", whitened") + ")";
-    } else {
-      for (int64_t r = c_.round; r <= useful; r += c_.round) w.allowed.push_back(r);
-      w.svd = LayerSvd(layer_matrix(w), c_.algo, w.allowed.back(), -1, seed);
-      eligible.push_back(&w);
-      continue;
-    }
-    fixed_saved += l.macs_before - l.MacsAfter(w.rank);
+  for (Work& w : work) {
+    if (!w.allowed.empty()) eligible.push_back(&w);
+    else if (w.rank > 0) fixed_saved += w.layer.macs_before - w.layer.MacsAfter(w.rank);
   }
-  ctx.Progress("svd: factorizing", static_cast<int64_t>(work.size()), static_cast<int64_t>(work.size()));
   if (c_.criterion == Criterion::kRatio) WH_RETURN_IF_ERROR(AllocateByRatio(g, ctx, eligible, fixed_saved, &rep));
 
   // Report in node order, then apply (ApplyLowRank only appends, so indices stay valid).
@@ -384,7 +393,7 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
     r.macs_after = l.MacsAfter(w.rank);
     r.setting = w.rank;
     r.full_setting = l.full_rank();
-    r.spectrum.assign(w.svd.s.begin(), w.svd.s.begin() + static_cast<std::ptrdiff_t>(std::min(w.svd.s.size(), kSpectrumCap)));
+    r.spectrum = w.spectrum;
     r.sensitivity = w.sensitivity;
     done[l.node] = std::move(r);
   }
@@ -396,7 +405,6 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
     LayerFactors(w, w.rank, &a, &b);
     ApplyLowRank(g, w.layer, a, b);
     w.svd = SvdResult();  // applied: its factors at the larger rank go now, not at the pass's end
-    w.chol.reset();
   }
   WH_RETURN_IF_ERROR(g.Compact());
   if (!whiten_note.empty()) rep.notes.push_back(whiten_note);
@@ -447,8 +455,11 @@ Status SvdPass::AllocateByRatio(const Graph& g, const PassContext& ctx, std::vec
     Work& w = *eligible[i];
     w.rank = alloc.rank.empty() ? 0 : alloc.rank[i];
     if (w.rank > 0) {
-      w.note = " (energy " + Fmt("%.3f", EnergyKept(w.svd, w.rank)) + (w.svd.complete ? "" : ", estimated") + ")";
+      w.note = " (energy " + Fmt("%.3f", EnergyKept(w.svd, w.rank)) + (w.svd.complete ? "" : ", estimated") +
+               (w.whitened ? ", whitened" : "") + ")";
+      TruncateSvd(&w.svd, w.rank);
     } else {
+      w.svd = SvdResult();
       w.skip_reason = "the ratio allocation kept this layer whole (the target was met by less sensitive layers)";
     }
   }
