@@ -337,6 +337,7 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& options, PipelineObs
     auto on_disk = ModelBytesOnDisk(o.model_path);
     report.before.file_bytes = on_disk.ok() ? *on_disk : FileSizeOf(o.model_path);
   }
+  const bool input_external = HasExternalData(o.model_path);
   // Dims inference cannot resolve are taken from one sample run through the model.
   const auto sample = OneSample(original, o);
   if (sample) WH_RETURN_IF_ERROR(ObserveShapes(original, *sample).WithContext("running one sample for the cost model"));
@@ -416,6 +417,15 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& options, PipelineObs
   // Everything that can fail happens before the output is renamed into place.
   SaveOptions save;
   save.external_data_threshold = o.external_data_threshold;
+  if (save.external_data_threshold < 0 && input_external) {
+    // A model that came with external data leaves with it: its tensors are then memory-mapped
+    // when the output is loaded (an inline model is read, parsed and copied: about three times
+    // its size at its peak).
+    save.external_data_threshold = kAutoExternalDataThreshold;
+    report.notes.push_back("the input keeps its tensors in external data, so the output does too (tensors of " +
+                           std::to_string(kAutoExternalDataThreshold) +
+                           " bytes or more in OUT.onnx.data; --external-data-threshold sets another size)");
+  }
   WH_ASSIGN_OR_RETURN(std::unique_ptr<StagedModel> staged, StageModel(out.graph, o.output_path, save));
   report.after.file_bytes = staged->total_bytes();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();

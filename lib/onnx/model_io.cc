@@ -146,6 +146,13 @@ void CollectExternalFiles(const onnx::GraphProto& gp, const std::string& base_di
 
 }  // namespace
 
+bool HasExternalData(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  auto total = ModelBytesOnDisk(path);
+  return total.ok() && *total > static_cast<int64_t>(st.st_size);
+}
+
 StatusOr<int64_t> ModelBytesOnDisk(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return IoError("'" + path + "': " + std::strerror(errno));

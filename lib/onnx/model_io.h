@@ -77,6 +77,9 @@ StatusOr<std::unique_ptr<StagedModel>> StageModel(const Graph& g, const std::str
 // tensors name (resolved beside it), in bytes. A model file past 256 MiB is taken to hold its
 // tensors inline and counted alone (parsing it again only to look would double the memory).
 StatusOr<int64_t> ModelBytesOnDisk(const std::string& path);
+// Whether the model at path keeps tensors in external data files (false when unreadable). The
+// tools write such a model's outputs with external data too, unless told otherwise.
+bool HasExternalData(const std::string& path);
 // Reads a serialized TensorProto (the ONNX backend tests' input_N.pb/output_N.pb); *name gets the
 // tensor's name ("" when it has none).
 StatusOr<Tensor> LoadTensorProtoFile(const std::string& path, std::string* name = nullptr);

@@ -241,8 +241,7 @@ std::vector<std::string> PassOrder(const nlohmann::json& j) {
 
 // External data end to end (issue 42): a model whose weights live in a .data file beside it is
 // read, its size counted with that file; --external-data-threshold writes the output the same way
-// (OUT.onnx + OUT.onnx.data), which the ONNX checker, Whittle and the size figures all see; without
-// the flag a small output stays one inline file.
+// (OUT.onnx + OUT.onnx.data), which the ONNX checker, Whittle and the size figures all see.
 TEST(CompressModelCli, ExternalDataInAndOutCountsBothFiles) {
   testing::ScratchDir dir;
   const std::string in = dir / "mlp_ext.onnx";
@@ -272,10 +271,22 @@ TEST(CompressModelCli, ExternalDataInAndOutCountsBothFiles) {
   EXPECT_EQ(j["summary"]["after"]["file_bytes"].get<int64_t>(), out_bytes);
   EXPECT_GT(static_cast<double>(in_bytes) / static_cast<double>(out_bytes), 3.0);
 
+  // Without the flag the output keeps the input's form: external data in, external data out (so
+  // it is memory-mapped when loaded), with a note; a threshold above every tensor writes it inline.
+  const std::string same_out = dir / "same.onnx";
+  r = Cli(dir, in + " -o " + same_out + " --int8 mode=dynamic --no-bench");  // not --quiet: the summary has the note
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(same_out + ".data"));
+  EXPECT_NE(r.out.find("the input keeps its tensors in external data, so the output does too"), std::string::npos)
+      << r.out;
   const std::string inline_out = dir / "inline.onnx";
-  r = Cli(dir, in + " -o " + inline_out + " --int8 mode=dynamic" + kFast);
+  r = Cli(dir, in + " -o " + inline_out + " --int8 mode=dynamic --external-data-threshold 1G" + kFast);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_FALSE(std::filesystem::exists(inline_out + ".data"));
+  const std::string plain_out = dir / "plain.onnx";
+  r = Cli(dir, Model("mlp") + " -o " + plain_out + " --int8 mode=dynamic" + kFast);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(plain_out + ".data")) << "an inline input gives an inline output";
 
   r = Cli(dir, in + " -o " + dir / "bad.onnx" + " --int8 --external-data-threshold lots" + kFast);
   EXPECT_EQ(r.code, 1);

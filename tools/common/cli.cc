@@ -99,7 +99,8 @@ void AddExternalDataOption(CLI::App& app, std::string& value) {
   app.add_option("--external-data-threshold", value,
                  "Write the output's tensors of at least this size, e.g. 1K or 1M (0: every tensor), to "
                  "OUT.data beside OUT.onnx (ONNX external data; the pair is written atomically). Default: "
-                 "inline, unless the model would pass protobuf's 2 GiB limit: then tensors of 1K or more");
+                 "inline, unless the input model keeps its tensors in external data or the output would pass "
+                 "protobuf's 2 GiB limit: then tensors of 1K or more");
 }
 
 StatusOr<int64_t> ParseExternalDataThreshold(const std::string& value) {

@@ -263,6 +263,8 @@ int Main(int argc, char** argv) {
   // everything succeeded.
   whittle::SaveOptions save;
   save.external_data_threshold = *external_threshold;
+  if (save.external_data_threshold < 0 && whittle::HasExternalData(student_path))
+    save.external_data_threshold = whittle::kAutoExternalDataThreshold;  // external data in, external data out
   auto staged = whittle::StageModel(*out, out_path, save);
   if (!staged.ok()) return Fail(staged.status().message());
   rep.output_params = whittle::ComputeCost(*out).params;
