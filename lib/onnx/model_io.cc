@@ -14,6 +14,7 @@
 #include <set>
 
 #include "lib/ir/atomic_file.h"
+#include "lib/onnx/contrib_ops.h"
 #include "lib/onnx/file_io.h"
 #include "lib/onnx/proto_convert.h"
 #include "lib/ops/op_def.h"
@@ -83,6 +84,7 @@ void LiftConstantNodes(Graph& g) {
 
 Status ValidateOps(Graph& g, const LoadOptions& opts) {
   WH_RETURN_IF_ERROR(CheckDefaultOpset(g));
+  WH_RETURN_IF_ERROR(ExpandContribOps(g));  // ONNX Runtime's contrib ops, as standard ops
   RegisterAllOps();
   for (const Node& n : g.nodes())
     WH_RETURN_IF_ERROR(ValidateNode(n, static_cast<int>(g.OpsetFor(n.domain))));

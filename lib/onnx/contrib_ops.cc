@@ -1,0 +1,477 @@
+#include "lib/onnx/contrib_ops.h"
+
+#include <cmath>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace whittle {
+namespace {
+
+constexpr char kMs[] = "com.microsoft";
+
+// The input in slot i, or -1 when absent.
+int In(const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }
+// The output in slot i, or -1 when absent.
+int Out(const Node& n, size_t i) { return i < n.outputs.size() ? n.outputs[i] : -1; }
+
+// Emits the standard ops that replace one contrib node, in order, into `out`. Intermediate
+// values and constants get fresh names under the node's; the node's own outputs keep their ids,
+// so consumers and graph outputs need no rewiring.
+class Expander {
+ public:
+  Expander(Graph& g, const Node& n, std::set<std::string>& node_names, std::vector<Node>& out)
+      : g_(g), n_(n), names_(node_names), out_(out) {}
+
+  // A node op(inputs) writing `to` (a fresh value when -1); returns its output.
+  int Op(const std::string& op, std::vector<int> inputs, AttributeMap attrs = {}, int to = -1) {
+    Node m;
+    m.name = Fresh(n_.name + "/" + op);
+    m.op_type = op;
+    m.inputs = std::move(inputs);
+    m.attrs = std::move(attrs);
+    if (to < 0) to = g_.AddValue(g_.UniqueName(m.name + "_out"));
+    m.outputs = {to};
+    out_.push_back(std::move(m));
+    return to;
+  }
+  // LayerNormalization over the last axis (the op from opset 17, else the form exporters write,
+  // which the runtime fuses); mean/inv_std written where >= 0.
+  void LayerNorm(int x, int gamma, int beta, float eps, int y_to, int mean_to, int inv_to) {
+    if (g_.OpsetFor("") >= 17) {
+      AttributeMap a;
+      a.Set("axis", Attribute::Int(-1));
+      a.Set("epsilon", Attribute::Float(eps));
+      std::vector<int> ins = {x, gamma};
+      if (beta >= 0) ins.push_back(beta);
+      std::vector<int> outs = {y_to};
+      if (mean_to >= 0 || inv_to >= 0) outs.push_back(mean_to);
+      if (inv_to >= 0) outs.push_back(inv_to);
+      MultiOp("LayerNormalization", ins, outs, a);
+      return;
+    }
+    const int mean = MeanLast(x);
+    if (mean_to >= 0) Op("Identity", {mean}, {}, mean_to);
+    const int d = Op("Sub", {x, mean});
+    const int sd = Op("Sqrt", {Op("Add", {MeanLast(Op("Mul", {d, d})), Scalar(eps)})});
+    if (inv_to >= 0) Op("Reciprocal", {sd}, {}, inv_to);
+    const int scaled = Op("Mul", {Op("Div", {d, sd}), gamma}, {}, beta >= 0 ? -1 : y_to);
+    if (beta >= 0) Op("Add", {scaled, beta}, {}, y_to);
+  }
+  // A node with several outputs (LayerNormalization's y, mean, inv_std_dev), ids given.
+  void MultiOp(const std::string& op, std::vector<int> inputs, std::vector<int> outputs, AttributeMap attrs) {
+    Node m;
+    m.name = Fresh(n_.name + "/" + op);
+    m.op_type = op;
+    m.inputs = std::move(inputs);
+    m.outputs = std::move(outputs);
+    m.attrs = std::move(attrs);
+    out_.push_back(std::move(m));
+  }
+  int Scalar(float v) {
+    return g_.AddInitializer(g_.UniqueName(n_.name + "/const"), Tensor::Scalar<float>(v));
+  }
+  int I32(const std::vector<int32_t>& v, bool scalar = false) {
+    Dims d;
+    if (!scalar) d.push_back(static_cast<int64_t>(v.size()));
+    return g_.AddInitializer(g_.UniqueName(n_.name + "/const"), Tensor::FromVector<int32_t>(d, v));
+  }
+  int I64(const std::vector<int64_t>& v, bool scalar = false) {
+    Dims d;
+    if (!scalar) d.push_back(static_cast<int64_t>(v.size()));
+    return g_.AddInitializer(g_.UniqueName(n_.name + "/const"), Tensor::FromVector<int64_t>(d, v));
+  }
+  int Ints(const std::vector<int64_t>& v) {
+    return g_.AddInitializer(g_.UniqueName(n_.name + "/axes"),
+                             Tensor::FromVector<int64_t>({static_cast<int64_t>(v.size())}, v));
+  }
+  // ReduceMean over the last axis, keepdims 1: axes as an attribute before opset 18, an input from it.
+  int MeanLast(int x) {
+    AttributeMap a;
+    a.Set("keepdims", Attribute::Int(1));
+    if (g_.OpsetFor("") >= 18) return Op("ReduceMean", {x, Ints({-1})}, a);
+    a.Set("axes", Attribute::Ints({-1}));
+    return Op("ReduceMean", {x}, a);
+  }
+  // Unsqueeze / ReduceSum(keepdims 0): axes as an attribute before opset 13, an input from it.
+  int Unsqueeze(int x, const std::vector<int64_t>& axes) {
+    if (g_.OpsetFor("") >= 13) return Op("Unsqueeze", {x, I64(axes)});
+    AttributeMap a;
+    a.Set("axes", Attribute::Ints(axes));
+    return Op("Unsqueeze", {x}, a);
+  }
+  int SumOver(int x, const std::vector<int64_t>& axes, int to) {
+    AttributeMap a;
+    a.Set("keepdims", Attribute::Int(0));
+    if (g_.OpsetFor("") >= 13) return Op("ReduceSum", {x, I64(axes)}, a, to);
+    a.Set("axes", Attribute::Ints(axes));
+    return Op("ReduceSum", {x}, a, to);
+  }
+  // x + a (+ b), skipping absent operands; the last Add writes `to` when given.
+  int Sum(int x, int a, int b, int to = -1) {
+    if (a >= 0) x = Op("Add", {x, a}, {}, b >= 0 ? -1 : to);
+    if (b >= 0) x = Op("Add", {x, b}, {}, to);
+    return x;
+  }
+  // Gelu, erf form, as exporters write it (the runtime fuses it back into one op):
+  // x · ½ · (1 + erf(x / √2)).
+  int GeluErf(int x, int to) {
+    const int e = Op("Erf", {Op("Div", {x, Scalar(static_cast<float>(std::sqrt(2.0)))})});
+    return Op("Mul", {Op("Mul", {x, Op("Add", {e, Scalar(1.f)})}), Scalar(0.5f)}, {}, to);
+  }
+  // Gelu, tanh form: x · ½ · (1 + tanh(√(2/π) · (x + 0.044715 · x³))).
+  int GeluTanh(int x, int to) {
+    const int cube = Op("Pow", {x, Scalar(3.f)});
+    const int inner = Op("Add", {x, Op("Mul", {cube, Scalar(0.044715f)})});
+    const int t = Op("Tanh", {Op("Mul", {inner, Scalar(0.7978845608028654f)})});
+    return Op("Mul", {Op("Mul", {x, Op("Add", {t, Scalar(1.f)})}), Scalar(0.5f)}, {}, to);
+  }
+
+ private:
+  std::string Fresh(const std::string& base) {
+    std::string s = base;
+    for (int i = 1; names_.count(s) || g_.FindValue(s) >= 0; ++i) s = base + "_" + std::to_string(i);
+    names_.insert(s);
+    return s;
+  }
+  Graph& g_;
+  const Node& n_;
+  std::set<std::string>& names_;
+  std::vector<Node>& out_;
+};
+
+Status Refuse(const Node& n, const std::string& why) {
+  return Unimplemented(n.DebugName() + " (" + (n.domain.empty() ? std::string("ai.onnx") : n.domain) + "): " + why);
+}
+
+// Whether the node is one this module reads.
+bool IsContrib(const Node& n) {
+  static const std::set<std::string> ms = {"SkipLayerNormalization", "SkipSimplifiedLayerNormalization",
+                                           "Gelu",           "BiasGelu",
+                                           "FastGelu",       "QuickGelu",
+                                           "BiasAdd",        "BiasSplitGelu",
+                                           "FusedMatMul",    "SimplifiedLayerNormalization",
+                                           "FusedGemm",      "EmbedLayerNormalization",
+                                           "Attention"};
+  if (n.domain == kMs) return ms.count(n.op_type) > 0;
+  return (n.domain.empty() || n.domain == "ai.onnx") && n.op_type == "SimplifiedLayerNormalization";
+}
+
+Status CheckInputs(const Node& n, size_t min, size_t max) {
+  size_t given = n.inputs.size();
+  while (given > 0 && n.inputs[given - 1] < 0) --given;
+  if (given < min || given > max)
+    return InvalidArgument(n.DebugName() + ": has " + std::to_string(given) + " inputs, expected " +
+                           std::to_string(min) + (max == min ? "" : ".." + std::to_string(max)));
+  for (size_t i = 0; i < min; ++i)
+    if (n.inputs[i] < 0) return InvalidArgument(n.DebugName() + ": required input " + std::to_string(i) + " is missing");
+  if (n.outputs.empty() || n.outputs[0] < 0) return InvalidArgument(n.DebugName() + ": has no output");
+  return Status::Ok();
+}
+
+Status CheckOutputs(const Node& n, size_t max) {
+  if (n.outputs.size() > max)
+    return InvalidArgument(n.DebugName() + ": has " + std::to_string(n.outputs.size()) + " outputs, at most " +
+                           std::to_string(max) + " expected");
+  return Status::Ok();
+}
+
+// RMS normalization of x over its last axis: x / √(mean(x²) + ε) · gamma; inv_std written to
+// `inv_to` when >= 0.
+void Rms(Expander& e, int x, int gamma, float eps, int y_to, int inv_to) {
+  const int ms = e.MeanLast(e.Op("Mul", {x, x}));
+  const int inv = e.Op("Reciprocal", {e.Op("Sqrt", {e.Op("Add", {ms, e.Scalar(eps)})})}, {}, inv_to);
+  e.Op("Mul", {e.Op("Mul", {x, inv}), gamma}, {}, y_to);
+}
+
+// The rank of the mask feeding Attention, read back through Casts to where it is declared: a
+// graph input, or EmbedLayerNormalization's mask_index (1-D). 0 when it cannot be told.
+int MaskRank(const Graph& g, int id, const Node** embed) {
+  for (int hops = 0; id >= 0 && hops < 8; ++hops) {
+    const Value& v = g.value(id);
+    if (v.shape) return static_cast<int>(v.shape->size());
+    if (v.producer < 0) return 0;
+    const Node& p = g.nodes()[static_cast<size_t>(v.producer)];
+    if (p.domain == kMs && p.op_type == "EmbedLayerNormalization" && Out(p, 1) == id) {
+      *embed = &p;
+      return 1;
+    }
+    if (p.op_type != "Cast" && p.op_type != "Identity") return 0;
+    id = In(p, 0);
+  }
+  return 0;
+}
+
+// com.microsoft Attention without past: qkv = input · W + bias split into Q, K, V of num_heads
+// heads; softmax(scale · Q·Kᵀ + attention_bias + mask) · V, heads joined. The mask is additive,
+// mask_filter_value (default -10000) where a key is masked: a 1-D key length per sequence (what
+// EmbedLayerNormalization's mask_index gives) or a 2-D [B, T] mask that keeps keys > 0.
+Status ExpandAttention(Graph& g, const Node& n, Expander& e) {
+  WH_RETURN_IF_ERROR(CheckInputs(n, 2, 6));
+  if (g.OpsetFor("") < 11) return Refuse(n, "needs ai.onnx opset 11 or later (Range)");
+  WH_RETURN_IF_ERROR(CheckOutputs(n, 2));
+  const int64_t heads = n.attrs.GetInt("num_heads", 0);
+  if (heads <= 0) return InvalidArgument(n.DebugName() + ": num_heads must be positive");
+  if (In(n, 4) >= 0) return Refuse(n, "a past key/value input (KV cache) is not supported");
+  if (Out(n, 1) >= 0 && (!g.Consumers(Out(n, 1)).empty() || g.IsGraphOutput(Out(n, 1))))
+    return Refuse(n, "its present output (KV cache) is read, which is not supported");
+  if (n.attrs.GetInt("unidirectional", 0) != 0) return Refuse(n, "unidirectional=1 is not supported");
+  if (n.attrs.GetInt("do_rotary", 0) != 0) return Refuse(n, "do_rotary=1 is not supported");
+  const Tensor* w = g.ConstInput(n, 1);
+  std::vector<int64_t> sizes = n.attrs.GetInts("qkv_hidden_sizes");
+  if (sizes.empty()) {
+    if (!w || w->rank() != 2 || w->dim(1) % 3 != 0)
+      return Refuse(n, "without qkv_hidden_sizes its weights must be a constant [in, 3 x hidden] matrix");
+    sizes = {w->dim(1) / 3, w->dim(1) / 3, w->dim(1) / 3};
+  }
+  if (sizes.size() != 3 || sizes[0] != sizes[1] || sizes[0] <= 0 || sizes[2] <= 0 || sizes[0] % heads != 0 ||
+      sizes[2] % heads != 0)
+    return InvalidArgument(n.DebugName() + ": qkv_hidden_sizes must be three positive sizes, Q and K equal, each a "
+                           "multiple of num_heads " + std::to_string(heads));
+  const int64_t head = sizes[0] / heads, head_v = sizes[2] / heads;
+  float scale = n.attrs.GetFloat("scale", 0.f);
+  if (scale == 0.f) scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head)));
+  const float filter = n.attrs.GetFloat("mask_filter_value", -10000.f);
+
+  int qkv = e.Op("MatMul", {In(n, 0), In(n, 1)});
+  if (In(n, 2) >= 0) qkv = e.Op("Add", {qkv, In(n, 2)});
+  const int q = g.AddValue(g.UniqueName(n.name + "/q"));
+  const int k = g.AddValue(g.UniqueName(n.name + "/k"));
+  const int v = g.AddValue(g.UniqueName(n.name + "/v"));
+  AttributeMap split;
+  split.Set("axis", Attribute::Int(-1));
+  if (g.OpsetFor("") >= 13) {
+    e.MultiOp("Split", {qkv, e.I64(sizes)}, {q, k, v}, split);
+  } else {
+    split.Set("split", Attribute::Ints(sizes));
+    e.MultiOp("Split", {qkv}, {q, k, v}, split);
+  }
+  auto heads_of = [&](int x, int64_t width, std::vector<int64_t> perm) {  // [B, S, N·h] -> permuted [B, S, N, h]
+    AttributeMap t;
+    t.Set("perm", Attribute::Ints(std::move(perm)));
+    return e.Op("Transpose", {e.Op("Reshape", {x, e.I64({0, 0, heads, width})})}, t);
+  };
+  const int qh = heads_of(q, head, {0, 2, 1, 3});    // [B, N, S, h]
+  const int kt = heads_of(k, head, {0, 2, 3, 1});    // [B, N, h, T]
+  const int vh = heads_of(v, head_v, {0, 2, 1, 3});  // [B, N, T, hv]
+  int scores = e.Op("Mul", {e.Op("MatMul", {qh, kt}), e.Scalar(scale)});
+  if (In(n, 5) >= 0) scores = e.Op("Add", {scores, In(n, 5)});
+  if (const int mask = In(n, 3); mask >= 0) {
+    const Node* embed = nullptr;
+    const int rank = MaskRank(g, mask, &embed);
+    int keep;  // [B, T] bool: the keys each sequence attends to
+    if (rank == 1 && embed) {
+      // Key lengths: key j is kept where j < length[b].
+      AttributeMap gather0, to_i32;
+      gather0.Set("axis", Attribute::Int(0));
+      to_i32.Set("to", Attribute::Int(static_cast<int64_t>(DType::kInt32)));
+      const int t = e.Op("Cast", {e.Op("Gather", {e.Op("Shape", {In(n, 0)}), e.I64({1}, true)}, gather0)}, to_i32);
+      const int j = e.Op("Range", {e.I32({0}, true), t, e.I32({1}, true)});
+      keep = e.Op("Less", {e.Unsqueeze(j, {0}), e.Unsqueeze(mask, {1})});
+    } else if (rank == 2) {
+      keep = e.Op("Greater", {mask, e.I32({0}, true)});
+    } else {
+      return Refuse(n, rank == 0 ? "the rank of its mask_index cannot be told at load (a 1-D mask must come from "
+                                   "EmbedLayerNormalization, a 2-D one from a declared input)"
+                                 : "a " + std::to_string(rank) + "-D mask_index is not supported (1-D lengths or 2-D [batch, keys])");
+    }
+    const int add = e.Op("Where", {keep, e.Scalar(0.f), e.Scalar(filter)});  // [B, T]
+    scores = e.Op("Add", {scores, e.Unsqueeze(add, {1, 2})});
+  }
+  AttributeMap softmax;
+  softmax.Set("axis", Attribute::Int(-1));
+  const int probs = e.Op("Softmax", {scores}, softmax);
+  AttributeMap back;
+  back.Set("perm", Attribute::Ints({0, 2, 1, 3}));
+  const int ctx = e.Op("Transpose", {e.Op("MatMul", {probs, vh})}, back);  // [B, S, N, hv]
+  e.Op("Reshape", {ctx, e.I64({0, 0, sizes[2]})}, {}, Out(n, 0));
+  return Status::Ok();
+}
+
+Status ExpandOne(Graph& g, const Node& n, Expander& e) {
+  const std::string& op = n.op_type;
+  if (op == "SkipLayerNormalization" || op == "SkipSimplifiedLayerNormalization") {
+    const bool simplified = op == "SkipSimplifiedLayerNormalization";
+    WH_RETURN_IF_ERROR(CheckInputs(n, 3, simplified ? 4 : 5));
+    WH_RETURN_IF_ERROR(CheckOutputs(n, 4));
+    const float eps = n.attrs.GetFloat("epsilon", 1e-12f);
+    const int beta = simplified ? -1 : In(n, 3), bias = In(n, simplified ? 3 : 4);
+    const int x = e.Sum(In(n, 0), In(n, 1), bias, Out(n, 3));
+    if (simplified) {
+      if (Out(n, 1) >= 0 && (!g.Consumers(Out(n, 1)).empty() || g.IsGraphOutput(Out(n, 1))))
+        return Refuse(n, "its output 1 (mean) is read, which ONNX Runtime fills with zeros for the simplified form");
+      Rms(e, x, In(n, 2), eps, Out(n, 0), Out(n, 2));
+      return Status::Ok();
+    }
+    e.LayerNorm(x, In(n, 2), beta, eps, Out(n, 0), Out(n, 1), Out(n, 2));
+    return Status::Ok();
+  }
+  if (op == "SimplifiedLayerNormalization") {
+    WH_RETURN_IF_ERROR(CheckInputs(n, 2, 2));
+    WH_RETURN_IF_ERROR(CheckOutputs(n, 2));
+    if (n.attrs.GetInt("axis", -1) != -1)
+      return Refuse(n, "axis " + std::to_string(n.attrs.GetInt("axis", -1)) + " is not supported (only -1, the last axis)");
+    Rms(e, In(n, 0), In(n, 1), n.attrs.GetFloat("epsilon", 1e-5f), Out(n, 0), Out(n, 1));
+    return Status::Ok();
+  }
+  if (op == "Gelu" || op == "BiasGelu") {
+    WH_RETURN_IF_ERROR(CheckInputs(n, op == "Gelu" ? 1 : 2, op == "Gelu" ? 1 : 2));
+    WH_RETURN_IF_ERROR(CheckOutputs(n, 1));
+    e.GeluErf(e.Sum(In(n, 0), In(n, 1), -1), Out(n, 0));
+    return Status::Ok();
+  }
+  if (op == "FastGelu") {
+    WH_RETURN_IF_ERROR(CheckInputs(n, 1, 2));
+    WH_RETURN_IF_ERROR(CheckOutputs(n, 1));
+    e.GeluTanh(e.Sum(In(n, 0), In(n, 1), -1), Out(n, 0));
+    return Status::Ok();
+  }
+  if (op == "QuickGelu") {
+    WH_RETURN_IF_ERROR(CheckInputs(n, 1, 1));
+    WH_RETURN_IF_ERROR(CheckOutputs(n, 1));
+    const int x = In(n, 0);
+    e.Op("Mul", {x, e.Op("Sigmoid", {e.Op("Mul", {x, e.Scalar(n.attrs.GetFloat("alpha", 1.702f))})})}, {}, Out(n, 0));
+    return Status::Ok();
+  }
+  if (op == "BiasAdd") {
+    WH_RETURN_IF_ERROR(CheckInputs(n, 3, 3));
+    WH_RETURN_IF_ERROR(CheckOutputs(n, 1));
+    e.Sum(In(n, 0), In(n, 1), In(n, 2), Out(n, 0));
+    return Status::Ok();
+  }
+  if (op == "BiasSplitGelu") {
+    WH_RETURN_IF_ERROR(CheckInputs(n, 2, 2));
+    WH_RETURN_IF_ERROR(CheckOutputs(n, 1));
+    const int x = e.Sum(In(n, 0), In(n, 1), -1);
+    // The two halves of the last axis: the left gated by Gelu of the right. Split with no sizes
+    // halves it (num_outputs from opset 18).
+    const int left = g.AddValue(g.UniqueName(n.name + "/left"), DType::kFloat32);
+    const int right = g.AddValue(g.UniqueName(n.name + "/right"), DType::kFloat32);
+    AttributeMap a;
+    a.Set("axis", Attribute::Int(-1));
+    if (g.OpsetFor("") >= 18) a.Set("num_outputs", Attribute::Int(2));
+    e.MultiOp("Split", {x}, {left, right}, a);
+    e.Op("Mul", {left, e.GeluErf(right, -1)}, {}, Out(n, 0));
+    return Status::Ok();
+  }
+  if (op == "FusedMatMul") {
+    WH_RETURN_IF_ERROR(CheckInputs(n, 2, 2));
+    WH_RETURN_IF_ERROR(CheckOutputs(n, 1));
+    if (n.attrs.GetInt("transBatchA", 0) || n.attrs.GetInt("transBatchB", 0))
+      return Refuse(n, "transBatchA/transBatchB are not supported");
+    std::vector<int> ops = {In(n, 0), In(n, 1)};
+    const char* attr[2] = {"transA", "transB"};
+    for (int k = 0; k < 2; ++k) {
+      if (!n.attrs.GetInt(attr[k], 0)) continue;
+      const Value& v = g.value(ops[static_cast<size_t>(k)]);
+      if (!v.shape || v.shape->size() < 2)
+        return Refuse(n, std::string(attr[k]) + "=1 needs the rank of '" + v.name +
+                             "' (at least 2), which the model does not declare");
+      std::vector<int64_t> perm;
+      const int64_t r = static_cast<int64_t>(v.shape->size());
+      for (int64_t i = 0; i < r; ++i) perm.push_back(i);
+      std::swap(perm[static_cast<size_t>(r - 1)], perm[static_cast<size_t>(r - 2)]);
+      AttributeMap a;
+      a.Set("perm", Attribute::Ints(perm));
+      ops[static_cast<size_t>(k)] = e.Op("Transpose", {ops[static_cast<size_t>(k)]}, a);
+    }
+    const float alpha = n.attrs.GetFloat("alpha", 1.f);
+    const int y = e.Op("MatMul", ops, {}, alpha == 1.f ? Out(n, 0) : -1);
+    if (alpha != 1.f) e.Op("Mul", {y, e.Scalar(alpha)}, {}, Out(n, 0));
+    return Status::Ok();
+  }
+  if (op == "FusedGemm") {
+    WH_RETURN_IF_ERROR(CheckInputs(n, 2, 3));
+    WH_RETURN_IF_ERROR(CheckOutputs(n, 1));
+    AttributeMap a;
+    for (const char* k : {"alpha", "beta", "transA", "transB"})
+      if (const Attribute* v = n.attrs.Find(k)) a.Set(k, *v);
+    const std::string act = n.attrs.GetString("activation", "");
+    std::vector<int> ins = {In(n, 0), In(n, 1)};
+    if (In(n, 2) >= 0) ins.push_back(In(n, 2));
+    if (act.empty()) {
+      e.Op("Gemm", ins, a, Out(n, 0));
+      return Status::Ok();
+    }
+    AttributeMap fa;
+    if (act == "LeakyRelu") {
+      fa.Set("alpha", Attribute::Float(n.attrs.GetFloat("activation_alpha", 0.01f)));
+    } else if (act == "HardSigmoid") {
+      fa.Set("alpha", Attribute::Float(n.attrs.GetFloat("activation_alpha", 0.2f)));
+      fa.Set("beta", Attribute::Float(n.attrs.GetFloat("activation_beta", 0.5f)));
+    } else if (act != "Relu" && act != "Tanh" && act != "Sigmoid") {
+      return Refuse(n, "activation '" + act + "' is not supported (Relu, Tanh, Sigmoid, LeakyRelu, HardSigmoid)");
+    }
+    e.Op(act, {e.Op("Gemm", ins, a)}, fa, Out(n, 0));
+    return Status::Ok();
+  }
+  if (op == "EmbedLayerNormalization") {
+    WH_RETURN_IF_ERROR(CheckInputs(n, 1, 9));
+    if (g.OpsetFor("") < 11) return Refuse(n, "needs ai.onnx opset 11 or later (Range)");
+    WH_RETURN_IF_ERROR(CheckOutputs(n, 3));
+    const int ids = In(n, 0), segment_ids = In(n, 1), word = In(n, 2), pos_table = In(n, 3), seg_table = In(n, 4);
+    for (size_t i : {2, 3, 5, 6})  // word, position embeddings, gamma, beta; segments are optional
+      if (In(n, i) < 0) return InvalidArgument(n.DebugName() + ": required input " + std::to_string(i) + " is missing");
+    AttributeMap gather0;
+    gather0.Set("axis", Attribute::Int(0));
+    int sum = e.Op("Gather", {word, ids}, gather0);
+    int pos;
+    if (In(n, 8) >= 0) {
+      pos = e.Op("Gather", {pos_table, In(n, 8)}, gather0);  // [B or 1, S, H]
+    } else {  // positions 0..S-1, broadcast over the batch
+      const int seq = e.Op("Gather", {e.Op("Shape", {ids}), e.I64({1}, true)}, gather0);
+      pos = e.Op("Gather", {pos_table, e.Op("Range", {e.I64({0}, true), seq, e.I64({1}, true)})}, gather0);
+    }
+    sum = e.Op("Add", {sum, pos}, {}, segment_ids >= 0 && seg_table >= 0 ? -1 : Out(n, 2));
+    if (segment_ids >= 0 && seg_table >= 0) sum = e.Op("Add", {sum, e.Op("Gather", {seg_table, segment_ids}, gather0)}, {}, Out(n, 2));
+    e.LayerNorm(sum, In(n, 5), In(n, 6), n.attrs.GetFloat("epsilon", 1e-12f), Out(n, 0), -1, -1);
+    if (Out(n, 1) >= 0) {
+      // mask_index: per sequence, the count of mask entries equal to 1 (0 for all without a mask).
+      AttributeMap to_i32, to_f32;
+      to_i32.Set("to", Attribute::Int(static_cast<int64_t>(DType::kInt32)));
+      to_f32.Set("to", Attribute::Int(static_cast<int64_t>(DType::kFloat32)));
+      const int ones = In(n, 7) >= 0 ? e.Op("Cast", {e.Op("Equal", {In(n, 7), e.I32({1}, true)})}, to_f32)
+                                     : e.Op("Mul", {e.Op("Cast", {ids}, to_f32), e.Scalar(0.f)});
+      e.Op("Cast", {e.SumOver(ones, {1}, -1)}, to_i32, Out(n, 1));
+    }
+    return Status::Ok();
+  }
+  if (op == "Attention") return ExpandAttention(g, n, e);
+  return Refuse(n, "not expanded");
+}
+
+}  // namespace
+
+Status ExpandContribOps(Graph& g, int* count) {
+  if (count) *count = 0;
+  bool any = false;
+  for (const Node& n : g.nodes()) any = any || IsContrib(n);
+  if (!any) return Status::Ok();
+  std::set<std::string> names;
+  for (const Node& n : g.nodes()) names.insert(n.name);
+  std::vector<Node> out;
+  out.reserve(g.nodes().size());
+  const std::vector<Node> nodes = g.nodes();  // the Expander adds values, never nodes, to g
+  for (const Node& n : nodes) {
+    if (!IsContrib(n)) {
+      out.push_back(n);
+      continue;
+    }
+    // The constants an expansion adds are float32 (ids and masks are integers of any width).
+    for (int id : n.inputs) {
+      const DType t = id >= 0 ? g.value(id).dtype : DType::kUndefined;
+      if (t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat64)
+        return Refuse(n, std::string("input '") + g.value(id).name + "' is " + DTypeName(t) +
+                             "; only float32 models are read");
+    }
+    Expander e(g, n, names, out);
+    WH_RETURN_IF_ERROR(ExpandOne(g, n, e));
+    if (count) ++*count;
+  }
+  g.nodes() = std::move(out);
+  g.Reindex();
+  return Status::Ok();
+}
+
+}  // namespace whittle

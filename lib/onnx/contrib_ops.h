@@ -1,0 +1,27 @@
+// ONNX Runtime's contrib ops that its transformer optimizer writes, read as what they compute in
+// standard ONNX: each node is replaced at load by its definition in ai.onnx ops (as an ONNX
+// function body would be), so the runtime's fusions, every pass and every other runtime see
+// standard ops, and a model Whittle saves again is standard ONNX. Semantics as ONNX Runtime 1.32's
+// CPU kernels compute them (tests/corpus/ort_tools/README.md, measured there):
+//   com.microsoft SkipLayerNormalization(input, skip, gamma[, beta][, bias]) -> y[, mean, inv_std, sum]
+//   com.microsoft SkipSimplifiedLayerNormalization(input, skip, gamma[, bias]) -> y[, mean, inv_std, sum]
+//   SimplifiedLayerNormalization (domain "", ORT's RMSNorm; axis -1) (X, scale) -> Y[, inv_std]
+//   com.microsoft Gelu(X), BiasGelu(A, B) (erf form), FastGelu(X[, bias]) (tanh form),
+//     QuickGelu(X; alpha=1.702), BiasAdd(X, bias, skip), BiasSplitGelu(X, bias),
+//   com.microsoft FusedMatMul(A, B; alpha, transA, transB) where the transposed operand's rank is
+//     known (transBatchA/B are refused).
+// Attention and EmbedLayerNormalization are not expanded yet: they stay unsupported ops. A
+// node that cannot be expanded (a dtype other than float32, an attribute form not covered) is an
+// error naming the node and why.
+#pragma once
+
+#include "lib/ir/graph.h"
+#include "lib/ir/status.h"
+
+namespace whittle {
+
+// Replaces every node above by standard ops (in place, node order kept topological). *count, when
+// given, gets the number of nodes expanded.
+Status ExpandContribOps(Graph& g, int* count = nullptr);
+
+}  // namespace whittle

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""The graphs ONNX Runtime's transformer optimizer wrote (tests/corpus/ort_tools: com.microsoft
+Attention, SkipLayerNormalization, EmbedLayerNormalization, BiasGelu, FastGelu, Gelu, QuickGelu,
+FusedMatMul, FusedGemm, BiasSplitGelu, BiasAdd, SkipSimplifiedLayerNormalization and the default
+domain's SimplifiedLayerNormalization) in Whittle, which reads each contrib op as its standard-ONNX
+definition (lib/onnx/contrib_ops.h):
+
+- run-model on the inputs stored beside each file equals the outputs ONNX Runtime 1.32 gave when it
+  made them (NAME.npz, out:<name>; for geglu_unet_ort_opt, whose BiasSplitGelu/BiasAdd have no CPU
+  kernel in ORT, the unfused source graph's), and ONNX Runtime here on the same inputs:
+  max |a - b| <= 1e-4 * max(|b|, 1);
+- compress-model --int8 mode=dynamic writes each file's model again, as standard ops only, which
+  ONNX Runtime loads and runs;
+- bert_tt_ort_opt with its ai.onnx opset set to 12 (its standard ops are the same at 12) gives the
+  same outputs: the expansions' forms before opset 17 (LayerNormalization written out) and 13 (axes
+  as attributes, Split sizes as an attribute);
+- a contrib op form Whittle does not read (Attention with unidirectional=1) is refused at load with
+  a one-line error naming the node and why.
+Usage: ort_tools_check.py --bin DIR --corpus tests/corpus/ort_tools
+"""
+import argparse
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+MAX_REL = 1e-4
+NO_ORT_KERNEL = {"geglu_unet_ort_opt"}  # BiasSplitGelu/BiasAdd: CUDA-only in ONNX Runtime
+
+
+def rel(a, b):
+    return float(np.abs(a.astype(np.float64) - b).max() / max(float(np.abs(b).max()), 1.0))
+
+
+def run_whittle(binp, path, feeds, tmp):
+    cmd = [os.path.join(binp, "run-model"), path, "--output-dir", tmp]
+    for k, v in feeds.items():
+        f = os.path.join(tmp, "in_%d.npy" % len(cmd))
+        np.save(f, v)
+        cmd += ["--input", "%s=%s" % (k, f)]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--corpus", required=True)
+    args = ap.parse_args()
+    paths = sorted(p for p in glob.glob(os.path.join(args.corpus, "*.onnx")) if not p.endswith(".src.onnx"))
+    if not paths:
+        sys.exit("no models in " + args.corpus)
+    failures = 0
+    for path in paths:
+        name = os.path.basename(path)[:-5]
+        data = np.load(path[:-5] + ".npz")
+        feeds = {k: data[k] for k in data.files if not k.startswith("out:")}
+        stored = {k[4:]: data[k] for k in data.files if k.startswith("out:")}
+        live = {}
+        if name not in NO_ORT_KERNEL:
+            so = ort.SessionOptions()
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+            live = dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
+        with tempfile.TemporaryDirectory() as tmp:
+            r = run_whittle(args.bin, path, feeds, tmp)
+            if r.returncode != 0:
+                print("FAIL %-28s run-model: %s" % (name, r.stderr.strip()))
+                failures += 1
+                continue
+            for out, want in stored.items():
+                safe = "".join(c if c.isalnum() or c in "_-." else "_" for c in out)
+                got = np.load(os.path.join(tmp, safe + ".npy"))
+                errs = [rel(got, want)] + ([rel(got, live[out])] if out in live else [])
+                ok = got.shape == want.shape and max(errs) <= MAX_REL
+                failures += not ok
+                print("%s %-28s %-18s vs stored ORT %.2e%s" % ("ok  " if ok else "FAIL", name, out[:18], errs[0],
+                      ", vs ORT here %.2e" % errs[1] if len(errs) > 1 else " (no ORT CPU kernel: the source graph's)"))
+            small = os.path.join(tmp, "int8.onnx")
+            r = subprocess.run([os.path.join(args.bin, "compress-model"), path, "-o", small, "--int8", "mode=dynamic",
+                                "--no-bench", "--quiet"], capture_output=True, text=True)
+            if r.returncode != 0:
+                print("FAIL %-28s compress-model --int8: %s" % (name, r.stderr.strip()))
+                failures += 1
+                continue
+            m = onnx.load(small)
+            contrib = sorted({n.op_type for n in m.graph.node if n.domain == "com.microsoft"})
+            s = ort.InferenceSession(small, providers=["CPUExecutionProvider"])
+            outs = s.run(None, feeds)
+            ok = not contrib and all(o.shape == stored[k].shape for o, k in zip(outs, [o.name for o in s.get_outputs()]))
+            failures += not ok
+            print("%s %-28s compress-model --int8 mode=dynamic: runs in ORT%s" %
+                  ("ok  " if ok else "FAIL", name, "" if not contrib else ", but keeps contrib ops %s" % contrib))
+
+    # The pre-opset-17/13 expansions on the same graph.
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(args.corpus, "bert_tt_ort_opt")
+        m = onnx.load(src + ".onnx")
+        for o in m.opset_import:
+            if o.domain in ("", "ai.onnx"):
+                o.version = 12
+        path = os.path.join(tmp, "bert_tt_op12.onnx")
+        onnx.save(m, path)
+        data = np.load(src + ".npz")
+        r = run_whittle(args.bin, path, {k: data[k] for k in data.files if not k.startswith("out:")}, tmp)
+        if r.returncode != 0:
+            print("FAIL bert_tt_ort_opt at opset 12: %s" % r.stderr.strip())
+            failures += 1
+        else:
+            err = rel(np.load(os.path.join(tmp, "last_hidden_state.npy")), data["out:last_hidden_state"])
+            failures += not err <= MAX_REL
+            print("%s bert_tt_ort_opt at opset 12: vs stored ORT %.2e" % ("ok  " if err <= MAX_REL else "FAIL", err))
+
+    # A form not read: refused at load, one line, naming the node and the reason.
+    with tempfile.TemporaryDirectory() as tmp:
+        w = helper.make_tensor("w", TensorProto.FLOAT, [8, 24], np.zeros(8 * 24, np.float32))
+        node = helper.make_node("Attention", ["x", "w"], ["y"], name="causal_attention", domain="com.microsoft",
+                                num_heads=2, unidirectional=1)
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+        path = os.path.join(tmp, "causal.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                                      helper.make_opsetid("com.microsoft", 1)]), path)
+        r = run_whittle(args.bin, path, {"x": np.zeros((1, 4, 8), np.float32)}, tmp)
+        err = r.stderr.strip()
+        ok = r.returncode != 0 and "causal_attention" in err and "unidirectional=1 is not supported" in err and \
+            len(err.splitlines()) == 1
+        failures += not ok
+        print("%s refused: %s" % ("ok  " if ok else "FAIL", err))
+    print("%d model(s), %d failure(s)" % (len(paths), failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
