@@ -236,25 +236,55 @@ Status ExpandAttention(Graph& g, const Node& n, Expander& e) {
 
   int qkv = e.Op("MatMul", {In(n, 0), In(n, 1)});
   if (In(n, 2) >= 0) qkv = e.Op("Add", {qkv, In(n, 2)});
-  const int q = g.AddValue(g.UniqueName(n.name + "/q"));
-  const int k = g.AddValue(g.UniqueName(n.name + "/k"));
-  const int v = g.AddValue(g.UniqueName(n.name + "/v"));
-  AttributeMap split;
-  split.Set("axis", Attribute::Int(-1));
-  if (g.OpsetFor("") >= 13) {
-    e.MultiOp("Split", {qkv, e.I64(sizes)}, {q, k, v}, split);
+  const bool opset13 = g.OpsetFor("") >= 13;
+  int qh, kt, vh;  // [B, N, S, h], [B, N, h, T], [B, N, T, hv]
+  if (sizes[0] == sizes[2]) {
+    // Equal widths: the packed-qkv form exporters write for ViT-style attention, which the
+    // runtime's fuse_attention turns into its fused kernel: Reshape to [B, S, 3, N, h],
+    // Transpose [2, 0, 3, 1, 4], Split along the 3, Squeeze; K transposed last.
+    AttributeMap perm5, split0, squeeze0, kperm;
+    perm5.Set("perm", Attribute::Ints({2, 0, 3, 1, 4}));
+    kperm.Set("perm", Attribute::Ints({0, 1, 3, 2}));
+    split0.Set("axis", Attribute::Int(0));
+    const int t = e.Op("Transpose", {e.Op("Reshape", {qkv, e.I64({0, 0, 3, heads, head})})}, perm5);
+    int parts[3];
+    for (int& p : parts) p = g.AddValue(g.UniqueName(n.name + "/qkv_part"));
+    if (opset13) {
+      e.MultiOp("Split", {t, e.I64({1, 1, 1})}, {parts[0], parts[1], parts[2]}, split0);
+    } else {
+      split0.Set("split", Attribute::Ints({1, 1, 1}));
+      e.MultiOp("Split", {t}, {parts[0], parts[1], parts[2]}, split0);
+    }
+    auto squeeze = [&](int x) {
+      if (opset13) return e.Op("Squeeze", {x, e.I64({0})});
+      AttributeMap a;
+      a.Set("axes", Attribute::Ints({0}));
+      return e.Op("Squeeze", {x}, a);
+    };
+    qh = squeeze(parts[0]);
+    kt = e.Op("Transpose", {squeeze(parts[1])}, kperm);
+    vh = squeeze(parts[2]);
   } else {
-    split.Set("split", Attribute::Ints(sizes));
-    e.MultiOp("Split", {qkv}, {q, k, v}, split);
+    const int q = g.AddValue(g.UniqueName(n.name + "/q"));
+    const int k = g.AddValue(g.UniqueName(n.name + "/k"));
+    const int v = g.AddValue(g.UniqueName(n.name + "/v"));
+    AttributeMap split;
+    split.Set("axis", Attribute::Int(-1));
+    if (opset13) {
+      e.MultiOp("Split", {qkv, e.I64(sizes)}, {q, k, v}, split);
+    } else {
+      split.Set("split", Attribute::Ints(sizes));
+      e.MultiOp("Split", {qkv}, {q, k, v}, split);
+    }
+    auto heads_of = [&](int x, int64_t width, std::vector<int64_t> perm) {  // [B, S, N·h] -> permuted [B, S, N, h]
+      AttributeMap tp;
+      tp.Set("perm", Attribute::Ints(std::move(perm)));
+      return e.Op("Transpose", {e.Op("Reshape", {x, e.I64({0, 0, heads, width})})}, tp);
+    };
+    qh = heads_of(q, head, {0, 2, 1, 3});
+    kt = heads_of(k, head, {0, 2, 3, 1});
+    vh = heads_of(v, head_v, {0, 2, 1, 3});
   }
-  auto heads_of = [&](int x, int64_t width, std::vector<int64_t> perm) {  // [B, S, N·h] -> permuted [B, S, N, h]
-    AttributeMap t;
-    t.Set("perm", Attribute::Ints(std::move(perm)));
-    return e.Op("Transpose", {e.Op("Reshape", {x, e.I64({0, 0, heads, width})})}, t);
-  };
-  const int qh = heads_of(q, head, {0, 2, 1, 3});    // [B, N, S, h]
-  const int kt = heads_of(k, head, {0, 2, 3, 1});    // [B, N, h, T]
-  const int vh = heads_of(v, head_v, {0, 2, 1, 3});  // [B, N, T, hv]
   int scores = e.Op("Mul", {e.Op("MatMul", {qh, kt}), e.Scalar(scale)});
   if (In(n, 5) >= 0) scores = e.Op("Add", {scores, In(n, 5)});
   if (const int mask = In(n, 3); mask >= 0) {

@@ -10,9 +10,14 @@
 //     QuickGelu(X; alpha=1.702), BiasAdd(X, bias, skip), BiasSplitGelu(X, bias),
 //   com.microsoft FusedMatMul(A, B; alpha, transA, transB) where the transposed operand's rank is
 //     known (transBatchA/B are refused).
-// Attention and EmbedLayerNormalization are not expanded yet: they stay unsupported ops. A
-// node that cannot be expanded (a dtype other than float32, an attribute form not covered) is an
-// error naming the node and why.
+//   com.microsoft EmbedLayerNormalization(ids, [segment_ids], word, position, [segment], gamma, beta,
+//     [mask], [position_ids]) -> output, mask_index (count of ones), [embedding_sum]
+//   com.microsoft FusedGemm (Gemm then Relu/Tanh/Sigmoid/LeakyRelu/HardSigmoid)
+//   com.microsoft Attention without past, not unidirectional: a 1-D key-length mask from
+//     EmbedLayerNormalization or a 2-D [batch, keys] one (added, mask_filter_value where masked);
+//     with V as wide as Q/K in the packed-qkv form the runtime's fuse_attention knows.
+// A node that cannot be expanded (float16/bfloat16/double, an attribute or mask form not covered)
+// is an error naming the node and why.
 #pragma once
 
 #include "lib/ir/graph.h"

@@ -14,6 +14,8 @@ definition (lib/onnx/contrib_ops.h):
 - bert_tt_ort_opt with its ai.onnx opset set to 12 (its standard ops are the same at 12) gives the
   same outputs: the expansions' forms before opset 17 (LayerNormalization written out) and 13 (axes
   as attributes, Split sizes as an attribute);
+- single Attention nodes ORT's files do not hold: V wider than Q/K (qkv_hidden_sizes, the unfused
+  expansion), an explicit scale, a 2-D int32 mask declared on the graph input, with and without bias;
 - a contrib op form Whittle does not read (Attention with unidirectional=1) is refused at load with
   a one-line error naming the node and why.
 Usage: ort_tools_check.py --bin DIR --corpus tests/corpus/ort_tools
@@ -115,6 +117,42 @@ def main():
             err = rel(np.load(os.path.join(tmp, "last_hidden_state.npy")), data["out:last_hidden_state"])
             failures += not err <= MAX_REL
             print("%s bert_tt_ort_opt at opset 12: vs stored ORT %.2e" % ("ok  " if err <= MAX_REL else "FAIL", err))
+
+    # Single Attention nodes: both expansions (V as wide as Q/K, which the runtime fuses; V wider).
+    rng = np.random.default_rng(5)
+    for sizes, scale, bias in (([16, 16, 16], None, True), ([16, 16, 32], 0.3, True), ([16, 16, 16], 0.5, False)):
+        with tempfile.TemporaryDirectory() as tmp:
+            width = sum(sizes)
+            inits = [helper.make_tensor("w", TensorProto.FLOAT, [12, width], rng.normal(0, 0.3, 12 * width).astype(np.float32))]
+            ins = ["x", "w"]
+            if bias:
+                inits.append(helper.make_tensor("b", TensorProto.FLOAT, [width], rng.normal(0, 0.3, width).astype(np.float32)))
+                ins.append("b")
+            else:
+                ins.append("")
+            ins.append("mask")
+            attrs = {"num_heads": 4, "qkv_hidden_sizes": sizes}
+            if scale is not None:
+                attrs["scale"] = scale
+            node = helper.make_node("Attention", ins, ["y"], name="attention", domain="com.microsoft", **attrs)
+            g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 12]),
+                                                helper.make_tensor_value_info("mask", TensorProto.INT32, [2, 5])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+            path = os.path.join(tmp, "attention.onnx")
+            onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                                          helper.make_opsetid("com.microsoft", 1)]), path)
+            feeds = {"x": rng.normal(0, 1, (2, 5, 12)).astype(np.float32),
+                     "mask": np.array([[1, 1, 1, 0, 0], [0, 1, 1, 1, 1]], np.int32)}
+            want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+            r = run_whittle(args.bin, path, feeds, tmp)
+            label = "Attention sizes %s scale %s bias %s" % (sizes, scale, bias)
+            if r.returncode != 0:
+                print("FAIL %s: %s" % (label, r.stderr.strip()))
+                failures += 1
+                continue
+            err = rel(np.load(os.path.join(tmp, "y.npy")), want)
+            failures += not err <= MAX_REL
+            print("%s %s: vs ORT %.2e" % ("ok  " if err <= MAX_REL else "FAIL", label, err))
 
     # A form not read: refused at load, one line, naming the node and the reason.
     with tempfile.TemporaryDirectory() as tmp:
