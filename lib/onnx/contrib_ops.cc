@@ -153,7 +153,8 @@ bool IsContrib(const Node& n) {
                                            "BiasAdd",        "BiasSplitGelu",
                                            "FusedMatMul",    "SimplifiedLayerNormalization",
                                            "FusedGemm",      "EmbedLayerNormalization",
-                                           "Attention"};
+                                           "Attention",      "DynamicQuantizeMatMul",
+                                           "MatMulIntegerToFloat"};
   if (n.domain == kMs) return ms.count(n.op_type) > 0;
   return (n.domain.empty() || n.domain == "ai.onnx") && n.op_type == "SimplifiedLayerNormalization";
 }
@@ -465,6 +466,35 @@ Status ExpandOne(Graph& g, const Node& n, Expander& e) {
                                      : e.Op("Mul", {e.Op("Cast", {ids}, to_f32), e.Scalar(0.f)});
       e.Op("Cast", {e.SumOver(ones, {1}, -1)}, to_i32, Out(n, 1));
     }
+    return Status::Ok();
+  }
+  if (op == "DynamicQuantizeMatMul" || op == "MatMulIntegerToFloat") {
+    // Y = float(Σ (A − a_zp)(B − b_zp)) · (a_scale · b_scale) + bias, A quantized per tensor to
+    // uint8 by DynamicQuantizeLinear for DynamicQuantizeMatMul: the chain ONNX Runtime's dynamic
+    // quantizer writes before its optimizer fuses it (bit-exact: tests/corpus/ort_quant/README.md).
+    const bool dynamic = op == "DynamicQuantizeMatMul";
+    WH_RETURN_IF_ERROR(CheckInputs(n, dynamic ? 3 : 4, dynamic ? 5 : 7));
+    WH_RETURN_IF_ERROR(CheckOutputs(n, 1));
+    int a = In(n, 0), a_scale, a_zp, b_scale, b_zp, bias;
+    if (dynamic) {
+      a = g.AddValue(g.UniqueName(n.name + "/a_quantized"));
+      a_scale = g.AddValue(g.UniqueName(n.name + "/a_scale"));
+      a_zp = g.AddValue(g.UniqueName(n.name + "/a_zero_point"));
+      e.MultiOp("DynamicQuantizeLinear", {In(n, 0)}, {a, a_scale, a_zp}, {});
+      b_scale = In(n, 2), b_zp = In(n, 3), bias = In(n, 4);
+    } else {
+      a_scale = In(n, 2), b_scale = In(n, 3), a_zp = In(n, 4), b_zp = In(n, 5), bias = In(n, 6);
+      if (const Value& s = g.value(a_scale); s.shape && !s.shape->empty() &&
+                                              !(s.shape->size() == 1 && (*s.shape)[0].known() && (*s.shape)[0].value == 1))
+        return Refuse(n, "a_scale must be one value per tensor");
+    }
+    std::vector<int> ins = {a, In(n, 1), a_zp, b_zp};
+    while (!ins.empty() && ins.back() < 0) ins.pop_back();
+    AttributeMap to_f32;
+    to_f32.Set("to", Attribute::Int(static_cast<int64_t>(DType::kFloat32)));
+    const int acc = e.Op("Cast", {e.Op("MatMulInteger", ins)}, to_f32);
+    const int y = e.Op("Mul", {acc, e.Op("Mul", {a_scale, b_scale})}, {}, bias >= 0 ? -1 : Out(n, 0));
+    if (bias >= 0) e.Op("Add", {y, bias}, {}, Out(n, 0));
     return Status::Ok();
   }
   if (op == "Attention") return ExpandAttention(g, n, e);

@@ -16,6 +16,9 @@
 //   com.microsoft Attention without past, not unidirectional: a 1-D key-length mask from
 //     EmbedLayerNormalization or a 2-D [batch, keys] one (added, mask_filter_value where masked);
 //     with V as wide as Q/K in the packed-qkv form the runtime's fuse_attention knows.
+//   com.microsoft DynamicQuantizeMatMul(A, B, b_scale[, b_zp][, bias]) and
+//     MatMulIntegerToFloat(A, B, a_scale, b_scale[, a_zp][, b_zp][, bias]): DynamicQuantizeLinear
+//     (for the first), MatMulInteger, Cast, Mul by a_scale·b_scale, Add bias.
 // A node that cannot be expanded (float16/bfloat16/double, an attribute or mask form not covered)
 // is an error naming the node and why.
 #pragma once

@@ -2,7 +2,8 @@
 """The graphs ONNX Runtime's transformer optimizer wrote (tests/corpus/ort_tools: com.microsoft
 Attention, SkipLayerNormalization, EmbedLayerNormalization, BiasGelu, FastGelu, Gelu, QuickGelu,
 FusedMatMul, FusedGemm, BiasSplitGelu, BiasAdd, SkipSimplifiedLayerNormalization and the default
-domain's SimplifiedLayerNormalization) in Whittle, which reads each contrib op as its standard-ONNX
+domain's SimplifiedLayerNormalization; with --also, the files of tests/corpus/ort_quant that ORT's
+dynamic quantizer and optimizer wrote with DynamicQuantizeMatMul and MatMulIntegerToFloat) in Whittle, which reads each contrib op as its standard-ONNX
 definition (lib/onnx/contrib_ops.h):
 
 - run-model on the inputs stored beside each file equals the outputs ONNX Runtime 1.32 gave when it
@@ -18,7 +19,7 @@ definition (lib/onnx/contrib_ops.h):
   expansion), an explicit scale, a 2-D int32 mask declared on the graph input, with and without bias;
 - a contrib op form Whittle does not read (Attention with unidirectional=1) is refused at load with
   a one-line error naming the node and why.
-Usage: ort_tools_check.py --bin DIR --corpus tests/corpus/ort_tools
+Usage: ort_tools_check.py --bin DIR --corpus tests/corpus/ort_tools [--also FILE.onnx ...]
 """
 import argparse
 import glob
@@ -53,8 +54,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--corpus", required=True)
+    ap.add_argument("--also", nargs="*", default=[], help="more files of the same layout (NAME.onnx + NAME.npz)")
     args = ap.parse_args()
-    paths = sorted(p for p in glob.glob(os.path.join(args.corpus, "*.onnx")) if not p.endswith(".src.onnx"))
+    paths = sorted(p for p in glob.glob(os.path.join(args.corpus, "*.onnx")) if not p.endswith(".src.onnx")) + args.also
     if not paths:
         sys.exit("no models in " + args.corpus)
     failures = 0

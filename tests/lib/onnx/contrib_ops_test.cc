@@ -67,6 +67,20 @@ TEST(ContribOps, BeforeOpset17LayerNormIsWrittenAsExportersWriteIt) {
   EXPECT_TRUE(t.g.Verify().ok());
 }
 
+TEST(ContribOps, DynamicQuantizeMatMulBecomesTheChainTheQuantizerWrote) {
+  OneNode t("DynamicQuantizeMatMul", "com.microsoft", {"x", "w", "s", "", "bias"});
+  ASSERT_TRUE(ExpandContribOps(t.g).ok());
+  EXPECT_EQ(t.Ops(), (std::map<std::string, int>{
+                         {"DynamicQuantizeLinear", 1}, {"MatMulInteger", 1}, {"Cast", 1}, {"Mul", 2}, {"Add", 1}}));
+  EXPECT_TRUE(t.g.Verify().ok());
+  // MatMulIntegerToFloat's a_scale must be one value: a per-row one is refused.
+  OneNode u("MatMulIntegerToFloat", "com.microsoft", {"x", "w", "rows", "s"});
+  Node& n = u.g.nodes()[0];
+  n.inputs[2] = u.g.AddValue("row_scales", DType::kFloat32, SymShape{Dim(4), Dim(1)});
+  u.g.inputs().push_back(n.inputs[2]);
+  EXPECT_NE(ExpandContribOps(u.g).message().find("a_scale must be one value per tensor"), std::string::npos);
+}
+
 TEST(ContribOps, GraphsWithoutContribOpsAreUntouched) {
   OneNode t("Relu", "", {"x"});
   int count = -1;
