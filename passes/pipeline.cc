@@ -333,11 +333,11 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& options, PipelineObs
   }
   report.calibration_data = o.calibration ? o.calibration_spec : "";
   report.calibration_samples = o.calibration ? o.calibration->size() : 0;
-  {  // the model file and its external data
-    auto on_disk = ModelBytesOnDisk(o.model_path);
-    report.before.file_bytes = on_disk.ok() ? *on_disk : FileSizeOf(o.model_path);
-  }
-  const bool input_external = HasExternalData(o.model_path);
+  // The model file and its external data (the file alone is smaller when it has some).
+  report.before.file_bytes = FileSizeOf(o.model_path);
+  auto on_disk = ModelBytesOnDisk(o.model_path);
+  const bool input_external = on_disk.ok() && *on_disk > report.before.file_bytes;
+  if (on_disk.ok()) report.before.file_bytes = *on_disk;
   // Dims inference cannot resolve are taken from one sample run through the model.
   const auto sample = OneSample(original, o);
   if (sample) WH_RETURN_IF_ERROR(ObserveShapes(original, *sample).WithContext("running one sample for the cost model"));

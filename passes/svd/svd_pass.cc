@@ -162,9 +162,6 @@ struct Work {
   std::vector<int64_t> allowed;  // ratio=: ranks it may take
 };
 
-// Factors a [m, r], b [r, n] of the layer's weight at rank r.
-void LayerFactors(const Work& w, int64_t r, Matrix* a, Matrix* b) { SplitFactors(w.svd, r, a, b); }
-
 using RowMajorMap = Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
 
 // Lᵀ·W (input side = rows) or W·L (input side = columns), for the whitened SVD, where C = L·Lᵀ
@@ -402,7 +399,7 @@ StatusOr<PassReport> SvdPass::Run(Graph& g, const PassContext& ctx) {
   for (Work& w : work) {
     if (w.rank == 0) continue;
     Matrix a, b;
-    LayerFactors(w, w.rank, &a, &b);
+    SplitFactors(w.svd, w.rank, &a, &b);
     ApplyLowRank(g, w.layer, a, b);
     w.svd = SvdResult();  // applied: its factors at the larger rank go now, not at the pass's end
   }
@@ -433,7 +430,7 @@ Status SvdPass::AllocateByRatio(const Graph& g, const PassContext& ctx, std::vec
         ctx.Progress("svd: sensitivity of " + w.layer.name, done++, total_evals);
         Graph cand = g;
         Matrix a, b;
-        LayerFactors(w, r, &a, &b);
+        SplitFactors(w.svd, r, &a, &b);
         ApplyLowRank(cand, w.layer, a, b);
         WH_RETURN_IF_ERROR(cand.Compact());
         WH_ASSIGN_OR_RETURN(double acc, probe.Measure(cand));
@@ -474,7 +471,7 @@ Status SvdPass::AllocateByRatio(const Graph& g, const PassContext& ctx, std::vec
     for (Work* w : eligible) {
       if (w->rank == 0) continue;
       Matrix a, b;
-      LayerFactors(*w, w->rank, &a, &b);
+      SplitFactors(w->svd, w->rank, &a, &b);
       ApplyLowRank(combined, w->layer, a, b);
     }
     WH_RETURN_IF_ERROR(combined.Compact());
