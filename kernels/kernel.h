@@ -48,6 +48,8 @@ struct KernelInit {
   // SessionOptions::pack_weights: false, the Gemm/MatMul kernels read constant weights where they
   // are instead of keeping a packed copy.
   bool pack_weights = true;
+  // SessionOptions::num_threads (0: not known): what a control-flow kernel's subgraphs run with.
+  int num_threads = 0;
 
   int InputRank(size_t k) const { return k < input_ranks.size() ? input_ranks[k] : -1; }
 
@@ -92,6 +94,10 @@ class OpKernel {
   // >= 0: output 0 is input k's bytes with the inferred dims (Reshape, Flatten, Identity ...).
   // The runtime then shares the buffer and does not call Compute.
   virtual int OutputAliasesInput() const { return -1; }
+  // True: Compute assigns each present ctx.outputs[k] itself (If, Loop, Scan: the shapes are known
+  // only once a subgraph ran). The runtime then neither infers the node's output shapes nor
+  // allocates them; ctx.outputs point at undefined tensors.
+  virtual bool SetsOutputs() const { return false; }
   // Whose memory Compute reads and writes: the runtime hands a kCuda kernel device tensors only
   // (copying inputs made elsewhere) and a CPU kernel host tensors only.
   virtual DeviceType device() const { return DeviceType::kCpu; }

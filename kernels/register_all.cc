@@ -30,6 +30,7 @@ void RegisterBinaryKernels(KernelRegistry& r);     // kernels/binary_kernels.cc
 void RegisterCirculantKernels(KernelRegistry& r);  // kernels/circulant_kernels.cc
 void RegisterSignalKernels(KernelRegistry& r);     // kernels/signal_kernels.cc
 void RegisterNBitsKernels(KernelRegistry& r);      // kernels/nbits_kernels.cc
+void RegisterControlFlowKernels(KernelRegistry& r);  // kernels/control_flow_kernels.cc
 
 void RegisterAllKernels() {
   static std::once_flag once;
@@ -58,6 +59,7 @@ void RegisterAllKernels() {
     RegisterCirculantKernels(r);
     RegisterSignalKernels(r);
     RegisterNBitsKernels(r);
+    RegisterControlFlowKernels(r);
   });
 }
 

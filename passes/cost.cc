@@ -2,7 +2,6 @@
 
 #include <initializer_list>
 #include <limits>
-
 #include <set>
 
 #include "lib/ir/circulant_format.h"
@@ -187,17 +186,42 @@ Status ObserveShapes(Graph& g, const std::map<std::string, Tensor>& feeds) {
   return Status::Ok();
 }
 
-GraphCost ComputeCost(const Graph& g) {
-  GraphCost c;
+namespace {
+
+// g and its subgraphs: a weight that several graphs share (a constant an If branch or a Loop body
+// reads from an enclosing graph) counts once; a Loop or Scan body's MACs count one iteration, an
+// If's those of its larger branch.
+void AddCost(const Graph& g, std::set<std::pair<const void*, int64_t>>* seen, GraphCost* c) {
   for (const Value& v : g.values()) {
     if (!v.initializer) continue;
-    c.param_bytes += static_cast<int64_t>(v.initializer->nbytes());
-    if (v.initializer->dtype() != DType::kInt64) c.params += v.initializer->numel();
+    const Tensor& t = *v.initializer;
+    if (t.defined() && !seen->insert({t.buffer().get(), static_cast<int64_t>(t.nbytes())}).second &&
+        t.nbytes() > 0)
+      continue;
+    c->param_bytes += static_cast<int64_t>(t.nbytes());
+    if (t.dtype() != DType::kInt64) c->params += t.numel();
   }
   for (const Node& n : g.nodes()) {
-    if (__builtin_add_overflow(c.macs, NodeMacs(g, n), &c.macs)) c.macs = std::numeric_limits<int64_t>::max();
-    c.params += CodebookExtraParams(g, n) + BinaryExtraParams(g, n) + NBitsExtraParams(g, n);
+    int64_t macs = NodeMacs(g, n), sub_macs = 0;
+    for (const auto& [attr, sub] : n.attrs.Subgraphs()) {
+      GraphCost sc;
+      AddCost(*sub, seen, &sc);
+      c->params += sc.params;
+      c->param_bytes += sc.param_bytes;
+      sub_macs = std::max(sub_macs, sc.macs);
+    }
+    if (__builtin_add_overflow(macs, sub_macs, &macs)) macs = std::numeric_limits<int64_t>::max();
+    if (__builtin_add_overflow(c->macs, macs, &c->macs)) c->macs = std::numeric_limits<int64_t>::max();
+    c->params += CodebookExtraParams(g, n) + BinaryExtraParams(g, n) + NBitsExtraParams(g, n);
   }
+}
+
+}  // namespace
+
+GraphCost ComputeCost(const Graph& g) {
+  GraphCost c;
+  std::set<std::pair<const void*, int64_t>> seen;
+  AddCost(g, &seen, &c);
   return c;
 }
 

@@ -19,6 +19,42 @@ Status CheckPassOutput(Graph& g) {
   return g.Verify();
 }
 
+namespace {
+
+// The pass on every subgraph of g (If branches, Loop and Scan bodies, nested ones too), each as a
+// graph of its own and without calibration data (the data feeds the model's inputs, not a body's).
+// Where the pass cannot run on a subgraph, that subgraph stays as it was and the report says why.
+// Layers are reported as "<node>/<attribute>/<layer>".
+Status RunOnSubgraphs(Pass& p, Graph& g, const PassContext& ctx, const std::string& prefix, PassReport* rep) {
+  for (Node& n : g.nodes()) {
+    for (const auto& [attr, sub] : n.attrs.Subgraphs()) {
+      const std::string where = prefix + n.name + "/" + attr + "/";
+      Graph work = *sub;
+      PassContext sctx = ctx;
+      sctx.calibration = nullptr;
+      StatusOr<PassReport> r = p.Run(work, sctx);
+      Status s = r.ok() ? CheckPassOutput(work) : r.status();
+      if (!s.ok()) {
+        rep->notes.push_back("subgraph " + where.substr(0, where.size() - 1) + " left as it was: " + s.message());
+        work = *sub;
+      } else {
+        for (LayerReport& l : r->layers) {
+          l.node = where + l.node;
+          rep->layers.push_back(std::move(l));
+        }
+        // A subgraph with no layer the pass looks at stays out of the report.
+        if (!r->layers.empty())
+          for (const std::string& note : r->notes) rep->notes.push_back(where.substr(0, where.size() - 1) + ": " + note);
+      }
+      WH_RETURN_IF_ERROR(RunOnSubgraphs(p, work, ctx, where, rep));
+      *sub = std::move(work);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<std::vector<PassReport>> PassManager::Run(Graph* g, const PassContext& ctx) const {
   Graph work = *g;
   std::vector<PassReport> reports;
@@ -28,6 +64,7 @@ StatusOr<std::vector<PassReport>> PassManager::Run(Graph* g, const PassContext& 
     auto t0 = std::chrono::steady_clock::now();
     StatusOr<PassReport> r = p.Run(work, ctx);
     if (!r.ok()) return Status(r.status().code(), "pass " + p.name() + ": " + r.status().message());
+    WH_RETURN_IF_ERROR(RunOnSubgraphs(p, work, ctx, "", &*r));
     Status s = CheckPassOutput(work);
     if (!s.ok())
       return Internal("pass " + p.name() + " left an invalid graph (a bug in the pass): " + s.message());

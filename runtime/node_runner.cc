@@ -1,6 +1,7 @@
 #include "runtime/node_runner.h"
 
 #include "lib/ir/device.h"
+#include "runtime/subgraph_session.h"
 
 namespace whittle {
 
@@ -8,12 +9,14 @@ StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Ba
                                                  const std::vector<DType>& input_dtypes,
                                                  const std::vector<const Tensor*>& const_inputs,
                                                  Precision precision, std::vector<int> input_ranks,
-                                                 bool pack_weights) {
+                                                 bool pack_weights, int num_threads) {
   RegisterAllKernels();
+  InstallSubgraphSessions();  // If, Loop and Scan run their subgraphs as sessions
   const KernelFactory* f = KernelRegistry::Global().Find(node.domain, node.op_type);
   if (!f) return Unimplemented(node.DebugName() + ": no kernel for op '" + node.op_type + "'");
   KernelInit init{node.attrs, opset, input_dtypes, const_inputs, static_cast<int>(node.outputs.size()), node.name,
                   backend, precision, std::move(input_ranks), pack_weights};
+  init.num_threads = num_threads;
   auto k = (*f)(init);
   if (!k.ok()) return k.status().WithContext(node.DebugName());
   return k;
@@ -97,7 +100,8 @@ StatusOr<std::vector<Tensor>> RunNode(const Node& node, int opset, const std::ve
                       CreateKernel(node, opset, backend, dts, consts, Precision::kFp32, ranks));
   std::vector<DType> odt;
   std::vector<Dims> odims;
-  WH_RETURN_IF_ERROR(InferConcrete(*def, node, opset, in, &odt, &odims));
+  const bool sets_outputs = kernel->SetsOutputs();  // control flow: shapes come from its run
+  if (!sets_outputs) WH_RETURN_IF_ERROR(InferConcrete(*def, node, opset, in, &odt, &odims));
   // A device kernel gets device copies of the inputs (host ones of those it reads on the host:
   // OpKernel::HostInputs) and device outputs, copied back after.
   const DeviceType dev = kernel->device();
@@ -116,7 +120,8 @@ StatusOr<std::vector<Tensor>> RunNode(const Node& node, int opset, const std::ve
   int alias = kernel->OutputAliasesInput();
   for (size_t i = 0; i < outs.size(); ++i) {
     if (node.outputs[i] < 0) { ctx.outputs.push_back(nullptr); continue; }
-    if (i == 0 && alias >= 0) {
+    if (sets_outputs) {
+    } else if (i == 0 && alias >= 0) {
       outs[i] = in[static_cast<size_t>(alias)]->Reshaped(odims[i]);
     } else if (dev == DeviceType::kCpu) {
       outs[i] = Tensor(odt[i], odims[i]);
@@ -133,6 +138,9 @@ StatusOr<std::vector<Tensor>> RunNode(const Node& node, int opset, const std::ve
     ctx.device_check = report.device_words();
   }
   if (alias < 0) WH_RETURN_IF_ERROR(kernel->Compute(ctx).WithContext(node.DebugName()));
+  for (size_t i = 0; sets_outputs && i < outs.size(); ++i)
+    if (node.outputs[i] >= 0 && !outs[i].defined())
+      return Internal(node.DebugName() + ": output " + std::to_string(i) + " was not set");
   for (Tensor& t : outs) {
     if (!t.defined() || t.device() == DeviceType::kCpu) continue;
     WH_ASSIGN_OR_RETURN(t, t.ToDevice(DeviceType::kCpu));

@@ -19,7 +19,8 @@ StatusOr<std::unique_ptr<OpKernel>> CreateKernel(const Node& node, int opset, Ba
                                                  const std::vector<DType>& input_dtypes,
                                                  const std::vector<const Tensor*>& const_inputs,
                                                  Precision precision = Precision::kFp32,
-                                                 std::vector<int> input_ranks = {}, bool pack_weights = true);
+                                                 std::vector<int> input_ranks = {}, bool pack_weights = true,
+                                                 int num_threads = 0);
 
 // Infers output dims for concrete inputs (absent inputs: nullptr). outputs gets dtype/dims;
 // value_reads (optional) gets InferContext::ValueReads(): which inputs' values the shapes depend on.

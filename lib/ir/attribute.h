@@ -5,12 +5,33 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "lib/ir/tensor.h"
 
 namespace whittle {
+
+class Graph;
+
+// A graph-valued attribute (If's branches, Loop's and Scan's body), held by value: copying it
+// copies the graph, so a pass that edits a copied node's body never edits the original's.
+class GraphBox {
+ public:
+  GraphBox();
+  explicit GraphBox(Graph g);
+  GraphBox(const GraphBox& o);
+  GraphBox(GraphBox&& o) noexcept;
+  GraphBox& operator=(const GraphBox& o);
+  GraphBox& operator=(GraphBox&& o) noexcept;
+  ~GraphBox();
+  Graph* get() const { return g_.get(); }
+  explicit operator bool() const { return g_ != nullptr; }
+
+ private:
+  std::unique_ptr<Graph> g_;
+};
 
 enum class AttrType { kUndefined = 0, kFloat = 1, kInt = 2, kString = 3, kTensor = 4, kGraph = 5,
                       kFloats = 6, kInts = 7, kStrings = 8, kTensors = 9, kGraphs = 10 };
@@ -25,7 +46,9 @@ struct Attribute {
   std::vector<float> floats;
   std::vector<int64_t> ints;
   std::vector<std::string> strings;
+  GraphBox g;  // kGraph
 
+  static Attribute GraphValue(Graph v);
   static Attribute Float(float v) { Attribute a; a.type = AttrType::kFloat; a.f = v; return a; }
   static Attribute Int(int64_t v) { Attribute a; a.type = AttrType::kInt; a.i = v; return a; }
   static Attribute String(std::string v) { Attribute a; a.type = AttrType::kString; a.s = std::move(v); return a; }
@@ -62,6 +85,17 @@ class AttributeMap {
   }
   const Tensor* GetTensor(const std::string& name) const {
     auto* a = Find(name); return a && a->type == AttrType::kTensor ? &a->t : nullptr;
+  }
+  // The subgraph held by a graph attribute, or nullptr.
+  Graph* GetGraph(const std::string& name) const {
+    auto* a = Find(name); return a && a->type == AttrType::kGraph ? a->g.get() : nullptr;
+  }
+  // Every graph attribute's subgraph, by attribute name.
+  std::vector<std::pair<std::string, Graph*>> Subgraphs() const {
+    std::vector<std::pair<std::string, Graph*>> r;
+    for (const auto& [k, a] : map_)
+      if (a.type == AttrType::kGraph && a.g) r.emplace_back(k, a.g.get());
+    return r;
   }
 
   const std::map<std::string, Attribute>& all() const { return map_; }

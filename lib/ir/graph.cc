@@ -43,6 +43,24 @@ std::optional<Dims> ToDims(const SymShape& s) {
   return d;
 }
 
+GraphBox::GraphBox() = default;
+GraphBox::GraphBox(Graph g) : g_(std::make_unique<Graph>(std::move(g))) {}
+GraphBox::GraphBox(const GraphBox& o) : g_(o.g_ ? std::make_unique<Graph>(*o.g_) : nullptr) {}
+GraphBox::GraphBox(GraphBox&& o) noexcept = default;
+GraphBox& GraphBox::operator=(const GraphBox& o) {
+  if (this != &o) g_ = o.g_ ? std::make_unique<Graph>(*o.g_) : nullptr;
+  return *this;
+}
+GraphBox& GraphBox::operator=(GraphBox&& o) noexcept = default;
+GraphBox::~GraphBox() = default;
+
+Attribute Attribute::GraphValue(Graph v) {
+  Attribute a;
+  a.type = AttrType::kGraph;
+  a.g = GraphBox(std::move(v));
+  return a;
+}
+
 std::string Node::DebugName() const { return "node '" + name + "' (" + op_type + ")"; }
 
 int Graph::AddValue(const std::string& name, DType dtype, std::optional<SymShape> shape) {
@@ -215,6 +233,16 @@ Status Graph::Verify() const {
     }
   }
   for (const Node& n : nodes_) {
+    if (n.implicit_inputs < 0 || static_cast<size_t>(n.implicit_inputs) > n.inputs.size())
+      return InvalidArgument(n.DebugName() + " has " + std::to_string(n.implicit_inputs) + " implicit inputs of " +
+                             std::to_string(n.inputs.size()));
+    for (const auto& [attr, sub] : n.attrs.Subgraphs()) {
+      if (sub->outer_inputs != n.implicit_inputs || static_cast<size_t>(sub->outer_inputs) > sub->inputs().size())
+        return InvalidArgument(n.DebugName() + ": subgraph '" + attr + "' reads " + std::to_string(sub->outer_inputs) +
+                               " outer values but the node passes " + std::to_string(n.implicit_inputs));
+      Status st = sub->Verify();
+      if (!st.ok()) return st.WithContext(n.DebugName() + ": subgraph '" + attr + "'");
+    }
     for (int i : n.inputs) {
       if (i < -1 || i >= nv) return InvalidArgument(n.DebugName() + " has an input id out of range");
       if (i < 0) continue;

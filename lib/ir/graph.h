@@ -40,6 +40,12 @@ struct Node {
   std::vector<int> inputs;       // value ids; -1 for an absent optional input
   std::vector<int> outputs;      // value ids; -1 for an absent optional output
   AttributeMap attrs;
+  // The trailing inputs that are outer-scope values its subgraphs read (ONNX lets an If branch or a
+  // Loop body name any value of an enclosing graph): made explicit at load, bound in order to each
+  // subgraph's trailing Graph::outer_inputs, so liveness, topological order and renames see them.
+  // Not written to a file (the subgraphs name the outer values there).
+  int implicit_inputs = 0;
+  size_t explicit_inputs() const { return inputs.size() - static_cast<size_t>(implicit_inputs); }
   std::string DebugName() const;  // "node 'name' (OpType)"
 };
 
@@ -104,6 +110,10 @@ class Graph {
   int64_t model_version = 0;
   std::string doc_string;
   std::map<std::string, std::string> metadata;
+  // A subgraph's last outer_inputs inputs are the outer-scope values it reads, bound to its node's
+  // implicit inputs (Node::implicit_inputs); 0 for a model's main graph.
+  int outer_inputs = 0;
+  size_t formal_inputs() const { return inputs_.size() - static_cast<size_t>(outer_inputs); }
 
  private:
   std::vector<Node> nodes_;

@@ -1,7 +1,10 @@
 // ModelProto -> Graph (see proto_convert.h). Builds values for initializers, graph inputs and node
 // outputs, resolves every name, and rejects what would make the IR inconsistent: duplicate
 // names, two producers of one value, dangling references, undeclared domains, cycles.
+#include <algorithm>
 #include <climits>
+#include <map>
+#include <memory>
 #include <set>
 #include <unordered_map>
 
@@ -70,51 +73,57 @@ std::string Origin(const Graph& g, int id, const std::vector<std::string>& node_
   return "a graph input";
 }
 
-}  // namespace
+// A graph being built and the scope it sits in: names it does not define resolve in its parent
+// (recursively), and each one so read becomes a value of this graph, listed in `captured` (name,
+// id) in the order first read; the node that holds the graph passes them in (Node::implicit_inputs).
+struct Scope {
+  Graph* g;
+  Scope* parent;
+  std::vector<std::pair<std::string, int>> captured;
+};
 
-StatusOr<Graph> GraphFromModelProto(const onnx::ModelProto& m, const std::string& base_dir) {
-  if (m.ir_version() <= 0)
-    return InvalidArgument("not an ONNX model: ir_version is missing (the file may be truncated or not ONNX)");
-  if (!m.has_graph()) return InvalidArgument("not an ONNX model: it has no graph");
-  const onnx::GraphProto& gp = m.graph();
+int Resolve(Scope& s, const std::string& name) {
+  const int id = s.g->FindValue(name);
+  if (id >= 0 || !s.parent) return id;
+  const int outer = Resolve(*s.parent, name);
+  if (outer < 0) return -1;
+  const Value& ov = s.parent->g->value(outer);
+  const int cid = s.g->AddValue(name, ov.dtype, ov.shape);
+  s.captured.emplace_back(name, cid);
+  return cid;
+}
+
+// Builds a GraphProto (the model's or a subgraph) into scope.g; weights of every level are held
+// to one memory budget together.
+class Builder {
+ public:
+  Builder(const std::string& base_dir, std::map<std::string, int64_t> opsets, int64_t ir_version)
+      : base_dir_(base_dir), opsets_(std::move(opsets)), ir_version_(ir_version), budget_(ProcessMemoryBudget()) {}
+  Status Build(const onnx::GraphProto& gp, Scope& scope);
+
+ private:
+  const std::string& base_dir_;
+  std::map<std::string, int64_t> opsets_;
+  int64_t ir_version_;
+  int64_t budget_;
+  uint64_t weight_bytes_ = 0;
+};
+
+Status Builder::Build(const onnx::GraphProto& gp, Scope& scope) {
+  Graph& g = *scope.g;
   if (gp.sparse_initializer_size() > 0) return Unimplemented("sparse initializers are not supported");
-
-  Graph g;
-  g.ir_version = m.ir_version();
-  g.producer_name = m.producer_name();
-  g.producer_version = m.producer_version();
-  g.model_version = m.model_version();
-  g.name = gp.name();
-  g.doc_string = gp.doc_string().empty() ? m.doc_string() : gp.doc_string();
-  for (const auto& kv : m.metadata_props()) {
-    if (g.metadata.count(kv.key())) return InvalidArgument("metadata key '" + kv.key() + "' appears twice");
-    g.metadata[kv.key()] = kv.value();
-  }
-  for (const auto& op : m.opset_import()) {
-    const std::string d = NormalizeDomain(op.domain());
-    if (op.version() <= 0 || op.version() > INT32_MAX)
-      return InvalidArgument("opset import for domain '" + DomainLabel(d) + "' has version " +
-                             std::to_string(op.version()) + "; expected a positive 32-bit version");
-    if (g.opset_imports.count(d)) return InvalidArgument("domain '" + DomainLabel(d) + "' is imported twice");
-    g.opset_imports[d] = op.version();
-  }
-  // IR version < 3 predates opset_import: such models implicitly use ai.onnx opset 1.
-  if (m.opset_import_size() == 0 && m.ir_version() < 3) g.opset_imports[""] = 1;
-
   // Initializers first: graph inputs with the same name are defaults, i.e. constants. Together
   // they are held to the process's memory budget (each one alone: TensorFromProto).
-  const int64_t budget = ProcessMemoryBudget();
-  uint64_t weight_bytes = 0;
   for (int i = 0; i < gp.initializer_size(); ++i) {
     const onnx::TensorProto& tp = gp.initializer(i);
     if (tp.name().empty()) return InvalidArgument("initializer #" + std::to_string(i) + " has no name");
     const std::string what = "initializer '" + tp.name() + "'";
     if (g.FindValue(tp.name()) >= 0) return InvalidArgument(what + " is defined twice");
-    WH_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(tp, base_dir, what));
-    weight_bytes += t.nbytes();
-    if (budget > 0 && weight_bytes > static_cast<uint64_t>(budget))
-      return ResourceExhausted("the initializers up to " + what + " need " + HumanBytes(weight_bytes) +
-                               ", over the memory budget of " + HumanBytes(static_cast<uint64_t>(budget)) +
+    WH_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(tp, base_dir_, what));
+    weight_bytes_ += t.nbytes();
+    if (budget_ > 0 && weight_bytes_ > static_cast<uint64_t>(budget_))
+      return ResourceExhausted("the initializers up to " + what + " need " + HumanBytes(weight_bytes_) +
+                               ", over the memory budget of " + HumanBytes(static_cast<uint64_t>(budget_)) +
                                " (--max-memory)");
     g.AddInitializer(tp.name(), std::move(t));
   }
@@ -193,19 +202,60 @@ StatusOr<Graph> GraphFromModelProto(const onnx::ModelProto& m, const std::string
         n.inputs.push_back(-1);
         continue;
       }
-      const int id = g.FindValue(in);
+      const int id = Resolve(scope, in);
       if (id < 0)
         return InvalidArgument(where + ": input " + std::to_string(k) + " '" + in +
-                               "' is not produced by any node and is neither a graph input nor an initializer");
+                               "' is not produced by any node and is neither a graph input nor an initializer" +
+                               (scope.parent ? " of this graph or an enclosing one" : ""));
       n.inputs.push_back(id);
     }
     n.outputs = node_outputs[static_cast<size_t>(ni)];
     std::set<std::string> attr_names;
+    std::vector<std::pair<std::string, std::unique_ptr<Scope>>> subs;  // graph attributes, as built
+    std::vector<std::unique_ptr<Graph>> sub_graphs;
     for (const auto& ap : np.attribute()) {
       if (!attr_names.insert(ap.name()).second)
         return InvalidArgument(where + ": attribute '" + ap.name() + "' appears twice");
-      WH_ASSIGN_OR_RETURN(Attribute a, AttributeFromProto(ap, base_dir, where));
+      if (ap.type() == onnx::AttributeProto::GRAPH && ap.has_g() && ap.ref_attr_name().empty()) {
+        sub_graphs.push_back(std::make_unique<Graph>());
+        Graph& sg = *sub_graphs.back();
+        sg.opset_imports = opsets_;
+        sg.ir_version = ir_version_;
+        sg.name = ap.g().name();
+        auto child = std::make_unique<Scope>(Scope{&sg, &scope, {}});
+        WH_RETURN_IF_ERROR(Build(ap.g(), *child).WithContext(where + ": attribute '" + ap.name() + "'"));
+        subs.emplace_back(ap.name(), std::move(child));
+        continue;
+      }
+      WH_ASSIGN_OR_RETURN(Attribute a, AttributeFromProto(ap, base_dir_, where));
       n.attrs.Set(ap.name(), std::move(a));
+    }
+    if (!subs.empty()) {
+      // The outer values any subgraph reads become the node's implicit inputs, bound in the same
+      // order to every subgraph's trailing inputs (a branch that does not read one gets an unused
+      // input in its place).
+      std::vector<std::string> outer;
+      for (const auto& [name, sc] : subs)
+        for (const auto& [cname, cid] : sc->captured)
+          if (std::find(outer.begin(), outer.end(), cname) == outer.end()) outer.push_back(cname);
+      for (const std::string& name : outer) n.inputs.push_back(g.FindValue(name));
+      n.implicit_inputs = static_cast<int>(outer.size());
+      for (auto& [name, sc] : subs) {
+        Graph& sg = *sc->g;
+        for (const std::string& oname : outer) {
+          int id = -1;
+          for (const auto& [cname, cid] : sc->captured)
+            if (cname == oname) id = cid;
+          if (id < 0) {
+            const Value& ov = g.value(g.FindValue(oname));
+            id = sg.AddValue(sg.UniqueName(oname), ov.dtype, ov.shape);
+          }
+          sg.inputs().push_back(id);
+        }
+        sg.outer_inputs = n.implicit_inputs;
+        WH_RETURN_IF_ERROR(sg.Verify().WithContext(where + ": attribute '" + name + "'"));
+        n.attrs.Set(name, Attribute::GraphValue(std::move(sg)));
+      }
     }
     g.AddNode(std::move(n));
   }
@@ -213,7 +263,7 @@ StatusOr<Graph> GraphFromModelProto(const onnx::ModelProto& m, const std::string
   for (const auto& out : gp.output()) {
     const std::string what = "graph output '" + out.name() + "'";
     if (out.name().empty()) return InvalidArgument("a graph output has no name");
-    const int id = g.FindValue(out.name());
+    const int id = Resolve(scope, out.name());
     if (id < 0)
       return InvalidArgument(what + " is not produced by any node and is neither a graph input nor an initializer");
     DType dt;
@@ -237,7 +287,44 @@ StatusOr<Graph> GraphFromModelProto(const onnx::ModelProto& m, const std::string
     if (v.dtype == DType::kUndefined) v.dtype = dt;
     if (!v.shape) v.shape = std::move(shape);
   }
-  WH_RETURN_IF_ERROR(g.Verify());
+  if (!scope.parent) WH_RETURN_IF_ERROR(g.Verify());
+  return Status::Ok();
+}
+
+
+}  // namespace
+
+StatusOr<Graph> GraphFromModelProto(const onnx::ModelProto& m, const std::string& base_dir) {
+  if (m.ir_version() <= 0)
+    return InvalidArgument("not an ONNX model: ir_version is missing (the file may be truncated or not ONNX)");
+  if (!m.has_graph()) return InvalidArgument("not an ONNX model: it has no graph");
+  const onnx::GraphProto& gp = m.graph();
+
+  Graph g;
+  g.ir_version = m.ir_version();
+  g.producer_name = m.producer_name();
+  g.producer_version = m.producer_version();
+  g.model_version = m.model_version();
+  g.name = gp.name();
+  g.doc_string = gp.doc_string().empty() ? m.doc_string() : gp.doc_string();
+  for (const auto& kv : m.metadata_props()) {
+    if (g.metadata.count(kv.key())) return InvalidArgument("metadata key '" + kv.key() + "' appears twice");
+    g.metadata[kv.key()] = kv.value();
+  }
+  for (const auto& op : m.opset_import()) {
+    const std::string d = NormalizeDomain(op.domain());
+    if (op.version() <= 0 || op.version() > INT32_MAX)
+      return InvalidArgument("opset import for domain '" + DomainLabel(d) + "' has version " +
+                             std::to_string(op.version()) + "; expected a positive 32-bit version");
+    if (g.opset_imports.count(d)) return InvalidArgument("domain '" + DomainLabel(d) + "' is imported twice");
+    g.opset_imports[d] = op.version();
+  }
+  // IR version < 3 predates opset_import: such models implicitly use ai.onnx opset 1.
+  if (m.opset_import_size() == 0 && m.ir_version() < 3) g.opset_imports[""] = 1;
+
+  Builder b(base_dir, g.opset_imports, g.ir_version);
+  Scope scope{&g, nullptr, {}};
+  WH_RETURN_IF_ERROR(b.Build(gp, scope));
   return g;
 }
 

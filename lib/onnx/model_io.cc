@@ -82,14 +82,51 @@ void LiftConstantNodes(Graph& g) {
   if (!lifted.empty()) g.RemoveNodes(lifted);
 }
 
+// An outer value a subgraph reads that is a constant (an initializer of an enclosing graph, or a
+// Constant node there, lifted) becomes an initializer of the subgraph itself, sharing the bytes:
+// the passes then see the weights a Loop body or an If branch multiplies by as weights (TorchScript
+// keeps a loop body's weights in the main graph; Silero VAD's nested branches read the LSTM
+// weights their enclosing branch makes with Constant nodes). The node stops passing it in.
+void InlineConstantCaptures(Graph& g) {
+  for (Node& n : g.nodes()) {
+    for (int j = n.implicit_inputs - 1; j >= 0; --j) {
+      const size_t slot = n.explicit_inputs() + static_cast<size_t>(j);
+      const int outer = n.inputs[slot];
+      if (outer < 0 || !g.value(outer).is_constant()) continue;
+      const Tensor& t = *g.value(outer).initializer;
+      for (const auto& [name, sub] : n.attrs.Subgraphs()) {
+        const size_t k = sub->formal_inputs() + static_cast<size_t>(j);
+        Value& v = sub->value(sub->inputs()[k]);
+        v.dtype = t.dtype();
+        v.shape = ToSymShape(t.dims());
+        v.initializer = t;
+        sub->inputs().erase(sub->inputs().begin() + static_cast<std::ptrdiff_t>(k));
+        --sub->outer_inputs;
+      }
+      n.inputs.erase(n.inputs.begin() + static_cast<std::ptrdiff_t>(slot));
+      --n.implicit_inputs;
+    }
+  }
+}
+
+// One graph's ops and, recursively, its subgraphs' (If branches, Loop and Scan bodies): each
+// graph's constants are lifted and handed down before its subgraphs are read.
+Status ValidateGraphOps(Graph& g, const LoadOptions& opts) {
+  WH_RETURN_IF_ERROR(ExpandContribOps(g));  // ONNX Runtime's contrib ops, as standard ops
+  for (const Node& n : g.nodes()) WH_RETURN_IF_ERROR(ValidateNode(n, static_cast<int>(g.OpsetFor(n.domain))));
+  if (opts.lift_constants) LiftConstantNodes(g);
+  InlineConstantCaptures(g);
+  for (const Node& n : g.nodes())
+    for (const auto& [name, sub] : n.attrs.Subgraphs())
+      WH_RETURN_IF_ERROR(ValidateGraphOps(*sub, opts).WithContext(n.DebugName() + ": attribute '" + name + "'"));
+  return Status::Ok();
+}
+
 Status ValidateOps(Graph& g, const LoadOptions& opts) {
   WH_RETURN_IF_ERROR(CheckDefaultOpset(g));
-  WH_RETURN_IF_ERROR(ExpandContribOps(g));  // ONNX Runtime's contrib ops, as standard ops
   RegisterAllOps();
-  for (const Node& n : g.nodes())
-    WH_RETURN_IF_ERROR(ValidateNode(n, static_cast<int>(g.OpsetFor(n.domain))));
-  if (opts.lift_constants) LiftConstantNodes(g);
-  return InferShapes(g);
+  WH_RETURN_IF_ERROR(ValidateGraphOps(g, opts));
+  return InferShapes(g);  // subgraphs too, with their inputs bound (OpDef::infer_subgraphs)
 }
 
 StatusOr<Graph> ParseWithContext(const std::string& bytes, const std::string& base_dir, const LoadOptions& opts,
@@ -118,8 +155,10 @@ int64_t InlineTensorBytes(const Graph& g) {
   for (const Value& v : g.values())
     if (v.initializer) total += static_cast<int64_t>(v.initializer->nbytes());
   for (const Node& n : g.nodes())
-    for (const auto& [name, a] : n.attrs.all())
+    for (const auto& [name, a] : n.attrs.all()) {
       if (a.type == AttrType::kTensor) total += static_cast<int64_t>(a.t.nbytes());
+      if (a.type == AttrType::kGraph && a.g) total += InlineTensorBytes(*a.g.get());
+    }
   return total;
 }
 // Past this many tensor bytes a model with no threshold set is written with external data: the

@@ -507,7 +507,9 @@ Status InferRange(InferContext& ctx) {
     return ctx.Error(std::string("type ") + DTypeName(dt) + " is not one of float, double, int16, int32, int64");
   for (int i = 0; i < 3; ++i) {
     const SymShape* s = ctx.InputShape(i);
-    if (s && !(s->empty() || (s->size() == 1 && (*s)[0] == Dim(1))))
+    // One element of rank 1 is read as the scalar (as ONNX Runtime does); an unknown length is
+    // checked at run time, where it is known.
+    if (s && !(s->empty() || (s->size() == 1 && ((*s)[0] == Dim(1) || !(*s)[0].known()))))
       return ctx.Error("start, limit and delta must be scalars, input " + std::to_string(i) + " has shape " +
                        SymShapeToString(*s));
   }

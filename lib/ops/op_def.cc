@@ -48,7 +48,9 @@ Status ValidateNode(const Node& node, int opset) {
                            "); Whittle implements it up to opset " + std::to_string(def->max_opset));
   }
   // Trailing absent inputs do not count.
-  int n_in = static_cast<int>(node.inputs.size());
+  int n_in = static_cast<int>(node.explicit_inputs());  // implicit inputs: outer values subgraphs read
+  if (node.implicit_inputs > 0 && node.attrs.Subgraphs().empty())
+    return InvalidArgument(node.DebugName() + ": has implicit inputs but no subgraph");
   while (n_in > 0 && node.inputs[static_cast<size_t>(n_in - 1)] < 0) --n_in;
   if (n_in < def->min_inputs || n_in > def->max_inputs)
     return InvalidArgument(node.DebugName() + ": has " + std::to_string(n_in) + " inputs, expected " +
@@ -111,6 +113,11 @@ Status InferShapes(Graph& graph) {
     const OpDef* def = OpRegistry::Global().Find(node.domain, node.op_type);
     if (!def) return Unimplemented(node.DebugName() + ": unsupported op '" + node.op_type + "'");
     const int opset = static_cast<int>(graph.OpsetFor(node.domain));
+    if (def->infer_subgraphs) {
+      std::vector<const Value*> ins;
+      for (int v : node.inputs) ins.push_back(v < 0 ? nullptr : &graph.value(v));
+      WH_RETURN_IF_ERROR(def->infer_subgraphs(graph.nodes()[static_cast<size_t>(ni)], opset, ins));
+    }
     InferContext ctx(node, opset);
     std::vector<const Value*> in_values;
     std::vector<const ShapeValue*> in_svals;

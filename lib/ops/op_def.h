@@ -130,6 +130,10 @@ struct OpDef {
   // opset is accepted when the op's schema did not change incompatibly in between
   // (lib/ops/schema_compat.h), else refused naming the change.
   int max_opset = 17;
+  // Control flow (If, Loop, Scan): binds the node's subgraphs' inputs to the dtypes and shapes of
+  // its inputs (`inputs`, null where absent; implicit inputs last) and infers the subgraphs, before
+  // `infer` reads their outputs' types. Empty for every other op.
+  std::function<Status(Node& node, int opset, const std::vector<const Value*>& inputs)> infer_subgraphs = {};
 };
 
 class OpRegistry {

@@ -29,6 +29,7 @@ void RegisterBinaryOps(OpRegistry& r);       // lib/ops/binary.cc
 void RegisterCirculantOps(OpRegistry& r);    // lib/ops/circulant.cc
 void RegisterSignalOps(OpRegistry& r);       // lib/ops/signal.cc
 void RegisterNBitsOps(OpRegistry& r);        // lib/ops/nbits.cc
+void RegisterControlFlowOps(OpRegistry& r);  // lib/ops/control_flow.cc
 
 void RegisterAllOps() {
   static std::once_flag once;
@@ -57,6 +58,7 @@ void RegisterAllOps() {
     RegisterCirculantOps(r);
     RegisterSignalOps(r);
     RegisterNBitsOps(r);
+    RegisterControlFlowOps(r);
   });
 }
 

@@ -63,6 +63,7 @@ Status FoldConstants(Graph& g, int* count) {
   for (int ni : order) {
     const Node& n = g.nodes()[static_cast<size_t>(ni)];
     if (!n.domain.empty()) continue;
+    if (n.implicit_inputs > 0 || !n.attrs.Subgraphs().empty()) continue;  // control flow: run time's
     // Random ops draw anew on every run unless seeded: folding would freeze one draw.
     if ((n.op_type == "Dropout" || n.op_type.rfind("Random", 0) == 0 || n.op_type == "Multinomial" ||
          n.op_type == "Bernoulli") &&

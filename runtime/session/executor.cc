@@ -50,10 +50,27 @@ Status StepExecutor::Step(size_t si) {
   }
   const std::vector<DType>* odt = nullptr;
   const std::vector<Dims>* odims = nullptr;
-  WH_RETURN_IF_ERROR(Shapes(si, &odt, &odims));
-  if (step.alias < 0) WH_RETURN_IF_ERROR(PlaceInputs(step));
-  WH_RETURN_IF_ERROR(MakeOutputs(step, *odt, *odims));
-  if (step.alias < 0) WH_RETURN_IF_ERROR(Compute(si, step));
+  if (step.sets_outputs) {
+    // Control flow: its outputs' shapes are known once its subgraphs ran; the kernel sets them.
+    NotGraph(n, "is control flow (If/Loop/Scan)");
+    if (rc_.recording) rc_.recording->steps.emplace_back();
+    rc_.planned = false;
+    WH_RETURN_IF_ERROR(PlaceInputs(step));
+    out_.clear();
+    for (int o : n.outputs) {
+      if (o >= 0) slots_[static_cast<size_t>(o)] = Tensor();
+      out_.push_back(o >= 0 ? &slots_[static_cast<size_t>(o)] : nullptr);
+    }
+    WH_RETURN_IF_ERROR(Compute(si, step));
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (n.outputs[k] >= 0 && !slots_[static_cast<size_t>(n.outputs[k])].defined())
+        return Internal(n.DebugName() + ": output " + std::to_string(k) + " was not set");
+  } else {
+    WH_RETURN_IF_ERROR(Shapes(si, &odt, &odims));
+    if (step.alias < 0) WH_RETURN_IF_ERROR(PlaceInputs(step));
+    WH_RETURN_IF_ERROR(MakeOutputs(step, *odt, *odims));
+    if (step.alias < 0) WH_RETURN_IF_ERROR(Compute(si, step));
+  }
   const DeviceType ran_on = step.alias >= 0 ? in_[static_cast<size_t>(step.alias)]->device() : step.device;
   for (int v : s_.release_at_step_[si]) {
     rc_.arena.Release(slots_[static_cast<size_t>(v)]);

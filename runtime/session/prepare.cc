@@ -82,15 +82,17 @@ Status Session::Impl::Prepare() {
     }
     WH_ASSIGN_OR_RETURN(step->kernel, CreateKernel(n, step->opset, host_shape ? Backend::kCpu : opts_.backend, dts,
                                                    consts, host_shape ? Precision::kFp32 : opts_.precision, ranks,
-                                                   opts_.pack_weights));
+                                                   opts_.pack_weights, opts_.num_threads));
     step->alias = step->kernel->OutputAliasesInput();
     step->host_step = host_shape;
     if (!host_shape && step->alias < 0 && step->kernel->device() != BackendDevice(opts_.backend)) {
       // No kernel on the session's device for this node: the fast CPU one, with explicit copies.
-      WH_ASSIGN_OR_RETURN(step->kernel, CreateKernel(n, step->opset, Backend::kCpu, dts, consts));
+      WH_ASSIGN_OR_RETURN(step->kernel, CreateKernel(n, step->opset, Backend::kCpu, dts, consts, Precision::kFp32, {},
+                                                     true, opts_.num_threads));
       fallback_nodes_.push_back(n.name.empty() ? n.op_type : n.name + " (" + n.op_type + ")");
     }
     step->device = step->kernel->device();
+    step->sets_outputs = step->alias < 0 && step->kernel->SetsOutputs();
     if (step->device != DeviceType::kCpu) step->host_in = step->kernel->HostInputs();
     step->checks = step->alias < 0 && step->device != DeviceType::kCpu && step->kernel->ChecksOnDevice();
     device_checks_ |= step->checks;

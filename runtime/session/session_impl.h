@@ -38,6 +38,7 @@ struct RunStep {
   uint64_t host_in = 0;
   bool host_step = false;  // shape arithmetic on the host by design (a device session's)
   bool checks = false;     // reports into the run's device check report (OpKernel::ChecksOnDevice)
+  bool sets_outputs = false;  // OpKernel::SetsOutputs (control flow): no inference, no allocation
 };
 
 struct RunContext;  // runtime/session/executor.h

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Models with control flow as exporters wrote them (tests/corpus/control_flow: Silero VAD's nested
+If from the silero-vad wheel, TorchScript and dynamo exports with If, Loop, Scan and nesting) in
+Whittle:
+
+- run-model on every input set stored beside each file (NAME_ref.npz: in<k>_<input>, and the outputs
+  ONNX Runtime gave, out<k>_<output>) gives ONNX Runtime's outputs: max |a - b| <= 1e-4 * max(|b|, 1),
+  integer outputs (token ids, iteration counts) equal;
+- a file that uses what Whittle does not read (sequence-typed loop values) is refused at load with a
+  one-line error naming the value and why;
+- compress-model writes each model it can compress again (--svd and --int8 reach the weights inside
+  subgraphs, or leave them with a reason), and ONNX Runtime runs the file it wrote on the stored
+  inputs.
+Usage: control_flow_check.py --bin DIR --corpus tests/corpus/control_flow
+"""
+import argparse
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnxruntime as ort
+
+MAX_REL = 1e-4
+# Loop-carried sequences (SequenceEmpty/SequenceInsert/ConcatFromSequence): TorchScript's form of a
+# list appended in a loop from opset 13 on. Whittle has no sequence type.
+REFUSED = {"gru_loop_op17": "sequence", "greedy_decode_op17": "sequence"}
+
+
+def calls(ref):
+    out = {}
+    for key in ref.files:
+        m = re.match(r"(in|out)(\d+)_(.*)", key)
+        if m:
+            out.setdefault(int(m.group(2)), ({}, {}))[0 if m.group(1) == "in" else 1][m.group(3)] = ref[key]
+    return [out[k] for k in sorted(out)]
+
+
+def run_whittle(binp, path, feeds, tmp):
+    cmd = [os.path.join(binp, "run-model"), path, "--output-dir", tmp]
+    for k, v in feeds.items():
+        f = os.path.join(tmp, "in_%s.npy" % re.sub(r"[^A-Za-z0-9_]", "_", k))
+        np.save(f, v)
+        cmd += ["--input", "%s=%s" % (k, f)]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def read_outputs(tmp, names):
+    res = {}
+    for n in names:
+        f = os.path.join(tmp, re.sub(r"[^A-Za-z0-9_.-]", "_", n) + ".npy")
+        if not os.path.exists(f):
+            cands = [p for p in glob.glob(os.path.join(tmp, "*.npy")) if not os.path.basename(p).startswith("in_")]
+            raise SystemExit("no output file for %s in %s: %s" % (n, tmp, cands))
+        res[n] = np.load(f)
+    return res
+
+
+def compare(name, k, got, want):
+    for n, b in want.items():
+        a = got[n]
+        if a.shape != b.shape:
+            return "%s call %d output %s: shape %s, ONNX Runtime %s" % (name, k, n, a.shape, b.shape)
+        if b.dtype.kind in "iub":
+            if not np.array_equal(a, b):
+                return "%s call %d output %s: %s, ONNX Runtime %s" % (name, k, n, a.ravel()[:8], b.ravel()[:8])
+            continue
+        err = float(np.abs(a.astype(np.float64) - b).max() / max(float(np.abs(b).max()), 1.0)) if b.size else 0.0
+        if err > MAX_REL:
+            return "%s call %d output %s: relative error %.3g" % (name, k, n, err)
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--corpus", required=True)
+    args = ap.parse_args()
+    paths = sorted(glob.glob(os.path.join(args.corpus, "*.onnx")))
+    if not paths:
+        raise SystemExit("no models under " + args.corpus)
+    failures, checked, compressed = [], 0, 0
+    for path in paths:
+        name = os.path.basename(path)[:-5]
+        ref = np.load(os.path.join(args.corpus, name + "_ref.npz"))
+        with tempfile.TemporaryDirectory() as tmp:
+            if name in REFUSED:
+                r = run_whittle(args.bin, path, calls(ref)[0][0], tmp)
+                lines = r.stderr.strip().splitlines()
+                if r.returncode == 0 or len(lines) != 1 or REFUSED[name] not in lines[0]:
+                    failures.append("%s: expected a one-line refusal naming a %s, got rc %d: %s" %
+                                    (name, REFUSED[name], r.returncode, r.stderr.strip()[:300]))
+                else:
+                    print("refused %-28s %s" % (name, lines[0][:140]))
+                continue
+            worst = 0.0
+            for k, (feeds, want) in enumerate(calls(ref)):
+                r = run_whittle(args.bin, path, feeds, tmp)
+                if r.returncode != 0:
+                    failures.append("%s call %d: run-model failed: %s" % (name, k, r.stderr.strip()[:400]))
+                    break
+                got = read_outputs(tmp, list(want))
+                why = compare(name, k, got, want)
+                if why:
+                    failures.append(why)
+                    break
+                for n, b in want.items():
+                    if b.dtype.kind == "f" and b.size:
+                        worst = max(worst, float(np.abs(got[n].astype(np.float64) - b).max() / max(float(np.abs(b).max()), 1.0)))
+                checked += 1
+            else:
+                print("ok      %-28s %d calls, max relative error %.2e" % (name, len(calls(ref)), worst))
+            # compress-model on the model, and ONNX Runtime on the file it wrote.
+            feeds, want = calls(ref)[0]
+            for spec in (["--svd", "rank=4"], ["--int8", "mode=dynamic"], ["--prune", "ratio=0.3"]):
+                out = os.path.join(tmp, "c.onnx")
+                r = subprocess.run([os.path.join(args.bin, "compress-model"), path, "-o", out, "--no-bench"] + spec,
+                                   capture_output=True, text=True)
+                if r.returncode != 0:
+                    failures.append("%s %s: compress-model failed: %s" % (name, " ".join(spec), r.stderr.strip()[-400:]))
+                    continue
+                try:
+                    sess = ort.InferenceSession(out, providers=["CPUExecutionProvider"])
+                    got = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+                except Exception as e:  # noqa: BLE001 (ORT raises several types)
+                    failures.append("%s %s: ONNX Runtime cannot run the written file: %s" % (name, " ".join(spec), e))
+                    continue
+                bad = [n for n, b in want.items() if got[n].shape != b.shape]
+                if bad:
+                    failures.append("%s %s: output shapes changed: %s" % (name, " ".join(spec), bad))
+                compressed += 1
+    if failures:
+        print("\n".join("FAIL " + f for f in failures))
+        return 1
+    print("control flow corpus: %d calls of %d models equal ONNX Runtime's outputs; %d compressed files run in "
+          "ONNX Runtime" % (checked, len(paths) - len(REFUSED), compressed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
