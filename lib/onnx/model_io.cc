@@ -139,6 +139,7 @@ StatusOr<Graph> ParseWithContext(const std::string& bytes, const std::string& ba
   if (!onnx_io::ParseProtoBytes(bytes, &m))
     return InvalidArgument(context + ": cannot parse the ONNX protobuf (" + std::to_string(bytes.size()) +
                            " bytes): the file is truncated, corrupted or not an ONNX model");
+  onnx_io::RewriteSequenceLoops(&m);  // TorchScript's lists appended in loops: scan outputs
   auto g = onnx_io::GraphFromModelProto(m, base_dir);
   if (!g.ok()) return g.status().WithContext(context);
   if (opts.validate_ops) {

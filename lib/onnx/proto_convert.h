@@ -57,6 +57,14 @@ Status TensorToProto(const Tensor& t, const std::string& name, ExternalDataPlan*
 Status AttributeToProto(const std::string& name, const Attribute& a, ExternalDataPlan* plan,
                         onnx::AttributeProto* p);
 
+// TorchScript writes a Python list appended in a loop, from opset 13 on, as a loop-carried
+// sequence: SequenceEmpty before the Loop, one SequenceInsert at the end of the body, and
+// ConcatFromSequence(axis 0) after it. Whittle has no sequence type; that pattern is exactly a scan
+// output (stacked along axis 0; ConcatFromSequence with new_axis 0 merges the first two dims), as
+// the same exporter writes it below opset 13, and is rewritten so. Any other use of a sequence is
+// left as it is, for the loader to refuse.
+void RewriteSequenceLoops(onnx::ModelProto* m);
+
 // ModelProto -> Graph with structural validation (names, producers, dangling references, cycles,
 // domains imported). Op-level validation (ValidateNode, InferShapes) is done by the caller.
 StatusOr<Graph> GraphFromModelProto(const onnx::ModelProto& m, const std::string& base_dir);
