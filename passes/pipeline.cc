@@ -120,14 +120,16 @@ StatusOr<std::vector<std::string>> PinInputDims(Graph& g, const PipelineOptions&
       // Calibration and evaluation data of other sizes (a decoder's sequence lengths) both have
       // to run: the free dims then stay free.
       const Tensor* c = o.calibration && o.calibration != sample ? o.calibration->ForInput(v.name, k) : nullptr;
-      Dims a(t->dims().begin() + (t->rank() > 0 ? 1 : 0), t->dims().end());
-      Dims b = c ? Dims(c->dims().begin() + (c->rank() > 0 ? 1 : 0), c->dims().end()) : a;
+      // Dims past the first: the batch's, or in calls: data a call's (whose first axis counts calls).
+      const int ta = sample->calls ? 1 : 0, ca = o.calibration && o.calibration->calls ? 1 : 0;
+      Dims a(t->dims().begin() + ta + (t->rank() > ta ? 1 : 0), t->dims().end());
+      Dims b = c ? Dims(c->dims().begin() + ca + (c->rank() > ca ? 1 : 0), c->dims().end()) : a;
       if (a != b) {
         notes.push_back("input '" + v.name + "': --eval-data gives " + DimsToString(t->dims()) +
                         ", --calibration-data " + DimsToString(c->dims()) + "; its free dims stay free");
         continue;
       }
-      want = t->dims();
+      want = sample->calls ? Dims(t->dims().begin() + 1, t->dims().end()) : t->dims();
       from = "the data";
     }
     if (!want) {
@@ -180,7 +182,7 @@ std::optional<std::map<std::string, Tensor>> OneSample(const Graph& g, const Pip
       ins.push_back(IoInfo{v.name, v.dtype, *v.shape});
       for (size_t i = 1; i < v.shape->size(); ++i) free |= !(*v.shape)[i].known();
     }
-    if (free) {
+    if (free || data->calls) {  // calls: a call is as the data gives it
       auto batch = BatchFeeds(*data, ins, 0, 1);
       if (batch.ok()) return std::move(batch).value();
     }
@@ -389,7 +391,7 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& options, PipelineObs
                                                                       : nullptr;
     BenchFigures fb, fa;
     WH_RETURN_IF_ERROR(BenchBoth(original, out.graph, bo, samples, o.threads, o.bench_rounds, &fb, &fa, obs));
-    report.bench_batch = o.bench_batch;
+    report.bench_batch = samples && samples->calls ? 1 : o.bench_batch;  // calls: data runs one call per run
     report.before.latency_p50_ms = fb.p50_ms;
     report.before.throughput = fb.throughput;
     report.after.latency_p50_ms = fa.p50_ms;

@@ -118,11 +118,27 @@ StatusOr<Tensor> SynthesizeDecoderInput(const IoInfo& in, DecoderInput kind, int
   return ConformToInput(v, in);
 }
 
+// calls: data: call `begin` as stored (its feedback inputs too: calibration follows the calls the
+// data recorded). One call per run.
+StatusOr<std::map<std::string, Tensor>> CallFeeds(const Dataset& data, const std::vector<IoInfo>& inputs,
+                                                  int64_t begin, int64_t end) {
+  if (end - begin != 1)
+    return InvalidArgument("the data '" + data.description + "' is a sequence of calls, run one per batch; asked for " +
+                           std::to_string(end - begin));
+  std::map<std::string, Tensor> feeds;
+  for (const IoInfo& in : inputs) {
+    WH_ASSIGN_OR_RETURN(Tensor t, data.CallInput(in.name, begin));
+    WH_ASSIGN_OR_RETURN(feeds[in.name], ConformToInput(t, in));
+  }
+  return feeds;
+}
+
 }  // namespace
 
 StatusOr<std::map<std::string, Tensor>> BatchFeeds(const Dataset& data, const std::vector<IoInfo>& inputs,
                                                    int64_t begin, int64_t end) {
   if (inputs.empty()) return InvalidArgument("the model has no inputs");
+  if (data.calls) return CallFeeds(data, inputs, begin, end);
   std::map<std::string, Tensor> feeds;
   std::vector<size_t> missing;
   for (size_t k = 0; k < inputs.size(); ++k) {
@@ -164,9 +180,68 @@ StatusOr<std::map<std::string, Tensor>> BatchFeeds(const Dataset& data, const st
   return feeds;
 }
 
+namespace {
+
+// The decision of one row of k scores: the top class, or for a one-wide output (a probability, a
+// VAD's speech score) whether it is above 0.5.
+int64_t Decide(const float* row, int64_t k) {
+  if (k == 1) return row[0] > 0.5f ? 1 : 0;
+  return std::max_element(row, row + k) - row;
+}
+
+// calls: data, run in order: from the second call on, each feedback input takes the previous call's
+// output. Decisions per call: the first output's rows (its last axis is the class axis; a 0-d or
+// one-wide output is thresholded).
+StatusOr<Tensor> PredictCalls(const Session& session, const Dataset& data, const ProgressFn& progress) {
+  const int64_t n = data.size();
+  std::map<std::string, Tensor> prev;
+  Tensor pred;
+  Dims positions;
+  for (int64_t c = 0; c < n; ++c) {
+    WH_ASSIGN_OR_RETURN(auto feeds, CallFeeds(data, session.inputs(), c, c + 1));
+    for (const auto& [in, out] : data.feedback) {
+      if (c == 0) continue;
+      auto it = prev.find(out);
+      if (it == prev.end()) return InvalidArgument("feedback " + in + "=" + out + ": the model has no output '" + out + "'");
+      auto f = feeds.find(in);
+      if (f == feeds.end()) return InvalidArgument("feedback " + in + "=" + out + ": the model has no input '" + in + "'");
+      if (it->second.dims() != f->second.dims() || it->second.dtype() != f->second.dtype())
+        return InvalidArgument("feedback " + in + "=" + out + ": output " + DimsToString(it->second.dims()) +
+                               " does not fit input " + DimsToString(f->second.dims()));
+      f->second = it->second;
+    }
+    WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session.Run(feeds));
+    prev.clear();
+    for (size_t o = 0; o < outs.size(); ++o) prev[session.outputs()[o].name] = outs[o];
+    const Tensor& y = outs[0];
+    if (y.dtype() != DType::kFloat32)
+      return InvalidArgument("output '" + session.outputs()[0].name + "' must be float32 for decisions, got " +
+                             DTypeName(y.dtype()));
+    const int64_t k = y.rank() == 0 ? 1 : y.dim(y.rank() - 1);
+    const Dims here = y.rank() == 0 ? Dims{} : Dims(y.dims().begin(), y.dims().end() - 1);
+    if (k < 1) return InvalidArgument("output '" + session.outputs()[0].name + "' is empty");
+    if (!pred.defined()) {
+      positions = here;
+      Dims pd{n};
+      pd.insert(pd.end(), positions.begin(), positions.end());
+      pred = Tensor(DType::kInt64, pd);
+    } else if (here != positions) {
+      return InvalidArgument("output '" + session.outputs()[0].name + "' has positions " + DimsToString(here) +
+                             " in call " + std::to_string(c) + ", and " + DimsToString(positions) + " before");
+    }
+    const int64_t rows = y.numel() / k;
+    for (int64_t i = 0; i < rows; ++i) pred.data<int64_t>()[c * rows + i] = Decide(y.data<float>() + i * k, k);
+    if (progress) progress(c + 1, n);
+  }
+  return pred;
+}
+
+}  // namespace
+
 StatusOr<Tensor> PredictTop1(const Session& session, const Dataset& data, int64_t batch_size,
                              const ProgressFn& progress) {
   if (session.inputs().empty() || session.outputs().empty()) return InvalidArgument("the model has no inputs or outputs");
+  if (data.calls) return PredictCalls(session, data, progress);
   if (data.size() < 0 || !data.inputs.defined() || data.inputs.rank() < 1)
     return InvalidArgument("inputs must have a batch dimension");
   if (batch_size <= 0) return InvalidArgument("batch size must be positive, got " + std::to_string(batch_size));
@@ -197,8 +272,7 @@ StatusOr<Tensor> PredictTop1(const Session& session, const Dataset& data, int64_
     const int64_t rows = logits.numel() / k;  // (e - b) × positions
     const int64_t per = rows / (e - b);
     for (int64_t i = 0; i < rows; ++i) {
-      const float* row = logits.data<float>() + i * k;
-      pred.data<int64_t>()[b * per + i] = std::max_element(row, row + k) - row;
+      pred.data<int64_t>()[b * per + i] = Decide(logits.data<float>() + i * k, k);
     }
     if (progress) progress(e, n);
   }
@@ -298,6 +372,11 @@ StatusOr<std::map<std::string, Tensor>> MakeBatchFeeds(const Session& session, i
     for (const IoInfo& in : session.inputs()) found |= in.name == name;
     if (!found) return InvalidArgument("--input-shape: the model has no input named '" + name + "'");
   }
+  if (src && src->calls) {  // a call as the data gives it: its first
+    if (batch != 1)
+      return InvalidArgument("the data '" + src->description + "' is a sequence of calls: benchmark with --batch 1");
+    return CallFeeds(*src, session.inputs(), 0, 1);
+  }
   std::map<std::string, Tensor> feeds;
   for (size_t k = 0; k < session.inputs().size(); ++k) {
     const IoInfo& in = session.inputs()[k];
@@ -350,7 +429,9 @@ StatusOr<std::vector<BenchResult>> Benchmark(const Session& session, const Bench
   std::vector<std::string> node_order;
   double all_ms = 0;
   const DeviceType device = BackendDevice(session.options().backend);
-  for (int64_t batch : opts.batches) {
+  // calls: data benchmarks its first call as it is (one call per run).
+  const std::vector<int64_t> batches = src && src->calls ? std::vector<int64_t>{1} : opts.batches;
+  for (int64_t batch : batches) {
     if (batch <= 0) return InvalidArgument("batch sizes must be positive, got " + std::to_string(batch));
     WH_ASSIGN_OR_RETURN(auto feed, MakeBatchFeeds(session, batch, src, opts.input_shapes));
     if (opts.page_locked_input) {

@@ -41,11 +41,16 @@ StatusOr<Tensor> ConformToInput(const Tensor& t, const IoInfo& in);
 StatusOr<std::map<std::string, Tensor>> BatchFeeds(const Dataset& data, const std::vector<IoInfo>& inputs,
                                                    int64_t begin, int64_t end);
 
+// The batch a loop over data runs: `want`, or 1 for calls: data (Dataset::calls, one call per run).
+inline int64_t DataBatch(const Dataset& data, int64_t want) { return data.calls ? 1 : want; }
+
 // Top-1 class of the first output's rows for every sample of data (N along dim 0), run in batches
 // of batch_size. The first output is float32 [batch, classes] (predictions int64 [N]) or, for a
 // sequence model, [batch, positions..., classes] with the class axis last (predictions int64
 // [N, positions...], one per position; every batch must have the same positions). Ties go to the
-// lowest class. The one top-1 evaluation: EvaluateTop1 and the passes' AccuracyProbe use it.
+// lowest class; a one-wide class axis is a probability, decided as > 0.5. calls: data runs its calls
+// in order, one per run, the feedback inputs taking the previous call's outputs (predictions
+// [calls, positions...]). The one top-1 evaluation: EvaluateTop1 and the passes' AccuracyProbe use it.
 StatusOr<Tensor> PredictTop1(const Session& session, const Dataset& data, int64_t batch_size = 256,
                              const ProgressFn& progress = nullptr);
 // The same for a model with one input, fed `inputs`.

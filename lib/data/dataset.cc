@@ -201,6 +201,63 @@ StatusOr<Dataset> LoadNpz(const std::string& path, const std::string& name, int6
   return d;
 }
 
+// calls: one array per input with the call count first; each call's value as it is.
+StatusOr<Dataset> LoadCalls(const std::string& path, const std::string& feedback_spec, const std::string& name,
+                            int64_t limit) {
+  WH_ASSIGN_OR_RETURN(std::vector<NpzArray> arrays, ReadNpz(path));
+  Dataset d;
+  d.calls = true;
+  std::vector<NpzArray> inputs;
+  for (NpzArray& a : arrays) {
+    if (a.name == "labels") d.labels = std::move(a.tensor);
+    else inputs.push_back(std::move(a));
+  }
+  if (inputs.empty()) return InvalidArgument(name + ": " + path + " holds no input arrays (only labels)");
+  const int64_t n = inputs[0].tensor.rank() >= 1 ? inputs[0].tensor.dim(0) : -1;
+  for (const NpzArray& a : inputs)
+    if (a.tensor.rank() < 1 || a.tensor.dim(0) != n)
+      return InvalidArgument(name + ": array '" + a.name + "' has shape " + DimsToString(a.tensor.dims()) + ", '" +
+                             inputs[0].name + "' " + DimsToString(inputs[0].tensor.dims()) +
+                             " (in calls: data the first axis counts the calls, the same in every array; a 0-d "
+                             "input's array is [calls])");
+  if (n < 1) return InvalidArgument(name + ": no calls (the arrays' first axis is 0)");
+  if (d.labels.defined()) {
+    if (d.labels.rank() < 1 || d.labels.dim(0) != n)
+      return InvalidArgument(name + ": labels have shape " + DimsToString(d.labels.dims()) + "; expected " +
+                             std::to_string(n) + " calls first");
+    WH_ASSIGN_OR_RETURN(Tensor l, ToLabels(d.labels, name));
+    d.labels = std::move(l);
+  }
+  const int64_t keep = limit >= 0 && limit < n ? limit : n;
+  for (NpzArray& a : inputs) {
+    Tensor t = keep < n ? SliceBatch(a.tensor, 0, keep) : a.tensor;
+    if (t.dtype() == DType::kFloat64) {  // float64 data for float32 models, as every spec does
+      Tensor f(DType::kFloat32, t.dims());
+      for (int64_t i = 0; i < t.numel(); ++i) f.data<float>()[i] = static_cast<float>(t.data<double>()[i]);
+      t = std::move(f);
+    }
+    d.named.emplace_back(a.name, std::move(t));
+  }
+  if (d.labels.defined() && keep < n) d.labels = SliceBatch(d.labels, 0, keep);
+  d.inputs = d.named[0].second;
+  if (!feedback_spec.empty()) {
+    for (const std::string& pair : Split(feedback_spec, ',')) {
+      const size_t eq = pair.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size())
+        return BadSpec(name, "feedback '" + pair + "' is not INPUT=OUTPUT");
+      const std::string in = pair.substr(0, eq);
+      if (!d.ForInput(in, 1))
+        return InvalidArgument(name + ": feedback input '" + in + "' has no array (its first call's value) in " + path);
+      d.feedback.emplace_back(in, pair.substr(eq + 1));
+    }
+  }
+  std::string desc = name + ": " + std::to_string(keep) + " calls of " + d.ArrayNames();
+  for (const auto& [in, out] : d.feedback) desc += ", " + in + " <- " + out;
+  if (d.labels.defined()) desc += ", labels";
+  d.description = desc;
+  return d;
+}
+
 StatusOr<Dataset> LoadFashionMnist(const std::string& spec, const std::string& split, int64_t limit) {
   const char* env = std::getenv(kFashionMnistDirEnv);
   const std::string dir = env && *env ? env : kFashionMnistDefaultDir;
@@ -219,7 +276,7 @@ StatusOr<Dataset> LoadFashionMnist(const std::string& spec, const std::string& s
 }  // namespace
 
 const char* DatasetSpecHelp() {
-  return "fashion-mnist:train, fashion-mnist:test, idx:IMAGES:LABELS npy:INPUTS.npy[:LABELS.npy] or npz:DATA.npz (one array per model input, by name; optional 'labels')";
+  return "fashion-mnist:train, fashion-mnist:test, idx:IMAGES:LABELS npy:INPUTS.npy[:LABELS.npy] npz:DATA.npz (one array per model input, by name; optional 'labels') or calls:DATA.npz[:IN=OUT,...] (a sequence of calls: each array's first axis counts them; IN takes the previous call's OUT)";
 }
 
 StatusOr<Dataset> MakeDataset(const Tensor& inputs, const Tensor& labels, const std::string& name, int64_t limit) {
@@ -255,6 +312,11 @@ StatusOr<Dataset> LoadDataset(const std::string& spec, int64_t limit) {
     if (parts.size() != 2) return BadSpec(spec, "npz needs one archive (labels go in it as an array named 'labels')");
     return LoadNpz(parts[1], spec, limit);
   }
+  if (kind == "calls") {
+    if (parts.size() != 2 && parts.size() != 3)
+      return BadSpec(spec, "calls needs one archive and optional feedback INPUT=OUTPUT[,INPUT=OUTPUT]");
+    return LoadCalls(parts[1], parts.size() == 3 ? parts[2] : "", spec, limit);
+  }
   return BadSpec(spec, "unknown kind '" + kind + "'");
 }
 
@@ -263,6 +325,15 @@ const Tensor* Dataset::ForInput(const std::string& name, size_t index) const {
   for (const auto& [n, t] : named)
     if (n == name) return &t;
   return named.size() == 1 && index == 0 ? &named[0].second : nullptr;
+}
+
+StatusOr<Tensor> Dataset::CallInput(const std::string& name, int64_t c) const {
+  const Tensor* t = ForInput(name, 1);
+  if (!t) return NotFound("the data '" + description + "' has no array for input '" + name + "' (it holds " +
+                          ArrayNames() + ")");
+  if (c < 0 || c >= t->dim(0)) return InvalidArgument("call " + std::to_string(c) + " is past the data's calls");
+  Tensor row = SliceBatch(*t, c, c + 1);
+  return row.Reshaped(Dims(t->dims().begin() + 1, t->dims().end()));
 }
 
 std::string Dataset::ArrayNames() const {

@@ -7,6 +7,14 @@
 //                                 per model input, named as the input (ids=..., mask=...), and
 //                                 optionally one named `labels`: data for models with several
 //                                 inputs (a transformer's token ids and attention mask)
+//   calls:DATA.npz[:IN=OUT,...]   a sequence of calls of a model that is not one batch of samples
+//                                 (state inputs, 0-d inputs, inputs of different leading sizes):
+//                                 one array per model input, named as the input, whose first axis
+//                                 counts the calls; call c feeds each input its array's [c], as
+//                                 it is. IN=OUT: from the second call on, input IN takes the
+//                                 previous call's output OUT (a recurrent state) when the model
+//                                 runs the calls in order (evaluation, agreement); calibration
+//                                 feeds the stored values. Optional `labels` [calls, ...]
 // Inputs come back with N first: uint8 is taken as 8-bit pixels and scaled to float32 [0,1]
 // (IDX images: rank-3 images as N×1×H×W), float64 becomes float32, float32 and the other integer
 // types and bool are kept as stored (models with integer inputs: token ids, bytes, masks).
@@ -29,6 +37,11 @@ struct Dataset {
   // (`inputs` is the first); empty for the single-array specs.
   std::vector<std::pair<std::string, Tensor>> named;
   Tensor labels;       // int64 [N] ([N, T]: per position), or undefined when the spec names no labels
+  // calls: each array's first axis counts calls, and call c's value for an input is its array's [c]
+  // (no batch: one call per run). feedback: (input, output) pairs, the input taking the previous
+  // call's output from the second call on when calls run in order.
+  bool calls = false;
+  std::vector<std::pair<std::string, std::string>> feedback;
   std::string description;  // one line for logs, e.g. "fashion-mnist:test: 100 samples of float32 [1,28,28], labels 0..9"
 
   int64_t size() const { return inputs.defined() ? inputs.dim(0) : 0; }
@@ -37,6 +50,8 @@ struct Dataset {
   // name in a named data set (or its only array, for the first input), else `inputs` for the first
   // input. Null when the data has none for it.
   const Tensor* ForInput(const std::string& name, size_t index) const;
+  // calls: input `name`'s value in call c (its array's [c]); null when the data has none for it.
+  StatusOr<Tensor> CallInput(const std::string& name, int64_t c) const;
   // "ids, mask" (named) or "one unnamed array": what the data offers, for error messages.
   std::string ArrayNames() const;
 };

@@ -46,11 +46,18 @@ Status Reinfer(Graph& sub) {
   return InferShapes(sub);
 }
 
-// Binds the subgraph's outer inputs to the node's implicit inputs.
-void BindOuter(Graph& sub, const Node& node, const std::vector<const Value*>& in) {
+// Binds the subgraph's outer inputs to the node's implicit inputs; relaxed: their ranks only, every
+// dim unknown.
+void BindOuter(Graph& sub, const Node& node, const std::vector<const Value*>& in, bool relaxed = false) {
   for (int j = 0; j < node.implicit_inputs; ++j) {
     const Value* v = in[node.explicit_inputs() + static_cast<size_t>(j)];
-    if (v) BindInput(sub, sub.formal_inputs() + static_cast<size_t>(j), v->dtype, v->shape);
+    if (!v) continue;
+    std::optional<SymShape> s = v->shape;
+    if (relaxed && s)
+      for (Dim& d : *s) d = Dim();
+    Value& bound = sub.value(sub.inputs()[sub.formal_inputs() + static_cast<size_t>(j)]);
+    if (relaxed) bound.shape.reset();
+    BindInput(sub, sub.formal_inputs() + static_cast<size_t>(j), v->dtype, s);
   }
 }
 
@@ -83,6 +90,11 @@ Status BindIf(Node& n, int, const std::vector<const Value*>& in) {
   for (const char* b : {"then_branch", "else_branch"}) {
     Graph* g = n.attrs.GetGraph(b);
     BindOuter(*g, n, in);
+    if (Reinfer(*g).ok()) continue;
+    // A branch the input sizes cannot take (Silero VAD's 8 kHz branch, given the 16 kHz frame
+    // size) infers with those sizes unknown, as it would be read with no sizes pinned; only a
+    // branch that fails then too is an error.
+    BindOuter(*g, n, in, /*relaxed=*/true);
     WH_RETURN_IF_ERROR(Reinfer(*g).WithContext(n.DebugName() + ": " + b));
   }
   return Status::Ok();

@@ -132,7 +132,7 @@ StatusOr<std::map<int, ValueStats>> CollectStats(const Graph& g, const std::map<
     if (b == 0) {
       int64_t bytes = 0;
       for (const Tensor& x : outs) bytes += static_cast<int64_t>(x.nbytes());
-      batch = std::max<int64_t>(1, std::min<int64_t>(256, kBatchBytes / std::max<int64_t>(1, bytes)));
+      batch = DataBatch(data, std::max<int64_t>(1, std::min<int64_t>(256, kBatchBytes / std::max<int64_t>(1, bytes))));
     }
     for (size_t k = 0; k < order.size(); ++k) {
       const Tensor& x = outs[k];

@@ -168,8 +168,9 @@ StatusOr<std::map<int, TensorRange>> CalibrateRanges(const Graph& g, const std::
           if (o.min < 0) o.neg.assign(bins, 0.0);
         }
       }
-    for (int64_t b = 0; b < n; b += cfg.batch) {
-      const int64_t e = std::min(n, b + cfg.batch);
+    const int64_t step = DataBatch(data, cfg.batch);
+    for (int64_t b = 0; b < n; b += step) {
+      const int64_t e = std::min(n, b + step);
       ctx.Progress(stage, b, n);
       WH_ASSIGN_OR_RETURN(auto feeds, BatchFeeds(data, session->inputs(), b, e));
       WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session->Run(feeds));

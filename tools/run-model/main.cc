@@ -408,20 +408,37 @@ int Main(int argc, char** argv) {
     }
   }
   if (!eval_spec.empty()) {
-    auto ds = whittle::cli::LoadDataFlag({"--eval-data", eval_spec, limit, /*need_labels=*/true});
+    auto ds = whittle::cli::LoadDataFlag({"--eval-data", eval_spec, limit, /*need_labels=*/false});
     if (!ds.ok()) return Fail(ds.status().message());
     sample_source = *ds;
     whittle::cli::Progress bar(!json);
-    auto r = whittle::EvaluateTop1(session, *ds, eval_batch,
-                                   [&](int64_t done, int64_t total) { bar.Update("evaluating", done, total); });
+    if (!ds->has_labels()) {
+      // No labels: the data still runs (its decisions are what --agree-with compares).
+      const auto t0 = std::chrono::steady_clock::now();
+      auto pred = whittle::PredictTop1(session, *ds, eval_batch,
+                                       [&](int64_t done, int64_t total) { bar.Update("running", done, total); });
+      bar.Clear();
+      if (!pred.ok()) return Fail(pred.status().message());
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      out["samples"] = ds->size();
+      out["eval_seconds"] = secs;
+      if (!json)
+        std::printf("ran %lld %s of %s in %.2f s (no labels: no accuracy%s)\n", static_cast<long long>(ds->size()),
+                    ds->calls ? "calls" : "samples", eval_spec.c_str(), secs,
+                    agree_with.empty() ? "; --agree-with DEVICE compares this device's decisions with another's" : "");
+    }
+    auto r = ds->has_labels()
+                 ? whittle::EvaluateTop1(session, *ds, eval_batch,
+                                         [&](int64_t done, int64_t total) { bar.Update("evaluating", done, total); })
+                 : whittle::StatusOr<whittle::EvalResult>(whittle::EvalResult{});
     bar.Clear();
     if (!r.ok()) return Fail(r.status().message());
-    out["accuracy"] = r->accuracy;
-    out["samples"] = r->samples;
-    out["predictions"] = r->predictions;
-    out["correct"] = r->correct;
-    out["eval_seconds"] = r->seconds;
-    if (!json)
+    if (ds->has_labels()) out["accuracy"] = r->accuracy;
+    if (ds->has_labels()) out["samples"] = r->samples;
+    if (ds->has_labels()) out["predictions"] = r->predictions;
+    if (ds->has_labels()) out["correct"] = r->correct;
+    if (ds->has_labels()) out["eval_seconds"] = r->seconds;
+    if (!json && ds->has_labels())
       std::printf("accuracy: %.4f (%lld/%lld correct%s, %s) in %.2f s\n", r->accuracy, static_cast<long long>(r->correct),
                   static_cast<long long>(r->predictions), r->predictions != r->samples ? " positions" : "",
                   eval_spec.c_str(), r->seconds);

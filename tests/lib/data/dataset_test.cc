@@ -14,6 +14,7 @@
 
 #include "lib/data/file_util.h"
 #include "lib/data/npy.h"
+#include "lib/data/npz.h"
 
 namespace whittle {
 namespace {
@@ -242,6 +243,56 @@ TEST(DatasetTest, SliceBatchCopiesRows) {
   Tensor v = SliceBatch(Tensor::FromVector<float>({3}, {1, 2, 3}), 2, 3);
   EXPECT_EQ(v.dims(), (Dims{1}));
   EXPECT_EQ(v.data<float>()[0], 3.f);
+}
+
+}  // namespace
+}  // namespace whittle
+
+namespace whittle {
+namespace {
+
+// calls: (issue 43): a stateful model's sequence of calls in one archive: each array's first axis
+// counts the calls, each call's value is taken as it is (a 0-d input's array is [calls]).
+TEST(DatasetTest, CallsLayoutFeedsEachCallAsItIs) {
+  testing::ScratchDir dir;
+  const std::string path = dir / "calls.npz";
+  Tensor input(DType::kFloat32, {3, 1, 4}), state(DType::kFloat32, {3, 2, 1, 2});
+  for (int64_t i = 0; i < input.numel(); ++i) input.data<float>()[i] = static_cast<float>(i);
+  for (int64_t i = 0; i < state.numel(); ++i) state.data<float>()[i] = -static_cast<float>(i);
+  ASSERT_TRUE(WriteNpz(path, {{"input", input}, {"state", state}, {"sr", Tensor::FromVector<int64_t>({3}, {8, 16, 16})}})
+                  .ok());
+  auto d = LoadDataset("calls:" + path + ":state=stateN");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_TRUE(d->calls);
+  EXPECT_EQ(d->size(), 3);
+  ASSERT_EQ(d->feedback.size(), 1u);
+  EXPECT_EQ(d->feedback[0].first, "state");
+  EXPECT_EQ(d->feedback[0].second, "stateN");
+  auto x = d->CallInput("input", 2);
+  ASSERT_TRUE(x.ok());
+  EXPECT_EQ(x->dims(), (Dims{1, 4}));
+  EXPECT_FLOAT_EQ(x->data<float>()[0], 8.f);
+  auto sr = d->CallInput("sr", 1);
+  ASSERT_TRUE(sr.ok());
+  EXPECT_EQ(sr->dims(), Dims{});
+  EXPECT_EQ(sr->data<int64_t>()[0], 16);
+  EXPECT_FALSE(d->CallInput("missing", 0).ok());
+  auto limited = LoadDataset("calls:" + path, 2);
+  ASSERT_TRUE(limited.ok());
+  EXPECT_EQ(limited->size(), 2);
+
+  // Calls counted differently, a feedback input without an array, a malformed pair.
+  const std::string bad = dir / "bad.npz";
+  ASSERT_TRUE(WriteNpz(bad, {{"input", input}, {"sr", Tensor::FromVector<int64_t>({2}, {8, 16})}}).ok());
+  auto e = LoadDataset("calls:" + bad);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("first axis counts the calls"), std::string::npos) << e.status().message();
+  e = LoadDataset("calls:" + path + ":h=hN");
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("feedback input 'h'"), std::string::npos) << e.status().message();
+  e = LoadDataset("calls:" + path + ":state");
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("INPUT=OUTPUT"), std::string::npos) << e.status().message();
 }
 
 }  // namespace
