@@ -92,7 +92,8 @@ StatusOr<std::map<int, InputGram>> GramsOnePass(const Graph& base, const std::ve
     if (b == 0) {
       int64_t bytes = 0;
       for (const Tensor& x : outs) bytes += static_cast<int64_t>(x.nbytes());
-      batch = DataBatch(data, std::max<int64_t>(1, std::min<int64_t>(128, kBatchBytes / std::max<int64_t>(1, bytes))));
+      batch = DataBatch(data, std::max<int64_t>(1, std::min<int64_t>(128, kBatchBytes / std::max<int64_t>(1, bytes))),
+                        &session->inputs());
     }
     std::set<int64_t> done;
     for (int ni : consumers) {

@@ -391,7 +391,11 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& options, PipelineObs
                                                                       : nullptr;
     BenchFigures fb, fa;
     WH_RETURN_IF_ERROR(BenchBoth(original, out.graph, bo, samples, o.threads, o.bench_rounds, &fb, &fa, obs));
-    report.bench_batch = samples && samples->calls ? 1 : o.bench_batch;  // calls: data runs one call per run
+    std::vector<IoInfo> ins;  // the batch Benchmark ran: one call (calls: data), the model's own, or --bench-batch
+    for (int id : out.graph.inputs())
+      if (!out.graph.value(id).is_constant() && out.graph.value(id).shape)
+        ins.push_back(IoInfo{out.graph.value(id).name, out.graph.value(id).dtype, *out.graph.value(id).shape});
+    report.bench_batch = samples && samples->calls ? 1 : FixedBatch(ins) > 0 ? FixedBatch(ins) : o.bench_batch;
     report.before.latency_p50_ms = fb.p50_ms;
     report.before.throughput = fb.throughput;
     report.after.latency_p50_ms = fa.p50_ms;

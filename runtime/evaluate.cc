@@ -135,6 +135,17 @@ StatusOr<std::map<std::string, Tensor>> CallFeeds(const Dataset& data, const std
 
 }  // namespace
 
+int64_t FixedBatch(const std::vector<IoInfo>& inputs) {
+  int64_t fixed = 0;
+  for (const IoInfo& in : inputs) {
+    if (in.shape.empty()) continue;
+    if (!in.shape[0].known()) return 0;
+    if (fixed && in.shape[0].value != fixed) return 0;
+    fixed = in.shape[0].value;
+  }
+  return fixed;
+}
+
 StatusOr<std::map<std::string, Tensor>> BatchFeeds(const Dataset& data, const std::vector<IoInfo>& inputs,
                                                    int64_t begin, int64_t end) {
   if (inputs.empty()) return InvalidArgument("the model has no inputs");
@@ -245,6 +256,7 @@ StatusOr<Tensor> PredictTop1(const Session& session, const Dataset& data, int64_
   if (data.size() < 0 || !data.inputs.defined() || data.inputs.rank() < 1)
     return InvalidArgument("inputs must have a batch dimension");
   if (batch_size <= 0) return InvalidArgument("batch size must be positive, got " + std::to_string(batch_size));
+  batch_size = DataBatch(data, batch_size, &session.inputs());  // a fixed-batch model: its batch
   const int64_t n = data.size();
   Tensor pred;
   Dims positions;  // the output's dims between the batch and the class axis ([] for [batch, classes])
@@ -430,7 +442,11 @@ StatusOr<std::vector<BenchResult>> Benchmark(const Session& session, const Bench
   double all_ms = 0;
   const DeviceType device = BackendDevice(session.options().backend);
   // calls: data benchmarks its first call as it is (one call per run).
-  const std::vector<int64_t> batches = src && src->calls ? std::vector<int64_t>{1} : opts.batches;
+  // A fixed-batch model benchmarks at its batch.
+  const int64_t fixed = FixedBatch(session.inputs());
+  const std::vector<int64_t> batches = src && src->calls ? std::vector<int64_t>{1}
+                                       : fixed > 0        ? std::vector<int64_t>{fixed}
+                                                          : opts.batches;
   for (int64_t batch : batches) {
     if (batch <= 0) return InvalidArgument("batch sizes must be positive, got " + std::to_string(batch));
     WH_ASSIGN_OR_RETURN(auto feed, MakeBatchFeeds(session, batch, src, opts.input_shapes));

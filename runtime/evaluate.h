@@ -41,8 +41,17 @@ StatusOr<Tensor> ConformToInput(const Tensor& t, const IoInfo& in);
 StatusOr<std::map<std::string, Tensor>> BatchFeeds(const Dataset& data, const std::vector<IoInfo>& inputs,
                                                    int64_t begin, int64_t end);
 
-// The batch a loop over data runs: `want`, or 1 for calls: data (Dataset::calls, one call per run).
-inline int64_t DataBatch(const Dataset& data, int64_t want) { return data.calls ? 1 : want; }
+// The batch size a model's inputs fix (every input of rank >= 1 whose dim 0 is known agrees on it,
+// e.g. a detector exported at batch 1), or 0 when the batch is free.
+int64_t FixedBatch(const std::vector<IoInfo>& inputs);
+// The batch a loop over data runs: `want`; 1 for calls: data (Dataset::calls, one call per run);
+// the model's own where its inputs fix one (FixedBatch), so a fixed-batch model is calibrated and
+// evaluated one batch at its size.
+inline int64_t DataBatch(const Dataset& data, int64_t want, const std::vector<IoInfo>* inputs = nullptr) {
+  if (data.calls) return 1;
+  const int64_t fixed = inputs ? FixedBatch(*inputs) : 0;
+  return fixed > 0 ? fixed : want;
+}
 
 // Top-1 class of the first output's rows for every sample of data (N along dim 0), run in batches
 // of batch_size. The first output is float32 [batch, classes] (predictions int64 [N]) or, for a

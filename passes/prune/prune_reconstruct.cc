@@ -260,7 +260,7 @@ StatusOr<std::vector<int>> RefitConsumers(Graph& g, const ChannelAnalysis& a,
     const Mat W = FeatureWeights(g, n, &has_bias);
     const int64_t F = W.rows();
     Mat G = Mat::Zero(F, F), C = Mat::Zero(F, W.cols());
-    const int64_t total = data.size(), batch = DataBatch(data, 128);
+    const int64_t total = data.size(), batch = DataBatch(data, 128, &sp->inputs());
     for (int64_t b = 0; b < total; b += batch) {
       const int64_t e = std::min(total, b + batch);
       WH_ASSIGN_OR_RETURN(auto pruned_feeds, BatchFeeds(data, sp->inputs(), b, e));

@@ -132,7 +132,8 @@ StatusOr<std::map<int, ValueStats>> CollectStats(const Graph& g, const std::map<
     if (b == 0) {
       int64_t bytes = 0;
       for (const Tensor& x : outs) bytes += static_cast<int64_t>(x.nbytes());
-      batch = DataBatch(data, std::max<int64_t>(1, std::min<int64_t>(256, kBatchBytes / std::max<int64_t>(1, bytes))));
+      batch = DataBatch(data, std::max<int64_t>(1, std::min<int64_t>(256, kBatchBytes / std::max<int64_t>(1, bytes))),
+                        &session->inputs());
     }
     for (size_t k = 0; k < order.size(); ++k) {
       const Tensor& x = outs[k];

@@ -168,7 +168,7 @@ StatusOr<std::map<int, TensorRange>> CalibrateRanges(const Graph& g, const std::
           if (o.min < 0) o.neg.assign(bins, 0.0);
         }
       }
-    const int64_t step = DataBatch(data, cfg.batch);
+    const int64_t step = DataBatch(data, cfg.batch, &session->inputs());
     for (int64_t b = 0; b < n; b += step) {
       const int64_t e = std::min(n, b + step);
       ctx.Progress(stage, b, n);
