@@ -62,11 +62,10 @@ Tensor Int64Scalar(int64_t v) {
   return t;
 }
 
-// Outputs handed to the node's slots.
-Status SetOutputs(KernelContext& ctx, std::vector<Tensor>& outs, size_t from, size_t count) {
+// outs[0, count) handed to the node's first `count` output slots.
+void SetOutputs(KernelContext& ctx, std::vector<Tensor>& outs, size_t count) {
   for (size_t k = 0; k < count; ++k)
-    if (ctx.outputs[k]) *ctx.outputs[k] = std::move(outs[from + k]);
-  return Status::Ok();
+    if (ctx.outputs[k]) *ctx.outputs[k] = std::move(outs[k]);
 }
 
 // Copies slice `index` along `axis` of t (its dims without that axis).
@@ -144,7 +143,8 @@ class IfKernel : public ControlFlowKernel {
     auto outs = (c ? then_ : else_)->Run(outer);
     if (!outs.ok()) return outs.status().WithContext(c ? "then_branch" : "else_branch");
     if (outs->size() != ctx.outputs.size()) return Internal("If branch output count differs from the node's");
-    return SetOutputs(ctx, *outs, 0, outs->size());
+    SetOutputs(ctx, *outs, outs->size());
+    return Status::Ok();
   }
 
  private:
@@ -184,7 +184,7 @@ class LoopKernel : public ControlFlowKernel {
     }
     const size_t scans = ctx.outputs.size() - carried_;
     std::vector<std::vector<Tensor>> parts(scans);
-    std::vector<const Tensor*> in(explicit_ + (ctx.inputs.size() - explicit_));
+    std::vector<const Tensor*> in(ctx.inputs.size());
     for (size_t j = explicit_; j < ctx.inputs.size(); ++j) in[j] = ctx.inputs[j];
     uint64_t gathered = 0;
     for (int64_t i = 0; i < trips && cond; ++i) {
@@ -203,7 +203,7 @@ class LoopKernel : public ControlFlowKernel {
         parts[k].push_back(std::move((*outs)[1 + carried_ + k]));
       }
     }
-    WH_RETURN_IF_ERROR(SetOutputs(ctx, state, 0, carried_));
+    SetOutputs(ctx, state, carried_);
     for (size_t k = 0; k < scans; ++k) {
       Tensor* out = ctx.outputs[carried_ + k];
       if (!out) continue;
@@ -305,7 +305,7 @@ class ScanKernel : public ControlFlowKernel {
         scan_outs.push_back(std::move(t));
       }
     }
-    WH_RETURN_IF_ERROR(SetOutputs(ctx, final_states, 0, states_));
+    SetOutputs(ctx, final_states, states_);
     for (size_t k = 0; k < outs_n; ++k)
       if (ctx.outputs[states_ + k]) *ctx.outputs[states_ + k] = std::move(scan_outs[k]);
     return Status::Ok();

@@ -200,6 +200,23 @@ int64_t Decide(const float* row, int64_t k) {
   return std::max_element(row, row + k) - row;
 }
 
+// pred ([n, positions...]) made on the first batch, or a later batch's positions checked against it
+// (`where`: "call 3", "samples 256..."; `hint`: appended to the error).
+Status TrackPositions(const Dims& here, int64_t n, const std::string& output, const std::string& where,
+                      const std::string& hint, Tensor* pred, Dims* positions) {
+  if (!pred->defined()) {
+    *positions = here;
+    Dims pd{n};
+    pd.insert(pd.end(), positions->begin(), positions->end());
+    *pred = Tensor(DType::kInt64, pd);
+    return Status::Ok();
+  }
+  if (here != *positions)
+    return InvalidArgument("output '" + output + "' has positions " + DimsToString(here) + " in " + where + ", and " +
+                           DimsToString(*positions) + " before" + hint);
+  return Status::Ok();
+}
+
 // calls: data, run in order: from the second call on, each feedback input takes the previous call's
 // output. Decisions per call: the first output's rows (its last axis is the class axis; a 0-d or
 // one-wide output is thresholded).
@@ -231,15 +248,8 @@ StatusOr<Tensor> PredictCalls(const Session& session, const Dataset& data, const
     const int64_t k = y.rank() == 0 ? 1 : y.dim(y.rank() - 1);
     const Dims here = y.rank() == 0 ? Dims{} : Dims(y.dims().begin(), y.dims().end() - 1);
     if (k < 1) return InvalidArgument("output '" + session.outputs()[0].name + "' is empty");
-    if (!pred.defined()) {
-      positions = here;
-      Dims pd{n};
-      pd.insert(pd.end(), positions.begin(), positions.end());
-      pred = Tensor(DType::kInt64, pd);
-    } else if (here != positions) {
-      return InvalidArgument("output '" + session.outputs()[0].name + "' has positions " + DimsToString(here) +
-                             " in call " + std::to_string(c) + ", and " + DimsToString(positions) + " before");
-    }
+    WH_RETURN_IF_ERROR(TrackPositions(here, n, session.outputs()[0].name, "call " + std::to_string(c), "", &pred,
+                                      &positions));
     const int64_t rows = y.numel() / k;
     for (int64_t i = 0; i < rows; ++i) pred.data<int64_t>()[c * rows + i] = Decide(y.data<float>() + i * k, k);
     if (progress) progress(c + 1, n);
@@ -270,16 +280,8 @@ StatusOr<Tensor> PredictTop1(const Session& session, const Dataset& data, int64_
                              "' must be float32 [batch, classes] or [batch, positions..., classes] for accuracy, got " +
                              DTypeName(logits.dtype()) + " " + DimsToString(logits.dims()));
     const Dims here(logits.dims().begin() + 1, logits.dims().end() - 1);
-    if (!pred.defined()) {
-      positions = here;
-      Dims pd{n};
-      pd.insert(pd.end(), positions.begin(), positions.end());
-      pred = Tensor(DType::kInt64, pd);
-    } else if (here != positions) {
-      return InvalidArgument("output '" + session.outputs()[0].name + "' has positions " + DimsToString(here) +
-                             " in samples " + std::to_string(b) + "..., and " + DimsToString(positions) +
-                             " before; give sequences of one length");
-    }
+    WH_RETURN_IF_ERROR(TrackPositions(here, n, session.outputs()[0].name, "samples " + std::to_string(b) + "...",
+                                      "; give sequences of one length", &pred, &positions));
     const int64_t k = logits.dim(logits.rank() - 1);
     const int64_t rows = logits.numel() / k;  // (e - b) × positions
     const int64_t per = rows / (e - b);
