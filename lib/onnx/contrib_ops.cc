@@ -6,144 +6,11 @@
 #include <utility>
 #include <vector>
 
+#include "lib/onnx/contrib_expander.h"
+
 namespace whittle {
+namespace contrib {
 namespace {
-
-constexpr char kMs[] = "com.microsoft";
-
-// The input in slot i, or -1 when absent.
-int In(const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }
-// The output in slot i, or -1 when absent.
-int Out(const Node& n, size_t i) { return i < n.outputs.size() ? n.outputs[i] : -1; }
-
-// Emits the standard ops that replace one contrib node, in order, into `out`. Intermediate
-// values and constants get fresh names under the node's; the node's own outputs keep their ids,
-// so consumers and graph outputs need no rewiring.
-class Expander {
- public:
-  Expander(Graph& g, const Node& n, std::set<std::string>& node_names, std::vector<Node>& out)
-      : g_(g), n_(n), names_(node_names), out_(out) {}
-
-  // A node op(inputs) writing `to` (a fresh value when -1); returns its output.
-  int Op(const std::string& op, std::vector<int> inputs, AttributeMap attrs = {}, int to = -1) {
-    Node m;
-    m.name = Fresh(n_.name + "/" + op);
-    m.op_type = op;
-    m.inputs = std::move(inputs);
-    m.attrs = std::move(attrs);
-    if (to < 0) to = g_.AddValue(g_.UniqueName(m.name + "_out"));
-    m.outputs = {to};
-    out_.push_back(std::move(m));
-    return to;
-  }
-  // LayerNormalization over the last axis (the op from opset 17, else the form exporters write,
-  // which the runtime fuses); mean/inv_std written where >= 0.
-  void LayerNorm(int x, int gamma, int beta, float eps, int y_to, int mean_to, int inv_to) {
-    if (g_.OpsetFor("") >= 17) {
-      AttributeMap a;
-      a.Set("axis", Attribute::Int(-1));
-      a.Set("epsilon", Attribute::Float(eps));
-      std::vector<int> ins = {x, gamma};
-      if (beta >= 0) ins.push_back(beta);
-      std::vector<int> outs = {y_to};
-      if (mean_to >= 0 || inv_to >= 0) outs.push_back(mean_to);
-      if (inv_to >= 0) outs.push_back(inv_to);
-      MultiOp("LayerNormalization", ins, outs, a);
-      return;
-    }
-    const int mean = MeanLast(x);
-    if (mean_to >= 0) Op("Identity", {mean}, {}, mean_to);
-    const int d = Op("Sub", {x, mean});
-    const int sd = Op("Sqrt", {Op("Add", {MeanLast(Op("Mul", {d, d})), Scalar(eps)})});
-    if (inv_to >= 0) Op("Reciprocal", {sd}, {}, inv_to);
-    const int scaled = Op("Mul", {Op("Div", {d, sd}), gamma}, {}, beta >= 0 ? -1 : y_to);
-    if (beta >= 0) Op("Add", {scaled, beta}, {}, y_to);
-  }
-  // A node with several outputs (LayerNormalization's y, mean, inv_std_dev), ids given.
-  void MultiOp(const std::string& op, std::vector<int> inputs, std::vector<int> outputs, AttributeMap attrs) {
-    Node m;
-    m.name = Fresh(n_.name + "/" + op);
-    m.op_type = op;
-    m.inputs = std::move(inputs);
-    m.outputs = std::move(outputs);
-    m.attrs = std::move(attrs);
-    out_.push_back(std::move(m));
-  }
-  int Scalar(float v) {
-    return g_.AddInitializer(g_.UniqueName(n_.name + "/const"), Tensor::Scalar<float>(v));
-  }
-  int I32(const std::vector<int32_t>& v, bool scalar = false) {
-    Dims d;
-    if (!scalar) d.push_back(static_cast<int64_t>(v.size()));
-    return g_.AddInitializer(g_.UniqueName(n_.name + "/const"), Tensor::FromVector<int32_t>(d, v));
-  }
-  int I64(const std::vector<int64_t>& v, bool scalar = false) {
-    Dims d;
-    if (!scalar) d.push_back(static_cast<int64_t>(v.size()));
-    return g_.AddInitializer(g_.UniqueName(n_.name + "/const"), Tensor::FromVector<int64_t>(d, v));
-  }
-  int Ints(const std::vector<int64_t>& v) {
-    return g_.AddInitializer(g_.UniqueName(n_.name + "/axes"),
-                             Tensor::FromVector<int64_t>({static_cast<int64_t>(v.size())}, v));
-  }
-  // ReduceMean over the last axis, keepdims 1: axes as an attribute before opset 18, an input from it.
-  int MeanLast(int x) {
-    AttributeMap a;
-    a.Set("keepdims", Attribute::Int(1));
-    if (g_.OpsetFor("") >= 18) return Op("ReduceMean", {x, Ints({-1})}, a);
-    a.Set("axes", Attribute::Ints({-1}));
-    return Op("ReduceMean", {x}, a);
-  }
-  // Unsqueeze / ReduceSum(keepdims 0): axes as an attribute before opset 13, an input from it.
-  int Unsqueeze(int x, const std::vector<int64_t>& axes) {
-    if (g_.OpsetFor("") >= 13) return Op("Unsqueeze", {x, I64(axes)});
-    AttributeMap a;
-    a.Set("axes", Attribute::Ints(axes));
-    return Op("Unsqueeze", {x}, a);
-  }
-  int SumOver(int x, const std::vector<int64_t>& axes, int to) {
-    AttributeMap a;
-    a.Set("keepdims", Attribute::Int(0));
-    if (g_.OpsetFor("") >= 13) return Op("ReduceSum", {x, I64(axes)}, a, to);
-    a.Set("axes", Attribute::Ints(axes));
-    return Op("ReduceSum", {x}, a, to);
-  }
-  // x + a (+ b), skipping absent operands; the last Add writes `to` when given.
-  int Sum(int x, int a, int b, int to = -1) {
-    if (a >= 0) x = Op("Add", {x, a}, {}, b >= 0 ? -1 : to);
-    if (b >= 0) x = Op("Add", {x, b}, {}, to);
-    return x;
-  }
-  // Gelu, erf form, as exporters write it (the runtime fuses it back into one op):
-  // x · ½ · (1 + erf(x / √2)).
-  int GeluErf(int x, int to) {
-    const int e = Op("Erf", {Op("Div", {x, Scalar(static_cast<float>(std::sqrt(2.0)))})});
-    return Op("Mul", {Op("Mul", {x, Op("Add", {e, Scalar(1.f)})}), Scalar(0.5f)}, {}, to);
-  }
-  // Gelu, tanh form: x · ½ · (1 + tanh(√(2/π) · (x + 0.044715 · x³))).
-  int GeluTanh(int x, int to) {
-    const int cube = Op("Pow", {x, Scalar(3.f)});
-    const int inner = Op("Add", {x, Op("Mul", {cube, Scalar(0.044715f)})});
-    const int t = Op("Tanh", {Op("Mul", {inner, Scalar(0.7978845608028654f)})});
-    return Op("Mul", {Op("Mul", {x, Op("Add", {t, Scalar(1.f)})}), Scalar(0.5f)}, {}, to);
-  }
-
- private:
-  std::string Fresh(const std::string& base) {
-    std::string s = base;
-    for (int i = 1; names_.count(s) || g_.FindValue(s) >= 0; ++i) s = base + "_" + std::to_string(i);
-    names_.insert(s);
-    return s;
-  }
-  Graph& g_;
-  const Node& n_;
-  std::set<std::string>& names_;
-  std::vector<Node>& out_;
-};
-
-Status Refuse(const Node& n, const std::string& why) {
-  return Unimplemented(n.DebugName() + " (" + (n.domain.empty() ? std::string("ai.onnx") : n.domain) + "): " + why);
-}
 
 // Whether the node is one this module reads.
 bool IsContrib(const Node& n) {
@@ -153,29 +20,9 @@ bool IsContrib(const Node& n) {
                                            "BiasAdd",        "BiasSplitGelu",
                                            "FusedMatMul",    "SimplifiedLayerNormalization",
                                            "FusedGemm",      "EmbedLayerNormalization",
-                                           "Attention",      "DynamicQuantizeMatMul",
-                                           "MatMulIntegerToFloat"};
-  if (n.domain == kMs) return ms.count(n.op_type) > 0;
+                                           "Attention"};
+  if (n.domain == kMs) return ms.count(n.op_type) > 0 || IsQuantContrib(n);
   return (n.domain.empty() || n.domain == "ai.onnx") && n.op_type == "SimplifiedLayerNormalization";
-}
-
-Status CheckInputs(const Node& n, size_t min, size_t max) {
-  size_t given = n.inputs.size();
-  while (given > 0 && n.inputs[given - 1] < 0) --given;
-  if (given < min || given > max)
-    return InvalidArgument(n.DebugName() + ": has " + std::to_string(given) + " inputs, expected " +
-                           std::to_string(min) + (max == min ? "" : ".." + std::to_string(max)));
-  for (size_t i = 0; i < min; ++i)
-    if (n.inputs[i] < 0) return InvalidArgument(n.DebugName() + ": required input " + std::to_string(i) + " is missing");
-  if (n.outputs.empty() || n.outputs[0] < 0) return InvalidArgument(n.DebugName() + ": has no output");
-  return Status::Ok();
-}
-
-Status CheckOutputs(const Node& n, size_t max) {
-  if (n.outputs.size() > max)
-    return InvalidArgument(n.DebugName() + ": has " + std::to_string(n.outputs.size()) + " outputs, at most " +
-                           std::to_string(max) + " expected");
-  return Status::Ok();
 }
 
 // RMS normalization of x over its last axis: x / √(mean(x²) + ε) · gamma; inv_std written to
@@ -194,7 +41,8 @@ int MaskRank(const Graph& g, int id, const Node** embed) {
     if (v.shape) return static_cast<int>(v.shape->size());
     if (v.producer < 0) return 0;
     const Node& p = g.nodes()[static_cast<size_t>(v.producer)];
-    if (p.domain == kMs && p.op_type == "EmbedLayerNormalization" && Out(p, 1) == id) {
+    if (p.domain == kMs && (p.op_type == "EmbedLayerNormalization" || p.op_type == "QEmbedLayerNormalization") &&
+        Out(p, 1) == id) {
       *embed = &p;
       return 1;
     }
@@ -205,20 +53,10 @@ int MaskRank(const Graph& g, int id, const Node** embed) {
 }
 
 // com.microsoft Attention without past: qkv = input · W + bias split into Q, K, V of num_heads
-// heads; softmax(scale · Q·Kᵀ + attention_bias + mask) · V, heads joined. The mask is additive,
-// mask_filter_value (default -10000) where a key is masked: a 1-D key length per sequence (what
-// EmbedLayerNormalization's mask_index gives) or a 2-D [B, T] mask that keeps keys > 0.
+// heads; softmax(scale · Q·Kᵀ + attention_bias + mask) · V, heads joined (AttentionFromQkv).
 Status ExpandAttention(Graph& g, const Node& n, Expander& e) {
   WH_RETURN_IF_ERROR(CheckInputs(n, 2, 6));
-  if (g.OpsetFor("") < 11) return Refuse(n, "needs ai.onnx opset 11 or later (Range)");
-  WH_RETURN_IF_ERROR(CheckOutputs(n, 2));
-  const int64_t heads = n.attrs.GetInt("num_heads", 0);
-  if (heads <= 0) return InvalidArgument(n.DebugName() + ": num_heads must be positive");
-  if (In(n, 4) >= 0) return Refuse(n, "a past key/value input (KV cache) is not supported");
-  if (Out(n, 1) >= 0 && (!g.Consumers(Out(n, 1)).empty() || g.IsGraphOutput(Out(n, 1))))
-    return Refuse(n, "its present output (KV cache) is read, which is not supported");
-  if (n.attrs.GetInt("unidirectional", 0) != 0) return Refuse(n, "unidirectional=1 is not supported");
-  if (n.attrs.GetInt("do_rotary", 0) != 0) return Refuse(n, "do_rotary=1 is not supported");
+  WH_RETURN_IF_ERROR(CheckAttentionForm(g, n, 4));
   const Tensor* w = g.ConstInput(n, 1);
   std::vector<int64_t> sizes = n.attrs.GetInts("qkv_hidden_sizes");
   if (sizes.empty()) {
@@ -226,98 +64,9 @@ Status ExpandAttention(Graph& g, const Node& n, Expander& e) {
       return Refuse(n, "without qkv_hidden_sizes its weights must be a constant [in, 3 x hidden] matrix");
     sizes = {w->dim(1) / 3, w->dim(1) / 3, w->dim(1) / 3};
   }
-  if (sizes.size() != 3 || sizes[0] != sizes[1] || sizes[0] <= 0 || sizes[2] <= 0 || sizes[0] % heads != 0 ||
-      sizes[2] % heads != 0)
-    return InvalidArgument(n.DebugName() + ": qkv_hidden_sizes must be three positive sizes, Q and K equal, each a "
-                           "multiple of num_heads " + std::to_string(heads));
-  const int64_t head = sizes[0] / heads, head_v = sizes[2] / heads;
-  float scale = n.attrs.GetFloat("scale", 0.f);
-  if (scale == 0.f) scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head)));
-  const float filter = n.attrs.GetFloat("mask_filter_value", -10000.f);
-
   int qkv = e.Op("MatMul", {In(n, 0), In(n, 1)});
   if (In(n, 2) >= 0) qkv = e.Op("Add", {qkv, In(n, 2)});
-  const bool opset13 = g.OpsetFor("") >= 13;
-  int qh, kt, vh;  // [B, N, S, h], [B, N, h, T], [B, N, T, hv]
-  if (sizes[0] == sizes[2]) {
-    // Equal widths: the packed-qkv form exporters write for ViT-style attention, which the
-    // runtime's fuse_attention turns into its fused kernel: Reshape to [B, S, 3, N, h],
-    // Transpose [2, 0, 3, 1, 4], Split along the 3, Squeeze; K transposed last.
-    AttributeMap perm5, split0, squeeze0, kperm;
-    perm5.Set("perm", Attribute::Ints({2, 0, 3, 1, 4}));
-    kperm.Set("perm", Attribute::Ints({0, 1, 3, 2}));
-    split0.Set("axis", Attribute::Int(0));
-    const int t = e.Op("Transpose", {e.Op("Reshape", {qkv, e.I64({0, 0, 3, heads, head})})}, perm5);
-    int parts[3];
-    for (int& p : parts) p = g.AddValue(g.UniqueName(n.name + "/qkv_part"));
-    if (opset13) {
-      e.MultiOp("Split", {t, e.I64({1, 1, 1})}, {parts[0], parts[1], parts[2]}, split0);
-    } else {
-      split0.Set("split", Attribute::Ints({1, 1, 1}));
-      e.MultiOp("Split", {t}, {parts[0], parts[1], parts[2]}, split0);
-    }
-    auto squeeze = [&](int x) {
-      if (opset13) return e.Op("Squeeze", {x, e.I64({0})});
-      AttributeMap a;
-      a.Set("axes", Attribute::Ints({0}));
-      return e.Op("Squeeze", {x}, a);
-    };
-    qh = squeeze(parts[0]);
-    kt = e.Op("Transpose", {squeeze(parts[1])}, kperm);
-    vh = squeeze(parts[2]);
-  } else {
-    const int q = g.AddValue(g.UniqueName(n.name + "/q"));
-    const int k = g.AddValue(g.UniqueName(n.name + "/k"));
-    const int v = g.AddValue(g.UniqueName(n.name + "/v"));
-    AttributeMap split;
-    split.Set("axis", Attribute::Int(-1));
-    if (opset13) {
-      e.MultiOp("Split", {qkv, e.I64(sizes)}, {q, k, v}, split);
-    } else {
-      split.Set("split", Attribute::Ints(sizes));
-      e.MultiOp("Split", {qkv}, {q, k, v}, split);
-    }
-    auto heads_of = [&](int x, int64_t width, std::vector<int64_t> perm) {  // [B, S, N·h] -> permuted [B, S, N, h]
-      AttributeMap tp;
-      tp.Set("perm", Attribute::Ints(std::move(perm)));
-      return e.Op("Transpose", {e.Op("Reshape", {x, e.I64({0, 0, heads, width})})}, tp);
-    };
-    qh = heads_of(q, head, {0, 2, 1, 3});
-    kt = heads_of(k, head, {0, 2, 3, 1});
-    vh = heads_of(v, head_v, {0, 2, 1, 3});
-  }
-  int scores = e.Op("Mul", {e.Op("MatMul", {qh, kt}), e.Scalar(scale)});
-  if (In(n, 5) >= 0) scores = e.Op("Add", {scores, In(n, 5)});
-  if (const int mask = In(n, 3); mask >= 0) {
-    const Node* embed = nullptr;
-    const int rank = MaskRank(g, mask, &embed);
-    int keep;  // [B, T] bool: the keys each sequence attends to
-    if (rank == 1 && embed) {
-      // Key lengths: key j is kept where j < length[b].
-      AttributeMap gather0, to_i32;
-      gather0.Set("axis", Attribute::Int(0));
-      to_i32.Set("to", Attribute::Int(static_cast<int64_t>(DType::kInt32)));
-      const int t = e.Op("Cast", {e.Op("Gather", {e.Op("Shape", {In(n, 0)}), e.I64({1}, true)}, gather0)}, to_i32);
-      const int j = e.Op("Range", {e.I32({0}, true), t, e.I32({1}, true)});
-      keep = e.Op("Less", {e.Unsqueeze(j, {0}), e.Unsqueeze(mask, {1})});
-    } else if (rank == 2) {
-      keep = e.Op("Greater", {mask, e.I32({0}, true)});
-    } else {
-      return Refuse(n, rank == 0 ? "the rank of its mask_index cannot be told at load (a 1-D mask must come from "
-                                   "EmbedLayerNormalization, a 2-D one from a declared input)"
-                                 : "a " + std::to_string(rank) + "-D mask_index is not supported (1-D lengths or 2-D [batch, keys])");
-    }
-    const int add = e.Op("Where", {keep, e.Scalar(0.f), e.Scalar(filter)});  // [B, T]
-    scores = e.Op("Add", {scores, e.Unsqueeze(add, {1, 2})});
-  }
-  AttributeMap softmax;
-  softmax.Set("axis", Attribute::Int(-1));
-  const int probs = e.Op("Softmax", {scores}, softmax);
-  AttributeMap back;
-  back.Set("perm", Attribute::Ints({0, 2, 1, 3}));
-  const int ctx = e.Op("Transpose", {e.Op("MatMul", {probs, vh})}, back);  // [B, S, N, hv]
-  e.Op("Reshape", {ctx, e.I64({0, 0, sizes[2]})}, {}, Out(n, 0));
-  return Status::Ok();
+  return AttentionFromQkv(g, n, e, qkv, In(n, 0), sizes, In(n, 3), In(n, 5));
 }
 
 Status ExpandOne(Graph& g, const Node& n, Expander& e) {
@@ -439,74 +188,165 @@ Status ExpandOne(Graph& g, const Node& n, Expander& e) {
   }
   if (op == "EmbedLayerNormalization") {
     WH_RETURN_IF_ERROR(CheckInputs(n, 1, 9));
-    if (g.OpsetFor("") < 11) return Refuse(n, "needs ai.onnx opset 11 or later (Range)");
-    WH_RETURN_IF_ERROR(CheckOutputs(n, 3));
-    const int ids = In(n, 0), segment_ids = In(n, 1), word = In(n, 2), pos_table = In(n, 3), seg_table = In(n, 4);
-    for (size_t i : {2, 3, 5, 6})  // word, position embeddings, gamma, beta; segments are optional
-      if (In(n, i) < 0) return InvalidArgument(n.DebugName() + ": required input " + std::to_string(i) + " is missing");
-    AttributeMap gather0;
-    gather0.Set("axis", Attribute::Int(0));
-    int sum = e.Op("Gather", {word, ids}, gather0);
-    int pos;
-    if (In(n, 8) >= 0) {
-      pos = e.Op("Gather", {pos_table, In(n, 8)}, gather0);  // [B or 1, S, H]
-    } else {  // positions 0..S-1, broadcast over the batch
-      const int seq = e.Op("Gather", {e.Op("Shape", {ids}), e.I64({1}, true)}, gather0);
-      pos = e.Op("Gather", {pos_table, e.Op("Range", {e.I64({0}, true), seq, e.I64({1}, true)})}, gather0);
-    }
-    sum = e.Op("Add", {sum, pos}, {}, segment_ids >= 0 && seg_table >= 0 ? -1 : Out(n, 2));
-    if (segment_ids >= 0 && seg_table >= 0) sum = e.Op("Add", {sum, e.Op("Gather", {seg_table, segment_ids}, gather0)}, {}, Out(n, 2));
-    e.LayerNorm(sum, In(n, 5), In(n, 6), n.attrs.GetFloat("epsilon", 1e-12f), Out(n, 0), -1, -1);
-    if (Out(n, 1) >= 0) {
-      // mask_index: per sequence, the count of mask entries equal to 1 (0 for all without a mask).
-      AttributeMap to_i32, to_f32;
-      to_i32.Set("to", Attribute::Int(static_cast<int64_t>(DType::kInt32)));
-      to_f32.Set("to", Attribute::Int(static_cast<int64_t>(DType::kFloat32)));
-      const int ones = In(n, 7) >= 0 ? e.Op("Cast", {e.Op("Equal", {In(n, 7), e.I32({1}, true)})}, to_f32)
-                                     : e.Op("Mul", {e.Op("Cast", {ids}, to_f32), e.Scalar(0.f)});
-      e.Op("Cast", {e.SumOver(ones, {1}, -1)}, to_i32, Out(n, 1));
-    }
-    return Status::Ok();
-  }
-  if (op == "DynamicQuantizeMatMul" || op == "MatMulIntegerToFloat") {
-    // Y = float(Σ (A − a_zp)(B − b_zp)) · (a_scale · b_scale) + bias, A quantized per tensor to
-    // uint8 by DynamicQuantizeLinear for DynamicQuantizeMatMul: the chain ONNX Runtime's dynamic
-    // quantizer writes before its optimizer fuses it (bit-exact: tests/corpus/ort_quant/README.md).
-    const bool dynamic = op == "DynamicQuantizeMatMul";
-    WH_RETURN_IF_ERROR(CheckInputs(n, dynamic ? 3 : 4, dynamic ? 5 : 7));
-    WH_RETURN_IF_ERROR(CheckOutputs(n, 1));
-    int a = In(n, 0), a_scale, a_zp, b_scale, b_zp, bias;
-    if (dynamic) {
-      a = g.AddValue(g.UniqueName(n.name + "/a_quantized"));
-      a_scale = g.AddValue(g.UniqueName(n.name + "/a_scale"));
-      a_zp = g.AddValue(g.UniqueName(n.name + "/a_zero_point"));
-      e.MultiOp("DynamicQuantizeLinear", {In(n, 0)}, {a, a_scale, a_zp}, {});
-      b_scale = In(n, 2), b_zp = In(n, 3), bias = In(n, 4);
-    } else {
-      a_scale = In(n, 2), b_scale = In(n, 3), a_zp = In(n, 4), b_zp = In(n, 5), bias = In(n, 6);
-      if (const Value& s = g.value(a_scale); s.shape && !s.shape->empty() &&
-                                              !(s.shape->size() == 1 && (*s.shape)[0].known() && (*s.shape)[0].value == 1))
-        return Refuse(n, "a_scale must be one value per tensor");
-    }
-    std::vector<int> ins = {a, In(n, 1), a_zp, b_zp};
-    while (!ins.empty() && ins.back() < 0) ins.pop_back();
-    AttributeMap to_f32;
-    to_f32.Set("to", Attribute::Int(static_cast<int64_t>(DType::kFloat32)));
-    const int acc = e.Op("Cast", {e.Op("MatMulInteger", ins)}, to_f32);
-    const int y = e.Op("Mul", {acc, e.Op("Mul", {a_scale, b_scale})}, {}, bias >= 0 ? -1 : Out(n, 0));
-    if (bias >= 0) e.Op("Add", {y, bias}, {}, Out(n, 0));
-    return Status::Ok();
+    std::vector<int> ins;
+    for (size_t i = 0; i < 9; ++i) ins.push_back(In(n, i));
+    return EmbedLayerNorm(g, n, e, ins);
   }
   if (op == "Attention") return ExpandAttention(g, n, e);
+  if (IsQuantContrib(n)) return ExpandQuantContrib(g, n, e);
   return Refuse(n, "not expanded");
 }
 
 }  // namespace
 
+Status CheckAttentionForm(const Graph& g, const Node& n, size_t past_slot) {
+  if (g.OpsetFor("") < 11) return Refuse(n, "needs ai.onnx opset 11 or later (Range)");
+  WH_RETURN_IF_ERROR(CheckOutputs(n, 2));
+  if (n.attrs.GetInt("num_heads", 0) <= 0) return InvalidArgument(n.DebugName() + ": num_heads must be positive");
+  if (In(n, past_slot) >= 0) return Refuse(n, "a past key/value input (KV cache) is not supported");
+  if (Out(n, 1) >= 0 && (!g.Consumers(Out(n, 1)).empty() || g.IsGraphOutput(Out(n, 1))))
+    return Refuse(n, "its present output (KV cache) is read, which is not supported");
+  if (n.attrs.GetInt("unidirectional", 0) != 0) return Refuse(n, "unidirectional=1 is not supported");
+  if (n.attrs.GetInt("do_rotary", 0) != 0) return Refuse(n, "do_rotary=1 is not supported");
+  return Status::Ok();
+}
+
+// The mask is additive, mask_filter_value (default -10000) where a key is masked: a 1-D key
+// length per sequence (what EmbedLayerNormalization's mask_index gives) or a 2-D [B, T] mask that
+// keeps keys > 0.
+Status AttentionFromQkv(Graph& g, const Node& n, Expander& e, int qkv, int input, const std::vector<int64_t>& sizes,
+                        int mask_in, int attention_bias) {
+  const int64_t heads = n.attrs.GetInt("num_heads", 0);
+  if (sizes.size() != 3 || sizes[0] != sizes[1] || sizes[0] <= 0 || sizes[2] <= 0 || sizes[0] % heads != 0 ||
+      sizes[2] % heads != 0)
+    return InvalidArgument(n.DebugName() + ": qkv_hidden_sizes must be three positive sizes, Q and K equal, each a "
+                           "multiple of num_heads " + std::to_string(heads));
+  const int64_t head = sizes[0] / heads, head_v = sizes[2] / heads;
+  float scale = n.attrs.GetFloat("scale", 0.f);
+  if (scale == 0.f) scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head)));
+  const float filter = n.attrs.GetFloat("mask_filter_value", -10000.f);
+
+  const bool opset13 = g.OpsetFor("") >= 13;
+  int qh, kt, vh;  // [B, N, S, h], [B, N, h, T], [B, N, T, hv]
+  if (sizes[0] == sizes[2]) {
+    // Equal widths: the packed-qkv form exporters write for ViT-style attention, which the
+    // runtime's fuse_attention turns into its fused kernel: Reshape to [B, S, 3, N, h],
+    // Transpose [2, 0, 3, 1, 4], Split along the 3, Squeeze; K transposed last.
+    AttributeMap perm5, split0, squeeze0, kperm;
+    perm5.Set("perm", Attribute::Ints({2, 0, 3, 1, 4}));
+    kperm.Set("perm", Attribute::Ints({0, 1, 3, 2}));
+    split0.Set("axis", Attribute::Int(0));
+    const int t = e.Op("Transpose", {e.Op("Reshape", {qkv, e.I64({0, 0, 3, heads, head})})}, perm5);
+    int parts[3];
+    for (int& p : parts) p = g.AddValue(g.UniqueName(n.name + "/qkv_part"));
+    if (opset13) {
+      e.MultiOp("Split", {t, e.I64({1, 1, 1})}, {parts[0], parts[1], parts[2]}, split0);
+    } else {
+      split0.Set("split", Attribute::Ints({1, 1, 1}));
+      e.MultiOp("Split", {t}, {parts[0], parts[1], parts[2]}, split0);
+    }
+    auto squeeze = [&](int x) {
+      if (opset13) return e.Op("Squeeze", {x, e.I64({0})});
+      AttributeMap a;
+      a.Set("axes", Attribute::Ints({0}));
+      return e.Op("Squeeze", {x}, a);
+    };
+    qh = squeeze(parts[0]);
+    kt = e.Op("Transpose", {squeeze(parts[1])}, kperm);
+    vh = squeeze(parts[2]);
+  } else {
+    const int q = g.AddValue(g.UniqueName(n.name + "/q"));
+    const int k = g.AddValue(g.UniqueName(n.name + "/k"));
+    const int v = g.AddValue(g.UniqueName(n.name + "/v"));
+    AttributeMap split;
+    split.Set("axis", Attribute::Int(-1));
+    if (opset13) {
+      e.MultiOp("Split", {qkv, e.I64(sizes)}, {q, k, v}, split);
+    } else {
+      split.Set("split", Attribute::Ints(sizes));
+      e.MultiOp("Split", {qkv}, {q, k, v}, split);
+    }
+    auto heads_of = [&](int x, int64_t width, std::vector<int64_t> perm) {  // [B, S, N·h] -> permuted [B, S, N, h]
+      AttributeMap tp;
+      tp.Set("perm", Attribute::Ints(std::move(perm)));
+      return e.Op("Transpose", {e.Op("Reshape", {x, e.I64({0, 0, heads, width})})}, tp);
+    };
+    qh = heads_of(q, head, {0, 2, 1, 3});
+    kt = heads_of(k, head, {0, 2, 3, 1});
+    vh = heads_of(v, head_v, {0, 2, 1, 3});
+  }
+  int scores = e.Op("Mul", {e.Op("MatMul", {qh, kt}), e.Scalar(scale)});
+  if (attention_bias >= 0) scores = e.Op("Add", {scores, attention_bias});
+  if (const int mask = mask_in; mask >= 0) {
+    const Node* embed = nullptr;
+    const int rank = MaskRank(g, mask, &embed);
+    int keep;  // [B, T] bool: the keys each sequence attends to
+    if (rank == 1 && embed) {
+      // Key lengths: key j is kept where j < length[b].
+      AttributeMap gather0, to_i32;
+      gather0.Set("axis", Attribute::Int(0));
+      to_i32.Set("to", Attribute::Int(static_cast<int64_t>(DType::kInt32)));
+      const int t = e.Op("Cast", {e.Op("Gather", {e.Op("Shape", {input}), e.I64({1}, true)}, gather0)}, to_i32);
+      const int j = e.Op("Range", {e.I32({0}, true), t, e.I32({1}, true)});
+      keep = e.Op("Less", {e.Unsqueeze(j, {0}), e.Unsqueeze(mask, {1})});
+    } else if (rank == 2) {
+      keep = e.Op("Greater", {mask, e.I32({0}, true)});
+    } else {
+      return Refuse(n, rank == 0 ? "the rank of its mask_index cannot be told at load (a 1-D mask must come from "
+                                   "EmbedLayerNormalization, a 2-D one from a declared input)"
+                                 : "a " + std::to_string(rank) + "-D mask_index is not supported (1-D lengths or 2-D [batch, keys])");
+    }
+    const int add = e.Op("Where", {keep, e.Scalar(0.f), e.Scalar(filter)});  // [B, T]
+    scores = e.Op("Add", {scores, e.Unsqueeze(add, {1, 2})});
+  }
+  AttributeMap softmax;
+  softmax.Set("axis", Attribute::Int(-1));
+  const int probs = e.Op("Softmax", {scores}, softmax);
+  AttributeMap back;
+  back.Set("perm", Attribute::Ints({0, 2, 1, 3}));
+  const int ctx = e.Op("Transpose", {e.Op("MatMul", {probs, vh})}, back);  // [B, S, N, hv]
+  e.Op("Reshape", {ctx, e.I64({0, 0, sizes[2]})}, {}, Out(n, 0));
+  return Status::Ok();
+}
+
+Status EmbedLayerNorm(Graph& g, const Node& n, Expander& e, const std::vector<int>& ins) {
+  auto I = [&](size_t i) { return i < ins.size() ? ins[i] : -1; };
+  if (g.OpsetFor("") < 11) return Refuse(n, "needs ai.onnx opset 11 or later (Range)");
+  WH_RETURN_IF_ERROR(CheckOutputs(n, 3));
+  const int ids = I(0), segment_ids = I(1), word = I(2), pos_table = I(3), seg_table = I(4);
+  for (size_t i : {2, 3, 5, 6})  // word, position embeddings, gamma, beta; segments are optional
+    if (I(i) < 0) return InvalidArgument(n.DebugName() + ": required input " + std::to_string(i) + " is missing");
+  AttributeMap gather0;
+  gather0.Set("axis", Attribute::Int(0));
+  int sum = e.Op("Gather", {word, ids}, gather0);
+  int pos;
+  if (I(8) >= 0) {
+    pos = e.Op("Gather", {pos_table, I(8)}, gather0);  // [B or 1, S, H]
+  } else {  // positions 0..S-1, broadcast over the batch
+    const int seq = e.Op("Gather", {e.Op("Shape", {ids}), e.I64({1}, true)}, gather0);
+    pos = e.Op("Gather", {pos_table, e.Op("Range", {e.I64({0}, true), seq, e.I64({1}, true)})}, gather0);
+  }
+  sum = e.Op("Add", {sum, pos}, {}, segment_ids >= 0 && seg_table >= 0 ? -1 : Out(n, 2));
+  if (segment_ids >= 0 && seg_table >= 0) sum = e.Op("Add", {sum, e.Op("Gather", {seg_table, segment_ids}, gather0)}, {}, Out(n, 2));
+  e.LayerNorm(sum, I(5), I(6), n.attrs.GetFloat("epsilon", 1e-12f), Out(n, 0), -1, -1);
+  if (Out(n, 1) >= 0) {
+    // mask_index: per sequence, the count of mask entries equal to 1 (0 for all without a mask).
+    AttributeMap to_i32, to_f32;
+    to_i32.Set("to", Attribute::Int(static_cast<int64_t>(DType::kInt32)));
+    to_f32.Set("to", Attribute::Int(static_cast<int64_t>(DType::kFloat32)));
+    const int ones = I(7) >= 0 ? e.Op("Cast", {e.Op("Equal", {I(7), e.I32({1}, true)})}, to_f32)
+                                   : e.Op("Mul", {e.Op("Cast", {ids}, to_f32), e.Scalar(0.f)});
+    e.Op("Cast", {e.SumOver(ones, {1}, -1)}, to_i32, Out(n, 1));
+  }
+  return Status::Ok();
+}
+
+}  // namespace contrib
+
 Status ExpandContribOps(Graph& g, int* count) {
   if (count) *count = 0;
   bool any = false;
-  for (const Node& n : g.nodes()) any = any || IsContrib(n);
+  for (const Node& n : g.nodes()) any = any || contrib::IsContrib(n);
   if (!any) return Status::Ok();
   std::set<std::string> names;
   for (const Node& n : g.nodes()) names.insert(n.name);
@@ -514,7 +354,7 @@ Status ExpandContribOps(Graph& g, int* count) {
   out.reserve(g.nodes().size());
   const std::vector<Node> nodes = g.nodes();  // the Expander adds values, never nodes, to g
   for (const Node& n : nodes) {
-    if (!IsContrib(n)) {
+    if (!contrib::IsContrib(n)) {
       out.push_back(n);
       continue;
     }
@@ -522,11 +362,11 @@ Status ExpandContribOps(Graph& g, int* count) {
     for (int id : n.inputs) {
       const DType t = id >= 0 ? g.value(id).dtype : DType::kUndefined;
       if (t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat64)
-        return Refuse(n, std::string("input '") + g.value(id).name + "' is " + DTypeName(t) +
+        return contrib::Refuse(n, std::string("input '") + g.value(id).name + "' is " + DTypeName(t) +
                              "; only float32 models are read");
     }
-    Expander e(g, n, names, out);
-    WH_RETURN_IF_ERROR(ExpandOne(g, n, e));
+    contrib::Expander e(g, n, names, out);
+    WH_RETURN_IF_ERROR(contrib::ExpandOne(g, n, e));
     if (count) ++*count;
   }
   g.nodes() = std::move(out);
