@@ -182,13 +182,17 @@ inline Status CheckOutputs(const Node& n, size_t max) {
 
 
 // com.microsoft Attention from its projected [Q | K | V] (qkv: [B, S, sizes[0] + sizes[1] +
-// sizes[2]]) on: `input` (its shape gives the key count), mask (-1 or the mask_index value),
-// attention_bias (-1 or the value); writes n's output 0. Attributes read from n.
+// sizes[2]]) on: `input` (its shape gives the batch), mask (-1 or the mask_index value),
+// attention_bias (-1 or the value), past (-1 or [2, B, N, P, h] keys and values of earlier
+// steps); writes n's output 0 and, where it is read, output 1 (present, [2, B, N, P + S, h]).
+// unidirectional=1 hides later keys. Attributes read from n.
 Status AttentionFromQkv(Graph& g, const Node& n, Expander& e, int qkv, int input, const std::vector<int64_t>& sizes,
-                        int mask, int attention_bias);
-// The checks Attention and QAttention share: num_heads, no past or read present, not
-// unidirectional, no rotary; past_slot is where the op takes its past input.
+                        int mask, int attention_bias, int past);
+// The checks Attention and QAttention share: num_heads, no rotary, no shared past/present buffer
+// or past_sequence_length (input past_slot + 2).
 Status CheckAttentionForm(const Graph& g, const Node& n, size_t past_slot);
+// The widths of Q, K and V: qkv_hidden_sizes, or a third each of the weights' (input 1) width.
+StatusOr<std::vector<int64_t>> QkvSizes(const Graph& g, const Node& n);
 // com.microsoft EmbedLayerNormalization on the given input ids (9 slots, -1 where absent:
 // ids, segment_ids, word, position, segment, gamma, beta, mask, position_ids).
 Status EmbedLayerNorm(Graph& g, const Node& n, Expander& e, const std::vector<int>& ins);

@@ -1,5 +1,6 @@
 #include "lib/onnx/contrib_ops.h"
 
+#include <cfloat>
 #include <cmath>
 #include <set>
 #include <string>
@@ -52,21 +53,15 @@ int MaskRank(const Graph& g, int id, const Node** embed) {
   return 0;
 }
 
-// com.microsoft Attention without past: qkv = input · W + bias split into Q, K, V of num_heads
+// com.microsoft Attention: qkv = input · W + bias split into Q, K, V of num_heads
 // heads; softmax(scale · Q·Kᵀ + attention_bias + mask) · V, heads joined (AttentionFromQkv).
 Status ExpandAttention(Graph& g, const Node& n, Expander& e) {
-  WH_RETURN_IF_ERROR(CheckInputs(n, 2, 6));
+  WH_RETURN_IF_ERROR(CheckInputs(n, 2, 7));
   WH_RETURN_IF_ERROR(CheckAttentionForm(g, n, 4));
-  const Tensor* w = g.ConstInput(n, 1);
-  std::vector<int64_t> sizes = n.attrs.GetInts("qkv_hidden_sizes");
-  if (sizes.empty()) {
-    if (!w || w->rank() != 2 || w->dim(1) % 3 != 0)
-      return Refuse(n, "without qkv_hidden_sizes its weights must be a constant [in, 3 x hidden] matrix");
-    sizes = {w->dim(1) / 3, w->dim(1) / 3, w->dim(1) / 3};
-  }
+  WH_ASSIGN_OR_RETURN(const std::vector<int64_t> sizes, QkvSizes(g, n));
   int qkv = e.Op("MatMul", {In(n, 0), In(n, 1)});
   if (In(n, 2) >= 0) qkv = e.Op("Add", {qkv, In(n, 2)});
-  return AttentionFromQkv(g, n, e, qkv, In(n, 0), sizes, In(n, 3), In(n, 5));
+  return AttentionFromQkv(g, n, e, qkv, In(n, 0), sizes, In(n, 3), In(n, 5), In(n, 4));
 }
 
 Status ExpandOne(Graph& g, const Node& n, Expander& e) {
@@ -203,19 +198,34 @@ Status CheckAttentionForm(const Graph& g, const Node& n, size_t past_slot) {
   if (g.OpsetFor("") < 11) return Refuse(n, "needs ai.onnx opset 11 or later (Range)");
   WH_RETURN_IF_ERROR(CheckOutputs(n, 2));
   if (n.attrs.GetInt("num_heads", 0) <= 0) return InvalidArgument(n.DebugName() + ": num_heads must be positive");
-  if (In(n, past_slot) >= 0) return Refuse(n, "a past key/value input (KV cache) is not supported");
-  if (Out(n, 1) >= 0 && (!g.Consumers(Out(n, 1)).empty() || g.IsGraphOutput(Out(n, 1))))
-    return Refuse(n, "its present output (KV cache) is read, which is not supported");
-  if (n.attrs.GetInt("unidirectional", 0) != 0) return Refuse(n, "unidirectional=1 is not supported");
   if (n.attrs.GetInt("do_rotary", 0) != 0) return Refuse(n, "do_rotary=1 is not supported");
+  if (n.attrs.GetInt("past_present_share_buffer", 0) != 0)
+    return Refuse(n, "past_present_share_buffer=1 is not supported");
+  if (In(n, past_slot) >= 0 && n.inputs.size() > past_slot + 2 && n.inputs[past_slot + 2] >= 0)
+    return Refuse(n, "a past_sequence_length input is not supported");
   return Status::Ok();
+}
+
+StatusOr<std::vector<int64_t>> QkvSizes(const Graph& g, const Node& n) {
+  std::vector<int64_t> sizes = n.attrs.GetInts("qkv_hidden_sizes");
+  if (!sizes.empty()) return sizes;
+  // Without the attribute, the weights' width in thirds: from the constant or its declared shape.
+  int64_t width = -1;
+  if (const Tensor* w = g.ConstInput(n, 1); w && w->rank() == 2) {
+    width = w->dim(1);
+  } else if (const Value& v = g.value(In(n, 1)); v.shape && v.shape->size() == 2 && (*v.shape)[1].known()) {
+    width = (*v.shape)[1].value;
+  }
+  if (width <= 0 || width % 3 != 0)
+    return Refuse(n, "without qkv_hidden_sizes its weights must be a [in, 3 x hidden] matrix of known width");
+  return std::vector<int64_t>{width / 3, width / 3, width / 3};
 }
 
 // The mask is additive, mask_filter_value (default -10000) where a key is masked: a 1-D key
 // length per sequence (what EmbedLayerNormalization's mask_index gives) or a 2-D [B, T] mask that
 // keeps keys > 0.
 Status AttentionFromQkv(Graph& g, const Node& n, Expander& e, int qkv, int input, const std::vector<int64_t>& sizes,
-                        int mask_in, int attention_bias) {
+                        int mask_in, int attention_bias, int past) {
   const int64_t heads = n.attrs.GetInt("num_heads", 0);
   if (sizes.size() != 3 || sizes[0] != sizes[1] || sizes[0] <= 0 || sizes[2] <= 0 || sizes[0] % heads != 0 ||
       sizes[2] % heads != 0)
@@ -227,8 +237,12 @@ Status AttentionFromQkv(Graph& g, const Node& n, Expander& e, int qkv, int input
   const float filter = n.attrs.GetFloat("mask_filter_value", -10000.f);
 
   const bool opset13 = g.OpsetFor("") >= 13;
+  const bool causal = n.attrs.GetInt("unidirectional", 0) != 0;
+  const int present = Out(n, 1) >= 0 && (!g.Consumers(Out(n, 1)).empty() || g.IsGraphOutput(Out(n, 1))) ? Out(n, 1) : -1;
+  if ((past >= 0 || present >= 0) && head != head_v)
+    return Refuse(n, "a past or present key/value needs V as wide as Q and K");
   int qh, kt, vh;  // [B, N, S, h], [B, N, h, T], [B, N, T, hv]
-  if (sizes[0] == sizes[2]) {
+  if (sizes[0] == sizes[2] && !causal && past < 0 && present < 0) {
     // Equal widths: the packed-qkv form exporters write for ViT-style attention, which the
     // runtime's fuse_attention turns into its fused kernel: Reshape to [B, S, 3, N, h],
     // Transpose [2, 0, 3, 1, 4], Split along the 3, Squeeze; K transposed last.
@@ -272,8 +286,24 @@ Status AttentionFromQkv(Graph& g, const Node& n, Expander& e, int qkv, int input
       return e.Op("Transpose", {e.Op("Reshape", {x, e.I64({0, 0, heads, width})})}, tp);
     };
     qh = heads_of(q, head, {0, 2, 1, 3});
-    kt = heads_of(k, head, {0, 2, 3, 1});
     vh = heads_of(v, head_v, {0, 2, 1, 3});
+    if (past < 0 && present < 0) {
+      kt = heads_of(k, head, {0, 2, 3, 1});
+    } else {
+      // The keys and values of earlier steps ([2, B, N, P, h]) come first; present holds them all.
+      int kh = heads_of(k, head, {0, 2, 1, 3});
+      AttributeMap gather0, concat0, concat2, kperm;
+      gather0.Set("axis", Attribute::Int(0));
+      concat0.Set("axis", Attribute::Int(0));
+      concat2.Set("axis", Attribute::Int(2));
+      kperm.Set("perm", Attribute::Ints({0, 1, 3, 2}));
+      if (past >= 0) {
+        kh = e.Op("Concat", {e.Op("Gather", {past, e.I64({0}, true)}, gather0), kh}, concat2);
+        vh = e.Op("Concat", {e.Op("Gather", {past, e.I64({1}, true)}, gather0), vh}, concat2);
+      }
+      if (present >= 0) e.Op("Concat", {e.Unsqueeze(kh, {0}), e.Unsqueeze(vh, {0})}, concat0, present);
+      kt = e.Op("Transpose", {kh}, kperm);
+    }
   }
   int scores = e.Op("Mul", {e.Op("MatMul", {qh, kt}), e.Scalar(scale)});
   if (attention_bias >= 0) scores = e.Op("Add", {scores, attention_bias});
@@ -281,23 +311,51 @@ Status AttentionFromQkv(Graph& g, const Node& n, Expander& e, int qkv, int input
     const Node* embed = nullptr;
     const int rank = MaskRank(g, mask, &embed);
     int keep;  // [B, T] bool: the keys each sequence attends to
-    if (rank == 1 && embed) {
-      // Key lengths: key j is kept where j < length[b].
-      AttributeMap gather0, to_i32;
+    if (rank == 1) {
+      // Key lengths: key j is kept where j < length[b]. A declared 1-D mask may also be [2B]: end
+      // positions, then start positions (key j kept where start[b] <= j < end[b]).
+      AttributeMap gather0, to_i32, concat0;
       gather0.Set("axis", Attribute::Int(0));
+      concat0.Set("axis", Attribute::Int(0));
       to_i32.Set("to", Attribute::Int(static_cast<int64_t>(DType::kInt32)));
-      const int t = e.Op("Cast", {e.Op("Gather", {e.Op("Shape", {input}), e.I64({1}, true)}, gather0)}, to_i32);
-      const int j = e.Op("Range", {e.I32({0}, true), t, e.I32({1}, true)});
-      keep = e.Op("Less", {e.Unsqueeze(j, {0}), e.Unsqueeze(mask, {1})});
+      const int shape = e.Op("Shape", {input});
+      const int t = e.Op("Cast", {e.Op("Gather", {e.Op("Shape", {scores}), e.I64({3}, true)}, gather0)}, to_i32);
+      const int j = e.Unsqueeze(e.Op("Range", {e.I32({0}, true), t, e.I32({1}, true)}), {0});  // [1, T]
+      if (embed) {
+        keep = e.Op("Less", {j, e.Unsqueeze(mask, {1})});
+      } else {
+        const int b = e.Op("Slice", {shape, e.I64({0}), e.I64({1})});
+        const int b2 = e.Op("Add", {b, b});
+        const int end = e.Op("Slice", {mask, e.I64({0}), b});
+        AttributeMap zeros;
+        zeros.Set("value", Attribute::TensorValue(Tensor::FromVector<int32_t>({1}, {0})));
+        const int padded = e.Op("Concat", {mask, e.Op("ConstantOfShape", {b}, zeros)}, concat0);
+        const int start = e.Op("Slice", {padded, b, b2});  // zeros for a [B] mask
+        keep = e.Op("And", {e.Op("Less", {j, e.Unsqueeze(end, {1})}),
+                            e.Op("Not", {e.Op("Less", {j, e.Unsqueeze(start, {1})})})});
+      }
     } else if (rank == 2) {
       keep = e.Op("Greater", {mask, e.I32({0}, true)});
     } else {
-      return Refuse(n, rank == 0 ? "the rank of its mask_index cannot be told at load (a 1-D mask must come from "
-                                   "EmbedLayerNormalization, a 2-D one from a declared input)"
+      return Refuse(n, rank == 0 ? "the rank of its mask_index cannot be told at load (declare it on the graph input "
+                                   "or take it from EmbedLayerNormalization)"
                                  : "a " + std::to_string(rank) + "-D mask_index is not supported (1-D lengths or 2-D [batch, keys])");
     }
     const int add = e.Op("Where", {keep, e.Scalar(0.f), e.Scalar(filter)});  // [B, T]
     scores = e.Op("Add", {scores, e.Unsqueeze(add, {1, 2})});
+  }
+  if (causal) {
+    // Key j is hidden from query i where j > P + i (P earlier steps, P = T - S): the lowest float
+    // is added there, as ONNX Runtime does, whatever mask_filter_value is.
+    AttributeMap gather0;
+    gather0.Set("axis", Attribute::Int(0));
+    const int shape = e.Op("Shape", {scores});
+    const int sq = e.Op("Gather", {shape, e.I64({2}, true)}, gather0);
+    const int tk = e.Op("Gather", {shape, e.I64({3}, true)}, gather0);
+    const int i = e.Op("Add", {e.Op("Range", {e.I64({0}, true), sq, e.I64({1}, true)}), e.Op("Sub", {tk, sq})});
+    const int j = e.Op("Range", {e.I64({0}, true), tk, e.I64({1}, true)});
+    const int later = e.Op("Greater", {e.Unsqueeze(j, {0}), e.Unsqueeze(i, {1})});  // [S, T]
+    scores = e.Op("Add", {scores, e.Op("Where", {later, e.Scalar(-FLT_MAX), e.Scalar(0.f)})});
   }
   AttributeMap softmax;
   softmax.Set("axis", Attribute::Int(-1));

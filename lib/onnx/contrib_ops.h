@@ -13,12 +13,19 @@
 //   com.microsoft EmbedLayerNormalization(ids, [segment_ids], word, position, [segment], gamma, beta,
 //     [mask], [position_ids]) -> output, mask_index (count of ones), [embedding_sum]
 //   com.microsoft FusedGemm (Gemm then Relu/Tanh/Sigmoid/LeakyRelu/HardSigmoid)
-//   com.microsoft Attention without past, not unidirectional: a 1-D key-length mask from
-//     EmbedLayerNormalization or a 2-D [batch, keys] one (added, mask_filter_value where masked);
-//     with V as wide as Q/K in the packed-qkv form the runtime's fuse_attention knows.
-//   com.microsoft DynamicQuantizeMatMul(A, B, b_scale[, b_zp][, bias]) and
-//     MatMulIntegerToFloat(A, B, a_scale, b_scale[, a_zp][, b_zp][, bias]): DynamicQuantizeLinear
-//     (for the first), MatMulInteger, Cast, Mul by a_scale·b_scale, Add bias.
+//   com.microsoft Attention: a mask_index of key lengths ([B], or [2B] ends then starts; from
+//     EmbedLayerNormalization or declared 1-D) or a 2-D [batch, keys] mask (added,
+//     mask_filter_value where masked); unidirectional=1 (later keys get the lowest float); past
+//     [2, B, N, P, h] and present; without past, causality or present and with V as wide as Q/K, in
+//     the packed-qkv form the runtime's fuse_attention knows. do_rotary and a shared past/present
+//     buffer are refused.
+//   ONNX Runtime's quantized ops (lib/onnx/contrib_quant_ops.cc; semantics and exactness measured in
+//     tests/corpus/ort_quant/README.md): DynamicQuantizeMatMul, MatMulIntegerToFloat (MatMulInteger,
+//     Cast, Mul by a_scale·b_scale, Add bias), QGemm, QLinearAdd/Mul/Sigmoid/LeakyRelu/Concat/
+//     AveragePool/GlobalAveragePool/Softmax (integer or Dequantize/op/Quantize chains in the
+//     kernels' arithmetic order), QAttention (the integer projection, then Attention),
+//     QEmbedLayerNormalization (its tables dequantized), DynamicQuantizeLSTM (X·W once, then a Scan
+//     over time whose body requantizes h each step; no sequence_lens, default activations).
 // A node that cannot be expanded (float16/bfloat16/double, an attribute or mask form not covered)
 // is an error naming the node and why.
 #pragma once

@@ -66,6 +66,14 @@ DType QType(const Graph& g, int id) {
   return DType::kUndefined;
 }
 
+// CheckInputs, then the inputs in `required` beyond the leading ones are present too.
+Status CheckPresent(const Node& n, size_t min, size_t max, std::initializer_list<size_t> required) {
+  WH_RETURN_IF_ERROR(CheckInputs(n, min, max));
+  for (size_t i : required)
+    if (In(n, i) < 0) return InvalidArgument(n.DebugName() + ": required input " + std::to_string(i) + " is missing");
+  return Status::Ok();
+}
+
 // The 8-bit type of the tensors of n: the first of the candidate values whose type can be told.
 StatusOr<DType> EightBit(const Graph& g, const Node& n, std::initializer_list<int> candidates) {
   for (int id : candidates) {
@@ -161,7 +169,7 @@ Status QGemm(Graph& /*g*/, const Node& n, Expander& e) {
 // multiply-adds, so this is within 1 LSB of it on about 1e-5 of the elements; no standard-op form
 // is exact). QLinearMul: (A − za)(B − zb) in int32, times (sa · sb) / sc, plus zc, rounded.
 Status QLinearBinary(Graph& g, const Node& n, Expander& e) {
-  WH_RETURN_IF_ERROR(CheckInputs(n, 7, 8));
+  WH_RETURN_IF_ERROR(CheckPresent(n, 2, 8, {3, 4, 6}));
   WH_RETURN_IF_ERROR(CheckOutputs(n, 1));
   WH_ASSIGN_OR_RETURN(const DType t, EightBit(g, n, {In(n, 7), In(n, 2), In(n, 5), In(n, 0), In(n, 3)}));
   const int A = In(n, 0), sa = In(n, 1), za = In(n, 2), B = In(n, 3), sb = In(n, 4), zb = In(n, 5);
@@ -184,7 +192,7 @@ Status QLinearBinary(Graph& g, const Node& n, Expander& e) {
 // QLinearSigmoid / QLinearLeakyRelu(X, xs[, xz], ys[, yz]): ONNX Runtime's 256-entry table of
 // Q(f(DQ(v))), which is Q(f(DQ(X))) element by element.
 Status QLinearUnary(Graph& g, const Node& n, Expander& e) {
-  WH_RETURN_IF_ERROR(CheckInputs(n, 4, 5));
+  WH_RETURN_IF_ERROR(CheckPresent(n, 2, 5, {3}));
   WH_RETURN_IF_ERROR(CheckOutputs(n, 1));
   WH_ASSIGN_OR_RETURN(const DType t, EightBit(g, n, {In(n, 4), In(n, 2), In(n, 0)}));
   AttributeMap a;
@@ -243,7 +251,7 @@ Status QLinearGlobalAveragePool(Graph& g, const Node& n, Expander& e) {
 // average (NHWC transposed around it), then round(y / ys + yz) — the zero point is added before
 // rounding, as the kernel does.
 Status QLinearAveragePool(Graph& g, const Node& n, Expander& e) {
-  WH_RETURN_IF_ERROR(CheckInputs(n, 4, 5));
+  WH_RETURN_IF_ERROR(CheckPresent(n, 2, 5, {3}));
   WH_RETURN_IF_ERROR(CheckOutputs(n, 1));
   WH_ASSIGN_OR_RETURN(const DType t, EightBit(g, n, {In(n, 4), In(n, 2), In(n, 0)}));
   const std::vector<int64_t> kernel = n.attrs.GetInts("kernel_shape");
@@ -281,7 +289,7 @@ Status QLinearAveragePool(Graph& g, const Node& n, Expander& e) {
 // integer), e = float32(exp((d + C / xs) · xs)) in double with C = max(0, ln(FLT_MAX / D) − 5),
 // S = Σ e, y = round((e · floor(1 / ys)) / S) + yz. opset < 13: rows of the input coerced to 2-D.
 Status QLinearSoftmax(Graph& g, const Node& n, Expander& e) {
-  WH_RETURN_IF_ERROR(CheckInputs(n, 5, 5));
+  WH_RETURN_IF_ERROR(CheckPresent(n, 2, 5, {3, 4}));
   WH_RETURN_IF_ERROR(CheckOutputs(n, 1));
   const Attribute* opset_attr = n.attrs.Find("opset");
   if (!opset_attr) return InvalidArgument(n.DebugName() + ": attribute 'opset' is required");
@@ -324,23 +332,15 @@ Status QLinearSoftmax(Graph& g, const Node& n, Expander& e) {
 Status QAttention(Graph& g, const Node& n, Expander& e) {
   WH_RETURN_IF_ERROR(CheckInputs(n, 5, 9));
   WH_RETURN_IF_ERROR(CheckAttentionForm(g, n, 8));
-  std::vector<int64_t> sizes = n.attrs.GetInts("qkv_hidden_sizes");
-  if (sizes.empty()) {
-    const Tensor* w = g.ConstInput(n, 1);
-    if (!w || w->rank() != 2 || w->dim(1) % 3 != 0)
-      return Refuse(n, "without qkv_hidden_sizes its weights must be a constant [in, 3 x hidden] matrix");
-    sizes = {w->dim(1) / 3, w->dim(1) / 3, w->dim(1) / 3};
-  }
+  WH_ASSIGN_OR_RETURN(const std::vector<int64_t> sizes, QkvSizes(g, n));
   const int qkv =
       IntMatMulToFloat(e, In(n, 0), In(n, 1), In(n, 6), In(n, 7), e.Op("Mul", {In(n, 3), In(n, 4)}), In(n, 2), -1);
-  return AttentionFromQkv(g, n, e, qkv, In(n, 0), sizes, In(n, 5), -1);
+  return AttentionFromQkv(g, n, e, qkv, In(n, 0), sizes, In(n, 5), -1, In(n, 8));
 }
 
 // QEmbedLayerNormalization: its five 8-bit tables dequantized, then EmbedLayerNormalization.
 Status QEmbedLayerNorm(Graph& g, const Node& n, Expander& e) {
-  WH_RETURN_IF_ERROR(CheckInputs(n, 3, 18));
-  for (size_t i : {2, 3, 5, 6, 8, 9, 11, 12})
-    if (In(n, i) < 0) return InvalidArgument(n.DebugName() + ": required input " + std::to_string(i) + " is missing");
+  WH_RETURN_IF_ERROR(CheckPresent(n, 1, 18, {2, 3, 5, 6, 8, 9, 11, 12}));
   auto dq = [&](size_t table, size_t scale, size_t zp) {
     return In(n, table) < 0 ? -1 : Dequantize(e, In(n, table), In(n, scale), In(n, zp));
   };
@@ -358,10 +358,8 @@ Status QEmbedLayerNorm(Graph& g, const Node& n, Expander& e) {
 // each direction is used (as ONNX Runtime does). A reverse direction scans X·W reversed (Slice with
 // step -1) and reverses what it emits.
 Status DynamicQuantizeLstm(Graph& g, const Node& n, Expander& e) {
-  WH_RETURN_IF_ERROR(CheckInputs(n, 3, 12));
+  WH_RETURN_IF_ERROR(CheckPresent(n, 3, 12, {8, 9, 10, 11}));  // the scales and zero points of W and R
   WH_RETURN_IF_ERROR(CheckOutputs(n, 3));
-  for (size_t i : {8, 9, 10, 11})  // W_scale, W_zero_point, R_scale, R_zero_point
-    if (In(n, i) < 0) return InvalidArgument(n.DebugName() + ": required input " + std::to_string(i) + " is missing");
   if (g.OpsetFor("") < 11) return Refuse(n, "needs ai.onnx opset 11 or later (DynamicQuantizeLinear)");
   if (In(n, 4) >= 0) return Refuse(n, "sequence_lens is not supported");
   if (n.attrs.GetInt("input_forget", 0) != 0) return Refuse(n, "input_forget=1 is not supported");
@@ -423,27 +421,31 @@ Status DynamicQuantizeLstm(Graph& g, const Node& n, Expander& e) {
     const int hinit = h0 >= 0 ? gather(h0, d) : bh, cinit = c0 >= 0 ? gather(c0, d) : bh;
 
     // The body: state (h, c), scan input X·W at t [B, 4H], scan output h.
+    // Its values are named under the direction's own prefix: a saved model's names must be unique
+    // across the main graph and every subgraph.
     Graph body;
-    body.name = n.name + "/direction" + std::to_string(d);
+    Node tag;
+    tag.name = n.name + "/direction" + std::to_string(d);
+    body.name = tag.name;
     body.opset_imports = g.opset_imports;
     std::set<std::string> body_names;
     std::vector<Node> body_nodes;
-    Expander b(body, n, body_names, body_nodes);
-    const int h_in = body.AddValue("h_prev", DType::kFloat32), c_in = body.AddValue("c_prev", DType::kFloat32);
-    const int xw_t = body.AddValue("xw_t", DType::kFloat32);
+    Expander b(body, tag, body_names, body_nodes);
+    auto named = [&](const char* what, DType t = DType::kUndefined) { return body.AddValue(tag.name + "/" + what, t); };
+    const int h_in = named("h_prev", DType::kFloat32), c_in = named("c_prev", DType::kFloat32);
+    const int xw_t = named("xw_t", DType::kFloat32);
     body.inputs() = {h_in, c_in, xw_t};
     std::vector<int> in_body;
     for (size_t k = 0; k < outer.size(); ++k) {
-      in_body.push_back(body.AddValue("outer_" + std::to_string(k)));
+      in_body.push_back(named(("outer_" + std::to_string(k)).c_str()));
       body.inputs().push_back(in_body.back());
     }
     body.outer_inputs = static_cast<int>(outer.size());
     const int b_rd = in_body[0], b_rs = in_body[1], b_rz = in_body[2];
-    const int hq = body.AddValue("h_quantized"), hs = body.AddValue("h_scale"), hz = body.AddValue("h_zero_point");
+    const int hq = named("h_quantized"), hs = named("h_scale"), hz = named("h_zero_point");
     b.MultiOp("DynamicQuantizeLinear", {h_in}, {hq, hs, hz}, {});
     const int gates = b.Op("Add", {xw_t, IntMatMulToFloat(b, hq, b_rd, hz, b_rz, b.Op("Mul", {hs, b_rs}), -1, -1)});
-    int gi = body.AddValue("gate_i"), go = body.AddValue("gate_o"), gf = body.AddValue("gate_f"),
-        gc = body.AddValue("gate_c");
+    int gi = named("gate_i"), go = named("gate_o"), gf = named("gate_f"), gc = named("gate_c");
     b.Split(gates, 1, {H, H, H, H}, {gi, go, gf, gc});
     const size_t peep = Bias >= 0 ? 7 : 3;
     if (P >= 0) {
@@ -460,13 +462,13 @@ Status DynamicQuantizeLstm(Graph& g, const Node& n, Expander& e) {
       lo = b.Scalar(-clip->f), hi = b.Scalar(clip->f);
       gi = b.Op("Clip", {gi, lo, hi}), gf = b.Op("Clip", {gf, lo, hi}), gc = b.Op("Clip", {gc, lo, hi});
     }
-    const int c_new = body.AddValue("c_new", DType::kFloat32);
+    const int c_new = named("c_new", DType::kFloat32);
     b.Op("Add", {b.Op("Mul", {b.Op("Sigmoid", {gf}), c_in}), b.Op("Mul", {b.Op("Sigmoid", {gi}), b.Op("Tanh", {gc})})},
          {}, c_new);
     if (P >= 0) go = b.Op("Add", {go, b.Op("Mul", {in_body[peep + 1], c_new})});
     if (Bias >= 0) go = b.Op("Add", {go, in_body[4]});
     if (clip) go = b.Op("Clip", {go, lo, hi});
-    const int h_new = body.AddValue("h_new", DType::kFloat32), h_scan = body.AddValue("h_scan", DType::kFloat32);
+    const int h_new = named("h_new", DType::kFloat32), h_scan = named("h_scan", DType::kFloat32);
     b.Op("Mul", {b.Op("Sigmoid", {go}), b.Op("Tanh", {c_new})}, {}, h_new);
     b.Op("Identity", {h_new}, {}, h_scan);
     body.outputs() = {h_new, c_new, h_scan};

@@ -2,9 +2,11 @@
 """The graphs ONNX Runtime's transformer optimizer wrote (tests/corpus/ort_tools: com.microsoft
 Attention, SkipLayerNormalization, EmbedLayerNormalization, BiasGelu, FastGelu, Gelu, QuickGelu,
 FusedMatMul, FusedGemm, BiasSplitGelu, BiasAdd, SkipSimplifiedLayerNormalization and the default
-domain's SimplifiedLayerNormalization; with --also, the files of tests/corpus/ort_quant that ORT's
-dynamic quantizer and optimizer wrote with DynamicQuantizeMatMul and MatMulIntegerToFloat) in Whittle, which reads each contrib op as its standard-ONNX
-definition (lib/onnx/contrib_ops.h):
+domain's SimplifiedLayerNormalization; with --also tests/corpus/ort_quant, the files ORT's quantizers
+and optimizer wrote: DynamicQuantizeMatMul, MatMulIntegerToFloat, QGemm, QLinearAdd/Mul/Sigmoid/
+LeakyRelu/Concat/AveragePool/GlobalAveragePool/Softmax, QAttention, QEmbedLayerNormalization,
+DynamicQuantizeLSTM) in Whittle, which reads each contrib op as its standard-ONNX definition
+(lib/onnx/contrib_ops.h):
 
 - run-model on the inputs stored beside each file equals the outputs ONNX Runtime 1.32 gave when it
   made them (NAME.npz, out:<name>; for geglu_unet_ort_opt, whose BiasSplitGelu/BiasAdd have no CPU
@@ -17,9 +19,11 @@ definition (lib/onnx/contrib_ops.h):
   as attributes, Split sizes as an attribute);
 - single Attention nodes ORT's files do not hold: V wider than Q/K (qkv_hidden_sizes, the unfused
   expansion), an explicit scale, a 2-D int32 mask declared on the graph input, with and without bias;
-- a contrib op form Whittle does not read (Attention with unidirectional=1) is refused at load with
+- decoder Attention nodes (unidirectional=1, a past and the present returned, 2-D and [2B] masks)
+  equal ORT's outputs and present;
+- a contrib op form Whittle does not read (Attention with do_rotary=1) is refused at load with
   a one-line error naming the node and why.
-Usage: ort_tools_check.py --bin DIR --corpus tests/corpus/ort_tools [--also FILE.onnx ...]
+Usage: ort_tools_check.py --bin DIR --corpus tests/corpus/ort_tools [--also DIR ...]
 """
 import argparse
 import glob
@@ -54,9 +58,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--corpus", required=True)
-    ap.add_argument("--also", nargs="*", default=[], help="more files of the same layout (NAME.onnx + NAME.npz)")
+    ap.add_argument("--also", nargs="*", default=[], help="more folders of the same layout (NAME.onnx + NAME.npz)")
     args = ap.parse_args()
-    paths = sorted(p for p in glob.glob(os.path.join(args.corpus, "*.onnx")) if not p.endswith(".src.onnx")) + args.also
+    paths = []
+    for folder in [args.corpus] + args.also:
+        paths += sorted(p for p in glob.glob(os.path.join(folder, "*.onnx")) if not p.endswith(".src.onnx"))
     if not paths:
         sys.exit("no models in " + args.corpus)
     failures = 0
@@ -69,6 +75,9 @@ def main():
         if name not in NO_ORT_KERNEL:
             so = ort.SessionOptions()
             so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            # One thread, as the stored outputs were made: ORT's DynamicQuantizeLSTM quantizes h per
+            # batch chunk when it splits the batch across threads, so its result depends on the count.
+            so.intra_op_num_threads = 1
             s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
             live = dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
         with tempfile.TemporaryDirectory() as tmp:
@@ -159,11 +168,60 @@ def main():
             failures += not err <= MAX_REL
             print("%s %s: vs ORT %.2e" % ("ok  " if err <= MAX_REL else "FAIL", label, err))
 
+    # Decoder attention: causal (unidirectional=1), a past of 3 steps and the present it returns,
+    # a 2-D mask over past and new keys, a 1-D [2B] mask (end, then start positions).
+    for causal, past_len, mask_kind in ((1, 0, "2d"), (1, 3, None), (1, 3, "2d"), (0, 3, "1d2b"), (1, 0, None)):
+        with tempfile.TemporaryDirectory() as tmp:
+            B, S, N, h = 2, 4, 2, 4
+            D = N * h
+            w = rng.normal(0, 0.4, (D, 3 * D)).astype(np.float32)
+            b = rng.normal(0, 0.2, 3 * D).astype(np.float32)
+            T = past_len + S
+            feeds = {"x": rng.normal(0, 1, (B, S, D)).astype(np.float32)}
+            ins = ["x", "w", "b", "", ""]
+            vis = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [B, S, D])]
+            if mask_kind == "2d":
+                feeds["mask"] = np.array([[1] * T, [0] + [1] * (T - 1)], np.int32)
+            elif mask_kind == "1d2b":
+                feeds["mask"] = np.array([T, T - 1, 0, 2], np.int32)
+            if mask_kind:
+                ins[3] = "mask"
+                vis.append(helper.make_tensor_value_info("mask", TensorProto.INT32, list(feeds["mask"].shape)))
+            outs = ["y"]
+            if past_len:
+                feeds["past"] = rng.normal(0, 1, (2, B, N, past_len, h)).astype(np.float32)
+                ins[4] = "past"
+                vis.append(helper.make_tensor_value_info("past", TensorProto.FLOAT, [2, B, N, past_len, h]))
+                outs.append("present")
+            while ins[-1] == "":
+                ins.pop()
+            node = helper.make_node("Attention", ins, outs, name="decoder_attention", domain="com.microsoft",
+                                    num_heads=N, unidirectional=causal)
+            g = helper.make_graph([node], "g", vis, [helper.make_tensor_value_info(o, TensorProto.FLOAT, None)
+                                                     for o in outs],
+                                  [helper.make_tensor("w", TensorProto.FLOAT, [D, 3 * D], w),
+                                   helper.make_tensor("b", TensorProto.FLOAT, [3 * D], b)])
+            path = os.path.join(tmp, "decoder_attention.onnx")
+            onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                                          helper.make_opsetid("com.microsoft", 1)], ir_version=8), path)
+            want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+            label = "Attention unidirectional=%d past %d mask %s" % (causal, past_len, mask_kind)
+            r = run_whittle(args.bin, path, feeds, tmp)
+            if r.returncode != 0:
+                print("FAIL %s: %s" % (label, r.stderr.strip()))
+                failures += 1
+                continue
+            errs = [rel(np.load(os.path.join(tmp, o + ".npy")), wv) for o, wv in zip(outs, want)]
+            ok = max(errs) <= MAX_REL
+            failures += not ok
+            print("%s %s: vs ORT %s" % ("ok  " if ok else "FAIL", label,
+                                        ", ".join("%s %.2e" % (o, e) for o, e in zip(outs, errs))))
+
     # A form not read: refused at load, one line, naming the node and the reason.
     with tempfile.TemporaryDirectory() as tmp:
         w = helper.make_tensor("w", TensorProto.FLOAT, [8, 24], np.zeros(8 * 24, np.float32))
-        node = helper.make_node("Attention", ["x", "w"], ["y"], name="causal_attention", domain="com.microsoft",
-                                num_heads=2, unidirectional=1)
+        node = helper.make_node("Attention", ["x", "w"], ["y"], name="rotary_attention", domain="com.microsoft",
+                                num_heads=2, do_rotary=1)
         g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
         path = os.path.join(tmp, "causal.onnx")
@@ -171,7 +229,7 @@ def main():
                                                       helper.make_opsetid("com.microsoft", 1)], ir_version=8), path)
         r = run_whittle(args.bin, path, {"x": np.zeros((1, 4, 8), np.float32)}, tmp)
         err = r.stderr.strip()
-        ok = r.returncode != 0 and "causal_attention" in err and "unidirectional=1 is not supported" in err and \
+        ok = r.returncode != 0 and "rotary_attention" in err and "do_rotary=1 is not supported" in err and \
             len(err.splitlines()) == 1
         failures += not ok
         print("%s refused: %s" % ("ok  " if ok else "FAIL", err))

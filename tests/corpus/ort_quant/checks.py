@@ -124,9 +124,14 @@ def node_model(op, inputs, outputs, domain="com.microsoft", **attrs):
 SECOND_RUNTIME = []   # (op, case, outputs of the expansion under onnx.reference vs ORT's op): see second_runtime()
 
 
+EXPANSION_RUNNER = None  # (model, feeds) -> outputs: another runtime reading the contrib node itself (Whittle)
+
+
 def ort_and_expansion(op, inputs, outputs, variant="exact", **attrs):
     m, feeds = node_model(op, inputs, outputs, **attrs)
     got = run_model(m, feeds)
+    if EXPANSION_RUNNER is not None:
+        return got, EXPANSION_RUNNER(m, feeds)
     em = X.expand_model(m, variant)
     assert not any(n.op_type == op and n.domain == "com.microsoft" for n in em.graph.node)
     exp = run_model(em, feeds)

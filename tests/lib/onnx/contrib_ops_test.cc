@@ -94,15 +94,20 @@ TEST(ContribOps, RefusedFormsNameTheNodeAndWhy) {
     OneNode t;
     std::string want;
   };
-  AttributeMap causal, no_heads, batch, bad_act, axis0;
-  causal.Set("num_heads", Attribute::Int(2));
-  causal.Set("unidirectional", Attribute::Int(1));
+  AttributeMap rotary, no_heads, batch, bad_act, axis0, concat;
+  rotary.Set("num_heads", Attribute::Int(2));
+  rotary.Set("do_rotary", Attribute::Int(1));
+  concat.Set("axis", Attribute::Int(1));
   no_heads.Set("num_heads", Attribute::Int(0));
   batch.Set("transBatchA", Attribute::Int(1));
   bad_act.Set("activation", Attribute::String("Mish"));
   axis0.Set("axis", Attribute::Int(0));
   std::vector<Case> cases;
-  cases.push_back({OneNode("Attention", "com.microsoft", {"x", "w"}, 1, causal), "unidirectional=1 is not supported"});
+  cases.push_back({OneNode("Attention", "com.microsoft", {"x", "w"}, 1, rotary), "do_rotary=1 is not supported"});
+  // x is float: an 8-bit op on it is told, and so is one whose 8-bit type nothing declares.
+  cases.push_back({OneNode("QLinearSigmoid", "com.microsoft", {"x", "s", "", "s"}), "'x' is float32, expected uint8"});
+  cases.push_back({OneNode("QLinearConcat", "com.microsoft", {"s", "z", "a", "s"}, 1, concat),
+                   "a (tensor, scale, zero point) triple per input"});
   cases.push_back({OneNode("Attention", "com.microsoft", {"x", "w"}, 1, no_heads), "num_heads must be positive"});
   cases.push_back({OneNode("FusedMatMul", "com.microsoft", {"x", "x"}, 1, batch), "transBatchA/transBatchB"});
   cases.push_back({OneNode("FusedGemm", "com.microsoft", {"x", "w"}, 1, bad_act), "activation 'Mish'"});
@@ -153,6 +158,39 @@ TEST(ContribOps, AttentionWithoutAMaskOrWithAnUnknownOneIsTold) {
   OneNode h("QuickGelu", "com.microsoft", {"x"});
   h.g.nodes()[0].inputs[0] = h.g.AddValue("half", DType::kFloat16);
   EXPECT_NE(ExpandContribOps(h.g).message().find("only float32 models are read"), std::string::npos);
+}
+
+// DynamicQuantizeLSTM becomes DynamicQuantizeLinear + MatMulInteger for X·W and one Scan per
+// direction whose body reads R, its scale and zero point, the gate biases and the peepholes as
+// outer values (implicit inputs bound to the body's trailing inputs).
+TEST(ContribOps, DynamicQuantizeLstmBecomesAScanPerDirection) {
+  AttributeMap a;
+  a.Set("hidden_size", Attribute::Int(4));
+  a.Set("direction", Attribute::String("bidirectional"));
+  OneNode t("DynamicQuantizeLSTM", "com.microsoft", {"x", "", "", "", "", "", "", "", "ws", "wz", "rs", "rz"}, 3, a);
+  Node& n = t.g.nodes()[0];
+  n.inputs[1] = t.g.AddInitializer("w", Tensor(DType::kInt8, {2, 8, 16}));
+  n.inputs[2] = t.g.AddInitializer("r", Tensor(DType::kInt8, {2, 4, 16}));
+  n.inputs[3] = t.g.AddInitializer("b", Tensor(DType::kFloat32, {2, 32}));
+  n.inputs[7] = t.g.AddInitializer("p", Tensor(DType::kFloat32, {2, 12}));
+  ASSERT_TRUE(ExpandContribOps(t.g).ok());
+  EXPECT_EQ(t.Ops().at("Scan"), 2);
+  EXPECT_EQ(t.Ops().at("DynamicQuantizeLinear"), 1);
+  EXPECT_TRUE(t.g.Verify().ok());
+  for (const Node& m : t.g.nodes()) {
+    if (m.op_type != "Scan") continue;
+    EXPECT_EQ(m.implicit_inputs, 3 + 4 + 3);  // R, scale, zero point; 4 gate biases; 3 peepholes
+    const auto subs = m.attrs.Subgraphs();
+    ASSERT_EQ(subs.size(), 1u);
+    const Graph& body = *subs[0].second;
+    EXPECT_EQ(body.outer_inputs, m.implicit_inputs);
+    EXPECT_EQ(body.formal_inputs(), 3u);  // h, c, X·W at t
+    EXPECT_EQ(body.outputs().size(), 3u);
+    EXPECT_TRUE(body.Verify().ok());
+  }
+  // sequence_lens is refused with the reason.
+  OneNode u("DynamicQuantizeLSTM", "com.microsoft", {"x", "x", "x", "", "lens", "", "", "", "s", "z", "s", "z"}, 1, a);
+  EXPECT_NE(ExpandContribOps(u.g).message().find("sequence_lens is not supported"), std::string::npos);
 }
 
 }  // namespace
