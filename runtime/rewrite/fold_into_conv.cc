@@ -89,10 +89,8 @@ Status FoldConvAffine(Graph& g, int* count) {
       }
       const bool scalar = k->numel() == 1 && k->rank() <= spatial + 2;
       if (!per_channel && !scalar) continue;
-      // The output shape must stay the Conv's (no broadcast to a larger rank).
-      const Value& yv = g.value(y);
-      const Value& ov = g.value(a.outputs[0]);
-      if (!yv.shape || !ov.shape || *yv.shape != *ov.shape) continue;
+      // The output shape stays the Conv's whatever its dims are (symbolic ones too): k's rank is at
+      // most the Conv output's (the weight's rank) and its dims are 1 but for the channel's.
       Node& c = g.nodes()[ci];
       const Tensor* b = rewrite::ConstInput(g, c, 2);
       const int64_t per = w.numel() / m;

@@ -1,8 +1,10 @@
 #include "runtime/rewrite/fuse_activations.h"
 
 #include <cmath>
+#include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "lib/ir/domain.h"
 #include "runtime/rewrite/match.h"
@@ -40,6 +42,51 @@ bool GatedPair(const Graph& g, int y, const std::set<int>& dead, int* si, int* m
   return false;
 }
 
+// The float32 scalar constant operand of a two-input node whose other operand is `x`, or nullopt.
+std::optional<float> ScalarWith(const Graph& g, const Node& n, int x) {
+  if (n.inputs.size() != 2 || n.outputs.size() != 1 || !n.domain.empty()) return std::nullopt;
+  const int slot = n.inputs[0] == x ? 1 : n.inputs[1] == x ? 0 : -1;
+  if (slot < 0) return std::nullopt;
+  const Tensor* k = rewrite::ConstInput(g, n, static_cast<size_t>(slot));
+  if (!k || k->dtype() != DType::kFloat32 || k->numel() != 1 || (slot == 0 && n.op_type == "Div")) return std::nullopt;
+  return k->data<float>()[0];
+}
+
+// HardSwish as Paddle2ONNX writes it: y read by Add(y, 3) -> Clip(0, 6) and by Mul(y, clipped),
+// then Div(·, 6) or Mul(·, 1/6); every intermediate read once and not a graph output. *nodes gets
+// the four node indices, *out the last one's output.
+bool PaddleHardSwish(const Graph& g, int y, const std::set<int>& dead, std::vector<int>* nodes, int* out) {
+  if (g.IsGraphOutput(y)) return false;
+  const std::vector<int> readers = g.Consumers(y);
+  if (readers.size() != 2) return false;
+  for (int k = 0; k < 2; ++k) {
+    const int ai = readers[static_cast<size_t>(k)], mi = readers[static_cast<size_t>(1 - k)];
+    const Node& a = g.nodes()[static_cast<size_t>(ai)];
+    const Node& m = g.nodes()[static_cast<size_t>(mi)];
+    if (dead.count(ai) || dead.count(mi) || a.op_type != "Add" || m.op_type != "Mul") continue;
+    if (ScalarWith(g, a, y) != 3.f) continue;
+    const int ci = rewrite::SoleConsumer(g, a.outputs[0]);
+    if (ci < 0 || g.IsGraphOutput(a.outputs[0]) || dead.count(ci)) continue;
+    const Node& c = g.nodes()[static_cast<size_t>(ci)];
+    if (!rewrite::IsOp(c, "Clip") || c.inputs.empty() || c.inputs[0] != a.outputs[0] || c.outputs.size() != 1) continue;
+    const std::optional<rewrite::ClipRange> r = rewrite::ConstClipRange(g, c);
+    if (!r || r->min != 0.f || r->max != 6.f) continue;
+    const bool pair = (m.inputs[0] == y && m.inputs[1] == c.outputs[0]) || (m.inputs[1] == y && m.inputs[0] == c.outputs[0]);
+    if (!pair || m.outputs.size() != 1 || g.IsGraphOutput(c.outputs[0]) || rewrite::SoleConsumer(g, c.outputs[0]) != mi)
+      continue;
+    const int di = rewrite::SoleConsumer(g, m.outputs[0]);
+    if (di < 0 || g.IsGraphOutput(m.outputs[0]) || dead.count(di)) continue;
+    const Node& d = g.nodes()[static_cast<size_t>(di)];
+    const std::optional<float> by = ScalarWith(g, d, m.outputs[0]);
+    const bool sixth = (d.op_type == "Div" && by == 6.f) || (d.op_type == "Mul" && by && std::fabs(*by - 1.f / 6.f) < 1e-7f);
+    if (!sixth) continue;
+    *nodes = {ai, ci, mi, di};
+    *out = d.outputs[0];
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Status FuseActivations(Graph& g, int* count) {
@@ -61,11 +108,18 @@ Status FuseActivations(Graph& g, int* count) {
       // with it.
       int mi = -1;
       std::string act;
+      std::vector<int> hard_swish;
+      int out = -1;
       if (GatedPair(g, y, dead, &ai, &mi, &act)) {
         p.attrs.Set("_activation", Attribute::String(act));
         p.outputs[0] = g.nodes()[static_cast<size_t>(mi)].outputs[0];
         dead.insert(ai);
         dead.insert(mi);
+        ++fusions;
+      } else if (!binary && PaddleHardSwish(g, y, dead, &hard_swish, &out)) {
+        p.attrs.Set("_activation", Attribute::String("HardSwish"));
+        p.outputs[0] = out;
+        dead.insert(hard_swish.begin(), hard_swish.end());
         ++fusions;
       }
       continue;

@@ -237,6 +237,52 @@ TEST(FuseActivations, PaddleHardSwishAndIdentitiesFold) {
     EXPECT_LE(MaxDiffOfGraphs(g, h, RandomFloat({2, 4, 5, 5}, 9, -2.f, 2.f), backend), 1e-4f) << BackendName(backend);
 }
 
+// PP-LCNetV3 (PaddleOCR's recognizers, as Paddle2ONNX writes them): Conv -> Mul(a) -> Add(b) (a
+// learnable scalar affine) -> HardSwish written as Add(y, 3) -> Clip(0, 6) -> Mul(y, ·) -> Div(·, 6),
+// on an input whose height and width are free. The affine folds into the conv whatever the dims,
+// the five HardSwish nodes become the conv's activation; a Div by another value is left alone.
+TEST(FuseActivations, PaddleAffineAndWrittenOutHardSwishFold) {
+  AttributeMap pads;
+  pads.Set("pads", Attribute::Ints({1, 1, 1, 1}));
+  auto build = [&](float div) {
+    return GraphBuilder(12)
+        .Input("x", DType::kFloat32, SymShape{Dim(2), Dim(4), Dim::Symbol("h"), Dim()})
+        .Init("w1", RandomFloat({8, 4, 3, 3}, 1))
+        .Init("a", Tensor::FromVector<float>({1}, {1.38f}))
+        .Init("b", Tensor::FromVector<float>({1}, {0.58f}))
+        .Init("three", Tensor::FromVector<float>({1}, {3.f}))
+        .Init("lo", Tensor::Scalar<float>(0.f))
+        .Init("hi", Tensor::Scalar<float>(6.f))
+        .Init("six", Tensor::FromVector<float>({1}, {div}))
+        .Op("Conv", {"x", "w1"}, {"c"}, pads)
+        .Op("Mul", {"a", "c"}, {"ca"})
+        .Op("Add", {"ca", "b"}, {"cb"})
+        .Op("Add", {"cb", "three"}, {"p3"})
+        .Op("Clip", {"p3", "lo", "hi"}, {"r6"})
+        .Op("Mul", {"cb", "r6"}, {"m"})
+        .Op("Div", {"m", "six"}, {"y"})
+        .Output("y")
+        .Build();
+  };
+  for (float div : {6.f, 5.f}) {
+    SCOPED_TRACE(div);
+    Graph g = build(div);
+    ASSERT_TRUE(InferShapes(g).ok());
+    Graph h = g;
+    auto r = RewriteForRuntime(h);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(testing::CountOps(h, "Clip"), div == 6.f ? 0 : 1);
+    EXPECT_EQ(testing::CountOps(h, "Div"), div == 6.f ? 0 : 1);
+    EXPECT_EQ(testing::CountOps(h, "Add"), div == 6.f ? 0 : 1);  // the affine's folded; the +3 stays with its Clip
+    std::string act = "none";
+    for (const Node& n : h.nodes())
+      if (n.op_type == "Conv") act = n.attrs.GetString("_activation", "");
+    EXPECT_EQ(act, div == 6.f ? "HardSwish" : "");
+    for (Backend backend : {Backend::kReference, Backend::kCpu})
+      EXPECT_LE(MaxDiffOfGraphs(g, h, RandomFloat({2, 4, 5, 7}, 9, -2.f, 2.f), backend), 1e-4f) << BackendName(backend);
+  }
+}
+
 // The corpus's Keras (tf2onnx) and Paddle (Paddle2ONNX) MobileNets, as the default CPU session
 // runs them: no Pad, BatchNormalization, Identity (but the graph output's), Clip or activation
 // gate is left outside a conv; the Muls left are the squeeze-excitations'; and they compute what
