@@ -19,7 +19,7 @@ bool ProducedBy(const Graph& g, int value, const char* op) {
 bool IsPassthrough(const Node& n) {
   if (!n.domain.empty() && n.domain != "ai.onnx") return false;
   return n.op_type == "MaxPool" || n.op_type == "Flatten" || n.op_type == "Reshape" || n.op_type == "Transpose" ||
-         n.op_type == "Squeeze" || n.op_type == "Unsqueeze";
+         n.op_type == "Squeeze" || n.op_type == "Unsqueeze" || n.op_type == "Gather";
 }
 
 // Scale/zero point of a DequantizeLinear that already feeds a layer (per-tensor only).
@@ -129,6 +129,23 @@ StatusOr<Int8Plan> MakePlan(const Graph& g, const Int8Config& c) {
       l.weight_qmax = c.reduce_range ? 63 : 127;
       const auto ov = c.layers.find(n.name);
       l.per_channel = ov != c.layers.end() && ov->second.per_channel >= 0 ? ov->second.per_channel != 0 : c.per_channel;
+      if (!c.dynamic && !c.qoperator && n.op_type == "MatMul" && l.bias < 0) {
+        // A MatMul's bias as exporters write a Linear on 3-D input (Add of a constant [N]) stays
+        // before the output QuantizeLinear too: the layer's output is quantized once, after it,
+        // and the runtime takes the Add as its int32 bias.
+        const int r = g.SoleConsumer(l.output);
+        const Node* a = r >= 0 ? &g.nodes()[static_cast<size_t>(r)] : nullptr;
+        const Tensor& w = *g.value(l.weight).initializer;
+        if (a && rewrite::IsOp(*a, "Add") && a->inputs.size() == 2 && a->outputs.size() == 1 && a->outputs[0] >= 0) {
+          const int other = a->inputs[0] == l.output ? a->inputs[1] : a->inputs[0];
+          const Tensor* b = other >= 0 ? g.value(other).initializer ? &*g.value(other).initializer : nullptr : nullptr;
+          if (other != l.output && b && b->dtype() == DType::kFloat32 && w.rank() == 2 && b->numel() == w.dim(1) &&
+              b->rank() >= 1 && b->rank() <= 2 && b->dim(b->rank() - 1) == w.dim(1)) {
+            l.bias_add = r;
+            l.output = a->outputs[0];
+          }
+        }
+      }
       if (!c.dynamic) {
         // A Relu or a Clip with constant bounds (ReLU6) right after the layer stays before the
         // output QuantizeLinear, so the layer's output is quantized once, in the activation's

@@ -23,6 +23,7 @@ struct QuantLayer {
   int input = -1;      // activation value (input 0)
   int weight = -1;     // float32 initializer
   int bias = -1;       // float32 initializer with N elements, or -1
+  int bias_add = -1;   // a MatMul's Add of a constant [N] bias, kept before the output QDQ (static qdq), or -1
   int act = -1;        // Relu, or Clip with constant bounds, fused after the layer (static mode), or -1
   int output = -1;     // the value quantized after the layer: the activation's output when fused
   int64_t weight_axis = 0;  // output-channel axis of the stored weight

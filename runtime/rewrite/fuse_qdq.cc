@@ -195,6 +195,7 @@ struct LinearMatch {
   WeightDq w;
   bool transpose_w = false;  // Gemm transB=1: [N, K] -> [K, N]
   BiasQ bias;
+  int bias_add = -1;  // a MatMul's Add of a constant per-channel bias: fused as the bias
   int act_node = -1;  // a Relu, or a constant-bounded Clip before a QuantizeLinear: fused
   rewrite::ClipRange clip;  // the Clip's bounds (act_node a Clip)
   std::optional<OutQ> out_q;
@@ -237,11 +238,28 @@ std::optional<LinearMatch> MatchLinear(const Graph& g, int ni) {
   auto x = MatchActDq(g, n.inputs[0]);
   if (!x) return std::nullopt;
   m.x = *x;
-  auto bias = MatchBias(g, InputAt(n, 2), m.x.p.scale, m.w, channels);
+  m.y = n.outputs[0];
+  int bias_id = InputAt(n, 2);
+  if (n.op_type == "MatMul") {
+    // A MatMul's bias as exporters write a Linear on 3-D input: its sole reader Add(y, b) with a
+    // constant float b of one value per output channel (either operand order).
+    const int ai = rewrite::SoleConsumer(g, m.y);
+    const Node* add = ai >= 0 ? &g.nodes()[static_cast<size_t>(ai)] : nullptr;
+    if (add && IsOp(*add, "Add") && add->inputs.size() == 2 && add->outputs.size() == 1 && add->outputs[0] >= 0) {
+      const int other = add->inputs[0] == m.y ? add->inputs[1] : add->inputs[0];
+      const Tensor* b = ConstValue(g, other);
+      if (other != m.y && b && b->dtype() == DType::kFloat32 && b->numel() == channels && b->dim(b->rank() - 1) == channels &&
+          b->rank() <= 2) {
+        bias_id = other;
+        m.bias_add = ai;
+        m.y = add->outputs[0];
+      }
+    }
+  }
+  auto bias = MatchBias(g, bias_id, m.x.p.scale, m.w, channels);
   if (!bias) return std::nullopt;
   m.bias = std::move(*bias);
 
-  m.y = n.outputs[0];
   // A Relu after the layer is fused (max(y, 0) on a float output, the zero point as the lower
   // clamp on a quantized one). A Clip with constant bounds is fused only before a QuantizeLinear,
   // where it narrows the integer clamp (torchvision's ReLU6: Conv -> Clip(0, 6) -> Q).
@@ -263,13 +281,17 @@ std::optional<LinearMatch> MatchLinear(const Graph& g, int ni) {
   return m;
 }
 
-// DequantizeLinear -> MaxPool|Flatten|Reshape -> QuantizeLinear with equal parameters.
+// DequantizeLinear -> MaxPool|Flatten|Reshape|Transpose|Squeeze|Unsqueeze|Gather (the data) ->
+// QuantizeLinear with equal parameters.
 struct PassMatch {
   int node = -1, q_node = -1, x_q = -1;
 };
 std::optional<PassMatch> MatchPassthrough(const Graph& g, int ni) {
   const Node& n = g.nodes()[static_cast<size_t>(ni)];
-  if (!(IsOp(n, "MaxPool") || IsOp(n, "Flatten") || IsOp(n, "Reshape")) || n.inputs.empty()) return std::nullopt;
+  if (!(IsOp(n, "MaxPool") || IsOp(n, "Flatten") || IsOp(n, "Reshape") || IsOp(n, "Transpose") ||
+        IsOp(n, "Squeeze") || IsOp(n, "Unsqueeze") || IsOp(n, "Gather")) ||
+      n.inputs.empty())
+    return std::nullopt;
   for (size_t i = 1; i < n.outputs.size(); ++i)
     if (n.outputs[i] >= 0) return std::nullopt;  // MaxPool's Indices
   if (n.outputs.empty() || n.outputs[0] < 0) return std::nullopt;
@@ -349,6 +371,7 @@ void ApplyLinear(Graph& g, const LinearMatch& m, std::set<int>* dead) {
   node.inputs = std::move(in);
   node.outputs = {m.y};
   node.attrs = std::move(attrs);
+  if (m.bias_add >= 0) dead->insert(m.bias_add);
   if (m.act_node >= 0) dead->insert(m.act_node);
   if (m.out_q) dead->insert(m.out_q->node);
 }

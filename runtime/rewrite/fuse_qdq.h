@@ -16,10 +16,12 @@ struct QdqFusionCounts {
   int passthrough = 0;  // MaxPool/Flatten/Reshape moved onto int8 data (their Q/DQ pair dropped)
 };
 
-// 1. DequantizeLinear -> MaxPool|Flatten|Reshape -> QuantizeLinear with equal scalar parameters
-//    becomes the op on the quantized data (exact: these ops commute with monotonic quantization).
+// 1. DequantizeLinear -> MaxPool|Flatten|Reshape|Transpose|Squeeze|Unsqueeze|Gather (of the
+//    data) -> QuantizeLinear with equal scalar parameters becomes the op on the quantized data
+//    (exact: these ops move or select elements, MaxPool commutes with monotonic quantization).
 // 2. DequantizeLinear(x_q) -> Conv|Gemm|MatMul with DequantizeLinear(const int8|uint8 weight) and
-//    bias none | const float | DequantizeLinear(const int32) -> [Relu] -> [QuantizeLinear] becomes
+//    bias none | const float | DequantizeLinear(const int32) (a MatMul's: a following Add of a
+//    constant float [N]) -> [Relu] -> [QuantizeLinear] becomes
 //    one QConv/QGemm (quantized output with the trailing QuantizeLinear, float output without).
 //    A Clip with constant bounds in the Relu's place is fused when a QuantizeLinear follows it:
 //    Q(Clip(v, lo, hi)) = clamp(Q(v), Q(lo), Q(hi)), the epilogue's integer clamp narrowed.

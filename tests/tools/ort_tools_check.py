@@ -14,6 +14,8 @@ DynamicQuantizeLSTM) in Whittle, which reads each contrib op as its standard-ONN
   max |a - b| <= 1e-4 * max(|b|, 1);
 - compress-model --int8 mode=dynamic writes each file's model again, as standard ops only, which
   ONNX Runtime loads and runs;
+- with --top1-samples N, each --also (int8) file gives ORT's top-1 (last axis, every position of every
+  output) on N inputs made from the stored ones;
 - bert_tt_ort_opt with its ai.onnx opset set to 12 (its standard ops are the same at 12) gives the
   same outputs: the expansions' forms before opset 17 (LayerNormalization written out) and 13 (axes
   as attributes, Split sizes as an attribute);
@@ -54,15 +56,64 @@ def run_whittle(binp, path, feeds, tmp):
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
+def many_samples(model, feeds, n, rng):
+    """n samples built from the stored ones along each input's 'batch' dim: float inputs tiled with
+    noise of a tenth of their spread, integer ones (ids) drawn from the stored values but masks
+    (attention_mask, values 0/1) tiled as they are."""
+    out = {}
+    for i in model.graph.input:
+        if i.name not in feeds:
+            continue
+        v = feeds[i.name]
+        dims = [d.dim_param for d in i.type.tensor_type.shape.dim]
+        axis = dims.index("batch") if "batch" in dims else 0
+        reps = -(-n // v.shape[axis])
+        t = np.take(np.concatenate([v] * reps, axis=axis), np.arange(n), axis=axis)
+        if v.dtype.kind == "f":
+            t = (t + rng.normal(0, 0.1 * float(v.std()) + 1e-3, t.shape)).astype(v.dtype)
+        elif set(np.unique(v)) - {0, 1}:
+            t = rng.choice(v.ravel(), t.shape).astype(v.dtype)
+        out[i.name] = t
+    return out
+
+
+def top1_agreement(binp, path, feeds, tmp):
+    """Whittle's and ONNX Runtime's (one thread) top-1 over the last axis at every position of every
+    output: (positions, positions that differ) or an error string."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    want = dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
+    r = run_whittle(binp, path, feeds, tmp)
+    if r.returncode != 0:
+        return r.stderr.strip()
+    total = differ = 0
+    for name, w in want.items():
+        if w.ndim < 2 or w.shape[-1] < 2:
+            continue
+        safe = "".join(c if c.isalnum() or c in "_-." else "_" for c in name)
+        got = np.load(os.path.join(tmp, safe + ".npy"))
+        if got.shape != w.shape:
+            return "output %s has shape %s, ORT's %s" % (name, got.shape, w.shape)
+        total += w[..., 0].size
+        differ += int((got.argmax(-1) != w.argmax(-1)).sum())
+    return total, differ
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--corpus", required=True)
     ap.add_argument("--also", nargs="*", default=[], help="more folders of the same layout (NAME.onnx + NAME.npz)")
+    ap.add_argument("--top1-samples", type=int, default=0,
+                    help="for the --also folders' (int8) files: Whittle's top-1 = ORT's on this many inputs")
     args = ap.parse_args()
-    paths = []
+    paths, int8_paths = [], set()
     for folder in [args.corpus] + args.also:
-        paths += sorted(p for p in glob.glob(os.path.join(folder, "*.onnx")) if not p.endswith(".src.onnx"))
+        found = sorted(p for p in glob.glob(os.path.join(folder, "*.onnx")) if not p.endswith(".src.onnx"))
+        paths += found
+        if folder != args.corpus:
+            int8_paths.update(found)
     if not paths:
         sys.exit("no models in " + args.corpus)
     failures = 0
@@ -94,6 +145,14 @@ def main():
                 failures += not ok
                 print("%s %-28s %-18s vs stored ORT %.2e%s" % ("ok  " if ok else "FAIL", name, out[:18], errs[0],
                       ", vs ORT here %.2e" % errs[1] if len(errs) > 1 else " (no ORT CPU kernel: the source graph's)"))
+            if path in int8_paths and args.top1_samples:
+                res = top1_agreement(args.bin, path, many_samples(onnx.load(path), feeds, args.top1_samples,
+                                                                  np.random.default_rng(11)), tmp)
+                ok = not isinstance(res, str) and res[0] > 0 and res[1] == 0
+                failures += not ok
+                print("%s %-28s top-1 on %d inputs: %s" % (
+                    "ok  " if ok else "FAIL", name, args.top1_samples,
+                    res if isinstance(res, str) else "%d of %d positions differ from ORT's" % (res[1], res[0])))
             small = os.path.join(tmp, "int8.onnx")
             r = subprocess.run([os.path.join(args.bin, "compress-model"), path, "-o", small, "--int8", "mode=dynamic",
                                 "--no-bench", "--quiet"], capture_output=True, text=True)
