@@ -424,8 +424,8 @@ void RegisterOnnxAttentionKernels(KernelRegistry& r) {
                           const int64_t axis = init.attrs.GetInt("axis", -1);
                           const float eps = init.attrs.GetFloat("epsilon", 1e-5f);
                           return WrapFnKernel([=](KernelContext& ctx) { return ComputeRmsNorm(axis, eps, ctx); });
-                        },
-                        23));
+                        }));  // any opset: the runtime fuses written-out RMS norms of older models into it
+                              // (runtime/rewrite/fuse_layernorm.h); a model's own node is checked at load
   }
 }
 

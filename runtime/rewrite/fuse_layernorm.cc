@@ -151,4 +151,101 @@ Status FuseLayerNorm(Graph& g, int* count) {
   return Status::Ok();
 }
 
+Status FuseRmsNorm(Graph& g, int* count) {
+  std::set<int> dead;
+  std::vector<Node> fused;
+  for (size_t mi = 0; mi < g.nodes().size(); ++mi) {
+    const Node& mean = g.nodes()[mi];
+    if (dead.count(static_cast<int>(mi)) || !MeanOverLastAxis(g, mean)) continue;
+    // The square: Pow(x, 2) or Mul(x, x).
+    const Node* sq = Producer(g, mean.inputs[0]);
+    if (!sq || sq->outputs.size() != 1 || sq->inputs.size() != 2 || SoleConsumer(g, sq->outputs[0]) != static_cast<int>(mi))
+      continue;
+    const int x = sq->inputs[0];
+    bool square = IsOp(*sq, "Mul") && sq->inputs[1] == x;
+    if (IsOp(*sq, "Pow")) {
+      const Tensor* e = ConstValue(g, sq->inputs[1]);
+      square = e && e->numel() == 1 &&
+               ((e->dtype() == DType::kFloat32 && e->data<float>()[0] == 2.f) ||
+                (e->dtype() == DType::kInt64 && e->data<int64_t>()[0] == 2));
+    }
+    if (!square || FloatRank(g, x) < 1) continue;
+    const Dim last = g.value(x).shape->back();
+    if (!last.known()) continue;
+    const int64_t c = last.value;
+    std::vector<int> nodes{g.value(mean.inputs[0]).producer, static_cast<int>(mi)};
+    // Add(mean, eps) -> Sqrt.
+    const int ai = SoleConsumer(g, mean.outputs[0]);
+    if (ai < 0) continue;
+    const Node& add_eps = g.nodes()[static_cast<size_t>(ai)];
+    if (!IsOp(add_eps, "Add") || add_eps.inputs.size() != 2) continue;
+    const Tensor* eps_t =
+        ConstValue(g, add_eps.inputs[0] == mean.outputs[0] ? add_eps.inputs[1] : add_eps.inputs[0]);
+    if (!eps_t || eps_t->dtype() != DType::kFloat32 || eps_t->numel() != 1) continue;
+    const float eps = eps_t->data<float>()[0];
+    nodes.push_back(ai);
+    const int qi = SoleConsumer(g, add_eps.outputs[0]);
+    if (qi < 0 || !IsOp(g.nodes()[static_cast<size_t>(qi)], "Sqrt")) continue;
+    nodes.push_back(qi);
+    const int root = g.nodes()[static_cast<size_t>(qi)].outputs[0];
+    // x / root, or x · (1 / root) with the reciprocal as Reciprocal or Div(1, root).
+    const int ri = SoleConsumer(g, root);
+    if (ri < 0) continue;
+    const Node& r = g.nodes()[static_cast<size_t>(ri)];
+    int normed = -1;
+    if (IsOp(r, "Div") && r.inputs.size() == 2 && r.inputs[0] == x && r.inputs[1] == root) {
+      nodes.push_back(ri);
+      normed = r.outputs[0];
+    } else {
+      bool reciprocal = IsOp(r, "Reciprocal");
+      if (IsOp(r, "Div") && r.inputs.size() == 2 && r.inputs[1] == root) {
+        const Tensor* one = ConstValue(g, r.inputs[0]);
+        reciprocal = one && one->dtype() == DType::kFloat32 && one->numel() == 1 && one->data<float>()[0] == 1.f;
+      }
+      if (!reciprocal || r.outputs.size() != 1) continue;
+      nodes.push_back(ri);
+      const int mul_i = SoleConsumer(g, r.outputs[0]);
+      if (mul_i < 0) continue;
+      const Node& m = g.nodes()[static_cast<size_t>(mul_i)];
+      if (!IsOp(m, "Mul") || m.inputs.size() != 2 ||
+          !((m.inputs[0] == x && m.inputs[1] == r.outputs[0]) || (m.inputs[1] == x && m.inputs[0] == r.outputs[0])))
+        continue;
+      nodes.push_back(mul_i);
+      normed = m.outputs[0];
+    }
+    // x may have other readers (the residual); the intermediates may not.
+    if (g.IsGraphOutput(normed)) continue;
+    bool inner_out = false;
+    for (int n : nodes)
+      for (int o : g.nodes()[static_cast<size_t>(n)].outputs) inner_out |= o != normed && g.IsGraphOutput(o);
+    if (inner_out) continue;
+    // The optional scale.
+    int out = normed, gamma = -1;
+    const int gi = SoleConsumer(g, normed);
+    if (gi >= 0 && (gamma = PerChannelOperand(g, g.nodes()[static_cast<size_t>(gi)], "Mul", normed, c)) >= 0) {
+      nodes.push_back(gi);
+      out = g.nodes()[static_cast<size_t>(gi)].outputs[0];
+    }
+    bool taken = false;
+    for (int n : nodes) taken |= dead.count(n) > 0;
+    if (taken) continue;
+    Node rms;
+    rms.name = mean.name + "_rmsnorm";
+    rms.op_type = "RMSNormalization";
+    rms.attrs.Set("axis", Attribute::Int(-1));
+    rms.attrs.Set("epsilon", Attribute::Float(eps));
+    rms.inputs = {x, -1};
+    rms.outputs = {out};
+    Tensor scale(DType::kFloat32, {c});
+    for (int64_t i = 0; i < c; ++i) scale.data<float>()[i] = gamma >= 0 ? ConstValue(g, gamma)->data<float>()[i] : 1.f;
+    fused.push_back(rms);
+    dead.insert(nodes.begin(), nodes.end());
+    fused.back().inputs[1] = g.AddInitializer(g.UniqueName(rms.name + "_scale"), std::move(scale));
+  }
+  g.RemoveNodes(dead);
+  for (Node& n : fused) g.AddNode(std::move(n));
+  *count += static_cast<int>(fused.size());
+  return Status::Ok();
+}
+
 }  // namespace whittle

@@ -17,4 +17,11 @@ namespace whittle {
 
 Status FuseLayerNorm(Graph& g, int* count);
 
+// Fuses RMS normalization as exporters and ONNX Runtime's SimplifiedLayerNormalization expansion
+// write it (Llama/T5/Gemma exports): s = Sqrt(Add(ReduceMean(Pow(x, 2) or Mul(x, x), axes=[-1]),
+// eps)); n = Div(x, s) or Mul(x, Reciprocal(s) or Div(1, s)) [; Mul(n, gamma)] into one
+// RMSNormalization node (opset 23 semantics, axis -1); x may have other readers (the residual),
+// the intermediates may not; gamma a constant of one value per last-dim element.
+Status FuseRmsNorm(Graph& g, int* count);
+
 }  // namespace whittle

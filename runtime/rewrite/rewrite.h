@@ -21,7 +21,7 @@ struct RewriteReport {
   int cropped_conv_taps = 0;  // Convs whose kernel taps that only ever read padding were cut
   int fused_activations = 0;
   int fused_gelu = 0;         // GELU subgraphs (erf or tanh form) run as one Gelu node
-  int fused_layernorm = 0;    // layer norms written out (ReduceMean/Sub/Pow/Sqrt/Div) as one node
+  int fused_layernorm = 0;    // layer and RMS norms written out (ReduceMean/Sub/Pow/Sqrt/Div) as one node
   int fused_conv_add = 0;     // residual Adds computed inside the Conv before them
   int fused_matmul_bias = 0;  // bias Adds after a MatMul computed in its epilogue
   int fused_cache_attention = 0;  // ai.onnx Attention given back the key/value cache concatenated outside it

@@ -287,6 +287,37 @@ TEST(FuseActivations, PaddleAffineAndWrittenOutHardSwishFold) {
 // runs them: no Pad, BatchNormalization, Identity (but the graph output's), Clip or activation
 // gate is left outside a conv; the Muls left are the squeeze-excitations'; and they compute what
 // the unoptimized graphs do.
+// RMS norms as exporters and ONNX Runtime's tools write them: the T5 encoder ORT's optimizer wrote
+// (SimplifiedLayerNormalization and SkipSimplifiedLayerNormalization, expanded at load into
+// Mul(x, x) -> ReduceMean -> Add -> Sqrt -> Reciprocal -> Mul -> Mul) and a Llama-style decoder
+// TorchScript wrote (Pow -> ReduceMean -> Add -> Sqrt -> Div(1, .) -> Mul -> Cast -> Mul, its input
+// also read by the residual Add) run as RMSNormalization nodes and compute what the unfused
+// graphs do.
+TEST(ExportedGraphs, RmsNormsRunAsOneNode) {
+  {
+    auto loaded = LoadModel(std::string(WHITTLE_SOURCE_DIR) + "/tests/corpus/ort_tools/t5enc_ort_opt.onnx");
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    auto s = Session::FromGraph(*loaded);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    const Graph& h = SessionGraph(**s);
+    EXPECT_EQ(testing::CountOps(h, "RMSNormalization"), 5);
+    for (const char* op : {"Sqrt", "Reciprocal", "ReduceMean"}) EXPECT_EQ(testing::CountOps(h, op), 0) << op;
+    Tensor ids(DType::kInt64, {2, 7}), mask(DType::kInt64, {2, 7});
+    for (int64_t i = 0; i < ids.numel(); ++i) {
+      ids.data<int64_t>()[i] = (i * 13 + 5) % 50;
+      mask.data<int64_t>()[i] = i % 7 < 6 ? 1 : 0;
+    }
+    testing::ExpectOptimizedMatchesUnoptimized(*loaded, {{"input_ids", ids}, {"attention_mask", mask}});
+  }
+  auto loaded = LoadModel(std::string(WHITTLE_SOURCE_DIR) + "/tests/corpus/decoder_tiny_op17.onnx");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  auto s = Session::FromGraph(*loaded);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  const Graph& h = SessionGraph(**s);
+  EXPECT_EQ(testing::CountOps(h, "RMSNormalization"), 9);  // two per layer and the final norm
+  for (const char* op : {"Pow", "Sqrt", "ReduceMean"}) EXPECT_EQ(testing::CountOps(h, op), 0) << op;
+}
+
 TEST(ExportedGraphs, KerasAndPaddleMobileNetsRunAsFusedConvs) {
   struct Case {
     const char* file;
