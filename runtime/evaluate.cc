@@ -146,10 +146,32 @@ int64_t FixedBatch(const std::vector<IoInfo>& inputs) {
   return fixed;
 }
 
+namespace {
+
+// Rows [begin, end) of t; for a fixed-batch model (fixed > 0) whose last batch is partial, those
+// rows repeated cyclically to its batch (the caller reads the first end - begin rows of each
+// output).
+Tensor BatchRows(const Tensor& t, int64_t begin, int64_t end, int64_t fixed) {
+  Tensor rows = SliceBatch(t, begin, end);
+  const int64_t n0 = end - begin;
+  if (fixed <= n0 || n0 <= 0 || rows.rank() < 1 || rows.dim(0) != n0) return rows;
+  Dims d = rows.dims();
+  d[0] = fixed;
+  Tensor out(rows.dtype(), d);
+  const size_t row = rows.nbytes() / static_cast<size_t>(n0);
+  for (int64_t i = 0; i < fixed; ++i)
+    std::memcpy(static_cast<char*>(out.raw_data()) + static_cast<size_t>(i) * row,
+                static_cast<const char*>(rows.raw_data()) + static_cast<size_t>(i % n0) * row, row);
+  return out;
+}
+
+}  // namespace
+
 StatusOr<std::map<std::string, Tensor>> BatchFeeds(const Dataset& data, const std::vector<IoInfo>& inputs,
                                                    int64_t begin, int64_t end) {
   if (inputs.empty()) return InvalidArgument("the model has no inputs");
   if (data.calls) return CallFeeds(data, inputs, begin, end);
+  const int64_t fixed = FixedBatch(inputs);
   std::map<std::string, Tensor> feeds;
   std::vector<size_t> missing;
   for (size_t k = 0; k < inputs.size(); ++k) {
@@ -158,7 +180,7 @@ StatusOr<std::map<std::string, Tensor>> BatchFeeds(const Dataset& data, const st
       missing.push_back(k);
       continue;
     }
-    WH_ASSIGN_OR_RETURN(feeds[inputs[k].name], ConformToInput(SliceBatch(*t, begin, end), inputs[k]));
+    WH_ASSIGN_OR_RETURN(feeds[inputs[k].name], ConformToInput(BatchRows(*t, begin, end, fixed), inputs[k]));
   }
   if (missing.empty()) return feeds;
   // A decoder's mask, positions and empty past follow from the token ids: data with only the ids
@@ -274,6 +296,9 @@ StatusOr<Tensor> PredictTop1(const Session& session, const Dataset& data, int64_
     const int64_t e = std::min(n, b + batch_size);
     WH_ASSIGN_OR_RETURN(auto feeds, BatchFeeds(data, session.inputs(), b, e));
     WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session.Run(feeds));
+    // A fixed-batch model's padded last batch: its first e - b rows are the samples'.
+    if (outs[0].rank() >= 1 && outs[0].dim(0) > e - b && outs[0].dim(0) == FixedBatch(session.inputs()))
+      outs[0] = SliceBatch(outs[0], 0, e - b);
     const Tensor& logits = outs[0];
     if (logits.dtype() != DType::kFloat32 || logits.rank() < 2 || logits.dim(0) != e - b || logits.dim(logits.rank() - 1) < 1)
       return InvalidArgument("output '" + session.outputs()[0].name +

@@ -37,7 +37,9 @@ StatusOr<Tensor> ConformToInput(const Tensor& t, const IoInfo& in);
 // ids [N, T] (input_ids, else the first rank-2 integer array): attention_mask ones [N, P+T],
 // position_ids P..P+T-1, and past_key_values.* / past.* empty float32 [N, heads, 0, head_dim]
 // from the input's declared dims (P: the given past's length, 0 when none is given). Any other
-// input the data has nothing for is an error naming it and what the data holds.
+// input the data has nothing for is an error naming it and what the data holds. A fixed-batch
+// model's (FixedBatch) last, partial batch has its samples repeated to the model's batch: read the
+// first end - begin rows of its outputs.
 StatusOr<std::map<std::string, Tensor>> BatchFeeds(const Dataset& data, const std::vector<IoInfo>& inputs,
                                                    int64_t begin, int64_t end);
 
