@@ -379,6 +379,21 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& options, PipelineObs
   if (o.eval_data) {
     WH_ASSIGN_OR_RETURN(report.after.accuracy, Accuracy(out.graph, *o.eval_data, o.threads, "compressed model", obs));
   }
+  if (o.eval_data == &agreement) {
+    // Without labels the outputs themselves are compared too (cosine, largest difference).
+    SessionOptions so;
+    so.num_threads = o.threads;
+    WH_ASSIGN_OR_RETURN(auto sa, Session::FromGraph(original, so));
+    WH_ASSIGN_OR_RETURN(auto sb, Session::FromGraph(out.graph, so));
+    obs.Progress("[eval] outputs vs the original", 0, 1);
+    auto c = CompareOutputs(*sa, *sb, agreement);
+    obs.Clear();
+    if (!c.ok()) return c.status().WithContext("comparing the compressed model's outputs with the original's");
+    if (c->values > 0) {
+      report.output_cosine = c->cosine;
+      report.output_max_abs = c->max_abs;
+    }
+  }
   if (o.bench) {
     BenchOptions bo;
     bo.batches = {o.bench_batch};

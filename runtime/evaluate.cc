@@ -335,6 +335,48 @@ StatusOr<Tensor> PredictTop1(const Session& session, const Tensor& inputs, int64
   return PredictTop1(session, Unnamed(inputs), batch_size, progress);
 }
 
+StatusOr<OutputAgreement> CompareOutputs(const Session& a, const Session& b, const Dataset& data,
+                                         int64_t batch_size) {
+  OutputAgreement r;
+  if (data.calls || data.size() <= 0) return r;
+  if (batch_size <= 0) return InvalidArgument("batch size must be positive, got " + std::to_string(batch_size));
+  // Each model at its own batch: a fixed-batch one pads its last batch (BatchFeeds).
+  const int64_t step = std::min(DataBatch(data, batch_size, &a.inputs()), DataBatch(data, batch_size, &b.inputs()));
+  double dot = 0, na = 0, nb = 0, worst = 0;
+  const int64_t n = data.size();
+  for (int64_t s = 0; s < n; s += step) {
+    const int64_t e = std::min(n, s + step);
+    WH_ASSIGN_OR_RETURN(auto fa, BatchFeeds(data, a.inputs(), s, e));
+    WH_ASSIGN_OR_RETURN(auto fb, BatchFeeds(data, b.inputs(), s, e));
+    WH_ASSIGN_OR_RETURN(std::vector<Tensor> ya, a.Run(fa));
+    WH_ASSIGN_OR_RETURN(std::vector<Tensor> yb, b.Run(fb));
+    for (size_t i = 0; i < a.outputs().size() && i < ya.size(); ++i) {
+      for (size_t j = 0; j < b.outputs().size() && j < yb.size(); ++j) {
+        if (a.outputs()[i].name != b.outputs()[j].name) continue;
+        Tensor x = ya[i], y = yb[j];
+        if (x.dtype() != DType::kFloat32 || y.dtype() != DType::kFloat32) continue;
+        // A padded batch's extra rows are not samples.
+        if (x.rank() >= 1 && x.dim(0) > e - s && x.dim(0) == FixedBatch(a.inputs())) x = SliceBatch(x, 0, e - s);
+        if (y.rank() >= 1 && y.dim(0) > e - s && y.dim(0) == FixedBatch(b.inputs())) y = SliceBatch(y, 0, e - s);
+        if (x.dims() != y.dims()) continue;  // e.g. a pruned decoder's KV cache: fewer heads
+        const float* p = x.data<float>();
+        const float* q = y.data<float>();
+        for (int64_t k = 0; k < x.numel(); ++k) {
+          dot += static_cast<double>(p[k]) * q[k];
+          na += static_cast<double>(p[k]) * p[k];
+          nb += static_cast<double>(q[k]) * q[k];
+          worst = std::max(worst, std::fabs(static_cast<double>(p[k]) - q[k]));
+        }
+        r.values += x.numel();
+      }
+    }
+  }
+  if (r.values == 0) return r;
+  r.max_abs = worst;
+  r.cosine = na > 0 && nb > 0 ? dot / std::sqrt(na * nb) : (na == nb ? 1.0 : 0.0);
+  return r;
+}
+
 StatusOr<EvalResult> EvaluateTop1(const Session& session, const Dataset& data, int64_t batch_size,
                                   const ProgressFn& progress) {
   const Tensor& labels = data.labels;

@@ -70,6 +70,19 @@ StatusOr<Tensor> PredictTop1(const Session& session, const Tensor& inputs, int64
 
 // Accuracy of PredictTop1 against the data's labels (int64 [N], or [N, positions...] for a
 // sequence output: top-1 per position).
+// How close two models' outputs are on the same data (a compressed model and its original): every
+// float32 output the two share by name and dims (a pruned decoder's KV cache is left out), all
+// values of all samples as one vector: the cosine of
+// the two vectors and the largest |a - b|. `values` counts the elements compared (0: none, e.g.
+// calls: data, which runs call by call with state fed back, is not compared here).
+struct OutputAgreement {
+  double cosine = -1;
+  double max_abs = -1;
+  int64_t values = 0;
+};
+StatusOr<OutputAgreement> CompareOutputs(const Session& a, const Session& b, const Dataset& data,
+                                         int64_t batch_size = 256);
+
 StatusOr<EvalResult> EvaluateTop1(const Session& session, const Dataset& data, int64_t batch_size = 256,
                                   const ProgressFn& progress = nullptr);
 StatusOr<EvalResult> EvaluateTop1(const Session& session, const Tensor& inputs, const Tensor& labels,

@@ -39,6 +39,10 @@ struct CompressionReport {
   int threads = 1;
   double seconds = 0;               // wall time of the whole run
   std::vector<std::string> notes;   // run-level remarks (e.g. input dims pinned for the cost model)
+  // Unlabelled eval data: the compressed model's float outputs against the original's on it
+  // (runtime/evaluate.h CompareOutputs); < 0 = not measured.
+  double output_cosine = -1;
+  double output_max_abs = -1;
 };
 
 // Aligned tables: one per pass (every layer it rewrote or skipped, with the reason), then the

@@ -24,6 +24,12 @@ std::string Fixed(double v, int digits) {
   return buf;
 }
 
+std::string Sig(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
 std::string ChangePercent(double before, double after) {
   if (!(before > 0)) return "";
   const double pct = 100.0 * (after - before) / before;

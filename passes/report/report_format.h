@@ -15,6 +15,8 @@ namespace whittle::report {
 std::string Grouped(int64_t v);
 // printf("%.*f").
 std::string Fixed(double v, int digits);
+// printf("%.3g"): 0.0123, 1.5e-07.
+std::string Sig(double v);
 // Change from before to after as a signed percentage: (100, 40) -> "-60.0%"; "" when before <= 0.
 std::string ChangePercent(double before, double after);
 // after / before as "0.40x"; "" when before <= 0.

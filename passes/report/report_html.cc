@@ -177,6 +177,9 @@ std::string SummaryTable(const CompressionReport& r) {
     row(what, Fixed(100 * r.before.accuracy, 2) + "%", Fixed(100 * r.after.accuracy, 2) + "%",
         (pp >= 0 ? "+" : "") + Fixed(pp, 2) + " pp", pp <= -2 ? "bad" : pp < -0.5 ? "warn" : "");
   }
+  if (r.output_max_abs >= 0)
+    row("Outputs vs original", "", "", "cosine " + Fixed(r.output_cosine, 6) + ", max |diff| " + report::Sig(r.output_max_abs),
+        "");
   if (r.before.latency_p50_ms > 0 && r.after.latency_p50_ms > 0)
     row("Latency p50 @ batch " + std::to_string(r.bench_batch), Fixed(r.before.latency_p50_ms, 3) + " ms",
         Fixed(r.after.latency_p50_ms, 3) + " ms", report::SpeedupText(r.before.latency_p50_ms, r.after.latency_p50_ms, "×"),

@@ -73,6 +73,9 @@ nlohmann::json ToJson(const CompressionReport& r) {
           {"seconds", r.seconds},
           {"passes", passes},
           {"notes", r.notes},
+          {"output_agreement", r.output_max_abs >= 0 ? nlohmann::json{{"cosine", r.output_cosine},
+                                                                       {"max_abs", r.output_max_abs}}
+                                                     : nlohmann::json(nullptr)},
           {"summary", {{"before", Figures(r.before)}, {"after", Figures(r.after)}}}};
 }
 

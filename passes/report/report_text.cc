@@ -74,6 +74,9 @@ std::string SummaryText(const CompressionReport& r) {
     if (!r.eval_data.empty()) change += "  (" + r.eval_data + ", " + std::to_string(r.eval_samples) + " samples)";
     t.Row({"accuracy", Percent(r.before.accuracy), Percent(r.after.accuracy), change});
   }
+  if (r.output_max_abs >= 0)
+    t.Row({"outputs vs original", "", "", "cosine " + Fixed(r.output_cosine, 6) + ", max |diff| " +
+                                              report::Sig(r.output_max_abs)});
   const std::string at = " @" + std::to_string(r.bench_batch);
   if (r.before.latency_p50_ms > 0 && r.after.latency_p50_ms > 0)
     t.Row({"latency p50" + at, Fixed(r.before.latency_p50_ms, 3) + " ms", Fixed(r.after.latency_p50_ms, 3) + " ms",

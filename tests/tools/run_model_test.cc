@@ -118,9 +118,22 @@ TEST(RunModelCli, DecoderEvaluationIsPerPosition) {
                                scratch.path() + "/pruned.onnx --prune ratio=0.5 --eval-data npz:" + unlabelled +
                                " --no-bench --threads 2 2>&1");
   ASSERT_EQ(c.code, 0) << c.out;
-  EXPECT_NE(c.out.find("accuracy        100.00%"), std::string::npos) << c.out;
+  const size_t acc = c.out.find("  accuracy ");
+  ASSERT_NE(acc, std::string::npos) << c.out;
+  EXPECT_NE(c.out.substr(acc, c.out.find('\n', acc) - acc).find(" 100.00% "), std::string::npos) << c.out;
   EXPECT_NE(c.out.find("agreement with the original model at every position (24 predictions)"), std::string::npos)
       << c.out;
+  // The outputs themselves too: cosine and largest difference of the logits, in the tables and JSON.
+  EXPECT_NE(c.out.find("outputs vs original"), std::string::npos) << c.out;
+  auto js = testing::RunCommand(std::string(WHITTLE_BINARY_DIR) + "/bin/compress-model " + decoder + " -o " +
+                                scratch.path() + "/pruned2.onnx --prune ratio=0.5 --eval-data npz:" + unlabelled +
+                                " --no-bench --threads 2 --report-json - 2>/dev/null");
+  ASSERT_EQ(js.code, 0) << js.out;
+  const auto agree = nlohmann::json::parse(js.out)["output_agreement"];
+  ASSERT_TRUE(agree.is_object()) << js.out;
+  EXPECT_GT(agree["cosine"].get<double>(), 0.0);
+  EXPECT_LT(agree["cosine"].get<double>(), 1.0);  // half the MLP units pruned: the logits move
+  EXPECT_GT(agree["max_abs"].get<double>(), 0.0);
 }
 
 // One backend knob: --device cpu|cuda|reference, all three in --help; the deprecated --provider
