@@ -29,8 +29,18 @@ Models (seeded random weights, all < 1 MB):
   lstm_dynq              quantize_dynamic(op_types_to_quantize=['LSTM']) of a torch nn.LSTM model:
                          DynamicQuantizeLSTM (the default op list quantizes LSTM as well; the list keeps the rest float)
   bilstm_dynq            the same, bidirectional
+  crnn_dynq_ort_ext      quantize_dynamic (default op list, int8 weights) of a CRNN text-line recognizer (3 Conv+BN+
+                         ReLU+MaxPool blocks, height mean, bidirectional LSTM, Linear, log_softmax; x [batch, 1, 32, 64]
+                         -> y [16, batch, 12]) + ORT EXTENDED: ConvInteger chains 3, DynamicQuantizeLSTM,
+                         DynamicQuantizeMatMul (float source: crnn_dynq.src.onnx, shared by the three crnn files)
+  crnn_qop               quantize_static(QOperator, uint8 activations / int8 weights, per tensor, 16 calibration
+                         batches in [0, 1]) of the same CRNN: QLinearConv 3, QLinearMatMul, QLinearAdd; the LSTM stays
+                         float (LSTM is not in the QOperator registry)
+  crnn_qdq               the same with QuantFormat.QDQ (QuantizeLinear/DequantizeLinear around Conv, MatMul, Add)
 
 Run:  python make_ort_quantized.py [outdir]   (default: this folder)
+      ONLY=crnn python make_ort_quantized.py [outdir]   (only the listed functions, comma-separated; crnn uses its
+      own generators, so its files are the same as in a full run; the others share `rng` and need a full run)
 Needs torch, transformers, onnx, onnxruntime (no downloads).
 """
 import collections
@@ -327,10 +337,75 @@ def lstm_dynamic():
         save(name, q, {"x": x}, [("source", src)])
 
 
+# ----------------------------------------------------------------------------------------------------------
+class CRNN(torch.nn.Module):
+    """OCR-style text-line recognizer: 3 Conv3x3+BN+ReLU+MaxPool blocks, height collapsed (mean) to a sequence of
+    T = 16 width positions, bidirectional LSTM, Linear to the classes, log_softmax.  x [B, 1, 32, 64] -> y [16, B, 12]."""
+
+    def __init__(self, classes=12, hidden=32):
+        super().__init__()
+        blocks = []
+        for cin, cout, pool in [(1, 16, (2, 2)), (16, 32, (2, 2)), (32, 48, (2, 1))]:
+            blocks += [torch.nn.Conv2d(cin, cout, 3, padding=1), torch.nn.BatchNorm2d(cout), torch.nn.ReLU(),
+                       torch.nn.MaxPool2d(pool)]
+        self.cnn = torch.nn.Sequential(*blocks)
+        self.rnn = torch.nn.LSTM(48, hidden, batch_first=False, bidirectional=True)
+        self.fc = torch.nn.Linear(2 * hidden, classes)
+
+    def forward(self, x):
+        f = self.cnn(x)                           # [B, 48, 4, 16]
+        s = f.mean(dim=2).permute(2, 0, 1)        # [T=16, B, 48]
+        y, _ = self.rnn(s)                        # [T, B, 64]
+        return torch.log_softmax(self.fc(y), dim=-1)
+
+
+class UniformReader(CalibrationDataReader):
+    """Like RandomReader, but images in [0, 1]."""
+
+    def __init__(self, name, shape, n=16, seed=11):
+        r = np.random.default_rng(seed)
+        self.data = iter([{name: r.random(shape, dtype=np.float32)} for _ in range(n)])
+
+    def get_next(self):
+        return next(self.data, None)
+
+
+def crnn():
+    """The CRNN in three forms: quantize_dynamic with the default op list (Conv -> ConvInteger chain, MatMul ->
+    MatMulInteger chain, LSTM -> DynamicQuantizeLSTM) + ORT EXTENDED (the chains' MatMul -> DynamicQuantizeMatMul);
+    quantize_static QOperator (LSTM is not in the QOperator registry: it stays float LSTM); quantize_static QDQ.
+    Uses its own generators (not the shared `rng`), so ONLY=crnn writes the same files as a full run."""
+    torch.manual_seed(0)
+    net = randomize_biases(CRNN().eval(), seed=2)
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.copy_(0.1 * torch.randn(m.running_mean.shape, generator=g))
+                m.running_var.copy_(0.5 + torch.rand(m.running_var.shape, generator=g))
+    x = np.random.default_rng(7).random((2, 1, 32, 64), dtype=np.float32)
+    feeds = {"x": x}
+    src = export(net, (torch.from_numpy(x),), os.path.join(OUT, "crnn_dynq.src.onnx"), ["x"], ["y"],
+                 {"x": {0: "batch"}, "y": {1: "batch"}})
+    q = os.path.join(TMP, "crnn_dynq.onnx")
+    quantize_dynamic(src, q, weight_type=QuantType.QInt8)
+    print("\n=== crnn_dynq (quantize_dynamic output, not kept): ops", dict(counter(onnx.load(q))))
+    dst = os.path.join(TMP, "crnn_dynq_ort_ext.onnx")
+    ort_optimize(q, dst, LEVELS["ext"])
+    kept = [save("crnn_dynq_ort_ext", dst, feeds, [("source", src), ("quantized", q)])]
+    for name, fmt in [("crnn_qop", QuantFormat.QOperator), ("crnn_qdq", QuantFormat.QDQ)]:
+        q = os.path.join(TMP, name + ".onnx")
+        quantize_static(src, q, UniformReader("x", (2, 1, 32, 64)), quant_format=fmt,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=False)
+        save(name, q, feeds, [("source", src)])
+    for name in ("crnn_dynq_ort_ext", "crnn_qop", "crnn_qdq", "crnn_dynq.src"):
+        assert os.path.getsize(os.path.join(OUT, name + ".onnx")) < 200 * 1024, name
+
+
 if __name__ == "__main__":
     print("onnxruntime", ort.__version__, "onnx", onnx.__version__, "torch", torch.__version__)
     only = set(os.environ.get("ONLY", "").split(",")) - {""}
-    for fn in [mlp_dynamic, tfenc_dynamic, cnn_static, bert_qattention, lstm_dynamic]:
+    for fn in [mlp_dynamic, tfenc_dynamic, cnn_static, bert_qattention, lstm_dynamic, crnn]:
         if not only or fn.__name__ in only:
             fn()
     print("\n=== summary: contrib ops per file")
