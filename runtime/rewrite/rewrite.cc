@@ -87,7 +87,8 @@ StatusOr<RewriteReport> RewriteForRuntime(Graph& g, std::optional<int> nchwc_blo
   WH_RETURN_IF_ERROR(CropDeadConvTaps(g, &r.cropped_conv_taps));
   WH_RETURN_IF_ERROR(FuseGelu(g, &r.fused_gelu));
   WH_RETURN_IF_ERROR(FuseLayerNorm(g, &r.fused_layernorm));
-  WH_RETURN_IF_ERROR(FuseRmsNorm(g, &r.fused_layernorm));
+  // RMSNormalization has no CUDA kernel: a device session keeps the written-out form on the device.
+  if (cpu_fusions) WH_RETURN_IF_ERROR(FuseRmsNorm(g, &r.fused_layernorm));
   WH_RETURN_IF_ERROR(FuseConvAdd(g, &r.fused_conv_add));
   WH_RETURN_IF_ERROR(FuseMatMulBias(g, &r.fused_matmul_bias));
   WH_RETURN_IF_ERROR(FuseAttention(g, &r.fused_attention));

@@ -36,7 +36,7 @@ struct RewriteReport {
 
 // QDQ fusion first (and the int8 conv + MaxPool fusion), then constant folding, (given
 // cpu_fusions) element-wise math on dequantized bytes as tables (fuse_lookup.h), Conv+BatchNormalization
-// folding, GELU and LayerNorm fusion, Conv+Add and MatMul+bias fusion, attention fusion, (given
+// folding, GELU, LayerNorm and (given cpu_fusions) RMSNorm fusion, Conv+Add and MatMul+bias fusion, attention fusion, (given
 // cpu_fusions) the decoders' attention with its KV cache (fuse_cache_attention.h) and activation
 // fusion, then (given nchwc_block: the backend runs that blocked layout, kernels/nchwc.h) the NCHWc
 // conversion, then Compact(), Verify() and InferShapes(). cpu_fusions: the fused ops only the CPU
