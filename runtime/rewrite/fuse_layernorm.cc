@@ -45,6 +45,30 @@ int PerChannelOperand(const Graph& g, const Node& n, const char* op, int x, int6
   return other >= 0 && PerChannel(g, other, c) ? other : -1;
 }
 
+// The Add(mean, eps) -> Sqrt after a ReduceMean's output `mean`, each read once: the Sqrt's output
+// id (its nodes appended to *nodes, ε in *eps), or -1.
+int EpsSqrt(const Graph& g, int mean, float* eps, std::vector<int>* nodes) {
+  const int ai = SoleConsumer(g, mean);
+  if (ai < 0) return -1;
+  const Node& add_eps = g.nodes()[static_cast<size_t>(ai)];
+  if (!IsOp(add_eps, "Add") || add_eps.inputs.size() != 2) return -1;
+  const Tensor* eps_t = ConstValue(g, add_eps.inputs[0] == mean ? add_eps.inputs[1] : add_eps.inputs[0]);
+  if (!eps_t || eps_t->dtype() != DType::kFloat32 || eps_t->numel() != 1) return -1;
+  const int qi = SoleConsumer(g, add_eps.outputs[0]);
+  if (qi < 0 || !IsOp(g.nodes()[static_cast<size_t>(qi)], "Sqrt")) return -1;
+  *eps = eps_t->data<float>()[0];
+  nodes->push_back(ai);
+  nodes->push_back(qi);
+  return g.nodes()[static_cast<size_t>(qi)].outputs[0];
+}
+
+// A per-channel constant's values as a new [c] initializer, `fill` everywhere when v is -1.
+int ChannelVector(Graph& g, int v, float fill, int64_t c, const std::string& name) {
+  Tensor t(DType::kFloat32, {c});
+  for (int64_t i = 0; i < c; ++i) t.data<float>()[i] = v >= 0 ? ConstValue(g, v)->data<float>()[i] : fill;
+  return g.AddInitializer(g.UniqueName(name), std::move(t));
+}
+
 }  // namespace
 
 Status FuseLayerNorm(Graph& g, int* count) {
@@ -92,22 +116,11 @@ Status FuseLayerNorm(Graph& g, int* count) {
     const int vi = SoleConsumer(g, g.nodes()[static_cast<size_t>(sq)].outputs[0]);
     if (vi < 0 || !MeanOverLastAxis(g, g.nodes()[static_cast<size_t>(vi)])) continue;
     nodes.push_back(vi);
-    const int ai = SoleConsumer(g, g.nodes()[static_cast<size_t>(vi)].outputs[0]);
-    if (ai < 0) continue;
-    const Node& add_eps = g.nodes()[static_cast<size_t>(ai)];
-    if (!IsOp(add_eps, "Add") || add_eps.inputs.size() != 2) continue;
-    const int var = g.nodes()[static_cast<size_t>(vi)].outputs[0];
-    const Tensor* eps_t = ConstValue(g, add_eps.inputs[0] == var ? add_eps.inputs[1] : add_eps.inputs[0]);
-    if (!eps_t || eps_t->dtype() != DType::kFloat32 || eps_t->numel() != 1) continue;
-    const float eps = eps_t->data<float>()[0];
-    nodes.push_back(ai);
-    const int qi = SoleConsumer(g, add_eps.outputs[0]);
-    if (qi < 0 || !IsOp(g.nodes()[static_cast<size_t>(qi)], "Sqrt")) continue;
-    nodes.push_back(qi);
+    float eps = 0;
+    const int root = EpsSqrt(g, g.nodes()[static_cast<size_t>(vi)].outputs[0], &eps, &nodes);
+    if (root < 0) continue;
     const Node& div_n = g.nodes()[static_cast<size_t>(div)];
-    if (SoleConsumer(g, g.nodes()[static_cast<size_t>(qi)].outputs[0]) != div ||
-        div_n.inputs[1] != g.nodes()[static_cast<size_t>(qi)].outputs[0])
-      continue;
+    if (SoleConsumer(g, root) != div || div_n.inputs[1] != root) continue;
     nodes.push_back(div);
     // Optional scale and shift.
     int out = div_n.outputs[0], gamma = -1, beta = -1;
@@ -129,12 +142,6 @@ Status FuseLayerNorm(Graph& g, int* count) {
     ln.op_type = "LayerNormalization";
     ln.attrs.Set("axis", Attribute::Int(-1));
     ln.attrs.Set("epsilon", Attribute::Float(eps));
-    // Scale and shift as [C] (LayerNormalization broadcasts them over the normalized dims).
-    auto vec = [&](int v, float fill, const char* what) {
-      Tensor t(DType::kFloat32, {c});
-      for (int64_t i = 0; i < c; ++i) t.data<float>()[i] = v >= 0 ? ConstValue(g, v)->data<float>()[i] : fill;
-      return g.AddInitializer(g.UniqueName(ln.name + what), std::move(t));
-    };
     ln.inputs = {x, -1, -1};
     ln.outputs = {out};
     fused.push_back(ln);
@@ -142,8 +149,9 @@ Status FuseLayerNorm(Graph& g, int* count) {
     // Initializers after the node list is final: AddInitializer grows the value table, which the
     // const pointers above point into.
     Node& last_ln = fused.back();
-    last_ln.inputs[1] = vec(gamma, 1.f, "_scale");
-    last_ln.inputs[2] = vec(beta, 0.f, "_bias");
+    // Scale and shift as [C] (LayerNormalization broadcasts them over the normalized dims).
+    last_ln.inputs[1] = ChannelVector(g, gamma, 1.f, c, ln.name + "_scale");
+    last_ln.inputs[2] = ChannelVector(g, beta, 0.f, c, ln.name + "_bias");
   }
   g.RemoveNodes(dead);
   for (Node& n : fused) g.AddNode(std::move(n));
@@ -174,20 +182,9 @@ Status FuseRmsNorm(Graph& g, int* count) {
     if (!last.known()) continue;
     const int64_t c = last.value;
     std::vector<int> nodes{g.value(mean.inputs[0]).producer, static_cast<int>(mi)};
-    // Add(mean, eps) -> Sqrt.
-    const int ai = SoleConsumer(g, mean.outputs[0]);
-    if (ai < 0) continue;
-    const Node& add_eps = g.nodes()[static_cast<size_t>(ai)];
-    if (!IsOp(add_eps, "Add") || add_eps.inputs.size() != 2) continue;
-    const Tensor* eps_t =
-        ConstValue(g, add_eps.inputs[0] == mean.outputs[0] ? add_eps.inputs[1] : add_eps.inputs[0]);
-    if (!eps_t || eps_t->dtype() != DType::kFloat32 || eps_t->numel() != 1) continue;
-    const float eps = eps_t->data<float>()[0];
-    nodes.push_back(ai);
-    const int qi = SoleConsumer(g, add_eps.outputs[0]);
-    if (qi < 0 || !IsOp(g.nodes()[static_cast<size_t>(qi)], "Sqrt")) continue;
-    nodes.push_back(qi);
-    const int root = g.nodes()[static_cast<size_t>(qi)].outputs[0];
+    float eps = 0;
+    const int root = EpsSqrt(g, mean.outputs[0], &eps, &nodes);
+    if (root < 0) continue;
     // x / root, or x · (1 / root) with the reciprocal as Reciprocal or Div(1, root).
     const int ri = SoleConsumer(g, root);
     if (ri < 0) continue;
@@ -236,11 +233,9 @@ Status FuseRmsNorm(Graph& g, int* count) {
     rms.attrs.Set("epsilon", Attribute::Float(eps));
     rms.inputs = {x, -1};
     rms.outputs = {out};
-    Tensor scale(DType::kFloat32, {c});
-    for (int64_t i = 0; i < c; ++i) scale.data<float>()[i] = gamma >= 0 ? ConstValue(g, gamma)->data<float>()[i] : 1.f;
     fused.push_back(rms);
     dead.insert(nodes.begin(), nodes.end());
-    fused.back().inputs[1] = g.AddInitializer(g.UniqueName(rms.name + "_scale"), std::move(scale));
+    fused.back().inputs[1] = ChannelVector(g, gamma, 1.f, c, rms.name + "_scale");
   }
   g.RemoveNodes(dead);
   for (Node& n : fused) g.AddNode(std::move(n));
