@@ -165,6 +165,11 @@ Tensor BatchRows(const Tensor& t, int64_t begin, int64_t end, int64_t fixed) {
   return out;
 }
 
+// y's first `rows` rows when a fixed-batch model padded its last batch (BatchFeeds), else y.
+Tensor SampleRows(const Tensor& y, int64_t rows, const std::vector<IoInfo>& inputs) {
+  return y.rank() >= 1 && y.dim(0) > rows && y.dim(0) == FixedBatch(inputs) ? SliceBatch(y, 0, rows) : y;
+}
+
 }  // namespace
 
 StatusOr<std::map<std::string, Tensor>> BatchFeeds(const Dataset& data, const std::vector<IoInfo>& inputs,
@@ -297,9 +302,7 @@ StatusOr<Tensor> PredictTop1(const Session& session, const Dataset& data, int64_
     WH_ASSIGN_OR_RETURN(auto feeds, BatchFeeds(data, session.inputs(), b, e));
     WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, session.Run(feeds));
     // A fixed-batch model's padded last batch: its first e - b rows are the samples'.
-    if (outs[0].rank() >= 1 && outs[0].dim(0) > e - b && outs[0].dim(0) == FixedBatch(session.inputs()))
-      outs[0] = SliceBatch(outs[0], 0, e - b);
-    const Tensor& logits = outs[0];
+    const Tensor logits = SampleRows(outs[0], e - b, session.inputs());
     if (logits.dtype() != DType::kFloat32 || logits.rank() < 2 || logits.dim(0) != e - b || logits.dim(logits.rank() - 1) < 1)
       return InvalidArgument("output '" + session.outputs()[0].name +
                              "' must be float32 [batch, classes] or [batch, positions..., classes] for accuracy, got " +
@@ -353,11 +356,9 @@ StatusOr<OutputAgreement> CompareOutputs(const Session& a, const Session& b, con
     for (size_t i = 0; i < a.outputs().size() && i < ya.size(); ++i) {
       for (size_t j = 0; j < b.outputs().size() && j < yb.size(); ++j) {
         if (a.outputs()[i].name != b.outputs()[j].name) continue;
-        Tensor x = ya[i], y = yb[j];
-        if (x.dtype() != DType::kFloat32 || y.dtype() != DType::kFloat32) continue;
         // A padded batch's extra rows are not samples.
-        if (x.rank() >= 1 && x.dim(0) > e - s && x.dim(0) == FixedBatch(a.inputs())) x = SliceBatch(x, 0, e - s);
-        if (y.rank() >= 1 && y.dim(0) > e - s && y.dim(0) == FixedBatch(b.inputs())) y = SliceBatch(y, 0, e - s);
+        const Tensor x = SampleRows(ya[i], e - s, a.inputs()), y = SampleRows(yb[j], e - s, b.inputs());
+        if (x.dtype() != DType::kFloat32 || y.dtype() != DType::kFloat32) continue;
         if (x.dims() != y.dims()) continue;  // e.g. a pruned decoder's KV cache: fewer heads
         const float* p = x.data<float>();
         const float* q = y.data<float>();
