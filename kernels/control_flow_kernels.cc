@@ -407,6 +407,55 @@ KernelOr MakeScan(const KernelInit& init) {
                                                   list("scan_output_axes", outs)));
 }
 
+// ---------------------------------------------------------------- SequenceMap
+
+class SequenceMapKernel : public ControlFlowKernel {
+ public:
+  SequenceMapKernel(std::unique_ptr<SubgraphRunner> body, size_t explicit_inputs)
+      : body_(std::move(body)), explicit_(explicit_inputs) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor* seq = ctx.inputs[0];
+    if (!seq || !seq->is_sequence()) return InvalidArgument("input_sequence must be a sequence");
+    const size_t len = seq->elements().size();
+    for (size_t k = 1; k < explicit_; ++k) {
+      const Tensor* t = ctx.inputs[k];
+      if (!t) return InvalidArgument("additional input " + std::to_string(k) + " is missing");
+      if (t->is_sequence() && t->elements().size() != len)
+        return InvalidArgument("input " + std::to_string(k) + " has " + std::to_string(t->elements().size()) +
+                               " elements, input_sequence " + std::to_string(len));
+    }
+    std::vector<std::vector<Tensor>> outs(ctx.outputs.size());
+    std::vector<const Tensor*> in(ctx.inputs.begin(), ctx.inputs.end());
+    for (size_t i = 0; i < len; ++i) {
+      WH_RETURN_IF_ERROR(IterationChecks(static_cast<int64_t>(i), 0));
+      for (size_t k = 0; k < explicit_; ++k)
+        in[k] = ctx.inputs[k]->is_sequence() ? &ctx.inputs[k]->elements()[i] : ctx.inputs[k];
+      auto r = body_->Run(in);
+      if (!r.ok()) return r.status().WithContext("body, element " + std::to_string(i));
+      if (r->size() != outs.size()) return Internal("SequenceMap body output count differs from the node's");
+      for (size_t k = 0; k < outs.size(); ++k) {
+        if (!(*r)[k].is_tensor()) return InvalidArgument("body output " + std::to_string(k) + " is not a tensor");
+        outs[k].push_back(std::move((*r)[k]));
+      }
+    }
+    for (size_t k = 0; k < outs.size(); ++k)
+      if (ctx.outputs[k]) *ctx.outputs[k] = Tensor::Sequence(body_->OutputDType(k), std::move(outs[k]));
+    return Status::Ok();
+  }
+
+ private:
+  std::unique_ptr<SubgraphRunner> body_;
+  size_t explicit_;
+};
+
+KernelOr MakeSequenceMap(const KernelInit& init) {
+  const size_t explicit_in = ExplicitInputs(init, "body");
+  if (explicit_in < 1) return InvalidArgument("SequenceMap needs input_sequence");
+  WH_ASSIGN_OR_RETURN(auto body, MakeRunner(init, "body"));
+  return std::unique_ptr<OpKernel>(new SequenceMapKernel(std::move(body), explicit_in));
+}
+
 }  // namespace
 
 void SetSubgraphRunnerFactory(SubgraphRunnerFactory f) {
@@ -418,6 +467,7 @@ void RegisterControlFlowKernels(KernelRegistry& r) {
   r.Add(DeclareKernel(Backend::kReference, "", "If", kAllTypes, MakeIf));
   r.Add(DeclareKernel(Backend::kReference, "", "Loop", kAllTypes, MakeLoop));
   r.Add(DeclareKernel(Backend::kReference, "", "Scan", kAllTypes, MakeScan, 8));
+  r.Add(DeclareKernel(Backend::kReference, "", "SequenceMap", {}, MakeSequenceMap, 17));
 }
 
 }  // namespace whittle

@@ -31,6 +31,7 @@ void RegisterCirculantKernels(KernelRegistry& r);  // kernels/circulant_kernels.
 void RegisterSignalKernels(KernelRegistry& r);     // kernels/signal_kernels.cc
 void RegisterNBitsKernels(KernelRegistry& r);      // kernels/nbits_kernels.cc
 void RegisterControlFlowKernels(KernelRegistry& r);  // kernels/control_flow_kernels.cc
+void RegisterSequenceKernels(KernelRegistry& r);     // kernels/sequence_kernels.cc
 
 void RegisterAllKernels() {
   static std::once_flag once;
@@ -60,6 +61,7 @@ void RegisterAllKernels() {
     RegisterSignalKernels(r);
     RegisterNBitsKernels(r);
     RegisterControlFlowKernels(r);
+    RegisterSequenceKernels(r);
   });
 }
 

@@ -33,6 +33,12 @@ StatusOr<Dataset> BranchCalibration(const Graph& g, const Node& n, const Dataset
   if (n.op_type != "If" || !n.domain.empty()) return Unimplemented("no calibration data reaches a Loop or Scan body");
   const Graph* branch = n.attrs.GetGraph("then_branch");
   if (!branch || n.implicit_inputs == 0) return Unimplemented("the branches read no value of the enclosing graph");
+  for (int j = 0; j < n.implicit_inputs; ++j) {
+    const int v = n.inputs[n.explicit_inputs() + static_cast<size_t>(j)];
+    if (v >= 0 && g.value(v).kind != ValueKind::kTensor)
+      return Unimplemented("the branches read '" + g.value(v).name + "', a " + ValueKindName(g.value(v).kind) +
+                           ", which calibration data cannot hold");
+  }
   Graph probe = g;
   std::vector<size_t> slot;  // probe output index per implicit input (-1: a constant)
   for (int j = 0; j < n.implicit_inputs; ++j) {

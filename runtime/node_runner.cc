@@ -28,6 +28,9 @@ Status InferConcrete(const OpDef& def, const Node& node, int opset, const std::v
   InferContext ctx(node, opset);
   for (const Tensor* t : inputs) {
     if (!t) ctx.AddInput(false, DType::kUndefined, std::nullopt, nullptr);
+    else if (!t->is_tensor())  // a sequence or an optional without a value (Identity's alias)
+      ctx.AddInput(true, t->element_dtype(), SymShape{}, nullptr,
+                   t->is_sequence() ? ValueKind::kSequence : ValueKind::kOptionalTensor);
     else ctx.AddInput(true, t->dtype(), ToSymShape(t->dims()), t->device() == DeviceType::kCpu ? t : nullptr);
   }
   for (int o : node.outputs) ctx.AddOutputSlot(o >= 0);

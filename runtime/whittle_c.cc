@@ -155,6 +155,10 @@ int whittle_session_run(const whittle_session* s, const char* const* input_names
   if (int e = Feeds("whittle_session_run", input_names, inputs, n_inputs, &feeds); e != 0) return e;
   auto r = s->s->Run(feeds);
   if (!r.ok()) return SetError(r.status().message());
+  for (size_t i = 0; i < r->size(); ++i)  // the C API hands out tensors only
+    if (!(*r)[i].is_tensor())
+      return SetError("whittle_session_run: output '" + s->s->outputs()[i].name + "' is a " +
+                      whittle::ValueKindName(s->s->outputs()[i].kind) + "; the C API returns tensors only");
   for (size_t i = 0; i < r->size(); ++i) outputs[i] = new whittle_tensor{std::move((*r)[i])};
   return 0;
 }

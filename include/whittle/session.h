@@ -61,8 +61,9 @@ struct SessionOptions {
 
 struct IoInfo {
   std::string name;
-  DType dtype;
-  SymShape shape;
+  DType dtype;     // a sequence's or optional's element type
+  SymShape shape;  // empty for a sequence or an optional
+  ValueKind kind = ValueKind::kTensor;
 };
 
 // Per-node timings of one Run (filled when a RunStats* is passed).

@@ -97,7 +97,20 @@ class Tensor {
   template <class T>
   static Tensor Scalar(T v) { return FromVector<T>({}, {v}); }
 
-  bool defined() const { return buffer_ != nullptr; }
+  // ONNX's other value kinds, as a Tensor carries them at run time (an input or output of
+  // ValueKind kSequence or kOptional*): a sequence of tensors of element type `element` (held
+  // by value; the elements are shared, never written after they joined), or an optional
+  // without a value. Both have dtype() kUndefined, no dims and no bytes; an optional with a
+  // value is that value itself.
+  static Tensor Sequence(DType element, std::vector<Tensor> elements);
+  static Tensor NoValue();
+  bool is_sequence() const { return kind_ == Kind::kSequence; }
+  bool is_no_value() const { return kind_ == Kind::kNoValue; }
+  bool is_tensor() const { return kind_ == Kind::kTensor; }
+  const std::vector<Tensor>& elements() const;  // a sequence's (WH_CHECK)
+  DType element_dtype() const { return elem_dtype_; }
+
+  bool defined() const { return buffer_ != nullptr || kind_ != Kind::kTensor; }
   DType dtype() const { return dtype_; }
   const Dims& dims() const { return dims_; }
   int64_t dim(int i) const { return dims_[static_cast<size_t>(i)]; }
@@ -138,6 +151,10 @@ class Tensor {
   Dims dims_;
   std::shared_ptr<Buffer> buffer_;
   size_t offset_ = 0;
+  enum class Kind : uint8_t { kTensor, kSequence, kNoValue };
+  Kind kind_ = Kind::kTensor;
+  DType elem_dtype_ = DType::kUndefined;
+  std::shared_ptr<const std::vector<Tensor>> elements_;
 };
 
 }  // namespace whittle

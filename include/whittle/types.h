@@ -65,6 +65,13 @@ template <> constexpr DType DTypeOf<bool>() { return DType::kBool; }
 
 enum class DeviceType { kCpu = 0, kCuda = 1 };
 
+// What an ONNX value is (its TypeProto's kind): a tensor, a sequence of tensors, or an optional
+// holding a tensor or a sequence. At run time each is a Tensor (Tensor::Sequence, Tensor::NoValue),
+// as ONNX Runtime's OrtValue holds all three.
+enum class ValueKind { kTensor = 0, kSequence = 1, kOptionalTensor = 2, kOptionalSequence = 3 };
+// "tensor", "sequence", "optional(tensor)", "optional(sequence)".
+const char* ValueKindName(ValueKind k);
+
 using Dims = std::vector<int64_t>;
 
 // Product of dims; WH_CHECKs that dims are valid (use CheckedNumElements on untrusted dims).

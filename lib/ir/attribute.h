@@ -34,7 +34,7 @@ class GraphBox {
 };
 
 enum class AttrType { kUndefined = 0, kFloat = 1, kInt = 2, kString = 3, kTensor = 4, kGraph = 5,
-                      kFloats = 6, kInts = 7, kStrings = 8, kTensors = 9, kGraphs = 10 };
+                      kFloats = 6, kInts = 7, kStrings = 8, kTensors = 9, kGraphs = 10, kType = 13 };
 const char* AttrTypeName(AttrType t);
 
 struct Attribute {
@@ -47,9 +47,19 @@ struct Attribute {
   std::vector<int64_t> ints;
   std::vector<std::string> strings;
   GraphBox g;  // kGraph
+  // kType (Optional's `type`): a tensor or a sequence of tensors, of element type type_dtype.
+  ValueKind type_kind = ValueKind::kTensor;
+  DType type_dtype = DType::kUndefined;
 
   static Attribute GraphValue(Graph v);
   static Attribute Float(float v) { Attribute a; a.type = AttrType::kFloat; a.f = v; return a; }
+  static Attribute Type(ValueKind kind, DType dtype) {
+    Attribute a;
+    a.type = AttrType::kType;
+    a.type_kind = kind;
+    a.type_dtype = dtype;
+    return a;
+  }
   static Attribute Int(int64_t v) { Attribute a; a.type = AttrType::kInt; a.i = v; return a; }
   static Attribute String(std::string v) { Attribute a; a.type = AttrType::kString; a.s = std::move(v); return a; }
   static Attribute TensorValue(Tensor v) { Attribute a; a.type = AttrType::kTensor; a.t = std::move(v); return a; }

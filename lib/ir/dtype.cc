@@ -24,6 +24,16 @@ size_t DTypeStorageBytes(DType t, int64_t n) {
   return static_cast<size_t>(n) * DTypeSize(t);
 }
 
+const char* ValueKindName(ValueKind k) {
+  switch (k) {
+    case ValueKind::kTensor: return "tensor";
+    case ValueKind::kSequence: return "sequence";
+    case ValueKind::kOptionalTensor: return "optional(tensor)";
+    case ValueKind::kOptionalSequence: return "optional(sequence)";
+  }
+  return "?";
+}
+
 const char* DTypeName(DType t) {
   switch (t) {
     case DType::kFloat32: return "float32";

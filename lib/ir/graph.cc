@@ -16,6 +16,7 @@ const char* AttrTypeName(AttrType t) {
     case AttrType::kStrings: return "strings";
     case AttrType::kTensors: return "tensors";
     case AttrType::kGraphs: return "graphs";
+    case AttrType::kType: return "type";
     default: return "undefined";
   }
 }

@@ -23,8 +23,9 @@ namespace whittle {
 
 struct Value {
   std::string name;
-  DType dtype = DType::kUndefined;
-  std::optional<SymShape> shape;  // nullopt: rank unknown
+  DType dtype = DType::kUndefined;  // a sequence's or optional's element type
+  std::optional<SymShape> shape;  // nullopt: rank unknown (always, for a sequence or an optional)
+  ValueKind kind = ValueKind::kTensor;
   int producer = -1;              // node index, -1 for graph inputs and initializers
   std::optional<Tensor> initializer;
   // Concrete dims seen when one sample (batch 1) ran through the model: the cost model's fallback

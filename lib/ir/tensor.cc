@@ -170,7 +170,27 @@ Tensor::Tensor(DType dtype, Dims dims, std::shared_ptr<Buffer> buffer, size_t of
   WH_CHECK(offset_ + DTypeStorageBytes(dtype_, NumElements(dims_)) <= buffer_->size());
 }
 
+Tensor Tensor::Sequence(DType element, std::vector<Tensor> elements) {
+  Tensor t;
+  t.kind_ = Kind::kSequence;
+  t.elem_dtype_ = element;
+  t.elements_ = std::make_shared<const std::vector<Tensor>>(std::move(elements));
+  return t;
+}
+
+Tensor Tensor::NoValue() {
+  Tensor t;
+  t.kind_ = Kind::kNoValue;
+  return t;
+}
+
+const std::vector<Tensor>& Tensor::elements() const {
+  WH_CHECK(is_sequence());
+  return *elements_;
+}
+
 Tensor Tensor::Reshaped(const Dims& dims) const {
+  if (!is_tensor()) return *this;  // Identity of a sequence or an optional
   WH_CHECK(NumElements(dims) == numel());
   Tensor t = *this;
   t.dims_ = dims;
@@ -178,7 +198,15 @@ Tensor Tensor::Reshaped(const Dims& dims) const {
 }
 
 StatusOr<Tensor> Tensor::ToDevice(DeviceType to) const {
-  if (!defined() || device() == to) return *this;
+  if (is_sequence()) {
+    std::vector<Tensor> moved;
+    for (const Tensor& e : *elements_) {
+      WH_ASSIGN_OR_RETURN(Tensor m, e.ToDevice(to));
+      moved.push_back(std::move(m));
+    }
+    return Sequence(elem_dtype_, std::move(moved));
+  }
+  if (!defined() || !is_tensor() || device() == to) return *this;
   WH_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> b, Buffer::AllocateOn(to, nbytes()));
   Tensor t(dtype_, dims_, std::move(b));
   WH_RETURN_IF_ERROR(CopyTensorBytes(*this, &t));
@@ -187,6 +215,12 @@ StatusOr<Tensor> Tensor::ToDevice(DeviceType to) const {
 }
 
 Tensor Tensor::Clone() const {
+  if (is_no_value()) return *this;
+  if (is_sequence()) {
+    std::vector<Tensor> copies;
+    for (const Tensor& e : *elements_) copies.push_back(e.Clone());
+    return Sequence(elem_dtype_, std::move(copies));
+  }
   if (!defined()) return Tensor();
   WH_CHECK(device() == DeviceType::kCpu);
   Tensor t(dtype_, dims_);
@@ -196,6 +230,14 @@ Tensor Tensor::Clone() const {
 }
 
 bool Tensor::BitwiseEquals(const Tensor& o) const {
+  if (kind_ != o.kind_ || elem_dtype_ != o.elem_dtype_) return false;
+  if (is_no_value()) return true;
+  if (is_sequence()) {
+    if (elements_->size() != o.elements_->size()) return false;
+    for (size_t i = 0; i < elements_->size(); ++i)
+      if (!(*elements_)[i].BitwiseEquals((*o.elements_)[i])) return false;
+    return true;
+  }
   if (dtype_ != o.dtype_ || dims_ != o.dims_) return false;
   if (!defined() || !o.defined()) return defined() == o.defined();
   WH_CHECK(device() == DeviceType::kCpu && o.device() == DeviceType::kCpu);

@@ -24,16 +24,45 @@ std::string DomainLabel(const std::string& d) { return d.empty() ? "ai.onnx" : d
 // is read as dynamic too, as some exporters write it; a real empty input is still accepted at
 // run time, where every shape is concrete.
 Status ReadValueType(const onnx::TypeProto& type, bool has_type, const std::string& what, DType* dtype,
-                     std::optional<SymShape>* shape, bool zero_is_dynamic = false) {
+                     std::optional<SymShape>* shape, bool zero_is_dynamic = false, ValueKind* kind = nullptr) {
   *dtype = DType::kUndefined;
   shape->reset();
+  if (kind) *kind = ValueKind::kTensor;
   if (!has_type) return Status::Ok();
+  // A sequence of tensors, or an optional of a tensor or of such a sequence: the element's type
+  // (its shape is not kept: elements may differ in shape).
+  auto element = [&](const onnx::TypeProto& e, bool in_optional) -> Status {
+    if (e.value_case() == onnx::TypeProto::kSequenceType && in_optional) {
+      if (kind) *kind = ValueKind::kOptionalSequence;
+      const onnx::TypeProto& inner = e.sequence_type().elem_type();
+      if (inner.value_case() != onnx::TypeProto::kTensorType)
+        return Unimplemented(what + " is an optional sequence of non-tensors; only sequences of tensors are supported");
+      if (inner.tensor_type().elem_type() != onnx::TensorProto::UNDEFINED) {
+        WH_ASSIGN_OR_RETURN(*dtype, DTypeFromOnnx(inner.tensor_type().elem_type(), what));
+      }
+      return Status::Ok();
+    }
+    if (e.value_case() == onnx::TypeProto::VALUE_NOT_SET) return Status::Ok();
+    if (e.value_case() != onnx::TypeProto::kTensorType)
+      return Unimplemented(what + (in_optional ? " is an optional of a non-tensor" : " is a sequence of non-tensors") +
+                           "; only tensors and sequences of tensors are supported");
+    if (e.tensor_type().elem_type() != onnx::TensorProto::UNDEFINED) {
+      WH_ASSIGN_OR_RETURN(*dtype, DTypeFromOnnx(e.tensor_type().elem_type(), what));
+    }
+    return Status::Ok();
+  };
   switch (type.value_case()) {
     case onnx::TypeProto::kTensorType: break;
     case onnx::TypeProto::VALUE_NOT_SET: return Status::Ok();
-    case onnx::TypeProto::kSequenceType: return Unimplemented(what + " is a sequence; only tensors are supported");
-    case onnx::TypeProto::kMapType: return Unimplemented(what + " is a map; only tensors are supported");
-    case onnx::TypeProto::kOptionalType: return Unimplemented(what + " is an optional; only tensors are supported");
+    case onnx::TypeProto::kSequenceType:
+      if (!kind) return Unimplemented(what + " is a sequence; only tensors are supported here");
+      *kind = ValueKind::kSequence;
+      return element(type.sequence_type().elem_type(), false);
+    case onnx::TypeProto::kOptionalType:
+      if (!kind) return Unimplemented(what + " is an optional; only tensors are supported here");
+      *kind = ValueKind::kOptionalTensor;
+      return element(type.optional_type().elem_type(), true);
+    case onnx::TypeProto::kMapType: return Unimplemented(what + " is a map; only tensors, sequences and optionals are supported");
     case onnx::TypeProto::kSparseTensorType:
       return Unimplemented(what + " is a sparse tensor; only dense tensors are supported");
     default: return Unimplemented(what + " has an unsupported type kind");
@@ -61,8 +90,8 @@ Status ReadValueType(const onnx::TypeProto& type, bool has_type, const std::stri
 }
 
 Status ReadValueInfo(const onnx::ValueInfoProto& vi, const std::string& what, DType* dtype,
-                     std::optional<SymShape>* shape, bool zero_is_dynamic = false) {
-  return ReadValueType(vi.type(), vi.has_type(), what, dtype, shape, zero_is_dynamic);
+                     std::optional<SymShape>* shape, bool zero_is_dynamic = false, ValueKind* kind = nullptr) {
+  return ReadValueType(vi.type(), vi.has_type(), what, dtype, shape, zero_is_dynamic, kind);
 }
 
 // Where a value name comes from, for duplicate-name messages.
@@ -89,6 +118,7 @@ int Resolve(Scope& s, const std::string& name) {
   if (outer < 0) return -1;
   const Value& ov = s.parent->g->value(outer);
   const int cid = s.g->AddValue(name, ov.dtype, ov.shape);
+  s.g->value(cid).kind = ov.kind;
   s.captured.emplace_back(name, cid);
   return cid;
 }
@@ -144,8 +174,10 @@ Status Builder::Build(const onnx::GraphProto& gp, Scope& scope) {
                                DTypeName(g.value(existing).dtype));
       continue;
     }
-    WH_RETURN_IF_ERROR(ReadValueInfo(in, what, &dt, &shape, /*zero_is_dynamic=*/true));
+    ValueKind kind;
+    WH_RETURN_IF_ERROR(ReadValueInfo(in, what, &dt, &shape, /*zero_is_dynamic=*/true, &kind));
     g.inputs().push_back(g.AddValue(in.name(), dt, std::move(shape)));
+    g.value(g.inputs().back()).kind = kind;
   }
 
   // Node names (generated when empty) and output values.
@@ -268,8 +300,10 @@ Status Builder::Build(const onnx::GraphProto& gp, Scope& scope) {
       return InvalidArgument(what + " is not produced by any node and is neither a graph input nor an initializer");
     DType dt;
     std::optional<SymShape> shape;
-    WH_RETURN_IF_ERROR(ReadValueInfo(out, what, &dt, &shape));
+    ValueKind kind;
+    WH_RETURN_IF_ERROR(ReadValueInfo(out, what, &dt, &shape, false, &kind));
     Value& v = g.value(id);
+    if (kind != ValueKind::kTensor && v.producer >= 0) v.kind = kind;  // inference checks it
     if (!v.is_constant()) {
       if (v.dtype == DType::kUndefined) v.dtype = dt;
       if (!v.shape) v.shape = std::move(shape);
@@ -283,7 +317,9 @@ Status Builder::Build(const onnx::GraphProto& gp, Scope& scope) {
     if (v.is_constant()) continue;
     DType dt;
     std::optional<SymShape> shape;
-    WH_RETURN_IF_ERROR(ReadValueInfo(vi, "value '" + vi.name() + "'", &dt, &shape));
+    ValueKind kind;
+    WH_RETURN_IF_ERROR(ReadValueInfo(vi, "value '" + vi.name() + "'", &dt, &shape, false, &kind));
+    if (kind != ValueKind::kTensor && v.producer >= 0) v.kind = kind;
     if (v.dtype == DType::kUndefined) v.dtype = dt;
     if (!v.shape) v.shape = std::move(shape);
   }

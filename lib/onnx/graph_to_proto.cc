@@ -70,6 +70,16 @@ Hoisted HoistSharedConstants(const Graph& g) {
 
 void WriteValueInfo(const Value& v, onnx::ValueInfoProto* vi) {
   vi->set_name(v.name);
+  if (v.kind != ValueKind::kTensor) {  // a sequence or an optional: its element type
+    onnx::TypeProto* t = vi->mutable_type();
+    if (v.kind == ValueKind::kOptionalTensor || v.kind == ValueKind::kOptionalSequence)
+      t = t->mutable_optional_type()->mutable_elem_type();
+    if (v.kind == ValueKind::kSequence || v.kind == ValueKind::kOptionalSequence)
+      t = t->mutable_sequence_type()->mutable_elem_type();
+    onnx::TypeProto::Tensor* et = t->mutable_tensor_type();
+    if (v.dtype != DType::kUndefined) et->set_elem_type(static_cast<int32_t>(v.dtype));
+    return;
+  }
   if (v.dtype == DType::kUndefined && !v.shape) return;
   onnx::TypeProto::Tensor* tt = vi->mutable_type()->mutable_tensor_type();
   if (v.dtype != DType::kUndefined) tt->set_elem_type(static_cast<int32_t>(v.dtype));

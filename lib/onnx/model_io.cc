@@ -2,6 +2,9 @@
 // atomically (model and external-data file each written to an AtomicFile, fsynced, renamed).
 #include "lib/onnx/model_io.h"
 
+#include <onnx/onnx_pb.h>  // defines ONNX_API, which onnx-data.pb.h needs
+#include <onnx/onnx-data.pb.h>
+
 #include <onnx/checker.h>
 
 #include <google/protobuf/io/zero_copy_stream_impl.h>
@@ -233,6 +236,49 @@ StatusOr<Tensor> LoadTensorProtoFile(const std::string& path, std::string* name)
   auto t = onnx_io::TensorFromProto(tp, onnx_io::DirName(path), "tensor '" + tp.name() + "'");
   if (!t.ok()) return t.status().WithContext(context);
   if (name) *name = tp.name();
+  return t;
+}
+
+namespace {
+
+StatusOr<Tensor> SequenceFromProto(const onnx::SequenceProto& sp, const std::string& dir, const std::string& what) {
+  if (sp.elem_type() != onnx::SequenceProto::TENSOR && sp.tensor_values_size() == 0 &&
+      sp.elem_type() != onnx::SequenceProto::UNDEFINED)
+    return Unimplemented(what + ": only sequences of tensors are supported");
+  std::vector<Tensor> items;
+  DType dt = DType::kUndefined;
+  for (const onnx::TensorProto& tp : sp.tensor_values()) {
+    WH_ASSIGN_OR_RETURN(Tensor t, onnx_io::TensorFromProto(tp, dir, what));
+    if (dt != DType::kUndefined && t.dtype() != dt) return InvalidArgument(what + ": its elements differ in type");
+    dt = t.dtype();
+    items.push_back(std::move(t));
+  }
+  return Tensor::Sequence(dt, std::move(items));
+}
+
+}  // namespace
+
+StatusOr<Tensor> LoadValueProtoFile(const std::string& path, ValueKind kind, std::string* name) {
+  if (kind == ValueKind::kTensor) return LoadTensorProtoFile(path, name);
+  const std::string context = "loading value '" + path + "'";
+  auto bytes = onnx_io::ReadWholeFile(path, onnx_io::kMaxProtoBytes);
+  if (!bytes.ok()) return bytes.status().WithContext(context);
+  const std::string dir = onnx_io::DirName(path);
+  if (kind == ValueKind::kSequence) {
+    onnx::SequenceProto sp;
+    if (!onnx_io::ParseProtoBytes(*bytes, &sp)) return InvalidArgument(context + ": cannot parse the SequenceProto");
+    if (name) *name = sp.name();
+    auto t = SequenceFromProto(sp, dir, "sequence '" + sp.name() + "'");
+    if (!t.ok()) return t.status().WithContext(context);
+    return t;
+  }
+  onnx::OptionalProto op;
+  if (!onnx_io::ParseProtoBytes(*bytes, &op)) return InvalidArgument(context + ": cannot parse the OptionalProto");
+  if (name) *name = op.name();
+  StatusOr<Tensor> t = Tensor::NoValue();
+  if (op.has_tensor_value()) t = onnx_io::TensorFromProto(op.tensor_value(), dir, "optional '" + op.name() + "'");
+  else if (op.has_sequence_value()) t = SequenceFromProto(op.sequence_value(), dir, "optional '" + op.name() + "'");
+  if (!t.ok()) return t.status().WithContext(context);
   return t;
 }
 

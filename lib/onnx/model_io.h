@@ -17,7 +17,7 @@ namespace whittle {
 // The ai.onnx opsets Whittle loads. Each op implements the semantics up to its OpDef::max_opset;
 // a model of a newer opset loads when its ops did not change incompatibly since (ValidateNode).
 constexpr int64_t kMinSupportedOpset = 7;
-constexpr int64_t kMaxSupportedOpset = 23;
+constexpr int64_t kMaxSupportedOpset = 28;
 
 struct LoadOptions {
   // Check the ai.onnx opset range, every node against its OpDef (ValidateNode) and run
@@ -83,6 +83,9 @@ bool HasExternalData(const std::string& path);
 // Reads a serialized TensorProto (the ONNX backend tests' input_N.pb/output_N.pb); *name gets the
 // tensor's name ("" when it has none).
 StatusOr<Tensor> LoadTensorProtoFile(const std::string& path, std::string* name = nullptr);
+// The same for a value of any kind: a TensorProto (kTensor), a SequenceProto of tensors
+// (kSequence) or an OptionalProto (kOptional*), as the backend tests store sequences and optionals.
+StatusOr<Tensor> LoadValueProtoFile(const std::string& path, ValueKind kind, std::string* name = nullptr);
 // Runs onnx::checker::check_model on a saved file (for tests and passes, not for loading).
 Status CheckModelWithOnnxChecker(const std::string& path);
 

@@ -293,7 +293,22 @@ StatusOr<Attribute> AttributeFromProto(const AttributeProto& p, const std::strin
     case AttributeProto::SPARSE_TENSOR:
     case AttributeProto::SPARSE_TENSORS:
       return Unimplemented(what + " is a sparse tensor, which is not supported");
-    case AttributeProto::TYPE_PROTO:
+    case AttributeProto::TYPE_PROTO: {
+      // A tensor or a sequence of tensors (Optional's `type`); the element shape is not kept.
+      const onnx::TypeProto* tp = &p.tp();
+      ValueKind kind = ValueKind::kTensor;
+      if (tp->value_case() == onnx::TypeProto::kSequenceType) {
+        kind = ValueKind::kSequence;
+        tp = &tp->sequence_type().elem_type();
+      }
+      if (tp->value_case() != onnx::TypeProto::kTensorType)
+        return Unimplemented(what + " is a type other than a tensor or a sequence of tensors, which is not supported");
+      DType dt = DType::kUndefined;
+      if (tp->tensor_type().elem_type() != onnx::TensorProto::UNDEFINED) {
+        WH_ASSIGN_OR_RETURN(dt, DTypeFromOnnx(tp->tensor_type().elem_type(), what));
+      }
+      return Attribute::Type(kind, dt);
+    }
     case AttributeProto::TYPE_PROTOS:
       return Unimplemented(what + " is a type, which is not supported");
     default:
@@ -347,6 +362,14 @@ Status AttributeToProto(const std::string& name, const Attribute& a, ExternalDat
       p->set_type(AttributeProto::STRINGS);
       for (const auto& v : a.strings) p->add_strings(v);
       break;
+    case AttrType::kType: {
+      p->set_type(AttributeProto::TYPE_PROTO);
+      onnx::TypeProto* tp = p->mutable_tp();
+      if (a.type_kind == ValueKind::kSequence) tp = tp->mutable_sequence_type()->mutable_elem_type();
+      onnx::TypeProto::Tensor* tt = tp->mutable_tensor_type();
+      if (a.type_dtype != DType::kUndefined) tt->set_elem_type(static_cast<int32_t>(a.type_dtype));
+      break;
+    }
     case AttrType::kTensor:
       p->set_type(AttributeProto::TENSOR);
       return TensorToProto(a.t, "", plan, p->mutable_t()).WithContext("attribute '" + name + "'");

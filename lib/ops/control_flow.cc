@@ -1,4 +1,4 @@
-// If, Loop and Scan, as ONNX defines them (If 1-23, Loop 1-23, Scan 9-23). Their subgraphs are
+// If, Loop and Scan, as ONNX defines them (If 1-23, Loop 1-23, Scan 9-23), and SequenceMap (17). Their subgraphs are
 // Graphs held by value in graph attributes; the outer values a subgraph reads are the node's
 // implicit inputs (Node::implicit_inputs), bound to the subgraph's trailing inputs. Shape inference
 // binds each subgraph's inputs to the node's input types, infers the subgraph and reads its outputs'
@@ -20,10 +20,17 @@ std::optional<SymShape> Merge(const std::optional<SymShape>& a, const std::optio
   return r;
 }
 
-// Subgraph input k takes dtype dt and shape s (a declared dim stays where s does not know it).
-void BindInput(Graph& sub, size_t k, DType dt, const std::optional<SymShape>& s) {
+// Subgraph input k takes dtype dt and shape s (a declared dim stays where s does not know it), and
+// kind `kind` where that is a sequence or an optional (a tensor may bind where an optional is
+// declared: it is an optional with a value).
+void BindInput(Graph& sub, size_t k, DType dt, const std::optional<SymShape>& s, ValueKind kind = ValueKind::kTensor) {
   Value& v = sub.value(sub.inputs()[k]);
   if (dt != DType::kUndefined) v.dtype = dt;
+  if (kind != ValueKind::kTensor) {
+    v.kind = kind;
+    v.shape.reset();
+    return;
+  }
   if (!s) return;
   if (v.shape && v.shape->size() == s->size()) {
     SymShape m = *s;
@@ -57,7 +64,7 @@ void BindOuter(Graph& sub, const Node& node, const std::vector<const Value*>& in
       for (Dim& d : *s) d = Dim();
     Value& bound = sub.value(sub.inputs()[sub.formal_inputs() + static_cast<size_t>(j)]);
     if (relaxed) bound.shape.reset();
-    BindInput(sub, sub.formal_inputs() + static_cast<size_t>(j), v->dtype, s);
+    BindInput(sub, sub.formal_inputs() + static_cast<size_t>(j), v->dtype, s, v->kind);
   }
 }
 
@@ -68,6 +75,20 @@ Status Need(const Node& n, const char* attr, Graph** g) {
 }
 
 const Value& Out(const Graph& g, size_t k) { return g.value(g.outputs()[k]); }
+
+// The kind of a value that is a or b (two branches, or a loop's initial and carried value): the
+// same kind, or the optional of what one side makes where the other side is that optional.
+StatusOr<ValueKind> MergeKinds(ValueKind a, ValueKind b) {
+  if (a == b) return a;
+  auto optional_of = [](ValueKind k) {
+    return k == ValueKind::kSequence ? ValueKind::kOptionalSequence
+         : k == ValueKind::kTensor   ? ValueKind::kOptionalTensor
+                                     : k;
+  };
+  if (optional_of(a) == b) return b;
+  if (optional_of(b) == a) return a;
+  return InvalidArgument(std::string("a ") + ValueKindName(a) + " and a " + ValueKindName(b) + " meet");
+}
 
 // ---------------------------------------------------------------- If
 
@@ -112,6 +133,10 @@ Status InferIf(InferContext& ctx) {
       return ctx.Error("output " + std::to_string(k) + " is " + DTypeName(a.dtype) + " in then_branch but " +
                        DTypeName(b.dtype) + " in else_branch");
     ctx.SetOutput(k, a.dtype != DType::kUndefined ? a.dtype : b.dtype, Merge(a.shape, b.shape));
+    auto kind = MergeKinds(a.kind, b.kind);
+    if (!kind.ok()) return ctx.Error("output " + std::to_string(k) + ": " + kind.status().message());
+    ctx.SetOutputKind(k, *kind);
+    if (*kind != ValueKind::kTensor) ctx.SetOutput(k, ctx.OutputDType(k), std::nullopt);
   }
   return Status::Ok();
 }
@@ -149,7 +174,7 @@ Status BindLoop(Node& n, int, const std::vector<const Value*>& in) {
   std::vector<std::optional<SymShape>> bound(carried);
   for (size_t k = 0; k < carried; ++k) {
     const Value* v = in[2 + k];
-    if (v) BindInput(g, 2 + k, v->dtype, v->shape);
+    if (v) BindInput(g, 2 + k, v->dtype, v->shape, v->kind);
     bound[k] = g.value(g.inputs()[2 + k]).shape;
   }
   BindOuter(g, n, in);
@@ -182,7 +207,15 @@ Status InferLoop(InferContext& ctx) {
       const DType dt = ctx.InputDType(i) != DType::kUndefined ? ctx.InputDType(i) : b.dtype;
       const SymShape* s = ctx.InputShape(i);
       ctx.SetOutput(k, dt, Merge(s ? std::optional<SymShape>(*s) : std::nullopt, b.shape));
+      // As ONNX infers it: the body's carried output's kind (an optional initial value that the
+      // body turns into its element, ONNX's loop16_seq_none, makes the element).
+      auto kind = MergeKinds(ctx.InputKind(i), b.kind);
+      if (!kind.ok()) return ctx.Error("loop-carried value " + std::to_string(k) + ": " + kind.status().message());
+      ctx.SetOutputKind(k, b.kind);
     } else {
+      if (b.kind != ValueKind::kTensor)
+        return ctx.Error("scan output " + std::to_string(k - static_cast<int>(carried)) + " of the body is a " +
+                         ValueKindName(b.kind) + "; scan outputs are tensors");
       std::optional<SymShape> s;
       if (b.shape) {
         s = SymShape{Dim()};
@@ -315,6 +348,57 @@ Status InferScan(InferContext& ctx) {
   return Status::Ok();
 }
 
+// ---------------------------------------------------------------- SequenceMap
+
+// SequenceMap (opset 17): the body runs once per element of input_sequence; it takes that element,
+// and for each additional input the element of the same index (a sequence) or the input itself (a
+// tensor); output k is the sequence of the body's output k.
+Status CheckSequenceMap(const Node& n, int) {
+  Graph* g;
+  WH_RETURN_IF_ERROR(Need(n, "body", &g));
+  if (g->formal_inputs() != n.explicit_inputs())
+    return InvalidArgument(n.DebugName() + ": body has " + std::to_string(g->formal_inputs()) + " inputs, the node " +
+                           std::to_string(n.explicit_inputs()));
+  if (g->outputs().size() != n.outputs.size())
+    return InvalidArgument(n.DebugName() + ": body has " + std::to_string(g->outputs().size()) + " outputs, the node " +
+                           std::to_string(n.outputs.size()));
+  return Status::Ok();
+}
+
+Status BindSequenceMap(Node& n, int, const std::vector<const Value*>& in) {
+  WH_RETURN_IF_ERROR(CheckSequenceMap(n, 0));
+  Graph& g = *n.attrs.GetGraph("body");
+  for (size_t k = 0; k < n.explicit_inputs(); ++k) {
+    const Value* v = in[k];
+    if (!v) continue;
+    if (k == 0 && v->kind != ValueKind::kSequence)
+      return InvalidArgument(n.DebugName() + ": input_sequence is a " + ValueKindName(v->kind) + ", not a sequence");
+    if (v->kind == ValueKind::kSequence) {
+      BindInput(g, k, v->dtype, g.value(g.inputs()[k]).shape);  // an element: the body's declared shape
+      g.value(g.inputs()[k]).kind = ValueKind::kTensor;
+    } else if (v->kind == ValueKind::kTensor) {
+      BindInput(g, k, v->dtype, v->shape);
+    } else {
+      return InvalidArgument(n.DebugName() + ": input " + std::to_string(k) + " is a " + ValueKindName(v->kind) +
+                             "; SequenceMap takes sequences and tensors");
+    }
+  }
+  BindOuter(g, n, in);
+  return Reinfer(g).WithContext(n.DebugName() + ": body");
+}
+
+Status InferSequenceMap(InferContext& ctx) {
+  const Graph& g = *ctx.attrs().GetGraph("body");
+  for (int k = 0; k < ctx.num_outputs(); ++k) {
+    const Value& b = Out(g, static_cast<size_t>(k));
+    if (b.kind != ValueKind::kTensor)
+      return ctx.Error("body output " + std::to_string(k) + " is a " + ValueKindName(b.kind) + "; it must be a tensor");
+    ctx.SetOutput(k, b.dtype, std::nullopt);
+    ctx.SetOutputKind(k, ValueKind::kSequence);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterControlFlowOps(OpRegistry& r) {
@@ -323,9 +407,11 @@ void RegisterControlFlowOps(OpRegistry& r) {
                {{"then_branch", AttrType::kGraph, true}, {"else_branch", AttrType::kGraph, true}},
                CheckIf, InferIf, 23};
   if_def.infer_subgraphs = BindIf;
+  if_def.any_kind = true;
   r.Register(std::move(if_def));
   OpDef loop{"", "Loop", 1, 0, kMany, 0, kMany, {{"body", AttrType::kGraph, true}}, CheckLoop, InferLoop, 23};
   loop.infer_subgraphs = BindLoop;
+  loop.any_kind = true;
   r.Register(std::move(loop));
   OpDef scan{"", "Scan", 8, 0, kMany, 0, kMany,
              {{"body", AttrType::kGraph, true},
@@ -338,6 +424,11 @@ void RegisterControlFlowOps(OpRegistry& r) {
              CheckScan, InferScan, 23};
   scan.infer_subgraphs = BindScan;
   r.Register(std::move(scan));
+  OpDef map{"", "SequenceMap", 17, 1, kMany, 1, kMany, {{"body", AttrType::kGraph, true}}, CheckSequenceMap,
+            InferSequenceMap, 17};
+  map.infer_subgraphs = BindSequenceMap;
+  map.any_kind = true;
+  r.Register(std::move(map));
 }
 
 }  // namespace whittle

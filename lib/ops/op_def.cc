@@ -136,7 +136,10 @@ Status InferShapes(Graph& graph) {
         if (m == materialized.end()) m = materialized.emplace(v, MaterializeShapeValue(val, *in_svals.back())).first;
         if (m->second.defined()) value = &m->second;
       }
-      ctx.AddInput(true, val.dtype, val.shape, value);
+      if (val.kind != ValueKind::kTensor && !def->any_kind)
+        return InvalidArgument(node.DebugName() + ": input '" + val.name + "' is a " + ValueKindName(val.kind) + "; " +
+                               node.op_type + " takes tensors");
+      ctx.AddInput(true, val.dtype, val.shape, value, val.kind);
       ctx.SetInputSymValue(static_cast<int>(in_svals.size()) - 1, in_svals.back());
     }
     for (int o : node.outputs) ctx.AddOutputSlot(o >= 0);
@@ -154,6 +157,22 @@ Status InferShapes(Graph& graph) {
       Value& out = graph.value(o);
       DType dt = ctx.OutputDType(static_cast<int>(i));
       const auto& shp = ctx.OutputShape(static_cast<int>(i));
+      const ValueKind kind = ctx.OutputKind(static_cast<int>(i));
+      if (out.kind != kind) {
+        // A declared kind (graph output, value_info) must be what the op makes; an optional
+        // declared where the op makes its element is the element (an optional with a value).
+        const bool widened = (out.kind == ValueKind::kOptionalTensor && kind == ValueKind::kTensor) ||
+                             (out.kind == ValueKind::kOptionalSequence && kind == ValueKind::kSequence);
+        if (!widened && out.kind != ValueKind::kTensor)
+          return InvalidArgument(node.DebugName() + ": output '" + out.name + "' is declared a " +
+                                 ValueKindName(out.kind) + " but the op produces a " + ValueKindName(kind));
+        if (!widened) out.kind = kind;
+      }
+      if (kind != ValueKind::kTensor) {
+        if (dt != DType::kUndefined) out.dtype = dt;
+        out.shape.reset();
+        continue;
+      }
       if (dt != DType::kUndefined) {
         if (out.dtype != DType::kUndefined && out.dtype != dt)
           return InvalidArgument(node.DebugName() + ": output '" + out.name + "' is declared " +

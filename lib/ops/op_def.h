@@ -64,6 +64,11 @@ class InferContext {
     out_dtype_[static_cast<size_t>(i)] = dtype;
     out_shape_[static_cast<size_t>(i)] = std::move(shape);
   }
+  // Sequences and optionals (only ops whose OpDef::any_kind is set see or make them): input i's
+  // kind, and output i's (kTensor unless set; its dtype is then the element type, its shape none).
+  ValueKind InputKind(int i) const { return HasInput(i) ? in_kind_[static_cast<size_t>(i)] : ValueKind::kTensor; }
+  void SetOutputKind(int i, ValueKind k) { out_kind_[static_cast<size_t>(i)] = k; }
+  ValueKind OutputKind(int i) const { return out_kind_[static_cast<size_t>(i)]; }
   DType OutputDType(int i) const { return out_dtype_[static_cast<size_t>(i)]; }
   const std::optional<SymShape>& OutputShape(int i) const { return out_shape_[static_cast<size_t>(i)]; }
 
@@ -81,7 +86,9 @@ class InferContext {
   Status Error(const std::string& what) const { return InvalidArgument(node_.DebugName() + ": " + what); }
 
   // Filled by the caller (shape inference or the runtime).
-  void AddInput(bool present, DType dt, std::optional<SymShape> shape, const Tensor* value) {
+  void AddInput(bool present, DType dt, std::optional<SymShape> shape, const Tensor* value,
+                ValueKind kind = ValueKind::kTensor) {
+    in_kind_.push_back(kind);
     in_present_.push_back(present);
     in_dtype_.push_back(dt);
     in_shape_.push_back(std::move(shape));
@@ -89,6 +96,7 @@ class InferContext {
   }
   void AddOutputSlot(bool present) {
     out_present_.push_back(present);
+    out_kind_.push_back(ValueKind::kTensor);
     out_dtype_.push_back(DType::kUndefined);
     out_shape_.push_back(std::nullopt);
   }
@@ -97,6 +105,7 @@ class InferContext {
   const Node& node_;
   int opset_;
   std::vector<bool> in_present_;
+  std::vector<ValueKind> in_kind_, out_kind_;
   std::vector<DType> in_dtype_;
   std::vector<std::optional<SymShape>> in_shape_;
   std::vector<const Tensor*> in_value_;
@@ -134,6 +143,10 @@ struct OpDef {
   // its inputs (`inputs`, null where absent; implicit inputs last) and infers the subgraphs, before
   // `infer` reads their outputs' types. Empty for every other op.
   std::function<Status(Node& node, int opset, const std::vector<const Value*>& inputs)> infer_subgraphs = {};
+  // Whether its inputs and outputs may be sequences or optionals (the Sequence* and Optional*
+  // ops, Identity, If, Loop): its `infer` then sets each output's kind. Every other op takes
+  // tensors only, and shape inference refuses a sequence or optional input naming it.
+  bool any_kind = false;
 };
 
 class OpRegistry {

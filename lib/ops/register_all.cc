@@ -30,6 +30,7 @@ void RegisterCirculantOps(OpRegistry& r);    // lib/ops/circulant.cc
 void RegisterSignalOps(OpRegistry& r);       // lib/ops/signal.cc
 void RegisterNBitsOps(OpRegistry& r);        // lib/ops/nbits.cc
 void RegisterControlFlowOps(OpRegistry& r);  // lib/ops/control_flow.cc
+void RegisterSequenceOps(OpRegistry& r);     // lib/ops/sequence.cc
 
 void RegisterAllOps() {
   static std::once_flag once;
@@ -59,6 +60,7 @@ void RegisterAllOps() {
     RegisterSignalOps(r);
     RegisterNBitsOps(r);
     RegisterControlFlowOps(r);
+    RegisterSequenceOps(r);
   });
 }
 

@@ -435,7 +435,12 @@ void RegisterShapeOps(OpRegistry& r) {
                    InferReshape});
   r.Register(OpDef{"", "Squeeze", 1, 1, 2, 1, 1, {{"axes", AttrType::kInts}}, CheckAxesForm, InferSqueeze});
   r.Register(OpDef{"", "Unsqueeze", 1, 1, 2, 1, 1, {{"axes", AttrType::kInts}}, CheckAxesForm, InferUnsqueeze});
-  r.Register(OpDef{"", "Identity", 1, 1, 1, 1, 1, {}, nullptr, InferSameAsInput0});
+  OpDef identity{"", "Identity", 1, 1, 1, 1, 1, {}, nullptr, [](InferContext& ctx) {
+                   ctx.SetOutputKind(0, ctx.InputKind(0));  // a sequence or an optional passes too
+                   return InferSameAsInput0(ctx);
+                 }};
+  identity.any_kind = true;
+  r.Register(std::move(identity));
   r.Register(OpDef{"", "Dropout", 7, 1, 3, 1, 2, {{"ratio", AttrType::kFloat}, {"seed", AttrType::kInt}},
                    CheckDropout, InferDropout});
   r.Register(OpDef{"", "Shape", 1, 1, 1, 1, 1, {{"start", AttrType::kInt}, {"end", AttrType::kInt}}, CheckShape,

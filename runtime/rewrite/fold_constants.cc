@@ -64,6 +64,10 @@ Status FoldConstants(Graph& g, int* count) {
     const Node& n = g.nodes()[static_cast<size_t>(ni)];
     if (!n.domain.empty()) continue;
     if (n.implicit_inputs > 0 || !n.attrs.Subgraphs().empty()) continue;  // control flow: run time's
+    // A sequence or an optional is no initializer (SequenceEmpty has no inputs to wait for).
+    if (std::any_of(n.outputs.begin(), n.outputs.end(),
+                    [&](int o) { return o >= 0 && g.value(o).kind != ValueKind::kTensor; }))
+      continue;
     // Random ops draw anew on every run unless seeded: folding would freeze one draw.
     if ((n.op_type == "Dropout" || n.op_type.rfind("Random", 0) == 0 || n.op_type == "Multinomial" ||
          n.op_type == "Bernoulli") &&

@@ -11,6 +11,32 @@ Status CheckInputNames(const std::map<std::string, Tensor>& inputs, const std::v
   return Status::Ok();
 }
 
+namespace {
+
+const char* RuntimeKind(const Tensor& t) {
+  return t.is_sequence() ? "a sequence" : t.is_no_value() ? "an optional without a value" : "a tensor";
+}
+
+// A fed value of a sequence or optional input, or a sequence or optional fed for a tensor input.
+Status CheckKind(const Value& v, const Tensor& t) {
+  const bool optional = v.kind == ValueKind::kOptionalTensor || v.kind == ValueKind::kOptionalSequence;
+  const bool want_sequence = v.kind == ValueKind::kSequence || v.kind == ValueKind::kOptionalSequence;
+  if (t.is_no_value() && optional) return Status::Ok();
+  if (t.is_no_value() || t.is_sequence() != want_sequence)
+    return InvalidArgument("input '" + v.name + "' is a " + ValueKindName(v.kind) + ", got " + RuntimeKind(t));
+  const DType dt = t.is_sequence() ? t.element_dtype() : t.dtype();
+  if (v.dtype != DType::kUndefined && dt != v.dtype)
+    return InvalidArgument("input '" + v.name + "' holds " + DTypeName(v.dtype) + ", got " + DTypeName(dt));
+  if (t.is_sequence())
+    for (size_t i = 0; i < t.elements().size(); ++i)
+      if (!t.elements()[i].is_tensor() || t.elements()[i].dtype() != dt)
+        return InvalidArgument("input '" + v.name + "': element " + std::to_string(i) + " is not a " +
+                               DTypeName(dt) + " tensor");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status BindInputs(const Graph& g, const std::map<std::string, Tensor>& inputs, std::vector<Tensor>& slots,
                   std::vector<Tensor>& moved) {
   slots.assign(g.values().size(), Tensor());
@@ -26,6 +52,15 @@ Status BindInputs(const Graph& g, const std::map<std::string, Tensor>& inputs, s
     }
     const Tensor& t = it->second;
     if (!t.defined()) return InvalidArgument("input '" + v.name + "' is empty");
+    if (v.kind != ValueKind::kTensor || !t.is_tensor()) {
+      // An empty sequence made without an element type (a SequenceProto holds none) takes the
+      // declared one.
+      const bool untyped_empty = t.is_sequence() && t.elements().empty() && t.element_dtype() == DType::kUndefined;
+      const Tensor typed = untyped_empty ? Tensor::Sequence(v.dtype, {}) : t;
+      WH_RETURN_IF_ERROR(CheckKind(v, typed));
+      slots[static_cast<size_t>(id)] = typed;
+      continue;
+    }
     if (v.dtype != DType::kUndefined && t.dtype() != v.dtype)
       return InvalidArgument("input '" + v.name + "' must be " + DTypeName(v.dtype) + ", got " + DTypeName(t.dtype()));
     if (v.shape) {

@@ -14,6 +14,9 @@ Status WriteOutputsInto(const Graph& g, const std::vector<const Tensor*>& produc
   for (size_t i = 0; i < produced.size(); ++i) {  // every one checked before any is written
     const Tensor& t = *produced[i];
     const Tensor& d = into[i];
+    if (!t.is_tensor())
+      return InvalidArgument("RunInto: output '" + g.value(g.outputs()[i]).name +
+                             "' is a sequence or an optional; Run returns those");
     if (!d.defined() || d.dtype() != t.dtype() || d.dims() != t.dims())
       return InvalidArgument("RunInto: output '" + g.value(g.outputs()[i]).name + "' is " + DTypeName(t.dtype()) +
                              DimsToString(t.dims()) + ", its tensor " +
@@ -44,7 +47,11 @@ Status CollectOutputs(const Graph& g, const std::map<std::string, Tensor>& input
     }
     // Never hand out a constant's or an input's buffer: the caller may write into results.
     bool shared = g.value(o).is_constant();
-    for (const auto& [name, x] : inputs) shared |= t.defined() && x.defined() && x.buffer() == t.buffer();
+    for (const auto& [name, x] : inputs) shared |= t.is_tensor() && x.is_tensor() && x.defined() && x.buffer() == t.buffer();
+    if (!t.is_tensor()) {  // a sequence (its elements are never written) or an optional without a value
+      results->push_back(t);
+      continue;
+    }
     if (t.device() != DeviceType::kCpu && outputs_on == OutputsOn::kWhereComputed && !shared) {
       if (std::find(arena.lent.begin(), arena.lent.end(), t.buffer()) == arena.lent.end())
         arena.lent.push_back(t.buffer());

@@ -35,11 +35,11 @@ Status Session::Impl::Prepare() {
   for (int i : g.inputs()) {
     const Value& v = g.value(i);
     if (v.is_constant()) continue;
-    inputs_.push_back({v.name, v.dtype, v.shape ? *v.shape : SymShape{}});
+    inputs_.push_back({v.name, v.dtype, v.shape ? *v.shape : SymShape{}, v.kind});
   }
   for (int o : g.outputs()) {
     const Value& v = g.value(o);
-    outputs_.push_back({v.name, v.dtype, v.shape ? *v.shape : SymShape{}});
+    outputs_.push_back({v.name, v.dtype, v.shape ? *v.shape : SymShape{}, v.kind});
   }
   WH_ASSIGN_OR_RETURN(std::vector<int> order, g.TopologicalOrder());
   const size_t nv = g.values().size();
@@ -83,6 +83,7 @@ Status Session::Impl::Prepare() {
     WH_ASSIGN_OR_RETURN(step->kernel, CreateKernel(n, step->opset, host_shape ? Backend::kCpu : opts_.backend, dts,
                                                    consts, host_shape ? Precision::kFp32 : opts_.precision, ranks,
                                                    opts_.pack_weights, opts_.num_threads));
+    if (!step->kernel) return Internal(n.DebugName() + ": no kernel was built");
     step->alias = step->kernel->OutputAliasesInput();
     step->host_step = host_shape;
     if (!host_shape && step->alias < 0 && step->kernel->device() != BackendDevice(opts_.backend)) {

@@ -70,6 +70,19 @@ std::string CompareT(const Tensor& got, const Tensor& want, double atol, double 
 
 // "" when equal within tolerance, else a description.
 std::string Compare(const Tensor& got, const Tensor& want, double atol, double rtol) {
+  // Sequences element by element; an optional without a value only matches one.
+  if (got.is_no_value() || want.is_no_value())
+    return got.is_no_value() == want.is_no_value() ? "" : got.is_no_value() ? "no value, expected one" : "a value, expected none";
+  if (got.is_sequence() != want.is_sequence()) return got.is_sequence() ? "a sequence, expected a tensor" : "a tensor, expected a sequence";
+  if (got.is_sequence()) {
+    if (got.elements().size() != want.elements().size())
+      return std::to_string(got.elements().size()) + " elements, expected " + std::to_string(want.elements().size());
+    for (size_t k = 0; k < got.elements().size(); ++k) {
+      std::string d = Compare(got.elements()[k], want.elements()[k], atol, rtol);
+      if (!d.empty()) return "element " + std::to_string(k) + ": " + d;
+    }
+    return "";
+  }
   if (got.dtype() != want.dtype())
     return std::string("dtype ") + DTypeName(got.dtype()) + ", expected " + DTypeName(want.dtype());
   if (got.dims() != want.dims()) return "shape " + DimsToString(got.dims()) + ", expected " + DimsToString(want.dims());
@@ -102,7 +115,7 @@ std::string RunCase(const std::string& dir, bool* unsupported, int threads, Back
       const std::string p = sd + "/input_" + std::to_string(i) + ".pb";
       if (!IsFile(p)) break;
       std::string name;
-      auto t = LoadTensorProtoFile(p, &name);
+      auto t = LoadValueProtoFile(p, i < ins.size() ? ins[i].kind : ValueKind::kTensor, &name);
       if (!t.ok()) return "reading " + p + ": " + t.status().message();
       if (name.empty() && i < ins.size()) name = ins[i].name;
       // ONNX 1.12's test data stores bfloat16 tensors with data_type UINT16: same bits.
@@ -119,9 +132,9 @@ std::string RunCase(const std::string& dir, bool* unsupported, int threads, Back
     for (size_t i = 0;; ++i) {
       const std::string p = sd + "/output_" + std::to_string(i) + ".pb";
       if (!IsFile(p)) break;
-      auto want = LoadTensorProtoFile(p);
-      if (!want.ok()) return "reading " + p + ": " + want.status().message();
       if (i >= outs->size()) return "missing output " + std::to_string(i);
+      auto want = LoadValueProtoFile(p, (*session)->outputs()[i].kind);
+      if (!want.ok()) return "reading " + p + ": " + want.status().message();
       if ((*outs)[i].dtype() == DType::kBFloat16 && want->dtype() == DType::kUInt16)
         *want = Tensor(DType::kBFloat16, want->dims(), want->buffer(), want->offset());
       std::string diff = Compare((*outs)[i], *want, 1e-5, 1e-3);

@@ -5,7 +5,7 @@
 #   run_onnx_wheel_cases.sh PYTHON RUNNER OUT_DIR EXPECTATIONS
 set -euo pipefail
 python=$1 runner=$2 out=$3 expectations=$4
-version=$("$python" -c 'import onnx; print(onnx.__version__)')
+version="$("$python" -c 'import onnx; print(onnx.__version__)') $(sed -n 's/^GENERATOR = "\(.*\)"$/\1/p' "$(dirname "$0")/gen_onnx_node_data.py")"
 if [[ ! -f "$out/VERSION" || "$(cat "$out/VERSION")" != "$version" ]]; then
   "$python" "$(dirname "$0")/gen_onnx_node_data.py" "$out"
 fi

@@ -23,6 +23,7 @@
 #include "kernels/backend_module.h"
 #include "kernels/coverage.h"
 #include "lib/data/npy.h"
+#include "lib/data/npz.h"
 #include "lib/ops/op_def.h"
 #include "runtime/evaluate.h"
 #include "runtime/session_internal.h"
@@ -377,16 +378,40 @@ int Main(int argc, char** argv) {
       if (::stat(output_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
         return Fail("cannot create output directory '" + output_dir + "'");
       for (size_t i = 0; i < res->size(); ++i) {
-        const std::string path = output_dir + "/" + SafeFileName(session.outputs()[i].name) + ".npy";
-        Status s = whittle::WriteNpy(path, (*res)[i]);
+        const whittle::Tensor& t = (*res)[i];
+        const std::string base = output_dir + "/" + SafeFileName(session.outputs()[i].name);
+        if (t.is_no_value()) {  // an optional without a value: nothing to write
+          if (!json) std::printf("output %s: an optional without a value (no file)\n", session.outputs()[i].name.c_str());
+          continue;
+        }
+        // A sequence: NAME.npz with its elements in order, named 0, 1, ...
+        const std::string path = base + (t.is_sequence() ? ".npz" : ".npy");
+        Status s = Status::Ok();
+        if (t.is_sequence()) {
+          std::vector<whittle::NpzArray> items;
+          for (size_t k = 0; k < t.elements().size(); ++k) items.push_back({std::to_string(k), t.elements()[k]});
+          s = whittle::WriteNpz(path, items);
+        } else {
+          s = whittle::WriteNpy(path, t);
+        }
         if (!s.ok()) return Fail(s.message());
         files.push_back(path);
-        if (!json) std::printf("wrote %s %s\n", path.c_str(), whittle::DimsToString((*res)[i].dims()).c_str());
+        if (!json)
+          std::printf("wrote %s %s\n", path.c_str(),
+                      t.is_sequence() ? ("(a sequence of " + std::to_string(t.elements().size()) + " tensors)").c_str()
+                                      : whittle::DimsToString(t.dims()).c_str());
       }
     } else if (!json) {
-      for (size_t i = 0; i < res->size(); ++i)
-        std::printf("output %s: %s %s\n", session.outputs()[i].name.c_str(), whittle::DTypeName((*res)[i].dtype()),
-                    whittle::DimsToString((*res)[i].dims()).c_str());
+      for (size_t i = 0; i < res->size(); ++i) {
+        const whittle::Tensor& t = (*res)[i];
+        if (!t.is_tensor())
+          std::printf("output %s: %s\n", session.outputs()[i].name.c_str(),
+                      t.is_sequence() ? ("a sequence of " + std::to_string(t.elements().size()) + " tensors").c_str()
+                                      : "an optional without a value");
+        else
+          std::printf("output %s: %s %s\n", session.outputs()[i].name.c_str(), whittle::DTypeName(t.dtype()),
+                      whittle::DimsToString(t.dims()).c_str());
+      }
     }
     out["outputs"] = files;
     did_something = true;

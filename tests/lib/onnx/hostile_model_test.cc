@@ -394,7 +394,7 @@ TEST(HostileModelTest, UnsupportedOpset) {
   for (int64_t v : {6, 99}) {
     onnx::ModelProto m = testing::SmallModel();
     m.mutable_opset_import(0)->set_version(v);
-    EXPECT_TRUE(ModelFails(dir, m, "ai.onnx opset " + std::to_string(v) + " is not supported; Whittle supports opsets 7 to 23",
+    EXPECT_TRUE(ModelFails(dir, m, "ai.onnx opset " + std::to_string(v) + " is not supported; Whittle supports opsets 7 to 28",
                            StatusCode::kUnimplemented, LoadOptions{}));
   }
   onnx::ModelProto m = testing::SmallModel();
@@ -442,13 +442,29 @@ TEST(HostileModelTest, SubgraphOnAnOpWithoutOneIsRefused) {
   EXPECT_TRUE(ModelFails(dir, m, "unknown attribute 'then_branch'", StatusCode::kInvalidArgument, LoadOptions{}));
 }
 
-TEST(HostileModelTest, SequenceTypedInputIsUnsupported) {
+// A sequence is read now (ONNX's sequence ops take it), but an op that takes tensors refuses one,
+// naming the value and the op.
+TEST(HostileModelTest, SequenceIntoATensorOpIsRefused) {
   ScratchDir dir;
   onnx::ModelProto m = testing::SmallModel();
   auto* t = m.mutable_graph()->mutable_input(0)->mutable_type();
   t->Clear();
   t->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(1);
-  EXPECT_TRUE(ModelFails(dir, m, "graph input 'x' is a sequence; only tensors are supported", StatusCode::kUnimplemented));
+  EXPECT_TRUE(ModelFails(dir, m, "input 'x' is a sequence; ", StatusCode::kInvalidArgument, LoadOptions{}));
+  EXPECT_TRUE(ModelFails(dir, m, "takes tensors", StatusCode::kInvalidArgument, LoadOptions{}));
+}
+
+TEST(HostileModelTest, MapTypedInputAndSequenceOfSequencesAreUnsupported) {
+  ScratchDir dir;
+  onnx::ModelProto m = testing::SmallModel();
+  auto* t = m.mutable_graph()->mutable_input(0)->mutable_type();
+  t->Clear();
+  t->mutable_map_type()->set_key_type(7);
+  EXPECT_TRUE(ModelFails(dir, m, "graph input 'x' is a map", StatusCode::kUnimplemented));
+  t->Clear();
+  t->mutable_sequence_type()->mutable_elem_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()
+      ->set_elem_type(1);
+  EXPECT_TRUE(ModelFails(dir, m, "graph input 'x' is a sequence of non-tensors", StatusCode::kUnimplemented));
 }
 
 TEST(HostileModelTest, TensorProtoFileIsValidatedToo) {
