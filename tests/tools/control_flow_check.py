@@ -5,11 +5,12 @@ Whittle:
 
 - run-model on every input set stored beside each file (NAME_ref.npz: in<k>_<input>, and the outputs
   ONNX Runtime gave, out<k>_<output>) gives ONNX Runtime's outputs: max |a - b| <= 1e-4 * max(|b|, 1),
-  integer outputs (token ids, iteration counts) equal;
+  integer outputs (token ids, iteration counts) equal; a sequence output (stored per element,
+  out<k>_<output>.<i>) is compared element by element with run-model's <output>.npz (keys "0", "1", ...);
 - TorchScript's list appended in a loop (opset >= 13: SequenceEmpty, SequenceInsert in the body,
   ConcatFromSequence after; gru_loop_op17 stacks, greedy_decode_op17 concatenates) runs as the
-  scan output it is; the same file with the list also returned as a sequence (which Whittle does
-  not read) is refused at load with a one-line error naming the sequence;
+  scan output it is; the same file with the list also returned as a sequence runs with a real
+  sequence value and returns it (run-model writes NAME.npz of its elements), equal to ONNX Runtime's list;
 - a stateful model from one data file (calls: layout, lib/data/dataset.h): Silero VAD over 200
   chained 16 kHz frames (state fed back, a 0-d sample rate) is evaluated (run-model --eval-data,
   --agree-with reference), benchmarked (--bench) and int8-calibrated and evaluated by compress-model
@@ -39,13 +40,29 @@ MAX_REL = 1e-4
 REFUSED = {}
 
 
-def calls(ref):
+def calls(ref, seqs=()):
     out = {}
     for key in ref.files:
         m = re.match(r"(in|out)(\d+)_(.*)", key)
         if m:
             out.setdefault(int(m.group(2)), ({}, {}))[0 if m.group(1) == "in" else 1][m.group(3)] = ref[key]
+    for _, want in out.values():  # a sequence output's elements, out<k>_<name>.<i>, as one list
+        for s in seqs:
+            items = sorted((int(n[len(s) + 1:]), n) for n in list(want)
+                           if n.startswith(s + ".") and n[len(s) + 1:].isdigit())
+            want[s] = [want.pop(n) for _, n in items]
     return [out[k] for k in sorted(out)]
+
+
+def seq_outputs(path):
+    """The model's sequence-typed graph outputs."""
+    import onnx
+    g = onnx.load(path, load_external_data=False).graph
+    return [o.name for o in g.output if o.type.WhichOneof("value") == "sequence_type"]
+
+
+def shapes(v):
+    return [e.shape for e in v] if isinstance(v, list) else v.shape
 
 
 def run_whittle(binp, path, feeds, tmp):
@@ -57,9 +74,16 @@ def run_whittle(binp, path, feeds, tmp):
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
-def read_outputs(tmp, names):
+def read_outputs(tmp, names, seqs=()):
     res = {}
     for n in names:
+        if n in seqs:  # run-model writes a sequence output as <name>.npz of its elements, keys "0", "1", ...
+            f = os.path.join(tmp, re.sub(r"[^A-Za-z0-9_.-]", "_", n) + ".npz")
+            if not os.path.exists(f):
+                raise SystemExit("no sequence output file for %s in %s: %s" % (n, tmp, os.listdir(tmp)))
+            z = np.load(f)
+            res[n] = [z[str(i)] for i in range(len(z.files))]
+            continue
         f = os.path.join(tmp, re.sub(r"[^A-Za-z0-9_.-]", "_", n) + ".npy")
         if not os.path.exists(f):
             cands = [p for p in glob.glob(os.path.join(tmp, "*.npy")) if not os.path.basename(p).startswith("in_")]
@@ -71,6 +95,14 @@ def read_outputs(tmp, names):
 def compare(name, k, got, want):
     for n, b in want.items():
         a = got[n]
+        if isinstance(b, list):
+            if len(a) != len(b):
+                return "%s call %d sequence output %s: %d elements, ONNX Runtime %d" % (name, k, n, len(a), len(b))
+            for i, (ai, bi) in enumerate(zip(a, b)):
+                why = compare(name, k, {"%s[%d]" % (n, i): ai}, {"%s[%d]" % (n, i): bi})
+                if why:
+                    return why
+            continue
         if a.shape != b.shape:
             return "%s call %d output %s: shape %s, ONNX Runtime %s" % (name, k, n, a.shape, b.shape)
         if b.dtype.kind in "iub":
@@ -190,6 +222,7 @@ def main():
     for path in paths:
         name = os.path.basename(path)[:-5]
         ref = np.load(os.path.join(args.corpus, name + "_ref.npz"))
+        seqs = seq_outputs(path)
         with tempfile.TemporaryDirectory() as tmp:
             if name in REFUSED:
                 r = run_whittle(args.bin, path, calls(ref)[0][0], tmp)
@@ -201,24 +234,27 @@ def main():
                     print("refused %-28s %s" % (name, lines[0][:140]))
                 continue
             worst = 0.0
-            for k, (feeds, want) in enumerate(calls(ref)):
+            for k, (feeds, want) in enumerate(calls(ref, seqs)):
                 r = run_whittle(args.bin, path, feeds, tmp)
                 if r.returncode != 0:
                     failures.append("%s call %d: run-model failed: %s" % (name, k, r.stderr.strip()[:400]))
                     break
-                got = read_outputs(tmp, list(want))
+                got = read_outputs(tmp, list(want), seqs)
                 why = compare(name, k, got, want)
                 if why:
                     failures.append(why)
                     break
-                for n, b in want.items():
-                    if b.dtype.kind == "f" and b.size:
-                        worst = max(worst, float(np.abs(got[n].astype(np.float64) - b).max() / max(float(np.abs(b).max()), 1.0)))
+                for n, bs in want.items():
+                    for a, b in (zip(got[n], bs) if n in seqs else [(got[n], bs)]):
+                        if b.dtype.kind == "f" and b.size:
+                            worst = max(worst, float(np.abs(a.astype(np.float64) - b).max() / max(float(np.abs(b).max()), 1.0)))
                 checked += 1
             else:
-                print("ok      %-28s %d calls, max relative error %.2e" % (name, len(calls(ref)), worst))
+                seq_note = "".join("; sequence output %s: %s elements" % (
+                    n, "/".join(str(len(w[n])) for _, w in calls(ref, seqs))) for n in seqs)
+                print("ok      %-28s %d calls, max relative error %.2e%s" % (name, len(calls(ref)), worst, seq_note))
             # compress-model on the model, and ONNX Runtime on the file it wrote.
-            feeds, want = calls(ref)[0]
+            feeds, want = calls(ref, seqs)[0]
             for spec in (["--svd", "rank=4"], ["--int8", "mode=dynamic"], ["--prune", "ratio=0.3"]):
                 out = os.path.join(tmp, "c.onnx")
                 r = subprocess.run([os.path.join(args.bin, "compress-model"), path, "-o", out, "--no-bench"] + spec,
@@ -232,13 +268,15 @@ def main():
                 except Exception as e:  # noqa: BLE001 (ORT raises several types)
                     failures.append("%s %s: ONNX Runtime cannot run the written file: %s" % (name, " ".join(spec), e))
                     continue
-                bad = [n for n, b in want.items() if got[n].shape != b.shape]
+                bad = [n for n, b in want.items() if shapes(got[n]) != shapes(b)]
                 if bad:
                     failures.append("%s %s: output shapes changed: %s" % (name, " ".join(spec), bad))
                 compressed += 1
     failures += vad_calls(args.bin, args.corpus)
     failures += fixed_batch(args.bin, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-    # The list also returned as a sequence: not the scan-output pattern, refused naming it.
+    # The list also returned as a sequence: no longer the scan-output pattern, so it runs as a real
+    # sequence (SequenceEmpty, SequenceInsert carried by the Loop), returned as one: run-model writes
+    # it as NAME.npz of its elements in order, which must equal ONNX Runtime's list.
     import onnx
     m = onnx.load(os.path.join(args.corpus, "gru_loop_op17.onnx"))
     loop = next(n for n in m.graph.node if n.op_type == "Loop")
@@ -249,13 +287,25 @@ def main():
         path = os.path.join(tmp, "seq_out.onnx")
         onnx.save(m, path)
         ref = np.load(os.path.join(args.corpus, "gru_loop_op17_ref.npz"))
-        r = run_whittle(args.bin, path, calls(ref)[0][0], tmp)
-        lines = r.stderr.strip().splitlines()
-        if r.returncode == 0 or len(lines) != 1 or "is a sequence" not in lines[0]:
-            failures.append("list returned as a sequence: expected a one-line refusal naming the sequence, got rc %d: %s"
-                            % (r.returncode, r.stderr.strip()[:300]))
+        feeds = calls(ref)[0][0]
+        r = run_whittle(args.bin, path, feeds, tmp)
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+        seq_file = os.path.join(tmp, re.sub(r"[^A-Za-z0-9_.-]", "_", seq_out.name) + ".npz")
+        if r.returncode != 0 or not os.path.exists(seq_file):
+            failures.append("list returned as a sequence: run-model failed (rc %d): %s" % (r.returncode, r.stderr.strip()[:300]))
         else:
-            print("refused %-28s %s" % ("gru_loop_op17 + seq output", lines[0][-120:]))
+            got = np.load(seq_file)
+            items = [got[str(k)] for k in range(len(got.files))]
+            if len(items) != len(want[seq_out.name]):
+                failures.append("list returned as a sequence: %d elements, ONNX Runtime %d" %
+                                (len(items), len(want[seq_out.name])))
+            else:
+                for k, (a, b) in enumerate(zip(items, want[seq_out.name])):
+                    e = compare("gru_loop_op17 + seq output", k, {"element": a}, {"element": b})
+                    if e:
+                        failures.append(e)
+                print("sequence %-27s %d elements = ONNX Runtime's list" % ("gru_loop_op17 + seq output", len(items)))
     if failures:
         print("\n".join("FAIL " + f for f in failures))
         return 1

@@ -204,6 +204,71 @@ class WhileLoop(nn.Module):
         return i, h
 
 
+# ----------------------------------------------------------------------------- models (TorchScript, sequences)
+# Exports that keep real sequence values at run time (SplitToSequence, SequenceAt, SequenceLength,
+# SequenceInsert under an If, a sequence graph output), not only TorchScript's list-append-then-concat
+# Loop (which Whittle reads as a scan output). Kept after the dynamo models: the dynamo files' metadata
+# holds this file's line numbers.
+class ChunkPool(nn.Module):
+    """Frames [T, 8] in windows of 5 (torch.split -> SplitToSequence, ceil(T/5) chunks): a recurrent
+    summary per window read with chunks[i] (SequenceAt in the Loop body), len(chunks) (SequenceLength),
+    and a head on the last window chunks[-1] (SequenceAt -1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 16)
+        self.head = nn.Linear(16, 16)
+
+    def forward(self, x):
+        chunks = torch.split(x, 5, 0)
+        n = len(chunks)
+        h = torch.zeros(16)
+        pooled: List[torch.Tensor] = []
+        for i in range(n):
+            h = torch.tanh(self.lin(chunks[i]).mean(0) + 0.5 * h)
+            pooled.append(h)
+        last = self.head(torch.relu(self.lin(chunks[-1])))
+        return torch.stack(pooled), last, torch.tensor(n)
+
+
+class CondKeep(nn.Module):
+    """Rows of x [T, 8] (torch.split(x, 1) -> SplitToSequence), tanh(Linear) of each kept only if its
+    sum is > 0: an If in the Loop body whose then-branch is SequenceInsert and else-branch passes the
+    sequence on; returns torch.cat(kept) and kept[0] (SequenceAt on the Loop's sequence)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 16)
+
+    def forward(self, x):
+        kept: List[torch.Tensor] = []
+        for row in torch.split(x, 1, 0):
+            f = torch.tanh(self.lin(row))
+            if f.sum() > 0:
+                kept.append(f)
+        return torch.cat(kept, 0), kept[0]
+
+
+class SplitHeads(nn.Module):
+    """relu(Linear(x)) split into 3 chunks of ceil(T/3) rows (split size computed from Shape), a head per
+    chunk returned as a list of tensors (a sequence graph output) and the chunk means stacked."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 16)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        y = torch.relu(self.lin(x))
+        parts = torch.split(y, (x.size(0) + 2) // 3, 0)
+        outs: List[torch.Tensor] = []
+        means: List[torch.Tensor] = []
+        for p in parts:
+            outs.append(self.head(p))
+            means.append(p.mean(0))
+        return outs, torch.stack(means)
+
+
 # ----------------------------------------------------------------------------- export
 def ts_export(module, args, path, opset, inames, onames, dyn):
     torch.onnx.export(torch.jit.script(module), args, path, dynamo=False, opset_version=opset,
@@ -242,7 +307,8 @@ def session(path):
 
 
 def write_ref(out, name, feeds_list, chain=None):
-    """Runs ORT on each feed dict; chain(k, prev_outputs, feeds) may rewrite feeds from the previous call."""
+    """Runs ORT on each feed dict; chain(k, prev_outputs, feeds) may rewrite feeds from the previous call.
+    A sequence output's elements are stored in order as out<k>_<output name>.<i>, i = 0, 1, ..."""
     path = os.path.join(out, name + ".onnx")
     s = session(path)
     onames = [o.name for o in s.get_outputs()]
@@ -255,7 +321,11 @@ def write_ref(out, name, feeds_list, chain=None):
         for n, v in feeds.items():
             data[f"in{k}_{n}"] = v
         for n, v in prev.items():
-            data[f"out{k}_{n}"] = v
+            if isinstance(v, list):  # a sequence output: its elements in order
+                for i, e in enumerate(v):
+                    data[f"out{k}_{n}.{i}"] = e
+            else:
+                data[f"out{k}_{n}"] = v
     np.savez(os.path.join(out, name + "_ref.npz"), **data)
     return data
 
@@ -382,6 +452,38 @@ def main(out):
     write_ref(out, "while_loop_op18_dynamo",
               [{"x": rng.standard_normal((b, 16)).astype(np.float32), "n": np.array(n, np.int64)}
                for b, n in [(1, 3), (2, 50), (3, 0), (2, 8)]])
+
+    # --- real sequence values (TorchScript): SplitToSequence / SequenceAt / SequenceLength, a list
+    # appended under an If, a list returned as a sequence output ----------------------------------------
+    torch.manual_seed(0)
+    ts_export(ChunkPool().eval(), (torch.randn(7, 8),), p("chunk_pool_op17"), 17, ["x"], ["pooled", "last", "n"],
+              {"x": {0: "T"}, "pooled": {0: "n"}, "last": {0: "r"}})
+    rng = np.random.default_rng(6)
+    write_ref(out, "chunk_pool_op17", [{"x": rng.standard_normal((t, 8)).astype(np.float32)} for t in (7, 12)])
+
+    torch.manual_seed(0)
+    ck = CondKeep().eval()
+    ts_export(ck, (torch.randn(7, 8),), p("cond_keep_op18"), 18, ["x"], ["kept", "first"],
+              {"x": {0: "T"}, "kept": {0: "k"}})
+    rng = np.random.default_rng(7)
+    feeds = []
+    with torch.no_grad():
+        for _ in range(200):  # every row's sum away from 0; some rows dropped, and row 0 dropped in one call
+            t = [7, 12][len(feeds)]
+            x = rng.standard_normal((t, 8)).astype(np.float32)
+            sums = torch.tanh(ck.lin(torch.from_numpy(x))).sum(1).numpy()
+            keep = sums > 0
+            if np.abs(sums).min() > 1e-2 and 0 < keep.sum() < t and (len(feeds) == 0 or not keep[0]):
+                feeds.append({"x": x})
+            if len(feeds) == 2:
+                break
+    write_ref(out, "cond_keep_op18", feeds)
+
+    torch.manual_seed(0)
+    ts_export(SplitHeads().eval(), (torch.randn(7, 8),), p("split_heads_op17"), 17, ["x"], ["parts", "means"],
+              {"x": {0: "T"}, "means": {0: "n"}})
+    rng = np.random.default_rng(8)
+    write_ref(out, "split_heads_op17", [{"x": rng.standard_normal((t, 8)).astype(np.float32)} for t in (7, 12)])
 
     for f in sorted(os.listdir(out)):
         if f.endswith((".onnx", ".npz")):
