@@ -227,7 +227,7 @@ KernelOr MakeSplitToSequence(const KernelInit& init) {
       if (split->rank() == 0) {
         const int64_t piece = at(0);
         if (piece <= 0) return InvalidArgument("split must be positive, got " + std::to_string(piece));
-        WH_RETURN_IF_ERROR(CheckLength((len + piece - 1) / piece));
+        WH_RETURN_IF_ERROR(CheckLength(len / piece + (len % piece != 0)));
         for (int64_t done = 0; done < len; done += piece) lengths.push_back(std::min(piece, len - done));
       } else if (split->rank() == 1) {
         int64_t sum = 0;

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <utility>
 
 #include "lib/data/file_util.h"
 #include "lib/ir/format.h"
@@ -342,7 +343,20 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& options, PipelineObs
   if (on_disk.ok()) report.before.file_bytes = *on_disk;
   // Dims inference cannot resolve are taken from one sample run through the model.
   const auto sample = OneSample(original, o);
-  if (sample) WH_RETURN_IF_ERROR(ObserveShapes(original, *sample).WithContext("running one sample for the cost model"));
+  // With no data the sample is made up (zeros, batch 1), which a model may refuse (a zero split
+  // size, an index out of range): the cost model then goes without it, saying so. A sample of the
+  // user's data must run.
+  const bool made_up = !(o.eval_data && o.eval_data->size()) && !(o.calibration && o.calibration->size());
+  bool noted = false;
+  auto observe = [&](Graph& g, const std::map<std::string, Tensor>& feeds) -> Status {
+    Status st = ObserveShapes(g, feeds).WithContext("running one sample for the cost model");
+    if (st.ok() || !made_up) return st;
+    if (!std::exchange(noted, true))
+      report.notes.push_back("the cost model ran without a sample: a made-up one (zeros, batch 1) failed (" + st.message() +
+                             "); give --eval-data or --calibration-data for dims that inference leaves unknown");
+    return Status::Ok();
+  };
+  if (sample) WH_RETURN_IF_ERROR(observe(original, *sample));
   SetCost(original, &report.before);
   if (o.eval_data) {
     WH_ASSIGN_OR_RETURN(report.before.accuracy, Accuracy(original, *o.eval_data, o.threads, "original model", obs));
@@ -373,8 +387,7 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& options, PipelineObs
 
   // Made again: pruning attention heads changes a decoder's declared cache dims.
   const auto sample_after = sample ? OneSample(out.graph, o) : std::nullopt;
-  if (sample_after)
-    WH_RETURN_IF_ERROR(ObserveShapes(out.graph, *sample_after).WithContext("running one sample for the cost model"));
+  if (sample_after) WH_RETURN_IF_ERROR(observe(out.graph, *sample_after));
   SetCost(out.graph, &report.after);
   if (o.eval_data) {
     WH_ASSIGN_OR_RETURN(report.after.accuracy, Accuracy(out.graph, *o.eval_data, o.threads, "compressed model", obs));

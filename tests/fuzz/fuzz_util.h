@@ -144,7 +144,22 @@ inline void RunSmall(const Session& s, uint32_t pick) {
     auto n = CheckedNumElements(dims);
     if (!n.ok() || DTypeSize(in.dtype) == 0 || static_cast<size_t>(*n) > kMaxInputBytes / DTypeSize(in.dtype))
       return;
-    inputs[in.name] = SmallTensor(in.dtype, dims, static_cast<uint32_t>(inputs.size()));
+    const auto seed = static_cast<uint32_t>(inputs.size());
+    if (in.kind == ValueKind::kTensor) {
+      inputs[in.name] = SmallTensor(in.dtype, dims, seed);
+      continue;
+    }
+    // A sequence (or an optional's): 0 to 3 elements of [k] (bits of pick); an optional may hold no value.
+    const bool sequence = in.kind == ValueKind::kSequence || in.kind == ValueKind::kOptionalSequence;
+    if (in.kind != ValueKind::kSequence && ((pick >> 3) & 1)) {
+      inputs[in.name] = Tensor::NoValue();
+    } else if (!sequence) {
+      inputs[in.name] = SmallTensor(in.dtype, {2}, seed);
+    } else {
+      std::vector<Tensor> items;
+      for (uint32_t k = 0; k < ((pick >> 4) & 3); ++k) items.push_back(SmallTensor(in.dtype, {1 + k}, seed + k));
+      inputs[in.name] = Tensor::Sequence(in.dtype, std::move(items));
+    }
   }
   (void)s.Run(inputs);
 }
