@@ -44,9 +44,9 @@ KernelOr MakeBinary(const KernelInit& init, BinaryOp op) {
   if (op == BinaryOp::kMod) {
     if (init.attrs.GetInt("fmod", 0) != 0) op = BinaryOp::kFmod;
     const DType t = init.input_dtypes.empty() ? DType::kUndefined : init.input_dtypes[0];
-    if (op == BinaryOp::kMod && (t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 ||
-                                 t == DType::kBFloat16))
-      return InvalidArgument("Mod: fmod must be 1 for floating-point inputs");
+    if (op == BinaryOp::kMod && init.opset > 0 && init.opset < 28 &&
+        (t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16))
+      return InvalidArgument("Mod: fmod must be 1 for floating-point inputs before opset 28");
   }
   if (op == BinaryOp::kBitShiftLeft && init.attrs.GetString("direction", "LEFT") == "RIGHT")
     op = BinaryOp::kBitShiftRight;

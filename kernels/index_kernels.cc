@@ -91,10 +91,13 @@ Factory MakeDepthToSpace(const KernelInit& init) {
 
 Factory MakeSpaceToDepth(const KernelInit& init) {
   const int64_t b = init.attrs.GetInt("blocksize", 0);
+  const std::string mode = init.attrs.GetString("mode", "DCR");  // the attribute is opset 28's
   if (b < 1) return InvalidArgument(init.node_name + ": blocksize must be >= 1");
+  if (mode != "DCR" && mode != "CRD") return InvalidArgument(init.node_name + ": mode must be DCR or CRD, got " + mode);
+  const bool crd = mode == "CRD";
   const auto space_to_depth = kIndex.Pick(init.backend, &IndexFns::space_to_depth);
   return WrapFnKernel(
-      [b, space_to_depth](KernelContext& ctx) { return space_to_depth(*ctx.inputs[0], b, ctx.outputs[0]); });
+      [b, crd, space_to_depth](KernelContext& ctx) { return space_to_depth(*ctx.inputs[0], b, crd, ctx.outputs[0]); });
 }
 
 Factory MakeTopK(const KernelInit& init) {

@@ -153,7 +153,7 @@ void RegisterMovementKernels(KernelRegistry& r) {
   DeclareFamily(r, kMovement, &MovementFns::expand, "", "Expand", kAllTypes, MakeExpand);
   DeclareFamily(r, kMovement, &MovementFns::pad, "", "Pad", kAllTypes, MakePad);
   DeclareFamily(r, kMovement, &MovementFns::tile, "", "Tile", kAllTypes, MakeTile);
-  DeclareFamily(r, kMovement, &MovementFns::range, "", "Range", kNumericTypes, MakeRange);
+  DeclareFamily(r, kMovement, &MovementFns::range, "", "Range", kNumericHalfTypes, MakeRange);
 }
 
 }  // namespace whittle

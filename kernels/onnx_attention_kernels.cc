@@ -1,4 +1,4 @@
-// Kernels of ai.onnx Attention, RotaryEmbedding and RMSNormalization (opset 23; lib/ops/
+// Kernels of ai.onnx Attention (opsets 23-25), RotaryEmbedding and RMSNormalization (23; lib/ops/
 // onnx_attention.cc), float32, one implementation on the reference and CPU backends (the CPU one
 // spreads (batch, head) pairs or rows over threads, and runs Attention's products for 4 or more
 // query rows, a prefill, as blocked GEMMs instead of the reference's per-row loops).
@@ -50,6 +50,9 @@ struct AttentionParams {
   int64_t q_heads_attr = 0, kv_heads_attr = 0, mode = 0;
   float scale = 0.f;  // 0: 1 / sqrt(head_size)
   float softcap = 0.f;
+  // Opset 25's sliding window: query i (at position i + offset) sees keys j with
+  // i + offset - left <= j <= i + offset + right; -1 leaves that side open.
+  int64_t left_window = -1, right_window = -1;
   // ai.whittle GroupedAttention: the mask broadcasts on every axis, the last too (the Add it
   // replaced), instead of ai.onnx's right-aligned shorter mask.
   bool broadcast_mask = false;
@@ -66,6 +69,8 @@ Status ComputeAttention(const AttentionParams& a, KernelContext& ctx) {
   const Tensor* mask = ctx.inputs.size() > 3 ? ctx.inputs[3] : nullptr;
   const Tensor* past_k = ctx.inputs.size() > 4 ? ctx.inputs[4] : nullptr;
   const Tensor* past_v = ctx.inputs.size() > 5 ? ctx.inputs[5] : nullptr;
+  // Opset 24's nonpad_kv_seqlen [B]: keys at or past it are padding (an external cache).
+  const Tensor* nonpad = ctx.inputs.size() > 6 ? ctx.inputs[6] : nullptr;
   const int rank = Q.rank();
   if ((rank != 3 && rank != 4) || K.rank() != rank || V.rank() != rank)
     return InvalidArgument("Attention: Q, K and V must all be 3-D or all 4-D, got " + DimsToString(Q.dims()) + ", " +
@@ -100,6 +105,12 @@ Status ComputeAttention(const AttentionParams& a, KernelContext& ctx) {
       return InvalidArgument("Attention: past_key " + DimsToString(past_k->dims()) + " / past_value " +
                              DimsToString(past_v->dims()) + " must be [" + std::to_string(B) + ", " + std::to_string(kvh) +
                              ", past, " + std::to_string(hd) + " / " + std::to_string(vd) + "]");
+  }
+  if (nonpad) {
+    if (past_k) return InvalidArgument("Attention: nonpad_kv_seqlen cannot be combined with past_key and past_value");
+    if (nonpad->dtype() != DType::kInt64 || nonpad->dims() != Dims{B})
+      return InvalidArgument("Attention: nonpad_kv_seqlen must be int64 [" + std::to_string(B) + "], got " +
+                             DimsToString(nonpad->dims()));
   }
   const int64_t T = ps + kvs, reps = qh / kvh;
   const Dims y_dims = rank == 3 ? Dims{B, qs, qh * vd} : Dims{B, qh, qs, vd};
@@ -194,9 +205,17 @@ Status ComputeAttention(const AttentionParams& a, KernelContext& ctx) {
     if (qk_row && a.mode <= 1) std::copy(row, row + T, qk_row);
     float bias_max = kNegInf, mx = kNegInf;
     const int64_t base = b * ms[0] + h * ms[1] + i * ms[2];
-    // Keys past the mask's length and, when causal, past the diagonal (moved by the past) are -inf.
-    const int64_t open = std::min(mask ? std::min(T, mask_t) : T, a.causal ? std::min(T, i + ps + 1) : T);
-    for (int64_t j = 0; j < open; ++j) {
+    // Query i sits at position i + offset among the keys: after the past, or (an external cache)
+    // the last of the nonpad_kv_seqlen valid keys' rows. Keys past the mask's length, padding
+    // keys, and, when causal, keys past the diagonal are -inf; so are those outside the window.
+    const int64_t np = nonpad ? nonpad->data<int64_t>()[b] : T;
+    const int64_t pos = i + (nonpad ? np - qs : ps);
+    int64_t open = std::min(mask ? std::min(T, mask_t) : T, std::max<int64_t>(np, 0));
+    if (a.causal) open = std::min(open, pos + 1);
+    if (a.right_window >= 0) open = std::min(open, pos + a.right_window + 1);
+    const int64_t first = a.left_window >= 0 ? std::max<int64_t>(pos - a.left_window, 0) : 0;
+    for (int64_t j = 0; j < std::min(first, T); ++j) row[j] = kNegInf;
+    for (int64_t j = first; j < open; ++j) {
       float bj = 0.f;
       if (mask) {
         const int64_t off = base + j * ms[3];
@@ -296,6 +315,8 @@ StatusOr<std::unique_ptr<OpKernel>> MakeOnnxAttention(const KernelInit& init) {
   a.mode = init.attrs.GetInt("qk_matmul_output_mode", 0);
   a.scale = init.attrs.GetFloat("scale", 0.f);
   a.softcap = init.attrs.GetFloat("softcap", 0.f);
+  a.left_window = init.attrs.GetInt("left_window_size", -1);
+  a.right_window = init.attrs.GetInt("right_window_size", -1);
   a.broadcast_mask = init.attrs.GetInt("_broadcast_mask", 0) != 0;
   a.gemm = init.backend == Backend::kCpu;
   return std::unique_ptr<OpKernel>(new OnnxAttentionKernel(a));

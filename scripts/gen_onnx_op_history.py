@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes lib/ops/op_history.inc: for every ai.onnx op, each schema version up to opset 23 and
+"""Writes lib/ops/op_history.inc: for every ai.onnx op, each schema version up to the newest opset
+the package knows (28 for onnx 1.23.2 of the check venv) and
 what changed from the previous version ("" when the change is compatible: wider types, optional
 inputs/outputs appended, a required input made optional, optional attributes added). Whittle
 judges opset raises and loads newer opsets from this table (lib/ops/schema_compat.h).
@@ -12,7 +13,7 @@ import sys
 import onnx
 from onnx import defs
 
-MAX_OPSET = 23
+MAX_OPSET = defs.onnx_opset_version()  # the newest opset the package knows
 
 
 def difference(prev, nxt):

@@ -52,6 +52,14 @@ uint16_t FloatToBFloat16(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+uint16_t FloatToBFloat16Rne(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x0040);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
 std::vector<int64_t> IntValues(const Tensor& t) {
   std::vector<int64_t> v(static_cast<size_t>(t.numel()));
   for (size_t i = 0; i < v.size(); ++i)
@@ -110,7 +118,7 @@ Status RunWithHalfAsFloat(KernelContext& ctx, const std::function<Status(KernelC
     const float* src = outs[i].data<float>();
     uint16_t* dst = DataAs<uint16_t>(*t);
     const bool bf = t->dtype() == DType::kBFloat16;
-    for (int64_t k = 0; k < t->numel(); ++k) dst[k] = bf ? FloatToBFloat16(src[k]) : DoubleToHalf(src[k]);
+    for (int64_t k = 0; k < t->numel(); ++k) dst[k] = bf ? FloatToBFloat16Rne(src[k]) : DoubleToHalf(src[k]);
   }
   return Status::Ok();
 }

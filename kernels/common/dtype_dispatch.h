@@ -34,6 +34,9 @@ uint16_t DoubleToHalf(double v);
 float BFloat16ToFloat(uint16_t b);
 // Truncation, which is what the ONNX 1.12 backend test data for Cast uses.
 uint16_t FloatToBFloat16(float f);
+// Round to nearest even: what arithmetic results take (numpy's ml_dtypes, which the onnx
+// package's reference and test data use).
+uint16_t FloatToBFloat16Rne(float f);
 
 template <class T> constexpr bool kIsFloat = std::is_floating_point_v<T>;
 template <class T> constexpr bool kIsHalfLike = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
@@ -146,7 +149,7 @@ std::vector<int64_t> IntValues(const Tensor& t);
 // True when some input or output of ctx is float16/bfloat16.
 bool HasHalfTensors(const KernelContext& ctx);
 // Runs fn on float32 copies of the float16/bfloat16 inputs and outputs of ctx, then converts
-// the outputs back. Calls fn(ctx) directly when there are none.
+// the outputs back (rounded to nearest even). Calls fn(ctx) directly when there are none.
 Status RunWithHalfAsFloat(KernelContext& ctx, const std::function<Status(KernelContext&)>& fn);
 
 // Factory-time dtype check: error naming the node when dt is known and not in set.

@@ -222,6 +222,7 @@ WH_HD_INLINE T FloatBinaryValue(reference::BinaryOp op, T a, T b) {
     case BinaryOp::kFmod: {
       T r = std::fmod(a, b);
       if (op == BinaryOp::kMod && r != T(0) && ((r < T(0)) != (b < T(0)))) r += b;
+      if (op == BinaryOp::kMod && r == T(0)) r = std::copysign(T(0), b);  // a zero takes the divisor's sign
       return r;
     }
     default: return a;

@@ -56,18 +56,25 @@ T ModValue(T a, T b, bool fmod) {
   }
 }
 
+// BitShift as opset 28 defines it (earlier opsets only had unsigned types, which it agrees with):
+// a signed right shift is arithmetic (sign-extending), a left shift drops the bits past the
+// width, and a shift by a negative amount or by the width or more gives what the sign fill alone
+// gives: -1 for a right shift of a negative value, else 0.
 template <class T>
 T ShiftValue(T a, T b, bool left) {
   if constexpr (kIsInt<T>) {
     using U = std::make_unsigned_t<T>;
     const U ua = static_cast<U>(a);
-    const U ub = static_cast<U>(b);
-    if (ub >= sizeof(T) * 8) return 0;
-    if constexpr (sizeof(T) < sizeof(unsigned)) {
-      return static_cast<T>(left ? static_cast<unsigned>(ua) << ub : static_cast<unsigned>(ua) >> ub);
-    } else {
-      return static_cast<T>(left ? static_cast<U>(ua << ub) : static_cast<U>(ua >> ub));
+    const bool negative = std::is_signed_v<T> && a < T(0);
+    if (b < T(0) || static_cast<U>(b) >= sizeof(T) * 8) return !left && negative ? static_cast<T>(-1) : T(0);
+    const unsigned n = static_cast<unsigned>(b);
+    if (left) {
+      if constexpr (sizeof(T) < sizeof(unsigned)) return static_cast<T>(static_cast<U>(static_cast<unsigned>(ua) << n));
+      else return static_cast<T>(static_cast<U>(ua << n));
     }
+    // Right: the complement's logical shift, complemented back, fills with the sign bit.
+    const U r = negative ? static_cast<U>(~static_cast<U>(static_cast<U>(~ua) >> n)) : static_cast<U>(ua >> n);
+    return static_cast<T>(r);
   } else {
     return a;
   }

@@ -22,7 +22,7 @@ struct IndexFns {
   Status (*eye_like)(int64_t k, Tensor* out) = nullptr;
   Status (*one_hot)(const Tensor& indices, int64_t depth, const Tensor& values, int64_t axis, Tensor* out) = nullptr;
   Status (*depth_to_space)(const Tensor& in, int64_t blocksize, bool crd, Tensor* out) = nullptr;
-  Status (*space_to_depth)(const Tensor& in, int64_t blocksize, Tensor* out) = nullptr;
+  Status (*space_to_depth)(const Tensor& in, int64_t blocksize, bool crd, Tensor* out) = nullptr;
   Status (*top_k)(const Tensor& in, int64_t axis, bool largest, bool sorted, Tensor* values, Tensor* indices) = nullptr;
   Status (*gather_nd)(const Tensor& data, const Tensor& indices, int64_t batch_dims, Tensor* out) = nullptr;
   Status (*scatter_elements)(const Tensor& data, const Tensor& indices, const Tensor& updates, int64_t axis,

@@ -197,7 +197,7 @@ Status DepthToSpaceReference(const Tensor& in, int64_t b, bool crd, Tensor* out)
   });
 }
 
-Status SpaceToDepthReference(const Tensor& in, int64_t b, Tensor* out) {
+Status SpaceToDepthReference(const Tensor& in, int64_t b, bool crd, Tensor* out) {
   if (in.rank() != 4) return InvalidArgument("SpaceToDepth input must be 4-D, got " + DimsToString(in.dims()));
   const int64_t n = in.dim(0), c = in.dim(1), h = in.dim(2), w = in.dim(3);
   if (b <= 0 || h % b != 0 || w % b != 0)
@@ -213,7 +213,7 @@ Status SpaceToDepthReference(const Tensor& in, int64_t b, Tensor* out) {
           for (int64_t ch = 0; ch < c; ++ch)
             for (int64_t y = 0; y < oh; ++y)
               for (int64_t x = 0; x < ow; ++x) {
-                const int64_t oc = (by * b + bx) * c + ch;
+                const int64_t oc = crd ? (ch * b + by) * b + bx : (by * b + bx) * c + ch;
                 dst[((bn * c * b * b + oc) * oh + y) * ow + x] = src[((bn * c + ch) * h + y * b + by) * w + x * b + bx];
               }
     return Status::Ok();

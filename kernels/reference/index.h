@@ -26,7 +26,8 @@ Status EyeLikeReference(int64_t k, Tensor* out);
 // values = [off, on]; indices outside [-depth, depth) give an all-off row.
 Status OneHotReference(const Tensor& indices, int64_t depth, const Tensor& values, int64_t axis, Tensor* out);
 Status DepthToSpaceReference(const Tensor& in, int64_t blocksize, bool crd, Tensor* out);
-Status SpaceToDepthReference(const Tensor& in, int64_t blocksize, Tensor* out);
+// crd: opset 28's mode CRD (channel, then block row, then block column), else DCR.
+Status SpaceToDepthReference(const Tensor& in, int64_t blocksize, bool crd, Tensor* out);
 // Ties keep the lower index first. values/indices dims: input dims with axis = k.
 Status TopKReference(const Tensor& in, int64_t axis, bool largest, bool sorted, Tensor* values, Tensor* indices);
 Status GatherNDReference(const Tensor& data, const Tensor& indices, int64_t batch_dims, Tensor* out);

@@ -4,6 +4,7 @@
 #include "kernels/common/dtype_dispatch.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -177,6 +178,25 @@ void FillRange(const Tensor& start, const Tensor& delta, Tensor* out) {
   T* p = out->data<T>();
   for (int64_t i = 0; i < out->numel(); ++i) p[i] = static_cast<T>(s + static_cast<T>(i) * d);
 }
+
+// float16/bfloat16 (opset 27): start + i * delta in float (stash_type 1), rounded to nearest even.
+void FillRangeHalf(const Tensor& start, const Tensor& delta, Tensor* out) {
+  const bool bf = out->dtype() == DType::kBFloat16;
+  auto to_float = [bf](uint16_t h) { return bf ? ew::BFloat16ToFloat(h) : ew::HalfToFloat(h); };
+  const float s = to_float(ew::DataAs<uint16_t>(start)[0]), d = to_float(ew::DataAs<uint16_t>(delta)[0]);
+  uint16_t* p = ew::DataAs<uint16_t>(*out);
+  for (int64_t i = 0; i < out->numel(); ++i) {
+    const float v = s + static_cast<float>(i) * d;
+    if (!bf) {
+      p[i] = ew::DoubleToHalf(v);
+      continue;
+    }
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof(bits));
+    p[i] = std::isnan(v) ? static_cast<uint16_t>((bits >> 16) | 0x0040)
+                         : static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+  }
+}
 }  // namespace
 
 Status RangeReference(const Tensor& start, const Tensor& delta, Tensor* out) {
@@ -188,6 +208,7 @@ Status RangeReference(const Tensor& start, const Tensor& delta, Tensor* out) {
     case DType::kInt16: FillRange<int16_t>(start, delta, out); break;
     case DType::kInt32: FillRange<int32_t>(start, delta, out); break;
     case DType::kInt64: FillRange<int64_t>(start, delta, out); break;
+    case DType::kFloat16: case DType::kBFloat16: FillRangeHalf(start, delta, out); break;
     default: return InvalidArgument(std::string("Range does not support ") + DTypeName(out->dtype()));
   }
   return Status::Ok();

@@ -101,13 +101,17 @@ Status DequantizeBlockedReference(const Tensor& x, const Tensor& scale, const Te
   if (zp && zp->dtype() != dt) return InvalidArgument("zero_point type differs from the input type");
   if (scale.dtype() != DType::kFloat32)
     return InvalidArgument(std::string("scale must be float32, got ") + DTypeName(scale.dtype()));
-  if (zp && zp->dims() != scale.dims())
+  // A one-element zero point of rank <= 1 goes with a scalar or one-element scale (per tensor;
+  // the onnx package's int4/uint4 cases pair a [1] zero point with a scalar scale).
+  const bool single = scale.numel() == 1 && scale.rank() <= 1 && zp && zp->numel() == 1 && zp->rank() <= 1;
+  if (zp && zp->dims() != scale.dims() && !single)
     return InvalidArgument("zero_point " + DimsToString(zp->dims()) + " and scale " + DimsToString(scale.dims()) +
                            " differ");
   const int64_t r = x.rank();
   // x as [outer, d, inner] along axis; parameters as [outer, groups, inner] (per-tensor: 1 x 1 x 1).
   int64_t outer = 1, d = 1, inner = 1, groups = 1, g = 1;
   const bool per_tensor = block == 0 && scale.numel() == 1 && scale.rank() <= 1;
+  if (per_tensor) inner = x.numel();  // every element takes parameter 0
   if (!per_tensor) {
     if (axis < -r || axis >= r)
       return InvalidArgument("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));

@@ -130,9 +130,12 @@ void RegisterBinaryOps(OpRegistry& r) {
     return Status::Ok();
   };
   auto mod_infer = mod.infer;
+  // Opset 28 defines fmod 0 for floats (A - floor(A / B) * B, the divisor's sign); before, the
+  // spec restricted it to integers.
+  mod.max_opset = 28;
   mod.infer = [mod_infer](InferContext& ctx) -> Status {
-    if (IsFloatDType(ctx.InputDType(0)) && ctx.attrs().GetInt("fmod", 0) == 0)
-      return ctx.Error("fmod must be 1 for floating-point inputs");
+    if (IsFloatDType(ctx.InputDType(0)) && ctx.attrs().GetInt("fmod", 0) == 0 && ctx.opset() < 28)
+      return ctx.Error("fmod must be 1 for floating-point inputs before opset 28");
     return mod_infer(ctx);
   };
   r.Register(std::move(mod));
@@ -145,6 +148,7 @@ void RegisterBinaryOps(OpRegistry& r) {
       return InvalidArgument(n.DebugName() + ": direction must be LEFT or RIGHT, got '" + d + "'");
     return Status::Ok();
   };
+  shift.max_opset = 28;  // 28: signed types (arithmetic right shift) and out-of-range shift amounts defined
   r.Register(std::move(shift));
 
   OpDef prelu = Broadcasting("PRelu", Types::kNumeric, false);
@@ -235,19 +239,48 @@ void RegisterUnaryOps(OpRegistry& r) {
   r.Register(std::move(clip));
 }
 
+// Cast's and CastLike's float8 attributes, each checked against the opset that added it.
+Status CheckCastAttrs(const Node& n, int opset) {
+  if (n.attrs.Has("saturate") && opset < 19)
+    return InvalidArgument(n.DebugName() + ": " + n.op_type + " has the saturate attribute from opset 19");
+  if (n.attrs.Has("round_mode")) {
+    if (opset < 24) return InvalidArgument(n.DebugName() + ": " + n.op_type + " has the round_mode attribute from opset 24");
+    const std::string m = n.attrs.GetString("round_mode", "up");
+    if (m != "up" && m != "down" && m != "nearest")
+      return InvalidArgument(n.DebugName() + ": round_mode must be up, down or nearest, got '" + m + "'");
+  }
+  return Status::Ok();
+}
+
+// Casts from and to the packed 4-bit types are not implemented (only DequantizeLinear and
+// MatMulNBits read them).
+Status RefusePacked4Bit(const InferContext& ctx, int i) {
+  const DType t = ctx.InputDType(i);
+  if (t == DType::kInt4 || t == DType::kUInt4)
+    return Unimplemented(ctx.node().DebugName() + ": " + ctx.node().op_type + " of " + DTypeName(t) +
+                         " tensors is not supported");
+  return Status::Ok();
+}
+
 void RegisterCastOps(OpRegistry& r) {
+  // saturate (opset 19) and round_mode (24) only change casts to the float8 types, which Whittle
+  // does not have (a cast to one is refused): any value means the same here.
   OpDef cast;
   cast.op_type = "Cast";
-  cast.attrs = {{"to", AttrType::kInt, true}};
-  cast.check = [](const Node& n, int) -> Status {
+  cast.attrs = {{"to", AttrType::kInt, true}, {"saturate", AttrType::kInt}, {"round_mode", AttrType::kString}};
+  cast.check = [](const Node& n, int opset) -> Status {
+    WH_RETURN_IF_ERROR(CheckCastAttrs(n, opset));
     const int64_t to = n.attrs.GetInt("to", 0);
     if (to == static_cast<int64_t>(DType::kString))
       return Unimplemented(n.DebugName() + ": casts to string are not supported");
+    if (to == static_cast<int64_t>(DType::kInt4) || to == static_cast<int64_t>(DType::kUInt4))
+      return Unimplemented(n.DebugName() + ": casts to int4/uint4 are not supported");
     if (to < 0 || to > 0xffff || !IsSupportedDType(static_cast<int32_t>(to)))
       return Unimplemented(n.DebugName() + ": unsupported target type " + std::to_string(to) + " in 'to'");
     return Status::Ok();
   };
   cast.infer = [](InferContext& ctx) -> Status {
+    WH_RETURN_IF_ERROR(RefusePacked4Bit(ctx, 0));
     WH_RETURN_IF_ERROR(CheckInputType(ctx, 0, Types::kAny));
     const DType to = static_cast<DType>(ctx.attrs().GetInt("to", 0));
     const SymShape* s = ctx.InputShape(0);
@@ -259,7 +292,11 @@ void RegisterCastOps(OpRegistry& r) {
   OpDef like;
   like.op_type = "CastLike";
   like.min_inputs = like.max_inputs = 2;
+  like.attrs = {{"saturate", AttrType::kInt}, {"round_mode", AttrType::kString}};
+  like.check = CheckCastAttrs;
   like.infer = [](InferContext& ctx) -> Status {
+    WH_RETURN_IF_ERROR(RefusePacked4Bit(ctx, 0));
+    WH_RETURN_IF_ERROR(RefusePacked4Bit(ctx, 1));
     WH_RETURN_IF_ERROR(CheckInputType(ctx, 0, Types::kAny));
     WH_RETURN_IF_ERROR(CheckInputType(ctx, 1, Types::kAny));
     const SymShape* s = ctx.InputShape(0);

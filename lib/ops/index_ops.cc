@@ -202,11 +202,15 @@ Status InferOneHot(InferContext& ctx) {
 
 // ---------------------------------------------------------------- DepthToSpace, SpaceToDepth
 
-Status CheckBlocksize(const Node& node, int) {
+Status CheckBlocksize(const Node& node, int opset) {
+  if (node.op_type == "SpaceToDepth" && node.attrs.Has("mode") && opset < 28)
+    return InvalidArgument(node.DebugName() + ": SpaceToDepth has the mode attribute from opset 28, the model's is " +
+                           std::to_string(opset));
   if (node.attrs.GetInt("blocksize", 0) < 1)
     return InvalidArgument(node.DebugName() + ": blocksize must be >= 1, got " +
                            std::to_string(node.attrs.GetInt("blocksize", 0)));
-  if (node.op_type == "DepthToSpace") {
+  // SpaceToDepth has the mode attribute (default DCR, its only behaviour before) from opset 28.
+  if (node.op_type == "DepthToSpace" || node.attrs.Has("mode")) {
     const std::string mode = node.attrs.GetString("mode", "DCR");
     if (mode != "DCR" && mode != "CRD")
       return InvalidArgument(node.DebugName() + ": mode must be DCR or CRD, got '" + mode + "'");
@@ -386,10 +390,18 @@ void RegisterIndexOps(OpRegistry& r) {
                    {{"blocksize", AttrType::kInt, true}, {"mode", AttrType::kString}},
                    CheckBlocksize,
                    [](InferContext& c) { return InferSpaceDepth(c, true); }});
-  r.Register(OpDef{
-      "", "SpaceToDepth", 1, 1, 1, 1, 1, {{"blocksize", AttrType::kInt, true}}, CheckBlocksize, [](InferContext& c) {
-        return InferSpaceDepth(c, false);
-      }});
+  OpDef s2d{"",
+            "SpaceToDepth",
+            1,
+            1,
+            1,
+            1,
+            1,
+            {{"blocksize", AttrType::kInt, true}, {"mode", AttrType::kString}},
+            CheckBlocksize,
+            [](InferContext& c) { return InferSpaceDepth(c, false); }};
+  s2d.max_opset = 28;  // 28: mode (DCR, the old order, by default; or CRD)
+  r.Register(std::move(s2d));
   r.Register(
       OpDef{"",
             "TopK",

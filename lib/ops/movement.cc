@@ -5,6 +5,7 @@
 // the shapes are concrete.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -485,13 +486,38 @@ Status InferTile(InferContext& ctx) {
 
 // ---------------------------------------------------------------- Range
 
-template <class T>
+// The value of a float16 (bf: bfloat16) scalar.
+double HalfScalar(uint16_t h, bool bf) {
+  if (bf) {
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+  }
+  const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  const double v = e == 0 ? std::ldexp(m, -24) : e == 31 ? (m ? std::nan("") : INFINITY) : std::ldexp(1024 + m, e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+// The scalar of input i as a double.
+double RangeScalar(const InferContext& ctx, int i) {
+  const Tensor& t = *ctx.InputValue(i);
+  switch (t.dtype()) {
+    case DType::kFloat32: return t.data<float>()[0];
+    case DType::kFloat64: return t.data<double>()[0];
+    case DType::kInt16: return t.data<int16_t>()[0];
+    case DType::kInt32: return t.data<int32_t>()[0];
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      return HalfScalar(static_cast<const uint16_t*>(t.raw_data())[0], t.dtype() == DType::kBFloat16);
+    default: return static_cast<double>(t.data<int64_t>()[0]);
+  }
+}
+
 StatusOr<int64_t> RangeCount(const InferContext& ctx) {
-  const T start = ctx.InputValue(0)->data<T>()[0];
-  const T limit = ctx.InputValue(1)->data<T>()[0];
-  const T delta = ctx.InputValue(2)->data<T>()[0];
-  if (delta == T(0)) return ctx.Error("delta must not be 0");
-  const double n = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) / static_cast<double>(delta));
+  const double start = RangeScalar(ctx, 0), limit = RangeScalar(ctx, 1), delta = RangeScalar(ctx, 2);
+  if (delta == 0) return ctx.Error("delta must not be 0");
+  const double n = std::ceil((limit - start) / delta);
   if (!(n < 4.0e18)) return ctx.Error("the range is too long or not finite");
   return n > 0 ? static_cast<int64_t>(n) : int64_t{0};
 }
@@ -502,9 +528,15 @@ Status InferRange(InferContext& ctx) {
     if (ctx.InputDType(i) != dt)
       return ctx.Error("start, limit and delta must have the same type, got " + std::string(DTypeName(dt)) + " and " +
                        DTypeName(ctx.InputDType(i)));
+  const bool half = dt == DType::kFloat16 || dt == DType::kBFloat16;
+  if (half && ctx.opset() < 27) return ctx.Error(std::string("type ") + DTypeName(dt) + " needs opset 27");
+  if (half && ctx.attrs().GetInt("stash_type", 1) != 1)
+    return Unimplemented(ctx.node().DebugName() + ": stash_type " + std::to_string(ctx.attrs().GetInt("stash_type", 1)) +
+                         " is not supported (float, 1, is)");
   if (dt != DType::kFloat32 && dt != DType::kFloat64 && dt != DType::kInt16 && dt != DType::kInt32 &&
-      dt != DType::kInt64)
-    return ctx.Error(std::string("type ") + DTypeName(dt) + " is not one of float, double, int16, int32, int64");
+      dt != DType::kInt64 && !half)
+    return ctx.Error(std::string("type ") + DTypeName(dt) +
+                     " is not one of float, double, int16, int32, int64 (float16, bfloat16 from opset 27)");
   for (int i = 0; i < 3; ++i) {
     const SymShape* s = ctx.InputShape(i);
     // One element of rank 1 is read as the scalar (as ONNX Runtime does); an unknown length is
@@ -517,14 +549,7 @@ Status InferRange(InferContext& ctx) {
     ctx.SetOutput(0, dt, SymShape{Dim()});
     return Status::Ok();
   }
-  StatusOr<int64_t> n = int64_t{0};
-  switch (dt) {
-    case DType::kFloat32: n = RangeCount<float>(ctx); break;
-    case DType::kFloat64: n = RangeCount<double>(ctx); break;
-    case DType::kInt16: n = RangeCount<int16_t>(ctx); break;
-    case DType::kInt32: n = RangeCount<int32_t>(ctx); break;
-    default: n = RangeCount<int64_t>(ctx); break;
-  }
+  StatusOr<int64_t> n = RangeCount(ctx);
   if (!n.ok()) return n.status();
   ctx.SetOutput(0, dt, SymShape{Dim(*n)});
   return Status::Ok();
@@ -547,7 +572,17 @@ void RegisterMovementOps(OpRegistry& r) {
                    {{"mode", AttrType::kString}, {"pads", AttrType::kInts}, {"value", AttrType::kFloat}}, CheckPad,
                    InferPad, /*max_opset=*/21});  // 18: axes input; 19: wrap mode
   r.Register(OpDef{"", "Tile", 6, 2, 2, 1, 1, {}, nullptr, InferTile});
-  r.Register(OpDef{"", "Range", 11, 3, 3, 1, 1, {}, nullptr, InferRange});
+  // 27: float16/bfloat16, computed in the type stash_type names (float, 1, by default; the
+  // attribute does nothing for the other types).
+  OpDef range{"", "Range", 11, 3, 3, 1, 1, {{"stash_type", AttrType::kInt}},
+              [](const Node& n, int opset) -> Status {
+                if (n.attrs.Has("stash_type") && opset < 27)
+                  return InvalidArgument(n.DebugName() + ": Range has the stash_type attribute from opset 27");
+                return Status::Ok();
+              },
+              InferRange};
+  range.max_opset = 27;
+  r.Register(std::move(range));
 }
 
 }  // namespace whittle

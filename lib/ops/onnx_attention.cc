@@ -1,9 +1,13 @@
 // The decoder-LLM ops of ai.onnx opset 23 (what torch.onnx's dynamo exporter writes at opset 23):
-//   Attention(Q, K, V [, attn_mask] [, past_key, past_value]) -> Y [, present_key, present_value]
-//     [, qk_matmul_output]: scaled dot-product attention with grouped-query heads (q_num_heads a
-//     multiple of kv_num_heads), a causal or given (bool or additive) mask, softcap, and a KV cache
-//     (present = past with this call's keys / values appended on the sequence axis). Q, K, V are
-//     [B, S, heads * head_size] (3-D, with q_num_heads / kv_num_heads) or [B, heads, S, head_size].
+//   Attention(Q, K, V [, attn_mask] [, past_key, past_value] [, nonpad_kv_seqlen]) -> Y
+//     [, present_key, present_value] [, qk_matmul_output]: scaled dot-product attention with
+//     grouped-query heads (q_num_heads a multiple of kv_num_heads), a causal or given (bool or
+//     additive) mask, softcap, and a KV cache (present = past with this call's keys / values
+//     appended on the sequence axis). Q, K, V are [B, S, heads * head_size] (3-D, with
+//     q_num_heads / kv_num_heads) or [B, heads, S, head_size]. Opset 24 adds nonpad_kv_seqlen [B]
+//     (an external cache: keys from it on are padding, and query i sits at position
+//     nonpad_kv_seqlen - S + i for the causal mask); 25 a sliding window (left_window_size,
+//     right_window_size; -1, the default, leaves a side open).
 //   RotaryEmbedding(X, cos_cache, sin_cache [, position_ids]) -> Y: the first rotary_embedding_dim
 //     channels of each head rotated in pairs (halves, or adjacent pairs when interleaved).
 //   RMSNormalization(X, scale) -> Y = X / sqrt(mean(X^2 over axes >= axis) + epsilon) * scale.
@@ -21,7 +25,16 @@ Dim Sum(const Dim& a, const Dim& b) { return a.known() && b.known() ? Dim(a.valu
 
 bool IsFloat(DType t) { return t == DType::kFloat32; }
 
-Status CheckAttention(const Node& n, int) {
+Status CheckAttention(const Node& n, int opset) {
+  for (const char* w : {"left_window_size", "right_window_size"}) {
+    if (!n.attrs.Has(w)) continue;
+    if (n.domain.empty() && opset < 25)
+      return InvalidArgument(n.DebugName() + ": Attention has the " + w + " attribute from opset 25");
+    if (n.attrs.GetInt(w, -1) < -1)
+      return InvalidArgument(n.DebugName() + ": " + w + " must be -1 or >= 0, got " + std::to_string(n.attrs.GetInt(w, -1)));
+  }
+  if (n.domain.empty() && opset < 24 && n.inputs.size() > 6 && n.inputs[6] >= 0)
+    return InvalidArgument(n.DebugName() + ": Attention has the nonpad_kv_seqlen input from opset 24");
   const int64_t mode = n.attrs.GetInt("qk_matmul_output_mode", 0);
   if (mode < 0 || mode > 3)
     return InvalidArgument(n.DebugName() + ": qk_matmul_output_mode " + std::to_string(mode) + " is not 0..3");
@@ -53,6 +66,10 @@ Status InferAttention(InferContext& ctx) {
     if (ctx.HasInput(i) && !IsFloat(ctx.InputDType(i))) return ctx.Error("past_key and past_value must be float32");
   if (ctx.HasInput(3) && !IsFloat(ctx.InputDType(3)) && ctx.InputDType(3) != DType::kBool)
     return ctx.Error("attn_mask must be bool or float32");
+  if (ctx.HasInput(6)) {
+    if (ctx.InputDType(6) != DType::kInt64) return ctx.Error("nonpad_kv_seqlen must be int64");
+    if (ctx.HasInput(4)) return ctx.Error("nonpad_kv_seqlen cannot be combined with past_key and past_value");
+  }
   const SymShape *q = ctx.InputShape(0), *k = ctx.InputShape(1), *v = ctx.InputShape(2);
   const SymShape* past = ctx.HasInput(4) ? ctx.InputShape(4) : nullptr;
   for (int i = 0; i < ctx.num_outputs(); ++i)
@@ -120,9 +137,12 @@ Status InferRmsNorm(InferContext& ctx) {
 }  // namespace
 
 void RegisterOnnxAttentionOps(OpRegistry& r) {
-  OpDef attention{"", "Attention", 23, 3, 6, 1, 4,
+  // Opset 24: the nonpad_kv_seqlen input (7th); 25: left_window_size / right_window_size.
+  OpDef attention{"", "Attention", 23, 3, 7, 1, 4,
                   {{"is_causal", AttrType::kInt},
                    {"kv_num_heads", AttrType::kInt},
+                   {"left_window_size", AttrType::kInt},
+                   {"right_window_size", AttrType::kInt},
                    {"q_num_heads", AttrType::kInt},
                    {"qk_matmul_output_mode", AttrType::kInt},
                    {"scale", AttrType::kFloat},
@@ -130,7 +150,7 @@ void RegisterOnnxAttentionOps(OpRegistry& r) {
                    {"softmax_precision", AttrType::kInt}},
                   CheckAttention,
                   InferAttention};
-  attention.max_opset = 23;
+  attention.max_opset = 25;
   // The runtime's own copy for graphs of any opset (runtime/rewrite/fuse_cache_attention.h fuses an
   // opset-17 export's MatMul/Softmax attention into it), with the additive mask broadcasting on
   // every axis as the Add it replaces did; never saved.
@@ -139,6 +159,7 @@ void RegisterOnnxAttentionOps(OpRegistry& r) {
   grouped.op_type = "GroupedAttention";
   grouped.since_opset = 1;
   grouped.max_opset = 17;  // as every ai.whittle op: the ai.onnx opset check does not apply
+  grouped.max_inputs = 6;
   r.Register(std::move(attention));
   r.Register(std::move(grouped));
   OpDef rotary{"", "RotaryEmbedding", 23, 3, 4, 1, 1,

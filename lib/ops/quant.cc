@@ -5,6 +5,7 @@
 // differ; zero-point types other than int8/uint8 (int32 also for DequantizeLinear); bad axis.
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "lib/ops/op_def.h"
 #include "lib/ops/shape_helpers.h"
@@ -124,7 +125,11 @@ Status CheckQuantParams(const InferContext& ctx, bool dequantize) {
 
 Status InferQuantize(InferContext& ctx) {
   WH_RETURN_IF_ERROR(CheckQuantParams(ctx, false));
-  const DType out = ctx.HasInput(2) ? ctx.InputDType(2) : DType::kUInt8;
+  const int64_t out_attr = ctx.attrs().GetInt("output_dtype", 0);
+  if (out_attr != 0 && ctx.HasInput(2) && static_cast<int64_t>(ctx.InputDType(2)) != out_attr)
+    return ctx.Error("output_dtype " + std::to_string(out_attr) + " differs from the zero point's type " +
+                     DTypeName(ctx.InputDType(2)));
+  const DType out = ctx.HasInput(2) ? ctx.InputDType(2) : out_attr != 0 ? static_cast<DType>(out_attr) : DType::kUInt8;
   const SymShape* x = ctx.InputShape(0);
   ctx.SetOutput(0, out, x ? std::optional<SymShape>(*x) : std::nullopt);
   return Status::Ok();
@@ -170,7 +175,36 @@ Status InferLookup(InferContext& ctx) {
 
 void RegisterQuantOps(OpRegistry& r) {
   r.Register(OpDef{kWhittleDomain, "Lookup", 1, 2, 2, 1, 1, {}, nullptr, InferLookup});
-  r.Register(OpDef{"", "QuantizeLinear", 10, 2, 3, 1, 1, {{"axis", AttrType::kInt}}, CheckQuantAxis, InferQuantize});
+  // QuantizeLinear's later attributes: saturate (19) only changes float8 outputs, which Whittle
+  // does not make; block_size and output_dtype (21) and precision (23) are refused unless they
+  // ask for what the op did before.
+  OpDef q{"", "QuantizeLinear", 10, 2, 3, 1, 1,
+          {{"axis", AttrType::kInt},
+           {"block_size", AttrType::kInt},
+           {"output_dtype", AttrType::kInt},
+           {"precision", AttrType::kInt},
+           {"saturate", AttrType::kInt}},
+          [](const Node& n, int opset) -> Status {
+            WH_RETURN_IF_ERROR(CheckQuantAxis(n, opset));
+            const std::pair<const char*, int> since[] = {{"saturate", 19}, {"output_dtype", 21}, {"precision", 23}};
+            for (const auto& [a, v] : since)
+              if (n.attrs.Has(a) && opset < v)
+                return InvalidArgument(n.DebugName() + ": attribute '" + a + "' needs opset " + std::to_string(v) +
+                                       " (this model imports opset " + std::to_string(opset) + ")");
+            if (n.attrs.GetInt("block_size", 0) > 0)
+              return Unimplemented(n.DebugName() + ": blocked quantization (block_size " +
+                                   std::to_string(n.attrs.GetInt("block_size", 0)) + ") is not supported");
+            if (n.attrs.GetInt("precision", 0) != 0)
+              return Unimplemented(n.DebugName() + ": precision " + std::to_string(n.attrs.GetInt("precision", 0)) +
+                                   " is not supported (the default, 0, is)");
+            const int64_t out = n.attrs.GetInt("output_dtype", 0);
+            if (out != 0 && out != static_cast<int64_t>(DType::kUInt8) && out != static_cast<int64_t>(DType::kInt8))
+              return Unimplemented(n.DebugName() + ": output_dtype " + std::to_string(out) +
+                                   " is not supported (uint8 and int8 are)");
+            return Status::Ok();
+          },
+          InferQuantize};
+  r.Register(std::move(q));
   OpDef dq{"", "DequantizeLinear", 10, 2, 3, 1, 1, {{"axis", AttrType::kInt}, {"block_size", AttrType::kInt}},
             CheckQuantAxis, InferDequantize};
   dq.max_opset = 21;

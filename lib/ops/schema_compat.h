@@ -1,6 +1,6 @@
 // Opset compatibility from the ONNX operator schemas, for loading models of newer opsets than an
 // op's implementation was written for, and for passes that must raise a model's opset (--int8
-// needs 13 for per-axis quantization). The schema history up to opset 21 is a table generated
+// needs 13 for per-axis quantization). The schema history up to opset 28 is a table generated
 // from the onnx package (lib/ops/op_history.inc, scripts/gen_onnx_op_history.py): Debian's
 // libonnx 1.12 only knows opsets up to 17. An op's meaning is taken as
 // unchanged between two opsets when every schema version step in between only widened the type

@@ -102,6 +102,32 @@ TEST(ElementwiseKernelsTest, ModFollowsFmodAttribute) {
   Tensor y = Tensor::FromVector<float>({6}, {2.1f, -3.4f, 8.0f, -2.1f, 3.4f, 5.0f});
   ExpectValues<float>(RunBoth(MakeNode("Mod", 2, 1, f), {x, y}), {6}, {-0.1f, 0.4f, 5.f, 0.1f, -0.4f, 3.f}, 1e-5);
   EXPECT_FALSE(RunNode(MakeNode("Mod", 2, 1), 17, {x, y}, Backend::kReference).ok());
+  // Opset 28 defines fmod 0 for floats: A - floor(A / B) * B, a zero taking the divisor's sign.
+  ExpectValues<float>(RunBoth(MakeNode("Mod", 2, 1), {x, y}, 28), {6}, {2.f, -3.f, 5.f, -2.f, 3.f, 3.f}, 1e-5);
+  const Tensor z = RunBoth(MakeNode("Mod", 2, 1), {Tensor::FromVector<float>({2}, {4.f, -0.f}),
+                                                   Tensor::FromVector<float>({2}, {-2.f, 3.f})}, 28);
+  ASSERT_EQ(z.numel(), 2);
+  EXPECT_TRUE(z.data<float>()[0] == 0.f && std::signbit(z.data<float>()[0]));
+  EXPECT_TRUE(z.data<float>()[1] == 0.f && !std::signbit(z.data<float>()[1]));
+}
+
+// BitShift as opset 28 defines it for signed types: arithmetic right shifts, and a shift by a
+// negative amount or by the width or more gives the sign fill (-1 right of a negative, else 0).
+TEST(ElementwiseKernelsTest, BitShiftSignedAndOutOfRange) {
+  AttributeMap right, left;
+  right.Set("direction", Attribute::String("RIGHT"));
+  left.Set("direction", Attribute::String("LEFT"));
+  const Tensor x = Tensor::FromVector<int8_t>({5}, {-8, -8, 64, 5, -1});
+  const Tensor s = Tensor::FromVector<int8_t>({5}, {1, 9, 1, -1, 8});
+  ExpectValues<int8_t>(RunBoth(MakeNode("BitShift", 2, 1, right), {x, s}, 28), {5}, {-4, -1, 32, 0, -1});
+  ExpectValues<int8_t>(RunBoth(MakeNode("BitShift", 2, 1, left), {x, s}, 28), {5}, {-16, 0, -128, 0, 0});
+  const Tensor big = Tensor::FromVector<int64_t>({2}, {-(int64_t{1} << 40), int64_t{1} << 62});
+  const Tensor by = Tensor::FromVector<int64_t>({2}, {38, 64});
+  ExpectValues<int64_t>(RunBoth(MakeNode("BitShift", 2, 1, right), {big, by}, 28), {2}, {-4, 0});
+  // Unsigned: logical shifts; 64 bits or more give 0.
+  const Tensor u = Tensor::FromVector<uint32_t>({3}, {0x80000000u, 6, 1});
+  const Tensor us = Tensor::FromVector<uint32_t>({3}, {31, 1, 32});
+  ExpectValues<uint32_t>(RunBoth(MakeNode("BitShift", 2, 1, right), {u, us}, 28), {3}, {1, 3, 0});
 }
 
 TEST(ElementwiseKernelsTest, ComparisonsAndLogic) {

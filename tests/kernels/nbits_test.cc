@@ -272,6 +272,23 @@ TEST(DequantizeLinearBlocked, Int4AndUInt4FollowTheDefinition) {
   EXPECT_NE(old.status().message().find("opset 21"), std::string::npos) << old.status().message();
 }
 
+// Per-tensor int4: every element takes the one scale and zero point (once, only element 0 was
+// written); a [1] zero point goes with a scalar scale, as the onnx package's int4 case has it.
+TEST(DequantizeLinearBlocked, Int4PerTensorCoversEveryElement) {
+  RegisterAllOps();
+  AttributeMap at;
+  at.Set("axis", Attribute::Int(0));
+  const Node node = MakeNode("DequantizeLinear", 3, 1, at);
+  const Tensor x = PackInt4({0, 1, 7, -4, -8}, {5}, DType::kInt4);
+  const Tensor zp = PackInt4({1}, {1}, DType::kInt4);
+  for (Backend be : {Backend::kReference, Backend::kCpu}) {
+    auto y = RunNode(node, 25, {x, Tensor::Scalar<float>(2.f), zp}, be, 1);
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    const std::vector<float> want{-2.f, 0.f, 12.f, -10.f, -18.f};
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_FLOAT_EQ((*y)[0].data<float>()[i], want[i]) << i;
+  }
+}
+
 // x -> MatMul(x, DequantizeLinear(W int4|uint4 [K, N], blocked)) with and without zero points:
 // the optimized session (MatMulNBits) equals the unoptimized one (the two ops as ONNX defines them).
 TEST(FuseNBits, DequantizeMatMulRunsAsMatMulNBits) {

@@ -1,6 +1,8 @@
 // Opset compatibility judged from libonnx's schema history.
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "lib/ops/op_def.h"
 #include "lib/ops/schema_compat.h"
 
@@ -17,6 +19,27 @@ TEST(SchemaCompat, UnchangedOpsPass) {
   // Optional attribute with the old default (ArgMax 12: select_last_index).
   EXPECT_TRUE(OpUnchangedBetween("ArgMax", 11, 13, &why)) << why;
   EXPECT_TRUE(OpUnchangedBetween("Conv", 13, 13, &why)) << why;
+}
+
+// The table reaches opset 28 (the check venv's onnx): 24-28 changed no op incompatibly by the
+// rules (types widened; optional inputs/attributes appended). Whittle's ops whose meaning those
+// steps still extended say so with their max_opset (Mod, BitShift, SpaceToDepth 28; Range 27;
+// Attention 25).
+TEST(SchemaCompat, OpsetsTo28) {
+  std::string why;
+  for (const char* op : {"Reshape", "Transpose", "Identity", "Loop", "Scan", "If", "Cast", "Celu", "TopK", "Einsum",
+                         "OneHot", "DepthToSpace", "ReduceLogSumExp", "QuantizeLinear", "DequantizeLinear", "Pad"})
+    EXPECT_TRUE(OpUnchangedBetween(op, 21, 28, &why)) << why;
+  EXPECT_FALSE(OpUnchangedBetween("Softmax", 11, 28, &why));
+  EXPECT_EQ(why, "Softmax 11 -> 13: attribute 'axis' changed its default");
+  RegisterAllOps();
+  const std::pair<const char*, int> newest[] = {
+      {"Mod", 28}, {"BitShift", 28}, {"SpaceToDepth", 28}, {"Range", 27}, {"Attention", 25}};
+  for (const auto& [op, v] : newest) {
+    const OpDef* d = OpRegistry::Global().Find("", op);
+    ASSERT_NE(d, nullptr) << op;
+    EXPECT_EQ(d->max_opset, v) << op;
+  }
 }
 
 TEST(SchemaCompat, ChangesAreNamed) {
@@ -67,6 +90,16 @@ TEST(SchemaCompat, NewerOpsetsLoadOpByOp) {
   EXPECT_EQ(s.message(),
             "node 'r' (GridSample): opset 20 changed this op (GridSample 16 -> 20: attribute 'mode' changed its "
             "default); Whittle implements it up to opset 17");
+  EXPECT_TRUE(ValidateNode(relu, 28).ok());
+  // SpaceToDepth's mode exists from opset 28; before, it is an error in the model.
+  Node s2d = relu;
+  s2d.op_type = "SpaceToDepth";
+  s2d.attrs.Set("blocksize", Attribute::Int(2));
+  s2d.attrs.Set("mode", Attribute::String("CRD"));
+  EXPECT_TRUE(ValidateNode(s2d, 28).ok());
+  const Status old = ValidateNode(s2d, 27);
+  ASSERT_FALSE(old.ok());
+  EXPECT_NE(old.message().find("mode attribute from opset 28"), std::string::npos) << old.message();
 }
 
 }  // namespace
