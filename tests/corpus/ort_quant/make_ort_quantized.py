@@ -6,7 +6,8 @@ For every model NAME it leaves in the output folder:
                    optimizer (a session's optimized_model_filepath dump) wrote it
   NAME.npz         inputs under their graph-input names; outputs under 'out:<output name>'
                    (ORT CPUExecutionProvider, graph optimizations DISABLED, i.e. the file's ops as written)
-  NAME.src.onnx    the float torch export the quantizer started from (bert_qattention: ../bert_ort_opt.onnx)
+  NAME.src.onnx    the float torch export the quantizer started from (bert_qattention: ../bert_ort_opt.onnx;
+                   *_nbits4_*: models/transformer.onnx and tfenc_dynq.src.onnx, none written)
 It prints, per model, a Counter of (domain, op_type), each contrib node's inputs/outputs/attributes, and the
 max |file - float source| and |file - quantized-but-unfused file| differences.
 
@@ -37,11 +38,21 @@ Models (seeded random weights, all < 1 MB):
                          batches in [0, 1]) of the same CRNN: QLinearConv 3, QLinearMatMul, QLinearAdd; the LSTM stays
                          float (LSTM is not in the QOperator registry)
   crnn_qdq               the same with QuantFormat.QDQ (QuantizeLinear/DequantizeLinear around Conv, MatMul, Add)
+  transformer_nbits4_sym   ORT's 4-bit weight-only quantizer (MatMulNBitsQuantizer, RTN, bits 4, block_size 32,
+                         is_symmetric=True, default accuracy_level) of the bundled patch transformer
+                         (models/transformer.onnx): MatMulNBits 9, no zero points; inputs: the first 8
+                         Fashion-MNIST test images
+  transformer_nbits4_asym  the same with is_symmetric=False: packed uint8 zero points (input 3)
+  tfenc_nbits4_b16_asym  the same quantizer on tfenc_dynq.src.onnx, block_size 16, asymmetric: MatMulNBits 12
+  tfenc_nbits4_b128_asym   block_size 128 > K (32, 64): one padded block per column
 
 Run:  python make_ort_quantized.py [outdir]   (default: this folder)
-      ONLY=crnn python make_ort_quantized.py [outdir]   (only the listed functions, comma-separated; crnn uses its
-      own generators, so its files are the same as in a full run; the others share `rng` and need a full run)
-Needs torch, transformers, onnx, onnxruntime (no downloads).
+      ONLY=crnn python make_ort_quantized.py [outdir]   (only the listed functions, comma-separated; crnn and
+      matmul_nbits use their own generators, so their files are the same as in a full run; the others share `rng`
+      and need a full run)
+Needs torch, transformers, onnx, onnxruntime, and for matmul_nbits onnx_ir (ORT's MatMulNBitsQuantizer imports it)
+and the Fashion-MNIST test images (Debian package dataset-fashion-mnist, or $WHITTLE_FASHION_MNIST_DIR); no
+downloads.
 """
 import collections
 import os
@@ -402,10 +413,58 @@ def crnn():
         assert os.path.getsize(os.path.join(OUT, name + ".onnx")) < 200 * 1024, name
 
 
+# ----------------------------------------------------------------------------------------------------------
+# the bundled Fashion-MNIST patch transformer (../../../models/transformer.onnx: torch export, opset 17, 9 MatMul
+# with constant weights [49,192], [192,576], [192,192], [192,384], [384,192] and a Gemm head)
+TRANSFORMER = os.path.join(HERE, "..", "..", "..", "models", "transformer.onnx")
+FASHION_MNIST = os.environ.get("WHITTLE_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
+
+
+def fashion_mnist_test_images(n):
+    """The first n Fashion-MNIST test images as float32 [n, 1, 28, 28] in [0, 1] (as models/train.py feeds them)."""
+    import gzip
+    path = os.path.join(FASHION_MNIST, "t10k-images-idx3-ubyte.gz")
+    if not os.path.exists(path):
+        sys.exit(f"{path} missing: apt-get install dataset-fashion-mnist, or set WHITTLE_FASHION_MNIST_DIR")
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    images = np.frombuffer(data, np.uint8, offset=16).reshape(-1, 1, 28, 28)   # IDX header: 4 + 3 * 4 bytes
+    return (images[:n].astype(np.float32) / 255.0).copy()
+
+
+def matmul_nbits():
+    """ORT's 4-bit weight-only quantizer (onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer,
+    default RTN algorithm, QOperator format, default accuracy_level): every MatMul with a constant 2-D weight becomes
+    com.microsoft MatMulNBits (B packed uint8 [N, blocks, block/2], scales [N, blocks], uint8 zero points
+    [N, ceil(blocks/2)] two per byte when asymmetric, blocks = ceil(K/block)); Gemm, Gather and the
+    activation x activation MatMuls stay float. Sources: the bundled patch transformer (K = 49 is not a multiple of
+    the block: the last block is padded) and tfenc_dynq.src.onnx (written by tfenc_dynamic; here read from OUT; no
+    new .src.onnx). Own generator (seed 13) for the encoder's input, so ONLY=matmul_nbits writes the same files as a
+    full run."""
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer   # needs the onnx_ir package
+    import logging
+    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.WARNING)  # one INFO line a node
+    images = {"image": fashion_mnist_test_images(8)}
+    tfenc_src = os.path.join(OUT, "tfenc_dynq.src.onnx")
+    tfenc_x = {"x": np.random.default_rng(13).standard_normal((2, 6, 32)).astype(np.float32)}
+    for name, src, feeds, kw in [
+            ("transformer_nbits4_sym", TRANSFORMER, images, dict(block_size=32, is_symmetric=True)),
+            ("transformer_nbits4_asym", TRANSFORMER, images, dict(block_size=32, is_symmetric=False)),
+            ("tfenc_nbits4_b16_asym", tfenc_src, tfenc_x, dict(block_size=16, is_symmetric=False)),
+            # block > K (32 and 64): one zero-padded block per column, zero points [N, 1] with one nibble used
+            ("tfenc_nbits4_b128_asym", tfenc_src, tfenc_x, dict(block_size=128, is_symmetric=False))]:
+        quant = MatMulNBitsQuantizer(onnx.load(src), bits=4, **kw)
+        quant.process()
+        q = os.path.join(TMP, name + ".onnx")
+        onnx.save(quant.model.model, q)
+        save(name, q, feeds, [("source", src)])
+        assert os.path.getsize(os.path.join(OUT, name + ".onnx")) < 512 * 1024, name
+
+
 if __name__ == "__main__":
     print("onnxruntime", ort.__version__, "onnx", onnx.__version__, "torch", torch.__version__)
     only = set(os.environ.get("ONLY", "").split(",")) - {""}
-    for fn in [mlp_dynamic, tfenc_dynamic, cnn_static, bert_qattention, lstm_dynamic, crnn]:
+    for fn in [mlp_dynamic, tfenc_dynamic, cnn_static, bert_qattention, lstm_dynamic, crnn, matmul_nbits]:
         if not only or fn.__name__ in only:
             fn()
     print("\n=== summary: contrib ops per file")
