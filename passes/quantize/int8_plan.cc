@@ -133,17 +133,12 @@ StatusOr<Int8Plan> MakePlan(const Graph& g, const Int8Config& c) {
         // A MatMul's bias as exporters write a Linear on 3-D input (Add of a constant [N]) stays
         // before the output QuantizeLinear too: the layer's output is quantized once, after it,
         // and the runtime takes the Add as its int32 bias.
-        const int r = g.SoleConsumer(l.output);
-        const Node* a = r >= 0 ? &g.nodes()[static_cast<size_t>(r)] : nullptr;
         const Tensor& w = *g.value(l.weight).initializer;
-        if (a && rewrite::IsOp(*a, "Add") && a->inputs.size() == 2 && a->outputs.size() == 1 && a->outputs[0] >= 0) {
-          const int other = a->inputs[0] == l.output ? a->inputs[1] : a->inputs[0];
-          const Tensor* b = other >= 0 ? g.value(other).initializer ? &*g.value(other).initializer : nullptr : nullptr;
-          if (other != l.output && b && b->dtype() == DType::kFloat32 && w.rank() == 2 && b->numel() == w.dim(1) &&
-              b->rank() >= 1 && b->rank() <= 2 && b->dim(b->rank() - 1) == w.dim(1)) {
-            l.bias_add = r;
-            l.output = a->outputs[0];
-          }
+        int b = -1;
+        const int r = w.rank() == 2 ? rewrite::MatMulBiasAdd(g, l.output, w.dim(1), &b) : -1;
+        if (r >= 0) {
+          l.bias_add = r;
+          l.output = g.nodes()[static_cast<size_t>(r)].outputs[0];
         }
       }
       if (!c.dynamic) {

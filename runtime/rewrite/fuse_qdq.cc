@@ -243,17 +243,12 @@ std::optional<LinearMatch> MatchLinear(const Graph& g, int ni) {
   if (n.op_type == "MatMul") {
     // A MatMul's bias as exporters write a Linear on 3-D input: its sole reader Add(y, b) with a
     // constant float b of one value per output channel (either operand order).
-    const int ai = rewrite::SoleConsumer(g, m.y);
-    const Node* add = ai >= 0 ? &g.nodes()[static_cast<size_t>(ai)] : nullptr;
-    if (add && IsOp(*add, "Add") && add->inputs.size() == 2 && add->outputs.size() == 1 && add->outputs[0] >= 0) {
-      const int other = add->inputs[0] == m.y ? add->inputs[1] : add->inputs[0];
-      const Tensor* b = ConstValue(g, other);
-      if (other != m.y && b && b->dtype() == DType::kFloat32 && b->numel() == channels && b->dim(b->rank() - 1) == channels &&
-          b->rank() <= 2) {
-        bias_id = other;
-        m.bias_add = ai;
-        m.y = add->outputs[0];
-      }
+    int b = -1;
+    const int ai = rewrite::MatMulBiasAdd(g, m.y, channels, &b);
+    if (ai >= 0) {
+      bias_id = b;
+      m.bias_add = ai;
+      m.y = g.nodes()[static_cast<size_t>(ai)].outputs[0];
     }
   }
   auto bias = MatchBias(g, bias_id, m.x.p.scale, m.w, channels);

@@ -106,4 +106,20 @@ inline int SoleAddOf(const Graph& g, int y, int* other) {
   return *other < 0 || *other == y ? -1 : ai;
 }
 
+// A MatMul's bias as exporters write a Linear on 3-D input: y's only reader Add(y, b), either
+// operand order, with b a constant float32 of one value per output channel (rank 1 or 2, its last
+// dim `channels`). That Add's node index, with b's value id in *bias; else -1. The quantizer keeps
+// such an Add before the layer's output QuantizeLinear and the runtime fuses it as the int32 bias.
+inline int MatMulBiasAdd(const Graph& g, int y, int64_t channels, int* bias) {
+  int other = -1;
+  const int ai = SoleAddOf(g, y, &other);
+  if (ai < 0 || g.nodes()[static_cast<size_t>(ai)].outputs[0] < 0) return -1;
+  const Tensor* b = ConstValue(g, other);
+  if (!b || b->dtype() != DType::kFloat32 || b->rank() < 1 || b->rank() > 2 || b->numel() != channels ||
+      b->dim(b->rank() - 1) != channels)
+    return -1;
+  *bias = other;
+  return ai;
+}
+
 }  // namespace whittle::rewrite
