@@ -7,6 +7,7 @@ PKGS=(build-essential cmake pkg-config zlib1g-dev
       libonnx-dev libprotobuf-dev protobuf-compiler libeigen3-dev libfftw3-dev libcli11-dev
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libdnnl-dev
       ocl-icd-opencl-dev opencl-headers
+      openmpi-bin libopenmpi-dev
       dataset-fashion-mnist libonnx-testdata)
 # --sanitizers: also clang and libFuzzer, for the sanitizer and fuzz builds (scripts/sanitize.sh,
 # scripts/fuzz.sh; scripts/test.sh runs them).

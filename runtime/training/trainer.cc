@@ -339,7 +339,19 @@ StatusOr<StepResult> Trainer::Step(const Tensor& x, const Tensor& labels, int64_
                                    const Tensor& teacher_logits) {
   WH_RETURN_IF_ERROR(ToBackendDevice());  // a restored checkpoint's host tensors
   std::vector<Tensor> grads;
-  WH_ASSIGN_OR_RETURN(StepResult r, Gradients(x, labels, &grads, teacher_logits));
+  StepResult r;
+  const int64_t rows = x.defined() && x.rank() > 0 ? x.dim(0) : 0;
+  if (Distributed() && rows == 0) {
+    // A global batch's tail shorter than the rank count: this rank adds nothing to the sum.
+    for (const Tensor& v : values_) {
+      Tensor z(DType::kFloat32, v.dims());
+      std::fill(z.data<float>(), z.data<float>() + z.numel(), 0.f);
+      grads.push_back(std::move(z));
+    }
+  } else {
+    WH_ASSIGN_OR_RETURN(r, Gradients(x, labels, &grads, teacher_logits));
+  }
+  if (Distributed()) WH_RETURN_IF_ERROR(ReduceGradients(&grads, rows, &r));
   // The optimizer runs where the params live; a gradient a CPU kernel computed moves there.
   const ParamUpdates& up = *ParamUpdatesFor(device_);
   const int threads = train_->options().num_threads;  // the Session's, with 0 resolved to all cores
@@ -377,6 +389,38 @@ StatusOr<StepResult> Trainer::Step(const Tensor& x, const Tensor& labels, int64_
   return r;
 }
 
+Status Trainer::ReduceGradients(std::vector<Tensor>* grads, int64_t rows, StepResult* r) const {
+  if (device_ != DeviceType::kCpu)
+    return Unimplemented("data-parallel training runs on the CPU backend only (the NCCL path is not built yet)");
+  int64_t total = 0;
+  for (const Tensor& g : *grads) total += g.numel();
+  // One buffer, one all-reduce: each rank's gradient of its rows' mean loss times its row count,
+  // so that the sum over ranks divided by the global row count is the global batch's gradient.
+  std::vector<float> flat(static_cast<size_t>(total));
+  const auto w = static_cast<float>(rows);
+  size_t at = 0;
+  for (const Tensor& g : *grads) {
+    const float* p = g.data<float>();
+    for (int64_t i = 0; i < g.numel(); ++i) flat[at++] = p[i] * w;
+  }
+  double stats[3] = {static_cast<double>(rows), r->loss * static_cast<double>(rows), static_cast<double>(r->correct)};
+  WH_RETURN_IF_ERROR(opts_.comm->AllReduceSum(flat.data(), total));
+  WH_RETURN_IF_ERROR(opts_.comm->AllReduceSum(stats, 3));
+  const double n = std::max(stats[0], 1.0);
+  const auto inv = static_cast<float>(1.0 / n);
+  at = 0;
+  for (Tensor& g : *grads) {
+    Tensor out(DType::kFloat32, g.dims());  // not in place: g may be a session's arena buffer
+    float* p = out.data<float>();
+    for (int64_t i = 0; i < out.numel(); ++i) p[i] = flat[at++] * inv;
+    g = std::move(out);
+  }
+  r->loss = stats[1] / n;
+  r->correct = static_cast<int64_t>(stats[2]);
+  r->samples = static_cast<int64_t>(stats[0]);
+  return Status::Ok();
+}
+
 StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
                                          const std::function<void(const Progress&)>& progress) {
   const int64_t n = data.size(), steps = StepsPerEpoch(n);
@@ -395,8 +439,15 @@ StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
     return InvalidArgument("image augmentation needs float32 images [N, ..., H, W]; the training data is " +
                            std::string(DTypeName(data.inputs.dtype())) + " " + DimsToString(data.inputs.dims()));
   const bool cache = opts_.cache_teacher && !augment && opts_.alpha > 0 && teacher_ && opts_.hints.empty();
+  // This rank's rows of global batch s (all of them when training alone).
+  auto rows_of = [&](int64_t s, int64_t* b0, int64_t* b1) {
+    *b0 = s * opts_.batch;
+    *b1 = std::min(n, *b0 + opts_.batch);
+    if (Distributed()) RankRows(*b0, *b1, opts_.comm->rank(), opts_.comm->size(), b0, b1);
+  };
   Prefetcher loader(steps, [&](int64_t s) {
-    const int64_t b0 = s * opts_.batch, b1 = std::min(n, b0 + opts_.batch);
+    int64_t b0, b1;
+    rows_of(s, &b0, &b1);
     Prefetcher::Batch b(GatherRows(data.inputs, order, b0, b1),
                         data.has_labels() ? GatherRows(data.labels, order, b0, b1) : Tensor());
     if (augment) AugmentImages(&b.first, opts_.crop_padding, opts_.hflip, opts_.seed, epoch, s);
@@ -405,8 +456,9 @@ StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
   for (int64_t s = 0; s < steps; ++s) {
     const Prefetcher::Batch batch = loader.Next(&st.data_wait_s);
     Tensor tz;
-    if (cache) {
-      const int64_t b0 = s * opts_.batch, b1 = std::min(n, b0 + opts_.batch);
+    if (cache && batch.first.dim(0) > 0) {
+      int64_t b0, b1;
+      rows_of(s, &b0, &b1);
       WH_ASSIGN_OR_RETURN(tz, TeacherLogits(data, std::vector<int64_t>(order.begin() + b0, order.begin() + b1),
                                             batch.first, &st.teacher_cached));
     }

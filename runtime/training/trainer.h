@@ -20,6 +20,7 @@
 #include "lib/ir/graph.h"
 #include "lib/ir/status.h"
 #include "runtime/training/autodiff.h"
+#include "runtime/training/communicator.h"
 #include "whittle/session.h"
 
 namespace whittle::training {
@@ -73,6 +74,12 @@ struct TrainOptions {
   // every batch (no logit cache).
   std::vector<std::pair<std::string, std::string>> hints;
   float hint_weight = 1.f;
+  // Synchronous data parallelism (issue 44): this process is one rank of comm's job. `batch` is
+  // then the global batch: each rank takes its share of every global batch's rows (RankRows),
+  // computes its gradients, and the ranks' gradients are summed (weighted by their row counts)
+  // before every rank takes the same optimizer step; the schedule and the learning-rate scaling
+  // see the global batch. Null (or one rank): this process trains alone. CPU backend only.
+  const Communicator* comm = nullptr;
 };
 
 struct StepResult {
@@ -154,6 +161,10 @@ class Trainer {
   StatusOr<Tensor> TeacherLogits(const Dataset& data, const std::vector<int64_t>& rows, const Tensor& x,
                                  int64_t* cached);
   float LearningRate(int64_t step, int64_t total) const;
+  // Data parallelism: the ranks' gradients (this rank's from `rows` samples, r its loss and hits)
+  // summed weighted by row count into the global batch's; r becomes the global batch's.
+  Status ReduceGradients(std::vector<Tensor>* grads, int64_t rows, StepResult* r) const;
+  bool Distributed() const { return opts_.comm && opts_.comm->size() > 1; }
   // A param's current values in host memory, to read (the param itself on the CPU, else a download).
   std::optional<Tensor> Latent(const std::string& param) const;
   // Params, optimizer state and model state moved to the backend's device where they are not.

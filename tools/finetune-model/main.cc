@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "passes/report/finetune_report.h"
 #include "runtime/evaluate.h"
 #include "runtime/training/checkpoint.h"
+#include "runtime/training/communicator.h"
 #include "runtime/training/finetune.h"
 #include "runtime/training/trainer.h"
 #include "tools/common/cli.h"
@@ -148,7 +150,25 @@ int Main(int argc, char** argv) {
   app.add_option("--hint-weight", o.hint_weight, "Weight of each hint loss, weight * mean((s - t)^2)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "No progress on stderr");
+  // Launched by mpirun with several ranks: synchronous data parallelism, rank 0 the one writer
+  // (progress, checkpoints, report, output); the others train their share of every batch.
+  auto world = whittle::training::JoinLaunchedJob(&argc, &argv);
+  if (!world.ok()) return Fail(world.status().message());
+  const whittle::training::Communicator* comm = world->get();
+  const int rank = comm ? comm->rank() : 0;
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "finetune-model")) return *code;
+  o.comm = comm;
+  if (comm && device != "cpu")
+    return Fail("--device " + device + " with " + std::to_string(comm->size()) +
+                " ranks: data-parallel training runs on the CPU (the NCCL path is not built yet)");
+  if (comm && o.batch < comm->size())
+    return Fail("--batch " + std::to_string(o.batch) + " is the global batch: it needs at least one sample per rank (" +
+                std::to_string(comm->size()) + " ranks)");
+  if (rank != 0) {
+    quiet = true;
+    json = false;
+    report.clear();
+  }
   if (auto st = whittle::cli::ApplyResourceLimits(limits); !st.ok()) return Fail(st.message());
   auto external_threshold = whittle::cli::ParseExternalDataThreshold(external_data);
   if (!external_threshold.ok()) return Fail(external_threshold.status().message());
@@ -206,6 +226,21 @@ int Main(int argc, char** argv) {
     checkpoint = std::move(*c);
     if (checkpoint) student = std::move(checkpoint->model);
   }
+  if (comm) {
+    // A bad launch (ranks given different models, data or options) is refused before any step:
+    // every rank compares its command line and what it loaded with rank 0's.
+    std::string id;
+    for (int i = 1; i < argc; ++i) id += std::string(argv[i]) + '\0';
+    id += std::to_string(student->values().size()) + "/" + std::to_string(train->size());
+    double mine = static_cast<double>(std::hash<std::string>()(id) >> 12), first = mine;
+    if (Status st = comm->Broadcast(&first, sizeof first, 0); !st.ok()) return Fail(st.message());
+    double differ = mine != first ? 1 : 0;
+    if (Status st = comm->AllReduceSum(&differ, 1); !st.ok()) return Fail(st.message());
+    if (differ > 0)
+      return Fail("rank " + std::to_string(rank) + ": " +
+                  (mine != first ? std::string("this rank's command line or data differ from rank 0's")
+                                 : std::to_string(static_cast<int>(differ)) + " rank(s) were launched with another command line or data"));
+  }
   auto trainer_or = Trainer::Create(*student, teacher ? &*teacher : nullptr, o);
   if (!trainer_or.ok()) return Fail(trainer_or.status().message());
   Trainer& t = **trainer_or;
@@ -219,6 +254,10 @@ int Main(int argc, char** argv) {
   const int first_epoch = run.first_epoch;
 
   whittle::cli::Progress progress(!quiet);
+  if (!quiet && comm)
+    progress.Line("data-parallel: " + std::to_string(comm->size()) + " ranks, global batch " + std::to_string(o.batch) +
+                  " (" + std::to_string(o.batch / comm->size()) + "-" + std::to_string((o.batch + comm->size() - 1) / comm->size()) +
+                  " samples per rank)");
   if (!quiet && first_epoch > 0) progress.Line("resuming after epoch " + std::to_string(first_epoch));
   if (!quiet && o.backend != whittle::Backend::kCpu) {
     std::string list;
@@ -229,10 +268,11 @@ int Main(int argc, char** argv) {
   ProgressObserver observer(&progress, quiet);
   whittle::training::CheckpointWriter checkpoints(ckpt_dir, &observer);  // with --checkpoint-dir
   whittle::training::FinetuneObserver* obs = &observer;
-  if (!ckpt_dir.empty()) obs = &checkpoints;
+  if (!ckpt_dir.empty() && rank == 0) obs = &checkpoints;
   FinetuneHistory h;
   auto out = whittle::training::RunFinetune(t, *train, eval_spec.empty() ? nullptr : &eval, std::move(run), &h, obs);
-  if (!out.ok()) return Fail(out.status().message());
+  if (!out.ok()) return Fail((comm ? "rank " + std::to_string(rank) + ": " : std::string()) + out.status().message());
+  if (rank != 0) return 0;  // every rank holds the same weights; rank 0 writes them
 
   whittle::FinetuneReport rep;
   if (!report.empty()) {

@@ -1,0 +1,45 @@
+// Data-parallel training's collectives (issue 44): one process per rank, launched by the engine's
+// own launcher (`mpirun -np N finetune-model ...`). The trainer needs only this interface;
+// the MPI implementation (runtime/training/communicator.cc) is built where CMake finds MPI
+// (WHITTLE_MPI), and a single process needs none.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "lib/ir/status.h"
+
+namespace whittle::training {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Sums data[0, n) over every rank, in place: every rank gets the same sum (the same bits: the
+  // engine reduces in one order for all).
+  virtual Status AllReduceSum(float* data, int64_t n) const = 0;
+  virtual Status AllReduceSum(double* data, int64_t n) const = 0;
+  // root's bytes to every rank.
+  virtual Status Broadcast(void* data, int64_t bytes, int root) const = 0;
+};
+
+// The rows of a global batch [b0, b1) that rank r of `size` takes: as even a split as there is
+// ([b0 + len*r/size, b0 + len*(r+1)/size)), so no row is taken twice and every row is taken; a
+// tail shorter than the rank count leaves some ranks none.
+inline void RankRows(int64_t b0, int64_t b1, int rank, int size, int64_t* r0, int64_t* r1) {
+  const int64_t len = b1 - b0;
+  *r0 = b0 + len * rank / size;
+  *r1 = b0 + len * (rank + 1) / size;
+}
+
+// This process's place in a job that mpirun launched with more than one rank (MPI initialized,
+// finalized when the returned object goes); null for a process launched on its own, or where
+// Whittle was built without MPI and the environment shows no launcher. An error where a launcher
+// started this process but Whittle was built without MPI (it would train alone, N times over).
+StatusOr<std::unique_ptr<Communicator>> JoinLaunchedJob(int* argc, char*** argv);
+
+// Whether this build can join an MPI job.
+bool BuiltWithMpi();
+
+}  // namespace whittle::training

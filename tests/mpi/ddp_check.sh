@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# ctest ddp_check: the bundled CNN pruned 50 % (compress-model --prune), fine-tuned by 2 ranks on
+# localhost (mpirun --oversubscribe: this machine may have fewer cores than ranks; as root,
+# --allow-run-as-root, as CI runs) against one process (tests/mpi/ddp_check.cc).
+#   ddp_check.sh MPIEXEC BIN_DIR SOURCE_DIR
+set -euo pipefail
+mpiexec=$1 bin=$2 src=$3
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+"$bin/compress-model" "$src/models/cnn.onnx" -o "$tmp/student.onnx" --prune ratio=0.5 --no-bench --quiet
+root=()
+[ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
+# Bounded: a rank that hangs must not hold CI (mpirun's own timeout ends the job).
+timeout 600 "$mpiexec" "${root[@]}" --oversubscribe --timeout 540 -np 2 \
+  "$bin/ddp_check" --student "$tmp/student.onnx" --teacher "$src/models/cnn.onnx" \
+  --data fashion-mnist:train --steps 50 --batch 64
+# finetune-model itself on 2 ranks (rank 0 writes) against 1 process, same epochs and global batch:
+# the same eval accuracy within 0.2 points, and a bad launch (ranks given different options) refused.
+ft=("$bin/finetune-model" "$tmp/student.onnx" --teacher "$src/models/cnn.onnx" --train-data fashion-mnist:train
+    --train-limit 6400 --eval-data fashion-mnist:test --eval-limit 2000 --epochs 1 --batch 64 --threads 1 --json -q)
+timeout 600 "$mpiexec" "${root[@]}" --oversubscribe --timeout 540 -np 2 "${ft[@]}" -o "$tmp/ft2.onnx" > "$tmp/ft2.json"
+"${ft[@]}" -o "$tmp/ft1.onnx" > "$tmp/ft1.json"
+python3 - "$tmp/ft1.json" "$tmp/ft2.json" <<'PY'
+import json, sys
+one, two = (json.load(open(p))["best_eval_accuracy"] for p in sys.argv[1:3])
+print("finetune-model eval accuracy: 1 process %.4f, 2 ranks %.4f" % (one, two))
+sys.exit(0 if abs(one - two) <= 0.002 else "2 ranks reach %.4f, 1 process %.4f: more than 0.2 points apart" % (two, one))
+PY
+if timeout 120 "$mpiexec" "${root[@]}" --oversubscribe --timeout 100 -np 2 bash -c \
+    'exec "$@" --seed "$OMPI_COMM_WORLD_RANK"' _ "${ft[@]}" -o "$tmp/bad.onnx" > /dev/null 2> "$tmp/bad.err"; then
+  echo "a launch whose ranks differ in --seed was not refused"; exit 1
+fi
+grep -q "differ from rank 0's" "$tmp/bad.err" || { echo "bad launch: no message naming it:"; cat "$tmp/bad.err"; exit 1; }
+[ ! -e "$tmp/bad.onnx" ] || { echo "bad launch wrote an output"; exit 1; }
+echo "bad launch refused: $(grep -m1 "differ from rank 0's" "$tmp/bad.err")"
