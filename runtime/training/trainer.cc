@@ -351,7 +351,8 @@ StatusOr<StepResult> Trainer::Step(const Tensor& x, const Tensor& labels, int64_
   } else {
     WH_ASSIGN_OR_RETURN(r, Gradients(x, labels, &grads, teacher_logits));
   }
-  if (Distributed()) WH_RETURN_IF_ERROR(ReduceGradients(&grads, rows, &r));
+  if (Distributed() && opts_.average_every <= 0) WH_RETURN_IF_ERROR(ReduceGradients(&grads, rows, &r));
+  if (Distributed() && opts_.average_every > 0) WH_RETURN_IF_ERROR(ReduceStats(rows, &r));
   // The optimizer runs where the params live; a gradient a CPU kernel computed moves there.
   const ParamUpdates& up = *ParamUpdatesFor(device_);
   const int threads = train_->options().num_threads;  // the Session's, with 0 resolved to all cores
@@ -421,6 +422,41 @@ Status Trainer::ReduceGradients(std::vector<Tensor>* grads, int64_t rows, StepRe
   return Status::Ok();
 }
 
+Status Trainer::ReduceStats(int64_t rows, StepResult* r) const {
+  double stats[3] = {static_cast<double>(rows), r->loss * static_cast<double>(rows), static_cast<double>(r->correct)};
+  WH_RETURN_IF_ERROR(opts_.comm->AllReduceSum(stats, 3));
+  const double n = std::max(stats[0], 1.0);
+  r->loss = stats[1] / n;
+  r->correct = static_cast<int64_t>(stats[2]);
+  r->samples = static_cast<int64_t>(stats[0]);
+  return Status::Ok();
+}
+
+Status Trainer::AverageModels() {
+  if (device_ != DeviceType::kCpu)
+    return Unimplemented("data-parallel training runs on the CPU backend only (the NCCL path is not built yet)");
+  std::vector<Tensor*> all;
+  for (auto* set : {&values_, &m_, &v_})
+    for (Tensor& t : *set)
+      if (t.defined() && t.dtype() == DType::kFloat32) all.push_back(&t);
+  int64_t total = 0;
+  for (const Tensor* t : all) total += t->numel();
+  std::vector<float> flat(static_cast<size_t>(total));
+  size_t at = 0;
+  for (const Tensor* t : all) {
+    std::copy(t->data<float>(), t->data<float>() + t->numel(), flat.begin() + static_cast<std::ptrdiff_t>(at));
+    at += static_cast<size_t>(t->numel());
+  }
+  WH_RETURN_IF_ERROR(opts_.comm->AllReduceSum(flat.data(), total));
+  const float inv = 1.f / static_cast<float>(opts_.comm->size());
+  at = 0;
+  for (Tensor* t : all) {
+    float* p = t->data<float>();
+    for (int64_t i = 0; i < t->numel(); ++i) p[i] = flat[at++] * inv;
+  }
+  return Status::Ok();
+}
+
 StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
                                          const std::function<void(const Progress&)>& progress) {
   const int64_t n = data.size(), steps = StepsPerEpoch(n);
@@ -463,6 +499,8 @@ StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
                                             batch.first, &st.teacher_cached));
     }
     WH_ASSIGN_OR_RETURN(StepResult r, Step(batch.first, batch.second, static_cast<int64_t>(epoch) * steps + s, total, tz));
+    if (Distributed() && opts_.average_every > 0 && ((s + 1) % opts_.average_every == 0 || s + 1 == steps))
+      WH_RETURN_IF_ERROR(AverageModels());
     loss_sum += r.loss * static_cast<double>(r.samples);
     correct += r.correct;
     seen += r.samples;

@@ -80,6 +80,11 @@ struct TrainOptions {
   // before every rank takes the same optimizer step; the schedule and the learning-rate scaling
   // see the global batch. Null (or one rank): this process trains alone. CPU backend only.
   const Communicator* comm = nullptr;
+  // With comm: 0, synchronous SGD (the gradients are summed every step); K > 0, model averaging
+  // (local SGD): each rank steps on its own share's gradient, and every K steps (and at the end
+  // of every epoch) the ranks' parameters and optimizer state are averaged. K = 1 with plain SGD
+  // is synchronous SGD again (up to rounding and the per-rank gradient clipping).
+  int average_every = 0;
 };
 
 struct StepResult {
@@ -164,6 +169,10 @@ class Trainer {
   // Data parallelism: the ranks' gradients (this rank's from `rows` samples, r its loss and hits)
   // summed weighted by row count into the global batch's; r becomes the global batch's.
   Status ReduceGradients(std::vector<Tensor>* grads, int64_t rows, StepResult* r) const;
+  // Model averaging: the ranks' parameters and optimizer state replaced by their mean.
+  Status AverageModels();
+  // Data parallelism's step result: the ranks' rows, loss and hits summed into the global batch's.
+  Status ReduceStats(int64_t rows, StepResult* r) const;
   bool Distributed() const { return opts_.comm && opts_.comm->size() > 1; }
   // A param's current values in host memory, to read (the param itself on the CPU, else a download).
   std::optional<Tensor> Latent(const std::string& param) const;

@@ -4,7 +4,9 @@
 // for --steps SGD steps (one epoch of steps x batch samples); rank 0 also trains it alone with the
 // whole batch on the same data order. Holds: every rank ends with the same weights (bit for bit),
 // and they equal the single process's within --max-rel (max |a - b| / max |b| per parameter,
-// default 1e-5). Prints the figures; exits non-zero naming what failed.
+// default 1e-5). With --average 1 the ranks average their models after every step instead of
+// summing gradients (model averaging; no clipping), which must come to the same. Prints the
+// figures; exits non-zero naming what failed.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -40,6 +42,7 @@ int main(int argc, char** argv) {
   std::string student_path, teacher_path, data_spec = "fashion-mnist:train";
   int64_t steps = 50, batch = 64;
   double max_rel = 1e-5;
+  int average = 0;  // --average K: model averaging every K steps (K = 1 must equal synchronous SGD)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--student") student_path = v;
@@ -48,6 +51,7 @@ int main(int argc, char** argv) {
     else if (k == "--steps") steps = std::atoll(v.c_str());
     else if (k == "--batch") batch = std::atoll(v.c_str());
     else if (k == "--max-rel") max_rel = std::atof(v.c_str());
+    else if (k == "--average") average = std::atoi(v.c_str());
     else return Fail("unknown flag " + k);
   }
   if (student_path.empty() || teacher_path.empty()) return Fail("--student and --teacher are required");
@@ -65,9 +69,11 @@ int main(int argc, char** argv) {
   o.optimizer = training::OptimizerKind::kSgd;
   o.seed = 7;
   o.threads = 1;
+  if (average > 0) o.clip_norm = 0;  // clipping per rank's gradient would differ from the global batch's
   auto train = [&](const training::Communicator* with) -> StatusOr<std::vector<float>> {
     training::TrainOptions oo = o;
     oo.comm = with;
+    oo.average_every = with ? average : 0;
     WH_ASSIGN_OR_RETURN(auto t, training::Trainer::Create(*student, &*teacher, oo));
     WH_ASSIGN_OR_RETURN(training::EpochStats st, t->TrainEpoch(*data, 0, nullptr));
     std::printf("rank %d/%d%s: %lld steps of global batch %lld, loss %.5f\n", rank, size, with ? "" : " (alone)",
@@ -93,9 +99,10 @@ int main(int argc, char** argv) {
     max_abs = std::max(max_abs, static_cast<double>(std::fabs((*alone)[i])));
   }
   const double rel = worst / std::max(max_abs, 1e-30);
-  std::printf("%d ranks x batch %lld vs 1 x %lld after %lld SGD steps: max |diff| %.3g, max rel %.3g (bound %.1g)\n",
-              size, static_cast<long long>(batch / std::max(size, 1)), static_cast<long long>(batch),
-              static_cast<long long>(steps), worst, rel, max_rel);
+  std::printf("%d ranks x batch %lld%s vs 1 x %lld after %lld SGD steps: max |diff| %.3g, max rel %.3g (bound %.1g)\n",
+              size, static_cast<long long>(batch / std::max(size, 1)),
+              average > 0 ? (" averaging every " + std::to_string(average) + " step(s)").c_str() : "",
+              static_cast<long long>(batch), static_cast<long long>(steps), worst, rel, max_rel);
   if (!(rel <= max_rel)) return Fail("the distributed weights differ from the single process's by " + std::to_string(rel));
   return 0;
 }

@@ -14,6 +14,11 @@ root=()
 timeout 600 "$mpiexec" "${root[@]}" --oversubscribe --timeout 540 -np 2 \
   "$bin/ddp_check" --student "$tmp/student.onnx" --teacher "$src/models/cnn.onnx" \
   --data fashion-mnist:train --steps 50 --batch 64
+# Model averaging after every step is synchronous SGD again, up to rounding: averaging whole
+# parameters rounds at their magnitude, not the update's (1.2e-05 after 50 steps here).
+timeout 600 "$mpiexec" "${root[@]}" --oversubscribe --timeout 540 -np 2 \
+  "$bin/ddp_check" --student "$tmp/student.onnx" --teacher "$src/models/cnn.onnx" \
+  --data fashion-mnist:train --steps 50 --batch 64 --average 1 --max-rel 1e-4
 # finetune-model itself on 2 ranks (rank 0 writes) against 1 process, same epochs and global batch:
 # the same eval accuracy within 0.2 points, and a bad launch (ranks given different options) refused.
 ft=("$bin/finetune-model" "$tmp/student.onnx" --teacher "$src/models/cnn.onnx" --train-data fashion-mnist:train

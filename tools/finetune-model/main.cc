@@ -7,6 +7,7 @@
 #include <functional>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -149,6 +150,11 @@ int Main(int argc, char** argv) {
                  "STUDENT_TENSOR[=TEACHER_TENSOR] (value names; repeatable)");
   app.add_option("--hint-weight", o.hint_weight, "Weight of each hint loss, weight * mean((s - t)^2)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
+  std::string sync = "ssgd";
+  app.add_option("--sync", sync,
+                 "Under mpirun with several ranks: ssgd (the ranks' gradients summed every step: one global batch) "
+                 "or average:K (model averaging: each rank steps on its share, the models averaged every K steps)")
+      ->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "No progress on stderr");
   // Launched by mpirun with several ranks: synchronous data parallelism, rank 0 the one writer
   // (progress, checkpoints, report, output); the others train their share of every batch.
@@ -158,6 +164,15 @@ int Main(int argc, char** argv) {
   const int rank = comm ? comm->rank() : 0;
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "finetune-model")) return *code;
   o.comm = comm;
+  if (sync.rfind("average:", 0) == 0) {
+    char* end = nullptr;
+    const long k = std::strtol(sync.c_str() + 8, &end, 10);
+    if (end == sync.c_str() + 8 || *end != '\0' || k < 1 || k > 1000000)
+      return Fail("--sync " + sync + ": expected average:K with K a step count of at least 1");
+    o.average_every = static_cast<int>(k);
+  } else if (sync != "ssgd") {
+    return Fail("--sync " + sync + ": expected ssgd or average:K");
+  }
   if (comm && device != "cpu")
     return Fail("--device " + device + " with " + std::to_string(comm->size()) +
                 " ranks: data-parallel training runs on the CPU (the NCCL path is not built yet)");
