@@ -404,11 +404,9 @@ Status Trainer::ReduceGradients(std::vector<Tensor>* grads, int64_t rows, StepRe
     const float* p = g.data<float>();
     for (int64_t i = 0; i < g.numel(); ++i) flat[at++] = p[i] * w;
   }
-  double stats[3] = {static_cast<double>(rows), r->loss * static_cast<double>(rows), static_cast<double>(r->correct)};
   WH_RETURN_IF_ERROR(opts_.comm->AllReduceSum(flat.data(), total));
-  WH_RETURN_IF_ERROR(opts_.comm->AllReduceSum(stats, 3));
-  const double n = std::max(stats[0], 1.0);
-  const auto inv = static_cast<float>(1.0 / n);
+  WH_RETURN_IF_ERROR(ReduceStats(rows, r));
+  const auto inv = static_cast<float>(1.0 / std::max<double>(static_cast<double>(r->samples), 1.0));
   at = 0;
   for (Tensor& g : *grads) {
     Tensor out(DType::kFloat32, g.dims());  // not in place: g may be a session's arena buffer
@@ -416,9 +414,6 @@ Status Trainer::ReduceGradients(std::vector<Tensor>* grads, int64_t rows, StepRe
     for (int64_t i = 0; i < out.numel(); ++i) p[i] = flat[at++] * inv;
     g = std::move(out);
   }
-  r->loss = stats[1] / n;
-  r->correct = static_cast<int64_t>(stats[2]);
-  r->samples = static_cast<int64_t>(stats[0]);
   return Status::Ok();
 }
 
