@@ -122,6 +122,12 @@ Status Session::CheckCacheBindings(const std::vector<std::pair<std::string, std:
   return impl_->ResolveCaches(pairs, &ids);
 }
 
+StatusOr<std::vector<Tensor>> Session::RunNotifying(const std::map<std::string, Tensor>& inputs,
+                                                    const std::function<void(size_t, const Tensor&)>& ready,
+                                                    OutputsOn outputs_on) const {
+  return Guarded("running the model", [&] { return impl_->RunImpl(inputs, nullptr, outputs_on, nullptr, nullptr, &ready); });
+}
+
 StatusOr<std::vector<Tensor>> Session::RunWithCaches(const std::map<std::string, Tensor>& inputs,
                                                      const std::vector<CacheBinding>& caches, RunStats* stats) const {
   return Guarded("running the model", [&] { return impl_->RunWithCachesImpl(inputs, caches, stats); });

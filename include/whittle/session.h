@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -98,6 +99,15 @@ class Session {
   // Inputs may be on any device (each is copied where a kernel needs it, once per run).
   StatusOr<std::vector<Tensor>> Run(const std::map<std::string, Tensor>& inputs, RunStats* stats = nullptr,
                                     OutputsOn outputs_on = OutputsOn::kHost) const;
+
+  // Run, calling ready(i, value) on the calling thread as soon as output i is computed, before the
+  // steps after it run: a trainer starts the all-reduce of each gradient while the backward pass
+  // goes on. value is the run's own buffer, valid only during the call (copy what you keep); on a
+  // device backend it is in the device's stream order. Outputs no step computes (an input or a
+  // constant) are reported once the steps ran. Each output is reported once; the result is Run's.
+  StatusOr<std::vector<Tensor>> RunNotifying(const std::map<std::string, Tensor>& inputs,
+                                             const std::function<void(size_t, const Tensor&)>& ready,
+                                             OutputsOn outputs_on = OutputsOn::kHost) const;
 
   // Run, with output i's values written into outputs[i], which must already have output i's dtype
   // and dims (made once and kept for run after run; a mismatch is an error naming the output, and

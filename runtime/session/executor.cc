@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "runtime/session/input_check.h"
@@ -76,6 +77,14 @@ Status StepExecutor::Step(size_t si) {
     rc_.arena.Release(slots_[static_cast<size_t>(v)]);
     rc_.arena.Release(moved_[static_cast<size_t>(v)]);
   }
+  if (rc_.ready)
+    for (int o : n.outputs) {
+      auto it = std::lower_bound(rc_.output_at.begin(), rc_.output_at.end(), std::make_pair(o, -1));
+      for (; o >= 0 && it != rc_.output_at.end() && it->first == o; ++it) {
+        rc_.reported[static_cast<size_t>(it->second)] = 1;
+        (*rc_.ready)(static_cast<size_t>(it->second), slots_[static_cast<size_t>(o)]);
+      }
+    }
   if (rc_.stats) {
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     // Fused work shows in the op type: "QConv+Relu+MaxPool".

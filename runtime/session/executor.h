@@ -4,6 +4,7 @@
 // the values that die after it recycled, and its time in RunStats. Internal to runtime/session/.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -38,6 +39,11 @@ struct RunContext {
   // the run succeeds (its inferred dims[2]).
   const BoundCaches* caches = nullptr;
   std::map<int, int64_t> cache_rows;
+  // RunNotifying: called with (output index, value) once a step computed it; output_at holds
+  // (value id, output index) sorted, reported which outputs were.
+  const std::function<void(size_t, const Tensor&)>* ready = nullptr;
+  std::vector<std::pair<int, int>> output_at;
+  std::vector<char> reported;
 };
 
 class StepExecutor {

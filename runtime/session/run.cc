@@ -15,7 +15,8 @@ namespace whittle {
 
 StatusOr<std::vector<Tensor>> Session::Impl::RunImpl(const std::map<std::string, Tensor>& inputs, RunStats* stats,
                                                      OutputsOn outputs_on, std::vector<Tensor>* into,
-                                                     const BoundCaches* caches) const {
+                                                     const BoundCaches* caches,
+                                                     const std::function<void(size_t, const Tensor&)>* ready) const {
   using Clock = std::chrono::steady_clock;
   const auto t_start = Clock::now();
   const Graph& g = graph_;
@@ -47,6 +48,12 @@ StatusOr<std::vector<Tensor>> Session::Impl::RunImpl(const std::map<std::string,
   rc.plan = plan.get();
   rc.planned = plan != nullptr;
   rc.caches = caches;
+  if (ready && *ready) {  // RunNotifying: which outputs each value is, and which were reported
+    rc.ready = ready;
+    for (size_t i = 0; i < g.outputs().size(); ++i) rc.output_at.emplace_back(g.outputs()[i], static_cast<int>(i));
+    std::sort(rc.output_at.begin(), rc.output_at.end());
+    rc.reported.assign(g.outputs().size(), 0);
+  }
 
   // CUDA graphs (SessionOptions::cuda_graphs): replay this signature's graph, capture this run,
   // or run eagerly and note whether the run could have been captured.
@@ -54,7 +61,7 @@ StatusOr<std::vector<Tensor>> Session::Impl::RunImpl(const std::map<std::string,
   std::unique_lock<std::mutex> dg_lock;
   bool capture = false;
   if (st.ok() && opts_.cuda_graphs && rc.rt && rc.rt->begin_capture && !stats && outputs_on == OutputsOn::kHost &&
-      !caches) {
+      !caches && !rc.ready) {
     dg = graphs_.Claim(key, &dg_lock);
     if (dg) {
       if (dg->signature.empty()) dg->signature = SignatureText(g, inputs);
@@ -83,6 +90,8 @@ StatusOr<std::vector<Tensor>> Session::Impl::RunImpl(const std::map<std::string,
 
   if (stats) stats->nodes.clear();
   if (st.ok()) st = StepExecutor(*this, rc).Run();
+  for (size_t i = 0; st.ok() && rc.ready && i < rc.reported.size(); ++i)  // inputs and constants
+    if (!rc.reported[i]) (*rc.ready)(i, arena->slots[static_cast<size_t>(g.outputs()[i])]);
   if (capture) {  // the graph, then its first replay, which computes this run's outputs
     st = EndCapture(rc, *dg, kept, st);
     if (!st.ok())

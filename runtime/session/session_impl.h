@@ -57,7 +57,8 @@ struct Session::Impl {
   // Run and RunInto (into: the caller's output tensors, then the result is empty); run.cc.
   StatusOr<std::vector<Tensor>> RunImpl(const std::map<std::string, Tensor>& inputs, RunStats* stats,
                                         OutputsOn outputs_on, std::vector<Tensor>* into,
-                                        const BoundCaches* caches = nullptr) const;
+                                        const BoundCaches* caches = nullptr,
+                                        const std::function<void(size_t, const Tensor&)>* ready = nullptr) const;
   // Session::RunWithCaches (cache_binding.cc).
   StatusOr<std::vector<Tensor>> RunWithCachesImpl(const std::map<std::string, Tensor>& inputs,
                                                   const std::vector<CacheBinding>& caches, RunStats* stats) const;

@@ -22,6 +22,22 @@ class Communicator {
   virtual Status AllReduceSum(double* data, int64_t n) const = 0;
   // root's bytes to every rank.
   virtual Status Broadcast(void* data, int64_t bytes, int root) const = 0;
+
+  // The same sum started without waiting (gradient buckets all-reduced while the backward pass
+  // still runs): every rank must start the same all-reduces in the same order. data stays
+  // untouched by the caller until Wait returns. Returns a handle for Wait.
+  virtual StatusOr<int> StartAllReduceSum(float* data, int64_t n) const = 0;
+  // Lets started all-reduces advance (the engine moves data only inside its calls); cheap.
+  virtual void Progress() const = 0;
+  // Waits for every all-reduce started so far.
+  virtual Status WaitAll() const = 0;
+
+  // Every wait (the collectives above) is bounded: a peer that does not join within this many
+  // seconds (0: no bound) is a hung rank, and the wait fails with a message naming the ranks that
+  // did not answer. The job must then end with Abort (a peer stuck elsewhere never returns).
+  virtual void set_timeout(double seconds) const = 0;
+  // Ends every rank of the job now (after a failure on this one), with exit code `code`.
+  [[noreturn]] virtual void Abort(int code) const = 0;
 };
 
 // The rows of a global batch [b0, b1) that rank r of `size` takes: as even a split as there is

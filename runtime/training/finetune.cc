@@ -40,7 +40,8 @@ std::string EpochLine(const EpochStats& e, int epochs, double eval_accuracy) {
   if (e.train_accuracy >= 0) line += " train acc " + Fmt("%.4f", e.train_accuracy);
   if (eval_accuracy >= 0) line += " eval acc " + Fmt("%.4f", eval_accuracy);
   return line + " " + Fmt("%.0f", e.samples_per_s) + " samples/s " + Fmt("%.1f", e.seconds) + " s (waited " +
-         Fmt("%.3f", e.data_wait_s) + " s for data)";
+         Fmt("%.3f", e.data_wait_s) + " s for data" +
+         (e.comm_s > 0 ? ", " + Fmt("%.3f", e.comm_s) + " s in collectives" : std::string()) + ")";
 }
 
 StatusOr<Graph> RunFinetune(Trainer& t, const Dataset& train, const Dataset* eval, FinetuneRun run,

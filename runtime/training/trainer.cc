@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <cmath>
@@ -203,7 +204,8 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const Graph& student, const G
 }
 
 StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, const Tensor& teacher_logits,
-                                      std::vector<Tensor>* outs) const {
+                                      std::vector<Tensor>* outs,
+                                      const std::function<void(size_t, const Tensor&)>* ready) const {
   const int64_t B = x.dim(0);
   const Value& lv = SessionGraph(*train_).value(SessionGraph(*train_).outputs()[0]);
   const int64_t C = lv.shape && lv.shape->size() == 2 && (*lv.shape)[1].known() ? (*lv.shape)[1].value : -1;
@@ -269,7 +271,11 @@ StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, con
   }
   // Gradients and state stay where they were computed (the device, for the optimizer); the
   // logits and the hint tensors come to the host for the loss.
-  WH_ASSIGN_OR_RETURN(*outs, train_->Run(in, nullptr, OutputsOn::kWhereComputed));
+  if (ready) {
+    WH_ASSIGN_OR_RETURN(*outs, train_->RunNotifying(in, *ready, OutputsOn::kWhereComputed));
+  } else {
+    WH_ASSIGN_OR_RETURN(*outs, train_->Run(in, nullptr, OutputsOn::kWhereComputed));
+  }
   WH_ASSIGN_OR_RETURN((*outs)[0], (*outs)[0].ToDevice(DeviceType::kCpu));
   for (size_t i = 0; i < opts_.hints.size(); ++i) {
     Tensor& sv = (*outs)[outs->size() - opts_.hints.size() + i];
@@ -316,8 +322,14 @@ StatusOr<StepResult> Trainer::Forward(const Tensor& x, const Tensor& labels, con
 
 StatusOr<StepResult> Trainer::Gradients(const Tensor& x, const Tensor& labels, std::vector<Tensor>* grads,
                                         const Tensor& teacher_logits) {
+  return GradientsNotifying(x, labels, grads, teacher_logits, nullptr);
+}
+
+StatusOr<StepResult> Trainer::GradientsNotifying(const Tensor& x, const Tensor& labels, std::vector<Tensor>* grads,
+                                                 const Tensor& teacher_logits,
+                                                 const std::function<void(size_t, const Tensor&)>* ready) {
   std::vector<Tensor> outs;
-  WH_ASSIGN_OR_RETURN(StepResult r, Forward(x, labels, teacher_logits, &outs));
+  WH_ASSIGN_OR_RETURN(StepResult r, Forward(x, labels, teacher_logits, &outs, ready));
   // Outputs: logits, one gradient per param, then the updated model state (running statistics).
   const size_t P = params_.size();
   grads->assign(outs.begin() + 1, outs.begin() + 1 + static_cast<std::ptrdiff_t>(P));
@@ -341,18 +353,24 @@ StatusOr<StepResult> Trainer::Step(const Tensor& x, const Tensor& labels, int64_
   std::vector<Tensor> grads;
   StepResult r;
   const int64_t rows = x.defined() && x.rank() > 0 ? x.dim(0) : 0;
-  if (Distributed() && rows == 0) {
-    // A global batch's tail shorter than the rank count: this rank adds nothing to the sum.
-    for (const Tensor& v : values_) {
-      Tensor z(DType::kFloat32, v.dims());
-      std::fill(z.data<float>(), z.data<float>() + z.numel(), 0.f);
-      grads.push_back(std::move(z));
+  if (Distributed() && opts_.average_every <= 0) {
+    WH_ASSIGN_OR_RETURN(r, ReducedGradients(x, labels, teacher_logits, &grads));
+  } else if (Distributed()) {
+    if (rows == 0) {  // a global batch's tail shorter than the rank count: no local step
+      for (const Tensor& v : values_) {
+        Tensor z(DType::kFloat32, v.dims());
+        std::fill(z.data<float>(), z.data<float>() + z.numel(), 0.f);
+        grads.push_back(std::move(z));
+      }
+    } else {
+      WH_ASSIGN_OR_RETURN(r, Gradients(x, labels, &grads, teacher_logits));
     }
+    const auto c0 = std::chrono::steady_clock::now();
+    WH_RETURN_IF_ERROR(ReduceStats(rows, &r));
+    comm_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
   } else {
     WH_ASSIGN_OR_RETURN(r, Gradients(x, labels, &grads, teacher_logits));
   }
-  if (Distributed() && opts_.average_every <= 0) WH_RETURN_IF_ERROR(ReduceGradients(&grads, rows, &r));
-  if (Distributed() && opts_.average_every > 0) WH_RETURN_IF_ERROR(ReduceStats(rows, &r));
   // The optimizer runs where the params live; a gradient a CPU kernel computed moves there.
   const ParamUpdates& up = *ParamUpdatesFor(device_);
   const int threads = train_->options().num_threads;  // the Session's, with 0 resolved to all cores
@@ -390,31 +408,119 @@ StatusOr<StepResult> Trainer::Step(const Tensor& x, const Tensor& labels, int64_
   return r;
 }
 
-Status Trainer::ReduceGradients(std::vector<Tensor>* grads, int64_t rows, StepResult* r) const {
+void Trainer::PlanBuckets() {
+  // The order the backward pass computes the gradients in: the session runs the training graph's
+  // nodes in its topological order, so a gradient comes when the node that makes it runs (one no
+  // node makes, an input or a constant, at the end). Every rank plans the same buckets from the
+  // same graph.
+  const size_t P = values_.size();
+  const Graph& g = SessionGraph(*train_);
+  std::vector<int64_t> when(P, std::numeric_limits<int64_t>::max());
+  if (auto order = g.TopologicalOrder(); order.ok()) {
+    std::vector<int64_t> pos(g.nodes().size(), 0);
+    for (size_t i = 0; i < order->size(); ++i) pos[static_cast<size_t>((*order)[i])] = static_cast<int64_t>(i);
+    for (size_t k = 0; k < P && k + 1 < g.outputs().size(); ++k)
+      if (const int p = g.value(g.outputs()[k + 1]).producer; p >= 0) when[k] = pos[static_cast<size_t>(p)];
+  }
+  std::vector<size_t> by_arrival(P);
+  std::iota(by_arrival.begin(), by_arrival.end(), 0);
+  std::stable_sort(by_arrival.begin(), by_arrival.end(), [&](size_t a, size_t b) { return when[a] < when[b]; });
+  grad_offset_.assign(P, 0);
+  bucket_of_.assign(P, 0);
+  bucket_range_.clear();
+  int64_t at = 0, begin = 0;
+  const int64_t cap = std::max<int64_t>(1, opts_.bucket_bytes / static_cast<int64_t>(sizeof(float)));
+  for (size_t k : by_arrival) {
+    // A bucket closes before the param that would take it past the cap (a param larger than the
+    // cap is a bucket of its own).
+    if (at > begin && at - begin + values_[k].numel() > cap) {
+      bucket_range_.emplace_back(begin, at);
+      begin = at;
+    }
+    grad_offset_[k] = at;
+    bucket_of_[k] = static_cast<int>(bucket_range_.size());
+    at += values_[k].numel();
+  }
+  if (at > begin || bucket_range_.empty()) bucket_range_.emplace_back(begin, at);
+  flat_.assign(static_cast<size_t>(at), 0.f);
+}
+
+StatusOr<StepResult> Trainer::ReducedGradients(const Tensor& x, const Tensor& labels, const Tensor& teacher_logits,
+                                               std::vector<Tensor>* grads) {
   if (device_ != DeviceType::kCpu)
     return Unimplemented("data-parallel training runs on the CPU backend only (the NCCL path is not built yet)");
-  int64_t total = 0;
-  for (const Tensor& g : *grads) total += g.numel();
-  // One buffer, one all-reduce: each rank's gradient of its rows' mean loss times its row count,
-  // so that the sum over ranks divided by the global row count is the global batch's gradient.
-  std::vector<float> flat(static_cast<size_t>(total));
+  if (bucket_range_.empty() || grad_offset_.size() != values_.size()) PlanBuckets();
+  const Communicator& comm = *opts_.comm;
+  const int64_t rows = x.defined() && x.rank() > 0 ? x.dim(0) : 0;
+  bucket_missing_.assign(bucket_range_.size(), 0);
+  for (int b : bucket_of_) ++bucket_missing_[static_cast<size_t>(b)];
+  size_t next = 0;  // buckets start in order on every rank (MPI matches collectives by order)
+  int64_t to_come = static_cast<int64_t>(values_.size());  // gradients the backward pass has yet to give
+  Status failed = Status::Ok();
+  double comm_s = 0;
+  auto start_ready = [&] {
+    const auto c0 = std::chrono::steady_clock::now();
+    for (; failed.ok() && next < bucket_range_.size() && bucket_missing_[next] == 0; ++next) {
+      const auto [b0, b1] = bucket_range_[next];
+      auto h = comm.StartAllReduceSum(flat_.data() + b0, b1 - b0);
+      if (!h.ok()) failed = h.status();
+      ++buckets_;
+      buckets_overlapped_ += to_come > 0;
+    }
+    comm.Progress();
+    comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+  };
+  // Each rank's gradient of its rows' mean loss, times its row count: the sum over ranks divided
+  // by the global row count is the global batch's gradient.
   const auto w = static_cast<float>(rows);
-  size_t at = 0;
-  for (const Tensor& g : *grads) {
+  const size_t P = values_.size();
+  std::function<void(size_t, const Tensor&)> ready = [&](size_t out, const Tensor& g) {
+    if (out < 1 || out > P || !failed.ok()) return;
+    const size_t k = out - 1;
+    if (g.dtype() != DType::kFloat32 || g.numel() != values_[k].numel() || g.device() != DeviceType::kCpu) {
+      failed = Internal("the gradient of '" + params_[k] + "' is not a host float32 tensor of its param's size");
+      return;
+    }
     const float* p = g.data<float>();
-    for (int64_t i = 0; i < g.numel(); ++i) flat[at++] = p[i] * w;
+    float* dst = flat_.data() + grad_offset_[k];
+    for (int64_t i = 0; i < g.numel(); ++i) dst[i] = p[i] * w;
+    --bucket_missing_[static_cast<size_t>(bucket_of_[k])];
+    --to_come;
+    start_ready();
+  };
+  StepResult r;
+  if (rows == 0) {  // a global batch's tail shorter than the rank count: this rank adds zeros
+    std::fill(flat_.begin(), flat_.end(), 0.f);
+    std::fill(bucket_missing_.begin(), bucket_missing_.end(), 0);
+    to_come = 0;
+    start_ready();
+  } else {
+    std::vector<Tensor> local;
+    auto got = GradientsNotifying(x, labels, &local, teacher_logits, &ready);
+    if (!got.ok()) {
+      // The other ranks wait in this step's all-reduces; the job ends (the caller aborts it).
+      return got.status();
+    }
+    r = *got;
   }
-  WH_RETURN_IF_ERROR(opts_.comm->AllReduceSum(flat.data(), total));
-  WH_RETURN_IF_ERROR(ReduceStats(rows, r));
-  const auto inv = static_cast<float>(1.0 / std::max<double>(static_cast<double>(r->samples), 1.0));
-  at = 0;
-  for (Tensor& g : *grads) {
-    Tensor out(DType::kFloat32, g.dims());  // not in place: g may be a session's arena buffer
+  WH_RETURN_IF_ERROR(failed);
+  if (next != bucket_range_.size())
+    return Internal("gradient bucket " + std::to_string(next) + " was never complete (" +
+                    std::to_string(bucket_missing_[next]) + " gradient(s) not reported)");
+  const auto c0 = std::chrono::steady_clock::now();
+  WH_RETURN_IF_ERROR(comm.WaitAll());
+  WH_RETURN_IF_ERROR(ReduceStats(rows, &r));
+  comm_s_ += comm_s + std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+  const auto inv = static_cast<float>(1.0 / std::max<double>(static_cast<double>(r.samples), 1.0));
+  grads->clear();
+  for (size_t k = 0; k < P; ++k) {
+    Tensor out(DType::kFloat32, values_[k].dims());  // the trainer's own: not the session's arena
     float* p = out.data<float>();
-    for (int64_t i = 0; i < out.numel(); ++i) p[i] = flat[at++] * inv;
-    g = std::move(out);
+    const float* src = flat_.data() + grad_offset_[k];
+    for (int64_t i = 0; i < out.numel(); ++i) p[i] = src[i] * inv;
+    grads->push_back(std::move(out));
   }
-  return Status::Ok();
+  return r;
 }
 
 Status Trainer::ReduceStats(int64_t rows, StepResult* r) const {
@@ -462,6 +568,8 @@ StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
   EpochStats st;
   st.epoch = epoch;
   const auto t0 = std::chrono::steady_clock::now();
+  comm_s_ = 0;
+  buckets_ = buckets_overlapped_ = 0;
   double loss_sum = 0;
   int64_t correct = 0, seen = 0;
   const int64_t total = steps * opts_.epochs;
@@ -494,8 +602,11 @@ StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
                                             batch.first, &st.teacher_cached));
     }
     WH_ASSIGN_OR_RETURN(StepResult r, Step(batch.first, batch.second, static_cast<int64_t>(epoch) * steps + s, total, tz));
-    if (Distributed() && opts_.average_every > 0 && ((s + 1) % opts_.average_every == 0 || s + 1 == steps))
+    if (Distributed() && opts_.average_every > 0 && ((s + 1) % opts_.average_every == 0 || s + 1 == steps)) {
+      const auto c0 = std::chrono::steady_clock::now();
       WH_RETURN_IF_ERROR(AverageModels());
+      comm_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+    }
     loss_sum += r.loss * static_cast<double>(r.samples);
     correct += r.correct;
     seen += r.samples;
@@ -516,6 +627,9 @@ StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
   st.loss = loss_sum / static_cast<double>(std::max<int64_t>(1, seen));
   st.train_accuracy = data.has_labels() ? static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(1, seen)) : -1;
   st.samples_per_s = static_cast<double>(seen) / std::max(st.seconds, 1e-9);
+  st.comm_s = comm_s_;
+  st.buckets = buckets_;
+  st.buckets_overlapped = buckets_overlapped_;
   return st;
 }
 
@@ -649,8 +763,11 @@ StatusOr<double> Trainer::Evaluate(const Dataset& data, int64_t batch) const {
   WH_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, Session::FromGraph(CurrentModel(), so));
   int64_t correct = 0;
   const std::string in = s->inputs()[0].name;
-  for (int64_t b0 = 0; b0 < data.size(); b0 += batch) {
-    const int64_t b1 = std::min(data.size(), b0 + batch);
+  // With data parallelism each rank counts its share of the rows, and the counts are summed.
+  int64_t r0 = 0, r1 = data.size();
+  if (Distributed()) RankRows(0, data.size(), opts_.comm->rank(), opts_.comm->size(), &r0, &r1);
+  for (int64_t b0 = r0; b0 < r1; b0 += batch) {
+    const int64_t b1 = std::min(r1, b0 + batch);
     WH_ASSIGN_OR_RETURN(std::vector<Tensor> out, s->Run({{in, SliceBatch(data.inputs, b0, b1)}}));
     const Tensor& z = out[0];
     const int64_t C = z.numel() / (b1 - b0);
@@ -658,6 +775,11 @@ StatusOr<double> Trainer::Evaluate(const Dataset& data, int64_t batch) const {
       const float* zi = z.data<float>() + i * C;
       correct += std::max_element(zi, zi + C) - zi == data.labels.data<int64_t>()[b0 + i];
     }
+  }
+  if (Distributed()) {
+    double sum = static_cast<double>(correct);
+    WH_RETURN_IF_ERROR(opts_.comm->AllReduceSum(&sum, 1));
+    correct = static_cast<int64_t>(std::llround(sum));
   }
   return static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(1, data.size()));
 }

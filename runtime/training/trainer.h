@@ -85,6 +85,11 @@ struct TrainOptions {
   // of every epoch) the ranks' parameters and optimizer state are averaged. K = 1 with plain SGD
   // is synchronous SGD again (up to rounding and the per-rank gradient clipping).
   int average_every = 0;
+  // Synchronous SGD's gradient buckets: the gradients are packed, in the order the backward pass
+  // computes them (the last layers' first), into buckets of about this many
+  // bytes, and each bucket's all-reduce starts as soon as its last gradient is computed, while
+  // the backward pass goes on (PyTorch DDP's bucketing).
+  int64_t bucket_bytes = int64_t{4} << 20;
 };
 
 struct StepResult {
@@ -100,6 +105,12 @@ struct EpochStats {
   double samples_per_s = 0;
   double seconds = 0;
   double data_wait_s = 0;    // time the steps waited for the loader thread's next batch
+  // Data parallelism: time in the ranks' collectives, waiting for the slowest rank included
+  // (0 when training alone).
+  double comm_s = 0;
+  // Synchronous SGD's gradient buckets all-reduced, and of them those started while the backward
+  // pass still had gradients to compute (overlapped with it).
+  int64_t buckets = 0, buckets_overlapped = 0;
   int64_t teacher_cached = 0;  // samples whose teacher logits came from the cache
 };
 
@@ -133,7 +144,8 @@ class Trainer {
                             const Tensor& teacher_logits = Tensor());
   // One pass over data in a seeded order (seed + epoch), batch by batch (the last batch shorter).
   StatusOr<EpochStats> TrainEpoch(const Dataset& data, int epoch, const std::function<void(const Progress&)>& progress);
-  // Top-1 accuracy of the current student on data.
+  // Top-1 accuracy of the current student on data (with data parallelism every rank evaluates its
+  // share of the rows and the hits are summed: every rank must call it).
   StatusOr<double> Evaluate(const Dataset& data, int64_t batch = 256) const;
 
   // The student with its current weights (the original graph, initializers replaced; weights it
@@ -159,16 +171,25 @@ class Trainer {
 
  private:
   Trainer() = default;
+  // ready: the training session's output hook (RunNotifying), null for a plain Run.
   StatusOr<StepResult> Forward(const Tensor& x, const Tensor& labels, const Tensor& teacher_logits,
-                               std::vector<Tensor>* outs) const;
+                               std::vector<Tensor>* outs,
+                               const std::function<void(size_t, const Tensor&)>* ready = nullptr) const;
+  StatusOr<StepResult> GradientsNotifying(const Tensor& x, const Tensor& labels, std::vector<Tensor>* grads,
+                                          const Tensor& teacher_logits,
+                                          const std::function<void(size_t, const Tensor&)>* ready);
   // The teacher's logits for rows `rows` of data whose batch is x: from the cache where every
   // row is there, else by running the teacher (and filling the cache). *cached: rows served.
   StatusOr<Tensor> TeacherLogits(const Dataset& data, const std::vector<int64_t>& rows, const Tensor& x,
                                  int64_t* cached);
   float LearningRate(int64_t step, int64_t total) const;
-  // Data parallelism: the ranks' gradients (this rank's from `rows` samples, r its loss and hits)
-  // summed weighted by row count into the global batch's; r becomes the global batch's.
-  Status ReduceGradients(std::vector<Tensor>* grads, int64_t rows, StepResult* r) const;
+  // Synchronous SGD's step on this rank's rows (none: a global batch's tail shorter than the rank
+  // count): its gradients computed, each bucket's all-reduce started as the backward pass
+  // computes the bucket's last gradient, then waited for; grads and r become the global batch's
+  // (the ranks' gradients summed weighted by their row counts).
+  StatusOr<StepResult> ReducedGradients(const Tensor& x, const Tensor& labels, const Tensor& teacher_logits,
+                                        std::vector<Tensor>* grads);
+  void PlanBuckets();
   // Model averaging: the ranks' parameters and optimizer state replaced by their mean.
   Status AverageModels();
   // Data parallelism's step result: the ranks' rows, loss and hits summed into the global batch's.
@@ -192,6 +213,15 @@ class Trainer {
   std::vector<Tensor> state_values_;
   std::vector<Tensor> pending_state_;  // the last Gradients() call's updated state
   int64_t adam_t_ = 0;
+  double comm_s_ = 0;  // time in collectives since the epoch began (EpochStats::comm_s)
+  int64_t buckets_ = 0, buckets_overlapped_ = 0;  // since the epoch began (EpochStats)
+  // Gradient buckets (PlanBuckets): per param its offset in flat_ and its bucket; per bucket its
+  // [begin, end) in flat_ and, during a step, how many of its gradients are still to come.
+  std::vector<int64_t> grad_offset_;
+  std::vector<int> bucket_of_;
+  std::vector<std::pair<int64_t, int64_t>> bucket_range_;
+  std::vector<int> bucket_missing_;
+  std::vector<float> flat_;
   // Teacher logits per sample of the data set last trained on (see TrainOptions::cache_teacher).
   const void* cache_for_ = nullptr;
   int64_t cache_classes_ = 0;

@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   int64_t steps = 50, batch = 64;
   double max_rel = 1e-5;
   int average = 0;  // --average K: model averaging every K steps (K = 1 must equal synchronous SGD)
+  int64_t bucket_kb = 0;  // --bucket-kb N: gradient buckets of N KiB (0: the trainer's default)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--student") student_path = v;
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
     else if (k == "--batch") batch = std::atoll(v.c_str());
     else if (k == "--max-rel") max_rel = std::atof(v.c_str());
     else if (k == "--average") average = std::atoi(v.c_str());
+    else if (k == "--bucket-kb") bucket_kb = std::atoll(v.c_str());
     else return Fail("unknown flag " + k);
   }
   if (student_path.empty() || teacher_path.empty()) return Fail("--student and --teacher are required");
@@ -69,6 +71,7 @@ int main(int argc, char** argv) {
   o.optimizer = training::OptimizerKind::kSgd;
   o.seed = 7;
   o.threads = 1;
+  if (bucket_kb > 0) o.bucket_bytes = bucket_kb * 1024;
   if (average > 0) o.clip_norm = 0;  // clipping per rank's gradient would differ from the global batch's
   auto train = [&](const training::Communicator* with) -> StatusOr<std::vector<float>> {
     training::TrainOptions oo = o;
@@ -76,8 +79,17 @@ int main(int argc, char** argv) {
     oo.average_every = with ? average : 0;
     WH_ASSIGN_OR_RETURN(auto t, training::Trainer::Create(*student, &*teacher, oo));
     WH_ASSIGN_OR_RETURN(training::EpochStats st, t->TrainEpoch(*data, 0, nullptr));
-    std::printf("rank %d/%d%s: %lld steps of global batch %lld, loss %.5f\n", rank, size, with ? "" : " (alone)",
+    std::printf("rank %d/%d%s: %lld steps of global batch %lld, loss %.5f", rank, size, with ? "" : " (alone)",
                 static_cast<long long>(t->StepsPerEpoch(data->size())), static_cast<long long>(batch), st.loss);
+    if (with && average == 0)
+      std::printf(", %lld gradient buckets all-reduced, %lld of them started during the backward pass",
+                  static_cast<long long>(st.buckets), static_cast<long long>(st.buckets_overlapped));
+    std::printf("\n");
+    // With more than one bucket per step, the first ones start before the backward pass ends.
+    const int64_t per_step = st.buckets / std::max<int64_t>(1, t->StepsPerEpoch(data->size()));
+    if (with && average == 0 && per_step > 1 && st.buckets_overlapped < st.buckets / 2)
+      return Internal("only " + std::to_string(st.buckets_overlapped) + " of " + std::to_string(st.buckets) +
+                      " buckets started during the backward pass");
     return Flat(*t);
   };
   auto dist = train(c);

@@ -14,6 +14,11 @@ root=()
 timeout 600 "$mpiexec" "${root[@]}" --oversubscribe --timeout 540 -np 2 \
   "$bin/ddp_check" --student "$tmp/student.onnx" --teacher "$src/models/cnn.onnx" \
   --data fashion-mnist:train --steps 50 --batch 64
+# The same with gradient buckets of 1 KiB (several per step): each bucket's all-reduce starts
+# during the backward pass (ddp_check fails unless most do), and the sum is the same.
+timeout 600 "$mpiexec" "${root[@]}" --oversubscribe --timeout 540 -np 2 \
+  "$bin/ddp_check" --student "$tmp/student.onnx" --teacher "$src/models/cnn.onnx" \
+  --data fashion-mnist:train --steps 50 --batch 64 --bucket-kb 1
 # Model averaging after every step is synchronous SGD again, up to rounding: averaging whole
 # parameters rounds at their magnitude, not the update's (1.2e-05 after 50 steps here).
 timeout 600 "$mpiexec" "${root[@]}" --oversubscribe --timeout 540 -np 2 \
@@ -38,3 +43,23 @@ fi
 grep -q "differ from rank 0's" "$tmp/bad.err" || { echo "bad launch: no message naming it:"; cat "$tmp/bad.err"; exit 1; }
 [ ! -e "$tmp/bad.onnx" ] || { echo "bad launch wrote an output"; exit 1; }
 echo "bad launch refused: $(grep -m1 "differ from rank 0's" "$tmp/bad.err")"
+# A rank that hangs (SIGSTOP of rank 1 mid-epoch) fails the job within --rank-timeout (5 s) and a
+# few seconds' grace, with a message naming rank 1, and no output written.
+"$bin/finetune-model" --help | grep -q -- --rank-timeout
+(
+  start=$(date +%s.%N)
+  set +e
+  timeout 120 "$mpiexec" "${root[@]}" --oversubscribe -np 2 bash -c 'echo $$ > "$0/pid.$OMPI_COMM_WORLD_RANK"; shift; exec "$@"' \
+    "$tmp" _ "$bin/finetune-model" "$tmp/student.onnx" --teacher "$src/models/cnn.onnx" --train-data fashion-mnist:train \
+    --train-limit 60000 --epochs 3 --batch 64 --threads 1 -q --rank-timeout 5 -o "$tmp/hang.onnx" > /dev/null 2> "$tmp/hang.err"
+  echo "$? $(python3 -c "import time; print('%.1f' % (time.time() - $start))")" > "$tmp/hang.rc"
+) &
+for _ in $(seq 100); do [ -s "$tmp/pid.1" ] && break; sleep 0.2; done
+sleep 3
+kill -STOP "$(cat "$tmp/pid.1")"
+wait
+read -r rc secs < "$tmp/hang.rc"
+grep -m1 "for rank 1, which did not join" "$tmp/hang.err" || { echo "hung rank: no message naming rank 1 (rc $rc):"; cat "$tmp/hang.err"; exit 1; }
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { echo "hung rank: the job exited $rc"; exit 1; }
+[ ! -e "$tmp/hang.onnx" ] || { echo "hung rank: an output was written"; exit 1; }
+echo "hung rank 1: the job ended with exit $rc after ${secs} s (--rank-timeout 5)"

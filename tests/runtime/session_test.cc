@@ -166,6 +166,40 @@ TEST(SessionTest, PlanCacheReusesShapesPerInputSignature) {
   }
 }
 
+TEST(SessionTest, RunNotifyingReportsEachOutputWhenItsStepRan) {
+  // Outputs y (the last step's) and h (the first Gemm's): h is reported first, before y exists,
+  // each once, with the bits Run returns.
+  Graph g = GraphBuilder()
+                .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 32})
+                .Init("w1", RandomFloat({64, 32}, 1)).Init("b1", RandomFloat({64}, 2))
+                .Init("w2", RandomFloat({10, 64}, 3)).Init("b2", RandomFloat({10}, 4))
+                .Op("Gemm", {"x", "w1", "b1"}, {"h"}, Attrs({{"transB", Attribute::Int(1)}}))
+                .Op("Relu", {"h"}, {"hr"})
+                .Op("Gemm", {"hr", "w2", "b2"}, {"y"}, Attrs({{"transB", Attribute::Int(1)}}))
+                .Output("y")
+                .Output("h")
+                .Build();
+  auto s = Session::FromGraph(std::move(g));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  const Tensor x = RandomFloat({3, 32}, 9);
+  auto plain = (*s)->Run({{"x", x}});
+  ASSERT_TRUE(plain.ok());
+  for (int run = 0; run < 2; ++run) {  // the first run plans shapes, the second reuses the plan
+    std::vector<size_t> order;
+    std::vector<Tensor> seen(2);
+    auto r = (*s)->RunNotifying({{"x", x}}, [&](size_t i, const Tensor& v) {
+      order.push_back(i);
+      seen.at(i) = v.Clone();
+    });
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(order, (std::vector<size_t>{1, 0})) << "run " << run;
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_TRUE(seen[i].BitwiseEquals((*plain)[i])) << "output " << i << ", run " << run;
+      EXPECT_TRUE((*r)[i].BitwiseEquals((*plain)[i])) << "output " << i << ", run " << run;
+    }
+  }
+}
+
 TEST(SessionTest, PlanCacheRechecksShapeDecidingValues) {
   // Reshape's target shape is a graph input: same input signature, different output shapes.
   Graph g = GraphBuilder()

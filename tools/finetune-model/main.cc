@@ -155,6 +155,18 @@ int Main(int argc, char** argv) {
                  "Under mpirun with several ranks: ssgd (the ranks' gradients summed every step: one global batch) "
                  "or average:K (model averaging: each rank steps on its share, the models averaged every K steps)")
       ->capture_default_str();
+  double rank_timeout = 600, bucket_mb = 4;
+  app.add_option("--rank-timeout", rank_timeout,
+                 "Under mpirun: the job fails, naming the rank, when a rank has not joined a collective this many "
+                 "seconds after another (hung or stopped); 0: wait forever. It must exceed the longest work one "
+                 "rank does alone (rank 0 writes checkpoints)")
+      ->check(CLI::Range(0.0, 1e7))
+      ->capture_default_str();
+  app.add_option("--bucket-mb", bucket_mb,
+                 "Under mpirun with --sync ssgd: gradients are all-reduced in buckets of about this many MiB, each "
+                 "started as soon as the backward pass computed it")
+      ->check(CLI::Range(0.001, 65536.0))
+      ->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "No progress on stderr");
   // Launched by mpirun with several ranks: synchronous data parallelism, rank 0 the one writer
   // (progress, checkpoints, report, output); the others train their share of every batch.
@@ -164,6 +176,8 @@ int Main(int argc, char** argv) {
   const int rank = comm ? comm->rank() : 0;
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "finetune-model")) return *code;
   o.comm = comm;
+  o.bucket_bytes = static_cast<int64_t>(bucket_mb * 1048576.0);
+  if (comm) comm->set_timeout(rank_timeout);
   if (sync.rfind("average:", 0) == 0) {
     char* end = nullptr;
     const long k = std::strtol(sync.c_str() + 8, &end, 10);
@@ -248,9 +262,9 @@ int Main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) id += std::string(argv[i]) + '\0';
     id += std::to_string(student->values().size()) + "/" + std::to_string(train->size());
     double mine = static_cast<double>(std::hash<std::string>()(id) >> 12), first = mine;
-    if (Status st = comm->Broadcast(&first, sizeof first, 0); !st.ok()) return Fail(st.message());
+    if (Status st = comm->Broadcast(&first, sizeof first, 0); !st.ok()) return Fail("rank " + std::to_string(rank) + ": " + st.message());
     double differ = mine != first ? 1 : 0;
-    if (Status st = comm->AllReduceSum(&differ, 1); !st.ok()) return Fail(st.message());
+    if (Status st = comm->AllReduceSum(&differ, 1); !st.ok()) return Fail("rank " + std::to_string(rank) + ": " + st.message());
     if (differ > 0)
       return Fail("rank " + std::to_string(rank) + ": " +
                   (mine != first ? std::string("this rank's command line or data differ from rank 0's")
@@ -286,7 +300,12 @@ int Main(int argc, char** argv) {
   if (!ckpt_dir.empty() && rank == 0) obs = &checkpoints;
   FinetuneHistory h;
   auto out = whittle::training::RunFinetune(t, *train, eval_spec.empty() ? nullptr : &eval, std::move(run), &h, obs);
-  if (!out.ok()) return Fail((comm ? "rank " + std::to_string(rank) + ": " : std::string()) + out.status().message());
+  if (!out.ok()) {
+    const std::string why = out.status().message();
+    const int code = Fail(comm && why.rfind("rank ", 0) != 0 ? "rank " + std::to_string(rank) + ": " + why : why);
+    if (comm) comm->Abort(code);  // the other ranks may wait in a collective for this one
+    return code;
+  }
   if (rank != 0) return 0;  // every rank holds the same weights; rank 0 writes them
 
   whittle::FinetuneReport rep;
