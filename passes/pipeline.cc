@@ -460,6 +460,7 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& options, PipelineObs
                            std::to_string(kAutoExternalDataThreshold) +
                            " bytes or more in OUT.onnx.data; --external-data-threshold sets another size)");
   }
+  if (!o.write) return out;
   WH_ASSIGN_OR_RETURN(std::unique_ptr<StagedModel> staged, StageModel(out.graph, o.output_path, save));
   report.after.file_bytes = staged->total_bytes();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();

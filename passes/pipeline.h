@@ -72,6 +72,9 @@ struct PipelineOptions {
   // automatic, inline unless the model would pass protobuf's 2 GiB limit.
   int64_t external_data_threshold = -1;
   std::optional<PipelineFinetune> finetune;
+  // false: everything but the writing (the model and the report files): the ranks other than 0
+  // of a data-parallel fine-tuning, which compute the same model.
+  bool write = true;
 };
 
 // Where the pipeline tells how far it is (all optional; compress-model draws a progress bar).

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -195,6 +196,20 @@ class MpiCommunicator : public Communicator {
 #endif
 
 }  // namespace
+
+Status CheckSameLaunch(const Communicator& comm, const std::string& id) {
+  const double mine = static_cast<double>(std::hash<std::string>()(id) >> 12);  // exact in a double
+  double first = mine;
+  const std::string who = "rank " + std::to_string(comm.rank()) + ": ";
+  if (Status st = comm.Broadcast(&first, sizeof first, 0); !st.ok()) return Internal(who + st.message());
+  double differ = mine != first ? 1 : 0;
+  if (Status st = comm.AllReduceSum(&differ, 1); !st.ok()) return Internal(who + st.message());
+  if (mine != first) return InvalidArgument(who + "this rank's command line or data differ from rank 0's");
+  if (differ > 0)
+    return InvalidArgument(who + std::to_string(static_cast<int>(differ)) +
+                           " rank(s) were launched with another command line or data");
+  return Status::Ok();
+}
 
 bool BuiltWithMpi() {
 #ifdef WHITTLE_MPI

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "lib/ir/status.h"
 
@@ -54,6 +55,11 @@ inline void RankRows(int64_t b0, int64_t b1, int rank, int size, int64_t* r0, in
 // Whittle was built without MPI and the environment shows no launcher. An error where a launcher
 // started this process but Whittle was built without MPI (it would train alone, N times over).
 StatusOr<std::unique_ptr<Communicator>> JoinLaunchedJob(int* argc, char*** argv);
+
+// A bad launch (ranks given different models, data or options) refused before any step: every
+// rank passes what identifies its launch (its command line, sizes of what it loaded) and learns
+// whether all ranks passed the same (by hash). The error names this rank, or the count of others.
+Status CheckSameLaunch(const Communicator& comm, const std::string& id);
 
 // Whether this build can join an MPI job.
 bool BuiltWithMpi();

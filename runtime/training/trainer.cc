@@ -200,6 +200,17 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const Graph& student, const G
     WH_ASSIGN_OR_RETURN(t->teacher_, Session::FromGraph(std::move(tg2), so));
     so.optimize = true;
   }
+  if (t->Distributed()) {
+    // Every rank starts from rank 0's weights and model state (as PyTorch DDP does): a student
+    // that each rank compressed itself may differ in the last bits, and synchronous SGD would
+    // keep the difference.
+    for (auto* set : {&t->values_, &t->state_values_})
+      for (Tensor& v : *set) {
+        if (!v.defined() || v.device() != DeviceType::kCpu) continue;
+        v = v.Clone();
+        WH_RETURN_IF_ERROR(t->opts_.comm->Broadcast(v.raw_data(), static_cast<int64_t>(v.nbytes()), 0));
+      }
+  }
   return t;
 }
 

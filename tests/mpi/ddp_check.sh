@@ -36,6 +36,18 @@ one, two = (json.load(open(p))["best_eval_accuracy"] for p in sys.argv[1:3])
 print("finetune-model eval accuracy: 1 process %.4f, 2 ranks %.4f" % (one, two))
 sys.exit(0 if abs(one - two) <= 0.002 else "2 ranks reach %.4f, 1 process %.4f: more than 0.2 points apart" % (two, one))
 PY
+# compress-model --finetune the same way: 2 ranks (rank 0 writes the model and the report) against
+# one process, the same accuracy within 0.2 points.
+cm=("$bin/compress-model" "$src/models/cnn.onnx" --prune ratio=0.5 --finetune epochs=1,batch=64 --train-data fashion-mnist:train
+    --train-limit 3200 --eval-data fashion-mnist:test --eval-limit 1000 --threads 1 --no-bench -q)
+timeout 600 "$mpiexec" "${root[@]}" --oversubscribe --timeout 540 -np 2 "${cm[@]}" -o "$tmp/cm2.onnx" --report-json "$tmp/cm2.json"
+"${cm[@]}" -o "$tmp/cm1.onnx" --report-json "$tmp/cm1.json"
+python3 - "$tmp/cm1.json" "$tmp/cm2.json" <<'PY'
+import json, sys
+one, two = (json.load(open(p))["finetune"]["accuracy_after"] for p in sys.argv[1:3])
+print("compress-model --finetune accuracy: 1 process %.4f, 2 ranks %.4f" % (one, two))
+sys.exit(0 if abs(one - two) <= 0.002 else "2 ranks reach %.4f, 1 process %.4f: more than 0.2 points apart" % (two, one))
+PY
 if timeout 120 "$mpiexec" "${root[@]}" --oversubscribe --timeout 100 -np 2 bash -c \
     'exec "$@" --seed "$OMPI_COMM_WORLD_RANK"' _ "${ft[@]}" -o "$tmp/bad.onnx" > /dev/null 2> "$tmp/bad.err"; then
   echo "a launch whose ranks differ in --seed was not refused"; exit 1

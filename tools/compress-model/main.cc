@@ -17,6 +17,7 @@
 #include "passes/pipeline.h"
 #include "passes/report/finetune_report.h"
 #include "passes/report/report.h"
+#include "runtime/training/communicator.h"
 #include "runtime/training/finetune.h"
 #include "runtime/training/trainer.h"
 #include "tools/common/cli.h"
@@ -152,8 +153,22 @@ int Main(int argc, char** argv) {
       ->type_name("SPEC");
   app.add_option("--train-data", train_spec, "Training data of --finetune (required with it)")->type_name("SPEC");
   app.add_option("--train-limit", train_limit, "Use only the first N samples of --train-data")->check(CLI::PositiveNumber);
+  double rank_timeout = 600;
+  app.add_option("--rank-timeout", rank_timeout,
+                 "Under mpirun (--finetune on several ranks): the job fails, naming the rank, when a rank has not "
+                 "joined a collective this many seconds after another; 0: wait forever")
+      ->check(CLI::Range(0.0, 1e7))
+      ->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "No progress on stderr and no tables on stdout (errors only)");
+  // Launched by mpirun with several ranks: --finetune trains data-parallel (synchronous SGD, the
+  // global batch split over the ranks); every rank runs the passes, rank 0 alone benchmarks,
+  // reports and writes.
+  auto world = whittle::training::JoinLaunchedJob(&argc, &argv);
+  if (!world.ok()) return Fail(world.status().message());
+  const whittle::training::Communicator* comm = world->get();
+  const int rank = comm ? comm->rank() : 0;
   if (auto code = whittle::cli::ParseCommandLine(app, argc, argv, "compress-model")) return *code;
+  if (comm) comm->set_timeout(rank_timeout);
   if (auto st = whittle::cli::ApplyResourceLimits(limits); !st.ok()) return Fail(st.message());
   auto external_threshold = whittle::cli::ParseExternalDataThreshold(external_data);
   if (!external_threshold.ok()) return Fail(external_threshold.status().message());
@@ -204,6 +219,15 @@ int Main(int argc, char** argv) {
   } else if (!train_spec.empty() || train_limit > 0) {
     return Fail(std::string(train_spec.empty() ? "--train-limit" : "--train-data") + " is only used with --finetune");
   }
+  if (comm && !finetune)
+    return Fail("launched as one of " + std::to_string(comm->size()) +
+                " ranks without --finetune: only fine-tuning runs on several ranks (run the passes alone)");
+  if (comm && train_options.backend != whittle::Backend::kCpu)
+    return Fail("--finetune on " + std::to_string(comm->size()) + " ranks runs on the CPU (the NCCL path is not built yet)");
+  if (comm && train_options.batch < comm->size())
+    return Fail("--finetune batch=" + std::to_string(train_options.batch) + " is the global batch: it needs at least one "
+                "sample per rank (" + std::to_string(comm->size()) + " ranks)");
+  train_options.comm = comm;
 
   const bool json_stdout = report_json == "-";
   for (const auto& [path, flag] : std::vector<std::pair<std::string, std::string>>{
@@ -250,13 +274,32 @@ int Main(int argc, char** argv) {
   po.report_html_path = report_html;
 
   if (finetune) po.finetune = whittle::PipelineFinetune{train_options, &*train_data, finetune_spec, train_spec};
+  if (comm) {
+    std::string id;
+    for (int i = 1; i < argc; ++i) id += std::string(argv[i]) + '\0';
+    id += std::to_string(train_data->size());
+    if (Status st = whittle::training::CheckSameLaunch(*comm, id); !st.ok()) return Fail(st.message());
+  }
+  if (rank != 0) {  // the one writer is rank 0
+    po.write = false;
+    po.bench = false;
+    po.report_json_path.clear();
+    po.report_html_path.clear();
+    quiet = true;
+  }
 
   whittle::RemoveTempFilesOnSignal();
   whittle::cli::Progress progress(!quiet);
   ProgressObserver observer(&progress);
   auto result = whittle::RunPipeline(po, &observer);
   progress.Clear();
-  if (!result.ok()) return Fail(result.status().message());
+  if (!result.ok()) {
+    const std::string why = result.status().message();
+    const int code = Fail(comm && why.rfind("rank ", 0) != 0 ? "rank " + std::to_string(rank) + ": " + why : why);
+    if (comm) comm->Abort(code);  // the other ranks may wait in a collective for this one
+    return code;
+  }
+  if (rank != 0) return 0;
   const whittle::CompressionReport& report = result->report;
   const whittle::FinetuneReport* ft = result->finetune ? &*result->finetune : nullptr;
 

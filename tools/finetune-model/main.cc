@@ -261,14 +261,7 @@ int Main(int argc, char** argv) {
     std::string id;
     for (int i = 1; i < argc; ++i) id += std::string(argv[i]) + '\0';
     id += std::to_string(student->values().size()) + "/" + std::to_string(train->size());
-    double mine = static_cast<double>(std::hash<std::string>()(id) >> 12), first = mine;
-    if (Status st = comm->Broadcast(&first, sizeof first, 0); !st.ok()) return Fail("rank " + std::to_string(rank) + ": " + st.message());
-    double differ = mine != first ? 1 : 0;
-    if (Status st = comm->AllReduceSum(&differ, 1); !st.ok()) return Fail("rank " + std::to_string(rank) + ": " + st.message());
-    if (differ > 0)
-      return Fail("rank " + std::to_string(rank) + ": " +
-                  (mine != first ? std::string("this rank's command line or data differ from rank 0's")
-                                 : std::to_string(static_cast<int>(differ)) + " rank(s) were launched with another command line or data"));
+    if (Status st = whittle::training::CheckSameLaunch(*comm, id); !st.ok()) return Fail(st.message());
   }
   auto trainer_or = Trainer::Create(*student, teacher ? &*teacher : nullptr, o);
   if (!trainer_or.ok()) return Fail(trainer_or.status().message());
