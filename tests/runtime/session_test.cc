@@ -21,16 +21,18 @@ AttributeMap Attrs(std::initializer_list<std::pair<const char*, Attribute>> kv) 
   return m;
 }
 
-Graph MakeMlp() {
-  return GraphBuilder()
-      .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 32})
+// hidden_output: the first Gemm's result "h" is a second output.
+Graph MakeMlp(bool hidden_output = false) {
+  GraphBuilder b;
+  b.Input("x", DType::kFloat32, {Dim::Symbol("batch"), 32})
       .Init("w1", RandomFloat({64, 32}, 1)).Init("b1", RandomFloat({64}, 2))
       .Init("w2", RandomFloat({10, 64}, 3)).Init("b2", RandomFloat({10}, 4))
       .Op("Gemm", {"x", "w1", "b1"}, {"h"}, Attrs({{"transB", Attribute::Int(1)}}))
       .Op("Relu", {"h"}, {"hr"})
       .Op("Gemm", {"hr", "w2", "b2"}, {"y"}, Attrs({{"transB", Attribute::Int(1)}}))
-      .Output("y")
-      .Build();
+      .Output("y");
+  if (hidden_output) b.Output("h");
+  return b.Build();
 }
 
 Graph MakeConvBnRelu() {
@@ -169,17 +171,7 @@ TEST(SessionTest, PlanCacheReusesShapesPerInputSignature) {
 TEST(SessionTest, RunNotifyingReportsEachOutputWhenItsStepRan) {
   // Outputs y (the last step's) and h (the first Gemm's): h is reported first, before y exists,
   // each once, with the bits Run returns.
-  Graph g = GraphBuilder()
-                .Input("x", DType::kFloat32, {Dim::Symbol("batch"), 32})
-                .Init("w1", RandomFloat({64, 32}, 1)).Init("b1", RandomFloat({64}, 2))
-                .Init("w2", RandomFloat({10, 64}, 3)).Init("b2", RandomFloat({10}, 4))
-                .Op("Gemm", {"x", "w1", "b1"}, {"h"}, Attrs({{"transB", Attribute::Int(1)}}))
-                .Op("Relu", {"h"}, {"hr"})
-                .Op("Gemm", {"hr", "w2", "b2"}, {"y"}, Attrs({{"transB", Attribute::Int(1)}}))
-                .Output("y")
-                .Output("h")
-                .Build();
-  auto s = Session::FromGraph(std::move(g));
+  auto s = Session::FromGraph(MakeMlp(/*hidden_output=*/true));
   ASSERT_TRUE(s.ok()) << s.status().message();
   const Tensor x = RandomFloat({3, 32}, 9);
   auto plain = (*s)->Run({{"x", x}});
