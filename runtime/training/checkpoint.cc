@@ -44,6 +44,9 @@ Status ReadState(const nlohmann::json& s, Checkpoint* c) {
     st.seconds = e.value("seconds", 0.0);
     st.data_wait_s = e.value("data_wait_s", 0.0);
     st.comm_s = e.value("comm_s", 0.0);
+    st.buckets = e.value("buckets", int64_t{0});
+    st.buckets_overlapped = e.value("buckets_overlapped", int64_t{0});
+    st.teacher_cached = e.value("teacher_cached", int64_t{0});
     st.train_accuracy = OrMinusOne(e.value("train_accuracy", nlohmann::json()));
     h.epochs.push_back(st);
     h.eval_accuracy.push_back(OrMinusOne(e.value("eval_accuracy", nlohmann::json())));
@@ -57,7 +60,8 @@ nlohmann::json EpochsJson(const FinetuneHistory& h) {
     const EpochStats& e = h.epochs[i];
     nlohmann::json o{{"epoch", e.epoch + 1}, {"loss", e.loss}, {"samples_per_s", e.samples_per_s},
                      {"seconds", e.seconds}, {"data_wait_s", e.data_wait_s},
-                     {"comm_s", e.comm_s}};
+                     {"comm_s", e.comm_s}, {"buckets", e.buckets}, {"buckets_overlapped", e.buckets_overlapped},
+                     {"teacher_cached", e.teacher_cached}};
     o["train_accuracy"] = OrNull(e.train_accuracy);
     o["eval_accuracy"] = OrNull(i < h.eval_accuracy.size() ? h.eval_accuracy[i] : -1);
     a.push_back(o);

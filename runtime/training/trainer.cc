@@ -606,7 +606,12 @@ StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
   for (int64_t s = 0; s < steps; ++s) {
     const Prefetcher::Batch batch = loader.Next(&st.data_wait_s);
     Tensor tz;
-    if (cache && batch.first.dim(0) > 0) {
+    if (cache && Distributed()) {  // every rank, rows or none: the logits are shared
+      const int64_t g0 = s * opts_.batch, g1 = std::min(n, g0 + opts_.batch);
+      int64_t b0, b1;
+      rows_of(s, &b0, &b1);
+      WH_ASSIGN_OR_RETURN(tz, SharedTeacherLogits(data, order, g0, g1, b0, b1, batch.first, &st.teacher_cached));
+    } else if (cache && batch.first.dim(0) > 0) {
       int64_t b0, b1;
       rows_of(s, &b0, &b1);
       WH_ASSIGN_OR_RETURN(tz, TeacherLogits(data, std::vector<int64_t>(order.begin() + b0, order.begin() + b1),
@@ -642,6 +647,61 @@ StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
   st.buckets = buckets_;
   st.buckets_overlapped = buckets_overlapped_;
   return st;
+}
+
+StatusOr<Tensor> Trainer::SharedTeacherLogits(const Dataset& data, const std::vector<int64_t>& order, int64_t g0,
+                                              int64_t g1, int64_t l0, int64_t l1, const Tensor& x, int64_t* cached) {
+  const int64_t n = data.size(), B = l1 - l0;
+  if (cache_for_ != data.inputs.raw_data() || static_cast<int64_t>(cache_filled_.size()) != n) {
+    cache_for_ = data.inputs.raw_data();
+    cache_classes_ = 0;
+    teacher_cache_.clear();
+    cache_filled_.assign(static_cast<size_t>(n), 0);
+  }
+  // Every rank holds the same cache (each step fills the whole global batch's rows), so every
+  // rank takes the same branch and the collectives match.
+  bool all = cache_classes_ > 0;
+  for (int64_t i = g0; i < g1 && all; ++i) all = cache_filled_[static_cast<size_t>(order[static_cast<size_t>(i)])];
+  if (all) {
+    if (B == 0) return Tensor();
+    Tensor t(DType::kFloat32, {B, cache_classes_});
+    for (int64_t i = 0; i < B; ++i)
+      std::memcpy(t.data<float>() + i * cache_classes_,
+                  teacher_cache_.data() + order[static_cast<size_t>(l0 + i)] * cache_classes_,
+                  sizeof(float) * static_cast<size_t>(cache_classes_));
+    *cached += B;
+    return t;
+  }
+  Tensor tz;
+  int64_t mine = 0;  // this rank's logits per row (0: no rows, or not a float32 [B, C])
+  if (B > 0) {
+    WH_ASSIGN_OR_RETURN(std::vector<Tensor> tout, teacher_->Run({{teacher_->inputs()[0].name, x}}));
+    tz = tout[0];
+    if (tz.dtype() == DType::kFloat32 && tz.numel() % B == 0) mine = tz.numel() / B;
+  }
+  if (cache_classes_ == 0) {  // the first step: the ranks agree on the class count
+    double agree[3] = {static_cast<double>(mine), B > 0 ? 1.0 : 0.0, B > 0 && mine == 0 ? 1.0 : 0.0};
+    WH_RETURN_IF_ERROR(opts_.comm->AllReduceSum(agree, 3));
+    const auto C = static_cast<int64_t>(agree[1] > 0 ? agree[0] / agree[1] : 0);
+    // Not cached (never shared) unless every rank with rows has the same C and it fits in 1 GiB.
+    if (agree[2] > 0 || C <= 0 || static_cast<double>(C) * agree[1] != agree[0] || n * C > (int64_t{1} << 28)) {
+      cache_classes_ = -1;
+    } else {
+      cache_classes_ = C;
+      teacher_cache_.assign(static_cast<size_t>(n * C), 0.f);
+    }
+  }
+  if (cache_classes_ < 0) return tz;  // the same on every rank: nothing is shared
+  const int64_t C = cache_classes_;
+  std::vector<float> rows(static_cast<size_t>((g1 - g0) * C), 0.f);
+  if (B > 0) std::memcpy(rows.data() + (l0 - g0) * C, tz.data<float>(), sizeof(float) * static_cast<size_t>(B * C));
+  WH_RETURN_IF_ERROR(opts_.comm->AllReduceSum(rows.data(), static_cast<int64_t>(rows.size())));
+  for (int64_t i = g0; i < g1; ++i) {
+    const int64_t r = order[static_cast<size_t>(i)];
+    std::memcpy(teacher_cache_.data() + r * C, rows.data() + (i - g0) * C, sizeof(float) * static_cast<size_t>(C));
+    cache_filled_[static_cast<size_t>(r)] = 1;
+  }
+  return tz;
 }
 
 StatusOr<Tensor> Trainer::TeacherLogits(const Dataset& data, const std::vector<int64_t>& rows, const Tensor& x,

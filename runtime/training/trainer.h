@@ -182,6 +182,12 @@ class Trainer {
   // row is there, else by running the teacher (and filling the cache). *cached: rows served.
   StatusOr<Tensor> TeacherLogits(const Dataset& data, const std::vector<int64_t>& rows, const Tensor& x,
                                  int64_t* cached);
+  // Data parallelism's: every rank calls it for global batch rows order[g0, g1), of which it
+  // holds order[l0, l1) in x (none: an undefined result). The ranks' fresh logits are summed into
+  // every rank's cache, so from the second epoch no rank runs the teacher, wherever the reshuffle
+  // puts a row (a cache per rank would hold only the rows it happened to see).
+  StatusOr<Tensor> SharedTeacherLogits(const Dataset& data, const std::vector<int64_t>& order, int64_t g0, int64_t g1,
+                                       int64_t l0, int64_t l1, const Tensor& x, int64_t* cached);
   float LearningRate(int64_t step, int64_t total) const;
   // Synchronous SGD's step on this rank's rows (none: a global batch's tail shorter than the rank
   // count): its gradients computed, each bucket's all-reduce started as the backward pass
