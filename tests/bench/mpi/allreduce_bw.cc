@@ -1,3 +1,4 @@
+// (In a folder of its own: whittle_bench builds every tests/bench/*.cc, and this one needs mpi.h.)
 // All-reduce bandwidth and latency of this machine's MPI, for docs/distributed-scaling.md: times
 // MPI_Allreduce(MPI_IN_PLACE, float, MPI_SUM, MPI_COMM_WORLD) — the collective the data-parallel
 // trainer runs on its gradients every step (runtime/training/communicator.cc; there non-blocking,
