@@ -64,7 +64,8 @@ grep -q "differ from rank 0's" "$tmp/bad.err" || { echo "bad launch: no message 
 echo "bad launch refused: $(grep -m1 "differ from rank 0's" "$tmp/bad.err")"
 # A rank that hangs (SIGSTOP of rank 1 mid-epoch) fails the job within --rank-timeout (5 s) and a
 # few seconds' grace, with a message naming rank 1, and no output written.
-"$bin/finetune-model" --help | grep -q -- --rank-timeout
+"$bin/finetune-model" --help > "$tmp/help.txt"  # not piped into grep -q: under pipefail, SIGPIPE would fail it
+grep -q -- --rank-timeout "$tmp/help.txt"
 (
   start=$(date +%s.%N)
   set +e
