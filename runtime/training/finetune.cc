@@ -87,6 +87,18 @@ StatusOr<Graph> RunFinetune(Trainer& t, const Dataset& train, const Dataset* eva
   return best ? std::move(*best) : t.CurrentModel();
 }
 
+StatusOr<int> ParseSync(const std::string& v) {
+  if (v == "ssgd") return 0;
+  if (v.rfind("average:", 0) == 0) {
+    char* end = nullptr;
+    errno = 0;
+    const long k = std::strtol(v.c_str() + 8, &end, 10);
+    if (end != v.c_str() + 8 && *end == '\0' && errno != ERANGE && k >= 1 && k <= 1000000) return static_cast<int>(k);
+    return InvalidArgument("'" + v + "': expected average:K with K a step count of at least 1");
+  }
+  return InvalidArgument("'" + v + "': expected ssgd or average:K");
+}
+
 StatusOr<TrainOptions> ParseFinetuneSpec(const std::string& spec, const TrainOptions& defaults) {
   TrainOptions o = defaults;
   size_t pos = 0;
@@ -97,7 +109,7 @@ StatusOr<TrainOptions> ParseFinetuneSpec(const std::string& spec, const TrainOpt
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0)
       return InvalidArgument("--finetune: '" + item + "' is not key=value (keys: epochs, lr, batch, optimizer, "
-                             "temperature, alpha, no-labels, seed)");
+                             "temperature, alpha, no-labels, seed, sync)");
     const std::string key = item.substr(0, eq), v = item.substr(eq + 1);
     if (key == "epochs" || key == "batch") {
       WH_ASSIGN_OR_RETURN(int64_t n, ParseCount(key, v));
@@ -123,9 +135,13 @@ StatusOr<TrainOptions> ParseFinetuneSpec(const std::string& spec, const TrainOpt
       WH_ASSIGN_OR_RETURN(int64_t n, ParseCount(key, v));
       if (n < 0) return InvalidArgument("--finetune: seed=" + v + " is out of range (must be >= 0)");
       o.seed = static_cast<uint64_t>(n);
+    } else if (key == "sync") {
+      auto k = ParseSync(v);
+      if (!k.ok()) return InvalidArgument("--finetune: sync=" + k.status().message());
+      o.average_every = *k;
     } else {
       return InvalidArgument("--finetune: unknown option '" + key +
-                             "' (keys: epochs, lr, batch, optimizer, temperature, alpha, no-labels, seed)");
+                             "' (keys: epochs, lr, batch, optimizer, temperature, alpha, no-labels, seed, sync)");
     }
     if (comma == spec.size()) break;
   }
@@ -143,6 +159,8 @@ std::string FinetuneSpecHelp(const TrainOptions& d) {
          "  alpha=A         weight of the distillation term, 0..1 (default " + Fmt("%g", d.alpha) + ")\n"
          "  no-labels=1     learn from the teacher alone (alpha 1; --train-data needs no labels)\n"
          "  seed=N          seed of the data order (default " + std::to_string(d.seed) + ")\n"
+         "  sync=MODE       under mpirun: ssgd (gradients summed every step) or average:K (models averaged\n"
+         "                  every K steps) (default ssgd)\n"
          "The loss is (1 - alpha) * cross-entropy(labels) + alpha * T^2 * KL(teacher || student); warm-up, cosine\n"
          "decay and gradient clipping as in finetune-model. With --eval-data the best epoch's weights are kept.\n";
 }

@@ -72,6 +72,8 @@ std::string EpochLine(const EpochStats& e, int epochs, double eval_accuracy);
 // (sgd|adamw), temperature, alpha, no-labels (0|1), seed. Starts from `defaults`; an unknown key
 // or a bad value is an error naming it.
 StatusOr<TrainOptions> ParseFinetuneSpec(const std::string& spec, const TrainOptions& defaults);
+// Data parallelism's synchronization: "ssgd" gives 0, "average:K" gives K (TrainOptions::average_every).
+StatusOr<int> ParseSync(const std::string& value);
 // The keys and their defaults, for --help.
 std::string FinetuneSpecHelp(const TrainOptions& defaults);
 

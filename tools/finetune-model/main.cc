@@ -178,14 +178,10 @@ int Main(int argc, char** argv) {
   o.comm = comm;
   o.bucket_bytes = static_cast<int64_t>(bucket_mb * 1048576.0);
   if (comm) comm->set_timeout(rank_timeout);
-  if (sync.rfind("average:", 0) == 0) {
-    char* end = nullptr;
-    const long k = std::strtol(sync.c_str() + 8, &end, 10);
-    if (end == sync.c_str() + 8 || *end != '\0' || k < 1 || k > 1000000)
-      return Fail("--sync " + sync + ": expected average:K with K a step count of at least 1");
-    o.average_every = static_cast<int>(k);
-  } else if (sync != "ssgd") {
-    return Fail("--sync " + sync + ": expected ssgd or average:K");
+  if (auto k = whittle::training::ParseSync(sync); k.ok()) {
+    o.average_every = *k;
+  } else {
+    return Fail("--sync " + k.status().message());
   }
   if (comm && device != "cpu")
     return Fail("--device " + device + " with " + std::to_string(comm->size()) +

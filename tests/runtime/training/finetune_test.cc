@@ -22,7 +22,8 @@ namespace {
 TEST(FinetuneSpec, ParsesEveryKeyOverTheDefaults) {
   TrainOptions d;
   d.threads = 3;
-  auto o = ParseFinetuneSpec("epochs=3,lr=0.02,batch=16,optimizer=adamw,temperature=2.5,alpha=0.25,no-labels=1,seed=9", d);
+  auto o = ParseFinetuneSpec(
+      "epochs=3,lr=0.02,batch=16,optimizer=adamw,temperature=2.5,alpha=0.25,no-labels=1,seed=9,sync=average:4", d);
   ASSERT_TRUE(o.ok()) << o.status().message();
   EXPECT_EQ(o->epochs, 3);
   EXPECT_FLOAT_EQ(o->lr, 0.02f);
@@ -32,6 +33,7 @@ TEST(FinetuneSpec, ParsesEveryKeyOverTheDefaults) {
   EXPECT_FLOAT_EQ(o->alpha, 0.25f);
   EXPECT_FALSE(o->use_labels);
   EXPECT_EQ(o->seed, 9u);
+  EXPECT_EQ(o->average_every, 4);
   EXPECT_EQ(o->threads, 3);  // untouched defaults stay
   auto empty = ParseFinetuneSpec("", d);
   ASSERT_TRUE(empty.ok());
@@ -45,6 +47,7 @@ TEST(FinetuneSpec, ErrorsNameTheKey) {
       {"lr=fast", "lr='fast'"},        {"batch=", "batch=''"},            {"optimizer=rmsprop", "optimizer='rmsprop'"},
       {"alpha=1.01", "alpha=1.01"},    {"temperature=0", "temperature=0"}, {"no-labels=yes", "no-labels='yes'"},
       {"epochs=1,speed=2", "'speed'"}, {"epochs=1,,lr=0.1", "not key=value"}, {"=3", "not key=value"},
+      {"sync=average:0", "sync='average:0'"}, {"sync=allreduce", "sync='allreduce'"},
   };
   for (const auto& [spec, says] : cases) {
     auto o = ParseFinetuneSpec(spec, TrainOptions{});
