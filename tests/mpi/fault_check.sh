@@ -31,7 +31,7 @@ root=()
 [ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
 mpi=(timeout 300 "$mpiexec" "${root[@]}" --oversubscribe --timeout 240 -np 2)
 ft=("$bin/finetune-model" "$tmp/student.onnx" --teacher "$src/models/cnn.onnx" --train-data fashion-mnist:train
-    --train-limit 12800 --epochs 3 --batch 8 --threads 1)
+    --train-limit 12800 --epochs 3 --batch 8 --threads 1 --rank-timeout 120)
 
 # (a) Each rank writes its pid (the exec keeps it) so that the check can kill rank 1 itself.
 "${mpi[@]}" bash -c 'echo $$ > "$0/pid.$OMPI_COMM_WORLD_RANK"; exec "$@"' "$tmp" "${ft[@]}" \
