@@ -182,6 +182,10 @@ class Trainer {
   // row is there, else by running the teacher (and filling the cache). *cached: rows served.
   StatusOr<Tensor> TeacherLogits(const Dataset& data, const std::vector<int64_t>& rows, const Tensor& x,
                                  int64_t* cached);
+  // The cache set up for data (emptied when it was another data set's).
+  void CacheFor(const Dataset& data);
+  // The cached logits of samples rows[0, count), every one cached.
+  Tensor CachedLogits(const int64_t* rows, int64_t count) const;
   // Data parallelism's: every rank calls it for global batch rows order[g0, g1), of which it
   // holds order[l0, l1) in x (none: an undefined result). The ranks' fresh logits are summed into
   // every rank's cache, so from the second epoch no rank runs the teacher, wherever the reshuffle
