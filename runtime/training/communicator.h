@@ -26,8 +26,8 @@ class Communicator {
 
   // The same sum started without waiting (gradient buckets all-reduced while the backward pass
   // still runs): every rank must start the same all-reduces in the same order. data stays
-  // untouched by the caller until Wait returns. Returns a handle for Wait.
-  virtual StatusOr<int> StartAllReduceSum(float* data, int64_t n) const = 0;
+  // untouched by the caller until WaitAll returns.
+  virtual Status StartAllReduceSum(float* data, int64_t n) const = 0;
   // Lets started all-reduces advance (the engine moves data only inside its calls); cheap.
   virtual void Progress() const = 0;
   // Waits for every all-reduce started so far.

@@ -67,8 +67,7 @@ StatusOr<StepResult> Trainer::ReducedGradients(const Tensor& x, const Tensor& la
     const auto c0 = std::chrono::steady_clock::now();
     for (; failed.ok() && next < bucket_range_.size() && bucket_missing_[next] == 0; ++next) {
       const auto [b0, b1] = bucket_range_[next];
-      auto h = comm.StartAllReduceSum(flat_.data() + b0, b1 - b0);
-      if (!h.ok()) failed = h.status();
+      failed = comm.StartAllReduceSum(flat_.data() + b0, b1 - b0);
       ++buckets_;
       buckets_overlapped_ += to_come > 0;
     }
