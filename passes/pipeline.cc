@@ -13,6 +13,7 @@
 #include "passes/lowering.h"
 #include "passes/pass_manager.h"
 #include "passes/pass_registry.h"
+#include "passes/search/sensitivity.h"
 #include "runtime/evaluate.h"
 #include "runtime/training/finetune.h"
 #include "whittle/session.h"
@@ -271,6 +272,74 @@ void SetCost(const Graph& g, ModelFigures* f) {
   f->macs = c.macs;
 }
 
+// Shows the search's progress through the pipeline's observer.
+class SearchProgress : public search::SearchObserver {
+ public:
+  explicit SearchProgress(PipelineObserver* obs) : obs_(obs) {}
+  void Progress(const std::string& stage, int64_t done, int64_t total, const std::string& detail) override {
+    obs_->StepProgress(stage, done, total, detail);
+  }
+  void Line(const std::string& text) override { obs_->Line(text); }
+  void Clear() override { obs_->Clear(); }
+
+ private:
+  PipelineObserver* obs_;
+};
+
+// What the cached sensitivities depend on: the model's bytes, the calibration data, the families
+// and the user's options per pass, and the metric.
+StatusOr<std::string> SearchFingerprint(const PipelineOptions& o, const search::SearchOptions& so) {
+  WH_ASSIGN_OR_RETURN(std::string model, ReadFileBytes(o.model_path));
+  std::string f = "model " + search::HashBytes(model.data(), model.size());
+  const Dataset& c = *o.calibration;
+  f += " calibration " + std::to_string(c.size()) + " " + search::HashBytes(c.inputs.raw_data(), c.inputs.nbytes());
+  for (const auto& [name, t] : c.named) f += " " + name + " " + search::HashBytes(t.raw_data(), t.nbytes());
+  if (c.has_labels()) f += " labels " + search::HashBytes(c.labels.raw_data(), c.labels.nbytes());
+  for (const std::string& fam : so.families) f += " " + fam;
+  for (const auto& [pass, spec] : so.base) f += " --" + pass + " " + spec;
+  f += " metric " + std::string(so.metric ? search::MetricName(*so.metric) : "default") + " seed " +
+       std::to_string(o.seed);
+  return f;
+}
+
+struct SearchOutcome {
+  std::vector<PassReport> passes;
+};
+
+// Runs the accuracy-aware search (o.search) from `original`: out->graph becomes the chosen model,
+// out->report.search what was tried, and with o.finetune out->finetune the chosen model's
+// fine-tuning (every candidate is fine-tuned before it is evaluated).
+StatusOr<SearchOutcome> SearchConfiguration(const Graph& original, const PipelineOptions& o, PipelineResult* out,
+                               PipelineObserver& obs) {
+  search::SearchOptions so = *o.search;
+  so.calibration = o.calibration;
+  so.eval = o.eval_data;
+  so.threads = o.threads;
+  so.seed = o.seed;
+  if (!so.calibration) return InvalidArgument("--target needs --calibration-data (each layer's choices are measured on it)");
+  if (!so.eval) return InvalidArgument("--target needs --eval-data (the budget is measured on it)");
+  WH_ASSIGN_OR_RETURN(so.fingerprint, SearchFingerprint(o, so));
+  std::map<std::string, FinetuneReport> tuned;
+  if (o.finetune) {
+    so.recover = [&](const Graph& candidate, const std::string& key) -> StatusOr<Graph> {
+      PipelineResult r;
+      r.graph = candidate;
+      r.report.before.accuracy = out->report.before.accuracy;
+      WH_ASSIGN_OR_RETURN(r.report.after.accuracy,
+                          Accuracy(candidate, *o.eval_data, o.threads, "candidate before fine-tuning", obs));
+      WH_RETURN_IF_ERROR(Finetune(o, &r, obs));
+      tuned[key] = std::move(*r.finetune);
+      return std::move(r.graph);
+    };
+  }
+  SearchProgress progress(&obs);
+  WH_ASSIGN_OR_RETURN(search::SearchResult found, search::RunSearch(original, so, &progress));
+  out->graph = std::move(found.graph);
+  if (auto it = tuned.find(found.key); it != tuned.end()) out->finetune = std::move(it->second);
+  out->report.search = std::move(found.report);
+  return SearchOutcome{std::move(found.passes)};
+}
+
 }  // namespace
 
 Status CheckPipelineSteps(const std::vector<PipelineStep>& steps) {
@@ -373,10 +442,15 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& options, PipelineObs
                  total);
   };
   out.graph = original;
-  auto reports = pm.Run(&out.graph, ctx);
-  obs.Clear();
-  if (!reports.ok()) return reports.status();
-  report.passes = std::move(reports).value();
+  if (o.search) {
+    WH_ASSIGN_OR_RETURN(SearchOutcome found, SearchConfiguration(original, o, &out, obs));
+    report.passes = std::move(found.passes);
+  } else {
+    auto reports = pm.Run(&out.graph, ctx);
+    obs.Clear();
+    if (!reports.ok()) return reports.status();
+    report.passes = std::move(reports).value();
+  }
   if (o.portable) {
     WH_ASSIGN_OR_RETURN(std::string lowered, LowerCompressedOps(out.graph, o.portable_dense));
     if (!lowered.empty()) report.notes.push_back(lowered);
@@ -446,7 +520,7 @@ StatusOr<PipelineResult> RunPipeline(const PipelineOptions& options, PipelineObs
     WH_RETURN_IF_ERROR(CheckPassOutput(out.graph).WithContext("restoring the inputs' declared dims"));
   }
 
-  if (o.finetune) WH_RETURN_IF_ERROR(Finetune(o, &out, obs));
+  if (o.finetune && !o.search) WH_RETURN_IF_ERROR(Finetune(o, &out, obs));
 
   // Everything that can fail happens before the output is renamed into place.
   SaveOptions save;

@@ -18,6 +18,7 @@
 #include "passes/pass_options.h"
 #include "passes/report/finetune_report.h"
 #include "passes/report/report.h"
+#include "passes/search/search.h"
 #include "runtime/training/trainer.h"
 
 namespace whittle {
@@ -72,6 +73,11 @@ struct PipelineOptions {
   // automatic, inline unless the model would pass protobuf's 2 GiB limit.
   int64_t external_data_threshold = -1;
   std::optional<PipelineFinetune> finetune;
+  // The accuracy-aware search (passes/search) instead of fixed steps: the steps' specs, if any,
+  // are the base options of their families. With finetune, every candidate the search evaluates is
+  // fine-tuned first, and the chosen one's fine-tuning is the report's. calibration, eval,
+  // threads, seed, fingerprint and recover are filled in by the pipeline.
+  std::optional<search::SearchOptions> search;
   // false: everything but the writing (the model and the report files): the ranks other than 0
   // of a data-parallel fine-tuning, which compute the same model.
   bool write = true;

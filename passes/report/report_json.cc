@@ -76,6 +76,7 @@ nlohmann::json ToJson(const CompressionReport& r) {
           {"output_agreement", r.output_max_abs >= 0 ? nlohmann::json{{"cosine", r.output_cosine},
                                                                        {"max_abs", r.output_max_abs}}
                                                      : nlohmann::json(nullptr)},
+          {"search", r.search ? SearchJson(*r.search) : nlohmann::json(nullptr)},
           {"summary", {{"before", Figures(r.before)}, {"after", Figures(r.after)}}}};
 }
 

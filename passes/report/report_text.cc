@@ -91,6 +91,7 @@ std::string SummaryText(const CompressionReport& r) {
 
 std::string ToText(const CompressionReport& r) {
   std::string out;
+  if (r.search) out += SearchText(*r.search) + "\n";
   for (size_t i = 0; i < r.passes.size(); ++i) out += PassTableText(r.passes[i], static_cast<int>(i) + 1) + "\n";
   out += SummaryText(r);
   return out;

@@ -7,6 +7,7 @@
 
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,7 +70,9 @@ int Main(int argc, char** argv) {
       "  compress-model cnn.onnx -o small.onnx --prune ratio=0.3 --svd energy=0.95,mode=channel \\\n"
       "      --eval-data fashion-mnist:test --report report.html --report-json report.json\n"
       "  compress-model mlp.onnx -o small.onnx --svd ratio=0.5 --finetune epochs=2,lr=0.02 \\\n"
-      "      --train-data fashion-mnist:train --eval-data fashion-mnist:test\n\n"
+      "      --train-data fashion-mnist:train --eval-data fashion-mnist:test\n"
+      "  compress-model cnn.onnx -o small.onnx --target size --max-drop 0.5 --calibration-data fashion-mnist:train \\\n"
+      "      --eval-data fashion-mnist:test --sensitivity-cache cnn.sens.json --report report.html\n\n"
       "Data specs: " +
       std::string(whittle::DatasetSpecHelp())};
   app.set_version_flag("--version", "compress-model (Whittle) 0.1.0");
@@ -159,6 +162,47 @@ int Main(int argc, char** argv) {
                  "joined a collective this many seconds after another; 0: wait forever")
       ->check(CLI::Range(0.0, 1e7))
       ->capture_default_str();
+  std::string target, passes_list, metric, sensitivity_cache;
+  double max_drop = -1;
+  int search_evals = 8;
+  int64_t latency_batch = 1;
+  app.add_option("--target", target,
+                 "Accuracy-aware search: find the smallest (size: bytes of weights), fastest (latency: measured on "
+                 "this machine at --latency-batch) or cheapest (macs) per-layer mix of --passes whose drop on "
+                 "--eval-data stays within --max-drop; needs --calibration-data (each layer's choices are measured "
+                 "there). Pass flags given with it (--int8 calibration=percentile:99.99) set those passes' options")
+      ->check(CLI::IsMember({"size", "latency", "macs"}))
+      ->group("Accuracy-aware search");
+  app.add_option("--max-drop", max_drop,
+                 "With --target: the largest drop allowed, in percentage points of --metric on --eval-data")
+      ->check(CLI::Range(0.0, 100.0))
+      ->group("Accuracy-aware search");
+  app.add_option("--passes", passes_list,
+                 "With --target: the passes the search may mix per layer, comma-separated from int8, int4, svd, "
+                 "prune, cluster, binarize, circulant (default: the pass flags given, else int8,int4,svd,prune,cluster)")
+      ->type_name("LIST")
+      ->group("Accuracy-aware search");
+  app.add_option("--metric", metric,
+                 "With --target: top1 (accuracy against the labels; the default with labelled --eval-data), "
+                 "top1-agreement (top-1 equal to the original model's, per output position; the default without "
+                 "labels), cosine (x100) or mse (100 x (1 - relative squared error)) of the first output")
+      ->check(CLI::IsMember({"top1", "top1-agreement", "cosine", "mse"}))
+      ->group("Accuracy-aware search");
+  app.add_option("--sensitivity-cache", sensitivity_cache,
+                 "With --target: keep the per-layer measurements in FILE; a later run on the same model, data and "
+                 "options (any budget or target) reuses them")
+      ->type_name("FILE")
+      ->group("Accuracy-aware search");
+  app.add_option("--search-evals", search_evals,
+                 "With --target: whole configurations evaluated on --eval-data at most (each fine-tuned first "
+                 "with --finetune)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str()
+      ->group("Accuracy-aware search");
+  app.add_option("--latency-batch", latency_batch, "With --target latency: the batch size whose latency counts")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->group("Accuracy-aware search");
   app.add_flag("-q,--quiet", quiet, "No progress on stderr and no tables on stdout (errors only)");
   // Launched by mpirun with several ranks: --finetune trains data-parallel (synchronous SGD, the
   // global batch split over the ranks); every rank runs the passes, rank 0 alone benchmarks,
@@ -200,10 +244,41 @@ int Main(int argc, char** argv) {
       specs.push_back({name, std::move(parsed).value()});
     }
   }
-  if (specs.empty()) {
+  const bool searching = !target.empty();
+  std::optional<whittle::search::SearchOptions> search;
+  if (!searching) {
+    for (const char* flag : {"--max-drop", "--passes", "--metric", "--sensitivity-cache", "--search-evals",
+                             "--latency-batch"})
+      if (app.count(flag)) return Fail(std::string(flag) + " is only used with --target size|latency|macs");
+  } else {
+    if (max_drop < 0) return Fail("--target needs --max-drop PP (the accuracy drop allowed, in percentage points)");
+    whittle::search::SearchOptions so;
+    so.target = *whittle::search::ParseTarget(target);
+    so.max_drop = max_drop;
+    if (!metric.empty()) so.metric = *whittle::search::ParseMetric(metric);
+    std::string families = passes_list;
+    for (const whittle::PipelineStep& s : specs) {
+      so.base[s.pass] = s.options.spec();
+      if (passes_list.empty()) families += (families.empty() ? "" : ",") + s.pass;
+    }
+    if (families.empty()) families = "int8,int4,svd,prune,cluster";
+    auto fams = whittle::search::ParseFamilies(families);
+    if (!fams.ok()) return Fail(fams.status().message());
+    so.families = *fams;
+    for (const auto& [pass, spec] : so.base)
+      if (!so.families.count(pass)) return Fail("--" + pass + " is given but --passes " + passes_list + " leaves it out");
+    if (Status st = whittle::CheckPipelineSteps(specs); !st.ok()) return Fail(st.message());
+    so.cache_path = sensitivity_cache;
+    so.max_evals = search_evals;
+    so.latency_batch = latency_batch;
+    search = so;
+    specs.clear();
+    if (stop_after >= 0) return Fail("--stop-after runs fixed passes; it does not apply to --target");
+  }
+  if (specs.empty() && !searching) {
     std::string flags;
     for (const std::string& n : whittle::PassNames()) flags += (flags.empty() ? "--" : ", --") + n;
-    return Fail("no pass given: add at least one of " + flags + " (see --help)");
+    return Fail("no pass given: add at least one of " + flags + ", or --target with --max-drop (see --help)");
   }
 
   if (Status s = whittle::CheckPipelineSteps(specs); !s.ok()) return Fail(s.message());
@@ -219,6 +294,7 @@ int Main(int argc, char** argv) {
   } else if (!train_spec.empty() || train_limit > 0) {
     return Fail(std::string(train_spec.empty() ? "--train-limit" : "--train-data") + " is only used with --finetune");
   }
+  if (comm && searching) return Fail("--target runs in one process (not under mpirun)");
   if (comm && !finetune)
     return Fail("launched as one of " + std::to_string(comm->size()) +
                 " ranks without --finetune: only fine-tuning runs on several ranks (run the passes alone)");
@@ -273,6 +349,7 @@ int Main(int argc, char** argv) {
   po.report_json_path = json_stdout ? "" : report_json;
   po.report_html_path = report_html;
 
+  po.search = search;
   if (finetune) po.finetune = whittle::PipelineFinetune{train_options, &*train_data, finetune_spec, train_spec};
   if (comm) {
     std::string id;

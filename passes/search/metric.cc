@@ -1,0 +1,126 @@
+#include "passes/search/metric.h"
+
+#include <cmath>
+
+#include "runtime/evaluate.h"
+#include "whittle/session.h"
+
+namespace whittle::search {
+namespace {
+
+StatusOr<std::unique_ptr<Session>> Open(const Graph& g, int threads) {
+  SessionOptions so;
+  so.num_threads = threads;
+  return Session::FromGraph(g, so);
+}
+
+// The first output's values for every sample of data, row after row (row values per sample).
+StatusOr<std::vector<float>> FirstOutput(const Session& s, const Dataset& data, int64_t* row) {
+  if (data.calls) return InvalidArgument("--metric cosine|mse compares outputs batch by batch; calls: data is not supported");
+  std::vector<float> out;
+  const int64_t n = data.size(), batch = DataBatch(data, 256, &s.inputs());
+  for (int64_t b = 0; b < n; b += batch) {
+    const int64_t e = std::min(n, b + batch);
+    WH_ASSIGN_OR_RETURN(auto feeds, BatchFeeds(data, s.inputs(), b, e));
+    WH_ASSIGN_OR_RETURN(std::vector<Tensor> outs, s.Run(feeds));
+    if (outs.empty() || outs[0].dtype() != DType::kFloat32 || outs[0].rank() < 1 || outs[0].dim(0) < e - b)
+      return InvalidArgument("--metric cosine|mse needs a float32 first output with the batch on its first axis");
+    const int64_t r = outs[0].numel() / outs[0].dim(0);
+    if (b == 0) *row = r;
+    if (r != *row) return InvalidArgument("--metric cosine|mse: the first output's size per sample changes between batches");
+    const float* p = outs[0].data<float>();
+    out.insert(out.end(), p, p + (e - b) * r);
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<MetricKind> ParseMetric(const std::string& name) {
+  if (name == "top1") return MetricKind::kTop1;
+  if (name == "top1-agreement" || name == "agreement") return MetricKind::kAgreement;
+  if (name == "cosine") return MetricKind::kCosine;
+  if (name == "mse") return MetricKind::kMse;
+  return InvalidArgument("--metric: unknown metric '" + name + "' (top1, top1-agreement, cosine, mse)");
+}
+
+const char* MetricName(MetricKind kind) {
+  switch (kind) {
+    case MetricKind::kTop1: return "top1";
+    case MetricKind::kAgreement: return "top1-agreement";
+    case MetricKind::kCosine: return "cosine";
+    case MetricKind::kMse: return "mse";
+  }
+  return "?";
+}
+
+StatusOr<Scorer> Scorer::Make(const Graph& original, const Dataset& data, MetricKind kind, int threads) {
+  if (kind == MetricKind::kTop1 && !data.has_labels())
+    return InvalidArgument("--metric top1 needs labelled data (without labels use top1-agreement, cosine or mse)");
+  if (data.size() == 0) return InvalidArgument("the search's data is empty");
+  Scorer s;
+  s.data_ = &data;
+  s.kind_ = kind;
+  s.threads_ = threads;
+  WH_ASSIGN_OR_RETURN(auto session, Open(original, threads));
+  WH_ASSIGN_OR_RETURN(s.reference_top1_, PredictTop1(*session, data));
+  if (kind == MetricKind::kTop1) {
+    WH_ASSIGN_OR_RETURN(EvalResult r, CompareTop1(s.reference_top1_, data.labels));
+    s.baseline_ = 100 * r.accuracy;
+  }
+  if (kind == MetricKind::kCosine || kind == MetricKind::kMse) {
+    WH_ASSIGN_OR_RETURN(std::vector<float> ref, FirstOutput(*session, data, &s.row_));
+    s.ref_ = std::make_shared<std::vector<float>>(std::move(ref));
+  }
+  return s;
+}
+
+StatusOr<Score> Scorer::Measure(const Graph& candidate) const {
+  WH_ASSIGN_OR_RETURN(auto session, Open(candidate, threads_));
+  WH_ASSIGN_OR_RETURN(Tensor pred, PredictTop1(*session, *data_));
+  WH_ASSIGN_OR_RETURN(EvalResult agree, CompareTop1(pred, reference_top1_));
+  Score s;
+  s.flips = 100 * (1 - agree.accuracy);
+  switch (kind_) {
+    case MetricKind::kTop1: {
+      WH_ASSIGN_OR_RETURN(EvalResult r, CompareTop1(pred, data_->labels));
+      s.value = 100 * r.accuracy;
+      break;
+    }
+    case MetricKind::kAgreement: s.value = 100 * agree.accuracy; break;
+    case MetricKind::kCosine:
+    case MetricKind::kMse: {
+      int64_t row = 0;
+      WH_ASSIGN_OR_RETURN(std::vector<float> out, FirstOutput(*session, *data_, &row));
+      if (row != row_ || out.size() != ref_->size())
+        return InvalidArgument("the compressed model's first output has " + std::to_string(row) +
+                               " values per sample, the original's " + std::to_string(row_));
+      const std::vector<float>& ref = *ref_;
+      if (kind_ == MetricKind::kMse) {
+        double err = 0, energy = 0;
+        for (size_t i = 0; i < ref.size(); ++i) {
+          const double d = static_cast<double>(out[i]) - ref[i];
+          err += d * d;
+          energy += static_cast<double>(ref[i]) * ref[i];
+        }
+        s.value = 100 * (1 - (energy > 0 ? err / energy : err));
+      } else {
+        double sum = 0;
+        const size_t n = ref.size() / static_cast<size_t>(std::max<int64_t>(1, row));
+        for (size_t k = 0; k < n; ++k) {
+          double ab = 0, aa = 0, bb = 0;
+          for (int64_t j = 0; j < row; ++j) {
+            const double a = out[k * row + j], b = ref[k * row + j];
+            ab += a * b, aa += a * a, bb += b * b;
+          }
+          sum += aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : (aa == bb ? 1 : 0);
+        }
+        s.value = 100 * (n ? sum / n : 1);
+      }
+      break;
+    }
+  }
+  return s;
+}
+
+}  // namespace whittle::search
