@@ -1,0 +1,141 @@
+// The search's space and its configurations (passes/search/search_space.h) on the bundled MLP and
+// CNN: the layers and choices offered per family, a configuration applied as per-layer pass
+// options touching exactly the chosen layers, and the scorer's metrics (passes/search/metric.h).
+#include "passes/search/search_space.h"
+
+#include <gtest/gtest.h>
+
+#include "lib/data/dataset.h"
+#include "lib/onnx/model_io.h"
+#include "lib/ops/op_def.h"
+#include "passes/cost.h"
+#include "passes/search/metric.h"
+#include "tests/util/test_util.h"
+
+namespace whittle::search {
+namespace {
+
+Graph Load(const std::string& name) {
+  auto g = LoadModel(std::string(WHITTLE_SOURCE_DIR) + "/models/" + name + ".onnx");
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  EXPECT_TRUE(InferShapes(*g).ok());
+  return std::move(g).value();
+}
+
+int Find(const SearchSpace& s, size_t layer, const std::string& key) {
+  for (size_t j = 0; j < s.choices[layer].size(); ++j)
+    if (s.choices[layer][j].Key() == key) return static_cast<int>(j);
+  ADD_FAILURE() << "no choice " << key << " for " << s.layers[layer].node;
+  return 0;
+}
+
+TEST(SearchSpace, LayersAndChoicesFollowTheFamilies) {
+  const Graph cnn = Load("cnn");
+  auto s = MakeSearchSpace(cnn, {"int8", "int4", "svd"});
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  ASSERT_EQ(s->layers.size(), 4u);
+  EXPECT_EQ(s->layers[0].node, "/conv1/Conv");
+  EXPECT_FALSE(s->layers[0].gemm_like);
+  EXPECT_TRUE(s->layers[2].gemm_like);
+  EXPECT_EQ(s->layers[2].full_rank, 128);
+  // conv1 (16 filters of 9): full rank 9, too small to factorize; int4 is for Gemm/MatMul only.
+  EXPECT_EQ(s->choices[0].size(), 2u);  // float, int8
+  EXPECT_EQ(s->choices[0][0].Key(), "float");
+  EXPECT_TRUE(s->choices[0][0].identity());
+  // fc1: {none, svd0.5, svd0.25} x {float, int8, int4}.
+  EXPECT_EQ(s->choices[2].size(), 9u);
+  Find(*s, 2, "svd0.25+int4");
+
+  EXPECT_FALSE(ParseFamilies("int8,bogus").ok());
+  EXPECT_FALSE(ParseFamilies("").ok());
+  auto f = ParseFamilies("prune,cluster");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->size(), 2u);
+}
+
+TEST(SearchSpace, AConfigurationTouchesExactlyTheChosenLayers) {
+  const Graph mlp = Load("mlp");
+  auto calib = LoadDataset("fashion-mnist:train", 64);
+  ASSERT_TRUE(calib.ok()) << calib.status().message();
+  auto s = MakeSearchSpace(mlp, {"int8", "svd", "cluster", "prune"});
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->layers.size(), 3u);
+  PassContext ctx;
+  ctx.calibration = &*calib;
+  Config c(3, 0);
+  c[0] = Find(*s, 0, "prune0.5");
+  c[1] = Find(*s, 1, "svd0.25+k16");
+  c[2] = Find(*s, 2, "int8");
+  std::vector<PassReport> reports;
+  auto g = ApplyConfig(mlp, *s, c, {}, ctx, &reports);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  ASSERT_EQ(reports.size(), 4u);  // prune, svd, int8, cluster
+  EXPECT_EQ(reports[0].pass, "prune");
+  // fc1 lost half its units (and fc2 its matching inputs); fc2 became two codebook factors; only
+  // fc3 is quantized.
+  EXPECT_EQ(::whittle::testing::CountOps(*g, "CodebookMatMul"), 2);
+  EXPECT_EQ(::whittle::testing::CountOps(*g, "DequantizeLinear") > 0, true);
+  int fc1_gemm = 0;
+  for (const Node& n : g->nodes()) {
+    if (n.name == "/fc1/Gemm") {
+      ++fc1_gemm;
+      EXPECT_EQ(n.op_type, "Gemm");
+      EXPECT_EQ(g->ConstInput(n, 1)->dim(0), 128);  // 256 units, half pruned
+    }
+    if (n.op_type == "QuantizeLinear") {
+      EXPECT_EQ(n.name.find("/fc1/"), std::string::npos) << n.name;
+    }
+  }
+  EXPECT_EQ(fc1_gemm, 1);
+  EXPECT_LT(ComputeCost(*g).param_bytes, ComputeCost(mlp).param_bytes / 2);  // fc1, half its units, dominates
+  EXPECT_EQ(DescribeConfig(*s, c), "/fc1/Gemm: prune0.5, /fc2/Gemm: svd0.25+k16, /fc3/Gemm: int8");
+  EXPECT_EQ(DescribeConfig(*s, Config(3, 0)), "float (nothing compressed)");
+
+  // The identity configuration is the model itself.
+  auto same = ApplyConfig(mlp, *s, Config(3, 0), {}, ctx);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->nodes().size(), mlp.nodes().size());
+  // A bad base spec is an error naming the pass.
+  auto bad = ApplyConfig(mlp, *s, c, {{"int8", "calibration=nope"}}, ctx);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("int8"), std::string::npos) << bad.status().message();
+}
+
+TEST(SearchMetric, TheOriginalScoresItsBaselineAndAChangeDrops) {
+  const Graph mlp = Load("mlp");
+  auto data = LoadDataset("fashion-mnist:test", 200);
+  ASSERT_TRUE(data.ok());
+  auto s = MakeSearchSpace(mlp, {"int4"});
+  ASSERT_TRUE(s.ok());
+  PassContext ctx;
+  Config c(3, 0);
+  c[0] = Find(*s, 0, "int4");
+  auto q = ApplyConfig(mlp, *s, c, {{"int4", "block=128"}}, ctx);
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  for (MetricKind k : {MetricKind::kTop1, MetricKind::kAgreement, MetricKind::kCosine, MetricKind::kMse}) {
+    auto scorer = Scorer::Make(mlp, *data, k, 1);
+    ASSERT_TRUE(scorer.ok()) << MetricName(k) << ": " << scorer.status().message();
+    auto self = scorer->Measure(mlp);
+    ASSERT_TRUE(self.ok());
+    EXPECT_NEAR(self->value, scorer->baseline(), 1e-9) << MetricName(k);
+    EXPECT_EQ(self->flips, 0) << MetricName(k);
+    auto other = scorer->Measure(*q);
+    ASSERT_TRUE(other.ok()) << other.status().message();
+    if (k == MetricKind::kCosine || k == MetricKind::kMse) {
+      EXPECT_DOUBLE_EQ(scorer->baseline(), 100);
+      EXPECT_LT(other->value, 100) << MetricName(k);
+      EXPECT_GT(other->value, 90) << MetricName(k);
+    }
+    if (k == MetricKind::kAgreement) {
+      EXPECT_NEAR(other->value, 100 - other->flips, 1e-9);
+    }
+  }
+  auto unlabelled = *data;
+  unlabelled.labels = Tensor();
+  EXPECT_FALSE(Scorer::Make(mlp, unlabelled, MetricKind::kTop1, 1).ok());
+  EXPECT_FALSE(ParseMetric("accuracy").ok());
+  EXPECT_EQ(*ParseMetric("top1-agreement"), MetricKind::kAgreement);
+}
+
+}  // namespace
+}  // namespace whittle::search
