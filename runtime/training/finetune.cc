@@ -60,14 +60,22 @@ StatusOr<Graph> RunFinetune(Trainer& t, const Dataset& train, const Dataset* eva
   // starts as it (so checkpoints keep it), and an epoch replaces it only when its accuracy beats
   // it; a fine-tune whose every epoch is worse gives back the student unchanged (kept_student).
   if (eval && h.before >= 0 && run.first_epoch == 0 && !best) best = t.CurrentModel();
+  if (t.options().lr_auto) {
+    WH_ASSIGN_OR_RETURN(LrFinderResult found, FindLearningRates(t, train));
+    h.lr_auto = found.groups;
+    obs.Line(LrFinderLine(found, t.options().scale_lr));
+  }
   for (int epoch = run.first_epoch; epoch < epochs; ++epoch) {
     const std::string stage = Stage(epoch, epochs);
-    auto st = t.TrainEpoch(train, epoch, [&](const Progress& p) {
-      std::string s = "loss " + Fmt("%.4f", p.loss);
-      if (p.accuracy >= 0) s += " acc " + Fmt("%.4f", p.accuracy);
-      s += " " + Fmt("%.0f", p.samples_per_s) + " samples/s ETA " + Fmt("%.0f", p.eta_s) + " s";
-      obs.Progress(stage, p.step, p.steps, s);
-    });
+    auto st = t.TrainEpoch(
+        train, epoch,
+        [&](const Progress& p) {
+          std::string s = "loss " + Fmt("%.4f", p.loss);
+          if (p.accuracy >= 0) s += " acc " + Fmt("%.4f", p.accuracy);
+          s += " " + Fmt("%.0f", p.samples_per_s) + " samples/s ETA " + Fmt("%.0f", p.eta_s) + " s";
+          obs.Progress(stage, p.step, p.steps, s);
+        },
+        [&](const Rollback& r) { obs.Line(RollbackLine(r)); });
     if (!st.ok()) return st.status().WithContext("fine-tuning epoch " + std::to_string(epoch + 1));
     double acc = -1;
     if (eval) {
@@ -80,9 +88,18 @@ StatusOr<Graph> RunFinetune(Trainer& t, const Dataset& train, const Dataset* eva
     }
     h.epochs.push_back(*st);
     h.eval_accuracy.push_back(acc);
+    h.rollbacks.insert(h.rollbacks.end(), st->rollbacks.begin(), st->rollbacks.end());
+    h.lr_final = st->lr_end;
     obs.Line(EpochLine(*st, epochs, acc));
     WH_RETURN_IF_ERROR(obs.EpochDone(t, h, best ? &*best : nullptr, epoch));
+    if (st->gave_up) {
+      h.gave_up = true;
+      obs.Line("training stopped after " + std::to_string(t.rollbacks()) + " rollback(s): the loss diverged again at lr " +
+               Fmt("%g", st->lr_end) + "; the best of the student before and the epochs is kept");
+      break;
+    }
   }
+  if (h.lr_final < 0) h.lr_final = t.peak_lr();
   h.kept_student = eval && h.before >= 0 && !(h.best > h.before);
   return best ? std::move(*best) : t.CurrentModel();
 }
@@ -117,10 +134,13 @@ StatusOr<TrainOptions> ParseFinetuneSpec(const std::string& spec, const TrainOpt
         return InvalidArgument("--finetune: " + key + "=" + v + " is out of range (at least 1)");
       if (key == "epochs") o.epochs = static_cast<int>(n);
       else o.batch = n;
+    } else if (key == "lr" && v == "auto") {
+      o.lr_auto = true;
     } else if (key == "lr" || key == "temperature") {
       WH_ASSIGN_OR_RETURN(double d, ParseNumber(key, v));
       if (d <= 0) return InvalidArgument("--finetune: " + key + "=" + v + " is out of range (must be > 0)");
       (key == "lr" ? o.lr : o.temperature) = static_cast<float>(d);
+      if (key == "lr") o.lr_auto = false;
     } else if (key == "alpha") {
       WH_ASSIGN_OR_RETURN(double d, ParseNumber(key, v));
       if (d < 0 || d > 1) return InvalidArgument("--finetune: alpha=" + v + " is out of range (0..1)");
@@ -151,7 +171,8 @@ StatusOr<TrainOptions> ParseFinetuneSpec(const std::string& spec, const TrainOpt
 std::string FinetuneSpecHelp(const TrainOptions& d) {
   return "Fine-tune options (--finetune SPEC, comma-separated key=value; the original model is the teacher):\n"
          "  epochs=N        epochs over --train-data (default " + std::to_string(d.epochs) + ")\n"
-         "  lr=X            learning rate for batch 256, scaled with the batch (default " + Fmt("%g", d.lr) + ")\n"
+         "  lr=X|auto       learning rate for batch 256, scaled with the batch (default " + Fmt("%g", d.lr) + "); auto:\n"
+         "                  a range test per group of params (codebooks, low-rank factors, ...) picks each rate\n"
          "  batch=B         batch size (default " + std::to_string(d.batch) + ")\n"
          "  optimizer=NAME  sgd (momentum 0.9) or adamw (default " +
          (d.optimizer == OptimizerKind::kAdamW ? "adamw" : "sgd") + ")\n"
@@ -162,7 +183,9 @@ std::string FinetuneSpecHelp(const TrainOptions& d) {
          "  sync=MODE       under mpirun: ssgd (gradients summed every step) or average:K (models averaged\n"
          "                  every K steps) (default ssgd)\n"
          "The loss is (1 - alpha) * cross-entropy(labels) + alpha * T^2 * KL(teacher || student); warm-up, cosine\n"
-         "decay and gradient clipping as in finetune-model. With --eval-data the best epoch's weights are kept.\n";
+         "decay and gradient clipping as in finetune-model. With --eval-data the best epoch's weights are kept.\n"
+         "A divergence (a loss that is not finite or climbs to 4x its lowest) rolls training back to its last\n"
+         "healthy state at a tenth of the rate, at most " + std::to_string(d.max_rollbacks) + " times.\n";
 }
 
 }  // namespace whittle::training

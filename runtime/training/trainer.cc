@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <cmath>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "runtime/session_internal.h"
 #include "runtime/training/autodiff.h"
 #include "runtime/training/lift.h"
+#include "runtime/training/lr_finder.h"
 
 namespace whittle::training {
 namespace {
@@ -90,9 +92,11 @@ namespace {
 class Prefetcher {
  public:
   using Batch = std::pair<Tensor, Tensor>;
-  Prefetcher(int64_t steps, std::function<Batch(int64_t)> make) : steps_(steps), make_(std::move(make)) {
+  // Batches first .. steps - 1 (a rolled-back epoch starts again from its snapshot's step).
+  Prefetcher(int64_t first, int64_t steps, std::function<Batch(int64_t)> make)
+      : first_(first), steps_(steps), make_(std::move(make)) {
     worker_ = std::thread([this] {
-      for (int64_t s = 0; s < steps_; ++s) {
+      for (int64_t s = first_; s < steps_; ++s) {
         Batch b = make_(s);
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [this] { return !full_ || stop_; });
@@ -124,7 +128,7 @@ class Prefetcher {
   }
 
  private:
-  int64_t steps_;
+  int64_t first_, steps_;
   std::function<Batch(int64_t)> make_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -163,6 +167,11 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const Graph& student, const G
   t->params_ = tg.params;
   t->quantized_ = tg.quantized;
   t->binary_ = tg.binary;
+  t->kinds_ = ParamKinds(student, t->params_, t->quantized_, t->binary_);
+  t->guard_ = DivergenceGuard(options.divergence_factor);
+  if (!(options.rollback_lr_factor > 0 && options.rollback_lr_factor < 1))
+    return InvalidArgument("the rollback's learning-rate factor must be in (0, 1)");
+  if (!(options.divergence_factor > 1)) return InvalidArgument("the divergence factor must be > 1");
   // Own copies: tensor copies share their bytes, and the updates are made in place.
   for (const Tensor& p : tg.initial) t->values_.push_back(p.Clone());
   for (const Tensor& p : t->values_) {
@@ -350,7 +359,7 @@ StatusOr<StepResult> Trainer::GradientsNotifying(const Tensor& x, const Tensor& 
 }
 
 float Trainer::LearningRate(int64_t step, int64_t total) const {
-  float lr = opts_.lr * (opts_.scale_lr ? static_cast<float>(opts_.batch) / 256.f : 1.f);
+  float lr = StepRate(opts_.lr) * lr_factor_;
   const int64_t warm = static_cast<int64_t>(std::llround(opts_.warmup_fraction * static_cast<double>(total)));
   if (step < warm) return lr * static_cast<float>(step + 1) / static_cast<float>(warm);
   if (opts_.cosine && total > warm)
@@ -360,25 +369,23 @@ float Trainer::LearningRate(int64_t step, int64_t total) const {
 
 StatusOr<StepResult> Trainer::Step(const Tensor& x, const Tensor& labels, int64_t step, int64_t total_steps,
                                    const Tensor& teacher_logits) {
-  WH_RETURN_IF_ERROR(ToBackendDevice());  // a restored checkpoint's host tensors
+  return StepAt(x, labels, LearningRate(step, total_steps), teacher_logits);
+}
+
+StatusOr<StepResult> Trainer::StepAt(const Tensor& x, const Tensor& labels, float lr, const Tensor& teacher_logits) {
+  WH_RETURN_IF_ERROR(ToBackendDevice());  // a restored checkpoint's (or snapshot's) host tensors
   std::vector<Tensor> grads;
   StepResult r;
   const int64_t rows = x.defined() && x.rank() > 0 ? x.dim(0) : 0;
-  if (Distributed() && opts_.average_every <= 0) {
+  const bool averaging = Distributed() && opts_.average_every > 0;
+  if (Distributed() && !averaging) {
     WH_ASSIGN_OR_RETURN(r, ReducedGradients(x, labels, teacher_logits, &grads));
-  } else if (Distributed()) {
-    if (rows == 0) {  // a global batch's tail shorter than the rank count: no local step
-      for (const Tensor& v : values_) {
-        Tensor z(DType::kFloat32, v.dims());
-        std::fill(z.data<float>(), z.data<float>() + z.numel(), 0.f);
-        grads.push_back(std::move(z));
-      }
-    } else {
-      WH_ASSIGN_OR_RETURN(r, Gradients(x, labels, &grads, teacher_logits));
+  } else if (averaging && rows == 0) {  // a global batch's tail shorter than the rank count: no local step
+    for (const Tensor& v : values_) {
+      Tensor z(DType::kFloat32, v.dims());
+      std::fill(z.data<float>(), z.data<float>() + z.numel(), 0.f);
+      grads.push_back(std::move(z));
     }
-    const auto c0 = std::chrono::steady_clock::now();
-    WH_RETURN_IF_ERROR(ReduceStats(rows, &r));
-    comm_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
   } else {
     WH_ASSIGN_OR_RETURN(r, Gradients(x, labels, &grads, teacher_logits));
   }
@@ -392,12 +399,33 @@ StatusOr<StepResult> Trainer::Step(const Tensor& x, const Tensor& labels, int64_
     WH_RETURN_IF_ERROR(up.sum_squares(g.data<float>(), g.numel(), threads, &sum));
     norm2 += sum;
   }
-  if (!std::isfinite(norm2)) return Internal("the gradients are not finite (loss " + std::to_string(r.loss) + ")");
-  const double norm = std::sqrt(norm2);
+  if (averaging) {
+    // Each rank's gradients are its own here: one that is not finite makes the summed loss NaN,
+    // so that every rank sees the divergence and they all roll back alike.
+    if (!std::isfinite(norm2)) r.loss = std::numeric_limits<double>::quiet_NaN();
+    const auto c0 = std::chrono::steady_clock::now();
+    WH_RETURN_IF_ERROR(ReduceStats(rows, &r));
+    comm_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+    if (!std::isfinite(r.loss)) norm2 = r.loss;
+  }
+  if (!std::isfinite(norm2) || !std::isfinite(r.loss)) {
+    r.finite = false;
+    return r;
+  }
+  WH_RETURN_IF_ERROR(ApplyUpdate(grads, std::sqrt(norm2), lr));
+  // The step's running statistics become the model's (never touched by the optimizer).
+  // A device output is the trainer's own buffer already; a host one may share the arena's.
+  for (size_t i = 0; i < state_values_.size() && i < pending_state_.size(); ++i)
+    state_values_[i] = pending_state_[i].device() == DeviceType::kCpu ? pending_state_[i].Clone() : pending_state_[i];
+  return r;
+}
+
+Status Trainer::ApplyUpdate(const std::vector<Tensor>& grads, double norm, float lr) {
+  const ParamUpdates& up = *ParamUpdatesFor(device_);
+  const int threads = train_->options().num_threads;
   UpdateHyper h;
   h.adamw = opts_.optimizer == OptimizerKind::kAdamW;
   h.clip = opts_.clip_norm > 0 && norm > opts_.clip_norm ? static_cast<float>(opts_.clip_norm / norm) : 1.f;
-  h.lr = LearningRate(step, total_steps);
   ++adam_t_;
   h.first = adam_t_ == 1;
   h.momentum = opts_.momentum;
@@ -408,19 +436,65 @@ StatusOr<StepResult> Trainer::Step(const Tensor& x, const Tensor& labels, int64_
   h.bc1 = 1.f - std::pow(opts_.beta1, static_cast<float>(adam_t_));
   h.bc2 = 1.f - std::pow(opts_.beta2, static_cast<float>(adam_t_));
   for (size_t k = 0; k < values_.size(); ++k) {
+    const float scale = k < lr_scale_.size() ? lr_scale_[k] : 1.f;
+    if (scale == 0.f) continue;  // frozen: no step, no weight decay, no momentum
+    h.lr = lr * scale;
     h.weight_decay = values_[k].rank() >= 2 ? opts_.weight_decay : 0.f;  // none on biases
     WH_RETURN_IF_ERROR(up.update(h, values_[k].data<float>(), grads[k].data<float>(), m_[k].data<float>(),
                                  v_[k].data<float>(), values_[k].numel(), threads));
   }
-  // The step's running statistics become the model's (never touched by the optimizer).
-  // A device output is the trainer's own buffer already; a host one may share the arena's.
-  for (size_t i = 0; i < state_values_.size() && i < pending_state_.size(); ++i)
-    state_values_[i] = pending_state_[i].device() == DeviceType::kCpu ? pending_state_[i].Clone() : pending_state_[i];
-  return r;
+  return Status::Ok();
+}
+
+StatusOr<StepResult> Trainer::StepRows(const Dataset& data, const std::vector<int64_t>& rows, float lr) {
+  int64_t b0 = 0, b1 = static_cast<int64_t>(rows.size());
+  if (Distributed()) RankRows(0, b1, opts_.comm->rank(), opts_.comm->size(), &b0, &b1);
+  const Tensor x = GatherRows(data.inputs, rows, b0, b1);
+  const Tensor y = data.has_labels() ? GatherRows(data.labels, rows, b0, b1) : Tensor();
+  Tensor tz;  // with data parallelism the teacher runs (the shared cache needs the epoch's order)
+  if (!Distributed() && opts_.cache_teacher && opts_.alpha > 0 && teacher_ && opts_.hints.empty() && b1 > b0) {
+    int64_t cached = 0;
+    WH_ASSIGN_OR_RETURN(tz, TeacherLogits(data, std::vector<int64_t>(rows.begin() + b0, rows.begin() + b1), x, &cached));
+  }
+  return StepAt(x, y, lr, tz);
+}
+
+Trainer::State Trainer::Snapshot() const {
+  State s;
+  for (const Tensor& t : values_) s.values.push_back(HostSnapshot(t));
+  for (const Tensor& t : m_) s.m.push_back(HostSnapshot(t));
+  for (const Tensor& t : v_) s.v.push_back(HostSnapshot(t));
+  for (const Tensor& t : state_values_) s.model_state.push_back(HostSnapshot(t));
+  s.adam_steps = adam_t_;
+  return s;
+}
+
+void Trainer::Restore(const State& s) {
+  // Host copies of the snapshot's own (it may be restored again); the next step moves them.
+  for (size_t i = 0; i < values_.size(); ++i) values_[i] = s.values[i].Clone();
+  for (size_t i = 0; i < m_.size(); ++i) m_[i] = s.m[i].Clone();
+  for (size_t i = 0; i < v_.size(); ++i) v_[i] = s.v[i].Clone();
+  for (size_t i = 0; i < state_values_.size(); ++i) state_values_[i] = s.model_state[i].Clone();
+  adam_t_ = s.adam_steps;
+}
+
+StatusOr<Tensor> Trainer::EpochTeacherLogits(const Dataset& data, const std::vector<int64_t>& order, int64_t s,
+                                             const Tensor& x, int64_t* cached) {
+  const bool augment = opts_.crop_padding > 0 || opts_.hflip;
+  if (!opts_.cache_teacher || augment || opts_.alpha <= 0 || !teacher_ || !opts_.hints.empty()) return Tensor();
+  const int64_t n = data.size(), g0 = s * opts_.batch, g1 = std::min(n, g0 + opts_.batch);
+  int64_t b0 = g0, b1 = g1;
+  if (Distributed()) {  // every rank, rows or none: the logits are shared
+    RankRows(g0, g1, opts_.comm->rank(), opts_.comm->size(), &b0, &b1);
+    return SharedTeacherLogits(data, order, g0, g1, b0, b1, x, cached);
+  }
+  if (x.dim(0) == 0) return Tensor();
+  return TeacherLogits(data, std::vector<int64_t>(order.begin() + b0, order.begin() + b1), x, cached);
 }
 
 StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
-                                         const std::function<void(const Progress&)>& progress) {
+                                         const std::function<void(const Progress&)>& progress,
+                                         const std::function<void(const Rollback&)>& on_rollback) {
   const int64_t n = data.size(), steps = StepsPerEpoch(n);
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
@@ -438,64 +512,97 @@ StatusOr<EpochStats> Trainer::TrainEpoch(const Dataset& data, int epoch,
   if (augment && (data.inputs.dtype() != DType::kFloat32 || data.inputs.rank() < 3))
     return InvalidArgument("image augmentation needs float32 images [N, ..., H, W]; the training data is " +
                            std::string(DTypeName(data.inputs.dtype())) + " " + DimsToString(data.inputs.dims()));
-  const bool cache = opts_.cache_teacher && !augment && opts_.alpha > 0 && teacher_ && opts_.hints.empty();
-  // This rank's rows of global batch s (all of them when training alone).
-  auto rows_of = [&](int64_t s, int64_t* b0, int64_t* b1) {
-    *b0 = s * opts_.batch;
-    *b1 = std::min(n, *b0 + opts_.batch);
-    if (Distributed()) RankRows(*b0, *b1, opts_.comm->rank(), opts_.comm->size(), b0, b1);
-  };
-  Prefetcher loader(steps, [&](int64_t s) {
-    int64_t b0, b1;
-    rows_of(s, &b0, &b1);
+  auto make = [&](int64_t s) {
+    int64_t b0 = s * opts_.batch, b1 = std::min(n, b0 + opts_.batch);  // this rank's rows of global batch s
+    if (Distributed()) RankRows(b0, b1, opts_.comm->rank(), opts_.comm->size(), &b0, &b1);
     Prefetcher::Batch b(GatherRows(data.inputs, order, b0, b1),
                         data.has_labels() ? GatherRows(data.labels, order, b0, b1) : Tensor());
     if (augment) AugmentImages(&b.first, opts_.crop_padding, opts_.hflip, opts_.seed, epoch, s);
     return b;
-  });
-  for (int64_t s = 0; s < steps; ++s) {
-    const Prefetcher::Batch batch = loader.Next(&st.data_wait_s);
-    Tensor tz;
-    if (cache && Distributed()) {  // every rank, rows or none: the logits are shared
-      const int64_t g0 = s * opts_.batch, g1 = std::min(n, g0 + opts_.batch);
-      int64_t b0, b1;
-      rows_of(s, &b0, &b1);
-      WH_ASSIGN_OR_RETURN(tz, SharedTeacherLogits(data, order, g0, g1, b0, b1, batch.first, &st.teacher_cached));
-    } else if (cache && batch.first.dim(0) > 0) {
-      int64_t b0, b1;
-      rows_of(s, &b0, &b1);
-      WH_ASSIGN_OR_RETURN(tz, TeacherLogits(data, std::vector<int64_t>(order.begin() + b0, order.begin() + b1),
-                                            batch.first, &st.teacher_cached));
-    }
+  };
+  // The last healthy snapshot, with the guard and the epoch's tallies as they were then.
+  struct Kept {
+    State state;
+    DivergenceGuard guard;
+    int64_t step;
+    double loss_sum;
+    int64_t correct, seen;
+  };
+  std::optional<Kept> kept;
+  auto keep = [&](int64_t next) { kept = Kept{Snapshot(), guard_, next, loss_sum, correct, seen}; };
+  if (opts_.divergence_guard) keep(0);
+  std::optional<Prefetcher> loader;
+  loader.emplace(0, steps, make);
+  for (int64_t s = 0; s < steps;) {
+    const Prefetcher::Batch batch = loader->Next(&st.data_wait_s);
+    WH_ASSIGN_OR_RETURN(Tensor tz, EpochTeacherLogits(data, order, s, batch.first, &st.teacher_cached));
     WH_ASSIGN_OR_RETURN(StepResult r, Step(batch.first, batch.second, static_cast<int64_t>(epoch) * steps + s, total, tz));
     if (Distributed() && opts_.average_every > 0 && ((s + 1) % opts_.average_every == 0 || s + 1 == steps)) {
       const auto c0 = std::chrono::steady_clock::now();
       WH_RETURN_IF_ERROR(AverageModels());
       comm_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
     }
+    if (!opts_.divergence_guard && !r.finite)
+      return Internal("the gradients are not finite (loss " + std::to_string(r.loss) + ")");
+    if (opts_.divergence_guard && guard_.Diverged(r.loss, r.finite)) {
+      Rollback rb;
+      rb.epoch = epoch;
+      rb.step = s + 1;
+      rb.loss = guard_.last_seen();
+      rb.was = guard_.reference();
+      rb.to_step = kept->step;
+      rb.lr_before = peak_lr();
+      rb.gave_up = rollbacks_ >= opts_.max_rollbacks;
+      if (!rb.gave_up) {
+        lr_factor_ *= opts_.rollback_lr_factor;
+        ++rollbacks_;
+      }
+      rb.lr_after = peak_lr();
+      Restore(kept->state);
+      guard_ = kept->guard;
+      s = kept->step;
+      loss_sum = kept->loss_sum;
+      correct = kept->correct;
+      seen = kept->seen;
+      st.rollbacks.push_back(rb);
+      if (on_rollback) on_rollback(rb);
+      if (rb.gave_up) {
+        st.gave_up = true;
+        break;
+      }
+      loader.reset();  // its thread joined before the next one starts
+      loader.emplace(s, steps, make);
+      continue;
+    }
+    ++s;
     loss_sum += r.loss * static_cast<double>(r.samples);
     correct += r.correct;
     seen += r.samples;
+    if (opts_.divergence_guard && opts_.snapshot_every > 0 && s % opts_.snapshot_every == 0 && s < steps &&
+        guard_.Healthy())
+      keep(s);
     if (progress) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       Progress p;
       p.epoch = epoch;
-      p.step = s + 1;
+      p.step = s;
       p.steps = steps;
-      p.loss = loss_sum / static_cast<double>(seen);
-      p.accuracy = data.has_labels() ? static_cast<double>(correct) / static_cast<double>(seen) : -1;
+      p.loss = loss_sum / static_cast<double>(std::max<int64_t>(1, seen));
+      p.accuracy = data.has_labels() ? static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(1, seen)) : -1;
       p.samples_per_s = static_cast<double>(seen) / std::max(secs, 1e-9);
-      p.eta_s = static_cast<double>(n - seen) / std::max(p.samples_per_s, 1e-9);
+      p.eta_s = static_cast<double>(std::max<int64_t>(0, n - seen)) / std::max(p.samples_per_s, 1e-9);
       progress(p);
     }
   }
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   st.loss = loss_sum / static_cast<double>(std::max<int64_t>(1, seen));
-  st.train_accuracy = data.has_labels() ? static_cast<double>(correct) / static_cast<double>(std::max<int64_t>(1, seen)) : -1;
+  // (A run that gave up at the epoch's first step kept no step: no accuracy to speak of.)
+  st.train_accuracy = data.has_labels() && seen > 0 ? static_cast<double>(correct) / static_cast<double>(seen) : -1;
   st.samples_per_s = static_cast<double>(seen) / std::max(st.seconds, 1e-9);
   st.comm_s = comm_s_;
   st.buckets = buckets_;
   st.buckets_overlapped = buckets_overlapped_;
+  st.lr_end = peak_lr();
   return st;
 }
 

@@ -6,7 +6,9 @@
 // Defaults a user can turn off (from the training-speed literature): the learning rate is given
 // for batch 256 and scaled linearly with the batch (Goyal et al.), warmed up linearly over the
 // first 5 % of the steps and then decayed with a cosine; no weight decay on biases (rank-1
-// params); gradients clipped to a global norm of 5.
+// params); gradients clipped to a global norm of 5. A divergence (a loss or gradient that is not
+// finite, or a loss that climbs far above its lowest) rolls the run back to its last healthy
+// snapshot at a tenth of the rate (TrainOptions::divergence_guard).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,7 @@
 #include "lib/ir/status.h"
 #include "runtime/training/autodiff.h"
 #include "runtime/training/communicator.h"
+#include "runtime/training/divergence.h"
 #include "whittle/session.h"
 
 namespace whittle::training {
@@ -90,12 +93,30 @@ struct TrainOptions {
   // bytes, and each bucket's all-reduce starts as soon as its last gradient is computed, while
   // the backward pass goes on (PyTorch DDP's bucketing).
   int64_t bucket_bytes = int64_t{4} << 20;
+  // The divergence guard (issue 45; runtime/training/divergence.h): a step whose loss or
+  // gradients are not finite, or after which the loss's moving average exceeds
+  // divergence_factor times the lowest it reached, is a divergence. The trainer then restores its
+  // last healthy snapshot (params, optimizer state, model state and step counter; taken at each
+  // epoch's start and every snapshot_every steps while the loss is healthy), multiplies the
+  // learning rate by rollback_lr_factor for the rest of the run, and goes on from that step; the
+  // divergence after max_rollbacks rollbacks ends training at the snapshot (EpochStats::gave_up).
+  // false: no guard; a non-finite gradient is an error.
+  bool divergence_guard = true;
+  int max_rollbacks = 3;
+  float rollback_lr_factor = 0.1f;
+  float divergence_factor = 4.f;
+  int64_t snapshot_every = 50;
+  // lr=auto: RunFinetune picks the rate by a range test before training (runtime/training/
+  // lr_finder.h), one per group of params (codebooks, low-rank factors, ...); lr is then ignored.
+  bool lr_auto = false;
 };
 
 struct StepResult {
   double loss = 0;
   int64_t correct = 0;  // top-1 hits against the labels (0 without labels)
   int64_t samples = 0;
+  // false: the loss or the gradients were not finite, and no update was made.
+  bool finite = true;
 };
 
 struct EpochStats {
@@ -112,6 +133,11 @@ struct EpochStats {
   // pass still had gradients to compute (overlapped with it).
   int64_t buckets = 0, buckets_overlapped = 0;
   int64_t teacher_cached = 0;  // samples whose teacher logits came from the cache
+  // The divergences of this epoch, each rolled back (the last one may have given up: gave_up,
+  // and the epoch ended at its snapshot); lr_end: the peak rate after them (as TrainOptions::lr).
+  std::vector<Rollback> rollbacks;
+  bool gave_up = false;
+  float lr_end = 0;
 };
 
 // What the progress callback sees after every step.
@@ -139,11 +165,19 @@ class Trainer {
   // teacher runs).
   StatusOr<StepResult> Gradients(const Tensor& x, const Tensor& labels, std::vector<Tensor>* grads,
                                  const Tensor& teacher_logits = Tensor());
-  // One optimizer step at global step `step` of total_steps (the schedule's position).
+  // One optimizer step at global step `step` of total_steps (the schedule's position). Loss or
+  // gradients that are not finite: no update, and the result says so (StepResult::finite).
   StatusOr<StepResult> Step(const Tensor& x, const Tensor& labels, int64_t step, int64_t total_steps,
                             const Tensor& teacher_logits = Tensor());
-  // One pass over data in a seeded order (seed + epoch), batch by batch (the last batch shorter).
-  StatusOr<EpochStats> TrainEpoch(const Dataset& data, int epoch, const std::function<void(const Progress&)>& progress);
+  // One step at the per-step rate `lr` exactly (no schedule, no batch scaling, no rollback
+  // factor; times each param's lr_scales()), on rows `rows` of data (with data parallelism this
+  // rank's share of them: every rank calls it with the same rows); the teacher's logits from the
+  // cache where it has them. The learning-rate range test's step.
+  StatusOr<StepResult> StepRows(const Dataset& data, const std::vector<int64_t>& rows, float lr);
+  // One pass over data in a seeded order (seed + epoch), batch by batch (the last batch shorter),
+  // with the divergence guard (TrainOptions::divergence_guard); on_rollback sees each divergence.
+  StatusOr<EpochStats> TrainEpoch(const Dataset& data, int epoch, const std::function<void(const Progress&)>& progress,
+                                  const std::function<void(const Rollback&)>& on_rollback = nullptr);
   // Top-1 accuracy of the current student on data (with data parallelism every rank evaluates its
   // share of the rows and the hits are summed: every rank must call it).
   StatusOr<double> Evaluate(const Dataset& data, int64_t batch = 256) const;
@@ -168,6 +202,39 @@ class Trainer {
   const std::vector<std::string>& state_names() const { return state_names_; }
   std::vector<Tensor>& state_values() { return state_values_; }
   int64_t StepsPerEpoch(int64_t samples) const { return (samples + opts_.batch - 1) / opts_.batch; }
+  const TrainOptions& options() const { return opts_; }
+
+  // What a rollback restores: params, optimizer state, model state and the step counter, in host
+  // memory (a copy: training goes on in place).
+  struct State {
+    std::vector<Tensor> values, m, v, model_state;
+    int64_t adam_steps = 0;
+  };
+  State Snapshot() const;
+  void Restore(const State& s);
+
+  // Learning rates. lr: TrainOptions::lr (for batch 256 when scale_lr); the peak rate the
+  // schedule reaches is lr() times the rollbacks' factor (peak_lr()); StepRate converts a rate
+  // in lr's units to the optimizer's per-step rate.
+  float lr() const { return opts_.lr; }
+  void set_lr(float lr) { opts_.lr = lr; }
+  float peak_lr() const { return opts_.lr * lr_factor_; }
+  float StepRate(float lr) const { return lr * (opts_.scale_lr ? static_cast<float>(opts_.batch) / 256.f : 1.f); }
+  // Per param (params() order) a multiplier of the rate: 0 freezes the param (no update at all).
+  // Empty: 1 for every param.
+  const std::vector<float>& lr_scales() const { return lr_scale_; }
+  void set_lr_scales(std::vector<float> s) { lr_scale_ = std::move(s); }
+  // Per param the compressed form it trains (ParamKinds in runtime/training/lr_finder.h):
+  // "codebook", "circulant", "binary", "low-rank" or "dense".
+  const std::vector<std::string>& param_kinds() const { return kinds_; }
+  // The rollbacks so far and the rate's factor they left (0.1 per rollback by default), for a
+  // checkpoint: a resumed run goes on at the rate the rollbacks left.
+  int rollbacks() const { return rollbacks_; }
+  float rollback_lr_factor() const { return lr_factor_; }
+  void SetRollbackState(int rollbacks, float lr_factor) {
+    rollbacks_ = rollbacks;
+    lr_factor_ = lr_factor;
+  }
 
  private:
   Trainer() = default;
@@ -193,6 +260,13 @@ class Trainer {
   StatusOr<Tensor> SharedTeacherLogits(const Dataset& data, const std::vector<int64_t>& order, int64_t g0, int64_t g1,
                                        int64_t l0, int64_t l1, const Tensor& x, int64_t* cached);
   float LearningRate(int64_t step, int64_t total) const;
+  // Step's work at per-step rate lr.
+  StatusOr<StepResult> StepAt(const Tensor& x, const Tensor& labels, float lr, const Tensor& teacher_logits);
+  // The optimizer update of every param from grads (on the device), clipped by the global norm.
+  Status ApplyUpdate(const std::vector<Tensor>& grads, double norm, float lr);
+  // The teacher's logits of TrainEpoch's step s (undefined: the teacher runs in the step).
+  StatusOr<Tensor> EpochTeacherLogits(const Dataset& data, const std::vector<int64_t>& order, int64_t s,
+                                      const Tensor& x, int64_t* cached);
   // Synchronous SGD's step on this rank's rows (none: a global batch's tail shorter than the rank
   // count): its gradients computed, each bucket's all-reduce started as the backward pass
   // computes the bucket's last gradient, then waited for; grads and r become the global batch's
@@ -223,6 +297,12 @@ class Trainer {
   std::vector<Tensor> state_values_;
   std::vector<Tensor> pending_state_;  // the last Gradients() call's updated state
   int64_t adam_t_ = 0;
+  std::vector<std::string> kinds_;  // param_kinds()
+  std::vector<float> lr_scale_;     // lr_scales()
+  // The divergence guard's state over the run, the rate's factor from rollbacks, and their count.
+  DivergenceGuard guard_;
+  float lr_factor_ = 1.f;
+  int rollbacks_ = 0;
   double comm_s_ = 0;  // time in collectives since the epoch began (EpochStats::comm_s)
   int64_t buckets_ = 0, buckets_overlapped_ = 0;  // since the epoch began (EpochStats)
   // Gradient buckets (PlanBuckets): per param its offset in flat_ and its bucket; per bucket its

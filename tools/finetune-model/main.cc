@@ -55,6 +55,29 @@ class ProgressObserver : public whittle::training::FinetuneObserver {
   bool quiet_;
 };
 
+// The divergence guard's and lr=auto's doing (issue 45) in --json: every rollback, whether
+// training gave up, the peak rate at the end, and the range test's rate per group of params.
+void AddGuardJson(const FinetuneHistory& h, bool lr_auto, nlohmann::json* j) {
+  nlohmann::json rollbacks = nlohmann::json::array();
+  for (const whittle::training::Rollback& r : h.rollbacks) {
+    nlohmann::json rj{{"epoch", r.epoch + 1}, {"step", r.step}, {"to_step", r.to_step},
+                      {"lr_before", r.lr_before}, {"lr_after", r.lr_after}, {"gave_up", r.gave_up}};
+    rj["loss"] = std::isfinite(r.loss) ? nlohmann::json(r.loss) : nlohmann::json(nullptr);  // null: not finite
+    rj["was"] = r.was;
+    rollbacks.push_back(rj);
+  }
+  (*j)["rollbacks"] = rollbacks;
+  (*j)["gave_up"] = h.gave_up;
+  (*j)["lr_final"] = h.lr_final;
+  (*j)["lr_auto"] = nullptr;
+  if (!lr_auto) return;
+  nlohmann::json groups = nlohmann::json::object();
+  for (const whittle::training::GroupRate& g : h.lr_auto)
+    groups[g.kind] = {{"lr", g.lr}, {"params", g.params}, {"lr_at_min", g.lr_at_min},
+                      {"start_loss", g.start_loss}, {"min_loss", g.min_loss}, {"steps", g.steps}};
+  (*j)["lr_auto"] = groups;
+}
+
 }  // namespace
 
 namespace {
@@ -75,7 +98,8 @@ int Main(int argc, char** argv) {
       "Loss: (1 - alpha) * cross-entropy(labels) + alpha * T^2 * KL(teacher || student) at temperature T.\n"
       "Defaults one can turn off: --lr is for batch 256 and scaled with --batch (--no-lr-scaling), warmed up\n"
       "over 5 % of the steps then cosine-decayed (--no-cosine), no weight decay on biases, gradients clipped\n"
-      "to norm 5 (--clip 0).\n\n"
+      "to norm 5 (--clip 0), a divergence rolled back to the last healthy state at a tenth of the rate, at\n"
+      "most 3 times (--max-rollbacks, --no-rollback). --lr auto picks the rates by a range test first.\n\n"
       "Data specs: " +
       std::string(whittle::DatasetSpecHelp())};
   app.set_version_flag("--version", "finetune-model (Whittle) 0.1.0");
@@ -93,7 +117,12 @@ int Main(int argc, char** argv) {
   app.add_option("-o,--output", out_path, "Output ONNX file")->required();
   app.add_option("--epochs", o.epochs, "Epochs")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--batch", o.batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--lr", o.lr, "Learning rate (for batch 256 unless --no-lr-scaling)")->check(CLI::PositiveNumber)->capture_default_str();
+  std::string lr_flag = whittle::Fmt("%g", o.lr);
+  app.add_option("--lr", lr_flag,
+                 "Learning rate (for batch 256 unless --no-lr-scaling), or auto: a range test before epoch 1 picks "
+                 "a rate per group of params (codebooks, low-rank factors, circulant, binary, the rest)")
+      ->type_name("X|auto")
+      ->capture_default_str();
   app.add_flag("--no-lr-scaling", no_lr_scaling, "Use --lr as given, whatever the batch");
   app.add_flag("--no-cosine", no_cosine, "Constant learning rate after the warm-up");
   app.add_option("--optimizer", optimizer, "sgd (momentum 0.9) or adamw")->check(CLI::IsMember({"sgd", "adamw"}))->capture_default_str();
@@ -103,6 +132,14 @@ int Main(int argc, char** argv) {
   app.add_option("--alpha", o.alpha, "Weight of the distillation term (0..1)")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_flag("--no-labels", no_labels, "Learn from the teacher alone (alpha = 1; the data needs no labels)");
   app.add_option("--label-smoothing", o.label_smoothing, "Label smoothing of the cross-entropy")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  bool no_rollback = false;
+  app.add_option("--max-rollbacks", o.max_rollbacks,
+                 "A divergence (a loss or gradient that is not finite, or a loss climbing to 4x its lowest) rolls "
+                 "training back to its last healthy state at a tenth of the rate; the divergence after this many "
+                 "rollbacks ends training there (the best of the student before and the epochs is kept)")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  app.add_flag("--no-rollback", no_rollback, "No divergence guard: a gradient that is not finite is an error");
   app.add_option("--clip", o.clip_norm, "Clip gradients to this global norm (0: off)")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the data order")->capture_default_str();
   app.add_option("--threads", o.threads, "Intra-op threads (0 = all cores)")->check(CLI::NonNegativeNumber)->capture_default_str();
@@ -126,7 +163,10 @@ int Main(int argc, char** argv) {
   app.add_flag("--resume", resume, "Continue from the last checkpoint in --checkpoint-dir");
   app.add_flag("--json", json,
                "Print one JSON object on stdout: the per-epoch history, device, precision, fallback_nodes (training graph nodes on the CPU), accuracy_before (the student before epoch 1), "
-               "best_eval_accuracy, best_epoch, teacher_accuracy (with --report), output_params, output_file_bytes");
+               "best_eval_accuracy, best_epoch, teacher_accuracy (with --report), output_params, output_file_bytes, rollbacks (each "
+               "divergence: epoch, step, loss, was, to_step, lr_before, lr_after, gave_up), gave_up, lr_final (the peak "
+               "rate at the end), lr_auto (with --lr auto: per group of params its lr, params, lr_at_min, start_loss, "
+               "min_loss, steps)");
   app.add_option("--report", report,
                  "Write a self-contained HTML report to FILE.html (written only on success): the command, inputs, "
                  "options, the per-epoch table, loss and accuracy charts, the student's accuracy before and the "
@@ -199,6 +239,16 @@ int Main(int argc, char** argv) {
   if (!external_threshold.ok()) return Fail(external_threshold.status().message());
   whittle::RemoveTempFilesOnSignal();
   o.use_labels = !no_labels;
+  o.divergence_guard = !no_rollback;
+  if (lr_flag == "auto") {
+    o.lr_auto = true;
+  } else {
+    char* end = nullptr;
+    const double lr = lr_flag.empty() ? 0 : std::strtod(lr_flag.c_str(), &end);
+    if (lr_flag.empty() || end != lr_flag.c_str() + lr_flag.size() || !(lr > 0) || !std::isfinite(lr))
+      return Fail("--lr " + lr_flag + ": expected a number > 0 or auto");
+    o.lr = static_cast<float>(lr);
+  }
   o.backend = *whittle::ParseBackend(device);  // cpu or cuda (checked above)
   o.precision = *whittle::ParsePrecision(precision);  // one of the four (checked above)
   if (o.precision != whittle::Precision::kFp32 && device != "cuda")
@@ -308,6 +358,7 @@ int Main(int argc, char** argv) {
     rep.eval_data = eval_spec;
     rep.eval_samples = eval_spec.empty() ? 0 : eval.size();
     rep.options = o;
+    rep.options.lr = t.lr();  // lr=auto's pick (the largest group's)
     rep.history = h;
     rep.output_accuracy = h.result_accuracy();
     if (teacher && !eval_spec.empty()) {
@@ -345,6 +396,7 @@ int Main(int argc, char** argv) {
     j["best_eval_accuracy"] = h.best >= 0 ? nlohmann::json(h.best) : nlohmann::json(nullptr);
     j["best_epoch"] = h.best_epoch >= 0 ? nlohmann::json(h.best_epoch + 1) : nlohmann::json(nullptr);
     j["kept_student"] = h.kept_student;
+    AddGuardJson(h, o.lr_auto, &j);
     j["teacher_accuracy"] = rep.teacher_accuracy >= 0 ? nlohmann::json(rep.teacher_accuracy) : nlohmann::json(nullptr);
     j["output_params"] = rep.output_params;
     j["output_file_bytes"] = rep.output_file_bytes;
@@ -357,7 +409,7 @@ int Main(int argc, char** argv) {
       // Not silent: the run did not help, and what was written is the student as it came.
       progress.Line("no epoch beat the student before fine-tuning (eval accuracy " + Fmt("%.4f", h.before) +
                     "; best epoch " + std::to_string(h.best_epoch + 1) + ": " + Fmt("%.4f", h.best) +
-                    "): the student is written unchanged (a lower --lr may help)");
+                    "): the student is written unchanged (a lower --lr, or --lr auto, may help)");
       what = " (the student unchanged, eval accuracy " + Fmt("%.4f", h.before) + ")";
     } else if (h.best >= 0) {
       what = " (epoch " + std::to_string(h.best_epoch + 1) + ", eval accuracy " + Fmt("%.4f", h.best);
