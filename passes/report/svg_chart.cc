@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "passes/report/report.h"
 #include "passes/report/report_format.h"
 
 namespace whittle::report {
@@ -369,6 +370,270 @@ std::string LineChartSvg(const std::string& cls, const std::string& label, const
       lx += 36 + 6.5 * static_cast<double>(std::min<size_t>(28, DisplayWidth(s.name)));
     }
   }
+  return svg + "</svg>";
+}
+
+}  // namespace whittle::report
+
+// The search's scatter chart (ParetoSvg) and its helpers.
+namespace whittle::report {
+namespace {
+
+// The target's figure of a point in its own unit (bytes, MACs, ms); < 0 = not measured.
+double PointFigure(const std::string& target, const SearchPointReport& p) {
+  if (target == "latency") return p.latency_ms;
+  if (target == "macs") return static_cast<double>(p.macs);
+  return static_cast<double>(p.param_bytes);
+}
+
+// The x axis of a ParetoSvg: figure / scale is the axis value; the title names the unit.
+struct ParetoAxis {
+  double scale = 1;
+  std::string title;
+};
+
+ParetoAxis ParetoAxisFor(const SearchReport& s, double max_figure) {
+  if (s.target == "latency")
+    return {1, "latency (ms" + (s.latency_batch > 0 ? ", batch " + std::to_string(s.latency_batch) : std::string()) + ")"};
+  if (s.target == "macs") {
+    if (max_figure >= 1e9) return {1e9, "MACs per sample (billions)"};
+    if (max_figure >= 1e6) return {1e6, "MACs per sample (millions)"};
+    if (max_figure >= 1e3) return {1e3, "MACs per sample (thousands)"};
+    return {1, "MACs per sample"};
+  }
+  // Binary units, as HumanBytes writes them in the tables and the KPI boxes.
+  const char* const units[] = {"B", "KiB", "MiB", "GiB"};
+  double scale = 1;
+  int u = 0;
+  while (u < 3 && max_figure >= 1024 * scale) {
+    scale *= 1024;
+    ++u;
+  }
+  return {scale, std::string("parameter bytes (") + units[u] + ")"};
+}
+
+// A plotted point: its index in SearchReport::points and its position in axis units.
+struct ParetoPoint {
+  size_t index;
+  double x, y;
+  const SearchPointReport* p;
+};
+
+// Plot area and the axis ranges mapped onto it.
+struct Frame {
+  double x0, y0, w, h, xlo, xhi, ylo, yhi;
+  double X(double v) const { return x0 + (v - xlo) / (xhi - xlo) * w; }
+  double Y(double v) const { return y0 + h - (v - ylo) / (yhi - ylo) * h; }
+};
+
+// A tick label with as many decimals as the step needs to be exact: TickLabel writes the 2.5-steps
+// NiceTicks can choose with too few (0.25, 0.5, 0.75 as "0.2", "0.5", "0.8").
+std::string ExactTickLabel(double v, double step) {
+  int decimals = 0;
+  for (double scaled = step; decimals < 6 && std::fabs(scaled - std::round(scaled)) > 1e-6; scaled *= 10) ++decimals;
+  if (std::fabs(v) < step * 1e-6) v = 0;  // no "-0"
+  return Fixed(v, decimals);
+}
+
+std::string ParetoGrid(const Frame& f, const std::vector<double>& xt, const std::vector<double>& yt,
+                       const std::string& x_title, const std::string& y_title, int H) {
+  std::string svg;
+  const double xstep = xt.size() > 1 ? xt[1] - xt[0] : 1, ystep = yt.size() > 1 ? yt[1] - yt[0] : 1;
+  for (double t : yt) {
+    const double y = f.Y(t);
+    // The zero line is darker: points below it scored better than the original.
+    svg += Line(f.x0, y, f.x0 + f.w, y, std::fabs(t) < ystep * 1e-6 ? "stroke=\"#cbd5e1\"" : "stroke=\"#e5e7eb\"");
+    svg += Text(f.x0 - 6, y + 3.5, ExactTickLabel(t, ystep), "text-anchor=\"end\" fill=\"#6b7280\"");
+  }
+  for (double t : xt) {
+    const double x = f.X(t);
+    svg += Line(x, f.y0, x, f.y0 + f.h, "stroke=\"#f1f5f9\"");
+    svg += Line(x, f.y0 + f.h, x, f.y0 + f.h + 4, "stroke=\"#9ca3af\"");
+    svg += Text(x, f.y0 + f.h + 16, ExactTickLabel(t, xstep), "text-anchor=\"middle\" fill=\"#6b7280\"");
+  }
+  svg += Line(f.x0, f.y0 + f.h, f.x0 + f.w, f.y0 + f.h, "stroke=\"#9ca3af\"");
+  svg += Line(f.x0, f.y0, f.x0, f.y0 + f.h, "stroke=\"#9ca3af\"");
+  svg += Text(f.x0 + f.w / 2, H - 10, x_title, "text-anchor=\"middle\" fill=\"#374151\"");
+  svg += Text(16, f.y0 + f.h / 2, y_title,
+              "text-anchor=\"middle\" fill=\"#374151\" transform=\"rotate(-90 16 " + N(f.y0 + f.h / 2) + ")\"");
+  return svg;
+}
+
+const char kWithin[] = "#16a34a", kOver[] = "#dc2626", kFrontier[] = "#2563eb", kBudget[] = "#b45309";
+
+std::string PointTooltip(const SearchReport& s, const ParetoPoint& q) {
+  const SearchPointReport& p = *q.p;
+  std::string t = "#" + std::to_string(q.index + 1) + ": " + SearchFigureText(s, p) + ", drop " + Fixed(p.drop, 2) +
+                  " pp (predicted " + Fixed(p.predicted_drop, 2) + " pp); " +
+                  (p.within_budget ? "within budget" : "over budget");
+  if (p.pareto) t += ", Pareto";
+  if (p.chosen) t += ", chosen";
+  if (p.finetuned) t += ", fine-tuned";
+  return t + "\nhow: " + p.how + "\nconfig: " + p.config;
+}
+
+// The points (dominated ones faded), each with its index beside it.
+std::string ParetoPoints(const SearchReport& s, const std::vector<ParetoPoint>& pts, const Frame& f) {
+  std::string svg;
+  const bool numbered = pts.size() <= 30;
+  for (const ParetoPoint& q : pts) {
+    const double cx = f.X(q.x), cy = f.Y(q.y);
+    const char* color = q.p->within_budget ? kWithin : kOver;
+    svg += "<circle class=\"pt " + std::string(q.p->within_budget ? "within" : "over") + "\" cx=\"" + N(cx) +
+           "\" cy=\"" + N(cy) + "\" r=\"" + (q.p->pareto ? "4.5" : "3.5") + "\" fill=\"" + color + "\"" +
+           (q.p->pareto ? " stroke=\"#fff\" stroke-width=\"1\"" : " fill-opacity=\"0.5\"") + "><title>" +
+           HtmlEscape(PointTooltip(s, q)) + "</title></circle>";
+    if (numbered && !q.p->chosen)
+      svg += Text(cx + 5, cy - 5, std::to_string(q.index + 1), "fill=\"#6b7280\" font-size=\"9.5\"");
+  }
+  return svg;
+}
+
+// The chosen point's ring and two-line label. The label goes in whichever corner beside the ring
+// covers the fewest other points, frontier segments and the budget line (frontier: the staircase's
+// vertices in pixels; segments are horizontal or vertical), staying inside the plot.
+std::string ChosenMarker(const SearchReport& s, const ParetoPoint& c, const std::vector<ParetoPoint>& pts,
+                         const std::vector<std::pair<double, double>>& frontier, const Frame& f) {
+  const double cx = f.X(c.x), cy = f.Y(c.y);
+  std::string svg = "<circle class=\"chosen-ring\" cx=\"" + N(cx) + "\" cy=\"" + N(cy) +
+                    "\" r=\"8.5\" fill=\"none\" stroke=\"#111827\" stroke-width=\"2\"><title>" +
+                    HtmlEscape(PointTooltip(s, c)) + "</title></circle>";
+  const std::string title = "chosen #" + std::to_string(c.index + 1);
+  const std::string detail = SearchFigureText(s, *c.p) + " · " + Fixed(c.p->drop, 2) + " pp";
+  const double width = 6.2 * static_cast<double>(std::max(DisplayWidth(title) + 1, DisplayWidth(detail)));
+  const double by = f.Y(s.max_drop);
+  // Candidates, in order of preference: below right, below left, above right, above left, then
+  // the same a line further away (with a leader line to the ring).
+  const double offsets[] = {20, -26, 46, -52};
+  double best_tx = 0, best_ty = 0, best_cost = 1e300;
+  bool best_left = false;
+  for (int k = 0; k < 8; ++k) {
+    const bool left = k % 2 == 1;
+    const double tx = left ? cx - 11 : cx + 11, ty = cy + offsets[k / 2];
+    const double x1 = left ? tx - width : tx, x2 = left ? tx : tx + width, y1 = ty - 10, y2 = ty + 16;
+    double cost = 0;
+    if (x1 < f.x0 || x2 > f.x0 + f.w || y1 < f.y0 || y2 > f.y0 + f.h) cost += 100;
+    for (const ParetoPoint& q : pts) {
+      const double px = f.X(q.x), py = f.Y(q.y);
+      if (&q != &c && px > x1 - 5 && px < x2 + 5 && py > y1 - 5 && py < y2 + 5) cost += 10;
+    }
+    for (size_t i = 0; i + 1 < frontier.size(); ++i) {
+      const std::pair<double, double>& a = frontier[i];
+      const std::pair<double, double>& b = frontier[i + 1];
+      if (std::max(a.first, b.first) > x1 && std::min(a.first, b.first) < x2 && std::max(a.second, b.second) > y1 &&
+          std::min(a.second, b.second) < y2)
+        cost += 5;
+    }
+    if (by > y1 && by < y2) cost += 3;
+    if (cost < best_cost) best_cost = cost, best_tx = tx, best_ty = ty, best_left = left;
+  }
+  if (std::fabs(best_ty - cy) > 30) {
+    const double sx = best_left ? -1 : 1, sy = best_ty > cy ? 1 : -1;
+    svg += Line(cx + 6 * sx, cy + 6 * sy, best_tx - 2 * sx, best_ty + (sy > 0 ? -10 : 16),
+                "stroke=\"#6b7280\" stroke-width=\"1\"");
+  }
+  // A white copy underneath keeps the label readable over grid lines (rather than paint-order,
+  // which not every SVG renderer knows).
+  const std::string anchor = best_left ? "text-anchor=\"end\"" : "text-anchor=\"start\"";
+  const std::string halo = anchor + " fill=\"#fff\" stroke=\"#fff\" stroke-width=\"3\" stroke-linejoin=\"round\"";
+  svg += Text(best_tx, best_ty, title, halo + " font-weight=\"600\"") + Text(best_tx, best_ty + 13, detail, halo);
+  svg += Text(best_tx, best_ty, title, anchor + " font-weight=\"600\" fill=\"#111827\"");
+  svg += Text(best_tx, best_ty + 13, detail, anchor + " fill=\"#374151\"");
+  return svg;
+}
+
+std::string ParetoLegend(double lx, double ly) {
+  std::string svg;
+  auto dot = [&](const char* color, const std::string& extra, const std::string& label) {
+    svg += "<circle cx=\"" + N(lx + 8) + "\" cy=\"" + N(ly - 4) + "\" r=\"4.5\" fill=\"" + color + "\"" + extra + "/>";
+    svg += Text(lx + 20, ly, label, "fill=\"#374151\"");
+    ly += 18;
+  };
+  dot(kWithin, "", "within budget");
+  dot(kOver, "", "over budget");
+  dot(kWithin, " fill-opacity=\"0.5\"", "faded: off the frontier");
+  svg += Line(lx, ly - 4, lx + 16, ly - 4, "stroke=\"" + std::string(kFrontier) + "\" stroke-width=\"2\"");
+  svg += Text(lx + 20, ly, "Pareto frontier", "fill=\"#374151\"");
+  ly += 18;
+  svg += Line(lx, ly - 4, lx + 16, ly - 4,
+              "stroke=\"" + std::string(kBudget) + "\" stroke-width=\"1.5\" stroke-dasharray=\"5 4\"");
+  svg += Text(lx + 20, ly, "budget (--max-drop)", "fill=\"#374151\"");
+  ly += 18;
+  svg += "<circle cx=\"" + N(lx + 8) + "\" cy=\"" + N(ly - 4) + "\" r=\"6\" fill=\"none\" stroke=\"#111827\" stroke-width=\"2\"/>";
+  svg += Text(lx + 20, ly, "chosen configuration", "fill=\"#374151\"");
+  return svg;
+}
+
+}  // namespace
+
+std::string SearchFigureText(const SearchReport& s, const SearchPointReport& p) {
+  const double v = PointFigure(s.target, p);
+  if (!(v >= 0)) return "-";
+  if (s.target == "latency") return Fixed(v, 3) + " ms";
+  if (s.target == "macs") return Grouped(p.macs) + " MACs";
+  return HumanBytes(p.param_bytes);
+}
+
+std::string ParetoSvg(const SearchReport& s) {
+  std::vector<ParetoPoint> pts;
+  double max_figure = 0;
+  for (size_t i = 0; i < s.points.size(); ++i) {
+    const double v = PointFigure(s.target, s.points[i]);
+    if (!(v >= 0) || !std::isfinite(v) || !std::isfinite(s.points[i].drop)) continue;
+    pts.push_back({i, v, s.points[i].drop, &s.points[i]});
+    max_figure = std::max(max_figure, v);
+  }
+  if (pts.empty()) return "";
+  const ParetoAxis axis = ParetoAxisFor(s, max_figure);
+  double xmin = pts[0].x / axis.scale, xmax = xmin, ymin = std::min(0.0, s.max_drop), ymax = std::max(0.0, s.max_drop);
+  for (ParetoPoint& q : pts) {
+    q.x /= axis.scale;
+    xmin = std::min(xmin, q.x);
+    xmax = std::max(xmax, q.x);
+    ymin = std::min(ymin, q.y);
+    ymax = std::max(ymax, q.y);
+  }
+  // A little room so that the points (and the chosen ring) do not sit on the frame.
+  const double xpad = 0.04 * (xmax - xmin), ypad = 0.04 * (ymax - ymin);
+  const std::vector<double> xt = NiceTicks(std::max(0.0, xmin - xpad), xmax + xpad, 8);
+  const std::vector<double> yt = NiceTicks(ymin < 0 ? ymin - ypad : ymin, ymax + ypad, 6);
+  const int W = 880, H = 360, legend_w = 190;
+  const Frame f{64, 20, W - 64.0 - legend_w - 20, H - 20.0 - 48, xt.front(), xt.back(), yt.front(), yt.back()};
+
+  std::string svg = SvgOpen(W, H, "chart pareto", "measured " + s.metric + " drop versus " + s.target +
+                                                      " for every configuration the search evaluated");
+  svg += ParetoGrid(f, xt, yt, axis.title, "drop in " + s.metric + " (pp)", H);
+  const double by = f.Y(s.max_drop);
+  svg += Line(f.x0, by, f.x0 + f.w, by,
+              "class=\"budget\" stroke=\"" + std::string(kBudget) + "\" stroke-width=\"1.5\" stroke-dasharray=\"5 4\"");
+  svg += Text(f.x0 + f.w - 4, by - 5, "budget " + Fixed(s.max_drop, 2) + " pp",
+              "text-anchor=\"end\" font-weight=\"600\" fill=\"" + std::string(kBudget) + "\"");
+
+  // The frontier as a staircase: from each Pareto point along x to the next one's figure, then
+  // down to its drop — the best drop reachable at each cost.
+  std::vector<const ParetoPoint*> front;
+  for (const ParetoPoint& q : pts)
+    if (q.p->pareto) front.push_back(&q);
+  std::sort(front.begin(), front.end(),
+            [](const ParetoPoint* a, const ParetoPoint* b) { return a->x < b->x || (a->x == b->x && a->y < b->y); });
+  std::vector<std::pair<double, double>> stairs;
+  for (size_t k = 0; k < front.size(); ++k) {
+    if (k > 0) stairs.emplace_back(f.X(front[k]->x), f.Y(front[k - 1]->y));
+    stairs.emplace_back(f.X(front[k]->x), f.Y(front[k]->y));
+  }
+  if (stairs.size() >= 2) {
+    std::string line;
+    for (const auto& [x, y] : stairs) line += (line.empty() ? "" : " ") + N(x) + "," + N(y);
+    svg += "<polyline class=\"frontier\" points=\"" + line + "\" fill=\"none\" stroke=\"" + kFrontier +
+           "\" stroke-width=\"2\" stroke-linejoin=\"round\"/>";
+  }
+  svg += ParetoPoints(s, pts, f);
+  for (const ParetoPoint& q : pts)
+    if (q.p->chosen) {
+      svg += ChosenMarker(s, q, pts, stairs, f);
+      break;
+    }
+  svg += ParetoLegend(f.x0 + f.w + 24, f.y0 + 8);
   return svg + "</svg>";
 }
 
