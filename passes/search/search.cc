@@ -375,8 +375,9 @@ StatusOr<size_t> Search::Evaluate(const Config& c, const std::string& how, doubl
   return index;
 }
 
-// The cheapest configuration that missed the budget, with its riskiest layers reverted one at a
-// time (largest predicted loss per unit of cost saved first), each step evaluated for real.
+// The cheapest configuration that missed the budget, its riskiest layer (largest predicted loss
+// per unit of cost saved) stepped down to its next less lossy choice that still saves (or left
+// alone), one layer at a time, each step evaluated for real.
 Status Search::Repair() {
   std::optional<size_t> miss;
   for (size_t k = 0; k < report_.points.size(); ++k) {
@@ -387,7 +388,6 @@ Status Search::Repair() {
   }
   if (!miss) return Status::Ok();
   Config c = configs_[*miss];
-  double predicted = report_.points[*miss].predicted_drop;
   while (static_cast<int>(report_.points.size()) < o_.max_evals) {
     int worst = -1;
     double worst_ratio = -1;
@@ -398,10 +398,20 @@ Status Search::Repair() {
       if (ratio > worst_ratio) worst_ratio = ratio, worst = static_cast<int>(i);
     }
     if (worst < 0) return Status::Ok();
-    predicted -= options_[static_cast<size_t>(worst)][static_cast<size_t>(c[static_cast<size_t>(worst)])].loss;
-    c[static_cast<size_t>(worst)] = 0;
-    WH_ASSIGN_OR_RETURN(size_t k, Evaluate(c, "repair: " + space_.layers[static_cast<size_t>(worst)].node + " left alone",
-                                           std::max(0.0, predicted)));
+    const size_t w = static_cast<size_t>(worst);
+    const Option cur = options_[w][static_cast<size_t>(c[w])];
+    int step = 0;  // the choice saving most among those with less predicted loss
+    for (size_t j = 1; j < options_[w].size(); ++j) {
+      const Option& o = options_[w][j];
+      if (o.cost < 0 && o.loss < cur.loss && o.cost < options_[w][static_cast<size_t>(step)].cost)
+        step = static_cast<int>(j);
+    }
+    c[w] = step;
+    double predicted = 0;
+    for (size_t i = 0; i < c.size(); ++i) predicted += options_[i][static_cast<size_t>(c[i])].loss;
+    const std::string how = "repair: " + space_.layers[w].node + " " +
+                            (step == 0 ? std::string("left alone") : "to " + space_.choices[w][static_cast<size_t>(step)].Key());
+    WH_ASSIGN_OR_RETURN(size_t k, Evaluate(c, how, predicted));
     const SearchPointReport& p = report_.points[k];
     if (p.within_budget || (best_ && PointCost(p) >= PointCost(report_.points[*best_]))) return Status::Ok();
   }
@@ -456,7 +466,7 @@ StatusOr<SearchResult> Search::Run() {
             if (options_[i][j].cost < options_[i][static_cast<size_t>(sol.pick[i])].cost) all = false;
         if (all || seen) break;
       }
-      next = budget * std::clamp(o_.max_drop / std::max(drop, 0.05 * o_.max_drop + 1e-9), 1.25, 4.0);
+      next = budget * std::clamp(o_.max_drop / std::max(drop, 0.05 * o_.max_drop + 1e-9), 1.25, 2.5);
     } else {
       hi = std::min(hi, budget);
       next = budget * std::clamp(o_.max_drop / std::max(drop, 1e-9), 0.25, 0.8);
