@@ -8,7 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <array>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +55,14 @@ struct PassReport {
 // Progress of long work: (stage description, done, total).
 using PassProgressFn = std::function<void(const std::string&, int64_t, int64_t)>;
 
+// Activation ranges that --int8's calibration measured, by key (the calibration method and the
+// value's name), for a caller that quantizes the same graph many times with different layers
+// (the accuracy-aware search's per-layer sensitivities). Only valid while every run sees the same
+// graph up to the int8 pass on the same calibration data: the caller decides when to share one.
+struct CalibrationCache {
+  std::map<std::string, std::array<float, 5>> ranges;  // min, max, lo, hi, clipped
+};
+
 // What a pass may use besides the graph.
 struct PassContext {
   const Dataset* calibration = nullptr;  // samples for data-driven criteria; may be null
@@ -62,6 +72,9 @@ struct PassContext {
   // Bytes the calibration statistics of a group of layers may take (second moments, gathered one
   // group per pass over the data); 0: GramBudgetBytes's default for the model.
   int64_t statistics_budget_bytes = 0;
+  // Null: --int8 measures every activation range it needs; else it takes the ones measured before
+  // from here and adds the ones it measures.
+  std::shared_ptr<CalibrationCache> calibration_cache;
   void Progress(const std::string& stage, int64_t done, int64_t total) const {
     if (progress) progress(stage, done, total);
   }

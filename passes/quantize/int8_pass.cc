@@ -144,10 +144,27 @@ class Int8Pass : public Pass {
     ParamTable params;
     if (!c_.dynamic) {
       std::map<int, quant::TensorRange> ranges;
-      if (!plan.calibrate.empty()) {
-        auto r = quant::CalibrateRanges(g, plan.calibrate, *ctx.calibration, c_.calib, ctx);
+      // Ranges a caller kept from an earlier run on the same graph are not measured again.
+      const std::string key = c_.calibration_text + (c_.calib.symmetric ? "|s|" : "|a|");
+      std::vector<int> missing;
+      for (int v : plan.calibrate) {
+        const CalibrationCache* cache = ctx.calibration_cache.get();
+        auto it = cache ? cache->ranges.find(key + g.value(v).name) : std::map<std::string, std::array<float, 5>>::const_iterator();
+        if (!cache || it == cache->ranges.end()) {
+          missing.push_back(v);
+          continue;
+        }
+        const auto& a = it->second;
+        ranges[v] = quant::TensorRange{a[0], a[1], a[2], a[3], a[4]};
+      }
+      if (!missing.empty()) {
+        auto r = quant::CalibrateRanges(g, missing, *ctx.calibration, c_.calib, ctx);
         if (!r.ok()) return r.status().WithContext("--int8: calibrating on '" + ctx.calibration->description + "'");
-        ranges = std::move(r).value();
+        for (const auto& [v, t] : *r) {
+          ranges[v] = t;
+          if (ctx.calibration_cache)
+            ctx.calibration_cache->ranges[key + g.value(v).name] = {t.min, t.max, t.lo, t.hi, static_cast<float>(t.clipped)};
+        }
       }
       WH_ASSIGN_OR_RETURN(params, ChooseParams(g, plan, c_, ranges));
       rep.notes.push_back("calibration " + c_.calibration_text + " on " + std::to_string(ctx.calibration->size()) +

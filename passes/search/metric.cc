@@ -1,5 +1,6 @@
 #include "passes/search/metric.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/evaluate.h"
@@ -39,15 +40,17 @@ StatusOr<std::vector<float>> FirstOutput(const Session& s, const Dataset& data, 
 StatusOr<MetricKind> ParseMetric(const std::string& name) {
   if (name == "top1") return MetricKind::kTop1;
   if (name == "top1-agreement" || name == "agreement") return MetricKind::kAgreement;
+  if (name == "top1-sequence") return MetricKind::kSequence;
   if (name == "cosine") return MetricKind::kCosine;
   if (name == "mse") return MetricKind::kMse;
-  return InvalidArgument("--metric: unknown metric '" + name + "' (top1, top1-agreement, cosine, mse)");
+  return InvalidArgument("--metric: unknown metric '" + name + "' (top1, top1-agreement, top1-sequence, cosine, mse)");
 }
 
 const char* MetricName(MetricKind kind) {
   switch (kind) {
     case MetricKind::kTop1: return "top1";
     case MetricKind::kAgreement: return "top1-agreement";
+    case MetricKind::kSequence: return "top1-sequence";
     case MetricKind::kCosine: return "cosine";
     case MetricKind::kMse: return "mse";
   }
@@ -88,6 +91,17 @@ StatusOr<Score> Scorer::Measure(const Graph& candidate) const {
       break;
     }
     case MetricKind::kAgreement: s.value = 100 * agree.accuracy; break;
+    case MetricKind::kSequence: {
+      const int64_t n = pred.dim(0), per = n ? pred.numel() / n : 0;
+      if (pred.dtype() != DType::kInt64 || pred.dims() != reference_top1_.dims())
+        return Internal("top1-sequence: predictions of another shape than the original's");
+      const int64_t* a = pred.data<int64_t>();
+      const int64_t* b = reference_top1_.data<int64_t>();
+      int64_t same = 0;
+      for (int64_t i = 0; i < n; ++i) same += std::equal(a + i * per, a + (i + 1) * per, b + i * per);
+      s.value = n ? 100.0 * static_cast<double>(same) / static_cast<double>(n) : 100;
+      break;
+    }
     case MetricKind::kCosine:
     case MetricKind::kMse: {
       int64_t row = 0;

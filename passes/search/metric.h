@@ -2,7 +2,8 @@
 // top1 (accuracy against the data's labels), top1-agreement (the share of predictions — per
 // position for a sequence output such as a CTC recognizer's or a detector's — whose top-1 equals
 // the original model's), cosine (mean per-sample cosine of the first output with the original's,
-// x100) or mse (100 x (1 - the first output's squared error relative to the original's energy)).
+// x100), top1-sequence (the share of samples whose top-1 equals the original's at every position)
+// or mse (100 x (1 - the first output's squared error relative to the original's energy)).
 // The original scores its baseline (100 for the last three); a drop is baseline - score, in
 // percentage points. Every score also gives `flips`: the share of top-1 predictions that changed.
 #pragma once
@@ -17,9 +18,11 @@
 
 namespace whittle::search {
 
-enum class MetricKind { kTop1, kAgreement, kCosine, kMse };
+enum class MetricKind { kTop1, kAgreement, kSequence, kCosine, kMse };
 
-// "top1", "top1-agreement", "cosine", "mse".
+// "top1", "top1-agreement", "top1-sequence" (the share of samples whose top-1 equals the
+// original's at every position: a CTC recognizer whose argmax path is unchanged reads the same
+// line, so a drop of P pp changes at most P % of the lines), "cosine", "mse".
 StatusOr<MetricKind> ParseMetric(const std::string& name);
 const char* MetricName(MetricKind kind);
 

@@ -107,6 +107,7 @@ class Search {
   std::map<size_t, Graph> graphs_;  // the best feasible one so far, by point index
   std::optional<size_t> best_;
   Dataset few_;  // the first calibration samples, for RealCost's builds
+  std::shared_ptr<CalibrationCache> few_ranges_ = std::make_shared<CalibrationCache>();
   std::map<Config, double> real_cost_;
 };
 
@@ -115,6 +116,7 @@ StatusOr<double> Search::RealCost(const Config& c) {
   PassContext cheap = ctx_;
   cheap.progress = nullptr;
   cheap.calibration = &few_;
+  cheap.calibration_cache = few_ranges_;
   BaseSpecs base = o_.base;
   base["cluster"] = base["cluster"].empty() ? "iterations=1" : base["cluster"] + ",iterations=1";
   WH_ASSIGN_OR_RETURN(Graph g, ApplyConfig(original_, space_, c, base, cheap));
@@ -219,6 +221,7 @@ Status Search::Prepare() {
   ctx_.calibration = o_.calibration;
   ctx_.num_threads = o_.threads;
   ctx_.seed = o_.seed;
+  ctx_.calibration_cache = std::make_shared<CalibrationCache>();
   const MetricKind eval_kind = o_.metric.value_or(o_.eval->has_labels() ? MetricKind::kTop1 : MetricKind::kAgreement);
   // Calibration data without labels is scored by agreement when the budget is top-1 accuracy.
   const MetricKind calib_kind =

@@ -188,6 +188,10 @@ StatusOr<Graph> ApplyConfig(const Graph& original, const SearchSpace& space, con
     if (c.storage == "bin") bin[node] = "";
     if (c.storage.rfind("circ", 0) == 0) circ[node] = "block=" + c.storage.substr(4);
   }
+  // Calibration ranges are shared only between runs that reach the int8 pass with the original
+  // graph (no pruning or factorization before it).
+  PassContext run_ctx = ctx;
+  if (!prune.empty() || !svd.empty()) run_ctx.calibration_cache = nullptr;
   Graph g = original;
   const std::vector<std::string> all = {"Conv", "Gemm", "MatMul"}, mm = {"Gemm", "MatMul"};
   struct Step {
@@ -213,7 +217,7 @@ StatusOr<Graph> ApplyConfig(const Graph& original, const SearchSpace& space, con
     }
     // The search's own options come last, so that they win over the user's base spec.
     if (*s.fixed) spec = std::string(s.fixed) + (spec.empty() ? "" : "," + spec);
-    WH_RETURN_IF_ERROR(RunPass(g, s.pass, base_of(s.pass), spec, ctx, reports));
+    WH_RETURN_IF_ERROR(RunPass(g, s.pass, base_of(s.pass), spec, run_ctx, reports));
   }
   return g;
 }

@@ -152,7 +152,7 @@ int Main(int argc, char** argv) {
                  "After the passes, fine-tune the compressed model by distillation with IN.onnx as the teacher "
                  "(finetune-model's engine) on --train-data, then write it; the reports give the accuracy before "
                  "and after (SPEC: epochs=N,lr=X,batch=B,optimizer=sgd|adamw,temperature=T,alpha=A,no-labels=1,"
-                 "seed=S; see below)")
+                 "seed=S; lr=auto picks the rates by a range test; see below)")
       ->type_name("SPEC");
   app.add_option("--train-data", train_spec, "Training data of --finetune (required with it)")->type_name("SPEC");
   app.add_option("--train-limit", train_limit, "Use only the first N samples of --train-data")->check(CLI::PositiveNumber);
@@ -185,8 +185,10 @@ int Main(int argc, char** argv) {
   app.add_option("--metric", metric,
                  "With --target: top1 (accuracy against the labels; the default with labelled --eval-data), "
                  "top1-agreement (top-1 equal to the original model's, per output position; the default without "
-                 "labels), cosine (x100) or mse (100 x (1 - relative squared error)) of the first output")
-      ->check(CLI::IsMember({"top1", "top1-agreement", "cosine", "mse"}))
+                 "labels), top1-sequence (the share of samples whose top-1 equals the original's at every position: "
+                 "for a CTC recognizer, lines read the same), cosine (x100) or mse (100 x (1 - relative squared "
+                 "error)) of the first output")
+      ->check(CLI::IsMember({"top1", "top1-agreement", "top1-sequence", "cosine", "mse"}))
       ->group("Accuracy-aware search");
   app.add_option("--sensitivity-cache", sensitivity_cache,
                  "With --target: keep the per-layer measurements in FILE; a later run on the same model, data and "

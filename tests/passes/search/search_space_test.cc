@@ -112,7 +112,8 @@ TEST(SearchMetric, TheOriginalScoresItsBaselineAndAChangeDrops) {
   c[0] = Find(*s, 0, "int4");
   auto q = ApplyConfig(mlp, *s, c, {{"int4", "block=128"}}, ctx);
   ASSERT_TRUE(q.ok()) << q.status().message();
-  for (MetricKind k : {MetricKind::kTop1, MetricKind::kAgreement, MetricKind::kCosine, MetricKind::kMse}) {
+  for (MetricKind k :
+       {MetricKind::kTop1, MetricKind::kAgreement, MetricKind::kSequence, MetricKind::kCosine, MetricKind::kMse}) {
     auto scorer = Scorer::Make(mlp, *data, k, 1);
     ASSERT_TRUE(scorer.ok()) << MetricName(k) << ": " << scorer.status().message();
     auto self = scorer->Measure(mlp);
@@ -126,7 +127,7 @@ TEST(SearchMetric, TheOriginalScoresItsBaselineAndAChangeDrops) {
       EXPECT_LT(other->value, 100) << MetricName(k);
       EXPECT_GT(other->value, 90) << MetricName(k);
     }
-    if (k == MetricKind::kAgreement) {
+    if (k == MetricKind::kAgreement || k == MetricKind::kSequence) {  // one position per sample here
       EXPECT_NEAR(other->value, 100 - other->flips, 1e-9);
     }
   }
