@@ -10,6 +10,7 @@
 #include "lib/ops/op_def.h"
 #include "passes/cost.h"
 #include "passes/search/metric.h"
+#include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"
 
 namespace whittle::search {
@@ -136,6 +137,77 @@ TEST(SearchMetric, TheOriginalScoresItsBaselineAndAChangeDrops) {
   EXPECT_FALSE(Scorer::Make(mlp, unlabelled, MetricKind::kTop1, 1).ok());
   EXPECT_FALSE(ParseMetric("accuracy").ok());
   EXPECT_EQ(*ParseMetric("top1-agreement"), MetricKind::kAgreement);
+}
+
+}  // namespace
+}  // namespace whittle::search
+
+namespace whittle::search {
+namespace {
+
+// The search quantizes the original model once per layer: the activation ranges are measured on
+// the first run and taken from the cache afterwards, giving the same model.
+TEST(SearchSpace, Int8RangesAreMeasuredOnceAndReused) {
+  const Graph mlp = Load("mlp");
+  auto calib = LoadDataset("fashion-mnist:train", 64);
+  ASSERT_TRUE(calib.ok());
+  auto s = MakeSearchSpace(mlp, {"int8", "svd"});
+  ASSERT_TRUE(s.ok());
+  int calibrations = 0;
+  PassContext ctx;
+  ctx.calibration = &*calib;
+  ctx.calibration_cache = std::make_shared<CalibrationCache>();
+  ctx.progress = [&](const std::string& stage, int64_t, int64_t) { calibrations += stage.find("calibration") != std::string::npos; };
+  Config c(3, 0);
+  c[0] = Find(*s, 0, "int8");
+  auto first = ApplyConfig(mlp, *s, c, {}, ctx);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  const int after_first = calibrations;
+  EXPECT_GT(after_first, 0);
+  EXPECT_FALSE(ctx.calibration_cache->ranges.empty());
+  auto again = ApplyConfig(mlp, *s, c, {}, ctx);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(calibrations, after_first);  // nothing measured again
+  ASSERT_EQ(first->nodes().size(), again->nodes().size());
+  for (const Node& n : first->nodes()) {
+    if (n.op_type != "QuantizeLinear") continue;
+    const Tensor* a = first->ConstInput(n, 1);
+    int id = again->FindValue(first->value(n.inputs[1]).name);
+    ASSERT_GE(id, 0);
+    ASSERT_TRUE(a && again->value(id).initializer);
+    EXPECT_EQ(a->data<float>()[0], again->value(id).initializer->data<float>()[0]) << n.name;
+  }
+  // A structural change before the int8 pass changes the activations: measured afresh.
+  c[0] = Find(*s, 0, "svd0.25+int8");
+  ASSERT_TRUE(ApplyConfig(mlp, *s, c, {}, ctx).ok());
+  EXPECT_GT(calibrations, after_first);
+}
+
+// top1-sequence counts a sample as kept only when every position's top-1 is the original's.
+TEST(SearchMetric, SequenceCountsWholeSamples) {
+  // y[n, t, c] = x[n, t, c] * w: a scale on the class axis decides which class wins per position.
+  testing::GraphBuilder b;
+  Tensor w = testing::RandomFloat({4, 4}, 5, 0.5f, 1.5f);
+  b.Input("x", DType::kFloat32, {Dim::Symbol("n"), 3, 4}).Init("w", w).Op("MatMul", {"x", "w"}, {"y"}).Output("y");
+  Graph g = b.Build();
+  ASSERT_TRUE(InferShapes(g).ok());
+  Dataset d;
+  d.inputs = testing::RandomFloat({50, 3, 4}, 9);
+  auto seq = Scorer::Make(g, d, MetricKind::kSequence, 1);
+  auto pos = Scorer::Make(g, d, MetricKind::kAgreement, 1);
+  ASSERT_TRUE(seq.ok() && pos.ok());
+  Graph h = g;
+  for (Value& v : h.values())
+    if (v.name == "w") {
+      Tensor t = testing::RandomFloat({4, 4}, 6, 0.5f, 1.5f);
+      v.initializer = t;
+    }
+  auto a = seq->Measure(h), p = pos->Measure(h);
+  ASSERT_TRUE(a.ok() && p.ok());
+  EXPECT_LT(a->value, 100);
+  // A sample fails if any of its 3 positions flips: the sequence score is at most the positions'.
+  EXPECT_LE(a->value, p->value + 1e-9);
+  EXPECT_NEAR(p->flips, a->flips, 1e-9);  // flips count positions in both
 }
 
 }  // namespace
