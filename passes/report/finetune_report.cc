@@ -1,5 +1,6 @@
 #include "passes/report/finetune_report.h"
 
+#include <cmath>
 #include <cstdio>
 #include <utility>
 #include <vector>
@@ -201,6 +202,23 @@ nlohmann::json FinetuneJson(const FinetuneReport& r) {
   j["best_epoch"] = r.history.best_epoch >= 0 ? nlohmann::json(r.history.best_epoch + 1) : nlohmann::json(nullptr);
   j["accuracy_after"] = OrNull(r.output_accuracy);
   j["kept_student"] = r.history.kept_student;  // no epoch beat the student: it was written unchanged
+  nlohmann::json rollbacks = nlohmann::json::array();
+  for (const training::Rollback& b : r.history.rollbacks)
+    rollbacks.push_back({{"epoch", b.epoch + 1},
+                         {"step", b.step},
+                         {"loss", std::isfinite(b.loss) ? nlohmann::json(b.loss) : nlohmann::json(nullptr)},
+                         {"was", b.was},
+                         {"to_step", b.to_step},
+                         {"lr_before", b.lr_before},
+                         {"lr_after", b.lr_after},
+                         {"gave_up", b.gave_up}});
+  j["rollbacks"] = rollbacks;
+  j["gave_up"] = r.history.gave_up;
+  j["lr_final"] = r.history.lr_final >= 0 ? nlohmann::json(r.history.lr_final) : nlohmann::json(nullptr);
+  nlohmann::json rates = nlohmann::json::array();
+  for (const training::GroupRate& g : r.history.lr_auto)
+    rates.push_back({{"kind", g.kind}, {"params", g.params}, {"lr", g.lr}, {"steps", g.steps}});
+  j["lr_auto"] = rates;
   j["teacher_accuracy"] = OrNull(r.teacher_accuracy);
   j["output_params"] = r.output_params >= 0 ? nlohmann::json(r.output_params) : nlohmann::json(nullptr);
   j["output_file_bytes"] = r.output_file_bytes >= 0 ? nlohmann::json(r.output_file_bytes) : nlohmann::json(nullptr);
@@ -246,6 +264,14 @@ std::string FinetuneText(const FinetuneReport& r, int index) {
   const std::string acc = AccuracySentence(r);
   if (!acc.empty()) out += "  note: " + acc + "\n";
   out += "  note: distilled from " + r.teacher + " on " + r.train_data + " (" + Grouped(r.train_samples) + " samples)\n";
+  for (const training::GroupRate& g : h.lr_auto)
+    out += "  note: lr=auto: " + g.kind + " parameters (" + std::to_string(g.params) + ") at " + report::Sig(g.lr) + "\n";
+  for (const training::Rollback& b : h.rollbacks)
+    out += "  note: diverged at step " + std::to_string(b.step) + " of epoch " + std::to_string(b.epoch + 1) +
+           (b.gave_up ? ": training stopped there (rollback limit)"
+                      : ": rolled back to step " + std::to_string(b.to_step) + ", lr " + report::Sig(b.lr_before) + " -> " +
+                            report::Sig(b.lr_after)) +
+           "\n";
   return out;
 }
 
