@@ -127,7 +127,8 @@ StatusOr<double> Search::RealCost(const Config& c) {
 }
 
 StatusOr<Config> Search::Refine(Config c, double budget) {
-  if (o_.target == Target::kLatency) return c;
+  // Storage forms alone barely interact in size; structural changes (prune, svd) do.
+  if (o_.target == Target::kLatency || (!o_.families.count("prune") && !o_.families.count("svd"))) return c;
   double loss = 0;
   for (size_t i = 0; i < c.size(); ++i) loss += options_[i][static_cast<size_t>(c[i])].loss;
   WH_ASSIGN_OR_RETURN(double cur, RealCost(c));
@@ -224,8 +225,13 @@ Status Search::Prepare() {
   ctx_.calibration_cache = std::make_shared<CalibrationCache>();
   const MetricKind eval_kind = o_.metric.value_or(o_.eval->has_labels() ? MetricKind::kTop1 : MetricKind::kAgreement);
   // Calibration data without labels is scored by agreement when the budget is top-1 accuracy.
+  // The calibration scores only rank choices (the knapsack's budget adapts to the eval data's
+  // measured drops), so they take the finest signal: per position rather than per sequence, and
+  // agreement when the calibration data has no labels.
   const MetricKind calib_kind =
-      eval_kind == MetricKind::kTop1 && !o_.calibration->has_labels() ? MetricKind::kAgreement : eval_kind;
+      (eval_kind == MetricKind::kTop1 && !o_.calibration->has_labels()) || eval_kind == MetricKind::kSequence
+          ? MetricKind::kAgreement
+          : eval_kind;
   obs_.Progress("[search] scoring the original model", 0, 0, "");
   auto e = Scorer::Make(original_, *o_.eval, eval_kind, o_.threads);
   if (!e.ok()) return e.status().WithContext("--eval-data");
@@ -245,7 +251,8 @@ Status Search::Prepare() {
   std::string note;
   const std::string tag = CpuModel() + "|threads " + std::to_string(o_.threads) + "|batch " +
                           std::to_string(o_.latency_batch);
-  WH_ASSIGN_OR_RETURN(SensitivityCache cache, SensitivityCache::Open(o_.cache_path, o_.fingerprint, tag, &note));
+  const std::string fingerprint = o_.fingerprint + " calibration metric " + MetricName(calib_->kind());
+  WH_ASSIGN_OR_RETURN(SensitivityCache cache, SensitivityCache::Open(o_.cache_path, fingerprint, tag, &note));
   cache_ = std::move(cache);
   if (!note.empty()) report_.notes.push_back(note);
   obs_.Clear();
@@ -444,7 +451,8 @@ StatusOr<SearchResult> Search::Run() {
   double budget = o_.max_drop * (o_.recover ? o_.recovery : 1.0);
   double lo = 0, hi = std::numeric_limits<double>::infinity();
   const int rounds = std::max(1, o_.max_evals - 2);  // two kept for the repair
-  for (int round = 0; round < rounds; ++round) {
+  int stale = 0;  // budgets in a row that gave a configuration evaluated before
+  for (int round = 0; round < rounds && stale < 24;) {
     Solution sol = Solve(options_, budget);
     WH_ASSIGN_OR_RETURN(Config refined, Refine(sol.pick, budget));
     std::string how = "knapsack, budget " + Fmt("%.3g", budget) + " pp";
@@ -454,25 +462,27 @@ StatusOr<SearchResult> Search::Run() {
       sol.loss = 0;
       for (size_t i = 0; i < refined.size(); ++i) sol.loss += options_[i][static_cast<size_t>(refined[i])].loss;
     }
+    // Every choice the knapsack could take is taken: a larger budget changes nothing.
+    bool all = true;
+    for (size_t i = 0; i < options_.size() && all; ++i)
+      for (size_t j = 1; j < options_[i].size(); ++j)
+        if (options_[i][j].cost < options_[i][static_cast<size_t>(sol.pick[i])].cost) all = false;
     const bool seen = evaluated_.count(sol.pick) != 0;
+    // A budget that gives a configuration measured before costs no evaluation: the budget moves
+    // on by that measurement until it gives a new one.
+    stale = seen ? stale + 1 : 0;
+    if (!seen) ++round;
     WH_ASSIGN_OR_RETURN(size_t k, Evaluate(sol.pick, how, sol.loss));
     const SearchPointReport& p = report_.points[k];
     const double drop = std::max(p.drop, 0.0);
     double next;
     if (p.within_budget) {
       lo = std::max(lo, budget);
-      // Everything the knapsack could take is taken: a larger budget would change nothing.
-      if (seen || sol.loss < 0.5 * budget) {
-        bool all = true;
-        for (size_t i = 0; i < options_.size() && all; ++i)
-          for (size_t j = 1; j < options_[i].size(); ++j)
-            if (options_[i][j].cost < options_[i][static_cast<size_t>(sol.pick[i])].cost) all = false;
-        if (all || seen) break;
-      }
-      next = budget * std::clamp(o_.max_drop / std::max(drop, 0.05 * o_.max_drop + 1e-9), 1.25, 2.5);
+      if (all) break;
+      next = budget * (seen ? 2.0 : std::clamp(o_.max_drop / std::max(drop, 0.05 * o_.max_drop + 1e-9), 1.25, 2.5));
     } else {
       hi = std::min(hi, budget);
-      next = budget * std::clamp(o_.max_drop / std::max(drop, 1e-9), 0.25, 0.8);
+      next = budget * (seen ? 0.5 : std::clamp(o_.max_drop / std::max(drop, 1e-9), 0.25, 0.8));
     }
     if (next >= hi || next <= lo) next = std::isinf(hi) ? 2 * std::max(lo, budget) : (lo > 0 ? std::sqrt(lo * hi) : hi / 2);
     if (!std::isinf(hi) && lo > 0 && hi / lo < 1.1) break;
