@@ -224,6 +224,9 @@ class Trainer {
   // Empty: 1 for every param.
   const std::vector<float>& lr_scales() const { return lr_scale_; }
   void set_lr_scales(std::vector<float> s) { lr_scale_ = std::move(s); }
+  // TrainOptions::lr_auto. A run resumed from a checkpoint that holds lr=auto's rates sets them
+  // (set_lr, set_lr_scales) and turns it off: the range test is not run again (ResumeFinetune).
+  void set_lr_auto(bool on) { opts_.lr_auto = on; }
   // Per param the compressed form it trains (ParamKinds in runtime/training/lr_finder.h):
   // "codebook", "circulant", "binary", "low-rank" or "dense".
   const std::vector<std::string>& param_kinds() const { return kinds_; }
