@@ -11,6 +11,7 @@
 
 namespace whittle {
 
+using report::TdHtml;
 using report::Fixed;
 using report::Grouped;
 using report::HtmlEscape;
@@ -76,19 +77,15 @@ tr.before td { color: #6b7280; }
 svg.line { width: 100%; }
 )CSS";
 
-std::string Td(const std::string& cls, const std::string& html) {
-  return "<td" + (cls.empty() ? "" : " class=\"" + cls + "\"") + ">" + html + "</td>";
-}
-
 std::string PercentOrDash(double v) { return v >= 0 ? Percent(v) : "—"; }
 
 std::string EpochTableHtml(const FinetuneReport& r) {
   const FinetuneHistory& h = r.history;
   std::string rows;
   if (h.before >= 0)
-    rows += "<tr class=\"before\" data-eval-accuracy=\"" + Exact(h.before) + "\">" + Td("", "before fine-tuning") +
-            Td("num", "—") + Td("num", "—") + Td("num", Percent(h.before)) + Td("num", "—") + Td("num", "—") +
-            Td("num", "—") + "</tr>";
+    rows += "<tr class=\"before\" data-eval-accuracy=\"" + Exact(h.before) + "\">" + TdHtml("", "before fine-tuning") +
+            TdHtml("num", "—") + TdHtml("num", "—") + TdHtml("num", Percent(h.before)) + TdHtml("num", "—") + TdHtml("num", "—") +
+            TdHtml("num", "—") + "</tr>";
   for (size_t i = 0; i < h.epochs.size(); ++i) {
     const EpochStats& e = h.epochs[i];
     const double acc = h.eval_accuracy[i];
@@ -97,10 +94,10 @@ std::string EpochTableHtml(const FinetuneReport& r) {
             "\" data-loss=\"" + Exact(e.loss) + "\"" +
             (e.train_accuracy >= 0 ? " data-train-accuracy=\"" + Exact(e.train_accuracy) + "\"" : "") +
             (acc >= 0 ? " data-eval-accuracy=\"" + Exact(acc) + "\"" : "") + ">" +
-            Td("", std::to_string(e.epoch + 1) + (best ? " (best)" : "")) + Td("num", Fixed(e.loss, 4)) +
-            Td("num", PercentOrDash(e.train_accuracy)) + Td("num", PercentOrDash(acc)) +
-            Td("num", Grouped(static_cast<int64_t>(e.samples_per_s + 0.5))) + Td("num", Fixed(e.seconds, 2)) +
-            Td("num", Fixed(e.data_wait_s, 3)) + "</tr>";
+            TdHtml("", std::to_string(e.epoch + 1) + (best ? " (best)" : "")) + TdHtml("num", Fixed(e.loss, 4)) +
+            TdHtml("num", PercentOrDash(e.train_accuracy)) + TdHtml("num", PercentOrDash(acc)) +
+            TdHtml("num", Grouped(static_cast<int64_t>(e.samples_per_s + 0.5))) + TdHtml("num", Fixed(e.seconds, 2)) +
+            TdHtml("num", Fixed(e.data_wait_s, 3)) + "</tr>";
   }
   return "<table class=\"epochs\"><thead><tr><th>Epoch</th><th class=\"num\">Loss</th><th class=\"num\">Train accuracy"
          "</th><th class=\"num\">Eval accuracy</th><th class=\"num\">Samples / s</th><th class=\"num\">Seconds</th>"

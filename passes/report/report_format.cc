@@ -127,4 +127,24 @@ RewrittenTotals SumRewritten(const PassReport& pass) {
   return t;
 }
 
+std::string TdHtml(const std::string& cls, const std::string& html) {
+  return "<td" + (cls.empty() ? "" : " class=\"" + cls + "\"") + ">" + html + "</td>";
+}
+
+std::string NodeCellHtml(const std::string& name) {
+  if (DisplayWidth(name) <= 28) return "<td class=\"node\">" + HtmlEscape(name) + "</td>";
+  std::string html;
+  for (char c : name) {
+    html += HtmlEscape(std::string(1, c));
+    if (c == '/' || c == '.' || c == '_' || c == ':') html += "<wbr>";
+  }
+  return "<td class=\"node long\">" + html + "</td>";
+}
+
+std::string KpiHtml(const std::string& label, const std::string& value, const std::string& value_class,
+                    const std::string& detail) {
+  return "<div class=\"kpi\"><div class=\"label\">" + label + "</div><div class=\"value " + value_class + "\">" + value +
+         "</div><div class=\"detail\">" + detail + "</div></div>";
+}
+
 }  // namespace whittle::report

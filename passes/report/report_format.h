@@ -29,6 +29,13 @@ std::string HumanBytes(int64_t bytes);
 size_t DisplayWidth(const std::string& s);
 // Escapes & < > " ' for HTML text and attribute values.
 std::string HtmlEscape(const std::string& s);
+// HTML pieces the report pages share: a table cell (class may be empty) around html; a node-name
+// cell (long exporter names such as "/encoder/layer.3/attention/MatMul" may wrap after their
+// separators, short ones never); a KPI box (label, value with a class, detail; html).
+std::string TdHtml(const std::string& cls, const std::string& html);
+std::string NodeCellHtml(const std::string& name);
+std::string KpiHtml(const std::string& label, const std::string& value, const std::string& value_class,
+                    const std::string& detail);
 // The style sheet of the HTML reports (compress-model's and finetune-model's pages share it).
 const char* PageCss();
 

@@ -8,6 +8,9 @@
 
 namespace whittle {
 
+using report::TdHtml;
+using report::NodeCellHtml;
+using report::KpiHtml;
 using report::ChangePercent;
 using report::Fixed;
 using report::Grouped;
@@ -96,22 +99,6 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// A node name for a table cell: short names never wrap; long ones (ONNX exporters make
-// names like "/encoder/layer.3/attention/MatMul") may wrap after their separators.
-std::string NodeCell(const std::string& name) {
-  if (report::DisplayWidth(name) <= 28) return "<td class=\"node\">" + HtmlEscape(name) + "</td>";
-  std::string html;
-  for (char c : name) {
-    html += HtmlEscape(std::string(1, c));
-    if (c == '/' || c == '.' || c == '_' || c == ':') html += "<wbr>";
-  }
-  return "<td class=\"node long\">" + html + "</td>";
-}
-
-std::string Td(const std::string& cls, const std::string& html) {
-  return "<td" + (cls.empty() ? "" : " class=\"" + cls + "\"") + ">" + html + "</td>";
-}
-
 std::string Arrow() { return " <span class=\"arrow\">→</span> "; }
 
 // A before → after cell with a bar showing what is left.
@@ -130,18 +117,12 @@ std::string ChangeClass(double before, double after) {
   return after < before ? "good" : "bad";
 }
 
-std::string Kpi(const std::string& label, const std::string& value, const std::string& value_class,
-                const std::string& detail) {
-  return "<div class=\"kpi\"><div class=\"label\">" + label + "</div><div class=\"value " + value_class + "\">" + value +
-         "</div><div class=\"detail\">" + detail + "</div></div>";
-}
-
 std::string Kpis(const CompressionReport& r) {
   std::string s;
   auto count_kpi = [&](const std::string& label, int64_t b, int64_t a, bool bytes) {
     if (b < 0 || a < 0) return;
     const std::string pct = ChangePercent(b, a);
-    s += Kpi(label, pct.empty() ? "—" : pct, ChangeClass(b, a),
+    s += KpiHtml(label, pct.empty() ? "—" : pct, ChangeClass(b, a),
              (bytes ? report::HumanBytes(b) : Grouped(b)) + Arrow() + (bytes ? report::HumanBytes(a) : Grouped(a)));
   };
   count_kpi("MACs / sample", r.before.macs, r.after.macs, false);
@@ -150,12 +131,12 @@ std::string Kpis(const CompressionReport& r) {
   if (r.before.accuracy >= 0 && r.after.accuracy >= 0) {
     const double pp = 100 * (r.after.accuracy - r.before.accuracy);
     const std::string cls = pp <= -2 ? "bad" : pp < -0.5 ? "warn" : "good";
-    s += Kpi("Accuracy", (pp >= 0 ? "+" : "") + Fixed(pp, 2) + " pp", cls,
+    s += KpiHtml("Accuracy", (pp >= 0 ? "+" : "") + Fixed(pp, 2) + " pp", cls,
              Fixed(100 * r.before.accuracy, 2) + "%" + Arrow() + Fixed(100 * r.after.accuracy, 2) + "%");
   }
   if (r.before.latency_p50_ms > 0 && r.after.latency_p50_ms > 0) {
     const double speedup = r.before.latency_p50_ms / r.after.latency_p50_ms;
-    s += Kpi("Speed-up @ batch " + std::to_string(r.bench_batch), Fixed(speedup, 2) + "×",
+    s += KpiHtml("Speed-up @ batch " + std::to_string(r.bench_batch), Fixed(speedup, 2) + "×",
              speedup >= 1 ? "good" : "bad",
              Fixed(r.before.latency_p50_ms, 3) + " ms" + Arrow() + Fixed(r.after.latency_p50_ms, 3) + " ms (p50)");
   }
@@ -166,7 +147,7 @@ std::string SummaryTable(const CompressionReport& r) {
   std::string rows;
   auto row = [&](const std::string& what, const std::string& b, const std::string& a, const std::string& change,
                  const std::string& cls) {
-    rows += "<tr>" + Td("", what) + Td("num", b) + Td("num", a) + Td("num " + cls, change) + "</tr>";
+    rows += "<tr>" + TdHtml("", what) + TdHtml("num", b) + TdHtml("num", a) + TdHtml("num " + cls, change) + "</tr>";
   };
   auto count_row = [&](const std::string& what, int64_t b, int64_t a) {
     if (b < 0 || a < 0) return;
@@ -212,20 +193,20 @@ std::string LayerTable(const PassReport& p) {
     if (l.setting > 0)
       setting = Grouped(l.setting) + (l.full_setting > 0 ? " / " + Grouped(l.full_setting) : std::string());
     const std::string tag_class = skipped ? "tag skipped" : l.action.rfind("prune", 0) == 0 ? "tag prune" : "tag";
-    rows += std::string("<tr") + (skipped ? " class=\"skipped\"" : "") + ">" + NodeCell(l.node) +
-            Td("", HtmlEscape(l.op_type)) + Td("", "<span class=\"" + tag_class + "\">" + HtmlEscape(l.action) + "</span>") +
-            Td("num", setting) + Td("num", BeforeAfter(l.params_before, l.params_after, false)) +
-            Td("num", BeforeAfter(l.macs_before, l.macs_after, !skipped)) +
-            Td("num " + ChangeClass(l.macs_before, l.macs_after), ChangePercent(l.macs_before, l.macs_after)) +
-            Td("detail", HtmlEscape(skipped ? l.reason : l.detail)) + "</tr>";
+    rows += std::string("<tr") + (skipped ? " class=\"skipped\"" : "") + ">" + NodeCellHtml(l.node) +
+            TdHtml("", HtmlEscape(l.op_type)) + TdHtml("", "<span class=\"" + tag_class + "\">" + HtmlEscape(l.action) + "</span>") +
+            TdHtml("num", setting) + TdHtml("num", BeforeAfter(l.params_before, l.params_after, false)) +
+            TdHtml("num", BeforeAfter(l.macs_before, l.macs_after, !skipped)) +
+            TdHtml("num " + ChangeClass(l.macs_before, l.macs_after), ChangePercent(l.macs_before, l.macs_after)) +
+            TdHtml("detail", HtmlEscape(skipped ? l.reason : l.detail)) + "</tr>";
   }
   const report::RewrittenTotals t = report::SumRewritten(p);
   if (t.layers > 1)
     rows += "<tr class=\"total\"><td colspan=\"4\">Total (" + std::to_string(t.layers) + " rewritten layers)</td>" +
-            Td("num", BeforeAfter(t.params_before, t.params_after, false)) +
-            Td("num", BeforeAfter(t.macs_before, t.macs_after, true)) +
-            Td("num " + ChangeClass(t.macs_before, t.macs_after), ChangePercent(t.macs_before, t.macs_after)) +
-            Td("", "") + "</tr>";
+            TdHtml("num", BeforeAfter(t.params_before, t.params_after, false)) +
+            TdHtml("num", BeforeAfter(t.macs_before, t.macs_after, true)) +
+            TdHtml("num " + ChangeClass(t.macs_before, t.macs_after), ChangePercent(t.macs_before, t.macs_after)) +
+            TdHtml("", "") + "</tr>";
   return "<table class=\"layers\"><thead><tr><th>Node</th><th>Op</th><th>Action</th><th class=\"num\">Rank / kept</th>"
          "<th class=\"num\">Params</th><th class=\"num\">MACs / sample</th><th class=\"num\">Change</th><th>Detail</th>"
          "</tr></thead><tbody>" +

@@ -10,35 +10,17 @@
 
 namespace whittle {
 
+using report::TdHtml;
+using report::NodeCellHtml;
+using report::KpiHtml;
 using report::Fixed;
 using report::Grouped;
 using report::HtmlEscape;
 
 namespace {
 
-std::string Td(const std::string& cls, const std::string& html) {
-  return "<td" + (cls.empty() ? "" : " class=\"" + cls + "\"") + ">" + html + "</td>";
-}
-
 std::string Tag(const std::string& cls, const std::string& text) {
   return "<span class=\"tag " + cls + "\">" + HtmlEscape(text) + "</span>";
-}
-
-// A node name cell as the pass tables write it: long exporter names may wrap after separators.
-std::string NodeCell(const std::string& name) {
-  if (report::DisplayWidth(name) <= 28) return "<td class=\"node\">" + HtmlEscape(name) + "</td>";
-  std::string html;
-  for (char c : name) {
-    html += HtmlEscape(std::string(1, c));
-    if (c == '/' || c == '.' || c == '_' || c == ':') html += "<wbr>";
-  }
-  return "<td class=\"node long\">" + html + "</td>";
-}
-
-std::string Kpi(const std::string& label, const std::string& value, const std::string& value_class,
-                const std::string& detail) {
-  return "<div class=\"kpi\"><div class=\"label\">" + label + "</div><div class=\"value " + value_class + "\">" + value +
-         "</div><div class=\"detail\">" + detail + "</div></div>";
 }
 
 std::string Goal(const std::string& target) {
@@ -72,15 +54,15 @@ std::string Kpis(const SearchReport& s) {
   std::string h;
   if (chosen) {
     const size_t index = static_cast<size_t>(chosen - s.points.data()) + 1;
-    h += Kpi("Chosen", HtmlEscape(report::SearchFigureText(s, *chosen)), "good", "configuration #" + std::to_string(index));
-    h += Kpi("Measured drop", Fixed(chosen->drop, 2) + " pp", chosen->drop <= s.max_drop + 1e-9 ? "good" : "bad",
+    h += KpiHtml("Chosen", HtmlEscape(report::SearchFigureText(s, *chosen)), "good", "configuration #" + std::to_string(index));
+    h += KpiHtml("Measured drop", Fixed(chosen->drop, 2) + " pp", chosen->drop <= s.max_drop + 1e-9 ? "good" : "bad",
              "budget " + Fixed(s.max_drop, 2) + " pp · predicted " + Fixed(chosen->predicted_drop, 2) + " pp");
   } else {
-    h += Kpi("Chosen", "none", "bad", "no configuration within the budget");
+    h += KpiHtml("Chosen", "none", "bad", "no configuration within the budget");
   }
-  h += Kpi("Configurations", std::to_string(s.points.size()), "",
+  h += KpiHtml("Configurations", std::to_string(s.points.size()), "",
            std::to_string(within) + " within budget · " + std::to_string(pareto) + " on the frontier");
-  h += Kpi("Sensitivities", Grouped(s.measured + s.cached), "",
+  h += KpiHtml("Sensitivities", Grouped(s.measured + s.cached), "",
            Grouped(s.measured) + " measured · " + Grouped(s.cached) + " cached");
   return "<div class=\"kpis\">" + h + "</div>";
 }
@@ -103,10 +85,10 @@ std::string PointsTable(const SearchReport& s) {
     std::string figure = HtmlEscape(report::SearchFigureText(s, p));
     if (s.target != "latency" && s.target != "macs" && p.param_bytes >= 0)
       figure = "<span title=\"" + Grouped(p.param_bytes) + " B\">" + figure + "</span>";
-    rows += std::string("<tr") + (p.chosen ? " class=\"chosen\"" : "") + ">" + Td("num", std::to_string(i + 1)) +
-            Td("num", figure) + Td(std::string("num ") + (p.within_budget ? "good" : "bad"), Fixed(p.drop, 2)) +
-            Td("num", Fixed(p.predicted_drop, 2)) + Td("tags", tags) + Td("detail", HtmlEscape(p.how)) +
-            Td("config", HtmlEscape(p.config)) + "</tr>";
+    rows += std::string("<tr") + (p.chosen ? " class=\"chosen\"" : "") + ">" + TdHtml("num", std::to_string(i + 1)) +
+            TdHtml("num", figure) + TdHtml(std::string("num ") + (p.within_budget ? "good" : "bad"), Fixed(p.drop, 2)) +
+            TdHtml("num", Fixed(p.predicted_drop, 2)) + TdHtml("tags", tags) + TdHtml("detail", HtmlEscape(p.how)) +
+            TdHtml("config", HtmlEscape(p.config)) + "</tr>";
   }
   return "<table class=\"search-points\"><thead><tr><th class=\"num\">#</th><th class=\"num\">" + FigureHeader(s.target) +
          "</th><th class=\"num\">Drop pp</th><th class=\"num\">Predicted pp</th><th></th><th>How</th>"
@@ -131,15 +113,15 @@ std::string LayersTable(const SearchReport& s) {
     if (!alone) ++changed;
     drop += l.predicted_drop;
     cost += l.cost;
-    rows += std::string("<tr") + (alone ? " class=\"skipped\"" : "") + ">" + NodeCell(l.node) +
-            Td("", HtmlEscape(l.op_type)) + Td("", Tag(alone ? "skipped" : "choice", alone ? "float (left alone)" : l.choice)) +
-            Td("num", Fixed(l.predicted_drop, 2)) + Td(std::string("num") + (l.cost < 0 ? " good" : ""), CostText(s.target, l.cost)) +
-            Td("num", std::to_string(l.options)) + "</tr>";
+    rows += std::string("<tr") + (alone ? " class=\"skipped\"" : "") + ">" + NodeCellHtml(l.node) +
+            TdHtml("", HtmlEscape(l.op_type)) + TdHtml("", Tag(alone ? "skipped" : "choice", alone ? "float (left alone)" : l.choice)) +
+            TdHtml("num", Fixed(l.predicted_drop, 2)) + TdHtml(std::string("num") + (l.cost < 0 ? " good" : ""), CostText(s.target, l.cost)) +
+            TdHtml("num", std::to_string(l.options)) + "</tr>";
   }
   if (s.layers.size() > 1)
     rows += "<tr class=\"total\"><td colspan=\"3\">Total (" + std::to_string(changed) + " of " +
-            std::to_string(s.layers.size()) + " layers compressed)</td>" + Td("num", Fixed(drop, 2)) +
-            Td("num", CostText(s.target, cost)) + Td("", "") + "</tr>";
+            std::to_string(s.layers.size()) + " layers compressed)</td>" + TdHtml("num", Fixed(drop, 2)) +
+            TdHtml("num", CostText(s.target, cost)) + TdHtml("", "") + "</tr>";
   const std::string unit = s.target == "latency" ? "ms" : s.target == "macs" ? "MACs" : "bytes";
   return "<table class=\"search-layers\"><thead><tr><th>Layer</th><th>Op</th><th>Choice</th>"
          "<th class=\"num\">Predicted drop pp</th><th class=\"num\">Cost (Δ " + unit +
