@@ -147,6 +147,7 @@ StatusOr<SearchSpace> MakeSearchSpace(const Graph& g, const std::set<std::string
       for (double r : {0.5, 0.25}) structural.push_back(Choice{0, r, ""});
     std::vector<std::string> storage = {""};
     if (families.count("int8")) storage.push_back("int8");
+    if (families.count("int8") && l.gemm_like) storage.push_back("int8w");
     if (families.count("int4") && l.gemm_like) storage.push_back("int4");
     if (families.count("cluster") && l.gemm_like) storage.insert(storage.end(), {"k256", "k16"});
     if (families.count("binarize")) storage.push_back("bin");
@@ -175,7 +176,7 @@ StatusOr<Graph> ApplyConfig(const Graph& original, const SearchSpace& space, con
     return it == base.end() ? std::string() : it->second;
   };
   // Per family, the chosen layers and their per-layer items.
-  std::map<std::string, std::string> prune, svd, int8, int4, cluster, bin, circ;
+  std::map<std::string, std::string> prune, svd, int8, int8w, int4, cluster, bin, circ;
   for (size_t i = 0; i < config.size(); ++i) {
     const Choice& c = space.choices[i].at(static_cast<size_t>(config[i]));
     const std::string& node = space.layers[i].node;
@@ -183,6 +184,7 @@ StatusOr<Graph> ApplyConfig(const Graph& original, const SearchSpace& space, con
     if (c.svd > 0)
       svd[node] = "rank=" + std::to_string(std::max<int64_t>(1, std::llround(c.svd * space.layers[i].full_rank)));
     if (c.storage == "int8") int8[node] = "";
+    if (c.storage == "int8w") int8w[node] = "";
     if (c.storage == "int4") int4[node] = "";
     if (c.storage == "k16" || c.storage == "k256") cluster[node] = "k=" + c.storage.substr(1);
     if (c.storage == "bin") bin[node] = "";
@@ -199,11 +201,17 @@ StatusOr<Graph> ApplyConfig(const Graph& original, const SearchSpace& space, con
     const std::map<std::string, std::string>* chosen;
     const std::vector<std::string>* types;
     const char* fixed;  // options every search run of the pass has
+    bool user_base;     // the user's spec for the pass applies (not to int8's weight-only run)
   };
   const Step steps[] = {
-      {"prune", &prune, &all, "ratio=0"}, {"svd", &svd, &all, ""},     {"int8", &int8, &all, ""},
-      {"int4", &int4, &mm, ""},           {"cluster", &cluster, &mm, ""}, {"binarize", &bin, &all, ""},
-      {"circulant", &circ, &all, ""},
+      {"prune", &prune, &all, "ratio=0", true},
+      {"svd", &svd, &all, "", true},
+      {"int8", &int8, &all, "", true},
+      {"int8", &int8w, &mm, "mode=weight-only", false},
+      {"int4", &int4, &mm, "", true},
+      {"cluster", &cluster, &mm, "", true},
+      {"binarize", &bin, &all, "", true},
+      {"circulant", &circ, &all, "", true},
   };
   for (const Step& s : steps) {
     if (s.chosen->empty()) continue;
@@ -217,7 +225,7 @@ StatusOr<Graph> ApplyConfig(const Graph& original, const SearchSpace& space, con
     }
     // The search's own options come last, so that they win over the user's base spec.
     if (*s.fixed) spec = std::string(s.fixed) + (spec.empty() ? "" : "," + spec);
-    WH_RETURN_IF_ERROR(RunPass(g, s.pass, base_of(s.pass), spec, run_ctx, reports));
+    WH_RETURN_IF_ERROR(RunPass(g, s.pass, s.user_base ? base_of(s.pass) : std::string(), spec, run_ctx, reports));
   }
   return g;
 }

@@ -21,7 +21,9 @@ namespace whittle::search {
 struct Choice {
   double prune = 0;     // share of the layer's output units removed (0: none)
   double svd = 0;       // rank as a share of the full rank (0: not factorized)
-  std::string storage;  // "" float, "int8", "int4", "k16"/"k256" (codebook), "bin", "circ4"/"circ8"/"circ16"
+  // "" float, "int8" (static: weights and activations), "int8w" (weights only, Gemm/MatMul),
+  // "int4" (weights only), "k16"/"k256" (codebook), "bin", "circ4"/"circ8"/"circ16"
+  std::string storage;
   bool identity() const { return prune == 0 && svd == 0 && storage.empty(); }
   // A short stable name: "float", "prune0.5+int8", "svd0.25+k16", ... (the cache's key).
   std::string Key() const;

@@ -43,8 +43,9 @@ TEST(SearchSpace, LayersAndChoicesFollowTheFamilies) {
   EXPECT_EQ(s->choices[0].size(), 2u);  // float, int8
   EXPECT_EQ(s->choices[0][0].Key(), "float");
   EXPECT_TRUE(s->choices[0][0].identity());
-  // fc1: {none, svd0.5, svd0.25} x {float, int8, int4}.
-  EXPECT_EQ(s->choices[2].size(), 9u);
+  // fc1: {none, svd0.5, svd0.25} x {float, int8, int8 weight-only, int4}.
+  EXPECT_EQ(s->choices[2].size(), 12u);
+  Find(*s, 2, "int8w");
   Find(*s, 2, "svd0.25+int4");
 
   EXPECT_FALSE(ParseFamilies("int8,bogus").ok());
