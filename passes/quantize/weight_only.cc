@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/common/int4.h"
+#include "passes/quantize/conv_weight_only.h"
 #include "lib/ir/domain.h"
 #include "lib/ir/format.h"
 #include "passes/cost.h"
@@ -103,7 +104,11 @@ class WeightOnlyPass : public Pass {
   std::string name() const override { return c_.pass(); }
 
   StatusOr<PassReport> Run(Graph& g, const PassContext& ctx) override {
-    WH_RETURN_IF_ERROR(c_.select.Check(g, {"Gemm", "MatMul"}));
+    if (c_.bits == 8) {
+      WH_RETURN_IF_ERROR(c_.select.Check(g, {"Gemm", "MatMul", "Conv"}));
+    } else {
+      WH_RETURN_IF_ERROR(c_.select.Check(g, {"Gemm", "MatMul"}));
+    }
     PassReport rep;
     rep.pass = c_.pass();
     rep.config = c_.spec;
@@ -183,6 +188,7 @@ class WeightOnlyPass : public Pass {
     ctx.Progress(c_.pass() + ": quantized", done, static_cast<int64_t>(work.size()));
     if (c_.format == "matmulnbits" && !work.empty() && g.OpsetFor(kMicrosoftDomain) == 0)
       g.opset_imports[kMicrosoftDomain] = 1;
+    if (c_.bits == 8) WH_RETURN_IF_ERROR(QuantizeConvWeightsInt8(g, c_.select, &rep));
     g.Reindex();
     WH_RETURN_IF_ERROR(g.Compact());
     return rep;

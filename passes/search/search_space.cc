@@ -147,7 +147,7 @@ StatusOr<SearchSpace> MakeSearchSpace(const Graph& g, const std::set<std::string
       for (double r : {0.5, 0.25}) structural.push_back(Choice{0, r, ""});
     std::vector<std::string> storage = {""};
     if (families.count("int8")) storage.push_back("int8");
-    if (families.count("int8") && l.gemm_like) storage.push_back("int8w");
+    if (families.count("int8")) storage.push_back("int8w");
     if (families.count("int4") && l.gemm_like) storage.push_back("int4");
     if (families.count("cluster") && l.gemm_like) storage.insert(storage.end(), {"k256", "k16"});
     if (families.count("binarize")) storage.push_back("bin");
@@ -207,7 +207,7 @@ StatusOr<Graph> ApplyConfig(const Graph& original, const SearchSpace& space, con
       {"prune", &prune, &all, "ratio=0", true},
       {"svd", &svd, &all, "", true},
       {"int8", &int8, &all, "", true},
-      {"int8", &int8w, &mm, "mode=weight-only", false},
+      {"int8", &int8w, &all, "mode=weight-only", false},
       {"int4", &int4, &mm, "", true},
       {"cluster", &cluster, &mm, "", true},
       {"binarize", &bin, &all, "", true},

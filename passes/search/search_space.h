@@ -21,7 +21,7 @@ namespace whittle::search {
 struct Choice {
   double prune = 0;     // share of the layer's output units removed (0: none)
   double svd = 0;       // rank as a share of the full rank (0: not factorized)
-  // "" float, "int8" (static: weights and activations), "int8w" (weights only, Gemm/MatMul),
+  // "" float, "int8" (static: weights and activations), "int8w" (weights only),
   // "int4" (weights only), "k16"/"k256" (codebook), "bin", "circ4"/"circ8"/"circ16"
   std::string storage;
   bool identity() const { return prune == 0 && svd == 0 && storage.empty(); }

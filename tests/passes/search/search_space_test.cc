@@ -40,7 +40,7 @@ TEST(SearchSpace, LayersAndChoicesFollowTheFamilies) {
   EXPECT_TRUE(s->layers[2].gemm_like);
   EXPECT_EQ(s->layers[2].full_rank, 128);
   // conv1 (16 filters of 9): full rank 9, too small to factorize; int4 is for Gemm/MatMul only.
-  EXPECT_EQ(s->choices[0].size(), 2u);  // float, int8
+  EXPECT_EQ(s->choices[0].size(), 3u);  // float, int8, int8 weights only
   EXPECT_EQ(s->choices[0][0].Key(), "float");
   EXPECT_TRUE(s->choices[0][0].identity());
   // fc1: {none, svd0.5, svd0.25} x {float, int8, int8 weight-only, int4}.
