@@ -286,8 +286,8 @@ class SearchProgress : public search::SearchObserver {
   PipelineObserver* obs_;
 };
 
-// What the cached sensitivities depend on: the model's bytes, the calibration data, the families
-// and the user's options per pass, and the metric.
+// What the cached sensitivities depend on: the model's bytes, the calibration data, the families,
+// the user's options per pass and the seed (the search adds the calibration metric).
 StatusOr<std::string> SearchFingerprint(const PipelineOptions& o, const search::SearchOptions& so) {
   WH_ASSIGN_OR_RETURN(std::string model, ReadFileBytes(o.model_path));
   std::string f = "model " + search::HashBytes(model.data(), model.size());
@@ -297,8 +297,7 @@ StatusOr<std::string> SearchFingerprint(const PipelineOptions& o, const search::
   if (c.has_labels()) f += " labels " + search::HashBytes(c.labels.raw_data(), c.labels.nbytes());
   for (const std::string& fam : so.families) f += " " + fam;
   for (const auto& [pass, spec] : so.base) f += " --" + pass + " " + spec;
-  f += " metric " + std::string(so.metric ? search::MetricName(*so.metric) : "default") + " seed " +
-       std::to_string(o.seed);
+  f += " seed " + std::to_string(o.seed);  // the search adds the metric its sensitivities were scored by
   return f;
 }
 

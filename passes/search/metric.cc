@@ -35,15 +35,24 @@ StatusOr<std::vector<float>> FirstOutput(const Session& s, const Dataset& data, 
   return out;
 }
 
+// Greedy CTC decoding of one sample's top-1 path: repeats merged, then the blank (class 0) dropped.
+std::vector<int64_t> CtcDecode(const int64_t* path, int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t t = 0; t < n; ++t)
+    if (path[t] != 0 && (t == 0 || path[t] != path[t - 1])) out.push_back(path[t]);
+  return out;
+}
+
 }  // namespace
 
 StatusOr<MetricKind> ParseMetric(const std::string& name) {
   if (name == "top1") return MetricKind::kTop1;
   if (name == "top1-agreement" || name == "agreement") return MetricKind::kAgreement;
   if (name == "top1-sequence") return MetricKind::kSequence;
+  if (name == "top1-ctc") return MetricKind::kCtc;
   if (name == "cosine") return MetricKind::kCosine;
   if (name == "mse") return MetricKind::kMse;
-  return InvalidArgument("--metric: unknown metric '" + name + "' (top1, top1-agreement, top1-sequence, cosine, mse)");
+  return InvalidArgument("--metric: unknown metric '" + name + "' (top1, top1-agreement, top1-sequence, top1-ctc, cosine, mse)");
 }
 
 const char* MetricName(MetricKind kind) {
@@ -51,6 +60,7 @@ const char* MetricName(MetricKind kind) {
     case MetricKind::kTop1: return "top1";
     case MetricKind::kAgreement: return "top1-agreement";
     case MetricKind::kSequence: return "top1-sequence";
+    case MetricKind::kCtc: return "top1-ctc";
     case MetricKind::kCosine: return "cosine";
     case MetricKind::kMse: return "mse";
   }
@@ -91,14 +101,17 @@ StatusOr<Score> Scorer::Measure(const Graph& candidate) const {
       break;
     }
     case MetricKind::kAgreement: s.value = 100 * agree.accuracy; break;
-    case MetricKind::kSequence: {
+    case MetricKind::kSequence:
+    case MetricKind::kCtc: {
       const int64_t n = pred.dim(0), per = n ? pred.numel() / n : 0;
       if (pred.dtype() != DType::kInt64 || pred.dims() != reference_top1_.dims())
-        return Internal("top1-sequence: predictions of another shape than the original's");
+        return Internal(std::string(MetricName(kind_)) + ": predictions of another shape than the original's");
       const int64_t* a = pred.data<int64_t>();
       const int64_t* b = reference_top1_.data<int64_t>();
       int64_t same = 0;
-      for (int64_t i = 0; i < n; ++i) same += std::equal(a + i * per, a + (i + 1) * per, b + i * per);
+      for (int64_t i = 0; i < n; ++i)
+        same += kind_ == MetricKind::kCtc ? CtcDecode(a + i * per, per) == CtcDecode(b + i * per, per)
+                                          : std::equal(a + i * per, a + (i + 1) * per, b + i * per);
       s.value = n ? 100.0 * static_cast<double>(same) / static_cast<double>(n) : 100;
       break;
     }

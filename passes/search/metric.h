@@ -18,11 +18,13 @@
 
 namespace whittle::search {
 
-enum class MetricKind { kTop1, kAgreement, kSequence, kCosine, kMse };
+enum class MetricKind { kTop1, kAgreement, kSequence, kCtc, kCosine, kMse };
 
 // "top1", "top1-agreement", "top1-sequence" (the share of samples whose top-1 equals the
 // original's at every position: a CTC recognizer whose argmax path is unchanged reads the same
-// line, so a drop of P pp changes at most P % of the lines), "cosine", "mse".
+// line, so a drop of P pp changes at most P % of the lines), "top1-ctc" (the share of samples
+// whose greedy CTC decoding — top-1 per position, repeats merged, class 0 as the blank — equals the
+// original's: the lines a recognizer reads that stay the same), "cosine", "mse".
 StatusOr<MetricKind> ParseMetric(const std::string& name);
 const char* MetricName(MetricKind kind);
 

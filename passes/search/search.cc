@@ -229,7 +229,8 @@ Status Search::Prepare() {
   // measured drops), so they take the finest signal: per position rather than per sequence, and
   // agreement when the calibration data has no labels.
   const MetricKind calib_kind =
-      (eval_kind == MetricKind::kTop1 && !o_.calibration->has_labels()) || eval_kind == MetricKind::kSequence
+      (eval_kind == MetricKind::kTop1 && !o_.calibration->has_labels()) || eval_kind == MetricKind::kSequence ||
+              eval_kind == MetricKind::kCtc
           ? MetricKind::kAgreement
           : eval_kind;
   obs_.Progress("[search] scoring the original model", 0, 0, "");

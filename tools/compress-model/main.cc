@@ -186,9 +186,10 @@ int Main(int argc, char** argv) {
                  "With --target: top1 (accuracy against the labels; the default with labelled --eval-data), "
                  "top1-agreement (top-1 equal to the original model's, per output position; the default without "
                  "labels), top1-sequence (the share of samples whose top-1 equals the original's at every position: "
-                 "for a CTC recognizer, lines read the same), cosine (x100) or mse (100 x (1 - relative squared "
-                 "error)) of the first output")
-      ->check(CLI::IsMember({"top1", "top1-agreement", "top1-sequence", "cosine", "mse"}))
+                 "for a CTC recognizer, lines read the same), top1-ctc (the share of samples whose greedy CTC "
+                 "decoding, class 0 the blank, equals the original's: the lines a recognizer reads that stay the "
+                 "same), cosine (x100) or mse (100 x (1 - relative squared error)) of the first output")
+      ->check(CLI::IsMember({"top1", "top1-agreement", "top1-sequence", "top1-ctc", "cosine", "mse"}))
       ->group("Accuracy-aware search");
   app.add_option("--sensitivity-cache", sensitivity_cache,
                  "With --target: keep the per-layer measurements in FILE; a later run on the same model, data and "

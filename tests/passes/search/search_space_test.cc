@@ -196,7 +196,8 @@ TEST(SearchMetric, SequenceCountsWholeSamples) {
   d.inputs = testing::RandomFloat({50, 3, 4}, 9);
   auto seq = Scorer::Make(g, d, MetricKind::kSequence, 1);
   auto pos = Scorer::Make(g, d, MetricKind::kAgreement, 1);
-  ASSERT_TRUE(seq.ok() && pos.ok());
+  auto ctc = Scorer::Make(g, d, MetricKind::kCtc, 1);
+  ASSERT_TRUE(seq.ok() && pos.ok() && ctc.ok());
   Graph h = g;
   for (Value& v : h.values())
     if (v.name == "w") {
@@ -209,6 +210,12 @@ TEST(SearchMetric, SequenceCountsWholeSamples) {
   // A sample fails if any of its 3 positions flips: the sequence score is at most the positions'.
   EXPECT_LE(a->value, p->value + 1e-9);
   EXPECT_NEAR(p->flips, a->flips, 1e-9);  // flips count positions in both
+  // A path that changed may still decode to the same line (e.g. [1, 1, 0] and [1, 0, 0] both read
+  // "1"): the decoded lines agree at least as often as the paths do.
+  auto c = ctc->Measure(h);
+  ASSERT_TRUE(c.ok());
+  EXPECT_GE(c->value, a->value - 1e-9);
+  EXPECT_DOUBLE_EQ(ctc->Measure(g)->value, 100);
 }
 
 }  // namespace
