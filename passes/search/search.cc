@@ -352,8 +352,17 @@ StatusOr<size_t> Search::Evaluate(const Config& c, const std::string& how, doubl
   if (o_.recover && p.config != DescribeConfig(space_, Config(c.size(), 0))) {
     obs_.Clear();
     obs_.Line(tag + ": fine-tuning " + p.config);
-    WH_ASSIGN_OR_RETURN(g, o_.recover(g, key));
-    p.finetuned = true;
+    // A form the trainer cannot train yet (blocked int4/int8 weights) is evaluated as it is,
+    // and the report says so; the search goes on with the other candidates.
+    StatusOr<Graph> tuned = o_.recover(g, key);
+    if (tuned.ok()) {
+      g = std::move(tuned).value();
+      p.finetuned = true;
+    } else {
+      const std::string why = tag + ": not fine-tuned (" + tuned.status().message() + "); evaluated as compressed";
+      obs_.Line(why);
+      report_.notes.push_back(why);
+    }
   }
   obs_.Progress(tag + ": evaluating", 0, 0, "");
   WH_ASSIGN_OR_RETURN(Score sc, eval_->Measure(g));

@@ -72,7 +72,7 @@ Status RunPass(Graph& g, const std::string& pass, const std::string& base, const
       // The layers the search kept away from this pass are listed with the search's choices.
       rep.layers.erase(std::remove_if(rep.layers.begin(), rep.layers.end(),
                                       [](const LayerReport& l) {
-                                        return l.action == "skipped" && l.reason.rfind("excluded by", 0) == 0;
+                                        return l.action == "skipped" && l.reason.rfind("excluded", 0) == 0;
                                       }),
                        rep.layers.end());
       reports->push_back(std::move(rep));
