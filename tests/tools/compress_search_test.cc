@@ -83,6 +83,36 @@ TEST(CompressModelSearch, FindsASmallerModelWithinTheBudgetAndReusesTheCache) {
   EXPECT_EQ(o["search"]["cached"].get<int>(), 0);
 }
 
+// --finetune with --target: every candidate is fine-tuned before it is evaluated (or evaluated as
+// compressed, with a note, when the trainer cannot train its form), and the chosen one's
+// fine-tuning is the report's.
+TEST(CompressModelSearch, FinetuneInsideTheLoop) {
+  testing::ScratchDir dir;
+  const std::string out = dir / "out.onnx";
+  CmdResult r = Cli(dir, Model("mlp") + " -o " + out +
+                             " --target size --max-drop 2 --passes int8,int4,svd --calibration-data fashion-mnist:train"
+                             " --calibration-samples 100 --eval-data fashion-mnist:test --eval-limit 300 --no-bench"
+                             " --search-evals 3 --finetune epochs=1,batch=32 --train-data fashion-mnist:train"
+                             " --train-limit 256 --report-json -");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json& s = j["search"];
+  int tuned = 0, refused = 0;
+  for (const auto& n : s["notes"]) refused += n.get<std::string>().find("not fine-tuned") != std::string::npos;
+  bool chosen_tuned = false;
+  for (const auto& p : s["points"]) {
+    tuned += p["finetuned"].get<bool>();
+    if (p["chosen"].get<bool>()) chosen_tuned = p["finetuned"].get<bool>();
+    if (p["config"] != "float (nothing compressed)") {
+      EXPECT_TRUE(p["finetuned"].get<bool>() || refused > 0) << p.dump();
+    }
+  }
+  EXPECT_GT(tuned + refused, 0) << s.dump();
+  EXPECT_EQ(j["finetune"].is_object(), chosen_tuned) << j.dump();
+  EXPECT_NE(r.err.find("[search] configuration 1: fine-tuning"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(out));
+}
+
 TEST(CompressModelSearch, FlagErrorsAreOneLineAndWriteNothing) {
   testing::ScratchDir dir;
   const std::string out = dir / "out.onnx";
