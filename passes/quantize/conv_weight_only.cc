@@ -53,14 +53,17 @@ Status QuantizeConvWeightsInt8(Graph& g, const LayerSelection& select, PassRepor
     // `w` points into the graph's values, which the additions below may move.
     const int qid = g.AddInitializer(g.UniqueName(node.name + "/weight_int8"), std::move(q));
     const int sid = g.AddInitializer(g.UniqueName(node.name + "/weight_scale"), std::move(scale));
+    // An explicit int8 zero point (all 0) names the code type, as the int8 pass's weights do, so
+    // that quantization-aware fine-tuning lifts it to an int8 fake quantizer.
+    const int zid = g.AddInitializer(g.UniqueName(node.name + "/weight_zero_point"), Tensor(DType::kInt8, {out}));
     AttributeMap attrs;
     attrs.Set("axis", Attribute::Int(0));
-    const int dq = g.AddOp(node.name + "/weight_dequantize", "DequantizeLinear", {qid, sid}, attrs);
+    const int dq = g.AddOp(node.name + "/weight_dequantize", "DequantizeLinear", {qid, sid, zid}, attrs);
     g.nodes()[static_cast<size_t>(i)].inputs[1] = dq;
     char detail[160];
     std::snprintf(detail, sizeof detail, "weights int8 per output channel, activations float: %lld -> ~%lld bytes, "
                   "weight error %.4f (relative)", static_cast<long long>(numel * 4),
-                  static_cast<long long>(numel + out * 4), energy > 0 ? std::sqrt(err / energy) : 0.0);
+                  static_cast<long long>(numel + out * 5), energy > 0 ? std::sqrt(err / energy) : 0.0);
     lr.action = "int8-weights";
     lr.setting = 8;
     lr.detail = detail;
