@@ -507,8 +507,6 @@ StatusOr<SearchResult> Search::Run() {
                             " pp: the model is written uncompressed");
     r.graph = original_;
     r.key = DescribeConfig(space_, Config(space_.layers.size(), 0));
-    Config none(space_.layers.size(), 0);
-    configs_[report_.points.size()] = none;
   } else {
     report_.points[*best_].chosen = true;
     r.graph = std::move(graphs_[*best_]);

@@ -9,10 +9,24 @@
 #include "lib/ir/device.h"
 #include "lib/ir/domain.h"
 #include "lib/onnx/model_io.h"
+#include "lib/ops/op_def.h"
 #include "tests/util/graph_builder.h"
 #include "whittle/session.h"
 
 namespace whittle::testing {
+
+void LoadMlpAndData(int64_t n_train, int64_t n_eval, std::optional<Graph>* mlp, std::optional<Dataset>* train,
+                    std::optional<Dataset>* eval) {
+  RegisterAllOps();
+  auto m = LoadModel(std::string(WHITTLE_SOURCE_DIR) + "/models/mlp.onnx");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  *mlp = std::move(*m);
+  auto tr = LoadDataset("fashion-mnist:train", n_train);
+  auto ev = LoadDataset("fashion-mnist:test", n_eval);
+  ASSERT_TRUE(tr.ok() && ev.ok());
+  *train = std::move(*tr);
+  *eval = std::move(*ev);
+}
 
 Tensor RandomFloat(const Dims& dims, uint32_t seed, float lo, float hi) {
   Tensor t(DType::kFloat32, dims);

@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "lib/data/dataset.h"
 #include "lib/ir/graph.h"
 #include "lib/ir/tensor.h"
 #include "runtime/node_runner.h"
@@ -18,6 +20,10 @@ namespace whittle::testing {
 
 // Uniform floats in [lo, hi) from a fixed seed.
 Tensor RandomFloat(const Dims& dims, uint32_t seed, float lo = -1.f, float hi = 1.f);
+// The fine-tuning tests' fixture: every op registered, the bundled MLP, and the first n_train
+// Fashion-MNIST training and n_eval test samples (a load that fails is a test failure).
+void LoadMlpAndData(int64_t n_train, int64_t n_eval, std::optional<Graph>* mlp, std::optional<Dataset>* train,
+                    std::optional<Dataset>* eval);
 // Uniform integers in [lo, hi].
 Tensor RandomInt64(const Dims& dims, uint32_t seed, int64_t lo, int64_t hi);
 Tensor RandomInt8(const Dims& dims, uint32_t seed);

@@ -22,6 +22,7 @@
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
 #include "tests/util/scratch_dir.h"
+#include "tests/util/test_util.h"
 
 namespace whittle::training {
 namespace {
@@ -132,15 +133,8 @@ TEST(Checkpoint, SaveThenResumeEqualsAnUninterruptedRun) {
 class CheckpointResume : public ::testing::Test {
  protected:
   void SetUp() override {
-    RegisterAllOps();
-    auto m = LoadModel(std::string(WHITTLE_SOURCE_DIR) + "/models/mlp.onnx");
-    ASSERT_TRUE(m.ok()) << m.status().message();
-    mlp = std::move(*m);
-    auto tr = LoadDataset("fashion-mnist:train", 384);
-    auto ev = LoadDataset("fashion-mnist:test", 200);
-    ASSERT_TRUE(tr.ok() && ev.ok());
-    train = std::move(*tr);
-    eval = std::move(*ev);
+    ::whittle::testing::LoadMlpAndData(384, 200, &mlp, &train, &eval);
+    if (HasFatalFailure()) return;
     o.epochs = 2;
     o.batch = 32;
   }

@@ -91,15 +91,8 @@ class Recorder : public FinetuneObserver {
 class Guarded : public ::testing::Test {
  protected:
   void SetUp() override {
-    RegisterAllOps();
-    auto m = LoadModel(std::string(WHITTLE_SOURCE_DIR) + "/models/mlp.onnx");
-    ASSERT_TRUE(m.ok()) << m.status().message();
-    mlp = std::move(*m);
-    auto tr = LoadDataset("fashion-mnist:train", 384);
-    auto ev = LoadDataset("fashion-mnist:test", 200);
-    ASSERT_TRUE(tr.ok() && ev.ok());
-    train = std::move(*tr);
-    eval = std::move(*ev);
+    ::whittle::testing::LoadMlpAndData(384, 200, &mlp, &train, &eval);
+    if (HasFatalFailure()) return;
     o.epochs = 2;
     o.batch = 32;
   }

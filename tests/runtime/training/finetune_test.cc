@@ -15,6 +15,7 @@
 #include "lib/data/dataset.h"
 #include "lib/onnx/model_io.h"
 #include "lib/ops/op_def.h"
+#include "tests/util/test_util.h"
 
 namespace whittle::training {
 namespace {
@@ -77,15 +78,8 @@ class Recorder : public FinetuneObserver {
 class RunFinetune : public ::testing::Test {
  protected:
   void SetUp() override {
-    RegisterAllOps();
-    auto m = LoadModel(std::string(WHITTLE_SOURCE_DIR) + "/models/mlp.onnx");
-    ASSERT_TRUE(m.ok()) << m.status().message();
-    mlp = std::move(*m);
-    auto tr = LoadDataset("fashion-mnist:train", 128);
-    auto ev = LoadDataset("fashion-mnist:test", 100);
-    ASSERT_TRUE(tr.ok() && ev.ok());
-    train = std::move(*tr);
-    eval = std::move(*ev);
+    ::whittle::testing::LoadMlpAndData(128, 100, &mlp, &train, &eval);
+    if (HasFatalFailure()) return;
     o.epochs = 2;
     o.batch = 32;
   }
