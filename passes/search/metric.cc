@@ -35,24 +35,62 @@ StatusOr<std::vector<float>> FirstOutput(const Session& s, const Dataset& data, 
   return out;
 }
 
-// Greedy CTC decoding of one sample's top-1 path: repeats merged, then the blank (class 0) dropped.
-std::vector<int64_t> CtcDecode(const int64_t* path, int64_t n) {
+// Greedy CTC decoding of one sample's top-1 path: repeats merged, then the blank (class 0) and
+// the ignored classes (sorted) dropped.
+std::vector<int64_t> CtcDecode(const int64_t* path, int64_t n, const std::vector<int64_t>& ignore) {
   std::vector<int64_t> out;
   for (int64_t t = 0; t < n; ++t)
-    if (path[t] != 0 && (t == 0 || path[t] != path[t - 1])) out.push_back(path[t]);
+    if (path[t] != 0 && (t == 0 || path[t] != path[t - 1]) &&
+        !std::binary_search(ignore.begin(), ignore.end(), path[t]))
+      out.push_back(path[t]);
   return out;
 }
 
 }  // namespace
 
-StatusOr<MetricKind> ParseMetric(const std::string& name) {
-  if (name == "top1") return MetricKind::kTop1;
-  if (name == "top1-agreement" || name == "agreement") return MetricKind::kAgreement;
-  if (name == "top1-sequence") return MetricKind::kSequence;
-  if (name == "top1-ctc") return MetricKind::kCtc;
-  if (name == "cosine") return MetricKind::kCosine;
-  if (name == "mse") return MetricKind::kMse;
-  return InvalidArgument("--metric: unknown metric '" + name + "' (top1, top1-agreement, top1-sequence, top1-ctc, cosine, mse)");
+StatusOr<Metric> ParseMetric(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  const std::string name = spec.substr(0, colon);
+  Metric m;
+  if (name == "top1") m.kind = MetricKind::kTop1;
+  else if (name == "top1-agreement" || name == "agreement") m.kind = MetricKind::kAgreement;
+  else if (name == "top1-sequence") m.kind = MetricKind::kSequence;
+  else if (name == "top1-ctc") m.kind = MetricKind::kCtc;
+  else if (name == "cosine") m.kind = MetricKind::kCosine;
+  else if (name == "mse") m.kind = MetricKind::kMse;
+  else
+    return InvalidArgument("--metric: unknown metric '" + name +
+                           "' (top1, top1-agreement, top1-sequence, top1-ctc[:ignore=C,...], cosine, mse)");
+  if (colon == std::string::npos) return m;
+  const std::string opts = spec.substr(colon + 1);
+  if (m.kind != MetricKind::kCtc || opts.rfind("ignore=", 0) != 0)
+    return InvalidArgument("--metric " + spec + ": only top1-ctc takes an option, ignore=C1,C2,... (class indices)");
+  const std::string list = opts.substr(7);
+  size_t at = 0;
+  while (at <= list.size()) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, comma - at);
+    int64_t c = 0;
+    size_t used = 0;
+    try {
+      c = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || c <= 0)
+      return InvalidArgument("--metric " + spec + ": ignore= takes class indices > 0 (0 is the blank), not '" + item + "'");
+    m.ignore.push_back(c);
+    at = comma + 1;
+  }
+  std::sort(m.ignore.begin(), m.ignore.end());
+  m.ignore.erase(std::unique(m.ignore.begin(), m.ignore.end()), m.ignore.end());
+  return m;
+}
+
+std::string Metric::Name() const {
+  std::string s = MetricName(kind);
+  for (size_t i = 0; i < ignore.size(); ++i) s += (i ? "," : ":ignore=") + std::to_string(ignore[i]);
+  return s;
 }
 
 const char* MetricName(MetricKind kind) {
@@ -67,13 +105,16 @@ const char* MetricName(MetricKind kind) {
   return "?";
 }
 
-StatusOr<Scorer> Scorer::Make(const Graph& original, const Dataset& data, MetricKind kind, int threads) {
+StatusOr<Scorer> Scorer::Make(const Graph& original, const Dataset& data, const Metric& metric, int threads) {
+  const MetricKind kind = metric.kind;
   if (kind == MetricKind::kTop1 && !data.has_labels())
     return InvalidArgument("--metric top1 needs labelled data (without labels use top1-agreement, cosine or mse)");
   if (data.size() == 0) return InvalidArgument("the search's data is empty");
   Scorer s;
   s.data_ = &data;
   s.kind_ = kind;
+  s.ignore_ = metric.ignore;
+  std::sort(s.ignore_.begin(), s.ignore_.end());
   s.threads_ = threads;
   WH_ASSIGN_OR_RETURN(auto session, Open(original, threads));
   WH_ASSIGN_OR_RETURN(s.reference_top1_, PredictTop1(*session, data));
@@ -110,7 +151,7 @@ StatusOr<Score> Scorer::Measure(const Graph& candidate) const {
       const int64_t* b = reference_top1_.data<int64_t>();
       int64_t same = 0;
       for (int64_t i = 0; i < n; ++i)
-        same += kind_ == MetricKind::kCtc ? CtcDecode(a + i * per, per) == CtcDecode(b + i * per, per)
+        same += kind_ == MetricKind::kCtc ? CtcDecode(a + i * per, per, ignore_) == CtcDecode(b + i * per, per, ignore_)
                                           : std::equal(a + i * per, a + (i + 1) * per, b + i * per);
       s.value = n ? 100.0 * static_cast<double>(same) / static_cast<double>(n) : 100;
       break;

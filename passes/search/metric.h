@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lib/data/dataset.h"
 #include "lib/ir/graph.h"
@@ -25,7 +26,16 @@ enum class MetricKind { kTop1, kAgreement, kSequence, kCtc, kCosine, kMse };
 // line, so a drop of P pp changes at most P % of the lines), "top1-ctc" (the share of samples
 // whose greedy CTC decoding — top-1 per position, repeats merged, class 0 as the blank — equals the
 // original's: the lines a recognizer reads that stay the same), "cosine", "mse".
-StatusOr<MetricKind> ParseMetric(const std::string& name);
+// "top1-ctc:ignore=C1,C2,..." also drops those classes from both decoded lines before they are
+// compared (PaddleOCR's recognition metric ignores the space class, for one).
+struct Metric {
+  MetricKind kind = MetricKind::kAgreement;
+  std::vector<int64_t> ignore;  // top1-ctc: classes removed from the decoded lines
+  Metric() = default;
+  Metric(MetricKind k) : kind(k) {}  // NOLINT: a plain kind is a metric without options
+  std::string Name() const;          // as parsed: "top1-ctc:ignore=6624"
+};
+StatusOr<Metric> ParseMetric(const std::string& spec);
 const char* MetricName(MetricKind kind);
 
 struct Score {
@@ -36,7 +46,7 @@ struct Score {
 class Scorer {
  public:
   // data must outlive the scorer; kTop1 needs labels.
-  static StatusOr<Scorer> Make(const Graph& original, const Dataset& data, MetricKind kind, int threads);
+  static StatusOr<Scorer> Make(const Graph& original, const Dataset& data, const Metric& metric, int threads);
   StatusOr<Score> Measure(const Graph& candidate) const;
   double baseline() const { return baseline_; }
   MetricKind kind() const { return kind_; }
@@ -44,6 +54,7 @@ class Scorer {
  private:
   const Dataset* data_ = nullptr;
   MetricKind kind_ = MetricKind::kAgreement;
+  std::vector<int64_t> ignore_;               // top1-ctc classes dropped from decoded lines
   int threads_ = 1;
   Tensor reference_top1_;                     // the original's predictions
   std::shared_ptr<std::vector<float>> ref_;   // the original's first output (cosine, mse)

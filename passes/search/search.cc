@@ -223,7 +223,8 @@ Status Search::Prepare() {
   ctx_.num_threads = o_.threads;
   ctx_.seed = o_.seed;
   ctx_.calibration_cache = std::make_shared<CalibrationCache>();
-  const MetricKind eval_kind = o_.metric.value_or(o_.eval->has_labels() ? MetricKind::kTop1 : MetricKind::kAgreement);
+  const Metric eval_metric = o_.metric.value_or(o_.eval->has_labels() ? MetricKind::kTop1 : MetricKind::kAgreement);
+  const MetricKind eval_kind = eval_metric.kind;
   // Calibration data without labels is scored by agreement when the budget is top-1 accuracy.
   // The calibration scores only rank choices (the knapsack's budget adapts to the eval data's
   // measured drops), so they take the finest signal: per position rather than per sequence, and
@@ -234,14 +235,14 @@ Status Search::Prepare() {
           ? MetricKind::kAgreement
           : eval_kind;
   obs_.Progress("[search] scoring the original model", 0, 0, "");
-  auto e = Scorer::Make(original_, *o_.eval, eval_kind, o_.threads);
+  auto e = Scorer::Make(original_, *o_.eval, eval_metric, o_.threads);
   if (!e.ok()) return e.status().WithContext("--eval-data");
   eval_ = std::move(e).value();
   auto c = Scorer::Make(original_, *o_.calibration, calib_kind, o_.threads);
   if (!c.ok()) return c.status().WithContext("--calibration-data");
   calib_ = std::move(c).value();
   report_.target = TargetName(o_.target);
-  report_.metric = MetricName(eval_kind);
+  report_.metric = eval_metric.Name();
   report_.max_drop = o_.max_drop;
   report_.baseline = eval_->baseline();
   report_.cache_path = o_.cache_path;

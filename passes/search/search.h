@@ -43,7 +43,7 @@ struct SearchOptions {
   Target target = Target::kSize;
   double max_drop = 1.0;  // pp
   std::set<std::string> families = {"int8", "int4", "svd", "prune", "cluster"};
-  std::optional<MetricKind> metric;  // default: top1 with labelled eval data, else top1-agreement
+  std::optional<Metric> metric;      // default: top1 with labelled eval data, else top1-agreement
   BaseSpecs base;                    // the user's own options per pass ("--int8 calibration=mse")
   const Dataset* calibration = nullptr;  // sensitivities (required)
   const Dataset* eval = nullptr;         // the budget's data (required)

@@ -188,8 +188,9 @@ int Main(int argc, char** argv) {
                  "labels), top1-sequence (the share of samples whose top-1 equals the original's at every position: "
                  "for a CTC recognizer, lines read the same), top1-ctc (the share of samples whose greedy CTC "
                  "decoding, class 0 the blank, equals the original's: the lines a recognizer reads that stay the "
-                 "same), cosine (x100) or mse (100 x (1 - relative squared error)) of the first output")
-      ->check(CLI::IsMember({"top1", "top1-agreement", "top1-sequence", "top1-ctc", "cosine", "mse"}))
+                 "same; top1-ctc:ignore=C1,C2,... also drops those classes from the lines, e.g. a space class), cosine "
+                 "(x100) or mse (100 x (1 - relative squared error)) of the first output")
+      ->type_name("METRIC")
       ->group("Accuracy-aware search");
   app.add_option("--sensitivity-cache", sensitivity_cache,
                  "With --target: keep the per-layer measurements in FILE; a later run on the same model, data and "
@@ -258,7 +259,11 @@ int Main(int argc, char** argv) {
     whittle::search::SearchOptions so;
     so.target = *whittle::search::ParseTarget(target);
     so.max_drop = max_drop;
-    if (!metric.empty()) so.metric = *whittle::search::ParseMetric(metric);
+    if (!metric.empty()) {
+      auto m = whittle::search::ParseMetric(metric);
+      if (!m.ok()) return Fail(m.status().message());
+      so.metric = *m;
+    }
     std::string families = passes_list;
     for (const whittle::PipelineStep& s : specs) {
       so.base[s.pass] = s.options.spec();

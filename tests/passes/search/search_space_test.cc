@@ -137,7 +137,14 @@ TEST(SearchMetric, TheOriginalScoresItsBaselineAndAChangeDrops) {
   unlabelled.labels = Tensor();
   EXPECT_FALSE(Scorer::Make(mlp, unlabelled, MetricKind::kTop1, 1).ok());
   EXPECT_FALSE(ParseMetric("accuracy").ok());
-  EXPECT_EQ(*ParseMetric("top1-agreement"), MetricKind::kAgreement);
+  EXPECT_EQ(ParseMetric("top1-agreement")->kind, MetricKind::kAgreement);
+  auto ctc = ParseMetric("top1-ctc:ignore=6624,5,5");
+  ASSERT_TRUE(ctc.ok()) << ctc.status().message();
+  EXPECT_EQ(ctc->ignore, (std::vector<int64_t>{5, 6624}));
+  EXPECT_EQ(ctc->Name(), "top1-ctc:ignore=5,6624");
+  for (const char* bad : {"top1-ctc:ignore=", "top1-ctc:ignore=0", "top1-ctc:ignore=4x", "top1:ignore=3",
+                          "top1-ctc:skip=3", "top1-ctc:ignore=3,,4"})
+    EXPECT_FALSE(ParseMetric(bad).ok()) << bad;
 }
 
 }  // namespace
@@ -216,6 +223,45 @@ TEST(SearchMetric, SequenceCountsWholeSamples) {
   ASSERT_TRUE(c.ok());
   EXPECT_GE(c->value, a->value - 1e-9);
   EXPECT_DOUBLE_EQ(ctc->Measure(g)->value, 100);
+}
+
+// top1-ctc:ignore=C drops class C from both decoded lines: a candidate that reads C where the
+// original read the blank reads the same lines once C is ignored, and other lines without it.
+TEST(SearchMetric, CtcIgnoresTheNamedClasses) {
+  // y[n, t, :] = x[n, t, :] * P, P swapping classes 0 (blank) and 3.
+  std::vector<float> eye(16, 0.f), swap(16, 0.f);
+  for (int i = 0; i < 4; ++i) eye[i * 4 + i] = 1;
+  swap[0 * 4 + 3] = swap[3 * 4 + 0] = swap[1 * 4 + 1] = swap[2 * 4 + 2] = 1;
+  testing::GraphBuilder b;
+  b.Input("x", DType::kFloat32, {Dim::Symbol("n"), 6, 4})
+      .Init("w", Tensor::FromVector<float>({4, 4}, eye))
+      .Op("MatMul", {"x", "w"}, {"y"})
+      .Output("y");
+  Graph g = b.Build();
+  ASSERT_TRUE(InferShapes(g).ok());
+  Dataset d;
+  std::vector<float> x(40 * 6 * 4, 0.f);
+  uint32_t r = 7;
+  bool any_blank = false;
+  for (int p = 0; p < 40 * 6; ++p) {  // one-hot positions over the blank, 1 and 2; never 3
+    r = r * 1664525u + 1013904223u;
+    const int c = static_cast<int>((r >> 16) % 3);
+    any_blank |= c == 0;
+    x[static_cast<size_t>(p * 4 + c)] = 1;
+  }
+  ASSERT_TRUE(any_blank);
+  d.inputs = Tensor::FromVector<float>({40, 6, 4}, x);
+  Graph h = g;
+  for (Value& v : h.values())
+    if (v.name == "w") v.initializer = Tensor::FromVector<float>({4, 4}, swap);
+  auto plain = Scorer::Make(g, d, *ParseMetric("top1-ctc"), 1);
+  auto ignoring = Scorer::Make(g, d, *ParseMetric("top1-ctc:ignore=3"), 1);
+  ASSERT_TRUE(plain.ok() && ignoring.ok());
+  auto a = plain->Measure(h), b2 = ignoring->Measure(h);
+  ASSERT_TRUE(a.ok() && b2.ok());
+  EXPECT_LT(a->value, 50);  // most lines hold a blank between characters
+  EXPECT_DOUBLE_EQ(b2->value, 100);
+  EXPECT_GT(b2->flips, 0);  // the positions did change
 }
 
 }  // namespace
