@@ -8,6 +8,7 @@ PKGS=(build-essential cmake pkg-config zlib1g-dev
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libdnnl-dev
       ocl-icd-opencl-dev opencl-headers
       openmpi-bin libopenmpi-dev
+      libcpp-httplib-dev pybind11-dev python3-dev python3-venv
       dataset-fashion-mnist libonnx-testdata)
 # --sanitizers: also clang and libFuzzer, for the sanitizer and fuzz builds (scripts/sanitize.sh,
 # scripts/fuzz.sh; scripts/test.sh runs them).
