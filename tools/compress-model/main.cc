@@ -16,6 +16,7 @@
 #include "lib/ir/atomic_file.h"
 #include "passes/pass_registry.h"
 #include "passes/pipeline.h"
+#include "passes/pipeline_args.h"
 #include "passes/report/finetune_report.h"
 #include "passes/report/report.h"
 #include "runtime/training/communicator.h"
@@ -232,22 +233,17 @@ int Main(int argc, char** argv) {
   }
 
   // Passes in command-line order; consecutive repeats of one flag merge into one pass.
-  std::vector<whittle::PipelineStep> specs;
+  std::vector<whittle::PassArg> pass_args;
   std::map<std::string, size_t> seen;
   for (CLI::Option* opt : app.parse_order()) {
     auto it = pass_flags.find(opt);
     if (it == pass_flags.end()) continue;
     const std::string& name = it->second;
-    const std::string spec = pass_specs[name].at(seen[name]++);
-    auto parsed = whittle::PassOptions::Parse(name, spec);
-    if (!parsed.ok()) return Fail(parsed.status().message());
-    if (!specs.empty() && specs.back().pass == name) {
-      Status s = specs.back().options.Merge(*parsed);
-      if (!s.ok()) return Fail(s.message());
-    } else {
-      specs.push_back({name, std::move(parsed).value()});
-    }
+    pass_args.push_back({name, pass_specs[name].at(seen[name]++)});
   }
+  auto parsed_steps = whittle::ParsePipelineSteps(pass_args);
+  if (!parsed_steps.ok()) return Fail(parsed_steps.status().message());
+  std::vector<whittle::PipelineStep> specs = std::move(parsed_steps).value();
   const bool searching = !target.empty();
   std::optional<whittle::search::SearchOptions> search;
   if (!searching) {
@@ -255,33 +251,11 @@ int Main(int argc, char** argv) {
                              "--latency-batch"})
       if (app.count(flag)) return Fail(std::string(flag) + " is only used with --target size|latency|macs");
   } else {
-    if (max_drop < 0) return Fail("--target needs --max-drop PP (the accuracy drop allowed, in percentage points)");
-    whittle::search::SearchOptions so;
-    so.target = *whittle::search::ParseTarget(target);
-    so.max_drop = max_drop;
-    if (!metric.empty()) {
-      auto m = whittle::search::ParseMetric(metric);
-      if (!m.ok()) return Fail(m.status().message());
-      so.metric = *m;
-    }
-    std::string families = passes_list;
-    for (const whittle::PipelineStep& s : specs) {
-      so.base[s.pass] = s.options.spec();
-      if (passes_list.empty()) families += (families.empty() ? "" : ",") + s.pass;
-    }
-    if (families.empty()) families = "int8,int4,svd,prune,cluster";
-    auto fams = whittle::search::ParseFamilies(families);
-    if (!fams.ok()) return Fail(fams.status().message());
-    so.families = *fams;
-    for (const auto& [pass, spec] : so.base)
-      if (!so.families.count(pass)) return Fail("--" + pass + " is given but --passes " + passes_list + " leaves it out");
-    if (Status st = whittle::CheckPipelineSteps(specs); !st.ok()) return Fail(st.message());
-    so.cache_path = sensitivity_cache;
-    so.max_evals = search_evals;
-    so.latency_batch = latency_batch;
-    search = so;
+    auto so = whittle::MakeSearchOptions(
+        {target, max_drop, metric, passes_list, sensitivity_cache, search_evals, latency_batch, stop_after}, specs);
+    if (!so.ok()) return Fail(so.status().message());
+    search = std::move(so).value();
     specs.clear();
-    if (stop_after >= 0) return Fail("--stop-after runs fixed passes; it does not apply to --target");
   }
   if (specs.empty() && !searching) {
     std::string flags;

@@ -1,29 +1,22 @@
 // finetune-model: recovers a compressed model's accuracy by distillation from its original, from
 // the two ONNX files alone (runtime/training). The output keeps the student's graph — factorized
-// layers stay two layers, pruned layers stay narrow — with retrained weights.
+// layers stay two layers, pruned layers stay narrow — with retrained weights. The work is
+// passes/finetune_model (shared with the Python module); this file parses flags, shows progress
+// and prints the result.
 #include <CLI/CLI.hpp>
 
 #include <chrono>
-#include <functional>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <memory>
-#include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lib/data/dataset.h"
 #include "lib/ir/atomic_file.h"
 #include "lib/ir/device.h"
 #include "lib/ir/format.h"
-#include "lib/onnx/model_io.h"
-#include "lib/ops/op_def.h"
-#include "passes/cost.h"
+#include "passes/finetune_model.h"
 #include "passes/report/finetune_report.h"
-#include "runtime/evaluate.h"
-#include "runtime/training/checkpoint.h"
 #include "runtime/training/communicator.h"
 #include "runtime/training/finetune.h"
 #include "runtime/training/trainer.h"
@@ -35,7 +28,6 @@ namespace {
 using whittle::Fmt;
 using whittle::Status;
 using whittle::training::FinetuneHistory;
-using whittle::training::Trainer;
 
 int Fail(const std::string& msg) { return whittle::cli::Fail("finetune-model", msg); }
 
@@ -54,29 +46,6 @@ class ProgressObserver : public whittle::training::FinetuneObserver {
   whittle::cli::Progress* p_;
   bool quiet_;
 };
-
-// The divergence guard's and lr=auto's doing (issue 45) in --json: every rollback, whether
-// training gave up, the peak rate at the end, and the range test's rate per group of params.
-void AddGuardJson(const FinetuneHistory& h, bool lr_auto, nlohmann::json* j) {
-  nlohmann::json rollbacks = nlohmann::json::array();
-  for (const whittle::training::Rollback& r : h.rollbacks) {
-    nlohmann::json rj{{"epoch", r.epoch + 1}, {"step", r.step}, {"to_step", r.to_step},
-                      {"lr_before", r.lr_before}, {"lr_after", r.lr_after}, {"gave_up", r.gave_up}};
-    rj["loss"] = std::isfinite(r.loss) ? nlohmann::json(r.loss) : nlohmann::json(nullptr);  // null: not finite
-    rj["was"] = r.was;
-    rollbacks.push_back(rj);
-  }
-  (*j)["rollbacks"] = rollbacks;
-  (*j)["gave_up"] = h.gave_up;
-  (*j)["lr_final"] = h.lr_final;
-  (*j)["lr_auto"] = nullptr;
-  if (!lr_auto) return;
-  nlohmann::json groups = nlohmann::json::object();
-  for (const whittle::training::GroupRate& g : h.lr_auto)
-    groups[g.kind] = {{"lr", g.lr}, {"params", g.params}, {"lr_at_min", g.lr_at_min},
-                      {"start_loss", g.start_loss}, {"min_loss", g.min_loss}, {"steps", g.steps}};
-  (*j)["lr_auto"] = groups;
-}
 
 }  // namespace
 
@@ -238,53 +207,43 @@ int Main(int argc, char** argv) {
   auto external_threshold = whittle::cli::ParseExternalDataThreshold(external_data);
   if (!external_threshold.ok()) return Fail(external_threshold.status().message());
   whittle::RemoveTempFilesOnSignal();
-  o.use_labels = !no_labels;
-  o.divergence_guard = !no_rollback;
-  if (lr_flag == "auto") {
-    o.lr_auto = true;
-  } else {
-    char* end = nullptr;
-    const double lr = lr_flag.empty() ? 0 : std::strtod(lr_flag.c_str(), &end);
-    if (lr_flag.empty() || end != lr_flag.c_str() + lr_flag.size() || !(lr > 0) || !std::isfinite(lr))
-      return Fail("--lr " + lr_flag + ": expected a number > 0 or auto");
-    o.lr = static_cast<float>(lr);
-  }
-  o.backend = *whittle::ParseBackend(device);  // cpu or cuda (checked above)
-  o.precision = *whittle::ParsePrecision(precision);  // one of the four (checked above)
-  if (o.precision != whittle::Precision::kFp32 && device != "cuda")
-    return Fail("--precision " + precision + " needs --device cuda (the CPU computes in fp32)");
-  o.scale_lr = !no_lr_scaling;
-  o.cosine = !no_cosine;
-  o.cache_teacher = !no_teacher_cache;
-  o.bn_training = batchnorm == "train";
-  o.refresh_weight_scales = !fixed_scales;
-  for (const std::string& h : hints) {
-    const size_t eq = h.find('=');
-    const std::string sname = h.substr(0, eq), tname = eq == std::string::npos ? sname : h.substr(eq + 1);
-    if (sname.empty() || tname.empty()) return Fail("--hint " + h + ": expected STUDENT_TENSOR[=TEACHER_TENSOR]");
-    o.hints.emplace_back(sname, tname);
-  }
-  if (!hints.empty() && teacher_path.empty()) return Fail("--hint needs --teacher");
-  o.optimizer = optimizer == "adamw" ? whittle::training::OptimizerKind::kAdamW : whittle::training::OptimizerKind::kSgd;
-  if (resume && ckpt_dir.empty()) return Fail("--resume needs --checkpoint-dir");
-  if (teacher_path.empty() && (no_labels || o.alpha > 0))
-    return Fail("--teacher is needed for distillation (or give --alpha 0 to train on the labels alone)");
+  whittle::FinetuneFlags flags;
+  flags.lr = lr_flag;
+  flags.optimizer = optimizer;
+  flags.device = device;
+  flags.precision = precision;
+  flags.batchnorm = batchnorm;
+  flags.hints = hints;
+  flags.no_labels = no_labels;
+  flags.no_rollback = no_rollback;
+  flags.no_lr_scaling = no_lr_scaling;
+  flags.no_cosine = no_cosine;
+  flags.no_teacher_cache = no_teacher_cache;
+  flags.fixed_scales = fixed_scales;
+  flags.has_teacher = !teacher_path.empty();
+  flags.resume = resume;
+  flags.checkpoint_dir = ckpt_dir;
+  if (Status st = whittle::ApplyFinetuneFlags(flags, &o); !st.ok()) return Fail(st.message());
   if (Status st = whittle::cli::CheckOutputPath(out_path, "-o"); !st.ok()) return Fail(st.message());
   if (!report.empty()) {
     if (Status st = whittle::cli::CheckOutputPath(report, "--report"); !st.ok()) return Fail(st.message());
     if (report == out_path) return Fail("--report " + report + " is the same file as -o");
   }
-  const auto t_start = std::chrono::steady_clock::now();
+  whittle::FinetuneModelOptions fo;
+  fo.start = std::chrono::steady_clock::now();
+  fo.student_path = student_path;
+  fo.teacher_path = teacher_path;
+  fo.output_path = out_path;
+  fo.train = o;
+  fo.train_spec = train_spec;
+  fo.eval_spec = eval_spec;
+  fo.checkpoint_dir = ckpt_dir;
+  fo.resume = resume;
+  fo.report_html_path = report;
+  fo.external_data_threshold = *external_threshold;
 
-  whittle::RegisterAllOps();
-  auto student = whittle::LoadModel(student_path);
-  if (!student.ok()) return Fail(student.status().message());
-  std::optional<whittle::Graph> teacher;
-  if (!teacher_path.empty()) {
-    auto t = whittle::LoadModel(teacher_path);
-    if (!t.ok()) return Fail(t.status().message());
-    teacher = std::move(*t);
-  }
+  auto models = whittle::LoadFinetuneModels(student_path, teacher_path);
+  if (!models.ok()) return Fail(models.status().message());
   auto train = whittle::cli::LoadDataFlag({"--train-data", train_spec, train_limit, !no_labels});
   if (!train.ok()) return Fail(train.status().message());
   whittle::Dataset eval;
@@ -293,52 +252,16 @@ int Main(int argc, char** argv) {
     if (!e.ok()) return Fail(e.status().message());
     eval = std::move(*e);
   }
-
-  std::optional<whittle::training::Checkpoint> checkpoint;
-  if (resume) {
-    auto c = whittle::training::ReadCheckpoint(ckpt_dir);
-    if (!c.ok()) return Fail(c.status().message());
-    checkpoint = std::move(*c);
-    if (checkpoint) student = std::move(checkpoint->model);
-  }
-  if (comm) {
-    // A bad launch (ranks given different models, data or options) is refused before any step:
-    // every rank compares its command line and what it loaded with rank 0's.
-    std::string id;
-    for (int i = 1; i < argc; ++i) id += std::string(argv[i]) + '\0';
-    id += std::to_string(student->values().size()) + "/" + std::to_string(train->size());
-    if (Status st = whittle::training::CheckSameLaunch(*comm, id); !st.ok()) return Fail(st.message());
-  }
-  auto trainer_or = Trainer::Create(*student, teacher ? &*teacher : nullptr, o);
-  if (!trainer_or.ok()) return Fail(trainer_or.status().message());
-  Trainer& t = **trainer_or;
-  whittle::training::FinetuneRun run;
-  run.epochs = o.epochs;
-  if (checkpoint) {
-    auto resumed = whittle::training::ResumeFinetune(std::move(*checkpoint), t, o.epochs);
-    if (!resumed.ok()) return Fail(resumed.status().message());
-    run = std::move(*resumed);
-  }
-  const int first_epoch = run.first_epoch;
+  const whittle::Dataset* eval_data = eval_spec.empty() ? nullptr : &eval;
+  if (comm)
+    for (int i = 1; i < argc; ++i) fo.launch_id += std::string(argv[i]) + '\0';
+  if (!report.empty()) fo.command_line = whittle::CommandLine(argc, argv);
 
   whittle::cli::Progress progress(!quiet);
-  if (!quiet && comm)
-    progress.Line("data-parallel: " + std::to_string(comm->size()) + " ranks, global batch " + std::to_string(o.batch) +
-                  " (" + std::to_string(o.batch / comm->size()) + "-" + std::to_string((o.batch + comm->size() - 1) / comm->size()) +
-                  " samples per rank)");
-  if (!quiet && first_epoch > 0) progress.Line("resuming after epoch " + std::to_string(first_epoch));
-  if (!quiet && o.backend != whittle::Backend::kCpu) {
-    std::string list;
-    for (const std::string& n : t.fallback_nodes()) list += (list.empty() ? "" : ", ") + n;
-    progress.Line(std::to_string(t.fallback_nodes().size()) + " node(s) of the training graph run on the CPU" +
-                  (list.empty() ? "" : ": " + list));
-  }
   ProgressObserver observer(&progress, quiet);
-  whittle::training::CheckpointWriter checkpoints(ckpt_dir, &observer);  // with --checkpoint-dir
-  whittle::training::FinetuneObserver* obs = &observer;
-  if (!ckpt_dir.empty() && rank == 0) obs = &checkpoints;
-  FinetuneHistory h;
-  auto out = whittle::training::RunFinetune(t, *train, eval_spec.empty() ? nullptr : &eval, std::move(run), &h, obs);
+  auto job = whittle::PrepareFinetune(std::move(*models), fo, *train, &observer);
+  if (!job.ok()) return Fail(job.status().message());
+  auto out = whittle::RunFinetuneJob(**job, fo, *train, eval_data, &observer);
   if (!out.ok()) {
     const std::string why = out.status().message();
     const int code = Fail(comm && why.rfind("rank ", 0) != 0 ? "rank " + std::to_string(rank) + ": " + why : why);
@@ -347,62 +270,11 @@ int Main(int argc, char** argv) {
   }
   if (rank != 0) return 0;  // every rank holds the same weights; rank 0 writes them
 
-  whittle::FinetuneReport rep;
-  if (!report.empty()) {
-    rep.command_line = whittle::CommandLine(argc, argv);
-    rep.student = student_path;
-    rep.teacher = teacher_path;
-    rep.output = out_path;
-    rep.train_data = train_spec;
-    rep.train_samples = train->size();
-    rep.eval_data = eval_spec;
-    rep.eval_samples = eval_spec.empty() ? 0 : eval.size();
-    rep.options = o;
-    rep.options.lr = t.lr();  // lr=auto's pick (the largest group's)
-    rep.history = h;
-    rep.output_accuracy = h.result_accuracy();
-    if (teacher && !eval_spec.empty()) {
-      whittle::SessionOptions so;
-      so.num_threads = o.threads;
-      so.backend = o.backend;
-      so.precision = o.precision;
-      auto session = whittle::Session::FromGraph(*teacher, so);
-      if (!session.ok()) return Fail(session.status().WithContext("evaluating the teacher").message());
-      auto r = whittle::EvaluateTop1(**session, eval);
-      if (!r.ok()) return Fail(r.status().WithContext("evaluating the teacher").message());
-      rep.teacher_accuracy = r->accuracy;
-    }
-  }
-  // The model is staged first so that the report can give its size; both are committed only when
-  // everything succeeded.
-  whittle::SaveOptions save;
-  save.external_data_threshold = *external_threshold;
-  if (save.external_data_threshold < 0 && whittle::HasExternalData(student_path))
-    save.external_data_threshold = whittle::kAutoExternalDataThreshold;  // external data in, external data out
-  auto staged = whittle::StageModel(*out, out_path, save);
-  if (!staged.ok()) return Fail(staged.status().message());
-  rep.output_params = whittle::ComputeCost(*out).params;
-  rep.output_file_bytes = (*staged)->total_bytes();  // with its external data
-  if (!report.empty()) {
-    rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    if (Status s = whittle::WriteFileAtomically(report, whittle::FinetuneHtml(rep)); !s.ok()) return Fail(s.message());
-  }
-  if (Status s = (*staged)->Commit(); !s.ok()) return Fail(s.message());
+  auto written = whittle::WriteFinetuneOutput(**job, *out, fo, *train, eval_data);
+  if (!written.ok()) return Fail(written.status().message());
+  const FinetuneHistory& h = written->history;
   if (json) {
-    nlohmann::json j{{"student", student_path}, {"teacher", teacher_path}, {"output", out_path},
-                     {"epochs", whittle::EpochsJson(h)}, {"params", t.params().size()},
-                     {"device", device},     {"precision", precision}, {"fallback_nodes", t.fallback_nodes()}};
-    j["accuracy_before"] = h.before >= 0 ? nlohmann::json(h.before) : nlohmann::json(nullptr);
-    j["best_eval_accuracy"] = h.best >= 0 ? nlohmann::json(h.best) : nlohmann::json(nullptr);
-    j["best_epoch"] = h.best_epoch >= 0 ? nlohmann::json(h.best_epoch + 1) : nlohmann::json(nullptr);
-    j["kept_student"] = h.kept_student;
-    AddGuardJson(h, o.lr_auto, &j);
-    j["teacher_accuracy"] = rep.teacher_accuracy >= 0 ? nlohmann::json(rep.teacher_accuracy) : nlohmann::json(nullptr);
-    j["output_params"] = rep.output_params;
-    j["output_file_bytes"] = rep.output_file_bytes;
-    if (device == "cuda") j["device_peak_bytes"] = whittle::DeviceMemoryInUse(whittle::DeviceType::kCuda).peak_bytes;
-    if (!report.empty()) j["report"] = report;
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", whittle::FinetuneModelJson(fo, *written).dump().c_str());
   } else if (!quiet) {
     std::string what;
     if (h.kept_student) {
