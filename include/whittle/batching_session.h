@@ -7,6 +7,12 @@
 // own rows. The results are the rows a Session::Run of the request alone would give (bit-identical
 // for row-independent models; Whittle's CPU kernels do not change a row's arithmetic with the
 // batch size).
+// Measured exception (2026-11-29, Xeon with AVX-512, Debian's oneDNN): a Gemm/MatMul on the plain
+// sgemm path rather than packed_gemm.h (constant weights of fewer than 16 output columns, such as
+// the bundled models' 10-class head; by PackedGemmPreferred also any batch over 256 rows) rounds a
+// row differently from 16 rows on, by a few ulps (max |diff| 6e-6 on the bundled models' logits at
+// 16-64 rows); with WHITTLE_GEMM=packed the same batches were bit-identical
+// (tests/runtime/serving/batching_session_test.cc).
 //
 // The queue is bounded (max_queue requests): a request that would pass it fails at once with
 // kResourceExhausted (a server answers 503). A request still queued at its deadline fails with
@@ -45,6 +51,8 @@ struct BatchingStats {
   int64_t queue_depth = 0;      // requests waiting now
   // batch_rows[k]: batches of rows in (2^(k-1), 2^k] (k = 0: one row); 16 buckets.
   std::vector<int64_t> batch_rows;
+  int64_t invalid = 0;  // refused before queueing: inputs that do not fit the session's (InvalidArgument)
+  int64_t rows = 0;     // rows run in all batches (rows / batches: the mean batch)
 };
 
 class BatchingSession {
