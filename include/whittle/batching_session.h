@@ -4,10 +4,9 @@
 // inputs — the same input names and dtypes, and the same dims after the batch axis — are stacked
 // along the batch axis into one run of at most max_batch rows, started when the batch is full or
 // when its oldest request has waited max_delay_ms, then split back so each caller gets only its
-// own rows. The results are the rows a Session::Run of the request alone would give (bit-identical
-// for row-independent models; Whittle's CPU kernels do not change a row's arithmetic with the
-// batch size).
-// Measured exception (2026-11-29, Xeon with AVX-512, Debian's oneDNN): a Gemm/MatMul on the plain
+// own rows. The results are the rows a Session::Run of the request alone would give, up to
+// rounding: most of Whittle's CPU kernels compute a row the same way at any batch size, but not
+// all. Measured (2026-11-29, Xeon with AVX-512, Debian's oneDNN): a Gemm/MatMul on the plain
 // sgemm path rather than packed_gemm.h (constant weights of fewer than 16 output columns, such as
 // the bundled models' 10-class head; by PackedGemmPreferred also any batch over 256 rows) rounds a
 // row differently from 16 rows on, by a few ulps (max |diff| 6e-6 on the bundled models' logits at
