@@ -14,6 +14,7 @@
 #include "kernels/common/dtype_dispatch.h"
 #include "lib/data/npy.h"
 #include "lib/data/npz.h"
+#include "tools/serve-model/json_reader.h"
 
 namespace whittle::serve {
 namespace {
@@ -162,44 +163,44 @@ struct JsonInput {
   std::vector<int64_t> count;  // elements so far in the open list at each depth
   int rank = -1;               // fixed by the first number or empty list
   int depth = 0;               // lists open
+  size_t elem_size = 0;        // DTypeSize(info->dtype), asked once
 };
 
-// nlohmann's SAX interface over {"inputs": {NAME: value, ...}}. Any handler returning false stops
-// the parse; error_ then says why.
-class PredictSax {
+// The events of {"inputs": {NAME: value, ...}}. Any event returning false stops the read; error_
+// then says why.
+class PredictSax : public JsonEvents {
  public:
   PredictSax(const std::vector<IoInfo>& inputs, const ParseLimits& limits) : inputs_(inputs), limits_(limits) {}
 
-  bool null() { return Unexpected("null"); }
-  bool boolean(bool v) {
+  bool Null() override { return Unexpected("null"); }
+  bool Bool(bool v) override {
     Number n{Number::kBool};
     n.b = v;
     return Leaf(n);
   }
-  bool number_integer(json::number_integer_t v) {
+  bool Int(int64_t v) override {
     Number n{Number::kInt};
     n.i = v;
     return Leaf(n);
   }
-  bool number_unsigned(json::number_unsigned_t v) {
+  bool UInt(uint64_t v) override {
     Number n{Number::kUInt};
     n.u = v;
     return Leaf(n);
   }
-  bool number_float(json::number_float_t v, const json::string_t&) {
+  bool Float(double v) override {
     Number n{Number::kFloat};
     n.f = v;
     return Leaf(n);
   }
-  bool string(json::string_t&) { return Unexpected("a string"); }
-  bool binary(json::binary_t&) { return Unexpected("binary data"); }
+  bool String(std::string&) override { return Unexpected("a string"); }
 
-  bool start_object(std::size_t) {
+  bool StartObject() override {
     if (state_ == kStart) return state_ = kRootKeys, true;
     if (state_ == kExpectInputs) return state_ = kInputKeys, true;
     return Unexpected("an object");
   }
-  bool end_object() {
+  bool EndObject() override {
     if (state_ == kInputKeys) return state_ = kRootKeys, true;
     if (state_ == kRootKeys) {
       if (!seen_inputs_) return Fail("the body has no \"inputs\" object (expected {\"inputs\": {NAME: [[...]]}})");
@@ -207,7 +208,7 @@ class PredictSax {
     }
     return Unexpected("the end of an object");
   }
-  bool key(json::string_t& k) {
+  bool Key(std::string& k) override {
     if (state_ == kRootKeys) {
       if (k != "inputs")
         return Fail("unknown key " + Quote(k) + " in the body (expected {\"inputs\": {NAME: [[...]]}})");
@@ -218,7 +219,7 @@ class PredictSax {
     if (state_ == kInputKeys) return BeginInput(k);
     return Unexpected("a key");
   }
-  bool start_array(std::size_t) {
+  bool StartArray() override {
     if (state_ == kExpectValue) {
       cur_.depth = 1;
       cur_.count.assign(1, 0);
@@ -240,7 +241,7 @@ class PredictSax {
     cur_.count[static_cast<size_t>(d)] = 0;
     return true;
   }
-  bool end_array() {
+  bool EndArray() override {
     if (state_ != kInArray) return Unexpected("the end of a list");
     const size_t i = static_cast<size_t>(cur_.depth - 1);
     const int64_t n = cur_.count[i];
@@ -257,16 +258,7 @@ class PredictSax {
     if (--cur_.depth == 0) return FinishInput();
     return true;
   }
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) {
-    if (!error_.empty()) return false;
-    // "[json.exception.parse_error.101] parse error at line 1, column 7: syntax error ..." -> the tail.
-    std::string what = ex.what();
-    const size_t colon = what.find(": ");
-    what = colon == std::string::npos ? what : what.substr(colon + 2);
-    return Fail("bad JSON at byte " + std::to_string(position) + ": " + what);
-  }
-
-  const std::string& error() const { return error_; }
+  const std::string& error() const override { return error_; }
   bool done() const { return state_ == kDone; }
   std::map<std::string, Tensor>& result() { return result_; }
 
@@ -303,6 +295,7 @@ class PredictSax {
       return Fail("input " + Quote(name) + " is " + DTypeName(info->dtype) + ", which JSON cannot carry (send .npy)");
     cur_ = JsonInput();
     cur_.info = info;
+    cur_.elem_size = DTypeSize(info->dtype);
     state_ = kExpectValue;
     return true;
   }
@@ -320,10 +313,12 @@ class PredictSax {
   }
 
   bool Append(const Number& n) {
-    const size_t es = DTypeSize(cur_.info->dtype);
+    const size_t es = cur_.elem_size;
     if (static_cast<int64_t>(total_bytes_ + es) > limits_.max_decoded_bytes)
       return Fail("the inputs hold more than " + std::to_string(limits_.max_decoded_bytes) + " bytes");
-    if (!AppendElement(cur_.info->dtype, n, &cur_.bytes))
+    if (n.kind == Number::kFloat && cur_.info->dtype == DType::kFloat32) {  // the common case, inline
+      Put(&cur_.bytes, static_cast<float>(n.f));
+    } else if (!AppendElement(cur_.info->dtype, n, &cur_.bytes))
       return Fail("input " + Quote(cur_.info->name) + " is " + DTypeName(cur_.info->dtype) + ": " + NumberText(n) +
                   " does not fit it");
     total_bytes_ += es;
@@ -359,9 +354,10 @@ class PredictSax {
 StatusOr<std::map<std::string, Tensor>> ParseJson(const std::string& body, const std::vector<IoInfo>& inputs,
                                                    const ParseLimits& limits) {
   PredictSax sax(inputs, limits);
-  const bool ok = json::sax_parse(body.begin(), body.end(), &sax, json::input_format_t::json, /*strict=*/true);
-  if (!ok || !sax.done())
-    return InvalidArgument(sax.error().empty() ? "bad JSON body" : OneLine(sax.error(), 400));
+  // Depth: the body object, "inputs", and an input's lists (PredictSax refuses deeper lists first).
+  const Status st = ReadJson(body, &sax, limits.max_rank + 3);
+  if (!st.ok()) return InvalidArgument(OneLine(st.message(), 400));
+  if (!sax.done()) return InvalidArgument("incomplete JSON body");
   return std::move(sax.result());
 }
 

@@ -1,11 +1,11 @@
 // serve-model's request and response bodies, with no HTTP in sight: a predict body (JSON
 // {"inputs": {NAME: nested lists}}, a .npy for a one-input model, or an .npz with one member per
 // input) becomes the model's input tensors, checked against the model's inputs (names, dtype,
-// rank, fixed dims) before anything runs; the outputs go back as JSON, .npy or .npz. The JSON
-// reader is a SAX handler that writes numbers straight into typed buffers (no document tree, so
-// memory stays a small multiple of the tensors) and bounds nesting; an .npz's claimed sizes are
-// summed and held to a limit before any member is inflated. Every function is pure (no I/O, no
-// globals, no exceptions out): ParsePredictBody is the fuzzing entry point.
+// rank, fixed dims) before anything runs; the outputs go back as JSON, .npy or .npz. JSON is read
+// as events (json_reader.h) by a handler that writes numbers straight into typed buffers (no
+// document tree: memory stays a small multiple of the tensors) and bounds nesting; an .npz's
+// claimed sizes are summed and held to a limit before any member is inflated. Every function is
+// pure (no I/O, no globals, no exceptions out): ParsePredictBody is the fuzzing entry point.
 #pragma once
 
 #include <cstdint>
