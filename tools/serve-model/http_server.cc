@@ -200,10 +200,12 @@ void ModelServer::Impl::Install() {
     ReplyError(req, res, 405, "OPTIONS is not supported");
   });
   // The library's own errors (a bad request line, 413, 414, ...) get a JSON body too.
-  svr.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
-    if (res.body.empty()) {
+  svr.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+    if (res.body.empty()) {  // not one of ours: the request line, a header or the URI was refused
       res.body = ErrorBody(StatusText(res.status));
       res.set_header("Content-Type", "application/json");
+      LogError(std::to_string(res.status) + " " + OneLine(req.method, 16) + " " + OneLine(req.path, 120) + ": " +
+               StatusText(res.status) + " (refused by the HTTP layer)");
     }
     return httplib::Server::HandlerResponse::Unhandled;
   }));
