@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -120,6 +121,22 @@ class WeightOnlyPass : public Pass {
       return ok;
     };
     const std::vector<WeightMatch> work = CollectWeightLayers(g, match_only, c_.select, &rep);
+    // 8 bits with GPTQ: the Convs' input statistics on the model as given, before anything changes.
+    std::vector<int> conv_layers;
+    std::optional<ConvGrams> conv_grams;
+    if (c_.bits == 8) {
+      conv_layers = ConvWeightOnlyLayers(g, c_.select);
+      if (c_.method == "gptq" && !conv_layers.empty()) {
+        if (!ctx.calibration)
+          return InvalidArgument(c_.flag() + " method=gptq needs --calibration-data: GPTQ weighs rounding errors by "
+                                             "the layer inputs' statistics");
+        auto cg = CollectConvGrams(g, conv_layers, *ctx.calibration, ctx);
+        if (!cg.ok())
+          return cg.status().WithContext(c_.flag() + ": running the calibration data '" +
+                                         ctx.calibration->description + "'");
+        conv_grams = std::move(cg).value();
+      }
+    }
     if (c_.format == "qdq" && !work.empty())
       WH_RETURN_IF_ERROR(quant::UpgradeOpset(g, 21, c_.flag(), "blocked int" + std::to_string(c_.bits) +
                                                                    " DequantizeLinear", &rep.notes));
@@ -188,7 +205,11 @@ class WeightOnlyPass : public Pass {
     ctx.Progress(c_.pass() + ": quantized", done, static_cast<int64_t>(work.size()));
     if (c_.format == "matmulnbits" && !work.empty() && g.OpsetFor(kMicrosoftDomain) == 0)
       g.opset_imports[kMicrosoftDomain] = 1;
-    if (c_.bits == 8) WH_RETURN_IF_ERROR(QuantizeConvWeightsInt8(g, c_.select, &rep));
+    if (c_.bits == 8) {
+      if (c_.method == "awq" && !conv_layers.empty())
+        rep.notes.push_back("method=awq applies to Gemm/MatMul; the Convs are rounded to nearest");
+      WH_RETURN_IF_ERROR(QuantizeConvWeightsInt8(g, c_.select, &rep, conv_grams ? &*conv_grams : nullptr));
+    }
     g.Reindex();
     WH_RETURN_IF_ERROR(g.Compact());
     return rep;

@@ -253,7 +253,9 @@ Status Search::Prepare() {
   std::string note;
   const std::string tag = CpuModel() + "|threads " + std::to_string(o_.threads) + "|batch " +
                           std::to_string(o_.latency_batch);
-  const std::string fingerprint = o_.fingerprint + " calibration metric " + MetricName(calib_->kind());
+  // The space's revision too: what a choice builds may change between versions (v2: int8w by GPTQ).
+  const std::string fingerprint = o_.fingerprint + " calibration metric " + MetricName(calib_->kind()) +
+                                  " space " + kSearchSpaceRevision;
   WH_ASSIGN_OR_RETURN(SensitivityCache cache, SensitivityCache::Open(o_.cache_path, fingerprint, tag, &note));
   cache_ = std::move(cache);
   if (!note.empty()) report_.notes.push_back(note);

@@ -207,7 +207,7 @@ StatusOr<Graph> ApplyConfig(const Graph& original, const SearchSpace& space, con
       {"prune", &prune, &all, "ratio=0", true},
       {"svd", &svd, &all, "", true},
       {"int8", &int8, &all, "", true},
-      {"int8", &int8w, &all, "mode=weight-only", false},
+      {"int8", &int8w, &all, "mode=weight-only,method=gptq", false},
       {"int4", &int4, &mm, "", true},
       {"cluster", &cluster, &mm, "", true},
       {"binarize", &bin, &all, "", true},

@@ -17,6 +17,10 @@
 
 namespace whittle::search {
 
+// Bumped when a choice starts building something else (cached sensitivities then no longer apply).
+// 2: "int8w" quantizes by GPTQ (Gemm/MatMul blocks and Conv channels) rather than round-to-nearest.
+inline constexpr const char* kSearchSpaceRevision = "2";
+
 // One layer's setting. The default is the layer as it is (float, full size).
 struct Choice {
   double prune = 0;     // share of the layer's output units removed (0: none)
