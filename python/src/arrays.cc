@@ -107,7 +107,7 @@ void RegisterErrors(py::module_& m) {
 
 StatusOr<Tensor> TensorFromArray(const std::string& what, py::handle obj) {
   if (!PyObject_CheckBuffer(obj.ptr()))
-    return InvalidArgument(what + ": expected a NumPy array, got " + std::string(py::str(obj.get_type().attr("__name__"))));
+    return InvalidArgument(what + ": expected a NumPy array, got " + std::string(Py_TYPE(obj.ptr())->tp_name));
   const py::buffer_info info = py::reinterpret_borrow<py::buffer>(obj).request();
   auto dtype = DTypeOfFormat(what, info.format, info.itemsize);
   if (!dtype.ok()) return dtype.status();

@@ -90,7 +90,7 @@ class PySession {
     std::map<std::string, Tensor> inputs;
     for (auto [key, value] : feeds) {
       if (!py::isinstance<py::str>(key))
-        Throw(InvalidArgument("input names must be str, got " + std::string(py::str(key.get_type().attr("__name__")))));
+        Throw(InvalidArgument("input names must be str, got " + std::string(Py_TYPE(key.ptr())->tp_name)));
       const std::string name = key.cast<std::string>();
       inputs[name] = FeedValue(FindInput(*session_, name), name, value);
     }
