@@ -3,8 +3,9 @@
 
 Starts serve-model on free ports (--port 0; the port is read from its log), always stops it, and checks:
   * outputs equal run-model's for the same inputs: exactly without batching (JSON, .npy and .npz
-    bodies, both bundled models behind one server), to 1e-5 with dynamic batching (rows computed
-    in a batch may round differently, include/whittle/batching_session.h);
+    bodies, both bundled models behind one server, and Silero VAD: three inputs, one 0-d and a state
+    whose first axis is not the batch, so it runs outside the batching queue), to 1e-5 with dynamic
+    batching (rows computed in a batch may round differently, include/whittle/batching_session.h);
   * GET /v1/models, /v1/models/NAME, /healthz and the Prometheus text of /metrics;
   * 2,000 predict requests from 8 concurrent clients with dynamic batching: 0 errors;
   * 3 reloads during that load (two :reload after an atomic rename, alternating the CNN and MLP files,
@@ -16,7 +17,7 @@ Starts serve-model on free ports (--port 0; the port is read from its log), alwa
     and the server still answers /healthz and predicts;
   * X-Deadline-Ms: 504 when a request's deadline passes in the queue; a full queue answers 503;
   * SIGTERM: exit status 0 after "stopped".
-Usage: serve_model_check.py --bin BUILD/bin --models MODELS_DIR
+Usage: serve_model_check.py --bin BUILD/bin --models MODELS_DIR --vad SILERO_VAD.onnx
 """
 import argparse
 import http.client
@@ -267,7 +268,7 @@ def run_malformed(port, max_body, total):
 def check_metadata(port):
     status, ct, body = request(port, "GET", "/v1/models")
     models = {m["name"]: m for m in json.loads(body)["models"]} if status == 200 else {}
-    check(status == 200 and set(models) == {"cnn", "mlp"}, "GET /v1/models lists cnn and mlp: %s" % body[:200])
+    check(status == 200 and set(models) == {"cnn", "mlp", "vad"}, "GET /v1/models lists cnn, mlp, vad: %s" % body[:200])
     if "cnn" in models:
         inp = models["cnn"]["inputs"][0]
         check(inp == {"name": "image", "dtype": "float32", "shape": ["batch", 1, 28, 28]}, "cnn input: %s" % inp)
@@ -293,6 +294,31 @@ def check_exact(port, bin_dir, models_dir, tmp):
                 check(got.shape == ref.shape and np.array_equal(got, ref),
                       "%s %s rows=%d: max |diff| %g vs run-model" % (model, fmt, rows,
                                                                      np.abs(got - ref).max() if got.shape == ref.shape else -1))
+
+
+def check_vad(port, bin_dir, vad, tmp):
+    """A three-input model (float32 audio, a [2, 1, 128] state, a 0-d int64 rate) as .npz and JSON."""
+    rng = np.random.default_rng(3)
+    feeds = {"input": rng.standard_normal((1, 512)).astype(np.float32) * 0.1,
+             "state": np.zeros((2, 1, 128), np.float32), "sr": np.array(16000, np.int64)}
+    d = tempfile.mkdtemp(dir=tmp)
+    args = [os.path.join(bin_dir, "run-model"), vad, "--output-dir", d]
+    for name, a in feeds.items():
+        np.save(os.path.join(d, name + ".npy"), a)
+        args += ["--input", "%s=%s" % (name, os.path.join(d, name + ".npy"))]
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL, timeout=60)
+    ref = {k: np.load(os.path.join(d, k + ".npy")) for k in ("output", "stateN")}
+    status, ct, data = request(port, "POST", "/v1/models/vad:predict", npz_bytes(**feeds), {"Content-Type": "application/x-npz"})
+    got = np.load(io.BytesIO(data)) if status == 200 else {}
+    check(status == 200 and all(np.array_equal(got[k], ref[k]) for k in ref),
+          "vad .npz: HTTP %d, outputs equal run-model's" % status)
+    body = json.dumps({"inputs": {"input": feeds["input"].tolist(), "state": feeds["state"].tolist(), "sr": 16000}})
+    status, ct, data = request(port, "POST", "/v1/models/vad:predict", body, {"Content-Type": "application/json"})
+    out = json.loads(data).get("outputs", {}) if status == 200 else {}
+    check(status == 200 and all(np.array_equal(np.array(out[k], np.float32), ref[k]) for k in ref),
+          "vad JSON: HTTP %d, outputs equal run-model's" % status)
+    status, _, data = request(port, "POST", "/v1/models/vad:predict", npy_bytes(feeds["input"]), {"Content-Type": "application/x-npy"})
+    check(status == 400, "vad .npy (three inputs): HTTP %d, expected 400" % status)
 
 
 def load_with_reloads(port, server, served, cnn_file, mlp_file, x, refs, requests=2000, clients=8):
@@ -405,6 +431,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--models", required=True)
+    ap.add_argument("--vad", required=True, help="tests/corpus/control_flow/silero_vad.onnx")
     args = ap.parse_args()
     start = time.time()
     tmp = tempfile.mkdtemp(prefix="serve_model_check_")
@@ -413,10 +440,11 @@ def main():
     servers = []
     try:
         # 1. No batching: exact outputs, metadata.
-        a = Server(serve, [cnn_file, "mlp=" + mlp_file], os.path.join(tmp, "server_a.log"))
+        a = Server(serve, [cnn_file, "mlp=" + mlp_file, "vad=" + args.vad], os.path.join(tmp, "server_a.log"))
         servers.append(a)
         check_metadata(a.port)
         check_exact(a.port, args.bin, args.models, tmp)
+        check_vad(a.port, args.bin, args.vad, tmp)
         check(a.stop() == 0 and "stopped" in a.text(), "server A exits 0 after SIGTERM")
 
         # 2. Dynamic batching on a file we may replace: load, reloads, failed reload, malformed, metrics.

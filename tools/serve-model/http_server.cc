@@ -155,7 +155,45 @@ struct ModelServer::Impl {
   void Predict(int model, const httplib::Request& req, httplib::Response& res, const std::string& body,
                Clock::time_point start);
   void Reload(int model, const httplib::Request& req, httplib::Response& res);
+  StatusOr<std::vector<Tensor>> RunAlone(ServedModel& m, const Session& session,
+                                         const std::map<std::string, Tensor>& inputs,
+                                         BatchingSession::Clock::time_point deadline);
 };
+
+namespace {
+
+// Whether BatchingSession takes the request: every input has a first axis, of one size.
+bool OneBatch(const std::map<std::string, Tensor>& inputs) {
+  int64_t rows = -1;
+  for (const auto& [name, t] : inputs) {
+    if (t.rank() == 0 || (rows >= 0 && t.dims()[0] != rows)) return false;
+    rows = t.dims()[0];
+  }
+  return rows >= 0;
+}
+
+}  // namespace
+
+// A request BatchingSession cannot take (a 0-d input, a state tensor with another leading size)
+// runs alone on the calling thread, held to the same bounds: at most --max-queue such requests at
+// once (more: 503) and the deadline (checked before it runs).
+StatusOr<std::vector<Tensor>> ModelServer::Impl::RunAlone(ServedModel& m, const Session& session,
+                                                          const std::map<std::string, Tensor>& inputs,
+                                                          BatchingSession::Clock::time_point deadline) {
+  struct Slot {
+    std::atomic<int64_t>& n;
+    ~Slot() { n.fetch_sub(1); }
+  };
+  if (m.direct_in_flight.fetch_add(1) >= registry.batching_options().max_queue) {
+    m.direct_in_flight.fetch_sub(1);
+    return ResourceExhausted("too many requests running (--max-queue " +
+                             std::to_string(registry.batching_options().max_queue) + ")");
+  }
+  Slot slot{m.direct_in_flight};
+  if (BatchingSession::Clock::now() >= deadline) return DeadlineExceeded("the request's deadline passed before it ran");
+  ++m.direct_runs;
+  return session.Run(inputs);
+}
 
 void ModelServer::Impl::Install() {
   const int threads = options.http_threads;
@@ -340,9 +378,11 @@ void ModelServer::Impl::Predict(int model, const httplib::Request& req, httplib:
   limits.max_decoded_bytes = options.max_body_bytes;
   auto inputs = ParsePredictBody(*format, body, session->inputs(), limits);
   if (!inputs.ok()) return fail(inputs.status());
-  const Tensor& first = inputs->begin()->second;
-  rows = first.rank() > 0 ? first.dims()[0] : 1;
-  auto outputs = m.batching->Run(*inputs, deadline);
+  if (!inputs->empty()) {  // a model may have no inputs at all
+    const Tensor& first = inputs->begin()->second;
+    rows = first.rank() > 0 ? first.dims()[0] : 1;
+  }
+  auto outputs = OneBatch(*inputs) ? m.batching->Run(*inputs, deadline) : RunAlone(m, *session, *inputs, deadline);
   if (!outputs.ok()) return fail(outputs.status());
   BodyFormat out_format = *format;
   auto encoded = EncodeOutputs(*format, session->outputs(), *outputs, &out_format);

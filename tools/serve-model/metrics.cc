@@ -61,7 +61,9 @@ void Metrics::RecordReload(int model, bool ok) {
   ++(ok ? per_model_[static_cast<size_t>(model)].reloads_ok : per_model_[static_cast<size_t>(model)].reloads_failed);
 }
 
-std::string Metrics::Render(const std::vector<BatchingStats>& stats) const {
+std::string Metrics::Render(const std::vector<ModelStats>& model_stats) const {
+  std::vector<BatchingStats> stats;
+  for (const ModelStats& m : model_stats) stats.push_back(m.batching);
   std::vector<PerModel> pm;
   std::map<int, int64_t> http;
   {
@@ -148,6 +150,10 @@ std::string Metrics::Render(const std::vector<BatchingStats>& stats) const {
     for (size_t i = 0; i < names_.size() && i < stats.size(); ++i)
       out += std::string(c.name) + "{" + label(i) + "} " + std::to_string(stats[i].*c.field) + "\n";
   }
+  Header(&out, "whittle_unbatched_runs_total", "counter",
+         "Requests run alone outside the batching queue (inputs without one common batch axis).");
+  for (size_t i = 0; i < names_.size() && i < model_stats.size(); ++i)
+    out += "whittle_unbatched_runs_total{" + label(i) + "} " + std::to_string(model_stats[i].direct_runs) + "\n";
   Header(&out, "whittle_model_reloads_total", "counter", "Model reloads (SIGHUP or :reload), by result.");
   for (size_t i = 0; i < names_.size(); ++i) {
     out += "whittle_model_reloads_total{" + label(i) + ",result=\"ok\"} " + std::to_string(pm[i].reloads_ok) + "\n";

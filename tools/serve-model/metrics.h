@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "tools/serve-model/model_registry.h"
 #include "whittle/batching_session.h"
 
 namespace whittle::serve {
@@ -31,8 +32,8 @@ class Metrics {
   void RecordReload(int model, bool ok);
   void AddInFlight(int delta) { in_flight_.fetch_add(delta, std::memory_order_relaxed); }
 
-  // The text for GET /metrics; stats[i] is model i's BatchingSession::stats().
-  std::string Render(const std::vector<BatchingStats>& stats) const;
+  // The text for GET /metrics; stats[i] is model i's (ModelRegistry::Stats).
+  std::string Render(const std::vector<ModelStats>& stats) const;
 
   // Latency buckets (seconds), shared with the load tool's report.
   static const std::vector<double>& LatencyBuckets();

@@ -138,9 +138,9 @@ nlohmann::json ModelRegistry::Describe(int i) {
   return out;
 }
 
-std::vector<BatchingStats> ModelRegistry::Stats() const {
-  std::vector<BatchingStats> out;
-  for (const auto& m : models_) out.push_back(m->batching->stats());
+std::vector<ModelStats> ModelRegistry::Stats() const {
+  std::vector<ModelStats> out;
+  for (const auto& m : models_) out.push_back({m->batching->stats(), m->direct_runs.load()});
   return out;
 }
 

@@ -32,6 +32,17 @@ struct ServedModel {
   std::atomic<int64_t> generation{1};  // successful loads
   mutable std::mutex info_mu;      // guards last_reload_error (never held during a load)
   std::string last_reload_error;   // the last reload's error; empty after a good one
+  // Requests run alone on the current session, outside the batching queue: BatchingSession takes
+  // only requests whose inputs all have one first axis (the batch), so a model with a 0-d input or
+  // inputs of different leading sizes (a state tensor) is served this way (http_server.cc).
+  std::atomic<int64_t> direct_in_flight{0};
+  std::atomic<int64_t> direct_runs{0};
+};
+
+// What /metrics reports per model.
+struct ModelStats {
+  BatchingStats batching;
+  int64_t direct_runs = 0;
 };
 
 class ModelRegistry {
@@ -51,7 +62,8 @@ class ModelRegistry {
   Status Reload(int i, double* load_ms);
   // {name, path, generation, inputs: [{name, dtype, shape}], outputs: [...]}.
   nlohmann::json Describe(int i);
-  std::vector<BatchingStats> Stats() const;
+  std::vector<ModelStats> Stats() const;
+  const BatchingOptions& batching_options() const { return batching_options_; }
   // Stops every model's queue after finishing what is queued.
   void Shutdown();
 
