@@ -16,7 +16,7 @@ Starts serve-model on free ports (--port 0; the port is read from its log), alwa
     garbage request lines, huge headers, deep nesting, ...): each a 4xx or a closed connection,
     and the server still answers /healthz and predicts;
   * X-Deadline-Ms: 504 when a request's deadline passes in the queue; a full queue answers 503;
-  * SIGTERM: exit status 0 after "stopped".
+  * SIGTERM: a request waiting in the queue is still answered, then exit status 0 after "stopped".
 Usage: serve_model_check.py --bin BUILD/bin --models MODELS_DIR --vad SILERO_VAD.onnx
 """
 import argparse
@@ -403,7 +403,7 @@ def check_metrics(port, min_requests):
 
 
 def check_deadline_and_queue(bin_dir, models_dir, tmp):
-    """A request whose deadline passes while its batch waits: 504. A full queue: 503."""
+    """A request whose deadline passes while its batch waits: 504. A full queue: 503. Drain on SIGTERM."""
     server = Server(os.path.join(bin_dir, "serve-model"),
                     [os.path.join(models_dir, "cnn.onnx"), "--max-batch", "8", "--max-delay-ms", "300",
                      "--max-queue", "1"], os.path.join(tmp, "server_deadline.log"))
@@ -423,8 +423,21 @@ def check_deadline_and_queue(bin_dir, models_dir, tmp):
         one(1)
         first.join()
         check(results.get(0) == 200 and results.get(1) == 503, "queue of one: statuses %s (expected 200, 503)" % results)
+        # SIGTERM while a request waits in the queue: it is answered, then the server exits 0.
+        results.clear()
+        waiting = threading.Thread(target=one, args=(2,))
+        waiting.start()
+        time.sleep(0.1)
+        server.proc.send_signal(signal.SIGTERM)
+        waiting.join()
+        try:
+            rc = server.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            rc = None
+        check(results.get(2) == 200 and rc == 0, "drain on SIGTERM: the queued request got %s, exit status %s" %
+              (results.get(2), rc))
     finally:
-        check(server.stop() == 0, "deadline server exits 0")
+        server.stop()
 
 
 def main():
