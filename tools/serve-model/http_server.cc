@@ -293,6 +293,7 @@ void ModelServer::Impl::Get(const httplib::Request& req, httplib::Response& res)
 bool ModelServer::Impl::ReadBody(const httplib::Request& req, httplib::Response& res,
                                  const httplib::ContentReader& reader, std::string* body) {
   const size_t limit = static_cast<size_t>(options.max_body_bytes);
+  const Clock::time_point start = Clock::now();
   bool too_large = false;
   if (req.has_header("Content-Length")) {
     const uint64_t declared = req.get_header_value<uint64_t>("Content-Length");
@@ -311,8 +312,12 @@ bool ModelServer::Impl::ReadBody(const httplib::Request& req, httplib::Response&
     ReplyError(req, res, 413, "the request body is larger than --max-body-mb (" + std::to_string(limit) + " bytes)");
     // The rest of a chunked body is still on the connection: close it after this answer.
     res.set_header("Connection", "close");
+  } else if (Clock::now() - start >= std::chrono::seconds(options.io_timeout_s)) {
+    ReplyError(req, res, 408, "the request body stalled for --io-timeout-s (" + std::to_string(options.io_timeout_s) +
+                                  " s)");
+    res.set_header("Connection", "close");
   } else {
-    ReplyError(req, res, 400, "could not read the request body (connection closed, timed out, or bad chunking)");
+    ReplyError(req, res, 400, "could not read the request body (connection closed, or bad chunking)");
   }
   return false;
 }

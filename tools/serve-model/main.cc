@@ -136,7 +136,8 @@ int Main(int argc, char** argv) {
       "  GET  /metrics                 Prometheus text: requests and errors by model and code, latency,\n"
       "                                queue depth, rows per batch, reloads\n"
       "Errors: {\"error\": \"...\"} with 400 (bad body, dtype, shape), 404 (no such model or endpoint),\n"
-      "405, 413 (body over --max-body-mb), 415 (Content-Type), 503 (queue full, draining), 504 (deadline).\n"
+      "405, 408 (body stalled), 413 (body over --max-body-mb), 415 (Content-Type), 500 (failed reload),\n"
+      "503 (queue full, draining), 504 (deadline).\n"
       "Signals: SIGHUP reloads every model; SIGTERM and SIGINT stop accepting, drain and exit 0."};
   app.set_version_flag("--version", "serve-model (Whittle) 0.1.0");
   std::vector<std::string> model_args, names;
