@@ -2,9 +2,19 @@
 // concurrent requests (serve-model uses it; any embedding service may). Each Run() call is a
 // request of one or more rows (every input's first axis is the batch). Requests with compatible
 // inputs — the same input names and dtypes, and the same dims after the batch axis — are stacked
-// along the batch axis into one run of at most max_batch rows, started when the batch is full or
-// when its oldest request has waited max_delay_ms, then split back so each caller gets only its
-// own rows. The results are the rows a Session::Run of the request alone would give, up to
+// along the batch axis into one run of at most max_batch rows, then split back so each caller gets
+// only its own rows. When a batch starts is the dispatch policy (BatchingOptions::eager):
+//   eager (the default): a worker that is idle takes the queue's oldest request at once, together
+//     with every queued request compatible with it, oldest first, up to max_batch rows (stopping at
+//     the first compatible one that would not fit). Nothing waits for company: a lone request runs
+//     as soon as a worker is free, and requests arriving while every worker is busy accumulate and
+//     go together when one frees up, so batches form exactly when there is load. max_delay_ms is
+//     not used.
+//   timeout (eager = false): a batch starts when it is full (its rows reach max_batch, or the next
+//     compatible request would not fit) or when its oldest request has waited max_delay_ms, even if
+//     a worker is idle meanwhile. Every request under light load waits max_delay_ms.
+// In both, a worker takes the oldest ready group first (no signature starves another), and during
+// Shutdown everything queued goes at once. The results are the rows a Session::Run of the request alone would give, up to
 // rounding: most of Whittle's CPU kernels compute a row the same way at any batch size, but not
 // all. Measured (2026-11-29, Xeon with AVX-512, Debian's oneDNN): a Gemm/MatMul on the plain
 // sgemm path rather than packed_gemm.h (constant weights of fewer than 16 output columns, such as
@@ -36,9 +46,13 @@ namespace whittle {
 
 struct BatchingOptions {
   int64_t max_batch = 32;     // rows per run at most (1: no batching; a request larger runs alone)
-  double max_delay_ms = 2.0;  // how long a batch's first request waits for company
+  double max_delay_ms = 2.0;  // timeout policy: how long a batch's first request waits for company
   int64_t max_queue = 1024;   // requests queued at most; more fail with kResourceExhausted
   int workers = 1;            // batches run at once (each Session::Run uses the session's threads)
+  // Dispatch policy (see the top of this file). true: an idle worker takes what is queued at once
+  // (batches form only while every worker is busy; max_delay_ms unused). false: wait until the
+  // batch is full or its oldest request has waited max_delay_ms.
+  bool eager = true;
 };
 
 struct BatchingStats {

@@ -241,11 +241,12 @@ void BatchingSession::Impl::ExpireQueued(Clock::time_point now) {
   }
 }
 
-// Under mu. Groups the queue by compatibility, oldest first; a group is ready when it is full (its
-// rows reach max_batch, or its next request would pass it), when its oldest request has waited
-// max_delay, or when shutting down. Takes the first ready group (so the oldest group always goes
-// once its delay is over: no signature starves another) and returns true; otherwise sets *wake
-// to when the oldest group's delay ends.
+// Under mu, by an idle worker. Groups the queue by compatibility, oldest first; a group is ready
+// when it is full (its rows reach max_batch, or its next request would pass it), when its oldest
+// request has waited max_delay (timeout policy), or when shutting down. Takes the first ready group
+// (so the oldest group always goes once its delay is over: no signature starves another) and
+// returns true; otherwise sets *wake to when the oldest group's delay ends. Eager policy: the
+// oldest group is always ready (the caller is idle), so only it is gathered.
 bool BatchingSession::Impl::TakeBatch(Clock::time_point now, Batch* batch, Clock::time_point* wake) {
   struct Group {
     std::vector<Request*> members;
@@ -258,6 +259,7 @@ bool BatchingSession::Impl::TakeBatch(Clock::time_point now, Batch* batch, Clock
     auto g = std::find_if(groups.begin(), groups.end(),
                           [&](const Group& x) { return stackable && Compatible(*x.members[0], *r); });
     if (g == groups.end()) {
+      if (options.eager && !groups.empty()) continue;  // only the oldest group goes
       groups.push_back({{r}, r->rows, !stackable || r->rows >= options.max_batch});
     } else if (!g->full) {
       if (g->rows + r->rows > options.max_batch) {
@@ -271,7 +273,7 @@ bool BatchingSession::Impl::TakeBatch(Clock::time_point now, Batch* batch, Clock
     if (groups[0].full) break;  // the oldest group goes now; no need to look further
   }
   for (Group& g : groups) {
-    if (!(g.full || stopping || now - g.members[0]->enqueued >= max_delay)) continue;
+    if (!(g.full || stopping || options.eager || now - g.members[0]->enqueued >= max_delay)) continue;
     for (Request* r : g.members) {
       queue.erase(r->pos);
       r->queued = false;

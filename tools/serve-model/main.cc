@@ -121,6 +121,7 @@ int Main(int argc, char** argv) {
       "serve-model: serve ONNX models over HTTP with Whittle's runtime, with dynamic batching.\n\n"
       "Examples:\n"
       "  serve-model models/cnn.onnx --port 8080\n"
+      "  serve-model models/cnn.onnx --port 8080 --max-batch 32 --batch-policy eager\n"
       "  serve-model models/cnn.onnx --port 8080 --max-batch 32 --max-delay-ms 2\n"
       "  serve-model small=small.onnx big=big.onnx --port 8080 --threads 2\n"
       "  curl -s localhost:8080/v1/models/cnn:predict -d '{\"inputs\": {\"image\": [[[[0.0, ...]]]]}}'\n\n"
@@ -176,8 +177,18 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{65536}))
       ->capture_default_str();
   app.add_option("--max-delay-ms", bo.max_delay_ms,
-                 "Dynamic batching: how long a batch's first request waits for company")
+                 "Dynamic batching, --batch-policy timeout: how long a batch's first request waits for company")
       ->check(CLI::Range(0.0, 10000.0))
+      ->capture_default_str();
+  // The default stays timeout (the behaviour before the flag existed, which serve_model_check's
+  // deadline and full-queue checks rely on); eager measured no worse (docs/serving.md).
+  std::string batch_policy = "timeout";
+  app.add_option("--batch-policy", batch_policy,
+                 "Dynamic batching: when a batch starts. timeout: when it is full or its first request has waited "
+                 "--max-delay-ms (every request under light load waits that long); eager (recommended): an idle "
+                 "worker takes what is queued at once (up to --max-batch rows), so batches form only while every "
+                 "worker is busy and a lone request never waits")
+      ->check(CLI::IsMember({"eager", "timeout"}))
       ->capture_default_str();
   app.add_option("--max-queue", bo.max_queue, "Requests queued per model at most; more are answered 503")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
@@ -209,6 +220,7 @@ int Main(int argc, char** argv) {
   if (!specs.ok()) return Fail(specs.status().message());
   if (Status st = whittle::cli::ApplyResourceLimits(limits); !st.ok()) return Fail(st.message());
   so.max_body_bytes = int64_t{max_body_mb} << 20;
+  bo.eager = batch_policy == "eager";
   whittle::SessionOptions session_options;
   session_options.backend = *whittle::ParseBackend(device);  // checked above
   session_options.num_threads = threads;
@@ -233,8 +245,9 @@ int Main(int argc, char** argv) {
   char delay[32];
   std::snprintf(delay, sizeof(delay), "%g", bo.max_delay_ms);
   LogLine("listening on http://" + so.host + ":" + std::to_string(*port) + " (device " + device + ", " +
-          (bo.max_batch > 1 ? "max batch " + std::to_string(bo.max_batch) + ", max delay " + delay + " ms"
-                            : std::string("no batching")) +
+          (bo.max_batch <= 1 ? std::string("no batching")
+           : bo.eager        ? "max batch " + std::to_string(bo.max_batch) + ", eager"
+                             : "max batch " + std::to_string(bo.max_batch) + ", timeout, max delay " + delay + " ms") +
           ", queue " + std::to_string(bo.max_queue) + ", " + std::to_string(bo.workers) + " worker(s) x " +
           std::to_string(threads) + " thread(s), " + std::to_string(so.http_threads) + " HTTP threads)");
 

@@ -134,7 +134,7 @@ nlohmann::json ModelRegistry::Describe(int i) {
   out["outputs"] = IoJson(s->outputs());
   const BatchingOptions& o = m.batching->options();
   out["batching"] = {{"max_batch", o.max_batch}, {"max_delay_ms", o.max_delay_ms}, {"max_queue", o.max_queue},
-                     {"workers", o.workers}};
+                     {"workers", o.workers}, {"policy", o.eager ? "eager" : "timeout"}};
   return out;
 }
 

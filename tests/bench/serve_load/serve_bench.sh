@@ -1,21 +1,26 @@
 #!/bin/bash
 # serve-model's load figures (docs/serving.md, issue 46's must-holds), on loopback only:
-#   1. throughput and p50/p90/p99 latency per concurrency level, without and with dynamic batching
-#      (medians of REPEAT runs);
+#   1. throughput and p50/p90/p99 latency per concurrency level, without dynamic batching and with
+#      it under each policy, timeout and eager (medians of REPEAT runs);
 #   2. soak: 100,000 requests, the server's VmRSS after 10,000 and after 100,000;
 #   3. 200 malformed requests, then /healthz;
-#   4. reload under load: 20,000 requests while the served file is replaced (rename) and reloaded 10 times.
+#   4. reload under load: 20,000 requests while the served file is replaced (rename) and reloaded 10 times;
+#   compare (not in all): 16 clients, 20,000 requests (rows per run from /metrics), then 1 client,
+#      2,000 requests; no batching / timeout / eager alternated, one server per run, REPEAT rounds (on a shared machine, alternating spreads the load's drift over
+#      all three; take each configuration's median).
 # Every server it starts is stopped (SIGTERM; its exit status is checked). Usage, from the repository
 # root after building serve-model and serve_load:
-#   tests/bench/serve_load/serve_bench.sh [all|levels|soak|malformed|reload]
-# Environment: BIN (build/bin), MODEL (models/cnn.onnx), PORT (18080), REPEAT (3), BATCH_FLAGS
-# ("--max-batch 32 --max-delay-ms 2").
+#   tests/bench/serve_load/serve_bench.sh [all|levels|soak|malformed|reload|compare]
+# Environment: BIN (build/bin), MODEL (models/cnn.onnx; served as "cnn", input "image"), PORT (18080),
+# REPEAT (3), BATCH_FLAGS (eager, for soak and reload: "--max-batch 32 --batch-policy eager"),
+# TIMEOUT_FLAGS ("--max-batch 32 --batch-policy timeout --max-delay-ms 2").
 set -u
 BIN=${BIN:-build/bin}
 MODEL=${MODEL:-models/cnn.onnx}
 PORT=${PORT:-18080}
 REPEAT=${REPEAT:-3}
-BATCH_FLAGS=${BATCH_FLAGS:---max-batch 32 --max-delay-ms 2}
+BATCH_FLAGS=${BATCH_FLAGS:---max-batch 32 --batch-policy eager}
+TIMEOUT_FLAGS=${TIMEOUT_FLAGS:---max-batch 32 --batch-policy timeout --max-delay-ms 2}
 WORK=$(mktemp -d /tmp/serve_bench.XXXXXX)
 SERVER=""
 STATUS=0
@@ -57,14 +62,35 @@ load() {  # load ARGS...: serve_load against the running server; a failure marks
 }
 
 levels() {
-  for config in "no batching|" "batching|$BATCH_FLAGS"; do
+  for config in "no batching|" "batching, timeout|$TIMEOUT_FLAGS" "batching, eager|$BATCH_FLAGS"; do
     echo "== ${config%%|*} (${config#*|})"
     # shellcheck disable=SC2086
     start_server "$MODEL" ${config#*|}
-    # Concurrency 1 with batching waits --max-delay-ms per request: fewer requests there.
+    # Concurrency 1 under the timeout policy waits --max-delay-ms per request: fewer requests there.
     load --concurrency 1 --requests 2000 --repeat "$REPEAT"
     load --concurrency 4,16,32 --requests 20000 --repeat "$REPEAT"
     stop_server
+  done
+}
+
+mean_batch() {  # rows per run so far, from /metrics (curl, when installed)
+  command -v curl >/dev/null || return 0
+  curl -s "http://127.0.0.1:$PORT/metrics" |
+    awk '/^whittle_batch_rows_sum/ {r = $2} /^whittle_batch_rows_count/ {n = $2}
+         END {if (n > 0) printf "  runs %d, rows %d, mean batch %.2f rows\n", n, r, r / n}'
+}
+
+compare() {
+  for round in $(seq "$REPEAT"); do
+    for config in "no batching|" "batching, timeout|$TIMEOUT_FLAGS" "batching, eager|$BATCH_FLAGS"; do
+      echo "== round $round, ${config%%|*} (${config#*|}), $(cut -d' ' -f1-3 /proc/loadavg) load"
+      # shellcheck disable=SC2086
+      start_server "$MODEL" ${config#*|}
+      load --concurrency 16 --requests 20000 --repeat 1
+      mean_batch
+      load --concurrency 1 --requests 2000 --repeat 1
+      stop_server
+    done
   done
 }
 
@@ -101,7 +127,8 @@ case $what in
   soak) soak ;;
   malformed) malformed ;;
   reload) reload ;;
+  compare) compare ;;
   all) levels; soak; malformed; reload ;;
-  *) echo "usage: $0 [all|levels|soak|malformed|reload]"; exit 2 ;;
+  *) echo "usage: $0 [all|levels|soak|malformed|reload|compare]"; exit 2 ;;
 esac
 exit $STATUS

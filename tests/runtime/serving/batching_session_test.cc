@@ -1,7 +1,8 @@
 // BatchingSession (include/whittle/batching_session.h): concurrent requests of mixed row counts on
 // the bundled CNN and MLP get the very bytes a Session::Run of each request alone gives; batches
 // form and respect max_batch; the bounded queue, deadlines, Swap under load, Shutdown's drain and
-// the checks before queueing behave as the header says. Small built graphs (Mul, Identity,
+// the checks before queueing behave as the header says, under the timeout policy (eager = false,
+// pinned by the tests that rely on requests waiting) and the eager one (the default). Small built graphs (Mul, Identity,
 // ReduceSum) cover the swap, every fixed-size dtype, incompatible signatures and outputs without
 // a batch axis. Each test takes well under two seconds.
 //
@@ -168,6 +169,7 @@ TEST(BatchingSession, ConcurrentMixedRowsOnTheCnnWithPackedGemmAreBitIdenticalTo
   BatchingOptions o;
   o.max_batch = 32;
   o.max_delay_ms = 5;
+  o.eager = false;  // the timeout policy
   o.workers = 2;
   const BatchingStats s = RunConcurrently("cnn", o, 8, 5);
   EXPECT_LT(s.batches, s.requests) << "no request shared a run";
@@ -177,6 +179,7 @@ TEST(BatchingSession, LargeBatchesOnTheDefaultGemmAgreeWithRunningAloneWithinRou
   BatchingOptions o;
   o.max_batch = 64;
   o.max_delay_ms = 10;
+  o.eager = false;  // the timeout policy
   o.workers = 1;
   const BatchingStats s = RunConcurrently("cnn", o, 10, 4, 1e-4f);
   EXPECT_LT(s.batches, s.requests) << "no request shared a run";
@@ -189,6 +192,7 @@ TEST(BatchingSession, ConcurrentMixedRowsOnTheMlpAreBitIdenticalAndRespectMaxBat
   BatchingOptions o;
   o.max_batch = 8;  // under 16 rows: bit-identical on the default GEMM policy too
   o.max_delay_ms = 10;
+  o.eager = false;  // the timeout policy
   o.workers = 1;
   const BatchingStats s = RunConcurrently("mlp", o, 10, 10);
   EXPECT_LT(s.batches, s.requests) << "no request shared a run";
@@ -198,6 +202,63 @@ TEST(BatchingSession, ConcurrentMixedRowsOnTheMlpAreBitIdenticalAndRespectMaxBat
   EXPECT_GT(s.batch_rows[3], 0);
 }
 
+// Eager policy: an idle worker takes a lone request at once, whatever max_delay_ms says (the
+// timeout policy would hold each of these for 5 s).
+TEST(BatchingSession, EagerDispatchesALoneRequestWithoutWaitingForTheDelay) {
+  auto session = ScaleModel(3.f);
+  ASSERT_NE(session, nullptr);
+  BatchingOptions o;
+  o.max_batch = 32;
+  o.max_delay_ms = 5000;
+  o.eager = true;
+  auto batching = MakeBatching(session, o);
+  ASSERT_NE(batching, nullptr);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < 3; ++i) {
+    const Tensor x = RandomFloat({1 + i, 4}, static_cast<uint32_t>(i + 1));
+    auto r = batching->Run({{"x", x}});
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    auto alone = session->Run({{"x", x}});
+    ASSERT_TRUE(alone.ok());
+    EXPECT_TRUE(SameOutputs(*r, *alone));
+  }
+  EXPECT_LT(MsSince(t0), 2000.0) << "eager requests waited for company";
+  const BatchingStats s = batching->stats();
+  EXPECT_EQ(s.requests, 3);
+  EXPECT_EQ(s.batches, 3);
+  EXPECT_EQ(s.rows, 6);
+}
+
+// Eager policy under load: with one worker busy on the CNN, the requests that arrive meanwhile
+// are taken together, so batches still form (bit-identical with packed GEMM at any size), and
+// nothing waits for the 5 s delay.
+TEST(BatchingSession, EagerUnderConcurrencyStillFormsBatchesOnTheCnn) {
+  PackedGemmForTest packed;
+  BatchingOptions o;
+  o.max_batch = 32;
+  o.max_delay_ms = 5000;
+  o.workers = 1;
+  o.eager = true;
+  const auto t0 = Clock::now();
+  const BatchingStats s = RunConcurrently("cnn", o, 8, 10);
+  EXPECT_LT(MsSince(t0), 4000.0) << "eager batches waited for the delay";
+  EXPECT_LT(s.batches, s.requests) << "no request shared a run";
+  for (size_t k = 6; k < s.batch_rows.size(); ++k) EXPECT_EQ(s.batch_rows[k], 0) << "bucket " << k << " over 32 rows";
+}
+
+// Eager policy on the MLP: batches form under load, never pass max_batch, and stay bit-identical
+// (under 16 rows on the default GEMM policy).
+TEST(BatchingSession, EagerUnderConcurrencyOnTheMlpIsBitIdenticalAndRespectsMaxBatch) {
+  BatchingOptions o;
+  o.max_batch = 8;
+  o.max_delay_ms = 5000;
+  o.workers = 1;
+  o.eager = true;
+  const BatchingStats s = RunConcurrently("mlp", o, 10, 10);
+  EXPECT_LT(s.batches, s.requests) << "no request shared a run";
+  for (size_t k = 4; k < s.batch_rows.size(); ++k) EXPECT_EQ(s.batch_rows[k], 0) << "bucket " << k;
+}
+
 TEST(BatchingSession, ARequestLargerThanMaxBatchRunsAlone) {
   auto session = LoadBundled("mlp");
   ASSERT_NE(session, nullptr);
@@ -205,6 +266,7 @@ TEST(BatchingSession, ARequestLargerThanMaxBatchRunsAlone) {
   BatchingOptions o;
   o.max_batch = 4;
   o.max_delay_ms = 2000;  // only "full" can start a batch before Shutdown
+  o.eager = false;  // the timeout policy
   auto batching = MakeBatching(session, o);
   ASSERT_NE(batching, nullptr);
   const Tensor big = RandomFloat({7, 1, 28, 28}, 7);
@@ -226,6 +288,7 @@ TEST(BatchingSession, AFullQueueRefusesAtOnceAndShutdownDrainsIt) {
   BatchingOptions o;
   o.max_batch = 64;
   o.max_delay_ms = 60000;  // nothing starts on its own: the two requests stay queued
+  o.eager = false;  // the timeout policy
   o.max_queue = 2;
   auto batching = MakeBatching(session, o);
   ASSERT_NE(batching, nullptr);
@@ -270,6 +333,7 @@ TEST(BatchingSession, ShutdownFinishesEveryAcceptedRequestThenRefuses) {
   BatchingOptions o;
   o.max_batch = 64;
   o.max_delay_ms = 60000;
+  o.eager = false;  // the timeout policy
   auto batching = MakeBatching(session, o);
   ASSERT_NE(batching, nullptr);
   constexpr int kThreads = 6;
@@ -308,6 +372,7 @@ TEST(BatchingSession, DestroyingItWithCallersWaitingAnswersThemFirst) {
   BatchingOptions o;
   o.max_batch = 64;
   o.max_delay_ms = 60000;
+  o.eager = false;  // the timeout policy
   o.workers = 2;
   auto batching = MakeBatching(session, o);
   ASSERT_NE(batching, nullptr);
@@ -335,6 +400,7 @@ TEST(BatchingSession, ARequestQueuedPastItsDeadlineFailsAndNeverRuns) {
   BatchingOptions o;
   o.max_batch = 64;
   o.max_delay_ms = 60000;
+  o.eager = false;  // the timeout policy
   auto batching = MakeBatching(session, o);
   ASSERT_NE(batching, nullptr);
   const auto t0 = Clock::now();
@@ -474,6 +540,7 @@ TEST(BatchingSession, EveryFixedSizeDtypeIsStackedAndSplitByteForByte) {
   BatchingOptions o;
   o.max_batch = 32;
   o.max_delay_ms = 20;
+  o.eager = false;  // the timeout policy
   auto batching = MakeBatching(session, o);
   ASSERT_NE(batching, nullptr);
   constexpr int kThreads = 6;
@@ -520,6 +587,7 @@ TEST(BatchingSession, IncompatibleRequestsDoNotBlockEachOther) {
   BatchingOptions o;
   o.max_batch = 16;
   o.max_delay_ms = 20;
+  o.eager = false;  // the timeout policy
   auto batching = MakeBatching(session, o);
   ASSERT_NE(batching, nullptr);
   constexpr int kThreads = 8;
@@ -565,6 +633,7 @@ TEST(BatchingSession, AnOutputWithoutTheBatchAxisFailsTheWholeBatchNamingIt) {
   BatchingOptions o;
   o.max_batch = 2;  // the two one-row requests fill it
   o.max_delay_ms = 60000;
+  o.eager = false;  // the timeout policy
   auto batching = MakeBatching(session, o);
   ASSERT_NE(batching, nullptr);
   std::vector<Status> status(2);
