@@ -406,7 +406,7 @@ def check_deadline_and_queue(bin_dir, models_dir, tmp):
     """A request whose deadline passes while its batch waits: 504. A full queue: 503. Drain on SIGTERM."""
     server = Server(os.path.join(bin_dir, "serve-model"),
                     [os.path.join(models_dir, "cnn.onnx"), "--max-batch", "8", "--max-delay-ms", "300",
-                     "--max-queue", "1"], os.path.join(tmp, "server_deadline.log"))
+                     "--max-queue", "1", "--batch-policy", "timeout"], os.path.join(tmp, "server_deadline.log"))
     try:
         body = json.dumps({"inputs": {"image": np.zeros((1, 1, 28, 28)).tolist()}})
         status, _, data = request(server.port, "POST", "/v1/models/cnn:predict", body,
