@@ -226,6 +226,8 @@ def compress(model, output, passes=(), *, calibration=None, calibration_samples=
             raise InvalidArgumentError(f"{given[0]}= is only used with target='size'|'latency'|'macs'")
     elif target not in ("size", "latency", "macs"):
         raise InvalidArgumentError(f"target must be 'size', 'latency' or 'macs', got {target!r}")
+    if metric is not None and not isinstance(metric, str):
+        raise TypeError(f"metric must be a str such as 'top1' or 'cosine', got {type(metric).__name__}")
     out = _path("output", output, output=True)
     reports = {"report": _path("report", report, output=True), "report_json": _path("report_json", report_json, output=True)}
     for key, path in reports.items():

@@ -70,6 +70,8 @@ def test_compress_errors(tmp_path):
         whittle.compress(MODELS / "mlp.onnx", out, passes=["svd:bogus=1"], bench=False)
     with pytest.raises(ValueError, match="no pass given"):
         whittle.compress(MODELS / "mlp.onnx", out, passes=[], bench=False)
+    with pytest.raises(ValueError, match="--target needs --max-drop"):
+        whittle.compress(MODELS / "mlp.onnx", out, target="size", calibration="fashion-mnist:train")
     with pytest.raises(ValueError, match="max_drop= is only used with target"):
         whittle.compress(MODELS / "mlp.onnx", out, passes=["int8"], max_drop=1)
     with pytest.raises(ValueError, match="does not exist"):
