@@ -5,9 +5,8 @@
 #include <cstdio>
 #include <random>
 
-#include <Eigen/Dense>
-
 #include "passes/cost.h"
+#include "passes/layer_inputs_eigen.h"
 #include "passes/quantize/gptq.h"
 #include "passes/quantize/opset_upgrade.h"
 #include "runtime/evaluate.h"
@@ -16,30 +15,19 @@
 namespace whittle {
 namespace {
 
-using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
 const Tensor* ConvWeight(const Graph& g, const Node& n) {
   const Tensor* w = g.ConstInput(n, 1, DType::kFloat32);
   return w && w->rank() == 4 && w->dim(0) > 0 ? w : nullptr;
 }
 
-struct Geometry {
-  int64_t group = 1, kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
-};
-
-// The geometry of a 2-D Conv, or false (auto_pad SAME_*, a group that does not divide the channels).
-bool ReadGeometry(const Node& n, const Tensor& w, Geometry* c, std::string* why) {
-  c->group = n.attrs.GetInt("group", 1);
-  c->kh = w.dim(2);
-  c->kw = w.dim(3);
-  const std::vector<int64_t> s = n.attrs.GetInts("strides"), d = n.attrs.GetInts("dilations"),
-                             p = n.attrs.GetInts("pads");
-  if (s.size() == 2) c->sh = s[0], c->sw = s[1];
-  if (d.size() == 2) c->dh = d[0], c->dw = d[1];
-  if (p.size() == 4) c->pt = p[0], c->pl = p[1], c->pb = p[2], c->pr = p[3];
+// A 2-D Conv's geometry (passes/layer_inputs_eigen.h) and group, or false with why (auto_pad
+// SAME_*, a group that does not divide the channels).
+bool ReadGeometry(const Node& n, const Tensor& w, ConvGeo* c, int64_t* group, std::string* why) {
+  *c = ReadConvGeo(n, w);
+  *group = n.attrs.GetInt("group", 1);
   const std::string pad = n.attrs.GetString("auto_pad", "NOTSET");
   if (pad != "NOTSET" && pad != "VALID") *why = "auto_pad " + pad;
-  else if (c->group < 1 || w.dim(0) % c->group != 0) *why = "its group does not divide the output channels";
+  else if (*group < 1 || w.dim(0) % *group != 0) *why = "its group does not divide the output channels";
   else if (c->sh < 1 || c->sw < 1 || c->dh < 1 || c->dw < 1) *why = "strides or dilations below 1";
   else return true;
   return false;
@@ -62,9 +50,10 @@ StatusOr<ConvGrams> CollectConvGrams(const Graph& g, const std::vector<int>& con
   ConvGrams grams;
   struct Layer {
     int node;
-    Geometry geo;
+    ConvGeo geo;
+    int64_t group = 1;
     int64_t cg = 0, features = 0;  // input channels per group; their patch size
-    std::vector<RowMatD> h;        // per group
+    std::vector<RowMat> h;        // per group
   };
   std::vector<Layer> layers;
   Graph probe = g;
@@ -76,11 +65,11 @@ StatusOr<ConvGrams> CollectConvGrams(const Graph& g, const std::vector<int>& con
     Layer l;
     l.node = ni;
     std::string why;
-    if (!w || !ReadGeometry(n, *w, &l.geo, &why)) continue;
+    if (!w || !ReadGeometry(n, *w, &l.geo, &l.group, &why)) continue;
     l.cg = w->dim(1);
     l.features = l.cg * l.geo.kh * l.geo.kw;
-    if (l.geo.group * l.features * l.features * 8 > max_bytes_per_layer) continue;
-    l.h.assign(static_cast<size_t>(l.geo.group), RowMatD::Zero(l.features, l.features));
+    if (l.group * l.features * l.features * 8 > max_bytes_per_layer) continue;
+    l.h.assign(static_cast<size_t>(l.group), RowMat::Zero(l.features, l.features));
     layers.push_back(std::move(l));
     const int v = n.inputs[0];
     if (!slot.count(v)) {
@@ -106,10 +95,10 @@ StatusOr<ConvGrams> CollectConvGrams(const Graph& g, const std::vector<int>& con
     for (Layer& l : layers) {
       const Node& node = g.nodes()[static_cast<size_t>(l.node)];
       const Tensor& x = outs[slot.at(node.inputs[0])];
-      if (x.dtype() != DType::kFloat32 || x.rank() != 4 || x.dim(1) != l.cg * l.geo.group)
+      if (x.dtype() != DType::kFloat32 || x.rank() != 4 || x.dim(1) != l.cg * l.group)
         return InvalidArgument(node.DebugName() + ": its input is not a float32 [N, " +
-                               std::to_string(l.cg * l.geo.group) + ", H, W] tensor on the calibration data");
-      const Geometry& c = l.geo;
+                               std::to_string(l.cg * l.group) + ", H, W] tensor on the calibration data");
+      const ConvGeo& c = l.geo;
       const int64_t N = x.dim(0), H = x.dim(2), W = x.dim(3);
       const int64_t oh = (H + c.pt + c.pb - c.dh * (c.kh - 1) - 1) / c.sh + 1;
       const int64_t ow = (W + c.pl + c.pr - c.dw * (c.kw - 1) - 1) / c.sw + 1;
@@ -117,8 +106,8 @@ StatusOr<ConvGrams> CollectConvGrams(const Graph& g, const std::vector<int>& con
       const int64_t per = std::min(kMaxPositions, oh * ow), K = c.kh * c.kw;
       const float* px = x.data<float>();
       std::vector<int64_t> pos(static_cast<size_t>(per));
-      RowMatD rows(N * per, l.features);
-      for (int64_t grp = 0; grp < c.group; ++grp) {
+      RowMat rows(N * per, l.features);
+      for (int64_t grp = 0; grp < l.group; ++grp) {
         for (int64_t img = 0; img < N; ++img) {
           if (grp == 0)
             for (int64_t s = 0; s < per; ++s)
@@ -129,7 +118,7 @@ StatusOr<ConvGrams> CollectConvGrams(const Graph& g, const std::vector<int>& con
             const int64_t y0 = (p / ow) * c.sh - c.pt, x0 = (p % ow) * c.sw - c.pl;
             double* row = rows.row(img * per + s).data();
             for (int64_t ch = 0; ch < l.cg; ++ch) {
-              const float* plane = px + ((img * l.cg * c.group) + grp * l.cg + ch) * H * W;
+              const float* plane = px + ((img * l.cg * l.group) + grp * l.cg + ch) * H * W;
               for (int64_t i = 0; i < c.kh; ++i)
                 for (int64_t j = 0; j < c.kw; ++j) {
                   const int64_t yy = y0 + i * c.dh, xx = x0 + j * c.dw;
@@ -145,7 +134,7 @@ StatusOr<ConvGrams> CollectConvGrams(const Graph& g, const std::vector<int>& con
   ctx.Progress(stage, n, n);
   for (Layer& l : layers) {
     auto& out = grams[g.nodes()[static_cast<size_t>(l.node)].name];
-    for (RowMatD& h : l.h) {
+    for (RowMat& h : l.h) {
       h.triangularView<Eigen::StrictlyLower>() = h.transpose();
       out.emplace_back(h.data(), h.data() + h.size());
     }
