@@ -45,8 +45,9 @@ run_tests() {  # run_tests MODE [gtest args...]
   echo "sanitize.sh: $mode build took $((SECONDS - t0)) s"
   local filter=()
   if [ "$mode" = thread ] && ! printf '%s\n' "$@" | grep -q -- '--gtest_filter'; then
-    # Threads on one or several sessions, concurrent kernel callers, intra-op thread counts.
-    filter=(--gtest_filter='*Concurren*:*Thread*')
+    # Threads on one or several sessions, concurrent kernel callers, intra-op thread counts, and
+    # the batching session's queue, workers, Swap and Shutdown.
+    filter=(--gtest_filter='*Concurren*:*Thread*:BatchingSession.*')
   fi
   # UBSan findings abort (-fno-sanitize-recover=undefined); leaks are reported at exit.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1:allocator_may_return_null=1}

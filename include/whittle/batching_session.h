@@ -16,11 +16,13 @@
 // In both, a worker takes the oldest ready group first (no signature starves another), and during
 // Shutdown everything queued goes at once. The results are the rows a Session::Run of the request alone would give, up to
 // rounding: most of Whittle's CPU kernels compute a row the same way at any batch size, but not
-// all. Measured (2026-11-29, Xeon with AVX-512, Debian's oneDNN): a Gemm/MatMul on the plain
-// sgemm path rather than packed_gemm.h (constant weights of fewer than 16 output columns, such as
-// the bundled models' 10-class head; by PackedGemmPreferred also any batch over 256 rows) rounds a
-// row differently from 16 rows on, by a few ulps (max |diff| 6e-6 on the bundled models' logits at
-// 16-64 rows); with WHITTLE_GEMM=packed the same batches were bit-identical
+// all. A Gemm/MatMul with constant weights that takes a different path at different row counts
+// (packed_gemm.h's PackedGemmPreferred: a narrow head such as the bundled models' 10 classes runs
+// oneDNN's sgemm on AVX-512, and Eigen's GEMV for a single row on AVX2; any batch over 256 rows
+// leaves the packed tiles) rounds a row differently, by a few ulps. Measured on the bundled models'
+// logits: from 16 rows on on a Xeon with AVX-512 (max |diff| 6e-6 at 16-64 rows), from 2 rows on
+// on an AVX2-only AMD EPYC (max |diff| 6.7e-6 at 2-64 rows), 2026-11-29. With WHITTLE_GEMM=packed
+// the same batches were bit-identical on both
 // (tests/runtime/serving/batching_session_test.cc).
 //
 // The queue is bounded (max_queue requests): a request that would pass it fails at once with

@@ -1,5 +1,6 @@
-// Tensor: dtype, concrete dims and a shared, 64-byte-aligned Buffer that knows its device (public
-// API; internal code includes it through lib/ir/tensor.h). Copies share the buffer (cheap);
+// Tensor: dtype, concrete dims and a shared Buffer that knows its device (public API; internal
+// code includes it through lib/ir/tensor.h). Whittle's own buffers are 64-byte aligned; a wrapped
+// caller's buffer (Buffer::Wrap) only as its elements need, which every kernel accepts. Copies share the buffer (cheap);
 // Clone() copies the bytes. Dims are int64 as in ONNX; CheckedNumElements guards hostile shapes.
 #pragma once
 
@@ -39,6 +40,12 @@ class Buffer {
   // cache when first touched, the file never changes, and the mapping outlives fd. IoError when the
   // system refuses the mapping.
   static StatusOr<std::shared_ptr<Buffer>> MapFile(int fd, uint64_t offset, size_t bytes);
+  // A caller's host memory, read in place (an input fed without a copy: a NumPy array, a
+  // framework's tensor). Whittle never writes it and never recycles it for its own values; the
+  // bytes must stay as they are while a run reads them. `owner` keeps them alive: it is dropped
+  // (its deleter runs) when the last tensor on this buffer goes, on whichever thread that is.
+  // `data` must be aligned to the element size of the tensors laid on it.
+  static std::shared_ptr<Buffer> Wrap(const void* data, size_t bytes, std::shared_ptr<const void> owner);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -51,6 +58,8 @@ class Buffer {
   bool page_locked() const { return device_ == DeviceType::kCpu && runtime_ != nullptr; }
   // Memory-mapped from a file (MapFile).
   bool mapped() const { return map_base_ != nullptr; }
+  // A caller's memory (Wrap): read only, never reused for another value.
+  bool external() const { return owner_ != nullptr; }
   // A mapped buffer gives its resident pages back (the next read maps them from the file again),
   // so weights that a kernel has repacked, or a pass has consumed, stop counting in the process's
   // memory. Only for buffers nobody wrote to (initializers are never written). No-op otherwise.
@@ -68,6 +77,8 @@ class Buffer {
   // MapFile: the page-aligned mapping that holds data_ (unmapped by the destructor).
   void* map_base_ = nullptr;
   size_t map_len_ = 0;
+  // Wrap: what keeps the caller's bytes alive (nothing is freed here).
+  std::shared_ptr<const void> owner_;
   friend struct MemoryMeter;
 };
 

@@ -66,9 +66,10 @@ PackedGemmUse PackedGemmPolicy();
 void SetPackedGemmUse(PackedGemmUse use);
 
 // The rule kAuto follows, from tests/bench/gemm_bench.cc (be 3 against be 2, AVX-512 and AVX2):
-// packed where N fills at least half a panel and M <= 256 (1.0-1.8x at the MLP's batch 1 and 64
-// and the transformer's batch 1; oneDNN's blocking is 1-7% ahead from M = 1024, and a narrow N
-// leaves most of each panel empty). A fixed rule rather than a timing, so that every process
+// packed where N fills at least half an AVX-512 panel (16 columns; on AVX2 half its own, 8, from
+// 2 rows on: a single row of a narrow head is Eigen's GEMV, faster there) and M <= 256 (1.0-1.8x
+// at the MLP's batch 1 and 64 and the transformer's batch 1; oneDNN's blocking is 1-7% ahead
+// from M = 1024, and a narrow N leaves most of each panel empty). A fixed rule rather than a timing, so that every process
 // computes a model's outputs with the same kernels, bit for bit.
 bool PackedGemmPreferred(int64_t M, int64_t N);
 

@@ -284,6 +284,15 @@ StatusOr<Dataset> MakeDataset(const Tensor& inputs, const Tensor& labels, const 
   return Assemble(inputs, labels, name, limit, /*images_add_channel=*/false);
 }
 
+StatusOr<Dataset> CheckDataArgument(StatusOr<Dataset> loaded, const std::string& what, const std::string& spec,
+                                    bool need_labels) {
+  if (!loaded.ok()) return loaded.status().WithContext(what);
+  if (need_labels && !loaded->has_labels())
+    return InvalidArgument(what + " " + spec + " has no labels; accuracy needs labelled data");
+  if (loaded->size() == 0) return InvalidArgument(what + " " + spec + " has no samples");
+  return loaded;
+}
+
 StatusOr<Dataset> LoadDataset(const std::string& spec, int64_t limit) {
   const std::vector<std::string> parts = Split(spec, ':');
   for (const std::string& p : parts) {

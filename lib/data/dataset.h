@@ -67,6 +67,12 @@ StatusOr<Dataset> LoadDataset(const std::string& spec, int64_t limit = -1);
 StatusOr<Dataset> MakeDataset(const Tensor& inputs, const Tensor& labels, const std::string& name,
                               int64_t limit = -1);
 
+// A loaded data set as a tool's argument must be: its load error, or none when it has no labels
+// and they are needed (accuracy) or no samples, named after the argument (`what`: "--eval-data",
+// "calibration") and its spec.
+StatusOr<Dataset> CheckDataArgument(StatusOr<Dataset> loaded, const std::string& what, const std::string& spec,
+                                    bool need_labels);
+
 // Rows [begin, end) of t along dim 0, copied into a new tensor. Bounds are the caller's
 // invariant (WH_CHECK): 0 <= begin <= end <= t.dim(0), rank >= 1.
 Tensor SliceBatch(const Tensor& t, int64_t begin, int64_t end);

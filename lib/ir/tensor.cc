@@ -136,6 +136,15 @@ StatusOr<std::shared_ptr<Buffer>> Buffer::MapFile(int fd, uint64_t offset, size_
   return b;
 }
 
+std::shared_ptr<Buffer> Buffer::Wrap(const void* data, size_t bytes, std::shared_ptr<const void> owner) {
+  static const char kEmpty[1] = {0};  // keeps external() true for an ownerless wrap
+  std::shared_ptr<Buffer> b(new Buffer());
+  b->data_ = const_cast<void*>(data);  // read only: external() buffers are never written (tensor.h)
+  b->size_ = bytes;
+  b->owner_ = owner ? std::move(owner) : std::shared_ptr<const void>(std::shared_ptr<const void>(), kEmpty);
+  return b;
+}
+
 void Buffer::ReleaseResidentPages() const {
   if (!map_base_) return;
   ::madvise(map_base_, map_len_, MADV_DONTNEED);
@@ -146,6 +155,7 @@ Buffer::~Buffer() {
     ::munmap(map_base_, map_len_);
     return;
   }
+  if (owner_) return;  // a caller's memory: dropping owner_ (after this body) releases it
   MemoryMeter::Detach(*this);
   // In a graph capture's span the memory stays, counted, until the graph goes (CaptureReleases).
   if (runtime_ && KeptForCapture(runtime_, data_, device_, size_)) return;

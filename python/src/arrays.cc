@@ -1,4 +1,5 @@
 // Errors and NumPy conversions of the extension (bindings.h).
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -105,23 +106,40 @@ void RegisterErrors(py::module_& m) {
   });
 }
 
-StatusOr<Tensor> TensorFromArray(const std::string& what, py::handle obj) {
+StatusOr<Tensor> TensorFromArray(const std::string& what, py::handle obj, bool* shared) {
+  if (shared) *shared = false;
   if (!PyObject_CheckBuffer(obj.ptr()))
     return InvalidArgument(what + ": expected a NumPy array, got " + std::string(Py_TYPE(obj.ptr())->tp_name));
-  const py::buffer_info info = py::reinterpret_borrow<py::buffer>(obj).request();
-  auto dtype = DTypeOfFormat(what, info.format, info.itemsize);
+  // The view the tensor may keep: released (with the GIL: the last tensor may go on any thread)
+  // when its last holder drops it.
+  std::shared_ptr<Py_buffer> view(new Py_buffer(), [](Py_buffer* v) {
+    if (v->obj) {
+      py::gil_scoped_acquire gil;
+      PyBuffer_Release(v);
+    }
+    delete v;
+  });
+  if (PyObject_GetBuffer(obj.ptr(), view.get(), PyBUF_STRIDES | PyBUF_FORMAT) != 0) throw py::error_already_set();
+  auto dtype = DTypeOfFormat(what, view->format ? view->format : "B", view->itemsize);
   if (!dtype.ok()) return dtype.status();
   Dims dims;
-  py::ssize_t stride = info.itemsize;
+  py::ssize_t stride = view->itemsize;
   bool contiguous = true;
-  for (py::ssize_t i = info.ndim; i-- > 0;) {
-    contiguous &= info.shape[i] <= 1 || info.strides[i] == stride;
-    stride *= info.shape[i];
+  for (int i = view->ndim; i-- > 0;) {
+    contiguous &= view->shape[i] <= 1 || view->strides[i] == stride;
+    stride *= view->shape[i];
   }
   if (!contiguous) return InvalidArgument(what + ": the array is not C-contiguous (np.ascontiguousarray makes it so)");
-  for (py::ssize_t d : info.shape) dims.push_back(static_cast<int64_t>(d));
+  for (int i = 0; i < view->ndim; ++i) dims.push_back(static_cast<int64_t>(view->shape[i]));
+  const size_t bytes = DTypeStorageBytes(*dtype, NumElements(dims));
+  const auto address = reinterpret_cast<uintptr_t>(view->buf);
+  if (view->buf && bytes > 0 && address % static_cast<uintptr_t>(view->itemsize) == 0) {
+    const void* data = view->buf;
+    if (shared) *shared = true;
+    return Tensor(*dtype, dims, Buffer::Wrap(data, bytes, std::shared_ptr<const void>(view, view.get())));
+  }
   Tensor t(*dtype, dims);  // zero-filled, 64-byte aligned; a failed allocation throws (MemoryError)
-  if (t.nbytes() > 0) std::memcpy(t.raw_data(), info.ptr, t.nbytes());
+  if (bytes > 0) std::memcpy(t.raw_data(), view->buf, bytes);
   return t;
 }
 

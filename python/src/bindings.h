@@ -2,8 +2,8 @@
 // Python as whittle.Error (whittle.InvalidArgumentError, also a ValueError, for bad arguments),
 // work run with the GIL released (C++ exceptions turned into a Status there), and arrays converted
 // to and from Tensors through the buffer protocol (no NumPy C API: any NumPy, any pybind11):
-// inputs are copied once into a Whittle buffer (the public Buffer has no constructor over foreign
-// memory), outputs are exported as buffers that NumPy wraps without a copy.
+// inputs are read in place where their layout allows (Buffer::Wrap over the array's memory, which
+// the run holds as a buffer view), outputs are exported as buffers that NumPy wraps without a copy.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -76,8 +76,12 @@ struct OutputMemory {
 };
 
 // A C-contiguous object with the buffer protocol (a NumPy array) as a Tensor of the matching
-// dtype, its bytes copied; `what` names it in errors ("input 'x'").
-StatusOr<Tensor> TensorFromArray(const std::string& what, py::handle obj);
+// dtype; `what` names it in errors ("input 'x'"). The tensor reads the object's memory in place
+// (*shared true) when its address is aligned to the element size, as the kernels need: it then
+// holds a buffer view of the object (which keeps it alive and, for a bytearray, its size fixed)
+// until the last tensor on it goes, released with the GIL taken. Otherwise its bytes are copied
+// into a Whittle buffer (*shared false).
+StatusOr<Tensor> TensorFromArray(const std::string& what, py::handle obj, bool* shared = nullptr);
 
 // A Tensor as an _OutputMemory over its bytes. own_buffer: nobody else holds them, so they are
 // exported as they are; otherwise over a copy. A sequence becomes a list, an optional without a

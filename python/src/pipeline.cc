@@ -57,12 +57,8 @@ DataArg ParseDataArg(const std::string& what, const py::object& arg) {
 // errors name the argument and say why.
 StatusOr<Dataset> LoadData(const std::string& what, const DataArg& d, int64_t limit, bool need_labels) {
   if (!d.given) return Dataset{};
-  auto ds = d.arrays ? MakeDataset(d.inputs, d.labels, d.spec, limit) : LoadDataset(d.spec, limit);
-  if (!ds.ok()) return ds.status().WithContext(what);
-  if (need_labels && !ds->has_labels())
-    return InvalidArgument(what + " " + d.spec + " has no labels; accuracy needs labelled data");
-  if (ds->size() == 0) return InvalidArgument(what + " " + d.spec + " has no samples");
-  return ds;
+  return CheckDataArgument(d.arrays ? MakeDataset(d.inputs, d.labels, d.spec, limit) : LoadDataset(d.spec, limit), what,
+                           d.spec, need_labels);
 }
 
 // verbose=True: the permanent lines the CLIs print (on stderr), without the progress bars.

@@ -1,6 +1,8 @@
 // whittle._whittle.Session: Session::Load and Session::Run for Python. Run converts the inputs
-// with the GIL held, runs with it released (Session::Run is thread-safe: threads share one
-// session), and exports each output's buffer as it is when nothing else holds it (a copy else).
+// with the GIL held (reading each array in place where its layout allows), runs with it released
+// (Session::Run is thread-safe: threads share one session), and exports each output's buffer as it
+// is when nothing else holds it (a copy else).
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -39,8 +41,20 @@ const IoInfo* FindInput(const Session& s, const std::string& name) {
   return nullptr;
 }
 
+// Bytes of input read in place and bytes copied, over a session's runs (Session.input_bytes).
+struct InputBytes {
+  std::atomic<int64_t> shared{0}, copied{0};
+};
+
+Tensor Feed(const std::string& what, py::handle value, InputBytes& counts) {
+  bool shared = false;
+  Tensor t = Unwrap(TensorFromArray(what, value, &shared));
+  (shared ? counts.shared : counts.copied) += static_cast<int64_t>(t.nbytes());
+  return t;
+}
+
 // One fed value: a list for a sequence input, None for an optional one, an array otherwise.
-Tensor FeedValue(const IoInfo* info, const std::string& name, py::handle value) {
+Tensor FeedValue(const IoInfo* info, const std::string& name, py::handle value, InputBytes& counts) {
   const std::string what = "input '" + name + "'";
   const bool sequence = info && (info->kind == ValueKind::kSequence || info->kind == ValueKind::kOptionalSequence);
   const bool optional = info && (info->kind == ValueKind::kOptionalTensor || info->kind == ValueKind::kOptionalSequence);
@@ -48,14 +62,15 @@ Tensor FeedValue(const IoInfo* info, const std::string& name, py::handle value) 
   if (sequence && (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value))) {
     std::vector<Tensor> elements;
     size_t i = 0;
-    for (py::handle item : value) elements.push_back(Unwrap(TensorFromArray(what + "[" + std::to_string(i++) + "]", item)));
+    for (py::handle item : value) elements.push_back(Feed(what + "[" + std::to_string(i++) + "]", item, counts));
     return Tensor::Sequence(info->dtype, std::move(elements));
   }
-  return Unwrap(TensorFromArray(what, value));
+  return Feed(what, value, counts);
 }
 
 // Which outputs NumPy may take over: those whose buffer only the outputs hold (not a constant of
-// the session, not another output's bytes: overlapping ranges of one buffer are copied).
+// the session, not another output's bytes: overlapping ranges of one buffer are copied, and never
+// a caller's memory read in place).
 std::vector<bool> OwnedOutputs(const std::vector<Tensor>& outs) {
   std::map<const Buffer*, long> holders;
   for (const Tensor& t : outs)
@@ -64,7 +79,8 @@ std::vector<bool> OwnedOutputs(const std::vector<Tensor>& outs) {
   std::vector<bool> own(outs.size(), false);
   for (size_t i = 0; i < outs.size(); ++i) {
     const Tensor& t = outs[i];
-    if (!t.is_tensor() || !t.buffer() || t.buffer().use_count() != holders[t.buffer().get()]) continue;
+    if (!t.is_tensor() || !t.buffer() || t.buffer()->external() || t.buffer().use_count() != holders[t.buffer().get()])
+      continue;
     const size_t begin = t.offset(), end = t.offset() + t.nbytes();
     bool overlaps = false;
     for (const auto& [b, e] : given[t.buffer().get()]) overlaps |= begin < e && b < end;
@@ -92,11 +108,11 @@ class PySession {
       if (!py::isinstance<py::str>(key))
         Throw(InvalidArgument("input names must be str, got " + std::string(Py_TYPE(key.ptr())->tp_name)));
       const std::string name = key.cast<std::string>();
-      inputs[name] = FeedValue(FindInput(*session_, name), name, value);
+      inputs[name] = FeedValue(FindInput(*session_, name), name, value, input_bytes_);
     }
     std::vector<Tensor> outs = Unwrap(WithoutGil([&]() -> StatusOr<std::vector<Tensor>> {
       auto r = session_->Run(inputs);
-      inputs.clear();  // the outputs that are an input keep the copy alone
+      inputs.clear();  // the outputs that are an input are copies (CollectOutputs)
       return r;
     }));
     const std::vector<bool> own = OwnedOutputs(outs);
@@ -112,9 +128,11 @@ class PySession {
   py::list Outputs() const { return IoList(session_->outputs()); }
   std::string Device() const { return BackendName(session_->options().backend); }
   int Threads() const { return session_->options().num_threads; }
+  py::tuple InputByteCounts() const { return py::make_tuple(input_bytes_.shared.load(), input_bytes_.copied.load()); }
 
  private:
   std::unique_ptr<Session> session_;
+  mutable InputBytes input_bytes_;
 };
 
 }  // namespace
@@ -136,7 +154,9 @@ void BindSession(py::module_& m) {
       .def_property_readonly("inputs", &PySession::Inputs)
       .def_property_readonly("outputs", &PySession::Outputs)
       .def_property_readonly("device", &PySession::Device)
-      .def_property_readonly("threads", &PySession::Threads);
+      .def_property_readonly("threads", &PySession::Threads)
+      .def_property_readonly("input_bytes", &PySession::InputByteCounts,
+                             "(bytes read in place, bytes copied) of the inputs of this session's runs");
 }
 
 }  // namespace whittle::python

@@ -92,8 +92,9 @@ class Session:
     def run(self, feeds):
         """Runs the model: feeds maps input names to arrays (a single array for a one-input model;
         a list of arrays for a sequence input, None for an optional one). Each array must have the
-        input's dtype (nothing is converted) and is copied once; a non-contiguous one is made
-        contiguous first. Returns {output name: ndarray} in the model's output order; each array
+        input's dtype (nothing is converted). A C-contiguous array whose address suits its dtype
+        (as NumPy's own are) is read in place, without a copy: do not write to it while run()
+        works; others are copied once (a non-contiguous one is made contiguous first). Returns {output name: ndarray} in the model's output order; each array
         wraps the memory Whittle computed it in (no copy) and owns it."""
         if not isinstance(feeds, Mapping):
             if len(self.inputs) != 1:
@@ -110,6 +111,11 @@ class Session:
                 prepared[name] = _c_array(value)
         out = self._session.run(prepared)
         return {name: _from_output(v) for name, v in out.items()}
+
+    @property
+    def input_bytes(self):
+        """(bytes read in place, bytes copied): the inputs of this session's runs so far."""
+        return self._session.input_bytes
 
     def __repr__(self):
         return f"whittle.Session(inputs={[i.name for i in self.inputs]}, outputs={[o.name for o in self.outputs]}, device={self.device!r})"

@@ -64,7 +64,8 @@ struct RunArena {
     return b;
   }
   void Release(Tensor& t) {
-    if (t.defined() && t.buffer().use_count() == 1) free.push_back(t.buffer());
+    // A caller's memory (Buffer::Wrap) is read only and never serves another value.
+    if (t.defined() && t.buffer().use_count() == 1 && !t.buffer()->external()) free.push_back(t.buffer());
     t = Tensor();
   }
   // t's copy on `device`, in an arena buffer: a download waits for it, an upload is queued before

@@ -79,6 +79,11 @@ void GemmShapes(benchmark::internal::Benchmark* b) {
       for (int64_t m : {16, 1024})
         for (auto kn : {std::pair<int64_t, int64_t>{192, 576}, {192, 192}, {192, 384}, {384, 192}})
           b->Args({be, m, kn.second, kn.first, 0, thr});
+      // Narrow classifier heads (N < 16: 10 classes, 2 for a binary one; BERT's 768 -> 2), the
+      // shapes PackedGemmPreferred's column rule is about.
+      for (int64_t m : {1, 32, 256})
+        for (auto kn : {std::pair<int64_t, int64_t>{128, 10}, {512, 10}, {768, 2}})
+          b->Args({be, m, kn.second, kn.first, 1, thr});
       // Small CNN im2col GEMMs: [out_ch, k*k*in_ch] x [k*k*in_ch, H*W (x batch)].
       b->Args({be, 16, 784, 9, 0, thr});
       b->Args({be, 32, 196, 144, 0, thr});

@@ -1,7 +1,9 @@
-# whittle.Session: outputs equal run-model's bit for bit, the model's inputs and outputs, outputs
-# handed to NumPy without a copy, errors as exceptions with the one-line message, and run() from
-# several threads at once (the GIL released while Whittle runs).
+# whittle.Session: outputs equal run-model's bit for bit, the model's inputs and outputs, inputs
+# read in place and outputs handed to NumPy without a copy (never one over the other), errors as
+# exceptions with the one-line message, and run() from several threads at once (the GIL released
+# while Whittle runs).
 import gc
+import sys
 import threading
 import time
 
@@ -142,3 +144,63 @@ def test_threads_share_a_session_and_release_the_gil():
     assert end - start > 4 * margin, f"run() took only {end - start:.3f} s: too short to tell"
     inside = [t for t in notes if start + margin < t < end - margin]
     assert inside, f"no step of the other thread during the {end - start:.3f} s of run()"
+
+
+def _misaligned(x):
+    """x's values in memory whose address is not a multiple of the item size (NumPy allows it)."""
+    a = np.frombuffer(bytearray(x.nbytes + 1), dtype=x.dtype, count=x.size, offset=1).reshape(x.shape)
+    a[...] = x
+    assert not a.flags.aligned
+    return a
+
+
+@pytest.mark.parametrize("model", ["cnn.onnx", "mlp.onnx", "resnet.onnx", "transformer.onnx"])
+def test_inputs_are_read_in_place_where_the_layout_allows(model):
+    session = whittle.Session(MODELS / model)
+    (inp,) = session.inputs
+    x = _images(3)
+    assert inp.dtype == x.dtype and x.ctypes.data % x.itemsize == 0
+    pristine = x.copy()
+    refs = sys.getrefcount(x)
+    # Read in place: no byte of it copied; the run does not write it.
+    in_place = session.run({inp.name: x})
+    assert session.input_bytes == (x.nbytes, 0)
+    assert np.array_equal(x, pristine)
+    # The run let go of the array (its buffer view) once it returned.
+    assert sys.getrefcount(x) == refs
+    # A read-only array is read in place too.
+    frozen = pristine.copy()
+    frozen.flags.writeable = False
+    read_only = session.run({inp.name: frozen})
+    assert session.input_bytes == (2 * x.nbytes, 0)
+    # An array at an address its dtype does not suit is copied, and gives the same outputs.
+    copied = session.run({inp.name: _misaligned(pristine)})
+    assert session.input_bytes == (2 * x.nbytes, x.nbytes)
+    for name in in_place:
+        assert np.array_equal(in_place[name], copied[name]) and np.array_equal(read_only[name], copied[name])
+
+
+def test_an_output_never_shares_the_callers_input_memory(tmp_path):
+    import onnx  # in the check venv (scripts/install-check-deps.sh)
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["same"]), helper.make_node("Reshape", ["x", "shape"], ["flat"])],
+        "aliases",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+        [helper.make_tensor_value_info("same", TensorProto.FLOAT, ["n", 4]),
+         helper.make_tensor_value_info("flat", TensorProto.FLOAT, [None])],
+        [helper.make_tensor("shape", TensorProto.INT64, [1], [-1])],
+    )
+    path = tmp_path / "aliases.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    session = whittle.Session(path)
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    out = session.run({"x": x})
+    assert session.input_bytes == (x.nbytes, 0)
+    assert np.array_equal(out["same"], x) and np.array_equal(out["flat"], x.ravel())
+    x[:] = -1  # the caller's array changes; the outputs it gave do not
+    assert np.array_equal(out["same"], np.arange(8, dtype=np.float32).reshape(2, 4))
+    assert np.array_equal(out["flat"], np.arange(8, dtype=np.float32))
+    out["same"][:] = 5  # and writing an output leaves the input alone
+    assert (x == -1).all()

@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <thread>
+#include <vector>
 
+#include "runtime/session/arena_pool.h"
 #include "runtime/session_internal.h"
 #include "tests/util/graph_builder.h"
 #include "tests/util/test_util.h"
@@ -262,6 +265,69 @@ TEST(SessionTest, RejectsInvalidGraph) {
   auto s = Session::FromGraph(g);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("inputs, expected"), std::string::npos);
+}
+
+// A caller's memory fed through Buffer::Wrap, at an address aligned only to its element size (as
+// a NumPy array's is): the run reads it in place and gives what a Whittle buffer gives, never
+// writes it, hands out no output over it (an output that is the input is a copy), and keeps it no
+// longer than the last tensor on it: the owner is released then.
+TEST(SessionTest, ReadsAWrappedCallerBufferInPlace) {
+  const Tensor x = RandomFloat({4, 3, 12, 12}, 21);
+  std::vector<float> memory(static_cast<size_t>(x.numel()) + 1);
+  float* data = memory.data() + 1;  // 4-byte aligned, not 64
+  std::memcpy(data, x.raw_data(), x.nbytes());
+  const std::vector<float> before = memory;
+  bool released = false;
+  std::shared_ptr<const void> owner(&released, [](bool* r) { *r = true; });
+  GraphBuilder b;
+  b.Input("x", DType::kFloat32, {Dim::Symbol("batch"), 3, 12, 12})
+      .Init("w", RandomFloat({8, 3, 3, 3}, 11)).Init("shape", Tensor::FromVector<int64_t>({2}, {-1, 432}))
+      .Op("Conv", {"x", "w"}, {"c"}, Attrs({{"pads", Attribute::Ints({1, 1, 1, 1})}}))
+      .Op("Relu", {"c"}, {"y"})
+      .Op("Reshape", {"x", "shape"}, {"flat"})
+      .Op("Tanh", {"flat"}, {"t"})
+      .Op("Identity", {"x"}, {"same"})
+      .Output("y").Output("t").Output("same");
+  const Graph g = b.Build();
+  for (const bool optimize : {true, false}) {
+    SessionOptions so;
+    so.optimize = optimize;
+    const std::vector<Tensor> expected = RunOnce(g, so, x);
+    ASSERT_EQ(expected.size(), 3u);
+    auto s = Session::FromGraph(g, so);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    {
+      const Tensor wrapped(DType::kFloat32, x.dims(), Buffer::Wrap(data, x.nbytes(), owner));
+      ASSERT_TRUE(wrapped.buffer()->external());
+      for (int run = 0; run < 2; ++run) {
+        auto r = (*s)->Run({{"x", wrapped}});
+        ASSERT_TRUE(r.ok()) << r.status().message();
+        ASSERT_EQ(r->size(), 3u);
+        for (size_t i = 0; i < 3; ++i) {
+          EXPECT_TRUE((*r)[i].BitwiseEquals(expected[i])) << "output " << i;
+          EXPECT_NE((*r)[i].buffer(), wrapped.buffer()) << "output " << i << " hands out the caller's memory";
+        }
+      }
+      EXPECT_FALSE(released);
+    }
+    EXPECT_EQ(memory, before) << "the run wrote into the caller's memory";
+  }
+  owner.reset();
+  EXPECT_TRUE(released) << "a session kept the caller's buffer after its runs";
+}
+
+// A run's arena never takes a wrapped buffer into its free list (it would write another value
+// there), even when it holds the last reference.
+TEST(SessionTest, ArenaNeverRecyclesAWrappedBuffer) {
+  std::vector<float> memory(64);
+  RunArena arena;
+  Tensor t(DType::kFloat32, {64}, Buffer::Wrap(memory.data(), 256, nullptr));
+  ASSERT_TRUE(t.buffer()->external());
+  arena.Release(t);
+  EXPECT_TRUE(arena.free.empty());
+  Tensor own(DType::kFloat32, {64});
+  arena.Release(own);
+  EXPECT_EQ(arena.free.size(), 1u);
 }
 
 }  // namespace

@@ -17,6 +17,9 @@ contrib op as its standard-ONNX definition (lib/onnx/contrib_ops.h), MatMulNBits
   docs/design-notes.md), which ONNX Runtime loads and runs;
 - with --top1-samples N, each --also (int8) file gives ORT's top-1 (last axis, every position of every
   output) on N inputs made from the stored ones;
+- on a CPU where ORT's uint8 x int8 GEMM saturates (no VNNI: ort_saturation.py), a file with int8
+  weights is held to ORT's stored outputs (made on a VNNI CPU) alone: where ORT here or its top-1
+  disagrees, that is shown for information, marked, and not counted;
 - bert_tt_ort_opt with its ai.onnx opset set to 12 (its standard ops are the same at 12) gives the
   same outputs: the expansions' forms before opset 17 (LayerNormalization written out) and 13 (axes
   as attributes, Split sizes as an attribute);
@@ -39,6 +42,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
+
+from ort_saturation import ort_u8s8_saturates
 
 MAX_REL = 1e-4
 NO_ORT_KERNEL = {"geglu_unet_ort_opt"}  # BiasSplitGelu/BiasAdd: CUDA-only in ONNX Runtime
@@ -102,6 +107,19 @@ def top1_agreement(binp, path, feeds, tmp):
     return total, differ
 
 
+def has_int8_weights(path):
+    """Whether the file holds an int8 initializer or Constant (weights of a uint8 x int8 GEMM)."""
+    m = onnx.load(path, load_external_data=False)
+    graphs, found = [m.graph], False
+    while graphs and not found:
+        g = graphs.pop()
+        found = any(t.data_type == TensorProto.INT8 for t in g.initializer)
+        for n in g.node:
+            found |= n.op_type == "Constant" and any(a.t.data_type == TensorProto.INT8 for a in n.attribute if a.name == "value")
+            graphs += [a.g for a in n.attribute if a.type == onnx.AttributeProto.GRAPH]
+    return found
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -139,22 +157,31 @@ def main():
                 print("FAIL %-28s run-model: %s" % (name, r.stderr.strip()))
                 failures += 1
                 continue
+            # ORT here is no reference for a file with int8 weights where its u8s8 GEMM saturates: a
+            # disagreement with it is shown, not counted (the stored outputs still are).
+            ort_unreliable = path in int8_paths and has_int8_weights(path) and ort_u8s8_saturates()
+            unreliable_note = " (info: ORT's u8s8 GEMM saturates on this CPU, not counted)"
             for out, want in stored.items():
                 safe = "".join(c if c.isalnum() or c in "_-." else "_" for c in out)
                 got = np.load(os.path.join(tmp, safe + ".npy"))
                 errs = [rel(got, want)] + ([rel(got, live[out])] if out in live else [])
-                ok = got.shape == want.shape and max(errs) <= MAX_REL
+                ok = got.shape == want.shape and errs[0] <= MAX_REL
+                shown = ok and max(errs) > MAX_REL and ort_unreliable
+                ok = ok and (max(errs) <= MAX_REL or ort_unreliable)
                 failures += not ok
-                print("%s %-28s %-18s vs stored ORT %.2e%s" % ("ok  " if ok else "FAIL", name, out[:18], errs[0],
-                      ", vs ORT here %.2e" % errs[1] if len(errs) > 1 else " (no ORT CPU kernel: the source graph's)"))
+                print("%s %-28s %-18s vs stored ORT %.2e%s%s" % ("ok  " if ok else "FAIL", name, out[:18], errs[0],
+                      ", vs ORT here %.2e" % errs[1] if len(errs) > 1 else " (no ORT CPU kernel: the source graph's)",
+                      unreliable_note if shown else ""))
             if path in int8_paths and args.top1_samples:
                 res = top1_agreement(args.bin, path, many_samples(onnx.load(path), feeds, args.top1_samples,
                                                                   np.random.default_rng(11)), tmp)
                 ok = not isinstance(res, str) and res[0] > 0 and res[1] == 0
-                failures += not ok
-                print("%s %-28s top-1 on %d inputs: %s" % (
-                    "ok  " if ok else "FAIL", name, args.top1_samples,
-                    res if isinstance(res, str) else "%d of %d positions differ from ORT's" % (res[1], res[0])))
+                shown = not ok and not isinstance(res, str) and res[0] > 0 and ort_unreliable
+                failures += not ok and not shown
+                print("%s %-28s top-1 on %d inputs: %s%s" % (
+                    "ok  " if ok else "info" if shown else "FAIL", name, args.top1_samples,
+                    res if isinstance(res, str) else "%d of %d positions differ from ORT's" % (res[1], res[0]),
+                    unreliable_note if shown else ""))
             small = os.path.join(tmp, "int8.onnx")
             r = subprocess.run([os.path.join(args.bin, "compress-model"), path, "-o", small, "--int8", "mode=dynamic",
                                 "--no-bench", "--quiet"], capture_output=True, text=True)

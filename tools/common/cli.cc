@@ -169,12 +169,7 @@ Status CheckOutputPath(const std::string& path, const std::string& flag) {
 
 StatusOr<Dataset> LoadDataFlag(const DataFlag& f) {
   if (f.spec.empty()) return Dataset{};
-  auto ds = LoadDataset(f.spec, f.limit);
-  if (!ds.ok()) return ds.status().WithContext(f.flag);
-  if (f.need_labels && !ds->has_labels())
-    return InvalidArgument(f.flag + " " + f.spec + " has no labels; accuracy needs labelled data");
-  if (ds->size() == 0) return InvalidArgument(f.flag + " " + f.spec + " has no samples");
-  return ds;
+  return CheckDataArgument(LoadDataset(f.spec, f.limit), f.flag, f.spec, f.need_labels);
 }
 
 StatusOr<std::map<std::string, Dims>> ParseInputShapes(const std::vector<std::string>& specs) {
