@@ -159,7 +159,7 @@ def main():
                 continue
             # ORT here is no reference for a file with int8 weights where its u8s8 GEMM saturates: a
             # disagreement with it is shown, not counted (the stored outputs still are).
-            ort_unreliable = path in int8_paths and has_int8_weights(path) and ort_u8s8_saturates()
+            ort_unreliable = path in int8_paths and ort_u8s8_saturates() and has_int8_weights(path)
             unreliable_note = " (info: ORT's u8s8 GEMM saturates on this CPU, not counted)"
             for out, want in stored.items():
                 safe = "".join(c if c.isalnum() or c in "_-." else "_" for c in out)

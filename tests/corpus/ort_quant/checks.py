@@ -51,7 +51,7 @@ def compare(name, got, want, expect="exact"):
         if got is want:  # what was ORT vs Whittle: ORT's own output, shown
             ort_out = STANDIN.get(id(got))
             if ort_out is not None:
-                compare(name + " [ORT's u8s8 GEMM saturates on this CPU: shown, not counted]", ort_out, want, "info")
+                compare(name + SATURATION_NOTE, ort_out, want, "info")
             return True
         name = name.replace("ORT vs", "Whittle (for ORT, whose u8s8 GEMM saturates on this CPU) vs", 1)
     got, want = np.asarray(got), np.asarray(want)
@@ -138,6 +138,7 @@ EXPANSION_RUNNER = None  # (model, feeds) -> outputs: another runtime reading th
 # judges it, and compare() shows ORT's own output for information (STANDIN: id(runner output) -> ORT's).
 ORT_SATURATES = False
 STANDIN = {}
+SATURATION_NOTE = " [ORT's u8s8 GEMM saturates on this CPU: shown, not counted]"
 
 
 def ort_and_expansion(op, inputs, outputs, variant="exact", **attrs):
@@ -621,7 +622,7 @@ def checks_qattention():
         want = Q.QAttention(x, w, bias, xs, ins[4][1], mask1, np.uint8(xz), ins[7][1], num_heads=N)[0]
         # ORT's own kernel against NumPy (no second runtime here): information only where it saturates.
         compare("QAttention per-column weight_scale [3D] / weight_zero_point [3D] (schema allows it)" +
-                (" [ORT's u8s8 GEMM saturates on this CPU: shown, not counted]" if ORT_SATURATES else ""), got, want,
+                (SATURATION_NOTE if ORT_SATURATES else ""), got, want,
                 "info" if ORT_SATURATES else ("tol", 2e-6, 1e-5))
     except Exception as e:  # noqa: BLE001
         check("QAttention per-column weight_scale [3D]: rejected by the CPU kernel", True,
